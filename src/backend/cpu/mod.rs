@@ -1,0 +1,270 @@
+//! The CPU backend: buffers are `Vec<T>`, kernels run on rayon's thread pool with the
+//! vectorised log-sum-exp of [`lse`].
+
+pub mod lse;
+
+use super::{batch_of, check_cost_batch, Backend, CostDims, CostSource, Side};
+use crate::{Error, Real, Result};
+use rayon::prelude::*;
+
+/// Computes on the host CPU with rayon (all cores of rayon's global pool).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuBackend;
+
+impl CpuBackend {
+    /// The CPU backend.
+    pub fn new() -> Self {
+        CpuBackend
+    }
+}
+
+/// A dense cost prepared for the CPU: the matrix, row-major, and its transpose, so that
+/// both half-steps read contiguous rows. A symmetric square cost is stored once.
+#[derive(Clone, Debug)]
+pub struct CpuCost<T> {
+    dims: CostDims,
+    /// `C` as `[batch×]n×m`.
+    c: Vec<T>,
+    /// `Cᵀ` as `[batch×]m×n`; empty when `C` is symmetric.
+    ct: Vec<T>,
+}
+
+impl<T: Real> CpuCost<T> {
+    /// Rows that a half-step on `side` reduces over: `C` for rows, `Cᵀ` for columns.
+    fn rows(&self, side: Side) -> &[T] {
+        match side {
+            Side::Row => &self.c,
+            Side::Col if self.ct.is_empty() => &self.c,
+            Side::Col => &self.ct,
+        }
+    }
+
+    /// Row `r` of problem `b` as seen from `side`.
+    fn row(&self, side: Side, b: usize, r: usize) -> &[T] {
+        let len = self.dims.len(other(side));
+        let per = self.dims.n * self.dims.m;
+        let base = if self.dims.batch.is_some() { b * per } else { 0 };
+        &self.rows(side)[base + r * len..base + (r + 1) * len]
+    }
+}
+
+fn other(side: Side) -> Side {
+    match side {
+        Side::Row => Side::Col,
+        Side::Col => Side::Row,
+    }
+}
+
+fn transpose<T: Copy + Send + Sync>(c: &[T], n: usize, m: usize) -> Vec<T> {
+    let mut t = Vec::with_capacity(c.len());
+    for j in 0..m {
+        t.extend((0..n).map(|i| c[i * m + j]));
+    }
+    t
+}
+
+/// Minimum number of exponentials a rayon task should hold so that scheduling stays cheap.
+const MIN_TASK_WORK: usize = 1 << 15;
+
+impl<T: Real> Backend<T> for CpuBackend {
+    type Buffer = Vec<T>;
+    type Cost = CpuCost<T>;
+
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn upload(&self, data: &[T]) -> Result<Vec<T>> {
+        Ok(data.to_vec())
+    }
+
+    fn download(&self, buf: &Vec<T>) -> Result<Vec<T>> {
+        Ok(buf.clone())
+    }
+
+    fn filled(&self, len: usize, value: T) -> Result<Vec<T>> {
+        Ok(vec![value; len])
+    }
+
+    fn len(&self, buf: &Vec<T>) -> usize {
+        buf.len()
+    }
+
+    fn prepare_cost(&self, cost: &CostSource<'_, T>) -> Result<CpuCost<T>> {
+        let (dims, c) = match cost {
+            CostSource::Dense(c) => {
+                let (n, m) = c.dim();
+                (CostDims { n, m, batch: None }, c.iter().copied().collect::<Vec<T>>())
+            }
+            CostSource::DenseBatch(c) => {
+                let (b, n, m) = c.dim();
+                if b == 0 {
+                    return Err(Error::Empty { arg: "cost".into(), detail: "a batch of 0 cost matrices".into() });
+                }
+                (CostDims { n, m, batch: Some(b) }, c.iter().copied().collect::<Vec<T>>())
+            }
+        };
+        if dims.n == 0 || dims.m == 0 {
+            return Err(Error::Empty { arg: "cost".into(), detail: format!("a {}×{} matrix", dims.n, dims.m) });
+        }
+        let per = dims.n * dims.m;
+        let symmetric = dims.n == dims.m
+            && c.chunks(per).all(|c| (0..dims.n).all(|i| (0..i).all(|j| c[i * dims.n + j] == c[j * dims.n + i])));
+        let ct = if symmetric {
+            Vec::new()
+        } else {
+            c.par_chunks(per).flat_map_iter(|c| transpose(c, dims.n, dims.m)).collect()
+        };
+        Ok(CpuCost { dims, c, ct })
+    }
+
+    fn cost_dims(&self, cost: &CpuCost<T>) -> CostDims {
+        cost.dims
+    }
+
+    fn sinkstep(
+        &self,
+        cost: &CpuCost<T>,
+        side: Side,
+        eps: T,
+        other_pot: &Vec<T>,
+        log_marginal: &Vec<T>,
+        out: &mut Vec<T>,
+    ) -> Result<()> {
+        let dims = cost.dims;
+        let len_out = dims.len(side);
+        let len_red = dims.len(other(side));
+        let batch = batch_of(out.len(), len_out, "sinkstep output")?;
+        check_cost_batch(&dims, batch)?;
+        if other_pot.len() != batch * len_red || log_marginal.len() != out.len() {
+            return Err(Error::shape(
+                "sinkstep",
+                format!(
+                    "potential of length {} and marginal of length {} do not fit {batch} problems of size {}×{}",
+                    other_pot.len(),
+                    log_marginal.len(),
+                    dims.n,
+                    dims.m
+                ),
+            ));
+        }
+        let inv_eps = T::one() / eps;
+        let update = |b: usize, r: usize| -> T {
+            let lm = log_marginal[b * len_out + r];
+            if lm == T::neg_infinity() {
+                return lm;
+            }
+            let pot = &other_pot[b * len_red..(b + 1) * len_red];
+            eps * (lm - lse::lse(pot, cost.row(side, b, r), inv_eps))
+        };
+        let min_len = (MIN_TASK_WORK / len_red.max(1)).max(1);
+        if dims.batch.is_none() && batch > 1 {
+            // Shared cost: each task takes a cost row and applies it to every problem, so
+            // the row is read from memory once per half-step, not once per problem.
+            let mut by_row = vec![T::zero(); out.len()];
+            by_row
+                .par_chunks_mut(batch)
+                .with_min_len(min_len.div_ceil(batch))
+                .enumerate()
+                .for_each(|(r, vals)| {
+                    for (b, v) in vals.iter_mut().enumerate() {
+                        *v = update(b, r);
+                    }
+                });
+            for (r, vals) in by_row.chunks(batch).enumerate() {
+                for (b, &v) in vals.iter().enumerate() {
+                    out[b * len_out + r] = v;
+                }
+            }
+        } else {
+            out.par_iter_mut()
+                .with_min_len(min_len)
+                .enumerate()
+                .for_each(|(idx, o)| *o = update(idx / len_out, idx % len_out));
+        }
+        Ok(())
+    }
+
+    fn marginal_error(&self, batch: usize, marginal: &Vec<T>, old: &Vec<T>, new: &Vec<T>, eps: T) -> Result<Vec<T>> {
+        if old.len() != marginal.len() || new.len() != marginal.len() {
+            return Err(Error::shape(
+                "marginal_error",
+                format!("lengths {}, {}, {} differ", marginal.len(), old.len(), new.len()),
+            ));
+        }
+        if batch == 0 || marginal.len() % batch != 0 || marginal.is_empty() {
+            return Err(Error::shape("marginal_error", format!("length {} does not split into {batch} problems", marginal.len())));
+        }
+        let per = marginal.len() / batch;
+        Ok(marginal
+            .par_chunks(per)
+            .zip(old.par_chunks(per))
+            .zip(new.par_chunks(per))
+            .map(|((a, o), n)| {
+                let mut s = 0.0f64;
+                for k in 0..per {
+                    if a[k] > T::zero() {
+                        let got = a[k] * ((o[k] - n[k]) / eps).exp();
+                        s += (a[k] - got).abs().f64();
+                    }
+                }
+                T::of(s)
+            })
+            .collect())
+    }
+
+    fn transport_cost(&self, cost: &CpuCost<T>, f: &Vec<T>, g: &Vec<T>, eps: T) -> Result<Vec<T>> {
+        let dims = cost.dims;
+        let batch = check_fg(&dims, f, g)?;
+        let (n, m) = (dims.n, dims.m);
+        Ok((0..batch)
+            .map(|b| {
+                let total: f64 = (0..n)
+                    .into_par_iter()
+                    .map(|i| {
+                        let fi = f[b * n + i];
+                        if fi == T::neg_infinity() {
+                            return 0.0;
+                        }
+                        let row = cost.row(Side::Row, b, i);
+                        let gb = &g[b * m..(b + 1) * m];
+                        let mut s = T::zero();
+                        for j in 0..m {
+                            let p = ((fi + gb[j] - row[j]) / eps).exp();
+                            s = s + p * row[j];
+                        }
+                        s.f64()
+                    })
+                    .sum();
+                T::of(total)
+            })
+            .collect())
+    }
+
+    fn plan(&self, cost: &CpuCost<T>, f: &Vec<T>, g: &Vec<T>, eps: T) -> Result<Vec<T>> {
+        let dims = cost.dims;
+        check_fg(&dims, f, g)?;
+        let (n, m) = (dims.n, dims.m);
+        let batch = f.len() / n;
+        let mut p = vec![T::zero(); batch * n * m];
+        p.par_chunks_mut(m).enumerate().for_each(|(bi, prow)| {
+            let (b, i) = (bi / n, bi % n);
+            let fi = f[bi];
+            let row = cost.row(Side::Row, b, i);
+            let gb = &g[b * m..(b + 1) * m];
+            for j in 0..m {
+                prow[j] = ((fi + gb[j] - row[j]) / eps).exp();
+            }
+        });
+        Ok(p)
+    }
+}
+
+fn check_fg<T>(dims: &CostDims, f: &[T], g: &[T]) -> Result<usize> {
+    let batch = batch_of(f.len(), dims.n, "f")?;
+    if g.len() != batch * dims.m {
+        return Err(Error::shape("g", format!("length {} does not fit {batch} problems of {} target points", g.len(), dims.m)));
+    }
+    check_cost_batch(dims, batch)?;
+    Ok(batch)
+}

@@ -1,0 +1,164 @@
+//! The backend abstraction: one trait that a compute device implements, and the cost
+//! sources the kernels read.
+//!
+//! Algorithms ([`crate::sinkhorn`], barycenters, gradients) are written once against
+//! [`Backend`]. A backend owns its buffers ([`Backend::Buffer`], resident on the device
+//! between iterations) and its prepared costs ([`Backend::Cost`]); the host reads back
+//! only small per-problem reductions, and only when an algorithm asks (every
+//! `check_every` iterations for convergence).
+//!
+//! Layout conventions: a batch of `B` problems with `n` source and `m` target points
+//! stores potentials and marginals row-major as `B×n` (`f`, `μ`) and `B×m` (`g`, `ν`).
+
+pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
+
+use crate::{Real, Result};
+use ndarray::{ArrayView2, ArrayView3};
+
+/// Which potential a [`Backend::sinkstep`] updates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// Update `f` (length `n` per problem) from `g`: reduce over the columns `j` of `C`.
+    Row,
+    /// Update `g` (length `m` per problem) from `f`: reduce over the rows `i` of `C`.
+    Col,
+}
+
+/// Sizes of a prepared cost: `n×m`, shared by every problem or one per problem.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CostDims {
+    /// Number of source points (rows of `C`).
+    pub n: usize,
+    /// Number of target points (columns of `C`).
+    pub m: usize,
+    /// `Some(B)` when the cost holds one matrix per problem, `None` when shared.
+    pub batch: Option<usize>,
+}
+
+impl CostDims {
+    /// Length of one problem's potential on `side` (`n` for rows, `m` for columns).
+    pub fn len(&self, side: Side) -> usize {
+        match side {
+            Side::Row => self.n,
+            Side::Col => self.m,
+        }
+    }
+}
+
+/// Where the cost `C[i,j]` of a problem comes from.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum CostSource<'a, T> {
+    /// One dense `n×m` matrix shared by every problem of the batch.
+    Dense(ArrayView2<'a, T>),
+    /// One dense `n×m` matrix per problem (`B×n×m`).
+    DenseBatch(ArrayView3<'a, T>),
+}
+
+impl<'a, T> From<ArrayView2<'a, T>> for CostSource<'a, T> {
+    fn from(c: ArrayView2<'a, T>) -> Self {
+        CostSource::Dense(c)
+    }
+}
+impl<'a, T> From<ArrayView3<'a, T>> for CostSource<'a, T> {
+    fn from(c: ArrayView3<'a, T>) -> Self {
+        CostSource::DenseBatch(c)
+    }
+}
+
+/// A compute device for entropic OT in precision `T`.
+///
+/// Every method works on a batch; the batch size `B` is the buffer length divided by the
+/// per-problem length the cost implies. Implementations validate lengths and return
+/// [`crate::Error`] on mismatch; they never panic on bad sizes.
+pub trait Backend<T: Real> {
+    /// A 1-D array of `T` resident on the device.
+    type Buffer;
+    /// A cost prepared for the kernels (for a dense cost: the matrix and whatever layout
+    /// the kernels prefer, e.g. its transpose).
+    type Cost;
+
+    /// Short name (`"cpu"`, `"cuda"`).
+    fn name(&self) -> &'static str;
+
+    /// Copy host data to a new device buffer.
+    fn upload(&self, data: &[T]) -> Result<Self::Buffer>;
+    /// Copy a device buffer to the host.
+    fn download(&self, buf: &Self::Buffer) -> Result<Vec<T>>;
+    /// A new buffer of `len` copies of `value`.
+    fn filled(&self, len: usize, value: T) -> Result<Self::Buffer>;
+    /// Length of a buffer.
+    fn len(&self, buf: &Self::Buffer) -> usize;
+
+    /// Prepare a cost for the kernels. Entries are validated (finite) by the caller
+    /// ([`crate::Problem`]); backends check only sizes.
+    fn prepare_cost(&self, cost: &CostSource<'_, T>) -> Result<Self::Cost>;
+    /// Sizes of a prepared cost.
+    fn cost_dims(&self, cost: &Self::Cost) -> CostDims;
+
+    /// One half-iteration of log-domain Sinkhorn, batched over `b`. For [`Side::Col`]:
+    ///
+    /// `out[b,j] = ε·log_marginal[b,j] − ε·LSE_i((other[b,i] − C_b[i,j]) / ε)`
+    ///
+    /// and symmetrically for [`Side::Row`] (reduce over `j`, `other = g`). The LSE is one
+    /// pass (running max and rescaled sum). `log_marginal = −∞` gives `out = −∞`, never NaN.
+    fn sinkstep(
+        &self,
+        cost: &Self::Cost,
+        side: Side,
+        eps: T,
+        other: &Self::Buffer,
+        log_marginal: &Self::Buffer,
+        out: &mut Self::Buffer,
+    ) -> Result<()>;
+
+    /// Marginal violation of each of `batch` problems, from a potential before and after its update:
+    /// `err[b] = Σ_k |a[b,k] − a[b,k]·exp((old[b,k] − new[b,k]) / ε)|` over `a[b,k] > 0`.
+    /// When `new` is the sinkstep of `old`'s partner, `a·exp((old − new)/ε)` is the current
+    /// plan's marginal on that side, so this is `‖P·1 − a‖₁` (or `‖Pᵀ·1 − a‖₁`).
+    /// Only these `B` numbers cross to the host.
+    fn marginal_error(
+        &self,
+        batch: usize,
+        marginal: &Self::Buffer,
+        old: &Self::Buffer,
+        new: &Self::Buffer,
+        eps: T,
+    ) -> Result<Vec<T>>;
+
+    /// Transport cost per problem, `⟨P_b, C_b⟩ = Σ_ij exp((f_i + g_j − C_ij)/ε)·C_ij`.
+    fn transport_cost(
+        &self,
+        cost: &Self::Cost,
+        f: &Self::Buffer,
+        g: &Self::Buffer,
+        eps: T,
+    ) -> Result<Vec<T>>;
+
+    /// The plans `P_b[i,j] = exp((f_i + g_j − C_ij)/ε)`, stored `B×n×m`.
+    fn plan(&self, cost: &Self::Cost, f: &Self::Buffer, g: &Self::Buffer, eps: T) -> Result<Self::Buffer>;
+}
+
+/// Batch size implied by a buffer length and a per-problem length.
+pub(crate) fn batch_of(len: usize, per: usize, what: &str) -> Result<usize> {
+    if per == 0 || len % per != 0 || len == 0 {
+        return Err(crate::Error::shape(
+            what,
+            format!("buffer length {len} is not a positive multiple of the problem size {per}"),
+        ));
+    }
+    Ok(len / per)
+}
+
+/// Check that a per-problem cost matches the batch size.
+pub(crate) fn check_cost_batch(dims: &CostDims, batch: usize) -> Result<()> {
+    match dims.batch {
+        Some(bc) if bc != batch => Err(crate::Error::shape(
+            "cost",
+            format!("holds {bc} cost matrices but the batch has {batch} problems"),
+        )),
+        _ => Ok(()),
+    }
+}

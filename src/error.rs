@@ -1,0 +1,55 @@
+//! The crate's error type: every invalid input and every failure is an [`Error`] whose
+//! message names the argument or the resource at fault.
+
+use std::fmt;
+
+/// Result alias used throughout logot.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in logot. Messages name the argument at fault.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An array has the wrong number of dimensions or a size that does not match another.
+    #[error("{arg}: {detail}")]
+    Shape { arg: String, detail: String },
+    /// An array has no elements.
+    #[error("{arg}: empty input ({detail})")]
+    Empty { arg: String, detail: String },
+    /// An array holds NaN or ±inf.
+    #[error("{arg}: non-finite value {value} at index {index}")]
+    NonFinite { arg: String, index: String, value: String },
+    /// A histogram holds a negative entry.
+    #[error("{arg}: negative mass {value} at index {index}")]
+    NegativeMass { arg: String, index: String, value: String },
+    /// A histogram sums to zero.
+    #[error("{arg}: total mass is zero{detail}")]
+    ZeroMass { arg: String, detail: String },
+    /// Two histograms that must carry the same mass do not.
+    #[error("unequal total masses{detail}: mu sums to {mu}, nu sums to {nu} (relative difference {rel:.3e} > {tol:.1e})")]
+    UnequalMass { detail: String, mu: f64, nu: f64, rel: f64, tol: f64 },
+    /// A scalar parameter is out of its domain (eps ≤ 0, NaN, zero iterations, …).
+    #[error("{arg} = {value}: {reason}")]
+    Parameter { arg: String, value: String, reason: String },
+    /// The computation produced a non-finite result (reported, never returned silently).
+    #[error("numerical failure: {0}")]
+    Numerical(String),
+    /// A file could not be read or written.
+    #[error("{path}: {msg}")]
+    File { path: String, msg: String },
+    /// The requested feature or backend is not available in this build or on this machine.
+    #[error("{0}")]
+    Unavailable(String),
+    /// A CUDA driver, compiler or kernel failure.
+    #[error("CUDA: {0}")]
+    Cuda(String),
+}
+
+impl Error {
+    pub(crate) fn shape(arg: impl Into<String>, detail: impl fmt::Display) -> Self {
+        Error::Shape { arg: arg.into(), detail: detail.to_string() }
+    }
+    pub(crate) fn parameter(arg: &str, value: impl fmt::Display, reason: impl Into<String>) -> Self {
+        Error::Parameter { arg: arg.into(), value: value.to_string(), reason: reason.into() }
+    }
+}

@@ -1,0 +1,73 @@
+//! # logot — entropic optimal transport in the log domain
+//!
+//! Sinkhorn distances, couplings and batched solvers that stay finite in `f32` down to
+//! small ε, on the CPU (ndarray + rayon) and, with the `cuda` feature, on NVIDIA GPUs,
+//! through one [`Backend`] trait. Conventions follow POT so results can be compared:
+//!
+//! * plan `P = diag(u)·exp(−C/ε)·diag(v)` with `P·1 = μ`, `Pᵀ·1 = ν`;
+//! * potentials `f = ε log u`, `g = ε log v`;
+//! * the "distance" is the transport cost `⟨P, C⟩` (POT's `sinkhorn2`).
+//!
+//! ```
+//! use ndarray::{array, Array2};
+//! let x = [0.0, 0.5, 1.0];
+//! let cost = Array2::from_shape_fn((3, 3), |(i, j)| (x[i] - x[j]) * (x[i] - x[j]));
+//! let mu = array![0.5, 0.5, 0.0];
+//! let nu = array![0.0, 0.5, 0.5];
+//! let w = logot::wasserstein(mu.view(), nu.view(), cost.view(), 1e-3)?;
+//! assert!(w.convergence.converged);
+//! assert!((w.distance[0] - 0.25).abs() < 1e-6); // every unit of mass moves by 0.5
+//! # Ok::<(), logot::Error>(())
+//! ```
+//!
+//! For a batch, or to choose the backend and the parameters, use [`Solver`] with a
+//! [`Problem`]; see [`SinkhornParams`] for tolerances, ε-scaling and warm starts.
+
+pub mod backend;
+mod error;
+mod real;
+pub mod sinkhorn;
+mod validate;
+
+pub use backend::{cpu::CpuBackend, Backend, CostSource, Side};
+pub use error::{Error, Result};
+pub use real::Real;
+pub use sinkhorn::{Convergence, Coupling, EpsScaling, Problem, SinkhornParams, SinkhornResult, Solver, WarmStart};
+
+use ndarray::{ArrayView1, ArrayView2};
+
+/// Entropic transport cost `⟨P, C⟩` between `mu` (n) and `nu` (m) for the cost `cost`
+/// (n×m) at regularisation `eps`, on the CPU with default [`SinkhornParams`].
+///
+/// The result also carries the potentials and whether the solver converged; check
+/// `result.convergence.converged` (non-convergence is reported, not an error).
+pub fn wasserstein<T: Real>(
+    mu: ArrayView1<'_, T>,
+    nu: ArrayView1<'_, T>,
+    cost: ArrayView2<'_, T>,
+    eps: T,
+) -> Result<SinkhornResult<T>> {
+    Solver::new(CpuBackend, SinkhornParams::new(eps.f64())).solve(&Problem::new(mu, nu, cost)?)
+}
+
+/// Batched [`wasserstein`]: `mu` (B×n), `nu` (B×m) against one cost (n×m) or one per
+/// problem (`B×n×m`, pass an `ArrayView3`).
+pub fn wasserstein_batch<'a, T: Real>(
+    mu: ArrayView2<'a, T>,
+    nu: ArrayView2<'a, T>,
+    cost: impl Into<CostSource<'a, T>>,
+    eps: T,
+) -> Result<SinkhornResult<T>> {
+    Solver::new(CpuBackend, SinkhornParams::new(eps.f64())).solve(&Problem::batch(mu, nu, cost)?)
+}
+
+/// The entropic plan between `mu` and `nu` (as a `1×n×m` batch), with its potentials and
+/// convergence report, on the CPU with default [`SinkhornParams`].
+pub fn coupling<T: Real>(
+    mu: ArrayView1<'_, T>,
+    nu: ArrayView1<'_, T>,
+    cost: ArrayView2<'_, T>,
+    eps: T,
+) -> Result<Coupling<T>> {
+    Solver::new(CpuBackend, SinkhornParams::new(eps.f64())).coupling(&Problem::new(mu, nu, cost)?)
+}

@@ -1,0 +1,397 @@
+//! Log-domain Sinkhorn: the solver loop, its parameters and its result.
+//!
+//! With `f = ε log u`, `g = ε log v`, the plan is `P = exp((f ⊕ g − C)/ε)` and each
+//! iteration is two half-steps (POT's `sinkhorn_log` order, columns first):
+//!
+//! `g_j ← ε log ν_j − ε LSE_i((f_i − C_ij)/ε)`, then `f_i ← ε log μ_i − ε LSE_j((g_j − C_ij)/ε)`.
+//!
+//! After the `f` update the rows of `P` sum to `μ`; the marginal error is the column
+//! violation `‖Pᵀ1 − ν‖₁`. It falls out of the next `g` update for free
+//! (`(Pᵀ1)_j = ν_j exp((g_j − g'_j)/ε)`), so checking costs nothing but a read-back of
+//! `B` numbers every `check_every` iterations.
+
+use crate::backend::{Backend, CostDims, CostSource, Side};
+use crate::validate::{check_eps, check_equal_mass, check_finite, check_histograms};
+use crate::{Error, Real, Result};
+use ndarray::{Array1, Array2, Array3, ArrayView1, ArrayView2, Axis};
+
+/// Parameters of the Sinkhorn solver. `Default` gives POT's defaults (1000 iterations,
+/// marginal tolerance 1e-9 in f64) with `eps = 0.01`.
+#[derive(Clone, Debug)]
+pub struct SinkhornParams {
+    /// Regularisation strength ε (> 0), in the units of the cost.
+    pub eps: f64,
+    /// Maximum number of iterations (each is one `g` and one `f` half-step).
+    pub max_iters: usize,
+    /// Target for the marginal error `max_b ‖P_bᵀ1 − ν_b‖₁`; `None` picks the precision's
+    /// default (1e-9 for f64, 1e-5 for f32); `Some(0.0)` runs all `max_iters` iterations.
+    pub tol: Option<f64>,
+    /// Check convergence every this many iterations (the only host read-back in the loop).
+    pub check_every: usize,
+    /// Start from these potentials (`f`: B×n, `g`: B×m) instead of zeros.
+    pub warm_start: Option<WarmStart>,
+    /// Anneal ε geometrically from a large value down to `eps` before the main loop.
+    pub eps_scaling: Option<EpsScaling>,
+}
+
+impl Default for SinkhornParams {
+    fn default() -> Self {
+        SinkhornParams { eps: 0.01, max_iters: 1000, tol: None, check_every: 10, warm_start: None, eps_scaling: None }
+    }
+}
+
+impl SinkhornParams {
+    /// Default parameters with regularisation `eps`.
+    pub fn new(eps: f64) -> Self {
+        SinkhornParams { eps, ..Default::default() }
+    }
+    /// Run exactly `iters` iterations with no early stop (the marginal error is still
+    /// measured and reported at the end).
+    pub fn fixed_iterations(eps: f64, iters: usize) -> Self {
+        SinkhornParams { eps, max_iters: iters, tol: Some(0.0), ..Default::default() }
+    }
+    fn validate(&self) -> Result<()> {
+        check_eps("eps", self.eps)?;
+        if self.max_iters == 0 {
+            return Err(Error::parameter("max_iters", 0, "at least one iteration is needed"));
+        }
+        if self.check_every == 0 {
+            return Err(Error::parameter("check_every", 0, "must be ≥ 1"));
+        }
+        if let Some(t) = self.tol {
+            if !(t.is_finite() && t >= 0.0) {
+                return Err(Error::parameter("tol", t, "must be finite and ≥ 0"));
+            }
+        }
+        if let Some(s) = &self.eps_scaling {
+            check_eps("eps_scaling.start", s.start)?;
+            if !(s.factor > 0.0 && s.factor < 1.0) {
+                return Err(Error::parameter("eps_scaling.factor", s.factor, "must lie in (0, 1)"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Initial potentials for a warm start, in the solver's units (`f = ε log u`).
+#[derive(Clone, Debug)]
+pub struct WarmStart {
+    /// `B×n` source potentials.
+    pub f: Array2<f64>,
+    /// `B×m` target potentials.
+    pub g: Array2<f64>,
+}
+
+/// ε-scaling schedule: `ε_k = max(eps, start·factor^k)`, `iters_per_stage` iterations at
+/// each ε above the target, then the main loop at `eps`.
+#[derive(Clone, Debug)]
+pub struct EpsScaling {
+    /// First (largest) ε, e.g. the cost's diameter.
+    pub start: f64,
+    /// Ratio between consecutive stages, in (0, 1).
+    pub factor: f64,
+    /// Iterations run at each intermediate ε.
+    pub iters_per_stage: usize,
+}
+
+impl EpsScaling {
+    fn stages(&self, eps: f64) -> Vec<f64> {
+        let mut out = Vec::new();
+        let mut e = self.start;
+        while e > eps && out.len() < 200 {
+            out.push(e);
+            e *= self.factor;
+        }
+        out
+    }
+}
+
+/// How the solver ended.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Convergence {
+    /// Iterations run (ε-scaling stages included).
+    pub iterations: usize,
+    /// Largest marginal error over the batch, `max_b ‖P_bᵀ1 − ν_b‖₁`, of the returned plan.
+    pub marginal_error: f64,
+    /// The tolerance that was asked for.
+    pub tol: f64,
+    /// `marginal_error ≤ tol` (with `tol > 0`): the solver stopped because it converged.
+    pub converged: bool,
+}
+
+/// A solved batch of entropic OT problems.
+#[derive(Clone, Debug)]
+pub struct SinkhornResult<T> {
+    /// Source potentials `f = ε log u`, `B×n` (−∞ on zero-mass bins).
+    pub f: Array2<T>,
+    /// Target potentials `g = ε log v`, `B×m`.
+    pub g: Array2<T>,
+    /// Transport cost `⟨P_b, C_b⟩` of each problem (POT's `sinkhorn2` value).
+    pub distance: Array1<T>,
+    /// Regularisation the plans belong to.
+    pub eps: f64,
+    /// Iterations, marginal error and whether the tolerance was met.
+    pub convergence: Convergence,
+}
+
+/// A solved batch together with its plans.
+#[derive(Clone, Debug)]
+pub struct Coupling<T> {
+    /// Plans `P_b = exp((f_b ⊕ g_b − C_b)/ε)`, `B×n×m`.
+    pub plan: Array3<T>,
+    /// Potentials, distances and convergence.
+    pub result: SinkhornResult<T>,
+}
+
+/// A batch of `B` OT problems: marginals `μ` (B×n), `ν` (B×m) and a cost.
+#[derive(Clone, Debug)]
+pub struct Problem<'a, T> {
+    mu: ArrayView2<'a, T>,
+    nu: ArrayView2<'a, T>,
+    cost: CostSource<'a, T>,
+}
+
+impl<'a, T: Real> Problem<'a, T> {
+    /// One problem: `μ` (n), `ν` (m), cost `C` (n×m).
+    pub fn new(mu: ArrayView1<'a, T>, nu: ArrayView1<'a, T>, cost: ArrayView2<'a, T>) -> Result<Self> {
+        Self::batch(mu.insert_axis(Axis(0)), nu.insert_axis(Axis(0)), cost)
+    }
+
+    /// A batch: `μ` (B×n), `ν` (B×m) against one shared `n×m` cost or `B` costs (`B×n×m`).
+    pub fn batch(mu: ArrayView2<'a, T>, nu: ArrayView2<'a, T>, cost: impl Into<CostSource<'a, T>>) -> Result<Self> {
+        let cost = cost.into();
+        let p = Problem { mu, nu, cost };
+        p.validate()?;
+        Ok(p)
+    }
+
+    /// Number of problems.
+    pub fn batch_size(&self) -> usize {
+        self.mu.nrows()
+    }
+
+    /// Source marginals, `B×n`.
+    pub fn mu(&self) -> ArrayView2<'a, T> {
+        self.mu
+    }
+    /// Target marginals, `B×m`.
+    pub fn nu(&self) -> ArrayView2<'a, T> {
+        self.nu
+    }
+    /// The cost.
+    pub fn cost(&self) -> &CostSource<'a, T> {
+        &self.cost
+    }
+
+    fn validate(&self) -> Result<()> {
+        let mu_mass = check_histograms("mu", &self.mu)?;
+        let nu_mass = check_histograms("nu", &self.nu)?;
+        let (b, n) = self.mu.dim();
+        let (bn, m) = self.nu.dim();
+        if b != bn {
+            return Err(Error::shape("nu", format!("batch of {bn} problems but mu has {b}")));
+        }
+        let dims = cost_dims(&self.cost);
+        if dims.n == 0 || dims.m == 0 || dims.batch == Some(0) {
+            return Err(Error::Empty { arg: "cost".into(), detail: format!("shape {dims:?}") });
+        }
+        if (dims.n, dims.m) != (n, m) {
+            return Err(Error::shape(
+                "cost",
+                format!("is {}×{} but mu has {n} and nu has {m} entries per problem", dims.n, dims.m),
+            ));
+        }
+        if let Some(bc) = dims.batch {
+            if bc != b {
+                return Err(Error::shape("cost", format!("holds {bc} matrices but there are {b} problems")));
+            }
+        }
+        match &self.cost {
+            CostSource::Dense(c) => check_finite("cost", c)?,
+            CostSource::DenseBatch(c) => check_finite("cost", c)?,
+        }
+        check_equal_mass::<T>(&mu_mass, &nu_mass)
+    }
+}
+
+/// Sizes of a cost source before it is prepared.
+pub(crate) fn cost_dims<T>(cost: &CostSource<'_, T>) -> CostDims {
+    match cost {
+        CostSource::Dense(c) => CostDims { n: c.nrows(), m: c.ncols(), batch: None },
+        CostSource::DenseBatch(c) => {
+            let (b, n, m) = c.dim();
+            CostDims { n, m, batch: Some(b) }
+        }
+    }
+}
+
+/// Runs Sinkhorn on a chosen backend.
+///
+/// ```
+/// use logot::{backend::CpuBackend, Problem, SinkhornParams, Solver};
+/// use ndarray::array;
+/// let mu = array![0.5, 0.5];
+/// let nu = array![0.25, 0.75];
+/// let cost = array![[0.0, 1.0], [1.0, 0.0]];
+/// let solver = Solver::new(CpuBackend, SinkhornParams::new(0.05));
+/// let res = solver.solve(&Problem::new(mu.view(), nu.view(), cost.view())?)?;
+/// assert!(res.convergence.converged);
+/// assert!((res.distance[0] - 0.25).abs() < 1e-3); // 0.25 of mass must move, at cost 1
+/// # Ok::<(), logot::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Solver<B> {
+    backend: B,
+    params: SinkhornParams,
+}
+
+/// Device-resident state of a solved batch.
+pub(crate) struct Solved<T: Real, B: Backend<T>> {
+    pub cost: B::Cost,
+    pub f: B::Buffer,
+    pub g: B::Buffer,
+    pub convergence: Convergence,
+}
+
+impl<B> Solver<B> {
+    /// A solver on `backend` with `params`.
+    pub fn new(backend: B, params: SinkhornParams) -> Self {
+        Solver { backend, params }
+    }
+    /// The parameters.
+    pub fn params(&self) -> &SinkhornParams {
+        &self.params
+    }
+    /// The backend.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// Potentials, distances and convergence of every problem of the batch.
+    pub fn solve<T: Real>(&self, problem: &Problem<'_, T>) -> Result<SinkhornResult<T>>
+    where
+        B: Backend<T>,
+    {
+        let s = self.run(problem)?;
+        self.finish(problem, &s)
+    }
+
+    /// As [`Solver::solve`], and the plans.
+    pub fn coupling<T: Real>(&self, problem: &Problem<'_, T>) -> Result<Coupling<T>>
+    where
+        B: Backend<T>,
+    {
+        let s = self.run(problem)?;
+        let result = self.finish(problem, &s)?;
+        let eps = T::of(self.params.eps);
+        let plan = self.backend.download(&self.backend.plan(&s.cost, &s.f, &s.g, eps)?)?;
+        let (b, n, m) = (problem.batch_size(), problem.mu.ncols(), problem.nu.ncols());
+        let plan = Array3::from_shape_vec((b, n, m), plan).map_err(|e| Error::Numerical(e.to_string()))?;
+        Ok(Coupling { plan, result })
+    }
+
+    fn finish<T: Real>(&self, problem: &Problem<'_, T>, s: &Solved<T, B>) -> Result<SinkhornResult<T>>
+    where
+        B: Backend<T>,
+    {
+        let eps = T::of(self.params.eps);
+        let distance = Array1::from(self.backend.transport_cost(&s.cost, &s.f, &s.g, eps)?);
+        if let Some(k) = distance.iter().position(|d| !d.is_finite()) {
+            return Err(Error::Numerical(format!(
+                "the transport cost of problem {k} is {} (eps = {} may be too small for {})",
+                distance[k],
+                self.params.eps,
+                T::NAME
+            )));
+        }
+        let b = problem.batch_size();
+        let f = Array2::from_shape_vec((b, problem.mu.ncols()), self.backend.download(&s.f)?)
+            .map_err(|e| Error::Numerical(e.to_string()))?;
+        let g = Array2::from_shape_vec((b, problem.nu.ncols()), self.backend.download(&s.g)?)
+            .map_err(|e| Error::Numerical(e.to_string()))?;
+        Ok(SinkhornResult { f, g, distance, eps: self.params.eps, convergence: s.convergence.clone() })
+    }
+
+    /// Upload, iterate, and leave the potentials on the device.
+    pub(crate) fn run<T: Real>(&self, problem: &Problem<'_, T>) -> Result<Solved<T, B>>
+    where
+        B: Backend<T>,
+    {
+        let p = &self.params;
+        p.validate()?;
+        let be = &self.backend;
+        let (batch, n) = problem.mu.dim();
+        let m = problem.nu.ncols();
+        let cost = be.prepare_cost(&problem.cost)?;
+        let host = |a: &ArrayView2<'_, T>| a.iter().copied().collect::<Vec<T>>();
+        let log = |a: &ArrayView2<'_, T>| a.iter().map(|v| v.ln()).collect::<Vec<T>>();
+        let nu = be.upload(&host(&problem.nu))?;
+        let log_mu = be.upload(&log(&problem.mu))?;
+        let log_nu = be.upload(&log(&problem.nu))?;
+        let (mut f, mut g) = match &p.warm_start {
+            None => (be.filled(batch * n, T::zero())?, be.filled(batch * m, T::zero())?),
+            Some(w) => {
+                if w.f.dim() != (batch, n) || w.g.dim() != (batch, m) {
+                    return Err(Error::shape(
+                        "warm_start",
+                        format!("f is {:?} and g is {:?}, expected ({batch}, {n}) and ({batch}, {m})", w.f.dim(), w.g.dim()),
+                    ));
+                }
+                // −∞ is allowed (zero-mass bins); NaN and +∞ are not.
+                if let Some(v) = w.f.iter().chain(w.g.iter()).find(|v| v.is_nan() || **v == f64::INFINITY) {
+                    return Err(Error::NonFinite { arg: "warm_start".into(), index: "?".into(), value: v.to_string() });
+                }
+                let to_t = |a: &Array2<f64>| a.iter().map(|&v| T::of(v)).collect::<Vec<T>>();
+                (be.upload(&to_t(&w.f))?, be.upload(&to_t(&w.g))?)
+            }
+        };
+        let mut iterations = 0;
+        if let Some(s) = &p.eps_scaling {
+            for e in s.stages(p.eps) {
+                let e = T::of(e);
+                for _ in 0..s.iters_per_stage {
+                    be.sinkstep(&cost, Side::Col, e, &f, &log_nu, &mut g)?;
+                    be.sinkstep(&cost, Side::Row, e, &g, &log_mu, &mut f)?;
+                    iterations += 1;
+                }
+            }
+        }
+        let eps = T::of(p.eps);
+        let tol = p.tol.unwrap_or(T::DEFAULT_TOL);
+        let mut g_next = be.filled(batch * m, T::zero())?;
+        let mut err = f64::INFINITY;
+        let mut converged = false;
+        for it in 0..p.max_iters {
+            be.sinkstep(&cost, Side::Col, eps, &f, &log_nu, &mut g_next)?;
+            if tol > 0.0 && it > 0 && it % p.check_every == 0 {
+                err = max_error(be.marginal_error(batch, &nu, &g, &g_next, eps)?)?;
+                if err <= tol {
+                    converged = true;
+                    break;
+                }
+            }
+            std::mem::swap(&mut g, &mut g_next);
+            be.sinkstep(&cost, Side::Row, eps, &g, &log_mu, &mut f)?;
+            iterations += 1;
+        }
+        if !converged {
+            // Measure the returned plan (f, g): one more g half-step, not applied.
+            be.sinkstep(&cost, Side::Col, eps, &f, &log_nu, &mut g_next)?;
+            err = max_error(be.marginal_error(batch, &nu, &g, &g_next, eps)?)?;
+            converged = tol > 0.0 && err <= tol;
+        }
+        Ok(Solved { cost, f, g, convergence: Convergence { iterations, marginal_error: err, tol, converged } })
+    }
+}
+
+fn max_error<T: Real>(errs: Vec<T>) -> Result<f64> {
+    let mut worst = 0.0f64;
+    for (k, e) in errs.iter().enumerate() {
+        let e = e.f64();
+        if e.is_nan() {
+            return Err(Error::Numerical(format!("the marginal error of problem {k} is NaN")));
+        }
+        worst = worst.max(e);
+    }
+    Ok(worst)
+}
