@@ -24,12 +24,16 @@
 //! [`Problem`]; see [`SinkhornParams`] for tolerances, ε-scaling and warm starts.
 
 pub mod backend;
+pub mod barycenter;
 mod error;
 mod real;
 pub mod sinkhorn;
 mod validate;
 
-pub use backend::{cpu::CpuBackend, Backend, CostSource, Side};
+pub use backend::{cpu::CpuBackend, Backend, BarycenterKernels, CostSource, GridCost, Side};
+pub use barycenter::{
+    barycenter, barycenter_batch, grid_barycenter, grid_barycenter_on, Barycenter, BarycenterParams, BarycenterSolver,
+};
 pub use error::{Error, Result};
 pub use real::Real;
 pub use sinkhorn::{Convergence, Coupling, EpsScaling, Problem, SinkhornParams, SinkhornResult, Solver, WarmStart};

@@ -209,6 +209,7 @@ impl<'a, T: Real> Problem<'a, T> {
         match &self.cost {
             CostSource::Dense(c) => check_finite("cost", c)?,
             CostSource::DenseBatch(c) => check_finite("cost", c)?,
+            CostSource::Grid(_) => {}
         }
         check_equal_mass::<T>(&mu_mass, &nu_mass)
     }
@@ -222,6 +223,7 @@ pub(crate) fn cost_dims<T>(cost: &CostSource<'_, T>) -> CostDims {
             let (b, n, m) = c.dim();
             CostDims { n, m, batch: Some(b) }
         }
+        CostSource::Grid(g) => CostDims { n: g.len(), m: g.len(), batch: None },
     }
 }
 
