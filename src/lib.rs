@@ -26,6 +26,7 @@
 pub mod backend;
 mod error;
 mod real;
+pub mod problems;
 pub mod sinkhorn;
 mod validate;
 
