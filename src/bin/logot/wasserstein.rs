@@ -27,13 +27,13 @@ pub struct SolveArgs {
     #[arg(long, requires = "x")]
     pub y: Option<String>,
     /// Regularisation strength ε (> 0).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub eps: f64,
     /// Maximum number of iterations.
     #[arg(long, default_value_t = 1000)]
     pub iters: usize,
     /// Marginal-error target; 0 runs all iterations (default: 1e-9 in f64, 1e-5 in f32).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub tol: Option<f64>,
     /// Where to compute.
     #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]
