@@ -103,6 +103,10 @@ pub struct Barycenter<T, D: Dimension = Ix1> {
 
 /// Computes barycenters on a chosen backend.
 ///
+/// On the CPU, the top-level [`barycenter`], [`barycenter_batch`] and [`grid_barycenter`]
+/// also run the loop on a rayon worker thread, which saves a thread hand-off per kernel
+/// (noticeable on small problems); do the same with `rayon::scope(|_| solver.solve(..))`.
+///
 /// ```
 /// use logot::{BarycenterParams, BarycenterSolver, CpuBackend};
 /// use ndarray::{array, Array2};
@@ -364,7 +368,17 @@ pub fn barycenter<'a, T: Real>(
     cost: impl Into<CostSource<'a, T>>,
     params: &BarycenterParams,
 ) -> Result<Barycenter<T>> {
-    BarycenterSolver::new(CpuBackend, params.clone()).solve(histograms, weights, cost)
+    let cost = cost.into();
+    on_cpu_pool(|| {
+        BarycenterSolver::new(CpuBackend, params.clone()).solve(histograms, weights, cost)
+    })
+}
+
+/// Run `work` on a thread of rayon's global pool, so that the kernels' parallel loops
+/// inside it fork and join among the pool's threads instead of handing every call over
+/// from the caller's thread (which costs a wake-up and a sleep per kernel).
+pub(crate) fn on_cpu_pool<R: Send>(work: impl FnOnce() -> R + Send) -> R {
+    rayon::scope(|_| work())
 }
 
 /// `P` barycenter problems at once on the CPU (`histograms`: `P×K×n`, `weights`: `P×K`),
@@ -375,7 +389,10 @@ pub fn barycenter_batch<'a, T: Real>(
     cost: impl Into<CostSource<'a, T>>,
     params: &BarycenterParams,
 ) -> Result<Vec<Barycenter<T>>> {
-    BarycenterSolver::new(CpuBackend, params.clone()).solve_batch(histograms, weights, cost)
+    let cost = cost.into();
+    on_cpu_pool(|| {
+        BarycenterSolver::new(CpuBackend, params.clone()).solve_batch(histograms, weights, cost)
+    })
 }
 
 /// Barycenter of `K` images (or 1-D signals, or 3-D volumes) on the unit grid, POT's
@@ -386,7 +403,7 @@ pub fn grid_barycenter<T: Real, D: RemoveAxis>(
     weights: ArrayView1<'_, T>,
     params: &BarycenterParams,
 ) -> Result<Barycenter<T, D::Smaller>> {
-    grid_barycenter_on(&CpuBackend, images, weights, params)
+    on_cpu_pool(|| grid_barycenter_on(&CpuBackend, images, weights, params))
 }
 
 /// [`grid_barycenter`] on a chosen backend.
@@ -419,53 +436,4 @@ pub fn grid_barycenter_on<T: Real, D: RemoveAxis, B: BarycenterKernels<T> + Clon
         error: bar.error,
         converged: bar.converged,
     })
-}
-
-/// The three test images of the `bary64` benchmark (DESIGN.md), on `n×n` pixels with
-/// coordinates `linspace(−5, 5, n)`: a square (rows and columns `n/5 .. n − ⌈n/5⌉`), a ring
-/// `4 < r² < 9`, and two disks of radius 2 at `(2, 2)` and `(−2, −2)`. Each is normalised,
-/// `1e-10` is added everywhere, and each is normalised again (as POT's examples do), so
-/// every pixel is positive. Returns `3×n×n`.
-pub fn bary64_images(n: usize) -> ndarray::Array3<f64> {
-    let step = if n > 1 { 10.0 / (n - 1) as f64 } else { 0.0 };
-    let xs: Vec<f64> = (0..n)
-        .map(|i| {
-            if i + 1 == n && n > 1 {
-                5.0
-            } else {
-                i as f64 * step + -5.0
-            }
-        })
-        .collect();
-    let mut imgs = ndarray::Array3::<f64>::zeros((3, n, n));
-    // NumPy's a[n//5 : -n//5] (which parses as (−n)//5: the end is n − ⌈n/5⌉).
-    let (lo, hi) = (n / 5, n - n.div_ceil(5));
-    for r in 0..n {
-        for c in 0..n {
-            let (x, y) = (xs[c], xs[r]);
-            let r2 = x * x + y * y;
-            let disk = |cx: f64, cy: f64| (x - cx) * (x - cx) + (y - cy) * (y - cy) < 4.0;
-            imgs[[0, r, c]] = if (lo..hi).contains(&r) && (lo..hi).contains(&c) {
-                1.0
-            } else {
-                0.0
-            };
-            imgs[[1, r, c]] = if r2 > 4.0 && r2 < 9.0 { 1.0 } else { 0.0 };
-            imgs[[2, r, c]] = if disk(2.0, 2.0) || disk(-2.0, -2.0) {
-                1.0
-            } else {
-                0.0
-            };
-        }
-    }
-    for mut img in imgs.outer_iter_mut() {
-        let s = img.sum();
-        if s > 0.0 {
-            img /= s;
-        }
-        img += 1e-10;
-        let s = img.sum();
-        img /= s;
-    }
-    imgs
 }

@@ -29,6 +29,8 @@ pub mod backend;
 pub mod barycenter;
 mod error;
 mod real;
+#[cfg(feature = "plot")]
+pub mod plot;
 pub mod problems;
 pub mod sinkhorn;
 mod validate;

@@ -3,7 +3,7 @@
 //! Fixed values: tests/data/pot_*.npy, written by `python3 tests/data/make_pot_barycenters.py`
 //! (POT 0.9.7); each test names the call that produced its file.
 
-use logot::barycenter::bary64_images;
+use logot::problems::bary64_images;
 use logot::{barycenter, barycenter_batch, grid_barycenter, BarycenterParams, Error, GridCost};
 use ndarray::{array, s, Array1, Array2, Array3, Axis};
 

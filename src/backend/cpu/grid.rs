@@ -63,6 +63,33 @@ impl AxisKernel {
 pub(crate) struct CpuGrid {
     grid: GridCost,
     cache: Mutex<Option<(u64, Arc<Vec<AxisKernel>>)>>,
+    scratch: Scratch,
+}
+
+/// Reusable batch-sized f64 buffers: the passes need a few per call, and fresh large
+/// allocations would cost a page fault per 4 KiB every time.
+#[derive(Default)]
+pub(crate) struct Scratch(Mutex<Vec<Vec<f64>>>);
+
+impl Scratch {
+    /// A buffer of `len` values (contents unspecified: callers overwrite it).
+    fn take(&self, len: usize) -> Vec<f64> {
+        let mut v = self
+            .0
+            .lock()
+            .ok()
+            .and_then(|mut pool| pool.pop())
+            .unwrap_or_default();
+        v.resize(len, 0.0);
+        v
+    }
+    fn give(&self, v: Vec<f64>) {
+        if let Ok(mut pool) = self.0.lock() {
+            if pool.len() < 8 {
+                pool.push(v);
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for CpuGrid {
@@ -78,6 +105,7 @@ impl CpuGrid {
         CpuGrid {
             grid,
             cache: Mutex::new(None),
+            scratch: Scratch::default(),
         }
     }
 
@@ -132,10 +160,13 @@ impl CpuGrid {
         let e = eps.f64();
         let inv = 1.0 / e;
         // The elementwise parts are cheap next to the passes: no rayon round trip for them.
-        let mut a: Vec<f64> = other.iter().map(|v| v.f64() * inv).collect();
+        let mut a = self.scratch.take(other.len());
+        for (x, v) in a.iter_mut().zip(other) {
+            *x = v.f64() * inv;
+        }
         let kernels = self.kernels(e);
         let refs: Vec<&AxisKernel> = kernels.iter().collect();
-        log_convolve(self.grid.shape(), &refs, &mut a);
+        log_convolve(self.grid.shape(), &refs, &mut a, &self.scratch);
         for ((o, &lm), &r) in out.iter_mut().zip(log_marginal).zip(&a) {
             *o = if lm == T::neg_infinity() {
                 lm
@@ -143,6 +174,7 @@ impl CpuGrid {
                 T::of(e * (lm.f64() - r))
             };
         }
+        self.scratch.give(a);
         Ok(())
     }
 
@@ -172,7 +204,7 @@ impl CpuGrid {
                 .map(|(k, ker)| if k == d { &weighted } else { ker })
                 .collect();
             let mut h: Vec<f64> = g.iter().map(|v| v.f64() / e).collect();
-            log_convolve(self.grid.shape(), &refs, &mut h);
+            log_convolve(self.grid.shape(), &refs, &mut h, &self.scratch);
             for (b, total) in totals.iter_mut().enumerate() {
                 let terms = f[b * n..(b + 1) * n]
                     .iter()
@@ -228,15 +260,20 @@ impl CpuGrid {
 
 /// In place: `a[b, x] ← LSE_y(a[b, y] + Σ_d log k_d(x_d, y_d))` for a batch of grids,
 /// one 1-D pass per axis (axis 0 first, as POT).
-pub(crate) fn log_convolve(shape: &[usize], kernels: &[&AxisKernel], a: &mut Vec<f64>) {
+pub(crate) fn log_convolve(
+    shape: &[usize],
+    kernels: &[&AxisKernel],
+    a: &mut Vec<f64>,
+    scratch: &Scratch,
+) {
     if let ([n0, n1], [k0, k1]) = (shape, kernels) {
         if *n0 > 1 && *n1 > 1 {
-            return convolve_2d(k0, k1, a);
+            return convolve_2d(k0, k1, a, scratch);
         }
     }
     let n: usize = shape.iter().product();
     let batch = a.len() / n.max(1);
-    let mut tmp = vec![0.0f64; a.len()];
+    let mut tmp = scratch.take(a.len());
     for (d, kern) in kernels.iter().enumerate() {
         let outer = batch * shape[..d].iter().product::<usize>();
         let inner = shape[d + 1..].iter().product::<usize>();
@@ -247,6 +284,7 @@ pub(crate) fn log_convolve(shape: &[usize], kernels: &[&AxisKernel], a: &mut Vec
         }
         std::mem::swap(a, &mut tmp);
     }
+    scratch.give(tmp);
 }
 
 /// Both passes of a 2-D image without the logarithm and exponential in between.
@@ -257,13 +295,13 @@ pub(crate) fn log_convolve(shape: &[usize], kernels: &[&AxisKernel], a: &mut Vec
 /// term lost to underflow on the way is below `2^−1021` and there are at most
 /// `N1·(N0 + 1)` of them, so `S2 ≥ 4·N1·(N0 + 1)·2^−1022/2^−52` is exact to rounding;
 /// smaller entries are recomputed from the exact pass-0 row.
-fn convolve_2d(k0: &AxisKernel, k1: &AxisKernel, a: &mut Vec<f64>) {
+fn convolve_2d(k0: &AxisKernel, k1: &AxisKernel, a: &mut Vec<f64>, scratch: &Scratch) {
     let (n0, n1) = (k0.n, k1.n);
     let img = n0 * n1;
     let batch = a.len() / img;
     let src = &a[..];
     // Pass 0, in blocks of columns: column maxima `m` and S1 = K0·exp(L − m).
-    let mut s1 = vec![0.0f64; a.len()];
+    let mut s1 = scratch.take(a.len());
     let mut colmax = vec![f64::NEG_INFINITY; batch * n1];
     {
         let Ok(s1v) = ArrayViewMut3::from_shape((batch, n0, n1), &mut s1[..]) else {
@@ -324,7 +362,7 @@ fn convolve_2d(k0: &AxisKernel, k1: &AxisKernel, a: &mut Vec<f64>) {
     // Pass 1, in blocks of rows: S2 = (S1 ⊙ scale)·K1ᵀ, then M + ln S2.
     let tau0 = exact_threshold(n0);
     let tau = 4.0 * (n1 * (n0 + 1)) as f64 * (f64::MIN_POSITIVE / f64::EPSILON);
-    let mut out = vec![0.0f64; a.len()];
+    let mut out = scratch.take(a.len());
     let mut tasks = Vec::new();
     for (b, image) in out.chunks_mut(img).enumerate() {
         for (r, rows) in image.chunks_mut(BLOCK * n1).enumerate() {
@@ -377,7 +415,8 @@ fn convolve_2d(k0: &AxisKernel, k1: &AxisKernel, a: &mut Vec<f64>) {
             }
         }
     });
-    *a = out;
+    scratch.give(std::mem::replace(a, out));
+    scratch.give(s1);
 }
 
 /// Sums below this are recomputed exactly (see the module notes).
@@ -717,7 +756,7 @@ mod tests {
             let kernels = grid.kernels(eps);
             let refs: Vec<&AxisKernel> = kernels.iter().collect();
             let mut got = a.clone();
-            log_convolve(&shape, &refs, &mut got);
+            log_convolve(&shape, &refs, &mut got, &Scratch::default());
             for (k, (x, y)) in got.iter().zip(&want).enumerate() {
                 assert!(
                     (x - y).abs() <= 1e-12 * y.abs().max(1.0),
@@ -749,7 +788,7 @@ mod tests {
             let kernels = grid.kernels(eps);
             let refs: Vec<&AxisKernel> = kernels.iter().collect();
             let mut got = a.clone();
-            log_convolve(&shape, &refs, &mut got);
+            log_convolve(&shape, &refs, &mut got, &Scratch::default());
             for (k, (x, y)) in got.iter().zip(&want).enumerate() {
                 assert!(
                     (x - y).abs() <= 1e-12 * y.abs().max(1.0),
@@ -772,7 +811,7 @@ mod tests {
         let kernels = grid.kernels(0.05);
         let refs: Vec<&AxisKernel> = kernels.iter().collect();
         let mut got = a.clone();
-        log_convolve(&shape, &refs, &mut got);
+        log_convolve(&shape, &refs, &mut got, &Scratch::default());
         for (x, y) in got.iter().zip(&want) {
             assert!(
                 x.is_finite() && (x - y).abs() < 1e-12 * y.abs().max(1.0),
@@ -780,7 +819,7 @@ mod tests {
             );
         }
         let mut all = vec![f64::NEG_INFINITY; 20];
-        log_convolve(&shape, &refs, &mut all);
+        log_convolve(&shape, &refs, &mut all, &Scratch::default());
         assert!(all.iter().all(|&v| v == f64::NEG_INFINITY));
     }
 }

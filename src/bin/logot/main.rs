@@ -26,6 +26,7 @@ macro_rules! dispatch {
     };
 }
 
+mod barycenter;
 mod bench;
 mod npy;
 mod wasserstein;
@@ -51,6 +52,9 @@ enum Command {
     Wasserstein(wasserstein::WassersteinArgs),
     /// The entropic plan P, written to --out as .npy; prints the same JSON as wasserstein.
     Coupling(wasserstein::CouplingArgs),
+    /// Wasserstein barycenter of K histograms (dense --cost or --grid), written to --out;
+    /// prints iterations, error and convergence as JSON.
+    Barycenter(barycenter::BarycenterArgs),
     /// Time a canonical benchmark problem (median of repeated runs after warm-up).
     Bench(bench::BenchArgs),
 }
@@ -84,6 +88,7 @@ fn main() -> ExitCode {
     let out = match cli.command {
         Command::Wasserstein(a) => wasserstein::wasserstein(&a),
         Command::Coupling(a) => wasserstein::coupling(&a),
+        Command::Barycenter(a) => barycenter::barycenter(&a),
         Command::Bench(a) => bench::bench(&a),
     };
     match out {
