@@ -24,6 +24,11 @@
 //!
 //! For a batch, or to choose the backend and the parameters, use [`Solver`] with a
 //! [`Problem`]; see [`SinkhornParams`] for tolerances, ε-scaling and warm starts.
+//!
+//! Wasserstein barycenters (POT's `ot.bregman.barycenter` and
+//! `convolutional_barycenter2d`, log domain): [`barycenter()`], [`grid_barycenter`] and
+//! [`BarycenterSolver`]; costs on regular grids that are never stored: [`GridCost`].
+//! PNG plots: [`plot`] (feature `plot`).
 
 pub mod backend;
 pub mod barycenter;

@@ -215,16 +215,17 @@ pub fn heatmap<T: Real>(
         (cell * rows as f64).round() as u32,
     );
     let (head, xlab, ylab, pad, bar_w) = (44u32, 46u32, 58u32, 12u32, 130u32);
-    let size = (ylab + pw + pad + bar_w, head + ph + xlab + pad);
+    let size = (ylab + pw + 2 * pad + bar_w, head + ph + xlab + pad);
     render(
         path.as_ref(),
         |root| {
             let (title_area, body) = root.split_vertically(head);
             centred(&title_area, title, 20)?;
-            let (main, bar) = body.split_horizontally(ylab + pw + pad);
+            let (main, bar) = body.split_horizontally(ylab + pw + 2 * pad);
             let mut chart = ChartBuilder::on(&main)
                 .margin_right(pad)
                 .margin_bottom(pad)
+                .margin_left(pad)
                 .x_label_area_size(xlab)
                 .y_label_area_size(ylab)
                 .build_cartesian_2d(0f64..cols as f64, rows as f64..0f64)?;
@@ -232,6 +233,8 @@ pub fn heatmap<T: Real>(
             chart
                 .configure_mesh()
                 .disable_mesh()
+                .x_label_formatter(&|v| format!("{v:.0}"))
+                .y_label_formatter(&|v| format!("{v:.0}"))
                 .x_desc(labels.0)
                 .y_desc(labels.1)
                 .label_style((FONT, 13))

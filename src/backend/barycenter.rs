@@ -1,6 +1,6 @@
 //! Device kernels for Wasserstein barycenters (iterative Bregman projections, log domain).
 //!
-//! The barycenter loop ([`crate::barycenter`]) keeps, for `P` independent problems of `K`
+//! The barycenter loop ([`crate::barycenter`](mod@crate::barycenter)) keeps, for `P` independent problems of `K`
 //! inputs each, the scaled potentials `v = −ε·log K(u)` and `εG` (both `P·K×m`) and the
 //! log-barycenters `ε·log b` (`P×m`) on the device. Besides [`Backend::sinkstep`] it needs
 //! the three elementwise/reduction kernels below; a backend adds them by implementing
