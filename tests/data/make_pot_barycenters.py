@@ -49,4 +49,22 @@ bar, log = ot.bregman.barycenter(A, dense_cost(16), 1e-2, weights=w, method="sin
 np.save("tests/data/pot_dense16_eps0.01_default.npy", bar)
 meta["dense16_niter"] = int(log["niter"])
 
+# 5. Non-square random images (12×20, inputs stored too), eps = 0.02, 50 iterations, and a
+#    dense problem with a random non-symmetric 9×9 cost (POT needs a square cost; the
+#    asymmetry checks which index the inputs and the barycenter live on).
+rng = np.random.default_rng(0)
+imgs_ns = rng.random((3, 12, 20)) + 0.05
+imgs_ns /= imgs_ns.sum((1, 2), keepdims=True)
+np.save("tests/data/pot_nonsquare_inputs.npy", imgs_ns)
+w2 = np.array([0.5, 0.2, 0.3])
+bar = ot.bregman.convolutional_barycenter2d(imgs_ns, 0.02, weights=w2, numItermax=50, stopThr=0.0, method="sinkhorn_log")
+np.save("tests/data/pot_grid12x20_eps0.02_it50.npy", bar)
+A9 = rng.random((9, 2)) + 0.1
+A9 /= A9.sum(0, keepdims=True)
+M99 = rng.random((9, 9))
+np.save("tests/data/pot_dense9_inputs.npy", A9.T.copy())
+np.save("tests/data/pot_dense9_cost.npy", M99)
+bar = ot.bregman.barycenter(A9, M99, 0.05, weights=np.array([0.7, 0.3]), method="sinkhorn_log", numItermax=30, stopThr=0.0)
+np.save("tests/data/pot_dense9_eps0.05_it30.npy", bar)
+
 print(json.dumps(meta))
