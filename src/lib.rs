@@ -25,12 +25,16 @@
 
 pub mod backend;
 mod error;
+pub mod grad;
 mod real;
 pub mod sinkhorn;
 mod validate;
 
-pub use backend::{cpu::CpuBackend, Backend, CostSource, Side};
+pub use backend::{bistochastic::BistochasticKernels, cpu::CpuBackend, grad::GradKernels, Backend, CostSource, Side};
 pub use error::{Error, Result};
+pub use grad::{
+    bistochastic, bistochastic_backward, check_gradient, BistochasticParams, CgParams, GradCheckOptions, OtGradients,
+};
 pub use real::Real;
 pub use sinkhorn::{Convergence, Coupling, EpsScaling, Problem, SinkhornParams, SinkhornResult, Solver, WarmStart};
 
