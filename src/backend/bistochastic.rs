@@ -16,6 +16,9 @@ pub struct ProjectionStats {
     /// Largest column-sum error `Σ_j |Σ_i R_ij − 1|` of a returned matrix (rows sum to 1
     /// by construction: the last half-step normalises rows).
     pub marginal_error: f64,
+    /// Number of matrices that ran all iterations without meeting the tolerance (all of
+    /// them when `tol = 0`).
+    pub unconverged: usize,
 }
 
 /// Batched Sinkhorn–Knopp projection of `exp(X)` and its implicit backward.

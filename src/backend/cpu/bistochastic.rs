@@ -37,9 +37,10 @@ fn lse_small<T: Real, M: MulAdd>(pot: &[T], row: &[T]) -> T {
     mx + s.ln()
 }
 
-/// One matrix: log-domain Sinkhorn–Knopp. Returns (iterations, column error).
+/// One matrix: log-domain Sinkhorn–Knopp. Returns (iterations, column error of `r`, whether
+/// the in-loop column error met `tol`).
 #[inline(always)]
-fn forward_one<T: Real, M: MulAdd>(n: usize, x: &[T], iters: usize, tol: f64, r: &mut [T]) -> (usize, f64) {
+fn forward_one<T: Real, M: MulAdd>(n: usize, x: &[T], iters: usize, tol: f64, r: &mut [T]) -> (usize, f64, bool) {
     let mut xt = [T::zero(); MAX_N * MAX_N];
     for i in 0..n {
         for j in 0..n {
@@ -50,6 +51,7 @@ fn forward_one<T: Real, M: MulAdd>(n: usize, x: &[T], iters: usize, tol: f64, r:
     let mut beta = [T::zero(); MAX_N];
     let mut next = [T::zero(); MAX_N];
     let mut done = 0;
+    let mut met = false;
     for it in 0..iters {
         // Column half-step; the column sums of the current R come for free.
         let mut err = 0.0f64;
@@ -61,6 +63,7 @@ fn forward_one<T: Real, M: MulAdd>(n: usize, x: &[T], iters: usize, tol: f64, r:
             }
         }
         if it > 0 && tol > 0.0 && err <= tol {
+            met = true;
             break;
         }
         beta[..n].copy_from_slice(&next[..n]);
@@ -77,16 +80,17 @@ fn forward_one<T: Real, M: MulAdd>(n: usize, x: &[T], iters: usize, tol: f64, r:
             cols[j] += v.f64();
         }
     }
-    (done, cols[..n].iter().map(|c| (c - 1.0).abs()).sum())
+    (done, cols[..n].iter().map(|c| (c - 1.0).abs()).sum(), met)
 }
 
 fn forward_chunk<T: Real, M: MulAdd>(n: usize, x: &[T], iters: usize, tol: f64, r: &mut [T]) -> ProjectionStats {
     let per = n * n;
     let mut st = ProjectionStats::default();
     for (xm, rm) in x.chunks(per).zip(r.chunks_mut(per)) {
-        let (it, err) = forward_one::<T, M>(n, xm, iters, tol, rm);
+        let (it, err, met) = forward_one::<T, M>(n, xm, iters, tol, rm);
         st.iterations = st.iterations.max(it);
         st.marginal_error = st.marginal_error.max(err);
+        st.unconverged += usize::from(!met);
     }
     st
 }
@@ -212,6 +216,7 @@ impl<T: Real> BistochasticKernels<T> for CpuBackend {
             |a, b| ProjectionStats {
                 iterations: a.iterations.max(b.iterations),
                 marginal_error: a.marginal_error.max(b.marginal_error),
+                unconverged: a.unconverged + b.unconverged,
             },
         ))
     }
