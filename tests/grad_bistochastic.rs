@@ -6,7 +6,10 @@
 mod common;
 
 use common::{dense_solve, Dual, Lcg};
-use logot::grad::{bistochastic, bistochastic_backward, check_gradient, BistochasticParams, CgParams, GradCheckOptions};
+use logot::grad::{
+    bistochastic, bistochastic_backward, check_gradient, BistochasticParams, CgParams,
+    GradCheckOptions,
+};
 use ndarray::{Array3, Axis};
 
 fn random_x(rng: &mut Lcg, b: usize, n: usize, lo: f64, hi: f64) -> Array3<f64> {
@@ -62,7 +65,9 @@ fn dense_backward(r: &[f64], g: &[f64], n: usize) -> Vec<f64> {
     }
     let sol = dense_solve(a, rhs, k);
     let v = |j: usize| if j < n - 1 { sol[n + j] } else { 0.0 };
-    (0..n * n).map(|idx| (g[idx] - sol[idx / n] - v(idx % n)) * r[idx]).collect()
+    (0..n * n)
+        .map(|idx| (g[idx] - sol[idx / n] - v(idx % n)) * r[idx])
+        .collect()
 }
 
 #[test]
@@ -73,10 +78,17 @@ fn forward_matches_multiplicative_reference_and_is_bistochastic() {
         let x = random_x(&mut rng, b, n, 0.0, 4.0);
         let res = bistochastic(x.view(), &BistochasticParams::fixed(20)).unwrap();
         assert_eq!(res.convergence.iterations, 20);
-        assert!(!res.convergence.converged, "tol = 0 never reports convergence");
+        assert!(
+            !res.convergence.converged,
+            "tol = 0 never reports convergence"
+        );
         let mut worst_col = 0.0f64;
         for k in 0..b {
-            let xs = x.index_axis(Axis(0), k).to_owned().into_raw_vec_and_offset().0;
+            let xs = x
+                .index_axis(Axis(0), k)
+                .to_owned()
+                .into_raw_vec_and_offset()
+                .0;
             let want = reference_forward(&xs, n, 20);
             let got = res.r.index_axis(Axis(0), k);
             for (g, w) in got.iter().zip(&want) {
@@ -87,10 +99,17 @@ fn forward_matches_multiplicative_reference_and_is_bistochastic() {
             }
             worst_col = worst_col.max((0..n).map(|j| (got.column(j).sum() - 1.0).abs()).sum());
         }
-        assert!((res.convergence.marginal_error - worst_col).abs() < 1e-14, "n={n}");
+        assert!(
+            (res.convergence.marginal_error - worst_col).abs() < 1e-14,
+            "n={n}"
+        );
         // To a tolerance.
         let conv = bistochastic(x.view(), &BistochasticParams::converged(1e-13)).unwrap();
-        assert!(conv.convergence.converged && conv.convergence.marginal_error <= 1e-13, "{:?}", conv.convergence);
+        assert!(
+            conv.convergence.converged && conv.convergence.marginal_error <= 1e-13,
+            "{:?}",
+            conv.convergence
+        );
     }
 }
 
@@ -119,7 +138,10 @@ fn two_by_two_closed_form() {
         let kk = (gs[[0, 0]] + gs[[1, 1]] - gs[[0, 1]] - gs[[1, 0]]) * p * (1.0 - p) / 2.0;
         let dx = bwd.dx.index_axis(Axis(0), k);
         for (got, want) in dx.iter().zip([kk, -kk, -kk, kk]) {
-            assert!((got - want).abs() < 1e-13 * kk.abs().max(1e-3), "dX: {got} vs {want}");
+            assert!(
+                (got - want).abs() < 1e-13 * kk.abs().max(1e-3),
+                "dX: {got} vs {want}"
+            );
         }
     }
 }
@@ -133,11 +155,25 @@ fn backward_matches_a_dense_solve_of_the_block_system() {
         let g = random_g(&mut rng, b, n);
         let fwd = bistochastic(x.view(), &BistochasticParams::converged(1e-13)).unwrap();
         assert!(fwd.convergence.converged, "n={n}: {:?}", fwd.convergence);
-        let bwd = bistochastic_backward(fwd.r.view(), g.view(), &CgParams::with_tol(1e-13)).unwrap();
-        assert!(bwd.cg.all_converged(), "n={n}: {:?}", bwd.cg.problems.iter().find(|p| !p.converged));
+        let bwd =
+            bistochastic_backward(fwd.r.view(), g.view(), &CgParams::with_tol(1e-13)).unwrap();
+        assert!(
+            bwd.cg.all_converged(),
+            "n={n}: {:?}",
+            bwd.cg.problems.iter().find(|p| !p.converged)
+        );
         for k in 0..b {
-            let r = fwd.r.index_axis(Axis(0), k).to_owned().into_raw_vec_and_offset().0;
-            let gs = g.index_axis(Axis(0), k).to_owned().into_raw_vec_and_offset().0;
+            let r = fwd
+                .r
+                .index_axis(Axis(0), k)
+                .to_owned()
+                .into_raw_vec_and_offset()
+                .0;
+            let gs = g
+                .index_axis(Axis(0), k)
+                .to_owned()
+                .into_raw_vec_and_offset()
+                .0;
             let want = dense_backward(&r, &gs, n);
             let got = bwd.dx.index_axis(Axis(0), k);
             let scale = want.iter().fold(0.0f64, |a, v| a.max(v.abs()));
@@ -164,9 +200,14 @@ fn backward_matches_finite_differences_of_the_converged_projection() {
         };
         let fwd = bistochastic(x.view(), &params).unwrap();
         assert!(fwd.convergence.marginal_error < 1e-14);
-        let bwd = bistochastic_backward(fwd.r.view(), g.view(), &CgParams::with_tol(1e-13)).unwrap();
+        let bwd =
+            bistochastic_backward(fwd.r.view(), g.view(), &CgParams::with_tol(1e-13)).unwrap();
         let xs = x.as_slice().unwrap();
-        let opts = GradCheckOptions { step: 1e-5, rel_tol: 1e-7, abs_floor: 1e-5 };
+        let opts = GradCheckOptions {
+            step: 1e-5,
+            rel_tol: 1e-7,
+            abs_floor: 1e-5,
+        };
         let rep = check_gradient(loss, xs, bwd.dx.as_slice().unwrap(), &opts).unwrap();
         assert!(rep.passed, "n={n}: {rep}");
     }
@@ -182,7 +223,11 @@ fn implicit_gradient_equals_the_limit_of_unrolled_differentiation() {
     let dx = rng.vec(n * n, -1.0, 1.0);
     let g: Vec<f64> = (0..n * n).map(|_| rng.normal()).collect();
     let unrolled = |iters: usize| -> f64 {
-        let mut r: Vec<Dual> = x.iter().zip(&dx).map(|(&v, &d)| Dual::new(v, d).exp()).collect();
+        let mut r: Vec<Dual> = x
+            .iter()
+            .zip(&dx)
+            .map(|(&v, &d)| Dual::new(v, d).exp())
+            .collect();
         for _ in 0..iters {
             for j in 0..n {
                 let s = (0..n).fold(Dual::c(0.0), |a, i| a + r[i * n + j]);
@@ -201,9 +246,15 @@ fn implicit_gradient_equals_the_limit_of_unrolled_differentiation() {
     let bwd = bistochastic_backward(fwd.r.view(), ga.view(), &CgParams::with_tol(1e-13)).unwrap();
     let implicit: f64 = bwd.dx.iter().zip(&dx).map(|(a, b)| a * b).sum();
     let long = unrolled(300);
-    assert!((long - implicit).abs() < 1e-11 * implicit.abs().max(1.0), "unrolled {long} vs implicit {implicit}");
+    assert!(
+        (long - implicit).abs() < 1e-11 * implicit.abs().max(1.0),
+        "unrolled {long} vs implicit {implicit}"
+    );
     let short = unrolled(1);
-    assert!((short - implicit).abs() > 1e-4 * implicit.abs(), "one iteration should not agree");
+    assert!(
+        (short - implicit).abs() > 1e-4 * implicit.abs(),
+        "one iteration should not agree"
+    );
 }
 
 /// `X + u1ᵀ + 1vᵀ` has the same projection, so `∂L/∂X` has zero row and column sums; and
@@ -224,7 +275,9 @@ fn invariance_along_the_null_directions() {
     }
     let cg = CgParams::with_tol(1e-13);
     let d1 = bistochastic_backward(r1.view(), g.view(), &cg).unwrap().dx;
-    let d2 = bistochastic_backward(r1.view(), (&g + &shift).view(), &cg).unwrap().dx;
+    let d2 = bistochastic_backward(r1.view(), (&g + &shift).view(), &cg)
+        .unwrap()
+        .dx;
     for (a, c) in d1.iter().zip(&d2) {
         assert!((a - c).abs() < 1e-10, "{a} vs {c}");
     }
@@ -243,7 +296,10 @@ fn large_entries_stay_finite() {
     let mut rng = Lcg(7);
     for &n in &[2usize, 4, 16] {
         let b = 50;
-        let x = Array3::from_shape_fn((b, n, n), |_| if rng.next() < 0.5 { -30.0 } else { 30.0 } + rng.uniform(-1.0, 1.0));
+        let x = Array3::from_shape_fn(
+            (b, n, n),
+            |_| if rng.next() < 0.5 { -30.0 } else { 30.0 } + rng.uniform(-1.0, 1.0),
+        );
         let g = random_g(&mut rng, b, n);
         let fwd = bistochastic(x.view(), &BistochasticParams::fixed(20)).unwrap();
         assert!(fwd.r.iter().all(|v| v.is_finite() && *v >= 0.0));
@@ -257,7 +313,12 @@ fn large_entries_stay_finite() {
         let x32 = x.mapv(|v| v as f32);
         let fwd32 = bistochastic(x32.view(), &BistochasticParams::fixed(20)).unwrap();
         assert!(fwd32.r.iter().all(|v| v.is_finite() && *v >= 0.0));
-        let bwd32 = bistochastic_backward(fwd32.r.view(), g.mapv(|v| v as f32).view(), &CgParams::default()).unwrap();
+        let bwd32 = bistochastic_backward(
+            fwd32.r.view(),
+            g.mapv(|v| v as f32).view(),
+            &CgParams::default(),
+        )
+        .unwrap();
         assert!(bwd32.dx.iter().all(|v| v.is_finite()));
     }
 }
@@ -275,7 +336,12 @@ fn f32_agrees_with_f64() {
         assert!((*a as f64 - c).abs() < 1e-5, "{a} vs {c}");
     }
     let d64 = bistochastic_backward(f64r.r.view(), g.view(), &CgParams::default()).unwrap();
-    let d32 = bistochastic_backward(f32r.r.view(), g.mapv(|v| v as f32).view(), &CgParams::default()).unwrap();
+    let d32 = bistochastic_backward(
+        f32r.r.view(),
+        g.mapv(|v| v as f32).view(),
+        &CgParams::default(),
+    )
+    .unwrap();
     assert!(d32.cg.all_converged() && d64.cg.all_converged());
     let scale = d64.dx.iter().fold(0.0f64, |a, v| a.max(v.abs()));
     for (a, c) in d32.dx.iter().zip(&d64.dx) {
@@ -288,16 +354,45 @@ fn non_convergence_is_reported_and_invalid_inputs_are_errors() {
     let mut rng = Lcg(9);
     let x = random_x(&mut rng, 3, 8, 0.0, 4.0);
     let g = random_g(&mut rng, 3, 8);
-    let r = bistochastic(x.view(), &BistochasticParams::default()).unwrap().r;
-    let bwd = bistochastic_backward(r.view(), g.view(), &CgParams { max_iters: 1, tol: Some(1e-12) }).unwrap();
-    assert!(!bwd.cg.all_converged() && bwd.cg.max_iterations() == 1 && bwd.cg.max_residual() > 1e-12);
-    assert!(bistochastic(Array3::<f64>::zeros((2, 3, 4)).view(), &BistochasticParams::default()).is_err());
-    assert!(bistochastic(Array3::<f64>::zeros((1, 33, 33)).view(), &BistochasticParams::default()).is_err());
-    assert!(bistochastic(Array3::<f64>::zeros((0, 3, 3)).view(), &BistochasticParams::default()).is_err());
+    let r = bistochastic(x.view(), &BistochasticParams::default())
+        .unwrap()
+        .r;
+    let bwd = bistochastic_backward(
+        r.view(),
+        g.view(),
+        &CgParams {
+            max_iters: 1,
+            tol: Some(1e-12),
+        },
+    )
+    .unwrap();
+    assert!(
+        !bwd.cg.all_converged() && bwd.cg.max_iterations() == 1 && bwd.cg.max_residual() > 1e-12
+    );
+    assert!(bistochastic(
+        Array3::<f64>::zeros((2, 3, 4)).view(),
+        &BistochasticParams::default()
+    )
+    .is_err());
+    assert!(bistochastic(
+        Array3::<f64>::zeros((1, 33, 33)).view(),
+        &BistochasticParams::default()
+    )
+    .is_err());
+    assert!(bistochastic(
+        Array3::<f64>::zeros((0, 3, 3)).view(),
+        &BistochasticParams::default()
+    )
+    .is_err());
     assert!(bistochastic(x.view(), &BistochasticParams { iters: 0, tol: 0.0 }).is_err());
     let mut nan = x.clone();
     nan[[1, 2, 3]] = f64::NAN;
     assert!(bistochastic(nan.view(), &BistochasticParams::default()).is_err());
-    assert!(bistochastic_backward(r.view(), Array3::zeros((3, 8, 7)).view(), &CgParams::default()).is_err());
+    assert!(bistochastic_backward(
+        r.view(),
+        Array3::zeros((3, 8, 7)).view(),
+        &CgParams::default()
+    )
+    .is_err());
     assert!(bistochastic_backward((-&r).view(), g.view(), &CgParams::default()).is_err());
 }

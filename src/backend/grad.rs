@@ -14,11 +14,24 @@ use crate::{Real, Result};
 /// Shapes are checked: every method returns an error on a length mismatch.
 pub trait GradKernels<T: Real>: Backend<T> {
     /// `y_b = P_b·x_b` for plans `P` (`B×n×m`), `x` (`B×m`), `y` (`B×n`).
-    fn plan_matvec(&self, plan: &Self::Buffer, n: usize, m: usize, x: &Self::Buffer, y: &mut Self::Buffer) -> Result<()>;
+    fn plan_matvec(
+        &self,
+        plan: &Self::Buffer,
+        n: usize,
+        m: usize,
+        x: &Self::Buffer,
+        y: &mut Self::Buffer,
+    ) -> Result<()>;
 
     /// `y_b = P_bᵀ·x_b` for plans `P` (`B×n×m`), `x` (`B×n`), `y` (`B×m`).
-    fn plan_matvec_t(&self, plan: &Self::Buffer, n: usize, m: usize, x: &Self::Buffer, y: &mut Self::Buffer)
-        -> Result<()>;
+    fn plan_matvec_t(
+        &self,
+        plan: &Self::Buffer,
+        n: usize,
+        m: usize,
+        x: &Self::Buffer,
+        y: &mut Self::Buffer,
+    ) -> Result<()>;
 
     /// Row and column sums of `W_b ⊙ P_b`: (`B×n`, `B×m`). `weight` holds `B` matrices or
     /// one `n×m` matrix shared by every problem; `None` means all ones (the marginals of `P`).
@@ -56,7 +69,13 @@ pub trait GradKernels<T: Real>: Backend<T> {
     fn batched_xpby(&self, x: &Self::Buffer, beta: &[f64], y: &mut Self::Buffer) -> Result<()>;
 
     /// Element-wise `y = a ⊙ x + beta·y`; `beta = 0` overwrites `y` (its old content is not read).
-    fn hadamard(&self, a: &Self::Buffer, x: &Self::Buffer, beta: T, y: &mut Self::Buffer) -> Result<()>;
+    fn hadamard(
+        &self,
+        a: &Self::Buffer,
+        x: &Self::Buffer,
+        beta: T,
+        y: &mut Self::Buffer,
+    ) -> Result<()>;
 
     /// Element-wise `1/x` where `x > 0` and the reciprocal is finite, else 0 (empty bins).
     fn recip_or_zero(&self, x: &Self::Buffer) -> Result<Self::Buffer>;

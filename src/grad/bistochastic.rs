@@ -59,7 +59,10 @@ pub struct BistochasticParams {
 
 impl Default for BistochasticParams {
     fn default() -> Self {
-        BistochasticParams { iters: 20, tol: 0.0 }
+        BistochasticParams {
+            iters: 20,
+            tol: 0.0,
+        }
     }
 }
 
@@ -70,11 +73,18 @@ impl BistochasticParams {
     }
     /// Iterate to the column-error tolerance `tol` (at most 100 000 iterations).
     pub fn converged(tol: f64) -> Self {
-        BistochasticParams { iters: 100_000, tol }
+        BistochasticParams {
+            iters: 100_000,
+            tol,
+        }
     }
     fn validate(&self) -> Result<()> {
         if self.iters == 0 {
-            return Err(Error::parameter("iters", 0, "at least one iteration is needed"));
+            return Err(Error::parameter(
+                "iters",
+                0,
+                "at least one iteration is needed",
+            ));
         }
         if !(self.tol.is_finite() && self.tol >= 0.0) {
             return Err(Error::parameter("tol", self.tol, "must be finite and ≥ 0"));
@@ -113,10 +123,16 @@ pub struct Bistochastic<B> {
 fn square_batch<T>(arg: &str, a: &ArrayView3<'_, T>) -> Result<(usize, usize)> {
     let (b, n, m) = a.dim();
     if b == 0 || n == 0 {
-        return Err(Error::Empty { arg: arg.into(), detail: format!("shape {b}×{n}×{m}") });
+        return Err(Error::Empty {
+            arg: arg.into(),
+            detail: format!("shape {b}×{n}×{m}"),
+        });
     }
     if n != m {
-        return Err(Error::shape(arg, format!("holds {n}×{m} matrices; square matrices are needed")));
+        return Err(Error::shape(
+            arg,
+            format!("holds {n}×{m} matrices; square matrices are needed"),
+        ));
     }
     Ok((b, n))
 }
@@ -136,7 +152,11 @@ impl<B> Bistochastic<B> {
         let (batch, n) = square_batch("x", &x)?;
         let max_n = self.backend.bistochastic_max_n();
         if n > max_n {
-            return Err(Error::parameter("x", format!("{n}×{n} matrices"), format!("this backend handles n ≤ {max_n}")));
+            return Err(Error::parameter(
+                "x",
+                format!("{n}×{n} matrices"),
+                format!("this backend handles n ≤ {max_n}"),
+            ));
         }
         check_finite("x", &x)?;
         let be = &self.backend;
@@ -145,10 +165,14 @@ impl<B> Bistochastic<B> {
         let stats = be.bistochastic_forward(n, &xb, self.params.iters, self.params.tol, &mut rb)?;
         let r = be.download(&rb)?;
         if let Some(k) = r.iter().position(|v| !v.is_finite()) {
-            return Err(Error::Numerical(format!("bistochastic forward: non-finite entry at flat index {k}")));
+            return Err(Error::Numerical(format!(
+                "bistochastic forward: non-finite entry at flat index {k}"
+            )));
         }
         if stats.marginal_error.is_nan() {
-            return Err(Error::Numerical("bistochastic forward: the column error is NaN".into()));
+            return Err(Error::Numerical(
+                "bistochastic forward: the column error is NaN".into(),
+            ));
         }
         let tol = self.params.tol;
         let convergence = Convergence {
@@ -157,29 +181,46 @@ impl<B> Bistochastic<B> {
             tol,
             converged: tol > 0.0 && stats.unconverged == 0,
         };
-        let r = Array3::from_shape_vec((batch, n, n), r).map_err(|e| Error::Numerical(e.to_string()))?;
+        let r = Array3::from_shape_vec((batch, n, n), r)
+            .map_err(|e| Error::Numerical(e.to_string()))?;
         Ok(BistochasticResult { r, convergence })
     }
 
     /// `∂L/∂X` from the projected `r` (`B×n×n`, as returned by [`Bistochastic::forward`]) and
     /// `g = ∂L/∂R` (same shape), by implicit differentiation (see the module docs).
-    pub fn backward<T: Real>(&self, r: ArrayView3<'_, T>, g: ArrayView3<'_, T>, cg: &CgParams) -> Result<BistochasticGradient<T>>
+    pub fn backward<T: Real>(
+        &self,
+        r: ArrayView3<'_, T>,
+        g: ArrayView3<'_, T>,
+        cg: &CgParams,
+    ) -> Result<BistochasticGradient<T>>
     where
         B: BistochasticKernels<T>,
     {
         cg.validate()?;
         let (batch, n) = square_batch("r", &r)?;
         if g.dim() != r.dim() {
-            return Err(Error::shape("g", format!("is {:?} but r is {:?}", g.dim(), r.dim())));
+            return Err(Error::shape(
+                "g",
+                format!("is {:?} but r is {:?}", g.dim(), r.dim()),
+            ));
         }
         let max_n = self.backend.bistochastic_max_n();
         if n > max_n {
-            return Err(Error::parameter("r", format!("{n}×{n} matrices"), format!("this backend handles n ≤ {max_n}")));
+            return Err(Error::parameter(
+                "r",
+                format!("{n}×{n} matrices"),
+                format!("this backend handles n ≤ {max_n}"),
+            ));
         }
         check_finite("r", &r)?;
         check_finite("g", &g)?;
         if let Some((idx, v)) = r.indexed_iter().find(|(_, v)| **v < T::zero()) {
-            return Err(Error::NegativeMass { arg: "r".into(), index: format!("{idx:?}"), value: v.to_string() });
+            return Err(Error::NegativeMass {
+                arg: "r".into(),
+                index: format!("{idx:?}"),
+                value: v.to_string(),
+            });
         }
         let be = &self.backend;
         let rb = be.upload(&r.iter().copied().collect::<Vec<T>>())?;
@@ -189,15 +230,27 @@ impl<B> Bistochastic<B> {
         let outcomes = be.bistochastic_backward(n, &rb, &gb, tol, cg.max_iters, &mut db)?;
         let dx = be.download(&db)?;
         if let Some(k) = dx.iter().position(|v| !v.is_finite()) {
-            return Err(Error::Numerical(format!("bistochastic backward: non-finite entry at flat index {k}")));
+            return Err(Error::Numerical(format!(
+                "bistochastic backward: non-finite entry at flat index {k}"
+            )));
         }
-        let dx = Array3::from_shape_vec((batch, n, n), dx).map_err(|e| Error::Numerical(e.to_string()))?;
-        Ok(BistochasticGradient { dx, cg: CgReport { problems: outcomes, tol } })
+        let dx = Array3::from_shape_vec((batch, n, n), dx)
+            .map_err(|e| Error::Numerical(e.to_string()))?;
+        Ok(BistochasticGradient {
+            dx,
+            cg: CgReport {
+                problems: outcomes,
+                tol,
+            },
+        })
     }
 }
 
 /// [`Bistochastic::forward`] on the CPU.
-pub fn bistochastic<T: Real>(x: ArrayView3<'_, T>, params: &BistochasticParams) -> Result<BistochasticResult<T>> {
+pub fn bistochastic<T: Real>(
+    x: ArrayView3<'_, T>,
+    params: &BistochasticParams,
+) -> Result<BistochasticResult<T>> {
     Bistochastic::new(CpuBackend, params.clone()).forward(x)
 }
 

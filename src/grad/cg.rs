@@ -12,6 +12,9 @@
 //! backend's buffers ([`BackendSpace`], used by the OT gradients) as well as on small
 //! stack vectors (one `n ≤ 32` problem at a time, used by the CPU bistochastic backward).
 
+// Per-problem / per-index loops over several parallel arrays read best with an index.
+#![allow(clippy::needless_range_loop)]
+
 use crate::backend::{grad::GradKernels, Backend};
 use crate::{Error, Real, Result};
 use std::marker::PhantomData;
@@ -29,14 +32,20 @@ pub struct CgParams {
 
 impl Default for CgParams {
     fn default() -> Self {
-        CgParams { max_iters: 1000, tol: None }
+        CgParams {
+            max_iters: 1000,
+            tol: None,
+        }
     }
 }
 
 impl CgParams {
     /// Default iteration limit with relative tolerance `tol`.
     pub fn with_tol(tol: f64) -> Self {
-        CgParams { tol: Some(tol), ..Default::default() }
+        CgParams {
+            tol: Some(tol),
+            ..Default::default()
+        }
     }
 
     /// The tolerance used in precision `T`.
@@ -55,7 +64,11 @@ impl CgParams {
 
     pub(crate) fn validate(&self) -> Result<()> {
         if self.max_iters == 0 {
-            return Err(Error::parameter("cg.max_iters", 0, "at least one iteration is needed"));
+            return Err(Error::parameter(
+                "cg.max_iters",
+                0,
+                "at least one iteration is needed",
+            ));
         }
         if let Some(t) = self.tol {
             if !(t.is_finite() && t >= 0.0) {
@@ -95,7 +108,11 @@ impl CgReport {
     }
     /// Largest iteration count over the batch.
     pub fn max_iterations(&self) -> usize {
-        self.problems.iter().map(|p| p.iterations).max().unwrap_or(0)
+        self.problems
+            .iter()
+            .map(|p| p.iterations)
+            .max()
+            .unwrap_or(0)
     }
     /// Largest relative residual over the batch.
     pub fn max_residual(&self) -> f64 {
@@ -136,7 +153,13 @@ pub trait CgOperator<S: CgSpace> {
 }
 
 /// Remove from `v` its component along the null vectors `w` (`⟨w, w⟩` given per problem).
-fn project<S: CgSpace>(space: &S, w: &S::Vector, ww: &[f64], v: &mut S::Vector, tmp: &mut S::Scalars) -> Result<()> {
+fn project<S: CgSpace>(
+    space: &S,
+    w: &S::Vector,
+    ww: &[f64],
+    v: &mut S::Vector,
+    tmp: &mut S::Scalars,
+) -> Result<()> {
     space.dot(v, w, tmp.as_mut())?;
     for (c, &n) in tmp.as_mut().iter_mut().zip(ww) {
         *c = if n > 0.0 { -*c / n } else { 0.0 };
@@ -162,7 +185,10 @@ pub fn conjugate_gradient<S: CgSpace, A: CgOperator<S>>(
 ) -> Result<S::Vector> {
     let batch = space.batch();
     if outcomes.len() != batch {
-        return Err(Error::shape("outcomes", format!("has {} entries for {batch} problems", outcomes.len())));
+        return Err(Error::shape(
+            "outcomes",
+            format!("has {} entries for {batch} problems", outcomes.len()),
+        ));
     }
     let mut tmp = space.scalars();
     let mut ww = space.scalars();
@@ -180,11 +206,17 @@ pub fn conjugate_gradient<S: CgSpace, A: CgOperator<S>>(
     for b in 0..batch {
         let v = rs.as_ref()[b];
         if !v.is_finite() {
-            return Err(Error::Numerical(format!("CG: the right-hand side of problem {b} is not finite")));
+            return Err(Error::Numerical(format!(
+                "CG: the right-hand side of problem {b} is not finite"
+            )));
         }
         bnorm.as_mut()[b] = v.sqrt();
         active[b] = v > 0.0 && tol < 1.0;
-        outcomes[b] = CgOutcome { iterations: 0, residual: 0.0, converged: !active[b] };
+        outcomes[b] = CgOutcome {
+            iterations: 0,
+            residual: 0.0,
+            converged: !active[b],
+        };
     }
     let mut x = space.zeros()?;
     let mut p = space.duplicate(&r)?;
@@ -253,9 +285,15 @@ pub fn conjugate_gradient<S: CgSpace, A: CgOperator<S>>(
     space.dot(&q, &q, tmp.as_mut())?;
     for b in 0..batch {
         let bn = bnorm.as_ref()[b];
-        outcomes[b].residual = if bn > 0.0 { tmp.as_ref()[b].sqrt() / bn } else { 0.0 };
+        outcomes[b].residual = if bn > 0.0 {
+            tmp.as_ref()[b].sqrt() / bn
+        } else {
+            0.0
+        };
         if outcomes[b].residual.is_nan() {
-            return Err(Error::Numerical(format!("CG: the residual of problem {b} is NaN")));
+            return Err(Error::Numerical(format!(
+                "CG: the residual of problem {b} is NaN"
+            )));
         }
     }
     Ok(x)
@@ -272,7 +310,12 @@ pub struct BackendSpace<'a, T: Real, B: GradKernels<T>> {
 impl<'a, T: Real, B: GradKernels<T>> BackendSpace<'a, T, B> {
     /// `batch` problems of `len` entries each, on `backend`.
     pub fn new(backend: &'a B, batch: usize, len: usize) -> Self {
-        BackendSpace { backend, batch, len, _t: PhantomData }
+        BackendSpace {
+            backend,
+            batch,
+            len,
+            _t: PhantomData,
+        }
     }
     /// The backend.
     pub fn backend(&self) -> &'a B {
@@ -340,7 +383,11 @@ impl CgSpace for SmallSpace {
     }
     #[inline]
     fn dot(&self, x: &Self::Vector, y: &Self::Vector, out: &mut [f64]) -> Result<()> {
-        out[0] = x[..self.n].iter().zip(&y[..self.n]).map(|(a, b)| a * b).sum();
+        out[0] = x[..self.n]
+            .iter()
+            .zip(&y[..self.n])
+            .map(|(a, b)| a * b)
+            .sum();
         Ok(())
     }
     #[inline]
@@ -372,7 +419,12 @@ mod tests {
         n: usize,
     }
     impl CgOperator<BackendSpace<'_, f64, CpuBackend>> for Dense {
-        fn apply(&mut self, s: &BackendSpace<'_, f64, CpuBackend>, x: &Vec<f64>, y: &mut Vec<f64>) -> Result<()> {
+        fn apply(
+            &mut self,
+            s: &BackendSpace<'_, f64, CpuBackend>,
+            x: &Vec<f64>,
+            y: &mut Vec<f64>,
+        ) -> Result<()> {
             s.backend().plan_matvec(&self.a, self.n, self.n, x, y)
         }
     }
@@ -385,13 +437,18 @@ mod tests {
         // Problem 0: SPD, A = M Mᵀ + I.
         let mut s = 7u64;
         let mut next = || {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((s >> 11) as f64) / ((1u64 << 53) as f64) - 0.5
         };
         let mmat: Vec<f64> = (0..n * n).map(|_| next()).collect();
         for i in 0..n {
             for j in 0..n {
-                a[i * n + j] = (0..n).map(|k| mmat[i * n + k] * mmat[j * n + k]).sum::<f64>() + if i == j { 1.0 } else { 0.0 };
+                a[i * n + j] = (0..n)
+                    .map(|k| mmat[i * n + k] * mmat[j * n + k])
+                    .sum::<f64>()
+                    + if i == j { 1.0 } else { 0.0 };
             }
         }
         // Problem 1: Laplacian of a weighted complete graph.
@@ -411,8 +468,20 @@ mod tests {
         let be = CpuBackend;
         let space = BackendSpace::<f64, _>::new(&be, 2, n);
         let mut out = vec![CgOutcome::default(); 2];
-        let x = conjugate_gradient(&space, &mut Dense { a: a.clone(), n }, &rhs, Some(&null), 1e-12, 100, &mut out).unwrap();
-        assert!(out.iter().all(|o| o.converged && o.residual < 1e-11), "{out:?}");
+        let x = conjugate_gradient(
+            &space,
+            &mut Dense { a: a.clone(), n },
+            &rhs,
+            Some(&null),
+            1e-12,
+            100,
+            &mut out,
+        )
+        .unwrap();
+        assert!(
+            out.iter().all(|o| o.converged && o.residual < 1e-11),
+            "{out:?}"
+        );
         // Problem 0: A x = rhs exactly.
         for i in 0..n {
             let ax: f64 = (0..n).map(|j| a[i * n + j] * x[j]).sum();
@@ -427,19 +496,41 @@ mod tests {
         assert!(x[n..].iter().sum::<f64>().abs() < 1e-12);
         // A zero right-hand side converges at once to 0.
         let zero = vec![0.0; 2 * n];
-        let x0 = conjugate_gradient(&space, &mut Dense { a, n }, &zero, Some(&null), 1e-12, 100, &mut out).unwrap();
-        assert!(x0.iter().all(|&v| v == 0.0) && out.iter().all(|o| o.converged && o.iterations == 0));
+        let x0 = conjugate_gradient(
+            &space,
+            &mut Dense { a, n },
+            &zero,
+            Some(&null),
+            1e-12,
+            100,
+            &mut out,
+        )
+        .unwrap();
+        assert!(
+            x0.iter().all(|&v| v == 0.0) && out.iter().all(|o| o.converged && o.iterations == 0)
+        );
     }
 
     #[test]
     fn reports_non_convergence_at_the_iteration_limit() {
         let n = 8;
-        let a: Vec<f64> = (0..n * n).map(|k| if k % (n + 1) == 0 { 1.0 + (k / (n + 1)) as f64 * 10.0 } else { 0.0 }).collect();
+        let a: Vec<f64> = (0..n * n)
+            .map(|k| {
+                if k % (n + 1) == 0 {
+                    1.0 + (k / (n + 1)) as f64 * 10.0
+                } else {
+                    0.0
+                }
+            })
+            .collect();
         let rhs = vec![1.0; n];
         let be = CpuBackend;
         let space = BackendSpace::<f64, _>::new(&be, 1, n);
         let mut out = vec![CgOutcome::default(); 1];
         conjugate_gradient(&space, &mut Dense { a, n }, &rhs, None, 1e-12, 2, &mut out).unwrap();
-        assert!(!out[0].converged && out[0].iterations == 2 && out[0].residual > 1e-6, "{out:?}");
+        assert!(
+            !out[0].converged && out[0].iterations == 2 && out[0].residual > 1e-6,
+            "{out:?}"
+        );
     }
 }

@@ -9,7 +9,7 @@
 //! ```
 //! use logot::grad::{check_gradient, GradCheckOptions};
 //! let f = |x: &[f64]| x[0] * x[0] * x[1] + x[1].sin();
-//! let x = [0.7, -1.3];
+//! let x: [f64; 2] = [0.7, -1.3];
 //! let grad = [2.0 * x[0] * x[1], x[0] * x[0] + x[1].cos()];
 //! let report = check_gradient(f, &x, &grad, &GradCheckOptions::default())?;
 //! assert!(report.passed, "{report}");
@@ -32,14 +32,22 @@ pub struct GradCheckOptions {
 
 impl Default for GradCheckOptions {
     fn default() -> Self {
-        GradCheckOptions { step: 1e-5, rel_tol: 1e-6, abs_floor: 1e-8 }
+        GradCheckOptions {
+            step: 1e-5,
+            rel_tol: 1e-6,
+            abs_floor: 1e-8,
+        }
     }
 }
 
 impl GradCheckOptions {
     /// Default step with tolerance `rel_tol` and floor `abs_floor`.
     pub fn new(rel_tol: f64, abs_floor: f64) -> Self {
-        GradCheckOptions { rel_tol, abs_floor, ..Default::default() }
+        GradCheckOptions {
+            rel_tol,
+            abs_floor,
+            ..Default::default()
+        }
     }
 }
 
@@ -85,12 +93,23 @@ impl fmt::Display for GradCheckReport {
 /// Central-difference gradient of `f` at `x` with relative step `step`.
 ///
 /// Errors: empty or non-finite `x`, `step ≤ 0`, or `f` non-finite at a probe point.
-pub fn numerical_gradient(mut f: impl FnMut(&[f64]) -> f64, x: &[f64], step: f64) -> Result<Vec<f64>> {
+pub fn numerical_gradient(
+    mut f: impl FnMut(&[f64]) -> f64,
+    x: &[f64],
+    step: f64,
+) -> Result<Vec<f64>> {
     if x.is_empty() {
-        return Err(Error::Empty { arg: "x".into(), detail: "no variables to differentiate".into() });
+        return Err(Error::Empty {
+            arg: "x".into(),
+            detail: "no variables to differentiate".into(),
+        });
     }
     if let Some(k) = x.iter().position(|v| !v.is_finite()) {
-        return Err(Error::NonFinite { arg: "x".into(), index: k.to_string(), value: x[k].to_string() });
+        return Err(Error::NonFinite {
+            arg: "x".into(),
+            index: k.to_string(),
+            value: x[k].to_string(),
+        });
     }
     if !(step.is_finite() && step > 0.0) {
         return Err(Error::parameter("step", step, "must be finite and > 0"));
@@ -126,16 +145,31 @@ pub fn check_gradient(
     opts: &GradCheckOptions,
 ) -> Result<GradCheckReport> {
     if grad.len() != x.len() {
-        return Err(Error::shape("grad", format!("has {} entries but x has {}", grad.len(), x.len())));
+        return Err(Error::shape(
+            "grad",
+            format!("has {} entries but x has {}", grad.len(), x.len()),
+        ));
     }
     if let Some(k) = grad.iter().position(|v| !v.is_finite()) {
-        return Err(Error::NonFinite { arg: "grad".into(), index: k.to_string(), value: grad[k].to_string() });
+        return Err(Error::NonFinite {
+            arg: "grad".into(),
+            index: k.to_string(),
+            value: grad[k].to_string(),
+        });
     }
     if !(opts.rel_tol.is_finite() && opts.rel_tol > 0.0) {
-        return Err(Error::parameter("rel_tol", opts.rel_tol, "must be finite and > 0"));
+        return Err(Error::parameter(
+            "rel_tol",
+            opts.rel_tol,
+            "must be finite and > 0",
+        ));
     }
     if !(opts.abs_floor.is_finite() && opts.abs_floor >= 0.0) {
-        return Err(Error::parameter("abs_floor", opts.abs_floor, "must be finite and ≥ 0"));
+        return Err(Error::parameter(
+            "abs_floor",
+            opts.abs_floor,
+            "must be finite and ≥ 0",
+        ));
     }
     let numeric = numerical_gradient(f, x, opts.step)?;
     let errors: Vec<f64> = numeric
@@ -151,8 +185,20 @@ pub fn check_gradient(
         })
         .collect();
     let (worst_index, max_error) =
-        errors.iter().copied().enumerate().fold((0, 0.0f64), |(bi, bv), (i, v)| if v > bv { (i, v) } else { (bi, bv) });
-    let diff: f64 = numeric.iter().zip(grad).map(|(n, g)| (n - g) * (n - g)).sum::<f64>().sqrt();
+        errors
+            .iter()
+            .copied()
+            .enumerate()
+            .fold(
+                (0, 0.0f64),
+                |(bi, bv), (i, v)| if v > bv { (i, v) } else { (bi, bv) },
+            );
+    let diff: f64 = numeric
+        .iter()
+        .zip(grad)
+        .map(|(n, g)| (n - g) * (n - g))
+        .sum::<f64>()
+        .sqrt();
     let norm: f64 = numeric.iter().map(|n| n * n).sum::<f64>().sqrt();
     let norm_error = diff / norm.max(opts.abs_floor).max(f64::MIN_POSITIVE);
     Ok(GradCheckReport {
@@ -175,7 +221,11 @@ mod tests {
     fn accepts_a_correct_gradient_and_rejects_a_wrong_one() {
         let f = |x: &[f64]| (x[0] * x[1]).exp() + x[2].powi(3) - 2.0 * x[0];
         let x: [f64; 3] = [0.3, -0.8, 1.7];
-        let good = [x[1] * (x[0] * x[1]).exp() - 2.0, x[0] * (x[0] * x[1]).exp(), 3.0 * x[2] * x[2]];
+        let good = [
+            x[1] * (x[0] * x[1]).exp() - 2.0,
+            x[0] * (x[0] * x[1]).exp(),
+            3.0 * x[2] * x[2],
+        ];
         let rep = check_gradient(f, &x, &good, &GradCheckOptions::default()).unwrap();
         assert!(rep.passed, "{rep}");
         assert!(rep.max_error < 1e-8, "{rep}");
@@ -188,10 +238,17 @@ mod tests {
     #[test]
     fn zero_entries_compare_against_the_floor_and_bad_inputs_are_errors() {
         let f = |x: &[f64]| x[0] * x[0];
-        let rep = check_gradient(f, &[0.0, 5.0], &[0.0, 0.0], &GradCheckOptions::default()).unwrap();
+        let rep =
+            check_gradient(f, &[0.0, 5.0], &[0.0, 0.0], &GradCheckOptions::default()).unwrap();
         assert!(rep.passed, "{rep}");
         assert!(check_gradient(f, &[1.0], &[1.0, 2.0], &GradCheckOptions::default()).is_err());
         assert!(check_gradient(f, &[f64::NAN], &[1.0], &GradCheckOptions::default()).is_err());
-        assert!(check_gradient(|x: &[f64]| x[0].ln(), &[0.0], &[1.0], &GradCheckOptions::default()).is_err());
+        assert!(check_gradient(
+            |x: &[f64]| x[0].ln(),
+            &[0.0],
+            &[1.0],
+            &GradCheckOptions::default()
+        )
+        .is_err());
     }
 }

@@ -20,8 +20,14 @@ pub mod finite_diff;
 pub mod ot;
 
 pub use bistochastic::{
-    bistochastic, bistochastic_backward, Bistochastic, BistochasticGradient, BistochasticParams, BistochasticResult,
+    bistochastic, bistochastic_backward, Bistochastic, BistochasticGradient, BistochasticParams,
+    BistochasticResult,
 };
-pub use cg::{conjugate_gradient, BackendSpace, CgOperator, CgOutcome, CgParams, CgReport, CgSpace};
+pub use cg::{
+    conjugate_gradient, BackendSpace, CgOperator, CgOutcome, CgParams, CgReport, CgSpace,
+};
 pub use finite_diff::{check_gradient, numerical_gradient, GradCheckOptions, GradCheckReport};
-pub use ot::{implicit_adjoint, plan_gradients, plan_gradients_on, Adjoint, EnvelopeGradients, OtGradients, PlanGradients};
+pub use ot::{
+    implicit_adjoint, plan_gradients, plan_gradients_on, Adjoint, EnvelopeGradients, OtGradients,
+    PlanGradients,
+};

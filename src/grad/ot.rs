@@ -106,8 +106,15 @@ struct SchurOperator<'a, T: Real, B: GradKernels<T>> {
     tmp2: B::Buffer,
 }
 
-impl<'s, T: Real, B: GradKernels<T>> CgOperator<BackendSpace<'s, T, B>> for SchurOperator<'_, T, B> {
-    fn apply(&mut self, space: &BackendSpace<'s, T, B>, x: &B::Buffer, y: &mut B::Buffer) -> Result<()> {
+impl<'s, T: Real, B: GradKernels<T>> CgOperator<BackendSpace<'s, T, B>>
+    for SchurOperator<'_, T, B>
+{
+    fn apply(
+        &mut self,
+        space: &BackendSpace<'s, T, B>,
+        x: &B::Buffer,
+        y: &mut B::Buffer,
+    ) -> Result<()> {
         let be = space.backend();
         be.plan_matvec(self.plan, self.n, self.m, x, &mut self.tmp)?;
         be.hadamard(self.inv_row_mass, &self.tmp, T::zero(), &mut self.tmp2)?;
@@ -131,7 +138,10 @@ pub fn implicit_adjoint<T: Real, B: GradKernels<T>>(
 ) -> Result<Adjoint<B::Buffer>> {
     cg.validate()?;
     if be.len(plan) != batch * n * m || batch == 0 || n == 0 || m == 0 {
-        return Err(Error::shape("plan", format!("has length {} but {batch}×{n}×{m} is needed", be.len(plan))));
+        return Err(Error::shape(
+            "plan",
+            format!("has length {} but {batch}×{n}×{m} is needed", be.len(plan)),
+        ));
     }
     let (row_mass, col_mass) = be.weighted_marginals(plan, n, m, None)?;
     let (sr, sc) = be.weighted_marginals(plan, n, m, Some(upstream))?;
@@ -156,13 +166,28 @@ pub fn implicit_adjoint<T: Real, B: GradKernels<T>>(
     };
     let mut outcomes = vec![CgOutcome::default(); batch];
     let tol = cg.effective_tol::<T>();
-    let b = conjugate_gradient(&space, &mut op, &rhs, Some(&support), tol, cg.max_iters, &mut outcomes)?;
+    let b = conjugate_gradient(
+        &space,
+        &mut op,
+        &rhs,
+        Some(&support),
+        tol,
+        cg.max_iters,
+        &mut outcomes,
+    )?;
     // a = diag(1/r)(s_r − P b)
     be.plan_matvec(plan, n, m, &b, &mut t)?;
     be.batched_xpby(&sr, &minus_one, &mut t)?;
     let mut a = be.filled(batch * n, T::zero())?;
     be.hadamard(&inv_row_mass, &t, T::zero(), &mut a)?;
-    Ok(Adjoint { a, b, cg: CgReport { problems: outcomes, tol } })
+    Ok(Adjoint {
+        a,
+        b,
+        cg: CgReport {
+            problems: outcomes,
+            tol,
+        },
+    })
 }
 
 /// Shift each problem's `(a, b)` by `(−k, +k)`, `k = mean(a)`: the zero-mean representative.
@@ -172,7 +197,9 @@ fn centre<T: Real>(a: &mut [T], b: &mut [T], batch: usize) {
         let ak = &mut a[k * n..(k + 1) * n];
         let mean = T::of(ak.iter().map(|v| v.f64()).sum::<f64>() / n as f64);
         ak.iter_mut().for_each(|v| *v = *v - mean);
-        b[k * m..(k + 1) * m].iter_mut().for_each(|v| *v = *v + mean);
+        b[k * m..(k + 1) * m]
+            .iter_mut()
+            .for_each(|v| *v = *v + mean);
     }
 }
 
@@ -185,7 +212,10 @@ fn array3<T>(d: (usize, usize, usize), v: Vec<T>) -> Result<Array3<T>> {
 
 fn check_output<T: Real>(what: &str, v: &[T]) -> Result<()> {
     if let Some(k) = v.iter().position(|x| !x.is_finite()) {
-        return Err(Error::Numerical(format!("{what}: non-finite gradient entry {} at flat index {k}", v[k])));
+        return Err(Error::Numerical(format!(
+            "{what}: non-finite gradient entry {} at flat index {k}",
+            v[k]
+        )));
     }
     Ok(())
 }
@@ -213,27 +243,51 @@ pub fn plan_gradients_on<T: Real, B: GradKernels<T>>(
     check_eps("eps", eps)?;
     let (batch, n, m) = plan.dim();
     if batch == 0 || n == 0 || m == 0 {
-        return Err(Error::Empty { arg: "plan".into(), detail: format!("shape {batch}×{n}×{m}") });
+        return Err(Error::Empty {
+            arg: "plan".into(),
+            detail: format!("shape {batch}×{n}×{m}"),
+        });
     }
     if upstream.dim() != plan.dim() {
-        return Err(Error::shape("upstream", format!("is {:?} but the plan is {:?}", upstream.dim(), plan.dim())));
+        return Err(Error::shape(
+            "upstream",
+            format!("is {:?} but the plan is {:?}", upstream.dim(), plan.dim()),
+        ));
     }
     check_finite("plan", &plan)?;
     check_finite("upstream", &upstream)?;
     if let Some((idx, v)) = plan.indexed_iter().find(|(_, v)| **v < T::zero()) {
-        return Err(Error::NegativeMass { arg: "plan".into(), index: format!("{idx:?}"), value: v.to_string() });
+        return Err(Error::NegativeMass {
+            arg: "plan".into(),
+            index: format!("{idx:?}"),
+            value: v.to_string(),
+        });
     }
     let p = be.upload(&plan.iter().copied().collect::<Vec<T>>())?;
     let g = be.upload(&upstream.iter().copied().collect::<Vec<T>>())?;
     let adj = implicit_adjoint(be, &p, batch, n, m, &g, cg)?;
-    let cost = be.download(&be.assemble_gradient(&p, n, m, &g, &adj.a, &adj.b, T::zero(), T::of(-1.0 / eps))?)?;
+    let cost = be.download(&be.assemble_gradient(
+        &p,
+        n,
+        m,
+        &g,
+        &adj.a,
+        &adj.b,
+        T::zero(),
+        T::of(-1.0 / eps),
+    )?)?;
     let mut a = be.download(&adj.a)?;
     let mut b = be.download(&adj.b)?;
     centre(&mut a, &mut b, batch);
     check_output("cost", &cost)?;
     check_output("mu", &a)?;
     check_output("nu", &b)?;
-    Ok(PlanGradients { cost: array3((batch, n, m), cost)?, mu: array2(batch, n, a)?, nu: array2(batch, m, b)?, cg: adj.cg })
+    Ok(PlanGradients {
+        cost: array3((batch, n, m), cost)?,
+        mu: array2(batch, n, a)?,
+        nu: array2(batch, m, b)?,
+        cg: adj.cg,
+    })
 }
 
 /// The cost as a host vector: one `n×m` matrix (shared) or `B×n×m`.
@@ -242,7 +296,9 @@ fn cost_values<T: Real>(cost: &CostSource<'_, T>) -> Result<Vec<T>> {
         CostSource::Dense(c) => Ok(c.iter().copied().collect()),
         CostSource::DenseBatch(c) => Ok(c.iter().copied().collect()),
         #[allow(unreachable_patterns)]
-        _ => Err(Error::Unavailable("implicit OT gradients need a dense cost".into())),
+        _ => Err(Error::Unavailable(
+            "implicit OT gradients need a dense cost".into(),
+        )),
     }
 }
 
@@ -256,7 +312,7 @@ impl<Bk> Solver<Bk> {
     /// ```
     /// use logot::{grad::CgParams, CpuBackend, Problem, SinkhornParams, Solver};
     /// use ndarray::array;
-    /// let (mu, nu) = (array![0.5, 0.5], array![0.25, 0.75]);
+    /// let (mu, nu) = (array![0.5f64, 0.5], array![0.25, 0.75]);
     /// let cost = array![[0.0, 1.0], [1.0, 0.0]];
     /// let solver = Solver::new(CpuBackend, SinkhornParams::new(0.1));
     /// let g = solver.wasserstein_gradients(&Problem::new(mu.view(), nu.view(), cost.view())?, &CgParams::default())?;
@@ -264,7 +320,11 @@ impl<Bk> Solver<Bk> {
     /// assert!(g.mu.sum().abs() < 1e-12); // zero-mean representative
     /// # Ok::<(), logot::Error>(())
     /// ```
-    pub fn wasserstein_gradients<T: Real>(&self, problem: &Problem<'_, T>, cg: &CgParams) -> Result<OtGradients<T>>
+    pub fn wasserstein_gradients<T: Real>(
+        &self,
+        problem: &Problem<'_, T>,
+        cg: &CgParams,
+    ) -> Result<OtGradients<T>>
     where
         Bk: GradKernels<T>,
     {
@@ -287,7 +347,14 @@ impl<Bk> Solver<Bk> {
         let coupling = self.coupling(problem)?;
         let g = upstream(&coupling);
         if g.dim() != coupling.plan.dim() {
-            return Err(Error::shape("upstream", format!("is {:?} but the plans are {:?}", g.dim(), coupling.plan.dim())));
+            return Err(Error::shape(
+                "upstream",
+                format!(
+                    "is {:?} but the plans are {:?}",
+                    g.dim(),
+                    coupling.plan.dim()
+                ),
+            ));
         }
         check_finite("upstream", &g)?;
         self.gradients_with(problem, g.iter().copied().collect(), T::zero(), cg)
@@ -315,7 +382,16 @@ impl<Bk> Solver<Bk> {
         let plan = be.plan(&s.cost, &s.f, &s.g, eps)?;
         let g = be.upload(&upstream)?;
         let adj = implicit_adjoint(be, &plan, batch, n, m, &g, cg)?;
-        let cost = be.download(&be.assemble_gradient(&plan, n, m, &g, &adj.a, &adj.b, explicit, -T::one() / eps)?)?;
+        let cost = be.download(&be.assemble_gradient(
+            &plan,
+            n,
+            m,
+            &g,
+            &adj.a,
+            &adj.b,
+            explicit,
+            -T::one() / eps,
+        )?)?;
         let mut a = be.download(&adj.a)?;
         let mut b = be.download(&adj.b)?;
         let minus_one = vec![-1.0; batch];
@@ -368,7 +444,10 @@ impl<Bk> Solver<Bk> {
     /// The regularised objective `OT_ε` and its envelope-theorem gradients (`P`, `f`, `g`):
     /// cheap (no linear solve) but they differentiate `OT_ε`, not the transport cost
     /// `⟨P,C⟩` (use [`Solver::wasserstein_gradients`] for that).
-    pub fn envelope_gradients<T: Real>(&self, problem: &Problem<'_, T>) -> Result<EnvelopeGradients<T>>
+    pub fn envelope_gradients<T: Real>(
+        &self,
+        problem: &Problem<'_, T>,
+    ) -> Result<EnvelopeGradients<T>>
     where
         Bk: Backend<T>,
     {
@@ -380,15 +459,38 @@ impl<Bk> Solver<Bk> {
         let mut value = Array1::zeros(batch);
         for k in 0..batch {
             let dot = |pot: ndarray::ArrayView1<'_, T>, w: ndarray::ArrayView1<'_, T>| -> f64 {
-                pot.iter().zip(w).filter(|(_, &w)| w > T::zero()).map(|(p, w)| p.f64() * w.f64()).sum()
+                pot.iter()
+                    .zip(w)
+                    .filter(|(_, &w)| w > T::zero())
+                    .map(|(p, w)| p.f64() * w.f64())
+                    .sum()
             };
-            let mass: f64 = cpl.plan.index_axis(ndarray::Axis(0), k).iter().map(|v| v.f64()).sum();
-            value[k] = T::of(dot(fs.row(k), problem.mu().row(k)) + dot(gs.row(k), problem.nu().row(k)) - eps * mass);
-            let finite: Vec<f64> = fs.row(k).iter().filter(|v| v.is_finite()).map(|v| v.f64()).collect();
+            let mass: f64 = cpl
+                .plan
+                .index_axis(ndarray::Axis(0), k)
+                .iter()
+                .map(|v| v.f64())
+                .sum();
+            value[k] = T::of(
+                dot(fs.row(k), problem.mu().row(k)) + dot(gs.row(k), problem.nu().row(k))
+                    - eps * mass,
+            );
+            let finite: Vec<f64> = fs
+                .row(k)
+                .iter()
+                .filter(|v| v.is_finite())
+                .map(|v| v.f64())
+                .collect();
             let shift = T::of(finite.iter().sum::<f64>() / finite.len().max(1) as f64);
             fs.row_mut(k).iter_mut().for_each(|v| *v = *v - shift);
             gs.row_mut(k).iter_mut().for_each(|v| *v = *v + shift);
         }
-        Ok(EnvelopeGradients { value, cost: cpl.plan, mu: fs, nu: gs, result: cpl.result })
+        Ok(EnvelopeGradients {
+            value,
+            cost: cpl.plan,
+            mu: fs,
+            nu: gs,
+            result: cpl.result,
+        })
     }
 }

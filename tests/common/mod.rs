@@ -8,7 +8,10 @@ use std::ops::{Add, Div, Mul, Neg, Sub};
 pub struct Lcg(pub u64);
 impl Lcg {
     pub fn next(&mut self) -> f64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         ((self.0 >> 11) as f64) / ((1u64 << 53) as f64)
     }
     pub fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
@@ -40,47 +43,70 @@ impl Dual {
     }
     pub fn exp(self) -> Self {
         let e = self.v.exp();
-        Dual { v: e, d: self.d * e }
+        Dual {
+            v: e,
+            d: self.d * e,
+        }
     }
     pub fn ln(self) -> Self {
-        Dual { v: self.v.ln(), d: self.d / self.v }
+        Dual {
+            v: self.v.ln(),
+            d: self.d / self.v,
+        }
     }
 }
 impl Add for Dual {
     type Output = Dual;
     fn add(self, o: Dual) -> Dual {
-        Dual { v: self.v + o.v, d: self.d + o.d }
+        Dual {
+            v: self.v + o.v,
+            d: self.d + o.d,
+        }
     }
 }
 impl Sub for Dual {
     type Output = Dual;
     fn sub(self, o: Dual) -> Dual {
-        Dual { v: self.v - o.v, d: self.d - o.d }
+        Dual {
+            v: self.v - o.v,
+            d: self.d - o.d,
+        }
     }
 }
 impl Mul for Dual {
     type Output = Dual;
     fn mul(self, o: Dual) -> Dual {
-        Dual { v: self.v * o.v, d: self.d * o.v + self.v * o.d }
+        Dual {
+            v: self.v * o.v,
+            d: self.d * o.v + self.v * o.d,
+        }
     }
 }
 impl Div for Dual {
     type Output = Dual;
     fn div(self, o: Dual) -> Dual {
-        Dual { v: self.v / o.v, d: (self.d * o.v - self.v * o.d) / (o.v * o.v) }
+        Dual {
+            v: self.v / o.v,
+            d: (self.d * o.v - self.v * o.d) / (o.v * o.v),
+        }
     }
 }
 impl Neg for Dual {
     type Output = Dual;
     fn neg(self) -> Dual {
-        Dual { v: -self.v, d: -self.d }
+        Dual {
+            v: -self.v,
+            d: -self.d,
+        }
     }
 }
 
 /// `LSE_k x_k` in dual numbers (max-shifted).
 pub fn lse(xs: &[Dual]) -> Dual {
     let m = xs.iter().map(|x| x.v).fold(f64::NEG_INFINITY, f64::max);
-    let s = xs.iter().fold(Dual::c(0.0), |acc, &x| acc + (x - Dual::c(m)).exp());
+    let s = xs
+        .iter()
+        .fold(Dual::c(0.0), |acc, &x| acc + (x - Dual::c(m)).exp());
     Dual::c(m) + s.ln()
 }
 
@@ -88,7 +114,9 @@ pub fn lse(xs: &[Dual]) -> Dual {
 /// partial pivoting.
 pub fn dense_solve(mut a: Vec<f64>, mut b: Vec<f64>, n: usize) -> Vec<f64> {
     for k in 0..n {
-        let p = (k..n).max_by(|&i, &j| a[i * n + k].abs().total_cmp(&a[j * n + k].abs())).unwrap();
+        let p = (k..n)
+            .max_by(|&i, &j| a[i * n + k].abs().total_cmp(&a[j * n + k].abs()))
+            .unwrap();
         if p != k {
             for j in 0..n {
                 a.swap(k * n + j, p * n + j);

@@ -3,11 +3,14 @@
 //! [`Real`]; the backward's CG runs in `f64` (cheap at this size, and it keeps `f32` inputs
 //! from losing digits in the dot products).
 
+// Per-problem / per-index loops over several parallel arrays read best with an index.
+#![allow(clippy::needless_range_loop)]
+
 use super::CpuBackend;
-use crate::backend::bistochastic::{BistochasticKernels, ProjectionStats};
 use crate::backend::batch_of;
+use crate::backend::bistochastic::{BistochasticKernels, ProjectionStats};
 use crate::grad::cg::{conjugate_gradient, CgOperator, CgOutcome, SmallSpace, SMALL_MAX};
-use crate::real::{HwFma, MulAdd, NoFma};
+use crate::real::{HwFma, MulAdd, NoFma, LANES};
 use crate::{Error, Real, Result};
 use rayon::prelude::*;
 
@@ -18,33 +21,57 @@ fn min_task(n: usize) -> usize {
     (4096 / (n * n).max(1)).max(1)
 }
 
-/// `LSE_k(pot_k + row_k)` over `pot.len() ≤ 32` entries.
+/// `out_j = −LSE_i(a[i·MAX_N + j] + pot_i)` for `j < n`: a column-wise log-sum-exp over the
+/// `n` rows of a padded row-major matrix (row stride `MAX_N`, `w` a multiple of `LANES`),
+/// vectorised across the columns. Padding columns hold 0; their sums are computed and dropped.
 #[inline(always)]
-fn lse_small<T: Real, M: MulAdd>(pot: &[T], row: &[T]) -> T {
-    let mut buf = [T::zero(); MAX_N];
-    let mut mx = T::neg_infinity();
-    for ((b, &p), &x) in buf.iter_mut().zip(pot).zip(row) {
-        *b = p + x;
-        mx = if *b > mx { *b } else { mx };
+fn neg_lse_cols<T: Real, M: MulAdd>(
+    n: usize,
+    w: usize,
+    a: &[T; MAX_N * MAX_N],
+    pot: &[T; MAX_N],
+    out: &mut [T; MAX_N],
+) {
+    let mut mx = [T::neg_infinity(); MAX_N];
+    for i in 0..n {
+        let p = pot[i];
+        let row = &a[i * MAX_N..i * MAX_N + w];
+        for (m, &x) in mx[..w].iter_mut().zip(row) {
+            let v = x + p;
+            *m = if v > *m { v } else { *m };
+        }
     }
-    if mx == T::neg_infinity() {
-        return mx;
+    let mut s = [T::zero(); MAX_N];
+    for i in 0..n {
+        let p = pot[i];
+        let row = &a[i * MAX_N..i * MAX_N + w];
+        for ((acc, &m), &x) in s[..w].iter_mut().zip(&mx[..w]).zip(row) {
+            *acc = *acc + T::exp_nonpos::<M>(x + p - m);
+        }
     }
-    let mut s = T::zero();
-    for &b in buf.iter().take(pot.len()) {
-        s = s + T::exp_nonpos::<M>(b - mx);
+    for j in 0..n {
+        out[j] = -(mx[j] + s[j].ln());
     }
-    mx + s.ln()
 }
 
 /// One matrix: log-domain Sinkhorn–Knopp. Returns (iterations, column error of `r`, whether
 /// the in-loop column error met `tol`).
 #[inline(always)]
-fn forward_one<T: Real, M: MulAdd>(n: usize, x: &[T], iters: usize, tol: f64, r: &mut [T]) -> (usize, f64, bool) {
+fn forward_one<T: Real, M: MulAdd>(
+    n: usize,
+    x: &[T],
+    iters: usize,
+    tol: f64,
+    r: &mut [T],
+) -> (usize, f64, bool) {
+    let w = n.div_ceil(LANES) * LANES;
+    // X and Xᵀ, row stride MAX_N, zero padding.
+    let mut xs = [T::zero(); MAX_N * MAX_N];
     let mut xt = [T::zero(); MAX_N * MAX_N];
     for i in 0..n {
         for j in 0..n {
-            xt[j * n + i] = x[i * n + j];
+            xs[i * MAX_N + j] = x[i * n + j];
+            xt[j * MAX_N + i] = x[i * n + j];
         }
     }
     let mut alpha = [T::zero(); MAX_N];
@@ -53,23 +80,21 @@ fn forward_one<T: Real, M: MulAdd>(n: usize, x: &[T], iters: usize, tol: f64, r:
     let mut done = 0;
     let mut met = false;
     for it in 0..iters {
-        // Column half-step; the column sums of the current R come for free.
-        let mut err = 0.0f64;
-        for j in 0..n {
-            let l = lse_small::<T, M>(&alpha[..n], &xt[j * n..(j + 1) * n]);
-            next[j] = -l;
-            if it > 0 {
-                err += ((l + beta[j]).f64().exp() - 1.0).abs();
+        // Column half-step: β_j = −LSE_i(X_ij + α_i). The column sums of the current R are
+        // exp(β_j − β'_j), so the error check costs n exponentials.
+        neg_lse_cols::<T, M>(n, w, &xs, &alpha, &mut next);
+        if it > 0 && tol > 0.0 {
+            let err: f64 = (0..n)
+                .map(|j| ((beta[j] - next[j]).f64().exp() - 1.0).abs())
+                .sum();
+            if err <= tol {
+                met = true;
+                break;
             }
         }
-        if it > 0 && tol > 0.0 && err <= tol {
-            met = true;
-            break;
-        }
-        beta[..n].copy_from_slice(&next[..n]);
-        for i in 0..n {
-            alpha[i] = -lse_small::<T, M>(&beta[..n], &x[i * n..(i + 1) * n]);
-        }
+        beta = next;
+        // Row half-step: α_i = −LSE_j(X_ij + β_j).
+        neg_lse_cols::<T, M>(n, w, &xt, &beta, &mut alpha);
         done += 1;
     }
     let mut cols = [0.0f64; MAX_N];
@@ -83,7 +108,13 @@ fn forward_one<T: Real, M: MulAdd>(n: usize, x: &[T], iters: usize, tol: f64, r:
     (done, cols[..n].iter().map(|c| (c - 1.0).abs()).sum(), met)
 }
 
-fn forward_chunk<T: Real, M: MulAdd>(n: usize, x: &[T], iters: usize, tol: f64, r: &mut [T]) -> ProjectionStats {
+fn forward_chunk<T: Real, M: MulAdd>(
+    n: usize,
+    x: &[T],
+    iters: usize,
+    tol: f64,
+    r: &mut [T],
+) -> ProjectionStats {
     let per = n * n;
     let mut st = ProjectionStats::default();
     for (xm, rm) in x.chunks(per).zip(r.chunks_mut(per)) {
@@ -97,11 +128,23 @@ fn forward_chunk<T: Real, M: MulAdd>(n: usize, x: &[T], iters: usize, tol: f64, 
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn forward_chunk_avx2<T: Real>(n: usize, x: &[T], iters: usize, tol: f64, r: &mut [T]) -> ProjectionStats {
+unsafe fn forward_chunk_avx2<T: Real>(
+    n: usize,
+    x: &[T],
+    iters: usize,
+    tol: f64,
+    r: &mut [T],
+) -> ProjectionStats {
     forward_chunk::<T, HwFma>(n, x, iters, tol, r)
 }
 
-fn forward_dispatch<T: Real>(n: usize, x: &[T], iters: usize, tol: f64, r: &mut [T]) -> ProjectionStats {
+fn forward_dispatch<T: Real>(
+    n: usize,
+    x: &[T],
+    iters: usize,
+    tol: f64,
+    r: &mut [T],
+) -> ProjectionStats {
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
@@ -145,7 +188,14 @@ impl CgOperator<SmallSpace> for SmallSchur<'_> {
 }
 
 /// One matrix: implicit backward.
-fn backward_one<T: Real>(n: usize, r: &[T], g: &[T], tol: f64, max_iters: usize, dx: &mut [T]) -> Result<CgOutcome> {
+fn backward_one<T: Real>(
+    n: usize,
+    r: &[T],
+    g: &[T],
+    tol: f64,
+    max_iters: usize,
+    dx: &mut [T],
+) -> Result<CgOutcome> {
     let mut rr = [0.0f64; MAX_N * MAX_N];
     let mut sr = [0.0f64; MAX_N];
     let mut sc = [0.0f64; MAX_N];
@@ -178,9 +228,22 @@ fn backward_one<T: Real>(n: usize, r: &[T], g: &[T], tol: f64, max_iters: usize,
         }
     }
     let space = SmallSpace { n };
-    let mut op = SmallSchur { n, r: &rr, inv_row, col: cols };
+    let mut op = SmallSchur {
+        n,
+        r: &rr,
+        inv_row,
+        col: cols,
+    };
     let mut out = [CgOutcome::default()];
-    let b = conjugate_gradient(&space, &mut op, &rhs, Some(&support), tol, max_iters, &mut out)?;
+    let b = conjugate_gradient(
+        &space,
+        &mut op,
+        &rhs,
+        Some(&support),
+        tol,
+        max_iters,
+        &mut out,
+    )?;
     for i in 0..n {
         let row = &rr[i * n..(i + 1) * n];
         let a = inv_row[i] * (sr[i] - row.iter().zip(&b[..n]).map(|(p, q)| p * q).sum::<f64>());
@@ -193,7 +256,11 @@ fn backward_one<T: Real>(n: usize, r: &[T], g: &[T], tol: f64, max_iters: usize,
 
 fn check_n(n: usize) -> Result<()> {
     if n == 0 || n > MAX_N {
-        return Err(Error::parameter("n", n, format!("the CPU bistochastic kernels handle 1 ≤ n ≤ {MAX_N}")));
+        return Err(Error::parameter(
+            "n",
+            n,
+            format!("the CPU bistochastic kernels handle 1 ≤ n ≤ {MAX_N}"),
+        ));
     }
     Ok(())
 }
@@ -203,22 +270,32 @@ impl<T: Real> BistochasticKernels<T> for CpuBackend {
         MAX_N
     }
 
-    fn bistochastic_forward(&self, n: usize, x: &Vec<T>, iters: usize, tol: f64, r: &mut Vec<T>) -> Result<ProjectionStats> {
+    fn bistochastic_forward(
+        &self,
+        n: usize,
+        x: &Vec<T>,
+        iters: usize,
+        tol: f64,
+        r: &mut Vec<T>,
+    ) -> Result<ProjectionStats> {
         check_n(n)?;
         let per = n * n;
         batch_of(x.len(), per, "x")?;
         if r.len() != x.len() {
-            return Err(Error::shape("r", format!("has length {} but x has {}", r.len(), x.len())));
+            return Err(Error::shape(
+                "r",
+                format!("has length {} but x has {}", r.len(), x.len()),
+            ));
         }
         let chunk = per * min_task(n);
-        Ok(x.par_chunks(chunk).zip(r.par_chunks_mut(chunk)).map(|(xc, rc)| forward_dispatch(n, xc, iters, tol, rc)).reduce(
-            ProjectionStats::default,
-            |a, b| ProjectionStats {
+        Ok(x.par_chunks(chunk)
+            .zip(r.par_chunks_mut(chunk))
+            .map(|(xc, rc)| forward_dispatch(n, xc, iters, tol, rc))
+            .reduce(ProjectionStats::default, |a, b| ProjectionStats {
                 iterations: a.iterations.max(b.iterations),
                 marginal_error: a.marginal_error.max(b.marginal_error),
                 unconverged: a.unconverged + b.unconverged,
-            },
-        ))
+            }))
     }
 
     fn bistochastic_backward(
@@ -236,7 +313,12 @@ impl<T: Real> BistochasticKernels<T> for CpuBackend {
         if g.len() != r.len() || dx.len() != r.len() {
             return Err(Error::shape(
                 "g",
-                format!("g has length {} and dx {} but r has {}", g.len(), dx.len(), r.len()),
+                format!(
+                    "g has length {} and dx {} but r has {}",
+                    g.len(),
+                    dx.len(),
+                    r.len()
+                ),
             ));
         }
         let mut outcomes = vec![CgOutcome::default(); batch];

@@ -14,7 +14,10 @@ fn check_plan<T>(plan: &[T], n: usize, m: usize) -> Result<usize> {
 
 fn check_len<T>(what: &str, v: &[T], want: usize) -> Result<()> {
     if v.len() != want {
-        return Err(Error::shape(what, format!("has length {} but {want} is needed", v.len())));
+        return Err(Error::shape(
+            what,
+            format!("has length {} but {want} is needed", v.len()),
+        ));
     }
     Ok(())
 }
@@ -28,53 +31,81 @@ fn weight_stride<T>(weight: &[T], batch: usize, per: usize) -> Result<usize> {
     } else {
         Err(Error::shape(
             "weight",
-            format!("has length {}; expected {batch}×{per} or one shared matrix of {per}", weight.len()),
+            format!(
+                "has length {}; expected {batch}×{per} or one shared matrix of {per}",
+                weight.len()
+            ),
         ))
     }
 }
 
 fn per_problem(len: usize, batch: usize, what: &str) -> Result<usize> {
     if batch == 0 || len % batch != 0 {
-        return Err(Error::shape(what, format!("length {len} does not split into {batch} problems")));
+        return Err(Error::shape(
+            what,
+            format!("length {len} does not split into {batch} problems"),
+        ));
     }
     Ok(len / batch)
 }
 
 impl<T: Real> GradKernels<T> for CpuBackend {
-    fn plan_matvec(&self, plan: &Vec<T>, n: usize, m: usize, x: &Vec<T>, y: &mut Vec<T>) -> Result<()> {
+    fn plan_matvec(
+        &self,
+        plan: &Vec<T>,
+        n: usize,
+        m: usize,
+        x: &Vec<T>,
+        y: &mut Vec<T>,
+    ) -> Result<()> {
         let batch = check_plan(plan, n, m)?;
         check_len("x", x, batch * m)?;
         check_len("y", y, batch * n)?;
-        y.par_iter_mut().with_min_len((4096 / m.max(1)).max(1)).enumerate().for_each(|(bi, yi)| {
-            let b = bi / n;
-            let row = &plan[bi * m..(bi + 1) * m];
-            let xb = &x[b * m..(b + 1) * m];
-            let s = row.iter().zip(xb).fold(0.0f64, |s, (&p, &v)| s + (p * v).f64());
-            *yi = T::of(s);
-        });
+        y.par_iter_mut()
+            .with_min_len((4096 / m.max(1)).max(1))
+            .enumerate()
+            .for_each(|(bi, yi)| {
+                let b = bi / n;
+                let row = &plan[bi * m..(bi + 1) * m];
+                let xb = &x[b * m..(b + 1) * m];
+                let s = row
+                    .iter()
+                    .zip(xb)
+                    .fold(0.0f64, |s, (&p, &v)| s + (p * v).f64());
+                *yi = T::of(s);
+            });
         Ok(())
     }
 
-    fn plan_matvec_t(&self, plan: &Vec<T>, n: usize, m: usize, x: &Vec<T>, y: &mut Vec<T>) -> Result<()> {
+    fn plan_matvec_t(
+        &self,
+        plan: &Vec<T>,
+        n: usize,
+        m: usize,
+        x: &Vec<T>,
+        y: &mut Vec<T>,
+    ) -> Result<()> {
         let batch = check_plan(plan, n, m)?;
         check_len("x", x, batch * n)?;
         check_len("y", y, batch * m)?;
         y.par_chunks_mut(m).enumerate().for_each(|(b, yb)| {
             let pb = &plan[b * n * m..(b + 1) * n * m];
             let xb = &x[b * n..(b + 1) * n];
-            yb.par_chunks_mut(COL_BLOCK).enumerate().for_each(|(blk, ys)| {
-                let j0 = blk * COL_BLOCK;
-                let mut acc = [0.0f64; COL_BLOCK];
-                for (i, &xi) in xb.iter().enumerate() {
-                    let row = &pb[i * m + j0..i * m + j0 + ys.len()];
-                    for (a, &p) in acc.iter_mut().zip(row) {
-                        *a += (p * xi).f64();
+            yb.par_chunks_mut(COL_BLOCK)
+                .enumerate()
+                .for_each(|(blk, ys)| {
+                    let j0 = blk * COL_BLOCK;
+                    let mut acc = [0.0f64; COL_BLOCK];
+                    for (i, &xi) in xb.iter().enumerate() {
+                        let row = &pb[i * m + j0..i * m + j0 + ys.len()];
+                        for (a, &p) in acc.iter_mut().zip(row) {
+                            *a += (p * xi).f64();
+                        }
                     }
-                }
-                for (o, a) in ys.iter_mut().zip(acc) {
-                    *o = T::of(a);
-                }
-            });
+                    for (o, a) in ys.iter_mut().zip(acc) {
+                        *o = T::of(a);
+                    }
+                });
         });
         Ok(())
     }
@@ -109,18 +140,20 @@ impl<T: Real> GradKernels<T> for CpuBackend {
             .collect();
         let mut cols = vec![T::zero(); batch * m];
         cols.par_chunks_mut(m).enumerate().for_each(|(b, cb)| {
-            cb.par_chunks_mut(COL_BLOCK).enumerate().for_each(|(blk, cs)| {
-                let j0 = blk * COL_BLOCK;
-                let mut acc = [0.0f64; COL_BLOCK];
-                for i in 0..n {
-                    for (jj, a) in acc.iter_mut().take(cs.len()).enumerate() {
-                        *a += entry(b, i * m + j0 + jj);
+            cb.par_chunks_mut(COL_BLOCK)
+                .enumerate()
+                .for_each(|(blk, cs)| {
+                    let j0 = blk * COL_BLOCK;
+                    let mut acc = [0.0f64; COL_BLOCK];
+                    for i in 0..n {
+                        for (jj, a) in acc.iter_mut().take(cs.len()).enumerate() {
+                            *a += entry(b, i * m + j0 + jj);
+                        }
                     }
-                }
-                for (o, a) in cs.iter_mut().zip(acc) {
-                    *o = T::of(a);
-                }
-            });
+                    for (o, a) in cs.iter_mut().zip(acc) {
+                        *o = T::of(a);
+                    }
+                });
         });
         Ok((rows, cols))
     }
@@ -173,14 +206,17 @@ impl<T: Real> GradKernels<T> for CpuBackend {
         if per == 0 {
             return Ok(());
         }
-        y.par_chunks_mut(per).zip(x.par_chunks(per)).zip(alpha.par_iter()).for_each(|((yb, xb), &a)| {
-            if a != 0.0 {
-                let a = T::of(a);
-                for (o, &v) in yb.iter_mut().zip(xb) {
-                    *o = *o + a * v;
+        y.par_chunks_mut(per)
+            .zip(x.par_chunks(per))
+            .zip(alpha.par_iter())
+            .for_each(|((yb, xb), &a)| {
+                if a != 0.0 {
+                    let a = T::of(a);
+                    for (o, &v) in yb.iter_mut().zip(xb) {
+                        *o = *o + a * v;
+                    }
                 }
-            }
-        });
+            });
         Ok(())
     }
 
@@ -190,12 +226,15 @@ impl<T: Real> GradKernels<T> for CpuBackend {
         if per == 0 {
             return Ok(());
         }
-        y.par_chunks_mut(per).zip(x.par_chunks(per)).zip(beta.par_iter()).for_each(|((yb, xb), &bt)| {
-            let bt = T::of(bt);
-            for (o, &v) in yb.iter_mut().zip(xb) {
-                *o = v + bt * *o;
-            }
-        });
+        y.par_chunks_mut(per)
+            .zip(x.par_chunks(per))
+            .zip(beta.par_iter())
+            .for_each(|((yb, xb), &bt)| {
+                let bt = T::of(bt);
+                for (o, &v) in yb.iter_mut().zip(xb) {
+                    *o = v + bt * *o;
+                }
+            });
         Ok(())
     }
 
@@ -203,9 +242,13 @@ impl<T: Real> GradKernels<T> for CpuBackend {
         check_len("a", a, x.len())?;
         check_len("y", y, x.len())?;
         if beta == T::zero() {
-            y.par_iter_mut().zip(a.par_iter().zip(x.par_iter())).for_each(|(o, (&u, &v))| *o = u * v);
+            y.par_iter_mut()
+                .zip(a.par_iter().zip(x.par_iter()))
+                .for_each(|(o, (&u, &v))| *o = u * v);
         } else {
-            y.par_iter_mut().zip(a.par_iter().zip(x.par_iter())).for_each(|(o, (&u, &v))| *o = u * v + beta * *o);
+            y.par_iter_mut()
+                .zip(a.par_iter().zip(x.par_iter()))
+                .for_each(|(o, (&u, &v))| *o = u * v + beta * *o);
         }
         Ok(())
     }
@@ -224,6 +267,8 @@ impl<T: Real> GradKernels<T> for CpuBackend {
     }
 
     fn support(&self, x: &Vec<T>) -> Result<Vec<T>> {
-        Ok(x.par_iter().map(|&v| if v > T::zero() { T::one() } else { T::zero() }).collect())
+        Ok(x.par_iter()
+            .map(|&v| if v > T::zero() { T::one() } else { T::zero() })
+            .collect())
     }
 }

@@ -27,6 +27,7 @@ macro_rules! dispatch {
 }
 
 mod bench;
+mod bistochastic;
 mod npy;
 mod wasserstein;
 
@@ -51,6 +52,8 @@ enum Command {
     Wasserstein(wasserstein::WassersteinArgs),
     /// The entropic plan P, written to --out as .npy; prints the same JSON as wasserstein.
     Coupling(wasserstein::CouplingArgs),
+    /// Bistochastic projection R = SinkhornKnopp(exp(X)) of n×n matrices (and its backward).
+    Bistochastic(bistochastic::BistochasticArgs),
     /// Time a canonical benchmark problem (median of repeated runs after warm-up).
     Bench(bench::BenchArgs),
 }
@@ -84,6 +87,7 @@ fn main() -> ExitCode {
     let out = match cli.command {
         Command::Wasserstein(a) => wasserstein::wasserstein(&a),
         Command::Coupling(a) => wasserstein::coupling(&a),
+        Command::Bistochastic(a) => bistochastic::bistochastic(&a),
         Command::Bench(a) => bench::bench(&a),
     };
     match out {
