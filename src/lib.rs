@@ -25,6 +25,7 @@
 
 pub mod backend;
 mod error;
+pub mod linalg;
 mod real;
 pub mod sinkhorn;
 mod validate;

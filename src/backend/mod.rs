@@ -11,6 +11,7 @@
 //! stores potentials and marginals row-major as `B×n` (`f`, `μ`) and `B×m` (`g`, `ν`).
 
 pub mod cpu;
+pub mod linalg;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 

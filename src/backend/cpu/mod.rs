@@ -1,7 +1,9 @@
 //! The CPU backend: buffers are `Vec<T>`, kernels run on rayon's thread pool with the
 //! vectorised log-sum-exp of [`lse`].
 
+mod linalg;
 pub mod lse;
+pub(crate) mod svd3;
 
 use super::{batch_of, check_cost_batch, Backend, CostDims, CostSource, Side};
 use crate::{Error, Real, Result};
