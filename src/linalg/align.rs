@@ -226,8 +226,9 @@ pub enum ProcrustesMethod {
     NewtonSchulz,
 }
 
-/// Initial orthogonal matrices of [`wasserstein_procrustes`] (the problem is non-convex:
-/// each start runs to convergence and the lowest transport cost wins).
+/// Initial orthogonal matrices of [`wasserstein_procrustes`]. The problem is non-convex:
+/// every start runs through the ε annealing, and the one with the lowest transport cost
+/// at the final ε iterates on to convergence.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub enum Init {
     /// 3-D: the identity and the rotations that map the principal axes of `x` onto those
@@ -253,12 +254,15 @@ pub struct WassersteinProcrustesParams {
     pub eps_start: f64,
     /// Factor of the ε schedule, in (0, 1].
     pub eps_decay: f64,
-    /// Maximum outer (coupling ↔ rotation) iterations per start.
+    /// Maximum outer (coupling ↔ rotation) iterations per start (annealing included).
     pub max_iters: usize,
     /// Stop once ε has reached `eps` and `‖R_k − R_{k−1}‖_F ≤ tol`.
     pub tol: f64,
     /// Maximum Sinkhorn iterations per coupling (warm-started from the previous one).
     pub sinkhorn_iters: usize,
+    /// Marginal-error target of each coupling (raised to the precision's default
+    /// tolerance when smaller).
+    pub sinkhorn_tol: f64,
     /// Fit a translation (centre both clouds) or rotate about the origin.
     pub center: bool,
     /// Kabsch (rotations) or Newton–Schulz (orthogonal matrices).
@@ -274,10 +278,11 @@ impl Default for WassersteinProcrustesParams {
         WassersteinProcrustesParams {
             eps: 1e-3,
             eps_start: 0.3,
-            eps_decay: 0.7,
+            eps_decay: 0.6,
             max_iters: 100,
             tol: 1e-5,
-            sinkhorn_iters: 1000,
+            sinkhorn_iters: 100,
+            sinkhorn_tol: 1e-6,
             center: true,
             method: ProcrustesMethod::Auto,
             init: Init::Pca,
@@ -302,6 +307,9 @@ impl WassersteinProcrustesParams {
         if !(self.tol.is_finite() && self.tol >= 0.0) {
             return Err(Error::parameter("tol", self.tol, "must be finite and ≥ 0"));
         }
+        if !(self.sinkhorn_tol.is_finite() && self.sinkhorn_tol > 0.0) {
+            return Err(Error::parameter("sinkhorn_tol", self.sinkhorn_tol, "must be finite and > 0"));
+        }
         Ok(())
     }
 }
@@ -315,7 +323,7 @@ pub struct WassersteinProcrustes<T> {
     pub plan: Array2<T>,
     /// Its transport cost `⟨P, C⟩` (squared distances, in the clouds' units).
     pub distance: f64,
-    /// Outer iterations of the winning start.
+    /// Outer iterations of the winning start (annealing included).
     pub iterations: usize,
     /// Whether the winning start met `tol`.
     pub converged: bool,
@@ -359,14 +367,14 @@ pub fn wasserstein_procrustes_on<T: Real, B: LinalgKernels<T> + Clone>(
         (vec![0.0; d], vec![0.0; d])
     };
     let (xc, yc) = (shifted(&x, &xbar), shifted(&y, &ybar));
+    let starts = initial_rotations(&xc, &yc, &params.init, &solve)?;
     let mean_sq = |a: &Array2<T>| a.iter().map(|v| v.f64() * v.f64()).sum::<f64>() / a.nrows() as f64;
     let scale = mean_sq(&xc) + mean_sq(&yc);
     if scale <= 0.0 {
         // Both clouds are single points (after centring): nothing to rotate.
         let plan = Array2::from_elem((n, m), T::of(1.0 / (n * m) as f64));
-        let r = Array2::eye(d);
         return Ok(WassersteinProcrustes {
-            transform: transform_from(&r, &xbar, &ybar),
+            transform: transform_from(&Array2::eye(d), &xbar, &ybar),
             plan,
             distance: 0.0,
             iterations: 0,
@@ -374,18 +382,29 @@ pub fn wasserstein_procrustes_on<T: Real, B: LinalgKernels<T> + Clone>(
             start: 0,
         });
     }
-    let starts = initial_rotations(&xc, &yc, &params.init, &solve)?;
-    let mut best: Option<WassersteinProcrustes<T>> = None;
+    let problem = Alternation { xc: &xc, yc: &yc, scale, params, solve: &solve };
+    // Phase 1: every start anneals ε down to its final value; phase 2: the start with the
+    // lowest transport cost there iterates on to convergence.
+    let mut best: Option<(usize, State<T>)> = None;
     for (k, r0) in starts.into_iter().enumerate() {
-        let run = alternate(backend, &xc, &yc, r0, scale, params, &solve)?;
-        if best.as_ref().map_or(true, |b| run.distance < b.distance) {
-            best = Some(WassersteinProcrustes { start: k, ..run });
+        let state = State { r: r0, eps: params.eps_start.max(params.eps), warm: None, iterations: 0, last: None };
+        let state = problem.run(backend, state, true)?;
+        if best.as_ref().map_or(true, |(_, b)| state.distance() < b.distance()) {
+            best = Some((k, state));
         }
     }
-    let mut best = best.ok_or_else(|| Error::parameter("init", "Given([])", "at least one start is needed"))?;
-    let r = best.transform.rotation.mapv(|v| v.f64());
-    best.transform = transform_from(&r, &xbar, &ybar);
-    Ok(best)
+    let (start, state) = best.ok_or_else(|| Error::parameter("init", "Given([])", "at least one start is needed"))?;
+    let state = problem.run(backend, state, false)?;
+    let converged = state.converged(params);
+    let (plan, distance, _) = state.last.ok_or_else(|| Error::Numerical("no coupling was computed".into()))?;
+    Ok(WassersteinProcrustes {
+        transform: transform_from(&state.r, &xbar, &ybar),
+        plan,
+        distance,
+        iterations: state.iterations,
+        converged,
+        start,
+    })
 }
 
 /// The starts of [`Init`] for centred clouds.
@@ -422,60 +441,75 @@ fn initial_rotations<T: Real>(xc: &Array2<T>, yc: &Array2<T>, init: &Init, solve
     }
 }
 
-/// One start of the alternating solver, on centred clouds.
-fn alternate<T: Real, B: LinalgKernels<T> + Clone>(
-    backend: &B,
-    xc: &Array2<T>,
-    yc: &Array2<T>,
-    r0: Array2<f64>,
+/// The alternating solver on centred clouds.
+struct Alternation<'a, T> {
+    xc: &'a Array2<T>,
+    yc: &'a Array2<T>,
+    /// `s²`: ε's unit.
     scale: f64,
-    params: &WassersteinProcrustesParams,
-    solve: &Solve,
-) -> Result<WassersteinProcrustes<T>> {
-    let ((n, d), m) = (xc.dim(), yc.nrows());
-    let mu = Array1::from_elem(n, T::of(1.0 / n as f64));
-    let nu = Array1::from_elem(m, T::of(1.0 / m as f64));
-    let mut r = r0;
-    let mut eps = params.eps_start.max(params.eps);
-    let mut warm: Option<WarmStart> = None;
-    let mut converged = false;
-    let mut iterations = 0;
-    let mut last = None;
-    for it in 0..params.max_iters {
-        iterations = it + 1;
-        let rt = r.t().mapv(T::of);
-        let xr = super::gemm::matmul_on(backend, xc.view(), rt.view())?;
-        let cost = sq_euclidean_cost_on(backend, xr.view(), yc.view())?;
-        let eps_abs = eps * scale;
-        // Warm start from the previous coupling's potentials (as in ε-scaling).
-        let sp = SinkhornParams {
-            max_iters: params.sinkhorn_iters,
-            warm_start: warm.take(),
-            ..SinkhornParams::new(eps_abs)
-        };
-        let coupling = Solver::new(backend.clone(), sp).coupling(&Problem::new(mu.view(), nu.view(), cost.view())?)?;
-        let plan = coupling.plan.index_axis_move(Axis(0), 0);
-        let res = coupling.result;
-        warm = Some(WarmStart { f: res.f.mapv(|v| v.f64()), g: res.g.mapv(|v| v.f64()) });
-        let h = cross_covariance(backend, &xc.view(), &yc.view(), &plan.view())?;
-        let r_new = if h.iter().all(|v| *v == 0.0) { r.clone() } else { rotation_from(backend, &h, solve)? };
-        let change = (&r_new - &r).mapv(|v| v * v).sum().sqrt();
-        r = r_new;
-        let at_final = eps <= params.eps;
-        last = Some((plan, res.distance[0].f64()));
-        if at_final && change <= params.tol {
-            converged = true;
-            break;
-        }
-        eps = (eps * params.eps_decay).max(params.eps);
+    params: &'a WassersteinProcrustesParams,
+    solve: &'a Solve,
+}
+
+/// Where one start of the alternation stands.
+struct State<T> {
+    r: Array2<f64>,
+    /// Current ε, relative to `s²`.
+    eps: f64,
+    warm: Option<WarmStart>,
+    iterations: usize,
+    /// Last coupling, its transport cost and the rotation change it produced.
+    last: Option<(Array2<T>, f64, f64)>,
+}
+
+impl<T> State<T> {
+    fn distance(&self) -> f64 {
+        self.last.as_ref().map_or(f64::INFINITY, |l| l.1)
     }
-    let (plan, distance) = last.ok_or_else(|| Error::parameter("max_iters", 0, "at least one iteration is needed"))?;
-    Ok(WassersteinProcrustes {
-        transform: RigidTransform { rotation: r.mapv(T::of), translation: Array1::zeros(d) },
-        plan,
-        distance,
-        iterations,
-        converged,
-        start: 0,
-    })
+    fn converged(&self, params: &WassersteinProcrustesParams) -> bool {
+        self.eps <= params.eps && self.last.as_ref().is_some_and(|l| l.2 <= params.tol)
+    }
+}
+
+impl<T: Real> Alternation<'_, T> {
+    /// Iterate coupling ↔ rotation from `state`: with `anneal_only`, until one coupling at
+    /// the final ε has been computed; otherwise until convergence. At most `max_iters`
+    /// iterations in all.
+    fn run<B: LinalgKernels<T> + Clone>(&self, backend: &B, mut st: State<T>, anneal_only: bool) -> Result<State<T>> {
+        let p = self.params;
+        let (n, m) = (self.xc.nrows(), self.yc.nrows());
+        let mu = Array1::from_elem(n, T::of(1.0 / n as f64));
+        let nu = Array1::from_elem(m, T::of(1.0 / m as f64));
+        while st.iterations < p.max_iters {
+            if st.converged(p) || (anneal_only && st.eps <= p.eps && st.last.is_some()) {
+                break;
+            }
+            st.iterations += 1;
+            let rt = st.r.t().mapv(T::of);
+            let xr = super::gemm::matmul_on(backend, self.xc.view(), rt.view())?;
+            let cost = sq_euclidean_cost_on(backend, xr.view(), self.yc.view())?;
+            // Warm start from the previous coupling's potentials (as in ε-scaling).
+            let sp = SinkhornParams {
+                max_iters: p.sinkhorn_iters,
+                tol: Some(p.sinkhorn_tol.max(T::DEFAULT_TOL)),
+                warm_start: st.warm.take(),
+                ..SinkhornParams::new(st.eps * self.scale)
+            };
+            let coupling = Solver::new(backend.clone(), sp).coupling(&Problem::new(mu.view(), nu.view(), cost.view())?)?;
+            let plan = coupling.plan.index_axis_move(Axis(0), 0);
+            let res = coupling.result;
+            st.warm = Some(WarmStart { f: res.f.mapv(|v| v.f64()), g: res.g.mapv(|v| v.f64()) });
+            let h = cross_covariance(backend, &self.xc.view(), &self.yc.view(), &plan.view())?;
+            let r_new = if h.iter().all(|v| *v == 0.0) { st.r.clone() } else { rotation_from(backend, &h, self.solve)? };
+            let change = (&r_new - &st.r).mapv(|v| v * v).sum().sqrt();
+            st.r = r_new;
+            st.last = Some((plan, res.distance[0].f64(), change));
+            if st.eps > p.eps {
+                // The change measured at this ε does not count towards convergence.
+                st.last = st.last.map(|(pl, d, _)| (pl, d, f64::INFINITY));
+                st.eps = (st.eps * p.eps_decay).max(p.eps);
+            }
+        }
+        Ok(st)
+    }
 }
