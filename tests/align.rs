@@ -5,8 +5,8 @@
 
 use logot::linalg::align::rotation_angle;
 use logot::linalg::{
-    kabsch, orthogonal_procrustes, wasserstein_procrustes, Init, NewtonSchulzParams, ProcrustesMethod,
-    WassersteinProcrustesParams,
+    kabsch, orthogonal_procrustes, wasserstein_procrustes, Init, NewtonSchulzParams,
+    ProcrustesMethod, WassersteinProcrustesParams,
 };
 use logot::{Error, Real};
 use ndarray::{array, Array1, Array2, ArrayView2};
@@ -29,7 +29,8 @@ fn random_rotation(rng: &mut StdRng) -> Array2<f64> {
 }
 
 fn det3(a: ArrayView2<'_, f64>) -> f64 {
-    a[(0, 0)] * (a[(1, 1)] * a[(2, 2)] - a[(1, 2)] * a[(2, 1)]) - a[(0, 1)] * (a[(1, 0)] * a[(2, 2)] - a[(1, 2)] * a[(2, 0)])
+    a[(0, 0)] * (a[(1, 1)] * a[(2, 2)] - a[(1, 2)] * a[(2, 1)])
+        - a[(0, 1)] * (a[(1, 0)] * a[(2, 2)] - a[(1, 2)] * a[(2, 0)])
         + a[(0, 2)] * (a[(1, 0)] * a[(2, 1)] - a[(1, 1)] * a[(2, 0)])
 }
 
@@ -37,11 +38,19 @@ fn det3(a: ArrayView2<'_, f64>) -> f64 {
 /// axes are well defined.
 fn cloud(rng: &mut StdRng, n: usize) -> Array2<f64> {
     let sd = [3.0, 2.0, 1.0];
-    Array2::from_shape_fn((n, 3), |(_, c)| sd[c] * rng.sample::<f64, _>(StandardNormal))
+    Array2::from_shape_fn((n, 3), |(_, c)| {
+        sd[c] * rng.sample::<f64, _>(StandardNormal)
+    })
 }
 
 /// `Σ_ij P_ij ‖R·x_i + t − y_j‖²`.
-fn objective(x: &Array2<f64>, y: &Array2<f64>, p: &Array2<f64>, r: &Array2<f64>, t: &Array1<f64>) -> f64 {
+fn objective(
+    x: &Array2<f64>,
+    y: &Array2<f64>,
+    p: &Array2<f64>,
+    r: &Array2<f64>,
+    t: &Array1<f64>,
+) -> f64 {
     let xr = x.dot(&r.t()) + t;
     let mut s = 0.0;
     for i in 0..x.nrows() {
@@ -70,13 +79,23 @@ fn kabsch_recovers_rotation_and_translation_from_matching_plan() {
         plan[(i, pi)] = 1.0 / n as f64;
     }
     let fit = kabsch(x.view(), y.view(), plan.view(), true).unwrap();
-    assert!((&fit.rotation - &r).iter().all(|v| v.abs() < 1e-12), "{}", fit.rotation);
+    assert!(
+        (&fit.rotation - &r).iter().all(|v| v.abs() < 1e-12),
+        "{}",
+        fit.rotation
+    );
     assert!((&fit.translation - &t).iter().all(|v| v.abs() < 1e-12));
     assert!((det3(fit.rotation.view()) - 1.0).abs() < 1e-12);
     let moved = fit.apply(x.view()).unwrap();
     assert!((&moved - &y_ordered).iter().all(|v| v.abs() < 1e-11));
     // f32: to f32 rounding.
-    let fit32 = kabsch(x.mapv(|v| v as f32).view(), y.mapv(|v| v as f32).view(), plan.mapv(|v| v as f32).view(), true).unwrap();
+    let fit32 = kabsch(
+        x.mapv(|v| v as f32).view(),
+        y.mapv(|v| v as f32).view(),
+        plan.mapv(|v| v as f32).view(),
+        true,
+    )
+    .unwrap();
     assert!(rotation_angle(fit32.rotation.view(), r.mapv(|v| v as f32).view()).unwrap() < 1e-5);
 }
 
@@ -87,16 +106,34 @@ fn kabsch_is_proper_for_mirrored_target_and_beats_random_rotations() {
     let x = cloud(&mut rng, n);
     // A mirrored, partly matched target: the best orthogonal map would be a reflection.
     let mirror = array![[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, -1.0]];
-    let y = x.slice(ndarray::s![..m, ..]).dot(&mirror) + &Array2::from_shape_fn((m, 3), |_| 0.1 * rng.sample::<f64, _>(StandardNormal));
-    let plan = Array2::from_shape_fn((n, m), |(i, j)| if i == j { 1.0 } else { 0.05 * rng.random::<f64>() });
+    let y = x.slice(ndarray::s![..m, ..]).dot(&mirror)
+        + &Array2::from_shape_fn((m, 3), |_| 0.1 * rng.sample::<f64, _>(StandardNormal));
+    let plan = Array2::from_shape_fn((n, m), |(i, j)| {
+        if i == j {
+            1.0
+        } else {
+            0.05 * rng.random::<f64>()
+        }
+    });
     let fit = kabsch(x.view(), y.view(), plan.view(), true).unwrap();
-    assert!((det3(fit.rotation.view()) - 1.0).abs() < 1e-12, "det = {}", det3(fit.rotation.view()));
-    assert!((fit.rotation.t().dot(&fit.rotation) - Array2::<f64>::eye(3)).iter().all(|v| v.abs() < 1e-12));
+    assert!(
+        (det3(fit.rotation.view()) - 1.0).abs() < 1e-12,
+        "det = {}",
+        det3(fit.rotation.view())
+    );
+    assert!(
+        (fit.rotation.t().dot(&fit.rotation) - Array2::<f64>::eye(3))
+            .iter()
+            .all(|v| v.abs() < 1e-12)
+    );
     let best = objective(&x, &y, &plan, &fit.rotation, &fit.translation);
     for _ in 0..2000 {
         let r = random_rotation(&mut rng);
         // With the optimal translation for that rotation: t = ȳ − R·x̄ (plan-weighted).
-        let (a, b) = (plan.sum_axis(ndarray::Axis(1)), plan.sum_axis(ndarray::Axis(0)));
+        let (a, b) = (
+            plan.sum_axis(ndarray::Axis(1)),
+            plan.sum_axis(ndarray::Axis(0)),
+        );
         let xbar = x.t().dot(&a) / a.sum();
         let ybar = y.t().dot(&b) / b.sum();
         let t = &ybar - &r.dot(&xbar);
@@ -128,8 +165,17 @@ fn orthogonal_procrustes_recovers_orthogonal_map_in_8d() {
     q.column_mut(0).mapv_inplace(|v| -v);
     let y = x.dot(&q.t());
     let plan = Array2::eye(n) / n as f64;
-    let fit = orthogonal_procrustes(x.view(), y.view(), plan.view(), false, &NewtonSchulzParams::polar()).unwrap();
-    let err = (&fit.rotation - &q).iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let fit = orthogonal_procrustes(
+        x.view(),
+        y.view(),
+        plan.view(),
+        false,
+        &NewtonSchulzParams::polar(),
+    )
+    .unwrap();
+    let err = (&fit.rotation - &q)
+        .iter()
+        .fold(0.0f64, |m, v| m.max(v.abs()));
     assert!(err < 1e-10, "{err:e}");
 }
 
@@ -139,19 +185,36 @@ fn recover_rotation<T: Real>(seed: u64, tol_angle: f64) {
     let x = cloud(&mut rng, n);
     let r = rotation([1.0, 2.0, -0.5], 2.2); // 126°: identity start alone would not do
     let t = array![5.0, -3.0, 2.0];
-    let mut y = x.dot(&r.t()) + &t + &Array2::from_shape_fn((n, 3), |_| 0.02 * rng.sample::<f64, _>(StandardNormal));
+    let mut y = x.dot(&r.t())
+        + &t
+        + &Array2::from_shape_fn((n, 3), |_| 0.02 * rng.sample::<f64, _>(StandardNormal));
     let mut rows: Vec<Array1<f64>> = y.rows().into_iter().map(|r| r.to_owned()).collect();
     rows.shuffle(&mut rng);
     for (i, row) in rows.iter().enumerate() {
         y.row_mut(i).assign(row);
     }
     let (xt, yt) = (x.mapv(T::of), y.mapv(T::of));
-    let res = wasserstein_procrustes(xt.view(), yt.view(), &WassersteinProcrustesParams::default()).unwrap();
+    let res = wasserstein_procrustes(
+        xt.view(),
+        yt.view(),
+        &WassersteinProcrustesParams::default(),
+    )
+    .unwrap();
     let got = res.transform.rotation.mapv(|v| v.f64());
     let angle = rotation_angle(got.view(), r.view()).unwrap();
-    assert!(angle < tol_angle, "{}: angle error {angle:e} rad (start {})", T::NAME, res.start);
+    assert!(
+        angle < tol_angle,
+        "{}: angle error {angle:e} rad (start {})",
+        T::NAME,
+        res.start
+    );
     assert!((det3(got.view()) - 1.0).abs() < 1e-5);
-    let terr = res.transform.translation.iter().zip(t.iter()).fold(0.0f64, |m, (a, b)| m.max((a.f64() - b).abs()));
+    let terr = res
+        .transform
+        .translation
+        .iter()
+        .zip(t.iter())
+        .fold(0.0f64, |m, (a, b)| m.max((a.f64() - b).abs()));
     assert!(terr < 0.05, "translation error {terr}");
     assert!(res.converged, "{} outer iterations", res.iterations);
     // The plan has the uniform marginals.
@@ -174,7 +237,9 @@ fn wasserstein_procrustes_orthogonal_variant_in_5d() {
     let mut rng = StdRng::seed_from_u64(6);
     let (n, d) = (100, 5);
     let sd = [5.0, 4.0, 3.0, 2.0, 1.0];
-    let x = Array2::from_shape_fn((n, d), |(_, c)| sd[c] * rng.sample::<f64, _>(StandardNormal));
+    let x = Array2::from_shape_fn((n, d), |(_, c)| {
+        sd[c] * rng.sample::<f64, _>(StandardNormal)
+    });
     // A moderate rotation in the (0,1) and (2,3) planes; the identity start reaches it.
     let (c1, s1, c2, s2) = (0.5f64.cos(), 0.5f64.sin(), 0.3f64.cos(), 0.3f64.sin());
     let q = array![
@@ -190,11 +255,18 @@ fn wasserstein_procrustes_orthogonal_variant_in_5d() {
     for (i, row) in rows.iter().enumerate() {
         y.row_mut(i).assign(row);
     }
-    let params = WassersteinProcrustesParams { method: ProcrustesMethod::NewtonSchulz, ..Default::default() };
+    let params = WassersteinProcrustesParams {
+        method: ProcrustesMethod::NewtonSchulz,
+        ..Default::default()
+    };
     let res = wasserstein_procrustes(x.view(), y.view(), &params).unwrap();
-    let err = (&res.transform.rotation - &q).iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let err = (&res.transform.rotation - &q)
+        .iter()
+        .fold(0.0f64, |m, v| m.max(v.abs()));
     assert!(err < 1e-2, "max |R − Q| = {err:e}");
-    let orth = (res.transform.rotation.t().dot(&res.transform.rotation) - Array2::<f64>::eye(d)).iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let orth = (res.transform.rotation.t().dot(&res.transform.rotation) - Array2::<f64>::eye(d))
+        .iter()
+        .fold(0.0f64, |m, v| m.max(v.abs()));
     assert!(orth < 1e-10, "RᵀR − I = {orth:e}");
 }
 
@@ -203,23 +275,56 @@ fn invalid_inputs_are_errors() {
     let x = Array2::<f64>::zeros((4, 3));
     let y = Array2::<f64>::zeros((5, 3));
     let plan = Array2::<f64>::zeros((4, 4));
-    assert!(matches!(kabsch(x.view(), y.view(), plan.view(), true), Err(Error::Shape { .. })));
+    assert!(matches!(
+        kabsch(x.view(), y.view(), plan.view(), true),
+        Err(Error::Shape { .. })
+    ));
     let mut plan = Array2::<f64>::ones((4, 5));
     plan[(1, 1)] = -1.0;
-    assert!(matches!(kabsch(x.view(), y.view(), plan.view(), true), Err(Error::NegativeMass { .. })));
+    assert!(matches!(
+        kabsch(x.view(), y.view(), plan.view(), true),
+        Err(Error::NegativeMass { .. })
+    ));
     let plan = Array2::<f64>::zeros((4, 5));
-    assert!(matches!(kabsch(x.view(), y.view(), plan.view(), true), Err(Error::ZeroMass { .. })));
+    assert!(matches!(
+        kabsch(x.view(), y.view(), plan.view(), true),
+        Err(Error::ZeroMass { .. })
+    ));
     let x4 = Array2::<f64>::zeros((4, 4));
     let y4 = Array2::<f64>::zeros((5, 4));
     let plan = Array2::<f64>::ones((4, 5));
-    assert!(matches!(kabsch(x4.view(), y4.view(), plan.view(), true), Err(Error::Shape { .. })));
-    let params = WassersteinProcrustesParams { method: ProcrustesMethod::Kabsch, ..Default::default() };
-    assert!(matches!(wasserstein_procrustes(x4.view(), y4.view(), &params), Err(Error::Shape { .. })));
-    let params = WassersteinProcrustesParams { eps: 0.0, ..Default::default() };
-    assert!(matches!(wasserstein_procrustes(x.view(), y.view(), &params), Err(Error::Parameter { .. })));
-    let params = WassersteinProcrustesParams { init: Init::Given(vec![Array2::eye(2)]), ..Default::default() };
-    assert!(matches!(wasserstein_procrustes(x.view(), y.view(), &params), Err(Error::Shape { .. })));
+    assert!(matches!(
+        kabsch(x4.view(), y4.view(), plan.view(), true),
+        Err(Error::Shape { .. })
+    ));
+    let params = WassersteinProcrustesParams {
+        method: ProcrustesMethod::Kabsch,
+        ..Default::default()
+    };
+    assert!(matches!(
+        wasserstein_procrustes(x4.view(), y4.view(), &params),
+        Err(Error::Shape { .. })
+    ));
+    let params = WassersteinProcrustesParams {
+        eps: 0.0,
+        ..Default::default()
+    };
+    assert!(matches!(
+        wasserstein_procrustes(x.view(), y.view(), &params),
+        Err(Error::Parameter { .. })
+    ));
+    let params = WassersteinProcrustesParams {
+        init: Init::Given(vec![Array2::eye(2)]),
+        ..Default::default()
+    };
+    assert!(matches!(
+        wasserstein_procrustes(x.view(), y.view(), &params),
+        Err(Error::Shape { .. })
+    ));
     let mut bad = x.clone();
     bad[(0, 0)] = f64::NAN;
-    assert!(matches!(wasserstein_procrustes(bad.view(), y.view(), &Default::default()), Err(Error::NonFinite { .. })));
+    assert!(matches!(
+        wasserstein_procrustes(bad.view(), y.view(), &Default::default()),
+        Err(Error::NonFinite { .. })
+    ));
 }

@@ -25,12 +25,16 @@ fn gaussian<T: Real>(rng: &mut StdRng, r: usize, c: usize) -> Array2<T> {
 
 fn max_abs_diff<T: Real>(x: &Array2<T>, y: &Array2<f64>) -> f64 {
     assert_eq!(x.dim(), y.dim());
-    x.iter().zip(y.iter()).fold(0.0f64, |m, (a, b)| m.max((a.f64() - b).abs()))
+    x.iter()
+        .zip(y.iter())
+        .fold(0.0f64, |m, (a, b)| m.max((a.f64() - b).abs()))
 }
 
 fn naive_xxt<T: Real>(x: ArrayView2<'_, T>) -> Array2<f64> {
     let (r, c) = x.dim();
-    Array2::from_shape_fn((r, r), |(i, j)| (0..c).map(|l| x[(i, l)].f64() * x[(j, l)].f64()).sum())
+    Array2::from_shape_fn((r, r), |(i, j)| {
+        (0..c).map(|l| x[(i, l)].f64() * x[(j, l)].f64()).sum()
+    })
 }
 
 /// Orthonormal columns by Gram–Schmidt (twice) in f64.
@@ -58,13 +62,28 @@ fn quintic(x: f64, [a, b, c]: [f64; 3]) -> f64 {
 fn xxt_is_exactly_symmetric_and_matches_triple_loop() {
     let mut rng = StdRng::seed_from_u64(1);
     // Sizes around the tile edges (64, 128) and one that runs tiles in parallel.
-    for &(r, c) in &[(1, 1), (2, 7), (63, 20), (64, 64), (65, 130), (300, 41), (700, 90)] {
+    for &(r, c) in &[
+        (1, 1),
+        (2, 7),
+        (63, 20),
+        (64, 64),
+        (65, 130),
+        (300, 41),
+        (700, 90),
+    ] {
         let x = gaussian::<f64>(&mut rng, r, c);
         let a = xxt(x.view()).unwrap();
-        assert!(max_abs_diff(&a, &naive_xxt(x.view())) < 8.0 * c as f64 * f64::EPSILON, "{r}×{c}");
+        assert!(
+            max_abs_diff(&a, &naive_xxt(x.view())) < 8.0 * c as f64 * f64::EPSILON,
+            "{r}×{c}"
+        );
         for i in 0..r {
             for j in 0..i {
-                assert_eq!(a[(i, j)].to_bits(), a[(j, i)].to_bits(), "{r}×{c}: ({i},{j}) not mirrored");
+                assert_eq!(
+                    a[(i, j)].to_bits(),
+                    a[(j, i)].to_bits(),
+                    "{r}×{c}: ({i},{j}) not mirrored"
+                );
             }
         }
         let x32 = x.mapv(|v| v as f32);
@@ -91,14 +110,39 @@ fn syrk_kernel_transposed_operand_and_beta_reads_upper_triangle_only() {
         }
     }
     let a: Vec<f64> = x.iter().copied().collect();
-    CpuBackend.syrk(SyrkShape { n, k, ta: Transpose::Yes }, 2.0, &a, -0.5, &mut c).unwrap();
+    CpuBackend
+        .syrk(
+            SyrkShape {
+                n,
+                k,
+                ta: Transpose::Yes,
+            },
+            2.0,
+            &a,
+            -0.5,
+            &mut c,
+        )
+        .unwrap();
     let c = Array2::from_shape_vec((n, n), c).unwrap();
     let want = naive_xxt(x.t()) * 2.0 + &c0 * -0.5;
     assert!(max_abs_diff(&c, &want) < 1e-12);
     assert!(c == c.t());
     // Bad lengths: an error, no panic.
     let mut small = vec![0.0; 4];
-    assert!(matches!(CpuBackend.syrk(SyrkShape { n, k, ta: Transpose::No }, 1.0, &a, 0.0, &mut small), Err(Error::Shape { .. })));
+    assert!(matches!(
+        CpuBackend.syrk(
+            SyrkShape {
+                n,
+                k,
+                ta: Transpose::No
+            },
+            1.0,
+            &a,
+            0.0,
+            &mut small
+        ),
+        Err(Error::Shape { .. })
+    ));
 }
 
 /// NumPy reference (float64):
@@ -119,20 +163,58 @@ fn syrk_kernel_transposed_operand_and_beta_reads_upper_triangle_only() {
 /// ```
 #[test]
 fn matches_numpy_on_fixed_matrix_wide_and_tall() {
-    let g = Array2::from_shape_fn((4, 6), |(i, j)| ((3 * i + 5 * j) % 7) as f64 - 3.0 + 0.5 * i as f64);
+    let g = Array2::from_shape_fn((4, 6), |(i, j)| {
+        ((3 * i + 5 * j) % 7) as f64 - 3.0 + 0.5 * i as f64
+    });
     let want: Array2<f64> = array![
-        [-0.7456457530587894, 0.30221637496077614, 0.25028585667060466, -0.30221637496077614, 0.5784674907764665, 0.08067274028098598],
-        [0.08116930287964784, -0.1486883592188748, 0.8244102535227058, 0.1486883592188748, 0.1891725879330411, -0.6236435174399864],
-        [0.7446526278614651, 0.2714114592926635, 0.03465144699381517, -0.2714114592926635, 0.4244429124359028, -0.08265899067563409],
-        [-0.08216242807697205, -0.21029819055510074, 0.3931414341691297, 0.21029819055510074, -0.11887656874808619, 0.62165726704534]
+        [
+            -0.7456457530587894,
+            0.30221637496077614,
+            0.25028585667060466,
+            -0.30221637496077614,
+            0.5784674907764665,
+            0.08067274028098598
+        ],
+        [
+            0.08116930287964784,
+            -0.1486883592188748,
+            0.8244102535227058,
+            0.1486883592188748,
+            0.1891725879330411,
+            -0.6236435174399864
+        ],
+        [
+            0.7446526278614651,
+            0.2714114592926635,
+            0.03465144699381517,
+            -0.2714114592926635,
+            0.4244429124359028,
+            -0.08265899067563409
+        ],
+        [
+            -0.08216242807697205,
+            -0.21029819055510074,
+            0.3931414341691297,
+            0.21029819055510074,
+            -0.11887656874808619,
+            0.62165726704534
+        ]
     ];
     let p = NewtonSchulzParams::default();
     let wide = newton_schulz(g.view(), &p).unwrap();
-    assert!(max_abs_diff(&wide, &want) < 1e-13, "wide: {:e}", max_abs_diff(&wide, &want));
+    assert!(
+        max_abs_diff(&wide, &want) < 1e-13,
+        "wide: {:e}",
+        max_abs_diff(&wide, &want)
+    );
     let tall = newton_schulz(g.t(), &p).unwrap();
     assert!(max_abs_diff(&tall, &want.t().to_owned()) < 1e-13, "tall");
     let w32 = newton_schulz(g.mapv(|v| v as f32).view(), &p).unwrap();
-    assert!(max_abs_diff(&w32, &want) < 2e-5, "f32: {:e}", max_abs_diff(&w32, &want));
+    assert!(
+        max_abs_diff(&w32, &want) < 2e-5,
+        "f32: {:e}",
+        max_abs_diff(&w32, &want)
+    );
 }
 
 /// NS acts on singular values only: for X = U·diag(σ)·Vᵀ the result is U·diag(f⁵(σ/‖σ‖))·Vᵀ.
@@ -144,17 +226,26 @@ fn matches_closed_form_on_known_singular_vectors() {
         let u = orthonormal(&mut rng, r, k);
         let v = orthonormal(&mut rng, c, k);
         // Singular values over two decades, σ/‖σ‖ ≥ 0.0015.
-        let sigma: Vec<f64> = (0..k).map(|i| 10f64.powf(-2.0 * i as f64 / (k - 1) as f64)).collect();
+        let sigma: Vec<f64> = (0..k)
+            .map(|i| 10f64.powf(-2.0 * i as f64 / (k - 1) as f64))
+            .collect();
         let x = Array2::from_shape_fn((r, k), |(i, j)| u[(i, j)] * sigma[j]).dot(&v.t());
         let norm = sigma.iter().map(|s| s * s).sum::<f64>().sqrt();
         let mapped: Vec<f64> = sigma
             .iter()
             .map(|&s| (0..5).fold(s / norm, |t, _| quintic(t, MUON_COEFFICIENTS)))
             .collect();
-        assert!(mapped.iter().all(|&t| t >= BAND.0 && t <= BAND.1), "{mapped:?}");
+        assert!(
+            mapped.iter().all(|&t| t >= BAND.0 && t <= BAND.1),
+            "{mapped:?}"
+        );
         let want = Array2::from_shape_fn((r, k), |(i, j)| u[(i, j)] * mapped[j]).dot(&v.t());
         let got = newton_schulz(x.view(), &NewtonSchulzParams::default()).unwrap();
-        assert!(max_abs_diff(&got, &want) < 1e-12, "{r}×{c}: {:e}", max_abs_diff(&got, &want));
+        assert!(
+            max_abs_diff(&got, &want) < 1e-12,
+            "{r}×{c}: {:e}",
+            max_abs_diff(&got, &want)
+        );
         // The measured singular values, diag(Uᵀ·Y·V), and nothing off the diagonal.
         let s_meas = u.t().dot(&got).dot(&v);
         for i in 0..k {
@@ -163,8 +254,13 @@ fn matches_closed_form_on_known_singular_vectors() {
                 assert!((s_meas[(i, j)] - want).abs() < 1e-12);
             }
         }
-        let got32 = newton_schulz(x.mapv(|v| v as f32).view(), &NewtonSchulzParams::default()).unwrap();
-        assert!(max_abs_diff(&got32, &want) < 1e-5, "f32 {r}×{c}: {:e}", max_abs_diff(&got32, &want));
+        let got32 =
+            newton_schulz(x.mapv(|v| v as f32).view(), &NewtonSchulzParams::default()).unwrap();
+        assert!(
+            max_abs_diff(&got32, &want) < 1e-5,
+            "f32 {r}×{c}: {:e}",
+            max_abs_diff(&got32, &want)
+        );
     }
 }
 
@@ -183,16 +279,22 @@ fn singular_values_of_output_lie_in_band() {
         assert!(sx[2] as f64 / fro > 0.0015);
         // Not a trivial pass: the normalised input lies below the band (σ/‖X‖_F ≈ 1/√3).
         assert!((sx[0] as f64 / fro) < BAND.0);
-        for y in [newton_schulz(x.view(), &NewtonSchulzParams::default()).unwrap(), {
-            let w = newton_schulz(x.t(), &NewtonSchulzParams::default()).unwrap();
-            w.t().to_owned()
-        }] {
+        for y in [
+            newton_schulz(x.view(), &NewtonSchulzParams::default()).unwrap(),
+            {
+                let w = newton_schulz(x.t(), &NewtonSchulzParams::default()).unwrap();
+                w.t().to_owned()
+            },
+        ] {
             let s = svd3(y.view()).unwrap().s;
             lo = lo.min(s[2] as f64);
             hi = hi.max(s[0] as f64);
         }
     }
-    assert!(lo >= BAND.0 - 1e-5 && hi <= BAND.1 + 1e-5, "singular values in [{lo}, {hi}]");
+    assert!(
+        lo >= BAND.0 - 1e-5 && hi <= BAND.1 + 1e-5,
+        "singular values in [{lo}, {hi}]"
+    );
 }
 
 #[test]
@@ -201,13 +303,23 @@ fn polar_params_converge_to_orthogonal_factor() {
     let n = 24;
     let u = orthonormal(&mut rng, n, n);
     let v = orthonormal(&mut rng, n, n);
-    let sigma: Vec<f64> = (0..n).map(|i| 1.0 + 9.0 * i as f64 / (n - 1) as f64).collect(); // κ = 10
+    let sigma: Vec<f64> = (0..n)
+        .map(|i| 1.0 + 9.0 * i as f64 / (n - 1) as f64)
+        .collect(); // κ = 10
     let x = Array2::from_shape_fn((n, n), |(i, j)| u[(i, j)] * sigma[j]).dot(&v.t());
     let y = newton_schulz(x.view(), &NewtonSchulzParams::polar()).unwrap();
     let polar = u.dot(&v.t());
-    assert!(max_abs_diff(&y, &polar) < 1e-12, "{:e}", max_abs_diff(&y, &polar));
+    assert!(
+        max_abs_diff(&y, &polar) < 1e-12,
+        "{:e}",
+        max_abs_diff(&y, &polar)
+    );
     // Cubic steps alone are the classical iteration.
-    let p = NewtonSchulzParams { steps: 0, coefficients: CUBIC_COEFFICIENTS, polish_steps: 30 };
+    let p = NewtonSchulzParams {
+        steps: 0,
+        coefficients: CUBIC_COEFFICIENTS,
+        polish_steps: 30,
+    };
     let y = newton_schulz(x.view(), &p).unwrap();
     assert!(max_abs_diff(&y, &polar) < 1e-12);
 }
@@ -215,13 +327,31 @@ fn polar_params_converge_to_orthogonal_factor() {
 #[test]
 fn zero_input_and_errors() {
     let z = Array2::<f32>::zeros((3, 5));
-    assert_eq!(newton_schulz(z.view(), &NewtonSchulzParams::default()).unwrap(), z);
+    assert_eq!(
+        newton_schulz(z.view(), &NewtonSchulzParams::default()).unwrap(),
+        z
+    );
     let e = Array2::<f64>::zeros((0, 5));
-    assert!(matches!(newton_schulz(e.view(), &NewtonSchulzParams::default()), Err(Error::Empty { .. })));
+    assert!(matches!(
+        newton_schulz(e.view(), &NewtonSchulzParams::default()),
+        Err(Error::Empty { .. })
+    ));
     let mut x = Array2::<f64>::ones((3, 3));
     x[(0, 2)] = f64::NAN;
-    assert!(matches!(newton_schulz(x.view(), &NewtonSchulzParams::default()), Err(Error::NonFinite { .. })));
-    let p = NewtonSchulzParams { coefficients: [f64::NAN, 0.0, 0.0], ..Default::default() };
-    assert!(matches!(newton_schulz(Array2::<f64>::eye(2).view(), &p), Err(Error::Parameter { .. })));
-    assert!(matches!(xxt(Array2::<f32>::zeros((2, 0)).view()), Err(Error::Empty { .. })));
+    assert!(matches!(
+        newton_schulz(x.view(), &NewtonSchulzParams::default()),
+        Err(Error::NonFinite { .. })
+    ));
+    let p = NewtonSchulzParams {
+        coefficients: [f64::NAN, 0.0, 0.0],
+        ..Default::default()
+    };
+    assert!(matches!(
+        newton_schulz(Array2::<f64>::eye(2).view(), &p),
+        Err(Error::Parameter { .. })
+    ));
+    assert!(matches!(
+        xxt(Array2::<f32>::zeros((2, 0)).view()),
+        Err(Error::Empty { .. })
+    ));
 }

@@ -28,7 +28,11 @@ fn orthonormal(rng: &mut StdRng, m: usize, k: usize) -> Array2<f64> {
 }
 
 /// `A = Q·diag(s)·Wᵀ` with `Q` (m×3) and `W` (3×3) orthonormal.
-fn with_singular_values(rng: &mut StdRng, m: usize, sv: [f64; 3]) -> (Array2<f64>, Array2<f64>, Array2<f64>) {
+fn with_singular_values(
+    rng: &mut StdRng,
+    m: usize,
+    sv: [f64; 3],
+) -> (Array2<f64>, Array2<f64>, Array2<f64>) {
     let q = orthonormal(rng, m, 3);
     let w = orthonormal(rng, 3, 3);
     let qs = Array2::from_shape_fn((m, 3), |(i, k)| q[(i, k)] * sv[k]);
@@ -37,14 +41,25 @@ fn with_singular_values(rng: &mut StdRng, m: usize, sv: [f64; 3]) -> (Array2<f64
 
 /// Largest entry of |A − U·diag(S)·Vᵀ|, of |UᵀU − I| (over the columns with S > 0 unless
 /// `all_u`), of |VᵀV − I|, in f64.
-fn residuals<T: Real>(a: ArrayView2<'_, T>, u: ArrayView2<'_, T>, sv: &[T], vt: ArrayView2<'_, T>) -> (f64, f64, f64) {
+fn residuals<T: Real>(
+    a: ArrayView2<'_, T>,
+    u: ArrayView2<'_, T>,
+    sv: &[T],
+    vt: ArrayView2<'_, T>,
+) -> (f64, f64, f64) {
     let f = |x: &T| x.f64();
     let (a, u, vt) = (a.map(f), u.map(f), vt.map(f));
     let us = Array2::from_shape_fn(u.dim(), |(i, k)| u[(i, k)] * sv[k].f64());
-    let rec = (&a - &us.dot(&vt)).iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let rec = (&a - &us.dot(&vt))
+        .iter()
+        .fold(0.0f64, |m, v| m.max(v.abs()));
     let eye = |n: usize| Array2::<f64>::eye(n);
-    let ortho_u = (&u.t().dot(&u) - &eye(3)).iter().fold(0.0f64, |m, v| m.max(v.abs()));
-    let ortho_v = (&vt.dot(&vt.t()) - &eye(3)).iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let ortho_u = (&u.t().dot(&u) - &eye(3))
+        .iter()
+        .fold(0.0f64, |m, v| m.max(v.abs()));
+    let ortho_v = (&vt.dot(&vt.t()) - &eye(3))
+        .iter()
+        .fold(0.0f64, |m, v| m.max(v.abs()));
     (rec, ortho_u, ortho_v)
 }
 
@@ -65,10 +80,21 @@ fn check_signs<T: Real>(vt: ArrayView2<'_, T>) {
 fn check_batch<T: Real>(a: &Array3<T>, out: &Svd3Batch<T>, tol_rec: f64, tol_orth: f64) {
     for b in 0..a.dim().0 {
         let sv: Vec<T> = out.s.row(b).to_vec();
-        assert!(sv[0] >= sv[1] && sv[1] >= sv[2] && sv[2] >= T::zero(), "S not descending: {sv:?}");
+        assert!(
+            sv[0] >= sv[1] && sv[1] >= sv[2] && sv[2] >= T::zero(),
+            "S not descending: {sv:?}"
+        );
         let scale = sv[0].f64().max(f64::MIN_POSITIVE);
-        let (rec, ou, ov) = residuals(a.index_axis(Axis(0), b), out.u.index_axis(Axis(0), b), &sv, out.vt.index_axis(Axis(0), b));
-        assert!(rec <= tol_rec * scale, "matrix {b}: reconstruction error {rec:e} > {tol_rec:e}·{scale:e}");
+        let (rec, ou, ov) = residuals(
+            a.index_axis(Axis(0), b),
+            out.u.index_axis(Axis(0), b),
+            &sv,
+            out.vt.index_axis(Axis(0), b),
+        );
+        assert!(
+            rec <= tol_rec * scale,
+            "matrix {b}: reconstruction error {rec:e} > {tol_rec:e}·{scale:e}"
+        );
         assert!(ou <= tol_orth, "matrix {b}: UᵀU − I = {ou:e}");
         assert!(ov <= tol_orth, "matrix {b}: VᵀV − I = {ov:e}");
         check_signs(out.vt.index_axis(Axis(0), b));
@@ -102,14 +128,22 @@ fn known_singular_values_f64_up_to_condition_1e6() {
             for k in 0..3 {
                 // Singular values are perturbed by at most ‖δA‖₂ ~ ε·σ_max (Weyl).
                 let err = (out.s[(b, k)] - sv[k]).abs();
-                assert!(err <= 64.0 * eps * sv[0], "m={m} b={b} k={k}: S = {} vs {} ({err:e})", out.s[(b, k)], sv[k]);
+                assert!(
+                    err <= 64.0 * eps * sv[0],
+                    "m={m} b={b} k={k}: S = {} vs {} ({err:e})",
+                    out.s[(b, k)],
+                    sv[k]
+                );
             }
             // Left singular vectors match up to sign where the gaps are wide (all but κ=1, 2).
             if sv[0] / sv[2] >= 100.0 && sv[0] / sv[1] > 1.5 && sv[1] / sv[2] > 1.5 {
                 for k in 0..3 {
                     let ub: ArrayView1<'_, f64> = out.u.slice(s![b, .., k]);
                     let dot = ub.dot(&qs[b].column(k)).abs();
-                    assert!((dot - 1.0).abs() < 1e-9 * sv[0] / sv[k], "m={m} b={b} k={k}: |u·q| = {dot}");
+                    assert!(
+                        (dot - 1.0).abs() < 1e-9 * sv[0] / sv[k],
+                        "m={m} b={b} k={k}: |u·q| = {dot}"
+                    );
                 }
             }
         }
@@ -124,7 +158,11 @@ fn known_singular_values_f32() {
     let mut a = Array3::<f32>::zeros((batch, m, 3));
     let mut want = Vec::new();
     for mut ab in a.outer_iter_mut() {
-        let sv = [30.0, rng.random_range(1.0..30.0), rng.random_range(0.01..1.0)];
+        let sv = [
+            30.0,
+            rng.random_range(1.0..30.0),
+            rng.random_range(0.01..1.0),
+        ];
         let (am, _, _) = with_singular_values(&mut rng, m, sv);
         ab.assign(&am.mapv(|v| v as f32));
         want.push(sv);
@@ -136,7 +174,12 @@ fn known_singular_values_f32() {
         for k in 0..3 {
             // The f32 rounding of A moves S by up to ~ε32·‖A‖.
             let err = (out.s[(b, k)] as f64 - sv[k]).abs();
-            assert!(err <= 8.0 * eps * sv[0], "b={b} k={k}: S = {} vs {}", out.s[(b, k)], sv[k]);
+            assert!(
+                err <= 8.0 * eps * sv[0],
+                "b={b} k={k}: S = {} vs {}",
+                out.s[(b, k)],
+                sv[k]
+            );
         }
     }
 }
@@ -151,7 +194,13 @@ fn known_singular_values_f32() {
 /// convention is checked separately.
 #[test]
 fn matches_numpy_fixed_matrix() {
-    let a: Array2<f64> = array![[1.0, 2.0, 3.0], [4.0, 5.0, 6.5], [7.0, -8.0, 9.0], [0.5, 0.25, -1.0], [2.0, 0.0, 1.0]];
+    let a: Array2<f64> = array![
+        [1.0, 2.0, 3.0],
+        [4.0, 5.0, 6.5],
+        [7.0, -8.0, 9.0],
+        [0.5, 0.25, -1.0],
+        [2.0, 0.0, 1.0]
+    ];
     let s_np = [14.791891525269486, 8.725344064508663, 1.621979056771173];
     let vt_np: Array2<f64> = array![
         [-0.5547780044165133, 0.351834192661952, -0.7539456656083007],
@@ -159,21 +208,52 @@ fn matches_numpy_fixed_matrix() {
         [-0.823063561671035, -0.09963607793887964, 0.5591413286659714]
     ];
     let u_np: Array2<f64> = array![
-        [-0.1428449236737501, 0.34585080907838167, 0.40388207585934194],
-        [-0.36240043213219714, 0.8460087844083363, -0.09618866495126163],
-        [-0.9115555329520485, -0.4000990540915537, 0.04187208800508992],
-        [0.03816382851382815, -0.00588736152672688, -0.6138070185493555],
-        [-0.12598129666228586, 0.06739762943201755, -0.6701601911185774]
+        [
+            -0.1428449236737501,
+            0.34585080907838167,
+            0.40388207585934194
+        ],
+        [
+            -0.36240043213219714,
+            0.8460087844083363,
+            -0.09618866495126163
+        ],
+        [
+            -0.9115555329520485,
+            -0.4000990540915537,
+            0.04187208800508992
+        ],
+        [
+            0.03816382851382815,
+            -0.00588736152672688,
+            -0.6138070185493555
+        ],
+        [
+            -0.12598129666228586,
+            0.06739762943201755,
+            -0.6701601911185774
+        ]
     ];
     let out = svd3(a.view()).unwrap();
     for k in 0..3 {
-        assert!((out.s[k] - s_np[k]).abs() < 1e-13 * s_np[0], "S[{k}] = {} vs {}", out.s[k], s_np[k]);
+        assert!(
+            (out.s[k] - s_np[k]).abs() < 1e-13 * s_np[0],
+            "S[{k}] = {} vs {}",
+            out.s[k],
+            s_np[k]
+        );
         let sign = out.vt.row(k).dot(&vt_np.row(k)).signum();
         for i in 0..3 {
-            assert!((out.vt[(k, i)] - sign * vt_np[(k, i)]).abs() < 1e-13, "Vt[{k},{i}]");
+            assert!(
+                (out.vt[(k, i)] - sign * vt_np[(k, i)]).abs() < 1e-13,
+                "Vt[{k},{i}]"
+            );
         }
         for i in 0..5 {
-            assert!((out.u[(i, k)] - sign * u_np[(i, k)]).abs() < 1e-13, "U[{i},{k}]");
+            assert!(
+                (out.u[(i, k)] - sign * u_np[(i, k)]).abs() < 1e-13,
+                "U[{i},{k}]"
+            );
         }
     }
     check_signs(out.vt.view());
@@ -195,7 +275,12 @@ fn rank_deficient_gives_zero_singular_values_and_orthonormal_completion() {
             for k in rank..3 {
                 assert_eq!(out.s[k], 0.0, "m={m} sv={sv:?}: S = {}", out.s);
             }
-            let (rec, ou, ov) = residuals(a.view(), out.u.view(), out.s.as_slice().unwrap(), out.vt.view());
+            let (rec, ou, ov) = residuals(
+                a.view(),
+                out.u.view(),
+                out.s.as_slice().unwrap(),
+                out.vt.view(),
+            );
             assert!(rec < 1e-13 * sv[0], "reconstruction {rec:e}");
             assert!(ou < 1e-13 && ov < 1e-13, "orthonormality {ou:e} {ov:e}");
             check_signs(out.vt.view());
@@ -208,7 +293,12 @@ fn rank_deficient_gives_zero_singular_values_and_orthonormal_completion() {
     });
     let out = svd3(a.view()).unwrap();
     assert_eq!(out.s[2], 0.0);
-    let (rec, ou, _) = residuals(a.view(), out.u.view(), out.s.as_slice().unwrap(), out.vt.view());
+    let (rec, ou, _) = residuals(
+        a.view(),
+        out.u.view(),
+        out.s.as_slice().unwrap(),
+        out.vt.view(),
+    );
     assert!(rec < 1e-5 * out.s[0] as f64 && ou < 1e-6, "{rec:e} {ou:e}");
 }
 
@@ -233,8 +323,15 @@ fn fewer_than_three_rows_give_zero_columns() {
     assert_eq!(out.s[2], 0.0);
     assert!(out.u.column(2).iter().all(|&v| v == 0.0));
     let u2 = out.u.slice(s![.., 0..2]);
-    assert!((&u2.t().dot(&u2) - &Array2::<f64>::eye(2)).iter().all(|v| v.abs() < 1e-14));
-    let (rec, _, ov) = residuals(a.view(), out.u.view(), out.s.as_slice().unwrap(), out.vt.view());
+    assert!((&u2.t().dot(&u2) - &Array2::<f64>::eye(2))
+        .iter()
+        .all(|v| v.abs() < 1e-14));
+    let (rec, _, ov) = residuals(
+        a.view(),
+        out.u.view(),
+        out.s.as_slice().unwrap(),
+        out.vt.view(),
+    );
     assert!(rec < 1e-14 * out.s[0] && ov < 1e-14);
     // M = 1: one singular value, the norm of the row.
     let a = array![[3.0f32, 0.0, 4.0]];
@@ -246,20 +343,31 @@ fn fewer_than_three_rows_give_zero_columns() {
 
 #[test]
 fn extreme_magnitudes_do_not_overflow() {
-    let base: Array2<f64> = array![[1.0, 2.0, 3.0], [4.0, 5.0, 6.5], [7.0, -8.0, 9.0], [0.5, 0.25, -1.0]];
+    let base: Array2<f64> = array![
+        [1.0, 2.0, 3.0],
+        [4.0, 5.0, 6.5],
+        [7.0, -8.0, 9.0],
+        [0.5, 0.25, -1.0]
+    ];
     let reference = svd3(base.view()).unwrap();
     for scale in [1e-300, 1e-150, 1e150, 1e300] {
         let out = svd3((&base * scale).view()).unwrap();
         for k in 0..3 {
             let rel = (out.s[k] / scale - reference.s[k]).abs() / reference.s[0];
-            assert!(rel < 1e-14, "scale {scale:e}: S[{k}] relative error {rel:e}");
+            assert!(
+                rel < 1e-14,
+                "scale {scale:e}: S[{k}] relative error {rel:e}"
+            );
         }
         assert!((&out.u - &reference.u).iter().all(|v| v.abs() < 1e-13));
     }
     // f32 near its largest value.
     let big = base.mapv(|v| (v * 1e37) as f32);
     let out = svd3(big.view()).unwrap();
-    assert!(out.s.iter().all(|v| v.is_finite()) && (out.s[0] as f64 / 1e37 - reference.s[0]).abs() < 1e-5 * reference.s[0]);
+    assert!(
+        out.s.iter().all(|v| v.is_finite())
+            && (out.s[0] as f64 / 1e37 - reference.s[0]).abs() < 1e-5 * reference.s[0]
+    );
 }
 
 #[test]
@@ -284,5 +392,8 @@ fn invalid_inputs_are_errors() {
     let mut a = Array2::<f64>::ones((4, 3));
     a[(2, 1)] = f64::NAN;
     let err = svd3(a.view()).unwrap_err();
-    assert!(matches!(err, Error::NonFinite { .. }) && err.to_string().contains("a:"), "{err}");
+    assert!(
+        matches!(err, Error::NonFinite { .. }) && err.to_string().contains("a:"),
+        "{err}"
+    );
 }

@@ -35,7 +35,13 @@ pub struct GemmShape {
 impl GemmShape {
     /// `C = A·B` with neither operand transposed.
     pub fn new(m: usize, n: usize, k: usize) -> Self {
-        GemmShape { m, n, k, ta: Transpose::No, tb: Transpose::No }
+        GemmShape {
+            m,
+            n,
+            k,
+            ta: Transpose::No,
+            tb: Transpose::No,
+        }
     }
     /// The same product with the given operand flags.
     pub fn with_transposes(self, ta: Transpose, tb: Transpose) -> Self {
@@ -71,7 +77,10 @@ impl SyrkShape {
 
 fn check_len(what: &str, len: usize, want: usize, shape: &str) -> Result<()> {
     if len != want {
-        return Err(Error::shape(what, format!("buffer of length {len} does not hold a {shape} matrix")));
+        return Err(Error::shape(
+            what,
+            format!("buffer of length {len} does not hold a {shape} matrix"),
+        ));
     }
     Ok(())
 }
@@ -84,7 +93,7 @@ pub trait LinalgKernels<T: Real>: Backend<T> {
     /// Thin SVD of `batch` matrices `A_b` (`m×3`, stored `batch×m×3`):
     /// `A_b = U_b·diag(S_b)·V_bᵀ` with `u` (`batch×m×3`), `s` (`batch×3`, descending) and
     /// `vt` (`batch×3×3`, rows are the right singular vectors). Conventions (signs, rank
-    /// deficiency) are those of [`crate::linalg::svd3`].
+    /// deficiency) are those of [`crate::linalg::svd3()`].
     fn svd3(
         &self,
         a: &Self::Buffer,
@@ -97,14 +106,28 @@ pub trait LinalgKernels<T: Real>: Backend<T> {
 
     /// `C ← α·op(A)·op(B) + β·C` (see [`GemmShape`]). With `β = 0`, `C` is not read (NaN
     /// in `C` does not propagate), as in BLAS.
-    fn gemm(&self, shape: GemmShape, alpha: T, a: &Self::Buffer, b: &Self::Buffer, beta: T, c: &mut Self::Buffer)
-        -> Result<()>;
+    fn gemm(
+        &self,
+        shape: GemmShape,
+        alpha: T,
+        a: &Self::Buffer,
+        b: &Self::Buffer,
+        beta: T,
+        c: &mut Self::Buffer,
+    ) -> Result<()>;
 
     /// `C ← α·op(A)·op(A)ᵀ + β·C` (see [`SyrkShape`]), computing only the tiles on and
     /// above the diagonal and writing each one with its mirror: the result is exactly
     /// symmetric. With `β ≠ 0` only the upper triangle of `C` is read; with `β = 0`, `C`
     /// is not read.
-    fn syrk(&self, shape: SyrkShape, alpha: T, a: &Self::Buffer, beta: T, c: &mut Self::Buffer) -> Result<()>;
+    fn syrk(
+        &self,
+        shape: SyrkShape,
+        alpha: T,
+        a: &Self::Buffer,
+        beta: T,
+        c: &mut Self::Buffer,
+    ) -> Result<()>;
 
     /// `‖a‖₂ = sqrt(Σ a_i²)`, accumulated without overflow; one number read back.
     fn frobenius_norm(&self, a: &Self::Buffer) -> Result<T>;

@@ -8,7 +8,7 @@
 //! cross-covariance `H = X̃ᵀ·P·Ỹ` of the centred clouds: with `H = U·S·Vᵀ`,
 //! * rotations (`det R = +1`, Kabsch): `R = V·diag(1, 1, det(V·Uᵀ))·Uᵀ`, from [`svd3`];
 //! * orthogonal matrices (any `d`): `R = V·Uᵀ`, the polar factor of `Hᵀ`, by
-//!   [`newton_schulz`] with [`NewtonSchulzParams::polar`].
+//!   [`newton_schulz()`](super::newton_schulz()) with [`NewtonSchulzParams::polar`].
 
 use super::newton_schulz::{newton_schulz_on, NewtonSchulzParams};
 use super::svd3::svd3;
@@ -31,14 +31,23 @@ pub struct RigidTransform<T> {
 impl<T: Real> RigidTransform<T> {
     /// The identity in dimension `d`.
     pub fn identity(d: usize) -> Self {
-        RigidTransform { rotation: Array2::eye(d), translation: Array1::zeros(d) }
+        RigidTransform {
+            rotation: Array2::eye(d),
+            translation: Array1::zeros(d),
+        }
     }
 
     /// The cloud `x` (`n×d`) moved: rows `R·x_i + t`.
     pub fn apply(&self, x: ArrayView2<'_, T>) -> Result<Array2<T>> {
         let d = self.rotation.nrows();
         if x.ncols() != d {
-            return Err(Error::shape("x", format!("points have {} coordinates, the transform acts on {d}", x.ncols())));
+            return Err(Error::shape(
+                "x",
+                format!(
+                    "points have {} coordinates, the transform acts on {d}",
+                    x.ncols()
+                ),
+            ));
         }
         let mut out = x.dot(&self.rotation.t());
         for mut row in out.rows_mut() {
@@ -54,9 +63,15 @@ impl<T: Real> RigidTransform<T> {
 /// rotations `a` and `b`): `acos((tr(a·bᵀ) − 1)/2)`.
 pub fn rotation_angle<T: Real>(a: ArrayView2<'_, T>, b: ArrayView2<'_, T>) -> Result<f64> {
     if a.dim() != (3, 3) || b.dim() != (3, 3) {
-        return Err(Error::shape("a, b", format!("rotations must be 3×3, got {:?} and {:?}", a.dim(), b.dim())));
+        return Err(Error::shape(
+            "a, b",
+            format!("rotations must be 3×3, got {:?} and {:?}", a.dim(), b.dim()),
+        ));
     }
-    let tr: f64 = (0..3).flat_map(|i| (0..3).map(move |j| (i, j))).map(|(i, j)| a[(i, j)].f64() * b[(i, j)].f64()).sum();
+    let tr: f64 = (0..3)
+        .flat_map(|i| (0..3).map(move |j| (i, j)))
+        .map(|(i, j)| a[(i, j)].f64() * b[(i, j)].f64())
+        .sum();
     Ok(((tr - 1.0) / 2.0).clamp(-1.0, 1.0).acos())
 }
 
@@ -65,28 +80,58 @@ fn check_clouds<T: Real>(x: &ArrayView2<'_, T>, y: &ArrayView2<'_, T>) -> Result
     check_matrix("x", x)?;
     check_matrix("y", y)?;
     if x.ncols() != y.ncols() {
-        return Err(Error::shape("y", format!("points have {} coordinates but those of x have {}", y.ncols(), x.ncols())));
+        return Err(Error::shape(
+            "y",
+            format!(
+                "points have {} coordinates but those of x have {}",
+                y.ncols(),
+                x.ncols()
+            ),
+        ));
     }
     Ok(())
 }
 
 /// A coupling of `n` and `m` points: finite, non-negative, positive mass. Returns its row
 /// and column sums.
-fn check_plan<T: Real>(plan: &ArrayView2<'_, T>, n: usize, m: usize) -> Result<(Vec<f64>, Vec<f64>)> {
+fn check_plan<T: Real>(
+    plan: &ArrayView2<'_, T>,
+    n: usize,
+    m: usize,
+) -> Result<(Vec<f64>, Vec<f64>)> {
     if plan.dim() != (n, m) {
         return Err(Error::shape(
             "plan",
-            format!("is {}×{} but x has {n} and y has {m} points", plan.nrows(), plan.ncols()),
+            format!(
+                "is {}×{} but x has {n} and y has {m} points",
+                plan.nrows(),
+                plan.ncols()
+            ),
         ));
     }
     crate::validate::check_finite("plan", plan)?;
     if let Some((idx, v)) = plan.indexed_iter().find(|(_, v)| **v < T::zero()) {
-        return Err(Error::NegativeMass { arg: "plan".into(), index: format!("{idx:?}"), value: v.to_string() });
+        return Err(Error::NegativeMass {
+            arg: "plan".into(),
+            index: format!("{idx:?}"),
+            value: v.to_string(),
+        });
     }
-    let rows: Vec<f64> = plan.rows().into_iter().map(|r| r.iter().map(|v| v.f64()).sum()).collect();
-    let cols: Vec<f64> = plan.columns().into_iter().map(|c| c.iter().map(|v| v.f64()).sum()).collect();
+    let rows: Vec<f64> = plan
+        .rows()
+        .into_iter()
+        .map(|r| r.iter().map(|v| v.f64()).sum())
+        .collect();
+    let cols: Vec<f64> = plan
+        .columns()
+        .into_iter()
+        .map(|c| c.iter().map(|v| v.f64()).sum())
+        .collect();
     if rows.iter().sum::<f64>() <= 0.0 {
-        return Err(Error::ZeroMass { arg: "plan".into(), detail: String::new() });
+        return Err(Error::ZeroMass {
+            arg: "plan".into(),
+            detail: String::new(),
+        });
     }
     Ok((rows, cols))
 }
@@ -94,7 +139,16 @@ fn check_plan<T: Real>(plan: &ArrayView2<'_, T>, n: usize, m: usize) -> Result<(
 /// Centroid of the rows of `x` with weights `w` (in `f64`).
 fn centroid<T: Real>(x: &ArrayView2<'_, T>, w: &[f64]) -> Vec<f64> {
     let total: f64 = w.iter().sum();
-    (0..x.ncols()).map(|c| x.column(c).iter().zip(w).map(|(v, wi)| v.f64() * wi).sum::<f64>() / total).collect()
+    (0..x.ncols())
+        .map(|c| {
+            x.column(c)
+                .iter()
+                .zip(w)
+                .map(|(v, wi)| v.f64() * wi)
+                .sum::<f64>()
+                / total
+        })
+        .collect()
 }
 
 fn shifted<T: Real>(x: &ArrayView2<'_, T>, shift: &[f64]) -> Array2<T> {
@@ -109,11 +163,29 @@ fn cross_covariance<T: Real, B: LinalgKernels<T>>(
     plan: &ArrayView2<'_, T>,
 ) -> Result<Array2<f64>> {
     let ((n, d), m) = (x.dim(), y.nrows());
-    let (xb, yb, pb) = (upload2(backend, x)?, upload2(backend, y)?, upload2(backend, plan)?);
+    let (xb, yb, pb) = (
+        upload2(backend, x)?,
+        upload2(backend, y)?,
+        upload2(backend, plan)?,
+    );
     let mut py = backend.filled(n * d, T::zero())?;
-    backend.gemm(GemmShape::new(n, d, m), T::one(), &pb, &yb, T::zero(), &mut py)?;
+    backend.gemm(
+        GemmShape::new(n, d, m),
+        T::one(),
+        &pb,
+        &yb,
+        T::zero(),
+        &mut py,
+    )?;
     let mut h = backend.filled(d * d, T::zero())?;
-    backend.gemm(GemmShape::new(d, d, n).with_transposes(Transpose::Yes, Transpose::No), T::one(), &xb, &py, T::zero(), &mut h)?;
+    backend.gemm(
+        GemmShape::new(d, d, n).with_transposes(Transpose::Yes, Transpose::No),
+        T::one(),
+        &xb,
+        &py,
+        T::zero(),
+        &mut h,
+    )?;
     Ok(download2(backend, &h, d, d)?.mapv(|v| v.f64()))
 }
 
@@ -127,14 +199,17 @@ fn kabsch_rotation(h: &Array2<f64>) -> Result<Array2<f64>> {
     for i in 0..3 {
         for j in 0..3 {
             // R_ij = Σ_k V_ik·D_k·U_jk, V_ik = vt[k, i].
-            r[(i, j)] = (0..3).map(|k| vt[(k, i)] * if k == 2 { det.signum() } else { 1.0 } * u[(j, k)]).sum::<f64>();
+            r[(i, j)] = (0..3)
+                .map(|k| vt[(k, i)] * if k == 2 { det.signum() } else { 1.0 } * u[(j, k)])
+                .sum::<f64>();
         }
     }
     Ok(r)
 }
 
 fn det3(a: &Array2<f64>) -> f64 {
-    a[(0, 0)] * (a[(1, 1)] * a[(2, 2)] - a[(1, 2)] * a[(2, 1)]) - a[(0, 1)] * (a[(1, 0)] * a[(2, 2)] - a[(1, 2)] * a[(2, 0)])
+    a[(0, 0)] * (a[(1, 1)] * a[(2, 2)] - a[(1, 2)] * a[(2, 1)])
+        - a[(0, 1)] * (a[(1, 0)] * a[(2, 2)] - a[(1, 2)] * a[(2, 0)])
         + a[(0, 2)] * (a[(1, 0)] * a[(2, 1)] - a[(1, 1)] * a[(2, 0)])
 }
 
@@ -164,7 +239,14 @@ pub fn orthogonal_procrustes<T: Real>(
     center: bool,
     params: &NewtonSchulzParams,
 ) -> Result<RigidTransform<T>> {
-    procrustes_on(&CpuBackend, x, y, plan, center, &Solve::NewtonSchulz(params.clone()))
+    procrustes_on(
+        &CpuBackend,
+        x,
+        y,
+        plan,
+        center,
+        &Solve::NewtonSchulz(params.clone()),
+    )
 }
 
 /// How the orthogonal factor is found from the cross-covariance.
@@ -185,9 +267,16 @@ fn procrustes_on<T: Real, B: LinalgKernels<T>>(
     let (rows, cols) = check_plan(&plan, x.nrows(), y.nrows())?;
     let d = x.ncols();
     if matches!(solve, Solve::Kabsch) && d != 3 {
-        return Err(Error::shape("x", format!("Kabsch needs 3-D points, got {d} coordinates")));
+        return Err(Error::shape(
+            "x",
+            format!("Kabsch needs 3-D points, got {d} coordinates"),
+        ));
     }
-    let (xbar, ybar) = if center { (centroid(&x, &rows), centroid(&y, &cols)) } else { (vec![0.0; d], vec![0.0; d]) };
+    let (xbar, ybar) = if center {
+        (centroid(&x, &rows), centroid(&y, &cols))
+    } else {
+        (vec![0.0; d], vec![0.0; d])
+    };
     let (xc, yc) = (shifted(&x, &xbar), shifted(&y, &ybar));
     let h = cross_covariance(backend, &xc.view(), &yc.view(), &plan)?;
     let r = rotation_from(backend, &h, solve)?;
@@ -195,7 +284,11 @@ fn procrustes_on<T: Real, B: LinalgKernels<T>>(
 }
 
 /// The orthogonal factor maximising `tr(R·H)`.
-fn rotation_from<T: Real, B: LinalgKernels<T>>(backend: &B, h: &Array2<f64>, solve: &Solve) -> Result<Array2<f64>> {
+fn rotation_from<T: Real, B: LinalgKernels<T>>(
+    backend: &B,
+    h: &Array2<f64>,
+    solve: &Solve,
+) -> Result<Array2<f64>> {
     match solve {
         Solve::Kabsch => kabsch_rotation(h),
         Solve::NewtonSchulz(params) => {
@@ -210,8 +303,13 @@ fn rotation_from<T: Real, B: LinalgKernels<T>>(backend: &B, h: &Array2<f64>, sol
 
 fn transform_from<T: Real>(r: &Array2<f64>, xbar: &[f64], ybar: &[f64]) -> RigidTransform<T> {
     let d = r.nrows();
-    let t = Array1::from_shape_fn(d, |i| T::of(ybar[i] - (0..d).map(|j| r[(i, j)] * xbar[j]).sum::<f64>()));
-    RigidTransform { rotation: r.mapv(T::of), translation: t }
+    let t = Array1::from_shape_fn(d, |i| {
+        T::of(ybar[i] - (0..d).map(|j| r[(i, j)] * xbar[j]).sum::<f64>())
+    });
+    RigidTransform {
+        rotation: r.mapv(T::of),
+        translation: t,
+    }
 }
 
 /// How [`wasserstein_procrustes`] finds the orthogonal factor.
@@ -296,19 +394,35 @@ impl WassersteinProcrustesParams {
         crate::validate::check_eps("eps", self.eps)?;
         crate::validate::check_eps("eps_start", self.eps_start)?;
         if !(self.eps_decay > 0.0 && self.eps_decay <= 1.0) {
-            return Err(Error::parameter("eps_decay", self.eps_decay, "must lie in (0, 1]"));
+            return Err(Error::parameter(
+                "eps_decay",
+                self.eps_decay,
+                "must lie in (0, 1]",
+            ));
         }
         if self.max_iters == 0 {
-            return Err(Error::parameter("max_iters", 0, "at least one iteration is needed"));
+            return Err(Error::parameter(
+                "max_iters",
+                0,
+                "at least one iteration is needed",
+            ));
         }
         if self.sinkhorn_iters == 0 {
-            return Err(Error::parameter("sinkhorn_iters", 0, "at least one iteration is needed"));
+            return Err(Error::parameter(
+                "sinkhorn_iters",
+                0,
+                "at least one iteration is needed",
+            ));
         }
         if !(self.tol.is_finite() && self.tol >= 0.0) {
             return Err(Error::parameter("tol", self.tol, "must be finite and ≥ 0"));
         }
         if !(self.sinkhorn_tol.is_finite() && self.sinkhorn_tol > 0.0) {
-            return Err(Error::parameter("sinkhorn_tol", self.sinkhorn_tol, "must be finite and > 0"));
+            return Err(Error::parameter(
+                "sinkhorn_tol",
+                self.sinkhorn_tol,
+                "must be finite and > 0",
+            ));
         }
         Ok(())
     }
@@ -357,7 +471,10 @@ pub fn wasserstein_procrustes_on<T: Real, B: LinalgKernels<T> + Clone>(
     let solve = match (params.method, d) {
         (ProcrustesMethod::Auto, 3) | (ProcrustesMethod::Kabsch, 3) => Solve::Kabsch,
         (ProcrustesMethod::Kabsch, _) => {
-            return Err(Error::shape("x", format!("Kabsch needs 3-D points, got {d} coordinates")));
+            return Err(Error::shape(
+                "x",
+                format!("Kabsch needs 3-D points, got {d} coordinates"),
+            ));
         }
         _ => Solve::NewtonSchulz(params.newton_schulz.clone()),
     };
@@ -368,7 +485,8 @@ pub fn wasserstein_procrustes_on<T: Real, B: LinalgKernels<T> + Clone>(
     };
     let (xc, yc) = (shifted(&x, &xbar), shifted(&y, &ybar));
     let starts = initial_rotations(&xc, &yc, &params.init, &solve)?;
-    let mean_sq = |a: &Array2<T>| a.iter().map(|v| v.f64() * v.f64()).sum::<f64>() / a.nrows() as f64;
+    let mean_sq =
+        |a: &Array2<T>| a.iter().map(|v| v.f64() * v.f64()).sum::<f64>() / a.nrows() as f64;
     let scale = mean_sq(&xc) + mean_sq(&yc);
     if scale <= 0.0 {
         // Both clouds are single points (after centring): nothing to rotate.
@@ -382,21 +500,39 @@ pub fn wasserstein_procrustes_on<T: Real, B: LinalgKernels<T> + Clone>(
             start: 0,
         });
     }
-    let problem = Alternation { xc: &xc, yc: &yc, scale, params, solve: &solve };
+    let problem = Alternation {
+        xc: &xc,
+        yc: &yc,
+        scale,
+        params,
+        solve: &solve,
+    };
     // Phase 1: every start anneals ε down to its final value; phase 2: the start with the
     // lowest transport cost there iterates on to convergence.
     let mut best: Option<(usize, State<T>)> = None;
     for (k, r0) in starts.into_iter().enumerate() {
-        let state = State { r: r0, eps: params.eps_start.max(params.eps), warm: None, iterations: 0, last: None };
+        let state = State {
+            r: r0,
+            eps: params.eps_start.max(params.eps),
+            warm: None,
+            iterations: 0,
+            last: None,
+        };
         let state = problem.run(backend, state, true)?;
-        if best.as_ref().map_or(true, |(_, b)| state.distance() < b.distance()) {
+        if best
+            .as_ref()
+            .map_or(true, |(_, b)| state.distance() < b.distance())
+        {
             best = Some((k, state));
         }
     }
-    let (start, state) = best.ok_or_else(|| Error::parameter("init", "Given([])", "at least one start is needed"))?;
+    let (start, state) =
+        best.ok_or_else(|| Error::parameter("init", "Given([])", "at least one start is needed"))?;
     let state = problem.run(backend, state, false)?;
     let converged = state.converged(params);
-    let (plan, distance, _) = state.last.ok_or_else(|| Error::Numerical("no coupling was computed".into()))?;
+    let (plan, distance, _) = state
+        .last
+        .ok_or_else(|| Error::Numerical("no coupling was computed".into()))?;
     Ok(WassersteinProcrustes {
         transform: transform_from(&state.r, &xbar, &ybar),
         plan,
@@ -408,33 +544,52 @@ pub fn wasserstein_procrustes_on<T: Real, B: LinalgKernels<T> + Clone>(
 }
 
 /// The starts of [`Init`] for centred clouds.
-fn initial_rotations<T: Real>(xc: &Array2<T>, yc: &Array2<T>, init: &Init, solve: &Solve) -> Result<Vec<Array2<f64>>> {
+fn initial_rotations<T: Real>(
+    xc: &Array2<T>,
+    yc: &Array2<T>,
+    init: &Init,
+    solve: &Solve,
+) -> Result<Vec<Array2<f64>>> {
     let d = xc.ncols();
     match init {
         Init::Identity => Ok(vec![Array2::eye(d)]),
         Init::Given(rs) => {
             if let Some(r) = rs.iter().find(|r| r.dim() != (d, d)) {
-                return Err(Error::shape("init", format!("a start is {:?}, expected {d}×{d}", r.dim())));
+                return Err(Error::shape(
+                    "init",
+                    format!("a start is {:?}, expected {d}×{d}", r.dim()),
+                ));
             }
             if rs.iter().any(|r| r.iter().any(|v| !v.is_finite())) {
-                return Err(Error::NonFinite { arg: "init".into(), index: "?".into(), value: "non-finite".into() });
+                return Err(Error::NonFinite {
+                    arg: "init".into(),
+                    index: "?".into(),
+                    value: "non-finite".into(),
+                });
             }
             Ok(rs.clone())
         }
         Init::Pca if d != 3 => Ok(vec![Array2::eye(d)]),
         Init::Pca => {
             // Principal axes: rows of Vᵀ of the centred clouds.
-            let (vx, vy) = (svd3(xc.view())?.vt.mapv(|v| v.f64()), svd3(yc.view())?.vt.mapv(|v| v.f64()));
+            let (vx, vy) = (
+                svd3(xc.view())?.vt.mapv(|v| v.f64()),
+                svd3(yc.view())?.vt.mapv(|v| v.f64()),
+            );
             let det = det3(&vx) * det3(&vy);
             let mut out = vec![Array2::eye(3)];
             for signs in 0..8u32 {
-                let dsign: Vec<f64> = (0..3).map(|k| if signs >> k & 1 == 1 { -1.0 } else { 1.0 }).collect();
+                let dsign: Vec<f64> = (0..3)
+                    .map(|k| if signs >> k & 1 == 1 { -1.0 } else { 1.0 })
+                    .collect();
                 let proper = dsign.iter().product::<f64>() * det > 0.0;
                 if matches!(solve, Solve::Kabsch) && !proper {
                     continue;
                 }
                 // R = Vyᵀ·D·Vx maps axis k of x (row k of vx) to ±axis k of y.
-                out.push(Array2::from_shape_fn((3, 3), |(i, j)| (0..3).map(|k| vy[(k, i)] * dsign[k] * vx[(k, j)]).sum()));
+                out.push(Array2::from_shape_fn((3, 3), |(i, j)| {
+                    (0..3).map(|k| vy[(k, i)] * dsign[k] * vx[(k, j)]).sum()
+                }));
             }
             Ok(out)
         }
@@ -475,7 +630,12 @@ impl<T: Real> Alternation<'_, T> {
     /// Iterate coupling ↔ rotation from `state`: with `anneal_only`, until one coupling at
     /// the final ε has been computed; otherwise until convergence. At most `max_iters`
     /// iterations in all.
-    fn run<B: LinalgKernels<T> + Clone>(&self, backend: &B, mut st: State<T>, anneal_only: bool) -> Result<State<T>> {
+    fn run<B: LinalgKernels<T> + Clone>(
+        &self,
+        backend: &B,
+        mut st: State<T>,
+        anneal_only: bool,
+    ) -> Result<State<T>> {
         let p = self.params;
         let (n, m) = (self.xc.nrows(), self.yc.nrows());
         let mu = Array1::from_elem(n, T::of(1.0 / n as f64));
@@ -495,12 +655,23 @@ impl<T: Real> Alternation<'_, T> {
                 warm_start: st.warm.take(),
                 ..SinkhornParams::new(st.eps * self.scale)
             };
-            let coupling = Solver::new(backend.clone(), sp).coupling(&Problem::new(mu.view(), nu.view(), cost.view())?)?;
+            let coupling = Solver::new(backend.clone(), sp).coupling(&Problem::new(
+                mu.view(),
+                nu.view(),
+                cost.view(),
+            )?)?;
             let plan = coupling.plan.index_axis_move(Axis(0), 0);
             let res = coupling.result;
-            st.warm = Some(WarmStart { f: res.f.mapv(|v| v.f64()), g: res.g.mapv(|v| v.f64()) });
+            st.warm = Some(WarmStart {
+                f: res.f.mapv(|v| v.f64()),
+                g: res.g.mapv(|v| v.f64()),
+            });
             let h = cross_covariance(backend, &self.xc.view(), &self.yc.view(), &plan.view())?;
-            let r_new = if h.iter().all(|v| *v == 0.0) { st.r.clone() } else { rotation_from(backend, &h, self.solve)? };
+            let r_new = if h.iter().all(|v| *v == 0.0) {
+                st.r.clone()
+            } else {
+                rotation_from(backend, &h, self.solve)?
+            };
             let change = (&r_new - &st.r).mapv(|v| v * v).sum().sqrt();
             st.r = r_new;
             st.last = Some((plan, res.distance[0].f64(), change));

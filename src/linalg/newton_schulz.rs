@@ -1,7 +1,8 @@
 //! Newton–Schulz orthogonalisation and the symmetric product `X·Xᵀ`.
 //!
-//! With `X₀ = X/‖X‖_F`, each step applies the odd quintic `f(x) = a·x + b·x³ + c·x⁵` to the
-//! singular values of `X` (keeping its singular vectors):
+//! With `X₀ = X/‖X‖_F` (exactly; Muon's reference code divides by `‖X‖_F + 1e-7`, a
+//! relative difference of `1e-7/‖X‖_F`), each step applies the odd quintic
+//! `f(x) = a·x + b·x³ + c·x⁵` to the singular values of `X` (keeping its singular vectors):
 //!
 //! `A = X·Xᵀ`,  `B = b·A + c·A·A`,  `X ← a·X + B·X`.
 //!
@@ -45,21 +46,32 @@ pub struct NewtonSchulzParams {
 
 impl Default for NewtonSchulzParams {
     fn default() -> Self {
-        NewtonSchulzParams { steps: 5, coefficients: MUON_COEFFICIENTS, polish_steps: 0 }
+        NewtonSchulzParams {
+            steps: 5,
+            coefficients: MUON_COEFFICIENTS,
+            polish_steps: 0,
+        }
     }
 }
 
 impl NewtonSchulzParams {
     /// `steps` quintic Muon steps.
     pub fn new(steps: usize) -> Self {
-        NewtonSchulzParams { steps, ..Default::default() }
+        NewtonSchulzParams {
+            steps,
+            ..Default::default()
+        }
     }
 
     /// The orthogonal polar factor `U·Vᵀ` of `X = U·S·Vᵀ`: 5 quintic steps, then 8 cubic
     /// ones (the error `1 − σ` goes from at most 0.32 to below 1e-20). Singular values
     /// below about `0.0015·‖X‖_F` need more cubic steps (each multiplies them by 1.5).
     pub fn polar() -> Self {
-        NewtonSchulzParams { steps: 5, coefficients: MUON_COEFFICIENTS, polish_steps: 8 }
+        NewtonSchulzParams {
+            steps: 5,
+            coefficients: MUON_COEFFICIENTS,
+            polish_steps: 8,
+        }
     }
 
     fn validate(&self) -> Result<()> {
@@ -73,7 +85,10 @@ impl NewtonSchulzParams {
 /// Newton–Schulz orthogonalisation of `x` (`r×c`) on the CPU.
 ///
 /// An all-zero `x` (no direction to orthogonalise) gives an all-zero result.
-pub fn newton_schulz<T: Real>(x: ArrayView2<'_, T>, params: &NewtonSchulzParams) -> Result<Array2<T>> {
+pub fn newton_schulz<T: Real>(
+    x: ArrayView2<'_, T>,
+    params: &NewtonSchulzParams,
+) -> Result<Array2<T>> {
     newton_schulz_on(&CpuBackend, x, params)
 }
 
@@ -90,7 +105,10 @@ pub fn newton_schulz_on<T: Real, B: LinalgKernels<T>>(
     let input = upload2(backend, &x)?;
     let norm = backend.frobenius_norm(&input)?;
     if !norm.is_finite() {
-        return Err(Error::Numerical(format!("‖x‖_F = {norm} is not finite in {}", T::NAME)));
+        return Err(Error::Numerical(format!(
+            "‖x‖_F = {norm} is not finite in {}",
+            T::NAME
+        )));
     }
     if norm == T::zero() {
         return Ok(Array2::zeros((r, c)));
@@ -101,7 +119,11 @@ pub fn newton_schulz_on<T: Real, B: LinalgKernels<T>>(
     // Work on X (wide) or implicitly on Xᵀ (tall): the Gram matrix is n×n, n = min(r, c).
     let wide = r <= c;
     let (n, k) = if wide { (r, c) } else { (c, r) };
-    let gram = SyrkShape { n, k, ta: if wide { Transpose::No } else { Transpose::Yes } };
+    let gram = SyrkShape {
+        n,
+        k,
+        ta: if wide { Transpose::No } else { Transpose::Yes },
+    };
     let mut a = backend.filled(n * n, T::zero())?;
     let mut bm = backend.filled(n * n, T::zero())?;
     let mut next = backend.filled(r * c, T::zero())?;
@@ -115,7 +137,17 @@ pub fn newton_schulz_on<T: Real, B: LinalgKernels<T>>(
         // B = b·A + c·A·Aᵀ (A is symmetric, so A·A = A·Aᵀ).
         let (bmat, alpha) = if cc != T::zero() {
             backend.scaled_copy(cb, &a, &mut bm)?;
-            backend.syrk(SyrkShape { n, k: n, ta: Transpose::No }, cc, &a, T::one(), &mut bm)?;
+            backend.syrk(
+                SyrkShape {
+                    n,
+                    k: n,
+                    ta: Transpose::No,
+                },
+                cc,
+                &a,
+                T::one(),
+                &mut bm,
+            )?;
             (&bm, T::one())
         } else {
             (&a, cb)
@@ -123,15 +155,31 @@ pub fn newton_schulz_on<T: Real, B: LinalgKernels<T>>(
         // X ← a·X + B·X (wide) or a·X + X·B (tall).
         backend.scaled_copy(ca, &xk, &mut next)?;
         if wide {
-            backend.gemm(GemmShape::new(r, c, r), alpha, bmat, &xk, T::one(), &mut next)?;
+            backend.gemm(
+                GemmShape::new(r, c, r),
+                alpha,
+                bmat,
+                &xk,
+                T::one(),
+                &mut next,
+            )?;
         } else {
-            backend.gemm(GemmShape::new(r, c, c), alpha, &xk, bmat, T::one(), &mut next)?;
+            backend.gemm(
+                GemmShape::new(r, c, c),
+                alpha,
+                &xk,
+                bmat,
+                T::one(),
+                &mut next,
+            )?;
         }
         std::mem::swap(&mut xk, &mut next);
     }
     let out = download2(backend, &xk, r, c)?;
     if out.iter().any(|v| !v.is_finite()) {
-        return Err(Error::Numerical("Newton–Schulz produced a non-finite entry (coefficients diverge?)".into()));
+        return Err(Error::Numerical(
+            "Newton–Schulz produced a non-finite entry (coefficients diverge?)".into(),
+        ));
     }
     Ok(out)
 }
@@ -143,11 +191,24 @@ pub fn xxt<T: Real>(x: ArrayView2<'_, T>) -> Result<Array2<T>> {
 }
 
 /// [`xxt`] on `backend`.
-pub fn xxt_on<T: Real, B: LinalgKernels<T>>(backend: &B, x: ArrayView2<'_, T>) -> Result<Array2<T>> {
+pub fn xxt_on<T: Real, B: LinalgKernels<T>>(
+    backend: &B,
+    x: ArrayView2<'_, T>,
+) -> Result<Array2<T>> {
     check_matrix("x", &x)?;
     let (r, c) = x.dim();
     let xb = upload2(backend, &x)?;
     let mut out = backend.filled(r * r, T::zero())?;
-    backend.syrk(SyrkShape { n: r, k: c, ta: Transpose::No }, T::one(), &xb, T::zero(), &mut out)?;
+    backend.syrk(
+        SyrkShape {
+            n: r,
+            k: c,
+            ta: Transpose::No,
+        },
+        T::one(),
+        &xb,
+        T::zero(),
+        &mut out,
+    )?;
     download2(backend, &out, r, r)
 }

@@ -81,13 +81,25 @@ pub fn svd3_batch<T: Real>(a: ArrayView3<'_, T>) -> Result<Svd3Batch<T>> {
 }
 
 /// Thin SVD of a batch `B×M×3` on `backend`.
-pub fn svd3_batch_on<T: Real, B: LinalgKernels<T>>(backend: &B, a: ArrayView3<'_, T>) -> Result<Svd3Batch<T>> {
+pub fn svd3_batch_on<T: Real, B: LinalgKernels<T>>(
+    backend: &B,
+    a: ArrayView3<'_, T>,
+) -> Result<Svd3Batch<T>> {
     let (batch, m, three) = a.dim();
     if three != 3 {
-        return Err(Error::shape("a", format!("expected B×M×3 (or M×3) matrices, got shape {:?}", a.shape())));
+        return Err(Error::shape(
+            "a",
+            format!(
+                "expected B×M×3 (or M×3) matrices, got shape {:?}",
+                a.shape()
+            ),
+        ));
     }
     if batch == 0 || m == 0 {
-        return Err(Error::Empty { arg: "a".into(), detail: format!("shape {:?}", a.shape()) });
+        return Err(Error::Empty {
+            arg: "a".into(),
+            detail: format!("shape {:?}", a.shape()),
+        });
     }
     crate::validate::check_finite("a", &a)?;
     let buf = match a.as_slice() {

@@ -38,9 +38,16 @@ pub(crate) fn svd3_batch<T: Real>(
 ) -> Result<()> {
     let per = m * 3;
     if batch == 0 || m == 0 {
-        return Err(Error::Empty { arg: "svd3: A".into(), detail: format!("a batch of {batch} matrices {m}×3") });
+        return Err(Error::Empty {
+            arg: "svd3: A".into(),
+            detail: format!("a batch of {batch} matrices {m}×3"),
+        });
     }
-    if a.len() != batch * per || u.len() != batch * per || s.len() != batch * 3 || vt.len() != batch * 9 {
+    if a.len() != batch * per
+        || u.len() != batch * per
+        || s.len() != batch * 3
+        || vt.len() != batch * 9
+    {
         return Err(Error::shape(
             "svd3",
             format!(
@@ -61,7 +68,11 @@ pub(crate) fn svd3_batch<T: Real>(
         .with_min_len(min_len)
         .for_each_init(Vec::new, |w, (((u, s), vt), a)| svd3_one(a, u, s, vt, w));
     if let Some(k) = s.iter().position(|v| !v.is_finite()) {
-        return Err(Error::Numerical(format!("svd3: singular value {} of matrix {} is not finite", k % 3, k / 3)));
+        return Err(Error::Numerical(format!(
+            "svd3: singular value {} of matrix {} is not finite",
+            k % 3,
+            k / 3
+        )));
     }
     Ok(())
 }
@@ -173,7 +184,11 @@ fn svd3_one<T: Real>(a: &[T], u: &mut [T], s: &mut [T], vt: &mut [T], w: &mut Ve
         let mut g = [[0.0f64; 3]; 3];
         let (mut g00, mut g01, mut g02, mut g11, mut g12, mut g22) = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
         for row in a.chunks_exact(3) {
-            let (x0, x1, x2) = (row[0].f64() * scale, row[1].f64() * scale, row[2].f64() * scale);
+            let (x0, x1, x2) = (
+                row[0].f64() * scale,
+                row[1].f64() * scale,
+                row[2].f64() * scale,
+            );
             g00 += x0 * x0;
             g01 += x0 * x1;
             g02 += x0 * x2;
@@ -186,7 +201,11 @@ fn svd3_one<T: Real>(a: &[T], u: &mut [T], s: &mut [T], vt: &mut [T], w: &mut Ve
         g[2] = [g02, g12, g22];
         v = jacobi_eigen(&mut g);
         for (row, wr) in a.chunks_exact(3).zip(w.chunks_exact_mut(3)) {
-            let x = [row[0].f64() * scale, row[1].f64() * scale, row[2].f64() * scale];
+            let x = [
+                row[0].f64() * scale,
+                row[1].f64() * scale,
+                row[2].f64() * scale,
+            ];
             for (k, wk) in wr.iter_mut().enumerate() {
                 *wk = x[0] * v[0][k] + x[1] * v[1][k] + x[2] * v[2][k];
             }
@@ -229,7 +248,13 @@ fn svd3_one<T: Real>(a: &[T], u: &mut [T], s: &mut [T], vt: &mut [T], w: &mut Ve
         }
         // U = W·diag(sign/S) for the columns above the rank threshold.
         let inv: Vec<f64> = (0..3)
-            .map(|k| if k < m && sv[k] > tol * sv[0] { sign[k] / sv[k] } else { 0.0 })
+            .map(|k| {
+                if k < m && sv[k] > tol * sv[0] {
+                    sign[k] / sv[k]
+                } else {
+                    0.0
+                }
+            })
             .collect();
         for (ur, wr) in u.chunks_exact_mut(3).zip(w.chunks_exact(3)) {
             for k in 0..3 {
@@ -237,7 +262,11 @@ fn svd3_one<T: Real>(a: &[T], u: &mut [T], s: &mut [T], vt: &mut [T], w: &mut Ve
             }
         }
         for k in 0..3 {
-            s[k] = if inv[k] != 0.0 { T::of(sv[k] / scale) } else { T::zero() };
+            s[k] = if inv[k] != 0.0 {
+                T::of(sv[k] / scale)
+            } else {
+                T::zero()
+            };
         }
         complete_u(u, &inv.iter().map(|&x| x != 0.0).collect::<Vec<_>>(), w);
     } else {
@@ -265,7 +294,11 @@ fn complete_u<T: Real>(u: &mut [T], keep: &[bool], scratch: &mut Vec<f64>) {
         }
         let mut best = (0usize, -1.0f64);
         for (i, row) in u.chunks_exact(3).enumerate() {
-            let r = 1.0 - set.iter().map(|&j| row[j].f64() * row[j].f64()).sum::<f64>();
+            let r = 1.0
+                - set
+                    .iter()
+                    .map(|&j| row[j].f64() * row[j].f64())
+                    .sum::<f64>();
             if r > best.1 {
                 best = (i, r);
             }
@@ -282,7 +315,11 @@ fn complete_u<T: Real>(u: &mut [T], keep: &[bool], scratch: &mut Vec<f64>) {
         scratch[best.0] = 1.0;
         for _ in 0..2 {
             for &j in &set {
-                let d: f64 = u.chunks_exact(3).zip(scratch.iter()).map(|(row, x)| row[j].f64() * x).sum();
+                let d: f64 = u
+                    .chunks_exact(3)
+                    .zip(scratch.iter())
+                    .map(|(row, x)| row[j].f64() * x)
+                    .sum();
                 for (row, x) in u.chunks_exact(3).zip(scratch.iter_mut()) {
                     *x -= d * row[j].f64();
                 }

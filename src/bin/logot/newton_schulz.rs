@@ -31,7 +31,11 @@ pub struct NewtonSchulzArgs {
 
 fn run<T: Real>(a: &NewtonSchulzArgs) -> Json {
     let x = npy::fixed::<T, Ix2>(npy::read::<T>(&a.x, "--x", &[2])?, "--x")?;
-    let params = NewtonSchulzParams { steps: a.steps, polish_steps: a.polish_steps, ..Default::default() };
+    let params = NewtonSchulzParams {
+        steps: a.steps,
+        polish_steps: a.polish_steps,
+        ..Default::default()
+    };
     let y = newton_schulz(x.view(), &params)?;
     npy::write(&a.out, y.view())?;
     Ok(json!({

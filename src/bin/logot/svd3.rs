@@ -32,7 +32,11 @@ pub struct Svd3Args {
 fn run<T: Real>(a: &Svd3Args) -> Json {
     let input = npy::read::<T>(&a.a, "--a", &[2, 3])?;
     let single = input.ndim() == 2;
-    let input = if single { input.insert_axis(Axis(0)) } else { input };
+    let input = if single {
+        input.insert_axis(Axis(0))
+    } else {
+        input
+    };
     let input = npy::fixed::<T, Ix3>(input, "--a")?;
     let out = svd3_batch(input.view())?;
     if single {
