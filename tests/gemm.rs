@@ -1,10 +1,11 @@
 //! GEMM against an f64 triple loop, its backward against central finite differences, the
 //! transposed-operand kernel flags, and squared-Euclidean costs against brute force.
 //!
-//! The finite differences here are written out in f64; once the shared checker
-//! (`logot::grad::finite_diff`, branch `grad`) is merged these tests should use it.
+//! Finite differences come from the crate's checker (`logot::grad::check_gradient`, f64
+//! central differences).
 
 use logot::backend::linalg::{GemmShape, LinalgKernels, Transpose};
+use logot::grad::{check_gradient, GradCheckOptions};
 use logot::linalg::{matmul, matmul_backward, sq_euclidean_cost};
 use logot::{CpuBackend, Error, Real};
 use ndarray::{s, Array2, ArrayView2};
@@ -115,7 +116,8 @@ fn kernel_transpose_flags_alpha_beta() {
     ));
 }
 
-/// L(A, B) = Σ W ⊙ (A·B) has dL/dC = W; the backward must match central differences of L.
+/// L(A, B) = Σ W ⊙ (A·B) has dL/dC = W; the backward must match central differences of L
+/// (the crate's checker, `logot::grad::check_gradient`), for A and B flattened together.
 #[test]
 fn backward_matches_central_differences() {
     let mut rng = StdRng::seed_from_u64(4);
@@ -123,29 +125,26 @@ fn backward_matches_central_differences() {
     let a = gaussian::<f64>(&mut rng, m, k);
     let b = gaussian::<f64>(&mut rng, k, n);
     let w = gaussian::<f64>(&mut rng, m, n);
-    let loss =
-        |a: &Array2<f64>, b: &Array2<f64>| -> f64 { (&naive(a.view(), b.view()) * &w).sum() };
     let grad = matmul_backward(a.view(), b.view(), w.view()).unwrap();
-    let h = 1e-5;
-    let mut worst = 0.0f64;
-    for idx in 0..m * k {
-        let (i, j) = (idx / k, idx % k);
-        let (mut ap, mut am) = (a.clone(), a.clone());
-        ap[(i, j)] += h;
-        am[(i, j)] -= h;
-        let fd = (loss(&ap, &b) - loss(&am, &b)) / (2.0 * h);
-        worst = worst.max((fd - grad.da[(i, j)]).abs() / (1.0 + fd.abs()));
-    }
-    for idx in 0..k * n {
-        let (i, j) = (idx / n, idx % n);
-        let (mut bp, mut bm) = (b.clone(), b.clone());
-        bp[(i, j)] += h;
-        bm[(i, j)] -= h;
-        let fd = (loss(&a, &bp) - loss(&a, &bm)) / (2.0 * h);
-        worst = worst.max((fd - grad.db[(i, j)]).abs() / (1.0 + fd.abs()));
-    }
+    // Variables: A's entries then B's, row-major.
+    let x: Vec<f64> = a.iter().chain(b.iter()).copied().collect();
+    let loss = |v: &[f64]| -> f64 {
+        let av = ArrayView2::from_shape((m, k), &v[..m * k]).unwrap();
+        let bv = ArrayView2::from_shape((k, n), &v[m * k..]).unwrap();
+        (&naive(av, bv) * &w).sum()
+    };
+    let analytic: Vec<f64> = grad.da.iter().chain(grad.db.iter()).copied().collect();
     // L is bilinear: central differences are exact up to rounding (~ε·|L|/h).
-    assert!(worst < 1e-8, "worst relative gradient error {worst:e}");
+    let report = check_gradient(loss, &x, &analytic, &GradCheckOptions::new(1e-8, 1e-8)).unwrap();
+    assert!(report.passed, "{report}");
+    // And a slightly wrong gradient is rejected.
+    let mut wrong = analytic.clone();
+    wrong[m * k] += 1e-3;
+    assert!(
+        !check_gradient(loss, &x, &wrong, &GradCheckOptions::new(1e-8, 1e-8))
+            .unwrap()
+            .passed
+    );
 }
 
 #[test]

@@ -10,7 +10,9 @@
 //! Layout conventions: a batch of `B` problems with `n` source and `m` target points
 //! stores potentials and marginals row-major as `B×n` (`f`, `μ`) and `B×m` (`g`, `ν`).
 
+pub mod bistochastic;
 pub mod cpu;
+pub mod grad;
 pub mod linalg;
 #[cfg(feature = "cuda")]
 pub mod cuda;

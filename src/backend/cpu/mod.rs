@@ -1,6 +1,8 @@
 //! The CPU backend: buffers are `Vec<T>`, kernels run on rayon's thread pool with the
 //! vectorised log-sum-exp of [`lse`].
 
+mod bistochastic;
+mod grad;
 mod linalg;
 pub mod lse;
 pub(crate) mod svd3;

@@ -27,6 +27,7 @@ macro_rules! dispatch {
 }
 
 mod bench;
+mod bistochastic;
 mod newton_schulz;
 mod npy;
 mod svd3;
@@ -53,6 +54,8 @@ enum Command {
     Wasserstein(wasserstein::WassersteinArgs),
     /// The entropic plan P, written to --out as .npy; prints the same JSON as wasserstein.
     Coupling(wasserstein::CouplingArgs),
+    /// Bistochastic projection R = SinkhornKnopp(exp(X)) of n×n matrices (and its backward).
+    Bistochastic(bistochastic::BistochasticArgs),
     /// Time a canonical benchmark problem (median of repeated runs after warm-up).
     Bench(bench::BenchArgs),
     /// Thin SVD of M×3 matrices (one, or a batch B×M×3) through the 3×3 Gram matrix.
@@ -90,6 +93,7 @@ fn main() -> ExitCode {
     let out = match cli.command {
         Command::Wasserstein(a) => wasserstein::wasserstein(&a),
         Command::Coupling(a) => wasserstein::coupling(&a),
+        Command::Bistochastic(a) => bistochastic::bistochastic(&a),
         Command::Bench(a) => bench::bench(&a),
         Command::Svd3(a) => svd3::svd3(&a),
         Command::NewtonSchulz(a) => newton_schulz::newton_schulz_cmd(&a),
