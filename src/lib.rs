@@ -35,12 +35,13 @@
 pub mod backend;
 mod error;
 pub mod grad;
+pub mod linalg;
 mod real;
 pub mod problems;
 pub mod sinkhorn;
 mod validate;
 
-pub use backend::{bistochastic::BistochasticKernels, cpu::CpuBackend, grad::GradKernels, Backend, CostSource, Side};
+pub use backend::{bistochastic::BistochasticKernels, cpu::CpuBackend, grad::GradKernels, linalg::LinalgKernels, Backend, CostSource, Side};
 pub use error::{Error, Result};
 pub use grad::{
     bistochastic, bistochastic_backward, check_gradient, BistochasticParams, CgParams, GradCheckOptions, OtGradients,

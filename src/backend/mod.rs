@@ -13,6 +13,7 @@
 pub mod bistochastic;
 pub mod cpu;
 pub mod grad;
+pub mod linalg;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 

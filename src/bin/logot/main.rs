@@ -28,7 +28,9 @@ macro_rules! dispatch {
 
 mod bench;
 mod bistochastic;
+mod newton_schulz;
 mod npy;
+mod svd3;
 mod wasserstein;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -56,6 +58,10 @@ enum Command {
     Bistochastic(bistochastic::BistochasticArgs),
     /// Time a canonical benchmark problem (median of repeated runs after warm-up).
     Bench(bench::BenchArgs),
+    /// Thin SVD of M×3 matrices (one, or a batch B×M×3) through the 3×3 Gram matrix.
+    Svd3(svd3::Svd3Args),
+    /// Newton–Schulz orthogonalisation (5 quintic steps by default).
+    NewtonSchulz(newton_schulz::NewtonSchulzArgs),
 }
 
 /// Where the computation runs.
@@ -89,6 +95,8 @@ fn main() -> ExitCode {
         Command::Coupling(a) => wasserstein::coupling(&a),
         Command::Bistochastic(a) => bistochastic::bistochastic(&a),
         Command::Bench(a) => bench::bench(&a),
+        Command::Svd3(a) => svd3::svd3(&a),
+        Command::NewtonSchulz(a) => newton_schulz::newton_schulz_cmd(&a),
     };
     match out {
         Ok(json) => {
