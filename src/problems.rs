@@ -125,3 +125,21 @@ pub const BARY64_GRID_EPS: f64 = 0.004;
 pub const BARY64_DENSE_EPS: f64 = 1e-3;
 /// bary64's iteration count.
 pub const BARY64_ITERS: usize = 100;
+/// mhc-shaped problem (mhc4: n = 4, mhc16: n = 16, both with b = 65536): logits
+/// `X ~ U[0, 4)` (`b×n×n`) for the bistochastic forward (20 iterations) and an upstream
+/// gradient `G ~ N(0, 1)` for the backward, from a seeded 64-bit LCG (Box–Muller normals).
+pub fn mhc<T: Real>(b: usize, n: usize, seed: u64) -> (ndarray::Array3<T>, ndarray::Array3<T>) {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut uniform = move || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((state >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    };
+    let x = ndarray::Array3::from_shape_simple_fn((b, n, n), || T::of(4.0 * uniform()));
+    let g = ndarray::Array3::from_shape_simple_fn((b, n, n), || {
+        let (u, v) = (uniform(), uniform());
+        T::of((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos())
+    });
+    (x, g)
+}

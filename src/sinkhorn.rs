@@ -292,7 +292,7 @@ impl<B> Solver<B> {
         Ok(Coupling { plan, result })
     }
 
-    fn finish<T: Real>(&self, problem: &Problem<'_, T>, s: &Solved<T, B>) -> Result<SinkhornResult<T>>
+    pub(crate) fn finish<T: Real>(&self, problem: &Problem<'_, T>, s: &Solved<T, B>) -> Result<SinkhornResult<T>>
     where
         B: Backend<T>,
     {

@@ -11,7 +11,10 @@
 //! stores potentials and marginals row-major as `B×n` (`f`, `μ`) and `B×m` (`g`, `ν`).
 
 pub mod barycenter;
+pub mod bistochastic;
 pub mod cpu;
+pub mod grad;
+pub mod linalg;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 mod grid;

@@ -3,7 +3,11 @@
 
 mod barycenter;
 mod grid;
+mod bistochastic;
+mod grad;
+mod linalg;
 pub mod lse;
+pub(crate) mod svd3;
 
 use super::{batch_of, check_cost_batch, Backend, CostDims, CostSource, Side};
 use crate::{Error, Real, Result};
