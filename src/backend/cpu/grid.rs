@@ -697,7 +697,14 @@ mod tests {
         let mut worst = 0.0f64;
         let mut x = 1e-300f64;
         while x < 1e300 {
-            for y in [x, x * 1.37, x * 1.414, x * std::f64::consts::SQRT_2, x * 1.4143, x * 1.9999] {
+            for y in [
+                x,
+                x * 1.37,
+                x * 1.414,
+                x * std::f64::consts::SQRT_2,
+                x * 1.4143,
+                x * 1.9999,
+            ] {
                 let want = y.ln();
                 for got in [ln_pos::<NoFma>(y), ln_pos::<HwFma>(y)] {
                     let err = (got - want).abs() / want.abs().max(1e-300);

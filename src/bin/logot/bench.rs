@@ -95,7 +95,9 @@ fn run<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
             problems::ot_b::<T>(8, 1024),
         ),
         BenchProblem::Bary64 | BenchProblem::Bary64Dense => {
-            return Err(logot::Error::Unavailable("barycenter problems run in crate::barycenter::bench".into()))
+            return Err(logot::Error::Unavailable(
+                "barycenter problems run in crate::barycenter::bench".into(),
+            ))
         }
     };
     let problem = Problem::batch(mu.view(), nu.view(), cost.view())?;
