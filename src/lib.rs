@@ -44,13 +44,14 @@ pub mod linalg;
 mod real;
 #[cfg(feature = "plot")]
 pub mod plot;
+pub mod pointcloud;
 pub mod problems;
 pub mod sinkhorn;
 mod validate;
 
 pub use backend::{
     bistochastic::BistochasticKernels, cpu::CpuBackend, grad::GradKernels, linalg::LinalgKernels, Backend,
-    BarycenterKernels, CostSource, GridCost, Side,
+    BarycenterKernels, CostSource, GridCost, PointCloudCost, PointCloudKernels, PointMetric, Side,
 };
 pub use barycenter::{
     barycenter, barycenter_batch, grid_barycenter, grid_barycenter_on, Barycenter, BarycenterParams, BarycenterSolver,
@@ -59,6 +60,7 @@ pub use error::{Error, Result};
 pub use grad::{
     bistochastic, bistochastic_backward, check_gradient, BistochasticParams, CgParams, GradCheckOptions, OtGradients,
 };
+pub use pointcloud::{sinkhorn_divergence, wasserstein_points, PointGradients, SinkhornDivergence};
 pub use real::Real;
 pub use sinkhorn::{Convergence, Coupling, EpsScaling, Problem, SinkhornParams, SinkhornResult, Solver, WarmStart};
 

@@ -6,12 +6,14 @@ mod grid;
 mod bistochastic;
 mod grad;
 mod linalg;
+mod pointcloud;
 pub mod lse;
 pub(crate) mod svd3;
 
 use super::{batch_of, check_cost_batch, Backend, CostDims, CostSource, Side};
 use crate::{Error, Real, Result};
 use grid::CpuGrid;
+use pointcloud::CpuPointCloud;
 use rayon::prelude::*;
 use std::sync::Arc;
 
@@ -37,6 +39,8 @@ pub struct CpuCost<T> {
     ct: Vec<T>,
     /// A separable grid cost (then `c` and `ct` are empty).
     grid: Option<Arc<CpuGrid>>,
+    /// Point clouds whose cost is computed on the fly (then `c` and `ct` are empty).
+    cloud: Option<Arc<CpuPointCloud<T>>>,
 }
 
 impl<T: Real> CpuCost<T> {
@@ -105,7 +109,18 @@ impl<T: Real> Backend<T> for CpuBackend {
             CostSource::Grid(g) => {
                 let n = g.len();
                 let dims = CostDims { n, m: n, batch: None };
-                return Ok(CpuCost { dims, c: Vec::new(), ct: Vec::new(), grid: Some(Arc::new(CpuGrid::new(g.clone()))) });
+                return Ok(CpuCost {
+                    dims,
+                    c: Vec::new(),
+                    ct: Vec::new(),
+                    grid: Some(Arc::new(CpuGrid::new(g.clone()))),
+                    cloud: None,
+                });
+            }
+            CostSource::PointCloud(p) => {
+                let cloud = CpuPointCloud::new(p);
+                let dims = CostDims { n: cloud.n(), m: cloud.m(), batch: None };
+                return Ok(CpuCost { dims, c: Vec::new(), ct: Vec::new(), grid: None, cloud: Some(Arc::new(cloud)) });
             }
             CostSource::Dense(c) => {
                 let (n, m) = c.dim();
@@ -130,7 +145,7 @@ impl<T: Real> Backend<T> for CpuBackend {
         } else {
             c.par_chunks(per).flat_map_iter(|c| transpose(c, dims.n, dims.m)).collect()
         };
-        Ok(CpuCost { dims, c, ct, grid: None })
+        Ok(CpuCost { dims, c, ct, grid: None, cloud: None })
     }
 
     fn cost_dims(&self, cost: &CpuCost<T>) -> CostDims {
@@ -148,6 +163,9 @@ impl<T: Real> Backend<T> for CpuBackend {
     ) -> Result<()> {
         if let Some(grid) = &cost.grid {
             return grid.sinkstep(eps, other_pot, log_marginal, out);
+        }
+        if let Some(cloud) = &cost.cloud {
+            return cloud.sinkstep(side, eps, other_pot, log_marginal, out);
         }
         let dims = cost.dims;
         let len_out = dims.len(side);
@@ -235,6 +253,9 @@ impl<T: Real> Backend<T> for CpuBackend {
         if let Some(grid) = &cost.grid {
             return grid.transport_cost(f, g, eps);
         }
+        if let Some(cloud) = &cost.cloud {
+            return cloud.transport_cost(f, g, eps);
+        }
         let dims = cost.dims;
         let batch = check_fg(&dims, f, g)?;
         let (n, m) = (dims.n, dims.m);
@@ -266,6 +287,9 @@ impl<T: Real> Backend<T> for CpuBackend {
         if let Some(grid) = &cost.grid {
             return grid.plan(f, g, eps);
         }
+        if let Some(cloud) = &cost.cloud {
+            return cloud.plan(f, g, eps);
+        }
         let dims = cost.dims;
         check_fg(&dims, f, g)?;
         let (n, m) = (dims.n, dims.m);
@@ -291,4 +315,13 @@ fn check_fg<T>(dims: &CostDims, f: &[T], g: &[T]) -> Result<usize> {
     }
     check_cost_batch(dims, batch)?;
     Ok(batch)
+}
+
+impl<T: Real> super::PointCloudKernels<T> for CpuBackend {
+    fn point_gradient(&self, cost: &CpuCost<T>, side: Side, f: &Vec<T>, g: &Vec<T>, eps: T) -> Result<(Vec<T>, Vec<T>)> {
+        match &cost.cloud {
+            Some(cloud) => cloud.point_gradient(side, f, g, eps),
+            None => Err(Error::Unavailable("point gradients need a point-cloud cost (CostSource::PointCloud)".into())),
+        }
+    }
 }
