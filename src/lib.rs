@@ -29,6 +29,10 @@
 //! `convolutional_barycenter2d`, log domain): [`barycenter()`], [`grid_barycenter`] and
 //! [`BarycenterSolver`]; costs on regular grids that are never stored: [`GridCost`].
 //! PNG plots: `logot::plot` (feature `plot`, on by default).
+//! Point clouds with the cost computed on the fly, never stored ([`PointCloudCost`]):
+//! [`wasserstein_points`], gradients with respect to the points
+//! ([`Solver::point_gradients`]) and the debiased Sinkhorn divergence
+//! ([`sinkhorn_divergence`]); see [`pointcloud`](mod@pointcloud).
 //! Gradients ([`grad`]): exact gradients of `⟨P, C⟩` or of any loss of the plan by implicit
 //! differentiation ([`wasserstein_gradients`], [`Solver::wasserstein_gradients`],
 //! [`Solver::implicit_gradients`]), envelope gradients of the regularised objective

@@ -368,11 +368,13 @@ pub fn wasserstein_points<T: Real>(
 /// use ndarray::array;
 /// let x = array![[0.0f64, 0.0], [1.0, 0.0], [0.0, 1.0]];
 /// let a = array![0.2, 0.3, 0.5];
-/// let same = logot::sinkhorn_divergence(x.view(), x.view(), a.view(), a.view(), &SinkhornParams::new(0.1))?;
-/// assert!(same.value.abs() < 1e-12);
+/// let params = SinkhornParams::new(0.5);
+/// let same = logot::sinkhorn_divergence(x.view(), x.view(), a.view(), a.view(), &params)?;
+/// assert!(same.converged() && same.value.abs() < 1e-9); // zero up to the solver tolerance
 /// let y = &x + 0.25;
-/// let moved = logot::sinkhorn_divergence(x.view(), y.view(), a.view(), a.view(), &SinkhornParams::new(0.1))?;
-/// assert!(moved.value > 0.0 && moved.converged());
+/// let moved = logot::sinkhorn_divergence(x.view(), y.view(), a.view(), a.view(), &params)?;
+/// // A translation by t = (0.25, 0.25) adds |t|² to every OT_ε(μ, T_t μ).
+/// assert!(moved.converged() && (moved.value - 0.125).abs() < 1e-9);
 /// # Ok::<(), logot::Error>(())
 /// ```
 pub fn sinkhorn_divergence<T: Real>(
