@@ -15,6 +15,9 @@
 //! lane-wise maximum, the running sum is rescaled only when the maximum grows, and pass 2
 //! adds `exp(v_j − max)` (one vectorised exponential per pair), as in [`super::lse`].
 
+// Lane loops index several fixed-length arrays in step: that is what vectorises.
+#![allow(clippy::needless_range_loop)]
+
 use crate::backend::{batch_of, PointCloudCost, PointMetric, Side};
 use crate::real::{HwFma, MulAdd, NoFma, Real};
 use crate::{Error, Result};
@@ -42,6 +45,9 @@ pub(crate) struct CpuPointCloud<T> {
     x: Vec<T>,
     y: Vec<T>,
 }
+
+/// One cloud's coordinates (structure-of-arrays) and its number of points.
+type Cloud<'a, T> = (&'a [T], usize);
 
 /// The points of one half-step: the output cloud (`len_out` points, one per potential
 /// computed) and the reduced cloud (`len_red` points, summed over), both scaled so that
@@ -91,7 +97,7 @@ impl<T: Real> CpuPointCloud<T> {
     }
 
     /// `(output cloud, reduced cloud)` of a half-step on `side`, unscaled.
-    fn sides(&self, side: Side) -> ((&[T], usize), (&[T], usize)) {
+    fn sides(&self, side: Side) -> (Cloud<'_, T>, Cloud<'_, T>) {
         match side {
             Side::Row => ((&self.x, self.n), (&self.y, self.m)),
             Side::Col => ((&self.y, self.m), (&self.x, self.n)),
