@@ -59,14 +59,18 @@ fn half_steps_match_the_dense_kernels() {
         (64, 17, 5, PointMetric::SqEuclidean, 0.3),
         (9, 530, 8, PointMetric::Euclidean, 0.1),
         (41, 29, 3, PointMetric::Euclidean, 0.05),
+        // Small ε: arguments up to ~10⁵ in f32, still finite and accurate.
+        (50, 300, 3, PointMetric::SqEuclidean, 1e-4),
     ] {
         let x = cloud(n as u64, n, d, -1.0, 1.0);
         let y = cloud(m as u64 + 7, m, d, -0.5, 1.5);
         let c = dense_cost(&x, &y, metric);
         let batch = 2;
         let mut r = Lcg(5);
-        let mut f: Vec<f64> = (0..batch * n).map(|_| r.uniform(-0.3, 0.3)).collect();
-        let mut g: Vec<f64> = (0..batch * m).map(|_| r.uniform(-0.3, 0.3)).collect();
+        // Potentials with (f_i + g_j)/ε bounded, so that the plans below stay finite.
+        let amp = f64::min(30.0 * eps, 0.3);
+        let mut f: Vec<f64> = (0..batch * n).map(|_| r.uniform(-amp, amp)).collect();
+        let mut g: Vec<f64> = (0..batch * m).map(|_| r.uniform(-amp, amp)).collect();
         let mut lmu: Vec<f64> = (0..batch * n).map(|_| r.uniform(-6.0, -3.0)).collect();
         let lnu: Vec<f64> = (0..batch * m).map(|_| r.uniform(-6.0, -3.0)).collect();
         // Zero-mass bins: −∞ potentials and log-marginals.
