@@ -172,6 +172,58 @@ fn half_steps_match_the_dense_kernels() {
 }
 
 #[test]
+fn plan_applied_on_the_fly_equals_the_dense_plan_product() {
+    let be = CpuBackend;
+    let (n, m, d, k, batch, eps) = (45, 530, 3, 4, 2, 0.05);
+    let (x, y) = (cloud(81, n, d, 0.0, 1.0), cloud(82, m, d, 0.0, 1.0));
+    let mut r = Lcg(83);
+    let f: Vec<f64> = (0..batch * n).map(|_| r.uniform(-0.3, 0.3)).collect();
+    let g: Vec<f64> = (0..batch * m).map(|_| r.uniform(-0.3, 0.3)).collect();
+    let pc = be
+        .prepare_cost(&PointCloudCost::new(x.view(), y.view()).unwrap().into())
+        .unwrap();
+    let c = dense_cost(&x, &y, PointMetric::SqEuclidean);
+    let plan =
+        |b: usize, i: usize, j: usize| ((f[b * n + i] + g[b * m + j] - c[[i, j]]) / eps).exp();
+    for (side, len_out, len_red) in [(Side::Row, n, m), (Side::Col, m, n)] {
+        for shared in [true, false] {
+            let vb = if shared { 1 } else { batch };
+            let vals: Vec<f64> = (0..vb * len_red * k)
+                .map(|_| r.uniform(-1.0, 1.0))
+                .collect();
+            let got = be.plan_apply(&pc, side, &f, &g, eps, &vals, k).unwrap();
+            assert_eq!(got.len(), batch * len_out * k);
+            for b in 0..batch {
+                let v0 = if shared { 0 } else { b * len_red * k };
+                for o in 0..len_out {
+                    for ch in 0..k {
+                        let mut want = 0.0;
+                        let mut scale = 0.0;
+                        for l in 0..len_red {
+                            let p = if side == Side::Row {
+                                plan(b, o, l)
+                            } else {
+                                plan(b, l, o)
+                            };
+                            want += p * vals[v0 + l * k + ch];
+                            scale += p;
+                        }
+                        let have = got[(b * len_out + o) * k + ch];
+                        assert!(
+                            (have - want).abs() <= 1e-12 * scale,
+                            "{side:?} shared={shared} [{b},{o},{ch}]: {have} vs {want}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    assert!(be
+        .plan_apply(&pc, Side::Row, &f, &g, eps, &vec![0.0; 7], k)
+        .is_err());
+}
+
+#[test]
 fn solver_on_point_clouds_equals_the_dense_solver() {
     let (x, y) = (cloud(11, 60, 3, 0.0, 1.0), cloud(12, 75, 3, 0.0, 1.0));
     let (mu, nu) = (weights(13, 60), weights(14, 75));

@@ -200,6 +200,22 @@ pub trait PointCloudKernels<T: Real>: Backend<T> {
         g: &Self::Buffer,
         eps: T,
     ) -> Result<(Self::Buffer, Self::Buffer)>;
+
+    /// The plan applied to values on the other side, on the fly: on [`Side::Row`],
+    /// `out[b,i,:] = Σ_j P_b[i,j]·V[b,j,:]` (`P·V`, e.g. `P·Y` for the barycentric
+    /// projection `diag(1/μ)·P·Y`), with `values` `B×m×k` or `m×k` shared by the batch and
+    /// `out` `B×n×k`; on [`Side::Col`], `Pᵀ·V` with `V` `B×n×k` (or `n×k`) and `out` `B×m×k`.
+    #[allow(clippy::too_many_arguments)]
+    fn plan_apply(
+        &self,
+        cost: &Self::Cost,
+        side: Side,
+        f: &Self::Buffer,
+        g: &Self::Buffer,
+        eps: T,
+        values: &Self::Buffer,
+        k: usize,
+    ) -> Result<Self::Buffer>;
 }
 
 #[cfg(test)]

@@ -324,4 +324,21 @@ impl<T: Real> super::PointCloudKernels<T> for CpuBackend {
             None => Err(Error::Unavailable("point gradients need a point-cloud cost (CostSource::PointCloud)".into())),
         }
     }
+
+    #[allow(clippy::too_many_arguments)]
+    fn plan_apply(
+        &self,
+        cost: &CpuCost<T>,
+        side: Side,
+        f: &Vec<T>,
+        g: &Vec<T>,
+        eps: T,
+        values: &Vec<T>,
+        k: usize,
+    ) -> Result<Vec<T>> {
+        match &cost.cloud {
+            Some(cloud) => cloud.plan_apply(side, f, g, eps, values, k),
+            None => Err(Error::Unavailable("plan_apply needs a point-cloud cost (CostSource::PointCloud)".into())),
+        }
+    }
 }

@@ -174,7 +174,18 @@ impl<T: Real> CpuPointCloud<T> {
 
     /// Row sums of `P` and of `P ⊙ W` for the channels `W` of `what`, per problem and point
     /// of `side` (f64, `B×len_out×(1 + channels)`).
-    fn weighted(&self, side: Side, f: &[T], g: &[T], eps: T, what: Weights) -> Result<Vec<f64>> {
+    ///
+    /// `vals` holds the value channels of [`Weights::Values`] as structure-of-arrays,
+    /// `[b][c][l]` (or `[c][l]` shared by the batch); empty otherwise.
+    fn weighted(
+        &self,
+        side: Side,
+        f: &[T],
+        g: &[T],
+        eps: T,
+        what: Weights,
+        vals: &[T],
+    ) -> Result<Vec<f64>> {
         let batch = batch_of(f.len(), self.n, "f")?;
         if g.len() != batch * self.m {
             return Err(Error::shape(
@@ -213,16 +224,24 @@ impl<T: Real> CpuPointCloud<T> {
         };
         let mut res = vec![0.0f64; batch * len_out * ch];
         let min_blocks = (MIN_TASK_PAIRS / (ROWS * len_red).max(1)).max(1);
+        let per_vals = (ch - 1) * len_red;
+        let shared = vals.len() != batch * per_vals;
         res.par_chunks_mut(len_out * ch)
             .zip(own.par_chunks(len_out))
             .zip(pot.par_chunks(len_red))
-            .for_each(|((rb, ob), pb)| {
+            .enumerate()
+            .for_each(|(b, ((rb, ob), pb))| {
+                let vb = match what {
+                    Weights::Values(_) if shared => vals,
+                    Weights::Values(_) => &vals[b * per_vals..(b + 1) * per_vals],
+                    _ => &[],
+                };
                 rb.par_chunks_mut(ROWS * ch)
                     .zip(ob.par_chunks(ROWS))
                     .enumerate()
                     .with_min_len(min_blocks)
                     .for_each(|(blk, (r, own))| {
-                        block_weighted(&pass, &weights, blk * ROWS, own, pb, r);
+                        block_weighted(&pass, &weights, blk * ROWS, own, pb, vb, r);
                     });
             });
         Ok(res)
@@ -230,7 +249,7 @@ impl<T: Real> CpuPointCloud<T> {
 
     /// `⟨P_b, C⟩` per problem, on the fly.
     pub(crate) fn transport_cost(&self, f: &[T], g: &[T], eps: T) -> Result<Vec<T>> {
-        let rows = self.weighted(Side::Row, f, g, eps, Weights::Cost)?;
+        let rows = self.weighted(Side::Row, f, g, eps, Weights::Cost, &[])?;
         Ok(rows
             .chunks(self.n * 2)
             .map(|b| T::of(b.chunks_exact(2).map(|r| r[1]).sum::<f64>()))
@@ -246,7 +265,7 @@ impl<T: Real> CpuPointCloud<T> {
         eps: T,
     ) -> Result<(Vec<T>, Vec<T>)> {
         let d = self.d;
-        let rows = self.weighted(side, f, g, eps, Weights::Displacement)?;
+        let rows = self.weighted(side, f, g, eps, Weights::Displacement, &[])?;
         let factor = match self.metric {
             PointMetric::SqEuclidean => 2.0,
             PointMetric::Euclidean => 1.0,
@@ -259,6 +278,46 @@ impl<T: Real> CpuPointCloud<T> {
             grad.extend(r[1..].iter().map(|&v| T::of(factor * v)));
         }
         Ok((mass, grad))
+    }
+
+    /// `out[b,k,:] = Σ_l P_b[k,l]·values[b,l,:]` on `side` (see
+    /// [`crate::backend::PointCloudKernels::plan_apply`]).
+    pub(crate) fn plan_apply(
+        &self,
+        side: Side,
+        f: &[T],
+        g: &[T],
+        eps: T,
+        values: &[T],
+        k: usize,
+    ) -> Result<Vec<T>> {
+        let batch = batch_of(f.len(), self.n, "f")?;
+        let ((_, len_out), (_, len_red)) = self.sides(side);
+        let per = len_red * k;
+        if k == 0 || (values.len() != per && values.len() != batch * per) {
+            return Err(Error::shape(
+                "values",
+                format!(
+                    "length {} is neither {len_red}×{k} (shared) nor {batch}×{len_red}×{k}",
+                    values.len()
+                ),
+            ));
+        }
+        // Row-major [b][l][c] to structure-of-arrays [b][c][l].
+        let mut soa_vals = vec![T::zero(); values.len()];
+        for (src, dst) in values.chunks(per).zip(soa_vals.chunks_mut(per)) {
+            for (l, row) in src.chunks_exact(k).enumerate() {
+                for (c, &v) in row.iter().enumerate() {
+                    dst[c * len_red + l] = v;
+                }
+            }
+        }
+        let rows = self.weighted(side, f, g, eps, Weights::Values(k), &soa_vals)?;
+        let mut out = Vec::with_capacity(batch * len_out * k);
+        for r in rows.chunks_exact(k + 1) {
+            out.extend(r[1..].iter().map(|&v| T::of(v)));
+        }
+        Ok(out)
     }
 
     /// Dense plans `P_b[i,j] = exp((f_i + g_j − C_ij)/ε)`, only when they are small.
@@ -313,6 +372,8 @@ enum Weights {
     /// `Σ_l P_kl (p_k − q_l)` for `c = |p − q|²`, or `Σ_l P_kl (p_k − q_l)/|p_k − q_l|` for
     /// `c = |p − q|` (`d` channels; `p` the output point, `q` the reduced one).
     Displacement,
+    /// `Σ_l P_kl V_lc` for `c < k` (values given per reduced point).
+    Values(usize),
 }
 
 impl Weights {
@@ -320,6 +381,7 @@ impl Weights {
         match self {
             Weights::Cost => 1,
             Weights::Displacement => d,
+            Weights::Values(k) => k,
         }
     }
 }
@@ -609,19 +671,20 @@ fn block_weighted<T: Real>(
     r0: usize,
     own: &[T],
     pot: &[T],
+    vals: &[T],
     res: &mut [f64],
 ) {
     #[cfg(target_arch = "x86_64")]
     if has_avx512() {
         // SAFETY: the CPU supports AVX-512F, AVX2 and FMA.
-        return unsafe { block_weighted_512(pass, w, r0, own, pot, res) };
+        return unsafe { block_weighted_512(pass, w, r0, own, pot, vals, res) };
     }
     #[cfg(target_arch = "x86_64")]
     if has_fma() {
         // SAFETY: the CPU supports AVX2 and FMA.
-        return unsafe { block_weighted_fma(pass, w, r0, own, pot, res) };
+        return unsafe { block_weighted_fma(pass, w, r0, own, pot, vals, res) };
     }
-    block_weighted_k::<T, NoFma>(pass, w, r0, own, pot, res)
+    block_weighted_k::<T, NoFma>(pass, w, r0, own, pot, vals, res)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -632,9 +695,10 @@ unsafe fn block_weighted_512<T: Real>(
     r0: usize,
     own: &[T],
     pot: &[T],
+    vals: &[T],
     res: &mut [f64],
 ) {
-    block_weighted_k::<T, HwFma>(pass, w, r0, own, pot, res)
+    block_weighted_k::<T, HwFma>(pass, w, r0, own, pot, vals, res)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -645,9 +709,10 @@ unsafe fn block_weighted_fma<T: Real>(
     r0: usize,
     own: &[T],
     pot: &[T],
+    vals: &[T],
     res: &mut [f64],
 ) {
-    block_weighted_k::<T, HwFma>(pass, w, r0, own, pot, res)
+    block_weighted_k::<T, HwFma>(pass, w, r0, own, pot, vals, res)
 }
 
 #[inline(always)]
@@ -657,6 +722,7 @@ fn block_weighted_k<T: Real, M: MulAdd>(
     r0: usize,
     own: &[T],
     pot: &[T],
+    vals: &[T],
     res: &mut [f64],
 ) {
     let rows = own.len();
@@ -729,6 +795,18 @@ fn block_weighted_k<T: Real, M: MulAdd>(
             match w.what {
                 // Handled by the fused pass above.
                 Weights::Cost => {}
+                Weights::Values(k) => {
+                    for c in 0..k {
+                        let vc = &vals[c * lr + t0..c * lr + t0 + len];
+                        for ((pv, &e), &v) in prod.iter_mut().zip(ex.iter()).zip(vc) {
+                            *pv = e * v;
+                        }
+                        for pv in prod.iter_mut().skip(len) {
+                            *pv = T::zero();
+                        }
+                        lane_sum(&mut a_row[1 + c], prod);
+                    }
+                }
                 Weights::Displacement => {
                     // Weights e (squared Euclidean), or e/|p − q| = e/(ε·c/ε) for the
                     // Euclidean cost (the unit vector; 0 where p = q).
@@ -872,7 +950,7 @@ mod tests {
             };
             let mut res = vec![0.0f64; n * 2];
             for (blk, (r, o)) in res.chunks_mut(ROWS * 2).zip(own.chunks(ROWS)).enumerate() {
-                block_weighted_k::<T, NoFma>(&pass, &w, blk * ROWS, o, &pot, r);
+                block_weighted_k::<T, NoFma>(&pass, &w, blk * ROWS, o, &pot, &[], r);
             }
             for i in 0..n {
                 let (mut mass, mut tc) = (0.0, 0.0);
