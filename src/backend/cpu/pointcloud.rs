@@ -14,6 +14,15 @@
 //! tile, pass 1 writes the arguments `v_j = p_j − c_ij/ε` to a small buffer with their
 //! lane-wise maximum, the running sum is rescaled only when the maximum grows, and pass 2
 //! adds `exp(v_j − max)` (one vectorised exponential per pair), as in [`super::lse`].
+//! (A single fused pass with a lifted ceiling instead of the maximum was tried and was
+//! slower: the compiler spills its state.) The kernels are compiled for AVX-512F, for
+//! AVX2+FMA and portably, chosen at run time; on a 2-core AMD EPYC (Zen 4) VM the f32
+//! half-step runs at about 2.7·10⁹ pairs per core-second with AVX-512 (1.9·10⁹ with AVX2),
+//! f64 at 1.1·10⁹ (0.7·10⁹).
+//!
+//! Transport costs, point gradients and `P·V` use the same tiles with weighted sums
+//! (`Σ_l P_kl·w_kl` for the weights of [`Weights`]), accumulated per lane in `T` and
+//! combined per output point in f64.
 
 // Lane loops index several fixed-length arrays in step: that is what vectorises.
 #![allow(clippy::needless_range_loop)]
@@ -23,7 +32,7 @@ use crate::real::{HwFma, MulAdd, NoFma, Real};
 use crate::{Error, Result};
 use rayon::prelude::*;
 
-/// Lanes of the accumulators (two AVX2 registers of f32, four of f64).
+/// Lanes of the accumulators (one AVX-512 register of f32, two AVX2 ones; f64 twice that).
 const L: usize = 16;
 /// Output points per rayon task: each tile of the reduced cloud is loaded once per block.
 const ROWS: usize = 32;
@@ -51,7 +60,7 @@ type Cloud<'a, T> = (&'a [T], usize);
 
 /// The points of one half-step: the output cloud (`len_out` points, one per potential
 /// computed) and the reduced cloud (`len_red` points, summed over), both scaled so that
-/// `c/ε` is the plain distance form, and the other side's potential divided by ε.
+/// `c/ε` is the plain distance form.
 struct Pass<'a, T> {
     d: usize,
     root: bool,
