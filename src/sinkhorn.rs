@@ -294,8 +294,24 @@ impl<B> Solver<B> {
     where
         B: Backend<T>,
     {
+        let dims = (problem.batch_size(), problem.mu.ncols(), problem.nu.ncols());
+        self.finish_parts(dims, &s.cost, &s.f, &s.g, &s.convergence)
+    }
+
+    /// Distances on the device, then the potentials to the host.
+    fn finish_parts<T: Real>(
+        &self,
+        (b, n, m): (usize, usize, usize),
+        cost: &B::Cost,
+        f: &B::Buffer,
+        g: &B::Buffer,
+        convergence: &Convergence,
+    ) -> Result<SinkhornResult<T>>
+    where
+        B: Backend<T>,
+    {
         let eps = T::of(self.params.eps);
-        let distance = Array1::from(self.backend.transport_cost(&s.cost, &s.f, &s.g, eps)?);
+        let distance = Array1::from(self.backend.transport_cost(cost, f, g, eps)?);
         if let Some(k) = distance.iter().position(|d| !d.is_finite()) {
             return Err(Error::Numerical(format!(
                 "the transport cost of problem {k} is {} (eps = {} may be too small for {})",
@@ -304,12 +320,9 @@ impl<B> Solver<B> {
                 T::NAME
             )));
         }
-        let b = problem.batch_size();
-        let f = Array2::from_shape_vec((b, problem.mu.ncols()), self.backend.download(&s.f)?)
-            .map_err(|e| Error::Numerical(e.to_string()))?;
-        let g = Array2::from_shape_vec((b, problem.nu.ncols()), self.backend.download(&s.g)?)
-            .map_err(|e| Error::Numerical(e.to_string()))?;
-        Ok(SinkhornResult { f, g, distance, eps: self.params.eps, convergence: s.convergence.clone() })
+        let f = Array2::from_shape_vec((b, n), self.backend.download(f)?).map_err(|e| Error::Numerical(e.to_string()))?;
+        let g = Array2::from_shape_vec((b, m), self.backend.download(g)?).map_err(|e| Error::Numerical(e.to_string()))?;
+        Ok(SinkhornResult { f, g, distance, eps: self.params.eps, convergence: convergence.clone() })
     }
 
     /// Upload, iterate, and leave the potentials on the device.
@@ -317,8 +330,17 @@ impl<B> Solver<B> {
     where
         B: Backend<T>,
     {
-        let p = &self.params;
-        p.validate()?;
+        let prepared = self.prepare(problem)?;
+        let (f, g, convergence) = self.iterate_prepared(&prepared)?;
+        Ok(Solved { cost: prepared.cost, f, g, convergence })
+    }
+
+    /// Upload a batch to the backend once (cost prepared for the kernels, marginals and
+    /// their logarithms), to solve it with [`Solver::solve_prepared`], possibly repeatedly.
+    pub fn prepare<T: Real>(&self, problem: &Problem<'_, T>) -> Result<Prepared<T, B>>
+    where
+        B: Backend<T>,
+    {
         let be = &self.backend;
         let (batch, n) = problem.mu.dim();
         let m = problem.nu.ncols();
@@ -328,6 +350,29 @@ impl<B> Solver<B> {
         let nu = be.upload(&host(&problem.nu))?;
         let log_mu = be.upload(&log(&problem.mu))?;
         let log_nu = be.upload(&log(&problem.nu))?;
+        Ok(Prepared { cost, nu, log_mu, log_nu, batch, n, m })
+    }
+
+    /// As [`Solver::solve`] for a batch already on the backend: only the potentials, `B`
+    /// marginal errors (every `check_every` iterations) and `B` distances cross to the host.
+    pub fn solve_prepared<T: Real>(&self, prepared: &Prepared<T, B>) -> Result<SinkhornResult<T>>
+    where
+        B: Backend<T>,
+    {
+        let (f, g, convergence) = self.iterate_prepared(prepared)?;
+        self.finish_parts((prepared.batch, prepared.n, prepared.m), &prepared.cost, &f, &g, &convergence)
+    }
+
+    /// The solver loop on uploaded data; returns the potentials (still on the device).
+    fn iterate_prepared<T: Real>(&self, pr: &Prepared<T, B>) -> Result<(B::Buffer, B::Buffer, Convergence)>
+    where
+        B: Backend<T>,
+    {
+        let p = &self.params;
+        p.validate()?;
+        let be = &self.backend;
+        let (batch, n, m, cost) = (pr.batch, pr.n, pr.m, &pr.cost);
+        let (nu, log_mu, log_nu) = (&pr.nu, &pr.log_mu, &pr.log_nu);
         let (mut f, mut g) = match &p.warm_start {
             None => (be.filled(batch * n, T::zero())?, be.filled(batch * m, T::zero())?),
             Some(w) => {
@@ -348,12 +393,8 @@ impl<B> Solver<B> {
         let mut iterations = 0;
         if let Some(s) = &p.eps_scaling {
             for e in s.stages(p.eps) {
-                let e = T::of(e);
-                for _ in 0..s.iters_per_stage {
-                    be.sinkstep(&cost, Side::Col, e, &f, &log_nu, &mut g)?;
-                    be.sinkstep(&cost, Side::Row, e, &g, &log_mu, &mut f)?;
-                    iterations += 1;
-                }
+                be.iterate(cost, T::of(e), log_mu, log_nu, &mut f, &mut g, s.iters_per_stage)?;
+                iterations += s.iters_per_stage;
             }
         }
         let eps = T::of(p.eps);
@@ -361,26 +402,62 @@ impl<B> Solver<B> {
         let mut g_next = be.filled(batch * m, T::zero())?;
         let mut err = f64::INFINITY;
         let mut converged = false;
-        for it in 0..p.max_iters {
-            be.sinkstep(&cost, Side::Col, eps, &f, &log_nu, &mut g_next)?;
-            if tol > 0.0 && it > 0 && it % p.check_every == 0 {
-                err = max_error(be.marginal_error(batch, &nu, &g, &g_next, eps)?)?;
-                if err <= tol {
-                    converged = true;
-                    break;
-                }
+        // Iteration `it` checks convergence (after its g half-step) when `tol > 0`,
+        // `it > 0` and `it % check_every == 0`; the iterations between checks run as one
+        // `iterate` call, which a backend may fuse.
+        let mut it = 0;
+        while it < p.max_iters {
+            let next_check = if tol > 0.0 { (it / p.check_every + 1) * p.check_every } else { p.max_iters };
+            let plain = next_check.min(p.max_iters) - it;
+            be.iterate(cost, eps, log_mu, log_nu, &mut f, &mut g, plain)?;
+            it += plain;
+            iterations += plain;
+            if it >= p.max_iters {
+                break;
+            }
+            be.sinkstep(cost, Side::Col, eps, &f, log_nu, &mut g_next)?;
+            err = max_error(be.marginal_error(batch, nu, &g, &g_next, eps)?)?;
+            if err <= tol {
+                converged = true;
+                break;
             }
             std::mem::swap(&mut g, &mut g_next);
-            be.sinkstep(&cost, Side::Row, eps, &g, &log_mu, &mut f)?;
+            be.sinkstep(cost, Side::Row, eps, &g, log_mu, &mut f)?;
+            it += 1;
             iterations += 1;
         }
         if !converged {
             // Measure the returned plan (f, g): one more g half-step, not applied.
-            be.sinkstep(&cost, Side::Col, eps, &f, &log_nu, &mut g_next)?;
-            err = max_error(be.marginal_error(batch, &nu, &g, &g_next, eps)?)?;
+            be.sinkstep(cost, Side::Col, eps, &f, log_nu, &mut g_next)?;
+            err = max_error(be.marginal_error(batch, nu, &g, &g_next, eps)?)?;
             converged = tol > 0.0 && err <= tol;
         }
-        Ok(Solved { cost, f, g, convergence: Convergence { iterations, marginal_error: err, tol, converged } })
+        Ok((f, g, Convergence { iterations, marginal_error: err, tol, converged }))
+    }
+}
+
+/// A batch uploaded to a backend by [`Solver::prepare`]: the prepared cost, `ν`, `log μ`
+/// and `log ν`, resident on the device.
+pub struct Prepared<T: Real, B: Backend<T>> {
+    cost: B::Cost,
+    nu: B::Buffer,
+    log_mu: B::Buffer,
+    log_nu: B::Buffer,
+    batch: usize,
+    n: usize,
+    m: usize,
+}
+
+impl<T: Real, B: Backend<T>> Prepared<T, B> {
+    /// Number of problems, source points and target points.
+    pub fn dims(&self) -> (usize, usize, usize) {
+        (self.batch, self.n, self.m)
+    }
+}
+
+impl<T: Real, B: Backend<T>> std::fmt::Debug for Prepared<T, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Prepared {{ batch: {}, n: {}, m: {} }}", self.batch, self.n, self.m)
     }
 }
 

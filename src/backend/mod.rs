@@ -114,6 +114,30 @@ pub trait Backend<T: Real> {
         out: &mut Self::Buffer,
     ) -> Result<()>;
 
+    /// `iters` full Sinkhorn iterations in place: `g ← sinkstep(Col, f)`, then
+    /// `f ← sinkstep(Row, g)`, each with `log_nu` / `log_mu` as in [`Backend::sinkstep`].
+    ///
+    /// The default runs the two half-steps in turn. A backend may fuse the whole loop
+    /// (the CUDA backend runs small problems as one launch with everything in shared
+    /// memory); results must equal the half-step sequence up to rounding.
+    #[allow(clippy::too_many_arguments)]
+    fn iterate(
+        &self,
+        cost: &Self::Cost,
+        eps: T,
+        log_mu: &Self::Buffer,
+        log_nu: &Self::Buffer,
+        f: &mut Self::Buffer,
+        g: &mut Self::Buffer,
+        iters: usize,
+    ) -> Result<()> {
+        for _ in 0..iters {
+            self.sinkstep(cost, Side::Col, eps, f, log_nu, g)?;
+            self.sinkstep(cost, Side::Row, eps, g, log_mu, f)?;
+        }
+        Ok(())
+    }
+
     /// Marginal violation of each of `batch` problems, from a potential before and after its update:
     /// `err[b] = Σ_k |a[b,k] − a[b,k]·exp((old[b,k] − new[b,k]) / ε)|` over `a[b,k] > 0`.
     /// When `new` is the sinkstep of `old`'s partner, `a·exp((old − new)/ε)` is the current
