@@ -46,10 +46,12 @@ pub enum Error {
 }
 
 impl Error {
-    pub(crate) fn shape(arg: impl Into<String>, detail: impl fmt::Display) -> Self {
+    /// A [`Error::Shape`] for `arg`.
+    pub fn shape(arg: impl Into<String>, detail: impl fmt::Display) -> Self {
         Error::Shape { arg: arg.into(), detail: detail.to_string() }
     }
-    pub(crate) fn parameter(arg: &str, value: impl fmt::Display, reason: impl Into<String>) -> Self {
+    /// A [`Error::Parameter`] for `arg`.
+    pub fn parameter(arg: &str, value: impl fmt::Display, reason: impl Into<String>) -> Self {
         Error::Parameter { arg: arg.into(), value: value.to_string(), reason: reason.into() }
     }
 }

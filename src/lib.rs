@@ -10,13 +10,15 @@
 //!
 //! ```
 //! use ndarray::{array, Array2};
-//! let x = [0.0, 0.5, 1.0];
+//! let x = [0.0f64, 0.5, 1.0];
 //! let cost = Array2::from_shape_fn((3, 3), |(i, j)| (x[i] - x[j]) * (x[i] - x[j]));
 //! let mu = array![0.5, 0.5, 0.0];
 //! let nu = array![0.0, 0.5, 0.5];
-//! let w = logot::wasserstein(mu.view(), nu.view(), cost.view(), 1e-3)?;
+//! let w = logot::wasserstein(mu.view(), nu.view(), cost.view(), 0.1)?;
 //! assert!(w.convergence.converged);
-//! assert!((w.distance[0] - 0.25).abs() < 1e-6); // every unit of mass moves by 0.5
+//! // The exact transport cost is 0.25 (all mass moves by 0.5); the entropic plan spreads
+//! // mass, so its cost is a little above.
+//! assert!(w.distance[0] > 0.25 && w.distance[0] < 0.27);
 //! # Ok::<(), logot::Error>(())
 //! ```
 //!
@@ -26,6 +28,7 @@
 pub mod backend;
 mod error;
 mod real;
+pub mod problems;
 pub mod sinkhorn;
 mod validate;
 
@@ -73,3 +76,8 @@ pub fn coupling<T: Real>(
 ) -> Result<Coupling<T>> {
     Solver::new(CpuBackend, SinkhornParams::new(eps.f64())).coupling(&Problem::new(mu, nu, cost)?)
 }
+
+/// The README's examples, compiled and run as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

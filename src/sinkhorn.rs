@@ -228,9 +228,9 @@ pub(crate) fn cost_dims<T>(cost: &CostSource<'_, T>) -> CostDims {
 /// Runs Sinkhorn on a chosen backend.
 ///
 /// ```
-/// use logot::{backend::CpuBackend, Problem, SinkhornParams, Solver};
+/// use logot::{CpuBackend, Problem, SinkhornParams, Solver};
 /// use ndarray::array;
-/// let mu = array![0.5, 0.5];
+/// let mu = array![0.5f64, 0.5];
 /// let nu = array![0.25, 0.75];
 /// let cost = array![[0.0, 1.0], [1.0, 0.0]];
 /// let solver = Solver::new(CpuBackend, SinkhornParams::new(0.05));
@@ -374,7 +374,14 @@ impl<B> Solver<B> {
         let (batch, n, m, cost) = (pr.batch, pr.n, pr.m, &pr.cost);
         let (nu, log_mu, log_nu) = (&pr.nu, &pr.log_mu, &pr.log_nu);
         let (mut f, mut g) = match &p.warm_start {
-            None => (be.filled(batch * n, T::zero())?, be.filled(batch * m, T::zero())?),
+            // Zero potentials, −∞ on zero-mass bins (so they take no part from the first
+            // half-step on: the problem is exactly the one without those bins).
+            None => {
+                let init = |a: &ArrayView2<'_, T>| {
+                    a.iter().map(|&v| if v > T::zero() { T::zero() } else { T::neg_infinity() }).collect::<Vec<T>>()
+                };
+                (be.upload(&init(&problem.mu))?, be.upload(&init(&problem.nu))?)
+            }
             Some(w) => {
                 if w.f.dim() != (batch, n) || w.g.dim() != (batch, m) {
                     return Err(Error::shape(

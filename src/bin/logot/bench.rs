@@ -1,0 +1,126 @@
+//! `logot bench`: time a canonical problem of the design on a backend. Prints the median
+//! wall time of repeated runs after a warm-up (each run ends with its results on the host,
+//! so device work is synchronised).
+
+use crate::npy::Dtype;
+use crate::{BackendChoice, Json};
+use logot::{problems, Backend, Problem, Real, Result, SinkhornParams, Solver};
+use serde_json::json;
+use std::time::Instant;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchProblem {
+    /// n = 100, ε = 1e-3, 200 iterations: distance and gradient w.r.t. μ.
+    #[value(name = "otA")]
+    OtA,
+    /// B = 64, n = m = 2048, ε = 1e-2, 100 iterations.
+    #[value(name = "otB")]
+    OtB,
+    /// B = 8, n = m = 1024, ε = 1e-2, 100 iterations.
+    #[value(name = "otBcpu")]
+    OtBcpu,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// Which problem.
+    #[arg(long, value_enum)]
+    pub problem: BenchProblem,
+    /// Where to run it.
+    #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]
+    pub backend: BackendChoice,
+    /// Print JSON (the only output format; accepted for the documented command line).
+    #[arg(long)]
+    pub json: bool,
+    /// Timed runs after the warm-up.
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Compute in float64 (default float32).
+    #[arg(long)]
+    pub f64: bool,
+}
+
+/// Run `work` once to warm up, then `runs` times; returns (median, min) in milliseconds.
+pub fn time_runs(
+    runs: usize,
+    mut work: impl FnMut() -> Result<()>,
+) -> Result<(f64, f64, Vec<f64>)> {
+    work()?;
+    let mut ms = Vec::with_capacity(runs.max(1));
+    for _ in 0..runs.max(1) {
+        let t = Instant::now();
+        work()?;
+        ms.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let mut sorted = ms.clone();
+    sorted.sort_by(f64::total_cmp);
+    Ok((sorted[sorted.len() / 2], sorted[0], ms))
+}
+
+fn run<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
+    let (name, iters, eps, exps, (mu, nu, cost)) = match a.problem {
+        BenchProblem::OtA => {
+            let (mu, nu, c) = problems::ot_a::<T>();
+            let n = mu.len();
+            (
+                "otA",
+                200,
+                1e-3,
+                2 * 200 * n * n,
+                (
+                    mu.insert_axis(ndarray::Axis(0)),
+                    nu.insert_axis(ndarray::Axis(0)),
+                    c,
+                ),
+            )
+        }
+        BenchProblem::OtB => (
+            "otB",
+            100,
+            1e-2,
+            2 * 100 * 64 * 2048 * 2048,
+            problems::ot_b::<T>(64, 2048),
+        ),
+        BenchProblem::OtBcpu => (
+            "otBcpu",
+            100,
+            1e-2,
+            2 * 100 * 8 * 1024 * 1024,
+            problems::ot_b::<T>(8, 1024),
+        ),
+    };
+    let problem = Problem::batch(mu.view(), nu.view(), cost.view())?;
+    let solver = Solver::new(backend, SinkhornParams::fixed_iterations(eps, iters));
+    let mut last = None;
+    let (median, min, all) = time_runs(a.runs, || {
+        let r = solver.solve(&problem)?;
+        if a.problem == BenchProblem::OtA {
+            // Gradient of the regularised cost w.r.t. μ: the potential f, centred
+            // (μ lives on the simplex, so the gradient is defined up to a constant).
+            let f = r.f.row(0);
+            let mean = f.iter().map(|v| v.f64()).sum::<f64>() / f.len() as f64;
+            let grad: Vec<f64> = f.iter().map(|v| v.f64() - mean).collect();
+            std::hint::black_box(grad);
+        }
+        last = Some(r);
+        Ok(())
+    })?;
+    let r = last.ok_or_else(|| logot::Error::Numerical("no run completed".into()))?;
+    Ok(json!({
+        "problem": name,
+        "backend": a.backend.name(),
+        "dtype": T::NAME,
+        "ms": median,
+        "min_ms": min,
+        "runs_ms": all,
+        "iterations": r.convergence.iterations,
+        "marginal_error": r.convergence.marginal_error,
+        "distance_first": r.distance[0].f64(),
+        "gexp_per_s": exps as f64 / (median * 1e-3) / 1e9,
+    }))
+}
+
+pub fn bench(a: &BenchArgs) -> Json {
+    let dtype = if a.f64 { Dtype::F64 } else { Dtype::F32 };
+    dispatch!(dtype, a.backend, run, a)
+}

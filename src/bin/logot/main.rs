@@ -1,0 +1,102 @@
+//! `logot`: entropic optimal transport from the command line. Arrays in and out as .npy,
+//! results as one JSON object on stdout, errors on stderr with a non-zero exit code.
+
+/// Run a command body generic over precision `T` and backend `B` on the chosen pair:
+/// `dispatch!(dtype, backend_choice, body, args)` calls `body::<T, B>(backend, args)`.
+macro_rules! dispatch {
+    ($dtype:expr, $backend:expr, $body:ident, $args:expr) => {
+        match ($dtype, $backend) {
+            (crate::npy::Dtype::F32, crate::BackendChoice::Cpu) => {
+                $body::<f32, _>(logot::CpuBackend, $args)
+            }
+            (crate::npy::Dtype::F64, crate::BackendChoice::Cpu) => {
+                $body::<f64, _>(logot::CpuBackend, $args)
+            }
+            #[cfg(feature = "cuda")]
+            (crate::npy::Dtype::F32, crate::BackendChoice::Cuda) => {
+                $body::<f32, _>(logot::backend::cuda::CudaBackend::new()?, $args)
+            }
+            #[cfg(feature = "cuda")]
+            (crate::npy::Dtype::F64, crate::BackendChoice::Cuda) => {
+                $body::<f64, _>(logot::backend::cuda::CudaBackend::new()?, $args)
+            }
+            #[cfg(not(feature = "cuda"))]
+            (_, crate::BackendChoice::Cuda) => Err(crate::no_cuda()),
+        }
+    };
+}
+
+mod bench;
+mod npy;
+mod wasserstein;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use logot::{Error, Result};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "logot",
+    version,
+    about = "Entropic optimal transport in the log domain (CPU and CUDA)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Entropic transport cost ⟨P, C⟩ of one problem or a batch; prints JSON.
+    Wasserstein(wasserstein::WassersteinArgs),
+    /// The entropic plan P, written to --out as .npy; prints the same JSON as wasserstein.
+    Coupling(wasserstein::CouplingArgs),
+    /// Time a canonical benchmark problem (median of repeated runs after warm-up).
+    Bench(bench::BenchArgs),
+}
+
+/// Where the computation runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BackendChoice {
+    /// The CPU backend (ndarray + rayon).
+    Cpu,
+    /// The CUDA backend (needs a build with `--features cuda` and an NVIDIA GPU).
+    Cuda,
+}
+
+impl BackendChoice {
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendChoice::Cpu => "cpu",
+            BackendChoice::Cuda => "cuda",
+        }
+    }
+}
+
+/// The error for `--backend cuda` in a build without the `cuda` feature.
+#[cfg(not(feature = "cuda"))]
+pub fn no_cuda() -> Error {
+    Error::Unavailable("--backend cuda: this logot was built without CUDA support; rebuild with `cargo build --release --features cuda`".into())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let out = match cli.command {
+        Command::Wasserstein(a) => wasserstein::wasserstein(&a),
+        Command::Coupling(a) => wasserstein::coupling(&a),
+        Command::Bench(a) => bench::bench(&a),
+    };
+    match out {
+        Ok(json) => {
+            println!("{json}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("logot: error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Result type of a command: the JSON object it prints.
+pub type Json = Result<serde_json::Value>;

@@ -1,0 +1,194 @@
+//! `logot wasserstein` and `logot coupling`.
+
+use crate::npy::{self, Dtype};
+use crate::{BackendChoice, Json};
+use logot::{
+    Backend, CostSource, Error, Problem, Real, Result, SinkhornParams, SinkhornResult, Solver,
+};
+use ndarray::{Array2, ArrayD, Axis, Ix2, Ix3};
+use serde_json::json;
+
+/// Inputs and solver options shared by `wasserstein` and `coupling`.
+#[derive(clap::Args, Debug)]
+pub struct SolveArgs {
+    /// Source histogram(s): n (one problem) or B×n (a batch), .npy float32/float64.
+    #[arg(long)]
+    pub mu: String,
+    /// Target histogram(s): m or B×m.
+    #[arg(long)]
+    pub nu: String,
+    /// Cost: n×m (shared by the batch) or B×n×m (one per problem).
+    #[arg(long, required_unless_present = "x", conflicts_with_all = ["x", "y"])]
+    pub cost: Option<String>,
+    /// Source point cloud (n×d): squared-Euclidean cost computed on the fly.
+    #[arg(long, requires = "y")]
+    pub x: Option<String>,
+    /// Target point cloud (m×d).
+    #[arg(long, requires = "x")]
+    pub y: Option<String>,
+    /// Regularisation strength ε (> 0).
+    #[arg(long, allow_negative_numbers = true)]
+    pub eps: f64,
+    /// Maximum number of iterations.
+    #[arg(long, default_value_t = 1000)]
+    pub iters: usize,
+    /// Marginal-error target; 0 runs all iterations (default: 1e-9 in f64, 1e-5 in f32).
+    #[arg(long, allow_negative_numbers = true)]
+    pub tol: Option<f64>,
+    /// Where to compute.
+    #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]
+    pub backend: BackendChoice,
+    /// Compute in float32 whatever the input dtype.
+    #[arg(long, conflicts_with = "f64")]
+    pub f32: bool,
+    /// Compute in float64 whatever the input dtype.
+    #[arg(long)]
+    pub f64: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct WassersteinArgs {
+    #[command(flatten)]
+    pub solve: SolveArgs,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CouplingArgs {
+    #[command(flatten)]
+    pub solve: SolveArgs,
+    /// Output .npy for the plan: n×m for one problem, B×n×m for a batch.
+    #[arg(long)]
+    pub out: String,
+}
+
+impl SolveArgs {
+    /// Precision: `--f32`/`--f64`, else the dtype of `--mu`.
+    pub fn dtype(&self) -> Result<Dtype> {
+        Ok(if self.f32 {
+            Dtype::F32
+        } else if self.f64 {
+            Dtype::F64
+        } else {
+            npy::dtype_of(&self.mu)?
+        })
+    }
+
+    pub fn params(&self) -> SinkhornParams {
+        SinkhornParams {
+            eps: self.eps,
+            max_iters: self.iters,
+            tol: self.tol,
+            ..Default::default()
+        }
+    }
+}
+
+/// Arrays of one CLI problem, in precision `T`.
+pub struct Inputs<T> {
+    pub mu: Array2<T>,
+    pub nu: Array2<T>,
+    pub cost: ArrayD<T>,
+    /// `mu` was 1-D (a single problem): outputs drop the batch axis.
+    pub single: bool,
+}
+
+impl<T: Real> Inputs<T> {
+    pub fn load(a: &SolveArgs) -> Result<Self> {
+        if a.x.is_some() {
+            return Err(Error::Unavailable(
+                "--x/--y: point-cloud costs computed on the fly are not available yet; pass a dense --cost".into(),
+            ));
+        }
+        let cost_path = a
+            .cost
+            .as_deref()
+            .ok_or_else(|| Error::parameter("--cost", "missing", "give --cost or --x/--y"))?;
+        let mu = npy::read::<T>(&a.mu, "--mu", &[1, 2])?;
+        let nu = npy::read::<T>(&a.nu, "--nu", &[1, 2])?;
+        if mu.ndim() != nu.ndim() {
+            return Err(Error::shape(
+                "--nu",
+                format!("is {}-D but --mu is {}-D", nu.ndim(), mu.ndim()),
+            ));
+        }
+        let single = mu.ndim() == 1;
+        let as2 = |v: ArrayD<T>, arg: &str| -> Result<Array2<T>> {
+            if v.ndim() == 1 {
+                let n = v.len();
+                v.into_shape_with_order((1, n))
+                    .map_err(|e| Error::shape(arg, e))
+            } else {
+                npy::fixed::<T, Ix2>(v, arg)
+            }
+        };
+        let cost = npy::read::<T>(cost_path, "--cost", &[2, 3])?;
+        Ok(Inputs {
+            mu: as2(mu, "--mu")?,
+            nu: as2(nu, "--nu")?,
+            cost,
+            single,
+        })
+    }
+
+    pub fn problem(&self) -> Result<Problem<'_, T>> {
+        let cost: CostSource<'_, T> = match self.cost.ndim() {
+            2 => self
+                .cost
+                .view()
+                .into_dimensionality::<Ix2>()
+                .map_err(|e| Error::shape("--cost", e))?
+                .into(),
+            _ => self
+                .cost
+                .view()
+                .into_dimensionality::<Ix3>()
+                .map_err(|e| Error::shape("--cost", e))?
+                .into(),
+        };
+        Problem::batch(self.mu.view(), self.nu.view(), cost)
+    }
+}
+
+/// The JSON report of a solve.
+pub fn report<T: Real>(r: &SinkhornResult<T>) -> serde_json::Value {
+    let c = &r.convergence;
+    if !c.converged && c.tol > 0.0 {
+        eprintln!(
+            "logot: warning: not converged after {} iterations (marginal error {:.3e} > tol {:.1e})",
+            c.iterations, c.marginal_error, c.tol
+        );
+    }
+    json!({
+        "distance": r.distance.iter().map(|d| d.f64()).collect::<Vec<f64>>(),
+        "iterations": c.iterations,
+        "marginal_error": c.marginal_error,
+        "converged": c.converged,
+        "eps": r.eps,
+        "dtype": T::NAME,
+    })
+}
+
+fn run_wasserstein<T: Real, B: Backend<T>>(backend: B, a: &WassersteinArgs) -> Json {
+    let inputs = Inputs::<T>::load(&a.solve)?;
+    let res = Solver::new(backend, a.solve.params()).solve(&inputs.problem()?)?;
+    Ok(report(&res))
+}
+
+fn run_coupling<T: Real, B: Backend<T>>(backend: B, a: &CouplingArgs) -> Json {
+    let inputs = Inputs::<T>::load(&a.solve)?;
+    let c = Solver::new(backend, a.solve.params()).coupling(&inputs.problem()?)?;
+    if inputs.single {
+        npy::write(&a.out, c.plan.index_axis(Axis(0), 0))?;
+    } else {
+        npy::write(&a.out, c.plan.view())?;
+    }
+    Ok(report(&c.result))
+}
+
+pub fn wasserstein(a: &WassersteinArgs) -> Json {
+    dispatch!(a.solve.dtype()?, a.solve.backend, run_wasserstein, a)
+}
+
+pub fn coupling(a: &CouplingArgs) -> Json {
+    dispatch!(a.solve.dtype()?, a.solve.backend, run_coupling, a)
+}
