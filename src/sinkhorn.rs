@@ -350,7 +350,13 @@ impl<B> Solver<B> {
         let nu = be.upload(&host(&problem.nu))?;
         let log_mu = be.upload(&log(&problem.mu))?;
         let log_nu = be.upload(&log(&problem.nu))?;
-        Ok(Prepared { cost, nu, log_mu, log_nu, batch, n, m })
+        // Zero potentials, −∞ on zero-mass bins (so they take no part from the first
+        // half-step on: the problem is exactly the one without those bins).
+        let init = |a: &ArrayView2<'_, T>| {
+            a.iter().map(|&v| if v > T::zero() { T::zero() } else { T::neg_infinity() }).collect::<Vec<T>>()
+        };
+        let (init_f, init_g) = (init(&problem.mu), init(&problem.nu));
+        Ok(Prepared { cost, nu, log_mu, log_nu, init_f, init_g, batch, n, m })
     }
 
     /// As [`Solver::solve`] for a batch already on the backend: only the potentials, `B`
@@ -376,12 +382,7 @@ impl<B> Solver<B> {
         let (mut f, mut g) = match &p.warm_start {
             // Zero potentials, −∞ on zero-mass bins (so they take no part from the first
             // half-step on: the problem is exactly the one without those bins).
-            None => {
-                let init = |a: &ArrayView2<'_, T>| {
-                    a.iter().map(|&v| if v > T::zero() { T::zero() } else { T::neg_infinity() }).collect::<Vec<T>>()
-                };
-                (be.upload(&init(&problem.mu))?, be.upload(&init(&problem.nu))?)
-            }
+            None => (be.upload(&pr.init_f)?, be.upload(&pr.init_g)?),
             Some(w) => {
                 if w.f.dim() != (batch, n) || w.g.dim() != (batch, m) {
                     return Err(Error::shape(
@@ -450,6 +451,9 @@ pub struct Prepared<T: Real, B: Backend<T>> {
     nu: B::Buffer,
     log_mu: B::Buffer,
     log_nu: B::Buffer,
+    /// Starting potentials on the host (0, or −∞ on zero-mass bins).
+    init_f: Vec<T>,
+    init_g: Vec<T>,
     batch: usize,
     n: usize,
     m: usize,
