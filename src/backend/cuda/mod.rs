@@ -117,8 +117,33 @@ fn cuda_err(what: &str, e: DriverError) -> Error {
     }
 }
 
-/// Default of the polynomial-exp2 share (rows of 4 per thread; see `cuda/sinkstep.cu`).
-const DEFAULT_POLY: usize = 0;
+/// Kernel choices of a [`CudaBackend`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CudaOptions {
+    /// Run [`Backend::iterate`] as one fused launch when a problem fits in one block's
+    /// shared memory (default `true`).
+    pub fused: bool,
+    /// Share of the f32 shared-cost half-step's exponentials computed by an FMA-pipe
+    /// polynomial instead of the MUFU unit, in sixteenths (0–4).
+    pub poly_rows: usize,
+}
+
+impl Default for CudaOptions {
+    fn default() -> Self {
+        CudaOptions { fused: true, poly_rows: 0 }
+    }
+}
+
+impl CudaOptions {
+    /// The defaults, overridden by `LOGOT_CUDA_FUSED=0|1` and `LOGOT_CUDA_POLY=0..4`.
+    pub fn from_env() -> Self {
+        let d = CudaOptions::default();
+        CudaOptions {
+            fused: std::env::var("LOGOT_CUDA_FUSED").map(|v| v != "0").unwrap_or(d.fused),
+            poly_rows: std::env::var("LOGOT_CUDA_POLY").ok().and_then(|v| v.parse().ok()).unwrap_or(d.poly_rows),
+        }
+    }
+}
 
 impl CudaBackend {
     /// The first GPU (ordinal 0).
@@ -126,10 +151,15 @@ impl CudaBackend {
         Self::with_device(0)
     }
 
-    /// The GPU with this ordinal. Errors: [`Error::Unavailable`] when the CUDA driver or
-    /// NVRTC cannot be loaded or there is no such GPU; [`Error::Cuda`] when a driver call
-    /// or the kernel compilation fails.
+    /// The GPU with this ordinal, with [`CudaOptions::from_env`]. Errors:
+    /// [`Error::Unavailable`] when the CUDA driver or NVRTC cannot be loaded or there is no
+    /// such GPU; [`Error::Cuda`] when a driver call or the kernel compilation fails.
     pub fn with_device(ordinal: usize) -> Result<Self> {
+        Self::with_options(ordinal, CudaOptions::from_env())
+    }
+
+    /// The GPU with this ordinal and explicit kernel options.
+    pub fn with_options(ordinal: usize, options: CudaOptions) -> Result<Self> {
         // cudarc panics when a library is missing; check first, and catch anything else.
         if !unsafe { sys::is_culib_present() } {
             return Err(Error::Unavailable("no CUDA driver: libcuda could not be loaded".into()));
@@ -139,7 +169,7 @@ impl CudaBackend {
                 "no NVRTC: libnvrtc could not be loaded (put the CUDA toolkit's lib64 on LD_LIBRARY_PATH)".into(),
             ));
         }
-        match std::panic::catch_unwind(|| Self::init(ordinal)) {
+        match std::panic::catch_unwind(|| Self::init(ordinal, options)) {
             Ok(r) => r,
             Err(p) => {
                 let msg = p
@@ -152,7 +182,7 @@ impl CudaBackend {
         }
     }
 
-    fn init(ordinal: usize) -> Result<Self> {
+    fn init(ordinal: usize, options: CudaOptions) -> Result<Self> {
         let count = match CudaContext::device_count() {
             Ok(c) => c,
             Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NO_DEVICE => 0,
@@ -201,8 +231,7 @@ impl CudaBackend {
             };
             f.set_attribute(opt_in, bytes as i32).map_err(|e| cuda_err("raising the shared-memory limit", e))?;
         }
-        let poly = std::env::var("LOGOT_CUDA_POLY").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_POLY).min(4);
-        let fused = std::env::var("LOGOT_CUDA_FUSED").map(|v| v != "0").unwrap_or(true);
+        let (poly, fused) = (options.poly_rows.min(4), options.fused);
         Ok(CudaBackend { inner: Arc::new(Inner { ctx, stream, funcs, device, sm_count, max_smem, poly, fused }) })
     }
 

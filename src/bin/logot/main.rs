@@ -31,7 +31,9 @@ mod npy;
 mod wasserstein;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use logot::{Error, Result};
+#[cfg(not(feature = "cuda"))]
+use logot::Error;
+use logot::Result;
 use std::process::ExitCode;
 
 #[derive(Parser)]
