@@ -21,7 +21,12 @@ template <> struct Num<float> {
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
   }
-  static __device__ __forceinline__ float log2(float x) { return log2f(x); }
+  // MUFU.LG2: absolute error about 2^-22 (the result is added to a shift of log2 units).
+  static __device__ __forceinline__ float log2(float x) {
+    float y;
+    asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+  }
   static __device__ __forceinline__ float exp(float x) { return expf(x); }
   static __device__ __forceinline__ bool is_finite(float x) { return isfinite(x); }
 };
@@ -35,26 +40,6 @@ template <> struct Num<double> {
   static __device__ __forceinline__ double exp(double x) { return ::exp(x); }
   static __device__ __forceinline__ bool is_finite(double x) { return isfinite(x); }
 };
-
-// 2^y on the FMA pipe (no MUFU): round y to n, 2^(y−n) by a degree-5 minimax polynomial
-// on [−½, ½] (relative error 2.4e-7 in f32, like MUFU.EX2), exponent added as integer
-// bits. y is clamped to [−125, 127]: below, the result is 2^−125 instead of a smaller
-// number (negligible next to a sum that holds a term ≥ 2^−90); above, 2^127, which the
-// callers' overflow checks catch exactly as they catch +inf.
-__device__ __forceinline__ float exp2_poly(float y) {
-  y = fminf(fmaxf(y, -125.0f), 127.0f);
-  const float magic = 12582912.0f;  // 1.5·2^23: adding it rounds to an integer
-  float t = y + magic;
-  float r = y - (t - magic);
-  float p = 1.3276471e-3f;
-  p = fmaf(p, r, 9.6755410e-3f);
-  p = fmaf(p, r, 5.5507131e-2f);
-  p = fmaf(p, r, 2.4022120e-1f);
-  p = fmaf(p, r, 6.9314694e-1f);
-  p = fmaf(p, r, 1.0000001f);
-  // The low bits of t hold n; (t_bits << 23) is n << 23 (the magic's bits shift out).
-  return __int_as_float((int)((u32)__float_as_int(p) + ((u32)__float_as_int(t) << 23)));
-}
 
 // Merge two (max, sum) pairs of a base-2 log-sum-exp: the result represents
 // M + log2(S) of the union. -inf maxima (empty parts) never produce NaN.

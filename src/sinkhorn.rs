@@ -251,6 +251,8 @@ pub(crate) struct Solved<T: Real, B: Backend<T>> {
     pub f: B::Buffer,
     pub g: B::Buffer,
     pub convergence: Convergence,
+    /// Transport costs when the solver already has them (from its final report).
+    pub distance: Option<Vec<T>>,
 }
 
 impl<B> Solver<B> {
@@ -295,7 +297,7 @@ impl<B> Solver<B> {
         B: Backend<T>,
     {
         let dims = (problem.batch_size(), problem.mu.ncols(), problem.nu.ncols());
-        self.finish_parts(dims, &s.cost, &s.f, &s.g, &s.convergence)
+        self.finish_parts(dims, &s.cost, &s.f, &s.g, &s.convergence, s.distance.clone())
     }
 
     /// Distances on the device, then the potentials to the host.
@@ -306,12 +308,16 @@ impl<B> Solver<B> {
         f: &B::Buffer,
         g: &B::Buffer,
         convergence: &Convergence,
+        distance: Option<Vec<T>>,
     ) -> Result<SinkhornResult<T>>
     where
         B: Backend<T>,
     {
         let eps = T::of(self.params.eps);
-        let distance = Array1::from(self.backend.transport_cost(cost, f, g, eps)?);
+        let distance = Array1::from(match distance {
+            Some(d) => d,
+            None => self.backend.transport_cost(cost, f, g, eps)?,
+        });
         if let Some(k) = distance.iter().position(|d| !d.is_finite()) {
             return Err(Error::Numerical(format!(
                 "the transport cost of problem {k} is {} (eps = {} may be too small for {})",
@@ -331,8 +337,8 @@ impl<B> Solver<B> {
         B: Backend<T>,
     {
         let prepared = self.prepare(problem)?;
-        let (f, g, convergence) = self.iterate_prepared(&prepared)?;
-        Ok(Solved { cost: prepared.cost, f, g, convergence })
+        let (f, g, convergence, distance) = self.iterate_prepared(&prepared)?;
+        Ok(Solved { cost: prepared.cost, f, g, convergence, distance })
     }
 
     /// Upload a batch to the backend once (cost prepared for the kernels, marginals and
@@ -353,7 +359,10 @@ impl<B> Solver<B> {
         // Zero potentials, −∞ on zero-mass bins (so they take no part from the first
         // half-step on: the problem is exactly the one without those bins).
         let init = |a: &ArrayView2<'_, T>| {
-            a.iter().map(|&v| if v > T::zero() { T::zero() } else { T::neg_infinity() }).collect::<Vec<T>>()
+            // None when every bin has mass: the backend fills zeros without an upload.
+            a.iter().any(|&v| v <= T::zero()).then(|| {
+                a.iter().map(|&v| if v > T::zero() { T::zero() } else { T::neg_infinity() }).collect::<Vec<T>>()
+            })
         };
         let (init_f, init_g) = (init(&problem.mu), init(&problem.nu));
         Ok(Prepared { cost, nu, log_mu, log_nu, init_f, init_g, batch, n, m })
@@ -365,12 +374,16 @@ impl<B> Solver<B> {
     where
         B: Backend<T>,
     {
-        let (f, g, convergence) = self.iterate_prepared(prepared)?;
-        self.finish_parts((prepared.batch, prepared.n, prepared.m), &prepared.cost, &f, &g, &convergence)
+        let (f, g, convergence, distance) = self.iterate_prepared(prepared)?;
+        self.finish_parts((prepared.batch, prepared.n, prepared.m), &prepared.cost, &f, &g, &convergence, distance)
     }
 
     /// The solver loop on uploaded data; returns the potentials (still on the device).
-    fn iterate_prepared<T: Real>(&self, pr: &Prepared<T, B>) -> Result<(B::Buffer, B::Buffer, Convergence)>
+    #[allow(clippy::type_complexity)]
+    fn iterate_prepared<T: Real>(
+        &self,
+        pr: &Prepared<T, B>,
+    ) -> Result<(B::Buffer, B::Buffer, Convergence, Option<Vec<T>>)>
     where
         B: Backend<T>,
     {
@@ -382,7 +395,13 @@ impl<B> Solver<B> {
         let (mut f, mut g) = match &p.warm_start {
             // Zero potentials, −∞ on zero-mass bins (so they take no part from the first
             // half-step on: the problem is exactly the one without those bins).
-            None => (be.upload(&pr.init_f)?, be.upload(&pr.init_g)?),
+            None => {
+                let start = |init: &Option<Vec<T>>, len: usize| match init {
+                    Some(v) => be.upload(v),
+                    None => be.filled(len, T::zero()),
+                };
+                (start(&pr.init_f, batch * n)?, start(&pr.init_g, batch * m)?)
+            }
             Some(w) => {
                 if w.f.dim() != (batch, n) || w.g.dim() != (batch, m) {
                     return Err(Error::shape(
@@ -434,13 +453,17 @@ impl<B> Solver<B> {
             it += 1;
             iterations += 1;
         }
+        let mut distance = None;
         if !converged {
-            // Measure the returned plan (f, g): one more g half-step, not applied.
-            be.sinkstep(cost, Side::Col, eps, &f, log_nu, &mut g_next)?;
-            err = max_error(be.marginal_error(batch, nu, &g, &g_next, eps)?)?;
+            // Measure the returned plan (f, g): its column error and, in the same pass on
+            // backends that can, its transport cost.
+            drop(g_next);
+            let (errs, costs) = be.column_error_and_cost(cost, &f, &g, nu, log_nu, eps)?;
+            err = max_error(errs)?;
             converged = tol > 0.0 && err <= tol;
+            distance = Some(costs);
         }
-        Ok((f, g, Convergence { iterations, marginal_error: err, tol, converged }))
+        Ok((f, g, Convergence { iterations, marginal_error: err, tol, converged }, distance))
     }
 }
 
@@ -451,9 +474,9 @@ pub struct Prepared<T: Real, B: Backend<T>> {
     nu: B::Buffer,
     log_mu: B::Buffer,
     log_nu: B::Buffer,
-    /// Starting potentials on the host (0, or −∞ on zero-mass bins).
-    init_f: Vec<T>,
-    init_g: Vec<T>,
+    /// Starting potentials on the host (0, or −∞ on zero-mass bins); `None`: all 0.
+    init_f: Option<Vec<T>>,
+    init_g: Option<Vec<T>>,
     batch: usize,
     n: usize,
     m: usize,

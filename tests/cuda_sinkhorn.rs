@@ -159,6 +159,46 @@ fn half_step_matches_cpu_on_every_kernel() {
     }
 }
 
+/// The end-of-solve report (column-marginal error and transport cost of the plan (f, g)),
+/// one pass on the GPU in f32, against the CPU's half-step + marginal error + transport
+/// cost in f64; f and g are arbitrary (not converged), so the shift hint is off too.
+fn check_report(gpu: &CudaBackend, batch: usize, n: usize, m: usize, per_problem: bool, eps: f64, zeros: usize, seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let nc = if per_problem { batch } else { 1 };
+    let cost = uniform(&mut rng, nc * n * m, 0.0, 1.0);
+    let nu = histograms(&mut rng, batch, m, zeros);
+    let lnu: Vec<f64> = nu.iter().map(|v| v.ln()).collect();
+    let f: Vec<f64> = uniform(&mut rng, batch * n, -0.3, 0.0);
+    let g: Vec<f64> = lnu.iter().map(|&l| if l == f64::NEG_INFINITY { l } else { eps * l + rng.random_range(-0.2..0.1) }).collect();
+    let c2 = Array2::from_shape_vec((n, m), cost[..n * m].to_vec()).unwrap();
+    let c3 = Array3::from_shape_vec((nc, n, m), cost.clone()).unwrap();
+    let src64: CostSource<'_, f64> = if per_problem { c3.view().into() } else { c2.view().into() };
+    let cpu = CpuBackend;
+    let cc = cpu.prepare_cost(&src64).unwrap();
+    let nuv: Vec<f64> = nu.iter().copied().collect();
+    let (werr, wcost) = cpu.column_error_and_cost(&cc, &f, &g, &nuv, &lnu, eps).unwrap();
+    let (c2f, c3f) = (c2.mapv(|v| v as f32), c3.mapv(|v| v as f32));
+    let src32: CostSource<'_, f32> = if per_problem { c3f.view().into() } else { c2f.view().into() };
+    let gc = Backend::<f32>::prepare_cost(gpu, &src32).unwrap();
+    let up = |v: &[f64]| gpu.upload(&cast::<f32>(v)).unwrap();
+    let (gerr, gcost) = gpu.column_error_and_cost(&gc, &up(&f), &up(&g), &up(&nuv), &up(&lnu), eps as f32).unwrap();
+    for b in 0..batch {
+        let (e, w) = (gerr[b] as f64, werr[b]);
+        assert!((e - w).abs() <= 1e-4 * (1.0 + w), "B={batch} {n}×{m} problem {b}: column error {e} vs {w}");
+        let (c, w) = (gcost[b] as f64, wcost[b]);
+        assert!(((c - w) / w).abs() <= 1e-4, "B={batch} {n}×{m} problem {b}: transport cost {c} vs {w}");
+    }
+}
+
+#[test]
+fn report_matches_cpu() {
+    let Some(gpu) = gpu() else { return };
+    check_report(&gpu, 20, 70, 90, false, 0.05, 0, 21); // shared cost, 16-problem tiles
+    check_report(&gpu, 9, 130, 37, false, 0.1, 2, 22); // odd sizes, zero-mass bins
+    check_report(&gpu, 3, 200, 150, false, 0.02, 1, 23); // one-problem tiles
+    check_report(&gpu, 4, 60, 80, true, 0.05, 0, 24); // one cost per problem
+}
+
 /// A whole solve on the GPU in f32 against the CPU in f64: distances within 1e-4
 /// (relative), potentials and the final marginal error close.
 fn check_solve(gpu: &CudaBackend, batch: usize, n: usize, m: usize, per_problem: bool, eps: f64, zeros: usize, seed: u64) {

@@ -152,6 +152,28 @@ pub trait Backend<T: Real> {
         eps: T,
     ) -> Result<Vec<T>>;
 
+    /// The column-marginal error `‖P_bᵀ1 − ν_b‖₁` and the transport cost `⟨P_b, C_b⟩` of
+    /// each plan `P_b = exp((f_b ⊕ g_b − C_b)/ε)`, as `(errors, costs)`: what a solver
+    /// reports at the end. The default runs a `g` half-step into scratch, then
+    /// [`Backend::marginal_error`] and [`Backend::transport_cost`]; a backend may compute
+    /// both in one pass over the cost.
+    #[allow(clippy::too_many_arguments)]
+    fn column_error_and_cost(
+        &self,
+        cost: &Self::Cost,
+        f: &Self::Buffer,
+        g: &Self::Buffer,
+        nu: &Self::Buffer,
+        log_nu: &Self::Buffer,
+        eps: T,
+    ) -> Result<(Vec<T>, Vec<T>)> {
+        let batch = batch_of(self.len(g), self.cost_dims(cost).m, "g")?;
+        let mut g_next = self.filled(self.len(g), T::zero())?;
+        self.sinkstep(cost, Side::Col, eps, f, log_nu, &mut g_next)?;
+        let errors = self.marginal_error(batch, nu, g, &g_next, eps)?;
+        Ok((errors, self.transport_cost(cost, f, g, eps)?))
+    }
+
     /// Transport cost per problem, `⟨P_b, C_b⟩ = Σ_ij exp((f_i + g_j − C_ij)/ε)·C_ij`.
     fn transport_cost(
         &self,

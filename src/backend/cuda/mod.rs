@@ -5,9 +5,9 @@
 //!   log-sum-exp: a block owns 16 problems × 32 outputs (one problem × 128 outputs for
 //!   per-problem costs or small batches), streams the reduction through shared memory,
 //!   and every cost element loaded is used by all the block's problems.
-//! * [`Backend::iterate`] runs small problems (cost and potentials fit in one block's
-//!   shared memory) as one launch for all iterations; larger ones run one launch per
-//!   half-step with no host synchronisation in between.
+//! * [`Backend::iterate`] runs small problems (both orientations of the cost and the
+//!   potentials fit in one block's shared memory) as one launch for all iterations; larger
+//!   ones run one launch per half-step with no host synchronisation in between.
 //! * Only marginal errors and distances (`B` numbers) are read back by the solver.
 //!
 //! Everything runs on one CUDA stream per backend, in order. Driver, compiler and kernel
@@ -53,17 +53,21 @@ struct TileCfg {
 const S16: TileCfg = TileCfg { bb: 16, bj: 32, kt: 128, smem: 2 * (128 * 32 + 128 * 20) };
 /// `sinkstep_b1_*`: TB=1, TJ=4, WB=1, WJ=32, 8 warps, KW=8.
 const B1: TileCfg = TileCfg { bb: 1, bj: 128, kt: 64, smem: 2 * (64 * 128 + 64) };
+/// `report_s16_*`: TB=4, TJ=2, WB=4, WJ=8, 8 warps, KW=16.
+const R16: TileCfg = TileCfg { bb: 16, bj: 16, kt: 128, smem: 2 * (128 * 16 + 128 * 20) };
 const TILED_THREADS: u32 = 256;
 const FUSED_THREADS: u32 = 1024;
 
 /// Kernels loaded from the compiled modules, by name.
 const KERNELS: &[&str] = &[
-    "sinkstep_s16_p0_f32",
-    "sinkstep_s16_p1_f32",
-    "sinkstep_s16_p2_f32",
-    "sinkstep_s16_p3_f32",
-    "sinkstep_s16_p4_f32",
-    "sinkstep_s16_p0_f64",
+    "sinkstep_s16_f32",
+    "sinkstep_s16_f64",
+    "report_s16_f32",
+    "report_s16_f64",
+    "report_b1_f32",
+    "report_b1_f64",
+    "report_sum_f32",
+    "report_sum_f64",
     "sinkstep_b1_f32",
     "sinkstep_b1_f64",
     "sinkstep_finish_f32",
@@ -89,11 +93,10 @@ struct Inner {
     device: String,
     sm_count: usize,
     max_smem: usize,
-    /// Rows (of 4) of each thread's last column that use the polynomial exp2 in the f32
-    /// shared-cost kernel (0 = all MUFU).
-    poly: usize,
     /// Whether `iterate` may use the fused small-problem kernel.
     fused: bool,
+    /// Lanes per output group in the fused kernel (0 = by reduction length).
+    fused_lanes: usize,
 }
 
 /// Computes on an NVIDIA GPU through the CUDA driver API. Cheap to clone (shares the
@@ -123,24 +126,24 @@ pub struct CudaOptions {
     /// Run [`Backend::iterate`] as one fused launch when a problem fits in one block's
     /// shared memory (default `true`).
     pub fused: bool,
-    /// Share of the f32 shared-cost half-step's exponentials computed by an FMA-pipe
-    /// polynomial instead of the MUFU unit, in sixteenths (0–4).
-    pub poly_rows: usize,
+    /// Lanes sharing one group of outputs in the fused small-problem kernel (a power of
+    /// two ≤ 32); 0 (default) picks about 16 reduction terms per lane.
+    pub fused_lanes: usize,
 }
 
 impl Default for CudaOptions {
     fn default() -> Self {
-        CudaOptions { fused: true, poly_rows: 0 }
+        CudaOptions { fused: true, fused_lanes: 0 }
     }
 }
 
 impl CudaOptions {
-    /// The defaults, overridden by `LOGOT_CUDA_FUSED=0|1` and `LOGOT_CUDA_POLY=0..4`.
+    /// The defaults, overridden by `LOGOT_CUDA_FUSED=0|1` and `LOGOT_CUDA_FUSED_LANES=G`.
     pub fn from_env() -> Self {
         let d = CudaOptions::default();
         CudaOptions {
             fused: std::env::var("LOGOT_CUDA_FUSED").map(|v| v != "0").unwrap_or(d.fused),
-            poly_rows: std::env::var("LOGOT_CUDA_POLY").ok().and_then(|v| v.parse().ok()).unwrap_or(d.poly_rows),
+            fused_lanes: std::env::var("LOGOT_CUDA_FUSED_LANES").ok().and_then(|v| v.parse().ok()).unwrap_or(d.fused_lanes),
         }
     }
 }
@@ -224,15 +227,15 @@ impl CudaBackend {
         }
         let opt_in = sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
         for (name, f) in &funcs {
-            let bytes = if name.starts_with("sinkstep_s16") || name.starts_with("sinkstep_b1") || name.starts_with("sinkhorn_fused") {
+            let bytes = if name.starts_with("sinkstep_") || name.starts_with("sinkhorn_fused") {
                 max_smem
             } else {
                 continue;
             };
             f.set_attribute(opt_in, bytes as i32).map_err(|e| cuda_err("raising the shared-memory limit", e))?;
         }
-        let (poly, fused) = (options.poly_rows.min(4), options.fused);
-        Ok(CudaBackend { inner: Arc::new(Inner { ctx, stream, funcs, device, sm_count, max_smem, poly, fused }) })
+        let (fused, fused_lanes) = (options.fused, options.fused_lanes);
+        Ok(CudaBackend { inner: Arc::new(Inner { ctx, stream, funcs, device, sm_count, max_smem, fused, fused_lanes }) })
     }
 
     /// The GPU's name.
@@ -267,6 +270,64 @@ impl CudaBackend {
         Ok((r, ms as f64))
     }
 
+    /// Launch a tiled half-step kernel (`sinkstep_*`, `report_*`). With `split`, the
+    /// reduction is divided across blocks when the grid alone would leave SMs idle, and
+    /// `sinkstep_finish` merges the partial sums.
+    fn launch_tiled<T: CudaReal>(&self, name: &str, tile: TileCfg, a: TiledArgs<T>) -> Result<()> {
+        let gx = a.batch.div_ceil(tile.bb);
+        let gy = a.l.div_ceil(tile.bj);
+        if gx > i32::MAX as usize || gy > 65535 {
+            return Err(Error::shape("sinkstep", format!("{} problems of {} outputs exceed the launch grid", a.batch, a.l)));
+        }
+        // Split blocks start from no shift hint, so they are a little slower: split only
+        // when the grid would leave SMs idle.
+        let blocks = gx * gy;
+        let sms = self.inner.sm_count;
+        let max_split = (a.k / (4 * tile.kt)).max(1);
+        let want = if a.split && blocks < sms { (2 * sms).div_ceil(blocks).min(max_split) } else { 1 };
+        let kslice = a.k.div_ceil(want).div_ceil(tile.kt) * tile.kt;
+        let splits = a.k.div_ceil(kslice);
+        let (bi, ki, li) = (to_i32(a.batch, "batch")?, to_i32(a.k, "cost")?, to_i32(a.l, "cost")?);
+        let smem = tile.smem * std::mem::size_of::<T>();
+        if smem > self.inner.max_smem {
+            return Err(Error::Unavailable(format!(
+                "the {} kernel needs {smem} bytes of shared memory per block; this GPU offers {}",
+                T::NAME,
+                self.inner.max_smem
+            )));
+        }
+        let parts = if splits > 1 { Some(self.alloc::<T>(2 * splits * a.batch * a.l, "K-split partials")?) } else { None };
+        let (pm, ps) = match &parts {
+            Some(p) => {
+                let base = self.ptr(p);
+                (base, base + (splits * a.batch * a.l * std::mem::size_of::<T>()) as u64)
+            }
+            None => a.parts,
+        };
+        let f = self.func(name)?.clone();
+        let kslice_i = to_i32(kslice, "cost")?;
+        let cfg = LaunchConfig {
+            grid_dim: (gx as u32, gy as u32, splits as u32),
+            block_dim: (TILED_THREADS, 1, 1),
+            shared_mem_bytes: smem as u32,
+        };
+        let mut b = self.inner.stream.launch_builder(&f);
+        b.arg(&a.r).arg(&a.stride).arg(&a.other).arg(&a.lm).arg(&a.out).arg(&pm).arg(&ps);
+        b.arg(&bi).arg(&ki).arg(&li).arg(&a.eps).arg(&kslice_i);
+        unsafe { b.launch(cfg) }.map_err(|e| cuda_err(&format!("launching {name}"), e))?;
+        if splits > 1 {
+            let f = self.func(&format!("sinkstep_finish_{}", T::SUFFIX))?.clone();
+            let total = a.batch * a.l;
+            let blocks = total.div_ceil(256).min(self.inner.sm_count * 16) as u32;
+            let sp = splits as i32;
+            let mut b = self.inner.stream.launch_builder(&f);
+            b.arg(&pm).arg(&ps).arg(&a.lm).arg(&a.out).arg(&bi).arg(&li).arg(&sp).arg(&a.eps);
+            unsafe { b.launch(cfg1(blocks, 256, 0)) }.map_err(|e| cuda_err("launching sinkstep_finish", e))?;
+        }
+        drop(parts);
+        Ok(())
+    }
+
     fn func(&self, name: &str) -> Result<&CudaFunction> {
         self.inner.funcs.get(name).ok_or_else(|| Error::Cuda(format!("kernel {name} is missing from the module")))
     }
@@ -297,6 +358,39 @@ impl CudaBackend {
         unsafe { b.launch(cfg1(blocks, 256, 0)) }.map_err(|e| cuda_err("launching fill", e))?;
         Ok(())
     }
+}
+
+/// Row length of the fused kernel's shared cost copies (`fused_pad` in cuda/sinkstep.cu):
+/// at least `l`, a multiple of 4, ≡ 4 (mod 32).
+fn fused_pad(l: usize) -> usize {
+    let p = l.div_ceil(4) * 4;
+    p + (36 - p % 32) % 32
+}
+
+/// Lanes per output group of the fused kernel (`fused_lanes` in cuda/sinkstep.cu).
+fn fused_lanes(k: usize) -> usize {
+    let mut g = 1;
+    while g < 32 && g * 16 < k {
+        g *= 2;
+    }
+    g
+}
+
+/// Device pointers and sizes of one tiled launch.
+struct TiledArgs<T> {
+    r: u64,
+    stride: i64,
+    other: u64,
+    lm: u64,
+    out: u64,
+    batch: usize,
+    k: usize,
+    l: usize,
+    eps: T,
+    /// Whether the reduction may be split across blocks (not for `report_*`).
+    split: bool,
+    /// `part_m`, `part_s` pointers when not split (the report's outputs).
+    parts: (u64, u64),
 }
 
 fn cfg1(blocks: u32, threads: u32, smem: u32) -> LaunchConfig {
@@ -465,64 +559,14 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
         }
         let per_problem = dims.batch.is_some();
         let (tile, name) = if !per_problem && batch >= 8 {
-            let p = if T::SUFFIX == "f32" { self.inner.poly } else { 0 };
-            (S16, format!("sinkstep_s16_p{p}_{}", T::SUFFIX))
+            (S16, format!("sinkstep_s16_{}", T::SUFFIX))
         } else {
             (B1, format!("sinkstep_b1_{}", T::SUFFIX))
         };
-        let gx = batch.div_ceil(tile.bb);
-        let gy = l_len.div_ceil(tile.bj);
-        if gx > i32::MAX as usize || gy > 65535 {
-            return Err(Error::shape("sinkstep", format!("{batch} problems of {l_len} outputs exceed the launch grid")));
-        }
-        // Split the reduction across blocks when the grid alone would not fill the GPU.
-        let blocks = gx * gy;
-        let target = 2 * self.inner.sm_count;
-        let max_split = (k_len / (4 * tile.kt)).max(1);
-        let want = if blocks < target { target.div_ceil(blocks).min(max_split) } else { 1 };
-        let kslice = k_len.div_ceil(want).div_ceil(tile.kt) * tile.kt;
-        let splits = k_len.div_ceil(kslice);
-        let (bi, ki, li) = (to_i32(batch, "batch")?, to_i32(k_len, "cost")?, to_i32(l_len, "cost")?);
         let stride = if per_problem { (dims.n * dims.m) as i64 } else { 0i64 };
-        let smem = tile.smem * std::mem::size_of::<T>();
-        if smem > self.inner.max_smem {
-            return Err(Error::Unavailable(format!(
-                "the {} kernel needs {smem} bytes of shared memory per block; this GPU offers {}",
-                T::NAME,
-                self.inner.max_smem
-            )));
-        }
-        let parts = if splits > 1 { Some(self.alloc::<T>(2 * splits * batch * l_len, "K-split partials")?) } else { None };
-        let (pm, ps) = match &parts {
-            Some(p) => {
-                let base = self.ptr(p);
-                (base, base + (splits * batch * l_len * std::mem::size_of::<T>()) as u64)
-            }
-            None => (0u64, 0u64),
-        };
-        let f = self.func(&name)?.clone();
         let (pr, po, pl, pout) = (self.ptr(r), self.ptr(&other.data), self.ptr(&log_marginal.data), self.ptr(&out.data));
-        let kslice_i = to_i32(kslice, "cost")?;
-        let cfg = LaunchConfig {
-            grid_dim: (gx as u32, gy as u32, splits as u32),
-            block_dim: (TILED_THREADS, 1, 1),
-            shared_mem_bytes: smem as u32,
-        };
-        let mut b = self.inner.stream.launch_builder(&f);
-        b.arg(&pr).arg(&stride).arg(&po).arg(&pl).arg(&pout).arg(&pm).arg(&ps);
-        b.arg(&bi).arg(&ki).arg(&li).arg(&eps).arg(&kslice_i);
-        unsafe { b.launch(cfg) }.map_err(|e| cuda_err("launching sinkstep", e))?;
-        if splits > 1 {
-            let f = self.func(&format!("sinkstep_finish_{}", T::SUFFIX))?.clone();
-            let total = batch * l_len;
-            let blocks = total.div_ceil(256).min(self.inner.sm_count * 16) as u32;
-            let sp = splits as i32;
-            let mut b = self.inner.stream.launch_builder(&f);
-            b.arg(&pm).arg(&ps).arg(&pl).arg(&pout).arg(&bi).arg(&li).arg(&sp).arg(&eps);
-            unsafe { b.launch(cfg1(blocks, 256, 0)) }.map_err(|e| cuda_err("launching sinkstep_finish", e))?;
-        }
-        drop(parts);
-        Ok(())
+        let args = TiledArgs { r: pr, stride, other: po, lm: pl, out: pout, batch, k: k_len, l: l_len, eps, split: true, parts: (0, 0) };
+        self.launch_tiled(&name, tile, args)
     }
 
     fn iterate(
@@ -545,7 +589,8 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
         if g.len != batch * m || log_mu.len != f.len || log_nu.len != g.len {
             return Err(Error::shape("iterate", format!("buffers do not fit {batch} problems of size {n}×{m}")));
         }
-        let smem = (n * (m + 1) + 2 * n + 2 * m) * std::mem::size_of::<T>();
+        let (n4, m4) = (n.div_ceil(4) * 4, m.div_ceil(4) * 4);
+        let smem = (n * fused_pad(m) + m * fused_pad(n) + 2 * n4 + 2 * m4) * std::mem::size_of::<T>();
         if !self.inner.fused || smem > self.inner.max_smem {
             for _ in 0..iters {
                 self.sinkstep(cost, Side::Col, eps, f, log_nu, g)?;
@@ -558,19 +603,71 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
         let (pc, pf, pg, pmu, pnu) =
             (self.ptr(&cost.c), self.ptr(&f.data), self.ptr(&g.data), self.ptr(&log_mu.data), self.ptr(&log_nu.data));
         let (ni, mi) = (n as i32, m as i32);
+        // Lanes per output group (a power of two ≤ 32), then enough threads for every
+        // output group of the wider half-step, in whole warps.
+        let lanes = |k: usize| match self.inner.fused_lanes {
+            0 => fused_lanes(k),
+            g => g.next_power_of_two().min(32),
+        };
+        let (g_col, g_row) = (lanes(n), lanes(m));
+        let threads = (m.div_ceil(4) * g_col).max(n.div_ceil(4) * g_row);
+        let threads = (threads.div_ceil(32) * 32).min(FUSED_THREADS as usize) as u32;
+        let (g_col, g_row) = (g_col as i32, g_row as i32);
         let mut left = iters;
         while left > 0 {
             let now = left.min(1 << 30);
             let it = now as i32;
             // One block per problem; the grid's x dimension holds 2^31 − 1 blocks.
             let gx = u32::try_from(batch).map_err(|_| Error::shape("iterate", "too many problems for one launch"))?;
-            let cfg = LaunchConfig { grid_dim: (gx, 1, 1), block_dim: (FUSED_THREADS, 1, 1), shared_mem_bytes: smem as u32 };
+            let cfg = LaunchConfig { grid_dim: (gx, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: smem as u32 };
             let mut b = self.inner.stream.launch_builder(&func);
             b.arg(&pc).arg(&stride).arg(&pf).arg(&pg).arg(&pmu).arg(&pnu).arg(&ni).arg(&mi).arg(&eps).arg(&it);
+            b.arg(&g_col).arg(&g_row);
             unsafe { b.launch(cfg) }.map_err(|e| cuda_err("launching sinkhorn_fused", e))?;
             left -= now;
         }
         Ok(())
+    }
+
+    fn column_error_and_cost(
+        &self,
+        cost: &CudaCost<T>,
+        f: &CudaBuffer<T>,
+        g: &CudaBuffer<T>,
+        nu: &CudaBuffer<T>,
+        log_nu: &CudaBuffer<T>,
+        eps: T,
+    ) -> Result<(Vec<T>, Vec<T>)> {
+        // One pass over the cost on the g side: column masses and cost-weighted sums of
+        // P = exp((f ⊕ g − C)/ε) per output, then one block per problem adds them up.
+        let dims = cost.dims;
+        let batch = check_fg(&dims, f, g)?;
+        if nu.len != g.len || log_nu.len != g.len {
+            return Err(Error::shape("nu", format!("length {} does not fit g of length {}", nu.len, g.len)));
+        }
+        let m = dims.m;
+        let (tile, name) = if dims.batch.is_none() && batch >= 8 {
+            (R16, format!("report_s16_{}", T::SUFFIX))
+        } else {
+            (B1, format!("report_b1_{}", T::SUFFIX))
+        };
+        let scratch = self.alloc::<T>(2 * batch * m, "report scratch")?;
+        let pm = self.ptr(&scratch);
+        let ps = pm + (batch * m * std::mem::size_of::<T>()) as u64;
+        let stride = if dims.batch.is_some() { (dims.n * m) as i64 } else { 0i64 };
+        let (pc, pf, pg, pl) = (self.ptr(&cost.c), self.ptr(&f.data), self.ptr(&g.data), self.ptr(&log_nu.data));
+        self.launch_tiled(&name, tile, TiledArgs { r: pc, stride, other: pf, lm: pl, out: pg, batch, k: dims.n, l: m, eps, split: false, parts: (pm, ps) })?;
+        let sums = unsafe { self.inner.stream.alloc::<f64>(2 * batch) }.map_err(|e| cuda_err("allocating report sums", e))?;
+        let func = self.func(&format!("report_sum_{}", T::SUFFIX))?.clone();
+        let (pn, pout, per) = (self.ptr(&nu.data), self.ptr(&sums), to_i32(m, "nu")?);
+        let gx = u32::try_from(batch).map_err(|_| Error::shape("nu", "too many problems"))?;
+        let mut b = self.inner.stream.launch_builder(&func);
+        b.arg(&pn).arg(&pm).arg(&ps).arg(&pout).arg(&per);
+        unsafe { b.launch(cfg1(gx, 256, 0)) }.map_err(|e| cuda_err("launching report_sum", e))?;
+        let host = self.inner.stream.clone_dtoh(&sums).map_err(|e| cuda_err("reading the report", e))?;
+        let errors = (0..batch).map(|k| T::of(host[2 * k])).collect();
+        let costs = (0..batch).map(|k| T::of(host[2 * k + 1])).collect();
+        Ok((errors, costs))
     }
 
     fn marginal_error(
