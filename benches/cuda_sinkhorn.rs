@@ -24,15 +24,22 @@ mod gpu {
         let (mu, _, cost) = problems::ot_b::<f32>(b, n);
         let prepared = gpu.prepare_cost(&CostSource::Dense(cost.view())).unwrap();
         let f = gpu.upload(&vec![0.0f32; b * n]).unwrap();
-        let log_nu = gpu.upload(&mu.iter().map(|v| v.ln()).collect::<Vec<f32>>()).unwrap();
+        let log_nu = gpu
+            .upload(&mu.iter().map(|v| v.ln()).collect::<Vec<f32>>())
+            .unwrap();
         let mut out = gpu.filled(b * n, 0.0f32).unwrap();
         g.throughput(Throughput::Elements((b * n * n) as u64));
-        g.bench_with_input(BenchmarkId::new("f32", format!("B{b}_n{n}")), &(), |bench, _| {
-            bench.iter(|| {
-                gpu.sinkstep(&prepared, Side::Col, 0.01, black_box(&f), &log_nu, &mut out).unwrap();
-                gpu.synchronize().unwrap()
-            })
-        });
+        g.bench_with_input(
+            BenchmarkId::new("f32", format!("B{b}_n{n}")),
+            &(),
+            |bench, _| {
+                bench.iter(|| {
+                    gpu.sinkstep(&prepared, Side::Col, 0.01, black_box(&f), &log_nu, &mut out)
+                        .unwrap();
+                    gpu.synchronize().unwrap()
+                })
+            },
+        );
         g.finish();
 
         let mut g = c.benchmark_group("cuda_sinkhorn");
@@ -54,7 +61,9 @@ mod gpu {
         let p = Problem::batch(mu.view(), nu.view(), cost.view()).unwrap();
         let prepared = solver.prepare(&p).unwrap();
         g.throughput(Throughput::Elements(2 * 100 * 64 * 2048 * 2048));
-        g.bench_function("otB_f32", |bench| bench.iter(|| solver.solve_prepared(&prepared).unwrap()));
+        g.bench_function("otB_f32", |bench| {
+            bench.iter(|| solver.solve_prepared(&prepared).unwrap())
+        });
         g.finish();
     }
 }

@@ -7,7 +7,7 @@
 // where R is "reduction-major": C (n×m) for the g-update (k = i, l = j) and Cᵀ (m×n) for
 // the f-update. In-kernel values are base 2: x = other·s − R·s with s = log2(e)/eps.
 
-#define OVF_LIMIT 18446744073709551616.0 /* 2^64: a part above it triggers the exact path */
+#define OVF_LIMIT 1.2379400392853803e27 /* 2^90: a part above it triggers the exact path */
 #define UNF_LIMIT 8.077935669463161e-28  /* 2^-90: a total below it means the shift was too high */
 #define HINT_MARGIN 8.0
 #define TRIGGER_HEADROOM 24.0
@@ -167,15 +167,18 @@ __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long lon
   int p_b0, p_k0;
   pot_index(tid, p_b0, p_k0);
   constexpr int P_KSTEP = (BB % 4 == 0) ? (NT / 32 / (BB / 4)) * 8 : NT / BB;
-  auto load_stage_full = [&](int st, int buf) {
+  auto load_cost_full = [&](int st, int buf) {
     T *cs = smem + buf * C::STAGE;
-    T *ps = cs + C::CS;
     const int kb = kbeg + st * KT;
     const T *csrc = Rb + (long long)(kb + c_row0) * L + j0 + c_col;
     T *cdst = cs + c_row0 * BJ + c_col;
 #pragma unroll
     for (int i = 0; i < KT * CH / NT; ++i)
       cp_async16(cdst + i * (NT / CH) * BJ, csrc + (long long)i * (NT / CH) * L, 16);
+  };
+  auto load_pot_full = [&](int st, int buf) {
+    T *ps = smem + buf * C::STAGE + C::CS;
+    const int kb = kbeg + st * KT;
     const T *psrc = other + (long long)(b0 + p_b0) * K + kb + p_k0;
     T *pdst = ps + p_k0 * BBP + p_b0;
 #pragma unroll
@@ -190,7 +193,8 @@ __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long lon
   };
   auto load_stage = [&](int st, int buf) {
     if (full_tile && kbeg + (st + 1) * KT <= kend) {
-      load_stage_full(st, buf);
+      load_cost_full(st, buf);
+      load_pot_full(st, buf);
     } else {
       load_cost(st, buf);
       load_pot(st, buf);
@@ -198,8 +202,18 @@ __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long lon
     cp_async_commit();
   };
 
+  // Programmatic dependent launch (sm_90): nothing written by the previous kernel is read
+  // before griddepcontrol.wait; then the next kernel may start launching (its blocks take
+  // SMs as this kernel's blocks retire, and wait in the same way).
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+
   for (int attempt = 0; attempt < 2; ++attempt) {
     const bool exact = split || attempt > 0;
+    // The first stage's copies are in flight while the shift hints load.
+    if (nst > 0) load_stage(0, 0);
     T M[TB][TJ], S[TB][TJ];
     T W[REPORT ? TB : 1][REPORT ? TJ : 1];  // cost-weighted sums (report mode)
 #pragma unroll
@@ -225,7 +239,6 @@ __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long lon
       }
 
     if (nst > 0) {
-      load_stage(0, 0);
       for (int st = 0; st < nst; ++st) {
         const int buf = st & 1;
         const bool more = st + 1 < nst;
@@ -412,12 +425,11 @@ __device__ __forceinline__ void sinkstep_finish(const T *__restrict__ part_m,
 // (its previous value, still in shared memory), with the same overflow trigger, and the G
 // lanes' sums are added by shuffles (a full (max, sum) merge if any lane re-shifted). A
 // total below 2^-90 makes the warp redo its groups from a -inf shift.
-#define FL 4
 
-// Padded row length ≥ L, a multiple of 4 and ≡ 4 (mod 32): 8 lanes at consecutive k read
+// Padded row length ≥ L rounded up to 8, ≡ 4 (mod 32): 8 lanes at consecutive k read
 // 16-byte vectors from 8 distinct bank quads.
 __device__ __forceinline__ int fused_pad(int L) {
-  int p = (L + 3) & ~3;
+  int p = (L + 7) & ~7;
   return p + ((4 - p) % 32 + 32) % 32;
 }
 
@@ -433,6 +445,7 @@ struct FusedSide {
   int K, Lp, G, gshift, nog;
 };
 
+template <int FL>
 __device__ __forceinline__ FusedSide fused_side(int L, int K, int G) {
   FusedSide sd;
   sd.K = K;
@@ -443,19 +456,9 @@ __device__ __forceinline__ FusedSide fused_side(int L, int K, int G) {
   return sd;
 }
 
-template <typename T>
-__device__ __forceinline__ void lane_terms(const T *P, const T *cs, int Lp, int k, int l0,
-                                           const T (&M)[FL], T (&part)[FL]) {
-  const T p = P[k];
-  T c[FL];
-  lds_vec<T, FL>(c, cs + k * Lp + l0);
-#pragma unroll
-  for (int q = 0; q < FL; ++q) part[q] += Num<T>::exp2(p + c[q] - M[q]);
-}
-
 // Cold path of a fused half-step: the group's outputs from scratch (lane max, lane sum,
 // merge across the G lanes). Called by whole warps.
-template <typename T>
+template <typename T, int FL>
 __device__ __noinline__ void fused_exact_group(T *O, const T *P, const T *LM, const T *cs,
                                                int Lp, int K, int G, int sub, int l0, bool act) {
   const T ninf = Num<T>::neg_inf();
@@ -484,6 +487,7 @@ __device__ __noinline__ void fused_exact_group(T *O, const T *P, const T *LM, co
   }
 #pragma unroll
   for (int q = 0; q < FL; ++q) lse_merge_lanes(M[q], S[q], G);
+  __syncwarp();  // every lane's reads of O precede lane 0's writes
   if (act && sub == 0) {
 #pragma unroll
     for (int q = 0; q < FL; ++q) {
@@ -497,7 +501,7 @@ __device__ __noinline__ void fused_exact_group(T *O, const T *P, const T *LM, co
 // multiple of FL (LM = -inf on the padding), so groups read and write whole vectors.
 // Hot path: shift = previous value (minus a margin), plain sums, a shuffle-add across the
 // G lanes; any overflow, invalid hint or too-small total sends the warp to the exact path.
-template <typename T>
+template <typename T, int FL>
 __device__ __forceinline__ void half_fused(T *O, const T *P, const T *LM, const T *cs,
                                            const FusedSide &sd) {
   const int tid = threadIdx.x;
@@ -522,13 +526,23 @@ __device__ __forceinline__ void half_fused(T *O, const T *P, const T *LM, const 
         part[q] = T(0);
       }
     }
-    if (act) {
-      int k = sub;
-      for (; k + G < K; k += 2 * G) {
-        lane_terms(P, cs, Lp, k, l0, H, part);
-        lane_terms(P, cs, Lp, k + G, l0, H, part);
+    if (act && sub < K) {
+      // Software-pipelined: the next term's loads are in flight during this one's math.
+      T p = P[sub], c[FL];
+      lds_vec<T, FL>(c, cs + sub * Lp + l0);
+      for (int k = sub + G; k < K; k += G) {
+        const T pn = P[k];
+        T cn[FL];
+        lds_vec<T, FL>(cn, cs + k * Lp + l0);
+#pragma unroll
+        for (int q = 0; q < FL; ++q) {
+          part[q] += Num<T>::exp2(p + c[q] - H[q]);
+          c[q] = cn[q];
+        }
+        p = pn;
       }
-      if (k < K) lane_terms(P, cs, Lp, k, l0, H, part);
+#pragma unroll
+      for (int q = 0; q < FL; ++q) part[q] += Num<T>::exp2(p + c[q] - H[q]);
     }
     bool bad = false;
 #pragma unroll
@@ -540,13 +554,16 @@ __device__ __forceinline__ void half_fused(T *O, const T *P, const T *LM, const 
 #pragma unroll
       for (int q = 0; q < FL; ++q) bad |= lmv[q] != ninf && !(part[q] >= T(UNF_LIMIT));
       if (!__any_sync(0xffffffffu, bad)) {
+        __syncwarp();  // every lane's reads of O precede lane 0's writes
         if (act && sub == 0) {
           T v[FL];
 #pragma unroll
           for (int q = 0; q < FL; ++q)
             v[q] = lmv[q] == ninf ? ninf : lmv[q] - (H[q] + Num<T>::log2(part[q]));
-          if constexpr (sizeof(T) == 4) {
-            *reinterpret_cast<float4 *>(O + l0) = make_float4(v[0], v[1], v[2], v[3]);
+          if constexpr (sizeof(T) == 4 && FL % 4 == 0) {
+#pragma unroll
+            for (int q = 0; q < FL; q += 4)
+              *reinterpret_cast<float4 *>(O + l0 + q) = make_float4(v[q], v[q + 1], v[q + 2], v[q + 3]);
           } else {
 #pragma unroll
             for (int q = 0; q < FL; ++q) O[l0 + q] = v[q];
@@ -555,11 +572,11 @@ __device__ __forceinline__ void half_fused(T *O, const T *P, const T *LM, const 
         continue;
       }
     }
-    fused_exact_group<T>(O, P, LM, cs, Lp, K, G, sub, l0, act);
+    fused_exact_group<T, FL>(O, P, LM, cs, Lp, K, G, sub, l0, act);
   }
 }
 
-template <typename T>
+template <typename T, int FL>
 __device__ __forceinline__ void sinkhorn_fused(const T *__restrict__ Cm, long long cost_stride,
                                                T *__restrict__ f, T *__restrict__ g,
                                                const T *__restrict__ lmu,
@@ -567,7 +584,7 @@ __device__ __forceinline__ void sinkhorn_fused(const T *__restrict__ Cm, long lo
                                                int iters, int g_col, int g_row) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int mp = fused_pad(m), np = fused_pad(n);
-  const int n4 = (n + 3) & ~3, m4 = (m + 3) & ~3;
+  const int n4 = (n + 7) & ~7, m4 = (m + 7) & ~7;  // vectors padded to a multiple of 8
   T *cs_col = reinterpret_cast<T *>(smem_raw);  // [i][j]: g-update reduces over i
   T *cs_row = cs_col + (long long)n * mp;        // [j][i]: f-update reduces over j
   T *F = cs_row + (long long)m * np;             // each vector padded to a multiple of 4
@@ -594,12 +611,12 @@ __device__ __forceinline__ void sinkhorn_fused(const T *__restrict__ Cm, long lo
     G[j] = j < m ? g[(long long)b * m + j] * s : ninf;
     LNU[j] = j < m ? lnu[(long long)b * m + j] * T(LOGOT_LOG2E) : ninf;
   }
-  const FusedSide col = fused_side(m, n, g_col), row = fused_side(n, m, g_row);
+  const FusedSide col = fused_side<FL>(m, n, g_col), row = fused_side<FL>(n, m, g_row);
   __syncthreads();
   for (int it = 0; it < iters; ++it) {
-    half_fused<T>(G, F, LNU, cs_col, col);  // g_j from f: reduce over rows i
+    half_fused<T, FL>(G, F, LNU, cs_col, col);  // g_j from f: reduce over rows i
     __syncthreads();
-    half_fused<T>(F, G, LMU, cs_row, row);  // f_i from g: reduce over columns j
+    half_fused<T, FL>(F, G, LMU, cs_row, row);  // f_i from g: reduce over columns j
     __syncthreads();
   }
   const T back = eps * T(LOGOT_LN2);
@@ -755,7 +772,7 @@ __device__ __forceinline__ void report_sum(const T *__restrict__ nu, const T *__
       sinkhorn_fused_##SUF(const T *C, long long cost_stride, T *f, T *g, const T *lmu,      \
                            const T *lnu, int n, int m, T eps, int iters, int g_col,          \
                            int g_row) {                                                      \
-    sinkhorn_fused<T>(C, cost_stride, f, g, lmu, lnu, n, m, eps, iters, g_col, g_row);       \
+    sinkhorn_fused<T, 4>(C, cost_stride, f, g, lmu, lnu, n, m, eps, iters, g_col, g_row);    \
   }                                                                                          \
   extern "C" __global__ void marginal_error_##SUF(const T *a, const T *old, const T *nw,     \
                                                   T *err, int per, T eps) {                  \
@@ -780,3 +797,11 @@ __device__ __forceinline__ void report_sum(const T *__restrict__ nu, const T *__
   }
 OTHERS(float, f32)
 OTHERS(double, f64)
+
+// Eight outputs per lane (f32 only).
+extern "C" __global__ void __launch_bounds__(1024)
+    sinkhorn_fused8_f32(const float *C, long long cost_stride, float *f, float *g,
+                        const float *lmu, const float *lnu, int n, int m, float eps, int iters,
+                        int g_col, int g_row) {
+  sinkhorn_fused<float, 8>(C, cost_stride, f, g, lmu, lnu, n, m, eps, iters, g_col, g_row);
+}

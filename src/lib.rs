@@ -27,17 +27,20 @@
 
 pub mod backend;
 mod error;
-mod real;
 pub mod problems;
+mod real;
 pub mod sinkhorn;
 mod validate;
 
-pub use backend::{cpu::CpuBackend, Backend, CostSource, Side};
 #[cfg(feature = "cuda")]
 pub use backend::cuda::CudaBackend;
+pub use backend::{cpu::CpuBackend, Backend, CostSource, Side};
 pub use error::{Error, Result};
 pub use real::Real;
-pub use sinkhorn::{Convergence, Coupling, EpsScaling, Prepared, Problem, SinkhornParams, SinkhornResult, Solver, WarmStart};
+pub use sinkhorn::{
+    Convergence, Coupling, EpsScaling, Prepared, Problem, SinkhornParams, SinkhornResult, Solver,
+    WarmStart,
+};
 
 use ndarray::{ArrayView1, ArrayView2};
 

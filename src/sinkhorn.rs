@@ -36,24 +36,43 @@ pub struct SinkhornParams {
 
 impl Default for SinkhornParams {
     fn default() -> Self {
-        SinkhornParams { eps: 0.01, max_iters: 1000, tol: None, check_every: 10, warm_start: None, eps_scaling: None }
+        SinkhornParams {
+            eps: 0.01,
+            max_iters: 1000,
+            tol: None,
+            check_every: 10,
+            warm_start: None,
+            eps_scaling: None,
+        }
     }
 }
 
 impl SinkhornParams {
     /// Default parameters with regularisation `eps`.
     pub fn new(eps: f64) -> Self {
-        SinkhornParams { eps, ..Default::default() }
+        SinkhornParams {
+            eps,
+            ..Default::default()
+        }
     }
     /// Run exactly `iters` iterations with no early stop (the marginal error is still
     /// measured and reported at the end).
     pub fn fixed_iterations(eps: f64, iters: usize) -> Self {
-        SinkhornParams { eps, max_iters: iters, tol: Some(0.0), ..Default::default() }
+        SinkhornParams {
+            eps,
+            max_iters: iters,
+            tol: Some(0.0),
+            ..Default::default()
+        }
     }
     fn validate(&self) -> Result<()> {
         check_eps("eps", self.eps)?;
         if self.max_iters == 0 {
-            return Err(Error::parameter("max_iters", 0, "at least one iteration is needed"));
+            return Err(Error::parameter(
+                "max_iters",
+                0,
+                "at least one iteration is needed",
+            ));
         }
         if self.check_every == 0 {
             return Err(Error::parameter("check_every", 0, "must be ≥ 1"));
@@ -66,7 +85,11 @@ impl SinkhornParams {
         if let Some(s) = &self.eps_scaling {
             check_eps("eps_scaling.start", s.start)?;
             if !(s.factor > 0.0 && s.factor < 1.0) {
-                return Err(Error::parameter("eps_scaling.factor", s.factor, "must lie in (0, 1)"));
+                return Err(Error::parameter(
+                    "eps_scaling.factor",
+                    s.factor,
+                    "must lie in (0, 1)",
+                ));
             }
         }
         Ok(())
@@ -153,12 +176,20 @@ pub struct Problem<'a, T> {
 
 impl<'a, T: Real> Problem<'a, T> {
     /// One problem: `μ` (n), `ν` (m), cost `C` (n×m).
-    pub fn new(mu: ArrayView1<'a, T>, nu: ArrayView1<'a, T>, cost: ArrayView2<'a, T>) -> Result<Self> {
+    pub fn new(
+        mu: ArrayView1<'a, T>,
+        nu: ArrayView1<'a, T>,
+        cost: ArrayView2<'a, T>,
+    ) -> Result<Self> {
         Self::batch(mu.insert_axis(Axis(0)), nu.insert_axis(Axis(0)), cost)
     }
 
     /// A batch: `μ` (B×n), `ν` (B×m) against one shared `n×m` cost or `B` costs (`B×n×m`).
-    pub fn batch(mu: ArrayView2<'a, T>, nu: ArrayView2<'a, T>, cost: impl Into<CostSource<'a, T>>) -> Result<Self> {
+    pub fn batch(
+        mu: ArrayView2<'a, T>,
+        nu: ArrayView2<'a, T>,
+        cost: impl Into<CostSource<'a, T>>,
+    ) -> Result<Self> {
         let cost = cost.into();
         let p = Problem { mu, nu, cost };
         p.validate()?;
@@ -189,21 +220,33 @@ impl<'a, T: Real> Problem<'a, T> {
         let (b, n) = self.mu.dim();
         let (bn, m) = self.nu.dim();
         if b != bn {
-            return Err(Error::shape("nu", format!("batch of {bn} problems but mu has {b}")));
+            return Err(Error::shape(
+                "nu",
+                format!("batch of {bn} problems but mu has {b}"),
+            ));
         }
         let dims = cost_dims(&self.cost);
         if dims.n == 0 || dims.m == 0 || dims.batch == Some(0) {
-            return Err(Error::Empty { arg: "cost".into(), detail: format!("shape {dims:?}") });
+            return Err(Error::Empty {
+                arg: "cost".into(),
+                detail: format!("shape {dims:?}"),
+            });
         }
         if (dims.n, dims.m) != (n, m) {
             return Err(Error::shape(
                 "cost",
-                format!("is {}×{} but mu has {n} and nu has {m} entries per problem", dims.n, dims.m),
+                format!(
+                    "is {}×{} but mu has {n} and nu has {m} entries per problem",
+                    dims.n, dims.m
+                ),
             ));
         }
         if let Some(bc) = dims.batch {
             if bc != b {
-                return Err(Error::shape("cost", format!("holds {bc} matrices but there are {b} problems")));
+                return Err(Error::shape(
+                    "cost",
+                    format!("holds {bc} matrices but there are {b} problems"),
+                ));
             }
         }
         match &self.cost {
@@ -217,10 +260,18 @@ impl<'a, T: Real> Problem<'a, T> {
 /// Sizes of a cost source before it is prepared.
 pub(crate) fn cost_dims<T>(cost: &CostSource<'_, T>) -> CostDims {
     match cost {
-        CostSource::Dense(c) => CostDims { n: c.nrows(), m: c.ncols(), batch: None },
+        CostSource::Dense(c) => CostDims {
+            n: c.nrows(),
+            m: c.ncols(),
+            batch: None,
+        },
         CostSource::DenseBatch(c) => {
             let (b, n, m) = c.dim();
-            CostDims { n, m, batch: Some(b) }
+            CostDims {
+                n,
+                m,
+                batch: Some(b),
+            }
         }
     }
 }
@@ -286,18 +337,32 @@ impl<B> Solver<B> {
         let s = self.run(problem)?;
         let result = self.finish(problem, &s)?;
         let eps = T::of(self.params.eps);
-        let plan = self.backend.download(&self.backend.plan(&s.cost, &s.f, &s.g, eps)?)?;
+        let plan = self
+            .backend
+            .download(&self.backend.plan(&s.cost, &s.f, &s.g, eps)?)?;
         let (b, n, m) = (problem.batch_size(), problem.mu.ncols(), problem.nu.ncols());
-        let plan = Array3::from_shape_vec((b, n, m), plan).map_err(|e| Error::Numerical(e.to_string()))?;
+        let plan =
+            Array3::from_shape_vec((b, n, m), plan).map_err(|e| Error::Numerical(e.to_string()))?;
         Ok(Coupling { plan, result })
     }
 
-    fn finish<T: Real>(&self, problem: &Problem<'_, T>, s: &Solved<T, B>) -> Result<SinkhornResult<T>>
+    fn finish<T: Real>(
+        &self,
+        problem: &Problem<'_, T>,
+        s: &Solved<T, B>,
+    ) -> Result<SinkhornResult<T>>
     where
         B: Backend<T>,
     {
         let dims = (problem.batch_size(), problem.mu.ncols(), problem.nu.ncols());
-        self.finish_parts(dims, &s.cost, &s.f, &s.g, &s.convergence, s.distance.clone())
+        self.finish_parts(
+            dims,
+            &s.cost,
+            &s.f,
+            &s.g,
+            &s.convergence,
+            s.distance.clone(),
+        )
     }
 
     /// Distances on the device, then the potentials to the host.
@@ -326,9 +391,17 @@ impl<B> Solver<B> {
                 T::NAME
             )));
         }
-        let f = Array2::from_shape_vec((b, n), self.backend.download(f)?).map_err(|e| Error::Numerical(e.to_string()))?;
-        let g = Array2::from_shape_vec((b, m), self.backend.download(g)?).map_err(|e| Error::Numerical(e.to_string()))?;
-        Ok(SinkhornResult { f, g, distance, eps: self.params.eps, convergence: convergence.clone() })
+        let f = Array2::from_shape_vec((b, n), self.backend.download(f)?)
+            .map_err(|e| Error::Numerical(e.to_string()))?;
+        let g = Array2::from_shape_vec((b, m), self.backend.download(g)?)
+            .map_err(|e| Error::Numerical(e.to_string()))?;
+        Ok(SinkhornResult {
+            f,
+            g,
+            distance,
+            eps: self.params.eps,
+            convergence: convergence.clone(),
+        })
     }
 
     /// Upload, iterate, and leave the potentials on the device.
@@ -338,7 +411,13 @@ impl<B> Solver<B> {
     {
         let prepared = self.prepare(problem)?;
         let (f, g, convergence, distance) = self.iterate_prepared(&prepared)?;
-        Ok(Solved { cost: prepared.cost, f, g, convergence, distance })
+        Ok(Solved {
+            cost: prepared.cost,
+            f,
+            g,
+            convergence,
+            distance,
+        })
     }
 
     /// Upload a batch to the backend once (cost prepared for the kernels, marginals and
@@ -361,11 +440,29 @@ impl<B> Solver<B> {
         let init = |a: &ArrayView2<'_, T>| {
             // None when every bin has mass: the backend fills zeros without an upload.
             a.iter().any(|&v| v <= T::zero()).then(|| {
-                a.iter().map(|&v| if v > T::zero() { T::zero() } else { T::neg_infinity() }).collect::<Vec<T>>()
+                a.iter()
+                    .map(|&v| {
+                        if v > T::zero() {
+                            T::zero()
+                        } else {
+                            T::neg_infinity()
+                        }
+                    })
+                    .collect::<Vec<T>>()
             })
         };
         let (init_f, init_g) = (init(&problem.mu), init(&problem.nu));
-        Ok(Prepared { cost, nu, log_mu, log_nu, init_f, init_g, batch, n, m })
+        Ok(Prepared {
+            cost,
+            nu,
+            log_mu,
+            log_nu,
+            init_f,
+            init_g,
+            batch,
+            n,
+            m,
+        })
     }
 
     /// As [`Solver::solve`] for a batch already on the backend: only the potentials, `B`
@@ -375,7 +472,14 @@ impl<B> Solver<B> {
         B: Backend<T>,
     {
         let (f, g, convergence, distance) = self.iterate_prepared(prepared)?;
-        self.finish_parts((prepared.batch, prepared.n, prepared.m), &prepared.cost, &f, &g, &convergence, distance)
+        self.finish_parts(
+            (prepared.batch, prepared.n, prepared.m),
+            &prepared.cost,
+            &f,
+            &g,
+            &convergence,
+            distance,
+        )
     }
 
     /// The solver loop on uploaded data; returns the potentials (still on the device).
@@ -406,12 +510,24 @@ impl<B> Solver<B> {
                 if w.f.dim() != (batch, n) || w.g.dim() != (batch, m) {
                     return Err(Error::shape(
                         "warm_start",
-                        format!("f is {:?} and g is {:?}, expected ({batch}, {n}) and ({batch}, {m})", w.f.dim(), w.g.dim()),
+                        format!(
+                            "f is {:?} and g is {:?}, expected ({batch}, {n}) and ({batch}, {m})",
+                            w.f.dim(),
+                            w.g.dim()
+                        ),
                     ));
                 }
                 // −∞ is allowed (zero-mass bins); NaN and +∞ are not.
-                if let Some(v) = w.f.iter().chain(w.g.iter()).find(|v| v.is_nan() || **v == f64::INFINITY) {
-                    return Err(Error::NonFinite { arg: "warm_start".into(), index: "?".into(), value: v.to_string() });
+                if let Some(v) =
+                    w.f.iter()
+                        .chain(w.g.iter())
+                        .find(|v| v.is_nan() || **v == f64::INFINITY)
+                {
+                    return Err(Error::NonFinite {
+                        arg: "warm_start".into(),
+                        index: "?".into(),
+                        value: v.to_string(),
+                    });
                 }
                 let to_t = |a: &Array2<f64>| a.iter().map(|&v| T::of(v)).collect::<Vec<T>>();
                 (be.upload(&to_t(&w.f))?, be.upload(&to_t(&w.g))?)
@@ -420,7 +536,15 @@ impl<B> Solver<B> {
         let mut iterations = 0;
         if let Some(s) = &p.eps_scaling {
             for e in s.stages(p.eps) {
-                be.iterate(cost, T::of(e), log_mu, log_nu, &mut f, &mut g, s.iters_per_stage)?;
+                be.iterate(
+                    cost,
+                    T::of(e),
+                    log_mu,
+                    log_nu,
+                    &mut f,
+                    &mut g,
+                    s.iters_per_stage,
+                )?;
                 iterations += s.iters_per_stage;
             }
         }
@@ -434,7 +558,11 @@ impl<B> Solver<B> {
         // `iterate` call, which a backend may fuse.
         let mut it = 0;
         while it < p.max_iters {
-            let next_check = if tol > 0.0 { (it / p.check_every + 1) * p.check_every } else { p.max_iters };
+            let next_check = if tol > 0.0 {
+                (it / p.check_every + 1) * p.check_every
+            } else {
+                p.max_iters
+            };
             let plain = next_check.min(p.max_iters) - it;
             be.iterate(cost, eps, log_mu, log_nu, &mut f, &mut g, plain)?;
             it += plain;
@@ -463,7 +591,17 @@ impl<B> Solver<B> {
             converged = tol > 0.0 && err <= tol;
             distance = Some(costs);
         }
-        Ok((f, g, Convergence { iterations, marginal_error: err, tol, converged }, distance))
+        Ok((
+            f,
+            g,
+            Convergence {
+                iterations,
+                marginal_error: err,
+                tol,
+                converged,
+            },
+            distance,
+        ))
     }
 }
 
@@ -491,7 +629,11 @@ impl<T: Real, B: Backend<T>> Prepared<T, B> {
 
 impl<T: Real, B: Backend<T>> std::fmt::Debug for Prepared<T, B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Prepared {{ batch: {}, n: {}, m: {} }}", self.batch, self.n, self.m)
+        write!(
+            f,
+            "Prepared {{ batch: {}, n: {}, m: {} }}",
+            self.batch, self.n, self.m
+        )
     }
 }
 
@@ -500,7 +642,9 @@ fn max_error<T: Real>(errs: Vec<T>) -> Result<f64> {
     for (k, e) in errs.iter().enumerate() {
         let e = e.f64();
         if e.is_nan() {
-            return Err(Error::Numerical(format!("the marginal error of problem {k} is NaN")));
+            return Err(Error::Numerical(format!(
+                "the marginal error of problem {k} is NaN"
+            )));
         }
         worst = worst.max(e);
     }

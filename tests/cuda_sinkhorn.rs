@@ -77,20 +77,43 @@ struct HalfStepCase {
 /// previous result, far too high, far too low, NaN.
 fn check_half_step(gpu: &CudaBackend, case: &HalfStepCase, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
-    let HalfStepCase { batch, n, m, per_problem, eps, zero_bins } = *case;
+    let HalfStepCase {
+        batch,
+        n,
+        m,
+        per_problem,
+        eps,
+        zero_bins,
+    } = *case;
     let nc = if per_problem { batch } else { 1 };
     let cost = uniform(&mut rng, nc * n * m, 0.0, 1.0);
     let f: Vec<f64> = (0..batch * n)
-        .map(|k| if zero_bins > 0 && k % 17 == 3 { f64::NEG_INFINITY } else { rng.random_range(-0.5..0.5) })
+        .map(|k| {
+            if zero_bins > 0 && k % 17 == 3 {
+                f64::NEG_INFINITY
+            } else {
+                rng.random_range(-0.5..0.5)
+            }
+        })
         .collect();
     let g: Vec<f64> = uniform(&mut rng, batch * m, -0.5, 0.5);
-    let lmu: Vec<f64> = histograms(&mut rng, batch, n, zero_bins).iter().map(|v| v.ln()).collect();
-    let lnu: Vec<f64> = histograms(&mut rng, batch, m, zero_bins).iter().map(|v| v.ln()).collect();
+    let lmu: Vec<f64> = histograms(&mut rng, batch, n, zero_bins)
+        .iter()
+        .map(|v| v.ln())
+        .collect();
+    let lnu: Vec<f64> = histograms(&mut rng, batch, m, zero_bins)
+        .iter()
+        .map(|v| v.ln())
+        .collect();
 
     let cpu = CpuBackend;
     let c2 = Array2::from_shape_vec((n, m), cost[..n * m].to_vec()).unwrap();
     let c3 = Array3::from_shape_vec((nc, n, m), cost.clone()).unwrap();
-    let src64: CostSource<'_, f64> = if per_problem { c3.view().into() } else { c2.view().into() };
+    let src64: CostSource<'_, f64> = if per_problem {
+        c3.view().into()
+    } else {
+        c2.view().into()
+    };
     let cc = cpu.prepare_cost(&src64).unwrap();
     for side in [Side::Col, Side::Row] {
         let (other, lm, len) = match side {
@@ -107,27 +130,49 @@ fn check_half_step(gpu: &CudaBackend, case: &HalfStepCase, seed: u64) {
         gpu.sinkstep(&gc, side, eps, &o, &l, &mut out).unwrap();
         let got = gpu.download(&out).unwrap();
         let d = max_abs_diff(&got, &want);
-        assert!(d <= 1e-12, "f64 {side:?} B={batch} {n}×{m} per_problem={per_problem}: max |Δ| = {d:e}");
+        assert!(
+            d <= 1e-12,
+            "f64 {side:?} B={batch} {n}×{m} per_problem={per_problem}: max |Δ| = {d:e}"
+        );
 
         // f32: the arguments (other − C)/eps carry f32 rounding, ~6e-8 of their size.
         let c2f = c2.mapv(|v| v as f32);
         let c3f = c3.mapv(|v| v as f32);
-        let src32: CostSource<'_, f32> = if per_problem { c3f.view().into() } else { c2f.view().into() };
+        let src32: CostSource<'_, f32> = if per_problem {
+            c3f.view().into()
+        } else {
+            c2f.view().into()
+        };
         let gc = Backend::<f32>::prepare_cost(gpu, &src32).unwrap();
-        let (o, l) = (gpu.upload(&cast::<f32>(other)).unwrap(), gpu.upload(&cast::<f32>(lm)).unwrap());
+        let (o, l) = (
+            gpu.upload(&cast::<f32>(other)).unwrap(),
+            gpu.upload(&cast::<f32>(lm)).unwrap(),
+        );
         // f32 rounding of the inputs and of (other − C)/eps costs a few 1e-7 here.
         let tol = 2e-6;
         let prev: Vec<f32> = cast(&want);
         let fills: [(&str, Vec<f32>); 4] = [
             ("previous result", prev.clone()),
-            ("too high", prev.iter().map(|v| v - 300.0 * eps as f32).collect()),
-            ("too low", prev.iter().map(|v| v + 300.0 * eps as f32).collect()),
+            (
+                "too high",
+                prev.iter().map(|v| v - 300.0 * eps as f32).collect(),
+            ),
+            (
+                "too low",
+                prev.iter().map(|v| v + 300.0 * eps as f32).collect(),
+            ),
             ("NaN", vec![f32::NAN; len]),
         ];
         for (what, fill) in fills {
             let mut out = gpu.upload(&fill).unwrap();
-            gpu.sinkstep(&gc, side, eps as f32, &o, &l, &mut out).unwrap();
-            let got: Vec<f64> = gpu.download(&out).unwrap().iter().map(|&v| v as f64).collect();
+            gpu.sinkstep(&gc, side, eps as f32, &o, &l, &mut out)
+                .unwrap();
+            let got: Vec<f64> = gpu
+                .download(&out)
+                .unwrap()
+                .iter()
+                .map(|&v| v as f64)
+                .collect();
             let d = max_abs_diff(&got, &want);
             assert!(
                 d <= tol,
@@ -142,17 +187,59 @@ fn half_step_matches_cpu_on_every_kernel() {
     let Some(gpu) = gpu() else { return };
     let cases = [
         // shared cost, ≥ 8 problems: 16-problem tiles; 70×90 leaves partial tiles
-        HalfStepCase { batch: 20, n: 70, m: 90, per_problem: false, eps: 0.05, zero_bins: 0 },
+        HalfStepCase {
+            batch: 20,
+            n: 70,
+            m: 90,
+            per_problem: false,
+            eps: 0.05,
+            zero_bins: 0,
+        },
         // many tiles in both directions, no K split
-        HalfStepCase { batch: 64, n: 300, m: 516, per_problem: false, eps: 0.02, zero_bins: 2 },
+        HalfStepCase {
+            batch: 64,
+            n: 300,
+            m: 516,
+            per_problem: false,
+            eps: 0.02,
+            zero_bins: 2,
+        },
         // few problems: one-problem tiles with the reduction split across blocks
-        HalfStepCase { batch: 3, n: 2000, m: 130, per_problem: false, eps: 0.05, zero_bins: 0 },
+        HalfStepCase {
+            batch: 3,
+            n: 2000,
+            m: 130,
+            per_problem: false,
+            eps: 0.05,
+            zero_bins: 0,
+        },
         // odd sizes (no 16-byte cost rows) and zero-mass bins
-        HalfStepCase { batch: 9, n: 37, m: 129, per_problem: false, eps: 0.1, zero_bins: 3 },
+        HalfStepCase {
+            batch: 9,
+            n: 37,
+            m: 129,
+            per_problem: false,
+            eps: 0.1,
+            zero_bins: 3,
+        },
         // one cost per problem
-        HalfStepCase { batch: 5, n: 150, m: 64, per_problem: true, eps: 0.05, zero_bins: 1 },
+        HalfStepCase {
+            batch: 5,
+            n: 150,
+            m: 64,
+            per_problem: true,
+            eps: 0.05,
+            zero_bins: 1,
+        },
         // a single problem with a long reduction (K split) and a small eps
-        HalfStepCase { batch: 1, n: 3000, m: 40, per_problem: false, eps: 0.005, zero_bins: 0 },
+        HalfStepCase {
+            batch: 1,
+            n: 3000,
+            m: 40,
+            per_problem: false,
+            eps: 0.005,
+            zero_bins: 0,
+        },
     ];
     for (k, c) in cases.iter().enumerate() {
         check_half_step(&gpu, c, 100 + k as u64);
@@ -162,64 +249,159 @@ fn half_step_matches_cpu_on_every_kernel() {
 /// The end-of-solve report (column-marginal error and transport cost of the plan (f, g)),
 /// one pass on the GPU in f32, against the CPU's half-step + marginal error + transport
 /// cost in f64; f and g are arbitrary (not converged), so the shift hint is off too.
-fn check_report(gpu: &CudaBackend, batch: usize, n: usize, m: usize, per_problem: bool, eps: f64, zeros: usize, seed: u64) {
+fn check_report(gpu: &CudaBackend, case: &HalfStepCase, seed: u64) {
+    let HalfStepCase {
+        batch,
+        n,
+        m,
+        per_problem,
+        eps,
+        zero_bins: zeros,
+    } = *case;
     let mut rng = StdRng::seed_from_u64(seed);
     let nc = if per_problem { batch } else { 1 };
     let cost = uniform(&mut rng, nc * n * m, 0.0, 1.0);
     let nu = histograms(&mut rng, batch, m, zeros);
     let lnu: Vec<f64> = nu.iter().map(|v| v.ln()).collect();
     let f: Vec<f64> = uniform(&mut rng, batch * n, -0.3, 0.0);
-    let g: Vec<f64> = lnu.iter().map(|&l| if l == f64::NEG_INFINITY { l } else { eps * l + rng.random_range(-0.2..0.1) }).collect();
+    let g: Vec<f64> = lnu
+        .iter()
+        .map(|&l| {
+            if l == f64::NEG_INFINITY {
+                l
+            } else {
+                eps * l + rng.random_range(-0.2..0.1)
+            }
+        })
+        .collect();
     let c2 = Array2::from_shape_vec((n, m), cost[..n * m].to_vec()).unwrap();
     let c3 = Array3::from_shape_vec((nc, n, m), cost.clone()).unwrap();
-    let src64: CostSource<'_, f64> = if per_problem { c3.view().into() } else { c2.view().into() };
+    let src64: CostSource<'_, f64> = if per_problem {
+        c3.view().into()
+    } else {
+        c2.view().into()
+    };
     let cpu = CpuBackend;
     let cc = cpu.prepare_cost(&src64).unwrap();
     let nuv: Vec<f64> = nu.iter().copied().collect();
-    let (werr, wcost) = cpu.column_error_and_cost(&cc, &f, &g, &nuv, &lnu, eps).unwrap();
+    let (werr, wcost) = cpu
+        .column_error_and_cost(&cc, &f, &g, &nuv, &lnu, eps)
+        .unwrap();
     let (c2f, c3f) = (c2.mapv(|v| v as f32), c3.mapv(|v| v as f32));
-    let src32: CostSource<'_, f32> = if per_problem { c3f.view().into() } else { c2f.view().into() };
+    let src32: CostSource<'_, f32> = if per_problem {
+        c3f.view().into()
+    } else {
+        c2f.view().into()
+    };
     let gc = Backend::<f32>::prepare_cost(gpu, &src32).unwrap();
     let up = |v: &[f64]| gpu.upload(&cast::<f32>(v)).unwrap();
-    let (gerr, gcost) = gpu.column_error_and_cost(&gc, &up(&f), &up(&g), &up(&nuv), &up(&lnu), eps as f32).unwrap();
+    let (gerr, gcost) = gpu
+        .column_error_and_cost(&gc, &up(&f), &up(&g), &up(&nuv), &up(&lnu), eps as f32)
+        .unwrap();
     for b in 0..batch {
         let (e, w) = (gerr[b] as f64, werr[b]);
-        assert!((e - w).abs() <= 1e-4 * (1.0 + w), "B={batch} {n}×{m} problem {b}: column error {e} vs {w}");
+        assert!(
+            (e - w).abs() <= 1e-4 * (1.0 + w),
+            "B={batch} {n}×{m} problem {b}: column error {e} vs {w}"
+        );
         let (c, w) = (gcost[b] as f64, wcost[b]);
-        assert!(((c - w) / w).abs() <= 1e-4, "B={batch} {n}×{m} problem {b}: transport cost {c} vs {w}");
+        assert!(
+            ((c - w) / w).abs() <= 1e-4,
+            "B={batch} {n}×{m} problem {b}: transport cost {c} vs {w}"
+        );
     }
 }
 
 #[test]
 fn report_matches_cpu() {
     let Some(gpu) = gpu() else { return };
-    check_report(&gpu, 20, 70, 90, false, 0.05, 0, 21); // shared cost, 16-problem tiles
-    check_report(&gpu, 9, 130, 37, false, 0.1, 2, 22); // odd sizes, zero-mass bins
-    check_report(&gpu, 3, 200, 150, false, 0.02, 1, 23); // one-problem tiles
-    check_report(&gpu, 4, 60, 80, true, 0.05, 0, 24); // one cost per problem
+    check_report(
+        &gpu,
+        &HalfStepCase {
+            batch: 20,
+            n: 70,
+            m: 90,
+            per_problem: false,
+            eps: 0.05,
+            zero_bins: 0,
+        },
+        21,
+    ); // shared cost, 16-problem tiles
+    check_report(
+        &gpu,
+        &HalfStepCase {
+            batch: 9,
+            n: 130,
+            m: 37,
+            per_problem: false,
+            eps: 0.1,
+            zero_bins: 2,
+        },
+        22,
+    ); // odd sizes, zero-mass bins
+    check_report(
+        &gpu,
+        &HalfStepCase {
+            batch: 3,
+            n: 200,
+            m: 150,
+            per_problem: false,
+            eps: 0.02,
+            zero_bins: 1,
+        },
+        23,
+    ); // one-problem tiles
+    check_report(
+        &gpu,
+        &HalfStepCase {
+            batch: 4,
+            n: 60,
+            m: 80,
+            per_problem: true,
+            eps: 0.05,
+            zero_bins: 0,
+        },
+        24,
+    ); // one cost per problem
 }
 
 /// A whole solve on the GPU in f32 against the CPU in f64: distances within 1e-4
 /// (relative), potentials and the final marginal error close.
-fn check_solve(gpu: &CudaBackend, batch: usize, n: usize, m: usize, per_problem: bool, eps: f64, zeros: usize, seed: u64) {
+fn check_solve(gpu: &CudaBackend, case: &HalfStepCase, seed: u64) {
+    let HalfStepCase {
+        batch,
+        n,
+        m,
+        per_problem,
+        eps,
+        zero_bins: zeros,
+    } = *case;
     let mut rng = StdRng::seed_from_u64(seed);
     let mu = histograms(&mut rng, batch, n, zeros);
     let nu = histograms(&mut rng, batch, m, zeros);
     let xs = uniform(&mut rng, n, 0.0, 1.0);
     let ys = uniform(&mut rng, m, 0.0, 1.0);
     let nc = if per_problem { batch } else { 1 };
-    let c3 = Array3::from_shape_fn((nc, n, m), |(b, i, j)| (xs[i] - ys[j]).powi(2) * (1.0 + 0.1 * b as f64));
+    let c3 = Array3::from_shape_fn((nc, n, m), |(b, i, j)| {
+        (xs[i] - ys[j]).powi(2) * (1.0 + 0.1 * b as f64)
+    });
     let params = SinkhornParams::fixed_iterations(eps, 300);
     let want = if per_problem {
-        Solver::new(CpuBackend, params.clone()).solve(&Problem::batch(mu.view(), nu.view(), c3.view()).unwrap())
+        Solver::new(CpuBackend, params.clone())
+            .solve(&Problem::batch(mu.view(), nu.view(), c3.view()).unwrap())
     } else {
         Solver::new(CpuBackend, params.clone())
             .solve(&Problem::batch(mu.view(), nu.view(), c3.index_axis(Axis(0), 0)).unwrap())
     }
     .unwrap();
-    let (muf, nuf, c3f) = (mu.mapv(|v| v as f32), nu.mapv(|v| v as f32), c3.mapv(|v| v as f32));
+    let (muf, nuf, c3f) = (
+        mu.mapv(|v| v as f32),
+        nu.mapv(|v| v as f32),
+        c3.mapv(|v| v as f32),
+    );
     let got = if per_problem {
-        Solver::new(gpu.clone(), params.clone()).solve(&Problem::batch(muf.view(), nuf.view(), c3f.view()).unwrap())
+        Solver::new(gpu.clone(), params.clone())
+            .solve(&Problem::batch(muf.view(), nuf.view(), c3f.view()).unwrap())
     } else {
         Solver::new(gpu.clone(), params.clone())
             .solve(&Problem::batch(muf.view(), nuf.view(), c3f.index_axis(Axis(0), 0)).unwrap())
@@ -246,28 +428,90 @@ fn check_solve(gpu: &CudaBackend, batch: usize, n: usize, m: usize, per_problem:
 #[test]
 fn solve_matches_cpu_fused_small_problems() {
     let Some(gpu) = gpu() else { return };
-    check_solve(&gpu, 12, 70, 90, false, 0.05, 0, 1);
-    check_solve(&gpu, 3, 40, 33, true, 0.05, 2, 2);
+    check_solve(
+        &gpu,
+        &HalfStepCase {
+            batch: 12,
+            n: 70,
+            m: 90,
+            per_problem: false,
+            eps: 0.05,
+            zero_bins: 0,
+        },
+        1,
+    );
+    check_solve(
+        &gpu,
+        &HalfStepCase {
+            batch: 3,
+            n: 40,
+            m: 33,
+            per_problem: true,
+            eps: 0.05,
+            zero_bins: 2,
+        },
+        2,
+    );
 }
 
 #[test]
 fn solve_matches_cpu_tiled_problems() {
     // Too large for the fused kernel's shared memory: one launch per half-step.
     let Some(gpu) = gpu() else { return };
-    check_solve(&gpu, 20, 300, 260, false, 0.05, 1, 3);
-    check_solve(&gpu, 2, 400, 300, false, 0.02, 0, 4);
-    check_solve(&gpu, 4, 260, 300, true, 0.05, 0, 5);
+    check_solve(
+        &gpu,
+        &HalfStepCase {
+            batch: 20,
+            n: 300,
+            m: 260,
+            per_problem: false,
+            eps: 0.05,
+            zero_bins: 1,
+        },
+        3,
+    );
+    check_solve(
+        &gpu,
+        &HalfStepCase {
+            batch: 2,
+            n: 400,
+            m: 300,
+            per_problem: false,
+            eps: 0.02,
+            zero_bins: 0,
+        },
+        4,
+    );
+    check_solve(
+        &gpu,
+        &HalfStepCase {
+            batch: 4,
+            n: 260,
+            m: 300,
+            per_problem: true,
+            eps: 0.05,
+            zero_bins: 0,
+        },
+        5,
+    );
 }
 
 #[test]
 fn fused_and_half_steps_agree() {
     let Some(fused) = gpu() else { return };
-    let Some(steps) = gpu_with(CudaOptions { fused: false, ..CudaOptions::default() }) else { return };
+    let Some(steps) = gpu_with(CudaOptions {
+        fused: false,
+        ..CudaOptions::default()
+    }) else {
+        return;
+    };
     let mut rng = StdRng::seed_from_u64(7);
     let (b, n, m) = (4, 100, 80);
     let mu = histograms(&mut rng, b, n, 1).mapv(|v| v as f32);
     let nu = histograms(&mut rng, b, m, 1).mapv(|v| v as f32);
-    let c = Array2::from_shape_fn((n, m), |(i, j)| ((i as f32 / n as f32) - (j as f32 / m as f32)).powi(2));
+    let c = Array2::from_shape_fn((n, m), |(i, j)| {
+        ((i as f32 / n as f32) - (j as f32 / m as f32)).powi(2)
+    });
     let p = Problem::batch(mu.view(), nu.view(), c.view()).unwrap();
     let params = SinkhornParams::fixed_iterations(0.01, 150);
     let a = Solver::new(fused, params.clone()).solve(&p).unwrap();
@@ -276,9 +520,33 @@ fn fused_and_half_steps_agree() {
         &a.f.iter().map(|&v| v as f64).collect::<Vec<_>>(),
         &s.f.iter().map(|&v| v as f64).collect::<Vec<_>>(),
     );
-    assert!(d <= 2e-5, "fused and per-half-step potentials differ by {d:e}");
+    assert!(
+        d <= 2e-5,
+        "fused and per-half-step potentials differ by {d:e}"
+    );
     for k in 0..b {
         assert!(((a.distance[k] - s.distance[k]) / s.distance[k]).abs() <= 1e-5);
+    }
+    // Eight outputs per lane, and a single lane per group (no shuffles).
+    for (outputs, lanes) in [(8, 0), (4, 1), (8, 32)] {
+        let Some(v) = gpu_with(CudaOptions {
+            fused_outputs: outputs,
+            fused_lanes: lanes,
+            ..CudaOptions::default()
+        }) else {
+            return;
+        };
+        let r = Solver::new(v, SinkhornParams::fixed_iterations(0.01, 150))
+            .solve(&p)
+            .unwrap();
+        let d = max_abs_diff(
+            &r.f.iter().map(|&v| v as f64).collect::<Vec<_>>(),
+            &s.f.iter().map(|&v| v as f64).collect::<Vec<_>>(),
+        );
+        assert!(
+            d <= 2e-5,
+            "fused ({outputs} outputs, {lanes} lanes) and per-half-step potentials differ by {d:e}"
+        );
     }
 }
 
@@ -289,11 +557,24 @@ fn ot_a_matches_cpu_and_has_gradient() {
     let Some(gpu) = gpu() else { return };
     let (mu, nu, c) = logot::problems::ot_a::<f64>();
     let params = SinkhornParams::fixed_iterations(1e-3, 200);
-    let want = Solver::new(CpuBackend, params.clone()).solve(&Problem::new(mu.view(), nu.view(), c.view()).unwrap()).unwrap();
-    let (muf, nuf, cf) = (mu.mapv(|v| v as f32), nu.mapv(|v| v as f32), c.mapv(|v| v as f32));
-    let got = Solver::new(gpu, params).solve(&Problem::new(muf.view(), nuf.view(), cf.view()).unwrap()).unwrap();
+    let want = Solver::new(CpuBackend, params.clone())
+        .solve(&Problem::new(mu.view(), nu.view(), c.view()).unwrap())
+        .unwrap();
+    let (muf, nuf, cf) = (
+        mu.mapv(|v| v as f32),
+        nu.mapv(|v| v as f32),
+        c.mapv(|v| v as f32),
+    );
+    let got = Solver::new(gpu, params)
+        .solve(&Problem::new(muf.view(), nuf.view(), cf.view()).unwrap())
+        .unwrap();
     let rel = ((got.distance[0] as f64 - want.distance[0]) / want.distance[0]).abs();
-    assert!(rel <= 1e-4, "otA distance {} vs {}: relative {rel:e}", got.distance[0], want.distance[0]);
+    assert!(
+        rel <= 1e-4,
+        "otA distance {} vs {}: relative {rel:e}",
+        got.distance[0],
+        want.distance[0]
+    );
     let centred = |f: Vec<f64>| {
         let mean = f.iter().sum::<f64>() / f.len() as f64;
         f.into_iter().map(|v| v - mean).collect::<Vec<_>>()
@@ -316,9 +597,18 @@ fn small_eps_stays_finite_and_close() {
     let x: Vec<f64> = (0..n).map(|i| i as f64 / (n - 1) as f64).collect();
     let c = Array2::from_shape_fn((n, n), |(i, j)| (x[i] - x[j]).powi(2));
     let params = SinkhornParams::fixed_iterations(1e-3, 200);
-    let want = Solver::new(CpuBackend, params.clone()).solve(&Problem::batch(mu.view(), nu.view(), c.view()).unwrap()).unwrap();
+    let want = Solver::new(CpuBackend, params.clone())
+        .solve(&Problem::batch(mu.view(), nu.view(), c.view()).unwrap())
+        .unwrap();
     let got = Solver::new(gpu, params)
-        .solve(&Problem::batch(mu.mapv(|v| v as f32).view(), nu.mapv(|v| v as f32).view(), c.mapv(|v| v as f32).view()).unwrap())
+        .solve(
+            &Problem::batch(
+                mu.mapv(|v| v as f32).view(),
+                nu.mapv(|v| v as f32).view(),
+                c.mapv(|v| v as f32).view(),
+            )
+            .unwrap(),
+        )
         .unwrap();
     for k in 0..b {
         let (g, w) = (got.distance[k] as f64, want.distance[k]);
@@ -336,12 +626,29 @@ fn plan_matches_cpu_and_has_the_marginals() {
     let mu = histograms(&mut rng, b, n, 2);
     let nu = histograms(&mut rng, b, m, 0);
     let c = Array2::from_shape_fn((n, m), |_| rng.random_range(0.0..1.0));
-    let params = SinkhornParams { tol: Some(1e-5), max_iters: 5000, ..SinkhornParams::new(0.05) };
-    let want = Solver::new(CpuBackend, params.clone()).coupling(&Problem::batch(mu.view(), nu.view(), c.view()).unwrap()).unwrap();
-    let (muf, nuf, cf) = (mu.mapv(|v| v as f32), nu.mapv(|v| v as f32), c.mapv(|v| v as f32));
-    let got = Solver::new(gpu, params).coupling(&Problem::batch(muf.view(), nuf.view(), cf.view()).unwrap()).unwrap();
+    let params = SinkhornParams {
+        tol: Some(1e-5),
+        max_iters: 5000,
+        ..SinkhornParams::new(0.05)
+    };
+    let want = Solver::new(CpuBackend, params.clone())
+        .coupling(&Problem::batch(mu.view(), nu.view(), c.view()).unwrap())
+        .unwrap();
+    let (muf, nuf, cf) = (
+        mu.mapv(|v| v as f32),
+        nu.mapv(|v| v as f32),
+        c.mapv(|v| v as f32),
+    );
+    let got = Solver::new(gpu, params)
+        .coupling(&Problem::batch(muf.view(), nuf.view(), cf.view()).unwrap())
+        .unwrap();
     assert!(got.result.convergence.converged);
-    let d = got.plan.iter().zip(want.plan.iter()).map(|(&g, &w)| (g as f64 - w).abs()).fold(0.0, f64::max);
+    let d = got
+        .plan
+        .iter()
+        .zip(want.plan.iter())
+        .map(|(&g, &w)| (g as f64 - w).abs())
+        .fold(0.0, f64::max);
     assert!(d <= 1e-6, "plans differ by {d:e}");
     // Rows sum to μ exactly after the last f update; columns to ν within the tolerance.
     for k in 0..b {
@@ -350,7 +657,10 @@ fn plan_matches_cpu_and_has_the_marginals() {
         let cols: Array1<f64> = p.sum_axis(Axis(0));
         let re = (&rows - &mu.row(k)).mapv(f64::abs).sum();
         let ce = (&cols - &nu.row(k)).mapv(f64::abs).sum();
-        assert!(re <= 1e-5 && ce <= 2e-5, "problem {k}: row error {re:e}, column error {ce:e}");
+        assert!(
+            re <= 1e-5 && ce <= 2e-5,
+            "problem {k}: row error {re:e}, column error {ce:e}"
+        );
     }
 }
 
@@ -362,13 +672,24 @@ fn bad_lengths_are_errors_not_panics() {
     let f = gpu.filled(8, 0.0f32).unwrap();
     let lm = gpu.filled(10, 0.0f32).unwrap();
     let mut out = gpu.filled(9, 0.0f32).unwrap(); // 9 is not a multiple of m = 5
-    assert!(matches!(gpu.sinkstep(&cost, Side::Col, 0.1, &f, &lm, &mut out), Err(logot::Error::Shape { .. })));
+    assert!(matches!(
+        gpu.sinkstep(&cost, Side::Col, 0.1, &f, &lm, &mut out),
+        Err(logot::Error::Shape { .. })
+    ));
     let mut out = gpu.filled(10, 0.0f32).unwrap();
     let short = gpu.filled(7, 0.0f32).unwrap();
-    assert!(matches!(gpu.sinkstep(&cost, Side::Col, 0.1, &short, &lm, &mut out), Err(logot::Error::Shape { .. })));
-    assert!(gpu.sinkstep(&cost, Side::Col, 0.1, &f, &lm, &mut out).is_ok());
+    assert!(matches!(
+        gpu.sinkstep(&cost, Side::Col, 0.1, &short, &lm, &mut out),
+        Err(logot::Error::Shape { .. })
+    ));
+    assert!(gpu
+        .sinkstep(&cost, Side::Col, 0.1, &f, &lm, &mut out)
+        .is_ok());
     assert!(gpu.transport_cost(&cost, &f, &out, 0.1).is_ok());
-    assert!(matches!(gpu.transport_cost(&cost, &short, &out, 0.1), Err(logot::Error::Shape { .. })));
+    assert!(matches!(
+        gpu.transport_cost(&cost, &short, &out, 0.1),
+        Err(logot::Error::Shape { .. })
+    ));
     let v = gpu.download(&out).unwrap();
     assert!(v.iter().all(|x| x.is_finite()));
 }

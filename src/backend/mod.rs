@@ -184,7 +184,13 @@ pub trait Backend<T: Real> {
     ) -> Result<Vec<T>>;
 
     /// The plans `P_b[i,j] = exp((f_i + g_j − C_ij)/ε)`, stored `B×n×m`.
-    fn plan(&self, cost: &Self::Cost, f: &Self::Buffer, g: &Self::Buffer, eps: T) -> Result<Self::Buffer>;
+    fn plan(
+        &self,
+        cost: &Self::Cost,
+        f: &Self::Buffer,
+        g: &Self::Buffer,
+        eps: T,
+    ) -> Result<Self::Buffer>;
 }
 
 /// Batch size implied by a buffer length and a per-problem length.

@@ -19,8 +19,8 @@ mod module;
 use super::{batch_of, check_cost_batch, Backend, CostDims, CostSource, Side};
 use crate::{Error, Real, Result};
 use cudarc::driver::{
-    result::DriverError, sys, CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig,
-    PushKernelArg, ValidAsZeroBits,
+    result::DriverError, sys, CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr,
+    DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -50,11 +50,26 @@ struct TileCfg {
     smem: usize,
 }
 /// `sinkstep_s16_*`: TB=4, TJ=4, WB=4, WJ=8, 8 warps, KW=16.
-const S16: TileCfg = TileCfg { bb: 16, bj: 32, kt: 128, smem: 2 * (128 * 32 + 128 * 20) };
+const S16: TileCfg = TileCfg {
+    bb: 16,
+    bj: 32,
+    kt: 128,
+    smem: 2 * (128 * 32 + 128 * 20),
+};
 /// `sinkstep_b1_*`: TB=1, TJ=4, WB=1, WJ=32, 8 warps, KW=8.
-const B1: TileCfg = TileCfg { bb: 1, bj: 128, kt: 64, smem: 2 * (64 * 128 + 64) };
+const B1: TileCfg = TileCfg {
+    bb: 1,
+    bj: 128,
+    kt: 64,
+    smem: 2 * (64 * 128 + 64),
+};
 /// `report_s16_*`: TB=4, TJ=2, WB=4, WJ=8, 8 warps, KW=16.
-const R16: TileCfg = TileCfg { bb: 16, bj: 16, kt: 128, smem: 2 * (128 * 16 + 128 * 20) };
+const R16: TileCfg = TileCfg {
+    bb: 16,
+    bj: 16,
+    kt: 128,
+    smem: 2 * (128 * 16 + 128 * 20),
+};
 const TILED_THREADS: u32 = 256;
 const FUSED_THREADS: u32 = 1024;
 
@@ -73,6 +88,7 @@ const KERNELS: &[&str] = &[
     "sinkstep_finish_f32",
     "sinkstep_finish_f64",
     "sinkhorn_fused_f32",
+    "sinkhorn_fused8_f32",
     "sinkhorn_fused_f64",
     "marginal_error_f32",
     "marginal_error_f64",
@@ -95,6 +111,10 @@ struct Inner {
     max_smem: usize,
     /// Whether `iterate` may use the fused small-problem kernel.
     fused: bool,
+    /// Programmatic dependent launch of consecutive half-steps (compute capability ≥ 9).
+    pdl: bool,
+    /// Outputs per lane in the fused kernel (4 or 8).
+    fused_outputs: usize,
     /// Lanes per output group in the fused kernel (0 = by reduction length).
     fused_lanes: usize,
 }
@@ -108,7 +128,11 @@ pub struct CudaBackend {
 
 impl std::fmt::Debug for CudaBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "CudaBackend({}, {} SMs)", self.inner.device, self.inner.sm_count)
+        write!(
+            f,
+            "CudaBackend({}, {} SMs)",
+            self.inner.device, self.inner.sm_count
+        )
     }
 }
 
@@ -129,21 +153,45 @@ pub struct CudaOptions {
     /// Lanes sharing one group of outputs in the fused small-problem kernel (a power of
     /// two ≤ 32); 0 (default) picks about 16 reduction terms per lane.
     pub fused_lanes: usize,
+    /// Let consecutive half-steps overlap their start with the previous one's end
+    /// (programmatic dependent launch, Hopper and later; default `true`).
+    pub overlap_launches: bool,
+    /// Outputs each lane of the fused small-problem kernel reduces (4 or 8; 8 is f32
+    /// only).
+    pub fused_outputs: usize,
 }
 
 impl Default for CudaOptions {
     fn default() -> Self {
-        CudaOptions { fused: true, fused_lanes: 0 }
+        CudaOptions {
+            fused: true,
+            fused_lanes: 0,
+            overlap_launches: true,
+            fused_outputs: 4,
+        }
     }
 }
 
 impl CudaOptions {
-    /// The defaults, overridden by `LOGOT_CUDA_FUSED=0|1` and `LOGOT_CUDA_FUSED_LANES=G`.
+    /// The defaults, overridden by `LOGOT_CUDA_FUSED=0|1`, `LOGOT_CUDA_FUSED_LANES=G` and
+    /// `LOGOT_CUDA_PDL=0|1`.
     pub fn from_env() -> Self {
         let d = CudaOptions::default();
         CudaOptions {
-            fused: std::env::var("LOGOT_CUDA_FUSED").map(|v| v != "0").unwrap_or(d.fused),
-            fused_lanes: std::env::var("LOGOT_CUDA_FUSED_LANES").ok().and_then(|v| v.parse().ok()).unwrap_or(d.fused_lanes),
+            fused: std::env::var("LOGOT_CUDA_FUSED")
+                .map(|v| v != "0")
+                .unwrap_or(d.fused),
+            fused_lanes: std::env::var("LOGOT_CUDA_FUSED_LANES")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(d.fused_lanes),
+            overlap_launches: std::env::var("LOGOT_CUDA_PDL")
+                .map(|v| v != "0")
+                .unwrap_or(d.overlap_launches),
+            fused_outputs: std::env::var("LOGOT_CUDA_FUSED_OUTPUTS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(d.fused_outputs),
         }
     }
 }
@@ -165,7 +213,9 @@ impl CudaBackend {
     pub fn with_options(ordinal: usize, options: CudaOptions) -> Result<Self> {
         // cudarc panics when a library is missing; check first, and catch anything else.
         if !unsafe { sys::is_culib_present() } {
-            return Err(Error::Unavailable("no CUDA driver: libcuda could not be loaded".into()));
+            return Err(Error::Unavailable(
+                "no CUDA driver: libcuda could not be loaded".into(),
+            ));
         }
         if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
             return Err(Error::Unavailable(
@@ -180,7 +230,9 @@ impl CudaBackend {
                     .cloned()
                     .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
                     .unwrap_or_default();
-                Err(Error::Unavailable(format!("the CUDA driver could not be used: {msg}")))
+                Err(Error::Unavailable(format!(
+                    "the CUDA driver could not be used: {msg}"
+                )))
             }
         }
     }
@@ -195,22 +247,36 @@ impl CudaBackend {
             return Err(Error::Unavailable("no CUDA GPU found".into()));
         }
         if ordinal >= count as usize {
-            return Err(Error::parameter("ordinal", ordinal, format!("there are {count} CUDA devices")));
+            return Err(Error::parameter(
+                "ordinal",
+                ordinal,
+                format!("there are {count} CUDA devices"),
+            ));
         }
         let ctx = CudaContext::new(ordinal).map_err(|e| cuda_err("creating the context", e))?;
         // One stream per backend and every launch in order: cudarc's per-buffer event
         // tracking (made for several streams) would only add driver calls.
         unsafe { ctx.disable_event_tracking() };
-        let stream = ctx.new_stream().map_err(|e| cuda_err("creating a stream", e))?;
-        let (major, minor) = ctx.compute_capability().map_err(|e| cuda_err("reading the compute capability", e))?;
+        let stream = ctx
+            .new_stream()
+            .map_err(|e| cuda_err("creating a stream", e))?;
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(|e| cuda_err("reading the compute capability", e))?;
         if major < 8 {
             return Err(Error::Unavailable(format!(
                 "GPU compute capability {major}.{minor} is below 8.0 (the kernels use cp.async)"
             )));
         }
-        let attr = |a| ctx.attribute(a).map_err(|e| cuda_err("reading a device attribute", e));
-        let sm_count = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as usize;
-        let max_smem = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as usize;
+        let attr = |a| {
+            ctx.attribute(a)
+                .map_err(|e| cuda_err("reading a device attribute", e))
+        };
+        let sm_count =
+            attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as usize;
+        let max_smem =
+            attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?
+                as usize;
         let device = ctx.name().unwrap_or_else(|_| "CUDA GPU".into());
         let arch = format!("sm_{major}{minor}");
         let mut funcs = HashMap::new();
@@ -226,16 +292,36 @@ impl CudaBackend {
             }
         }
         let opt_in = sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
-        for (name, f) in &funcs {
-            let bytes = if name.starts_with("sinkstep_") || name.starts_with("sinkhorn_fused") {
-                max_smem
-            } else {
-                continue;
-            };
-            f.set_attribute(opt_in, bytes as i32).map_err(|e| cuda_err("raising the shared-memory limit", e))?;
+        let static_smem = sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES;
+        for f in funcs.values() {
+            // Every kernel may use the device's whole opt-in shared memory, less its static part.
+            let fixed = f
+                .get_attribute(static_smem)
+                .map_err(|e| cuda_err("reading a kernel attribute", e))?;
+            let bytes = (max_smem as i32 - fixed).max(0);
+            f.set_attribute(opt_in, bytes)
+                .map_err(|e| cuda_err("raising the shared-memory limit", e))?;
         }
-        let (fused, fused_lanes) = (options.fused, options.fused_lanes);
-        Ok(CudaBackend { inner: Arc::new(Inner { ctx, stream, funcs, device, sm_count, max_smem, fused, fused_lanes }) })
+        let (fused, fused_lanes, pdl) = (
+            options.fused,
+            options.fused_lanes,
+            options.overlap_launches && major >= 9,
+        );
+        let fused_outputs = if options.fused_outputs >= 8 { 8 } else { 4 };
+        Ok(CudaBackend {
+            inner: Arc::new(Inner {
+                ctx,
+                stream,
+                funcs,
+                device,
+                sm_count,
+                max_smem,
+                fused,
+                fused_lanes,
+                pdl,
+                fused_outputs,
+            }),
+        })
     }
 
     /// The GPU's name.
@@ -250,7 +336,10 @@ impl CudaBackend {
 
     /// Wait for all queued work (kernel failures surface here at the latest).
     pub fn synchronize(&self) -> Result<()> {
-        self.inner.stream.synchronize().map_err(|e| cuda_err("kernel execution", e))
+        self.inner
+            .stream
+            .synchronize()
+            .map_err(|e| cuda_err("kernel execution", e))
     }
 
     /// A timer on the backend's stream: CUDA events around `f`, in milliseconds of GPU time.
@@ -262,11 +351,17 @@ impl CudaBackend {
                 .map_err(|e| cuda_err("creating an event", e))
         };
         let (start, stop) = (ev(0)?, ev(1)?);
-        start.record(&self.inner.stream).map_err(|e| cuda_err("recording an event", e))?;
+        start
+            .record(&self.inner.stream)
+            .map_err(|e| cuda_err("recording an event", e))?;
         let r = f()?;
-        stop.record(&self.inner.stream).map_err(|e| cuda_err("recording an event", e))?;
-        stop.synchronize().map_err(|e| cuda_err("kernel execution", e))?;
-        let ms = start.elapsed_ms(&stop).map_err(|e| cuda_err("reading an event", e))?;
+        stop.record(&self.inner.stream)
+            .map_err(|e| cuda_err("recording an event", e))?;
+        stop.synchronize()
+            .map_err(|e| cuda_err("kernel execution", e))?;
+        let ms = start
+            .elapsed_ms(&stop)
+            .map_err(|e| cuda_err("reading an event", e))?;
         Ok((r, ms as f64))
     }
 
@@ -277,17 +372,31 @@ impl CudaBackend {
         let gx = a.batch.div_ceil(tile.bb);
         let gy = a.l.div_ceil(tile.bj);
         if gx > i32::MAX as usize || gy > 65535 {
-            return Err(Error::shape("sinkstep", format!("{} problems of {} outputs exceed the launch grid", a.batch, a.l)));
+            return Err(Error::shape(
+                "sinkstep",
+                format!(
+                    "{} problems of {} outputs exceed the launch grid",
+                    a.batch, a.l
+                ),
+            ));
         }
         // Split blocks start from no shift hint, so they are a little slower: split only
         // when the grid would leave SMs idle.
         let blocks = gx * gy;
         let sms = self.inner.sm_count;
         let max_split = (a.k / (4 * tile.kt)).max(1);
-        let want = if a.split && blocks < sms { (2 * sms).div_ceil(blocks).min(max_split) } else { 1 };
+        let want = if a.split && blocks < sms {
+            (2 * sms).div_ceil(blocks).min(max_split)
+        } else {
+            1
+        };
         let kslice = a.k.div_ceil(want).div_ceil(tile.kt) * tile.kt;
         let splits = a.k.div_ceil(kslice);
-        let (bi, ki, li) = (to_i32(a.batch, "batch")?, to_i32(a.k, "cost")?, to_i32(a.l, "cost")?);
+        let (bi, ki, li) = (
+            to_i32(a.batch, "batch")?,
+            to_i32(a.k, "cost")?,
+            to_i32(a.l, "cost")?,
+        );
         let smem = tile.smem * std::mem::size_of::<T>();
         if smem > self.inner.max_smem {
             return Err(Error::Unavailable(format!(
@@ -296,11 +405,18 @@ impl CudaBackend {
                 self.inner.max_smem
             )));
         }
-        let parts = if splits > 1 { Some(self.alloc::<T>(2 * splits * a.batch * a.l, "K-split partials")?) } else { None };
+        let parts = if splits > 1 {
+            Some(self.alloc::<T>(2 * splits * a.batch * a.l, "K-split partials")?)
+        } else {
+            None
+        };
         let (pm, ps) = match &parts {
             Some(p) => {
                 let base = self.ptr(p);
-                (base, base + (splits * a.batch * a.l * std::mem::size_of::<T>()) as u64)
+                (
+                    base,
+                    base + (splits * a.batch * a.l * std::mem::size_of::<T>()) as u64,
+                )
             }
             None => a.parts,
         };
@@ -311,34 +427,113 @@ impl CudaBackend {
             block_dim: (TILED_THREADS, 1, 1),
             shared_mem_bytes: smem as u32,
         };
-        let mut b = self.inner.stream.launch_builder(&f);
-        b.arg(&a.r).arg(&a.stride).arg(&a.other).arg(&a.lm).arg(&a.out).arg(&pm).arg(&ps);
-        b.arg(&bi).arg(&ki).arg(&li).arg(&a.eps).arg(&kslice_i);
-        unsafe { b.launch(cfg) }.map_err(|e| cuda_err(&format!("launching {name}"), e))?;
+        if splits == 1 && self.inner.pdl && name.starts_with("sinkstep_") {
+            // Programmatic dependent launch: this half-step's blocks may start (and fetch
+            // their first cost tile) while the previous one finishes; the kernel waits
+            // (griddepcontrol.wait) before reading anything that kernel wrote.
+            let (mut r, mut stride, mut other, mut lm, mut out) =
+                (a.r, a.stride, a.other, a.lm, a.out);
+            let (mut pm, mut ps, mut bi, mut ki, mut li, mut eps, mut ks) =
+                (pm, ps, bi, ki, li, a.eps, kslice_i);
+            let mut params: [*mut std::ffi::c_void; 12] = [
+                &mut r as *mut u64 as *mut _,
+                &mut stride as *mut i64 as *mut _,
+                &mut other as *mut u64 as *mut _,
+                &mut lm as *mut u64 as *mut _,
+                &mut out as *mut u64 as *mut _,
+                &mut pm as *mut u64 as *mut _,
+                &mut ps as *mut u64 as *mut _,
+                &mut bi as *mut i32 as *mut _,
+                &mut ki as *mut i32 as *mut _,
+                &mut li as *mut i32 as *mut _,
+                &mut eps as *mut T as *mut _,
+                &mut ks as *mut i32 as *mut _,
+            ];
+            // SAFETY: the attribute and config outlive the call; the parameters match the
+            // kernel's signature (TILED_ARGS in cuda/sinkstep.cu) and outlive the call,
+            // which copies them.
+            let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+            attr.id =
+                sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+            attr.value.programmaticStreamSerializationAllowed = 1;
+            let lc = sys::CUlaunchConfig {
+                gridDimX: cfg.grid_dim.0,
+                gridDimY: cfg.grid_dim.1,
+                gridDimZ: cfg.grid_dim.2,
+                blockDimX: cfg.block_dim.0,
+                blockDimY: cfg.block_dim.1,
+                blockDimZ: cfg.block_dim.2,
+                sharedMemBytes: cfg.shared_mem_bytes,
+                hStream: self.inner.stream.cu_stream(),
+                attrs: &mut attr,
+                numAttrs: 1,
+            };
+            self.inner
+                .ctx
+                .bind_to_thread()
+                .map_err(|e| cuda_err("binding the context", e))?;
+            unsafe {
+                sys::cuLaunchKernelEx(
+                    &lc,
+                    f.cu_function(),
+                    params.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                )
+            }
+            .result()
+            .map_err(|e| cuda_err(&format!("launching {name}"), e))?;
+        } else {
+            let mut b = self.inner.stream.launch_builder(&f);
+            b.arg(&a.r)
+                .arg(&a.stride)
+                .arg(&a.other)
+                .arg(&a.lm)
+                .arg(&a.out)
+                .arg(&pm)
+                .arg(&ps);
+            b.arg(&bi).arg(&ki).arg(&li).arg(&a.eps).arg(&kslice_i);
+            unsafe { b.launch(cfg) }.map_err(|e| cuda_err(&format!("launching {name}"), e))?;
+        }
         if splits > 1 {
-            let f = self.func(&format!("sinkstep_finish_{}", T::SUFFIX))?.clone();
+            let f = self
+                .func(&format!("sinkstep_finish_{}", T::SUFFIX))?
+                .clone();
             let total = a.batch * a.l;
             let blocks = total.div_ceil(256).min(self.inner.sm_count * 16) as u32;
             let sp = splits as i32;
             let mut b = self.inner.stream.launch_builder(&f);
-            b.arg(&pm).arg(&ps).arg(&a.lm).arg(&a.out).arg(&bi).arg(&li).arg(&sp).arg(&a.eps);
-            unsafe { b.launch(cfg1(blocks, 256, 0)) }.map_err(|e| cuda_err("launching sinkstep_finish", e))?;
+            b.arg(&pm)
+                .arg(&ps)
+                .arg(&a.lm)
+                .arg(&a.out)
+                .arg(&bi)
+                .arg(&li)
+                .arg(&sp)
+                .arg(&a.eps);
+            unsafe { b.launch(cfg1(blocks, 256, 0)) }
+                .map_err(|e| cuda_err("launching sinkstep_finish", e))?;
         }
         drop(parts);
         Ok(())
     }
 
     fn func(&self, name: &str) -> Result<&CudaFunction> {
-        self.inner.funcs.get(name).ok_or_else(|| Error::Cuda(format!("kernel {name} is missing from the module")))
+        self.inner
+            .funcs
+            .get(name)
+            .ok_or_else(|| Error::Cuda(format!("kernel {name} is missing from the module")))
     }
 
     fn alloc<T: CudaReal>(&self, len: usize, what: &str) -> Result<CudaSlice<T>> {
         let bytes = len.checked_mul(std::mem::size_of::<T>());
         if !matches!(bytes, Some(b) if b <= isize::MAX as usize) {
-            return Err(Error::Cuda(format!("{what}: {len} elements do not fit in memory")));
+            return Err(Error::Cuda(format!(
+                "{what}: {len} elements do not fit in memory"
+            )));
         }
         // A zero-length allocation holds one element so every buffer has an address.
-        unsafe { self.inner.stream.alloc::<T>(len.max(1)) }.map_err(|e| cuda_err(&format!("allocating {what}"), e))
+        unsafe { self.inner.stream.alloc::<T>(len.max(1)) }
+            .map_err(|e| cuda_err(&format!("allocating {what}"), e))
     }
 
     fn ptr<T>(&self, s: &CudaSlice<T>) -> u64 {
@@ -361,9 +556,9 @@ impl CudaBackend {
 }
 
 /// Row length of the fused kernel's shared cost copies (`fused_pad` in cuda/sinkstep.cu):
-/// at least `l`, a multiple of 4, ≡ 4 (mod 32).
+/// at least `l` rounded up to 8, ≡ 4 (mod 32).
 fn fused_pad(l: usize) -> usize {
-    let p = l.div_ceil(4) * 4;
+    let p = l.div_ceil(8) * 8;
     p + (36 - p % 32) % 32
 }
 
@@ -394,11 +589,20 @@ struct TiledArgs<T> {
 }
 
 fn cfg1(blocks: u32, threads: u32, smem: u32) -> LaunchConfig {
-    LaunchConfig { grid_dim: (blocks.max(1), 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: smem }
+    LaunchConfig {
+        grid_dim: (blocks.max(1), 1, 1),
+        block_dim: (threads, 1, 1),
+        shared_mem_bytes: smem,
+    }
 }
 
 fn to_i32(v: usize, what: &str) -> Result<i32> {
-    i32::try_from(v).map_err(|_| Error::shape(what, format!("{v} exceeds the CUDA kernels' limit of {}", i32::MAX)))
+    i32::try_from(v).map_err(|_| {
+        Error::shape(
+            what,
+            format!("{v} exceeds the CUDA kernels' limit of {}", i32::MAX),
+        )
+    })
 }
 
 /// A 1-D array of `T` in GPU memory.
@@ -449,16 +653,26 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
     fn upload(&self, data: &[T]) -> Result<CudaBuffer<T>> {
         let mut s = self.alloc::<T>(data.len(), "a buffer")?;
         if !data.is_empty() {
-            self.inner.stream.memcpy_htod(data, &mut s).map_err(|e| cuda_err("copying to the GPU", e))?;
+            self.inner
+                .stream
+                .memcpy_htod(data, &mut s)
+                .map_err(|e| cuda_err("copying to the GPU", e))?;
         }
-        Ok(CudaBuffer { data: s, len: data.len() })
+        Ok(CudaBuffer {
+            data: s,
+            len: data.len(),
+        })
     }
 
     fn download(&self, buf: &CudaBuffer<T>) -> Result<Vec<T>> {
         if buf.len == 0 {
             return Ok(Vec::new());
         }
-        let mut v = self.inner.stream.clone_dtoh(&buf.data).map_err(|e| cuda_err("copying from the GPU", e))?;
+        let mut v = self
+            .inner
+            .stream
+            .clone_dtoh(&buf.data)
+            .map_err(|e| cuda_err("copying from the GPU", e))?;
         v.truncate(buf.len);
         Ok(v)
     }
@@ -477,18 +691,34 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
         let (dims, view) = match cost {
             CostSource::Dense(c) => {
                 let (n, m) = c.dim();
-                (CostDims { n, m, batch: None }, c.as_slice().map(std::borrow::Cow::Borrowed))
+                (
+                    CostDims { n, m, batch: None },
+                    c.as_slice().map(std::borrow::Cow::Borrowed),
+                )
             }
             CostSource::DenseBatch(c) => {
                 let (b, n, m) = c.dim();
                 if b == 0 {
-                    return Err(Error::Empty { arg: "cost".into(), detail: "a batch of 0 cost matrices".into() });
+                    return Err(Error::Empty {
+                        arg: "cost".into(),
+                        detail: "a batch of 0 cost matrices".into(),
+                    });
                 }
-                (CostDims { n, m, batch: Some(b) }, c.as_slice().map(std::borrow::Cow::Borrowed))
+                (
+                    CostDims {
+                        n,
+                        m,
+                        batch: Some(b),
+                    },
+                    c.as_slice().map(std::borrow::Cow::Borrowed),
+                )
             }
         };
         if dims.n == 0 || dims.m == 0 {
-            return Err(Error::Empty { arg: "cost".into(), detail: format!("a {}×{} matrix", dims.n, dims.m) });
+            return Err(Error::Empty {
+                arg: "cost".into(),
+                detail: format!("a {}×{} matrix", dims.n, dims.m),
+            });
         }
         to_i32(dims.n, "cost rows")?;
         to_i32(dims.m, "cost columns")?;
@@ -501,7 +731,10 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
         };
         let nb = dims.batch.unwrap_or(1);
         let mut c = self.alloc::<T>(host.len(), "the cost")?;
-        self.inner.stream.memcpy_htod(host.as_ref(), &mut c).map_err(|e| cuda_err("copying the cost", e))?;
+        self.inner
+            .stream
+            .memcpy_htod(host.as_ref(), &mut c)
+            .map_err(|e| cuda_err("copying the cost", e))?;
         let ct = self.alloc::<T>(host.len(), "the transposed cost")?;
         let f = self.func(&format!("transpose_{}", T::SUFFIX))?.clone();
         let (pc, pt) = (self.ptr(&c), self.ptr(&ct));
@@ -513,12 +746,22 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
             let cnt = (nb - b0).min(65535);
             let (src, dst) = (pc + b0 as u64 * per, pt + b0 as u64 * per);
             let cfg = LaunchConfig {
-                grid_dim: (dims.m.div_ceil(32) as u32, dims.n.div_ceil(32) as u32, cnt as u32),
+                grid_dim: (
+                    dims.m.div_ceil(32) as u32,
+                    dims.n.div_ceil(32) as u32,
+                    cnt as u32,
+                ),
                 block_dim: (32, 8, 1),
                 shared_mem_bytes: 0,
             };
             if dims.m.div_ceil(32) > i32::MAX as usize || dims.n.div_ceil(32) > 65535 {
-                return Err(Error::shape("cost", format!("{}×{} is too large for the transpose kernel", dims.n, dims.m)));
+                return Err(Error::shape(
+                    "cost",
+                    format!(
+                        "{}×{} is too large for the transpose kernel",
+                        dims.n, dims.m
+                    ),
+                ));
             }
             let mut b = self.inner.stream.launch_builder(&f);
             b.arg(&src).arg(&dst).arg(&n).arg(&m);
@@ -563,9 +806,30 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
         } else {
             (B1, format!("sinkstep_b1_{}", T::SUFFIX))
         };
-        let stride = if per_problem { (dims.n * dims.m) as i64 } else { 0i64 };
-        let (pr, po, pl, pout) = (self.ptr(r), self.ptr(&other.data), self.ptr(&log_marginal.data), self.ptr(&out.data));
-        let args = TiledArgs { r: pr, stride, other: po, lm: pl, out: pout, batch, k: k_len, l: l_len, eps, split: true, parts: (0, 0) };
+        let stride = if per_problem {
+            (dims.n * dims.m) as i64
+        } else {
+            0i64
+        };
+        let (pr, po, pl, pout) = (
+            self.ptr(r),
+            self.ptr(&other.data),
+            self.ptr(&log_marginal.data),
+            self.ptr(&out.data),
+        );
+        let args = TiledArgs {
+            r: pr,
+            stride,
+            other: po,
+            lm: pl,
+            out: pout,
+            batch,
+            k: k_len,
+            l: l_len,
+            eps,
+            split: true,
+            parts: (0, 0),
+        };
         self.launch_tiled(&name, tile, args)
     }
 
@@ -587,10 +851,14 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
         let batch = batch_of(f.len, n, "f")?;
         check_cost_batch(&dims, batch)?;
         if g.len != batch * m || log_mu.len != f.len || log_nu.len != g.len {
-            return Err(Error::shape("iterate", format!("buffers do not fit {batch} problems of size {n}×{m}")));
+            return Err(Error::shape(
+                "iterate",
+                format!("buffers do not fit {batch} problems of size {n}×{m}"),
+            ));
         }
-        let (n4, m4) = (n.div_ceil(4) * 4, m.div_ceil(4) * 4);
-        let smem = (n * fused_pad(m) + m * fused_pad(n) + 2 * n4 + 2 * m4) * std::mem::size_of::<T>();
+        let (n4, m4) = (n.div_ceil(8) * 8, m.div_ceil(8) * 8);
+        let smem =
+            (n * fused_pad(m) + m * fused_pad(n) + 2 * n4 + 2 * m4) * std::mem::size_of::<T>();
         if !self.inner.fused || smem > self.inner.max_smem {
             for _ in 0..iters {
                 self.sinkstep(cost, Side::Col, eps, f, log_nu, g)?;
@@ -598,10 +866,29 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
             }
             return Ok(());
         }
-        let func = self.func(&format!("sinkhorn_fused_{}", T::SUFFIX))?.clone();
-        let stride = if dims.batch.is_some() { (n * m) as i64 } else { 0i64 };
-        let (pc, pf, pg, pmu, pnu) =
-            (self.ptr(&cost.c), self.ptr(&f.data), self.ptr(&g.data), self.ptr(&log_mu.data), self.ptr(&log_nu.data));
+        // Outputs per lane: 8 (f32 only) or 4.
+        let fl = if T::SUFFIX == "f32" && self.inner.fused_outputs == 8 {
+            8
+        } else {
+            4
+        };
+        let func = if fl == 8 {
+            self.func("sinkhorn_fused8_f32")?.clone()
+        } else {
+            self.func(&format!("sinkhorn_fused_{}", T::SUFFIX))?.clone()
+        };
+        let stride = if dims.batch.is_some() {
+            (n * m) as i64
+        } else {
+            0i64
+        };
+        let (pc, pf, pg, pmu, pnu) = (
+            self.ptr(&cost.c),
+            self.ptr(&f.data),
+            self.ptr(&g.data),
+            self.ptr(&log_mu.data),
+            self.ptr(&log_nu.data),
+        );
         let (ni, mi) = (n as i32, m as i32);
         // Lanes per output group (a power of two ≤ 32), then enough threads for every
         // output group of the wider half-step, in whole warps.
@@ -610,7 +897,7 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
             g => g.next_power_of_two().min(32),
         };
         let (g_col, g_row) = (lanes(n), lanes(m));
-        let threads = (m.div_ceil(4) * g_col).max(n.div_ceil(4) * g_row);
+        let threads = (m.div_ceil(fl) * g_col).max(n.div_ceil(fl) * g_row);
         let threads = (threads.div_ceil(32) * 32).min(FUSED_THREADS as usize) as u32;
         let (g_col, g_row) = (g_col as i32, g_row as i32);
         let mut left = iters;
@@ -618,10 +905,24 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
             let now = left.min(1 << 30);
             let it = now as i32;
             // One block per problem; the grid's x dimension holds 2^31 − 1 blocks.
-            let gx = u32::try_from(batch).map_err(|_| Error::shape("iterate", "too many problems for one launch"))?;
-            let cfg = LaunchConfig { grid_dim: (gx, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: smem as u32 };
+            let gx = u32::try_from(batch)
+                .map_err(|_| Error::shape("iterate", "too many problems for one launch"))?;
+            let cfg = LaunchConfig {
+                grid_dim: (gx, 1, 1),
+                block_dim: (threads, 1, 1),
+                shared_mem_bytes: smem as u32,
+            };
             let mut b = self.inner.stream.launch_builder(&func);
-            b.arg(&pc).arg(&stride).arg(&pf).arg(&pg).arg(&pmu).arg(&pnu).arg(&ni).arg(&mi).arg(&eps).arg(&it);
+            b.arg(&pc)
+                .arg(&stride)
+                .arg(&pf)
+                .arg(&pg)
+                .arg(&pmu)
+                .arg(&pnu)
+                .arg(&ni)
+                .arg(&mi)
+                .arg(&eps)
+                .arg(&it);
             b.arg(&g_col).arg(&g_row);
             unsafe { b.launch(cfg) }.map_err(|e| cuda_err("launching sinkhorn_fused", e))?;
             left -= now;
@@ -643,7 +944,10 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
         let dims = cost.dims;
         let batch = check_fg(&dims, f, g)?;
         if nu.len != g.len || log_nu.len != g.len {
-            return Err(Error::shape("nu", format!("length {} does not fit g of length {}", nu.len, g.len)));
+            return Err(Error::shape(
+                "nu",
+                format!("length {} does not fit g of length {}", nu.len, g.len),
+            ));
         }
         let m = dims.m;
         let (tile, name) = if dims.batch.is_none() && batch >= 8 {
@@ -654,17 +958,47 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
         let scratch = self.alloc::<T>(2 * batch * m, "report scratch")?;
         let pm = self.ptr(&scratch);
         let ps = pm + (batch * m * std::mem::size_of::<T>()) as u64;
-        let stride = if dims.batch.is_some() { (dims.n * m) as i64 } else { 0i64 };
-        let (pc, pf, pg, pl) = (self.ptr(&cost.c), self.ptr(&f.data), self.ptr(&g.data), self.ptr(&log_nu.data));
-        self.launch_tiled(&name, tile, TiledArgs { r: pc, stride, other: pf, lm: pl, out: pg, batch, k: dims.n, l: m, eps, split: false, parts: (pm, ps) })?;
-        let sums = unsafe { self.inner.stream.alloc::<f64>(2 * batch) }.map_err(|e| cuda_err("allocating report sums", e))?;
+        let stride = if dims.batch.is_some() {
+            (dims.n * m) as i64
+        } else {
+            0i64
+        };
+        let (pc, pf, pg, pl) = (
+            self.ptr(&cost.c),
+            self.ptr(&f.data),
+            self.ptr(&g.data),
+            self.ptr(&log_nu.data),
+        );
+        self.launch_tiled(
+            &name,
+            tile,
+            TiledArgs {
+                r: pc,
+                stride,
+                other: pf,
+                lm: pl,
+                out: pg,
+                batch,
+                k: dims.n,
+                l: m,
+                eps,
+                split: false,
+                parts: (pm, ps),
+            },
+        )?;
+        let sums = unsafe { self.inner.stream.alloc::<f64>(2 * batch) }
+            .map_err(|e| cuda_err("allocating report sums", e))?;
         let func = self.func(&format!("report_sum_{}", T::SUFFIX))?.clone();
         let (pn, pout, per) = (self.ptr(&nu.data), self.ptr(&sums), to_i32(m, "nu")?);
         let gx = u32::try_from(batch).map_err(|_| Error::shape("nu", "too many problems"))?;
         let mut b = self.inner.stream.launch_builder(&func);
         b.arg(&pn).arg(&pm).arg(&ps).arg(&pout).arg(&per);
         unsafe { b.launch(cfg1(gx, 256, 0)) }.map_err(|e| cuda_err("launching report_sum", e))?;
-        let host = self.inner.stream.clone_dtoh(&sums).map_err(|e| cuda_err("reading the report", e))?;
+        let host = self
+            .inner
+            .stream
+            .clone_dtoh(&sums)
+            .map_err(|e| cuda_err("reading the report", e))?;
         let errors = (0..batch).map(|k| T::of(host[2 * k])).collect();
         let costs = (0..batch).map(|k| T::of(host[2 * k + 1])).collect();
         Ok((errors, costs))
@@ -685,22 +1019,45 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
             ));
         }
         if batch == 0 || marginal.len % batch != 0 || marginal.len == 0 {
-            return Err(Error::shape("marginal_error", format!("length {} does not split into {batch} problems", marginal.len)));
+            return Err(Error::shape(
+                "marginal_error",
+                format!(
+                    "length {} does not split into {batch} problems",
+                    marginal.len
+                ),
+            ));
         }
         let per = to_i32(marginal.len / batch, "marginal")?;
-        let gx = u32::try_from(batch).map_err(|_| Error::shape("marginal_error", "too many problems"))?;
+        let gx = u32::try_from(batch)
+            .map_err(|_| Error::shape("marginal_error", "too many problems"))?;
         let err = self.alloc::<T>(batch, "marginal errors")?;
         let f = self.func(&format!("marginal_error_{}", T::SUFFIX))?.clone();
-        let (pa, po, pn, pe) = (self.ptr(&marginal.data), self.ptr(&old.data), self.ptr(&new.data), self.ptr(&err));
+        let (pa, po, pn, pe) = (
+            self.ptr(&marginal.data),
+            self.ptr(&old.data),
+            self.ptr(&new.data),
+            self.ptr(&err),
+        );
         let mut b = self.inner.stream.launch_builder(&f);
         b.arg(&pa).arg(&po).arg(&pn).arg(&pe).arg(&per).arg(&eps);
-        unsafe { b.launch(cfg1(gx, 256, 0)) }.map_err(|e| cuda_err("launching marginal_error", e))?;
-        let mut v = self.inner.stream.clone_dtoh(&err).map_err(|e| cuda_err("reading marginal errors", e))?;
+        unsafe { b.launch(cfg1(gx, 256, 0)) }
+            .map_err(|e| cuda_err("launching marginal_error", e))?;
+        let mut v = self
+            .inner
+            .stream
+            .clone_dtoh(&err)
+            .map_err(|e| cuda_err("reading marginal errors", e))?;
         v.truncate(batch);
         Ok(v)
     }
 
-    fn transport_cost(&self, cost: &CudaCost<T>, f: &CudaBuffer<T>, g: &CudaBuffer<T>, eps: T) -> Result<Vec<T>> {
+    fn transport_cost(
+        &self,
+        cost: &CudaCost<T>,
+        f: &CudaBuffer<T>,
+        g: &CudaBuffer<T>,
+        eps: T,
+    ) -> Result<Vec<T>> {
         let dims = cost.dims;
         let batch = check_fg(&dims, f, g)?;
         let (n, m) = (dims.n, dims.m);
@@ -711,31 +1068,72 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
         let chunk = 65535usize;
         let partial = {
             // f64 partial sums: one per (problem, row block).
-            let bytes = batch.checked_mul(gx).ok_or_else(|| Error::shape("transport_cost", "too many partial sums"))?;
-            unsafe { self.inner.stream.alloc::<f64>(bytes.max(1)) }.map_err(|e| cuda_err("allocating partial sums", e))?
+            let bytes = batch
+                .checked_mul(gx)
+                .ok_or_else(|| Error::shape("transport_cost", "too many partial sums"))?;
+            unsafe { self.inner.stream.alloc::<f64>(bytes.max(1)) }
+                .map_err(|e| cuda_err("allocating partial sums", e))?
         };
         let func = self.func(&format!("transport_cost_{}", T::SUFFIX))?.clone();
-        let stride = if dims.batch.is_some() { (n * m) as i64 } else { 0i64 };
+        let stride = if dims.batch.is_some() {
+            (n * m) as i64
+        } else {
+            0i64
+        };
         let sz = std::mem::size_of::<T>() as u64;
-        let (pc, pf, pg, pp) = (self.ptr(&cost.c), self.ptr(&f.data), self.ptr(&g.data), self.ptr(&partial));
+        let (pc, pf, pg, pp) = (
+            self.ptr(&cost.c),
+            self.ptr(&f.data),
+            self.ptr(&g.data),
+            self.ptr(&partial),
+        );
         let (ni, mi, ri) = (n as i32, m as i32, rows as i32);
         let mut b0 = 0usize;
         while b0 < batch {
             let cnt = (batch - b0).min(chunk);
-            let c_off = pc + if dims.batch.is_some() { b0 as u64 * (n * m) as u64 * sz } else { 0 };
+            let c_off = pc
+                + if dims.batch.is_some() {
+                    b0 as u64 * (n * m) as u64 * sz
+                } else {
+                    0
+                };
             let (f_off, g_off) = (pf + (b0 * n) as u64 * sz, pg + (b0 * m) as u64 * sz);
             let p_off = pp + (b0 * gx) as u64 * 8;
-            let cfg = LaunchConfig { grid_dim: (gx as u32, cnt as u32, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+            let cfg = LaunchConfig {
+                grid_dim: (gx as u32, cnt as u32, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
             let mut b = self.inner.stream.launch_builder(&func);
-            b.arg(&c_off).arg(&stride).arg(&f_off).arg(&g_off).arg(&p_off).arg(&ni).arg(&mi).arg(&ri).arg(&eps);
+            b.arg(&c_off)
+                .arg(&stride)
+                .arg(&f_off)
+                .arg(&g_off)
+                .arg(&p_off)
+                .arg(&ni)
+                .arg(&mi)
+                .arg(&ri)
+                .arg(&eps);
             unsafe { b.launch(cfg) }.map_err(|e| cuda_err("launching transport_cost", e))?;
             b0 += cnt;
         }
-        let host = self.inner.stream.clone_dtoh(&partial).map_err(|e| cuda_err("reading transport costs", e))?;
-        Ok((0..batch).map(|b| T::of(host[b * gx..(b + 1) * gx].iter().sum())).collect())
+        let host = self
+            .inner
+            .stream
+            .clone_dtoh(&partial)
+            .map_err(|e| cuda_err("reading transport costs", e))?;
+        Ok((0..batch)
+            .map(|b| T::of(host[b * gx..(b + 1) * gx].iter().sum()))
+            .collect())
     }
 
-    fn plan(&self, cost: &CudaCost<T>, f: &CudaBuffer<T>, g: &CudaBuffer<T>, eps: T) -> Result<CudaBuffer<T>> {
+    fn plan(
+        &self,
+        cost: &CudaCost<T>,
+        f: &CudaBuffer<T>,
+        g: &CudaBuffer<T>,
+        eps: T,
+    ) -> Result<CudaBuffer<T>> {
         let dims = cost.dims;
         let batch = check_fg(&dims, f, g)?;
         let total = batch
@@ -744,21 +1142,47 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
             .ok_or_else(|| Error::shape("plan", "B×n×m overflows"))?;
         let p = self.alloc::<T>(total, "the plans")?;
         let func = self.func(&format!("plan_{}", T::SUFFIX))?.clone();
-        let stride = if dims.batch.is_some() { (dims.n * dims.m) as i64 } else { 0i64 };
-        let (pc, pf, pg, pp) = (self.ptr(&cost.c), self.ptr(&f.data), self.ptr(&g.data), self.ptr(&p));
+        let stride = if dims.batch.is_some() {
+            (dims.n * dims.m) as i64
+        } else {
+            0i64
+        };
+        let (pc, pf, pg, pp) = (
+            self.ptr(&cost.c),
+            self.ptr(&f.data),
+            self.ptr(&g.data),
+            self.ptr(&p),
+        );
         let (bi, ni, mi) = (to_i32(batch, "batch")?, dims.n as i32, dims.m as i32);
         let blocks = total.div_ceil(256).min(self.inner.sm_count * 32) as u32;
         let mut b = self.inner.stream.launch_builder(&func);
-        b.arg(&pc).arg(&stride).arg(&pf).arg(&pg).arg(&pp).arg(&bi).arg(&ni).arg(&mi).arg(&eps);
+        b.arg(&pc)
+            .arg(&stride)
+            .arg(&pf)
+            .arg(&pg)
+            .arg(&pp)
+            .arg(&bi)
+            .arg(&ni)
+            .arg(&mi)
+            .arg(&eps);
         unsafe { b.launch(cfg1(blocks, 256, 0)) }.map_err(|e| cuda_err("launching plan", e))?;
-        Ok(CudaBuffer { data: p, len: total })
+        Ok(CudaBuffer {
+            data: p,
+            len: total,
+        })
     }
 }
 
 fn check_fg<T>(dims: &CostDims, f: &CudaBuffer<T>, g: &CudaBuffer<T>) -> Result<usize> {
     let batch = batch_of(f.len, dims.n, "f")?;
     if g.len != batch * dims.m {
-        return Err(Error::shape("g", format!("length {} does not fit {batch} problems of {} target points", g.len, dims.m)));
+        return Err(Error::shape(
+            "g",
+            format!(
+                "length {} does not fit {batch} problems of {} target points",
+                g.len, dims.m
+            ),
+        ));
     }
     check_cost_batch(dims, batch)?;
     Ok(batch)

@@ -11,7 +11,8 @@ use std::ffi::{CStr, CString};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The kernel sources: (module name, text).
-pub(crate) const SOURCES: &[(&str, &str)] = &[("sinkstep", include_str!("../../../cuda/sinkstep.cu"))];
+pub(crate) const SOURCES: &[(&str, &str)] =
+    &[("sinkstep", include_str!("../../../cuda/sinkstep.cu"))];
 const COMMON: &str = include_str!("../../../cuda/common.cuh");
 
 type Cache = Mutex<HashMap<(String, String), Arc<Vec<u8>>>>;
@@ -24,7 +25,9 @@ fn cache() -> &'static Cache {
 /// The CUBIN of module `name` for `arch` (e.g. `sm_90`), compiled on first use.
 pub(crate) fn cubin(name: &str, arch: &str) -> Result<Arc<Vec<u8>>> {
     let key = (name.to_string(), arch.to_string());
-    let mut guard = cache().lock().map_err(|_| Error::Cuda("the kernel cache lock was poisoned".into()))?;
+    let mut guard = cache()
+        .lock()
+        .map_err(|_| Error::Cuda("the kernel cache lock was poisoned".into()))?;
     if let Some(c) = guard.get(&key) {
         return Ok(c.clone());
     }
@@ -59,12 +62,19 @@ fn disk_path(name: &str, arch: &str, src: &str) -> Option<std::path::PathBuf> {
         Some(d) => std::path::PathBuf::from(d),
         None => match std::env::var_os("XDG_CACHE_HOME") {
             Some(x) => std::path::PathBuf::from(x).join("logot"),
-            None => std::path::PathBuf::from(std::env::var_os("HOME")?).join(".cache").join("logot"),
+            None => std::path::PathBuf::from(std::env::var_os("HOME")?)
+                .join(".cache")
+                .join("logot"),
         },
     };
     // FNV-1a, 64 bits: stable across runs and toolchains.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in [src, arch, OPTIONS.join(" ").as_str(), env!("CARGO_PKG_VERSION")] {
+    for part in [
+        src,
+        arch,
+        OPTIONS.join(" ").as_str(),
+        env!("CARGO_PKG_VERSION"),
+    ] {
         for &b in part.as_bytes().iter().chain(&[0u8]) {
             h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
         }
@@ -84,12 +94,19 @@ fn store(path: &std::path::Path, bin: &[u8]) {
     }
 }
 
-const OPTIONS: &[&str] = &["--std=c++17", "-lineinfo", "--device-as-default-execution-space"];
+const OPTIONS: &[&str] = &[
+    "--std=c++17",
+    "-lineinfo",
+    "--device-as-default-execution-space",
+];
 
 fn compile(name: &str, src: &str, arch: &str) -> Result<Vec<u8>> {
-    let err = |what: &str, e: nvrtc::NvrtcError| Error::Cuda(format!("NVRTC {what} for {name}.cu: {e:?}"));
+    let err = |what: &str, e: nvrtc::NvrtcError| {
+        Error::Cuda(format!("NVRTC {what} for {name}.cu: {e:?}"))
+    };
     let csrc = CString::new(src).map_err(|_| Error::Cuda(format!("{name}.cu holds a NUL byte")))?;
-    let cname = CString::new(format!("{name}.cu")).map_err(|_| Error::Cuda("bad module name".into()))?;
+    let cname =
+        CString::new(format!("{name}.cu")).map_err(|_| Error::Cuda("bad module name".into()))?;
     let prog = nvrtc::create_program(&csrc, Some(&cname)).map_err(|e| err("create", e))?;
     let mut opts = vec![format!("--gpu-architecture={arch}")];
     opts.extend(OPTIONS.iter().map(|o| o.to_string()));
@@ -99,12 +116,18 @@ fn compile(name: &str, src: &str, arch: &str) -> Result<Vec<u8>> {
             let mut size = 0usize;
             let r = unsafe { nvrtc_sys::nvrtcGetCUBINSize(prog, &mut size) };
             if r != nvrtc_sys::nvrtcResult::NVRTC_SUCCESS || size == 0 {
-                Err(Error::Cuda(format!("NVRTC produced no CUBIN for {name}.cu on {arch} ({r:?})")))
+                Err(Error::Cuda(format!(
+                    "NVRTC produced no CUBIN for {name}.cu on {arch} ({r:?})"
+                )))
             } else {
                 let mut buf = vec![0u8; size];
-                let r = unsafe { nvrtc_sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr() as *mut std::ffi::c_char) };
+                let r = unsafe {
+                    nvrtc_sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr() as *mut std::ffi::c_char)
+                };
                 if r != nvrtc_sys::nvrtcResult::NVRTC_SUCCESS {
-                    Err(Error::Cuda(format!("NVRTC could not return the CUBIN of {name}.cu ({r:?})")))
+                    Err(Error::Cuda(format!(
+                        "NVRTC could not return the CUBIN of {name}.cu ({r:?})"
+                    )))
                 } else {
                     Ok(buf)
                 }
@@ -113,9 +136,15 @@ fn compile(name: &str, src: &str, arch: &str) -> Result<Vec<u8>> {
         Err(e) => {
             let log = unsafe { nvrtc::get_program_log(prog) }
                 .ok()
-                .map(|l| unsafe { CStr::from_ptr(l.as_ptr()) }.to_string_lossy().into_owned())
+                .map(|l| {
+                    unsafe { CStr::from_ptr(l.as_ptr()) }
+                        .to_string_lossy()
+                        .into_owned()
+                })
                 .unwrap_or_default();
-            Err(Error::Cuda(format!("NVRTC could not compile {name}.cu for {arch} ({e:?}):\n{log}")))
+            Err(Error::Cuda(format!(
+                "NVRTC could not compile {name}.cu for {arch} ({e:?}):\n{log}"
+            )))
         }
     };
     // A failure to free the program does not affect the result.
