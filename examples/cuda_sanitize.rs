@@ -50,7 +50,7 @@ fn main() -> logot::Result<()> {
             } else {
                 Problem::batch(mu.view(), nu.view(), c2.view())?
             };
-            Solver::new(gpu.clone(), SinkhornParams::fixed_iterations(0.05, 20)).coupling(&p)?;
+            Solver::new(gpu.clone(), SinkhornParams::fixed_iterations(0.05, 3)).coupling(&p)?;
             // Half-steps with a garbage hint (exact path, redo), both sides.
             let cost = gpu.prepare_cost(&src)?;
             let f = gpu.upload(

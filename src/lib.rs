@@ -24,9 +24,25 @@
 //!
 //! For a batch, or to choose the backend and the parameters, use [`Solver`] with a
 //! [`Problem`]; see [`SinkhornParams`] for tolerances, ε-scaling and warm starts.
+//!
+//! Wasserstein barycenters (POT's `ot.bregman.barycenter` and
+//! `convolutional_barycenter2d`, log domain): [`barycenter()`], [`grid_barycenter`] and
+//! [`BarycenterSolver`]; costs on regular grids that are never stored: [`GridCost`].
+//! PNG plots: `logot::plot` (feature `plot`, on by default).
+//! Gradients ([`grad`]): exact gradients of `⟨P, C⟩` or of any loss of the plan by implicit
+//! differentiation ([`wasserstein_gradients`], [`Solver::wasserstein_gradients`],
+//! [`Solver::implicit_gradients`]), envelope gradients of the regularised objective
+//! ([`Solver::envelope_gradients`]), the bistochastic projection of batches of small
+//! matrices with its backward ([`bistochastic`], [`bistochastic_backward`]), and the
+//! finite-difference checker the tests use ([`check_gradient`]).
 
 pub mod backend;
+pub mod barycenter;
 mod error;
+pub mod grad;
+pub mod linalg;
+#[cfg(feature = "plot")]
+pub mod plot;
 pub mod problems;
 mod real;
 pub mod sinkhorn;
@@ -34,8 +50,19 @@ mod validate;
 
 #[cfg(feature = "cuda")]
 pub use backend::cuda::CudaBackend;
-pub use backend::{cpu::CpuBackend, Backend, CostSource, Side};
+pub use backend::{
+    bistochastic::BistochasticKernels, cpu::CpuBackend, grad::GradKernels, linalg::LinalgKernels,
+    Backend, BarycenterKernels, CostSource, GridCost, Side,
+};
+pub use barycenter::{
+    barycenter, barycenter_batch, grid_barycenter, grid_barycenter_on, Barycenter,
+    BarycenterParams, BarycenterSolver,
+};
 pub use error::{Error, Result};
+pub use grad::{
+    bistochastic, bistochastic_backward, check_gradient, BistochasticParams, CgParams,
+    GradCheckOptions, OtGradients,
+};
 pub use real::Real;
 pub use sinkhorn::{
     Convergence, Coupling, EpsScaling, Prepared, Problem, SinkhornParams, SinkhornResult, Solver,
@@ -56,6 +83,30 @@ pub fn wasserstein<T: Real>(
     eps: T,
 ) -> Result<SinkhornResult<T>> {
     Solver::new(CpuBackend, SinkhornParams::new(eps.f64())).solve(&Problem::new(mu, nu, cost)?)
+}
+
+/// [`wasserstein`] with the exact gradients of `⟨P, C⟩` with respect to the cost, `mu`
+/// (zero-mean representative) and `nu`, by implicit differentiation through the converged
+/// plan ([`grad::ot`]); CPU, default [`SinkhornParams`] and [`CgParams`].
+///
+/// ```
+/// use ndarray::array;
+/// let (mu, nu) = (array![0.2f64, 0.3, 0.5], array![0.5, 0.5]);
+/// let cost = array![[0.0, 1.0], [0.5, 0.5], [1.0, 0.0]];
+/// let g = logot::wasserstein_gradients(mu.view(), nu.view(), cost.view(), 0.1)?;
+/// assert!(g.result.convergence.converged && g.cg.all_converged());
+/// // ∂⟨P,C⟩/∂C has the row sums of P: shifting a row of C does not move P.
+/// assert!((g.cost.index_axis(ndarray::Axis(0), 0).row(0).sum() - 0.2).abs() < 1e-8);
+/// # Ok::<(), logot::Error>(())
+/// ```
+pub fn wasserstein_gradients<T: Real>(
+    mu: ArrayView1<'_, T>,
+    nu: ArrayView1<'_, T>,
+    cost: ArrayView2<'_, T>,
+    eps: T,
+) -> Result<OtGradients<T>> {
+    Solver::new(CpuBackend, SinkhornParams::new(eps.f64()))
+        .wasserstein_gradients(&Problem::new(mu, nu, cost)?, &CgParams::default())
 }
 
 /// Batched [`wasserstein`]: `mu` (B×n), `nu` (B×m) against one cost (n×m) or one per

@@ -2,7 +2,7 @@
 //! criterion benches build them from here, so both measure the same thing).
 
 use crate::Real;
-use ndarray::{Array1, Array2};
+use ndarray::{Array1, Array2, Array3};
 
 /// `n` points of `linspace(lo, hi, n)`.
 pub fn linspace(lo: f64, hi: f64, n: usize) -> Vec<f64> {
@@ -72,4 +72,91 @@ pub fn ot_b<T: Real>(b: usize, n: usize) -> (Array2<T>, Array2<T>, Array2<T>) {
         bump_histograms(b, n, 2),
         squared_distance_cost(&x, false),
     )
+}
+
+/// bary64: the three test images of the barycenter benchmark, on `n×n` pixels with
+/// coordinates `linspace(−5, 5, n)`: a square (rows and columns `n/5 .. n − ⌈n/5⌉`), a ring
+/// `4 < r² < 9`, and two disks of radius 2 at `(2, 2)` and `(−2, −2)`. Each is normalised,
+/// `1e-10` is added everywhere, and each is normalised again (as POT's examples do), so
+/// every pixel is positive. Returns `3×n×n`.
+pub fn bary64_images(n: usize) -> Array3<f64> {
+    let step = if n > 1 { 10.0 / (n - 1) as f64 } else { 0.0 };
+    let xs: Vec<f64> = (0..n)
+        .map(|i| {
+            if i + 1 == n && n > 1 {
+                5.0
+            } else {
+                i as f64 * step + -5.0
+            }
+        })
+        .collect();
+    let mut imgs = Array3::<f64>::zeros((3, n, n));
+    // NumPy's a[n//5 : -n//5] (which parses as (−n)//5: the end is n − ⌈n/5⌉).
+    let (lo, hi) = (n / 5, n - n.div_ceil(5));
+    for r in 0..n {
+        for c in 0..n {
+            let (x, y) = (xs[c], xs[r]);
+            let r2 = x * x + y * y;
+            let disk = |cx: f64, cy: f64| (x - cx) * (x - cx) + (y - cy) * (y - cy) < 4.0;
+            imgs[[0, r, c]] = if (lo..hi).contains(&r) && (lo..hi).contains(&c) {
+                1.0
+            } else {
+                0.0
+            };
+            imgs[[1, r, c]] = if r2 > 4.0 && r2 < 9.0 { 1.0 } else { 0.0 };
+            imgs[[2, r, c]] = if disk(2.0, 2.0) || disk(-2.0, -2.0) {
+                1.0
+            } else {
+                0.0
+            };
+        }
+    }
+    for mut img in imgs.outer_iter_mut() {
+        let s = img.sum();
+        if s > 0.0 {
+            img /= s;
+        }
+        img += 1e-10;
+        let s = img.sum();
+        img /= s;
+    }
+    imgs
+}
+
+/// bary64's dense cost on `n×n` pixels: squared distances between the pixel centres on
+/// `linspace(−5, 5)²`, divided by their maximum (POT's `M /= M.max()`), i.e. half the
+/// unit-grid cost of [`crate::GridCost`]. `n²×n²`: 128 MiB in f64 for n = 64.
+pub fn bary64_dense_cost<T: Real>(n: usize) -> Array2<T> {
+    let grid = crate::GridCost::image(n.max(1), n.max(1)).map(|g| g.to_dense::<f64>());
+    match grid {
+        Ok(c) => c.mapv(|v| T::of(0.5 * v)),
+        Err(_) => Array2::zeros((0, 0)),
+    }
+}
+
+/// bary64's weights `(0.3, 0.3, 0.4)`, grid ε = 0.004, dense ε = 1e-3 and 100 iterations.
+pub const BARY64_WEIGHTS: [f64; 3] = [0.3, 0.3, 0.4];
+/// bary64's ε on the unit grid.
+pub const BARY64_GRID_EPS: f64 = 0.004;
+/// bary64's ε for the normalised dense cost.
+pub const BARY64_DENSE_EPS: f64 = 1e-3;
+/// bary64's iteration count.
+pub const BARY64_ITERS: usize = 100;
+/// mhc-shaped problem (mhc4: n = 4, mhc16: n = 16, both with b = 65536): logits
+/// `X ~ U[0, 4)` (`b×n×n`) for the bistochastic forward (20 iterations) and an upstream
+/// gradient `G ~ N(0, 1)` for the backward, from a seeded 64-bit LCG (Box–Muller normals).
+pub fn mhc<T: Real>(b: usize, n: usize, seed: u64) -> (ndarray::Array3<T>, ndarray::Array3<T>) {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut uniform = move || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((state >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    };
+    let x = ndarray::Array3::from_shape_simple_fn((b, n, n), || T::of(4.0 * uniform()));
+    let g = ndarray::Array3::from_shape_simple_fn((b, n, n), || {
+        let (u, v) = (uniform(), uniform());
+        T::of((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos())
+    });
+    (x, g)
 }

@@ -252,6 +252,7 @@ impl<'a, T: Real> Problem<'a, T> {
         match &self.cost {
             CostSource::Dense(c) => check_finite("cost", c)?,
             CostSource::DenseBatch(c) => check_finite("cost", c)?,
+            CostSource::Grid(_) => {}
         }
         check_equal_mass::<T>(&mu_mass, &nu_mass)
     }
@@ -273,6 +274,11 @@ pub(crate) fn cost_dims<T>(cost: &CostSource<'_, T>) -> CostDims {
                 batch: Some(b),
             }
         }
+        CostSource::Grid(g) => CostDims {
+            n: g.len(),
+            m: g.len(),
+            batch: None,
+        },
     }
 }
 
@@ -346,7 +352,7 @@ impl<B> Solver<B> {
         Ok(Coupling { plan, result })
     }
 
-    fn finish<T: Real>(
+    pub(crate) fn finish<T: Real>(
         &self,
         problem: &Problem<'_, T>,
         s: &Solved<T, B>,

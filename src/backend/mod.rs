@@ -10,9 +10,17 @@
 //! Layout conventions: a batch of `B` problems with `n` source and `m` target points
 //! stores potentials and marginals row-major as `B×n` (`f`, `μ`) and `B×m` (`g`, `ν`).
 
+pub mod barycenter;
+pub mod bistochastic;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod grad;
+mod grid;
+pub mod linalg;
+
+pub use barycenter::{BaryLayout, BarycenterKernels};
+pub use grid::GridCost;
 
 use crate::{Real, Result};
 use ndarray::{ArrayView2, ArrayView3};
@@ -55,6 +63,11 @@ pub enum CostSource<'a, T> {
     Dense(ArrayView2<'a, T>),
     /// One dense `n×m` matrix per problem (`B×n×m`).
     DenseBatch(ArrayView3<'a, T>),
+    /// Squared Euclidean distance between the points of a regular 1-, 2- or 3-D grid on
+    /// the unit cube (`linspace(0, 1, N_d)` per axis, row-major flattening), shared by
+    /// every problem. Never stored: `exp(−C/ε)` is a product of 1-D kernels, so a half-step
+    /// is one 1-D log-convolution per axis (O(n·ΣN_d) instead of O(n²)).
+    Grid(GridCost),
 }
 
 impl<'a, T> From<ArrayView2<'a, T>> for CostSource<'a, T> {
@@ -65,6 +78,11 @@ impl<'a, T> From<ArrayView2<'a, T>> for CostSource<'a, T> {
 impl<'a, T> From<ArrayView3<'a, T>> for CostSource<'a, T> {
     fn from(c: ArrayView3<'a, T>) -> Self {
         CostSource::DenseBatch(c)
+    }
+}
+impl<T> From<GridCost> for CostSource<'_, T> {
+    fn from(g: GridCost) -> Self {
+        CostSource::Grid(g)
     }
 }
 

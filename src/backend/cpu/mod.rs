@@ -1,11 +1,19 @@
 //! The CPU backend: buffers are `Vec<T>`, kernels run on rayon's thread pool with the
 //! vectorised log-sum-exp of [`lse`].
 
+mod barycenter;
+mod bistochastic;
+mod grad;
+mod grid;
+mod linalg;
 pub mod lse;
+pub(crate) mod svd3;
 
 use super::{batch_of, check_cost_batch, Backend, CostDims, CostSource, Side};
 use crate::{Error, Real, Result};
+use grid::CpuGrid;
 use rayon::prelude::*;
+use std::sync::Arc;
 
 /// Computes on the host CPU with rayon (all cores of rayon's global pool).
 #[derive(Clone, Copy, Debug, Default)]
@@ -27,6 +35,8 @@ pub struct CpuCost<T> {
     c: Vec<T>,
     /// `Cᵀ` as `[batch×]m×n`; empty when `C` is symmetric.
     ct: Vec<T>,
+    /// A separable grid cost (then `c` and `ct` are empty).
+    grid: Option<Arc<CpuGrid>>,
 }
 
 impl<T: Real> CpuCost<T> {
@@ -96,6 +106,20 @@ impl<T: Real> Backend<T> for CpuBackend {
 
     fn prepare_cost(&self, cost: &CostSource<'_, T>) -> Result<CpuCost<T>> {
         let (dims, c) = match cost {
+            CostSource::Grid(g) => {
+                let n = g.len();
+                let dims = CostDims {
+                    n,
+                    m: n,
+                    batch: None,
+                };
+                return Ok(CpuCost {
+                    dims,
+                    c: Vec::new(),
+                    ct: Vec::new(),
+                    grid: Some(Arc::new(CpuGrid::new(g.clone()))),
+                });
+            }
             CostSource::Dense(c) => {
                 let (n, m) = c.dim();
                 (
@@ -139,7 +163,12 @@ impl<T: Real> Backend<T> for CpuBackend {
                 .flat_map_iter(|c| transpose(c, dims.n, dims.m))
                 .collect()
         };
-        Ok(CpuCost { dims, c, ct })
+        Ok(CpuCost {
+            dims,
+            c,
+            ct,
+            grid: None,
+        })
     }
 
     fn cost_dims(&self, cost: &CpuCost<T>) -> CostDims {
@@ -155,6 +184,9 @@ impl<T: Real> Backend<T> for CpuBackend {
         log_marginal: &Vec<T>,
         out: &mut Vec<T>,
     ) -> Result<()> {
+        if let Some(grid) = &cost.grid {
+            return grid.sinkstep(eps, other_pot, log_marginal, out);
+        }
         let dims = cost.dims;
         let len_out = dims.len(side);
         let len_red = dims.len(other(side));
@@ -256,6 +288,9 @@ impl<T: Real> Backend<T> for CpuBackend {
     }
 
     fn transport_cost(&self, cost: &CpuCost<T>, f: &Vec<T>, g: &Vec<T>, eps: T) -> Result<Vec<T>> {
+        if let Some(grid) = &cost.grid {
+            return grid.transport_cost(f, g, eps);
+        }
         let dims = cost.dims;
         let batch = check_fg(&dims, f, g)?;
         let (n, m) = (dims.n, dims.m);
@@ -284,6 +319,9 @@ impl<T: Real> Backend<T> for CpuBackend {
     }
 
     fn plan(&self, cost: &CpuCost<T>, f: &Vec<T>, g: &Vec<T>, eps: T) -> Result<Vec<T>> {
+        if let Some(grid) = &cost.grid {
+            return grid.plan(f, g, eps);
+        }
         let dims = cost.dims;
         check_fg(&dims, f, g)?;
         let (n, m) = (dims.n, dims.m);

@@ -713,6 +713,12 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
                     c.as_slice().map(std::borrow::Cow::Borrowed),
                 )
             }
+            CostSource::Grid(_) => {
+                return Err(Error::Unavailable(
+                    "cost: grid costs are not available on the CUDA backend yet (use a dense cost or the CPU backend)"
+                        .into(),
+                ))
+            }
         };
         if dims.n == 0 || dims.m == 0 {
             return Err(Error::Empty {
@@ -727,6 +733,7 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
             None => std::borrow::Cow::Owned(match cost {
                 CostSource::Dense(c) => c.iter().copied().collect(),
                 CostSource::DenseBatch(c) => c.iter().copied().collect(),
+                CostSource::Grid(_) => Vec::new(), // rejected above
             }),
         };
         let nb = dims.batch.unwrap_or(1);

@@ -19,6 +19,12 @@ pub enum BenchProblem {
     /// B = 8, n = m = 1024, ε = 1e-2, 100 iterations.
     #[value(name = "otBcpu")]
     OtBcpu,
+    /// Barycenter of three 64×64 images on the unit grid, ε = 0.004, 100 iterations.
+    #[value(name = "bary64")]
+    Bary64,
+    /// The same images with the dense 4096×4096 normalised cost, ε = 1e-3, 100 iterations.
+    #[value(name = "bary64dense")]
+    Bary64Dense,
 }
 
 #[derive(clap::Args, Debug)]
@@ -88,6 +94,11 @@ fn run<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
             2 * 100 * 8 * 1024 * 1024,
             problems::ot_b::<T>(8, 1024),
         ),
+        BenchProblem::Bary64 | BenchProblem::Bary64Dense => {
+            return Err(logot::Error::Unavailable(
+                "barycenter problems run in crate::barycenter::bench".into(),
+            ))
+        }
     };
     let problem = Problem::batch(mu.view(), nu.view(), cost.view())?;
     let solver = Solver::new(backend, SinkhornParams::fixed_iterations(eps, iters));
@@ -136,5 +147,8 @@ fn run<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
 
 pub fn bench(a: &BenchArgs) -> Json {
     let dtype = if a.f64 { Dtype::F64 } else { Dtype::F32 };
+    if matches!(a.problem, BenchProblem::Bary64 | BenchProblem::Bary64Dense) {
+        return crate::barycenter::bench(dtype, a, a.problem == BenchProblem::Bary64Dense);
+    }
     dispatch!(dtype, a.backend, run, a)
 }

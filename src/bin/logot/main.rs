@@ -26,8 +26,12 @@ macro_rules! dispatch {
     };
 }
 
+mod barycenter;
 mod bench;
+mod bistochastic;
+mod newton_schulz;
 mod npy;
+mod svd3;
 mod wasserstein;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -53,8 +57,17 @@ enum Command {
     Wasserstein(wasserstein::WassersteinArgs),
     /// The entropic plan P, written to --out as .npy; prints the same JSON as wasserstein.
     Coupling(wasserstein::CouplingArgs),
+    /// Wasserstein barycenter of K histograms (dense --cost or --grid), written to --out;
+    /// prints iterations, error and convergence as JSON.
+    Barycenter(barycenter::BarycenterArgs),
+    /// Bistochastic projection R = SinkhornKnopp(exp(X)) of n×n matrices (and its backward).
+    Bistochastic(bistochastic::BistochasticArgs),
     /// Time a canonical benchmark problem (median of repeated runs after warm-up).
     Bench(bench::BenchArgs),
+    /// Thin SVD of M×3 matrices (one, or a batch B×M×3) through the 3×3 Gram matrix.
+    Svd3(svd3::Svd3Args),
+    /// Newton–Schulz orthogonalisation (5 quintic steps by default).
+    NewtonSchulz(newton_schulz::NewtonSchulzArgs),
 }
 
 /// Where the computation runs.
@@ -86,7 +99,11 @@ fn main() -> ExitCode {
     let out = match cli.command {
         Command::Wasserstein(a) => wasserstein::wasserstein(&a),
         Command::Coupling(a) => wasserstein::coupling(&a),
+        Command::Barycenter(a) => barycenter::barycenter(&a),
+        Command::Bistochastic(a) => bistochastic::bistochastic(&a),
         Command::Bench(a) => bench::bench(&a),
+        Command::Svd3(a) => svd3::svd3(&a),
+        Command::NewtonSchulz(a) => newton_schulz::newton_schulz_cmd(&a),
     };
     match out {
         Ok(json) => {

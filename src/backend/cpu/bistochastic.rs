@@ -1,0 +1,336 @@
+//! [`BistochasticKernels`] on the CPU: rayon over the batch, one matrix at a time in stack
+//! arrays (`n ≤ 32`). The forward runs in the working precision with the vectorisable exp of
+//! [`Real`]; the backward's CG runs in `f64` (cheap at this size, and it keeps `f32` inputs
+//! from losing digits in the dot products).
+
+// Per-problem / per-index loops over several parallel arrays read best with an index.
+#![allow(clippy::needless_range_loop)]
+
+use super::CpuBackend;
+use crate::backend::batch_of;
+use crate::backend::bistochastic::{BistochasticKernels, ProjectionStats};
+use crate::grad::cg::{conjugate_gradient, CgOperator, CgOutcome, SmallSpace, SMALL_MAX};
+use crate::real::{HwFma, MulAdd, NoFma, LANES};
+use crate::{Error, Real, Result};
+use rayon::prelude::*;
+
+const MAX_N: usize = SMALL_MAX;
+
+/// Matrices per rayon task, so that a task holds at least a few thousand entries.
+fn min_task(n: usize) -> usize {
+    (4096 / (n * n).max(1)).max(1)
+}
+
+/// `out_j = −LSE_i(a[i·MAX_N + j] + pot_i)` for `j < n`: a column-wise log-sum-exp over the
+/// `n` rows of a padded row-major matrix (row stride `MAX_N`, `w` a multiple of `LANES`),
+/// vectorised across the columns. Padding columns hold 0; their sums are computed and dropped.
+#[inline(always)]
+fn neg_lse_cols<T: Real, M: MulAdd>(
+    n: usize,
+    w: usize,
+    a: &[T; MAX_N * MAX_N],
+    pot: &[T; MAX_N],
+    out: &mut [T; MAX_N],
+) {
+    let mut mx = [T::neg_infinity(); MAX_N];
+    for i in 0..n {
+        let p = pot[i];
+        let row = &a[i * MAX_N..i * MAX_N + w];
+        for (m, &x) in mx[..w].iter_mut().zip(row) {
+            let v = x + p;
+            *m = if v > *m { v } else { *m };
+        }
+    }
+    let mut s = [T::zero(); MAX_N];
+    for i in 0..n {
+        let p = pot[i];
+        let row = &a[i * MAX_N..i * MAX_N + w];
+        for ((acc, &m), &x) in s[..w].iter_mut().zip(&mx[..w]).zip(row) {
+            *acc = *acc + T::exp_nonpos::<M>(x + p - m);
+        }
+    }
+    for j in 0..n {
+        out[j] = -(mx[j] + s[j].ln());
+    }
+}
+
+/// One matrix: log-domain Sinkhorn–Knopp. Returns (iterations, column error of `r`, whether
+/// the in-loop column error met `tol`).
+#[inline(always)]
+fn forward_one<T: Real, M: MulAdd>(
+    n: usize,
+    x: &[T],
+    iters: usize,
+    tol: f64,
+    r: &mut [T],
+) -> (usize, f64, bool) {
+    let w = n.div_ceil(LANES) * LANES;
+    // X and Xᵀ, row stride MAX_N, zero padding.
+    let mut xs = [T::zero(); MAX_N * MAX_N];
+    let mut xt = [T::zero(); MAX_N * MAX_N];
+    for i in 0..n {
+        for j in 0..n {
+            xs[i * MAX_N + j] = x[i * n + j];
+            xt[j * MAX_N + i] = x[i * n + j];
+        }
+    }
+    let mut alpha = [T::zero(); MAX_N];
+    let mut beta = [T::zero(); MAX_N];
+    let mut next = [T::zero(); MAX_N];
+    let mut done = 0;
+    let mut met = false;
+    for it in 0..iters {
+        // Column half-step: β_j = −LSE_i(X_ij + α_i). The column sums of the current R are
+        // exp(β_j − β'_j), so the error check costs n exponentials.
+        neg_lse_cols::<T, M>(n, w, &xs, &alpha, &mut next);
+        if it > 0 && tol > 0.0 {
+            let err: f64 = (0..n)
+                .map(|j| ((beta[j] - next[j]).f64().exp() - 1.0).abs())
+                .sum();
+            if err <= tol {
+                met = true;
+                break;
+            }
+        }
+        beta = next;
+        // Row half-step: α_i = −LSE_j(X_ij + β_j).
+        neg_lse_cols::<T, M>(n, w, &xt, &beta, &mut alpha);
+        done += 1;
+    }
+    let mut cols = [0.0f64; MAX_N];
+    for i in 0..n {
+        for j in 0..n {
+            let v = T::exp_nonpos::<M>(x[i * n + j] + alpha[i] + beta[j]);
+            r[i * n + j] = v;
+            cols[j] += v.f64();
+        }
+    }
+    (done, cols[..n].iter().map(|c| (c - 1.0).abs()).sum(), met)
+}
+
+fn forward_chunk<T: Real, M: MulAdd>(
+    n: usize,
+    x: &[T],
+    iters: usize,
+    tol: f64,
+    r: &mut [T],
+) -> ProjectionStats {
+    let per = n * n;
+    let mut st = ProjectionStats::default();
+    for (xm, rm) in x.chunks(per).zip(r.chunks_mut(per)) {
+        let (it, err, met) = forward_one::<T, M>(n, xm, iters, tol, rm);
+        st.iterations = st.iterations.max(it);
+        st.marginal_error = st.marginal_error.max(err);
+        st.unconverged += usize::from(!met);
+    }
+    st
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn forward_chunk_avx2<T: Real>(
+    n: usize,
+    x: &[T],
+    iters: usize,
+    tol: f64,
+    r: &mut [T],
+) -> ProjectionStats {
+    forward_chunk::<T, HwFma>(n, x, iters, tol, r)
+}
+
+fn forward_dispatch<T: Real>(
+    n: usize,
+    x: &[T],
+    iters: usize,
+    tol: f64,
+    r: &mut [T],
+) -> ProjectionStats {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU supports the features this function is compiled for.
+            return unsafe { forward_chunk_avx2(n, x, iters, tol, r) };
+        }
+    }
+    let _ = HwFma;
+    forward_chunk::<T, NoFma>(n, x, iters, tol, r)
+}
+
+/// The Schur operator of one matrix, `b ↦ c⊙b − Rᵀ diag(1/r) R b`, in `f64`.
+struct SmallSchur<'a> {
+    n: usize,
+    r: &'a [f64; MAX_N * MAX_N],
+    inv_row: [f64; MAX_N],
+    col: [f64; MAX_N],
+}
+
+impl CgOperator<SmallSpace> for SmallSchur<'_> {
+    #[inline]
+    fn apply(&mut self, _: &SmallSpace, x: &[f64; MAX_N], y: &mut [f64; MAX_N]) -> Result<()> {
+        let n = self.n;
+        let mut t = [0.0f64; MAX_N];
+        for i in 0..n {
+            let row = &self.r[i * n..(i + 1) * n];
+            t[i] = self.inv_row[i] * row.iter().zip(&x[..n]).map(|(a, b)| a * b).sum::<f64>();
+        }
+        for j in 0..n {
+            y[j] = self.col[j] * x[j];
+        }
+        for i in 0..n {
+            let row = &self.r[i * n..(i + 1) * n];
+            let ti = t[i];
+            for (o, &rij) in y[..n].iter_mut().zip(row) {
+                *o -= rij * ti;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One matrix: implicit backward.
+fn backward_one<T: Real>(
+    n: usize,
+    r: &[T],
+    g: &[T],
+    tol: f64,
+    max_iters: usize,
+    dx: &mut [T],
+) -> Result<CgOutcome> {
+    let mut rr = [0.0f64; MAX_N * MAX_N];
+    let mut sr = [0.0f64; MAX_N];
+    let mut sc = [0.0f64; MAX_N];
+    let mut rows = [0.0f64; MAX_N];
+    let mut cols = [0.0f64; MAX_N];
+    for i in 0..n {
+        for j in 0..n {
+            let v = r[i * n + j].f64();
+            let gv = g[i * n + j].f64() * v;
+            rr[i * n + j] = v;
+            rows[i] += v;
+            cols[j] += v;
+            sr[i] += gv;
+            sc[j] += gv;
+        }
+    }
+    let mut inv_row = [0.0f64; MAX_N];
+    let mut support = [0.0f64; MAX_N];
+    for k in 0..n {
+        inv_row[k] = if rows[k] > 0.0 { 1.0 / rows[k] } else { 0.0 };
+        support[k] = if cols[k] > 0.0 { 1.0 } else { 0.0 };
+    }
+    // rhs = s_c − Rᵀ diag(1/r) s_r
+    let mut rhs = [0.0f64; MAX_N];
+    rhs[..n].copy_from_slice(&sc[..n]);
+    for i in 0..n {
+        let t = inv_row[i] * sr[i];
+        for j in 0..n {
+            rhs[j] -= rr[i * n + j] * t;
+        }
+    }
+    let space = SmallSpace { n };
+    let mut op = SmallSchur {
+        n,
+        r: &rr,
+        inv_row,
+        col: cols,
+    };
+    let mut out = [CgOutcome::default()];
+    let b = conjugate_gradient(
+        &space,
+        &mut op,
+        &rhs,
+        Some(&support),
+        tol,
+        max_iters,
+        &mut out,
+    )?;
+    for i in 0..n {
+        let row = &rr[i * n..(i + 1) * n];
+        let a = inv_row[i] * (sr[i] - row.iter().zip(&b[..n]).map(|(p, q)| p * q).sum::<f64>());
+        for j in 0..n {
+            dx[i * n + j] = T::of((g[i * n + j].f64() - a - b[j]) * row[j]);
+        }
+    }
+    Ok(out[0])
+}
+
+fn check_n(n: usize) -> Result<()> {
+    if n == 0 || n > MAX_N {
+        return Err(Error::parameter(
+            "n",
+            n,
+            format!("the CPU bistochastic kernels handle 1 ≤ n ≤ {MAX_N}"),
+        ));
+    }
+    Ok(())
+}
+
+impl<T: Real> BistochasticKernels<T> for CpuBackend {
+    fn bistochastic_max_n(&self) -> usize {
+        MAX_N
+    }
+
+    fn bistochastic_forward(
+        &self,
+        n: usize,
+        x: &Vec<T>,
+        iters: usize,
+        tol: f64,
+        r: &mut Vec<T>,
+    ) -> Result<ProjectionStats> {
+        check_n(n)?;
+        let per = n * n;
+        batch_of(x.len(), per, "x")?;
+        if r.len() != x.len() {
+            return Err(Error::shape(
+                "r",
+                format!("has length {} but x has {}", r.len(), x.len()),
+            ));
+        }
+        let chunk = per * min_task(n);
+        Ok(x.par_chunks(chunk)
+            .zip(r.par_chunks_mut(chunk))
+            .map(|(xc, rc)| forward_dispatch(n, xc, iters, tol, rc))
+            .reduce(ProjectionStats::default, |a, b| ProjectionStats {
+                iterations: a.iterations.max(b.iterations),
+                marginal_error: a.marginal_error.max(b.marginal_error),
+                unconverged: a.unconverged + b.unconverged,
+            }))
+    }
+
+    fn bistochastic_backward(
+        &self,
+        n: usize,
+        r: &Vec<T>,
+        g: &Vec<T>,
+        tol: f64,
+        max_iters: usize,
+        dx: &mut Vec<T>,
+    ) -> Result<Vec<CgOutcome>> {
+        check_n(n)?;
+        let per = n * n;
+        let batch = batch_of(r.len(), per, "r")?;
+        if g.len() != r.len() || dx.len() != r.len() {
+            return Err(Error::shape(
+                "g",
+                format!(
+                    "g has length {} and dx {} but r has {}",
+                    g.len(),
+                    dx.len(),
+                    r.len()
+                ),
+            ));
+        }
+        let mut outcomes = vec![CgOutcome::default(); batch];
+        dx.par_chunks_mut(per)
+            .zip(r.par_chunks(per))
+            .zip(g.par_chunks(per))
+            .zip(outcomes.par_iter_mut())
+            .with_min_len(min_task(n))
+            .try_for_each(|(((d, rm), gm), o)| -> Result<()> {
+                *o = backward_one(n, rm, gm, tol, max_iters, d)?;
+                Ok(())
+            })?;
+        Ok(outcomes)
+    }
+}

@@ -1,0 +1,443 @@
+//! Fixed-support entropic Wasserstein barycenters by iterative Bregman projections, in
+//! the log domain (POT's `ot.bregman.barycenter(..., method="sinkhorn_log")` and
+//! `convolutional_barycenter2d(..., method="sinkhorn_log")`).
+//!
+//! For inputs `a_k` (on the `n` rows of the cost) with weights `w_k`, the barycenter `b`
+//! lives on the `m` columns. From `G_k = 0`, each iteration is
+//!
+//! `f_k = log a_k − LSE_j(G_kj − C_ij/ε)`, `log K(u_k)_j = LSE_i(f_ki − C_ij/ε)`,
+//! `log b = Σ_k w_k log K(u_k)`, `G_k = log b − log K(u_k)`,
+//!
+//! i.e. two [`sinkstep`](crate::Backend::sinkstep)s over the batch of `K` inputs against one shared cost
+//! (the second with log-marginal 0), a weighted sum and a subtraction. The error, checked
+//! every `check_every` iterations, is POT's `Σ_x std_k exp(G_kx + log K(u_k)_x)` (the
+//! spread of the `K` plans' marginals on the barycenter side, `G` before its update).
+//! On a [`GridCost`] the sinksteps are separable 1-D log-convolutions, so a 2-D image of
+//! `N×N` pixels costs `O(N³)` per step, never an `N²×N²` matrix.
+
+use crate::backend::{BaryLayout, BarycenterKernels, CostSource, GridCost, Side};
+use crate::sinkhorn::cost_dims;
+use crate::validate::{check_eps, check_finite, check_histograms};
+use crate::{CpuBackend, Error, Real, Result};
+use ndarray::{
+    Array, Array1, ArrayView, ArrayView1, ArrayView2, ArrayView3, Axis, Dimension, Ix1, RemoveAxis,
+};
+
+/// Parameters of the barycenter loop. `Default` follows POT (`stopThr = 1e-4`, error
+/// checked every 10 iterations) with `eps = 0.01`.
+#[derive(Clone, Debug)]
+pub struct BarycenterParams {
+    /// Regularisation strength ε (> 0), in the units of the cost.
+    pub eps: f64,
+    /// Maximum number of iterations; `None` takes POT's default for the cost (1000 for a
+    /// dense cost, 10000 for a grid).
+    pub max_iters: Option<usize>,
+    /// Stop when the error falls below `tol` (strictly, as POT); `0` runs every iteration.
+    pub tol: f64,
+    /// Check the error every this many iterations. The schedule is POT's: at iterations
+    /// 1, 1 + c, 1 + 2c, … (0-based) for a dense cost, and c − 1, 2c − 1, … on a grid;
+    /// the last iteration is always measured so the reported error belongs to the result.
+    pub check_every: usize,
+}
+
+impl Default for BarycenterParams {
+    fn default() -> Self {
+        BarycenterParams {
+            eps: 0.01,
+            max_iters: None,
+            tol: 1e-4,
+            check_every: 10,
+        }
+    }
+}
+
+impl BarycenterParams {
+    /// Default parameters with regularisation `eps`.
+    pub fn new(eps: f64) -> Self {
+        BarycenterParams {
+            eps,
+            ..Default::default()
+        }
+    }
+    /// Exactly `iters` iterations, no early stop (the error is still measured at the end).
+    pub fn fixed_iterations(eps: f64, iters: usize) -> Self {
+        BarycenterParams {
+            eps,
+            max_iters: Some(iters),
+            tol: 0.0,
+            ..Default::default()
+        }
+    }
+    fn validate(&self) -> Result<()> {
+        check_eps("eps", self.eps)?;
+        if self.max_iters == Some(0) {
+            return Err(Error::parameter(
+                "max_iters",
+                0,
+                "at least one iteration is needed",
+            ));
+        }
+        if self.check_every == 0 {
+            return Err(Error::parameter("check_every", 0, "must be ≥ 1"));
+        }
+        if !(self.tol.is_finite() && self.tol >= 0.0) {
+            return Err(Error::parameter("tol", self.tol, "must be finite and ≥ 0"));
+        }
+        Ok(())
+    }
+}
+
+/// A computed barycenter and how the loop ended.
+#[derive(Clone, Debug)]
+pub struct Barycenter<T, D: Dimension = Ix1> {
+    /// The barycenter (`m` bins; for [`grid_barycenter`], an image of the grid's shape).
+    pub histogram: Array<T, D>,
+    /// Iterations run.
+    pub iterations: usize,
+    /// POT's error `Σ_x std_k exp(G_k + log K(u_k))` at the last check (the last iteration
+    /// unless the loop stopped early).
+    pub error: f64,
+    /// `error < tol` with `tol > 0`.
+    pub converged: bool,
+}
+
+/// Computes barycenters on a chosen backend.
+///
+/// On the CPU, the top-level [`barycenter`], [`barycenter_batch`] and [`grid_barycenter`]
+/// also run the loop on a rayon worker thread, which saves a thread hand-off per kernel
+/// (noticeable on small problems); do the same with `rayon::scope(|_| solver.solve(..))`.
+///
+/// ```
+/// use logot::{BarycenterParams, BarycenterSolver, CpuBackend};
+/// use ndarray::{array, Array2};
+/// let x = [0.0, 0.25, 0.5, 0.75, 1.0];
+/// let cost = Array2::from_shape_fn((5, 5), |(i, j)| (x[i] - x[j]) * (x[i] - x[j]));
+/// let inputs = array![[1.0, 0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 1.0]];
+/// let solver = BarycenterSolver::new(CpuBackend, BarycenterParams::new(1e-3));
+/// let bar = solver.solve(inputs.view(), array![0.5, 0.5].view(), cost.view())?;
+/// assert!(bar.histogram[2] > 0.99); // the midpoint
+/// # Ok::<(), logot::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct BarycenterSolver<B> {
+    backend: B,
+    params: BarycenterParams,
+}
+
+impl<B> BarycenterSolver<B> {
+    /// A solver on `backend` with `params`.
+    pub fn new(backend: B, params: BarycenterParams) -> Self {
+        BarycenterSolver { backend, params }
+    }
+    /// The parameters.
+    pub fn params(&self) -> &BarycenterParams {
+        &self.params
+    }
+    /// The backend.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// Barycenter of the `K` rows of `histograms` (`K×n`) with `weights` (`K`, non-negative,
+    /// summing to 1) for a cost with `n` rows; the barycenter has one bin per cost column.
+    pub fn solve<'a, T: Real>(
+        &self,
+        histograms: ArrayView2<'a, T>,
+        weights: ArrayView1<'a, T>,
+        cost: impl Into<CostSource<'a, T>>,
+    ) -> Result<Barycenter<T>>
+    where
+        B: BarycenterKernels<T>,
+    {
+        let mut all = self.solve_batch(
+            histograms.insert_axis(Axis(0)),
+            weights.insert_axis(Axis(0)),
+            cost,
+        )?;
+        all.pop()
+            .ok_or_else(|| Error::Numerical("no barycenter was computed".into()))
+    }
+
+    /// `P` independent barycenter problems against one shared cost: `histograms` is
+    /// `P×K×n`, `weights` is `P×K`. All problems run together (one batched sinkstep of
+    /// `P·K` rows) and stop when every problem's error is below `tol`.
+    pub fn solve_batch<'a, T: Real>(
+        &self,
+        histograms: ArrayView3<'a, T>,
+        weights: ArrayView2<'a, T>,
+        cost: impl Into<CostSource<'a, T>>,
+    ) -> Result<Vec<Barycenter<T>>>
+    where
+        B: BarycenterKernels<T>,
+    {
+        let cost = cost.into();
+        let p = &self.params;
+        p.validate()?;
+        let (problems, inputs, n) = histograms.dim();
+        let m = validate_inputs(&histograms, &weights, &cost)?;
+        let grid = matches!(cost, CostSource::Grid(_));
+        // POT's stabilisation of log(A) and its check schedule differ between the two.
+        let (stab, max_iters, offset) = if grid {
+            (1e-30, p.max_iters.unwrap_or(10_000), p.check_every - 1)
+        } else {
+            (1e-16, p.max_iters.unwrap_or(1000), 1 % p.check_every)
+        };
+        let be = &self.backend;
+        let layout = BaryLayout {
+            problems,
+            inputs,
+            m,
+        };
+        let rows = problems * inputs;
+        let prepared = be.prepare_cost(&cost)?;
+        let dims = be.cost_dims(&prepared);
+        if (dims.n, dims.m) != (n, m) {
+            return Err(Error::shape(
+                "cost",
+                format!("prepared as {}×{}, expected {n}×{m}", dims.n, dims.m),
+            ));
+        }
+        let stab = T::of(stab);
+        let log_a: Vec<T> = histograms.iter().map(|&a| (a + stab).ln()).collect();
+        let log_a = be.upload(&log_a)?;
+        let w = be.upload(&weights.iter().copied().collect::<Vec<T>>())?;
+        let zeros = be.filled(rows * m, T::zero())?;
+        let mut g = be.filled(rows * m, T::zero())?; // εG
+        let mut f = be.filled(rows * n, T::zero())?; // εf
+        let mut v = be.filled(rows * m, T::zero())?; // −ε log K(u)
+        let mut bar = be.filled(problems * m, T::zero())?; // ε log b
+        let eps = T::of(p.eps);
+        let mut errors = vec![f64::INFINITY; problems];
+        let mut iterations = 0;
+        for it in 0..max_iters {
+            be.sinkstep(&prepared, Side::Row, eps, &g, &log_a, &mut f)?;
+            be.sinkstep(&prepared, Side::Col, eps, &f, &zeros, &mut v)?;
+            be.bary_log_mean(layout, &w, &v, &mut bar)?;
+            iterations = it + 1;
+            if it % p.check_every == offset || iterations == max_iters {
+                errors = be
+                    .bary_spread(layout, &g, &v, eps)?
+                    .into_iter()
+                    .map(|e| e.f64())
+                    .collect();
+                if let Some(k) = errors.iter().position(|e| e.is_nan()) {
+                    return Err(Error::Numerical(format!(
+                        "the barycenter error of problem {k} is NaN at iteration {iterations} (eps = {})",
+                        p.eps
+                    )));
+                }
+                if p.tol > 0.0 && errors.iter().all(|&e| e < p.tol) {
+                    break;
+                }
+            }
+            be.bary_potential(layout, &bar, &v, &mut g)?;
+        }
+        let bar = be.download(&bar)?;
+        let inv_eps = 1.0 / p.eps;
+        bar.chunks(m)
+            .zip(&errors)
+            .enumerate()
+            .map(|(k, (b, &error))| {
+                let histogram: Array1<T> = b.iter().map(|&x| T::of((x.f64() * inv_eps).exp())).collect();
+                if let Some(x) = histogram.iter().position(|h| !h.is_finite()) {
+                    return Err(Error::Numerical(format!(
+                        "barycenter {k} has a non-finite value at bin {x} (eps = {} may be too small for {})",
+                        p.eps,
+                        T::NAME
+                    )));
+                }
+                Ok(Barycenter { histogram, iterations, error, converged: p.tol > 0.0 && error < p.tol })
+            })
+            .collect()
+    }
+}
+
+/// Relative tolerance on the inputs' total masses: loose enough for histograms normalised
+/// in float32 and stored as float64, tight enough to catch unnormalised inputs.
+const INPUT_MASS_TOL: f64 = 1e-4;
+
+/// Checks inputs, weights and cost; returns the number of barycenter bins `m`.
+fn validate_inputs<T: Real>(
+    histograms: &ArrayView3<'_, T>,
+    weights: &ArrayView2<'_, T>,
+    cost: &CostSource<'_, T>,
+) -> Result<usize> {
+    let (problems, inputs, n) = histograms.dim();
+    if problems == 0 || inputs == 0 || n == 0 {
+        return Err(Error::Empty {
+            arg: "histograms".into(),
+            detail: format!("shape {problems}×{inputs}×{n}"),
+        });
+    }
+    for (p, h) in histograms.outer_iter().enumerate() {
+        let masses = check_histograms("histograms", &h)?;
+        for (k, &mass) in masses.iter().enumerate().skip(1) {
+            let rel = (mass - masses[0]).abs() / mass.max(masses[0]);
+            if rel > INPUT_MASS_TOL {
+                let which = if problems > 1 {
+                    format!("problem {p}: ")
+                } else {
+                    String::new()
+                };
+                return Err(Error::parameter(
+                    "histograms",
+                    format!("{which}input {k} has mass {mass}, input 0 has {}", masses[0]),
+                    format!("every input of a barycenter must carry the same mass (relative tolerance {INPUT_MASS_TOL:.0e})"),
+                ));
+            }
+        }
+    }
+    if weights.dim() != (problems, inputs) {
+        return Err(Error::shape(
+            "weights",
+            format!(
+                "shape {:?}, expected one weight per input histogram ({problems}×{inputs})",
+                weights.dim()
+            ),
+        ));
+    }
+    check_finite("weights", weights)?;
+    let weight_tol = T::MASS_TOL.max(1e-6);
+    for (p, w) in weights.outer_iter().enumerate() {
+        if let Some(k) = w.iter().position(|&x| x < T::zero()) {
+            return Err(Error::parameter(
+                "weights",
+                w[k],
+                format!("weight {k} is negative; weights must be ≥ 0"),
+            ));
+        }
+        let total: f64 = w.iter().map(|x| x.f64()).sum();
+        if (total - 1.0).abs() > weight_tol {
+            let which = if problems > 1 {
+                format!(" (problem {p})")
+            } else {
+                String::new()
+            };
+            return Err(Error::parameter(
+                "weights",
+                format!("sum {total}{which}"),
+                format!("weights must sum to 1 (tolerance {weight_tol:.0e})"),
+            ));
+        }
+    }
+    let dims = cost_dims(cost);
+    match cost {
+        CostSource::Dense(c) => check_finite("cost", c)?,
+        CostSource::Grid(_) => {}
+        _ => {
+            return Err(Error::shape(
+                "cost",
+                "a barycenter needs one cost shared by its inputs (a dense n×m matrix or a grid)",
+            ))
+        }
+    }
+    if dims.n == 0 || dims.m == 0 {
+        return Err(Error::Empty {
+            arg: "cost".into(),
+            detail: format!("{}×{}", dims.n, dims.m),
+        });
+    }
+    if dims.n != n {
+        let what = if let CostSource::Grid(g) = cost {
+            format!("the grid {:?} has", g.shape())
+        } else {
+            "has".into()
+        };
+        return Err(Error::shape(
+            "cost",
+            format!("{what} {} rows but each histogram has {n} bins", dims.n),
+        ));
+    }
+    Ok(dims.m)
+}
+
+/// Barycenter of the rows of `histograms` (`K×n`) with `weights` on the CPU. `cost` is a
+/// dense `n×m` matrix (`ArrayView2`) or a [`GridCost`].
+///
+/// ```
+/// use logot::{barycenter, BarycenterParams, GridCost};
+/// use ndarray::{array, Array2};
+/// // Two 1-D bumps on an 11-point grid; their barycenter sits half-way.
+/// let mut h = Array2::<f64>::zeros((2, 11));
+/// h[[0, 2]] = 1.0;
+/// h[[1, 8]] = 1.0;
+/// let grid = GridCost::new(&[11])?;
+/// let bar = barycenter(h.view(), array![0.5, 0.5].view(), grid, &BarycenterParams::new(1e-3))?;
+/// assert!(bar.histogram[5] > 0.95 && bar.converged);
+/// # Ok::<(), logot::Error>(())
+/// ```
+pub fn barycenter<'a, T: Real>(
+    histograms: ArrayView2<'a, T>,
+    weights: ArrayView1<'a, T>,
+    cost: impl Into<CostSource<'a, T>>,
+    params: &BarycenterParams,
+) -> Result<Barycenter<T>> {
+    let cost = cost.into();
+    on_cpu_pool(|| {
+        BarycenterSolver::new(CpuBackend, params.clone()).solve(histograms, weights, cost)
+    })
+}
+
+/// Run `work` on a thread of rayon's global pool, so that the kernels' parallel loops
+/// inside it fork and join among the pool's threads instead of handing every call over
+/// from the caller's thread (which costs a wake-up and a sleep per kernel).
+pub(crate) fn on_cpu_pool<R: Send>(work: impl FnOnce() -> R + Send) -> R {
+    rayon::scope(|_| work())
+}
+
+/// `P` barycenter problems at once on the CPU (`histograms`: `P×K×n`, `weights`: `P×K`),
+/// e.g. one set of inputs with several weight vectors.
+pub fn barycenter_batch<'a, T: Real>(
+    histograms: ArrayView3<'a, T>,
+    weights: ArrayView2<'a, T>,
+    cost: impl Into<CostSource<'a, T>>,
+    params: &BarycenterParams,
+) -> Result<Vec<Barycenter<T>>> {
+    let cost = cost.into();
+    on_cpu_pool(|| {
+        BarycenterSolver::new(CpuBackend, params.clone()).solve_batch(histograms, weights, cost)
+    })
+}
+
+/// Barycenter of `K` images (or 1-D signals, or 3-D volumes) on the unit grid, POT's
+/// `convolutional_barycenter2d(A, reg, weights, method="sinkhorn_log")`: `images` is
+/// `K×N_0[×N_1[×N_2]]` and the result has the shape of one image.
+pub fn grid_barycenter<T: Real, D: RemoveAxis>(
+    images: ArrayView<'_, T, D>,
+    weights: ArrayView1<'_, T>,
+    params: &BarycenterParams,
+) -> Result<Barycenter<T, D::Smaller>> {
+    on_cpu_pool(|| grid_barycenter_on(&CpuBackend, images, weights, params))
+}
+
+/// [`grid_barycenter`] on a chosen backend.
+pub fn grid_barycenter_on<T: Real, D: RemoveAxis, B: BarycenterKernels<T> + Clone>(
+    backend: &B,
+    images: ArrayView<'_, T, D>,
+    weights: ArrayView1<'_, T>,
+    params: &BarycenterParams,
+) -> Result<Barycenter<T, D::Smaller>> {
+    let shape = images.shape();
+    if !(2..=4).contains(&shape.len()) {
+        return Err(Error::shape(
+            "images",
+            format!("shape {shape:?}: expected K×N, K×N×M or K×N×M×L"),
+        ));
+    }
+    let grid = GridCost::new(&shape[1..])?;
+    let (k, n) = (shape[0], grid.len());
+    let flat: Vec<T> = images.iter().copied().collect();
+    let flat =
+        ndarray::Array2::from_shape_vec((k, n), flat).map_err(|e| Error::shape("images", e))?;
+    let bar =
+        BarycenterSolver::new(backend.clone(), params.clone()).solve(flat.view(), weights, grid)?;
+    let image_dim = images.raw_dim().remove_axis(Axis(0));
+    let histogram = Array::from_shape_vec(image_dim, bar.histogram.to_vec())
+        .map_err(|e| Error::shape("images", e))?;
+    Ok(Barycenter {
+        histogram,
+        iterations: bar.iterations,
+        error: bar.error,
+        converged: bar.converged,
+    })
+}

@@ -1,0 +1,271 @@
+//! `logot barycenter`: fixed-support Wasserstein barycenter of K histograms, with a dense
+//! cost (`--cost C.npy`, POT's `ot.bregman.barycenter(..., method="sinkhorn_log")`) or on
+//! the unit grid (`--grid`, POT's `convolutional_barycenter2d(..., method="sinkhorn_log")`).
+
+use crate::bench::{time_runs, BenchArgs};
+use crate::npy::{self, Dtype};
+use crate::{BackendChoice, Json};
+use logot::{
+    problems, BarycenterKernels, BarycenterParams, BarycenterSolver, CostSource, Error, GridCost,
+    Real, Result,
+};
+use ndarray::{Array2, Array3, ArrayD, Axis, IxDyn};
+use serde_json::json;
+
+#[derive(clap::Args, Debug)]
+pub struct BarycenterArgs {
+    /// Input histograms, .npy float32/float64. With --cost: K×n (one problem) or P×K×n (P
+    /// problems against the same cost). With --grid: K images, K×N (1-D), K×N×M (2-D) or
+    /// K×N×M×L (3-D).
+    #[arg(long)]
+    pub inputs: String,
+    /// Weights: K (one problem) or P×K; non-negative, each row summing to 1.
+    #[arg(long)]
+    pub weights: String,
+    /// Regularisation strength ε (> 0), in the units of the cost.
+    #[arg(long, allow_negative_numbers = true)]
+    pub eps: f64,
+    /// Dense cost n×m (the barycenter has m bins).
+    #[arg(long, required_unless_present = "grid", conflicts_with = "grid")]
+    pub cost: Option<String>,
+    /// Use the squared Euclidean cost on the unit grid linspace(0, 1, N) per axis, never
+    /// stored (separable 1-D log-convolutions).
+    #[arg(long)]
+    pub grid: bool,
+    /// Output .npy: the barycenter (m, P×m, or the image shape with --grid), in the
+    /// computation's precision.
+    #[arg(long)]
+    pub out: String,
+    /// Maximum number of iterations (default: POT's, 1000 dense and 10000 on a grid).
+    #[arg(long)]
+    pub iters: Option<usize>,
+    /// Stop when the error falls below this (POT's stopThr); 0 runs every iteration.
+    #[arg(long, default_value_t = 1e-4, allow_negative_numbers = true)]
+    pub tol: f64,
+    /// Check the error every this many iterations (POT: 10).
+    #[arg(long, default_value_t = 10)]
+    pub check_every: usize,
+    /// Where to compute.
+    #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]
+    pub backend: BackendChoice,
+    /// Compute in float32 whatever the input dtype.
+    #[arg(long, conflicts_with = "f64")]
+    pub f32: bool,
+    /// Compute in float64 whatever the input dtype.
+    #[arg(long)]
+    pub f64: bool,
+}
+
+impl BarycenterArgs {
+    fn dtype(&self) -> Result<Dtype> {
+        Ok(if self.f32 {
+            Dtype::F32
+        } else if self.f64 {
+            Dtype::F64
+        } else {
+            npy::dtype_of(&self.inputs)?
+        })
+    }
+
+    fn params(&self) -> BarycenterParams {
+        BarycenterParams {
+            eps: self.eps,
+            max_iters: self.iters,
+            tol: self.tol,
+            check_every: self.check_every,
+        }
+    }
+}
+
+fn run<T: Real, B: BarycenterKernels<T>>(backend: B, a: &BarycenterArgs) -> Json {
+    let inputs: ArrayD<T> = npy::read(
+        &a.inputs,
+        "inputs",
+        if a.grid { &[2, 3, 4] } else { &[2, 3] },
+    )?;
+    let solver = BarycenterSolver::new(backend, a.params());
+    let (histograms, weights, cost_file, out_shape): (
+        Array3<T>,
+        Array2<T>,
+        Option<Array2<T>>,
+        Vec<usize>,
+    );
+    let grid;
+    if a.grid {
+        let shape = inputs.shape().to_vec();
+        grid = Some(GridCost::new(&shape[1..]).map_err(|e| match e {
+            Error::Shape { detail, .. } => Error::Shape {
+                arg: "inputs".into(),
+                detail,
+            },
+            e => e,
+        })?);
+        let (k, n) = (shape[0], shape[1..].iter().product::<usize>());
+        histograms = inputs
+            .into_shape_with_order((1, k, n))
+            .map_err(|e| Error::Shape {
+                arg: "inputs".into(),
+                detail: e.to_string(),
+            })?;
+        weights = read_weights::<T>(&a.weights, 1)?;
+        cost_file = None;
+        out_shape = shape[1..].to_vec();
+    } else {
+        grid = None;
+        let (h, batched): (Array3<T>, bool) = if inputs.ndim() == 2 {
+            (
+                npy::fixed::<T, ndarray::Ix2>(inputs, "inputs")?.insert_axis(Axis(0)),
+                false,
+            )
+        } else {
+            (npy::fixed::<T, ndarray::Ix3>(inputs, "inputs")?, true)
+        };
+        let problems = h.dim().0;
+        weights = read_weights::<T>(&a.weights, problems)?;
+        let path = a.cost.as_deref().ok_or_else(|| Error::Parameter {
+            arg: "cost".into(),
+            value: "(missing)".into(),
+            reason: "give --cost C.npy or --grid".into(),
+        })?;
+        let c = npy::fixed::<T, ndarray::Ix2>(npy::read(path, "cost", &[2])?, "cost")?;
+        out_shape = if batched {
+            vec![problems, c.ncols()]
+        } else {
+            vec![c.ncols()]
+        };
+        histograms = h;
+        cost_file = Some(c);
+    }
+    let cost: CostSource<'_, T> = match (&grid, &cost_file) {
+        (Some(g), _) => CostSource::Grid(g.clone()),
+        (None, Some(c)) => CostSource::Dense(c.view()),
+        (None, None) => return Err(Error::Unavailable("no cost given".into())),
+    };
+    let bars = solver.solve_batch(histograms.view(), weights.view(), cost)?;
+    let flat: Vec<T> = bars
+        .iter()
+        .flat_map(|b| b.histogram.iter().copied())
+        .collect();
+    let out = ArrayD::from_shape_vec(IxDyn(&out_shape), flat).map_err(|e| Error::Shape {
+        arg: "out".into(),
+        detail: e.to_string(),
+    })?;
+    npy::write(&a.out, out.view())?;
+    let worst = bars.iter().map(|b| b.error).fold(0.0f64, f64::max);
+    Ok(json!({
+        "out": a.out,
+        "shape": out_shape,
+        "dtype": T::NAME,
+        "iterations": bars.first().map(|b| b.iterations).unwrap_or(0),
+        "error": worst,
+        "errors": bars.iter().map(|b| b.error).collect::<Vec<_>>(),
+        "converged": bars.iter().all(|b| b.converged),
+        "mass": bars.iter().map(|b| b.histogram.iter().map(|v| v.f64()).sum::<f64>()).collect::<Vec<_>>(),
+    }))
+}
+
+/// Weights as `problems×K`: a 1-D file for one problem, 2-D for several.
+fn read_weights<T: Real>(path: &str, problems: usize) -> Result<Array2<T>> {
+    let w: ArrayD<T> = npy::read(path, "weights", &[1, 2])?;
+    if w.ndim() == 1 {
+        if problems != 1 {
+            return Err(Error::Shape {
+                arg: "weights".into(),
+                detail: format!(
+                    "one weight vector for {problems} problems; give a {problems}×K array"
+                ),
+            });
+        }
+        Ok(npy::fixed::<T, ndarray::Ix1>(w, "weights")?.insert_axis(Axis(0)))
+    } else {
+        npy::fixed::<T, ndarray::Ix2>(w, "weights")
+    }
+}
+
+pub fn barycenter(a: &BarycenterArgs) -> Json {
+    let dtype = a.dtype()?;
+    match (dtype, a.backend) {
+        // On a rayon worker thread: the kernels' parallel loops then fork and join
+        // without a thread hand-off per call.
+        (Dtype::F32, BackendChoice::Cpu) => rayon::scope(|_| run::<f32, _>(logot::CpuBackend, a)),
+        (Dtype::F64, BackendChoice::Cpu) => rayon::scope(|_| run::<f64, _>(logot::CpuBackend, a)),
+        (_, BackendChoice::Cuda) => Err(no_cuda_barycenter()),
+    }
+}
+
+/// `--backend cuda` for barycenters: the CUDA backend does not implement the barycenter
+/// kernels yet (or the build has no CUDA at all).
+fn no_cuda_barycenter() -> Error {
+    #[cfg(feature = "cuda")]
+    {
+        Error::Unavailable(
+            "--backend cuda: barycenters are not implemented on the CUDA backend yet (it lacks \
+             logot::BarycenterKernels); use --backend cpu"
+                .into(),
+        )
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        crate::no_cuda()
+    }
+}
+
+/// `logot bench --problem bary64|bary64dense`: the design's barycenter benchmark on the CPU
+/// (three 64×64 images, weights (0.3, 0.3, 0.4), 100 iterations; grid ε = 0.004, dense
+/// ε = 1e-3 with the normalised 4096×4096 cost).
+pub fn bench(dtype: Dtype, a: &BenchArgs, dense: bool) -> Json {
+    match (dtype, a.backend) {
+        (Dtype::F32, BackendChoice::Cpu) => rayon::scope(|_| bench_cpu::<f32>(a, dense)),
+        (Dtype::F64, BackendChoice::Cpu) => rayon::scope(|_| bench_cpu::<f64>(a, dense)),
+        (_, BackendChoice::Cuda) => Err(no_cuda_barycenter()),
+    }
+}
+
+fn bench_cpu<T: Real>(a: &BenchArgs, dense: bool) -> Json {
+    let n = 64;
+    let imgs = problems::bary64_images(n).mapv(T::of);
+    let h = imgs
+        .into_shape_with_order((3, n * n))
+        .map_err(|e| Error::Shape {
+            arg: "bary64".into(),
+            detail: e.to_string(),
+        })?;
+    let w: ndarray::Array1<T> = problems::BARY64_WEIGHTS.iter().map(|&v| T::of(v)).collect();
+    let dense_cost = if dense {
+        Some(problems::bary64_dense_cost::<T>(n))
+    } else {
+        None
+    };
+    let (name, eps) = if dense {
+        ("bary64dense", problems::BARY64_DENSE_EPS)
+    } else {
+        ("bary64", problems::BARY64_GRID_EPS)
+    };
+    let solver = BarycenterSolver::new(
+        logot::CpuBackend,
+        BarycenterParams::fixed_iterations(eps, problems::BARY64_ITERS),
+    );
+    let grid = GridCost::image(n, n)?;
+    let mut last = None;
+    let (median, min, all) = time_runs(a.runs, || {
+        let cost = match &dense_cost {
+            Some(c) => CostSource::Dense(c.view()),
+            None => CostSource::Grid(grid.clone()),
+        };
+        last = Some(solver.solve(h.view(), w.view(), cost)?);
+        Ok(())
+    })?;
+    let b = last.ok_or_else(|| Error::Numerical("no run completed".into()))?;
+    Ok(json!({
+        "problem": name,
+        "backend": a.backend.name(),
+        "dtype": T::NAME,
+        "ms": median,
+        "min_ms": min,
+        "runs_ms": all,
+        "iterations": b.iterations,
+        "error": b.error,
+        "mass": b.histogram.iter().map(|v| v.f64()).sum::<f64>(),
+        "threads": rayon::current_num_threads(),
+    }))
+}

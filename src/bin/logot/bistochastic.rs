@@ -1,0 +1,138 @@
+//! `logot bistochastic`: R = SinkhornKnopp(exp(X)) for one n×n matrix or a batch B×n×n,
+//! and optionally ∂L/∂X from ∂L/∂R by implicit differentiation.
+
+use crate::npy::{self, Dtype};
+use crate::{BackendChoice, Json};
+use logot::grad::{Bistochastic, BistochasticParams, CgParams};
+use logot::{CpuBackend, Error, Real, Result};
+use ndarray::{Array3, ArrayD, Axis, Ix3};
+use serde_json::json;
+
+#[derive(clap::Args, Debug)]
+pub struct BistochasticArgs {
+    /// Input logits X: n×n or B×n×n (n ≤ 32), .npy float32/float64.
+    #[arg(long)]
+    pub x: String,
+    /// Maximum number of iterations (a column then a row normalisation each).
+    #[arg(long, default_value_t = 20)]
+    pub iters: usize,
+    /// Stop a matrix once its column error Σ_j |Σ_i R_ij − 1| is ≤ tol; 0 runs all iterations.
+    #[arg(long, default_value_t = 0.0)]
+    pub tol: f64,
+    /// Output .npy for R (same shape as X).
+    #[arg(long)]
+    pub out: String,
+    /// Upstream gradient G = ∂L/∂R (same shape as X): also compute ∂L/∂X.
+    #[arg(long, requires = "out_grad")]
+    pub grad: Option<String>,
+    /// Output .npy for ∂L/∂X.
+    #[arg(long, requires = "grad")]
+    pub out_grad: Option<String>,
+    /// Relative residual target of the backward's CG (default: 1e-10 in f64, 1e-5 in f32).
+    #[arg(long)]
+    pub cg_tol: Option<f64>,
+    /// Maximum CG iterations per matrix.
+    #[arg(long, default_value_t = 1000)]
+    pub cg_iters: usize,
+    /// Where to compute.
+    #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]
+    pub backend: BackendChoice,
+    /// Compute in float32 whatever the input dtype.
+    #[arg(long, conflicts_with = "f64")]
+    pub f32: bool,
+    /// Compute in float64 whatever the input dtype.
+    #[arg(long)]
+    pub f64: bool,
+}
+
+/// A 2-D or 3-D array as a batch `B×n×n`; `true` when it was a single matrix.
+fn as_batch<T: Real>(a: ArrayD<T>, arg: &str) -> Result<(Array3<T>, bool)> {
+    if a.ndim() == 2 {
+        let (n, m) = (a.shape()[0], a.shape()[1]);
+        let a = a
+            .into_shape_with_order((1, n, m))
+            .map_err(|e| Error::shape(arg, e))?;
+        Ok((a, true))
+    } else {
+        Ok((npy::fixed::<T, Ix3>(a, arg)?, false))
+    }
+}
+
+fn write<T: Real>(path: &str, a: &Array3<T>, single: bool) -> Result<()> {
+    if single {
+        npy::write(path, a.index_axis(Axis(0), 0))
+    } else {
+        npy::write(path, a.view())
+    }
+}
+
+fn run<T: Real>(a: &BistochasticArgs) -> Json {
+    let (x, single) = as_batch(npy::read::<T>(&a.x, "--x", &[2, 3])?, "--x")?;
+    let proj = Bistochastic::new(
+        CpuBackend,
+        BistochasticParams {
+            iters: a.iters,
+            tol: a.tol,
+        },
+    );
+    let fwd = proj.forward(x.view())?;
+    write(&a.out, &fwd.r, single)?;
+    let c = &fwd.convergence;
+    let (batch, n, _) = fwd.r.dim();
+    let mut out = json!({
+        "batch": batch,
+        "n": n,
+        "iterations": c.iterations,
+        "marginal_error": c.marginal_error,
+        "converged": c.converged,
+        "dtype": T::NAME,
+    });
+    if let (Some(gpath), Some(dpath)) = (&a.grad, &a.out_grad) {
+        let (g, _) = as_batch(npy::read::<T>(gpath, "--grad", &[2, 3])?, "--grad")?;
+        if g.dim() != fwd.r.dim() {
+            return Err(Error::shape(
+                "--grad",
+                format!("is {:?} but --x is {:?}", g.dim(), fwd.r.dim()),
+            ));
+        }
+        let cg = CgParams {
+            max_iters: a.cg_iters,
+            tol: a.cg_tol,
+        };
+        let bwd = proj.backward(fwd.r.view(), g.view(), &cg)?;
+        write(dpath, &bwd.dx, single)?;
+        if !bwd.cg.all_converged() {
+            eprintln!(
+                "logot: warning: the backward CG did not converge for {} matrices (max relative residual {:.3e} > tol {:.1e})",
+                bwd.cg.failures(),
+                bwd.cg.max_residual(),
+                bwd.cg.tol
+            );
+        }
+        out["gradient_cg"] = json!({
+            "iterations": bwd.cg.max_iterations(),
+            "residual": bwd.cg.max_residual(),
+            "converged": bwd.cg.all_converged(),
+        });
+    }
+    Ok(out)
+}
+
+pub fn bistochastic(a: &BistochasticArgs) -> Json {
+    if a.backend != BackendChoice::Cpu {
+        return Err(Error::Unavailable(
+            "bistochastic: the CUDA kernels are not available yet; use --backend cpu".into(),
+        ));
+    }
+    let dtype = if a.f32 {
+        Dtype::F32
+    } else if a.f64 {
+        Dtype::F64
+    } else {
+        npy::dtype_of(&a.x)?
+    };
+    match dtype {
+        Dtype::F32 => run::<f32>(a),
+        Dtype::F64 => run::<f64>(a),
+    }
+}

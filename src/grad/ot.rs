@@ -1,0 +1,496 @@
+//! Exact gradients of entropic OT by implicit differentiation, and envelope gradients.
+//!
+//! **Implicit.** The plan `P = exp((f ⊕ g − C)/ε)` is defined by its marginals
+//! `P·1 = μ`, `Pᵀ·1 = ν`. For a loss `L(P)` with upstream `G = ∂L/∂P`, differentiating these
+//! fixed-point conditions gives the adjoint system (symmetric, singular along `(1, −1)`)
+//!
+//! `[diag(μ) P; Pᵀ diag(ν)]·[a; b] = [(G⊙P)·1; (G⊙P)ᵀ·1]`,
+//!
+//! and then, for all perturbations with `Σ dμ = Σ dν` (the problem needs equal masses),
+//!
+//! `∂L/∂C = −(1/ε)·(G − a·1ᵀ − 1·bᵀ) ⊙ P`,  `∂L/∂μ = a`,  `∂L/∂ν = b`.
+//!
+//! Eliminating `a = diag(1/μ)((G⊙P)·1 − P·b)` leaves the Schur system
+//! `(diag(ν) − Pᵀ diag(1/μ) P)·b = (G⊙P)ᵀ·1 − Pᵀ diag(1/μ) (G⊙P)·1`, symmetric PSD with null
+//! vector `1`; it is solved matrix-free by [`crate::grad::cg`] (two plan mat-vecs a step) with
+//! the null direction projected out. `μ` and `ν` in these formulas are taken as the plan's own
+//! marginals, which equal the inputs once Sinkhorn has converged and keep the system exactly
+//! singular along `1` (hence consistent) even when it has not.
+//!
+//! Only `a_i + b_j` is determined; the pair `(∂L/∂μ, ∂L/∂ν)` is returned in the
+//! representative with `Σ_i ∂L/∂μ_i = 0` (each gradient alone is defined up to a constant,
+//! since only mass-preserving perturbations of one marginal are admissible; the pair is exact
+//! also for perturbations that change both masses equally).
+//!
+//! Zero-mass bins are left out of the system (their rows/columns of `P` vanish, so their rows
+//! of `∂L/∂C` are 0). Their marginal gradient is the one-sided derivative
+//! `∂L/∂μ_i = Σ_j w_ij (G_ij − b_j)`, `w_i· = softmax_j((g_j − C_ij)/ε)` (the plan row that an
+//! infinitesimal mass at `i` would get); the `Solver` methods compute it, the plan-only
+//! [`plan_gradients`] cannot (it has no cost) and returns 0 there.
+//!
+//! **Envelope.** The regularised objective `OT_ε = ⟨P,C⟩ + ε Σ P_ij (log P_ij − 1)
+//! = ⟨f,μ⟩ + ⟨g,ν⟩ − ε Σ P_ij` at the optimum has, by the envelope theorem, `∂/∂C = P`,
+//! `∂/∂μ = f`, `∂/∂ν = g` (no linear solve): [`Solver::envelope_gradients`]. These are the
+//! gradients of `OT_ε`, not of the transport cost `⟨P,C⟩`.
+
+use super::cg::{conjugate_gradient, BackendSpace, CgOperator, CgOutcome, CgParams, CgReport};
+use crate::backend::{grad::GradKernels, Backend, CostSource, Side};
+use crate::sinkhorn::{Problem, SinkhornResult, Solver};
+use crate::validate::{check_eps, check_finite};
+use crate::{CpuBackend, Error, Real, Result};
+use ndarray::{Array1, Array2, Array3, ArrayView3};
+
+/// The adjoint potentials `(a, b)` of a batch of plans, on the backend.
+pub struct Adjoint<Buf> {
+    /// `B×n`; zero on empty rows; not centred.
+    pub a: Buf,
+    /// `B×m`; zero on empty columns.
+    pub b: Buf,
+    /// How CG ended for each problem.
+    pub cg: CgReport,
+}
+
+/// Gradients of a loss `L(P)` with respect to the inputs of the plan.
+#[derive(Clone, Debug)]
+pub struct PlanGradients<T> {
+    /// `∂L/∂C`, `B×n×m` (one matrix per problem).
+    pub cost: Array3<T>,
+    /// `∂L/∂μ`, `B×n`, zero-mean per problem.
+    pub mu: Array2<T>,
+    /// `∂L/∂ν`, `B×m`, in the same representative as `mu` (see the module docs).
+    pub nu: Array2<T>,
+    /// How the adjoint CG solve ended.
+    pub cg: CgReport,
+}
+
+/// A solved batch with exact (implicit) gradients of a loss of its plans.
+#[derive(Clone, Debug)]
+pub struct OtGradients<T> {
+    /// Potentials, distances `⟨P,C⟩` and Sinkhorn convergence.
+    pub result: SinkhornResult<T>,
+    /// `∂L/∂C`, `B×n×m`.
+    pub cost: Array3<T>,
+    /// `∂L/∂μ`, `B×n`, zero-mean per problem.
+    pub mu: Array2<T>,
+    /// `∂L/∂ν`, `B×m`, in the same representative as `mu`.
+    pub nu: Array2<T>,
+    /// How the adjoint CG solve ended.
+    pub cg: CgReport,
+}
+
+/// Envelope-theorem gradients of the regularised objective
+/// `OT_ε = ⟨P,C⟩ + ε Σ P (log P − 1) = ⟨f,μ⟩ + ⟨g,ν⟩ − ε Σ P`.
+#[derive(Clone, Debug)]
+pub struct EnvelopeGradients<T> {
+    /// Potentials, transport costs `⟨P,C⟩` and convergence.
+    pub result: SinkhornResult<T>,
+    /// `OT_ε` of each problem.
+    pub value: Array1<T>,
+    /// `∂OT_ε/∂C = P`, `B×n×m`.
+    pub cost: Array3<T>,
+    /// `∂OT_ε/∂μ = f`, shifted to zero mean over the support (−∞ on zero-mass bins: the
+    /// entropy's one-sided derivative there).
+    pub mu: Array2<T>,
+    /// `∂OT_ε/∂ν = g`, shifted by the opposite constant.
+    pub nu: Array2<T>,
+}
+
+/// The Schur operator `b ↦ diag(c)·b − Pᵀ diag(1/r) P·b`, matrix-free.
+struct SchurOperator<'a, T: Real, B: GradKernels<T>> {
+    plan: &'a B::Buffer,
+    n: usize,
+    m: usize,
+    col_mass: &'a B::Buffer,
+    inv_row_mass: &'a B::Buffer,
+    tmp: B::Buffer,
+    tmp2: B::Buffer,
+}
+
+impl<'s, T: Real, B: GradKernels<T>> CgOperator<BackendSpace<'s, T, B>>
+    for SchurOperator<'_, T, B>
+{
+    fn apply(
+        &mut self,
+        space: &BackendSpace<'s, T, B>,
+        x: &B::Buffer,
+        y: &mut B::Buffer,
+    ) -> Result<()> {
+        let be = space.backend();
+        be.plan_matvec(self.plan, self.n, self.m, x, &mut self.tmp)?;
+        be.hadamard(self.inv_row_mass, &self.tmp, T::zero(), &mut self.tmp2)?;
+        be.plan_matvec_t(self.plan, self.n, self.m, &self.tmp2, y)?;
+        be.hadamard(self.col_mass, x, -T::one(), y)
+    }
+}
+
+/// Solve the adjoint system of `batch` plans (`B×n×m` on the backend) for the upstream
+/// gradient `upstream` (`B` matrices or one shared `n×m`), by matrix-free CG on the Schur
+/// complement (see the module docs). Data stays on the backend; only `B` dot products per CG
+/// step come back to the host.
+pub fn implicit_adjoint<T: Real, B: GradKernels<T>>(
+    be: &B,
+    plan: &B::Buffer,
+    batch: usize,
+    n: usize,
+    m: usize,
+    upstream: &B::Buffer,
+    cg: &CgParams,
+) -> Result<Adjoint<B::Buffer>> {
+    cg.validate()?;
+    if be.len(plan) != batch * n * m || batch == 0 || n == 0 || m == 0 {
+        return Err(Error::shape(
+            "plan",
+            format!("has length {} but {batch}×{n}×{m} is needed", be.len(plan)),
+        ));
+    }
+    let (row_mass, col_mass) = be.weighted_marginals(plan, n, m, None)?;
+    let (sr, sc) = be.weighted_marginals(plan, n, m, Some(upstream))?;
+    let inv_row_mass = be.recip_or_zero(&row_mass)?;
+    let support = be.support(&col_mass)?;
+    let minus_one = vec![-1.0; batch];
+    // rhs = s_c − Pᵀ diag(1/r) s_r
+    let mut t = be.filled(batch * n, T::zero())?;
+    be.hadamard(&inv_row_mass, &sr, T::zero(), &mut t)?;
+    let mut rhs = be.filled(batch * m, T::zero())?;
+    be.plan_matvec_t(plan, n, m, &t, &mut rhs)?;
+    be.batched_xpby(&sc, &minus_one, &mut rhs)?;
+    let space = BackendSpace::new(be, batch, m);
+    let mut op = SchurOperator::<T, B> {
+        plan,
+        n,
+        m,
+        col_mass: &col_mass,
+        inv_row_mass: &inv_row_mass,
+        tmp: be.filled(batch * n, T::zero())?,
+        tmp2: be.filled(batch * n, T::zero())?,
+    };
+    let mut outcomes = vec![CgOutcome::default(); batch];
+    let tol = cg.effective_tol::<T>();
+    let b = conjugate_gradient(
+        &space,
+        &mut op,
+        &rhs,
+        Some(&support),
+        tol,
+        cg.max_iters,
+        &mut outcomes,
+    )?;
+    // a = diag(1/r)(s_r − P b)
+    be.plan_matvec(plan, n, m, &b, &mut t)?;
+    be.batched_xpby(&sr, &minus_one, &mut t)?;
+    let mut a = be.filled(batch * n, T::zero())?;
+    be.hadamard(&inv_row_mass, &t, T::zero(), &mut a)?;
+    Ok(Adjoint {
+        a,
+        b,
+        cg: CgReport {
+            problems: outcomes,
+            tol,
+        },
+    })
+}
+
+/// Shift each problem's `(a, b)` by `(−k, +k)`, `k = mean(a)`: the zero-mean representative.
+fn centre<T: Real>(a: &mut [T], b: &mut [T], batch: usize) {
+    let (n, m) = (a.len() / batch, b.len() / batch);
+    for k in 0..batch {
+        let ak = &mut a[k * n..(k + 1) * n];
+        let mean = T::of(ak.iter().map(|v| v.f64()).sum::<f64>() / n as f64);
+        ak.iter_mut().for_each(|v| *v = *v - mean);
+        b[k * m..(k + 1) * m]
+            .iter_mut()
+            .for_each(|v| *v = *v + mean);
+    }
+}
+
+fn array2<T>(rows: usize, cols: usize, v: Vec<T>) -> Result<Array2<T>> {
+    Array2::from_shape_vec((rows, cols), v).map_err(|e| Error::Numerical(e.to_string()))
+}
+fn array3<T>(d: (usize, usize, usize), v: Vec<T>) -> Result<Array3<T>> {
+    Array3::from_shape_vec(d, v).map_err(|e| Error::Numerical(e.to_string()))
+}
+
+fn check_output<T: Real>(what: &str, v: &[T]) -> Result<()> {
+    if let Some(k) = v.iter().position(|x| !x.is_finite()) {
+        return Err(Error::Numerical(format!(
+            "{what}: non-finite gradient entry {} at flat index {k}",
+            v[k]
+        )));
+    }
+    Ok(())
+}
+
+/// Exact gradients of a loss `L(P)` through the Sinkhorn plans `plan` (`B×n×m`, converged)
+/// at regularisation `eps`, for the upstream gradient `upstream = ∂L/∂P` (`B×n×m`), on the
+/// CPU. See the module docs for the math, the representative of `(∂μ, ∂ν)` and zero-mass bins.
+pub fn plan_gradients<T: Real>(
+    plan: ArrayView3<'_, T>,
+    eps: f64,
+    upstream: ArrayView3<'_, T>,
+    cg: &CgParams,
+) -> Result<PlanGradients<T>> {
+    plan_gradients_on(&CpuBackend, plan, eps, upstream, cg)
+}
+
+/// [`plan_gradients`] on a chosen backend.
+pub fn plan_gradients_on<T: Real, B: GradKernels<T>>(
+    be: &B,
+    plan: ArrayView3<'_, T>,
+    eps: f64,
+    upstream: ArrayView3<'_, T>,
+    cg: &CgParams,
+) -> Result<PlanGradients<T>> {
+    check_eps("eps", eps)?;
+    let (batch, n, m) = plan.dim();
+    if batch == 0 || n == 0 || m == 0 {
+        return Err(Error::Empty {
+            arg: "plan".into(),
+            detail: format!("shape {batch}×{n}×{m}"),
+        });
+    }
+    if upstream.dim() != plan.dim() {
+        return Err(Error::shape(
+            "upstream",
+            format!("is {:?} but the plan is {:?}", upstream.dim(), plan.dim()),
+        ));
+    }
+    check_finite("plan", &plan)?;
+    check_finite("upstream", &upstream)?;
+    if let Some((idx, v)) = plan.indexed_iter().find(|(_, v)| **v < T::zero()) {
+        return Err(Error::NegativeMass {
+            arg: "plan".into(),
+            index: format!("{idx:?}"),
+            value: v.to_string(),
+        });
+    }
+    let p = be.upload(&plan.iter().copied().collect::<Vec<T>>())?;
+    let g = be.upload(&upstream.iter().copied().collect::<Vec<T>>())?;
+    let adj = implicit_adjoint(be, &p, batch, n, m, &g, cg)?;
+    let cost = be.download(&be.assemble_gradient(
+        &p,
+        n,
+        m,
+        &g,
+        &adj.a,
+        &adj.b,
+        T::zero(),
+        T::of(-1.0 / eps),
+    )?)?;
+    let mut a = be.download(&adj.a)?;
+    let mut b = be.download(&adj.b)?;
+    centre(&mut a, &mut b, batch);
+    check_output("cost", &cost)?;
+    check_output("mu", &a)?;
+    check_output("nu", &b)?;
+    Ok(PlanGradients {
+        cost: array3((batch, n, m), cost)?,
+        mu: array2(batch, n, a)?,
+        nu: array2(batch, m, b)?,
+        cg: adj.cg,
+    })
+}
+
+/// The cost as a host vector: one `n×m` matrix (shared) or `B×n×m`.
+fn cost_values<T: Real>(cost: &CostSource<'_, T>) -> Result<Vec<T>> {
+    match cost {
+        CostSource::Dense(c) => Ok(c.iter().copied().collect()),
+        CostSource::DenseBatch(c) => Ok(c.iter().copied().collect()),
+        #[allow(unreachable_patterns)]
+        _ => Err(Error::Unavailable(
+            "implicit OT gradients need a dense cost".into(),
+        )),
+    }
+}
+
+impl<Bk> Solver<Bk> {
+    /// Transport costs `⟨P_b, C_b⟩` with their exact gradients with respect to the cost, `μ`
+    /// and `ν` (implicit differentiation through the converged plan; upstream `G = C` plus
+    /// the explicit term `∂⟨P,C⟩/∂C = P`). `∂/∂μ` is the zero-mean representative.
+    ///
+    /// Check `result.convergence` and `cg`: the gradients are exact for a converged plan.
+    ///
+    /// ```
+    /// use logot::{grad::CgParams, CpuBackend, Problem, SinkhornParams, Solver};
+    /// use ndarray::array;
+    /// let (mu, nu) = (array![0.5f64, 0.5], array![0.25, 0.75]);
+    /// let cost = array![[0.0, 1.0], [1.0, 0.0]];
+    /// let solver = Solver::new(CpuBackend, SinkhornParams::new(0.1));
+    /// let g = solver.wasserstein_gradients(&Problem::new(mu.view(), nu.view(), cost.view())?, &CgParams::default())?;
+    /// assert!(g.cg.all_converged());
+    /// assert!(g.mu.sum().abs() < 1e-12); // zero-mean representative
+    /// # Ok::<(), logot::Error>(())
+    /// ```
+    pub fn wasserstein_gradients<T: Real>(
+        &self,
+        problem: &Problem<'_, T>,
+        cg: &CgParams,
+    ) -> Result<OtGradients<T>>
+    where
+        Bk: GradKernels<T>,
+    {
+        let upstream = cost_values(problem.cost())?;
+        self.gradients_with(problem, upstream, T::one(), cg)
+    }
+
+    /// Exact gradients of a loss `L(P)` of the plans with respect to the cost, `μ` and `ν`:
+    /// `upstream` receives the solved batch (plans `B×n×m` and potentials) and returns
+    /// `∂L/∂P` (`B×n×m`). `L` is assumed not to depend on the cost except through `P`.
+    pub fn implicit_gradients<T: Real>(
+        &self,
+        problem: &Problem<'_, T>,
+        upstream: impl FnOnce(&crate::Coupling<T>) -> Array3<T>,
+        cg: &CgParams,
+    ) -> Result<OtGradients<T>>
+    where
+        Bk: GradKernels<T>,
+    {
+        let coupling = self.coupling(problem)?;
+        let g = upstream(&coupling);
+        if g.dim() != coupling.plan.dim() {
+            return Err(Error::shape(
+                "upstream",
+                format!(
+                    "is {:?} but the plans are {:?}",
+                    g.dim(),
+                    coupling.plan.dim()
+                ),
+            ));
+        }
+        check_finite("upstream", &g)?;
+        self.gradients_with(problem, g.iter().copied().collect(), T::zero(), cg)
+    }
+
+    /// Shared core: solve, build the plan, adjoint solve, assemble
+    /// `∂L/∂C = (explicit − (1/ε)(G − a − b))⊙P`, fix zero-mass bins, centre.
+    fn gradients_with<T: Real>(
+        &self,
+        problem: &Problem<'_, T>,
+        upstream: Vec<T>,
+        explicit: T,
+        cg: &CgParams,
+    ) -> Result<OtGradients<T>>
+    where
+        Bk: GradKernels<T>,
+    {
+        cg.validate()?;
+        let be = self.backend();
+        let s = self.run(problem)?;
+        let result = self.finish(problem, &s)?;
+        let (batch, n) = problem.mu().dim();
+        let m = problem.nu().ncols();
+        let eps = T::of(self.params().eps);
+        let plan = be.plan(&s.cost, &s.f, &s.g, eps)?;
+        let g = be.upload(&upstream)?;
+        let adj = implicit_adjoint(be, &plan, batch, n, m, &g, cg)?;
+        let cost = be.download(&be.assemble_gradient(
+            &plan,
+            n,
+            m,
+            &g,
+            &adj.a,
+            &adj.b,
+            explicit,
+            -T::one() / eps,
+        )?)?;
+        let mut a = be.download(&adj.a)?;
+        let mut b = be.download(&adj.b)?;
+        let minus_one = vec![-1.0; batch];
+        if problem.mu().iter().any(|&v| v == T::zero()) {
+            // One-sided derivative on empty rows: w_i· = softmax_j((g_j − C_ij)/ε).
+            let zeros = be.filled(batch * n, T::zero())?;
+            let mut f0 = be.filled(batch * n, T::zero())?;
+            be.sinkstep(&s.cost, Side::Row, eps, &s.g, &zeros, &mut f0)?;
+            let w = be.plan(&s.cost, &f0, &s.g, eps)?;
+            let (sw, _) = be.weighted_marginals(&w, n, m, Some(&g))?;
+            let mut t = be.filled(batch * n, T::zero())?;
+            be.plan_matvec(&w, n, m, &adj.b, &mut t)?;
+            be.batched_xpby(&sw, &minus_one, &mut t)?;
+            let a0 = be.download(&t)?;
+            for (k, &v) in problem.mu().iter().enumerate() {
+                if v == T::zero() {
+                    a[k] = a0[k];
+                }
+            }
+        }
+        if problem.nu().iter().any(|&v| v == T::zero()) {
+            let zeros = be.filled(batch * m, T::zero())?;
+            let mut g0 = be.filled(batch * m, T::zero())?;
+            be.sinkstep(&s.cost, Side::Col, eps, &s.f, &zeros, &mut g0)?;
+            let w = be.plan(&s.cost, &s.f, &g0, eps)?;
+            let (_, sw) = be.weighted_marginals(&w, n, m, Some(&g))?;
+            let mut t = be.filled(batch * m, T::zero())?;
+            be.plan_matvec_t(&w, n, m, &adj.a, &mut t)?;
+            be.batched_xpby(&sw, &minus_one, &mut t)?;
+            let b0 = be.download(&t)?;
+            for (k, &v) in problem.nu().iter().enumerate() {
+                if v == T::zero() {
+                    b[k] = b0[k];
+                }
+            }
+        }
+        centre(&mut a, &mut b, batch);
+        check_output("cost", &cost)?;
+        check_output("mu", &a)?;
+        check_output("nu", &b)?;
+        Ok(OtGradients {
+            result,
+            cost: array3((batch, n, m), cost)?,
+            mu: array2(batch, n, a)?,
+            nu: array2(batch, m, b)?,
+            cg: adj.cg,
+        })
+    }
+
+    /// The regularised objective `OT_ε` and its envelope-theorem gradients (`P`, `f`, `g`):
+    /// cheap (no linear solve) but they differentiate `OT_ε`, not the transport cost
+    /// `⟨P,C⟩` (use [`Solver::wasserstein_gradients`] for that).
+    pub fn envelope_gradients<T: Real>(
+        &self,
+        problem: &Problem<'_, T>,
+    ) -> Result<EnvelopeGradients<T>>
+    where
+        Bk: Backend<T>,
+    {
+        let cpl = self.coupling(problem)?;
+        let eps = self.params().eps;
+        let batch = problem.batch_size();
+        let mut fs = cpl.result.f.clone();
+        let mut gs = cpl.result.g.clone();
+        let mut value = Array1::zeros(batch);
+        for k in 0..batch {
+            let dot = |pot: ndarray::ArrayView1<'_, T>, w: ndarray::ArrayView1<'_, T>| -> f64 {
+                pot.iter()
+                    .zip(w)
+                    .filter(|(_, &w)| w > T::zero())
+                    .map(|(p, w)| p.f64() * w.f64())
+                    .sum()
+            };
+            let mass: f64 = cpl
+                .plan
+                .index_axis(ndarray::Axis(0), k)
+                .iter()
+                .map(|v| v.f64())
+                .sum();
+            value[k] = T::of(
+                dot(fs.row(k), problem.mu().row(k)) + dot(gs.row(k), problem.nu().row(k))
+                    - eps * mass,
+            );
+            let finite: Vec<f64> = fs
+                .row(k)
+                .iter()
+                .filter(|v| v.is_finite())
+                .map(|v| v.f64())
+                .collect();
+            let shift = T::of(finite.iter().sum::<f64>() / finite.len().max(1) as f64);
+            fs.row_mut(k).iter_mut().for_each(|v| *v = *v - shift);
+            gs.row_mut(k).iter_mut().for_each(|v| *v = *v + shift);
+        }
+        Ok(EnvelopeGradients {
+            value,
+            cost: cpl.plan,
+            mu: fs,
+            nu: gs,
+            result: cpl.result,
+        })
+    }
+}
