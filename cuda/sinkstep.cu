@@ -514,12 +514,15 @@ __device__ __forceinline__ void half_fused(T *O, const T *P, const T *LM, const 
     const int l0 = act ? og * FL : 0;
     T lmv[FL], H[FL], part[FL];
     {
+      // Idle lanes read nothing: other groups' lane 0 writes O in this half-step.
       T o[FL];
-      lds_vec<T, FL>(lmv, LM + l0);
-      lds_vec<T, FL>(o, O + l0);
+      if (act) {
+        lds_vec<T, FL>(lmv, LM + l0);
+        lds_vec<T, FL>(o, O + l0);
+      }
 #pragma unroll
       for (int q = 0; q < FL; ++q) {
-        if (!act) lmv[q] = ninf;
+        if (!act) lmv[q] = o[q] = ninf;
         // Not computed (padding, zero mass, idle lanes): shift +inf, every term 0. An
         // invalid hint (-inf) makes the first term +inf, which the check below catches.
         H[q] = lmv[q] == ninf ? -ninf : lmv[q] - o[q] - T(HINT_MARGIN);
