@@ -8,6 +8,10 @@
 //! * [`Backend::iterate`] runs small problems (both orientations of the cost and the
 //!   potentials fit in one block's shared memory) as one launch for all iterations; larger
 //!   ones run one launch per half-step with no host synchronisation in between.
+//! * [`Backend::column_error_and_cost`] (the solver's end-of-run report) is one tiled pass
+//!   that yields each plan's column marginals and `⟨P, C⟩` together.
+//! * Consecutive half-steps use programmatic dependent launch on Hopper: a kernel's blocks
+//!   start while the previous kernel drains and wait (`griddepcontrol.wait`) for its data.
 //! * Only marginal errors and distances (`B` numbers) are read back by the solver.
 //!
 //! Everything runs on one CUDA stream per backend, in order. Driver, compiler and kernel
@@ -173,8 +177,8 @@ impl Default for CudaOptions {
 }
 
 impl CudaOptions {
-    /// The defaults, overridden by `LOGOT_CUDA_FUSED=0|1`, `LOGOT_CUDA_FUSED_LANES=G` and
-    /// `LOGOT_CUDA_PDL=0|1`.
+    /// The defaults, overridden by `LOGOT_CUDA_FUSED=0|1`, `LOGOT_CUDA_FUSED_LANES=G`,
+    /// `LOGOT_CUDA_FUSED_OUTPUTS=4|8` and `LOGOT_CUDA_PDL=0|1`.
     pub fn from_env() -> Self {
         let d = CudaOptions::default();
         CudaOptions {
