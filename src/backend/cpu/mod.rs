@@ -2,12 +2,12 @@
 //! vectorised log-sum-exp of [`lse`].
 
 mod barycenter;
-mod grid;
 mod bistochastic;
 mod grad;
+mod grid;
 mod linalg;
-mod pointcloud;
 pub mod lse;
+mod pointcloud;
 pub(crate) mod svd3;
 
 use super::{batch_of, check_cost_batch, Backend, CostDims, CostSource, Side};
@@ -57,7 +57,11 @@ impl<T: Real> CpuCost<T> {
     fn row(&self, side: Side, b: usize, r: usize) -> &[T] {
         let len = self.dims.len(other(side));
         let per = self.dims.n * self.dims.m;
-        let base = if self.dims.batch.is_some() { b * per } else { 0 };
+        let base = if self.dims.batch.is_some() {
+            b * per
+        } else {
+            0
+        };
         &self.rows(side)[base + r * len..base + (r + 1) * len]
     }
 }
@@ -108,7 +112,11 @@ impl<T: Real> Backend<T> for CpuBackend {
         let (dims, c) = match cost {
             CostSource::Grid(g) => {
                 let n = g.len();
-                let dims = CostDims { n, m: n, batch: None };
+                let dims = CostDims {
+                    n,
+                    m: n,
+                    batch: None,
+                };
                 return Ok(CpuCost {
                     dims,
                     c: Vec::new(),
@@ -119,33 +127,69 @@ impl<T: Real> Backend<T> for CpuBackend {
             }
             CostSource::PointCloud(p) => {
                 let cloud = CpuPointCloud::new(p);
-                let dims = CostDims { n: cloud.n(), m: cloud.m(), batch: None };
-                return Ok(CpuCost { dims, c: Vec::new(), ct: Vec::new(), grid: None, cloud: Some(Arc::new(cloud)) });
+                let dims = CostDims {
+                    n: cloud.n(),
+                    m: cloud.m(),
+                    batch: None,
+                };
+                return Ok(CpuCost {
+                    dims,
+                    c: Vec::new(),
+                    ct: Vec::new(),
+                    grid: None,
+                    cloud: Some(Arc::new(cloud)),
+                });
             }
             CostSource::Dense(c) => {
                 let (n, m) = c.dim();
-                (CostDims { n, m, batch: None }, c.iter().copied().collect::<Vec<T>>())
+                (
+                    CostDims { n, m, batch: None },
+                    c.iter().copied().collect::<Vec<T>>(),
+                )
             }
             CostSource::DenseBatch(c) => {
                 let (b, n, m) = c.dim();
                 if b == 0 {
-                    return Err(Error::Empty { arg: "cost".into(), detail: "a batch of 0 cost matrices".into() });
+                    return Err(Error::Empty {
+                        arg: "cost".into(),
+                        detail: "a batch of 0 cost matrices".into(),
+                    });
                 }
-                (CostDims { n, m, batch: Some(b) }, c.iter().copied().collect::<Vec<T>>())
+                (
+                    CostDims {
+                        n,
+                        m,
+                        batch: Some(b),
+                    },
+                    c.iter().copied().collect::<Vec<T>>(),
+                )
             }
         };
         if dims.n == 0 || dims.m == 0 {
-            return Err(Error::Empty { arg: "cost".into(), detail: format!("a {}×{} matrix", dims.n, dims.m) });
+            return Err(Error::Empty {
+                arg: "cost".into(),
+                detail: format!("a {}×{} matrix", dims.n, dims.m),
+            });
         }
         let per = dims.n * dims.m;
         let symmetric = dims.n == dims.m
-            && c.chunks(per).all(|c| (0..dims.n).all(|i| (0..i).all(|j| c[i * dims.n + j] == c[j * dims.n + i])));
+            && c.chunks(per).all(|c| {
+                (0..dims.n).all(|i| (0..i).all(|j| c[i * dims.n + j] == c[j * dims.n + i]))
+            });
         let ct = if symmetric {
             Vec::new()
         } else {
-            c.par_chunks(per).flat_map_iter(|c| transpose(c, dims.n, dims.m)).collect()
+            c.par_chunks(per)
+                .flat_map_iter(|c| transpose(c, dims.n, dims.m))
+                .collect()
         };
-        Ok(CpuCost { dims, c, ct, grid: None, cloud: None })
+        Ok(CpuCost {
+            dims,
+            c,
+            ct,
+            grid: None,
+            cloud: None,
+        })
     }
 
     fn cost_dims(&self, cost: &CpuCost<T>) -> CostDims {
@@ -221,15 +265,33 @@ impl<T: Real> Backend<T> for CpuBackend {
         Ok(())
     }
 
-    fn marginal_error(&self, batch: usize, marginal: &Vec<T>, old: &Vec<T>, new: &Vec<T>, eps: T) -> Result<Vec<T>> {
+    fn marginal_error(
+        &self,
+        batch: usize,
+        marginal: &Vec<T>,
+        old: &Vec<T>,
+        new: &Vec<T>,
+        eps: T,
+    ) -> Result<Vec<T>> {
         if old.len() != marginal.len() || new.len() != marginal.len() {
             return Err(Error::shape(
                 "marginal_error",
-                format!("lengths {}, {}, {} differ", marginal.len(), old.len(), new.len()),
+                format!(
+                    "lengths {}, {}, {} differ",
+                    marginal.len(),
+                    old.len(),
+                    new.len()
+                ),
             ));
         }
         if batch == 0 || marginal.len() % batch != 0 || marginal.is_empty() {
-            return Err(Error::shape("marginal_error", format!("length {} does not split into {batch} problems", marginal.len())));
+            return Err(Error::shape(
+                "marginal_error",
+                format!(
+                    "length {} does not split into {batch} problems",
+                    marginal.len()
+                ),
+            ));
         }
         let per = marginal.len() / batch;
         Ok(marginal
@@ -311,17 +373,33 @@ impl<T: Real> Backend<T> for CpuBackend {
 fn check_fg<T>(dims: &CostDims, f: &[T], g: &[T]) -> Result<usize> {
     let batch = batch_of(f.len(), dims.n, "f")?;
     if g.len() != batch * dims.m {
-        return Err(Error::shape("g", format!("length {} does not fit {batch} problems of {} target points", g.len(), dims.m)));
+        return Err(Error::shape(
+            "g",
+            format!(
+                "length {} does not fit {batch} problems of {} target points",
+                g.len(),
+                dims.m
+            ),
+        ));
     }
     check_cost_batch(dims, batch)?;
     Ok(batch)
 }
 
 impl<T: Real> super::PointCloudKernels<T> for CpuBackend {
-    fn point_gradient(&self, cost: &CpuCost<T>, side: Side, f: &Vec<T>, g: &Vec<T>, eps: T) -> Result<(Vec<T>, Vec<T>)> {
+    fn point_gradient(
+        &self,
+        cost: &CpuCost<T>,
+        side: Side,
+        f: &Vec<T>,
+        g: &Vec<T>,
+        eps: T,
+    ) -> Result<(Vec<T>, Vec<T>)> {
         match &cost.cloud {
             Some(cloud) => cloud.point_gradient(side, f, g, eps),
-            None => Err(Error::Unavailable("point gradients need a point-cloud cost (CostSource::PointCloud)".into())),
+            None => Err(Error::Unavailable(
+                "point gradients need a point-cloud cost (CostSource::PointCloud)".into(),
+            )),
         }
     }
 
@@ -338,7 +416,9 @@ impl<T: Real> super::PointCloudKernels<T> for CpuBackend {
     ) -> Result<Vec<T>> {
         match &cost.cloud {
             Some(cloud) => cloud.plan_apply(side, f, g, eps, values, k),
-            None => Err(Error::Unavailable("plan_apply needs a point-cloud cost (CostSource::PointCloud)".into())),
+            None => Err(Error::Unavailable(
+                "plan_apply needs a point-cloud cost (CostSource::PointCloud)".into(),
+            )),
         }
     }
 }
