@@ -412,15 +412,7 @@ pub fn wasserstein(a: &WassersteinArgs) -> Json {
                 "cannot be combined with --grad-mu/--grad-nu/--grad-cost",
             ));
         }
-        if a.solve.backend != BackendChoice::Cpu {
-            return Err(Error::Unavailable(
-                "--grad-x/--grad-y: point gradients run on the CPU backend only for now; use --backend cpu".into(),
-            ));
-        }
-        return match a.solve.dtype()? {
-            Dtype::F32 => run_point_gradients::<f32, _>(CpuBackend, a),
-            Dtype::F64 => run_point_gradients::<f64, _>(CpuBackend, a),
-        };
+        return dispatch!(a.solve.dtype()?, a.solve.backend, run_point_gradients, a);
     }
     if a.wants_gradients() {
         if a.solve.backend != BackendChoice::Cpu {
