@@ -18,9 +18,11 @@
 //! failures are [`Error::Cuda`]; a machine without driver, NVRTC or GPU gives
 //! [`Error::Unavailable`] from [`CudaBackend::new`].
 
+mod barycenter;
+mod grid;
 mod module;
 
-use super::{batch_of, check_cost_batch, Backend, CostDims, CostSource, Side};
+use super::{batch_of, check_cost_batch, Backend, CostDims, CostSource, GridCost, Side};
 use crate::{Error, Real, Result};
 use cudarc::driver::{
     result::DriverError, sys, CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr,
@@ -104,6 +106,16 @@ const KERNELS: &[&str] = &[
     "fill_f64",
     "transpose_f32",
     "transpose_f64",
+    "grid_pass_f32",
+    "grid_pass_f64",
+    "grid_cost_sum_f32",
+    "grid_cost_sum_f64",
+    "bary_log_mean_f32",
+    "bary_log_mean_f64",
+    "bary_potential_f32",
+    "bary_potential_f64",
+    "bary_spread_f32",
+    "bary_spread_f64",
 ];
 
 struct Inner {
@@ -632,12 +644,13 @@ impl<T> std::fmt::Debug for CudaBuffer<T> {
     }
 }
 
-/// A dense cost in GPU memory: `C` (`[B×]n×m`) and `Cᵀ` (`[B×]m×n`), so that both
-/// half-steps stream rows.
+/// A cost on the GPU: a dense `C` (`[B×]n×m`) and `Cᵀ` (`[B×]m×n`), so that both
+/// half-steps stream rows, or a grid (separable passes; `c`, `ct` then hold one element).
 pub struct CudaCost<T> {
     dims: CostDims,
     c: CudaSlice<T>,
     ct: CudaSlice<T>,
+    grid: Option<GridCost>,
 }
 
 impl<T> std::fmt::Debug for CudaCost<T> {
@@ -717,12 +730,7 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
                     c.as_slice().map(std::borrow::Cow::Borrowed),
                 )
             }
-            CostSource::Grid(_) => {
-                return Err(Error::Unavailable(
-                    "cost: grid costs are not available on the CUDA backend yet (use a dense cost or the CPU backend)"
-                        .into(),
-                ))
-            }
+            CostSource::Grid(g) => return self.prepare_grid(g),
         };
         if dims.n == 0 || dims.m == 0 {
             return Err(Error::Empty {
@@ -779,7 +787,12 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
             unsafe { b.launch(cfg) }.map_err(|e| cuda_err("launching transpose", e))?;
             b0 += cnt;
         }
-        Ok(CudaCost { dims, c, ct })
+        Ok(CudaCost {
+            dims,
+            c,
+            ct,
+            grid: None,
+        })
     }
 
     fn cost_dims(&self, cost: &CudaCost<T>) -> CostDims {
@@ -795,6 +808,9 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
         log_marginal: &CudaBuffer<T>,
         out: &mut CudaBuffer<T>,
     ) -> Result<()> {
+        if let Some(grid) = &cost.grid {
+            return self.grid_sinkstep(grid, eps, other, log_marginal, out);
+        }
         let dims = cost.dims;
         let (k_len, l_len, r) = match side {
             Side::Col => (dims.n, dims.m, &cost.c),
@@ -870,7 +886,7 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
         let (n4, m4) = (n.div_ceil(8) * 8, m.div_ceil(8) * 8);
         let smem =
             (n * fused_pad(m) + m * fused_pad(n) + 2 * n4 + 2 * m4) * std::mem::size_of::<T>();
-        if !self.inner.fused || smem > self.inner.max_smem {
+        if !self.inner.fused || smem > self.inner.max_smem || cost.grid.is_some() {
             for _ in 0..iters {
                 self.sinkstep(cost, Side::Col, eps, f, log_nu, g)?;
                 self.sinkstep(cost, Side::Row, eps, g, log_mu, f)?;
@@ -959,6 +975,13 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
                 "nu",
                 format!("length {} does not fit g of length {}", nu.len, g.len),
             ));
+        }
+        if cost.grid.is_some() {
+            // A g half-step into scratch, then the error and the separable cost.
+            let mut g_next = Backend::<T>::filled(self, g.len, T::zero())?;
+            self.sinkstep(cost, Side::Col, eps, f, log_nu, &mut g_next)?;
+            let errors = self.marginal_error(batch, nu, g, &g_next, eps)?;
+            return Ok((errors, self.transport_cost(cost, f, g, eps)?));
         }
         let m = dims.m;
         let (tile, name) = if dims.batch.is_none() && batch >= 8 {
@@ -1069,6 +1092,9 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
         g: &CudaBuffer<T>,
         eps: T,
     ) -> Result<Vec<T>> {
+        if let Some(grid) = &cost.grid {
+            return self.grid_transport_cost(grid, f, g, eps);
+        }
         let dims = cost.dims;
         let batch = check_fg(&dims, f, g)?;
         let (n, m) = (dims.n, dims.m);
@@ -1145,6 +1171,11 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
         g: &CudaBuffer<T>,
         eps: T,
     ) -> Result<CudaBuffer<T>> {
+        if cost.grid.is_some() {
+            return Err(Error::Unavailable(
+                "plan: dense plans of grid costs are not available on the CUDA backend (use the CPU backend, or GridCost::to_dense for a small grid)".into(),
+            ));
+        }
         let dims = cost.dims;
         let batch = check_fg(&dims, f, g)?;
         let total = batch

@@ -11,8 +11,11 @@ use std::ffi::{CStr, CString};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The kernel sources: (module name, text).
-pub(crate) const SOURCES: &[(&str, &str)] =
-    &[("sinkstep", include_str!("../../../cuda/sinkstep.cu"))];
+pub(crate) const SOURCES: &[(&str, &str)] = &[
+    ("sinkstep", include_str!("../../../cuda/sinkstep.cu")),
+    ("grid", include_str!("../../../cuda/grid.cu")),
+    ("barycenter", include_str!("../../../cuda/barycenter.cu")),
+];
 const COMMON: &str = include_str!("../../../cuda/common.cuh");
 
 type Cache = Mutex<HashMap<(String, String), Arc<Vec<u8>>>>;
