@@ -83,7 +83,9 @@ where
     let mut rng = StdRng::seed_from_u64(seed);
     let grid = GridCost::new(shape).unwrap();
     let n = grid.len();
-    let other: Vec<f64> = (0..batch * n).map(|_| rng.random_range(-0.3..0.3)).collect();
+    let other: Vec<f64> = (0..batch * n)
+        .map(|_| rng.random_range(-0.3..0.3))
+        .collect();
     // Log-marginals with a few zero-mass bins (−∞).
     let lm: Vec<f64> = (0..batch * n)
         .map(|k| {
@@ -98,7 +100,8 @@ where
     let cc = Backend::<f64>::prepare_cost(&cpu, &CostSource::Grid(grid.clone())).unwrap();
     let (o, l) = (cpu.upload(&other).unwrap(), cpu.upload(&lm).unwrap());
     let mut want = cpu.filled(batch * n, 0.0).unwrap();
-    cpu.sinkstep(&cc, Side::Col, eps, &o, &l, &mut want).unwrap();
+    cpu.sinkstep(&cc, Side::Col, eps, &o, &l, &mut want)
+        .unwrap();
     let want = cpu.download(&want).unwrap();
 
     let gc = Backend::<T>::prepare_cost(gpu, &CostSource::Grid(grid)).unwrap();
@@ -108,7 +111,8 @@ where
     );
     for side in [Side::Col, Side::Row] {
         let mut out = gpu.filled(batch * n, T::of(f64::NAN)).unwrap();
-        gpu.sinkstep(&gc, side, T::of(eps), &o, &l, &mut out).unwrap();
+        gpu.sinkstep(&gc, side, T::of(eps), &o, &l, &mut out)
+            .unwrap();
         let got = gpu.download(&out).unwrap();
         let d = rel_diff(&got, &want);
         assert!(
@@ -185,7 +189,11 @@ where
         .unwrap();
     let dd2 = rel_diff(
         res.distance.as_slice().unwrap(),
-        &res_dense.distance.iter().map(|v| v.f64()).collect::<Vec<_>>(),
+        &res_dense
+            .distance
+            .iter()
+            .map(|v| v.f64())
+            .collect::<Vec<_>>(),
     );
     assert!(dd2 < 10.0 * t, "{}: grid vs dense cost {dd2:e}", T::NAME);
 }
@@ -264,7 +272,10 @@ where
         .unwrap();
     assert_eq!(got.len(), 2);
     for (g, w) in got.iter().zip(&want) {
-        let d = rel_to_max(g.histogram.as_slice().unwrap(), w.histogram.as_slice().unwrap());
+        let d = rel_to_max(
+            g.histogram.as_slice().unwrap(),
+            w.histogram.as_slice().unwrap(),
+        );
         assert!(d < t, "{} dense={dense} batch: {d:e}", T::NAME);
     }
 }

@@ -57,10 +57,7 @@ impl<T: CudaReal> BarycenterKernels<T> for CudaBackend {
         let func = self.func(&format!("bary_potential_{}", T::SUFFIX))?.clone();
         let (pb, pv, pg) = (self.ptr(&bar.data), self.ptr(&v.data), self.ptr(&g.data));
         let total = g.len as i64;
-        let (ki, mi) = (
-            to_i32(layout.inputs, "inputs")?,
-            to_i32(layout.m, "bins")?,
-        );
+        let (ki, mi) = (to_i32(layout.inputs, "inputs")?, to_i32(layout.m, "bins")?);
         let mut b = self.inner.stream.launch_builder(&func);
         b.arg(&pb).arg(&pv).arg(&pg).arg(&total).arg(&ki).arg(&mi);
         unsafe { b.launch(cfg1(self.elementwise_blocks(g.len), 256, 0)) }
@@ -82,14 +79,10 @@ impl<T: CudaReal> BarycenterKernels<T> for CudaBackend {
             .map_err(|_| Error::shape("g", "too many barycenter problems for one launch"))?;
         let err = self.alloc::<T>(layout.problems, "barycenter spreads")?;
         let (pg, pv, pe) = (self.ptr(&g.data), self.ptr(&v.data), self.ptr(&err));
-        let (ki, mi) = (
-            to_i32(layout.inputs, "inputs")?,
-            to_i32(layout.m, "bins")?,
-        );
+        let (ki, mi) = (to_i32(layout.inputs, "inputs")?, to_i32(layout.m, "bins")?);
         let mut b = self.inner.stream.launch_builder(&func);
         b.arg(&pg).arg(&pv).arg(&pe).arg(&ki).arg(&mi).arg(&eps);
-        unsafe { b.launch(cfg1(gx, 256, 0)) }
-            .map_err(|e| cuda_err("launching bary_spread", e))?;
+        unsafe { b.launch(cfg1(gx, 256, 0)) }.map_err(|e| cuda_err("launching bary_spread", e))?;
         let mut out = self
             .inner
             .stream

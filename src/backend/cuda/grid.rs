@@ -89,11 +89,7 @@ impl CudaBackend {
         out: &mut CudaBuffer<T>,
     ) -> Result<()> {
         let n = grid.len();
-        if other.len != out.len
-            || log_marginal.len != out.len
-            || out.len == 0
-            || out.len % n != 0
-        {
+        if other.len != out.len || log_marginal.len != out.len || out.len == 0 || out.len % n != 0 {
             return Err(Error::shape(
                 "sinkstep",
                 format!(
