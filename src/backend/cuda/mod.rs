@@ -13,6 +13,11 @@
 //! * Consecutive half-steps use programmatic dependent launch on Hopper: a kernel's blocks
 //!   start while the previous kernel drains and wait (`griddepcontrol.wait`) for its data.
 //! * Only marginal errors and distances (`B` numbers) are read back by the solver.
+//! * Grid costs ([`CostSource::Grid`], axes of at most 1024 points) run one batched 1-D
+//!   log-sum-exp pass per axis (cuda/grid.cu), the cost computed on the fly; `⟨P, C⟩` is
+//!   separable too, dense plans of grids are [`Error::Unavailable`].
+//! * [`BarycenterKernels`](crate::backend::barycenter::BarycenterKernels) (cuda/barycenter.cu):
+//!   the barycenter loop runs on the GPU for dense and grid costs.
 //!
 //! Everything runs on one CUDA stream per backend, in order. Driver, compiler and kernel
 //! failures are [`Error::Cuda`]; a machine without driver, NVRTC or GPU gives
