@@ -88,57 +88,78 @@ const R16: TileCfg = TileCfg {
 const TILED_THREADS: u32 = 256;
 const FUSED_THREADS: u32 = 1024;
 
-/// Kernels loaded from the compiled modules, by name.
-const KERNELS: &[&str] = &[
-    "sinkstep_s16_f32",
-    "sinkstep_s16_f64",
-    "report_s16_f32",
-    "report_s16_f64",
-    "report_b1_f32",
-    "report_b1_f64",
-    "report_sum_f32",
-    "report_sum_f64",
-    "sinkstep_b1_f32",
-    "sinkstep_b1_f64",
-    "sinkstep_finish_f32",
-    "sinkstep_finish_f64",
-    "sinkhorn_fused_f32",
-    "sinkhorn_fused8_f32",
-    "sinkhorn_fused_f64",
-    "marginal_error_f32",
-    "marginal_error_f64",
-    "transport_cost_f32",
-    "transport_cost_f64",
-    "plan_f32",
-    "plan_f64",
-    "fill_f32",
-    "fill_f64",
-    "transpose_f32",
-    "transpose_f64",
-    "pc_sinkstep_d3_f32",
-    "pc_sinkstep_d3_f64",
-    "pc_sinkstep_d4_f32",
-    "pc_sinkstep_d4_f64",
-    "pc_sinkstep_d16_f32",
-    "pc_sinkstep_d16_f64",
-    "pc_rows_d4_f32",
-    "pc_rows_d4_f64",
-    "pc_rows_d16_f32",
-    "pc_rows_d16_f64",
-    "pc_reduce_f32",
-    "pc_reduce_f64",
-    "pc_plan_f32",
-    "pc_plan_f64",
-    "grid_pass_f32",
-    "grid_pass_f64",
-    "grid_cost_sum_f32",
-    "grid_cost_sum_f64",
-    "bary_log_mean_f32",
-    "bary_log_mean_f64",
-    "bary_potential_f32",
-    "bary_potential_f64",
-    "bary_spread_f32",
-    "bary_spread_f64",
+/// Kernels loaded from each compiled module (`cuda/NAME.cu`), by name; each is looked up
+/// only in its own module, and a missing one is an error when the backend starts.
+const KERNELS: &[(&str, &[&str])] = &[
+    (
+        "sinkstep",
+        &[
+            "sinkstep_s16_f32",
+            "sinkstep_s16_f64",
+            "report_s16_f32",
+            "report_s16_f64",
+            "report_b1_f32",
+            "report_b1_f64",
+            "report_sum_f32",
+            "report_sum_f64",
+            "sinkstep_b1_f32",
+            "sinkstep_b1_f64",
+            "sinkstep_finish_f32",
+            "sinkstep_finish_f64",
+            "sinkhorn_fused_f32",
+            "sinkhorn_fused8_f32",
+            "sinkhorn_fused_f64",
+            "marginal_error_f32",
+            "marginal_error_f64",
+            "transport_cost_f32",
+            "transport_cost_f64",
+            "plan_f32",
+            "plan_f64",
+            "fill_f32",
+            "fill_f64",
+            "transpose_f32",
+            "transpose_f64",
+        ],
+    ),
+    (
+        "pointcloud",
+        &[
+            "pc_sinkstep_d3_f32",
+            "pc_sinkstep_d3_f64",
+            "pc_sinkstep_d4_f32",
+            "pc_sinkstep_d4_f64",
+            "pc_sinkstep_d16_f32",
+            "pc_sinkstep_d16_f64",
+            "pc_rows_d4_f32",
+            "pc_rows_d4_f64",
+            "pc_rows_d16_f32",
+            "pc_rows_d16_f64",
+            "pc_reduce_f32",
+            "pc_reduce_f64",
+            "pc_plan_f32",
+            "pc_plan_f64",
+        ],
+    ),
+    (
+        "grid",
+        &[
+            "grid_pass_f32",
+            "grid_pass_f64",
+            "grid_cost_sum_f32",
+            "grid_cost_sum_f64",
+        ],
+    ),
+    (
+        "barycenter",
+        &[
+            "bary_log_mean_f32",
+            "bary_log_mean_f64",
+            "bary_potential_f32",
+            "bary_potential_f64",
+            "bary_spread_f32",
+            "bary_spread_f64",
+        ],
+    ),
 ];
 
 struct Inner {
@@ -319,15 +340,16 @@ impl CudaBackend {
         let device = ctx.name().unwrap_or_else(|_| "CUDA GPU".into());
         let arch = format!("sm_{major}{minor}");
         let mut funcs = HashMap::new();
-        for (name, _) in module::SOURCES {
+        for (name, kernels) in KERNELS {
             let bin = module::cubin(name, &arch)?;
             let m = ctx
                 .load_module(cudarc::nvrtc::Ptx::from_binary(bin.as_ref().clone()))
                 .map_err(|e| cuda_err("loading the kernels", e))?;
-            for k in KERNELS {
-                if let Ok(f) = m.load_function(k) {
-                    funcs.insert(*k, f);
-                }
+            for k in kernels.iter() {
+                let f = m
+                    .load_function(k)
+                    .map_err(|e| cuda_err(&format!("finding kernel {k} in {name}.cu"), e))?;
+                funcs.insert(*k, f);
             }
         }
         let opt_in = sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
