@@ -9,21 +9,30 @@ pub fn linspace(lo: f64, hi: f64, n: usize) -> Vec<f64> {
     if n == 1 {
         return vec![lo];
     }
-    (0..n).map(|i| lo + (hi - lo) * i as f64 / (n - 1) as f64).collect()
+    (0..n)
+        .map(|i| lo + (hi - lo) * i as f64 / (n - 1) as f64)
+        .collect()
 }
 
 /// Squared-distance cost `C_ij = (x_i − x_j)²` on `x`, divided by its maximum when
 /// `normalise` (POT's `M /= M.max()`).
 pub fn squared_distance_cost<T: Real>(x: &[f64], normalise: bool) -> Array2<T> {
     let c = Array2::from_shape_fn((x.len(), x.len()), |(i, j)| (x[i] - x[j]).powi(2));
-    let max = if normalise { c.iter().cloned().fold(0.0, f64::max).max(f64::MIN_POSITIVE) } else { 1.0 };
+    let max = if normalise {
+        c.iter().cloned().fold(0.0, f64::max).max(f64::MIN_POSITIVE)
+    } else {
+        1.0
+    };
     c.mapv(|v| T::of(v / max))
 }
 
 /// Normalised Gaussian density `exp(−(x − mean)²/(2 sd²))` sampled on `x`, plus `floor`,
 /// summing to 1.
 pub fn gaussian_histogram<T: Real>(x: &[f64], mean: f64, sd: f64, floor: f64) -> Array1<T> {
-    let h: Vec<f64> = x.iter().map(|&v| (-0.5 * ((v - mean) / sd).powi(2)).exp() + floor).collect();
+    let h: Vec<f64> = x
+        .iter()
+        .map(|&v| (-0.5 * ((v - mean) / sd).powi(2)).exp() + floor)
+        .collect();
     let s: f64 = h.iter().sum();
     h.iter().map(|&v| T::of(v / s)).collect()
 }
@@ -32,7 +41,11 @@ pub fn gaussian_histogram<T: Real>(x: &[f64], mean: f64, sd: f64, floor: f64) ->
 /// solved at ε = 1e-3 for 200 iterations.
 pub fn ot_a<T: Real>() -> (Array1<T>, Array1<T>, Array2<T>) {
     let x = linspace(0.0, 100.0, 100);
-    (gaussian_histogram(&x, 20.0, 10.0, 0.0), gaussian_histogram(&x, 60.0, 30.0, 0.0), squared_distance_cost(&x, true))
+    (
+        gaussian_histogram(&x, 20.0, 10.0, 0.0),
+        gaussian_histogram(&x, 60.0, 30.0, 0.0),
+        squared_distance_cost(&x, true),
+    )
 }
 
 /// A batch of `b` Gaussian-bump histograms on linspace(0, 1, n): bump `k` has mean and
@@ -54,7 +67,11 @@ pub fn bump_histograms<T: Real>(b: usize, n: usize, seed: u64) -> Array2<T> {
 /// `C = (xᵢ − xⱼ)²` (otB: b = 64, n = 2048; otBcpu: b = 8, n = 1024; ε = 1e-2, 100 iterations).
 pub fn ot_b<T: Real>(b: usize, n: usize) -> (Array2<T>, Array2<T>, Array2<T>) {
     let x = linspace(0.0, 1.0, n);
-    (bump_histograms(b, n, 1), bump_histograms(b, n, 2), squared_distance_cost(&x, false))
+    (
+        bump_histograms(b, n, 1),
+        bump_histograms(b, n, 2),
+        squared_distance_cost(&x, false),
+    )
 }
 
 /// bary64: the three test images of the barycenter benchmark, on `n×n` pixels with
@@ -142,4 +159,36 @@ pub fn mhc<T: Real>(b: usize, n: usize, seed: u64) -> (ndarray::Array3<T>, ndarr
         T::of((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos())
     });
     (x, g)
+}
+
+/// `len` standard normal values (Box–Muller on a seeded 64-bit LCG): the `N(0, 1)` inputs
+/// of the linear-algebra problems (svd3: `A` is `4096×1024×3`; xxt, ns, gemm: `X`, `A`,
+/// `B`, `dC` are `n×n`), reproducible across runs and platforms.
+///
+/// ```
+/// let a = logot::problems::standard_normal::<f64>(10_000, 7);
+/// let mean = a.iter().sum::<f64>() / 1e4;
+/// let var = a.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / 1e4;
+/// assert!(mean.abs() < 0.05 && (var - 1.0).abs() < 0.05);
+/// assert_eq!(a, logot::problems::standard_normal::<f64>(10_000, 7));
+/// ```
+pub fn standard_normal<T: Real>(len: usize, seed: u64) -> Vec<T> {
+    let mut state = seed.wrapping_mul(0xD1B5_4A32_D192_ED03) | 1;
+    let mut uniform = move || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((state >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    };
+    let mut out = Vec::with_capacity(len);
+    while out.len() < len {
+        let (u, v) = (uniform(), uniform());
+        let r = (-2.0 * u.ln()).sqrt();
+        let t = std::f64::consts::TAU * v;
+        out.push(T::of(r * t.cos()));
+        if out.len() < len {
+            out.push(T::of(r * t.sin()));
+        }
+    }
+    out
 }
