@@ -5,12 +5,13 @@
 //! font libraries. Heatmaps use the viridis colour scale with a colour bar; every
 //! function writes one PNG file and returns [`Error::File`] naming it on failure.
 //!
-//! ```no_run
+//! ```
 //! use ndarray::{array, Array2};
+//! let dir = std::env::temp_dir().join("logot-doc");
 //! let img = Array2::from_shape_fn((32, 32), |(r, c)| ((r * c) as f64).sin().abs());
-//! logot::plot::heatmap("out/img.png", img.view(), "An image", ("column", "row"))?;
+//! logot::plot::heatmap(dir.join("img.png"), img.view(), "An image", ("column", "row"))?;
 //! let h = array![0.2, 0.5, 0.3];
-//! logot::plot::lines("out/h.png", &[0.0, 0.5, 1.0], &[("h", h.view())], &[], "A histogram", ("x", "mass"))?;
+//! logot::plot::lines(dir.join("h.png"), &[0.0, 0.5, 1.0], &[("h", h.view())], &[], "A histogram", ("x", "mass"))?;
 //! # Ok::<(), logot::Error>(())
 //! ```
 
@@ -81,6 +82,13 @@ const PALETTE: [RGBColor; 6] = [
 ];
 
 /// The viridis colour scale at `t ∈ [0, 1]` (matplotlib's anchors, linearly interpolated).
+///
+/// ```
+/// use logot::plot::viridis;
+/// assert_eq!((viridis(0.0).0, viridis(0.0).1, viridis(0.0).2), (68, 1, 84)); // dark purple
+/// assert_eq!((viridis(1.0).0, viridis(1.0).1, viridis(1.0).2), (253, 231, 37)); // yellow
+/// assert_eq!(viridis(f64::NAN), viridis(0.0)); // never panics
+/// ```
 pub fn viridis(t: f64) -> RGBColor {
     const ANCHORS: [(u8, u8, u8); 9] = [
         (68, 1, 84),
@@ -204,6 +212,17 @@ fn centred(area: &DrawingArea<BitMapBackend<'_>, Shift>, text: &str, size: u32) 
 
 /// A heatmap of `data` (row 0 at the top, like an image) with a colour bar; cells are
 /// square.
+///
+/// ```
+/// use ndarray::Array2;
+/// // The cost C_ij = (x_i − x_j)² on linspace(0, 1, 50).
+/// let x = logot::problems::linspace(0.0, 1.0, 50);
+/// let cost = Array2::from_shape_fn((50, 50), |(i, j)| (x[i] - x[j]).powi(2));
+/// let path = std::env::temp_dir().join("logot-doc").join("cost.png");
+/// logot::plot::heatmap(&path, cost.view(), "C = (x_i − x_j)²", ("j", "i"))?;
+/// assert!(path.exists());
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn heatmap<T: Real>(
     path: impl AsRef<Path>,
     data: ArrayView2<'_, T>,
@@ -258,6 +277,16 @@ pub fn heatmap<T: Real>(
 
 /// Images in a grid of `columns` panels, each with its own title, on one shared colour
 /// scale (with a colour bar), under a common `title`. Pixels are square.
+///
+/// ```
+/// use ndarray::ArrayView2;
+/// let images = logot::problems::bary64_images(32); // 3×32×32
+/// let panels: Vec<(String, ArrayView2<f64>)> =
+///     images.outer_iter().enumerate().map(|(k, img)| (format!("input {k}"), img)).collect();
+/// let path = std::env::temp_dir().join("logot-doc").join("panels.png");
+/// logot::plot::image_panels(&path, &panels, 3, "The bary64 shapes")?;
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn image_panels<T: Real>(
     path: impl AsRef<Path>,
     panels: &[(String, ArrayView2<'_, T>)],
@@ -313,6 +342,18 @@ pub fn image_panels<T: Real>(
 /// A coupling `plan` (`n×m`) as a heatmap with its marginals: `mu` (length `n`) on the
 /// left along the rows, `nu` (length `m`) on top along the columns, and a colour bar.
 /// `x` and `y` are the coordinates of the rows and columns (e.g. the grid points).
+///
+/// ```
+/// use ndarray::Axis;
+/// let x = logot::problems::linspace(0.0, 1.0, 40);
+/// let mu = logot::problems::gaussian_histogram::<f64>(&x, 0.3, 0.1, 0.0);
+/// let nu = logot::problems::gaussian_histogram::<f64>(&x, 0.6, 0.05, 0.0);
+/// let cost = logot::problems::squared_distance_cost::<f64>(&x, false);
+/// let c = logot::coupling(mu.view(), nu.view(), cost.view(), 1e-3)?;
+/// let path = std::env::temp_dir().join("logot-doc").join("coupling.png");
+/// logot::plot::coupling(&path, c.plan.index_axis(Axis(0), 0), mu.view(), nu.view(), (&x, &x), "ε = 1e-3")?;
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn coupling<T: Real>(
     path: impl AsRef<Path>,
     plan: ArrayView2<'_, T>,
@@ -460,6 +501,16 @@ pub fn coupling<T: Real>(
 /// Line plot of 1-D histograms (or any series) over `x`, with a legend: `solid` series as
 /// thick lines, then `dashed` ones on top (e.g. a computed marginal over its target). The
 /// y axis starts at 0 unless every value lies above half the largest; then it fits the data.
+///
+/// ```
+/// use ndarray::Array1;
+/// let x = logot::problems::linspace(0.0, 1.0, 100);
+/// let h = logot::problems::gaussian_histogram::<f64>(&x, 0.5, 0.1, 0.0);
+/// let flat = Array1::from_elem(100, 0.01);
+/// let path = std::env::temp_dir().join("logot-doc").join("lines.png");
+/// logot::plot::lines(&path, &x, &[("bump", h.view())], &[("uniform", flat.view())], "Two histograms", ("x", "mass"))?;
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn lines<T: Real>(
     path: impl AsRef<Path>,
     x: &[f64],
