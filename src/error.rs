@@ -18,19 +18,37 @@ pub enum Error {
     Empty { arg: String, detail: String },
     /// An array holds NaN or ±inf.
     #[error("{arg}: non-finite value {value} at index {index}")]
-    NonFinite { arg: String, index: String, value: String },
+    NonFinite {
+        arg: String,
+        index: String,
+        value: String,
+    },
     /// A histogram holds a negative entry.
     #[error("{arg}: negative mass {value} at index {index}")]
-    NegativeMass { arg: String, index: String, value: String },
+    NegativeMass {
+        arg: String,
+        index: String,
+        value: String,
+    },
     /// A histogram sums to zero.
     #[error("{arg}: total mass is zero{detail}")]
     ZeroMass { arg: String, detail: String },
     /// Two histograms that must carry the same mass do not.
     #[error("unequal total masses{detail}: mu sums to {mu}, nu sums to {nu} (relative difference {rel:.3e} > {tol:.1e})")]
-    UnequalMass { detail: String, mu: f64, nu: f64, rel: f64, tol: f64 },
+    UnequalMass {
+        detail: String,
+        mu: f64,
+        nu: f64,
+        rel: f64,
+        tol: f64,
+    },
     /// A scalar parameter is out of its domain (eps ≤ 0, NaN, zero iterations, …).
     #[error("{arg} = {value}: {reason}")]
-    Parameter { arg: String, value: String, reason: String },
+    Parameter {
+        arg: String,
+        value: String,
+        reason: String,
+    },
     /// The computation produced a non-finite result (reported, never returned silently).
     #[error("numerical failure: {0}")]
     Numerical(String),
@@ -48,10 +66,17 @@ pub enum Error {
 impl Error {
     /// A [`Error::Shape`] for `arg`.
     pub fn shape(arg: impl Into<String>, detail: impl fmt::Display) -> Self {
-        Error::Shape { arg: arg.into(), detail: detail.to_string() }
+        Error::Shape {
+            arg: arg.into(),
+            detail: detail.to_string(),
+        }
     }
     /// A [`Error::Parameter`] for `arg`.
     pub fn parameter(arg: &str, value: impl fmt::Display, reason: impl Into<String>) -> Self {
-        Error::Parameter { arg: arg.into(), value: value.to_string(), reason: reason.into() }
+        Error::Parameter {
+            arg: arg.into(),
+            value: value.to_string(),
+            reason: reason.into(),
+        }
     }
 }

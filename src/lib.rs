@@ -41,26 +41,33 @@ pub mod barycenter;
 mod error;
 pub mod grad;
 pub mod linalg;
-mod real;
 #[cfg(feature = "plot")]
 pub mod plot;
 pub mod problems;
+mod real;
 pub mod sinkhorn;
 mod validate;
 
+#[cfg(feature = "cuda")]
+pub use backend::cuda::CudaBackend;
 pub use backend::{
-    bistochastic::BistochasticKernels, cpu::CpuBackend, grad::GradKernels, linalg::LinalgKernels, Backend,
-    BarycenterKernels, CostSource, GridCost, Side,
+    bistochastic::BistochasticKernels, cpu::CpuBackend, grad::GradKernels, linalg::LinalgKernels,
+    Backend, BarycenterKernels, CostSource, GridCost, Side,
 };
 pub use barycenter::{
-    barycenter, barycenter_batch, grid_barycenter, grid_barycenter_on, Barycenter, BarycenterParams, BarycenterSolver,
+    barycenter, barycenter_batch, grid_barycenter, grid_barycenter_on, Barycenter,
+    BarycenterParams, BarycenterSolver,
 };
 pub use error::{Error, Result};
 pub use grad::{
-    bistochastic, bistochastic_backward, check_gradient, BistochasticParams, CgParams, GradCheckOptions, OtGradients,
+    bistochastic, bistochastic_backward, check_gradient, BistochasticParams, CgParams,
+    GradCheckOptions, OtGradients,
 };
 pub use real::Real;
-pub use sinkhorn::{Convergence, Coupling, EpsScaling, Problem, SinkhornParams, SinkhornResult, Solver, WarmStart};
+pub use sinkhorn::{
+    Convergence, Coupling, EpsScaling, Prepared, Problem, SinkhornParams, SinkhornResult, Solver,
+    WarmStart,
+};
 
 use ndarray::{ArrayView1, ArrayView2};
 

@@ -40,7 +40,17 @@ impl MulAdd for NoFma {
 
 /// A floating-point type logot computes in: `f32` or `f64`.
 pub trait Real:
-    Float + FromPrimitive + ToPrimitive + Send + Sync + Debug + Display + LowerExp + Default + 'static + sealed::Sealed
+    Float
+    + FromPrimitive
+    + ToPrimitive
+    + Send
+    + Sync
+    + Debug
+    + Display
+    + LowerExp
+    + Default
+    + 'static
+    + sealed::Sealed
 {
     /// Type name as in NumPy (`"float32"`, `"float64"`).
     const NAME: &'static str;
@@ -150,7 +160,9 @@ mod tests {
             let got = T::exp_nonpos::<NoFma>(T::of(x)).f64();
             let got_fma = T::exp_nonpos::<HwFma>(T::of(x)).f64();
             let want = T::of(x).f64().exp();
-            worst = worst.max(((got - want) / want).abs()).max(((got_fma - want) / want).abs());
+            worst = worst
+                .max(((got - want) / want).abs())
+                .max(((got_fma - want) / want).abs());
         }
         assert!(worst < rel, "{}: worst relative error {worst:e}", T::NAME);
         assert!(T::exp_nonpos::<NoFma>(T::neg_infinity()).f64() < 1e-37);

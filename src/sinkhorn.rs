@@ -36,14 +36,24 @@ pub struct SinkhornParams {
 
 impl Default for SinkhornParams {
     fn default() -> Self {
-        SinkhornParams { eps: 0.01, max_iters: 1000, tol: None, check_every: 10, warm_start: None, eps_scaling: None }
+        SinkhornParams {
+            eps: 0.01,
+            max_iters: 1000,
+            tol: None,
+            check_every: 10,
+            warm_start: None,
+            eps_scaling: None,
+        }
     }
 }
 
 impl SinkhornParams {
     /// Default parameters with regularisation `eps`.
     pub fn new(eps: f64) -> Self {
-        SinkhornParams { eps, ..Default::default() }
+        SinkhornParams {
+            eps,
+            ..Default::default()
+        }
     }
     /// Run exactly `iters` iterations with no early stop (the marginal error is still
     /// measured and reported at the end).
@@ -59,12 +69,21 @@ impl SinkhornParams {
     /// # Ok::<(), logot::Error>(())
     /// ```
     pub fn fixed_iterations(eps: f64, iters: usize) -> Self {
-        SinkhornParams { eps, max_iters: iters, tol: Some(0.0), ..Default::default() }
+        SinkhornParams {
+            eps,
+            max_iters: iters,
+            tol: Some(0.0),
+            ..Default::default()
+        }
     }
     fn validate(&self) -> Result<()> {
         check_eps("eps", self.eps)?;
         if self.max_iters == 0 {
-            return Err(Error::parameter("max_iters", 0, "at least one iteration is needed"));
+            return Err(Error::parameter(
+                "max_iters",
+                0,
+                "at least one iteration is needed",
+            ));
         }
         if self.check_every == 0 {
             return Err(Error::parameter("check_every", 0, "must be ≥ 1"));
@@ -77,7 +96,11 @@ impl SinkhornParams {
         if let Some(s) = &self.eps_scaling {
             check_eps("eps_scaling.start", s.start)?;
             if !(s.factor > 0.0 && s.factor < 1.0) {
-                return Err(Error::parameter("eps_scaling.factor", s.factor, "must lie in (0, 1)"));
+                return Err(Error::parameter(
+                    "eps_scaling.factor",
+                    s.factor,
+                    "must lie in (0, 1)",
+                ));
             }
         }
         Ok(())
@@ -174,7 +197,11 @@ impl<'a, T: Real> Problem<'a, T> {
     /// let err = Problem::new(array![0.5, 0.5].view(), array![0.3, 0.3].view(), cost.view()).unwrap_err();
     /// assert!(matches!(err, logot::Error::UnequalMass { .. }), "{err}");
     /// ```
-    pub fn new(mu: ArrayView1<'a, T>, nu: ArrayView1<'a, T>, cost: ArrayView2<'a, T>) -> Result<Self> {
+    pub fn new(
+        mu: ArrayView1<'a, T>,
+        nu: ArrayView1<'a, T>,
+        cost: ArrayView2<'a, T>,
+    ) -> Result<Self> {
         Self::batch(mu.insert_axis(Axis(0)), nu.insert_axis(Axis(0)), cost)
     }
 
@@ -193,7 +220,11 @@ impl<'a, T: Real> Problem<'a, T> {
     /// assert!(r.distance.iter().all(|d| d.abs() < 1e-12));
     /// # Ok::<(), logot::Error>(())
     /// ```
-    pub fn batch(mu: ArrayView2<'a, T>, nu: ArrayView2<'a, T>, cost: impl Into<CostSource<'a, T>>) -> Result<Self> {
+    pub fn batch(
+        mu: ArrayView2<'a, T>,
+        nu: ArrayView2<'a, T>,
+        cost: impl Into<CostSource<'a, T>>,
+    ) -> Result<Self> {
         let cost = cost.into();
         let p = Problem { mu, nu, cost };
         p.validate()?;
@@ -224,21 +255,33 @@ impl<'a, T: Real> Problem<'a, T> {
         let (b, n) = self.mu.dim();
         let (bn, m) = self.nu.dim();
         if b != bn {
-            return Err(Error::shape("nu", format!("batch of {bn} problems but mu has {b}")));
+            return Err(Error::shape(
+                "nu",
+                format!("batch of {bn} problems but mu has {b}"),
+            ));
         }
         let dims = cost_dims(&self.cost);
         if dims.n == 0 || dims.m == 0 || dims.batch == Some(0) {
-            return Err(Error::Empty { arg: "cost".into(), detail: format!("shape {dims:?}") });
+            return Err(Error::Empty {
+                arg: "cost".into(),
+                detail: format!("shape {dims:?}"),
+            });
         }
         if (dims.n, dims.m) != (n, m) {
             return Err(Error::shape(
                 "cost",
-                format!("is {}×{} but mu has {n} and nu has {m} entries per problem", dims.n, dims.m),
+                format!(
+                    "is {}×{} but mu has {n} and nu has {m} entries per problem",
+                    dims.n, dims.m
+                ),
             ));
         }
         if let Some(bc) = dims.batch {
             if bc != b {
-                return Err(Error::shape("cost", format!("holds {bc} matrices but there are {b} problems")));
+                return Err(Error::shape(
+                    "cost",
+                    format!("holds {bc} matrices but there are {b} problems"),
+                ));
             }
         }
         match &self.cost {
@@ -253,12 +296,24 @@ impl<'a, T: Real> Problem<'a, T> {
 /// Sizes of a cost source before it is prepared.
 pub(crate) fn cost_dims<T>(cost: &CostSource<'_, T>) -> CostDims {
     match cost {
-        CostSource::Dense(c) => CostDims { n: c.nrows(), m: c.ncols(), batch: None },
+        CostSource::Dense(c) => CostDims {
+            n: c.nrows(),
+            m: c.ncols(),
+            batch: None,
+        },
         CostSource::DenseBatch(c) => {
             let (b, n, m) = c.dim();
-            CostDims { n, m, batch: Some(b) }
+            CostDims {
+                n,
+                m,
+                batch: Some(b),
+            }
         }
-        CostSource::Grid(g) => CostDims { n: g.len(), m: g.len(), batch: None },
+        CostSource::Grid(g) => CostDims {
+            n: g.len(),
+            m: g.len(),
+            batch: None,
+        },
     }
 }
 
@@ -288,6 +343,8 @@ pub(crate) struct Solved<T: Real, B: Backend<T>> {
     pub f: B::Buffer,
     pub g: B::Buffer,
     pub convergence: Convergence,
+    /// Transport costs when the solver already has them (from its final report).
+    pub distance: Option<Vec<T>>,
 }
 
 impl<B> Solver<B> {
@@ -345,18 +402,52 @@ impl<B> Solver<B> {
         let s = self.run(problem)?;
         let result = self.finish(problem, &s)?;
         let eps = T::of(self.params.eps);
-        let plan = self.backend.download(&self.backend.plan(&s.cost, &s.f, &s.g, eps)?)?;
+        let plan = self
+            .backend
+            .download(&self.backend.plan(&s.cost, &s.f, &s.g, eps)?)?;
         let (b, n, m) = (problem.batch_size(), problem.mu.ncols(), problem.nu.ncols());
-        let plan = Array3::from_shape_vec((b, n, m), plan).map_err(|e| Error::Numerical(e.to_string()))?;
+        let plan =
+            Array3::from_shape_vec((b, n, m), plan).map_err(|e| Error::Numerical(e.to_string()))?;
         Ok(Coupling { plan, result })
     }
 
-    pub(crate) fn finish<T: Real>(&self, problem: &Problem<'_, T>, s: &Solved<T, B>) -> Result<SinkhornResult<T>>
+    pub(crate) fn finish<T: Real>(
+        &self,
+        problem: &Problem<'_, T>,
+        s: &Solved<T, B>,
+    ) -> Result<SinkhornResult<T>>
+    where
+        B: Backend<T>,
+    {
+        let dims = (problem.batch_size(), problem.mu.ncols(), problem.nu.ncols());
+        self.finish_parts(
+            dims,
+            &s.cost,
+            &s.f,
+            &s.g,
+            &s.convergence,
+            s.distance.clone(),
+        )
+    }
+
+    /// Distances on the device, then the potentials to the host.
+    fn finish_parts<T: Real>(
+        &self,
+        (b, n, m): (usize, usize, usize),
+        cost: &B::Cost,
+        f: &B::Buffer,
+        g: &B::Buffer,
+        convergence: &Convergence,
+        distance: Option<Vec<T>>,
+    ) -> Result<SinkhornResult<T>>
     where
         B: Backend<T>,
     {
         let eps = T::of(self.params.eps);
-        let distance = Array1::from(self.backend.transport_cost(&s.cost, &s.f, &s.g, eps)?);
+        let distance = Array1::from(match distance {
+            Some(d) => d,
+            None => self.backend.transport_cost(cost, f, g, eps)?,
+        });
         if let Some(k) = distance.iter().position(|d| !d.is_finite()) {
             return Err(Error::Numerical(format!(
                 "the transport cost of problem {k} is {} (eps = {} may be too small for {})",
@@ -365,12 +456,17 @@ impl<B> Solver<B> {
                 T::NAME
             )));
         }
-        let b = problem.batch_size();
-        let f = Array2::from_shape_vec((b, problem.mu.ncols()), self.backend.download(&s.f)?)
+        let f = Array2::from_shape_vec((b, n), self.backend.download(f)?)
             .map_err(|e| Error::Numerical(e.to_string()))?;
-        let g = Array2::from_shape_vec((b, problem.nu.ncols()), self.backend.download(&s.g)?)
+        let g = Array2::from_shape_vec((b, m), self.backend.download(g)?)
             .map_err(|e| Error::Numerical(e.to_string()))?;
-        Ok(SinkhornResult { f, g, distance, eps: self.params.eps, convergence: s.convergence.clone() })
+        Ok(SinkhornResult {
+            f,
+            g,
+            distance,
+            eps: self.params.eps,
+            convergence: convergence.clone(),
+        })
     }
 
     /// Upload, iterate, and leave the potentials on the device.
@@ -378,8 +474,36 @@ impl<B> Solver<B> {
     where
         B: Backend<T>,
     {
-        let p = &self.params;
-        p.validate()?;
+        let prepared = self.prepare(problem)?;
+        let (f, g, convergence, distance) = self.iterate_prepared(&prepared)?;
+        Ok(Solved {
+            cost: prepared.cost,
+            f,
+            g,
+            convergence,
+            distance,
+        })
+    }
+
+    /// Upload a batch to the backend once (cost prepared for the kernels, marginals and
+    /// their logarithms), to solve it with [`Solver::solve_prepared`], possibly repeatedly.
+    ///
+    /// ```
+    /// use logot::{CpuBackend, Problem, SinkhornParams, Solver};
+    /// use ndarray::array;
+    /// let (mu, nu, cost) = (array![0.5f32, 0.5], array![0.25, 0.75], array![[0.0, 1.0], [1.0, 0.0]]);
+    /// let solver = Solver::new(CpuBackend, SinkhornParams::new(0.05));
+    /// let problem = Problem::new(mu.view(), nu.view(), cost.view())?;
+    /// let prepared = solver.prepare(&problem)?;
+    /// assert_eq!(prepared.dims(), (1, 2, 2));
+    /// // The same answer as a solve from the host arrays.
+    /// assert_eq!(solver.solve_prepared(&prepared)?.distance, solver.solve(&problem)?.distance);
+    /// # Ok::<(), logot::Error>(())
+    /// ```
+    pub fn prepare<T: Real>(&self, problem: &Problem<'_, T>) -> Result<Prepared<T, B>>
+    where
+        B: Backend<T>,
+    {
         let be = &self.backend;
         let (batch, n) = problem.mu.dim();
         let m = problem.nu.ncols();
@@ -389,25 +513,115 @@ impl<B> Solver<B> {
         let nu = be.upload(&host(&problem.nu))?;
         let log_mu = be.upload(&log(&problem.mu))?;
         let log_nu = be.upload(&log(&problem.nu))?;
+        // Zero potentials, −∞ on zero-mass bins (so they take no part from the first
+        // half-step on: the problem is exactly the one without those bins).
+        let init = |a: &ArrayView2<'_, T>| {
+            // None when every bin has mass: the backend fills zeros without an upload.
+            a.iter().any(|&v| v <= T::zero()).then(|| {
+                a.iter()
+                    .map(|&v| {
+                        if v > T::zero() {
+                            T::zero()
+                        } else {
+                            T::neg_infinity()
+                        }
+                    })
+                    .collect::<Vec<T>>()
+            })
+        };
+        let (init_f, init_g) = (init(&problem.mu), init(&problem.nu));
+        Ok(Prepared {
+            cost,
+            nu,
+            log_mu,
+            log_nu,
+            init_f,
+            init_g,
+            batch,
+            n,
+            m,
+        })
+    }
+
+    /// As [`Solver::solve`] for a batch already on the backend: only the potentials, `B`
+    /// marginal errors (every `check_every` iterations) and `B` distances cross to the host.
+    ///
+    /// ```
+    /// use logot::{CpuBackend, Problem, SinkhornParams, Solver};
+    /// use ndarray::array;
+    /// // Solve the same uploaded batch at several iteration budgets: the marginal error falls.
+    /// let (mu, nu, cost) = (array![0.5f64, 0.5], array![0.1, 0.9], array![[0.0, 1.0], [1.0, 0.0]]);
+    /// let problem = Problem::new(mu.view(), nu.view(), cost.view())?;
+    /// let prepared = Solver::new(CpuBackend, SinkhornParams::new(0.5)).prepare(&problem)?;
+    /// let mut errors = Vec::new();
+    /// for iters in [1, 4, 16] {
+    ///     let solver = Solver::new(CpuBackend, SinkhornParams::fixed_iterations(0.5, iters));
+    ///     errors.push(solver.solve_prepared(&prepared)?.convergence.marginal_error);
+    /// }
+    /// assert!(errors[0] > errors[1] && errors[1] > errors[2]);
+    /// # Ok::<(), logot::Error>(())
+    /// ```
+    pub fn solve_prepared<T: Real>(&self, prepared: &Prepared<T, B>) -> Result<SinkhornResult<T>>
+    where
+        B: Backend<T>,
+    {
+        let (f, g, convergence, distance) = self.iterate_prepared(prepared)?;
+        self.finish_parts(
+            (prepared.batch, prepared.n, prepared.m),
+            &prepared.cost,
+            &f,
+            &g,
+            &convergence,
+            distance,
+        )
+    }
+
+    /// The solver loop on uploaded data; returns the potentials (still on the device).
+    #[allow(clippy::type_complexity)]
+    fn iterate_prepared<T: Real>(
+        &self,
+        pr: &Prepared<T, B>,
+    ) -> Result<(B::Buffer, B::Buffer, Convergence, Option<Vec<T>>)>
+    where
+        B: Backend<T>,
+    {
+        let p = &self.params;
+        p.validate()?;
+        let be = &self.backend;
+        let (batch, n, m, cost) = (pr.batch, pr.n, pr.m, &pr.cost);
+        let (nu, log_mu, log_nu) = (&pr.nu, &pr.log_mu, &pr.log_nu);
         let (mut f, mut g) = match &p.warm_start {
             // Zero potentials, −∞ on zero-mass bins (so they take no part from the first
             // half-step on: the problem is exactly the one without those bins).
             None => {
-                let init = |a: &ArrayView2<'_, T>| {
-                    a.iter().map(|&v| if v > T::zero() { T::zero() } else { T::neg_infinity() }).collect::<Vec<T>>()
+                let start = |init: &Option<Vec<T>>, len: usize| match init {
+                    Some(v) => be.upload(v),
+                    None => be.filled(len, T::zero()),
                 };
-                (be.upload(&init(&problem.mu))?, be.upload(&init(&problem.nu))?)
+                (start(&pr.init_f, batch * n)?, start(&pr.init_g, batch * m)?)
             }
             Some(w) => {
                 if w.f.dim() != (batch, n) || w.g.dim() != (batch, m) {
                     return Err(Error::shape(
                         "warm_start",
-                        format!("f is {:?} and g is {:?}, expected ({batch}, {n}) and ({batch}, {m})", w.f.dim(), w.g.dim()),
+                        format!(
+                            "f is {:?} and g is {:?}, expected ({batch}, {n}) and ({batch}, {m})",
+                            w.f.dim(),
+                            w.g.dim()
+                        ),
                     ));
                 }
                 // −∞ is allowed (zero-mass bins); NaN and +∞ are not.
-                if let Some(v) = w.f.iter().chain(w.g.iter()).find(|v| v.is_nan() || **v == f64::INFINITY) {
-                    return Err(Error::NonFinite { arg: "warm_start".into(), index: "?".into(), value: v.to_string() });
+                if let Some(v) =
+                    w.f.iter()
+                        .chain(w.g.iter())
+                        .find(|v| v.is_nan() || **v == f64::INFINITY)
+                {
+                    return Err(Error::NonFinite {
+                        arg: "warm_start".into(),
+                        index: "?".into(),
+                        value: v.to_string(),
+                    });
                 }
                 let to_t = |a: &Array2<f64>| a.iter().map(|&v| T::of(v)).collect::<Vec<T>>();
                 (be.upload(&to_t(&w.f))?, be.upload(&to_t(&w.g))?)
@@ -416,12 +630,16 @@ impl<B> Solver<B> {
         let mut iterations = 0;
         if let Some(s) = &p.eps_scaling {
             for e in s.stages(p.eps) {
-                let e = T::of(e);
-                for _ in 0..s.iters_per_stage {
-                    be.sinkstep(&cost, Side::Col, e, &f, &log_nu, &mut g)?;
-                    be.sinkstep(&cost, Side::Row, e, &g, &log_mu, &mut f)?;
-                    iterations += 1;
-                }
+                be.iterate(
+                    cost,
+                    T::of(e),
+                    log_mu,
+                    log_nu,
+                    &mut f,
+                    &mut g,
+                    s.iters_per_stage,
+                )?;
+                iterations += s.iters_per_stage;
             }
         }
         let eps = T::of(p.eps);
@@ -429,26 +647,87 @@ impl<B> Solver<B> {
         let mut g_next = be.filled(batch * m, T::zero())?;
         let mut err = f64::INFINITY;
         let mut converged = false;
-        for it in 0..p.max_iters {
-            be.sinkstep(&cost, Side::Col, eps, &f, &log_nu, &mut g_next)?;
-            if tol > 0.0 && it > 0 && it % p.check_every == 0 {
-                err = max_error(be.marginal_error(batch, &nu, &g, &g_next, eps)?)?;
-                if err <= tol {
-                    converged = true;
-                    break;
-                }
+        // Iteration `it` checks convergence (after its g half-step) when `tol > 0`,
+        // `it > 0` and `it % check_every == 0`; the iterations between checks run as one
+        // `iterate` call, which a backend may fuse.
+        let mut it = 0;
+        while it < p.max_iters {
+            let next_check = if tol > 0.0 {
+                (it / p.check_every + 1) * p.check_every
+            } else {
+                p.max_iters
+            };
+            let plain = next_check.min(p.max_iters) - it;
+            be.iterate(cost, eps, log_mu, log_nu, &mut f, &mut g, plain)?;
+            it += plain;
+            iterations += plain;
+            if it >= p.max_iters {
+                break;
+            }
+            be.sinkstep(cost, Side::Col, eps, &f, log_nu, &mut g_next)?;
+            err = max_error(be.marginal_error(batch, nu, &g, &g_next, eps)?)?;
+            if err <= tol {
+                converged = true;
+                break;
             }
             std::mem::swap(&mut g, &mut g_next);
-            be.sinkstep(&cost, Side::Row, eps, &g, &log_mu, &mut f)?;
+            be.sinkstep(cost, Side::Row, eps, &g, log_mu, &mut f)?;
+            it += 1;
             iterations += 1;
         }
+        let mut distance = None;
         if !converged {
-            // Measure the returned plan (f, g): one more g half-step, not applied.
-            be.sinkstep(&cost, Side::Col, eps, &f, &log_nu, &mut g_next)?;
-            err = max_error(be.marginal_error(batch, &nu, &g, &g_next, eps)?)?;
+            // Measure the returned plan (f, g): its column error and, in the same pass on
+            // backends that can, its transport cost.
+            drop(g_next);
+            let (errs, costs) = be.column_error_and_cost(cost, &f, &g, nu, log_nu, eps)?;
+            err = max_error(errs)?;
             converged = tol > 0.0 && err <= tol;
+            distance = Some(costs);
         }
-        Ok(Solved { cost, f, g, convergence: Convergence { iterations, marginal_error: err, tol, converged } })
+        Ok((
+            f,
+            g,
+            Convergence {
+                iterations,
+                marginal_error: err,
+                tol,
+                converged,
+            },
+            distance,
+        ))
+    }
+}
+
+/// A batch uploaded to a backend by [`Solver::prepare`]: the prepared cost, `ν`, `log μ`
+/// and `log ν`, resident on the device.
+pub struct Prepared<T: Real, B: Backend<T>> {
+    cost: B::Cost,
+    nu: B::Buffer,
+    log_mu: B::Buffer,
+    log_nu: B::Buffer,
+    /// Starting potentials on the host (0, or −∞ on zero-mass bins); `None`: all 0.
+    init_f: Option<Vec<T>>,
+    init_g: Option<Vec<T>>,
+    batch: usize,
+    n: usize,
+    m: usize,
+}
+
+impl<T: Real, B: Backend<T>> Prepared<T, B> {
+    /// Number of problems, source points and target points.
+    pub fn dims(&self) -> (usize, usize, usize) {
+        (self.batch, self.n, self.m)
+    }
+}
+
+impl<T: Real, B: Backend<T>> std::fmt::Debug for Prepared<T, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Prepared {{ batch: {}, n: {}, m: {} }}",
+            self.batch, self.n, self.m
+        )
     }
 }
 
@@ -457,7 +736,9 @@ fn max_error<T: Real>(errs: Vec<T>) -> Result<f64> {
     for (k, e) in errs.iter().enumerate() {
         let e = e.f64();
         if e.is_nan() {
-            return Err(Error::Numerical(format!("the marginal error of problem {k} is NaN")));
+            return Err(Error::Numerical(format!(
+                "the marginal error of problem {k} is NaN"
+            )));
         }
         worst = worst.max(e);
     }

@@ -4,9 +4,16 @@ use crate::{Error, Real, Result};
 use ndarray::{ArrayBase, ArrayView2, Data, Dimension};
 
 /// Every entry finite; the error names the first offending index.
-pub(crate) fn check_finite<T: Real, S: Data<Elem = T>, D: Dimension>(arg: &str, a: &ArrayBase<S, D>) -> Result<()> {
+pub(crate) fn check_finite<T: Real, S: Data<Elem = T>, D: Dimension>(
+    arg: &str,
+    a: &ArrayBase<S, D>,
+) -> Result<()> {
     if let Some((idx, v)) = a.indexed_iter().find(|(_, v)| !v.is_finite()) {
-        return Err(Error::NonFinite { arg: arg.into(), index: format!("{idx:?}"), value: v.to_string() });
+        return Err(Error::NonFinite {
+            arg: arg.into(),
+            index: format!("{idx:?}"),
+            value: v.to_string(),
+        });
     }
     Ok(())
 }
@@ -16,16 +23,34 @@ pub(crate) fn check_finite<T: Real, S: Data<Elem = T>, D: Dimension>(arg: &str, 
 pub(crate) fn check_histograms<T: Real>(arg: &str, a: &ArrayView2<'_, T>) -> Result<Vec<f64>> {
     let (b, n) = a.dim();
     if b == 0 || n == 0 {
-        return Err(Error::Empty { arg: arg.into(), detail: format!("shape {b}×{n}") });
+        return Err(Error::Empty {
+            arg: arg.into(),
+            detail: format!("shape {b}×{n}"),
+        });
     }
     check_finite(arg, a)?;
     if let Some((idx, v)) = a.indexed_iter().find(|(_, v)| **v < T::zero()) {
-        return Err(Error::NegativeMass { arg: arg.into(), index: format!("{idx:?}"), value: v.to_string() });
+        return Err(Error::NegativeMass {
+            arg: arg.into(),
+            index: format!("{idx:?}"),
+            value: v.to_string(),
+        });
     }
-    let sums: Vec<f64> = a.rows().into_iter().map(|r| r.iter().map(|v| v.f64()).sum()).collect();
+    let sums: Vec<f64> = a
+        .rows()
+        .into_iter()
+        .map(|r| r.iter().map(|v| v.f64()).sum())
+        .collect();
     if let Some(k) = sums.iter().position(|&s| s <= 0.0) {
-        let detail = if b > 1 { format!(" in problem {k}") } else { String::new() };
-        return Err(Error::ZeroMass { arg: arg.into(), detail });
+        let detail = if b > 1 {
+            format!(" in problem {k}")
+        } else {
+            String::new()
+        };
+        return Err(Error::ZeroMass {
+            arg: arg.into(),
+            detail,
+        });
     }
     Ok(sums)
 }
@@ -35,8 +60,18 @@ pub(crate) fn check_equal_mass<T: Real>(mu: &[f64], nu: &[f64]) -> Result<()> {
     for (k, (&a, &b)) in mu.iter().zip(nu).enumerate() {
         let rel = (a - b).abs() / a.max(b);
         if rel > T::MASS_TOL {
-            let detail = if mu.len() > 1 { format!(" in problem {k}") } else { String::new() };
-            return Err(Error::UnequalMass { detail, mu: a, nu: b, rel, tol: T::MASS_TOL });
+            let detail = if mu.len() > 1 {
+                format!(" in problem {k}")
+            } else {
+                String::new()
+            };
+            return Err(Error::UnequalMass {
+                detail,
+                mu: a,
+                nu: b,
+                rel,
+                tol: T::MASS_TOL,
+            });
         }
     }
     Ok(())
@@ -45,7 +80,11 @@ pub(crate) fn check_equal_mass<T: Real>(mu: &[f64], nu: &[f64]) -> Result<()> {
 /// A regularisation strength: finite and strictly positive.
 pub(crate) fn check_eps(arg: &str, eps: f64) -> Result<()> {
     if !(eps.is_finite() && eps > 0.0) {
-        return Err(Error::parameter(arg, eps, "the regularisation strength must be finite and > 0"));
+        return Err(Error::parameter(
+            arg,
+            eps,
+            "the regularisation strength must be finite and > 0",
+        ));
     }
     Ok(())
 }

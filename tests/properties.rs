@@ -23,7 +23,8 @@ fn problem() -> impl Strategy<Value = (Array1<f64>, Array1<f64>, Array2<f64>, f6
                 let (sa, sb): (f64, f64) = (a.iter().sum(), b.iter().sum());
                 let mu = Array1::from_iter(a.iter().map(|v| v / sa));
                 let nu = Array1::from_iter(b.iter().map(|v| v / sb));
-                let cost = Array2::from_shape_vec((n, m), c.iter().map(|v| v * scale).collect()).unwrap();
+                let cost =
+                    Array2::from_shape_vec((n, m), c.iter().map(|v| v * scale).collect()).unwrap();
                 (mu, nu, cost, eps * scale)
             })
     })

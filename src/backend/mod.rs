@@ -13,11 +13,11 @@
 pub mod barycenter;
 pub mod bistochastic;
 pub mod cpu;
-pub mod grad;
-pub mod linalg;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod grad;
 mod grid;
+pub mod linalg;
 
 pub use barycenter::{BaryLayout, BarycenterKernels};
 pub use grid::GridCost;
@@ -132,6 +132,30 @@ pub trait Backend<T: Real> {
         out: &mut Self::Buffer,
     ) -> Result<()>;
 
+    /// `iters` full Sinkhorn iterations in place: `g ← sinkstep(Col, f)`, then
+    /// `f ← sinkstep(Row, g)`, each with `log_nu` / `log_mu` as in [`Backend::sinkstep`].
+    ///
+    /// The default runs the two half-steps in turn. A backend may fuse the whole loop
+    /// (the CUDA backend runs small problems as one launch with everything in shared
+    /// memory); results must equal the half-step sequence up to rounding.
+    #[allow(clippy::too_many_arguments)]
+    fn iterate(
+        &self,
+        cost: &Self::Cost,
+        eps: T,
+        log_mu: &Self::Buffer,
+        log_nu: &Self::Buffer,
+        f: &mut Self::Buffer,
+        g: &mut Self::Buffer,
+        iters: usize,
+    ) -> Result<()> {
+        for _ in 0..iters {
+            self.sinkstep(cost, Side::Col, eps, f, log_nu, g)?;
+            self.sinkstep(cost, Side::Row, eps, g, log_mu, f)?;
+        }
+        Ok(())
+    }
+
     /// Marginal violation of each of `batch` problems, from a potential before and after its update:
     /// `err[b] = Σ_k |a[b,k] − a[b,k]·exp((old[b,k] − new[b,k]) / ε)|` over `a[b,k] > 0`.
     /// When `new` is the sinkstep of `old`'s partner, `a·exp((old − new)/ε)` is the current
@@ -146,6 +170,28 @@ pub trait Backend<T: Real> {
         eps: T,
     ) -> Result<Vec<T>>;
 
+    /// The column-marginal error `‖P_bᵀ1 − ν_b‖₁` and the transport cost `⟨P_b, C_b⟩` of
+    /// each plan `P_b = exp((f_b ⊕ g_b − C_b)/ε)`, as `(errors, costs)`: what a solver
+    /// reports at the end. The default runs a `g` half-step into scratch, then
+    /// [`Backend::marginal_error`] and [`Backend::transport_cost`]; a backend may compute
+    /// both in one pass over the cost.
+    #[allow(clippy::too_many_arguments)]
+    fn column_error_and_cost(
+        &self,
+        cost: &Self::Cost,
+        f: &Self::Buffer,
+        g: &Self::Buffer,
+        nu: &Self::Buffer,
+        log_nu: &Self::Buffer,
+        eps: T,
+    ) -> Result<(Vec<T>, Vec<T>)> {
+        let batch = batch_of(self.len(g), self.cost_dims(cost).m, "g")?;
+        let mut g_next = self.filled(self.len(g), T::zero())?;
+        self.sinkstep(cost, Side::Col, eps, f, log_nu, &mut g_next)?;
+        let errors = self.marginal_error(batch, nu, g, &g_next, eps)?;
+        Ok((errors, self.transport_cost(cost, f, g, eps)?))
+    }
+
     /// Transport cost per problem, `⟨P_b, C_b⟩ = Σ_ij exp((f_i + g_j − C_ij)/ε)·C_ij`.
     fn transport_cost(
         &self,
@@ -156,7 +202,13 @@ pub trait Backend<T: Real> {
     ) -> Result<Vec<T>>;
 
     /// The plans `P_b[i,j] = exp((f_i + g_j − C_ij)/ε)`, stored `B×n×m`.
-    fn plan(&self, cost: &Self::Cost, f: &Self::Buffer, g: &Self::Buffer, eps: T) -> Result<Self::Buffer>;
+    fn plan(
+        &self,
+        cost: &Self::Cost,
+        f: &Self::Buffer,
+        g: &Self::Buffer,
+        eps: T,
+    ) -> Result<Self::Buffer>;
 }
 
 /// Batch size implied by a buffer length and a per-problem length.

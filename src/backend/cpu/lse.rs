@@ -107,7 +107,9 @@ mod tests {
         // Deterministic pseudo-random data; lengths cover partial lanes and chunks.
         let mut state = 12345u64;
         let mut next = || {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((state >> 11) as f64) / ((1u64 << 53) as f64)
         };
         for &len in &[1usize, 3, 8, 9, 255, 256, 257, 1000, 3001] {
@@ -116,11 +118,17 @@ mod tests {
             for &inv_eps in &[1.0, 100.0, 1e4] {
                 let want = reference(&p, &c, inv_eps);
                 let got = lse(&p, &c, inv_eps);
-                assert!((got - want).abs() <= 1e-12 * want.abs().max(1.0), "len {len}: {got} vs {want}");
+                assert!(
+                    (got - want).abs() <= 1e-12 * want.abs().max(1.0),
+                    "len {len}: {got} vs {want}"
+                );
                 let p32: Vec<f32> = p.iter().map(|&x| x as f32).collect();
                 let c32: Vec<f32> = c.iter().map(|&x| x as f32).collect();
                 let got32 = lse(&p32, &c32, inv_eps as f32) as f64;
-                assert!((got32 - want).abs() <= 1e-5 * want.abs().max(1.0), "f32 len {len}: {got32} vs {want}");
+                assert!(
+                    (got32 - want).abs() <= 1e-5 * want.abs().max(1.0),
+                    "f32 len {len}: {got32} vs {want}"
+                );
             }
         }
     }

@@ -2,9 +2,9 @@
 //! vectorised log-sum-exp of [`lse`].
 
 mod barycenter;
-mod grid;
 mod bistochastic;
 mod grad;
+mod grid;
 mod linalg;
 pub mod lse;
 pub(crate) mod svd3;
@@ -53,7 +53,11 @@ impl<T: Real> CpuCost<T> {
     fn row(&self, side: Side, b: usize, r: usize) -> &[T] {
         let len = self.dims.len(other(side));
         let per = self.dims.n * self.dims.m;
-        let base = if self.dims.batch.is_some() { b * per } else { 0 };
+        let base = if self.dims.batch.is_some() {
+            b * per
+        } else {
+            0
+        };
         &self.rows(side)[base + r * len..base + (r + 1) * len]
     }
 }
@@ -104,33 +108,67 @@ impl<T: Real> Backend<T> for CpuBackend {
         let (dims, c) = match cost {
             CostSource::Grid(g) => {
                 let n = g.len();
-                let dims = CostDims { n, m: n, batch: None };
-                return Ok(CpuCost { dims, c: Vec::new(), ct: Vec::new(), grid: Some(Arc::new(CpuGrid::new(g.clone()))) });
+                let dims = CostDims {
+                    n,
+                    m: n,
+                    batch: None,
+                };
+                return Ok(CpuCost {
+                    dims,
+                    c: Vec::new(),
+                    ct: Vec::new(),
+                    grid: Some(Arc::new(CpuGrid::new(g.clone()))),
+                });
             }
             CostSource::Dense(c) => {
                 let (n, m) = c.dim();
-                (CostDims { n, m, batch: None }, c.iter().copied().collect::<Vec<T>>())
+                (
+                    CostDims { n, m, batch: None },
+                    c.iter().copied().collect::<Vec<T>>(),
+                )
             }
             CostSource::DenseBatch(c) => {
                 let (b, n, m) = c.dim();
                 if b == 0 {
-                    return Err(Error::Empty { arg: "cost".into(), detail: "a batch of 0 cost matrices".into() });
+                    return Err(Error::Empty {
+                        arg: "cost".into(),
+                        detail: "a batch of 0 cost matrices".into(),
+                    });
                 }
-                (CostDims { n, m, batch: Some(b) }, c.iter().copied().collect::<Vec<T>>())
+                (
+                    CostDims {
+                        n,
+                        m,
+                        batch: Some(b),
+                    },
+                    c.iter().copied().collect::<Vec<T>>(),
+                )
             }
         };
         if dims.n == 0 || dims.m == 0 {
-            return Err(Error::Empty { arg: "cost".into(), detail: format!("a {}×{} matrix", dims.n, dims.m) });
+            return Err(Error::Empty {
+                arg: "cost".into(),
+                detail: format!("a {}×{} matrix", dims.n, dims.m),
+            });
         }
         let per = dims.n * dims.m;
         let symmetric = dims.n == dims.m
-            && c.chunks(per).all(|c| (0..dims.n).all(|i| (0..i).all(|j| c[i * dims.n + j] == c[j * dims.n + i])));
+            && c.chunks(per).all(|c| {
+                (0..dims.n).all(|i| (0..i).all(|j| c[i * dims.n + j] == c[j * dims.n + i]))
+            });
         let ct = if symmetric {
             Vec::new()
         } else {
-            c.par_chunks(per).flat_map_iter(|c| transpose(c, dims.n, dims.m)).collect()
+            c.par_chunks(per)
+                .flat_map_iter(|c| transpose(c, dims.n, dims.m))
+                .collect()
         };
-        Ok(CpuCost { dims, c, ct, grid: None })
+        Ok(CpuCost {
+            dims,
+            c,
+            ct,
+            grid: None,
+        })
     }
 
     fn cost_dims(&self, cost: &CpuCost<T>) -> CostDims {
@@ -203,15 +241,33 @@ impl<T: Real> Backend<T> for CpuBackend {
         Ok(())
     }
 
-    fn marginal_error(&self, batch: usize, marginal: &Vec<T>, old: &Vec<T>, new: &Vec<T>, eps: T) -> Result<Vec<T>> {
+    fn marginal_error(
+        &self,
+        batch: usize,
+        marginal: &Vec<T>,
+        old: &Vec<T>,
+        new: &Vec<T>,
+        eps: T,
+    ) -> Result<Vec<T>> {
         if old.len() != marginal.len() || new.len() != marginal.len() {
             return Err(Error::shape(
                 "marginal_error",
-                format!("lengths {}, {}, {} differ", marginal.len(), old.len(), new.len()),
+                format!(
+                    "lengths {}, {}, {} differ",
+                    marginal.len(),
+                    old.len(),
+                    new.len()
+                ),
             ));
         }
         if batch == 0 || marginal.len() % batch != 0 || marginal.is_empty() {
-            return Err(Error::shape("marginal_error", format!("length {} does not split into {batch} problems", marginal.len())));
+            return Err(Error::shape(
+                "marginal_error",
+                format!(
+                    "length {} does not split into {batch} problems",
+                    marginal.len()
+                ),
+            ));
         }
         let per = marginal.len() / batch;
         Ok(marginal
@@ -287,7 +343,14 @@ impl<T: Real> Backend<T> for CpuBackend {
 fn check_fg<T>(dims: &CostDims, f: &[T], g: &[T]) -> Result<usize> {
     let batch = batch_of(f.len(), dims.n, "f")?;
     if g.len() != batch * dims.m {
-        return Err(Error::shape("g", format!("length {} does not fit {batch} problems of {} target points", g.len(), dims.m)));
+        return Err(Error::shape(
+            "g",
+            format!(
+                "length {} does not fit {batch} problems of {} target points",
+                g.len(),
+                dims.m
+            ),
+        ));
     }
     check_cost_batch(dims, batch)?;
     Ok(batch)

@@ -36,7 +36,9 @@ mod svd3;
 mod wasserstein;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use logot::{Error, Result};
+#[cfg(not(feature = "cuda"))]
+use logot::Error;
+use logot::Result;
 use std::process::ExitCode;
 
 #[derive(Parser)]

@@ -1,0 +1,98 @@
+// Shared device helpers for logot's kernels. NVRTC has no standard headers: the host
+// prepends this file's text to each kernel source before compiling, and everything
+// here uses CUDA built-ins only.
+#pragma once
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+#define LOGOT_LOG2E 1.4426950408889634
+#define LOGOT_LN2 0.6931471805599453
+
+// Per-precision numerics. Kernels work in base 2 ("log2 units"): a potential p at
+// regularisation eps enters as p·log2(e)/eps, so every exponential is one exp2.
+template <typename T> struct Num;
+
+template <> struct Num<float> {
+  static __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+  // MUFU.EX2 (about 2 ulp); -inf gives +0, +inf gives +inf, NaN stays NaN.
+  static __device__ __forceinline__ float exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+  }
+  // MUFU.LG2: absolute error about 2^-22 (the result is added to a shift of log2 units).
+  static __device__ __forceinline__ float log2(float x) {
+    float y;
+    asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+  }
+  static __device__ __forceinline__ float exp(float x) { return expf(x); }
+  static __device__ __forceinline__ bool is_finite(float x) { return isfinite(x); }
+};
+
+template <> struct Num<double> {
+  static __device__ __forceinline__ double neg_inf() {
+    return __longlong_as_double(0xfff0000000000000ULL);
+  }
+  static __device__ __forceinline__ double exp2(double x) { return ::exp2(x); }
+  static __device__ __forceinline__ double log2(double x) { return ::log2(x); }
+  static __device__ __forceinline__ double exp(double x) { return ::exp(x); }
+  static __device__ __forceinline__ bool is_finite(double x) { return isfinite(x); }
+};
+
+// Merge two (max, sum) pairs of a base-2 log-sum-exp: the result represents
+// M + log2(S) of the union. -inf maxima (empty parts) never produce NaN.
+template <typename T>
+__device__ __forceinline__ void lse_merge(T &m, T &s, T m2, T s2) {
+  T mx = m > m2 ? m : m2;
+  if (mx == Num<T>::neg_inf()) {
+    s = T(0);
+    m = mx;
+    return;
+  }
+  s = s * Num<T>::exp2(m - mx) + s2 * Num<T>::exp2(m2 - mx);
+  m = mx;
+}
+
+// Merge across `width` consecutive lanes (width a power of two ≤ 32, groups aligned).
+// Every lane of the warp must call it.
+template <typename T>
+__device__ __forceinline__ void lse_merge_lanes(T &m, T &s, int width) {
+  for (int off = width >> 1; off > 0; off >>= 1) {
+    T m2 = __shfl_xor_sync(0xffffffffu, m, off);
+    T s2 = __shfl_xor_sync(0xffffffffu, s, off);
+    lse_merge(m, s, m2, s2);
+  }
+}
+
+// Asynchronous global→shared copies (sm_80+). `src_bytes` < size zero-fills the rest.
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int src_bytes) {
+  u32 s = (u32)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async4(void *smem, const void *gmem, int src_bytes) {
+  u32 s = (u32)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async8(void *smem, const void *gmem, int src_bytes) {
+  u32 s = (u32)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Block-wide sum of a double (blockDim.x a multiple of 32, ≤ 1024); result in thread 0.
+__device__ __forceinline__ double block_sum(double v, double *scratch32) {
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (lane == 0) scratch32[warp] = v;
+  __syncthreads();
+  int nw = blockDim.x >> 5;
+  v = (threadIdx.x < nw) ? scratch32[threadIdx.x] : 0.0;
+  if (warp == 0)
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}

@@ -1,0 +1,153 @@
+//! Run-time compilation of the kernels in `cuda/` with NVRTC, once per process and
+//! architecture: the sources are embedded with `include_str!`, `common.cuh` is prepended
+//! (NVRTC has no include path or standard headers here), and NVRTC emits a CUBIN for the
+//! device's own `sm_XY`, so the driver loads machine code and JIT-compiles nothing. The
+//! CUBINs are also kept on disk (see [`disk_path`]), so later processes skip NVRTC.
+
+use crate::{Error, Result};
+use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys};
+use std::collections::HashMap;
+use std::ffi::{CStr, CString};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// The kernel sources: (module name, text).
+pub(crate) const SOURCES: &[(&str, &str)] =
+    &[("sinkstep", include_str!("../../../cuda/sinkstep.cu"))];
+const COMMON: &str = include_str!("../../../cuda/common.cuh");
+
+type Cache = Mutex<HashMap<(String, String), Arc<Vec<u8>>>>;
+
+fn cache() -> &'static Cache {
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The CUBIN of module `name` for `arch` (e.g. `sm_90`), compiled on first use.
+pub(crate) fn cubin(name: &str, arch: &str) -> Result<Arc<Vec<u8>>> {
+    let key = (name.to_string(), arch.to_string());
+    let mut guard = cache()
+        .lock()
+        .map_err(|_| Error::Cuda("the kernel cache lock was poisoned".into()))?;
+    if let Some(c) = guard.get(&key) {
+        return Ok(c.clone());
+    }
+    let src = SOURCES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, s)| *s)
+        .ok_or_else(|| Error::Cuda(format!("no kernel module named {name}")))?;
+    let full = format!("{COMMON}\n#line 1 \"{name}.cu\"\n{src}");
+    let disk = disk_path(name, arch, &full);
+    let bin = match disk.as_ref().and_then(|p| std::fs::read(p).ok()) {
+        Some(b) if !b.is_empty() => b,
+        _ => {
+            let b = compile(name, &full, arch)?;
+            if let Some(p) = &disk {
+                store(p, &b);
+            }
+            b
+        }
+    };
+    let bin = Arc::new(bin);
+    guard.insert(key, bin.clone());
+    Ok(bin)
+}
+
+/// Where a compiled module is kept between processes: `$LOGOT_CUDA_CACHE`, else
+/// `$XDG_CACHE_HOME/logot`, else `~/.cache/logot`; the file name hashes the source, the
+/// architecture, the options and the crate version. `LOGOT_CUDA_CACHE=off` disables it.
+fn disk_path(name: &str, arch: &str, src: &str) -> Option<std::path::PathBuf> {
+    let dir = match std::env::var_os("LOGOT_CUDA_CACHE") {
+        Some(d) if d == "off" => return None,
+        Some(d) => std::path::PathBuf::from(d),
+        None => match std::env::var_os("XDG_CACHE_HOME") {
+            Some(x) => std::path::PathBuf::from(x).join("logot"),
+            None => std::path::PathBuf::from(std::env::var_os("HOME")?)
+                .join(".cache")
+                .join("logot"),
+        },
+    };
+    // FNV-1a, 64 bits: stable across runs and toolchains.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in [
+        src,
+        arch,
+        OPTIONS.join(" ").as_str(),
+        env!("CARGO_PKG_VERSION"),
+    ] {
+        for &b in part.as_bytes().iter().chain(&[0u8]) {
+            h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    Some(dir.join(format!("{name}-{arch}-{h:016x}.cubin")))
+}
+
+/// Write atomically (temporary file, then rename); a cache that cannot be written is skipped.
+fn store(path: &std::path::Path, bin: &[u8]) {
+    let Some(dir) = path.parent() else { return };
+    if std::fs::create_dir_all(dir).is_err() {
+        return;
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    if std::fs::write(&tmp, bin).is_ok() && std::fs::rename(&tmp, path).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
+const OPTIONS: &[&str] = &[
+    "--std=c++17",
+    "-lineinfo",
+    "--device-as-default-execution-space",
+];
+
+fn compile(name: &str, src: &str, arch: &str) -> Result<Vec<u8>> {
+    let err = |what: &str, e: nvrtc::NvrtcError| {
+        Error::Cuda(format!("NVRTC {what} for {name}.cu: {e:?}"))
+    };
+    let csrc = CString::new(src).map_err(|_| Error::Cuda(format!("{name}.cu holds a NUL byte")))?;
+    let cname =
+        CString::new(format!("{name}.cu")).map_err(|_| Error::Cuda("bad module name".into()))?;
+    let prog = nvrtc::create_program(&csrc, Some(&cname)).map_err(|e| err("create", e))?;
+    let mut opts = vec![format!("--gpu-architecture={arch}")];
+    opts.extend(OPTIONS.iter().map(|o| o.to_string()));
+    let compiled = unsafe { nvrtc::compile_program(prog, &opts) };
+    let out = match compiled {
+        Ok(()) => {
+            let mut size = 0usize;
+            let r = unsafe { nvrtc_sys::nvrtcGetCUBINSize(prog, &mut size) };
+            if r != nvrtc_sys::nvrtcResult::NVRTC_SUCCESS || size == 0 {
+                Err(Error::Cuda(format!(
+                    "NVRTC produced no CUBIN for {name}.cu on {arch} ({r:?})"
+                )))
+            } else {
+                let mut buf = vec![0u8; size];
+                let r = unsafe {
+                    nvrtc_sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr() as *mut std::ffi::c_char)
+                };
+                if r != nvrtc_sys::nvrtcResult::NVRTC_SUCCESS {
+                    Err(Error::Cuda(format!(
+                        "NVRTC could not return the CUBIN of {name}.cu ({r:?})"
+                    )))
+                } else {
+                    Ok(buf)
+                }
+            }
+        }
+        Err(e) => {
+            let log = unsafe { nvrtc::get_program_log(prog) }
+                .ok()
+                .map(|l| {
+                    unsafe { CStr::from_ptr(l.as_ptr()) }
+                        .to_string_lossy()
+                        .into_owned()
+                })
+                .unwrap_or_default();
+            Err(Error::Cuda(format!(
+                "NVRTC could not compile {name}.cu for {arch} ({e:?}):\n{log}"
+            )))
+        }
+    };
+    // A failure to free the program does not affect the result.
+    let _ = unsafe { nvrtc::destroy_program(prog) };
+    out
+}
