@@ -29,6 +29,10 @@
 //! `convolutional_barycenter2d`, log domain): [`barycenter()`], [`grid_barycenter`] and
 //! [`BarycenterSolver`]; costs on regular grids that are never stored: [`GridCost`].
 //! PNG plots: `logot::plot` (feature `plot`, on by default).
+//! Point clouds with the cost computed on the fly, never stored ([`PointCloudCost`]):
+//! [`wasserstein_points`], gradients with respect to the points
+//! ([`Solver::point_gradients`]) and the debiased Sinkhorn divergence
+//! ([`sinkhorn_divergence`]); see [`pointcloud`](mod@pointcloud).
 //! Gradients ([`grad`]): exact gradients of `⟨P, C⟩` or of any loss of the plan by implicit
 //! differentiation ([`wasserstein_gradients`], [`Solver::wasserstein_gradients`],
 //! [`Solver::implicit_gradients`]), envelope gradients of the regularised objective
@@ -43,6 +47,7 @@ pub mod grad;
 pub mod linalg;
 #[cfg(feature = "plot")]
 pub mod plot;
+pub mod pointcloud;
 pub mod problems;
 mod real;
 pub mod sinkhorn;
@@ -52,7 +57,8 @@ mod validate;
 pub use backend::cuda::CudaBackend;
 pub use backend::{
     bistochastic::BistochasticKernels, cpu::CpuBackend, grad::GradKernels, linalg::LinalgKernels,
-    Backend, BarycenterKernels, CostSource, GridCost, Side,
+    Backend, BarycenterKernels, CostSource, GridCost, PointCloudCost, PointCloudKernels,
+    PointMetric, Side,
 };
 pub use barycenter::{
     barycenter, barycenter_batch, grid_barycenter, grid_barycenter_on, Barycenter,
@@ -63,6 +69,7 @@ pub use grad::{
     bistochastic, bistochastic_backward, check_gradient, BistochasticParams, CgParams,
     GradCheckOptions, OtGradients,
 };
+pub use pointcloud::{sinkhorn_divergence, wasserstein_points, PointGradients, SinkhornDivergence};
 pub use real::Real;
 pub use sinkhorn::{
     Convergence, Coupling, EpsScaling, Prepared, Problem, SinkhornParams, SinkhornResult, Solver,

@@ -236,3 +236,44 @@ pub fn standard_normal<T: Real>(len: usize, seed: u64) -> Vec<T> {
     }
     out
 }
+
+/// `n` points uniform in `[0, 1)^d` (`n×d`) from a seeded 64-bit LCG.
+///
+/// ```
+/// let x = logot::problems::uniform_cloud::<f32>(1000, 3, 1);
+/// assert_eq!(x.dim(), (1000, 3));
+/// assert!(x.iter().all(|&v| (0.0..1.0).contains(&v)));
+/// assert!((x.mean().unwrap() - 0.5).abs() < 0.05);
+/// ```
+pub fn uniform_cloud<T: Real>(n: usize, d: usize, seed: u64) -> Array2<T> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    Array2::from_shape_simple_fn((n, d), move || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        T::of(((state >> 11) as f64 + 0.5) / (1u64 << 53) as f64)
+    })
+}
+
+/// otC: point clouds `X`, `Y` of `n` points each, uniform in `[0, 1]^d` (seeds 1 and 2),
+/// with uniform weights `1/n`; squared Euclidean cost computed on the fly (never stored),
+/// ε = [`OTC_EPS`]; the benchmark times one half-step (n = 65536, d = 3).
+/// Returns `(μ, ν, X, Y)`.
+///
+/// ```
+/// use logot::problems::{ot_c, OTC_D, OTC_N};
+/// let (mu, nu, x, y) = ot_c::<f32>(OTC_N, OTC_D);
+/// assert_eq!((x.dim(), y.dim()), ((65_536, 3), (65_536, 3)));
+/// assert!((mu.sum() - 1.0).abs() < 1e-3 && mu == nu);
+/// ```
+pub fn ot_c<T: Real>(n: usize, d: usize) -> (Array1<T>, Array1<T>, Array2<T>, Array2<T>) {
+    let w = Array1::from_elem(n, T::of(1.0 / n as f64));
+    (w.clone(), w, uniform_cloud(n, d, 1), uniform_cloud(n, d, 2))
+}
+
+/// otC's regularisation.
+pub const OTC_EPS: f64 = 0.05;
+/// otC's size (points per cloud).
+pub const OTC_N: usize = 65_536;
+/// otC's dimension.
+pub const OTC_D: usize = 3;

@@ -76,7 +76,15 @@ impl SinkhornParams {
             ..Default::default()
         }
     }
-    fn validate(&self) -> Result<()> {
+    /// These parameters with ε-scaling `schedule` (see [`EpsScaling::from_max_cost`] and
+    /// [`crate::PointCloudCost::eps_scaling`]).
+    pub fn with_eps_scaling(self, schedule: EpsScaling) -> Self {
+        SinkhornParams {
+            eps_scaling: Some(schedule),
+            ..self
+        }
+    }
+    pub(crate) fn validate(&self) -> Result<()> {
         check_eps("eps", self.eps)?;
         if self.max_iters == 0 {
             return Err(Error::parameter(
@@ -129,7 +137,36 @@ pub struct EpsScaling {
 }
 
 impl EpsScaling {
-    fn stages(&self, eps: f64) -> Vec<f64> {
+    /// Anneal from the largest cost down to the target ε: `start = max_cost` (the squared
+    /// diameter of the support for the squared Euclidean cost), halving ε at each stage
+    /// with [`EpsScaling::DEFAULT_ITERS_PER_STAGE`] iterations per stage. At ε ≈ max C the
+    /// plan is nearly the product `μ⊗ν` and a few iterations solve it; each stage warm-starts
+    /// the next, so the final ε needs far fewer iterations than from zero potentials
+    /// (`O(log(max C/ε))` stages). A non-positive or non-finite `max_cost` (a single point)
+    /// gives `start = 1`, which the solver skips when it is below ε.
+    pub fn from_max_cost(max_cost: f64) -> Self {
+        let start = if max_cost.is_finite() && max_cost > 0.0 {
+            max_cost
+        } else {
+            1.0
+        };
+        EpsScaling {
+            start,
+            factor: 0.5,
+            iters_per_stage: Self::DEFAULT_ITERS_PER_STAGE,
+        }
+    }
+
+    /// Iterations per stage of [`EpsScaling::from_max_cost`].
+    pub const DEFAULT_ITERS_PER_STAGE: usize = 3;
+
+    /// As [`EpsScaling::from_max_cost`] with the cost `diameter^p` (`p = 2` for the squared
+    /// Euclidean cost, `1` for the Euclidean one).
+    pub fn from_diameter(diameter: f64, p: u32) -> Self {
+        Self::from_max_cost(diameter.powi(p as i32))
+    }
+
+    pub(crate) fn stages(&self, eps: f64) -> Vec<f64> {
         let mut out = Vec::new();
         let mut e = self.start;
         while e > eps && out.len() < 200 {
@@ -287,7 +324,8 @@ impl<'a, T: Real> Problem<'a, T> {
         match &self.cost {
             CostSource::Dense(c) => check_finite("cost", c)?,
             CostSource::DenseBatch(c) => check_finite("cost", c)?,
-            CostSource::Grid(_) => {}
+            // Validated (finite, matching dimensions) by `PointCloudCost`'s constructors.
+            CostSource::Grid(_) | CostSource::PointCloud(_) => {}
         }
         check_equal_mass::<T>(&mu_mass, &nu_mass)
     }
@@ -312,6 +350,11 @@ pub(crate) fn cost_dims<T>(cost: &CostSource<'_, T>) -> CostDims {
         CostSource::Grid(g) => CostDims {
             n: g.len(),
             m: g.len(),
+            batch: None,
+        },
+        CostSource::PointCloud(p) => CostDims {
+            n: p.x().nrows(),
+            m: p.y().nrows(),
             batch: None,
         },
     }

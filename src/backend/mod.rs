@@ -18,9 +18,11 @@ pub mod cuda;
 pub mod grad;
 mod grid;
 pub mod linalg;
+pub mod pointcloud;
 
 pub use barycenter::{BaryLayout, BarycenterKernels};
 pub use grid::GridCost;
+pub use pointcloud::{PointCloudCost, PointCloudKernels, PointMetric};
 
 use crate::{Real, Result};
 use ndarray::{ArrayView2, ArrayView3};
@@ -68,6 +70,9 @@ pub enum CostSource<'a, T> {
     /// every problem. Never stored: `exp(−C/ε)` is a product of 1-D kernels, so a half-step
     /// is one 1-D log-convolution per axis (O(n·ΣN_d) instead of O(n²)).
     Grid(GridCost),
+    /// A cost between two point clouds (`n×d` and `m×d`), shared by every problem, computed
+    /// on the fly inside the kernels and never stored (memory `O((n + m)·d)`).
+    PointCloud(PointCloudCost<'a, T>),
 }
 
 impl<'a, T> From<ArrayView2<'a, T>> for CostSource<'a, T> {
@@ -83,6 +88,11 @@ impl<'a, T> From<ArrayView3<'a, T>> for CostSource<'a, T> {
 impl<T> From<GridCost> for CostSource<'_, T> {
     fn from(g: GridCost) -> Self {
         CostSource::Grid(g)
+    }
+}
+impl<'a, T> From<PointCloudCost<'a, T>> for CostSource<'a, T> {
+    fn from(p: PointCloudCost<'a, T>) -> Self {
+        CostSource::PointCloud(p)
     }
 }
 

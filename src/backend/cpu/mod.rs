@@ -7,11 +7,13 @@ mod grad;
 mod grid;
 mod linalg;
 pub mod lse;
+mod pointcloud;
 pub(crate) mod svd3;
 
 use super::{batch_of, check_cost_batch, Backend, CostDims, CostSource, Side};
 use crate::{Error, Real, Result};
 use grid::CpuGrid;
+use pointcloud::CpuPointCloud;
 use rayon::prelude::*;
 use std::sync::Arc;
 
@@ -37,6 +39,8 @@ pub struct CpuCost<T> {
     ct: Vec<T>,
     /// A separable grid cost (then `c` and `ct` are empty).
     grid: Option<Arc<CpuGrid>>,
+    /// Point clouds whose cost is computed on the fly (then `c` and `ct` are empty).
+    cloud: Option<Arc<CpuPointCloud<T>>>,
 }
 
 impl<T: Real> CpuCost<T> {
@@ -118,6 +122,22 @@ impl<T: Real> Backend<T> for CpuBackend {
                     c: Vec::new(),
                     ct: Vec::new(),
                     grid: Some(Arc::new(CpuGrid::new(g.clone()))),
+                    cloud: None,
+                });
+            }
+            CostSource::PointCloud(p) => {
+                let cloud = CpuPointCloud::new(p);
+                let dims = CostDims {
+                    n: cloud.n(),
+                    m: cloud.m(),
+                    batch: None,
+                };
+                return Ok(CpuCost {
+                    dims,
+                    c: Vec::new(),
+                    ct: Vec::new(),
+                    grid: None,
+                    cloud: Some(Arc::new(cloud)),
                 });
             }
             CostSource::Dense(c) => {
@@ -168,6 +188,7 @@ impl<T: Real> Backend<T> for CpuBackend {
             c,
             ct,
             grid: None,
+            cloud: None,
         })
     }
 
@@ -186,6 +207,9 @@ impl<T: Real> Backend<T> for CpuBackend {
     ) -> Result<()> {
         if let Some(grid) = &cost.grid {
             return grid.sinkstep(eps, other_pot, log_marginal, out);
+        }
+        if let Some(cloud) = &cost.cloud {
+            return cloud.sinkstep(side, eps, other_pot, log_marginal, out);
         }
         let dims = cost.dims;
         let len_out = dims.len(side);
@@ -291,6 +315,9 @@ impl<T: Real> Backend<T> for CpuBackend {
         if let Some(grid) = &cost.grid {
             return grid.transport_cost(f, g, eps);
         }
+        if let Some(cloud) = &cost.cloud {
+            return cloud.transport_cost(f, g, eps);
+        }
         let dims = cost.dims;
         let batch = check_fg(&dims, f, g)?;
         let (n, m) = (dims.n, dims.m);
@@ -321,6 +348,9 @@ impl<T: Real> Backend<T> for CpuBackend {
     fn plan(&self, cost: &CpuCost<T>, f: &Vec<T>, g: &Vec<T>, eps: T) -> Result<Vec<T>> {
         if let Some(grid) = &cost.grid {
             return grid.plan(f, g, eps);
+        }
+        if let Some(cloud) = &cost.cloud {
+            return cloud.plan(f, g, eps);
         }
         let dims = cost.dims;
         check_fg(&dims, f, g)?;
@@ -354,4 +384,41 @@ fn check_fg<T>(dims: &CostDims, f: &[T], g: &[T]) -> Result<usize> {
     }
     check_cost_batch(dims, batch)?;
     Ok(batch)
+}
+
+impl<T: Real> super::PointCloudKernels<T> for CpuBackend {
+    fn point_gradient(
+        &self,
+        cost: &CpuCost<T>,
+        side: Side,
+        f: &Vec<T>,
+        g: &Vec<T>,
+        eps: T,
+    ) -> Result<(Vec<T>, Vec<T>)> {
+        match &cost.cloud {
+            Some(cloud) => cloud.point_gradient(side, f, g, eps),
+            None => Err(Error::Unavailable(
+                "point gradients need a point-cloud cost (CostSource::PointCloud)".into(),
+            )),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn plan_apply(
+        &self,
+        cost: &CpuCost<T>,
+        side: Side,
+        f: &Vec<T>,
+        g: &Vec<T>,
+        eps: T,
+        values: &Vec<T>,
+        k: usize,
+    ) -> Result<Vec<T>> {
+        match &cost.cloud {
+            Some(cloud) => cloud.plan_apply(side, f, g, eps, values, k),
+            None => Err(Error::Unavailable(
+                "plan_apply needs a point-cloud cost (CostSource::PointCloud)".into(),
+            )),
+        }
+    }
 }

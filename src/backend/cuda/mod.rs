@@ -13,12 +13,16 @@
 //! * Consecutive half-steps use programmatic dependent launch on Hopper: a kernel's blocks
 //!   start while the previous kernel drains and wait (`griddepcontrol.wait`) for its data.
 //! * Only marginal errors and distances (`B` numbers) are read back by the solver.
+//! * Point clouds ([`crate::PointCloudCost`], `d ≤ 16`): the cost is formed in registers
+//!   from the two clouds and never stored (`cuda/pointcloud.cu`, [`crate::PointCloudKernels`]
+//!   for point gradients and `P·V`).
 //!
 //! Everything runs on one CUDA stream per backend, in order. Driver, compiler and kernel
 //! failures are [`Error::Cuda`]; a machine without driver, NVRTC or GPU gives
 //! [`Error::Unavailable`] from [`CudaBackend::new`].
 
 mod module;
+mod pointcloud;
 
 use super::{batch_of, check_cost_batch, Backend, CostDims, CostSource, Side};
 use crate::{Error, Real, Result};
@@ -104,6 +108,20 @@ const KERNELS: &[&str] = &[
     "fill_f64",
     "transpose_f32",
     "transpose_f64",
+    "pc_sinkstep_d3_f32",
+    "pc_sinkstep_d3_f64",
+    "pc_sinkstep_d4_f32",
+    "pc_sinkstep_d4_f64",
+    "pc_sinkstep_d16_f32",
+    "pc_sinkstep_d16_f64",
+    "pc_rows_d4_f32",
+    "pc_rows_d4_f64",
+    "pc_rows_d16_f32",
+    "pc_rows_d16_f64",
+    "pc_reduce_f32",
+    "pc_reduce_f64",
+    "pc_plan_f32",
+    "pc_plan_f64",
 ];
 
 struct Inner {
@@ -638,6 +656,8 @@ pub struct CudaCost<T> {
     dims: CostDims,
     c: CudaSlice<T>,
     ct: CudaSlice<T>,
+    /// Point clouds whose cost is computed on the fly (then `c` and `ct` are placeholders).
+    cloud: Option<pointcloud::CudaCloud<T>>,
 }
 
 impl<T> std::fmt::Debug for CudaCost<T> {
@@ -723,6 +743,7 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
                         .into(),
                 ))
             }
+            CostSource::PointCloud(p) => return self.prepare_cloud(p),
         };
         if dims.n == 0 || dims.m == 0 {
             return Err(Error::Empty {
@@ -737,7 +758,7 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
             None => std::borrow::Cow::Owned(match cost {
                 CostSource::Dense(c) => c.iter().copied().collect(),
                 CostSource::DenseBatch(c) => c.iter().copied().collect(),
-                CostSource::Grid(_) => Vec::new(), // rejected above
+                CostSource::Grid(_) | CostSource::PointCloud(_) => Vec::new(), // rejected above
             }),
         };
         let nb = dims.batch.unwrap_or(1);
@@ -779,7 +800,12 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
             unsafe { b.launch(cfg) }.map_err(|e| cuda_err("launching transpose", e))?;
             b0 += cnt;
         }
-        Ok(CudaCost { dims, c, ct })
+        Ok(CudaCost {
+            dims,
+            c,
+            ct,
+            cloud: None,
+        })
     }
 
     fn cost_dims(&self, cost: &CudaCost<T>) -> CostDims {
@@ -795,6 +821,9 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
         log_marginal: &CudaBuffer<T>,
         out: &mut CudaBuffer<T>,
     ) -> Result<()> {
+        if let Some(cl) = &cost.cloud {
+            return self.cloud_sinkstep(cl, side, eps, other, log_marginal, out);
+        }
         let dims = cost.dims;
         let (k_len, l_len, r) = match side {
             Side::Col => (dims.n, dims.m, &cost.c),
@@ -855,6 +884,13 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
         iters: usize,
     ) -> Result<()> {
         if iters == 0 {
+            return Ok(());
+        }
+        if cost.cloud.is_some() {
+            for _ in 0..iters {
+                self.sinkstep(cost, Side::Col, eps, f, log_nu, g)?;
+                self.sinkstep(cost, Side::Row, eps, g, log_mu, f)?;
+            }
             return Ok(());
         }
         let dims = cost.dims;
@@ -950,6 +986,9 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
         log_nu: &CudaBuffer<T>,
         eps: T,
     ) -> Result<(Vec<T>, Vec<T>)> {
+        if let Some(cl) = &cost.cloud {
+            return self.cloud_report(cost, cl, f, g, nu, log_nu, eps);
+        }
         // One pass over the cost on the g side: column masses and cost-weighted sums of
         // P = exp((f ⊕ g − C)/ε) per output, then one block per problem adds them up.
         let dims = cost.dims;
@@ -1069,6 +1108,9 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
         g: &CudaBuffer<T>,
         eps: T,
     ) -> Result<Vec<T>> {
+        if let Some(cl) = &cost.cloud {
+            return self.cloud_transport_cost(cl, f, g, eps);
+        }
         let dims = cost.dims;
         let batch = check_fg(&dims, f, g)?;
         let (n, m) = (dims.n, dims.m);
@@ -1145,6 +1187,9 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
         g: &CudaBuffer<T>,
         eps: T,
     ) -> Result<CudaBuffer<T>> {
+        if let Some(cl) = &cost.cloud {
+            return self.cloud_plan(cl, f, g, eps);
+        }
         let dims = cost.dims;
         let batch = check_fg(&dims, f, g)?;
         let total = batch

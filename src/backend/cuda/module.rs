@@ -11,8 +11,10 @@ use std::ffi::{CStr, CString};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The kernel sources: (module name, text).
-pub(crate) const SOURCES: &[(&str, &str)] =
-    &[("sinkstep", include_str!("../../../cuda/sinkstep.cu"))];
+pub(crate) const SOURCES: &[(&str, &str)] = &[
+    ("sinkstep", include_str!("../../../cuda/sinkstep.cu")),
+    ("pointcloud", include_str!("../../../cuda/pointcloud.cu")),
+];
 const COMMON: &str = include_str!("../../../cuda/common.cuh");
 
 type Cache = Mutex<HashMap<(String, String), Arc<Vec<u8>>>>;

@@ -1,0 +1,287 @@
+//! Point-cloud costs computed on the fly, and the kernels that apply their plans.
+//!
+//! A [`PointCloudCost`] holds two clouds `X` (`n×d`) and `Y` (`m×d`) and a ground cost
+//! `c(x, y) = |x − y|²` (or `|x − y|`). Backends never form the `n×m` matrix: a half-step
+//! streams tiles of the reduced cloud past a block of output points, computes `c` in
+//! registers and feeds it to the online log-sum-exp, so memory stays `O((n + m)·d)`.
+//!
+//! [`PointCloudKernels`] adds what the point-cloud algorithms need beyond
+//! [`Backend::sinkstep`]: the plan applied on the fly to the displacement field,
+//! `Σ_j P_ij ∇_x c(x_i, y_j)` (the envelope gradient with respect to the points), together
+//! with the plan's marginals, never storing `P`.
+
+use super::{Backend, Side};
+use crate::validate::check_finite;
+use crate::{EpsScaling, Error, Real, Result};
+use ndarray::{Array2, ArrayView2};
+
+/// The ground cost between two points of a [`PointCloudCost`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PointMetric {
+    /// `c(x, y) = |x − y|² = Σ_k (x_k − y_k)²` (POT's `ot.dist` default, `"sqeuclidean"`).
+    #[default]
+    SqEuclidean,
+    /// `c(x, y) = |x − y|` (POT's `"euclidean"`): one square root per pair on top of the
+    /// squared distance; its gradient `(x − y)/|x − y|` is taken as 0 where `x = y`.
+    Euclidean,
+}
+
+impl PointMetric {
+    /// The exponent `p` of `c = |x − y|^p` (2 or 1).
+    pub fn exponent(self) -> u32 {
+        match self {
+            PointMetric::SqEuclidean => 2,
+            PointMetric::Euclidean => 1,
+        }
+    }
+}
+
+/// Two point clouds, `X` (`n×d`, sources, rows of the plan) and `Y` (`m×d`, targets,
+/// columns), with the cost `C_ij = c(x_i, y_j)` of a [`PointMetric`] (squared Euclidean by
+/// default), shared by every problem of a batch and never stored.
+///
+/// ```
+/// use logot::{PointCloudCost, Problem, SinkhornParams, Solver, CpuBackend};
+/// use ndarray::{array, Axis};
+/// let x = array![[0.0f64, 0.0], [1.0, 0.0]];
+/// let y = array![[0.0, 1.0], [1.0, 1.0], [0.5, 2.0]];
+/// let (mu, nu) = (array![0.5, 0.5], array![0.25, 0.25, 0.5]);
+/// let cost = PointCloudCost::new(x.view(), y.view())?;
+/// assert_eq!(cost.cost(1, 2), 0.25 + 4.0);
+/// let problem = Problem::batch(mu.view().insert_axis(Axis(0)), nu.view().insert_axis(Axis(0)), cost)?;
+/// let res = Solver::new(CpuBackend, SinkhornParams::new(0.05)).solve(&problem)?;
+/// assert!(res.convergence.converged && res.distance[0] > 1.0);
+/// # Ok::<(), logot::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct PointCloudCost<'a, T> {
+    x: ArrayView2<'a, T>,
+    y: ArrayView2<'a, T>,
+    metric: PointMetric,
+}
+
+impl<'a, T> PointCloudCost<'a, T> {
+    /// Source points, `n×d`.
+    pub fn x(&self) -> ArrayView2<'a, T> {
+        self.x
+    }
+    /// Target points, `m×d`.
+    pub fn y(&self) -> ArrayView2<'a, T> {
+        self.y
+    }
+    /// The ground cost.
+    pub fn metric(&self) -> PointMetric {
+        self.metric
+    }
+    /// Number of source points `n`.
+    pub fn n(&self) -> usize {
+        self.x.nrows()
+    }
+    /// Number of target points `m`.
+    pub fn m(&self) -> usize {
+        self.y.nrows()
+    }
+    /// Dimension `d` of the points.
+    pub fn dim(&self) -> usize {
+        self.x.ncols()
+    }
+}
+
+impl<'a, T: Real> PointCloudCost<'a, T> {
+    /// Squared Euclidean cost `|x_i − y_j|²` between the rows of `x` (`n×d`) and `y` (`m×d`).
+    ///
+    /// Errors name the argument: an empty cloud or `d = 0` ([`Error::Empty`]), different
+    /// dimensions ([`Error::Shape`], `"y"`), a NaN or infinite coordinate ([`Error::NonFinite`]).
+    pub fn new(x: ArrayView2<'a, T>, y: ArrayView2<'a, T>) -> Result<Self> {
+        Self::with_metric(x, y, PointMetric::SqEuclidean)
+    }
+
+    /// Euclidean cost `|x_i − y_j|` (see [`PointMetric::Euclidean`]).
+    ///
+    /// ```
+    /// let (x, y) = (ndarray::array![[0.0f64, 0.0]], ndarray::array![[3.0, 4.0]]);
+    /// assert_eq!(logot::PointCloudCost::euclidean(x.view(), y.view())?.cost(0, 0), 5.0);
+    /// assert_eq!(logot::PointCloudCost::new(x.view(), y.view())?.cost(0, 0), 25.0);
+    /// # Ok::<(), logot::Error>(())
+    /// ```
+    pub fn euclidean(x: ArrayView2<'a, T>, y: ArrayView2<'a, T>) -> Result<Self> {
+        Self::with_metric(x, y, PointMetric::Euclidean)
+    }
+
+    /// The clouds with the given metric (validated as in [`PointCloudCost::new`]).
+    pub fn with_metric(
+        x: ArrayView2<'a, T>,
+        y: ArrayView2<'a, T>,
+        metric: PointMetric,
+    ) -> Result<Self> {
+        for (arg, p) in [("x", &x), ("y", &y)] {
+            let (rows, d) = p.dim();
+            if rows == 0 || d == 0 {
+                return Err(Error::Empty {
+                    arg: arg.into(),
+                    detail: format!("a point cloud of {rows} points in dimension {d}"),
+                });
+            }
+        }
+        if x.ncols() != y.ncols() {
+            return Err(Error::shape(
+                "y",
+                format!(
+                    "points have {} coordinates but those of x have {}",
+                    y.ncols(),
+                    x.ncols()
+                ),
+            ));
+        }
+        check_finite("x", &x)?;
+        check_finite("y", &y)?;
+        Ok(PointCloudCost { x, y, metric })
+    }
+
+    /// `C_ij` in f64, from the direct form `Σ_k (x_ik − y_jk)²` (exact up to rounding).
+    pub fn cost(&self, i: usize, j: usize) -> f64 {
+        let s: f64 = self
+            .x
+            .row(i)
+            .iter()
+            .zip(self.y.row(j))
+            .map(|(a, b)| {
+                let d = a.f64() - b.f64();
+                d * d
+            })
+            .sum();
+        match self.metric {
+            PointMetric::SqEuclidean => s,
+            PointMetric::Euclidean => s.sqrt(),
+        }
+    }
+
+    /// The dense `n×m` cost matrix (small clouds only: tests, comparisons, plots).
+    pub fn to_dense(&self) -> Array2<T> {
+        Array2::from_shape_fn((self.n(), self.m()), |(i, j)| T::of(self.cost(i, j)))
+    }
+
+    /// An upper bound on every `C_ij`: the cost across the diagonal of the bounding box of
+    /// both clouds, `(Σ_k (max_k − min_k)²)^{p/2}`, in `O((n + m)·d)`.
+    ///
+    /// ```
+    /// let x = ndarray::array![[0.0f64, 0.0], [1.0, 0.0]];
+    /// let y = ndarray::array![[0.0, 2.0]];
+    /// let cost = logot::PointCloudCost::new(x.view(), y.view())?;
+    /// assert_eq!(cost.max_cost(), 5.0); // box [0, 1]×[0, 2]: 1² + 2²
+    /// assert!(cost.to_dense().iter().all(|&c| c <= 5.0));
+    /// # Ok::<(), logot::Error>(())
+    /// ```
+    pub fn max_cost(&self) -> f64 {
+        let d = self.dim();
+        let mut lo = vec![f64::INFINITY; d];
+        let mut hi = vec![f64::NEG_INFINITY; d];
+        for row in self.x.rows().into_iter().chain(self.y.rows()) {
+            for (k, v) in row.iter().enumerate() {
+                lo[k] = lo[k].min(v.f64());
+                hi[k] = hi[k].max(v.f64());
+            }
+        }
+        let diam2: f64 = lo.iter().zip(&hi).map(|(a, b)| (b - a) * (b - a)).sum();
+        match self.metric {
+            PointMetric::SqEuclidean => diam2,
+            PointMetric::Euclidean => diam2.sqrt(),
+        }
+    }
+
+    /// ε-scaling that anneals from the clouds' largest cost ([`PointCloudCost::max_cost`],
+    /// the squared diameter for the squared Euclidean cost) down to the target ε:
+    /// [`EpsScaling::from_max_cost`].
+    ///
+    /// ```
+    /// use logot::{CpuBackend, PointCloudCost, Problem, SinkhornParams, Solver};
+    /// use ndarray::{Array1, Array2, Axis};
+    /// // A 5×5 grid and its translate by (0.1, 0.1), ε = 1e-3 after annealing from the
+    /// // squared diameter: the entropic cost is within O(ε) above the exact W₂² = 0.02.
+    /// let x = Array2::from_shape_fn((25, 2), |(i, k)| if k == 0 { (i % 5) as f64 } else { (i / 5) as f64 } * 0.25);
+    /// let y = &x + 0.1;
+    /// let w = Array1::from_elem(25, 0.04).insert_axis(Axis(0));
+    /// let cost = PointCloudCost::new(x.view(), y.view())?;
+    /// let params = SinkhornParams::new(1e-3).with_eps_scaling(cost.eps_scaling());
+    /// let r = Solver::new(CpuBackend, params).solve(&Problem::batch(w.view(), w.view(), cost)?)?;
+    /// assert!(r.convergence.converged, "{:?}", r.convergence);
+    /// assert!(r.distance[0] >= 0.02 - 1e-9 && r.distance[0] < 0.02 + 3e-3, "{}", r.distance[0]);
+    /// # Ok::<(), logot::Error>(())
+    /// ```
+    pub fn eps_scaling(&self) -> EpsScaling {
+        EpsScaling::from_max_cost(self.max_cost())
+    }
+}
+
+/// Plans of point-cloud costs applied on the fly (see the module docs).
+pub trait PointCloudKernels<T: Real>: Backend<T> {
+    /// For a point-cloud cost, potentials `f` (`B×n`), `g` (`B×m`) and `ε`, with
+    /// `P_b = exp((f_b ⊕ g_b − C)/ε)`, on `side` = [`Side::Row`]:
+    ///
+    /// `mass[b,i] = Σ_j P_b[i,j]`, `grad[b,i,:] = Σ_j P_b[i,j] ∇_x c(x_i, y_j)`
+    /// (`2 Σ_j P_ij (x_i − y_j)` for the squared Euclidean cost),
+    ///
+    /// returned as (`B×n`, `B×n×d`); on [`Side::Col`] the same over `i` for each `y_j`
+    /// (`B×m`, `B×m×d`, with `∇_y c`). Computed tile by tile like the half-step; `P` is
+    /// never stored. Errors with [`Error::Unavailable`] for a cost that is not a point cloud.
+    fn point_gradient(
+        &self,
+        cost: &Self::Cost,
+        side: Side,
+        f: &Self::Buffer,
+        g: &Self::Buffer,
+        eps: T,
+    ) -> Result<(Self::Buffer, Self::Buffer)>;
+
+    /// The plan applied to values on the other side, on the fly: on [`Side::Row`],
+    /// `out[b,i,:] = Σ_j P_b[i,j]·V[b,j,:]` (`P·V`, e.g. `P·Y` for the barycentric
+    /// projection `diag(1/μ)·P·Y`), with `values` `B×m×k` or `m×k` shared by the batch and
+    /// `out` `B×n×k`; on [`Side::Col`], `Pᵀ·V` with `V` `B×n×k` (or `n×k`) and `out` `B×m×k`.
+    #[allow(clippy::too_many_arguments)]
+    fn plan_apply(
+        &self,
+        cost: &Self::Cost,
+        side: Side,
+        f: &Self::Buffer,
+        g: &Self::Buffer,
+        eps: T,
+        values: &Self::Buffer,
+        k: usize,
+    ) -> Result<Self::Buffer>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::array;
+
+    #[test]
+    fn validation_names_the_argument() {
+        let x = array![[0.0f64, 1.0], [2.0, 3.0]];
+        let y3 = array![[0.0f64, 1.0, 2.0]];
+        let e = PointCloudCost::new(x.view(), y3.view()).unwrap_err();
+        assert!(matches!(&e, Error::Shape { arg, .. } if arg == "y"), "{e}");
+        let empty = Array2::<f64>::zeros((0, 2));
+        let e = PointCloudCost::new(empty.view(), x.view()).unwrap_err();
+        assert!(matches!(&e, Error::Empty { arg, .. } if arg == "x"), "{e}");
+        let nan = array![[0.0f64, f64::NAN]];
+        let e = PointCloudCost::new(x.view(), nan.view()).unwrap_err();
+        assert!(
+            matches!(&e, Error::NonFinite { arg, .. } if arg == "y"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn costs_and_bound() {
+        let x = array![[0.0f64, 0.0], [1.0, 2.0]];
+        let y = array![[3.0f64, 4.0]];
+        let c = PointCloudCost::new(x.view(), y.view()).unwrap();
+        assert_eq!(c.cost(0, 0), 25.0);
+        assert_eq!(c.cost(1, 0), 8.0);
+        assert_eq!(c.max_cost(), 25.0);
+        let e = PointCloudCost::euclidean(x.view(), y.view()).unwrap();
+        assert_eq!(e.cost(0, 0), 5.0);
+        assert_eq!(e.to_dense()[[1, 0]], 8.0f64.sqrt());
+    }
+}

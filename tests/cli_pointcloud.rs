@@ -1,0 +1,261 @@
+//! `logot wasserstein/coupling --x X.npy --y Y.npy`: point clouds with the cost computed
+//! on the fly, against the same command with the dense cost written by the test, and the
+//! point gradients against the plan written by `coupling`.
+
+use ndarray::{Array1, Array2};
+use ndarray_npy::{read_npy, write_npy};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn dir(name: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("cli_pointcloud")
+        .join(name);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn p(d: &Path, f: &str) -> String {
+    d.join(f).to_string_lossy().into_owned()
+}
+
+fn logot(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_logot"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+fn json(s: &str) -> serde_json::Value {
+    serde_json::from_str(s.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
+}
+
+/// Clouds of 9 and 7 points in 2-D with uneven weights, and their dense cost.
+fn write_problem(d: &Path) -> (Array2<f64>, Array2<f64>, Array1<f64>, Array1<f64>) {
+    let x = Array2::from_shape_fn((9, 2), |(i, k)| ((i * 7 + k * 3) % 11) as f64 / 10.0);
+    let y = Array2::from_shape_fn((7, 2), |(j, k)| 0.1 + ((j * 5 + k * 4) % 9) as f64 / 8.0);
+    let mu = Array1::from_shape_fn(9, |i| 1.0 + i as f64);
+    let mu = &mu / mu.sum();
+    let nu = Array1::from_shape_fn(7, |j| 2.0 + (j % 3) as f64);
+    let nu = &nu / nu.sum();
+    let c = Array2::from_shape_fn((9, 7), |(i, j)| {
+        (x[[i, 0]] - y[[j, 0]]).powi(2) + (x[[i, 1]] - y[[j, 1]]).powi(2)
+    });
+    write_npy(p(d, "x.npy"), &x).unwrap();
+    write_npy(p(d, "y.npy"), &y).unwrap();
+    write_npy(p(d, "mu.npy"), &mu).unwrap();
+    write_npy(p(d, "nu.npy"), &nu).unwrap();
+    write_npy(p(d, "c.npy"), &c).unwrap();
+    (x, y, mu, nu)
+}
+
+#[test]
+fn point_clouds_give_the_dense_answer() {
+    let d = dir("dense");
+    write_problem(&d);
+    let common = [
+        "--mu",
+        &p(&d, "mu.npy"),
+        "--nu",
+        &p(&d, "nu.npy"),
+        "--eps",
+        "0.02",
+    ]
+    .map(String::from);
+    let run = |extra: &[&str]| {
+        let mut args: Vec<&str> = vec!["wasserstein"];
+        args.extend(common.iter().map(|s| s.as_str()));
+        args.extend_from_slice(extra);
+        let (code, out, err) = logot(&args);
+        assert_eq!(code, 0, "{err}");
+        json(&out)
+    };
+    let (xp, yp, cp) = (p(&d, "x.npy"), p(&d, "y.npy"), p(&d, "c.npy"));
+    let cloud = run(&["--x", &xp, "--y", &yp]);
+    let dense = run(&["--cost", &cp]);
+    let (a, b) = (
+        cloud["distance"][0].as_f64().unwrap(),
+        dense["distance"][0].as_f64().unwrap(),
+    );
+    assert!((a - b).abs() < 1e-12 * b, "{a} vs {b}");
+    assert_eq!(cloud["iterations"], dense["iterations"]);
+    assert_eq!(cloud["converged"], true);
+    // ε-scaling reaches the same answer.
+    let annealed = run(&["--x", &xp, "--y", &yp, "--eps-scaling"]);
+    let c = annealed["distance"][0].as_f64().unwrap();
+    assert!(
+        annealed["converged"] == true && (c - b).abs() < 1e-7 * b,
+        "{c} vs {b}"
+    );
+    // f32 whatever the input dtype.
+    let f32run = run(&["--x", &xp, "--y", &yp, "--f32"]);
+    assert_eq!(f32run["dtype"], "float32");
+    assert!((f32run["distance"][0].as_f64().unwrap() - b).abs() < 1e-5 * b);
+}
+
+#[test]
+fn coupling_and_point_gradients() {
+    let d = dir("coupling");
+    let (x, y, mu, _) = write_problem(&d);
+    let base = [
+        "--mu",
+        &p(&d, "mu.npy"),
+        "--nu",
+        &p(&d, "nu.npy"),
+        "--x",
+        &p(&d, "x.npy"),
+        "--y",
+        &p(&d, "y.npy"),
+        "--eps",
+        "0.05",
+        "--tol",
+        "1e-12",
+    ]
+    .map(String::from);
+    let with = |cmd: &str, extra: &[String]| {
+        let mut args = vec![cmd.to_string()];
+        args.extend(base.iter().cloned());
+        args.extend(extra.iter().cloned());
+        let refs: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+        let (code, out, err) = logot(&refs);
+        assert_eq!(code, 0, "{err}");
+        json(&out)
+    };
+    with("coupling", &[String::from("--out"), p(&d, "plan.npy")]);
+    let (code, _, err) = logot(&[
+        "coupling",
+        "--mu",
+        &p(&d, "mu.npy"),
+        "--nu",
+        &p(&d, "nu.npy"),
+        "--cost",
+        &p(&d, "c.npy"),
+        "--eps",
+        "0.05",
+        "--tol",
+        "1e-12",
+        "--out",
+        &p(&d, "plan_dense.npy"),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let plan: Array2<f64> = read_npy(p(&d, "plan.npy")).unwrap();
+    let dense: Array2<f64> = read_npy(p(&d, "plan_dense.npy")).unwrap();
+    assert_eq!(plan.dim(), (9, 7));
+    assert!(plan.iter().zip(&dense).all(|(a, b)| (a - b).abs() < 1e-14));
+    let j = with(
+        "wasserstein",
+        &[
+            String::from("--grad-x"),
+            p(&d, "gx.npy"),
+            String::from("--grad-y"),
+            p(&d, "gy.npy"),
+        ],
+    );
+    assert!(j["ot_eps"][0].as_f64().unwrap().is_finite());
+    // ∂OT_ε/∂x_i = 2 Σ_j P_ij (x_i − y_j), from the materialised plan.
+    let gx: Array2<f64> = read_npy(p(&d, "gx.npy")).unwrap();
+    let gy: Array2<f64> = read_npy(p(&d, "gy.npy")).unwrap();
+    assert_eq!((gx.dim(), gy.dim()), ((9, 2), (7, 2)));
+    for i in 0..9 {
+        for k in 0..2 {
+            let want: f64 = (0..7)
+                .map(|jj| 2.0 * plan[[i, jj]] * (x[[i, k]] - y[[jj, k]]))
+                .sum();
+            assert!(
+                (gx[[i, k]] - want).abs() < 1e-10,
+                "gx[{i},{k}] {} vs {want}",
+                gx[[i, k]]
+            );
+        }
+    }
+    for jj in 0..7 {
+        for k in 0..2 {
+            let want: f64 = (0..9)
+                .map(|i| 2.0 * plan[[i, jj]] * (y[[jj, k]] - x[[i, k]]))
+                .sum();
+            assert!((gy[[jj, k]] - want).abs() < 1e-10, "gy[{jj},{k}]");
+        }
+    }
+    // Row sums of the plan are μ: Σ_i ∂/∂x_i + Σ_j ∂/∂y_j = 0 and μ enters through P only.
+    assert!((plan.sum() - mu.sum()).abs() < 1e-12);
+}
+
+#[test]
+fn bad_point_clouds_are_refused_naming_the_flag() {
+    let d = dir("bad");
+    write_problem(&d);
+    write_npy(p(&d, "y3.npy"), &Array2::<f64>::zeros((7, 3))).unwrap();
+    write_npy(p(&d, "flat.npy"), &Array1::<f64>::zeros(7)).unwrap();
+    let mut nan = Array2::<f64>::zeros((9, 2));
+    nan[[4, 1]] = f64::NAN;
+    write_npy(p(&d, "nan.npy"), &nan).unwrap();
+    let (mu, nu, x, y) = (
+        p(&d, "mu.npy"),
+        p(&d, "nu.npy"),
+        p(&d, "x.npy"),
+        p(&d, "y.npy"),
+    );
+    for (xs, ys, extra, needle) in [
+        (x.clone(), p(&d, "y3.npy"), "", "--y"),
+        (x.clone(), p(&d, "flat.npy"), "", "--y"),
+        (p(&d, "nan.npy"), y.clone(), "", "--x"),
+        (y.clone(), x.clone(), "", "--x/--y"),
+        (x.clone(), y.clone(), "--grad-mu", "--grad-x"),
+    ] {
+        let mut args = vec![
+            "wasserstein",
+            "--mu",
+            &mu,
+            "--nu",
+            &nu,
+            "--x",
+            &xs,
+            "--y",
+            &ys,
+            "--eps",
+            "0.1",
+        ];
+        let out_path = p(&d, "g.npy");
+        if !extra.is_empty() {
+            args.push(extra);
+            args.push(&out_path);
+        }
+        let (code, out, err) = logot(&args);
+        assert_ne!(code, 0, "accepted {args:?}: {out}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    let (code, _, err) = logot(&[
+        "wasserstein",
+        "--mu",
+        &mu,
+        "--nu",
+        &nu,
+        "--cost",
+        &p(&d, "c.npy"),
+        "--eps",
+        "0.1",
+        "--metric",
+        "euclidean",
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("--metric"), "{err}");
+    let (code, _, err) = logot(&[
+        "wasserstein",
+        "--mu",
+        &mu,
+        "--nu",
+        &nu,
+        "--x",
+        &x,
+        "--eps",
+        "0.1",
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("--y"), "{err}");
+}
