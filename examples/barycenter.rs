@@ -41,7 +41,7 @@ fn main() -> ExitCode {
     let result = match backend.as_str() {
         // On a rayon worker thread, so the kernels' parallel loops need no thread hand-off.
         "cpu" => rayon::scope(|_| run(CpuBackend, &out)),
-        "cuda" => Err(cuda_unavailable()),
+        "cuda" => run_cuda(&out),
         other => Err(Error::Unavailable(format!(
             "--backend {other}: expected cpu or cuda"
         ))),
@@ -60,14 +60,16 @@ fn main() -> ExitCode {
     }
 }
 
-fn cuda_unavailable() -> Error {
-    if cfg!(feature = "cuda") {
-        Error::Unavailable("--backend cuda: the CUDA backend does not implement barycenters yet (logot::BarycenterKernels); use --backend cpu".into())
-    } else {
-        Error::Unavailable(
-            "--backend cuda: this build has no CUDA support; rebuild with `--features cuda`".into(),
-        )
-    }
+#[cfg(feature = "cuda")]
+fn run_cuda(out: &Path) -> Result<Vec<PathBuf>> {
+    run(logot::backend::cuda::CudaBackend::new()?, out)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn run_cuda(_out: &Path) -> Result<Vec<PathBuf>> {
+    Err(Error::Unavailable(
+        "--backend cuda: this build has no CUDA support; rebuild with `--features cuda`".into(),
+    ))
 }
 
 /// Everything below is generic over the backend: any `B: BarycenterKernels<f64>` runs it.

@@ -16,15 +16,22 @@
 //! * Point clouds ([`crate::PointCloudCost`], `d ≤ 16`): the cost is formed in registers
 //!   from the two clouds and never stored (`cuda/pointcloud.cu`, [`crate::PointCloudKernels`]
 //!   for point gradients and `P·V`).
+//! * Grid costs ([`CostSource::Grid`], axes of at most 1024 points) run one batched 1-D
+//!   log-sum-exp pass per axis (cuda/grid.cu), the cost computed on the fly; `⟨P, C⟩` is
+//!   separable too, dense plans of grids are [`Error::Unavailable`].
+//! * [`BarycenterKernels`](crate::backend::barycenter::BarycenterKernels) (cuda/barycenter.cu):
+//!   the barycenter loop runs on the GPU for dense and grid costs.
 //!
 //! Everything runs on one CUDA stream per backend, in order. Driver, compiler and kernel
 //! failures are [`Error::Cuda`]; a machine without driver, NVRTC or GPU gives
 //! [`Error::Unavailable`] from [`CudaBackend::new`].
 
+mod barycenter;
+mod grid;
 mod module;
 mod pointcloud;
 
-use super::{batch_of, check_cost_batch, Backend, CostDims, CostSource, Side};
+use super::{batch_of, check_cost_batch, Backend, CostDims, CostSource, GridCost, Side};
 use crate::{Error, Real, Result};
 use cudarc::driver::{
     result::DriverError, sys, CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr,
@@ -122,6 +129,16 @@ const KERNELS: &[&str] = &[
     "pc_reduce_f64",
     "pc_plan_f32",
     "pc_plan_f64",
+    "grid_pass_f32",
+    "grid_pass_f64",
+    "grid_cost_sum_f32",
+    "grid_cost_sum_f64",
+    "bary_log_mean_f32",
+    "bary_log_mean_f64",
+    "bary_potential_f32",
+    "bary_potential_f64",
+    "bary_spread_f32",
+    "bary_spread_f64",
 ];
 
 struct Inner {
@@ -650,14 +667,15 @@ impl<T> std::fmt::Debug for CudaBuffer<T> {
     }
 }
 
-/// A dense cost in GPU memory: `C` (`[B×]n×m`) and `Cᵀ` (`[B×]m×n`), so that both
-/// half-steps stream rows.
+/// A cost on the GPU: a dense `C` (`[B×]n×m`) and `Cᵀ` (`[B×]m×n`), so that both
+/// half-steps stream rows, or a grid (separable passes; `c`, `ct` then hold one element).
 pub struct CudaCost<T> {
     dims: CostDims,
     c: CudaSlice<T>,
     ct: CudaSlice<T>,
     /// Point clouds whose cost is computed on the fly (then `c` and `ct` are placeholders).
     cloud: Option<pointcloud::CudaCloud<T>>,
+    grid: Option<GridCost>,
 }
 
 impl<T> std::fmt::Debug for CudaCost<T> {
@@ -737,12 +755,7 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
                     c.as_slice().map(std::borrow::Cow::Borrowed),
                 )
             }
-            CostSource::Grid(_) => {
-                return Err(Error::Unavailable(
-                    "cost: grid costs are not available on the CUDA backend yet (use a dense cost or the CPU backend)"
-                        .into(),
-                ))
-            }
+            CostSource::Grid(g) => return self.prepare_grid(g),
             CostSource::PointCloud(p) => return self.prepare_cloud(p),
         };
         if dims.n == 0 || dims.m == 0 {
@@ -805,6 +818,7 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
             c,
             ct,
             cloud: None,
+            grid: None,
         })
     }
 
@@ -823,6 +837,9 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
     ) -> Result<()> {
         if let Some(cl) = &cost.cloud {
             return self.cloud_sinkstep(cl, side, eps, other, log_marginal, out);
+        }
+        if let Some(grid) = &cost.grid {
+            return self.grid_sinkstep(grid, eps, other, log_marginal, out);
         }
         let dims = cost.dims;
         let (k_len, l_len, r) = match side {
@@ -906,7 +923,7 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
         let (n4, m4) = (n.div_ceil(8) * 8, m.div_ceil(8) * 8);
         let smem =
             (n * fused_pad(m) + m * fused_pad(n) + 2 * n4 + 2 * m4) * std::mem::size_of::<T>();
-        if !self.inner.fused || smem > self.inner.max_smem {
+        if !self.inner.fused || smem > self.inner.max_smem || cost.grid.is_some() {
             for _ in 0..iters {
                 self.sinkstep(cost, Side::Col, eps, f, log_nu, g)?;
                 self.sinkstep(cost, Side::Row, eps, g, log_mu, f)?;
@@ -998,6 +1015,13 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
                 "nu",
                 format!("length {} does not fit g of length {}", nu.len, g.len),
             ));
+        }
+        if cost.grid.is_some() {
+            // A g half-step into scratch, then the error and the separable cost.
+            let mut g_next = Backend::<T>::filled(self, g.len, T::zero())?;
+            self.sinkstep(cost, Side::Col, eps, f, log_nu, &mut g_next)?;
+            let errors = self.marginal_error(batch, nu, g, &g_next, eps)?;
+            return Ok((errors, self.transport_cost(cost, f, g, eps)?));
         }
         let m = dims.m;
         let (tile, name) = if dims.batch.is_none() && batch >= 8 {
@@ -1111,6 +1135,9 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
         if let Some(cl) = &cost.cloud {
             return self.cloud_transport_cost(cl, f, g, eps);
         }
+        if let Some(grid) = &cost.grid {
+            return self.grid_transport_cost(grid, f, g, eps);
+        }
         let dims = cost.dims;
         let batch = check_fg(&dims, f, g)?;
         let (n, m) = (dims.n, dims.m);
@@ -1189,6 +1216,11 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
     ) -> Result<CudaBuffer<T>> {
         if let Some(cl) = &cost.cloud {
             return self.cloud_plan(cl, f, g, eps);
+        }
+        if cost.grid.is_some() {
+            return Err(Error::Unavailable(
+                "plan: dense plans of grid costs are not available on the CUDA backend (use the CPU backend, or GridCost::to_dense for a small grid)".into(),
+            ));
         }
         let dims = cost.dims;
         let batch = check_fg(&dims, f, g)?;

@@ -14,6 +14,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("sinkstep", include_str!("../../../cuda/sinkstep.cu")),
     ("pointcloud", include_str!("../../../cuda/pointcloud.cu")),
+    ("grid", include_str!("../../../cuda/grid.cu")),
+    ("barycenter", include_str!("../../../cuda/barycenter.cu")),
 ];
 const COMMON: &str = include_str!("../../../cuda/common.cuh");
 

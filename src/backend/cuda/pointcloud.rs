@@ -90,6 +90,7 @@ impl CudaBackend {
             c: self.alloc::<T>(0, "a placeholder")?,
             ct: self.alloc::<T>(0, "a placeholder")?,
             cloud: Some(cloud),
+            grid: None,
         })
     }
 

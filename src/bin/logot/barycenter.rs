@@ -189,39 +189,44 @@ pub fn barycenter(a: &BarycenterArgs) -> Json {
         // without a thread hand-off per call.
         (Dtype::F32, BackendChoice::Cpu) => rayon::scope(|_| run::<f32, _>(logot::CpuBackend, a)),
         (Dtype::F64, BackendChoice::Cpu) => rayon::scope(|_| run::<f64, _>(logot::CpuBackend, a)),
-        (_, BackendChoice::Cuda) => Err(no_cuda_barycenter()),
+        #[cfg(feature = "cuda")]
+        (Dtype::F32, BackendChoice::Cuda) => {
+            run::<f32, _>(logot::backend::cuda::CudaBackend::new()?, a)
+        }
+        #[cfg(feature = "cuda")]
+        (Dtype::F64, BackendChoice::Cuda) => {
+            run::<f64, _>(logot::backend::cuda::CudaBackend::new()?, a)
+        }
+        #[cfg(not(feature = "cuda"))]
+        (_, BackendChoice::Cuda) => Err(crate::no_cuda()),
     }
 }
 
-/// `--backend cuda` for barycenters: the CUDA backend does not implement the barycenter
-/// kernels yet (or the build has no CUDA at all).
-fn no_cuda_barycenter() -> Error {
-    #[cfg(feature = "cuda")]
-    {
-        Error::Unavailable(
-            "--backend cuda: barycenters are not implemented on the CUDA backend yet (it lacks \
-             logot::BarycenterKernels); use --backend cpu"
-                .into(),
-        )
-    }
-    #[cfg(not(feature = "cuda"))]
-    {
-        crate::no_cuda()
-    }
-}
-
-/// `logot bench --problem bary64|bary64dense`: the design's barycenter benchmark on the CPU
-/// (three 64×64 images, weights (0.3, 0.3, 0.4), 100 iterations; grid ε = 0.004, dense
+/// `logot bench --problem bary64|bary64dense`: the design's barycenter benchmark (three
+/// 64×64 images, weights (0.3, 0.3, 0.4), 100 iterations; grid ε = 0.004, dense
 /// ε = 1e-3 with the normalised 4096×4096 cost).
 pub fn bench(dtype: Dtype, a: &BenchArgs, dense: bool) -> Json {
     match (dtype, a.backend) {
-        (Dtype::F32, BackendChoice::Cpu) => rayon::scope(|_| bench_cpu::<f32>(a, dense)),
-        (Dtype::F64, BackendChoice::Cpu) => rayon::scope(|_| bench_cpu::<f64>(a, dense)),
-        (_, BackendChoice::Cuda) => Err(no_cuda_barycenter()),
+        (Dtype::F32, BackendChoice::Cpu) => {
+            rayon::scope(|_| bench_on::<f32, _>(logot::CpuBackend, a, dense))
+        }
+        (Dtype::F64, BackendChoice::Cpu) => {
+            rayon::scope(|_| bench_on::<f64, _>(logot::CpuBackend, a, dense))
+        }
+        #[cfg(feature = "cuda")]
+        (Dtype::F32, BackendChoice::Cuda) => {
+            bench_on::<f32, _>(logot::backend::cuda::CudaBackend::new()?, a, dense)
+        }
+        #[cfg(feature = "cuda")]
+        (Dtype::F64, BackendChoice::Cuda) => {
+            bench_on::<f64, _>(logot::backend::cuda::CudaBackend::new()?, a, dense)
+        }
+        #[cfg(not(feature = "cuda"))]
+        (_, BackendChoice::Cuda) => Err(crate::no_cuda()),
     }
 }
 
-fn bench_cpu<T: Real>(a: &BenchArgs, dense: bool) -> Json {
+fn bench_on<T: Real, B: BarycenterKernels<T>>(backend: B, a: &BenchArgs, dense: bool) -> Json {
     let n = 64;
     let imgs = problems::bary64_images(n).mapv(T::of);
     let h = imgs
@@ -242,7 +247,7 @@ fn bench_cpu<T: Real>(a: &BenchArgs, dense: bool) -> Json {
         ("bary64", problems::BARY64_GRID_EPS)
     };
     let solver = BarycenterSolver::new(
-        logot::CpuBackend,
+        backend,
         BarycenterParams::fixed_iterations(eps, problems::BARY64_ITERS),
     );
     let grid = GridCost::image(n, n)?;

@@ -1,0 +1,71 @@
+// Elementwise/reduction kernels of the barycenter loop (BarycenterKernels), mirroring
+// src/backend/cpu/barycenter.rs. Layouts: v, g are P×K×m; weights P×K; bar P×m.
+
+// bar[p,x] = −Σ_k w[p,k]·v[p,k,x].
+template <typename T>
+__device__ __forceinline__ void bary_log_mean(const T *w, const T *v, T *bar, long long total,
+                                              int k, int m) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+       i += (long long)gridDim.x * blockDim.x) {
+    long long p = i / m, x = i - p * m;
+    const T *vp = v + p * (long long)k * m + x;
+    const T *wp = w + p * k;
+    T acc = T(0);
+    for (int j = 0; j < k; ++j) acc = acc - wp[j] * vp[(long long)j * m];
+    bar[i] = acc;
+  }
+}
+
+// g[p,k,x] = bar[p,x] + v[p,k,x].
+template <typename T>
+__device__ __forceinline__ void bary_potential(const T *bar, const T *v, T *g, long long total,
+                                               int k, int m) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+       i += (long long)gridDim.x * blockDim.x) {
+    long long x = i % m, p = i / ((long long)k * m);
+    g[i] = bar[p * m + x] + v[i];
+  }
+}
+
+// err[p] = Σ_x std_k exp((g − v)/ε) (population std, two-pass, f64); one block per problem.
+template <typename T>
+__device__ __forceinline__ void bary_spread(const T *g, const T *v, T *err, int k, int m, T eps) {
+  __shared__ double scratch[32];
+  long long p = blockIdx.x;
+  const T *gp = g + p * (long long)k * m;
+  const T *vp = v + p * (long long)k * m;
+  double inv = 1.0 / (double)eps;
+  double total = 0.0;
+  for (int x = threadIdx.x; x < m; x += blockDim.x) {
+    double mean = 0.0;
+    for (int j = 0; j < k; ++j)
+      mean += ::exp(((double)gp[(long long)j * m + x] - (double)vp[(long long)j * m + x]) * inv);
+    mean /= (double)k;
+    double var = 0.0;
+    for (int j = 0; j < k; ++j) {
+      double d =
+          ::exp(((double)gp[(long long)j * m + x] - (double)vp[(long long)j * m + x]) * inv) - mean;
+      var += d * d;
+    }
+    total += ::sqrt(var / (double)k);
+  }
+  total = block_sum(total, scratch);
+  if (threadIdx.x == 0) err[p] = (T)total;
+}
+
+#define BARY_KERNELS(T, SUF)                                                                  \
+  extern "C" __global__ void bary_log_mean_##SUF(const T *w, const T *v, T *bar,             \
+                                                 long long total, int k, int m) {            \
+    bary_log_mean<T>(w, v, bar, total, k, m);                                                \
+  }                                                                                          \
+  extern "C" __global__ void bary_potential_##SUF(const T *bar, const T *v, T *g,            \
+                                                  long long total, int k, int m) {           \
+    bary_potential<T>(bar, v, g, total, k, m);                                               \
+  }                                                                                          \
+  extern "C" __global__ void __launch_bounds__(256)                                          \
+      bary_spread_##SUF(const T *g, const T *v, T *err, int k, int m, T eps) {               \
+    bary_spread<T>(g, v, err, k, m, eps);                                                    \
+  }
+
+BARY_KERNELS(float, f32)
+BARY_KERNELS(double, f64)
