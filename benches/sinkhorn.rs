@@ -1,5 +1,7 @@
 //! Criterion benches of the CPU backend: one `sinkstep` half-iteration, otA and otBcpu
-//! (the canonical problems of DESIGN.md, built by `logot::problems`).
+//! (the canonical problems of DESIGN.md, built by `logot::problems`), and otB at full size
+//! (B = 64, n = 2048: tens of seconds per solve on a small CPU) when `LOGOT_BENCH_FULL=1`.
+//! See benches/README.md.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use logot::backend::{Backend, CostSource, Side};
@@ -58,6 +60,17 @@ fn ot_problems(c: &mut Criterion) {
                 .unwrap()
         })
     });
+    if std::env::var("LOGOT_BENCH_FULL").is_ok_and(|v| v == "1") {
+        let (mu, nu, cost) = problems::ot_b::<f32>(64, 2048);
+        g.throughput(Throughput::Elements(2 * 100 * 64 * 2048 * 2048));
+        g.bench_function("otB_f32", |bench| {
+            bench.iter(|| {
+                solver
+                    .solve(&Problem::batch(mu.view(), nu.view(), cost.view()).unwrap())
+                    .unwrap()
+            })
+        });
+    }
     g.finish();
 }
 

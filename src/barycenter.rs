@@ -139,7 +139,22 @@ impl<B> BarycenterSolver<B> {
     }
 
     /// Barycenter of the `K` rows of `histograms` (`K×n`) with `weights` (`K`, non-negative,
-    /// summing to 1) for a cost with `n` rows; the barycenter has one bin per cost column.
+    /// summing to 1) for a cost with `n` rows; the barycenter has one bin per cost column:
+    /// `b = argmin Σ_k w_k OT_ε(a_k, b)`.
+    ///
+    /// ```
+    /// use logot::{BarycenterParams, BarycenterSolver, CpuBackend, GridCost};
+    /// use ndarray::{array, Array2};
+    /// // Diracs at 0.1 and 0.9 on a 1-D grid of 21 points, weights (0.75, 0.25): the
+    /// // barycenter sits at 0.75·0.1 + 0.25·0.9 = 0.3 (bin 6).
+    /// let mut h = Array2::<f64>::zeros((2, 21));
+    /// h[[0, 2]] = 1.0;
+    /// h[[1, 18]] = 1.0;
+    /// let solver = BarycenterSolver::new(CpuBackend, BarycenterParams::new(1e-4));
+    /// let bar = solver.solve(h.view(), array![0.75, 0.25].view(), GridCost::new(&[21])?)?;
+    /// assert!(bar.converged && bar.histogram[6] > 0.99, "{:?}", bar.histogram);
+    /// # Ok::<(), logot::Error>(())
+    /// ```
     pub fn solve<'a, T: Real>(
         &self,
         histograms: ArrayView2<'a, T>,
@@ -161,6 +176,21 @@ impl<B> BarycenterSolver<B> {
     /// `P` independent barycenter problems against one shared cost: `histograms` is
     /// `P×K×n`, `weights` is `P×K`. All problems run together (one batched sinkstep of
     /// `P·K` rows) and stop when every problem's error is below `tol`.
+    ///
+    /// ```
+    /// use logot::{BarycenterParams, BarycenterSolver, CpuBackend, GridCost};
+    /// use ndarray::{Array2, Array3};
+    /// // The same two Diracs (bins 2 and 18 of 21) with weights (1 − t, t): the barycenter
+    /// // walks along the segment, bin 2 + 16t (displacement interpolation).
+    /// let h = Array3::from_shape_fn((3, 2, 21), |(_, k, i)| if i == [2, 18][k] { 1.0 } else { 0.0 });
+    /// let w = Array2::from_shape_vec((3, 2), vec![1.0, 0.0, 0.5, 0.5, 0.0, 1.0]).unwrap();
+    /// let solver = BarycenterSolver::new(CpuBackend, BarycenterParams::new(1e-4));
+    /// let bars = solver.solve_batch(h.view(), w.view(), GridCost::new(&[21])?)?;
+    /// for (bar, bin) in bars.iter().zip([2, 10, 18]) {
+    ///     assert!(bar.histogram[bin] > 0.99);
+    /// }
+    /// # Ok::<(), logot::Error>(())
+    /// ```
     pub fn solve_batch<'a, T: Real>(
         &self,
         histograms: ArrayView3<'a, T>,
@@ -387,6 +417,19 @@ pub(crate) fn on_cpu_pool<R: Send>(work: impl FnOnce() -> R + Send) -> R {
 
 /// `P` barycenter problems at once on the CPU (`histograms`: `P×K×n`, `weights`: `P×K`),
 /// e.g. one set of inputs with several weight vectors.
+///
+/// ```
+/// use ndarray::{array, Array2, Array3};
+/// // A dense cost on 3 points {0, 1, 2}: the weights pick the barycenter's location.
+/// let x = [0.0f64, 1.0, 2.0];
+/// let cost = Array2::from_shape_fn((3, 3), |(i, j)| (x[i] - x[j]).powi(2));
+/// let h = Array3::from_shape_fn((2, 2, 3), |(_, k, i)| if i == 2 * k { 1.0 } else { 0.0 });
+/// let w = array![[0.5, 0.5], [1.0, 0.0]];
+/// let params = logot::BarycenterParams::new(0.01);
+/// let bars = logot::barycenter_batch(h.view(), w.view(), cost.view(), &params)?;
+/// assert!(bars[0].histogram[1] > 0.99 && bars[1].histogram[0] > 0.99);
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn barycenter_batch<'a, T: Real>(
     histograms: ArrayView3<'a, T>,
     weights: ArrayView2<'a, T>,
@@ -402,6 +445,19 @@ pub fn barycenter_batch<'a, T: Real>(
 /// Barycenter of `K` images (or 1-D signals, or 3-D volumes) on the unit grid, POT's
 /// `convolutional_barycenter2d(A, reg, weights, method="sinkhorn_log")`: `images` is
 /// `K×N_0[×N_1[×N_2]]` and the result has the shape of one image.
+///
+/// ```
+/// use logot::{grid_barycenter, BarycenterParams};
+/// use ndarray::{array, Array3};
+/// // Two one-pixel images of 9×9 at opposite corners: the barycenter is the centre pixel.
+/// let mut images = Array3::<f64>::zeros((2, 9, 9));
+/// images[[0, 0, 0]] = 1.0;
+/// images[[1, 8, 8]] = 1.0;
+/// let bar = grid_barycenter(images.view(), array![0.5, 0.5].view(), &BarycenterParams::new(1e-3))?;
+/// assert_eq!(bar.histogram.dim(), (9, 9));
+/// assert!(bar.histogram[[4, 4]] > 0.95);
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn grid_barycenter<T: Real, D: RemoveAxis>(
     images: ArrayView<'_, T, D>,
     weights: ArrayView1<'_, T>,
@@ -411,6 +467,16 @@ pub fn grid_barycenter<T: Real, D: RemoveAxis>(
 }
 
 /// [`grid_barycenter`] on a chosen backend.
+///
+/// ```
+/// use logot::{grid_barycenter_on, BarycenterParams, CpuBackend};
+/// use ndarray::{array, Array2};
+/// // 1-D signals (K×N): two Diracs at bins 1 and 7 of 9, weights (0.5, 0.5).
+/// let h = Array2::from_shape_fn((2, 9), |(k, i)| if i == [1, 7][k] { 1.0 } else { 0.0 });
+/// let bar = grid_barycenter_on(&CpuBackend, h.view(), array![0.5, 0.5].view(), &BarycenterParams::new(1e-3))?;
+/// assert!(bar.histogram[4] > 0.95);
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn grid_barycenter_on<T: Real, D: RemoveAxis, B: BarycenterKernels<T> + Clone>(
     backend: &B,
     images: ArrayView<'_, T, D>,

@@ -37,7 +37,7 @@
 //! differentiation ([`wasserstein_gradients`], [`Solver::wasserstein_gradients`],
 //! [`Solver::implicit_gradients`]), envelope gradients of the regularised objective
 //! ([`Solver::envelope_gradients`]), the bistochastic projection of batches of small
-//! matrices with its backward ([`bistochastic`], [`bistochastic_backward`]), and the
+//! matrices with its backward ([`bistochastic()`], [`bistochastic_backward`]), and the
 //! finite-difference checker the tests use ([`check_gradient`]).
 
 pub mod backend;
@@ -83,6 +83,16 @@ use ndarray::{ArrayView1, ArrayView2};
 ///
 /// The result also carries the potentials and whether the solver converged; check
 /// `result.convergence.converged` (non-convergence is reported, not an error).
+///
+/// ```
+/// use ndarray::{array, Array2};
+/// // Two Diracs at 0 and 1 on the grid {0, 0.5, 1}: the exact cost is |0 − 1|² = 1.
+/// let x = [0.0f64, 0.5, 1.0];
+/// let cost = Array2::from_shape_fn((3, 3), |(i, j)| (x[i] - x[j]).powi(2));
+/// let w = logot::wasserstein(array![1.0, 0.0, 0.0].view(), array![0.0, 0.0, 1.0].view(), cost.view(), 0.01)?;
+/// assert!(w.convergence.converged && (w.distance[0] - 1.0).abs() < 1e-12);
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn wasserstein<T: Real>(
     mu: ArrayView1<'_, T>,
     nu: ArrayView1<'_, T>,
@@ -118,6 +128,20 @@ pub fn wasserstein_gradients<T: Real>(
 
 /// Batched [`wasserstein`]: `mu` (B×n), `nu` (B×m) against one cost (n×m) or one per
 /// problem (`B×n×m`, pass an `ArrayView3`).
+///
+/// ```
+/// use ndarray::{array, Array2};
+/// // One source, three targets: Diracs at distance 0, 1/2 and 1 (costs 0, 1/4, 1).
+/// let x = [0.0f64, 0.5, 1.0];
+/// let cost = Array2::from_shape_fn((3, 3), |(i, j)| (x[i] - x[j]).powi(2));
+/// let mu = array![[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [1.0, 0.0, 0.0]];
+/// let nu = array![[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]];
+/// let w = logot::wasserstein_batch(mu.view(), nu.view(), cost.view(), 0.01)?;
+/// for (d, exact) in w.distance.iter().zip([0.0, 0.25, 1.0]) {
+///     assert!((d - exact).abs() < 1e-12);
+/// }
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn wasserstein_batch<'a, T: Real>(
     mu: ArrayView2<'a, T>,
     nu: ArrayView2<'a, T>,
@@ -128,7 +152,21 @@ pub fn wasserstein_batch<'a, T: Real>(
 }
 
 /// The entropic plan between `mu` and `nu` (as a `1×n×m` batch), with its potentials and
-/// convergence report, on the CPU with default [`SinkhornParams`].
+/// convergence report, on the CPU with default [`SinkhornParams`]:
+/// `P = exp((f ⊕ g − C)/ε)` with `P·1 = μ`, `Pᵀ·1 = ν`.
+///
+/// ```
+/// use ndarray::{array, Axis};
+/// let (mu, nu) = (array![0.5f64, 0.5], array![0.5, 0.5]);
+/// let cost = array![[0.0, 1.0], [1.0, 0.0]];
+/// let c = logot::coupling(mu.view(), nu.view(), cost.view(), 0.1)?;
+/// let plan = c.plan.index_axis(Axis(0), 0);
+/// // Marginals hold; the entropic plan keeps a little mass off the diagonal: e^{−1/ε}/(1 + e^{−1/ε}).
+/// assert!((plan.sum_axis(Axis(0)) - &nu).iter().all(|e| e.abs() < 1e-9));
+/// let off = 0.5 * (-10f64).exp() / (1.0 + (-10f64).exp());
+/// assert!((plan[[0, 1]] - off).abs() < 1e-9);
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn coupling<T: Real>(
     mu: ArrayView1<'_, T>,
     nu: ArrayView1<'_, T>,

@@ -5,12 +5,13 @@
 //! font libraries. Heatmaps use the viridis colour scale with a colour bar; every
 //! function writes one PNG file and returns [`Error::File`] naming it on failure.
 //!
-//! ```no_run
+//! ```
 //! use ndarray::{array, Array2};
+//! let dir = std::env::temp_dir().join("logot-doc");
 //! let img = Array2::from_shape_fn((32, 32), |(r, c)| ((r * c) as f64).sin().abs());
-//! logot::plot::heatmap("out/img.png", img.view(), "An image", ("column", "row"))?;
+//! logot::plot::heatmap(dir.join("img.png"), img.view(), "An image", ("column", "row"))?;
 //! let h = array![0.2, 0.5, 0.3];
-//! logot::plot::lines("out/h.png", &[0.0, 0.5, 1.0], &[("h", h.view())], &[], "A histogram", ("x", "mass"))?;
+//! logot::plot::lines(dir.join("h.png"), &[0.0, 0.5, 1.0], &[("h", h.view())], &[], "A histogram", ("x", "mass"))?;
 //! # Ok::<(), logot::Error>(())
 //! ```
 
@@ -70,7 +71,24 @@ fn render(
     res.map_err(|e| file_err(format!("cannot draw the plot: {e}")))
 }
 
+/// Colours of the line and scatter series, in order (matplotlib's first six).
+const PALETTE: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(255, 127, 14),
+    RGBColor(23, 190, 207),
+];
+
 /// The viridis colour scale at `t ∈ [0, 1]` (matplotlib's anchors, linearly interpolated).
+///
+/// ```
+/// use logot::plot::viridis;
+/// assert_eq!((viridis(0.0).0, viridis(0.0).1, viridis(0.0).2), (68, 1, 84)); // dark purple
+/// assert_eq!((viridis(1.0).0, viridis(1.0).1, viridis(1.0).2), (253, 231, 37)); // yellow
+/// assert_eq!(viridis(f64::NAN), viridis(0.0)); // never panics
+/// ```
 pub fn viridis(t: f64) -> RGBColor {
     const ANCHORS: [(u8, u8, u8); 9] = [
         (68, 1, 84),
@@ -194,6 +212,17 @@ fn centred(area: &DrawingArea<BitMapBackend<'_>, Shift>, text: &str, size: u32) 
 
 /// A heatmap of `data` (row 0 at the top, like an image) with a colour bar; cells are
 /// square.
+///
+/// ```
+/// use ndarray::Array2;
+/// // The cost C_ij = (x_i − x_j)² on linspace(0, 1, 50).
+/// let x = logot::problems::linspace(0.0, 1.0, 50);
+/// let cost = Array2::from_shape_fn((50, 50), |(i, j)| (x[i] - x[j]).powi(2));
+/// let path = std::env::temp_dir().join("logot-doc").join("cost.png");
+/// logot::plot::heatmap(&path, cost.view(), "C = (x_i − x_j)²", ("j", "i"))?;
+/// assert!(path.exists());
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn heatmap<T: Real>(
     path: impl AsRef<Path>,
     data: ArrayView2<'_, T>,
@@ -248,6 +277,16 @@ pub fn heatmap<T: Real>(
 
 /// Images in a grid of `columns` panels, each with its own title, on one shared colour
 /// scale (with a colour bar), under a common `title`. Pixels are square.
+///
+/// ```
+/// use ndarray::ArrayView2;
+/// let images = logot::problems::bary64_images(32); // 3×32×32
+/// let panels: Vec<(String, ArrayView2<f64>)> =
+///     images.outer_iter().enumerate().map(|(k, img)| (format!("input {k}"), img)).collect();
+/// let path = std::env::temp_dir().join("logot-doc").join("panels.png");
+/// logot::plot::image_panels(&path, &panels, 3, "The bary64 shapes")?;
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn image_panels<T: Real>(
     path: impl AsRef<Path>,
     panels: &[(String, ArrayView2<'_, T>)],
@@ -303,6 +342,18 @@ pub fn image_panels<T: Real>(
 /// A coupling `plan` (`n×m`) as a heatmap with its marginals: `mu` (length `n`) on the
 /// left along the rows, `nu` (length `m`) on top along the columns, and a colour bar.
 /// `x` and `y` are the coordinates of the rows and columns (e.g. the grid points).
+///
+/// ```
+/// use ndarray::Axis;
+/// let x = logot::problems::linspace(0.0, 1.0, 40);
+/// let mu = logot::problems::gaussian_histogram::<f64>(&x, 0.3, 0.1, 0.0);
+/// let nu = logot::problems::gaussian_histogram::<f64>(&x, 0.6, 0.05, 0.0);
+/// let cost = logot::problems::squared_distance_cost::<f64>(&x, false);
+/// let c = logot::coupling(mu.view(), nu.view(), cost.view(), 1e-3)?;
+/// let path = std::env::temp_dir().join("logot-doc").join("coupling.png");
+/// logot::plot::coupling(&path, c.plan.index_axis(Axis(0), 0), mu.view(), nu.view(), (&x, &x), "ε = 1e-3")?;
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn coupling<T: Real>(
     path: impl AsRef<Path>,
     plan: ArrayView2<'_, T>,
@@ -447,8 +498,19 @@ pub fn coupling<T: Real>(
     )
 }
 
-/// Line plot of 1-D histograms over `x`, with a legend: `solid` series as thick lines,
-/// then `dashed` ones on top (e.g. a computed marginal over its target).
+/// Line plot of 1-D histograms (or any series) over `x`, with a legend: `solid` series as
+/// thick lines, then `dashed` ones on top (e.g. a computed marginal over its target). The
+/// y axis starts at 0 unless every value lies above half the largest; then it fits the data.
+///
+/// ```
+/// use ndarray::Array1;
+/// let x = logot::problems::linspace(0.0, 1.0, 100);
+/// let h = logot::problems::gaussian_histogram::<f64>(&x, 0.5, 0.1, 0.0);
+/// let flat = Array1::from_elem(100, 0.01);
+/// let path = std::env::temp_dir().join("logot-doc").join("lines.png");
+/// logot::plot::lines(&path, &x, &[("bump", h.view())], &[("uniform", flat.view())], "Two histograms", ("x", "mass"))?;
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn lines<T: Real>(
     path: impl AsRef<Path>,
     x: &[f64],
@@ -471,16 +533,14 @@ pub fn lines<T: Real>(
         ));
     }
     let (x0, x1) = range_of(x.iter().copied());
-    let (_, top) = range_of(series.iter().flat_map(|(_, s)| s.iter().map(|v| v.f64())));
-    let top = top.max(0.0) * 1.08;
-    const PALETTE: [RGBColor; 6] = [
-        RGBColor(31, 119, 180),
-        RGBColor(214, 39, 40),
-        RGBColor(44, 160, 44),
-        RGBColor(148, 103, 189),
-        RGBColor(255, 127, 14),
-        RGBColor(23, 190, 207),
-    ];
+    let (lo, hi) = range_of(series.iter().flat_map(|(_, s)| s.iter().map(|v| v.f64())));
+    // From 0 (histograms), unless every value sits above half the largest: then fit the
+    // data (e.g. a cost that varies by a few percent), 8% margins.
+    let (bottom, top) = if lo >= 0.0 && lo <= 0.5 * hi {
+        (0.0, hi * 1.08)
+    } else {
+        (lo - 0.08 * (hi - lo), hi + 0.08 * (hi - lo))
+    };
     render(
         path.as_ref(),
         |root| {
@@ -489,13 +549,13 @@ pub fn lines<T: Real>(
                 .margin(14)
                 .x_label_area_size(44)
                 .y_label_area_size(70)
-                .build_cartesian_2d(x0..x1, 0f64..top)?;
+                .build_cartesian_2d(x0..x1, bottom..top)?;
             chart
                 .configure_mesh()
                 .light_line_style(RGBColor(235, 235, 235))
                 .x_desc(labels.0)
                 .y_desc(labels.1)
-                .y_label_formatter(&|v| tick(*v, top))
+                .y_label_formatter(&|v| tick(*v, top.abs().max(bottom.abs())))
                 .label_style((FONT, 13))
                 .axis_desc_style((FONT, 14))
                 .draw()?;
@@ -528,5 +588,124 @@ pub fn lines<T: Real>(
             Ok(())
         },
         (800, 500),
+    )
+}
+
+/// One panel of [`scatter`]: a caption and its point sets, each `k×2` (x, y per row).
+pub type ScatterPanel<'a, T> = (String, Vec<(&'a str, ArrayView2<'a, T>)>);
+
+/// 2-D point clouds as dots: one panel per entry of `panels`, `columns` panels per row, all
+/// on the same axes (the range of every point, equal scales), under a common `title`. Series `k` of a
+/// panel gets the `k`-th colour in every panel; the first panel carries the legend.
+///
+/// ```
+/// use ndarray::array;
+/// let target = array![[0.0, 0.0], [1.0, 1.0]];
+/// let cloud = array![[0.2, 0.1], [0.9, 0.7]];
+/// let panels = vec![(
+///     "step 0".to_string(),
+///     vec![("target", target.view()), ("cloud", cloud.view())],
+/// )];
+/// let path = std::env::temp_dir().join("logot-doc").join("scatter.png");
+/// logot::plot::scatter(&path, &panels, 1, "Two point clouds")?;
+/// assert!(std::fs::read(&path).map_err(|e| logot::Error::File {
+///     path: path.display().to_string(),
+///     msg: e.to_string()
+/// })?.starts_with(b"\x89PNG"));
+/// # Ok::<(), logot::Error>(())
+/// ```
+pub fn scatter<T: Real>(
+    path: impl AsRef<Path>,
+    panels: &[ScatterPanel<'_, T>],
+    columns: usize,
+    title: &str,
+) -> Result<()> {
+    if panels.is_empty() || columns == 0 || panels.iter().all(|(_, s)| s.is_empty()) {
+        return Err(Error::Empty {
+            arg: "panels".into(),
+            detail: format!("{} panels in {columns} columns", panels.len()),
+        });
+    }
+    for (caption, series) in panels {
+        if let Some((name, pts)) = series.iter().find(|(_, p)| p.ncols() != 2) {
+            return Err(Error::shape(
+                "panels",
+                format!(
+                    "series {name} of panel {caption} is {}×{}: expected k×2 points",
+                    pts.nrows(),
+                    pts.ncols()
+                ),
+            ));
+        }
+    }
+    let coords = |axis: usize| {
+        panels.iter().flat_map(move |(_, series)| {
+            series
+                .iter()
+                .flat_map(move |(_, p)| p.column(axis).into_iter().map(|v| v.f64()))
+        })
+    };
+    // Equal scales on both axes (the panels are square), 5% margin.
+    let ((xa, xb), (ya, yb)) = (range_of(coords(0)), range_of(coords(1)));
+    let half = 0.55 * (xb - xa).max(yb - ya);
+    let (xc, yc) = (0.5 * (xa + xb), 0.5 * (ya + yb));
+    let ((x0, x1), (y0, y1)) = ((xc - half, xc + half), (yc - half, yc + half));
+    let columns = columns.min(panels.len());
+    let rows = panels.len().div_ceil(columns);
+    let (pw, ph, head) = (330u32, 330u32, 44u32);
+    let size = (columns as u32 * pw, head + rows as u32 * ph);
+    render(
+        path.as_ref(),
+        |root| {
+            let (title_area, body) = root.split_vertically(head);
+            centred(&title_area, title, 20)?;
+            for (k, (caption, series)) in panels.iter().enumerate() {
+                let (r, c) = ((k / columns) as i32, (k % columns) as i32);
+                let area = body
+                    .clone()
+                    .shrink((c * pw as i32, r * ph as i32), (pw, ph));
+                let mut chart = ChartBuilder::on(&area)
+                    .caption(caption, (FONT, 15))
+                    .margin(8)
+                    .x_label_area_size(26)
+                    .y_label_area_size(44)
+                    .build_cartesian_2d(x0..x1, y0..y1)?;
+                chart
+                    .configure_mesh()
+                    .light_line_style(RGBColor(235, 235, 235))
+                    .x_labels(5)
+                    .y_labels(5)
+                    .x_label_formatter(&|v| tick(*v, x0.abs().max(x1.abs())))
+                    .y_label_formatter(&|v| tick(*v, y0.abs().max(y1.abs())))
+                    .label_style((FONT, 12))
+                    .draw()?;
+                for (s, (name, pts)) in series.iter().enumerate() {
+                    let colour = PALETTE[s % PALETTE.len()];
+                    let dots = pts
+                        .rows()
+                        .into_iter()
+                        .map(|p| (p[0].f64(), p[1].f64()))
+                        .filter(|(a, b)| a.is_finite() && b.is_finite())
+                        .map(move |p| Circle::new(p, 3, colour.mix(0.8).filled()));
+                    let drawn = chart.draw_series(dots)?;
+                    if k == 0 {
+                        drawn
+                            .label(*name)
+                            .legend(move |(a, b)| Circle::new((a + 6, b), 4, colour.filled()));
+                    }
+                }
+                if k == 0 {
+                    chart
+                        .configure_series_labels()
+                        .background_style(WHITE.mix(0.85))
+                        .border_style(BLACK)
+                        .label_font((FONT, 13))
+                        .position(SeriesLabelPosition::UpperLeft)
+                        .draw()?;
+                }
+            }
+            Ok(())
+        },
+        size,
     )
 }

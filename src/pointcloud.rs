@@ -275,6 +275,20 @@ impl<Bk> Solver<Bk> {
     /// the points. Three problems are solved with this solver's parameters (ε-scaling
     /// included): `(a, b)` on `x × y` by Sinkhorn, and the debiasing terms `(a, a)` on
     /// `x × x` and `(b, b)` on `y × y` by the symmetric iteration `f ← ½(f + T(f))`.
+    ///
+    /// ```
+    /// use logot::{CpuBackend, PointMetric, SinkhornParams, Solver};
+    /// use ndarray::{array, Array1};
+    /// let x = array![[0.0f64, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]];
+    /// let y = &x * 1.5; // a dilation: S_ε > 0, and the gradient pulls x outwards
+    /// let a = Array1::from_elem(4, 0.25);
+    /// let solver = Solver::new(CpuBackend, SinkhornParams::new(0.01));
+    /// let s = solver.sinkhorn_divergence(x.view(), y.view(), a.view(), a.view(), PointMetric::SqEuclidean)?;
+    /// assert!(s.converged() && s.value > 0.0);
+    /// // ∂S/∂x at (1, 1) points towards −(1, 1)·(positive): moving x towards y lowers S.
+    /// assert!(s.grad_x[[3, 0]] < 0.0 && s.grad_x[[3, 1]] < 0.0);
+    /// # Ok::<(), logot::Error>(())
+    /// ```
     pub fn sinkhorn_divergence<T: Real>(
         &self,
         x: ArrayView2<'_, T>,

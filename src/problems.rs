@@ -1,10 +1,26 @@
 //! The canonical benchmark problems of the design (`logot bench --problem NAME` and the
-//! criterion benches build them from here, so both measure the same thing).
+//! criterion benches build them from here, so both measure the same thing; see
+//! `benches/README.md`).
+//!
+//! ```
+//! use logot::{problems, CpuBackend, Problem, SinkhornParams, Solver};
+//! // otA as `logot bench --problem otA` runs it: ε = 1e-3, 200 iterations, no early stop.
+//! let (mu, nu, cost) = problems::ot_a::<f32>();
+//! let solver = Solver::new(CpuBackend, SinkhornParams::fixed_iterations(1e-3, 200));
+//! let r = solver.solve(&Problem::new(mu.view(), nu.view(), cost.view())?)?;
+//! assert_eq!(r.convergence.iterations, 200);
+//! assert!(r.distance[0] > 0.0 && r.distance[0] < 1.0); // the cost is normalised to [0, 1]
+//! # Ok::<(), logot::Error>(())
+//! ```
 
 use crate::Real;
 use ndarray::{Array1, Array2, Array3};
 
 /// `n` points of `linspace(lo, hi, n)`.
+///
+/// ```
+/// assert_eq!(logot::problems::linspace(0.0, 1.0, 5), vec![0.0, 0.25, 0.5, 0.75, 1.0]);
+/// ```
 pub fn linspace(lo: f64, hi: f64, n: usize) -> Vec<f64> {
     if n == 1 {
         return vec![lo];
@@ -39,6 +55,13 @@ pub fn gaussian_histogram<T: Real>(x: &[f64], mean: f64, sd: f64, floor: f64) ->
 
 /// otA: n = 100 on linspace(0, 100), μ = N(20, 10), ν = N(60, 30), `C = (xᵢ − xⱼ)²/max`;
 /// solved at ε = 1e-3 for 200 iterations.
+///
+/// ```
+/// let (mu, nu, cost) = logot::problems::ot_a::<f64>();
+/// assert!((mu.sum() - 1.0).abs() < 1e-12 && (nu.sum() - 1.0).abs() < 1e-12);
+/// assert_eq!(cost.dim(), (100, 100));
+/// assert_eq!(cost[[0, 99]], 1.0); // normalised by its maximum
+/// ```
 pub fn ot_a<T: Real>() -> (Array1<T>, Array1<T>, Array2<T>) {
     let x = linspace(0.0, 100.0, 100);
     (
@@ -65,6 +88,12 @@ pub fn bump_histograms<T: Real>(b: usize, n: usize, seed: u64) -> Array2<T> {
 
 /// otB-shaped problem: `b` pairs of bump histograms on linspace(0, 1, n) with
 /// `C = (xᵢ − xⱼ)²` (otB: b = 64, n = 2048; otBcpu: b = 8, n = 1024; ε = 1e-2, 100 iterations).
+///
+/// ```
+/// let (mu, nu, cost) = logot::problems::ot_b::<f32>(8, 1024); // otBcpu
+/// assert_eq!((mu.dim(), nu.dim(), cost.dim()), ((8, 1024), (8, 1024), (1024, 1024)));
+/// assert!(mu.rows().into_iter().all(|r| (r.sum() - 1.0).abs() < 1e-5));
+/// ```
 pub fn ot_b<T: Real>(b: usize, n: usize) -> (Array2<T>, Array2<T>, Array2<T>) {
     let x = linspace(0.0, 1.0, n);
     (
@@ -79,6 +108,14 @@ pub fn ot_b<T: Real>(b: usize, n: usize) -> (Array2<T>, Array2<T>, Array2<T>) {
 /// `4 < r² < 9`, and two disks of radius 2 at `(2, 2)` and `(−2, −2)`. Each is normalised,
 /// `1e-10` is added everywhere, and each is normalised again (as POT's examples do), so
 /// every pixel is positive. Returns `3×n×n`.
+///
+/// ```
+/// let images = logot::problems::bary64_images(64);
+/// assert_eq!(images.dim(), (3, 64, 64));
+/// assert!(images.iter().all(|&p| p > 0.0));
+/// // The square's centre is inside it, the ring's centre is not.
+/// assert!(images[[0, 32, 32]] > 1e-4 && images[[1, 32, 32]] < 1e-9);
+/// ```
 pub fn bary64_images(n: usize) -> Array3<f64> {
     let step = if n > 1 { 10.0 / (n - 1) as f64 } else { 0.0 };
     let xs: Vec<f64> = (0..n)
@@ -145,6 +182,13 @@ pub const BARY64_ITERS: usize = 100;
 /// mhc-shaped problem (mhc4: n = 4, mhc16: n = 16, both with b = 65536): logits
 /// `X ~ U[0, 4)` (`b×n×n`) for the bistochastic forward (20 iterations) and an upstream
 /// gradient `G ~ N(0, 1)` for the backward, from a seeded 64-bit LCG (Box–Muller normals).
+///
+/// ```
+/// let (x, g) = logot::problems::mhc::<f32>(1000, 4, 1);
+/// assert_eq!(x.dim(), (1000, 4, 4));
+/// assert!(x.iter().all(|&v| (0.0..4.0).contains(&v)));
+/// assert!((g.iter().map(|v| v * v).sum::<f32>() / 16000.0 - 1.0).abs() < 0.1); // unit variance
+/// ```
 pub fn mhc<T: Real>(b: usize, n: usize, seed: u64) -> (ndarray::Array3<T>, ndarray::Array3<T>) {
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut uniform = move || {
@@ -161,7 +205,46 @@ pub fn mhc<T: Real>(b: usize, n: usize, seed: u64) -> (ndarray::Array3<T>, ndarr
     (x, g)
 }
 
+/// `len` standard normal values (Box–Muller on a seeded 64-bit LCG): the `N(0, 1)` inputs
+/// of the linear-algebra problems (svd3: `A` is `4096×1024×3`; xxt, ns, gemm: `X`, `A`,
+/// `B`, `dC` are `n×n`), reproducible across runs and platforms.
+///
+/// ```
+/// let a = logot::problems::standard_normal::<f64>(10_000, 7);
+/// let mean = a.iter().sum::<f64>() / 1e4;
+/// let var = a.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / 1e4;
+/// assert!(mean.abs() < 0.05 && (var - 1.0).abs() < 0.05);
+/// assert_eq!(a, logot::problems::standard_normal::<f64>(10_000, 7));
+/// ```
+pub fn standard_normal<T: Real>(len: usize, seed: u64) -> Vec<T> {
+    let mut state = seed.wrapping_mul(0xD1B5_4A32_D192_ED03) | 1;
+    let mut uniform = move || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((state >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    };
+    let mut out = Vec::with_capacity(len);
+    while out.len() < len {
+        let (u, v) = (uniform(), uniform());
+        let r = (-2.0 * u.ln()).sqrt();
+        let t = std::f64::consts::TAU * v;
+        out.push(T::of(r * t.cos()));
+        if out.len() < len {
+            out.push(T::of(r * t.sin()));
+        }
+    }
+    out
+}
+
 /// `n` points uniform in `[0, 1)^d` (`n×d`) from a seeded 64-bit LCG.
+///
+/// ```
+/// let x = logot::problems::uniform_cloud::<f32>(1000, 3, 1);
+/// assert_eq!(x.dim(), (1000, 3));
+/// assert!(x.iter().all(|&v| (0.0..1.0).contains(&v)));
+/// assert!((x.mean().unwrap() - 0.5).abs() < 0.05);
+/// ```
 pub fn uniform_cloud<T: Real>(n: usize, d: usize, seed: u64) -> Array2<T> {
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     Array2::from_shape_simple_fn((n, d), move || {
@@ -176,6 +259,13 @@ pub fn uniform_cloud<T: Real>(n: usize, d: usize, seed: u64) -> Array2<T> {
 /// with uniform weights `1/n`; squared Euclidean cost computed on the fly (never stored),
 /// ε = [`OTC_EPS`]; the benchmark times one half-step (n = 65536, d = 3).
 /// Returns `(μ, ν, X, Y)`.
+///
+/// ```
+/// use logot::problems::{ot_c, OTC_D, OTC_N};
+/// let (mu, nu, x, y) = ot_c::<f32>(OTC_N, OTC_D);
+/// assert_eq!((x.dim(), y.dim()), ((65_536, 3), (65_536, 3)));
+/// assert!((mu.sum() - 1.0).abs() < 1e-3 && mu == nu);
+/// ```
 pub fn ot_c<T: Real>(n: usize, d: usize) -> (Array1<T>, Array1<T>, Array2<T>, Array2<T>) {
     let w = Array1::from_elem(n, T::of(1.0 / n as f64));
     (w.clone(), w, uniform_cloud(n, d, 1), uniform_cloud(n, d, 2))

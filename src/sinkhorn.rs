@@ -57,6 +57,17 @@ impl SinkhornParams {
     }
     /// Run exactly `iters` iterations with no early stop (the marginal error is still
     /// measured and reported at the end).
+    ///
+    /// ```
+    /// use logot::{CpuBackend, Problem, SinkhornParams, Solver};
+    /// use ndarray::array;
+    /// let (mu, nu, cost) = (array![0.5f64, 0.5], array![0.2, 0.8], array![[0.0, 1.0], [1.0, 0.0]]);
+    /// let solver = Solver::new(CpuBackend, SinkhornParams::fixed_iterations(0.1, 7));
+    /// let r = solver.solve(&Problem::new(mu.view(), nu.view(), cost.view())?)?;
+    /// assert_eq!(r.convergence.iterations, 7);
+    /// assert!(!r.convergence.converged); // no tolerance was asked for
+    /// # Ok::<(), logot::Error>(())
+    /// ```
     pub fn fixed_iterations(eps: f64, iters: usize) -> Self {
         SinkhornParams {
             eps,
@@ -212,7 +223,17 @@ pub struct Problem<'a, T> {
 }
 
 impl<'a, T: Real> Problem<'a, T> {
-    /// One problem: `μ` (n), `ν` (m), cost `C` (n×m).
+    /// One problem: `μ` (n), `ν` (m), cost `C` (n×m). Invalid input is an error naming the
+    /// argument: shapes, NaN/∞, negative or unequal masses, empty arrays.
+    ///
+    /// ```
+    /// use logot::Problem;
+    /// use ndarray::array;
+    /// let cost = array![[0.0, 1.0], [1.0, 0.0]];
+    /// assert!(Problem::new(array![0.5, 0.5].view(), array![0.3, 0.7].view(), cost.view()).is_ok());
+    /// let err = Problem::new(array![0.5, 0.5].view(), array![0.3, 0.3].view(), cost.view()).unwrap_err();
+    /// assert!(matches!(err, logot::Error::UnequalMass { .. }), "{err}");
+    /// ```
     pub fn new(
         mu: ArrayView1<'a, T>,
         nu: ArrayView1<'a, T>,
@@ -221,7 +242,21 @@ impl<'a, T: Real> Problem<'a, T> {
         Self::batch(mu.insert_axis(Axis(0)), nu.insert_axis(Axis(0)), cost)
     }
 
-    /// A batch: `μ` (B×n), `ν` (B×m) against one shared `n×m` cost or `B` costs (`B×n×m`).
+    /// A batch: `μ` (B×n), `ν` (B×m) against one shared `n×m` cost or `B` costs (`B×n×m`),
+    /// or a [`GridCost`](crate::GridCost) (never stored).
+    ///
+    /// ```
+    /// use logot::{CpuBackend, Problem, SinkhornParams, Solver};
+    /// use ndarray::{array, Array3};
+    /// // Two problems, each with its own cost: the identity permutation and the swap are free.
+    /// let costs = Array3::from_shape_vec((2, 2, 2), vec![0.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0]).unwrap();
+    /// let (mu, nu) = (array![[0.5f64, 0.5], [0.5, 0.5]], array![[0.5, 0.5], [0.5, 0.5]]);
+    /// let problem = Problem::batch(mu.view(), nu.view(), costs.view())?;
+    /// assert_eq!(problem.batch_size(), 2);
+    /// let r = Solver::new(CpuBackend, SinkhornParams::new(0.01)).solve(&problem)?;
+    /// assert!(r.distance.iter().all(|d| d.abs() < 1e-12));
+    /// # Ok::<(), logot::Error>(())
+    /// ```
     pub fn batch(
         mu: ArrayView2<'a, T>,
         nu: ArrayView2<'a, T>,
@@ -369,7 +404,19 @@ impl<B> Solver<B> {
         &self.backend
     }
 
-    /// Potentials, distances and convergence of every problem of the batch.
+    /// Potentials, distances and convergence of every problem of the batch: `f`, `g` with
+    /// `P = exp((f ⊕ g − C)/ε)` and `⟨P, C⟩`, from zero potentials, `g` then `f` each
+    /// iteration, until the marginal error `‖Pᵀ1 − ν‖₁ ≤ tol` or `max_iters`.
+    ///
+    /// ```
+    /// use logot::{CpuBackend, Problem, SinkhornParams, Solver};
+    /// use ndarray::array;
+    /// let (mu, nu, cost) = (array![1.0f64, 0.0], array![0.0, 1.0], array![[0.0, 2.0], [2.0, 0.0]]);
+    /// let r = Solver::new(CpuBackend, SinkhornParams::new(0.1)).solve(&Problem::new(mu.view(), nu.view(), cost.view())?)?;
+    /// assert!((r.distance[0] - 2.0).abs() < 1e-12); // all the mass moves, at cost 2
+    /// assert_eq!(r.f.dim(), (1, 2));
+    /// # Ok::<(), logot::Error>(())
+    /// ```
     pub fn solve<T: Real>(&self, problem: &Problem<'_, T>) -> Result<SinkhornResult<T>>
     where
         B: Backend<T>,
@@ -378,7 +425,19 @@ impl<B> Solver<B> {
         self.finish(problem, &s)
     }
 
-    /// As [`Solver::solve`], and the plans.
+    /// As [`Solver::solve`], and the plans `P_b` (`B×n×m`).
+    ///
+    /// ```
+    /// use logot::{CpuBackend, Problem, SinkhornParams, Solver};
+    /// use ndarray::{array, Axis};
+    /// let (mu, nu) = (array![0.25f64, 0.75], array![0.5, 0.5]);
+    /// let cost = array![[0.0, 1.0], [1.0, 0.0]];
+    /// let c = Solver::new(CpuBackend, SinkhornParams::new(0.05)).coupling(&Problem::new(mu.view(), nu.view(), cost.view())?)?;
+    /// let plan = c.plan.index_axis(Axis(0), 0);
+    /// assert!((plan.sum_axis(Axis(1)) - &mu).iter().all(|e| e.abs() < 1e-12)); // P·1 = μ
+    /// assert!((plan.sum_axis(Axis(0)) - &nu).iter().all(|e| e.abs() < 1e-9)); // Pᵀ·1 = ν
+    /// # Ok::<(), logot::Error>(())
+    /// ```
     pub fn coupling<T: Real>(&self, problem: &Problem<'_, T>) -> Result<Coupling<T>>
     where
         B: Backend<T>,
@@ -471,6 +530,19 @@ impl<B> Solver<B> {
 
     /// Upload a batch to the backend once (cost prepared for the kernels, marginals and
     /// their logarithms), to solve it with [`Solver::solve_prepared`], possibly repeatedly.
+    ///
+    /// ```
+    /// use logot::{CpuBackend, Problem, SinkhornParams, Solver};
+    /// use ndarray::array;
+    /// let (mu, nu, cost) = (array![0.5f32, 0.5], array![0.25, 0.75], array![[0.0, 1.0], [1.0, 0.0]]);
+    /// let solver = Solver::new(CpuBackend, SinkhornParams::new(0.05));
+    /// let problem = Problem::new(mu.view(), nu.view(), cost.view())?;
+    /// let prepared = solver.prepare(&problem)?;
+    /// assert_eq!(prepared.dims(), (1, 2, 2));
+    /// // The same answer as a solve from the host arrays.
+    /// assert_eq!(solver.solve_prepared(&prepared)?.distance, solver.solve(&problem)?.distance);
+    /// # Ok::<(), logot::Error>(())
+    /// ```
     pub fn prepare<T: Real>(&self, problem: &Problem<'_, T>) -> Result<Prepared<T, B>>
     where
         B: Backend<T>,
@@ -516,6 +588,22 @@ impl<B> Solver<B> {
 
     /// As [`Solver::solve`] for a batch already on the backend: only the potentials, `B`
     /// marginal errors (every `check_every` iterations) and `B` distances cross to the host.
+    ///
+    /// ```
+    /// use logot::{CpuBackend, Problem, SinkhornParams, Solver};
+    /// use ndarray::array;
+    /// // Solve the same uploaded batch at several iteration budgets: the marginal error falls.
+    /// let (mu, nu, cost) = (array![0.5f64, 0.5], array![0.1, 0.9], array![[0.0, 1.0], [1.0, 0.0]]);
+    /// let problem = Problem::new(mu.view(), nu.view(), cost.view())?;
+    /// let prepared = Solver::new(CpuBackend, SinkhornParams::new(0.5)).prepare(&problem)?;
+    /// let mut errors = Vec::new();
+    /// for iters in [1, 4, 16] {
+    ///     let solver = Solver::new(CpuBackend, SinkhornParams::fixed_iterations(0.5, iters));
+    ///     errors.push(solver.solve_prepared(&prepared)?.convergence.marginal_error);
+    /// }
+    /// assert!(errors[0] > errors[1] && errors[1] > errors[2]);
+    /// # Ok::<(), logot::Error>(())
+    /// ```
     pub fn solve_prepared<T: Real>(&self, prepared: &Prepared<T, B>) -> Result<SinkhornResult<T>>
     where
         B: Backend<T>,

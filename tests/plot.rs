@@ -98,3 +98,32 @@ fn inconsistent_input_is_an_error() {
         other => panic!("expected a File error, got {other:?}"),
     }
 }
+
+#[test]
+fn scatter_panels_write_a_png_of_the_grid_size() {
+    let a = Array2::from_shape_fn((50, 2), |(i, k)| ((i * (k + 3)) as f64 * 0.37).sin());
+    let b = Array2::from_shape_fn((30, 2), |(i, k)| (i as f64 * 0.1 + k as f64).cos());
+    let panels: Vec<plot::ScatterPanel<'_, f64>> = (0..5)
+        .map(|k| {
+            (
+                format!("step {k}"),
+                vec![("target", b.view()), ("cloud", a.view())],
+            )
+        })
+        .collect();
+    let p = out("scatter.png");
+    plot::scatter(&p, &panels, 3, "five panels in rows of three").unwrap();
+    // Panels of 330×330 pixels below a 44-pixel title band: 3 columns, 2 rows.
+    assert_eq!(is_png(&p), (3 * 330, 44 + 2 * 330));
+    // A series that is not k×2, and nothing to draw, are errors.
+    let bad = Array2::<f64>::zeros((4, 3));
+    let r = plot::scatter(
+        out("bad4.png"),
+        &[("p".into(), vec![("bad", bad.view())])],
+        1,
+        "t",
+    );
+    assert!(matches!(r, Err(logot::Error::Shape { .. })), "{r:?}");
+    let none: Vec<plot::ScatterPanel<'_, f64>> = vec![("p".into(), vec![])];
+    assert!(plot::scatter(out("bad5.png"), &none, 1, "t").is_err());
+}

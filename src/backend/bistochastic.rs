@@ -1,4 +1,4 @@
-//! Kernels for the bistochastic projection of small matrices (see [`crate::grad::bistochastic`]).
+//! Kernels for the bistochastic projection of small matrices (see [`crate::grad::bistochastic`](mod@crate::grad::bistochastic)).
 //!
 //! A batch of `B` matrices `n×n` is stored row-major, `B×n×n`. Each matrix is independent
 //! and small (`n ≤ 32`): a backend processes one matrix per thread / warp / task, entirely

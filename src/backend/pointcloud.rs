@@ -97,6 +97,13 @@ impl<'a, T: Real> PointCloudCost<'a, T> {
     }
 
     /// Euclidean cost `|x_i − y_j|` (see [`PointMetric::Euclidean`]).
+    ///
+    /// ```
+    /// let (x, y) = (ndarray::array![[0.0f64, 0.0]], ndarray::array![[3.0, 4.0]]);
+    /// assert_eq!(logot::PointCloudCost::euclidean(x.view(), y.view())?.cost(0, 0), 5.0);
+    /// assert_eq!(logot::PointCloudCost::new(x.view(), y.view())?.cost(0, 0), 25.0);
+    /// # Ok::<(), logot::Error>(())
+    /// ```
     pub fn euclidean(x: ArrayView2<'a, T>, y: ArrayView2<'a, T>) -> Result<Self> {
         Self::with_metric(x, y, PointMetric::Euclidean)
     }
@@ -156,6 +163,15 @@ impl<'a, T: Real> PointCloudCost<'a, T> {
 
     /// An upper bound on every `C_ij`: the cost across the diagonal of the bounding box of
     /// both clouds, `(Σ_k (max_k − min_k)²)^{p/2}`, in `O((n + m)·d)`.
+    ///
+    /// ```
+    /// let x = ndarray::array![[0.0f64, 0.0], [1.0, 0.0]];
+    /// let y = ndarray::array![[0.0, 2.0]];
+    /// let cost = logot::PointCloudCost::new(x.view(), y.view())?;
+    /// assert_eq!(cost.max_cost(), 5.0); // box [0, 1]×[0, 2]: 1² + 2²
+    /// assert!(cost.to_dense().iter().all(|&c| c <= 5.0));
+    /// # Ok::<(), logot::Error>(())
+    /// ```
     pub fn max_cost(&self) -> f64 {
         let d = self.dim();
         let mut lo = vec![f64::INFINITY; d];
@@ -176,6 +192,22 @@ impl<'a, T: Real> PointCloudCost<'a, T> {
     /// ε-scaling that anneals from the clouds' largest cost ([`PointCloudCost::max_cost`],
     /// the squared diameter for the squared Euclidean cost) down to the target ε:
     /// [`EpsScaling::from_max_cost`].
+    ///
+    /// ```
+    /// use logot::{CpuBackend, PointCloudCost, Problem, SinkhornParams, Solver};
+    /// use ndarray::{Array1, Array2, Axis};
+    /// // A 5×5 grid and its translate by (0.1, 0.1), ε = 1e-3 after annealing from the
+    /// // squared diameter: the entropic cost is within O(ε) above the exact W₂² = 0.02.
+    /// let x = Array2::from_shape_fn((25, 2), |(i, k)| if k == 0 { (i % 5) as f64 } else { (i / 5) as f64 } * 0.25);
+    /// let y = &x + 0.1;
+    /// let w = Array1::from_elem(25, 0.04).insert_axis(Axis(0));
+    /// let cost = PointCloudCost::new(x.view(), y.view())?;
+    /// let params = SinkhornParams::new(1e-3).with_eps_scaling(cost.eps_scaling());
+    /// let r = Solver::new(CpuBackend, params).solve(&Problem::batch(w.view(), w.view(), cost)?)?;
+    /// assert!(r.convergence.converged, "{:?}", r.convergence);
+    /// assert!(r.distance[0] >= 0.02 - 1e-9 && r.distance[0] < 0.02 + 3e-3, "{}", r.distance[0]);
+    /// # Ok::<(), logot::Error>(())
+    /// ```
     pub fn eps_scaling(&self) -> EpsScaling {
         EpsScaling::from_max_cost(self.max_cost())
     }

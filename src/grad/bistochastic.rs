@@ -143,7 +143,19 @@ impl<B> Bistochastic<B> {
         Bistochastic { backend, params }
     }
 
-    /// `R = SinkhornKnopp(exp(X))` for each matrix of `x` (`B×n×n`).
+    /// `R = SinkhornKnopp(exp(X))` for each matrix of `x` (`B×n×n`): columns, then rows,
+    /// normalised in the log domain.
+    ///
+    /// ```
+    /// use logot::grad::{Bistochastic, BistochasticParams};
+    /// use ndarray::Array3;
+    /// // exp(X) = a·bᵀ (rank one) is projected in one iteration onto the uniform matrix 1/n.
+    /// let x = Array3::from_shape_fn((1, 4, 4), |(_, i, j)| 0.3 * i as f64 - 0.7 * j as f64);
+    /// let proj = Bistochastic::new(logot::CpuBackend, BistochasticParams::fixed(1));
+    /// let r = proj.forward(x.view())?.r;
+    /// assert!(r.iter().all(|v| (v - 0.25).abs() < 1e-12));
+    /// # Ok::<(), logot::Error>(())
+    /// ```
     pub fn forward<T: Real>(&self, x: ArrayView3<'_, T>) -> Result<BistochasticResult<T>>
     where
         B: BistochasticKernels<T>,
@@ -188,6 +200,19 @@ impl<B> Bistochastic<B> {
 
     /// `∂L/∂X` from the projected `r` (`B×n×n`, as returned by [`Bistochastic::forward`]) and
     /// `g = ∂L/∂R` (same shape), by implicit differentiation (see the module docs).
+    ///
+    /// ```
+    /// use logot::grad::{Bistochastic, BistochasticParams, CgParams};
+    /// use ndarray::Array3;
+    /// let x = Array3::from_shape_fn((2, 3, 3), |(b, i, j)| ((b + i * j) % 4) as f64);
+    /// let proj = Bistochastic::new(logot::CpuBackend, BistochasticParams::converged(1e-14));
+    /// let r = proj.forward(x.view())?.r;
+    /// // L = Σ_ij (c_i + d_j)·R_ij = Σ c + Σ d for every bistochastic R: ∂L/∂X = 0.
+    /// let g = Array3::from_shape_fn((2, 3, 3), |(_, i, j)| i as f64 - 2.0 * j as f64);
+    /// let dx = proj.backward(r.view(), g.view(), &CgParams::default())?.dx;
+    /// assert!(dx.iter().all(|v| v.abs() < 1e-12));
+    /// # Ok::<(), logot::Error>(())
+    /// ```
     pub fn backward<T: Real>(
         &self,
         r: ArrayView3<'_, T>,
@@ -247,6 +272,18 @@ impl<B> Bistochastic<B> {
 }
 
 /// [`Bistochastic::forward`] on the CPU.
+///
+/// ```
+/// use logot::grad::{bistochastic, BistochasticParams};
+/// use ndarray::{Array3, Axis};
+/// let x = Array3::from_shape_fn((100, 5, 5), |(b, i, j)| ((7 * b + 3 * i + j) % 11) as f64 * 0.4);
+/// let out = bistochastic(x.view(), &BistochasticParams::converged(1e-12))?;
+/// assert!(out.convergence.converged);
+/// for r in out.r.outer_iter() {
+///     assert!(r.sum_axis(Axis(0)).iter().chain(&r.sum_axis(Axis(1))).all(|s| (s - 1.0).abs() < 1e-11));
+/// }
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn bistochastic<T: Real>(
     x: ArrayView3<'_, T>,
     params: &BistochasticParams,
@@ -255,6 +292,27 @@ pub fn bistochastic<T: Real>(
 }
 
 /// [`Bistochastic::backward`] on the CPU.
+///
+/// ```
+/// use logot::grad::{bistochastic, bistochastic_backward, check_gradient, BistochasticParams, CgParams, GradCheckOptions};
+/// use ndarray::Array3;
+/// // L(X) = ⟨G, R(X)⟩ for one 3×3 matrix: the implicit gradient against central differences.
+/// let x = Array3::from_shape_fn((1, 3, 3), |(_, i, j)| ((i + 2 * j) % 3) as f64 * 0.8);
+/// let g = Array3::from_shape_fn((1, 3, 3), |(_, i, j)| (i as f64 - 1.0) * (j as f64 + 0.5));
+/// let params = BistochasticParams::converged(1e-14);
+/// let r = bistochastic(x.view(), &params)?.r;
+/// let dx = bistochastic_backward(r.view(), g.view(), &CgParams::default())?.dx;
+/// let loss = |flat: &[f64]| {
+///     let xs = Array3::from_shape_vec((1, 3, 3), flat.to_vec()).unwrap();
+///     (&bistochastic(xs.view(), &params).unwrap().r * &g).sum()
+/// };
+/// let flat: Vec<f64> = x.iter().copied().collect();
+/// let grad: Vec<f64> = dx.iter().copied().collect();
+/// // Relative error 1e-6, absolute below 1e-3 (an entry here is 0: central differences give 6e-11).
+/// let report = check_gradient(loss, &flat, &grad, &GradCheckOptions::new(1e-6, 1e-3))?;
+/// assert!(report.passed, "{report}");
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn bistochastic_backward<T: Real>(
     r: ArrayView3<'_, T>,
     g: ArrayView3<'_, T>,

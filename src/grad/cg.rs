@@ -174,6 +174,29 @@ fn project<S: CgSpace>(
 ///
 /// `tol` is the relative residual target; non-convergence is reported in `outcomes`, not an
 /// error. Errors: a non-finite right-hand side or a backend failure.
+///
+/// ```
+/// use logot::grad::{conjugate_gradient, BackendSpace, CgOperator, CgOutcome};
+/// use logot::CpuBackend;
+/// /// Diagonal maps `A_b = diag(d_b)`, applied entry by entry (CPU buffers are `Vec`s).
+/// struct Diagonal(Vec<f64>);
+/// impl CgOperator<BackendSpace<'_, f64, CpuBackend>> for Diagonal {
+///     fn apply(&mut self, _: &BackendSpace<'_, f64, CpuBackend>, x: &Vec<f64>, y: &mut Vec<f64>) -> logot::Result<()> {
+///         y.iter_mut().zip(x).zip(&self.0).for_each(|((y, x), d)| *y = d * x);
+///         Ok(())
+///     }
+/// }
+/// // Two problems of 3 unknowns, solved together.
+/// let space = BackendSpace::new(&CpuBackend, 2, 3);
+/// let mut op = Diagonal(vec![1.0, 2.0, 4.0, 3.0, 3.0, 3.0]);
+/// let rhs = vec![1.0, 2.0, 4.0, 3.0, 6.0, 9.0];
+/// let mut outcomes = vec![CgOutcome::default(); 2];
+/// let x = conjugate_gradient(&space, &mut op, &rhs, None, 1e-12, 10, &mut outcomes)?;
+/// let expected = [1.0, 1.0, 1.0, 1.0, 2.0, 3.0];
+/// assert!(x.iter().zip(expected).all(|(a, b)| (a - b).abs() < 1e-12));
+/// assert!(outcomes.iter().all(|o| o.converged && o.iterations <= 3)); // ≤ distinct eigenvalues
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn conjugate_gradient<S: CgSpace, A: CgOperator<S>>(
     space: &S,
     op: &mut A,

@@ -90,9 +90,16 @@ impl fmt::Display for GradCheckReport {
     }
 }
 
-/// Central-difference gradient of `f` at `x` with relative step `step`.
+/// Central-difference gradient of `f` at `x` with relative step `step`:
+/// `(f(x + h e_k) − f(x − h e_k)) / 2h`, `h = step·max(1, |x_k|)`.
 ///
 /// Errors: empty or non-finite `x`, `step ≤ 0`, or `f` non-finite at a probe point.
+///
+/// ```
+/// let g = logot::grad::numerical_gradient(|x| x[0] * x[0] + 3.0 * x[1], &[2.0, -1.0], 1e-5)?;
+/// assert!((g[0] - 4.0).abs() < 1e-8 && (g[1] - 3.0).abs() < 1e-8);
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn numerical_gradient(
     mut f: impl FnMut(&[f64]) -> f64,
     x: &[f64],
@@ -138,6 +145,18 @@ pub fn numerical_gradient(
 ///
 /// Errors (rather than a failed report): `grad` of the wrong length or non-finite, invalid
 /// options, or `f` non-finite at a probe point.
+///
+/// ```
+/// use logot::grad::{check_gradient, GradCheckOptions};
+/// let f = |x: &[f64]| x[0].exp() * x[1];
+/// let x = [0.5, 2.0];
+/// let right = [0.5f64.exp() * 2.0, 0.5f64.exp()];
+/// assert!(check_gradient(f, &x, &right, &GradCheckOptions::default())?.passed);
+/// let wrong = [right[0], 1.01 * right[1]];
+/// let report = check_gradient(f, &x, &wrong, &GradCheckOptions::default())?;
+/// assert!(!report.passed && report.worst_index == 1);
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn check_gradient(
     f: impl FnMut(&[f64]) -> f64,
     x: &[f64],

@@ -10,7 +10,7 @@
 //!   ([`Solver::wasserstein_gradients`](crate::Solver::wasserstein_gradients)), and the
 //!   envelope gradients of the regularised objective
 //!   ([`Solver::envelope_gradients`](crate::Solver::envelope_gradients)).
-//! * [`bistochastic`]: `R = SinkhornKnopp(exp(X))` for batches of `n×n` matrices and
+//! * [`bistochastic`](mod@bistochastic): `R = SinkhornKnopp(exp(X))` for batches of `n×n` matrices and
 //!   `∂L/∂X`.
 //! * [`finite_diff`]: [`check_gradient`], used by the tests of every gradient in the crate.
 

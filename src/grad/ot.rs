@@ -127,6 +127,21 @@ impl<'s, T: Real, B: GradKernels<T>> CgOperator<BackendSpace<'s, T, B>>
 /// gradient `upstream` (`B` matrices or one shared `n×m`), by matrix-free CG on the Schur
 /// complement (see the module docs). Data stays on the backend; only `B` dot products per CG
 /// step come back to the host.
+///
+/// ```
+/// use logot::grad::{implicit_adjoint, CgParams};
+/// use logot::{Backend, CpuBackend};
+/// // Any positive matrix is the plan of its own marginals. G = 1 (L = ΣP, the mass) is
+/// // explained entirely by the potentials: a_i + b_j = 1, so ∂L/∂C = 0.
+/// let be = CpuBackend;
+/// let plan = be.upload(&[0.3f64, 0.1, 0.05, 0.15, 0.25, 0.15])?; // 1×2×3
+/// let ones = be.upload(&[1.0; 6])?;
+/// let adj = implicit_adjoint(&be, &plan, 1, 2, 3, &ones, &CgParams::default())?;
+/// let (a, b) = (be.download(&adj.a)?, be.download(&adj.b)?);
+/// assert!(adj.cg.all_converged());
+/// assert!(a.iter().all(|ai| b.iter().all(|bj| (ai + bj - 1.0).abs() < 1e-9)));
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn implicit_adjoint<T: Real, B: GradKernels<T>>(
     be: &B,
     plan: &B::Buffer,
@@ -223,6 +238,18 @@ fn check_output<T: Real>(what: &str, v: &[T]) -> Result<()> {
 /// Exact gradients of a loss `L(P)` through the Sinkhorn plans `plan` (`B×n×m`, converged)
 /// at regularisation `eps`, for the upstream gradient `upstream = ∂L/∂P` (`B×n×m`), on the
 /// CPU. See the module docs for the math, the representative of `(∂μ, ∂ν)` and zero-mass bins.
+///
+/// ```
+/// use logot::grad::{plan_gradients, CgParams};
+/// use ndarray::Array3;
+/// // L(P) = Σ P, the common mass of μ and ν: no gradient through C, and in the zero-mean
+/// // representative ∂L/∂μ = 0, ∂L/∂ν = 1 (one more unit of mass costs one unit of L).
+/// let plan = Array3::from_shape_fn((1, 3, 2), |(_, i, j)| 0.05 + 0.1 * ((i + j) % 3) as f64);
+/// let g = plan_gradients(plan.view(), 0.1, Array3::ones((1, 3, 2)).view(), &CgParams::default())?;
+/// assert!(g.cost.iter().all(|v| v.abs() < 1e-9));
+/// assert!(g.mu.iter().all(|v| v.abs() < 1e-9) && g.nu.iter().all(|v| (v - 1.0).abs() < 1e-9));
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn plan_gradients<T: Real>(
     plan: ArrayView3<'_, T>,
     eps: f64,
@@ -233,6 +260,23 @@ pub fn plan_gradients<T: Real>(
 }
 
 /// [`plan_gradients`] on a chosen backend.
+///
+/// ```
+/// use logot::grad::{plan_gradients_on, CgParams};
+/// use logot::{CpuBackend, Problem, SinkhornParams, Solver};
+/// use ndarray::array;
+/// // From a solved plan: the upstream G = C gives the implicit part of ∂⟨P,C⟩/∂C, the same
+/// // as `Solver::implicit_gradients` computes from the problem itself.
+/// let (mu, nu, cost) = (array![0.3f64, 0.7], array![0.6, 0.4], array![[0.0, 1.0], [0.5, 0.2]]);
+/// let solver = Solver::new(CpuBackend, SinkhornParams::new(0.1));
+/// let problem = Problem::new(mu.view(), nu.view(), cost.view())?;
+/// let plan = solver.coupling(&problem)?.plan;
+/// let upstream = cost.clone().insert_axis(ndarray::Axis(0));
+/// let from_plan = plan_gradients_on(&CpuBackend, plan.view(), 0.1, upstream.view(), &CgParams::default())?;
+/// let from_problem = solver.implicit_gradients(&problem, |_| upstream.clone(), &CgParams::default())?;
+/// assert!((&from_plan.cost - &from_problem.cost).iter().all(|d| d.abs() < 1e-7));
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn plan_gradients_on<T: Real, B: GradKernels<T>>(
     be: &B,
     plan: ArrayView3<'_, T>,
@@ -335,6 +379,23 @@ impl<Bk> Solver<Bk> {
     /// Exact gradients of a loss `L(P)` of the plans with respect to the cost, `μ` and `ν`:
     /// `upstream` receives the solved batch (plans `B×n×m` and potentials) and returns
     /// `∂L/∂P` (`B×n×m`). `L` is assumed not to depend on the cost except through `P`.
+    ///
+    /// ```
+    /// use logot::{grad::CgParams, CpuBackend, Problem, SinkhornParams, Solver};
+    /// use ndarray::array;
+    /// // ⟨P, C⟩ depends on C directly (∂ = P) and through P (the implicit part, with G = C):
+    /// // wasserstein_gradients = P + implicit_gradients(G = C).
+    /// let (mu, nu, cost) = (array![0.2f64, 0.8], array![0.5, 0.5], array![[0.0, 1.0], [0.4, 0.1]]);
+    /// let solver = Solver::new(CpuBackend, SinkhornParams::new(0.05));
+    /// let problem = Problem::new(mu.view(), nu.view(), cost.view())?;
+    /// let cg = CgParams::default();
+    /// let upstream = cost.clone().insert_axis(ndarray::Axis(0));
+    /// let implicit = solver.implicit_gradients(&problem, |_| upstream.clone(), &cg)?;
+    /// let total = solver.wasserstein_gradients(&problem, &cg)?;
+    /// let plan = solver.coupling(&problem)?.plan;
+    /// assert!((&total.cost - &implicit.cost - &plan).iter().all(|d| d.abs() < 1e-7));
+    /// # Ok::<(), logot::Error>(())
+    /// ```
     pub fn implicit_gradients<T: Real>(
         &self,
         problem: &Problem<'_, T>,
@@ -444,6 +505,26 @@ impl<Bk> Solver<Bk> {
     /// The regularised objective `OT_ε` and its envelope-theorem gradients (`P`, `f`, `g`):
     /// cheap (no linear solve) but they differentiate `OT_ε`, not the transport cost
     /// `⟨P,C⟩` (use [`Solver::wasserstein_gradients`] for that).
+    ///
+    /// ```
+    /// use logot::{CpuBackend, Problem, SinkhornParams, Solver};
+    /// use ndarray::array;
+    /// // ∂OT_ε/∂C_01 = P_01, against a central difference of OT_ε.
+    /// let (mu, nu) = (array![0.4f64, 0.6], array![0.5, 0.5]);
+    /// let solver = Solver::new(CpuBackend, SinkhornParams { tol: Some(1e-13), ..SinkhornParams::new(0.1) });
+    /// let value = |c: &ndarray::Array2<f64>| -> logot::Result<f64> {
+    ///     Ok(solver.envelope_gradients(&Problem::new(mu.view(), nu.view(), c.view())?)?.value[0])
+    /// };
+    /// let cost = array![[0.0, 1.0], [0.5, 0.2]];
+    /// let env = solver.envelope_gradients(&Problem::new(mu.view(), nu.view(), cost.view())?)?;
+    /// let h = 1e-6;
+    /// let (mut up, mut down) = (cost.clone(), cost.clone());
+    /// up[[0, 1]] += h;
+    /// down[[0, 1]] -= h;
+    /// let numeric = (value(&up)? - value(&down)?) / (2.0 * h);
+    /// assert!((numeric - env.cost[[0, 0, 1]]).abs() < 1e-7);
+    /// # Ok::<(), logot::Error>(())
+    /// ```
     pub fn envelope_gradients<T: Real>(
         &self,
         problem: &Problem<'_, T>,

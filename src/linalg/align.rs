@@ -30,6 +30,13 @@ pub struct RigidTransform<T> {
 
 impl<T: Real> RigidTransform<T> {
     /// The identity in dimension `d`.
+    ///
+    /// ```
+    /// let t = logot::linalg::RigidTransform::<f64>::identity(2);
+    /// let x = ndarray::array![[1.0, 2.0], [3.0, 4.0]];
+    /// assert_eq!(t.apply(x.view())?, x);
+    /// # Ok::<(), logot::Error>(())
+    /// ```
     pub fn identity(d: usize) -> Self {
         RigidTransform {
             rotation: Array2::eye(d),
@@ -38,6 +45,15 @@ impl<T: Real> RigidTransform<T> {
     }
 
     /// The cloud `x` (`n×d`) moved: rows `R·x_i + t`.
+    ///
+    /// ```
+    /// use logot::linalg::RigidTransform;
+    /// use ndarray::array;
+    /// // A quarter turn, then a shift by (1, 0).
+    /// let t = RigidTransform { rotation: array![[0.0, -1.0], [1.0, 0.0]], translation: array![1.0, 0.0] };
+    /// assert_eq!(t.apply(array![[1.0, 0.0], [0.0, 2.0]].view())?, array![[1.0, 1.0], [-1.0, 0.0]]);
+    /// # Ok::<(), logot::Error>(())
+    /// ```
     pub fn apply(&self, x: ArrayView2<'_, T>) -> Result<Array2<T>> {
         let d = self.rotation.nrows();
         if x.ncols() != d {
@@ -61,6 +77,15 @@ impl<T: Real> RigidTransform<T> {
 
 /// Angle in radians of the 3-D rotation `a·bᵀ` (the geodesic distance between the
 /// rotations `a` and `b`): `acos((tr(a·bᵀ) − 1)/2)`.
+///
+/// ```
+/// use ndarray::{array, Array2};
+/// let (c, s) = (0.5f64.cos(), 0.5f64.sin());
+/// let rot = array![[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]; // 0.5 rad about z
+/// let angle = logot::linalg::align::rotation_angle(rot.view(), Array2::eye(3).view())?;
+/// assert!((angle - 0.5).abs() < 1e-12);
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn rotation_angle<T: Real>(a: ArrayView2<'_, T>, b: ArrayView2<'_, T>) -> Result<f64> {
     if a.dim() != (3, 3) || b.dim() != (3, 3) {
         return Err(Error::shape(
@@ -220,6 +245,20 @@ fn det3(a: &Array2<f64>) -> f64 {
 /// With `center = false` the translation is fixed at 0 (a rotation about the origin).
 /// When the cross-covariance has rank ≤ 1 (collinear points) the rotation is not unique
 /// and one of the minimisers is returned.
+///
+/// ```
+/// use logot::linalg::{align::rotation_angle, kabsch};
+/// use ndarray::{array, Array2};
+/// let (c, s) = (0.5f64.cos(), 0.5f64.sin());
+/// let rot = array![[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]; // 0.5 rad about z
+/// let x = array![[1.0, 0.0, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 3.0], [1.0, 1.0, 1.0]];
+/// let y = x.dot(&rot.t()) + &array![0.1, -0.2, 0.3]; // y_i = R·x_i + t
+/// let plan = Array2::eye(4) / 4.0; // x_i ↔ y_i
+/// let fit = kabsch(x.view(), y.view(), plan.view(), true)?;
+/// assert!(rotation_angle(fit.rotation.view(), rot.view())? < 1e-9);
+/// assert!((&fit.translation - &array![0.1, -0.2, 0.3]).iter().all(|e| e.abs() < 1e-9));
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn kabsch<T: Real>(
     x: ArrayView2<'_, T>,
     y: ArrayView2<'_, T>,
@@ -232,6 +271,18 @@ pub fn kabsch<T: Real>(
 /// Orthogonal Procrustes in any dimension: the orthogonal `R` (`d×d`, `det = ±1`) and `t`
 /// minimising `Σ_ij P_ij ‖R·x_i + t − y_j‖²`, with `R` the polar factor of `Hᵀ` computed
 /// by Newton–Schulz (`params`, typically [`NewtonSchulzParams::polar`]), on the CPU.
+///
+/// ```
+/// use logot::linalg::{orthogonal_procrustes, NewtonSchulzParams};
+/// use ndarray::{array, Array2};
+/// // 4-D: a reflection and a swap of two axes (det = −1, not a rotation).
+/// let q = array![[-1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]];
+/// let x = Array2::from_shape_fn((6, 4), |(i, k)| ((3 * i + 5 * k) % 7) as f64 - 3.0);
+/// let y = x.dot(&q.t());
+/// let fit = orthogonal_procrustes(x.view(), y.view(), (Array2::eye(6) / 6.0).view(), false, &NewtonSchulzParams::polar())?;
+/// assert!((&fit.rotation - &q).iter().all(|e| e.abs() < 1e-9));
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn orthogonal_procrustes<T: Real>(
     x: ArrayView2<'_, T>,
     y: ArrayView2<'_, T>,
@@ -450,6 +501,19 @@ pub struct WassersteinProcrustes<T> {
 /// squared-Euclidean cost), by alternating the optimal coupling for the current `R` and
 /// the best `R` for that coupling ([`kabsch`] or the Newton–Schulz polar factor), with ε
 /// annealed from `eps_start` to `eps`. Points need not correspond (shuffled, `n ≠ m`).
+///
+/// ```
+/// use logot::linalg::{align::rotation_angle, wasserstein_procrustes, WassersteinProcrustesParams};
+/// use ndarray::{array, Array2};
+/// let (c, s) = (0.5f64.cos(), 0.5f64.sin());
+/// let rot = array![[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]; // 0.5 rad about z
+/// // A cloud and its rotated copy with the points in another order: no correspondence given.
+/// let x = Array2::from_shape_fn((40, 3), |(i, k)| ((i * (k + 2) * 7 + 3 * k) % 23) as f64 / 23.0 - 0.5 + 0.3 * k as f64);
+/// let y = Array2::from_shape_fn((40, 3), |(j, k)| x.row((7 * j) % 40).dot(&rot.row(k)));
+/// let fit = wasserstein_procrustes(x.view(), y.view(), &WassersteinProcrustesParams::default())?;
+/// assert!(rotation_angle(fit.transform.rotation.view(), rot.view())? < 1e-2);
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn wasserstein_procrustes<T: Real>(
     x: ArrayView2<'_, T>,
     y: ArrayView2<'_, T>,
@@ -459,6 +523,21 @@ pub fn wasserstein_procrustes<T: Real>(
 }
 
 /// [`wasserstein_procrustes`] on `backend` (GEMMs, Sinkhorn and Newton–Schulz there).
+///
+/// ```
+/// use logot::linalg::{wasserstein_procrustes_on, WassersteinProcrustesParams};
+/// use ndarray::Array2;
+/// use logot::linalg::align::rotation_angle;
+/// // A 3-D cloud turned by 0.3 rad about x and shifted, points in another order.
+/// let (c, s) = (0.3f64.cos(), 0.3f64.sin());
+/// let rot = ndarray::array![[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]];
+/// let x = Array2::from_shape_fn((30, 3), |(i, k)| ((i * (k + 3) * 5 + k) % 17) as f64 / 17.0 + k as f64);
+/// let y = Array2::from_shape_fn((30, 3), |(j, k)| x.row((11 * j) % 30).dot(&rot.row(k)) + 0.5);
+/// let fit = wasserstein_procrustes_on(&logot::CpuBackend, x.view(), y.view(), &WassersteinProcrustesParams::default())?;
+/// assert!(rotation_angle(fit.transform.rotation.view(), rot.view())? < 1e-2);
+/// assert!(fit.transform.translation.iter().all(|t| t.is_finite()));
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn wasserstein_procrustes_on<T: Real, B: LinalgKernels<T> + Clone>(
     backend: &B,
     x: ArrayView2<'_, T>,

@@ -32,6 +32,14 @@ pub fn matmul<T: Real>(a: ArrayView2<'_, T>, b: ArrayView2<'_, T>) -> Result<Arr
 }
 
 /// `C = A·B` on `backend`.
+///
+/// ```
+/// use ndarray::array;
+/// let (a, b) = (array![[1.0f32, 2.0], [3.0, 4.0]], array![[0.0, 1.0], [1.0, 0.0]]);
+/// let c = logot::linalg::matmul_on(&logot::CpuBackend, a.view(), b.view())?;
+/// assert_eq!(c, array![[2.0, 1.0], [4.0, 3.0]]); // B swaps the columns
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn matmul_on<T: Real, B: LinalgKernels<T>>(
     backend: &B,
     a: ArrayView2<'_, T>,
@@ -61,6 +69,16 @@ pub fn matmul_on<T: Real, B: LinalgKernels<T>>(
 
 /// Backward of `C = A·B` on the CPU: given `dc = ∂L/∂C` (`m×n`), returns `dA = dC·Bᵀ` and
 /// `dB = Aᵀ·dC`.
+///
+/// ```
+/// use ndarray::array;
+/// // L = Σ C = Σ_ij (A·B)_ij: dC = 1, so dA_ik = Σ_j B_kj and dB_kj = Σ_i A_ik.
+/// let (a, b) = (array![[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], array![[1.0, 0.0, 2.0], [0.0, 3.0, 1.0]]);
+/// let g = logot::linalg::matmul_backward(a.view(), b.view(), ndarray::Array2::ones((3, 3)).view())?;
+/// assert_eq!(g.da, array![[3.0, 4.0], [3.0, 4.0], [3.0, 4.0]]);
+/// assert_eq!(g.db, array![[9.0, 9.0, 9.0], [12.0, 12.0, 12.0]]);
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn matmul_backward<T: Real>(
     a: ArrayView2<'_, T>,
     b: ArrayView2<'_, T>,
@@ -70,6 +88,17 @@ pub fn matmul_backward<T: Real>(
 }
 
 /// Backward of `C = A·B` on `backend` (two GEMMs with a transposed operand read in place).
+///
+/// ```
+/// use logot::linalg::{matmul, matmul_backward_on};
+/// use ndarray::array;
+/// // L = ⟨G, A·B⟩ is linear in A: L(A) = ⟨dA, A⟩ with dA from the backward.
+/// let (a, b, g) = (array![[1.0, -2.0]], array![[0.5], [2.0]], array![[3.0]]);
+/// let grad = matmul_backward_on(&logot::CpuBackend, a.view(), b.view(), g.view())?;
+/// let loss = (&matmul(a.view(), b.view())? * &g).sum();
+/// assert_eq!((&grad.da * &a).sum(), loss);
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn matmul_backward_on<T: Real, B: LinalgKernels<T>>(
     backend: &B,
     a: ArrayView2<'_, T>,
@@ -129,12 +158,29 @@ pub fn matmul_backward_on<T: Real, B: LinalgKernels<T>>(
 /// Computed as `‖x_i‖² + ‖y_j‖² − 2·(X·Yᵀ)_ij` with one GEMM, after translating both clouds
 /// by their common mean (the cost does not change; the cancellation in the formula does),
 /// and clamped at 0 (rounding can make the formula slightly negative for close points).
+///
+/// ```
+/// use ndarray::array;
+/// let x = array![[0.0, 0.0], [1.0, 1.0]];
+/// let y = array![[3.0, 4.0]];
+/// let c = logot::linalg::sq_euclidean_cost(x.view(), y.view())?;
+/// assert_eq!(c, array![[25.0], [13.0]]);
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn sq_euclidean_cost<T: Real>(x: ArrayView2<'_, T>, y: ArrayView2<'_, T>) -> Result<Array2<T>> {
     sq_euclidean_cost_on(&CpuBackend, x, y)
 }
 
 /// [`sq_euclidean_cost`] with the GEMM on `backend` (the norms and the clamp are added on
 /// the host; the result is a host array, e.g. for [`crate::CostSource::Dense`]).
+///
+/// ```
+/// use ndarray::array;
+/// let x = array![[1.0f32, 2.0, 3.0]];
+/// let c = logot::linalg::sq_euclidean_cost_on(&logot::CpuBackend, x.view(), x.view())?;
+/// assert_eq!(c[[0, 0]], 0.0); // clamped: never slightly negative
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn sq_euclidean_cost_on<T: Real, B: LinalgKernels<T>>(
     backend: &B,
     x: ArrayView2<'_, T>,

@@ -23,7 +23,8 @@ pub use gemm::{
     sq_euclidean_cost_on, MatmulGrad,
 };
 pub use newton_schulz::{
-    newton_schulz, newton_schulz_on, xxt, xxt_on, NewtonSchulzParams, MUON_COEFFICIENTS,
+    newton_schulz, newton_schulz_buffer, newton_schulz_on, xxt, xxt_on, NewtonSchulzParams,
+    MUON_COEFFICIENTS,
 };
 pub use svd3::{svd3, svd3_batch, svd3_batch_on, Svd3, Svd3Batch};
 

@@ -85,6 +85,19 @@ impl NewtonSchulzParams {
 /// Newton–Schulz orthogonalisation of `x` (`r×c`) on the CPU.
 ///
 /// An all-zero `x` (no direction to orthogonalise) gives an all-zero result.
+///
+/// ```
+/// use logot::linalg::{newton_schulz, NewtonSchulzParams};
+/// use ndarray::array;
+/// // Singular values 3 and 1 (scaled to 0.95 and 0.32): five Muon steps put both in the
+/// // band [0.68, 1.21]; `polar()` adds cubic steps that converge to the polar factor I.
+/// let x = array![[3.0f64, 0.0], [0.0, 1.0]];
+/// let y = newton_schulz(x.view(), &NewtonSchulzParams::default())?;
+/// assert!(y.diag().iter().all(|s| (0.68..1.21).contains(s)));
+/// let p = newton_schulz(x.view(), &NewtonSchulzParams::polar())?;
+/// assert!((&p - &ndarray::Array2::<f64>::eye(2)).iter().all(|e| e.abs() < 1e-12));
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn newton_schulz<T: Real>(
     x: ArrayView2<'_, T>,
     params: &NewtonSchulzParams,
@@ -94,6 +107,14 @@ pub fn newton_schulz<T: Real>(
 
 /// Newton–Schulz orthogonalisation of `x` (`r×c`) on `backend`; the iterate stays on the
 /// device (the host reads back one number, `‖X‖_F`).
+///
+/// ```
+/// use logot::linalg::{newton_schulz_on, NewtonSchulzParams};
+/// let x = ndarray::array![[2.0f64, 0.0], [0.0, 0.5]];
+/// let y = newton_schulz_on(&logot::CpuBackend, x.view(), &NewtonSchulzParams::polar())?;
+/// assert!((y[[0, 0]] - 1.0).abs() < 1e-6 && (y[[1, 1]] - 1.0).abs() < 1e-6);
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn newton_schulz_on<T: Real, B: LinalgKernels<T>>(
     backend: &B,
     x: ArrayView2<'_, T>,
@@ -103,19 +124,66 @@ pub fn newton_schulz_on<T: Real, B: LinalgKernels<T>>(
     check_matrix("x", &x)?;
     let (r, c) = x.dim();
     let input = upload2(backend, &x)?;
-    let norm = backend.frobenius_norm(&input)?;
+    let xk = newton_schulz_buffer(backend, &input, r, c, params)?;
+    let out = download2(backend, &xk, r, c)?;
+    if out.iter().any(|v| !v.is_finite()) {
+        return Err(Error::Numerical(
+            "Newton–Schulz produced a non-finite entry (coefficients diverge?)".into(),
+        ));
+    }
+    Ok(out)
+}
+
+/// [`newton_schulz_on`] for a matrix already on the device: `x` holds `rows×cols`
+/// row-major; returns a new buffer with the result (all zeros when `x` is zero). Nothing
+/// but `‖X‖_F` crosses to the host, so a caller that keeps its matrices on the device (or
+/// a benchmark) pays no transfer. Entries are not validated here (the host never sees
+/// them): a non-finite input gives a non-finite norm, which is an error.
+///
+/// ```
+/// use logot::{linalg::{newton_schulz_buffer, NewtonSchulzParams}, Backend, CpuBackend};
+/// let x = CpuBackend.upload(&[3.0f64, 0.0, 0.0, 0.0, 0.25, 0.0])?; // 2×3
+/// let y = newton_schulz_buffer(&CpuBackend, &x, 2, 3, &NewtonSchulzParams::polar())?;
+/// let y = CpuBackend.download(&y)?;
+/// assert!((y[0] - 1.0).abs() < 1e-6 && (y[4] - 1.0).abs() < 1e-6);
+/// # Ok::<(), logot::Error>(())
+/// ```
+pub fn newton_schulz_buffer<T: Real, B: LinalgKernels<T>>(
+    backend: &B,
+    x: &B::Buffer,
+    rows: usize,
+    cols: usize,
+    params: &NewtonSchulzParams,
+) -> Result<B::Buffer> {
+    params.validate()?;
+    let (r, c) = (rows, cols);
+    if r == 0 || c == 0 {
+        return Err(Error::Empty {
+            arg: "x".into(),
+            detail: format!("shape {r}×{c}"),
+        });
+    }
+    if backend.len(x) != r * c {
+        return Err(Error::shape(
+            "x",
+            format!(
+                "buffer of length {} does not hold a {r}×{c} matrix",
+                backend.len(x)
+            ),
+        ));
+    }
+    let norm = backend.frobenius_norm(x)?;
     if !norm.is_finite() {
         return Err(Error::Numerical(format!(
             "‖x‖_F = {norm} is not finite in {}",
             T::NAME
         )));
     }
-    if norm == T::zero() {
-        return Ok(Array2::zeros((r, c)));
-    }
     let mut xk = backend.filled(r * c, T::zero())?;
-    backend.scaled_copy(T::one() / norm, &input, &mut xk)?;
-    drop(input);
+    if norm == T::zero() {
+        return Ok(xk);
+    }
+    backend.scaled_copy(T::one() / norm, x, &mut xk)?;
     // Work on X (wide) or implicitly on Xᵀ (tall): the Gram matrix is n×n, n = min(r, c).
     let wide = r <= c;
     let (n, k) = if wide { (r, c) } else { (c, r) };
@@ -175,22 +243,31 @@ pub fn newton_schulz_on<T: Real, B: LinalgKernels<T>>(
         }
         std::mem::swap(&mut xk, &mut next);
     }
-    let out = download2(backend, &xk, r, c)?;
-    if out.iter().any(|v| !v.is_finite()) {
-        return Err(Error::Numerical(
-            "Newton–Schulz produced a non-finite entry (coefficients diverge?)".into(),
-        ));
-    }
-    Ok(out)
+    Ok(xk)
 }
 
 /// The symmetric product `X·Xᵀ` (`r×r`) of `x` (`r×c`) on the CPU, computed from the tiles
 /// on and above the diagonal and mirrored: the result is exactly symmetric.
+///
+/// ```
+/// use ndarray::array;
+/// let g = logot::linalg::xxt(array![[1.0, 2.0], [3.0, 4.0], [0.0, 1.0]].view())?;
+/// assert_eq!(g, array![[5.0, 11.0, 2.0], [11.0, 25.0, 4.0], [2.0, 4.0, 1.0]]);
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn xxt<T: Real>(x: ArrayView2<'_, T>) -> Result<Array2<T>> {
     xxt_on(&CpuBackend, x)
 }
 
 /// [`xxt`] on `backend`.
+///
+/// ```
+/// let x = ndarray::Array2::from_shape_fn((5, 8), |(i, j)| ((i * j) % 3) as f32 - 1.0);
+/// let g = logot::linalg::xxt_on(&logot::CpuBackend, x.view())?;
+/// assert_eq!(g, g.t()); // exactly symmetric
+/// assert_eq!(g, x.dot(&x.t()));
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn xxt_on<T: Real, B: LinalgKernels<T>>(
     backend: &B,
     x: ArrayView2<'_, T>,

@@ -76,11 +76,37 @@ pub fn svd3<T: Real>(a: ArrayView2<'_, T>) -> Result<Svd3<T>> {
 }
 
 /// Thin SVD of a batch `B×M×3` on the CPU (rayon over the batch).
+///
+/// ```
+/// use ndarray::{Array2, Array3, Axis};
+/// let a = Array3::from_shape_fn((4, 10, 3), |(b, i, k)| ((b + 2 * i + 3 * k * k) % 7) as f64 - 3.0);
+/// let svd = logot::linalg::svd3_batch(a.view())?;
+/// for b in 0..4 {
+///     // A = U·diag(S)·Vᵀ
+///     let u = svd.u.index_axis(Axis(0), b);
+///     let us = &u * &svd.s.row(b);
+///     let back = us.dot(&svd.vt.index_axis(Axis(0), b));
+///     assert!((&back - &a.index_axis(Axis(0), b)).iter().all(|e| e.abs() < 1e-12));
+/// }
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn svd3_batch<T: Real>(a: ArrayView3<'_, T>) -> Result<Svd3Batch<T>> {
     svd3_batch_on(&CpuBackend, a)
 }
 
 /// Thin SVD of a batch `B×M×3` on `backend`.
+///
+/// ```
+/// use ndarray::Array3;
+/// // Columns of lengths 2, 5 and 1, orthogonal: the singular values are the lengths, sorted.
+/// let mut a = Array3::<f32>::zeros((1, 4, 3));
+/// a[[0, 0, 0]] = 2.0;
+/// a[[0, 1, 1]] = 5.0;
+/// a[[0, 2, 2]] = 1.0;
+/// let svd = logot::linalg::svd3_batch_on(&logot::CpuBackend, a.view())?;
+/// assert_eq!(svd.s.row(0).to_vec(), vec![5.0, 2.0, 1.0]);
+/// # Ok::<(), logot::Error>(())
+/// ```
 pub fn svd3_batch_on<T: Real, B: LinalgKernels<T>>(
     backend: &B,
     a: ArrayView3<'_, T>,

@@ -29,6 +29,52 @@ pub enum BenchProblem {
     /// fly, ε = 0.05: one half-step.
     #[value(name = "otC")]
     OtC,
+    /// Bistochastic projection of 65536 matrices 4×4, 20 iterations; then its backward.
+    #[value(name = "mhc4")]
+    Mhc4,
+    /// Bistochastic projection of 65536 matrices 16×16, 20 iterations; then its backward.
+    #[value(name = "mhc16")]
+    Mhc16,
+    /// Thin SVD of 4096 matrices 1024×3 (A ~ N(0, 1)).
+    #[value(name = "svd3")]
+    Svd3,
+    /// X·Xᵀ of a 4096×4096 matrix (symmetric kernel).
+    #[value(name = "xxt")]
+    Xxt,
+    /// X·Xᵀ of an 8192×8192 matrix (symmetric kernel).
+    #[value(name = "xxt8192")]
+    Xxt8192,
+    /// 5-step Newton–Schulz (Muon coefficients) of a 4096×4096 matrix.
+    #[value(name = "ns")]
+    Ns,
+    /// GEMM 4096³: forward C = A·B, then backward dA = dC·Bᵀ, dB = Aᵀ·dC.
+    #[value(name = "gemm")]
+    Gemm,
+}
+
+impl BenchProblem {
+    /// The name on the command line.
+    pub fn name(self) -> String {
+        use clap::ValueEnum;
+        self.to_possible_value()
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_default()
+    }
+
+    /// Matrix size of the mhc problems.
+    pub fn mhc_n(self) -> usize {
+        if self == BenchProblem::Mhc4 {
+            4
+        } else {
+            16
+        }
+    }
+
+    /// Problems timed by [`crate::bench_kernels`].
+    fn on_kernels(self) -> bool {
+        use BenchProblem::*;
+        matches!(self, Mhc4 | Mhc16 | Svd3 | Xxt | Xxt8192 | Ns | Gemm)
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -45,6 +91,13 @@ pub struct BenchArgs {
     /// Timed runs after the warm-up.
     #[arg(long, default_value_t = 5)]
     pub runs: usize,
+    /// Untimed warm-up runs (mhc, svd3, xxt, ns, gemm; the other problems run one).
+    #[arg(long, default_value_t = 1)]
+    pub warmup: usize,
+    /// Stop repeating once the timed runs have taken this many seconds (at least one
+    /// timed run; mhc, svd3, xxt, ns, gemm), so the 4096² problems stay short on a CPU.
+    #[arg(long, default_value_t = 20.0)]
+    pub max_seconds: f64,
     /// Compute in float64 (default float32).
     #[arg(long)]
     pub f64: bool,
@@ -61,6 +114,29 @@ pub fn time_runs(
         let t = Instant::now();
         work()?;
         ms.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let mut sorted = ms.clone();
+    sorted.sort_by(f64::total_cmp);
+    Ok((sorted[sorted.len() / 2], sorted[0], ms))
+}
+
+/// `--warmup` untimed runs of `work`, then up to `--runs` timed ones, stopping early once
+/// the timed runs have taken `--max-seconds` (at least one); (median, min, all) in ms.
+pub fn time_runs_for(
+    a: &BenchArgs,
+    mut work: impl FnMut() -> Result<()>,
+) -> Result<(f64, f64, Vec<f64>)> {
+    for _ in 0..a.warmup {
+        work()?;
+    }
+    let mut ms = Vec::with_capacity(a.runs.max(1));
+    let mut total = 0.0;
+    while ms.len() < a.runs.max(1) && (ms.is_empty() || total < a.max_seconds * 1e3) {
+        let t = Instant::now();
+        work()?;
+        let dt = t.elapsed().as_secs_f64() * 1e3;
+        total += dt;
+        ms.push(dt);
     }
     let mut sorted = ms.clone();
     sorted.sort_by(f64::total_cmp);
@@ -132,10 +208,11 @@ fn run<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
             2 * 100 * 8 * 1024 * 1024,
             problems::ot_b::<T>(8, 1024),
         ),
-        BenchProblem::Bary64 | BenchProblem::Bary64Dense | BenchProblem::OtC => {
-            return Err(logot::Error::Unavailable(
-                "barycenter problems run in crate::barycenter::bench".into(),
-            ))
+        other => {
+            return Err(logot::Error::Unavailable(format!(
+                "bench --problem {}: runs in crate::barycenter::bench or crate::bench_kernels",
+                other.name()
+            )))
         }
     };
     let problem = Problem::batch(mu.view(), nu.view(), cost.view())?;
@@ -187,6 +264,9 @@ pub fn bench(a: &BenchArgs) -> Json {
     let dtype = if a.f64 { Dtype::F64 } else { Dtype::F32 };
     if matches!(a.problem, BenchProblem::Bary64 | BenchProblem::Bary64Dense) {
         return crate::barycenter::bench(dtype, a, a.problem == BenchProblem::Bary64Dense);
+    }
+    if a.problem.on_kernels() {
+        return crate::bench_kernels::bench(dtype, a);
     }
     if a.problem == BenchProblem::OtC {
         return dispatch!(dtype, a.backend, run_otc, a);

@@ -28,6 +28,7 @@ macro_rules! dispatch {
 
 mod barycenter;
 mod bench;
+mod bench_kernels;
 mod bistochastic;
 mod newton_schulz;
 mod npy;

@@ -1,0 +1,121 @@
+//! `logot bench`: the JSON contract (problem, backend, median time) on the quick canonical
+//! problems, results that say the timed work was the real one, and refusals.
+
+use std::process::Command;
+
+fn bench(args: &[&str]) -> (i32, serde_json::Value, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_logot"))
+        .arg("bench")
+        .args(args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let json = serde_json::from_str(&stdout).unwrap_or(serde_json::Value::Null);
+    (
+        out.status.code().unwrap_or(-1),
+        json,
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+fn check_timing(j: &serde_json::Value, problem: &str, runs: usize) {
+    assert_eq!(j["problem"], problem, "{j}");
+    assert_eq!(j["backend"], "cpu");
+    let ms = j["ms"].as_f64().unwrap();
+    let min = j["min_ms"].as_f64().unwrap();
+    let all = j["runs_ms"].as_array().unwrap();
+    assert_eq!(all.len(), runs, "{j}");
+    assert!(ms > 0.0 && min > 0.0 && min <= ms, "{j}");
+}
+
+#[test]
+fn ot_a_reports_the_median_of_the_timed_runs() {
+    let (code, j, err) = bench(&["--problem", "otA", "--json", "--runs", "3"]);
+    assert_eq!(code, 0, "{err}");
+    check_timing(&j, "otA", 3);
+    assert_eq!(j["iterations"], 200);
+    // The sorted middle of three runs.
+    let mut all: Vec<f64> = j["runs_ms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    all.sort_by(f64::total_cmp);
+    assert_eq!(j["ms"].as_f64().unwrap(), all[1]);
+}
+
+#[test]
+fn mhc4_times_forward_and_backward() {
+    let (code, j, err) = bench(&[
+        "--problem",
+        "mhc4",
+        "--json",
+        "--runs",
+        "1",
+        "--warmup",
+        "0",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    check_timing(&j, "mhc4", 1);
+    assert_eq!(j["batch"], 65536);
+    assert_eq!(j["n"], 4);
+    assert_eq!(j["iterations"], 20);
+    assert_eq!(j["dtype"], "float32");
+    assert!(j["backward_ms"].as_f64().unwrap() > 0.0);
+    // 20 iterations bring U[0,4) logits close to bistochastic, and every backward CG met
+    // its tolerance: the timed work is the real projection.
+    assert!(j["marginal_error"].as_f64().unwrap() < 1e-2, "{j}");
+    assert_eq!(j["cg_unconverged"], 0, "{j}");
+}
+
+#[test]
+fn svd3_runs_the_canonical_batch() {
+    let (code, j, err) = bench(&[
+        "--problem",
+        "svd3",
+        "--json",
+        "--runs",
+        "2",
+        "--warmup",
+        "0",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    check_timing(&j, "svd3", 2);
+    assert_eq!(j["shape"], serde_json::json!([4096, 1024, 3]));
+    // The largest singular value of a 1024×3 matrix of N(0,1) entries is close to
+    // √1024 + √3 ≈ 33.7 (Marchenko–Pastur edge); the max over 4096 matrices a little above.
+    let s = j["s_max"].as_f64().unwrap();
+    assert!(s > 32.0 && s < 40.0, "{j}");
+}
+
+#[test]
+fn max_seconds_stops_the_repetitions_after_one_run() {
+    let (code, j, err) = bench(&[
+        "--problem",
+        "svd3",
+        "--json",
+        "--runs",
+        "50",
+        "--warmup",
+        "0",
+        "--max-seconds",
+        "0",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    check_timing(&j, "svd3", 1);
+}
+
+#[test]
+fn unknown_problems_and_missing_backends_are_refused() {
+    let (code, _, err) = bench(&["--problem", "nope", "--json"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("nope"), "{err}");
+    if !cfg!(feature = "cuda") {
+        for p in ["otA", "mhc16", "gemm"] {
+            let (code, _, err) = bench(&["--problem", p, "--backend", "cuda", "--json"]);
+            assert_eq!(code, 2, "{p}: {err}");
+            assert!(err.contains("cuda"), "{p}: {err}");
+        }
+    }
+}
