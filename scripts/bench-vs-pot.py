@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Time POT and `logot bench` on the same CPU problem in one run and print the ratio.
 
-    python3 scripts/bench-vs-pot.py otBcpu      # needs `pip install POT` and a release build
+    python3 scripts/bench-vs-pot.py otBcpu [float64|float32]   # needs `pip install POT`
 
-The problem is rebuilt here exactly as `logot::problems` builds it.
+The problem is rebuilt here exactly as `logot::problems` builds it. POT runs on float64
+arrays by default, as in the baseline script shared/anchors/cpu_anchors.py; logot runs in
+float32, the precision the otBcpu criterion names.
 """
 import json, subprocess, sys, time
 import numpy as np
@@ -30,16 +32,17 @@ def ot_b(b, n, dtype):
 
 def main():
     problem = sys.argv[1] if len(sys.argv) > 1 else "otBcpu"
+    pot_dtype = np.dtype(sys.argv[2] if len(sys.argv) > 2 else "float64")
     sizes = {"otBcpu": (8, 1024), "otB": (64, 2048)}
     b, n = sizes[problem]
-    mu, nu, c = ot_b(b, n, np.float32)
+    mu, nu, c = ot_b(b, n, pot_dtype)
     t = time.perf_counter()
     pot = [ot.sinkhorn2(mu[k], nu[k], c, 1e-2, method="sinkhorn_log", numItermax=100, stopThr=0) for k in range(b)]
     pot_ms = (time.perf_counter() - t) * 1e3
     out = subprocess.run(["cargo", "run", "--release", "-q", "--bin", "logot", "--", "bench", "--problem", problem, "--json"],
                          check=True, capture_output=True, text=True).stdout
     lg = json.loads(out)
-    print(json.dumps({"problem": problem, "pot_sinkhorn_log_ms": pot_ms, "logot_cpu_ms": lg["ms"],
+    print(json.dumps({"problem": problem, "pot_dtype": str(pot_dtype), "pot_sinkhorn_log_ms": pot_ms, "logot_cpu_ms": lg["ms"],
                       "speedup": pot_ms / lg["ms"], "logot_gexp_per_s": lg["gexp_per_s"],
                       "pot_distance_first": float(pot[0]), "logot_distance_first": lg["distance_first"]}))
 
