@@ -3,36 +3,9 @@
 
 use ndarray::{Array1, Array2, Array3, Axis};
 use ndarray_npy::{read_npy, write_npy};
-use std::path::PathBuf;
-use std::process::Command;
 
-fn dir(name: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join("cli")
-        .join(name);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn p(d: &std::path::Path, f: &str) -> String {
-    d.join(f).to_string_lossy().into_owned()
-}
-
-fn logot(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_logot"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
-
-fn json(s: &str) -> serde_json::Value {
-    serde_json::from_str(s.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
-}
+mod common;
+use common::cli::{dir, json, logot, p};
 
 /// Two 1-D histograms on 6 and 4 points, C = (x_i − y_j)².
 fn write_problem(d: &std::path::Path) {

@@ -5,34 +5,9 @@ use logot::problems::bary64_images;
 use logot::{barycenter, grid_barycenter, BarycenterParams, GridCost};
 use ndarray::{array, Array1, Array2, Array3, Axis};
 use ndarray_npy::{read_npy, write_npy};
-use std::path::{Path, PathBuf};
-use std::process::Command;
 
-fn dir(name: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join("cli_barycenter")
-        .join(name);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn p(d: &Path, f: &str) -> String {
-    d.join(f).to_string_lossy().into_owned()
-}
-
-fn logot(args: &[&str]) -> (i32, serde_json::Value, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_logot"))
-        .args(args)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let json = serde_json::from_str(stdout.trim()).unwrap_or(serde_json::Value::Null);
-    (
-        out.status.code().unwrap_or(-1),
-        json,
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
+mod common;
+use common::cli::{dir, logot_json as logot, p};
 
 fn l1(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum()

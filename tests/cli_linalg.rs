@@ -4,32 +4,9 @@
 use logot::linalg::{newton_schulz, svd3, svd3_batch, NewtonSchulzParams};
 use ndarray::{Array1, Array2, Array3};
 use ndarray_npy::{read_npy, write_npy};
-use std::path::{Path, PathBuf};
-use std::process::Command;
 
-fn dir(name: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join("cli_linalg")
-        .join(name);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn p(d: &Path, f: &str) -> String {
-    d.join(f).to_string_lossy().into_owned()
-}
-
-fn logot(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_logot"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
+mod common;
+use common::cli::{dir, logot, p};
 
 #[test]
 fn svd3_single_and_batch_match_the_library() {

@@ -4,36 +4,10 @@
 
 use ndarray::{Array1, Array2};
 use ndarray_npy::{read_npy, write_npy};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
-fn dir(name: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join("cli_pointcloud")
-        .join(name);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn p(d: &Path, f: &str) -> String {
-    d.join(f).to_string_lossy().into_owned()
-}
-
-fn logot(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_logot"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
-
-fn json(s: &str) -> serde_json::Value {
-    serde_json::from_str(s.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
-}
+mod common;
+use common::cli::{dir, json, logot, p};
 
 /// Clouds of 9 and 7 points in 2-D with uneven weights, and their dense cost.
 fn write_problem(d: &Path) -> (Array2<f64>, Array2<f64>, Array1<f64>, Array1<f64>) {

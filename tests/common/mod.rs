@@ -2,6 +2,8 @@
 //! (an independent reference for derivatives of unrolled iterations), and a dense solver.
 #![allow(dead_code)]
 
+pub mod cli;
+
 use std::ops::{Add, Div, Mul, Neg, Sub};
 
 /// 64-bit LCG (Knuth's constants), uniform in [0, 1).
