@@ -27,6 +27,8 @@
 //! [`Error::Unavailable`] from [`CudaBackend::new`].
 
 mod barycenter;
+mod bistochastic;
+mod grad;
 mod grid;
 mod module;
 mod pointcloud;
@@ -160,6 +162,8 @@ const KERNELS: &[(&str, &[&str])] = &[
             "bary_spread_f64",
         ],
     ),
+    ("bistochastic", bistochastic::KERNEL_NAMES),
+    ("grad", grad::KERNEL_NAMES),
 ];
 
 struct Inner {

@@ -1,0 +1,432 @@
+// Batched bistochastic projection of small matrices and its implicit backward
+// (BistochasticKernels), the same math as src/backend/cpu/bistochastic.rs.
+//
+// Layout: a group of N lanes (N a power of two, n ≤ N ≤ 32) owns one n×n matrix, 32/N
+// matrices per warp. Lane t of a group keeps row t AND column t of the matrix in registers,
+// so both the row reductions (Σ_j K_tj v_j) and the column reductions (Σ_i K_it u_i) are
+// local to a lane; the only exchange per half-step is the new scaling vector, one value per
+// lane written to shared memory and read back by the group (broadcast reads).
+//
+// Forward, scaling domain: K = exp(X − max X) once (n² exps per copy), then
+// v ← 1/(Kᵀu), u ← 1/(K v) with FMAs and one reciprocal per lane and half-step; log R =
+// log K + log u ⊕ log v, i.e. the log-domain iterates of the CPU (α = log u, β = log v + max X).
+// Safety: when the matrix's spread max X − min X exceeds SPREAD (80 in f32: exp(−80) is still a
+// normal f32, so nothing underflows), or X is not finite, or iters = 0, the warp runs the
+// log-domain iteration instead (two log-sum-exps per iteration, exactly the CPU algorithm).
+// After the first column step every half-step changes the scalings by a factor within
+// [1/n, n]; when a scaling leaves [2^-30, 2^30] (f32) the warp absorbs them into K
+// (K ← diag(u) K diag(v), u = v = 1), so sums stay far from overflow and underflow.
+
+#define BISTO_THREADS 256
+#define BISTO_FULL 0xffffffffu
+
+template <typename T> struct Bs;
+template <> struct Bs<float> {
+  static __device__ __forceinline__ float spread() { return 80.0f; }
+  static __device__ __forceinline__ float big() { return 1073741824.0f; }          // 2^30
+  static __device__ __forceinline__ float small() { return 9.313225746154785e-10f; } // 2^-30
+  static __device__ __forceinline__ float rcp(float x) { return __frcp_rn(x); }
+  static __device__ __forceinline__ float pos_inf() { return __int_as_float(0x7f800000); }
+};
+template <> struct Bs<double> {
+  static __device__ __forceinline__ double spread() { return 690.0; }
+  static __device__ __forceinline__ double big() { return 1.2676506002282294e30; }   // 2^100
+  static __device__ __forceinline__ double small() { return 7.888609052210118e-31; } // 2^-100
+  static __device__ __forceinline__ double rcp(double x) { return 1.0 / x; }
+  static __device__ __forceinline__ double pos_inf() {
+    return __longlong_as_double(0x7ff0000000000000ULL);
+  }
+};
+
+// Reductions over the N lanes of a group (all 32 lanes must call them).
+template <int N, typename V> __device__ __forceinline__ V gsum(V v) {
+#pragma unroll
+  for (int off = N / 2; off > 0; off >>= 1) v += __shfl_xor_sync(BISTO_FULL, v, off);
+  return v;
+}
+template <int N, typename V> __device__ __forceinline__ V gmax(V v) {
+#pragma unroll
+  for (int off = N / 2; off > 0; off >>= 1) {
+    V o = __shfl_xor_sync(BISTO_FULL, v, off);
+    v = o > v ? o : v;
+  }
+  return v;
+}
+template <int N, typename V> __device__ __forceinline__ V gmin(V v) {
+#pragma unroll
+  for (int off = N / 2; off > 0; off >>= 1) {
+    V o = __shfl_xor_sync(BISTO_FULL, v, off);
+    v = o < v ? o : v;
+  }
+  return v;
+}
+
+
+// Σ_i k[i]·s[i] for N values s in shared memory (16-byte aligned): vector loads (one LDS.128
+// per 4 floats / 2 doubles) and four independent FMA chains.
+template <typename T, int N>
+__device__ __forceinline__ T dotv(const T (&k)[N], const T *s) {
+  T a0 = T(0), a1 = T(0), a2 = T(0), a3 = T(0);
+  if constexpr (sizeof(T) == 4 && N >= 4) {
+    const float4 *s4 = reinterpret_cast<const float4 *>(s);
+#pragma unroll
+    for (int q = 0; q < N / 4; ++q) {
+      const float4 v = s4[q];
+      a0 = fma(k[4 * q], v.x, a0);
+      a1 = fma(k[4 * q + 1], v.y, a1);
+      a2 = fma(k[4 * q + 2], v.z, a2);
+      a3 = fma(k[4 * q + 3], v.w, a3);
+    }
+  } else if constexpr (sizeof(T) == 8 && N >= 2) {
+    const double2 *s2 = reinterpret_cast<const double2 *>(s);
+#pragma unroll
+    for (int q = 0; q < N / 2; ++q) {
+      const double2 v = s2[q];
+      if (q & 1) {
+        a2 = fma(k[2 * q], v.x, a2);
+        a3 = fma(k[2 * q + 1], v.y, a3);
+      } else {
+        a0 = fma(k[2 * q], v.x, a0);
+        a1 = fma(k[2 * q + 1], v.y, a1);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) a0 = fma(k[i], s[i], a0);
+  }
+  return (a0 + a1) + (a2 + a3);
+}
+
+// Stats: [max iterations, max column error (f64 bits), unconverged count].
+template <typename T, int N>
+__device__ __forceinline__ void bisto_forward(const T *__restrict__ x, T *__restrict__ r,
+                                              long long batch, int n, int iters, double tol_d,
+                                              u64 *stats) {
+  __shared__ __align__(16) T su[BISTO_THREADS];
+  __shared__ __align__(16) T sv[BISTO_THREADS];
+  __shared__ u64 red[3][BISTO_THREADS / 32];
+  const int tid = threadIdx.x, lane = tid & 31, t = lane & (N - 1), base = tid - t;
+  const long long mat = ((long long)blockIdx.x * BISTO_THREADS + tid) / N;
+  const bool valid = mat < batch;
+  const bool own = valid && t < n;
+  const long long nn = (long long)n * n;
+  const long long off = valid ? mat * nn : 0;
+  const T *xm = x + off;
+  const T tol = (T)tol_d;
+  T kr[N], kc[N];
+  T mx = -Bs<T>::pos_inf(), mn = Bs<T>::pos_inf();
+  bool nonfinite = false;
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    const bool in = own && j < n;
+    kr[j] = in ? xm[t * n + j] : T(0);
+    kc[j] = in ? xm[j * n + t] : T(0);
+    if (in) {
+      mx = kr[j] > mx ? kr[j] : mx;
+      mn = kr[j] < mn ? kr[j] : mn;
+      nonfinite |= !(kr[j] - kr[j] == T(0));
+    }
+  }
+  mx = gmax<N>(mx);
+  mn = gmin<N>(mn);
+  const bool slow =
+      __any_sync(BISTO_FULL, own && (nonfinite || !(mx - mn <= Bs<T>::spread()))) || iters <= 0;
+  int done = 0;
+  bool active = valid, met = false;
+  double err = 0.0;
+  T *rm = r + off;
+  if (!slow) {
+    T u = own ? T(1) : T(0), v = u;
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      const bool in = own && j < n;
+      kr[j] = in ? Num<T>::exp(kr[j] - mx) : T(0);
+      kc[j] = in ? Num<T>::exp(kc[j] - mx) : T(0);
+    }
+    su[tid] = u;
+    sv[tid] = v;
+    __syncwarp();
+    for (int it = 0; it < iters; ++it) {
+      if (!__any_sync(BISTO_FULL, active)) break;
+      // Column half-step: v_t = 1 / Σ_i K_it u_i. The column sums of the current R are v·s.
+      T s = dotv<T, N>(kc, su + base);
+      const T vn = own ? Bs<T>::rcp(s) : T(0);
+      if (tol > T(0) && it > 0) {
+        T e = own ? fabs(v * s - T(1)) : T(0);
+        e = gsum<N>(e);
+        if (active && e <= tol) {
+          active = false;
+          met = true;
+        }
+      }
+      if (active) v = vn;
+      sv[tid] = v;
+      __syncwarp();
+      // Row half-step: u_t = 1 / Σ_j K_tj v_j.
+      s = dotv<T, N>(kr, sv + base);
+      const T un = own ? Bs<T>::rcp(s) : T(0);
+      if (active) {
+        u = un;
+        ++done;
+      }
+      su[tid] = u;
+      __syncwarp();
+      const bool far = own && !(u >= Bs<T>::small() && u <= Bs<T>::big() &&
+                                v >= Bs<T>::small() && v <= Bs<T>::big());
+      if (__any_sync(BISTO_FULL, far)) {
+        // Absorb: K ← diag(u) K diag(v) (K·v first: K·v ≤ 1 and u ≤ n·e^SPREAD stay finite).
+#pragma unroll
+        for (int j = 0; j < N; ++j) kr[j] = (kr[j] * sv[base + j]) * u;
+#pragma unroll
+        for (int i = 0; i < N; ++i) kc[i] = (kc[i] * v) * su[base + i];
+        u = own ? T(1) : T(0);
+        v = u;
+        __syncwarp();
+        su[tid] = u;
+        sv[tid] = v;
+        __syncwarp();
+      }
+    }
+    // R_it = K_it v_t u_i, written column-wise (coalesced across the group's lanes).
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const T val = (kc[i] * v) * su[base + i];
+      if (own && i < n) {
+        rm[i * n + t] = val;
+        err += (double)val;
+      }
+    }
+  } else {
+    // Log domain in base 2: a = α·log2(e), b = β·log2(e), exactly the CPU's iteration.
+    const T l2e = (T)LOGOT_LOG2E;
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      kr[j] *= l2e;
+      kc[j] *= l2e;
+    }
+    T a = T(0), b = T(0);
+    su[tid] = a;
+    sv[tid] = b;
+    __syncwarp();
+    for (int it = 0; it < iters; ++it) {
+      if (!__any_sync(BISTO_FULL, active)) break;
+      T m = Num<T>::neg_inf();
+#pragma unroll
+      for (int i = 0; i < N; ++i)
+        if (i < n) {
+          const T z = kc[i] + su[base + i];
+          m = z > m ? z : m;
+        }
+      T s = T(0);
+#pragma unroll
+      for (int i = 0; i < N; ++i)
+        if (i < n) s += Num<T>::exp2(kc[i] + su[base + i] - m);
+      const T bn = own ? -(m + Num<T>::log2(s)) : T(0);
+      if (tol > T(0) && it > 0) {
+        T e = own ? fabs(Num<T>::exp2(b - bn) - T(1)) : T(0);
+        e = gsum<N>(e);
+        if (active && e <= tol) {
+          active = false;
+          met = true;
+        }
+      }
+      if (active) b = bn;
+      sv[tid] = b;
+      __syncwarp();
+      m = Num<T>::neg_inf();
+#pragma unroll
+      for (int j = 0; j < N; ++j)
+        if (j < n) {
+          const T z = kr[j] + sv[base + j];
+          m = z > m ? z : m;
+        }
+      s = T(0);
+#pragma unroll
+      for (int j = 0; j < N; ++j)
+        if (j < n) s += Num<T>::exp2(kr[j] + sv[base + j] - m);
+      const T an = own ? -(m + Num<T>::log2(s)) : T(0);
+      if (active) {
+        a = an;
+        ++done;
+      }
+      su[tid] = a;
+      __syncwarp();
+    }
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      if (own && i < n) {
+        const T val = Num<T>::exp2(kc[i] + su[base + i] + b);
+        rm[i * n + t] = val;
+        err += (double)val;
+      }
+    }
+  }
+  // Column error Σ_t |Σ_i R_it − 1| of the matrix, then the block's stats, then one atomic each.
+  err = own ? fabs(err - 1.0) : 0.0;
+  err = gsum<N>(err);
+  u64 e_bits = valid ? (u64)__double_as_longlong(err) : 0ULL;
+  u64 its = valid ? (u64)done : 0ULL;
+  u64 unc = (valid && !met && t == 0) ? 1ULL : 0ULL;
+  e_bits = gmax<32>(e_bits);
+  its = gmax<32>(its);
+  unc = gsum<32>(unc);
+  const int warp = tid >> 5;
+  if (lane == 0) {
+    red[0][warp] = its;
+    red[1][warp] = e_bits;
+    red[2][warp] = unc;
+  }
+  __syncthreads();
+  if (tid == 0) {
+    u64 a0 = 0, a1 = 0, a2 = 0;
+    for (int w = 0; w < BISTO_THREADS / 32; ++w) {
+      a0 = red[0][w] > a0 ? red[0][w] : a0;
+      a1 = red[1][w] > a1 ? red[1][w] : a1;
+      a2 += red[2][w];
+    }
+    if (a0) atomicMax(&stats[0], a0);
+    if (a1) atomicMax(&stats[1], a1);
+    if (a2) atomicAdd(&stats[2], a2);
+  }
+}
+
+// S·p = c ⊙ p − Rᵀ diag(1/r) R p for the group's matrix (p, result: one entry per lane).
+template <typename T, int N>
+__device__ __forceinline__ T schur_apply(const T (&rr)[N], const T (&rc)[N], T inv_row, T cols,
+                                         bool own, T p, T *sa, T *sb, int tid, int base) {
+  __syncwarp();
+  sa[tid] = p;
+  __syncwarp();
+  sb[tid] = inv_row * dotv<T, N>(rr, sa + base);
+  __syncwarp();
+  const T z = dotv<T, N>(rc, sb + base);
+  return own ? cols * p - z : T(0);
+}
+
+// Remove the component along the support indicator w (⟨w, w⟩ = ww).
+template <int N, typename T> __device__ __forceinline__ T project_off(T v, T w, T ww) {
+  const T c = gsum<N>(v * w);
+  return v - (ww > T(0) ? c / ww : T(0)) * w;
+}
+
+// Outcome word: iterations | converged << 31 | non-finite right-hand side << 30.
+template <typename T, int N>
+__device__ __forceinline__ void bisto_backward(const T *__restrict__ r, const T *__restrict__ g,
+                                               T *__restrict__ dx, long long batch, int n,
+                                               double tol_d, int max_iters, u32 *out_word,
+                                               T *out_res) {
+  __shared__ __align__(16) T sa[BISTO_THREADS];
+  __shared__ __align__(16) T sb[BISTO_THREADS];
+  const int tid = threadIdx.x, lane = tid & 31, t = lane & (N - 1), base = tid - t;
+  (void)lane;
+  const long long mat = ((long long)blockIdx.x * BISTO_THREADS + tid) / N;
+  const bool valid = mat < batch;
+  const bool own = valid && t < n;
+  const long long nn = (long long)n * n;
+  const long long off = valid ? mat * nn : 0;
+  const T *rm = r + off;
+  const T *gm = g + off;
+  const T tol = (T)tol_d;
+  T rr[N], rc[N], gc[N];
+  T rows = T(0), cols = T(0), sr = T(0), sc = T(0);
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    const bool in = own && j < n;
+    rr[j] = in ? rm[t * n + j] : T(0);
+    const T gr = in ? gm[t * n + j] : T(0);
+    rows += rr[j];
+    sr = fma(gr, rr[j], sr);
+    rc[j] = in ? rm[j * n + t] : T(0);
+    gc[j] = in ? gm[j * n + t] : T(0);
+    cols += rc[j];
+    sc = fma(gc[j], rc[j], sc);
+  }
+  const T inv_row = rows > T(0) ? T(1) / rows : T(0);
+  const T w = (own && cols > T(0)) ? T(1) : T(0);
+  const T ww = gsum<N>(w);
+  // rhs = s_c − Rᵀ diag(1/r) s_r
+  sa[tid] = inv_row * sr;
+  __syncwarp();
+  const T z = dotv<T, N>(rc, sa + base);
+  const T rhs = own ? sc - z : T(0);
+  T res = project_off<N>(rhs, w, ww);
+  T rs = gsum<N>(res * res);
+  const bool rhs_bad = valid && !(rs - rs == T(0));
+  const T bnorm = sqrt(rs);
+  bool active = valid && !rhs_bad && rs > T(0) && tol < T(1);
+  bool conv = !active;
+  int its = 0;
+  T xv = T(0), p = res;
+  for (int k = 0; k < max_iters; ++k) {
+    if (!__any_sync(BISTO_FULL, active)) break;
+    const T q = schur_apply<T, N>(rr, rc, inv_row, cols, own, p, sa, sb, tid, base);
+    const T pq = gsum<N>(p * q);
+    T alpha = T(0);
+    if (active) {
+      if (pq > T(0) && pq - pq == T(0))
+        alpha = rs / pq;
+      else
+        active = false; // no positive curvature left along p
+    }
+    xv = fma(alpha, p, xv);
+    res = fma(-alpha, q, res);
+    res = project_off<N>(res, w, ww);
+    const T rsn = gsum<N>(res * res);
+    T beta = T(0);
+    if (active && alpha != T(0)) {
+      ++its;
+      if (sqrt(rsn) <= tol * bnorm) {
+        active = false;
+        conv = true;
+      } else {
+        beta = rsn / rs;
+      }
+      rs = rsn;
+    }
+    p = fma(beta, p, res);
+  }
+  xv = project_off<N>(xv, w, ww);
+  // True residual of the returned solution, projected like the right-hand side.
+  T q = schur_apply<T, N>(rr, rc, inv_row, cols, own, xv, sa, sb, tid, base);
+  q = own ? rhs - q : T(0);
+  q = project_off<N>(q, w, ww);
+  const T qq = gsum<N>(q * q);
+  const T rel = bnorm > T(0) ? sqrt(qq) / bnorm : T(0);
+  // a = diag(1/r)(s_r − R b), then ∂L/∂X_it = (G_it − a_i − b_t)·R_it.
+  __syncwarp();
+  sa[tid] = xv;
+  __syncwarp();
+  sb[tid] = inv_row * (sr - dotv<T, N>(rr, sa + base));
+  __syncwarp();
+  T *dm = dx + off;
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    if (own && i < n) dm[i * n + t] = (gc[i] - sb[base + i] - xv) * rc[i];
+  if (valid && t == 0) {
+    out_word[mat] = (u32)its | (conv ? 0x80000000u : 0u) | (rhs_bad ? 0x40000000u : 0u);
+    out_res[mat] = rel;
+  }
+}
+
+#define BISTO_KERNELS(T, SUF, N)                                                               \
+  extern "C" __global__ void __launch_bounds__(BISTO_THREADS)                                 \
+      bisto_fwd_n##N##_##SUF(const T *x, T *r, long long batch, int n, int iters, double tol, \
+                             u64 *stats) {                                                    \
+    bisto_forward<T, N>(x, r, batch, n, iters, tol, stats);                                   \
+  }                                                                                           \
+  extern "C" __global__ void __launch_bounds__(BISTO_THREADS)                                 \
+      bisto_bwd_n##N##_##SUF(const T *r, const T *g, T *dx, long long batch, int n,           \
+                             double tol, int max_iters, u32 *word, T *res) {                  \
+    bisto_backward<T, N>(r, g, dx, batch, n, tol, max_iters, word, res);                      \
+  }
+
+BISTO_KERNELS(float, f32, 2)
+BISTO_KERNELS(float, f32, 4)
+BISTO_KERNELS(float, f32, 8)
+BISTO_KERNELS(float, f32, 16)
+BISTO_KERNELS(float, f32, 32)
+BISTO_KERNELS(double, f64, 2)
+BISTO_KERNELS(double, f64, 4)
+BISTO_KERNELS(double, f64, 8)
+BISTO_KERNELS(double, f64, 16)
+BISTO_KERNELS(double, f64, 32)
