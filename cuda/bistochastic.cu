@@ -25,7 +25,12 @@ template <> struct Bs<float> {
   static __device__ __forceinline__ float spread() { return 80.0f; }
   static __device__ __forceinline__ float big() { return 1073741824.0f; }          // 2^30
   static __device__ __forceinline__ float small() { return 9.313225746154785e-10f; } // 2^-30
-  static __device__ __forceinline__ float rcp(float x) { return __frcp_rn(x); }
+  // MUFU.RCP (about 1 ulp); the scalings only need a few digits more than the sums they invert.
+  static __device__ __forceinline__ float rcp(float x) {
+    float y;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+  }
   static __device__ __forceinline__ float pos_inf() { return __int_as_float(0x7f800000); }
 };
 template <> struct Bs<double> {
@@ -97,6 +102,31 @@ __device__ __forceinline__ T dotv(const T (&k)[N], const T *s) {
   return (a0 + a1) + (a2 + a3);
 }
 
+// The group's matrix is held column-wise (lane t: column t, c[i] = M[i][t]); return it
+// row-wise (r[j] = M[t][j]) through a shared tile of N×(N+1) per matrix (conflict-free), or,
+// when the tile would not fit in static shared memory (f64, N = 32), by reading `src` (the
+// matrix in global memory, n×n row-major) again.
+template <typename T, int N> struct Tile {
+  static constexpr bool ON = sizeof(T) * BISTO_THREADS * (N + 1) <= 40960;
+  static constexpr int LEN = ON ? BISTO_THREADS * (N + 1) : 1;
+};
+template <typename T, int N>
+__device__ __forceinline__ void to_rows(const T (&c)[N], T (&r)[N], T *tile, int tid, int t,
+                                        bool own, int n, const T *src) {
+  if constexpr (Tile<T, N>::ON) {
+    T *m = tile + (tid - t) * (N + 1); // this group's N×(N+1) block
+    __syncwarp();
+#pragma unroll
+    for (int i = 0; i < N; ++i) m[i * (N + 1) + t] = c[i];
+    __syncwarp();
+#pragma unroll
+    for (int j = 0; j < N; ++j) r[j] = m[t * (N + 1) + j];
+  } else {
+#pragma unroll
+    for (int j = 0; j < N; ++j) r[j] = (own && j < n) ? src[t * n + j] : T(0);
+  }
+}
+
 // Stats: [max iterations, max column error (f64 bits), unconverged count].
 template <typename T, int N>
 __device__ __forceinline__ void bisto_forward(const T *__restrict__ x, T *__restrict__ r,
@@ -105,6 +135,7 @@ __device__ __forceinline__ void bisto_forward(const T *__restrict__ x, T *__rest
   __shared__ __align__(16) T su[BISTO_THREADS];
   __shared__ __align__(16) T sv[BISTO_THREADS];
   __shared__ u64 red[3][BISTO_THREADS / 32];
+  __shared__ __align__(16) T tile[Tile<T, N>::LEN];
   const int tid = threadIdx.x, lane = tid & 31, t = lane & (N - 1), base = tid - t;
   const long long mat = ((long long)blockIdx.x * BISTO_THREADS + tid) / N;
   const bool valid = mat < batch;
@@ -116,15 +147,15 @@ __device__ __forceinline__ void bisto_forward(const T *__restrict__ x, T *__rest
   T kr[N], kc[N];
   T mx = -Bs<T>::pos_inf(), mn = Bs<T>::pos_inf();
   bool nonfinite = false;
+  // Column t, coalesced across the group's lanes.
 #pragma unroll
-  for (int j = 0; j < N; ++j) {
-    const bool in = own && j < n;
-    kr[j] = in ? xm[t * n + j] : T(0);
-    kc[j] = in ? xm[j * n + t] : T(0);
+  for (int i = 0; i < N; ++i) {
+    const bool in = own && i < n;
+    kc[i] = in ? xm[i * n + t] : T(0);
     if (in) {
-      mx = kr[j] > mx ? kr[j] : mx;
-      mn = kr[j] < mn ? kr[j] : mn;
-      nonfinite |= !(kr[j] - kr[j] == T(0));
+      mx = kc[i] > mx ? kc[i] : mx;
+      mn = kc[i] < mn ? kc[i] : mn;
+      nonfinite |= !(kc[i] - kc[i] == T(0));
     }
   }
   mx = gmax<N>(mx);
@@ -138,10 +169,11 @@ __device__ __forceinline__ void bisto_forward(const T *__restrict__ x, T *__rest
   if (!slow) {
     T u = own ? T(1) : T(0), v = u;
 #pragma unroll
-    for (int j = 0; j < N; ++j) {
-      const bool in = own && j < n;
-      kr[j] = in ? Num<T>::exp(kr[j] - mx) : T(0);
-      kc[j] = in ? Num<T>::exp(kc[j] - mx) : T(0);
+    for (int i = 0; i < N; ++i) kc[i] = (own && i < n) ? Num<T>::exp(kc[i] - mx) : T(0);
+    to_rows<T, N>(kc, kr, tile, tid, t, own, n, xm);
+    if constexpr (!Tile<T, N>::ON) { // rows re-read from X: exponentiate them too
+#pragma unroll
+      for (int j = 0; j < N; ++j) kr[j] = (own && j < n) ? Num<T>::exp(kr[j] - mx) : T(0);
     }
     su[tid] = u;
     sv[tid] = v;
@@ -199,6 +231,7 @@ __device__ __forceinline__ void bisto_forward(const T *__restrict__ x, T *__rest
   } else {
     // Log domain in base 2: a = α·log2(e), b = β·log2(e), exactly the CPU's iteration.
     const T l2e = (T)LOGOT_LOG2E;
+    to_rows<T, N>(kc, kr, tile, tid, t, own, n, xm);
 #pragma unroll
     for (int j = 0; j < N; ++j) {
       kr[j] *= l2e;
@@ -309,61 +342,90 @@ template <int N, typename T> __device__ __forceinline__ T project_off(T v, T w, 
   return v - (ww > T(0) ? c / ww : T(0)) * w;
 }
 
-// Outcome word: iterations | converged << 31 | non-finite right-hand side << 30.
-template <typename T, int N>
+// One u64 per matrix: iterations | converged << 31 | non-finite right-hand side << 30 |
+// needs f64 << 29 in the low word, the relative residual as f32 bits in the high word.
+// CG runs in the compute precision C. With C = float (f32 data) a matrix whose CG did not
+// converge, whose true residual exceeds 10·tol, or whose curvature estimates (Rayleigh
+// quotients pᵀSp/pᵀp) span more than 10³ (ill-conditioned: f32 would lose the digits) is
+// marked "needs f64"; the FIX variant (C = double) then redoes only the marked matrices, so
+// the hard cases get the CPU's f64 CG and the common ones stay in f32.
+#define BISTO_NEEDS_F64 0x20000000u
+template <typename T, typename C, int N, bool FIX>
 __device__ __forceinline__ void bisto_backward(const T *__restrict__ r, const T *__restrict__ g,
                                                T *__restrict__ dx, long long batch, int n,
-                                               double tol_d, int max_iters, u32 *out_word,
-                                               T *out_res) {
-  __shared__ __align__(16) T sa[BISTO_THREADS];
-  __shared__ __align__(16) T sb[BISTO_THREADS];
+                                               double tol_d, int max_iters, u64 *out) {
+  __shared__ __align__(16) C sa[BISTO_THREADS];
+  __shared__ __align__(16) C sb[BISTO_THREADS];
+  __shared__ __align__(16) T tile[Tile<T, N>::LEN];
   const int tid = threadIdx.x, lane = tid & 31, t = lane & (N - 1), base = tid - t;
   (void)lane;
   const long long mat = ((long long)blockIdx.x * BISTO_THREADS + tid) / N;
-  const bool valid = mat < batch;
+  bool valid = mat < batch;
+  if constexpr (FIX) {
+    valid = valid && ((u32)out[mat] & BISTO_NEEDS_F64);
+    if (!__any_sync(BISTO_FULL, valid)) return; // whole warp: nothing to redo
+  }
   const bool own = valid && t < n;
   const long long nn = (long long)n * n;
   const long long off = valid ? mat * nn : 0;
   const T *rm = r + off;
   const T *gm = g + off;
-  const T tol = (T)tol_d;
-  T rr[N], rc[N], gc[N];
-  T rows = T(0), cols = T(0), sr = T(0), sc = T(0);
+  const C tol = (C)tol_d;
+  C rr[N], rc[N];
+  C rows = C(0), cols = C(0), sr = C(0), sc = C(0);
+  {
+    T ct[N], rt[N], gc[N];
 #pragma unroll
-  for (int j = 0; j < N; ++j) {
-    const bool in = own && j < n;
-    rr[j] = in ? rm[t * n + j] : T(0);
-    const T gr = in ? gm[t * n + j] : T(0);
-    rows += rr[j];
-    sr = fma(gr, rr[j], sr);
-    rc[j] = in ? rm[j * n + t] : T(0);
-    gc[j] = in ? gm[j * n + t] : T(0);
-    cols += rc[j];
-    sc = fma(gc[j], rc[j], sc);
+    for (int i = 0; i < N; ++i) {
+      const bool in = own && i < n;
+      ct[i] = in ? rm[i * n + t] : T(0);
+      gc[i] = in ? gm[i * n + t] : T(0);
+      rc[i] = (C)ct[i];
+      cols += rc[i];
+      sc += (C)gc[i] * rc[i];
+    }
+    to_rows<T, N>(ct, rt, tile, tid, t, own, n, rm);
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      rr[j] = (C)rt[j];
+      rows += rr[j];
+    }
+    to_rows<T, N>(gc, ct, tile, tid, t, own, n, gm); // row t of G
+#pragma unroll
+    for (int j = 0; j < N; ++j) sr += (C)ct[j] * rr[j];
   }
-  const T inv_row = rows > T(0) ? T(1) / rows : T(0);
-  const T w = (own && cols > T(0)) ? T(1) : T(0);
-  const T ww = gsum<N>(w);
+  const C inv_row = rows > C(0) ? C(1) / rows : C(0);
+  const C w = (own && cols > C(0)) ? C(1) : C(0);
+  const C ww = gsum<N>(w);
   // rhs = s_c − Rᵀ diag(1/r) s_r
   sa[tid] = inv_row * sr;
   __syncwarp();
-  const T z = dotv<T, N>(rc, sa + base);
-  const T rhs = own ? sc - z : T(0);
-  T res = project_off<N>(rhs, w, ww);
-  T rs = gsum<N>(res * res);
-  const bool rhs_bad = valid && !(rs - rs == T(0));
-  const T bnorm = sqrt(rs);
-  bool active = valid && !rhs_bad && rs > T(0) && tol < T(1);
+  const C z = dotv<C, N>(rc, sa + base);
+  const C rhs = own ? sc - z : C(0);
+  C res = project_off<N>(rhs, w, ww);
+  C rs = gsum<N>(res * res);
+  const bool rhs_bad = valid && !(rs - rs == C(0));
+  const C bnorm = sqrt(rs);
+  bool active = valid && !rhs_bad && rs > C(0) && tol < C(1);
   bool conv = !active;
   int its = 0;
-  T xv = T(0), p = res;
+  C xv = C(0), p = res;
+  C cmin = Bs<C>::pos_inf(), cmax = C(0);
   for (int k = 0; k < max_iters; ++k) {
     if (!__any_sync(BISTO_FULL, active)) break;
-    const T q = schur_apply<T, N>(rr, rc, inv_row, cols, own, p, sa, sb, tid, base);
-    const T pq = gsum<N>(p * q);
-    T alpha = T(0);
+    const C q = schur_apply<C, N>(rr, rc, inv_row, cols, own, p, sa, sb, tid, base);
+    const C pq = gsum<N>(p * q);
+    if constexpr (sizeof(C) == 4) {
+      const C pp = gsum<N>(p * p);
+      if (active && pp > C(0)) {
+        const C ray = pq / pp;
+        cmin = ray < cmin ? ray : cmin;
+        cmax = ray > cmax ? ray : cmax;
+      }
+    }
+    C alpha = C(0);
     if (active) {
-      if (pq > T(0) && pq - pq == T(0))
+      if (pq > C(0) && pq - pq == C(0))
         alpha = rs / pq;
       else
         active = false; // no positive curvature left along p
@@ -371,9 +433,9 @@ __device__ __forceinline__ void bisto_backward(const T *__restrict__ r, const T 
     xv = fma(alpha, p, xv);
     res = fma(-alpha, q, res);
     res = project_off<N>(res, w, ww);
-    const T rsn = gsum<N>(res * res);
-    T beta = T(0);
-    if (active && alpha != T(0)) {
+    const C rsn = gsum<N>(res * res);
+    C beta = C(0);
+    if (active && alpha != C(0)) {
       ++its;
       if (sqrt(rsn) <= tol * bnorm) {
         active = false;
@@ -387,46 +449,66 @@ __device__ __forceinline__ void bisto_backward(const T *__restrict__ r, const T 
   }
   xv = project_off<N>(xv, w, ww);
   // True residual of the returned solution, projected like the right-hand side.
-  T q = schur_apply<T, N>(rr, rc, inv_row, cols, own, xv, sa, sb, tid, base);
-  q = own ? rhs - q : T(0);
+  C q = schur_apply<C, N>(rr, rc, inv_row, cols, own, xv, sa, sb, tid, base);
+  q = own ? rhs - q : C(0);
   q = project_off<N>(q, w, ww);
-  const T qq = gsum<N>(q * q);
-  const T rel = bnorm > T(0) ? sqrt(qq) / bnorm : T(0);
+  const C qq = gsum<N>(q * q);
+  const C rel = bnorm > C(0) ? sqrt(qq) / bnorm : C(0);
+  bool needs_f64 = false;
+  if constexpr (sizeof(C) == 4) {
+    needs_f64 = valid && !rhs_bad &&
+                (!conv || !(rel <= C(10) * tol) || (cmax > C(0) && cmin < C(1e-3) * cmax));
+  }
   // a = diag(1/r)(s_r − R b), then ∂L/∂X_it = (G_it − a_i − b_t)·R_it.
   __syncwarp();
   sa[tid] = xv;
   __syncwarp();
-  sb[tid] = inv_row * (sr - dotv<T, N>(rr, sa + base));
+  sb[tid] = inv_row * (sr - dotv<C, N>(rr, sa + base));
   __syncwarp();
   T *dm = dx + off;
 #pragma unroll
   for (int i = 0; i < N; ++i)
-    if (own && i < n) dm[i * n + t] = (gc[i] - sb[base + i] - xv) * rc[i];
+    if (own && i < n) dm[i * n + t] = (T)(((C)gm[i * n + t] - sb[base + i] - xv) * rc[i]);
   if (valid && t == 0) {
-    out_word[mat] = (u32)its | (conv ? 0x80000000u : 0u) | (rhs_bad ? 0x40000000u : 0u);
-    out_res[mat] = rel;
+    const u32 word = (u32)its | (conv ? 0x80000000u : 0u) | (rhs_bad ? 0x40000000u : 0u) |
+                     (needs_f64 ? BISTO_NEEDS_F64 : 0u);
+    out[mat] = (u64)word | ((u64)__float_as_uint((float)rel) << 32);
   }
 }
 
-#define BISTO_KERNELS(T, SUF, N)                                                               \
-  extern "C" __global__ void __launch_bounds__(BISTO_THREADS)                                 \
+// FB, BB: minimum resident blocks per SM asked of the compiler (register caps) for the
+// forward and the backward.
+#define BISTO_KERNELS(T, SUF, N, FB, BB)                                                       \
+  extern "C" __global__ void __launch_bounds__(BISTO_THREADS, FB)                             \
       bisto_fwd_n##N##_##SUF(const T *x, T *r, long long batch, int n, int iters, double tol, \
                              u64 *stats) {                                                    \
     bisto_forward<T, N>(x, r, batch, n, iters, tol, stats);                                   \
   }                                                                                           \
-  extern "C" __global__ void __launch_bounds__(BISTO_THREADS)                                 \
+  extern "C" __global__ void __launch_bounds__(BISTO_THREADS, BB)                             \
       bisto_bwd_n##N##_##SUF(const T *r, const T *g, T *dx, long long batch, int n,           \
-                             double tol, int max_iters, u32 *word, T *res) {                  \
-    bisto_backward<T, N>(r, g, dx, batch, n, tol, max_iters, word, res);                      \
+                             double tol, int max_iters, u64 *out) {                           \
+    bisto_backward<T, T, N, false>(r, g, dx, batch, n, tol, max_iters, out);                  \
+  }
+// The f64 redo of the f32 matrices marked "needs f64".
+#define BISTO_FIX(N)                                                                           \
+  extern "C" __global__ void __launch_bounds__(BISTO_THREADS)                                 \
+      bisto_fix_n##N##_f32(const float *r, const float *g, float *dx, long long batch, int n, \
+                           double tol, int max_iters, u64 *out) {                             \
+    bisto_backward<float, double, N, true>(r, g, dx, batch, n, tol, max_iters, out);          \
   }
 
-BISTO_KERNELS(float, f32, 2)
-BISTO_KERNELS(float, f32, 4)
-BISTO_KERNELS(float, f32, 8)
-BISTO_KERNELS(float, f32, 16)
-BISTO_KERNELS(float, f32, 32)
-BISTO_KERNELS(double, f64, 2)
-BISTO_KERNELS(double, f64, 4)
-BISTO_KERNELS(double, f64, 8)
-BISTO_KERNELS(double, f64, 16)
-BISTO_KERNELS(double, f64, 32)
+BISTO_KERNELS(float, f32, 2, 4, 3)
+BISTO_KERNELS(float, f32, 4, 4, 3)
+BISTO_KERNELS(float, f32, 8, 3, 2)
+BISTO_KERNELS(float, f32, 16, 3, 2)
+BISTO_KERNELS(float, f32, 32, 1, 1)
+BISTO_KERNELS(double, f64, 2, 3, 2)
+BISTO_KERNELS(double, f64, 4, 3, 2)
+BISTO_KERNELS(double, f64, 8, 2, 1)
+BISTO_KERNELS(double, f64, 16, 1, 1)
+BISTO_KERNELS(double, f64, 32, 1, 1)
+BISTO_FIX(2)
+BISTO_FIX(4)
+BISTO_FIX(8)
+BISTO_FIX(16)
+BISTO_FIX(32)

@@ -351,9 +351,10 @@ fn backward_on_extreme_entries_is_finite_and_matches() {
             .r;
         let g = normals(b, n, 9);
         // Nearly permutation matrices: I − RᵀR is close to singular in many directions, so
-        // f32 CG may stop short; its gradient must still be finite and close.
-        let e32 = backward_vs_cpu::<f32>(&gpu, &r, &g, &CgParams::default(), false);
-        assert!(e32 < 5e-2, "f32 n={n}: relative error {e32:e}");
+        // an f32 CG cannot resolve them; the kernel detects that (curvature spread, residual)
+        // and redoes those matrices in f64, as the CPU computes every matrix.
+        let e32 = backward_vs_cpu::<f32>(&gpu, &r, &g, &CgParams::default(), true);
+        assert!(e32 < 2e-3, "f32 n={n}: relative error {e32:e}");
         let e64 = backward_vs_cpu::<f64>(&gpu, &r, &g, &CgParams::default(), true);
         assert!(e64 < 1e-7, "f64 n={n}: relative error {e64:e}");
     }

@@ -1,30 +1,35 @@
 //! [`BistochasticKernels`] on the GPU (cuda/bistochastic.cu): one fused kernel each for the
 //! forward and the backward, a group of `N` lanes per matrix (`N` the power of two ≥ n, so
-//! 32/N matrices per warp), each lane holding one row and one column in registers.
+//! 32/N matrices per warp), each lane holding one row and one column in registers (the
+//! column loaded coalesced, the row through a shared-memory transpose).
 //!
 //! * Forward: `K = exp(X − max X)` once, then the iteration in the scaling domain (FMAs and
 //!   one reciprocal per lane and half-step), scalings absorbed into `K` when they leave
 //!   `[2^-30, 2^30]` (f32); matrices whose spread `max X − min X` exceeds 80 (f32; 690 in f64)
-//!   run the log-domain iteration of the CPU instead. The stats are reduced on the device
-//!   (three numbers read back).
+//!   or that hold non-finite entries run the log-domain iteration of the CPU instead. The
+//!   stats are reduced on the device (three numbers read back).
 //! * Backward: CG on the Schur system with the matrix's own row and column sums, exactly as
-//!   the CPU does (projection off the support, per-matrix stop, true residual recomputed),
-//!   in the working precision; one word (iterations, converged) and one residual per matrix
-//!   are read back for the [`CgOutcome`]s.
+//!   the CPU does (projection off the support, per-matrix stop, true residual recomputed).
+//!   f64 data: CG in f64. f32 data: CG in f32, and a second launch redoes in f64 (as the CPU
+//!   does for every matrix) the matrices whose f32 CG did not converge, left a true residual
+//!   above 10·tol, or saw curvatures spanning more than 10³ (ill-conditioned). One 64-bit word
+//!   per matrix (iterations, flags, the residual rounded to f32) is read back through pinned
+//!   memory for the [`CgOutcome`]s.
 
 use super::{cuda_err, CudaBackend, CudaBuffer, CudaReal};
 use crate::backend::batch_of;
 use crate::backend::bistochastic::{BistochasticKernels, ProjectionStats};
 use crate::grad::cg::CgOutcome;
 use crate::{Error, Result};
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig, PinnedHostSlice, PushKernelArg};
+use std::sync::Mutex;
 
 /// Threads per block (`BISTO_THREADS`).
 const THREADS: usize = 256;
 /// Largest matrix size.
 const MAX_N: usize = 32;
-/// Largest CG iteration count the outcome word holds (30 bits).
-const MAX_CG_ITERS: usize = (1 << 30) - 1;
+/// Largest CG iteration count the outcome word holds (29 bits).
+const MAX_CG_ITERS: usize = (1 << 29) - 1;
 
 pub(super) const KERNEL_NAMES: &[&str] = &[
     "bisto_fwd_n2_f32",
@@ -47,6 +52,11 @@ pub(super) const KERNEL_NAMES: &[&str] = &[
     "bisto_bwd_n8_f64",
     "bisto_bwd_n16_f64",
     "bisto_bwd_n32_f64",
+    "bisto_fix_n2_f32",
+    "bisto_fix_n4_f32",
+    "bisto_fix_n8_f32",
+    "bisto_fix_n16_f32",
+    "bisto_fix_n32_f32",
 ];
 
 /// Lanes per matrix: the power of two ≥ n (at least 2).
@@ -83,6 +93,47 @@ fn same_len<T>(what: &str, b: &CudaBuffer<T>, want: usize) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// Page-locked host memory for the per-matrix CG outcomes (a pageable copy of 512 KiB costs
+/// hundreds of microseconds); one buffer per process, grown on demand, replaced when another
+/// context asks.
+static PINNED: Mutex<Option<PinnedHostSlice<u64>>> = Mutex::new(None);
+
+impl CudaBackend {
+    /// Copy the first `len` words of `words` to the host through [`PINNED`].
+    fn read_words(&self, words: &CudaSlice<u64>, len: usize) -> Result<Vec<u64>> {
+        let mut guard = PINNED
+            .lock()
+            .map_err(|_| Error::Cuda("the pinned read-back buffer lock was poisoned".into()))?;
+        let fits = matches!(&*guard, Some(p) if p.len() >= len
+            && std::sync::Arc::ptr_eq(p.context(), &self.inner.ctx));
+        if !fits {
+            *guard = None;
+            // SAFETY: the buffer is only read after a copy into it has completed; flags 0:
+            // cached (not write-combined) memory, which the host reads fast.
+            let p = unsafe { self.inner.ctx.alloc_pinned_with_flags::<u64>(len.max(1), 0) }
+                .map_err(|e| cuda_err("allocating pinned host memory", e))?;
+            *guard = Some(p);
+        }
+        let pinned = guard
+            .as_mut()
+            .ok_or_else(|| Error::Cuda("no pinned read-back buffer".into()))?;
+        let src = words.slice(..len);
+        self.inner
+            .stream
+            .memcpy_dtoh(&src, pinned)
+            .map_err(|e| cuda_err("reading the CG outcomes", e))?;
+        // The backend does not track events (one stream): wait for the copy explicitly.
+        self.inner
+            .stream
+            .synchronize()
+            .map_err(|e| cuda_err("bistochastic_backward", e))?;
+        let host = pinned
+            .as_slice()
+            .map_err(|e| cuda_err("reading the CG outcomes", e))?;
+        Ok(host[..len].to_vec())
+    }
 }
 
 impl<T: CudaReal> BistochasticKernels<T> for CudaBackend {
@@ -152,18 +203,17 @@ impl<T: CudaReal> BistochasticKernels<T> for CudaBackend {
             .func(&format!("bisto_bwd_n{lanes}_{}", T::SUFFIX))?
             .clone();
         // SAFETY: every word is written by the kernel before it is read back.
-        let words = unsafe { self.inner.stream.alloc::<u32>(batch) }
+        let words = unsafe { self.inner.stream.alloc::<u64>(batch) }
             .map_err(|e| cuda_err("allocating the CG outcomes", e))?;
-        let res = self.alloc::<T>(batch, "the CG residuals")?;
-        let (pr, pg, pd, pw, pres) = (
+        let (pr, pg, pd, pw) = (
             self.ptr(&r.data),
             self.ptr(&g.data),
             self.ptr(&dx.data),
             self.ptr(&words),
-            self.ptr(&res),
         );
         let (bi, ni) = (batch as i64, n as i32);
         let iters = max_iters.min(MAX_CG_ITERS) as i32;
+        let cfg = blocks(batch, lanes)?;
         let mut b = self.inner.stream.launch_builder(&func);
         b.arg(&pr)
             .arg(&pg)
@@ -172,35 +222,40 @@ impl<T: CudaReal> BistochasticKernels<T> for CudaBackend {
             .arg(&ni)
             .arg(&tol)
             .arg(&iters)
-            .arg(&pw)
-            .arg(&pres);
-        unsafe { b.launch(blocks(batch, lanes)?) }
-            .map_err(|e| cuda_err("launching bistochastic_backward", e))?;
-        let words = self
-            .inner
-            .stream
-            .clone_dtoh(&words)
-            .map_err(|e| cuda_err("reading the CG outcomes", e))?;
-        let res = self
-            .inner
-            .stream
-            .clone_dtoh(&res)
-            .map_err(|e| cuda_err("reading the CG residuals", e))?;
+            .arg(&pw);
+        unsafe { b.launch(cfg) }.map_err(|e| cuda_err("launching bistochastic_backward", e))?;
+        if T::SUFFIX == "f32" {
+            // Redo in f64 the matrices the f32 CG marked (see cuda/bistochastic.cu).
+            let fix = self.func(&format!("bisto_fix_n{lanes}_f32"))?.clone();
+            let mut b = self.inner.stream.launch_builder(&fix);
+            b.arg(&pr)
+                .arg(&pg)
+                .arg(&pd)
+                .arg(&bi)
+                .arg(&ni)
+                .arg(&tol)
+                .arg(&iters)
+                .arg(&pw);
+            unsafe { b.launch(cfg) }
+                .map_err(|e| cuda_err("launching bistochastic_backward (f64 redo)", e))?;
+        }
+        let words = self.read_words(&words, batch)?;
         let mut out = Vec::with_capacity(batch);
-        for (k, (&w, &rv)) in words.iter().zip(&res).take(batch).enumerate() {
+        for (k, &word) in words.iter().enumerate() {
+            let w = word as u32;
             if w & 0x4000_0000 != 0 {
                 return Err(Error::Numerical(format!(
                     "CG: the right-hand side of problem {k} is not finite"
                 )));
             }
-            let residual = rv.f64();
+            let residual = f32::from_bits((word >> 32) as u32) as f64;
             if residual.is_nan() {
                 return Err(Error::Numerical(format!(
                     "CG: the residual of problem {k} is NaN"
                 )));
             }
             out.push(CgOutcome {
-                iterations: (w & 0x3fff_ffff) as usize,
+                iterations: (w & 0x1fff_ffff) as usize,
                 residual,
                 converged: w & 0x8000_0000 != 0,
             });
