@@ -49,6 +49,16 @@ template <int N, typename V> __device__ __forceinline__ V gsum(V v) {
   for (int off = N / 2; off > 0; off >>= 1) v += __shfl_xor_sync(BISTO_FULL, v, off);
   return v;
 }
+// Two sums at once (independent shuffles: the latency of one).
+template <int N, typename V> __device__ __forceinline__ void gsum2(V &a, V &b) {
+#pragma unroll
+  for (int off = N / 2; off > 0; off >>= 1) {
+    const V a2 = __shfl_xor_sync(BISTO_FULL, a, off);
+    const V b2 = __shfl_xor_sync(BISTO_FULL, b, off);
+    a += a2;
+    b += b2;
+  }
+}
 template <int N, typename V> __device__ __forceinline__ V gmax(V v) {
 #pragma unroll
   for (int off = N / 2; off > 0; off >>= 1) {
@@ -350,21 +360,15 @@ template <int N, typename T> __device__ __forceinline__ T project_off(T v, T w, 
 // marked "needs f64"; the FIX variant (C = double) then redoes only the marked matrices, so
 // the hard cases get the CPU's f64 CG and the common ones stay in f32.
 #define BISTO_NEEDS_F64 0x20000000u
-template <typename T, typename C, int N, bool FIX>
+// Matrices marked "needs f64" are appended to `list` (count in list_len) for the redo.
+template <typename T, typename C, int N>
 __device__ __forceinline__ void bisto_backward(const T *__restrict__ r, const T *__restrict__ g,
-                                               T *__restrict__ dx, long long batch, int n,
-                                               double tol_d, int max_iters, u64 *out) {
-  __shared__ __align__(16) C sa[BISTO_THREADS];
-  __shared__ __align__(16) C sb[BISTO_THREADS];
-  __shared__ __align__(16) T tile[Tile<T, N>::LEN];
+                                               T *__restrict__ dx, long long mat, bool valid,
+                                               int n, double tol_d, int max_iters, u64 *out,
+                                               u32 *list, u32 *list_len, C *sa, C *sb,
+                                               T *tile) {
   const int tid = threadIdx.x, lane = tid & 31, t = lane & (N - 1), base = tid - t;
   (void)lane;
-  const long long mat = ((long long)blockIdx.x * BISTO_THREADS + tid) / N;
-  bool valid = mat < batch;
-  if constexpr (FIX) {
-    valid = valid && ((u32)out[mat] & BISTO_NEEDS_F64);
-    if (!__any_sync(BISTO_FULL, valid)) return; // whole warp: nothing to redo
-  }
   const bool own = valid && t < n;
   const long long nn = (long long)n * n;
   const long long off = valid ? mat * nn : 0;
@@ -373,6 +377,10 @@ __device__ __forceinline__ void bisto_backward(const T *__restrict__ r, const T 
   const C tol = (C)tol_d;
   C rr[N], rc[N];
   C rows = C(0), cols = C(0), sr = C(0), sc = C(0);
+  // Column t of G stays in registers when the compute type is T (f32 CG); with f64 compute
+  // on f32 data it is read again at the end (registers are scarcer there).
+  constexpr bool KEEP_G = sizeof(C) == sizeof(T);
+  T gk[KEEP_G ? N : 1];
   {
     T ct[N], rt[N], gc[N];
 #pragma unroll
@@ -383,6 +391,7 @@ __device__ __forceinline__ void bisto_backward(const T *__restrict__ r, const T 
       rc[i] = (C)ct[i];
       cols += rc[i];
       sc += (C)gc[i] * rc[i];
+      if constexpr (KEEP_G) gk[i] = gc[i];
     }
     to_rows<T, N>(ct, rt, tile, tid, t, own, n, rm);
 #pragma unroll
@@ -414,14 +423,17 @@ __device__ __forceinline__ void bisto_backward(const T *__restrict__ r, const T 
   for (int k = 0; k < max_iters; ++k) {
     if (!__any_sync(BISTO_FULL, active)) break;
     const C q = schur_apply<C, N>(rr, rc, inv_row, cols, own, p, sa, sb, tid, base);
-    const C pq = gsum<N>(p * q);
+    C pq = p * q;
     if constexpr (sizeof(C) == 4) {
-      const C pp = gsum<N>(p * p);
+      C pp = p * p;
+      gsum2<N>(pq, pp);
       if (active && pp > C(0)) {
         const C ray = pq / pp;
         cmin = ray < cmin ? ray : cmin;
         cmax = ray > cmax ? ray : cmax;
       }
+    } else {
+      pq = gsum<N>(pq);
     }
     C alpha = C(0);
     if (active) {
@@ -432,8 +444,13 @@ __device__ __forceinline__ void bisto_backward(const T *__restrict__ r, const T 
     }
     xv = fma(alpha, p, xv);
     res = fma(-alpha, q, res);
-    res = project_off<N>(res, w, ww);
-    const C rsn = gsum<N>(res * res);
+    // Project off w and take ‖res‖² in one reduction: ‖r − (c/ww)w‖² = ‖r‖² − c²/ww.
+    C cw = res * w, rsn = res * res;
+    gsum2<N>(cw, rsn);
+    const C coef = ww > C(0) ? cw / ww : C(0);
+    res -= coef * w;
+    rsn = rsn - coef * cw;
+    rsn = rsn > C(0) ? rsn : C(0);
     C beta = C(0);
     if (active && alpha != C(0)) {
       ++its;
@@ -468,11 +485,54 @@ __device__ __forceinline__ void bisto_backward(const T *__restrict__ r, const T 
   T *dm = dx + off;
 #pragma unroll
   for (int i = 0; i < N; ++i)
-    if (own && i < n) dm[i * n + t] = (T)(((C)gm[i * n + t] - sb[base + i] - xv) * rc[i]);
+    if (own && i < n) {
+      C gv;
+      if constexpr (KEEP_G)
+        gv = (C)gk[i];
+      else
+        gv = (C)gm[i * n + t];
+      dm[i * n + t] = (T)((gv - sb[base + i] - xv) * rc[i]);
+    }
   if (valid && t == 0) {
     const u32 word = (u32)its | (conv ? 0x80000000u : 0u) | (rhs_bad ? 0x40000000u : 0u) |
                      (needs_f64 ? BISTO_NEEDS_F64 : 0u);
     out[mat] = (u64)word | ((u64)__float_as_uint((float)rel) << 32);
+    if (needs_f64) list[atomicAdd(list_len, 1u)] = (u32)mat;
+  }
+}
+
+template <typename T, typename C, int N>
+__device__ __forceinline__ void bisto_backward_all(const T *r, const T *g, T *dx, long long batch,
+                                                   int n, double tol, int max_iters, u64 *out,
+                                                   u32 *list, u32 *list_len) {
+  __shared__ __align__(16) C sa[BISTO_THREADS];
+  __shared__ __align__(16) C sb[BISTO_THREADS];
+  __shared__ __align__(16) T tile[Tile<T, N>::LEN];
+  const long long mat = ((long long)blockIdx.x * BISTO_THREADS + threadIdx.x) / N;
+  bisto_backward<T, C, N>(r, g, dx, mat, mat < batch, n, tol, max_iters, out, list, list_len,
+                          sa, sb, tile);
+}
+
+// The f64 redo: groups walk the list of marked matrices (grid-stride, warp-uniform loop).
+template <int N>
+__device__ __forceinline__ void bisto_backward_fix(const float *r, const float *g, float *dx,
+                                                   int n, double tol, int max_iters, u64 *out,
+                                                   const u32 *list, const u32 *list_len) {
+  __shared__ __align__(16) double sa[BISTO_THREADS];
+  __shared__ __align__(16) double sb[BISTO_THREADS];
+  __shared__ __align__(16) float tile[Tile<float, N>::LEN];
+  const long long count = *list_len;
+  const long long per_warp = 32 / N;
+  const long long warp = ((long long)blockIdx.x * BISTO_THREADS + threadIdx.x) >> 5;
+  const long long warps = ((long long)gridDim.x * BISTO_THREADS) >> 5;
+  const int grp = (threadIdx.x & 31) / N;
+  for (long long e0 = warp * per_warp; e0 < count; e0 += warps * per_warp) {
+    const long long e = e0 + grp;
+    const bool valid = e < count;
+    const long long mat = valid ? (long long)list[e] : 0;
+    bisto_backward<float, double, N>(r, g, dx, mat, valid, n, tol, max_iters, out, nullptr,
+                                     nullptr, sa, sb, tile);
+    __syncwarp();
   }
 }
 
@@ -486,21 +546,21 @@ __device__ __forceinline__ void bisto_backward(const T *__restrict__ r, const T 
   }                                                                                           \
   extern "C" __global__ void __launch_bounds__(BISTO_THREADS, BB)                             \
       bisto_bwd_n##N##_##SUF(const T *r, const T *g, T *dx, long long batch, int n,           \
-                             double tol, int max_iters, u64 *out) {                           \
-    bisto_backward<T, T, N, false>(r, g, dx, batch, n, tol, max_iters, out);                  \
+                             double tol, int max_iters, u64 *out, u32 *list, u32 *list_len) { \
+    bisto_backward_all<T, T, N>(r, g, dx, batch, n, tol, max_iters, out, list, list_len);     \
   }
 // The f64 redo of the f32 matrices marked "needs f64".
 #define BISTO_FIX(N)                                                                           \
   extern "C" __global__ void __launch_bounds__(BISTO_THREADS)                                 \
-      bisto_fix_n##N##_f32(const float *r, const float *g, float *dx, long long batch, int n, \
-                           double tol, int max_iters, u64 *out) {                             \
-    bisto_backward<float, double, N, true>(r, g, dx, batch, n, tol, max_iters, out);          \
+      bisto_fix_n##N##_f32(const float *r, const float *g, float *dx, int n, double tol,      \
+                           int max_iters, u64 *out, const u32 *list, const u32 *list_len) {   \
+    bisto_backward_fix<N>(r, g, dx, n, tol, max_iters, out, list, list_len);                  \
   }
 
 BISTO_KERNELS(float, f32, 2, 4, 3)
 BISTO_KERNELS(float, f32, 4, 4, 3)
-BISTO_KERNELS(float, f32, 8, 3, 2)
-BISTO_KERNELS(float, f32, 16, 3, 2)
+BISTO_KERNELS(float, f32, 8, 3, 3)
+BISTO_KERNELS(float, f32, 16, 4, 3)
 BISTO_KERNELS(float, f32, 32, 1, 1)
 BISTO_KERNELS(double, f64, 2, 3, 2)
 BISTO_KERNELS(double, f64, 4, 3, 2)

@@ -21,7 +21,8 @@ use crate::backend::batch_of;
 use crate::backend::bistochastic::{BistochasticKernels, ProjectionStats};
 use crate::grad::cg::CgOutcome;
 use crate::{Error, Result};
-use cudarc::driver::{CudaSlice, LaunchConfig, PinnedHostSlice, PushKernelArg};
+use cudarc::driver::{result as cu, sys, CudaSlice, LaunchConfig, PushKernelArg};
+use rayon::prelude::*;
 use std::sync::Mutex;
 
 /// Threads per block (`BISTO_THREADS`).
@@ -96,43 +97,80 @@ fn same_len<T>(what: &str, b: &CudaBuffer<T>, want: usize) -> Result<()> {
 }
 
 /// Page-locked host memory for the per-matrix CG outcomes (a pageable copy of 512 KiB costs
-/// hundreds of microseconds); one buffer per process, grown on demand, replaced when another
-/// context asks.
-static PINNED: Mutex<Option<PinnedHostSlice<u64>>> = Mutex::new(None);
+/// hundreds of microseconds): one buffer per process (portable across contexts), grown on
+/// demand, used under its lock from the copy to the end of the read.
+struct PinnedWords {
+    ptr: *mut u64,
+    cap: usize,
+}
+// SAFETY: the pointer is only dereferenced under the mutex.
+unsafe impl Send for PinnedWords {}
+
+static PINNED: Mutex<PinnedWords> = Mutex::new(PinnedWords {
+    ptr: std::ptr::null_mut(),
+    cap: 0,
+});
 
 impl CudaBackend {
-    /// Copy the first `len` words of `words` to the host through [`PINNED`].
-    fn read_words(&self, words: &CudaSlice<u64>, len: usize) -> Result<Vec<u64>> {
-        let mut guard = PINNED
+    /// Copy the first `len` outcome words of `words` to the host through [`PINNED`] and
+    /// decode them (in parallel: 65 536 matrices are common).
+    fn read_outcomes(&self, words: &CudaSlice<u64>, len: usize) -> Result<Vec<CgOutcome>> {
+        let mut pinned = PINNED
             .lock()
             .map_err(|_| Error::Cuda("the pinned read-back buffer lock was poisoned".into()))?;
-        let fits = matches!(&*guard, Some(p) if p.len() >= len
-            && std::sync::Arc::ptr_eq(p.context(), &self.inner.ctx));
-        if !fits {
-            *guard = None;
-            // SAFETY: the buffer is only read after a copy into it has completed; flags 0:
-            // cached (not write-combined) memory, which the host reads fast.
-            let p = unsafe { self.inner.ctx.alloc_pinned_with_flags::<u64>(len.max(1), 0) }
-                .map_err(|e| cuda_err("allocating pinned host memory", e))?;
-            *guard = Some(p);
-        }
-        let pinned = guard
-            .as_mut()
-            .ok_or_else(|| Error::Cuda("no pinned read-back buffer".into()))?;
-        let src = words.slice(..len);
         self.inner
-            .stream
-            .memcpy_dtoh(&src, pinned)
+            .ctx
+            .bind_to_thread()
+            .map_err(|e| cuda_err("binding the context", e))?;
+        if pinned.cap < len {
+            if !pinned.ptr.is_null() {
+                // SAFETY: allocated by malloc_host below; no copy into it is in flight (every
+                // use ends with a stream synchronisation under this lock). A failure leaks it.
+                let _ = unsafe { cu::free_host(pinned.ptr as *mut std::ffi::c_void) };
+                pinned.ptr = std::ptr::null_mut();
+                pinned.cap = 0;
+            }
+            let bytes = len.max(1) * std::mem::size_of::<u64>();
+            // SAFETY: a plain page-locked allocation; its contents are written before use.
+            let p = unsafe { cu::malloc_host(bytes, sys::CU_MEMHOSTALLOC_PORTABLE) }
+                .map_err(|e| cuda_err("allocating pinned host memory", e))?;
+            pinned.ptr = p as *mut u64;
+            pinned.cap = len.max(1);
+        }
+        // SAFETY: `ptr` holds `cap ≥ len` u64s, exclusively ours under the lock.
+        let dst = unsafe { std::slice::from_raw_parts_mut(pinned.ptr, len) };
+        let src = self.ptr(words);
+        // SAFETY: `words` holds at least `len` elements on this backend's stream.
+        unsafe { cu::memcpy_dtoh_async(dst, src, self.inner.stream.cu_stream()) }
             .map_err(|e| cuda_err("reading the CG outcomes", e))?;
-        // The backend does not track events (one stream): wait for the copy explicitly.
         self.inner
             .stream
             .synchronize()
             .map_err(|e| cuda_err("bistochastic_backward", e))?;
-        let host = pinned
-            .as_slice()
-            .map_err(|e| cuda_err("reading the CG outcomes", e))?;
-        Ok(host[..len].to_vec())
+        let decode = |(k, &word): (usize, &u64)| -> Result<CgOutcome> {
+            let w = word as u32;
+            if w & 0x4000_0000 != 0 {
+                return Err(Error::Numerical(format!(
+                    "CG: the right-hand side of problem {k} is not finite"
+                )));
+            }
+            let residual = f32::from_bits((word >> 32) as u32) as f64;
+            if residual.is_nan() {
+                return Err(Error::Numerical(format!(
+                    "CG: the residual of problem {k} is NaN"
+                )));
+            }
+            Ok(CgOutcome {
+                iterations: (w & 0x1fff_ffff) as usize,
+                residual,
+                converged: w & 0x8000_0000 != 0,
+            })
+        };
+        if len < 4096 {
+            dst.iter().enumerate().map(decode).collect()
+        } else {
+            dst.par_iter().enumerate().map(decode).collect()
+        }
     }
 }
 
@@ -202,18 +240,27 @@ impl<T: CudaReal> BistochasticKernels<T> for CudaBackend {
         let func = self
             .func(&format!("bisto_bwd_n{lanes}_{}", T::SUFFIX))?
             .clone();
-        // SAFETY: every word is written by the kernel before it is read back.
+        // SAFETY: every word is written by the kernel before it is read back; list entries
+        // below the (zeroed) count likewise.
         let words = unsafe { self.inner.stream.alloc::<u64>(batch) }
             .map_err(|e| cuda_err("allocating the CG outcomes", e))?;
-        let (pr, pg, pd, pw) = (
+        let list = unsafe { self.inner.stream.alloc::<u32>(batch) }
+            .map_err(|e| cuda_err("allocating the CG outcomes", e))?;
+        let count = self
+            .inner
+            .stream
+            .alloc_zeros::<u32>(1)
+            .map_err(|e| cuda_err("allocating the CG outcomes", e))?;
+        let (pr, pg, pd, pw, pl, pc) = (
             self.ptr(&r.data),
             self.ptr(&g.data),
             self.ptr(&dx.data),
             self.ptr(&words),
+            self.ptr(&list),
+            self.ptr(&count),
         );
         let (bi, ni) = (batch as i64, n as i32);
         let iters = max_iters.min(MAX_CG_ITERS) as i32;
-        let cfg = blocks(batch, lanes)?;
         let mut b = self.inner.stream.launch_builder(&func);
         b.arg(&pr)
             .arg(&pg)
@@ -222,44 +269,37 @@ impl<T: CudaReal> BistochasticKernels<T> for CudaBackend {
             .arg(&ni)
             .arg(&tol)
             .arg(&iters)
-            .arg(&pw);
-        unsafe { b.launch(cfg) }.map_err(|e| cuda_err("launching bistochastic_backward", e))?;
+            .arg(&pw)
+            .arg(&pl)
+            .arg(&pc);
+        unsafe { b.launch(blocks(batch, lanes)?) }
+            .map_err(|e| cuda_err("launching bistochastic_backward", e))?;
         if T::SUFFIX == "f32" {
-            // Redo in f64 the matrices the f32 CG marked (see cuda/bistochastic.cu).
+            // Redo in f64 the matrices the f32 CG listed (see cuda/bistochastic.cu): a small
+            // grid walks the list; with an empty list it only reads the count.
             let fix = self.func(&format!("bisto_fix_n{lanes}_f32"))?.clone();
+            let grid = blocks(batch, lanes)?
+                .grid_dim
+                .0
+                .min(self.inner.sm_count as u32);
             let mut b = self.inner.stream.launch_builder(&fix);
             b.arg(&pr)
                 .arg(&pg)
                 .arg(&pd)
-                .arg(&bi)
                 .arg(&ni)
                 .arg(&tol)
                 .arg(&iters)
-                .arg(&pw);
+                .arg(&pw)
+                .arg(&pl)
+                .arg(&pc);
+            let cfg = LaunchConfig {
+                grid_dim: (grid.max(1), 1, 1),
+                block_dim: (THREADS as u32, 1, 1),
+                shared_mem_bytes: 0,
+            };
             unsafe { b.launch(cfg) }
                 .map_err(|e| cuda_err("launching bistochastic_backward (f64 redo)", e))?;
         }
-        let words = self.read_words(&words, batch)?;
-        let mut out = Vec::with_capacity(batch);
-        for (k, &word) in words.iter().enumerate() {
-            let w = word as u32;
-            if w & 0x4000_0000 != 0 {
-                return Err(Error::Numerical(format!(
-                    "CG: the right-hand side of problem {k} is not finite"
-                )));
-            }
-            let residual = f32::from_bits((word >> 32) as u32) as f64;
-            if residual.is_nan() {
-                return Err(Error::Numerical(format!(
-                    "CG: the residual of problem {k} is NaN"
-                )));
-            }
-            out.push(CgOutcome {
-                iterations: (w & 0x1fff_ffff) as usize,
-                residual,
-                converged: w & 0x8000_0000 != 0,
-            });
-        }
-        Ok(out)
+        self.read_outcomes(&words, batch)
     }
 }
