@@ -21,9 +21,9 @@ use crate::backend::batch_of;
 use crate::backend::bistochastic::{BistochasticKernels, ProjectionStats};
 use crate::grad::cg::CgOutcome;
 use crate::{Error, Result};
-use cudarc::driver::{result as cu, sys, CudaSlice, LaunchConfig, PushKernelArg};
-use rayon::prelude::*;
-use std::sync::Mutex;
+use cudarc::driver::CudaContext;
+use cudarc::driver::{result as cu, CudaSlice, LaunchConfig, PushKernelArg};
+use std::sync::{Arc, Mutex};
 
 /// Threads per block (`BISTO_THREADS`).
 const THREADS: usize = 256;
@@ -97,11 +97,13 @@ fn same_len<T>(what: &str, b: &CudaBuffer<T>, want: usize) -> Result<()> {
 }
 
 /// Page-locked host memory for the per-matrix CG outcomes (a pageable copy of 512 KiB costs
-/// hundreds of microseconds): one buffer per process (portable across contexts), grown on
-/// demand, used under its lock from the copy to the end of the read.
+/// hundreds of microseconds): one buffer per process, grown on demand, used under its lock
+/// from the copy to the end of the read. It belongs to a context (destroying the context frees
+/// it), so it keeps that context alive and is replaced when another context asks.
 struct PinnedWords {
     ptr: *mut u64,
     cap: usize,
+    ctx: Option<Arc<CudaContext>>,
 }
 // SAFETY: the pointer is only dereferenced under the mutex.
 unsafe impl Send for PinnedWords {}
@@ -109,34 +111,44 @@ unsafe impl Send for PinnedWords {}
 static PINNED: Mutex<PinnedWords> = Mutex::new(PinnedWords {
     ptr: std::ptr::null_mut(),
     cap: 0,
+    ctx: None,
 });
 
 impl CudaBackend {
     /// Copy the first `len` outcome words of `words` to the host through [`PINNED`] and
-    /// decode them (in parallel: 65 536 matrices are common).
+    /// decode them.
     fn read_outcomes(&self, words: &CudaSlice<u64>, len: usize) -> Result<Vec<CgOutcome>> {
         let mut pinned = PINNED
             .lock()
             .map_err(|_| Error::Cuda("the pinned read-back buffer lock was poisoned".into()))?;
+        let ours = matches!(&pinned.ctx, Some(c) if Arc::ptr_eq(c, &self.inner.ctx));
+        if !ours || pinned.cap < len {
+            if let Some(old) = pinned.ctx.take() {
+                if !pinned.ptr.is_null() && old.bind_to_thread().is_ok() {
+                    // SAFETY: allocated by malloc_host below in `old` (kept alive until now);
+                    // no copy into it is in flight (every use ends with a stream
+                    // synchronisation under this lock). A failure leaks it.
+                    let _ = unsafe { cu::free_host(pinned.ptr as *mut std::ffi::c_void) };
+                }
+            }
+            pinned.ptr = std::ptr::null_mut();
+            pinned.cap = 0;
+            self.inner
+                .ctx
+                .bind_to_thread()
+                .map_err(|e| cuda_err("binding the context", e))?;
+            let bytes = len.max(1) * std::mem::size_of::<u64>();
+            // SAFETY: a plain page-locked allocation; its contents are written before use.
+            let p = unsafe { cu::malloc_host(bytes, 0) }
+                .map_err(|e| cuda_err("allocating pinned host memory", e))?;
+            pinned.ptr = p as *mut u64;
+            pinned.cap = len.max(1);
+            pinned.ctx = Some(self.inner.ctx.clone());
+        }
         self.inner
             .ctx
             .bind_to_thread()
             .map_err(|e| cuda_err("binding the context", e))?;
-        if pinned.cap < len {
-            if !pinned.ptr.is_null() {
-                // SAFETY: allocated by malloc_host below; no copy into it is in flight (every
-                // use ends with a stream synchronisation under this lock). A failure leaks it.
-                let _ = unsafe { cu::free_host(pinned.ptr as *mut std::ffi::c_void) };
-                pinned.ptr = std::ptr::null_mut();
-                pinned.cap = 0;
-            }
-            let bytes = len.max(1) * std::mem::size_of::<u64>();
-            // SAFETY: a plain page-locked allocation; its contents are written before use.
-            let p = unsafe { cu::malloc_host(bytes, sys::CU_MEMHOSTALLOC_PORTABLE) }
-                .map_err(|e| cuda_err("allocating pinned host memory", e))?;
-            pinned.ptr = p as *mut u64;
-            pinned.cap = len.max(1);
-        }
         // SAFETY: `ptr` holds `cap ≥ len` u64s, exclusively ours under the lock.
         let dst = unsafe { std::slice::from_raw_parts_mut(pinned.ptr, len) };
         let src = self.ptr(words);
@@ -147,30 +159,31 @@ impl CudaBackend {
             .stream
             .synchronize()
             .map_err(|e| cuda_err("bistochastic_backward", e))?;
-        let decode = |(k, &word): (usize, &u64)| -> Result<CgOutcome> {
-            let w = word as u32;
-            if w & 0x4000_0000 != 0 {
+        // Flags first (a branch-free pass), then a plain map the compiler can vectorise.
+        let rhs_bad = |w: u64| (w as u32) & 0x4000_0000 != 0;
+        let res_nan = |w: u64| ((w >> 32) as u32 & 0x7fff_ffff) > 0x7f80_0000;
+        if dst.iter().fold(false, |a, &w| a | rhs_bad(w) | res_nan(w)) {
+            if let Some(k) = dst.iter().position(|&w| rhs_bad(w)) {
                 return Err(Error::Numerical(format!(
                     "CG: the right-hand side of problem {k} is not finite"
                 )));
             }
-            let residual = f32::from_bits((word >> 32) as u32) as f64;
-            if residual.is_nan() {
-                return Err(Error::Numerical(format!(
-                    "CG: the residual of problem {k} is NaN"
-                )));
-            }
-            Ok(CgOutcome {
-                iterations: (w & 0x1fff_ffff) as usize,
-                residual,
-                converged: w & 0x8000_0000 != 0,
-            })
-        };
-        if len < 4096 {
-            dst.iter().enumerate().map(decode).collect()
-        } else {
-            dst.par_iter().enumerate().map(decode).collect()
+            let k = dst.iter().position(|&w| res_nan(w)).unwrap_or(0);
+            return Err(Error::Numerical(format!(
+                "CG: the residual of problem {k} is NaN"
+            )));
         }
+        Ok(dst
+            .iter()
+            .map(|&word| {
+                let w = word as u32;
+                CgOutcome {
+                    iterations: (w & 0x1fff_ffff) as usize,
+                    residual: f32::from_bits((word >> 32) as u32) as f64,
+                    converged: w & 0x8000_0000 != 0,
+                }
+            })
+            .collect())
     }
 }
 
