@@ -21,6 +21,10 @@
 //!   separable too, dense plans of grids are [`Error::Unavailable`].
 //! * [`BarycenterKernels`](crate::backend::barycenter::BarycenterKernels) (cuda/barycenter.cu):
 //!   the barycenter loop runs on the GPU for dense and grid costs.
+//! * [`BistochasticKernels`](crate::backend::bistochastic::BistochasticKernels)
+//!   (cuda/bistochastic.cu): one fused kernel per direction for batches of n×n matrices
+//!   (n ≤ 32), and [`GradKernels`](crate::backend::grad::GradKernels) (cuda/grad.cu), so the
+//!   implicit OT gradients run on the GPU.
 //!
 //! Everything runs on one CUDA stream per backend, in order. Driver, compiler and kernel
 //! failures are [`Error::Cuda`]; a machine without driver, NVRTC or GPU gives
