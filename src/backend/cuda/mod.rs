@@ -21,12 +21,18 @@
 //!   separable too, dense plans of grids are [`Error::Unavailable`].
 //! * [`BarycenterKernels`](crate::backend::barycenter::BarycenterKernels) (cuda/barycenter.cu):
 //!   the barycenter loop runs on the GPU for dense and grid costs.
+//! * [`BistochasticKernels`](crate::backend::bistochastic::BistochasticKernels)
+//!   (cuda/bistochastic.cu): one fused kernel per direction for batches of n×n matrices
+//!   (n ≤ 32), and [`GradKernels`](crate::backend::grad::GradKernels) (cuda/grad.cu), so the
+//!   implicit OT gradients run on the GPU.
 //!
 //! Everything runs on one CUDA stream per backend, in order. Driver, compiler and kernel
 //! failures are [`Error::Cuda`]; a machine without driver, NVRTC or GPU gives
 //! [`Error::Unavailable`] from [`CudaBackend::new`].
 
 mod barycenter;
+mod bistochastic;
+mod grad;
 mod grid;
 mod module;
 mod pointcloud;
@@ -171,6 +177,8 @@ const KERNELS: &[(&str, &[&str])] = &[
             "bary_spread_f64",
         ],
     ),
+    ("bistochastic", bistochastic::KERNEL_NAMES),
+    ("grad", grad::KERNEL_NAMES),
 ];
 
 struct Inner {

@@ -16,6 +16,11 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("pointcloud", include_str!("../../../cuda/pointcloud.cu")),
     ("grid", include_str!("../../../cuda/grid.cu")),
     ("barycenter", include_str!("../../../cuda/barycenter.cu")),
+    (
+        "bistochastic",
+        include_str!("../../../cuda/bistochastic.cu"),
+    ),
+    ("grad", include_str!("../../../cuda/grad.cu")),
 ];
 const COMMON: &str = include_str!("../../../cuda/common.cuh");
 
