@@ -28,6 +28,7 @@
 
 mod barycenter;
 mod grid;
+mod linalg;
 mod module;
 mod pointcloud;
 
@@ -160,6 +161,7 @@ const KERNELS: &[(&str, &[&str])] = &[
             "bary_spread_f64",
         ],
     ),
+    ("linalg", linalg::LINALG_KERNELS),
 ];
 
 struct Inner {

@@ -16,6 +16,7 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("pointcloud", include_str!("../../../cuda/pointcloud.cu")),
     ("grid", include_str!("../../../cuda/grid.cu")),
     ("barycenter", include_str!("../../../cuda/barycenter.cu")),
+    ("linalg", include_str!("../../../cuda/linalg.cu")),
 ];
 const COMMON: &str = include_str!("../../../cuda/common.cuh");
 
