@@ -39,9 +39,7 @@ __device__ __forceinline__ void st4(double *p, const double (&o)[4]) {
 // is transposed on its way into shared memory; the other is copied as 16-byte vectors.
 // ---------------------------------------------------------------------------------------
 #define GEMM_BM 128
-#define GEMM_BK 8
 #define GEMM_PAD 4
-#define GEMM_THREADS 256
 
 // One thread's 4 elements of a 128×8 slice of op(X) (rows r0.., k-columns k0..).
 // KC: element (r, k) at x[r·ld + k] (rows run along k); thread t takes row t/2 and
@@ -89,12 +87,59 @@ __device__ __forceinline__ void gemm_store(T (*s)[GEMM_BM + GEMM_PAD], const T (
 // Tile (bm, bn) of C. SYRK: op(B) = op(A)ᵀ (B is A), bm ≤ bn, and each element (i, j),
 // i ≤ j, is written to (i, j) and (j, i); on a diagonal tile the elements below the
 // diagonal are skipped (their mirrors write them). With β ≠ 0 only (i, j), i ≤ j, is read.
-template <typename T, bool TA, bool TB, bool SYRK>
+// Write the 4×4 block v (α·op(A)·op(B) already applied) at rows gi.., columns gj.. of C,
+// adding β·C (read only when β ≠ 0). SYRK: also to the mirrored positions; on a diagonal
+// tile the elements below the diagonal are skipped (their mirrors write them).
+template <typename T, bool SYRK>
+__device__ __forceinline__ void gemm_write4x4(T *__restrict__ C, int m, int n, int gi, int gj,
+                                              bool diag, T beta, T (&v)[4][4]) {
+  const bool read_c = beta != T(0);
+  if ((n & 3) == 0 && gi + 3 < m && gj + 3 < n && !diag) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      T *p = C + (long long)(gi + r) * n + gj;
+      if (read_c) {
+        T old[4];
+        ld4(p, old);
+#pragma unroll
+        for (int c = 0; c < 4; ++c) v[r][c] = fma(beta, old[c], v[r][c]);
+      }
+      st4(p, v[r]);
+    }
+    if (SYRK) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const T col[4] = {v[0][c], v[1][c], v[2][c], v[3][c]};
+        st4(C + (long long)(gj + c) * n + gi, col);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int i = gi + r, j = gj + c;
+        if (i >= m || j >= n || (diag && i > j)) continue;
+        T *p = C + (long long)i * n + j;
+        T x = v[r][c];
+        if (read_c) x = fma(beta, *p, x);
+        *p = x;
+        if (SYRK) C[(long long)j * n + i] = x;
+      }
+    }
+  }
+}
+
+// Tile (bm, bn) of C with 256 threads, each an 8×8 register block (used for f64).
+template <typename T, int BK, bool TA, bool TB, bool SYRK>
 __device__ __forceinline__ void gemm_tile(int bm, int bn, int m, int n, int k, T alpha,
                                           const T *__restrict__ A, const T *__restrict__ B,
                                           T beta, T *__restrict__ C) {
-  __shared__ __align__(16) T As[2][GEMM_BK][GEMM_BM + GEMM_PAD];
-  __shared__ __align__(16) T Bs[2][GEMM_BK][GEMM_BM + GEMM_PAD];
+  // BK = 8·SL: the k-step is loaded as SL slices of 8, each prefetched into registers
+  // while the previous 8 k-rows are multiplied and stored into the other buffer after them.
+  constexpr int SL = BK / 8;
+  __shared__ __align__(16) T As[2][BK][GEMM_BM + GEMM_PAD];
+  __shared__ __align__(16) T Bs[2][BK][GEMM_BM + GEMM_PAD];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   // A warp covers 4 thread-rows × 8 thread-columns: its fragment reads touch 4 (A) and
   // 8 (B) distinct 16-byte vectors, one shared-memory wavefront each.
@@ -111,21 +156,29 @@ __device__ __forceinline__ void gemm_tile(int bm, int bn, int m, int n, int k, T
   for (int i = 0; i < 8; ++i)
 #pragma unroll
     for (int j = 0; j < 8; ++j) acc[i][j] = T(0);
-  const int tiles = (k + GEMM_BK - 1) / GEMM_BK;
-  gemm_load<T, AKC>(A, lda, m, k, m0, 0, va, ra);
-  gemm_load<T, BKC>(B, ldb, n, k, n0, 0, vb, rb);
-  gemm_store<T, AKC>(As[0], ra);
-  gemm_store<T, BKC>(Bs[0], rb);
+  const int tiles = (k + BK - 1) / BK;
+#pragma unroll
+  for (int sl = 0; sl < SL; ++sl) {
+    gemm_load<T, AKC>(A, lda, m, k, m0, 8 * sl, va, ra);
+    gemm_load<T, BKC>(B, ldb, n, k, n0, 8 * sl, vb, rb);
+    gemm_store<T, AKC>(&As[0][8 * sl], ra);
+    gemm_store<T, BKC>(&Bs[0][8 * sl], rb);
+  }
   __syncthreads();
   for (int t = 0; t < tiles; ++t) {
     const int cur = t & 1;
     const bool more = t + 1 < tiles;
-    if (more) {
-      gemm_load<T, AKC>(A, lda, m, k, m0, (t + 1) * GEMM_BK, va, ra);
-      gemm_load<T, BKC>(B, ldb, n, k, n0, (t + 1) * GEMM_BK, vb, rb);
-    }
+    const int kn = (t + 1) * BK;
 #pragma unroll
-    for (int kk = 0; kk < GEMM_BK; ++kk) {
+    for (int kk = 0; kk < BK; ++kk) {
+      if (kk % 8 == 0 && more) {
+        if (kk > 0) {
+          gemm_store<T, AKC>(&As[cur ^ 1][kk - 8], ra);
+          gemm_store<T, BKC>(&Bs[cur ^ 1][kk - 8], rb);
+        }
+        gemm_load<T, AKC>(A, lda, m, k, m0, kn + kk, va, ra);
+        gemm_load<T, BKC>(B, ldb, n, k, n0, kn + kk, vb, rb);
+      }
       T a0[4], a1[4], b0[4], b1[4];
       ld4(&As[cur][kk][ty * 4], a0);
       ld4(&As[cur][kk][64 + ty * 4], a1);
@@ -143,67 +196,172 @@ __device__ __forceinline__ void gemm_tile(int bm, int bn, int m, int n, int k, T
       }
     }
     if (more) {
-      gemm_store<T, AKC>(As[cur ^ 1], ra);
-      gemm_store<T, BKC>(Bs[cur ^ 1], rb);
+      gemm_store<T, AKC>(&As[cur ^ 1][BK - 8], ra);
+      gemm_store<T, BKC>(&Bs[cur ^ 1][BK - 8], rb);
     }
     __syncthreads();
   }
-  // Epilogue by 4×4 sub-blocks: rows gi..gi+3, columns gj..gj+3.
-  const bool vc = (n & 3) == 0;
   const bool diag = SYRK && bm == bn;
-  const bool read_c = beta != T(0);
 #pragma unroll
   for (int ih = 0; ih < 2; ++ih) {
 #pragma unroll
     for (int jh = 0; jh < 2; ++jh) {
-      const int gi = m0 + ih * 64 + ty * 4, gj = n0 + jh * 64 + tx * 4;
       T v[4][4];
 #pragma unroll
       for (int r = 0; r < 4; ++r)
 #pragma unroll
         for (int c = 0; c < 4; ++c) v[r][c] = alpha * acc[ih * 4 + r][jh * 4 + c];
-      const bool full = gi + 3 < m && gj + 3 < n;
-      if (vc && full && !diag) {
+      gemm_write4x4<T, SYRK>(C, m, n, m0 + ih * 64 + ty * 4, n0 + jh * 64 + tx * 4, diag, beta, v);
+    }
+  }
+}
+
+// The same tile with 128 threads, each an 8×16 register block (used for f32): per k-row a
+// thread reads 2 + 4 16-byte vectors from shared memory for 128 FMAs. One thread's share
+// of a 128×8 slice is 8 elements: KC, row t and k0..k0+7; otherwise k-row t/16 and rows
+// 4·(t%16) + 0..3 and 64 + 4·(t%16) + 0..3.
+template <typename T, bool KC>
+__device__ __forceinline__ void gemm_load_w(const T *__restrict__ x, long long ld, int rows,
+                                            int k, int r0, int k0, bool vec, T (&reg)[8]) {
+  const int t = threadIdx.x;
+  if (KC) {
+    const int r = r0 + t;
+    const T *p = x + (long long)r * ld + k0;
+    if (vec && r < rows && k0 + 7 < k) {
+      T q[4];
+      ld4(p, q);
 #pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          T *p = C + (long long)(gi + r) * n + gj;
-          if (read_c) {
-            T old[4];
-            ld4(p, old);
+      for (int c = 0; c < 4; ++c) reg[c] = q[c];
+      ld4(p + 4, q);
 #pragma unroll
-            for (int c = 0; c < 4; ++c) v[r][c] = fma(beta, old[c], v[r][c]);
-          }
-          st4(p, v[r]);
-        }
-        if (SYRK) {
+      for (int c = 0; c < 4; ++c) reg[4 + c] = q[c];
+    } else {
 #pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            const T col[4] = {v[0][c], v[1][c], v[2][c], v[3][c]};
-            st4(C + (long long)(gj + c) * n + gi, col);
-          }
-        }
+      for (int c = 0; c < 8; ++c) reg[c] = (r < rows && k0 + c < k) ? p[c] : T(0);
+    }
+  } else {
+    const int kk = k0 + (t >> 4);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = r0 + h * 64 + (t & 15) * 4;
+      const T *p = x + (long long)kk * ld + r;
+      if (vec && kk < k && r + 3 < rows) {
+        T q[4];
+        ld4(p, q);
+#pragma unroll
+        for (int c = 0; c < 4; ++c) reg[4 * h + c] = q[c];
       } else {
 #pragma unroll
-        for (int r = 0; r < 4; ++r) {
+        for (int c = 0; c < 4; ++c) reg[4 * h + c] = (kk < k && r + c < rows) ? p[c] : T(0);
+      }
+    }
+  }
+}
+
+template <typename T, bool KC>
+__device__ __forceinline__ void gemm_store_w(T (*s)[GEMM_BM + GEMM_PAD], const T (&reg)[8]) {
+  const int t = threadIdx.x;
+  if (KC) {
 #pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            const int i = gi + r, j = gj + c;
-            if (i >= m || j >= n || (diag && i > j)) continue;
-            T *p = C + (long long)i * n + j;
-            T x = v[r][c];
-            if (read_c) x = fma(beta, *p, x);
-            *p = x;
-            if (SYRK) C[(long long)j * n + i] = x;
-          }
+    for (int c = 0; c < 8; ++c) s[c][t] = reg[c];
+  } else {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const T q[4] = {reg[4 * h], reg[4 * h + 1], reg[4 * h + 2], reg[4 * h + 3]};
+      st4(&s[t >> 4][h * 64 + (t & 15) * 4], q);
+    }
+  }
+}
+
+template <typename T, int BK, bool TA, bool TB, bool SYRK>
+__device__ __forceinline__ void gemm_tile_w(int bm, int bn, int m, int n, int k, T alpha,
+                                            const T *__restrict__ A, const T *__restrict__ B,
+                                            T beta, T *__restrict__ C) {
+  constexpr int SL = BK / 8;
+  __shared__ __align__(16) T As[2][BK][GEMM_BM + GEMM_PAD];
+  __shared__ __align__(16) T Bs[2][BK][GEMM_BM + GEMM_PAD];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  // Warp w: thread-rows 4w..4w+3 × thread-columns 0..7; rows 4·ty (+64), columns
+  // 4·tx + 32·j (j < 4): 4 (A) and 8 (B) distinct 16-byte vectors per warp read.
+  const int ty = warp * 4 + (lane >> 3), tx = lane & 7;
+  const int m0 = bm * GEMM_BM, n0 = bn * GEMM_BM;
+  constexpr bool AKC = !TA, BKC = TB;
+  const long long lda = TA ? m : k, ldb = TB ? k : n;
+  const bool va = (lda & 3) == 0, vb = (ldb & 3) == 0;
+  T ra[8], rb[8];
+  T acc[8][16];
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int j = 0; j < 16; ++j) acc[i][j] = T(0);
+  const int tiles = (k + BK - 1) / BK;
+#pragma unroll
+  for (int sl = 0; sl < SL; ++sl) {
+    gemm_load_w<T, AKC>(A, lda, m, k, m0, 8 * sl, va, ra);
+    gemm_load_w<T, BKC>(B, ldb, n, k, n0, 8 * sl, vb, rb);
+    gemm_store_w<T, AKC>(&As[0][8 * sl], ra);
+    gemm_store_w<T, BKC>(&Bs[0][8 * sl], rb);
+  }
+  __syncthreads();
+  for (int t = 0; t < tiles; ++t) {
+    const int cur = t & 1;
+    const bool more = t + 1 < tiles;
+    const int kn = (t + 1) * BK;
+#pragma unroll
+    for (int kk = 0; kk < BK; ++kk) {
+      if (kk % 8 == 0 && more) {
+        if (kk > 0) {
+          gemm_store_w<T, AKC>(&As[cur ^ 1][kk - 8], ra);
+          gemm_store_w<T, BKC>(&Bs[cur ^ 1][kk - 8], rb);
+        }
+        gemm_load_w<T, AKC>(A, lda, m, k, m0, kn + kk, va, ra);
+        gemm_load_w<T, BKC>(B, ldb, n, k, n0, kn + kk, vb, rb);
+      }
+      T a[8], b[16];
+      {
+        T q[4];
+        ld4(&As[cur][kk][ty * 4], q);
+#pragma unroll
+        for (int c = 0; c < 4; ++c) a[c] = q[c];
+        ld4(&As[cur][kk][64 + ty * 4], q);
+#pragma unroll
+        for (int c = 0; c < 4; ++c) a[4 + c] = q[c];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          ld4(&Bs[cur][kk][32 * j + tx * 4], q);
+#pragma unroll
+          for (int c = 0; c < 4; ++c) b[4 * j + c] = q[c];
         }
       }
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 16; ++j) acc[i][j] = fma(a[i], b[j], acc[i][j]);
+    }
+    if (more) {
+      gemm_store_w<T, AKC>(&As[cur ^ 1][BK - 8], ra);
+      gemm_store_w<T, BKC>(&Bs[cur ^ 1][BK - 8], rb);
+    }
+    __syncthreads();
+  }
+  const bool diag = SYRK && bm == bn;
+#pragma unroll
+  for (int ih = 0; ih < 2; ++ih) {
+#pragma unroll
+    for (int jh = 0; jh < 4; ++jh) {
+      T v[4][4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) v[r][c] = alpha * acc[ih * 4 + r][jh * 4 + c];
+      gemm_write4x4<T, SYRK>(C, m, n, m0 + ih * 64 + ty * 4, n0 + jh * 32 + tx * 4, diag, beta, v);
     }
   }
 }
 
 // Grouped tile order: 8 tile-rows at a time walk the tile-columns, so that a wave of
 // blocks shares panels of A and B in L2.
-template <typename T, bool TA, bool TB>
+template <typename T, int BK, bool W, bool TA, bool TB>
 __device__ __forceinline__ void gemm_entry(const T *A, const T *B, T *C, int m, int n, int k,
                                            T alpha, T beta) {
   const int mt = (m + GEMM_BM - 1) / GEMM_BM, nt = (n + GEMM_BM - 1) / GEMM_BM;
@@ -212,11 +370,14 @@ __device__ __forceinline__ void gemm_entry(const T *A, const T *B, T *C, int m, 
   const int first = (pid / per_group) * group;
   const int rows = min(mt - first, group);
   const int bm = first + (pid % per_group) % rows, bn = (pid % per_group) / rows;
-  gemm_tile<T, TA, TB, false>(bm, bn, m, n, k, alpha, A, B, beta, C);
+  if (W)
+    gemm_tile_w<T, BK, TA, TB, false>(bm, bn, m, n, k, alpha, A, B, beta, C);
+  else
+    gemm_tile<T, BK, TA, TB, false>(bm, bn, m, n, k, alpha, A, B, beta, C);
 }
 
 // Tiles (bi, bj), bi ≤ bj, enumerated column by column: id = bj(bj+1)/2 + bi.
-template <typename T, bool TA>
+template <typename T, int BK, bool W, bool TA>
 __device__ __forceinline__ void syrk_entry(const T *A, T *C, int n, int k, T alpha, T beta) {
   const long long id = blockIdx.x;
   long long bj = (long long)((sqrt(8.0 * (double)id + 1.0) - 1.0) * 0.5);
@@ -224,33 +385,37 @@ __device__ __forceinline__ void syrk_entry(const T *A, T *C, int n, int k, T alp
   while ((bj + 1) * (bj + 2) / 2 <= id) ++bj;
   const int bi = (int)(id - bj * (bj + 1) / 2);
   // op(A)·op(A)ᵀ: A stored n×k gives (A, Aᵀ) = (no, yes); stored k×n gives (yes, no).
-  gemm_tile<T, TA, !TA, true>(bi, (int)bj, n, n, k, alpha, A, A, beta, C);
+  if (W)
+    gemm_tile_w<T, BK, TA, !TA, true>(bi, (int)bj, n, n, k, alpha, A, A, beta, C);
+  else
+    gemm_tile<T, BK, TA, !TA, true>(bi, (int)bj, n, n, k, alpha, A, A, beta, C);
 }
 
-// f32: two blocks per SM (at most 128 registers a thread); f64 needs more registers.
-#define LOGOT_GEMM(NAME, T, TA, TB)                                                         \
-  extern "C" __global__ void __launch_bounds__(GEMM_THREADS, sizeof(T) == 4 ? 2 : 1)        \
+// f32: 128 threads of 8×16 outputs, k-steps of 16, two blocks per SM; f64: 256 threads of
+// 8×8, k-steps of 8 (static shared memory).
+#define LOGOT_GEMM(NAME, T, BK, W, TA, TB, THREADS, MINB)                                   \
+  extern "C" __global__ void __launch_bounds__(THREADS, MINB)                               \
       NAME(const T *A, const T *B, T *C, int m, int n, int k, T alpha, T beta) {            \
-    gemm_entry<T, TA, TB>(A, B, C, m, n, k, alpha, beta);                                   \
+    gemm_entry<T, BK, W, TA, TB>(A, B, C, m, n, k, alpha, beta);                            \
   }
-LOGOT_GEMM(gemm_nn_f32, float, false, false)
-LOGOT_GEMM(gemm_nt_f32, float, false, true)
-LOGOT_GEMM(gemm_tn_f32, float, true, false)
-LOGOT_GEMM(gemm_tt_f32, float, true, true)
-LOGOT_GEMM(gemm_nn_f64, double, false, false)
-LOGOT_GEMM(gemm_nt_f64, double, false, true)
-LOGOT_GEMM(gemm_tn_f64, double, true, false)
-LOGOT_GEMM(gemm_tt_f64, double, true, true)
+LOGOT_GEMM(gemm_nn_f32, float, 16, true, false, false, 128, 2)
+LOGOT_GEMM(gemm_nt_f32, float, 16, true, false, true, 128, 2)
+LOGOT_GEMM(gemm_tn_f32, float, 16, true, true, false, 128, 2)
+LOGOT_GEMM(gemm_tt_f32, float, 16, true, true, true, 128, 2)
+LOGOT_GEMM(gemm_nn_f64, double, 8, false, false, false, 256, 1)
+LOGOT_GEMM(gemm_nt_f64, double, 8, false, false, true, 256, 1)
+LOGOT_GEMM(gemm_tn_f64, double, 8, false, true, false, 256, 1)
+LOGOT_GEMM(gemm_tt_f64, double, 8, false, true, true, 256, 1)
 
-#define LOGOT_SYRK(NAME, T, TA)                                                             \
-  extern "C" __global__ void __launch_bounds__(GEMM_THREADS, sizeof(T) == 4 ? 2 : 1)        \
+#define LOGOT_SYRK(NAME, T, BK, W, TA, THREADS, MINB)                                       \
+  extern "C" __global__ void __launch_bounds__(THREADS, MINB)                               \
       NAME(const T *A, T *C, int n, int k, T alpha, T beta) {                               \
-    syrk_entry<T, TA>(A, C, n, k, alpha, beta);                                             \
+    syrk_entry<T, BK, W, TA>(A, C, n, k, alpha, beta);                                      \
   }
-LOGOT_SYRK(syrk_n_f32, float, false)
-LOGOT_SYRK(syrk_t_f32, float, true)
-LOGOT_SYRK(syrk_n_f64, double, false)
-LOGOT_SYRK(syrk_t_f64, double, true)
+LOGOT_SYRK(syrk_n_f32, float, 16, true, false, 128, 2)
+LOGOT_SYRK(syrk_t_f32, float, 16, true, true, 128, 2)
+LOGOT_SYRK(syrk_n_f64, double, 8, false, false, 256, 1)
+LOGOT_SYRK(syrk_t_f64, double, 8, false, true, 256, 1)
 
 // ---------------------------------------------------------------------------------------
 // Batched M×3 SVD, one warp per matrix (grid-stride over the batch), everything in f64

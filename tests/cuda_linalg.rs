@@ -11,6 +11,8 @@
 //!   the error bound is the classical `(k + 2)·ε·(|α|·Σ|a||b| + |β||c|)` per entry;
 //! * syrk: the same loop; the result is bitwise symmetric, and with β ≠ 0 only the upper
 //!   triangle of C is read (the lower one holds NaN);
+//! * products of 2^30 multiply-adds or more (which go through transposed copies of
+//!   operands whose rows run along k): odd sizes, sampled entries against f64 sums;
 //! * frobenius_norm and scaled_copy: f64 sums; NaN and ∞ propagate; no overflow in f64;
 //! * Newton–Schulz: the CPU in f64 (relative Frobenius difference within f32 tolerance),
 //!   and the singular values of the GPU result in the Muon band, checked by Cholesky
@@ -420,6 +422,79 @@ fn syrk_exactly_symmetric_upper_tiles_f64() {
     for &(n, k) in &[(37, 77), (200, 64)] {
         check_syrk::<f64>(&gpu, n, k, 1.0, 0.0);
         check_syrk::<f64>(&gpu, n, k, 0.5, 1.5);
+    }
+}
+
+/// Products of at least 2^30 multiply-adds read a transposed copy of an operand whose
+/// rows run along k: odd sizes just above that, all transposes, sampled entries against
+/// f64 sums (and syrk's full symmetry).
+#[test]
+fn large_products_through_transposed_copies() {
+    let Some(gpu) = gpu() else { return };
+    let (m, n, k) = (1031usize, 1027usize, 1029usize);
+    let mut rng = StdRng::seed_from_u64(99);
+    let a = gaussian::<f32>(&mut rng, m * k);
+    let b = gaussian::<f32>(&mut rng, k * n);
+    let cast = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+    let (ga, gb) = (
+        gpu.upload(&cast(&a)).unwrap(),
+        gpu.upload(&cast(&b)).unwrap(),
+    );
+    let e = eps::<f32>();
+    let samples: Vec<(usize, usize)> = (0..400)
+        .map(|_| (rng.random_range(0..m), rng.random_range(0..n)))
+        .chain([(0, 0), (m - 1, n - 1), (m - 1, 0), (0, n - 1)])
+        .collect();
+    for ta in [Transpose::No, Transpose::Yes] {
+        for tb in [Transpose::No, Transpose::Yes] {
+            let mut gc = gpu.filled(m * n, f32::NAN).unwrap();
+            let shape = GemmShape::new(m, n, k).with_transposes(ta, tb);
+            gpu.gemm(shape, 1.0f32, &ga, &gb, 0.0, &mut gc).unwrap();
+            let got = gpu.download(&gc).unwrap();
+            for &(i, j) in &samples {
+                let (mut s, mut mag) = (0.0, 0.0);
+                for p in 0..k {
+                    let x = op(&a, m, k, ta, i, p) * op(&b, k, n, tb, p, j);
+                    s += x;
+                    mag += x.abs();
+                }
+                let g = got[i * n + j] as f64;
+                assert!(
+                    (g - s).abs() <= (k as f64 + 2.0) * e * mag,
+                    "gemm {ta:?}{tb:?}: C[{i},{j}] = {g} vs {s}"
+                );
+            }
+        }
+    }
+    let (n, k) = (1031usize, 1029usize);
+    for ta in [Transpose::No, Transpose::Yes] {
+        let mut gc = gpu.filled(n * n, f32::NAN).unwrap();
+        gpu.syrk(SyrkShape { n, k, ta }, -0.5f32, &ga, 0.0, &mut gc)
+            .unwrap();
+        let got = gpu.download(&gc).unwrap();
+        for i in 0..n {
+            for j in 0..i {
+                assert!(
+                    got[i * n + j] == got[j * n + i],
+                    "syrk {ta:?}: C[{i},{j}] ≠ C[{j},{i}]"
+                );
+            }
+        }
+        for &(i, j) in &samples {
+            let j = j.min(n - 1);
+            let (mut s, mut mag) = (0.0, 0.0);
+            for p in 0..k {
+                let x = op(&a, n, k, ta, i, p) * op(&a, n, k, ta, j, p);
+                s += x;
+                mag += x.abs();
+            }
+            let g = got[i * n + j] as f64;
+            assert!(
+                (g + 0.5 * s).abs() <= (k as f64 + 2.0) * e * 0.5 * mag,
+                "syrk {ta:?}: C[{i},{j}] = {g} vs {}",
+                -0.5 * s
+            );
+        }
     }
 }
 

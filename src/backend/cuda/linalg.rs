@@ -18,8 +18,6 @@ use cudarc::driver::PushKernelArg;
 
 /// Edge of the GEMM tile (`GEMM_BM` in cuda/linalg.cu).
 const TILE: usize = 128;
-/// Threads of a GEMM block (`GEMM_THREADS`).
-const GEMM_THREADS: u32 = 256;
 /// Warps (matrices at a time) per svd3 block (`SVD_WARPS`).
 const SVD_WARPS: usize = 4;
 /// Rows per register chunk of the svd3 kernel (32 lanes × 4 rows).
@@ -52,6 +50,15 @@ pub(super) const LINALG_KERNELS: &[&str] = &[
     "scaled_copy_f64",
 ];
 
+/// Threads of a GEMM block: 128 (8×16 outputs each) for f32, 256 (8×8) for f64.
+fn gemm_threads<T: CudaReal>() -> u32 {
+    if T::SUFFIX == "f32" {
+        128
+    } else {
+        256
+    }
+}
+
 fn flag(t: Transpose) -> char {
     match t {
         Transpose::No => 'n',
@@ -70,7 +77,39 @@ fn tiles(rows: usize, cols: usize, what: &str) -> Result<(u32, usize, usize)> {
     Ok((total, mt, nt))
 }
 
+/// Multiply-adds from which a GEMM or syrk first copies an operand whose rows run along
+/// k into transposed (row-contiguous) form: the copy costs one read and one write of the
+/// operand, the tile loads of the transposed layout are about 10 % faster at 4096³.
+const TRANSPOSED_COPY_MIN_WORK: usize = 1 << 30;
+
 impl CudaBackend {
+    /// `xᵀ` (`cols×rows`) of the row-major `rows×cols` buffer `x` in a new allocation, or
+    /// `None` when the shape exceeds the transpose kernel's grid.
+    fn transposed_copy<T: CudaReal>(
+        &self,
+        x: &CudaBuffer<T>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<Option<cudarc::driver::CudaSlice<T>>> {
+        let (gx, gy) = (cols.div_ceil(32), rows.div_ceil(32));
+        if gx > i32::MAX as usize || gy > 65535 || rows * cols == 0 {
+            return Ok(None);
+        }
+        let out = self.alloc::<T>(rows * cols, "a transposed operand")?;
+        let f = self.func(&format!("transpose_{}", T::SUFFIX))?.clone();
+        let (src, dst) = (self.ptr(&x.data), self.ptr(&out));
+        let (r, c) = (to_i32(rows, "rows")?, to_i32(cols, "columns")?);
+        let cfg = cudarc::driver::LaunchConfig {
+            grid_dim: (gx as u32, gy as u32, 1),
+            block_dim: (32, 8, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = self.inner.stream.launch_builder(&f);
+        b.arg(&src).arg(&dst).arg(&r).arg(&c);
+        unsafe { b.launch(cfg) }.map_err(|e| cuda_err("launching transpose", e))?;
+        Ok(Some(out))
+    }
+
     /// Blocks of a grid-stride elementwise launch over `len` elements.
     fn linalg_blocks(&self, len: usize) -> u32 {
         len.div_ceil(256).clamp(1, self.inner.sm_count * 8) as u32
@@ -159,9 +198,28 @@ impl<T: CudaReal> LinalgKernels<T> for CudaBackend {
             to_i32(n, "gemm: n")?,
             to_i32(k, "gemm: k")?,
         );
+        // Large products read an operand whose rows run along k (A as stored, or B
+        // transposed) from a transposed copy: the tile loads are then row-contiguous.
+        let big = m.saturating_mul(n).saturating_mul(k) >= TRANSPOSED_COPY_MIN_WORK;
+        let at = match ta {
+            Transpose::No if big => self.transposed_copy(a, m, k)?,
+            _ => None,
+        };
+        let bt = match tb {
+            Transpose::Yes if big => self.transposed_copy(b, n, k)?,
+            _ => None,
+        };
+        let (ta, pa) = match &at {
+            Some(t) => (Transpose::Yes, self.ptr(t)),
+            None => (ta, self.ptr(&a.data)),
+        };
+        let (tb, pb) = match &bt {
+            Some(t) => (Transpose::No, self.ptr(t)),
+            None => (tb, self.ptr(&b.data)),
+        };
         let name = format!("gemm_{}{}_{}", flag(ta), flag(tb), T::SUFFIX);
         let func = self.func(&name)?.clone();
-        let (pa, pb, pc) = (self.ptr(&a.data), self.ptr(&b.data), self.ptr(&c.data));
+        let pc = self.ptr(&c.data);
         let mut l = self.inner.stream.launch_builder(&func);
         l.arg(&pa)
             .arg(&pb)
@@ -171,8 +229,10 @@ impl<T: CudaReal> LinalgKernels<T> for CudaBackend {
             .arg(&ki)
             .arg(&alpha)
             .arg(&beta);
-        unsafe { l.launch(cfg1(blocks, GEMM_THREADS, 0)) }
+        unsafe { l.launch(cfg1(blocks, gemm_threads::<T>(), 0)) }
             .map_err(|e| cuda_err("launching gemm", e))?;
+        // The copies are freed in stream order, after the kernel.
+        drop((at, bt));
         Ok(())
     }
 
@@ -193,13 +253,25 @@ impl<T: CudaReal> LinalgKernels<T> for CudaBackend {
         let blocks = u32::try_from(nt * (nt + 1) / 2)
             .map_err(|_| Error::shape("syrk: C", "too large for one launch"))?;
         let (ni, ki) = (to_i32(n, "syrk: n")?, to_i32(k, "syrk: k")?);
+        // As in gemm: a large X·Xᵀ reads a transposed copy of X (then computes (Xᵀ)ᵀ·Xᵀ).
+        let at = match ta {
+            Transpose::No if n.saturating_mul(n).saturating_mul(k) >= TRANSPOSED_COPY_MIN_WORK => {
+                self.transposed_copy(a, n, k)?
+            }
+            _ => None,
+        };
+        let (ta, pa) = match &at {
+            Some(t) => (Transpose::Yes, self.ptr(t)),
+            None => (ta, self.ptr(&a.data)),
+        };
         let name = format!("syrk_{}_{}", flag(ta), T::SUFFIX);
         let func = self.func(&name)?.clone();
-        let (pa, pc) = (self.ptr(&a.data), self.ptr(&c.data));
+        let pc = self.ptr(&c.data);
         let mut l = self.inner.stream.launch_builder(&func);
         l.arg(&pa).arg(&pc).arg(&ni).arg(&ki).arg(&alpha).arg(&beta);
-        unsafe { l.launch(cfg1(blocks, GEMM_THREADS, 0)) }
+        unsafe { l.launch(cfg1(blocks, gemm_threads::<T>(), 0)) }
             .map_err(|e| cuda_err("launching syrk", e))?;
+        drop(at);
         Ok(())
     }
 

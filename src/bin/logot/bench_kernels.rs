@@ -187,6 +187,16 @@ fn run_linalg<T: Real, B: LinalgKernels<T>>(backend: B, a: &BenchArgs) -> Json {
                 be.syrk(shape, T::one(), &xb, T::zero(), &mut c)?;
                 sync(be, &probe)
             })?;
+            // The same product read transposed (XᵀX of the same square matrix).
+            let shape_t = SyrkShape {
+                ta: Transpose::Yes,
+                ..shape
+            };
+            let tt = time_runs_for(a, || {
+                be.syrk(shape_t, T::one(), &xb, T::zero(), &mut c)?;
+                sync(be, &probe)
+            })?;
+            out["transposed_ms"] = tt.0.into();
             out["shape"] = json!([n, n]);
             // The work of the full product 2n³ (the symmetric kernel does about half).
             out["gflop_per_s"] = giga_per_s(2.0 * (n as f64).powi(3), t.0).into();
@@ -230,6 +240,19 @@ fn run_linalg<T: Real, B: LinalgKernels<T>>(backend: B, a: &BenchArgs) -> Json {
                 be.gemm(tn, T::one(), &ab, &dc, T::zero(), &mut db)?;
                 sync(be, &probe)
             })?;
+            // Each transpose combination on its own.
+            for (ta, tb, key) in [
+                (Transpose::No, Transpose::Yes, "nt_ms"),
+                (Transpose::Yes, Transpose::No, "tn_ms"),
+                (Transpose::Yes, Transpose::Yes, "tt_ms"),
+            ] {
+                let st = s.with_transposes(ta, tb);
+                let t = time_runs_for(a, || {
+                    be.gemm(st, T::one(), &ab, &bb, T::zero(), &mut c)?;
+                    sync(be, &probe)
+                })?;
+                out[key] = t.0.into();
+            }
             let flops = 2.0 * (n as f64).powi(3);
             out["shape"] = json!([n, n, n]);
             out["forward_ms"] = fwd.0.into();
