@@ -278,8 +278,11 @@ __device__ __forceinline__ void gemm_tile_w(int bm, int bn, int m, int n, int k,
                                             const T *__restrict__ A, const T *__restrict__ B,
                                             T beta, T *__restrict__ C) {
   constexpr int SL = BK / 8;
-  __shared__ __align__(16) T As[2][BK][GEMM_BM + GEMM_PAD];
-  __shared__ __align__(16) T Bs[2][BK][GEMM_BM + GEMM_PAD];
+  // Dynamic shared memory: 2 operands × 2 buffers × BK × (128 + 4) elements.
+  extern __shared__ __align__(16) unsigned char gemm_smem[];
+  typedef T Stage[BK][GEMM_BM + GEMM_PAD];
+  Stage *As = reinterpret_cast<Stage *>(gemm_smem);
+  Stage *Bs = As + 2;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   // Warp w: thread-rows 4w..4w+3 × thread-columns 0..7; rows 4·ty (+64), columns
   // 4·tx + 32·j (j < 4): 4 (A) and 8 (B) distinct 16-byte vectors per warp read.

@@ -31,9 +31,9 @@ macro_rules! on_cpu {
 }
 
 /// Time one of the kernel problems. The bodies are generic over the backend; the CUDA
-/// arms return [`Error::Unavailable`] until the CUDA backend implements the kernels: then
-/// replace both arms of a family by `(…, _) => dispatch!(dtype, a.backend, run_mhc, a)`
-/// (resp. `run_linalg`).
+/// arm of the mhc family returns [`Error::Unavailable`] until the CUDA backend implements
+/// its kernels: then replace both arms by `(…, _) => dispatch!(dtype, a.backend, run_mhc, a)`
+/// (as for `run_linalg`).
 pub fn bench(dtype: Dtype, a: &BenchArgs) -> Json {
     let mhc = matches!(a.problem, BenchProblem::Mhc4 | BenchProblem::Mhc16);
     match (mhc, a.backend) {
