@@ -34,6 +34,7 @@ mod barycenter;
 mod bistochastic;
 mod grad;
 mod grid;
+mod linalg;
 mod module;
 mod pointcloud;
 
@@ -179,6 +180,7 @@ const KERNELS: &[(&str, &[&str])] = &[
     ),
     ("bistochastic", bistochastic::KERNEL_NAMES),
     ("grad", grad::KERNEL_NAMES),
+    ("linalg", linalg::LINALG_KERNELS),
 ];
 
 struct Inner {

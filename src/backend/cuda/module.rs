@@ -21,6 +21,7 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
         include_str!("../../../cuda/bistochastic.cu"),
     ),
     ("grad", include_str!("../../../cuda/grad.cu")),
+    ("linalg", include_str!("../../../cuda/linalg.cu")),
 ];
 const COMMON: &str = include_str!("../../../cuda/common.cuh");
 
