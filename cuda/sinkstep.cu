@@ -215,6 +215,18 @@ __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long lon
     cp_async_commit();
   };
   auto load_stage = [&](int st, int buf) { load_stage_parts(st, buf, false); };
+  // Issue stage st + 1's copies (if any), then wait for stage st's; returns its buffer.
+  auto stage_ready = [&](int st) {
+    const int buf = st & 1;
+    if (st + 1 < nst) {
+      load_stage(st + 1, buf ^ 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    return buf;
+  };
 
   // Programmatic dependent launch (sm_90): nothing written by the previous kernel is read
   // before griddepcontrol.wait; then the next kernel may start launching (its blocks take
@@ -265,15 +277,7 @@ __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long lon
       // so the sum pass below can neither overflow nor underflow. M itself accumulates
       // the maximum (rows past the batch keep their 0: their potentials are −∞).
       for (int st = 0; st < nst; ++st) {
-        const int buf = st & 1;
-        if (st + 1 < nst) {
-          load_stage(st + 1, buf ^ 1);
-          cp_async_wait<1>();
-        } else {
-          cp_async_wait<0>();
-        }
-        __syncthreads();
-        const T *cs = smem + buf * C::STAGE;
+        const T *cs = smem + stage_ready(st) * C::STAGE;
         const T *ps = cs + C::CS;
 #pragma unroll KW_UNROLL
         for (int kk = 0; kk < KW; ++kk) {
@@ -304,16 +308,7 @@ __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long lon
 
     if (nst > 0) {
       for (int st = 0; st < nst; ++st) {
-        const int buf = st & 1;
-        const bool more = st + 1 < nst;
-        if (more) {
-          load_stage(st + 1, buf ^ 1);
-          cp_async_wait<1>();
-        } else {
-          cp_async_wait<0>();
-        }
-        __syncthreads();
-        const T *cs = smem + buf * C::STAGE;
+        const T *cs = smem + stage_ready(st) * C::STAGE;
         const T *ps = cs + C::CS;
         T part[TB][TJ];
         T partw[REPORT ? TB : 1][REPORT ? TJ : 1];
