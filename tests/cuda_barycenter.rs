@@ -5,6 +5,9 @@
 //! when no GPU is usable, and fails instead when `LOGOT_REQUIRE_GPU=1`.
 #![cfg(feature = "cuda")]
 
+mod common;
+use common::gpu::gpu;
+
 use logot::backend::cuda::CudaBackend;
 use logot::{
     problems, Backend, BarycenterParams, BarycenterSolver, CostSource, CpuBackend, GridCost,
@@ -13,19 +16,6 @@ use logot::{
 use ndarray::{Array1, Array2, Array3};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-
-fn gpu() -> Option<CudaBackend> {
-    match CudaBackend::new() {
-        Ok(b) => Some(b),
-        Err(e) => {
-            if std::env::var("LOGOT_REQUIRE_GPU").as_deref() == Ok("1") {
-                panic!("LOGOT_REQUIRE_GPU=1 but the CUDA backend is unavailable: {e}");
-            }
-            eprintln!("skipping: {e}");
-            None
-        }
-    }
-}
 
 fn cast<T: Real>(v: &[f64]) -> Vec<T> {
     v.iter().map(|&x| T::of(x)).collect()

@@ -7,6 +7,7 @@
 //! 20-iteration and converged R. Each test skips with a printed reason when no GPU is usable,
 //! and fails instead when `LOGOT_REQUIRE_GPU=1`.
 #![cfg(feature = "cuda")]
+use common::gpu::gpu;
 
 mod common;
 
@@ -15,19 +16,6 @@ use logot::backend::cuda::CudaBackend;
 use logot::grad::{Bistochastic, BistochasticParams, CgParams};
 use logot::{Backend, BistochasticKernels, CpuBackend, Real};
 use ndarray::Array3;
-
-fn gpu() -> Option<CudaBackend> {
-    match CudaBackend::new() {
-        Ok(b) => Some(b),
-        Err(e) => {
-            if std::env::var("LOGOT_REQUIRE_GPU").as_deref() == Ok("1") {
-                panic!("LOGOT_REQUIRE_GPU=1 but the CUDA backend is unavailable: {e}");
-            }
-            eprintln!("skipping: {e}");
-            None
-        }
-    }
-}
 
 /// `b` matrices `n×n` with entries uniform in `[lo, hi)`, rounded to `T` (so the f64
 /// reference sees exactly the values the GPU gets).

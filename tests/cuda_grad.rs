@@ -6,6 +6,7 @@
 //! zero-mass bin, in f64 and f32. Each test skips with a printed reason when no GPU is usable,
 //! and fails instead when `LOGOT_REQUIRE_GPU=1`.
 #![cfg(feature = "cuda")]
+use common::gpu::gpu;
 
 mod common;
 
@@ -14,19 +15,6 @@ use logot::backend::cuda::CudaBackend;
 use logot::grad::CgParams;
 use logot::{Backend, CpuBackend, GradKernels, Problem, Real, SinkhornParams, Solver};
 use ndarray::{Array2, Array3};
-
-fn gpu() -> Option<CudaBackend> {
-    match CudaBackend::new() {
-        Ok(b) => Some(b),
-        Err(e) => {
-            if std::env::var("LOGOT_REQUIRE_GPU").as_deref() == Ok("1") {
-                panic!("LOGOT_REQUIRE_GPU=1 but the CUDA backend is unavailable: {e}");
-            }
-            eprintln!("skipping: {e}");
-            None
-        }
-    }
-}
 
 /// Largest |a − b| relative to max(1e-300, max |b|).
 fn rel(a: &[f64], b: &[f64]) -> f64 {

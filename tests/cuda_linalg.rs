@@ -22,6 +22,9 @@
 //! `LOGOT_REQUIRE_GPU=1`.
 #![cfg(feature = "cuda")]
 
+mod common;
+use common::gpu::gpu;
+
 use logot::backend::cuda::CudaBackend;
 use logot::linalg::{
     newton_schulz_on, svd3_batch_on, GemmShape, LinalgKernels, NewtonSchulzParams, SyrkShape,
@@ -32,19 +35,6 @@ use ndarray::{Array2, Array3, Axis};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
-
-fn gpu() -> Option<CudaBackend> {
-    match CudaBackend::new() {
-        Ok(b) => Some(b),
-        Err(e) => {
-            if std::env::var("LOGOT_REQUIRE_GPU").as_deref() == Ok("1") {
-                panic!("LOGOT_REQUIRE_GPU=1 but the CUDA backend is unavailable: {e}");
-            }
-            eprintln!("skipping: {e}");
-            None
-        }
-    }
-}
 
 /// Unit roundoff of `T`.
 fn eps<T: Real>() -> f64 {

@@ -6,25 +6,14 @@
 //! usable, and fails instead when `LOGOT_REQUIRE_GPU=1`.
 #![cfg(feature = "cuda")]
 
-use logot::backend::cuda::CudaBackend;
+mod common;
+use common::gpu::gpu;
+
 use logot::{
     Backend, CpuBackend, PointCloudCost, PointCloudKernels, PointMetric, Problem, Side,
     SinkhornParams, Solver,
 };
 use ndarray::{Array1, Array2, Axis};
-
-fn gpu() -> Option<CudaBackend> {
-    match CudaBackend::new() {
-        Ok(b) => Some(b),
-        Err(e) => {
-            if std::env::var("LOGOT_REQUIRE_GPU").as_deref() == Ok("1") {
-                panic!("LOGOT_REQUIRE_GPU=1 but the CUDA backend is unavailable: {e}");
-            }
-            eprintln!("skipping: {e}");
-            None
-        }
-    }
-}
 
 /// 64-bit LCG (Knuth's constants), uniform in [0, 1).
 struct Lcg(u64);

@@ -3,28 +3,14 @@
 //! printed reason when no GPU is usable, and fails instead when `LOGOT_REQUIRE_GPU=1`.
 #![cfg(feature = "cuda")]
 
+mod common;
+use common::gpu::{gpu, gpu_with};
+
 use logot::backend::cuda::{CudaBackend, CudaOptions};
 use logot::{Backend, CostSource, CpuBackend, Problem, Side, SinkhornParams, Solver};
 use ndarray::{Array1, Array2, Array3, Axis};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-
-fn gpu_with(options: CudaOptions) -> Option<CudaBackend> {
-    match CudaBackend::with_options(0, options) {
-        Ok(b) => Some(b),
-        Err(e) => {
-            if std::env::var("LOGOT_REQUIRE_GPU").as_deref() == Ok("1") {
-                panic!("LOGOT_REQUIRE_GPU=1 but the CUDA backend is unavailable: {e}");
-            }
-            eprintln!("skipping: {e}");
-            None
-        }
-    }
-}
-
-fn gpu() -> Option<CudaBackend> {
-    gpu_with(CudaOptions::default())
-}
 
 fn uniform(rng: &mut StdRng, len: usize, lo: f64, hi: f64) -> Vec<f64> {
     (0..len).map(|_| rng.random_range(lo..hi)).collect()

@@ -3,6 +3,8 @@
 #![allow(dead_code)]
 
 pub mod cli;
+#[cfg(feature = "cuda")]
+pub mod gpu;
 
 use std::ops::{Add, Div, Mul, Neg, Sub};
 
