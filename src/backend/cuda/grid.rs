@@ -191,7 +191,7 @@ impl CudaBackend {
         let nmax = shape.iter().copied().max().unwrap_or(0);
         // Every axis's coordinates (padded to an even count), then a (value, coordinate)
         // pair per point of a line for each warp (`grid_bary_fused` in cuda/grid.cu).
-        let smem = ((sum_n + 1) / 2 * 2 + FUSED_WARPS * 2 * nmax) * std::mem::size_of::<T>();
+        let smem = (sum_n.div_ceil(2) * 2 + FUSED_WARPS * 2 * nmax) * std::mem::size_of::<T>();
         let work = p.saturating_mul(k).saturating_mul(n).saturating_mul(sum_n);
         if cl == 0
             || iters == 0
