@@ -58,6 +58,10 @@ pub enum Error {
     /// The requested feature or backend is not available in this build or on this machine.
     #[error("{0}")]
     Unavailable(String),
+    /// A host allocation that cannot be made (an impossible size asked for by the input,
+    /// e.g. the plan of two huge point clouds): reported instead of aborting.
+    #[error("{what}: out of memory: {detail}")]
+    OutOfMemory { what: String, detail: String },
     /// A CUDA driver, compiler or kernel failure.
     #[error("CUDA: {0}")]
     Cuda(String),

@@ -442,13 +442,14 @@ impl<B> Solver<B> {
     where
         B: Backend<T>,
     {
+        let (b, n, m) = (problem.batch_size(), problem.mu.ncols(), problem.nu.ncols());
+        crate::validate::check_alloc::<T>("plan", &[b, n, m])?;
         let s = self.run(problem)?;
         let result = self.finish(problem, &s)?;
         let eps = T::of(self.params.eps);
         let plan = self
             .backend
             .download(&self.backend.plan(&s.cost, &s.f, &s.g, eps)?)?;
-        let (b, n, m) = (problem.batch_size(), problem.mu.ncols(), problem.nu.ncols());
         let plan =
             Array3::from_shape_vec((b, n, m), plan).map_err(|e| Error::Numerical(e.to_string()))?;
         Ok(Coupling { plan, result })

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod cli;
+pub mod stability;
 
 use std::ops::{Add, Div, Mul, Neg, Sub};
 
