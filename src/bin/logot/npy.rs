@@ -66,12 +66,14 @@ fn parse_header_text(path: &str, text: &str, data_offset: usize) -> Result<Heade
     let dtype = match descr {
         "<f4" | "=f4" => Dtype::F32,
         "<f8" | "=f8" => Dtype::F64,
-        d => return Err(file_err(
-            path,
-            format!(
+        d => {
+            return Err(file_err(
+                path,
+                format!(
                 "dtype {d} is not supported; expected little-endian float32 (<f4) or float64 (<f8)"
             ),
-        )),
+            ))
+        }
     };
     let fortran_order = match header_value(text, "fortran_order") {
         Some("True") => true,
