@@ -107,6 +107,11 @@ pub struct Row {
 
 /// Run the sweep with f32 on `backend`.
 pub fn sweep<B: Backend<f32> + Clone>(backend: &B) -> Vec<Row> {
+    sweep_eps(backend, &EPS)
+}
+
+/// The sweep over the given relative ε only.
+pub fn sweep_eps<B: Backend<f32> + Clone>(backend: &B, eps: &[f64]) -> Vec<Row> {
     let mut rows = Vec::new();
     for fam in families() {
         let cmax = fam.cost.iter().cloned().fold(0.0, f64::max);
@@ -115,7 +120,7 @@ pub fn sweep<B: Backend<f32> + Clone>(backend: &B) -> Vec<Row> {
             fam.nu.mapv(|v| v as f32),
             fam.cost.mapv(|v| v as f32),
         );
-        for &rel in EPS.iter() {
+        for &rel in eps {
             let params = SinkhornParams::fixed_iterations(rel * cmax, ITERS);
             let r64 = Solver::new(CpuBackend, params.clone())
                 .solve(&Problem::new(fam.mu.view(), fam.nu.view(), fam.cost.view()).unwrap())
