@@ -34,7 +34,7 @@ pub enum Error {
     #[error("{arg}: total mass is zero{detail}")]
     ZeroMass { arg: String, detail: String },
     /// Two histograms that must carry the same mass do not.
-    #[error("unequal total masses{detail}: mu sums to {mu}, nu sums to {nu} (relative difference {rel:.3e} > {tol:.1e})")]
+    #[error("unequal total masses{detail}: mu sums to {}, nu sums to {} (relative difference {rel:.3e} > {tol:.1e})", short(.mu), short(.nu))]
     UnequalMass {
         detail: String,
         mu: f64,
@@ -65,6 +65,17 @@ pub enum Error {
     /// A CUDA driver, compiler or kernel failure.
     #[error("CUDA: {0}")]
     Cuda(String),
+}
+
+/// A number as `{}` prints it when that is short, else in scientific notation (a mass of
+/// 1e-300 would otherwise print 300 digits).
+fn short(x: &f64) -> String {
+    let a = x.abs();
+    if a == 0.0 || (1e-4..1e15).contains(&a) || !a.is_finite() {
+        x.to_string()
+    } else {
+        format!("{x:e}")
+    }
 }
 
 impl Error {

@@ -41,6 +41,18 @@ pub(crate) fn check_histograms<T: Real>(arg: &str, a: &ArrayView2<'_, T>) -> Res
         .into_iter()
         .map(|r| r.iter().map(|v| v.f64()).sum())
         .collect();
+    if let Some(k) = sums.iter().position(|s| !s.is_finite()) {
+        // Finite entries whose sum overflows f64.
+        return Err(Error::NonFinite {
+            arg: arg.into(),
+            index: if b > 1 {
+                format!("sum of problem {k}")
+            } else {
+                "sum".into()
+            },
+            value: sums[k].to_string(),
+        });
+    }
     if let Some(k) = sums.iter().position(|&s| s <= 0.0) {
         let detail = if b > 1 {
             format!(" in problem {k}")

@@ -83,6 +83,23 @@ fn sinkhorn_rows() -> Vec<Case> {
             solve(&with_nan(mu.clone(), 1, f64::INFINITY), &nu, &c, p()),
         ),
         case(
+            "L02",
+            "NonFinite",
+            "mu: non-finite value inf at index sum",
+            solve(&Array1::from_elem(4, 1e308), &nu, &c, p()),
+        ),
+        case(
+            "L11",
+            "UnequalMass",
+            "mu sums to 4e-300, nu sums to 3e-300",
+            solve(
+                &Array1::from_elem(4, 1e-300),
+                &Array1::from_elem(3, 1e-300),
+                &c,
+                p(),
+            ),
+        ),
+        case(
             "L03",
             "NegativeMass",
             "mu: negative mass -0.25",
