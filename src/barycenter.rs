@@ -205,6 +205,7 @@ impl<B> BarycenterSolver<B> {
         p.validate()?;
         let (problems, inputs, n) = histograms.dim();
         let m = validate_inputs(&histograms, &weights, &cost)?;
+        crate::validate::check_eps_resolution::<T>(p.eps, crate::validate::max_abs_cost(&cost))?;
         let grid = matches!(cost, CostSource::Grid(_));
         // POT's stabilisation of log(A) and its check schedule differ between the two.
         let (stab, max_iters, offset) = if grid {

@@ -551,6 +551,7 @@ impl<B> Solver<B> {
         let be = &self.backend;
         let (batch, n) = problem.mu.dim();
         let m = problem.nu.ncols();
+        let max_abs_cost = crate::validate::max_abs_cost(&problem.cost);
         let cost = be.prepare_cost(&problem.cost)?;
         let host = |a: &ArrayView2<'_, T>| a.iter().copied().collect::<Vec<T>>();
         let log = |a: &ArrayView2<'_, T>| a.iter().map(|v| v.ln()).collect::<Vec<T>>();
@@ -584,6 +585,7 @@ impl<B> Solver<B> {
             batch,
             n,
             m,
+            max_abs_cost,
         })
     }
 
@@ -631,6 +633,7 @@ impl<B> Solver<B> {
     {
         let p = &self.params;
         p.validate()?;
+        crate::validate::check_eps_resolution::<T>(p.eps, pr.max_abs_cost)?;
         let be = &self.backend;
         let (batch, n, m, cost) = (pr.batch, pr.n, pr.m, &pr.cost);
         let (nu, log_mu, log_nu) = (&pr.nu, &pr.log_mu, &pr.log_nu);
@@ -756,6 +759,8 @@ pub struct Prepared<T: Real, B: Backend<T>> {
     batch: usize,
     n: usize,
     m: usize,
+    /// Largest |cost|, for the ε resolution check.
+    max_abs_cost: f64,
 }
 
 impl<T: Real, B: Backend<T>> Prepared<T, B> {

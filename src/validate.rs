@@ -129,3 +129,43 @@ pub(crate) fn check_alloc<T>(what: &str, dims: &[usize]) -> Result<()> {
     }
     Ok(())
 }
+
+/// ε is at least one rounding unit of the largest |cost| in precision `T`. Below that,
+/// `(f + g − C)/ε` is rounding noise: the iterations still run, but the plan no longer
+/// meets its marginals (its mass drifts far from 1, a distance can exceed every cost), so
+/// the input is refused instead of answered with garbage.
+pub(crate) fn check_eps_resolution<T: Real>(eps: f64, max_abs_cost: f64) -> Result<()> {
+    let floor = max_abs_cost * T::epsilon().f64();
+    if eps < floor {
+        let hint = if T::NAME == "float32" {
+            "; compute in float64 or raise eps"
+        } else {
+            "; raise eps"
+        };
+        return Err(Error::parameter(
+            "eps",
+            format!("{eps:e}"),
+            format!(
+                "below the resolution of {} for costs up to {max_abs_cost:.3e}: eps must be ≥ {floor:.2e} \
+                 (one rounding unit of the largest cost){hint}",
+                T::NAME
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The largest |cost| of a cost source (0 for sources without a known bound).
+pub(crate) fn max_abs_cost<T: Real>(cost: &crate::CostSource<'_, T>) -> f64 {
+    use crate::CostSource;
+    let fold = |m: f64, v: &T| m.max(v.f64().abs());
+    match cost {
+        CostSource::Dense(c) => c.iter().fold(0.0, fold),
+        CostSource::DenseBatch(c) => c.iter().fold(0.0, fold),
+        CostSource::PointCloud(c) => c.max_cost(),
+        // Squared distances on the unit grid: at most 1 per axis.
+        CostSource::Grid(g) => g.shape().len() as f64,
+        #[allow(unreachable_patterns)]
+        _ => 0.0,
+    }
+}

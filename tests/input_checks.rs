@@ -320,13 +320,75 @@ fn impossible_plan_rows() -> Vec<Case> {
 }
 
 fn numerical_rows() -> Vec<Case> {
-    // ε = 1e-45 is a positive f64 but 0 (or subnormal) in f32: the distance goes
-    // non-finite and is reported, never returned as NaN.
-    let (mu, nu) = (uniform(3).mapv(|v| v as f32), uniform(3).mapv(|v| v as f32));
-    let c = cost(3, 3).mapv(|v| v as f32 + 0.5);
-    let r = Solver::new(CpuBackend, SinkhornParams::fixed_iterations(1e-45, 3))
+    // ε = 1e308: f + g overflows to −∞ and the marginal error goes NaN; reported, never
+    // returned as a NaN distance.
+    let (mu, nu) = (uniform(3), uniform(3));
+    let c = cost(3, 3).mapv(|v| v + 0.5);
+    let r = Solver::new(CpuBackend, SinkhornParams::fixed_iterations(1e308, 3))
         .solve(&Problem::new(mu.view(), nu.view(), c.view()).unwrap());
     vec![case("L21", "Numerical", "numerical failure", r)]
+}
+
+/// ε below one rounding unit of the largest cost: refused (the plan would be noise).
+fn resolution_rows() -> Vec<Case> {
+    let (mu, nu, c) = (uniform(4), uniform(3), cost(4, 3));
+    let (m32, n32, c32) = (
+        mu.mapv(|v| v as f32),
+        nu.mapv(|v| v as f32),
+        c.mapv(|v| v as f32),
+    );
+    let p32 = Problem::new(m32.view(), n32.view(), c32.view()).unwrap();
+    let x = array![[0.0], [1.0], [2.0], [3.0]];
+    let cloud = PointCloudCost::new(x.view(), x.view()).unwrap();
+    let h = Array2::from_elem((2, 4), 0.25);
+    vec![
+        case(
+            "L74",
+            "Parameter",
+            "eps = 1e-20: below the resolution of float64",
+            solve(&mu, &nu, &c, SinkhornParams::new(1e-20)),
+        ),
+        case(
+            "L74",
+            "Parameter",
+            "below the resolution of float32 for costs up to 5.625e-1",
+            Solver::new(CpuBackend, SinkhornParams::new(1e-9)).solve(&p32),
+        ),
+        case(
+            "L74",
+            "Parameter",
+            "below the resolution of float64 for costs up to 9.000e0",
+            Solver::new(CpuBackend, SinkhornParams::new(1e-16)).solve(
+                &Problem::batch(
+                    uniform(4).insert_axis(Axis(0)).view(),
+                    uniform(4).insert_axis(Axis(0)).view(),
+                    cloud,
+                )
+                .unwrap(),
+            ),
+        ),
+        case(
+            "L74",
+            "Parameter",
+            "below the resolution of float64",
+            barycenter(
+                h.view(),
+                array![0.5, 0.5].view(),
+                c.dot(&c.t()).view(),
+                &BarycenterParams::new(1e-300),
+            ),
+        ),
+        case(
+            "L74",
+            "Parameter",
+            "below the resolution of float64 for costs up to 2.000e0",
+            grid_barycenter(
+                Array3::from_elem((2, 3, 3), 1.0 / 9.0).view(),
+                array![0.5, 0.5].view(),
+                &BarycenterParams::new(1e-300),
+            ),
+        ),
+    ]
 }
 
 fn pointcloud_rows() -> Vec<Case> {
@@ -1081,6 +1143,7 @@ fn every_library_row_is_refused_with_its_error() {
     let mut cases = sinkhorn_rows();
     cases.extend(impossible_plan_rows());
     cases.extend(numerical_rows());
+    cases.extend(resolution_rows());
     cases.extend(pointcloud_rows());
     cases.extend(grid_rows());
     cases.extend(barycenter_rows());
