@@ -135,6 +135,14 @@ pub(crate) fn check_alloc<T>(what: &str, dims: &[usize]) -> Result<()> {
 /// meets its marginals (its mass drifts far from 1, a distance can exceed every cost), so
 /// the input is refused instead of answered with garbage.
 pub(crate) fn check_eps_resolution<T: Real>(eps: f64, max_abs_cost: f64) -> Result<()> {
+    if !(max_abs_cost <= T::max_value().f64()) {
+        // Point clouds far apart: |x − y|² overflows the precision.
+        return Err(Error::parameter(
+            "cost",
+            format!("max |C| = {max_abs_cost:e}"),
+            format!("the costs overflow {}; rescale the inputs", T::NAME),
+        ));
+    }
     let floor = max_abs_cost * T::epsilon().f64();
     if eps < floor {
         let hint = if T::NAME == "float32" {

@@ -432,6 +432,26 @@ fn pointcloud_rows() -> Vec<Case> {
             "cost: is 3×2 but mu has 2",
             wasserstein_points(b.view(), b.view(), x.view(), y.view(), 0.1),
         ),
+        case("L75", "Parameter", "the costs overflow float32", {
+            let far = array![[0.0f32, 0.0], [3e19, 0.0]];
+            let w = array![0.5f32, 0.5];
+            wasserstein_points(w.view(), w.view(), far.view(), far.view(), 1.0)
+        }),
+        case(
+            "L75",
+            "Parameter",
+            "cost = max |C| = inf: the costs overflow float64",
+            {
+                let far = array![[-1e200, 0.0], [1e200, 0.0]];
+                wasserstein_points(
+                    b.view(),
+                    b.view(),
+                    far.view(),
+                    y.view(),
+                    1.0,
+                )
+            },
+        ),
         case(
             "L26",
             "Shape",
