@@ -135,7 +135,7 @@ pub(crate) fn check_alloc<T>(what: &str, dims: &[usize]) -> Result<()> {
 /// meets its marginals (its mass drifts far from 1, a distance can exceed every cost), so
 /// the input is refused instead of answered with garbage.
 pub(crate) fn check_eps_resolution<T: Real>(eps: f64, max_abs_cost: f64) -> Result<()> {
-    if !(max_abs_cost <= T::max_value().f64()) {
+    if max_abs_cost.is_nan() || max_abs_cost > T::max_value().f64() {
         // Point clouds far apart: |x − y|² overflows the precision.
         return Err(Error::parameter(
             "cost",
