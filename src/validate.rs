@@ -18,6 +18,21 @@ pub(crate) fn check_finite<T: Real, S: Data<Elem = T>, D: Dimension>(
     Ok(())
 }
 
+/// [`check_finite`] that also returns the largest |entry| (one pass).
+pub(crate) fn check_finite_max<T: Real, S: Data<Elem = T>, D: Dimension>(
+    arg: &str,
+    a: &ArrayBase<S, D>,
+) -> Result<f64> {
+    let mut max = 0.0f64;
+    for v in a.iter() {
+        if !v.is_finite() {
+            check_finite(arg, a)?; // the error, with the index of the first offender
+        }
+        max = max.max(v.f64().abs());
+    }
+    Ok(max)
+}
+
 /// A batch of histograms (one per row): non-empty, finite, non-negative, positive total.
 /// Returns each row's total mass.
 pub(crate) fn check_histograms<T: Real>(arg: &str, a: &ArrayView2<'_, T>) -> Result<Vec<f64>> {
@@ -163,17 +178,17 @@ pub(crate) fn check_eps_resolution<T: Real>(eps: f64, max_abs_cost: f64) -> Resu
     Ok(())
 }
 
-/// The largest |cost| of a cost source (0 for sources without a known bound).
-pub(crate) fn max_abs_cost<T: Real>(cost: &crate::CostSource<'_, T>) -> f64 {
+/// The largest |cost| of a cost source (0 for sources without a known bound); dense costs
+/// are checked finite in the same pass.
+pub(crate) fn max_abs_cost<T: Real>(cost: &crate::CostSource<'_, T>) -> Result<f64> {
     use crate::CostSource;
-    let fold = |m: f64, v: &T| m.max(v.f64().abs());
-    match cost {
-        CostSource::Dense(c) => c.iter().fold(0.0, fold),
-        CostSource::DenseBatch(c) => c.iter().fold(0.0, fold),
+    Ok(match cost {
+        CostSource::Dense(c) => check_finite_max("cost", c)?,
+        CostSource::DenseBatch(c) => check_finite_max("cost", c)?,
         CostSource::PointCloud(c) => c.max_cost(),
         // Squared distances on the unit grid: at most 1 per axis.
         CostSource::Grid(g) => g.shape().len() as f64,
         #[allow(unreachable_patterns)]
         _ => 0.0,
-    }
+    })
 }

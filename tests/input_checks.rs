@@ -443,13 +443,7 @@ fn pointcloud_rows() -> Vec<Case> {
             "cost = max |C| = inf: the costs overflow float64",
             {
                 let far = array![[-1e200, 0.0], [1e200, 0.0]];
-                wasserstein_points(
-                    b.view(),
-                    b.view(),
-                    far.view(),
-                    y.view(),
-                    1.0,
-                )
+                wasserstein_points(b.view(), b.view(), far.view(), y.view(), 1.0)
             },
         ),
         case(
