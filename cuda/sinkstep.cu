@@ -14,6 +14,14 @@
 #ifndef KW_UNROLL
 #define KW_UNROLL 16
 #endif
+// Every SOFT_EXP-th exponential of a thread's unrolled group goes to the FMA pipe
+// (exp2_mix): the tiled kernel (TB·TJ terms per k) and the fused kernel (FL terms).
+#ifndef SOFT_EXP
+#define SOFT_EXP 0
+#endif
+#ifndef SOFT_EXP_FUSED
+#define SOFT_EXP_FUSED 0
+#endif
 
 template <typename T, int N> __device__ __forceinline__ void lds_vec(T (&v)[N], const T *p) {
   if constexpr (sizeof(T) == 4 && N % 4 == 0) {
@@ -191,21 +199,32 @@ __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long lon
       }
     }
   };
-  auto load_stage = [&](int st, int buf) {
+  // A stage's cost tile and potential tile (cost_done: the cost tile is already issued).
+  auto load_stage_parts = [&](int st, int buf, bool cost_done) {
     if (full_tile && kbeg + (st + 1) * KT <= kend) {
-      load_cost_full(st, buf);
+      if (!cost_done) load_cost_full(st, buf);
       load_pot_full(st, buf);
     } else {
-      load_cost(st, buf);
+      if (!cost_done) load_cost(st, buf);
       load_pot(st, buf);
     }
     cp_async_commit();
   };
+  auto load_stage = [&](int st, int buf) { load_stage_parts(st, buf, false); };
 
   // Programmatic dependent launch (sm_90): nothing written by the previous kernel is read
   // before griddepcontrol.wait; then the next kernel may start launching (its blocks take
-  // SMs as this kernel's blocks retire, and wait in the same way).
+  // SMs as this kernel's blocks retire, and wait in the same way). The cost, which no
+  // kernel writes, is read before: the first stage's cost tile is fetched while waiting.
+  bool cost0_issued = false;
 #if __CUDA_ARCH__ >= 900
+  if (nst > 0) {
+    if (full_tile && kbeg + KT <= kend)
+      load_cost_full(0, 0);
+    else
+      load_cost(0, 0);
+    cost0_issued = true;
+  }
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
@@ -213,7 +232,7 @@ __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long lon
   for (int attempt = 0; attempt < 2; ++attempt) {
     const bool exact = split || attempt > 0;
     // The first stage's copies are in flight while the shift hints load.
-    if (nst > 0) load_stage(0, 0);
+    if (nst > 0) load_stage_parts(0, 0, cost0_issued && attempt == 0);
     T M[TB][TJ], S[TB][TJ];
     T W[REPORT ? TB : 1][REPORT ? TJ : 1];  // cost-weighted sums (report mode)
 #pragma unroll
@@ -237,6 +256,47 @@ __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long lon
         S[ib][jj] = T(0);
         if constexpr (REPORT) W[ib][jj] = T(0);
       }
+
+    if (exact && nst > 0) {
+      // Exact shifts without a hint: a first pass over the stages takes each warp's own
+      // maximum of p − c over its k (no exponentials, a fraction of the sum pass's time),
+      // so the sum pass below can neither overflow nor underflow.
+      T mx[TB][TJ];
+#pragma unroll
+      for (int ib = 0; ib < TB; ++ib)
+#pragma unroll
+        for (int jj = 0; jj < TJ; ++jj) mx[ib][jj] = ninf;
+      for (int st = 0; st < nst; ++st) {
+        const int buf = st & 1;
+        if (st + 1 < nst) {
+          load_stage(st + 1, buf ^ 1);
+          cp_async_wait<1>();
+        } else {
+          cp_async_wait<0>();
+        }
+        __syncthreads();
+        const T *cs = smem + buf * C::STAGE;
+        const T *ps = cs + C::CS;
+#pragma unroll KW_UNROLL
+        for (int kk = 0; kk < KW; ++kk) {
+          const int k = warp * KW + kk;
+          T pv[TB], cv[TJ];
+          lds_vec<T, TB>(pv, ps + k * BBP + tb * TB);
+          lds_vec<T, TJ>(cv, cs + k * BJ + tj * TJ);
+#pragma unroll
+          for (int ib = 0; ib < TB; ++ib)
+#pragma unroll
+            for (int jj = 0; jj < TJ; ++jj) mx[ib][jj] = fmax(mx[ib][jj], pv[ib] - cv[jj]);
+        }
+        __syncthreads();
+      }
+#pragma unroll
+      for (int ib = 0; ib < TB; ++ib)
+#pragma unroll
+        for (int jj = 0; jj < TJ; ++jj)
+          if (b0 + tb * TB + ib < B) M[ib][jj] = mx[ib][jj] * s;  // -inf stays -inf
+      load_stage(0, 0);  // the sum pass starts over
+    }
 
     if (nst > 0) {
       for (int st = 0; st < nst; ++st) {
@@ -272,7 +332,7 @@ __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long lon
             for (int jj = 0; jj < TJ; ++jj) {
               // y = (p − c)·s − M: the potential and the cost are raw in shared memory.
               const T y = fma(pv[ib] - cv[jj], s, -M[ib][jj]);
-              const T e = Num<T>::exp2(y);
+              const T e = exp2_mix<T, SOFT_EXP>(ib * TJ + jj, y);
               part[ib][jj] += e;
               if constexpr (REPORT) partw[ib][jj] = fma(e, cv[jj], partw[ib][jj]);
             }
@@ -539,13 +599,13 @@ __device__ __forceinline__ void half_fused(T *O, const T *P, const T *LM, const 
         lds_vec<T, FL>(cn, cs + k * Lp + l0);
 #pragma unroll
         for (int q = 0; q < FL; ++q) {
-          part[q] += Num<T>::exp2(p + c[q] - H[q]);
+          part[q] += exp2_mix<T, SOFT_EXP_FUSED>(q, p + c[q] - H[q]);
           c[q] = cn[q];
         }
         p = pn;
       }
 #pragma unroll
-      for (int q = 0; q < FL; ++q) part[q] += Num<T>::exp2(p + c[q] - H[q]);
+      for (int q = 0; q < FL; ++q) part[q] += exp2_mix<T, SOFT_EXP_FUSED>(q, p + c[q] - H[q]);
     }
     bool bad = false;
 #pragma unroll
@@ -732,6 +792,15 @@ __device__ __forceinline__ void transpose(const T *__restrict__ in, T *__restric
   }
 SHARED16(float, f32, 2)
 SHARED16(double, f64, 1)
+
+// Shared cost, few problems (2 to 7): 4 batch rows × 128 outputs per block, 16 outputs a
+// thread. There are few blocks, so the host splits the reduction across blocks.
+#define SHARED4(T, SUF, MINB)                                                                \
+  extern "C" __global__ void __launch_bounds__(256, MINB) sinkstep_s4_##SUF(TILED_ARGS(T)) { \
+    sinkstep_tiled<T, 4, 4, 1, 32, 8, 8, 0>(TILED_PASS);                                     \
+  }
+SHARED4(float, f32, 2)
+SHARED4(double, f64, 1)
 
 // One batch row × 128 outputs per block (per-problem costs, or few problems).
 #define ROW1(T, SUF)                                                                         \

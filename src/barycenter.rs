@@ -15,7 +15,7 @@
 //! On a [`GridCost`] the sinksteps are separable 1-D log-convolutions, so a 2-D image of
 //! `N×N` pixels costs `O(N³)` per step, never an `N²×N²` matrix.
 
-use crate::backend::{BaryLayout, BarycenterKernels, CostSource, GridCost, Side};
+use crate::backend::{Backend, BaryBuffers, BaryLayout, BarycenterKernels, CostSource, GridCost};
 use crate::sinkhorn::cost_dims;
 use crate::validate::{check_eps, check_finite, check_histograms};
 use crate::{CpuBackend, Error, Real, Result};
@@ -99,6 +99,34 @@ pub struct Barycenter<T, D: Dimension = Ix1> {
     pub error: f64,
     /// `error < tol` with `tol > 0`.
     pub converged: bool,
+}
+
+/// A barycenter cost validated and prepared on a backend ([`BarycenterSolver::prepare`]):
+/// on a GPU it stays on the device across solves.
+pub struct PreparedCost<T: Real, B: Backend<T>> {
+    cost: B::Cost,
+    n: usize,
+    m: usize,
+    grid: bool,
+    /// Largest |cost|, for the ε resolution check.
+    max_abs_cost: f64,
+}
+
+impl<T: Real, B: Backend<T>> PreparedCost<T, B> {
+    /// Rows (bins of each input) and columns (bins of the barycenter) of the cost.
+    pub fn dims(&self) -> (usize, usize) {
+        (self.n, self.m)
+    }
+}
+
+impl<T: Real, B: Backend<T>> std::fmt::Debug for PreparedCost<T, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "PreparedCost {{ n: {}, m: {}, grid: {} }}",
+            self.n, self.m, self.grid
+        )
+    }
 }
 
 /// Computes barycenters on a chosen backend.
@@ -200,14 +228,113 @@ impl<B> BarycenterSolver<B> {
     where
         B: BarycenterKernels<T>,
     {
+        self.params.validate()?;
+        validate_inputs(&histograms, &weights)?;
+        let prepared = self.prepare(cost)?;
+        crate::validate::check_eps_resolution::<T>(self.params.eps, prepared.max_abs_cost)?;
+        self.run(histograms, weights, &prepared)
+    }
+
+    /// Validate `cost` and prepare it on the backend once (on a GPU: upload it), for
+    /// repeated solves with [`solve_prepared`](Self::solve_prepared) and
+    /// [`solve_batch_prepared`](Self::solve_batch_prepared).
+    ///
+    /// ```
+    /// use logot::{BarycenterParams, BarycenterSolver, CpuBackend};
+    /// use ndarray::{array, Array2};
+    /// let x = [0.0, 0.25, 0.5, 0.75, 1.0];
+    /// let cost = Array2::from_shape_fn((5, 5), |(i, j)| (x[i] - x[j]) * (x[i] - x[j]));
+    /// let solver = BarycenterSolver::new(CpuBackend, BarycenterParams::new(1e-3));
+    /// let prepared = solver.prepare(cost.view())?;
+    /// for t in [0.25, 0.5, 0.75] {
+    ///     let inputs = array![[1.0, 0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 1.0]];
+    ///     let bar = solver.solve_prepared(inputs.view(), array![1.0 - t, t].view(), &prepared)?;
+    ///     assert!(bar.histogram[(4.0 * t) as usize] > 0.99);
+    /// }
+    /// # Ok::<(), logot::Error>(())
+    /// ```
+    pub fn prepare<'a, T: Real>(
+        &self,
+        cost: impl Into<CostSource<'a, T>>,
+    ) -> Result<PreparedCost<T, B>>
+    where
+        B: BarycenterKernels<T>,
+    {
         let cost = cost.into();
-        let p = &self.params;
-        p.validate()?;
-        let (problems, inputs, n) = histograms.dim();
-        let m = validate_inputs(&histograms, &weights, &cost)?;
-        // Dense costs are checked finite in the same pass.
-        crate::validate::check_eps_resolution::<T>(p.eps, crate::validate::max_abs_cost(&cost)?)?;
+        let (n, m, max_abs_cost) = validate_cost(&cost)?;
         let grid = matches!(cost, CostSource::Grid(_));
+        let prepared = self.backend.prepare_cost(&cost)?;
+        let dims = self.backend.cost_dims(&prepared);
+        if (dims.n, dims.m) != (n, m) {
+            return Err(Error::shape(
+                "cost",
+                format!("prepared as {}×{}, expected {n}×{m}", dims.n, dims.m),
+            ));
+        }
+        Ok(PreparedCost {
+            cost: prepared,
+            n,
+            m,
+            grid,
+            max_abs_cost,
+        })
+    }
+
+    /// [`solve`](Self::solve) against a cost from [`prepare`](Self::prepare).
+    pub fn solve_prepared<T: Real>(
+        &self,
+        histograms: ArrayView2<'_, T>,
+        weights: ArrayView1<'_, T>,
+        cost: &PreparedCost<T, B>,
+    ) -> Result<Barycenter<T>>
+    where
+        B: BarycenterKernels<T>,
+    {
+        let mut all = self.solve_batch_prepared(
+            histograms.insert_axis(Axis(0)),
+            weights.insert_axis(Axis(0)),
+            cost,
+        )?;
+        all.pop()
+            .ok_or_else(|| Error::Numerical("no barycenter was computed".into()))
+    }
+
+    /// [`solve_batch`](Self::solve_batch) against a cost from [`prepare`](Self::prepare).
+    pub fn solve_batch_prepared<T: Real>(
+        &self,
+        histograms: ArrayView3<'_, T>,
+        weights: ArrayView2<'_, T>,
+        cost: &PreparedCost<T, B>,
+    ) -> Result<Vec<Barycenter<T>>>
+    where
+        B: BarycenterKernels<T>,
+    {
+        self.params.validate()?;
+        crate::validate::check_eps_resolution::<T>(self.params.eps, cost.max_abs_cost)?;
+        validate_inputs(&histograms, &weights)?;
+        self.run(histograms, weights, cost)
+    }
+
+    /// The loop, on validated inputs.
+    fn run<T: Real>(
+        &self,
+        histograms: ArrayView3<'_, T>,
+        weights: ArrayView2<'_, T>,
+        cost: &PreparedCost<T, B>,
+    ) -> Result<Vec<Barycenter<T>>>
+    where
+        B: BarycenterKernels<T>,
+    {
+        let p = &self.params;
+        let (problems, inputs, n) = histograms.dim();
+        if n != cost.n {
+            let what = if cost.grid { "the grid has" } else { "has" };
+            return Err(Error::shape(
+                "cost",
+                format!("{what} {} rows but each histogram has {n} bins", cost.n),
+            ));
+        }
+        let (m, grid) = (cost.m, cost.grid);
         // POT's stabilisation of log(A) and its check schedule differ between the two.
         let (stab, max_iters, offset) = if grid {
             (1e-30, p.max_iters.unwrap_or(10_000), p.check_every - 1)
@@ -221,50 +348,46 @@ impl<B> BarycenterSolver<B> {
             m,
         };
         let rows = problems * inputs;
-        let prepared = be.prepare_cost(&cost)?;
-        let dims = be.cost_dims(&prepared);
-        if (dims.n, dims.m) != (n, m) {
-            return Err(Error::shape(
-                "cost",
-                format!("prepared as {}×{}, expected {n}×{m}", dims.n, dims.m),
-            ));
-        }
+        let prepared = &cost.cost;
         let stab = T::of(stab);
         let log_a: Vec<T> = histograms.iter().map(|&a| (a + stab).ln()).collect();
-        let log_a = be.upload(&log_a)?;
-        let w = be.upload(&weights.iter().copied().collect::<Vec<T>>())?;
-        let zeros = be.filled(rows * m, T::zero())?;
-        let mut g = be.filled(rows * m, T::zero())?; // εG
-        let mut f = be.filled(rows * n, T::zero())?; // εf
-        let mut v = be.filled(rows * m, T::zero())?; // −ε log K(u)
-        let mut bar = be.filled(problems * m, T::zero())?; // ε log b
+        let mut st = BaryBuffers {
+            log_a: be.upload(&log_a)?,
+            weights: be.upload(&weights.iter().copied().collect::<Vec<T>>())?,
+            zeros: be.filled(rows * m, T::zero())?,
+            g: be.filled(rows * m, T::zero())?,
+            f: be.filled(rows * n, T::zero())?,
+            v: be.filled(rows * m, T::zero())?,
+            bar: be.filled(problems * m, T::zero())?,
+        };
         let eps = T::of(p.eps);
         let mut errors = vec![f64::INFINITY; problems];
         let mut iterations = 0;
-        for it in 0..max_iters {
-            be.sinkstep(&prepared, Side::Row, eps, &g, &log_a, &mut f)?;
-            be.sinkstep(&prepared, Side::Col, eps, &f, &zeros, &mut v)?;
-            be.bary_log_mean(layout, &w, &v, &mut bar)?;
-            iterations = it + 1;
-            if it % p.check_every == offset || iterations == max_iters {
-                errors = be
-                    .bary_spread(layout, &g, &v, eps)?
-                    .into_iter()
-                    .map(|e| e.f64())
-                    .collect();
-                if let Some(k) = errors.iter().position(|e| e.is_nan()) {
-                    return Err(Error::Numerical(format!(
-                        "the barycenter error of problem {k} is NaN at iteration {iterations} (eps = {})",
-                        p.eps
-                    )));
-                }
-                if p.tol > 0.0 && errors.iter().all(|&e| e < p.tol) {
-                    break;
-                }
+        let ce = p.check_every;
+        while iterations < max_iters {
+            // Run up to and including the next checked iteration (index ≡ offset mod
+            // check_every, or the last one) in one call, which a backend may fuse.
+            let next = iterations + (offset + ce - iterations % ce) % ce;
+            let run = next.min(max_iters - 1) + 1 - iterations;
+            be.bary_iterations(prepared, layout, eps, &mut st, run)?;
+            iterations += run;
+            errors = be
+                .bary_spread(layout, &st.g, &st.v, eps)?
+                .into_iter()
+                .map(|e| e.f64())
+                .collect();
+            if let Some(k) = errors.iter().position(|e| e.is_nan()) {
+                return Err(Error::Numerical(format!(
+                    "the barycenter error of problem {k} is NaN at iteration {iterations} (eps = {})",
+                    p.eps
+                )));
             }
-            be.bary_potential(layout, &bar, &v, &mut g)?;
+            if iterations == max_iters || (p.tol > 0.0 && errors.iter().all(|&e| e < p.tol)) {
+                break;
+            }
+            be.bary_potential(layout, &st.bar, &st.v, &mut st.g)?;
         }
-        let bar = be.download(&bar)?;
+        let bar = be.download(&st.bar)?;
         let inv_eps = 1.0 / p.eps;
         bar.chunks(m)
             .zip(&errors)
@@ -288,12 +411,11 @@ impl<B> BarycenterSolver<B> {
 /// in float32 and stored as float64, tight enough to catch unnormalised inputs.
 const INPUT_MASS_TOL: f64 = 1e-4;
 
-/// Checks inputs, weights and cost; returns the number of barycenter bins `m`.
+/// Checks the input histograms and the weights.
 fn validate_inputs<T: Real>(
     histograms: &ArrayView3<'_, T>,
     weights: &ArrayView2<'_, T>,
-    cost: &CostSource<'_, T>,
-) -> Result<usize> {
+) -> Result<()> {
     let (problems, inputs, n) = histograms.dim();
     if problems == 0 || inputs == 0 || n == 0 {
         return Err(Error::Empty {
@@ -352,6 +474,13 @@ fn validate_inputs<T: Real>(
             ));
         }
     }
+    Ok(())
+}
+
+/// Checks a barycenter's cost (a dense matrix or a grid, finite, non-empty); returns `(n, m)`.
+/// Checks the cost; returns its rows, columns and largest |entry| (dense costs are checked
+/// finite in that pass).
+fn validate_cost<T: Real>(cost: &CostSource<'_, T>) -> Result<(usize, usize, f64)> {
     let dims = cost_dims(cost);
     match cost {
         CostSource::Dense(_) | CostSource::Grid(_) => {}
@@ -362,24 +491,14 @@ fn validate_inputs<T: Real>(
             ))
         }
     }
+    let max_abs_cost = crate::validate::max_abs_cost(cost)?;
     if dims.n == 0 || dims.m == 0 {
         return Err(Error::Empty {
             arg: "cost".into(),
             detail: format!("{}×{}", dims.n, dims.m),
         });
     }
-    if dims.n != n {
-        let what = if let CostSource::Grid(g) = cost {
-            format!("the grid {:?} has", g.shape())
-        } else {
-            "has".into()
-        };
-        return Err(Error::shape(
-            "cost",
-            format!("{what} {} rows but each histogram has {n} bins", dims.n),
-        ));
-    }
-    Ok(dims.m)
+    Ok((dims.n, dims.m, max_abs_cost))
 }
 
 /// Barycenter of the rows of `histograms` (`K×n`) with `weights` on the CPU. `cost` is a

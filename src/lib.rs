@@ -65,7 +65,7 @@ pub use backend::{
 };
 pub use barycenter::{
     barycenter, barycenter_batch, grid_barycenter, grid_barycenter_on, Barycenter,
-    BarycenterParams, BarycenterSolver,
+    BarycenterParams, BarycenterSolver, PreparedCost,
 };
 pub use error::{Error, Result};
 pub use grad::{

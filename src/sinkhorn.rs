@@ -697,7 +697,8 @@ impl<B> Solver<B> {
         }
         let eps = T::of(p.eps);
         let tol = p.tol.unwrap_or(T::DEFAULT_TOL);
-        let mut g_next = be.filled(batch * m, T::zero())?;
+        // The half-step of a convergence check goes here (allocated at the first check).
+        let mut g_next: Option<B::Buffer> = None;
         let mut err = f64::INFINITY;
         let mut converged = false;
         // Iteration `it` checks convergence (after its g half-step) when `tol > 0`,
@@ -717,13 +718,17 @@ impl<B> Solver<B> {
             if it >= p.max_iters {
                 break;
             }
-            be.sinkstep(cost, Side::Col, eps, &f, log_nu, &mut g_next)?;
-            err = max_error(be.marginal_error(batch, nu, &g, &g_next, eps)?)?;
+            let gn = match g_next.as_mut() {
+                Some(b) => b,
+                None => g_next.insert(be.filled(batch * m, T::zero())?),
+            };
+            be.sinkstep(cost, Side::Col, eps, &f, log_nu, gn)?;
+            err = max_error(be.marginal_error(batch, nu, &g, gn, eps)?)?;
             if err <= tol {
                 converged = true;
                 break;
             }
-            std::mem::swap(&mut g, &mut g_next);
+            std::mem::swap(&mut g, gn);
             be.sinkstep(cost, Side::Row, eps, &g, log_mu, &mut f)?;
             it += 1;
             iterations += 1;

@@ -431,3 +431,48 @@ fn invalid_inputs_are_errors_naming_the_argument() {
         Err(Error::Shape { .. })
     ));
 }
+
+/// A cost prepared once gives the same barycenters as solving with the cost each time,
+/// for a grid and a dense cost, one problem and a batch; a prepared cost whose rows do not
+/// match the histograms is refused with a message naming the cost.
+#[test]
+fn prepared_cost_gives_the_same_barycenters_and_checks_sizes() {
+    use logot::{BarycenterSolver, CostSource, CpuBackend};
+    let imgs = bary64_images(12).into_shape_with_order((3, 144)).unwrap();
+    let w = array![0.3, 0.3, 0.4];
+    let grid = GridCost::image(12, 12).unwrap();
+    let dense = grid.to_dense::<f64>();
+    let solver = BarycenterSolver::new(CpuBackend, BarycenterParams::fixed_iterations(0.01, 25));
+    for cost in [
+        CostSource::Grid(grid.clone()),
+        CostSource::Dense(dense.view()),
+    ] {
+        let once = solver.solve(imgs.view(), w.view(), cost.clone()).unwrap();
+        let prepared = solver.prepare(cost).unwrap();
+        assert_eq!(prepared.dims(), (144, 144));
+        for _ in 0..2 {
+            let again = solver
+                .solve_prepared(imgs.view(), w.view(), &prepared)
+                .unwrap();
+            assert_eq!(again.histogram, once.histogram);
+            assert_eq!(
+                (again.iterations, again.error),
+                (once.iterations, once.error)
+            );
+        }
+        let batch = imgs.clone().insert_axis(Axis(0));
+        let bw = w.clone().insert_axis(Axis(0));
+        let b = solver
+            .solve_batch_prepared(batch.view(), bw.view(), &prepared)
+            .unwrap();
+        assert_eq!(b[0].histogram, once.histogram);
+        let small = Array2::from_elem((3, 100), 0.01);
+        let err = solver
+            .solve_prepared(small.view(), w.view(), &prepared)
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::Shape { .. }) && err.to_string().contains("cost"),
+            "{err}"
+        );
+    }
+}

@@ -294,3 +294,77 @@ fn grid_barycenter_matches_cpu() {
     check_barycenter::<f32>(&gpu, 16, false);
     check_barycenter::<f64>(&gpu, 24, false);
 }
+
+/// The fused grid-barycenter kernel (one thread-block cluster per problem, every iteration
+/// in one launch) with clusters of 8 and 16 CTAs, and the kernel-by-kernel path
+/// (`bary_cluster: 0`), against the CPU in f64 on 1-D, 2-D (non-square) and 3-D grids, for
+/// a batch of two problems of three random inputs; then the early stop (tol, check_every)
+/// must stop at the CPU's iteration.
+#[test]
+fn grid_barycenter_fused_and_unfused_match_cpu() {
+    use logot::backend::cuda::CudaOptions;
+    if gpu().is_none() {
+        return;
+    }
+    let mut rng = StdRng::seed_from_u64(7);
+    for shape in [vec![40usize], vec![10, 13], vec![5, 6, 7]] {
+        let grid = GridCost::new(&shape).unwrap();
+        let n = grid.len();
+        let h = Array3::from_shape_fn((2, 3, n), |_| rng.random_range(0.05..1.0f64));
+        let h = &h / &h.sum_axis(ndarray::Axis(2)).insert_axis(ndarray::Axis(2));
+        let w = Array2::from_shape_vec((2, 3), vec![0.2, 0.5, 0.3, 0.6, 0.1, 0.3]).unwrap();
+        let params = BarycenterParams::fixed_iterations(0.01, 37);
+        let want = BarycenterSolver::new(CpuBackend, params.clone())
+            .solve_batch(h.view(), w.view(), CostSource::Grid(grid.clone()))
+            .unwrap();
+        for cluster in [8usize, 16, 0] {
+            let opts = CudaOptions {
+                bary_cluster: cluster,
+                ..CudaOptions::default()
+            };
+            let gpu = CudaBackend::with_options(0, opts).unwrap();
+            let got = BarycenterSolver::new(gpu.clone(), params.clone())
+                .solve_batch(h.view(), w.view(), CostSource::Grid(grid.clone()))
+                .unwrap();
+            for (p, (g, c)) in got.iter().zip(&want).enumerate() {
+                let d = rel_to_max(
+                    g.histogram.as_slice().unwrap(),
+                    c.histogram.as_slice().unwrap(),
+                );
+                assert!(d < 1e-9, "{shape:?} cluster {cluster} problem {p}: {d:e}");
+                assert_eq!(g.iterations, 37);
+                assert!((g.error - c.error).abs() <= 1e-9 * c.error.max(1e-6));
+            }
+            // f32 through the same path, against the f64 reference.
+            let (h32, w32) = (h.mapv(|v| v as f32), w.mapv(|v| v as f32));
+            let got = BarycenterSolver::new(gpu.clone(), params.clone())
+                .solve_batch(h32.view(), w32.view(), CostSource::Grid(grid.clone()))
+                .unwrap();
+            for (g, c) in got.iter().zip(&want) {
+                let d = rel_to_max(
+                    g.histogram.as_slice().unwrap(),
+                    c.histogram.as_slice().unwrap(),
+                );
+                assert!(d < tol::<f32>(), "{shape:?} cluster {cluster} f32: {d:e}");
+            }
+            // Early stop: checks every 7 iterations from iteration 7 (grid schedule).
+            let early = BarycenterParams {
+                tol: 1e-3,
+                check_every: 7,
+                max_iters: Some(500),
+                ..BarycenterParams::new(0.01)
+            };
+            let cpu = BarycenterSolver::new(CpuBackend, early.clone())
+                .solve_batch(h.view(), w.view(), CostSource::Grid(grid.clone()))
+                .unwrap();
+            let gpu_r = BarycenterSolver::new(gpu, early)
+                .solve_batch(h.view(), w.view(), CostSource::Grid(grid.clone()))
+                .unwrap();
+            for (g, c) in gpu_r.iter().zip(&cpu) {
+                assert!(c.converged && c.iterations % 7 == 0 && c.iterations < 500);
+                assert_eq!(g.iterations, c.iterations, "{shape:?} cluster {cluster}");
+                assert!(g.converged);
+            }
+        }
+    }
+}

@@ -204,7 +204,7 @@ fn half_step_matches_cpu_on_every_kernel() {
             eps: 0.02,
             zero_bins: 2,
         },
-        // few problems: one-problem tiles with the reduction split across blocks
+        // few problems: 4-problem tiles with the reduction split across blocks
         HalfStepCase {
             batch: 3,
             n: 2000,
@@ -212,6 +212,24 @@ fn half_step_matches_cpu_on_every_kernel() {
             per_problem: false,
             eps: 0.05,
             zero_bins: 0,
+        },
+        // 2 to 7 problems: 4-problem tiles, enough blocks not to split, zero-mass bins
+        HalfStepCase {
+            batch: 2,
+            n: 256,
+            m: 4096,
+            per_problem: false,
+            eps: 0.02,
+            zero_bins: 2,
+        },
+        // 4-problem tiles, one partial, rows of odd length (no 16-byte copies)
+        HalfStepCase {
+            batch: 6,
+            n: 300,
+            m: 2501,
+            per_problem: false,
+            eps: 0.03,
+            zero_bins: 1,
         },
         // odd sizes (no 16-byte cost rows) and zero-mass bins
         HalfStepCase {

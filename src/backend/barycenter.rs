@@ -6,7 +6,7 @@
 //! the three elementwise/reduction kernels below; a backend adds them by implementing
 //! this trait, without touching the algorithm.
 
-use super::Backend;
+use super::{Backend, Side};
 use crate::{Error, Real, Result};
 
 /// Sizes of a batch of barycenter problems: `problems` (P) problems of `inputs` (K)
@@ -40,8 +40,58 @@ impl BaryLayout {
     }
 }
 
+/// The device state of the barycenter loop (layouts of [`BaryLayout`]): the inputs
+/// `log_a` (`P×K×n`, `log(a + stab)`), `weights` (`P×K`), `zeros` (`P×K×m`), and the
+/// iterates `g` (εG), `f` (εf), `v` (−ε·log K(u)) and `bar` (ε·log b).
+pub struct BaryBuffers<Buf> {
+    pub log_a: Buf,
+    pub weights: Buf,
+    pub zeros: Buf,
+    pub g: Buf,
+    pub f: Buf,
+    pub v: Buf,
+    pub bar: Buf,
+}
+
+/// [`BarycenterKernels::bary_iterations`] one kernel at a time (the default; a backend
+/// that fuses the loop falls back to it where its fused kernel does not apply).
+pub fn bary_iterations_unfused<T: Real, B: BarycenterKernels<T> + ?Sized>(
+    be: &B,
+    cost: &B::Cost,
+    layout: BaryLayout,
+    eps: T,
+    s: &mut BaryBuffers<B::Buffer>,
+    iters: usize,
+) -> Result<()> {
+    for i in 0..iters {
+        if i > 0 {
+            be.bary_potential(layout, &s.bar, &s.v, &mut s.g)?;
+        }
+        be.sinkstep(cost, Side::Row, eps, &s.g, &s.log_a, &mut s.f)?;
+        be.sinkstep(cost, Side::Col, eps, &s.f, &s.zeros, &mut s.v)?;
+        be.bary_log_mean(layout, &s.weights, &s.v, &mut s.bar)?;
+    }
+    Ok(())
+}
+
 /// Kernels of the barycenter loop (see [`BaryLayout`] for the buffer layouts).
 pub trait BarycenterKernels<T: Real>: Backend<T> {
+    /// `iters` iterations of the loop: each runs `f = sinkstep(Row, g, log_a)`,
+    /// `v = sinkstep(Col, f, 0)` and `bar = log_mean(v)`, and every one but the last starts
+    /// with `g = bar + v` of the previous one, so the caller can measure the spread
+    /// between the last `log_mean` and its own [`bary_potential`](Self::bary_potential).
+    /// The default launches the kernels one by one; a backend may fuse them.
+    fn bary_iterations(
+        &self,
+        cost: &Self::Cost,
+        layout: BaryLayout,
+        eps: T,
+        state: &mut BaryBuffers<Self::Buffer>,
+        iters: usize,
+    ) -> Result<()> {
+        bary_iterations_unfused(self, cost, layout, eps, state, iters)
+    }
+
     /// Weighted geometric mean in the log domain:
     /// `bar[p,x] = −Σ_k w[p,k]·v[p,k,x]` (i.e. `ε·log b = Σ_k w_k·ε·log K(u_k)`).
     fn bary_log_mean(

@@ -20,7 +20,7 @@ mod grid;
 pub mod linalg;
 pub mod pointcloud;
 
-pub use barycenter::{BaryLayout, BarycenterKernels};
+pub use barycenter::{bary_iterations_unfused, BaryBuffers, BaryLayout, BarycenterKernels};
 pub use grid::GridCost;
 pub use pointcloud::{PointCloudCost, PointCloudKernels, PointMetric};
 

@@ -202,14 +202,15 @@ pub fn newton_schulz_buffer<T: Real, B: LinalgKernels<T>>(
         let (ca, cb, cc) = (T::of(ca), T::of(cb), T::of(cc));
         // A = X·Xᵀ (or XᵀX).
         backend.syrk(gram, T::one(), &xk, T::zero(), &mut a)?;
-        // B = b·A + c·A·Aᵀ (A is symmetric, so A·A = A·Aᵀ).
+        // B = b·A + c·A·A (A is exactly symmetric, so A·A = AᵀA, read with the
+        // transposed layout, which backends with tiled kernels load fastest).
         let (bmat, alpha) = if cc != T::zero() {
             backend.scaled_copy(cb, &a, &mut bm)?;
             backend.syrk(
                 SyrkShape {
                     n,
                     k: n,
-                    ta: Transpose::No,
+                    ta: Transpose::Yes,
                 },
                 cc,
                 &a,
@@ -220,11 +221,12 @@ pub fn newton_schulz_buffer<T: Real, B: LinalgKernels<T>>(
         } else {
             (&a, cb)
         };
-        // X ← a·X + B·X (wide) or a·X + X·B (tall).
+        // X ← a·X + B·X (wide; B is exactly symmetric, so B·X = Bᵀ·X, read transposed as
+        // above) or a·X + X·B (tall).
         backend.scaled_copy(ca, &xk, &mut next)?;
         if wide {
             backend.gemm(
-                GemmShape::new(r, c, r),
+                GemmShape::new(r, c, r).with_transposes(Transpose::Yes, Transpose::No),
                 alpha,
                 bmat,
                 &xk,

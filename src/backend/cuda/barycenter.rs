@@ -1,8 +1,10 @@
 //! [`BarycenterKernels`] on the GPU (cuda/barycenter.cu): two elementwise kernels and one
 //! per-problem reduction; only the `P` spreads cross to the host.
 
-use super::{cfg1, cuda_err, to_i32, CudaBackend, CudaBuffer, CudaReal};
-use crate::backend::barycenter::{BaryLayout, BarycenterKernels};
+use super::{cfg1, cuda_err, to_i32, CudaBackend, CudaBuffer, CudaCost, CudaReal};
+use crate::backend::barycenter::{
+    bary_iterations_unfused, BaryBuffers, BaryLayout, BarycenterKernels,
+};
 use crate::{Error, Result};
 use cudarc::driver::PushKernelArg;
 
@@ -13,6 +15,24 @@ impl CudaBackend {
 }
 
 impl<T: CudaReal> BarycenterKernels<T> for CudaBackend {
+    /// On small grid costs, every iteration in one launch (`grid_bary_fused_*`, one
+    /// thread-block cluster per problem); elsewhere the kernels one by one.
+    fn bary_iterations(
+        &self,
+        cost: &CudaCost<T>,
+        layout: BaryLayout,
+        eps: T,
+        state: &mut BaryBuffers<CudaBuffer<T>>,
+        iters: usize,
+    ) -> Result<()> {
+        if let Some(grid) = &cost.grid {
+            if self.grid_bary_fused(grid, layout, eps, state, iters)? {
+                return Ok(());
+            }
+        }
+        bary_iterations_unfused(self, cost, layout, eps, state, iters)
+    }
+
     fn bary_log_mean(
         &self,
         layout: BaryLayout,

@@ -3,8 +3,9 @@
 //! [`crate::backend::cpu`]'s separable convolutions; the `n×n` cost is never formed.
 
 use super::{cfg1, cuda_err, to_i32, CostDims, CudaBackend, CudaBuffer, CudaCost, CudaReal};
-use crate::backend::GridCost;
+use crate::backend::{BaryBuffers, BaryLayout, GridCost};
 use crate::{Error, Result};
+use cudarc::driver::sys;
 use cudarc::driver::PushKernelArg;
 
 /// Longest grid axis the pass kernel stages in shared memory (`GRID_MAX_N` in cuda/grid.cu).
@@ -159,5 +160,186 @@ impl CudaBackend {
             .clone_dtoh(&sums)
             .map_err(|e| cuda_err("reading grid transport costs", e))?;
         Ok(host.into_iter().take(batch).map(T::of).collect())
+    }
+}
+
+/// Warps per CTA of `grid_bary_fused_*` (GRID_FUSED_WARPS in cuda/grid.cu).
+const FUSED_WARPS: usize = 16;
+/// Largest `P·K·N·Σ n_a` (work of one iteration) for which the fused kernel, which uses
+/// one cluster of a few SMs per problem, beats the one-pass-per-launch path over all SMs.
+const FUSED_MAX_WORK: usize = 1 << 24;
+
+impl CudaBackend {
+    /// Run `iters` barycenter iterations on a grid cost as one launch of
+    /// `grid_bary_fused_*` (one thread-block cluster per problem). Returns `false`, having
+    /// done nothing, where the fused kernel does not apply (disabled, more than 3 axes, the
+    /// axis tables do not fit in shared memory, or the grid is large enough for the
+    /// separate kernels to use the GPU better).
+    pub(super) fn grid_bary_fused<T: CudaReal>(
+        &self,
+        grid: &GridCost,
+        layout: BaryLayout,
+        eps: T,
+        st: &mut BaryBuffers<CudaBuffer<T>>,
+        iters: usize,
+    ) -> Result<bool> {
+        let cl = self.inner.bary_cluster;
+        let shape = grid.shape();
+        let n = grid.len();
+        let (p, k) = (layout.problems, layout.inputs);
+        let sum_n: usize = shape.iter().sum();
+        let nmax = shape.iter().copied().max().unwrap_or(0);
+        let smem = (shape.iter().map(|&a| a * a).sum::<usize>() + FUSED_WARPS * nmax)
+            * std::mem::size_of::<T>();
+        let work = p.saturating_mul(k).saturating_mul(n).saturating_mul(sum_n);
+        if cl == 0
+            || iters == 0
+            || shape.is_empty()
+            || shape.len() > 3
+            || layout.m != n
+            || smem > self.inner.max_smem
+            || work > FUSED_MAX_WORK
+        {
+            return Ok(false);
+        }
+        for (arg, buf, len) in [
+            ("log_a", &st.log_a, p * k * n),
+            ("weights", &st.weights, p * k),
+            ("g", &st.g, p * k * n),
+            ("f", &st.f, p * k * n),
+            ("v", &st.v, p * k * n),
+            ("bar", &st.bar, p * n),
+        ] {
+            if buf.len != len {
+                return Err(Error::shape(
+                    arg,
+                    format!(
+                        "length {}, expected {len} for {p} problems of {k} grids of {n} points",
+                        buf.len
+                    ),
+                ));
+            }
+        }
+        let func = self.func(&format!("grid_bary_fused_{}", T::SUFFIX))?;
+        self.inner
+            .ctx
+            .bind_to_thread()
+            .map_err(|e| cuda_err("binding the context", e))?;
+        let launch_config = |cl: usize, blocks: u32, attr: &mut sys::CUlaunchAttribute| {
+            attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+            attr.value.clusterDim.x = cl as u32;
+            attr.value.clusterDim.y = 1;
+            attr.value.clusterDim.z = 1;
+            sys::CUlaunchConfig {
+                gridDimX: blocks,
+                gridDimY: 1,
+                gridDimZ: 1,
+                blockDimX: (32 * FUSED_WARPS) as u32,
+                blockDimY: 1,
+                blockDimZ: 1,
+                sharedMemBytes: smem as u32,
+                hStream: self.inner.stream.cu_stream(),
+                attrs: attr as *mut _,
+                numAttrs: 1,
+            }
+        };
+        // The largest cluster size up to the option that the GPU can schedule with this
+        // kernel's shared memory (sizes above 8 are non-portable and must be allowed).
+        let mut chosen = 0;
+        for cand in [cl, 8, 4, 2, 1] {
+            if cand > cl {
+                continue;
+            }
+            // SAFETY: a valid function handle and documented attributes; the config and
+            // its attribute live through the query.
+            let allowed = unsafe {
+                sys::cuFuncSetAttribute(
+                    func.cu_function(),
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                    i32::from(cand > 8),
+                )
+            };
+            if allowed != sys::CUresult::CUDA_SUCCESS {
+                continue;
+            }
+            let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+            let lc = launch_config(cand, cand as u32, &mut attr);
+            let mut clusters = 0i32;
+            let r = unsafe {
+                sys::cuOccupancyMaxActiveClusters(&mut clusters, func.cu_function(), &lc)
+            };
+            if r == sys::CUresult::CUDA_SUCCESS && clusters >= 1 {
+                chosen = cand;
+                break;
+            }
+        }
+        if chosen == 0 {
+            return Ok(false);
+        }
+        let cl = chosen;
+        if std::env::var_os("LOGOT_CUDA_VERBOSE").is_some() {
+            eprintln!(
+                "logot: grid_bary_fused: {p} problem(s) × {cl} CTAs, {} threads, {smem} B shared, {iters} iterations",
+                32 * FUSED_WARPS
+            );
+        }
+        let scratch = self.alloc::<T>(2 * p * k * n, "barycenter scratch")?;
+        let gx = p
+            .checked_mul(cl)
+            .and_then(|b| u32::try_from(b).ok())
+            .ok_or_else(|| Error::shape("histograms", "too many problems for one launch"))?;
+        let dim = |a: usize| to_i32(shape.get(a).copied().unwrap_or(1), "grid axis");
+        let (mut ki, mut nd, mut n0, mut n1, mut n2) = (
+            to_i32(k, "inputs")?,
+            shape.len() as i32,
+            dim(0)?,
+            dim(1)?,
+            dim(2)?,
+        );
+        let mut it = to_i32(iters, "iterations")?;
+        let mut e = eps;
+        let (mut pa, mut pw, mut pg, mut pf, mut pv, mut pb, mut ps) = (
+            self.ptr(&st.log_a.data),
+            self.ptr(&st.weights.data),
+            self.ptr(&st.g.data),
+            self.ptr(&st.f.data),
+            self.ptr(&st.v.data),
+            self.ptr(&st.bar.data),
+            self.ptr(&scratch),
+        );
+        let mut params: [*mut std::ffi::c_void; 14] = [
+            &mut pa as *mut u64 as *mut _,
+            &mut pw as *mut u64 as *mut _,
+            &mut pg as *mut u64 as *mut _,
+            &mut pf as *mut u64 as *mut _,
+            &mut pv as *mut u64 as *mut _,
+            &mut pb as *mut u64 as *mut _,
+            &mut ps as *mut u64 as *mut _,
+            &mut ki as *mut i32 as *mut _,
+            &mut nd as *mut i32 as *mut _,
+            &mut n0 as *mut i32 as *mut _,
+            &mut n1 as *mut i32 as *mut _,
+            &mut n2 as *mut i32 as *mut _,
+            &mut e as *mut T as *mut _,
+            &mut it as *mut i32 as *mut _,
+        ];
+        // SAFETY: the attribute and config outlive the call; the parameters match the
+        // kernel's signature (GRID_FUSED in cuda/grid.cu) and outlive the call, which
+        // copies them; every buffer was checked against the layout above.
+        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+        let lc = launch_config(cl, gx, &mut attr);
+        unsafe {
+            sys::cuLaunchKernelEx(
+                &lc,
+                func.cu_function(),
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        }
+        .result()
+        .map_err(|e| cuda_err("launching grid_bary_fused", e))?;
+        // The scratch is freed in stream order after the kernel.
+        drop(scratch);
+        Ok(true)
     }
 }

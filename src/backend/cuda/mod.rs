@@ -21,13 +21,20 @@
 //!   separable too, dense plans of grids are [`Error::Unavailable`].
 //! * [`BarycenterKernels`](crate::backend::barycenter::BarycenterKernels) (cuda/barycenter.cu):
 //!   the barycenter loop runs on the GPU for dense and grid costs.
+//! * [`BistochasticKernels`](crate::backend::bistochastic::BistochasticKernels)
+//!   (cuda/bistochastic.cu): one fused kernel per direction for batches of n×n matrices
+//!   (n ≤ 32), and [`GradKernels`](crate::backend::grad::GradKernels) (cuda/grad.cu), so the
+//!   implicit OT gradients run on the GPU.
 //!
 //! Everything runs on one CUDA stream per backend, in order. Driver, compiler and kernel
 //! failures are [`Error::Cuda`]; a machine without driver, NVRTC or GPU gives
 //! [`Error::Unavailable`] from [`CudaBackend::new`].
 
 mod barycenter;
+mod bistochastic;
+mod grad;
 mod grid;
+mod linalg;
 mod module;
 mod pointcloud;
 
@@ -71,6 +78,13 @@ const S16: TileCfg = TileCfg {
     kt: 128,
     smem: 2 * (128 * 32 + 128 * 20),
 };
+/// `sinkstep_s4_*`: TB=4, TJ=4, WB=1, WJ=32, 8 warps, KW=8.
+const S4: TileCfg = TileCfg {
+    bb: 4,
+    bj: 128,
+    kt: 64,
+    smem: 2 * (64 * 128 + 64 * 8),
+};
 /// `sinkstep_b1_*`: TB=1, TJ=4, WB=1, WJ=32, 8 warps, KW=8.
 const B1: TileCfg = TileCfg {
     bb: 1,
@@ -96,6 +110,8 @@ const KERNELS: &[(&str, &[&str])] = &[
         &[
             "sinkstep_s16_f32",
             "sinkstep_s16_f64",
+            "sinkstep_s4_f32",
+            "sinkstep_s4_f64",
             "report_s16_f32",
             "report_s16_f64",
             "report_b1_f32",
@@ -147,6 +163,8 @@ const KERNELS: &[(&str, &[&str])] = &[
             "grid_pass_f64",
             "grid_cost_sum_f32",
             "grid_cost_sum_f64",
+            "grid_bary_fused_f32",
+            "grid_bary_fused_f64",
         ],
     ),
     (
@@ -160,6 +178,9 @@ const KERNELS: &[(&str, &[&str])] = &[
             "bary_spread_f64",
         ],
     ),
+    ("bistochastic", bistochastic::KERNEL_NAMES),
+    ("grad", grad::KERNEL_NAMES),
+    ("linalg", linalg::LINALG_KERNELS),
 ];
 
 struct Inner {
@@ -177,6 +198,8 @@ struct Inner {
     fused_outputs: usize,
     /// Lanes per output group in the fused kernel (0 = by reduction length).
     fused_lanes: usize,
+    /// CTAs per problem of the fused grid-barycenter kernel (0: not used; needs sm_90).
+    bary_cluster: usize,
 }
 
 /// Computes on an NVIDIA GPU through the CUDA driver API. Cheap to clone (shares the
@@ -219,6 +242,11 @@ pub struct CudaOptions {
     /// Outputs each lane of the fused small-problem kernel reduces (4 or 8; 8 is f32
     /// only).
     pub fused_outputs: usize,
+    /// CTAs (one thread-block cluster) per problem in the fused barycenter kernel on small
+    /// grids, which runs every iteration in one launch; 0 disables it (kernels one by one).
+    /// Default 16 (a non-portable size: where the GPU cannot schedule it, the largest
+    /// smaller power of two that it can).
+    pub bary_cluster: usize,
 }
 
 impl Default for CudaOptions {
@@ -228,13 +256,14 @@ impl Default for CudaOptions {
             fused_lanes: 0,
             overlap_launches: true,
             fused_outputs: 4,
+            bary_cluster: 16,
         }
     }
 }
 
 impl CudaOptions {
     /// The defaults, overridden by `LOGOT_CUDA_FUSED=0|1`, `LOGOT_CUDA_FUSED_LANES=G`,
-    /// `LOGOT_CUDA_FUSED_OUTPUTS=4|8` and `LOGOT_CUDA_PDL=0|1`.
+    /// `LOGOT_CUDA_FUSED_OUTPUTS=4|8`, `LOGOT_CUDA_PDL=0|1` and `LOGOT_CUDA_BARY_CLUSTER=C`.
     pub fn from_env() -> Self {
         let d = CudaOptions::default();
         CudaOptions {
@@ -252,6 +281,10 @@ impl CudaOptions {
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(d.fused_outputs),
+            bary_cluster: std::env::var("LOGOT_CUDA_BARY_CLUSTER")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(d.bary_cluster),
         }
     }
 }
@@ -381,6 +414,11 @@ impl CudaBackend {
                 fused_lanes,
                 pdl,
                 fused_outputs,
+                bary_cluster: if major >= 9 {
+                    options.bary_cluster.min(16)
+                } else {
+                    0
+                },
             }),
         })
     }
@@ -835,6 +873,13 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
             unsafe { b.launch(cfg) }.map_err(|e| cuda_err("launching transpose", e))?;
             b0 += cnt;
         }
+        // The half-step kernels fetch their first cost tile before waiting on the kernel
+        // launched ahead of them (programmatic dependent launch): the cost must be complete
+        // before any of them starts.
+        self.inner
+            .stream
+            .synchronize()
+            .map_err(|e| cuda_err("waiting for the cost upload", e))?;
         Ok(CudaCost {
             dims,
             c,
@@ -882,6 +927,8 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
         let per_problem = dims.batch.is_some();
         let (tile, name) = if !per_problem && batch >= 8 {
             (S16, format!("sinkstep_s16_{}", T::SUFFIX))
+        } else if !per_problem && batch >= 2 {
+            (S4, format!("sinkstep_s4_{}", T::SUFFIX))
         } else {
             (B1, format!("sinkstep_b1_{}", T::SUFFIX))
         };

@@ -16,6 +16,12 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("pointcloud", include_str!("../../../cuda/pointcloud.cu")),
     ("grid", include_str!("../../../cuda/grid.cu")),
     ("barycenter", include_str!("../../../cuda/barycenter.cu")),
+    (
+        "bistochastic",
+        include_str!("../../../cuda/bistochastic.cu"),
+    ),
+    ("grad", include_str!("../../../cuda/grad.cu")),
+    ("linalg", include_str!("../../../cuda/linalg.cu")),
 ];
 const COMMON: &str = include_str!("../../../cuda/common.cuh");
 
@@ -77,6 +83,7 @@ fn disk_path(name: &str, arch: &str, src: &str) -> Option<std::path::PathBuf> {
         src,
         arch,
         OPTIONS.join(" ").as_str(),
+        defines().join(" ").as_str(),
         env!("CARGO_PKG_VERSION"),
     ] {
         for &b in part.as_bytes().iter().chain(&[0u8]) {
@@ -104,6 +111,16 @@ const OPTIONS: &[&str] = &[
     "--device-as-default-execution-space",
 ];
 
+/// Extra `-D` options from `LOGOT_CUDA_DEFINES` (space-separated `NAME=VALUE`), a tuning
+/// knob for kernel variants (e.g. `SOFT_EXP=5`); part of the disk cache key.
+fn defines() -> Vec<String> {
+    std::env::var("LOGOT_CUDA_DEFINES")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(|d| format!("-D{d}"))
+        .collect()
+}
+
 fn compile(name: &str, src: &str, arch: &str) -> Result<Vec<u8>> {
     let err = |what: &str, e: nvrtc::NvrtcError| {
         Error::Cuda(format!("NVRTC {what} for {name}.cu: {e:?}"))
@@ -114,6 +131,7 @@ fn compile(name: &str, src: &str, arch: &str) -> Result<Vec<u8>> {
     let prog = nvrtc::create_program(&csrc, Some(&cname)).map_err(|e| err("create", e))?;
     let mut opts = vec![format!("--gpu-architecture={arch}")];
     opts.extend(OPTIONS.iter().map(|o| o.to_string()));
+    opts.extend(defines());
     let compiled = unsafe { nvrtc::compile_program(prog, &opts) };
     let out = match compiled {
         Ok(()) => {

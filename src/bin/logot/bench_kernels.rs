@@ -30,34 +30,15 @@ macro_rules! on_cpu {
     };
 }
 
-/// Time one of the kernel problems. The bodies are generic over the backend; the CUDA
-/// arms return [`Error::Unavailable`] until the CUDA backend implements the kernels: then
-/// replace both arms of a family by `(…, _) => dispatch!(dtype, a.backend, run_mhc, a)`
-/// (resp. `run_linalg`).
+/// Time one of the kernel problems. The bodies are generic over the backend and run on
+/// either backend through `dispatch!`.
 pub fn bench(dtype: Dtype, a: &BenchArgs) -> Json {
     let mhc = matches!(a.problem, BenchProblem::Mhc4 | BenchProblem::Mhc16);
     match (mhc, a.backend) {
         (true, BackendChoice::Cpu) => on_cpu!(dtype, run_mhc, a),
-        (true, BackendChoice::Cuda) => Err(not_on_cuda(a, "BistochasticKernels")),
+        (true, BackendChoice::Cuda) => dispatch!(dtype, a.backend, run_mhc, a),
         (false, BackendChoice::Cpu) => on_cpu!(dtype, run_linalg, a),
-        (false, BackendChoice::Cuda) => Err(not_on_cuda(a, "LinalgKernels")),
-    }
-}
-
-/// `--backend cuda` for a problem whose kernels the CUDA backend does not implement yet
-/// (or a build without CUDA).
-fn not_on_cuda(a: &BenchArgs, kernels: &str) -> Error {
-    #[cfg(feature = "cuda")]
-    {
-        Error::Unavailable(format!(
-            "bench --problem {}: the CUDA backend does not implement logot::{kernels} yet; use --backend cpu",
-            a.problem.name()
-        ))
-    }
-    #[cfg(not(feature = "cuda"))]
-    {
-        let _ = (a, kernels);
-        crate::no_cuda()
+        (false, BackendChoice::Cuda) => dispatch!(dtype, a.backend, run_linalg, a),
     }
 }
 
@@ -152,6 +133,16 @@ fn run_linalg<T: Real, B: LinalgKernels<T>>(backend: B, a: &BenchArgs) -> Json {
                 be.svd3(&ab, batch, m, &mut u, &mut s, &mut vt)?;
                 sync(be, &probe)
             })?;
+            // Back-to-back calls with one read-back: the per-call time without the
+            // host's launch-and-synchronise latency (which the median above includes).
+            let reps = 20;
+            let amortised = time_runs_for(a, || {
+                for _ in 0..reps {
+                    be.svd3(&ab, batch, m, &mut u, &mut s, &mut vt)?;
+                }
+                sync(be, &probe)
+            })?;
+            out["amortised_ms"] = (amortised.0 / reps as f64).into();
             let smax = be.download(&s)?.iter().fold(0.0f64, |x, v| x.max(v.f64()));
             // Read A and write U: the memory traffic floor.
             let bytes = (2 * batch * m * 3 * std::mem::size_of::<T>()) as f64;
@@ -177,6 +168,16 @@ fn run_linalg<T: Real, B: LinalgKernels<T>>(backend: B, a: &BenchArgs) -> Json {
                 be.syrk(shape, T::one(), &xb, T::zero(), &mut c)?;
                 sync(be, &probe)
             })?;
+            // The same product read transposed (XᵀX of the same square matrix).
+            let shape_t = SyrkShape {
+                ta: Transpose::Yes,
+                ..shape
+            };
+            let tt = time_runs_for(a, || {
+                be.syrk(shape_t, T::one(), &xb, T::zero(), &mut c)?;
+                sync(be, &probe)
+            })?;
+            out["transposed_ms"] = tt.0.into();
             out["shape"] = json!([n, n]);
             // The work of the full product 2n³ (the symmetric kernel does about half).
             out["gflop_per_s"] = giga_per_s(2.0 * (n as f64).powi(3), t.0).into();
@@ -220,6 +221,19 @@ fn run_linalg<T: Real, B: LinalgKernels<T>>(backend: B, a: &BenchArgs) -> Json {
                 be.gemm(tn, T::one(), &ab, &dc, T::zero(), &mut db)?;
                 sync(be, &probe)
             })?;
+            // Each transpose combination on its own.
+            for (ta, tb, key) in [
+                (Transpose::No, Transpose::Yes, "nt_ms"),
+                (Transpose::Yes, Transpose::No, "tn_ms"),
+                (Transpose::Yes, Transpose::Yes, "tt_ms"),
+            ] {
+                let st = s.with_transposes(ta, tb);
+                let t = time_runs_for(a, || {
+                    be.gemm(st, T::one(), &ab, &bb, T::zero(), &mut c)?;
+                    sync(be, &probe)
+                })?;
+                out[key] = t.0.into();
+            }
             let flops = 2.0 * (n as f64).powi(3);
             out["shape"] = json!([n, n, n]);
             out["forward_ms"] = fwd.0.into();

@@ -1,9 +1,9 @@
 //! `logot newton-schulz`: quintic Newton–Schulz orthogonalisation of a matrix.
 
 use crate::npy::{self, Dtype};
-use crate::Json;
-use logot::linalg::{newton_schulz, NewtonSchulzParams};
-use logot::{Real, Result};
+use crate::{BackendChoice, Json};
+use logot::linalg::{newton_schulz_on, NewtonSchulzParams};
+use logot::{LinalgKernels, Real, Result};
 use ndarray::Ix2;
 use serde_json::json;
 
@@ -27,16 +27,19 @@ pub struct NewtonSchulzArgs {
     /// Compute in float64 whatever the input dtype.
     #[arg(long)]
     pub f64: bool,
+    /// Where to compute.
+    #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]
+    pub backend: BackendChoice,
 }
 
-fn run<T: Real>(a: &NewtonSchulzArgs) -> Json {
+fn run<T: Real, B: LinalgKernels<T>>(backend: B, a: &NewtonSchulzArgs) -> Json {
     let x = npy::fixed::<T, Ix2>(npy::read::<T>(&a.x, "--x", &[2])?, "--x")?;
     let params = NewtonSchulzParams {
         steps: a.steps,
         polish_steps: a.polish_steps,
         ..Default::default()
     };
-    let y = newton_schulz(x.view(), &params)?;
+    let y = newton_schulz_on(&backend, x.view(), &params)?;
     npy::write(&a.out, y.view())?;
     Ok(json!({
         "shape": [y.nrows(), y.ncols()],
@@ -44,6 +47,7 @@ fn run<T: Real>(a: &NewtonSchulzArgs) -> Json {
         "polish_steps": a.polish_steps,
         "coefficients": params.coefficients,
         "dtype": T::NAME,
+        "backend": a.backend.name(),
     }))
 }
 
@@ -55,8 +59,5 @@ pub fn newton_schulz_cmd(a: &NewtonSchulzArgs) -> Json {
     } else {
         npy::dtype_of(&a.x)
     };
-    match dtype? {
-        Dtype::F32 => run::<f32>(a),
-        Dtype::F64 => run::<f64>(a),
-    }
+    dispatch!(dtype?, a.backend, run, a)
 }

@@ -1,9 +1,9 @@
 //! `logot svd3`: thin SVD of one M×3 matrix or a batch B×M×3.
 
 use crate::npy::{self, Dtype};
-use crate::Json;
-use logot::linalg::svd3_batch;
-use logot::{Real, Result};
+use crate::{BackendChoice, Json};
+use logot::linalg::svd3_batch_on;
+use logot::{LinalgKernels, Real, Result};
 use ndarray::{Axis, Ix3};
 use serde_json::json;
 
@@ -27,9 +27,12 @@ pub struct Svd3Args {
     /// Compute in float64 whatever the input dtype.
     #[arg(long)]
     pub f64: bool,
+    /// Where to compute.
+    #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]
+    pub backend: BackendChoice,
 }
 
-fn run<T: Real>(a: &Svd3Args) -> Json {
+fn run<T: Real, B: LinalgKernels<T>>(backend: B, a: &Svd3Args) -> Json {
     let input = npy::read::<T>(&a.a, "--a", &[2, 3])?;
     let single = input.ndim() == 2;
     let input = if single {
@@ -38,7 +41,7 @@ fn run<T: Real>(a: &Svd3Args) -> Json {
         input
     };
     let input = npy::fixed::<T, Ix3>(input, "--a")?;
-    let out = svd3_batch(input.view())?;
+    let out = svd3_batch_on(&backend, input.view())?;
     if single {
         npy::write(&a.out_u, out.u.index_axis(Axis(0), 0))?;
         npy::write(&a.out_s, out.s.index_axis(Axis(0), 0))?;
@@ -54,6 +57,7 @@ fn run<T: Real>(a: &Svd3Args) -> Json {
         "batch": if single { serde_json::Value::Null } else { batch.into() },
         "m": m,
         "dtype": T::NAME,
+        "backend": a.backend.name(),
         "s_max": out.s.iter().fold(0.0f64, |x, v| x.max(v.f64())),
         "zero_singular_values": zeros,
     }))
@@ -67,8 +71,5 @@ pub fn svd3(a: &Svd3Args) -> Json {
     } else {
         npy::dtype_of(&a.a)
     };
-    match dtype? {
-        Dtype::F32 => run::<f32>(a),
-        Dtype::F64 => run::<f64>(a),
-    }
+    dispatch!(dtype?, a.backend, run, a)
 }

@@ -1,0 +1,318 @@
+//! [`BistochasticKernels`] on the GPU (cuda/bistochastic.cu): one fused kernel each for the
+//! forward and the backward, a group of `N` lanes per matrix (`N` the power of two ≥ n, so
+//! 32/N matrices per warp), each lane holding one row and one column in registers (the
+//! column loaded coalesced, the row through a shared-memory transpose).
+//!
+//! * Forward: `K = exp(X − max X)` once, then the iteration in the scaling domain (FMAs and
+//!   one reciprocal per lane and half-step), scalings absorbed into `K` when they leave
+//!   `[2^-30, 2^30]` (f32); matrices whose spread `max X − min X` exceeds 80 (f32; 690 in f64)
+//!   or that hold non-finite entries run the log-domain iteration of the CPU instead. The
+//!   stats are reduced on the device (three numbers read back).
+//! * Backward: CG on the Schur system with the matrix's own row and column sums, exactly as
+//!   the CPU does (projection off the support, per-matrix stop, true residual recomputed).
+//!   f64 data: CG in f64. f32 data: CG in f32, and a second launch redoes in f64 (as the CPU
+//!   does for every matrix) the matrices whose f32 CG did not converge, left a true residual
+//!   above 10·tol, or saw curvatures spanning more than 10³ (ill-conditioned). One 64-bit word
+//!   per matrix (iterations, flags, the residual rounded to f32) is read back through pinned
+//!   memory for the [`CgOutcome`]s.
+
+use super::{cuda_err, CudaBackend, CudaBuffer, CudaReal};
+use crate::backend::batch_of;
+use crate::backend::bistochastic::{BistochasticKernels, ProjectionStats};
+use crate::grad::cg::CgOutcome;
+use crate::{Error, Result};
+use cudarc::driver::CudaContext;
+use cudarc::driver::{result as cu, CudaSlice, LaunchConfig, PushKernelArg};
+use std::sync::{Arc, Mutex};
+
+/// Threads per block (`BISTO_THREADS`).
+const THREADS: usize = 256;
+/// Largest matrix size.
+const MAX_N: usize = 32;
+/// Largest CG iteration count the outcome word holds (29 bits).
+const MAX_CG_ITERS: usize = (1 << 29) - 1;
+
+pub(super) const KERNEL_NAMES: &[&str] = &[
+    "bisto_fwd_n2_f32",
+    "bisto_fwd_n4_f32",
+    "bisto_fwd_n8_f32",
+    "bisto_fwd_n16_f32",
+    "bisto_fwd_n32_f32",
+    "bisto_fwd_n2_f64",
+    "bisto_fwd_n4_f64",
+    "bisto_fwd_n8_f64",
+    "bisto_fwd_n16_f64",
+    "bisto_fwd_n32_f64",
+    "bisto_bwd_n2_f32",
+    "bisto_bwd_n4_f32",
+    "bisto_bwd_n8_f32",
+    "bisto_bwd_n16_f32",
+    "bisto_bwd_n32_f32",
+    "bisto_bwd_n2_f64",
+    "bisto_bwd_n4_f64",
+    "bisto_bwd_n8_f64",
+    "bisto_bwd_n16_f64",
+    "bisto_bwd_n32_f64",
+    "bisto_fix_n2_f32",
+    "bisto_fix_n4_f32",
+    "bisto_fix_n8_f32",
+    "bisto_fix_n16_f32",
+    "bisto_fix_n32_f32",
+];
+
+/// Lanes per matrix: the power of two ≥ n (at least 2).
+fn group(n: usize) -> Result<usize> {
+    if n == 0 || n > MAX_N {
+        return Err(Error::parameter(
+            "n",
+            n,
+            format!("the CUDA bistochastic kernels handle 1 ≤ n ≤ {MAX_N}"),
+        ));
+    }
+    Ok(n.next_power_of_two().max(2))
+}
+
+/// Blocks for `batch` matrices of `lanes` lanes each.
+fn blocks(batch: usize, lanes: usize) -> Result<LaunchConfig> {
+    let b = (batch * lanes).div_ceil(THREADS);
+    let gx = u32::try_from(b)
+        .ok()
+        .filter(|&g| g <= i32::MAX as u32)
+        .ok_or_else(|| Error::shape("x", format!("{batch} matrices exceed the launch grid")))?;
+    Ok(LaunchConfig {
+        grid_dim: (gx.max(1), 1, 1),
+        block_dim: (THREADS as u32, 1, 1),
+        shared_mem_bytes: 0,
+    })
+}
+
+fn same_len<T>(what: &str, b: &CudaBuffer<T>, want: usize) -> Result<()> {
+    if b.len != want {
+        return Err(Error::shape(
+            what,
+            format!("has length {} but {want} is needed", b.len),
+        ));
+    }
+    Ok(())
+}
+
+/// Page-locked host memory for the per-matrix CG outcomes (a pageable copy of 512 KiB costs
+/// hundreds of microseconds): one buffer per process, grown on demand, used under its lock
+/// from the copy to the end of the read. It belongs to a context (destroying the context frees
+/// it), so it keeps that context alive and is replaced when another context asks.
+struct PinnedWords {
+    ptr: *mut u64,
+    cap: usize,
+    ctx: Option<Arc<CudaContext>>,
+}
+// SAFETY: the pointer is only dereferenced under the mutex.
+unsafe impl Send for PinnedWords {}
+
+static PINNED: Mutex<PinnedWords> = Mutex::new(PinnedWords {
+    ptr: std::ptr::null_mut(),
+    cap: 0,
+    ctx: None,
+});
+
+impl CudaBackend {
+    /// Copy the first `len` outcome words of `words` to the host through [`PINNED`] and
+    /// decode them.
+    fn read_outcomes(&self, words: &CudaSlice<u64>, len: usize) -> Result<Vec<CgOutcome>> {
+        let mut pinned = PINNED
+            .lock()
+            .map_err(|_| Error::Cuda("the pinned read-back buffer lock was poisoned".into()))?;
+        let ours = matches!(&pinned.ctx, Some(c) if Arc::ptr_eq(c, &self.inner.ctx));
+        if !ours || pinned.cap < len {
+            if let Some(old) = pinned.ctx.take() {
+                if !pinned.ptr.is_null() && old.bind_to_thread().is_ok() {
+                    // SAFETY: allocated by malloc_host below in `old` (kept alive until now);
+                    // no copy into it is in flight (every use ends with a stream
+                    // synchronisation under this lock). A failure leaks it.
+                    let _ = unsafe { cu::free_host(pinned.ptr as *mut std::ffi::c_void) };
+                }
+            }
+            pinned.ptr = std::ptr::null_mut();
+            pinned.cap = 0;
+            self.inner
+                .ctx
+                .bind_to_thread()
+                .map_err(|e| cuda_err("binding the context", e))?;
+            let bytes = len.max(1) * std::mem::size_of::<u64>();
+            // SAFETY: a plain page-locked allocation; its contents are written before use.
+            let p = unsafe { cu::malloc_host(bytes, 0) }
+                .map_err(|e| cuda_err("allocating pinned host memory", e))?;
+            pinned.ptr = p as *mut u64;
+            pinned.cap = len.max(1);
+            pinned.ctx = Some(self.inner.ctx.clone());
+        }
+        self.inner
+            .ctx
+            .bind_to_thread()
+            .map_err(|e| cuda_err("binding the context", e))?;
+        // SAFETY: `ptr` holds `cap ≥ len` u64s, exclusively ours under the lock.
+        let dst = unsafe { std::slice::from_raw_parts_mut(pinned.ptr, len) };
+        let src = self.ptr(words);
+        // SAFETY: `words` holds at least `len` elements on this backend's stream.
+        unsafe { cu::memcpy_dtoh_async(dst, src, self.inner.stream.cu_stream()) }
+            .map_err(|e| cuda_err("reading the CG outcomes", e))?;
+        self.inner
+            .stream
+            .synchronize()
+            .map_err(|e| cuda_err("bistochastic_backward", e))?;
+        // Flags first (a branch-free pass), then a plain map the compiler can vectorise.
+        let rhs_bad = |w: u64| (w as u32) & 0x4000_0000 != 0;
+        let res_nan = |w: u64| ((w >> 32) as u32 & 0x7fff_ffff) > 0x7f80_0000;
+        if dst.iter().fold(false, |a, &w| a | rhs_bad(w) | res_nan(w)) {
+            if let Some(k) = dst.iter().position(|&w| rhs_bad(w)) {
+                return Err(Error::Numerical(format!(
+                    "CG: the right-hand side of problem {k} is not finite"
+                )));
+            }
+            let k = dst.iter().position(|&w| res_nan(w)).unwrap_or(0);
+            return Err(Error::Numerical(format!(
+                "CG: the residual of problem {k} is NaN"
+            )));
+        }
+        Ok(dst
+            .iter()
+            .map(|&word| {
+                let w = word as u32;
+                CgOutcome {
+                    iterations: (w & 0x1fff_ffff) as usize,
+                    residual: f32::from_bits((word >> 32) as u32) as f64,
+                    converged: w & 0x8000_0000 != 0,
+                }
+            })
+            .collect())
+    }
+}
+
+impl<T: CudaReal> BistochasticKernels<T> for CudaBackend {
+    fn bistochastic_max_n(&self) -> usize {
+        MAX_N
+    }
+
+    fn bistochastic_forward(
+        &self,
+        n: usize,
+        x: &CudaBuffer<T>,
+        iters: usize,
+        tol: f64,
+        r: &mut CudaBuffer<T>,
+    ) -> Result<ProjectionStats> {
+        let lanes = group(n)?;
+        let batch = batch_of(x.len, n * n, "x")?;
+        same_len("r", r, x.len)?;
+        let iters_i = i32::try_from(iters)
+            .map_err(|_| Error::parameter("iters", iters, "at most 2^31 − 1 iterations"))?;
+        let func = self
+            .func(&format!("bisto_fwd_n{lanes}_{}", T::SUFFIX))?
+            .clone();
+        let stats = self
+            .inner
+            .stream
+            .alloc_zeros::<u64>(3)
+            .map_err(|e| cuda_err("allocating the projection stats", e))?;
+        let (px, pr, ps) = (self.ptr(&x.data), self.ptr(&r.data), self.ptr(&stats));
+        let (bi, ni) = (batch as i64, n as i32);
+        let mut b = self.inner.stream.launch_builder(&func);
+        b.arg(&px)
+            .arg(&pr)
+            .arg(&bi)
+            .arg(&ni)
+            .arg(&iters_i)
+            .arg(&tol)
+            .arg(&ps);
+        unsafe { b.launch(blocks(batch, lanes)?) }
+            .map_err(|e| cuda_err("launching bistochastic_forward", e))?;
+        let host = self
+            .inner
+            .stream
+            .clone_dtoh(&stats)
+            .map_err(|e| cuda_err("reading the projection stats", e))?;
+        Ok(ProjectionStats {
+            iterations: host[0] as usize,
+            marginal_error: f64::from_bits(host[1]),
+            unconverged: host[2] as usize,
+        })
+    }
+
+    fn bistochastic_backward(
+        &self,
+        n: usize,
+        r: &CudaBuffer<T>,
+        g: &CudaBuffer<T>,
+        tol: f64,
+        max_iters: usize,
+        dx: &mut CudaBuffer<T>,
+    ) -> Result<Vec<CgOutcome>> {
+        let lanes = group(n)?;
+        let batch = batch_of(r.len, n * n, "r")?;
+        same_len("g", g, r.len)?;
+        same_len("dx", dx, r.len)?;
+        let func = self
+            .func(&format!("bisto_bwd_n{lanes}_{}", T::SUFFIX))?
+            .clone();
+        // SAFETY: every word is written by the kernel before it is read back; list entries
+        // below the (zeroed) count likewise.
+        let words = unsafe { self.inner.stream.alloc::<u64>(batch) }
+            .map_err(|e| cuda_err("allocating the CG outcomes", e))?;
+        let list = unsafe { self.inner.stream.alloc::<u32>(batch) }
+            .map_err(|e| cuda_err("allocating the CG outcomes", e))?;
+        let count = self
+            .inner
+            .stream
+            .alloc_zeros::<u32>(1)
+            .map_err(|e| cuda_err("allocating the CG outcomes", e))?;
+        let (pr, pg, pd, pw, pl, pc) = (
+            self.ptr(&r.data),
+            self.ptr(&g.data),
+            self.ptr(&dx.data),
+            self.ptr(&words),
+            self.ptr(&list),
+            self.ptr(&count),
+        );
+        let (bi, ni) = (batch as i64, n as i32);
+        let iters = max_iters.min(MAX_CG_ITERS) as i32;
+        let mut b = self.inner.stream.launch_builder(&func);
+        b.arg(&pr)
+            .arg(&pg)
+            .arg(&pd)
+            .arg(&bi)
+            .arg(&ni)
+            .arg(&tol)
+            .arg(&iters)
+            .arg(&pw)
+            .arg(&pl)
+            .arg(&pc);
+        unsafe { b.launch(blocks(batch, lanes)?) }
+            .map_err(|e| cuda_err("launching bistochastic_backward", e))?;
+        if T::SUFFIX == "f32" {
+            // Redo in f64 the matrices the f32 CG listed (see cuda/bistochastic.cu): a small
+            // grid walks the list; with an empty list it only reads the count.
+            let fix = self.func(&format!("bisto_fix_n{lanes}_f32"))?.clone();
+            let grid = blocks(batch, lanes)?
+                .grid_dim
+                .0
+                .min(self.inner.sm_count as u32);
+            let mut b = self.inner.stream.launch_builder(&fix);
+            b.arg(&pr)
+                .arg(&pg)
+                .arg(&pd)
+                .arg(&ni)
+                .arg(&tol)
+                .arg(&iters)
+                .arg(&pw)
+                .arg(&pl)
+                .arg(&pc);
+            let cfg = LaunchConfig {
+                grid_dim: (grid.max(1), 1, 1),
+                block_dim: (THREADS as u32, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            unsafe { b.launch(cfg) }
+                .map_err(|e| cuda_err("launching bistochastic_backward (f64 redo)", e))?;
+        }
+        self.read_outcomes(&words, batch)
+    }
+}
