@@ -613,7 +613,7 @@ fn barycenter_rows() -> Vec<Case> {
         case(
             "L40",
             "Shape",
-            "cost: the grid [5] has 5 rows but each histogram has 4 bins",
+            "cost: the grid has 5 rows but each histogram has 4 bins",
             barycenter(h.view(), w.view(), GridCost::new(&[5]).unwrap(), &p),
         ),
         case(
