@@ -348,3 +348,82 @@ fn f32_stability_sweep_on_the_gpu() {
         assert!(r.pot_err <= 0.1, "{r:?}");
     }
 }
+
+/// Run-to-run determinism of the bistochastic (forward and backward), implicit-gradient
+/// (wasserstein_gradients: plan, adjoint CG) and linear-algebra kernels (GEMM, X·Xᵀ,
+/// Newton–Schulz, svd3): bitwise-equal outputs over repeated calls, f32.
+#[test]
+fn bistochastic_and_linalg_kernels_are_deterministic() {
+    use logot::grad::{Bistochastic, BistochasticParams, CgParams};
+    use logot::linalg::{matmul_on, newton_schulz_on, svd3_batch_on, xxt_on, NewtonSchulzParams};
+    let Some(gpu) = gpu() else { return };
+    let mut r = lcg(21);
+    let (b, n) = if small() { (64, 8) } else { (4096, 16) };
+    let x = Array3::from_shape_fn((b, n, n), |_| (4.0 * r()) as f32);
+    let g = Array3::from_shape_fn((b, n, n), |_| (2.0 * r() - 1.0) as f32);
+    let proj = Bistochastic::new(gpu.clone(), BistochasticParams::default());
+    let size = if small() { 96 } else { 700 };
+    let a = Array2::from_shape_fn((size, size + 13), |_| (2.0 * r() - 1.0) as f32);
+    let bm = Array2::from_shape_fn((size + 13, size - 5), |_| (2.0 * r() - 1.0) as f32);
+    let pts = Array3::from_shape_fn((if small() { 16 } else { 512 }, 200, 3), |_| r() as f32);
+    let mu = histograms(2, 64, 31).mapv(|v| v as f32);
+    let nu = histograms(2, 48, 32).mapv(|v| v as f32);
+    let cost = Array2::from_shape_fn((64, 48), |_| r() as f32);
+    let mut first: Option<Vec<Vec<u32>>> = None;
+    for rep in 0..repeats() {
+        let fwd = proj.forward(x.view()).unwrap();
+        let bwd = proj
+            .backward(fwd.r.view(), g.view(), &CgParams::default())
+            .unwrap();
+        let svd = svd3_batch_on(&gpu, pts.view()).unwrap();
+        let grads = Solver::new(gpu.clone(), SinkhornParams::fixed_iterations(0.05, 30))
+            .wasserstein_gradients(
+                &Problem::batch(mu.view(), nu.view(), cost.view()).unwrap(),
+                &CgParams::default(),
+            )
+            .unwrap();
+        let outs = vec![
+            bits32(fwd.r.iter().copied()),
+            bits32(bwd.dx.iter().copied()),
+            bits32(
+                matmul_on(&gpu, a.view(), bm.view())
+                    .unwrap()
+                    .iter()
+                    .copied(),
+            ),
+            bits32(xxt_on(&gpu, a.view()).unwrap().iter().copied()),
+            bits32(
+                newton_schulz_on(&gpu, a.view(), &NewtonSchulzParams::default())
+                    .unwrap()
+                    .iter()
+                    .copied(),
+            ),
+            bits32(svd.s.iter().copied()),
+            bits32(svd.u.iter().copied()),
+            bits32(grads.cost.iter().copied()),
+        ];
+        match &first {
+            None => first = Some(outs),
+            Some(f) => {
+                for (k, name) in [
+                    "bistochastic R",
+                    "bistochastic dX",
+                    "gemm",
+                    "xxt",
+                    "newton-schulz",
+                    "svd3 S",
+                    "svd3 U",
+                ]
+                .iter()
+                .enumerate()
+                {
+                    assert!(f[k] == outs[k], "{name}: run {rep} differs");
+                }
+            }
+        }
+    }
+    println!(
+        "bistochastic, gemm, xxt, newton-schulz, svd3: {} runs bitwise equal",
+        repeats()
+    );
+}
