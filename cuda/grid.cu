@@ -111,11 +111,10 @@ GRID_KERNELS(double, f64)
 //   f_k = ε·(log a_k − LSE(g_k/ε − C))   (one 1-D pass per axis)
 //   v_k = −ε·LSE(f_k/ε − C)
 //   bar = −Σ_k w_k·v_k,   g_k = bar + v_k  (not after the last iteration)
-// A pass splits (line, 32 outputs) items over all warps of the cluster; one lane per
-// output, a two-pass (max, then Σ exp2) log-sum-exp in log2 units against a table
-// T_a[j][i] = (t_i − t_j)²·log2(e)/ε of each axis in shared memory. Passes ping-pong
-// between two scratch arrays and meet at a cluster barrier (release/acquire), after
-// which data written by other CTAs is read with ld.global.cg (from L2).
+// A pass splits (line, 64 outputs) items over all warps of the cluster (see fused_pass).
+// Passes ping-pong between two scratch arrays and meet at a cluster barrier
+// (release/acquire), after which data written by other CTAs is read with ld.global.cg
+// (from L2).
 #define GRID_FUSED_WARPS 16
 #ifndef GRID_FUSED_PROFILE
 #define GRID_FUSED_PROFILE 0  // timing experiments only (LOGOT_CUDA_DEFINES), see below
@@ -140,52 +139,98 @@ __device__ __forceinline__ u32 cluster_size() {
 
 template <typename T> __device__ __forceinline__ T ld_cg(const T *p) { return __ldcg(p); }
 
-// One pass along axis a of the K images of problem p: dst = LSE pass of src·in_scale
-// (log2 units). final_lm: dst = ε·(lm − ln2·L') with lm = final_lm (natural log), or
-// ε·(−ln2·L') when lm_zero; otherwise dst = L' (log2 units).
+// (value, coordinate) pairs of a staged line, read as one 8- or 16-byte broadcast.
+template <typename T> struct Pair;
+template <> struct Pair<float> {
+  typedef float2 V;
+};
+template <> struct Pair<double> {
+  typedef double2 V;
+};
+
+// One pass along an axis of length n (`inner` points after it) of the K images of one
+// problem: dst = LSE pass of src·in_scale (log2 units). With u_j = src_j·in_scale − s·t_j²,
+//   L'_i = log2 Σ_j 2^(u_j + 2s·t_i·t_j) − s·t_i²,
+// one FMA per term (the s·t_i² factor leaves the sum). A warp takes (line, 64 outputs)
+// items: it stages the line's (u_j, t_j) pairs, then each lane reduces outputs i and i + 32
+// with a max pass and a Σ exp2 pass. Last axis: dst = ε·(lm − ln2·L') (lm = final_lm, or 0
+// when lm_zero); otherwise dst = L'.
 template <typename T>
-__device__ __forceinline__ void fused_pass(const T *src, T *dst, T in_scale, const T *table,
+__device__ __forceinline__ void fused_pass(const T *src, T *dst, T in_scale, const T *coord,
                                            T *lbuf, int n, int inner, int N, int K,
                                            const T *final_lm, bool last_axis, bool lm_zero,
-                                           T eps, int gwarp, int nwarps, int lane) {
+                                           T eps, T s, int gwarp, int nwarps, int lane) {
+  typedef typename Pair<T>::V V;
   const T ninf = Num<T>::neg_inf();
 #if GRID_FUSED_PROFILE == 1
   return;  // timing experiment: barriers and the pointwise step only
 #endif
   const int per_img = N / n;  // lines per image
-  const int chunks = (n + 31) >> 5;
+  const int chunks = (n + 63) >> 6;
   const int items = per_img * K * chunks;
+  const V *pairs = reinterpret_cast<const V *>(lbuf);
   for (int it = gwarp; it < items; it += nwarps) {
     const int line = it / chunks, chunk = it - line * chunks;
     const int k = line / per_img, rest = line - k * per_img;
     const int o = rest / inner, r = rest - o * inner;
     const long long base = (long long)k * N + (long long)o * n * inner + r;
     __syncwarp();
-    for (int t = lane; t < n; t += 32) lbuf[t] = ld_cg(src + base + (long long)t * inner) * in_scale;
+    for (int t = lane; t < n; t += 32) {
+      const T tj = coord[t];
+      lbuf[2 * t] = ld_cg(src + base + (long long)t * inner) * in_scale - s * tj * tj;
+      lbuf[2 * t + 1] = tj;
+    }
     __syncwarp();
-    const int i = chunk * 32 + lane;
-    if (i < n) {
-      // Four independent chains per pass, so the shared-memory loads overlap.
-      const T *col = table + i;
-      T m4[4] = {ninf, ninf, ninf, ninf};
-      int j = 0;
-      for (; j + 4 <= n; j += 4)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) m4[q] = fmax(m4[q], lbuf[j + q] - col[(j + q) * n]);
-      for (; j < n; ++j) m4[0] = fmax(m4[0], lbuf[j] - col[j * n]);
-      const T m = fmax(fmax(m4[0], m4[1]), fmax(m4[2], m4[3]));
-      T res = ninf;
-      if (GRID_FUSED_PROFILE == 2) {
-        res = m;  // timing experiment: no sum pass
-      } else if (m != ninf) {
-        T s4[4] = {T(0), T(0), T(0), T(0)};
-        j = 0;
-        for (; j + 4 <= n; j += 4)
-#pragma unroll
-          for (int q = 0; q < 4; ++q) s4[q] += Num<T>::exp2(lbuf[j + q] - col[(j + q) * n] - m);
-        for (; j < n; ++j) s4[0] += Num<T>::exp2(lbuf[j] - col[j * n] - m);
-        res = m + Num<T>::log2((s4[0] + s4[1]) + (s4[2] + s4[3]));
+    const int i0 = chunk * 64 + lane, i1 = i0 + 32;
+    const T c0 = i0 < n ? T(2) * s * coord[i0] : T(0);
+    const T c1 = i1 < n ? T(2) * s * coord[i1] : T(0);
+    T m0 = ninf, m1 = ninf, m2 = ninf, m3 = ninf;
+    int j = 0;
+    for (; j + 2 <= n; j += 2) {
+      const V p = pairs[j], q = pairs[j + 1];
+      m0 = fmax(m0, fma(c0, p.y, p.x));
+      m1 = fmax(m1, fma(c1, p.y, p.x));
+      m2 = fmax(m2, fma(c0, q.y, q.x));
+      m3 = fmax(m3, fma(c1, q.y, q.x));
+    }
+    if (j < n) {
+      const V p = pairs[j];
+      m0 = fmax(m0, fma(c0, p.y, p.x));
+      m1 = fmax(m1, fma(c1, p.y, p.x));
+    }
+    const T ma = fmax(m0, m2), mb = fmax(m1, m3);
+    T ra = ninf, rb = ninf;
+#if GRID_FUSED_PROFILE == 2
+    ra = ma;  // timing experiment: no sum pass
+    rb = mb;
+#else
+    {
+      // Empty lines (every u = −∞) give −∞; exp2(−∞ − −∞) would be NaN, so shift by 0.
+      const T sa_ = ma == ninf ? T(0) : ma, sb_ = mb == ninf ? T(0) : mb;
+      T s0 = T(0), s1 = T(0), s2 = T(0), s3 = T(0);
+      j = 0;
+      for (; j + 2 <= n; j += 2) {
+        const V p = pairs[j], q = pairs[j + 1];
+        s0 += Num<T>::exp2(fma(c0, p.y, p.x) - sa_);
+        s1 += Num<T>::exp2(fma(c1, p.y, p.x) - sb_);
+        s2 += Num<T>::exp2(fma(c0, q.y, q.x) - sa_);
+        s3 += Num<T>::exp2(fma(c1, q.y, q.x) - sb_);
       }
+      if (j < n) {
+        const V p = pairs[j];
+        s0 += Num<T>::exp2(fma(c0, p.y, p.x) - sa_);
+        s1 += Num<T>::exp2(fma(c1, p.y, p.x) - sb_);
+      }
+      if (ma != ninf) ra = ma + Num<T>::log2(s0 + s2);
+      if (mb != ninf) rb = mb + Num<T>::log2(s1 + s3);
+    }
+#endif
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int i = h == 0 ? i0 : i1;
+      if (i >= n) continue;
+      const T ti = coord[i];
+      const T res = (h == 0 ? ra : rb) - s * ti * ti;
       const long long idx = base + (long long)i * inner;
       if (last_axis) {
         const T l = lm_zero ? T(0) : final_lm[idx];
@@ -203,22 +248,22 @@ __device__ __forceinline__ void grid_bary_fused(const T *log_a, const T *w, T *g
                                                 int n1, int n2, T eps, int iters) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T *sm = reinterpret_cast<T *>(smem_raw);
-  // Per-axis sizes, table offsets and strides as scalars (no local arrays: a table pointer
+  // Per-axis sizes, coordinate offsets and strides as scalars (no local arrays: a pointer
   // kept in one would lose its shared-memory address space).
   const int d1 = ndim > 1 ? n1 : 1, d2 = ndim > 2 ? n2 : 1;
   const int N = n0 * d1 * d2;
   const int nmax = max(n0, max(d1, d2));
-  const int t1 = n0 * n0, t2 = t1 + (ndim > 1 ? n1 * n1 : 0), tend = t2 + (ndim > 2 ? n2 * n2 : 0);
+  const int o1 = n0, o2 = o1 + (ndim > 1 ? n1 : 0), oend = o2 + (ndim > 2 ? n2 : 0);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  T *lbuf = sm + tend + warp * nmax;
+  // Coordinates of every axis, then two values per point of a line for each warp (16-byte
+  // aligned: the host pads the coordinates to an even count).
+  const int cpad = (oend + 1) & ~1;
+  T *lbuf = sm + cpad + warp * 2 * nmax;
   const T s = T(LOGOT_LOG2E) / eps;
-  for (int e = threadIdx.x; e < tend; e += blockDim.x) {
-    const int a = e < t1 ? 0 : (e < t2 ? 1 : 2);
+  for (int e = threadIdx.x; e < oend; e += blockDim.x) {
+    const int a = e < o1 ? 0 : (e < o2 ? 1 : 2);
     const int n = a == 0 ? n0 : (a == 1 ? n1 : n2);
-    const int r = e - (a == 0 ? 0 : (a == 1 ? t1 : t2));
-    const int j = r / n, i = r - j * n;
-    const T d = grid_coord<T>(n, i) - grid_coord<T>(n, j);
-    sm[e] = d * d * s;
+    sm[e] = grid_coord<T>(n, e - (a == 0 ? 0 : (a == 1 ? o1 : o2)));
   }
   __syncthreads();
   const int CL = (int)cluster_size();
@@ -239,10 +284,10 @@ __device__ __forceinline__ void grid_bary_fused(const T *log_a, const T *w, T *g
       const bool last = a + 1 == ndim;
       const int n = a == 0 ? n0 : (a == 1 ? n1 : n2);
       const int inner = a == 0 ? d1 * d2 : (a == 1 ? d2 : 1);
-      const T *table = sm + (a == 0 ? 0 : (a == 1 ? t1 : t2));
+      const T *coord = sm + (a == 0 ? 0 : (a == 1 ? o1 : o2));
       T *out = last ? dst : ((a & 1) ? sb : sa);
-      fused_pass<T>(in, out, scale, table, lbuf, n, inner, N, K, lm, last, lm_zero, eps, gwarp,
-                    nwarps, lane);
+      fused_pass<T>(in, out, scale, coord, lbuf, n, inner, N, K, lm, last, lm_zero, eps, s,
+                    gwarp, nwarps, lane);
       cluster_barrier();
       in = out;
       scale = T(1);

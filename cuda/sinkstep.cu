@@ -74,7 +74,11 @@ struct TiledCfg {
   static constexpr int PT = (KT * BB + NT - 1) / NT;  // potential elements per thread per stage
 };
 
-template <typename T, int TB, int TJ, int WB, int WJ, int WARPS, int KW, int MODE>
+// MAXPASS: exact mode (split reductions, redo after a failed hint) takes its shifts from a
+// max pass; without it (kernels whose registers the pass would spill) exact mode starts
+// from −∞ and re-shifts through the per-output exact path.
+template <typename T, int TB, int TJ, int WB, int WJ, int WARPS, int KW, int MODE,
+          bool MAXPASS = true>
 __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long long cost_stride,
                                                const T *__restrict__ other,
                                                const T *__restrict__ lm, T *__restrict__ out,
@@ -211,6 +215,18 @@ __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long lon
     cp_async_commit();
   };
   auto load_stage = [&](int st, int buf) { load_stage_parts(st, buf, false); };
+  // Issue stage st + 1's copies (if any), then wait for stage st's; returns its buffer.
+  auto stage_ready = [&](int st) {
+    const int buf = st & 1;
+    if (st + 1 < nst) {
+      load_stage(st + 1, buf ^ 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    return buf;
+  };
 
   // Programmatic dependent launch (sm_90): nothing written by the previous kernel is read
   // before griddepcontrol.wait; then the next kernel may start launching (its blocks take
@@ -253,29 +269,15 @@ __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long lon
             m0 = h - T(HINT_MARGIN);
         }
         M[ib][jj] = m0;
-        S[ib][jj] = T(0);
-        if constexpr (REPORT) W[ib][jj] = T(0);
       }
 
-    if (exact && nst > 0) {
+    if (MAXPASS && exact && nst > 0) {
       // Exact shifts without a hint: a first pass over the stages takes each warp's own
       // maximum of p − c over its k (no exponentials, a fraction of the sum pass's time),
-      // so the sum pass below can neither overflow nor underflow.
-      T mx[TB][TJ];
-#pragma unroll
-      for (int ib = 0; ib < TB; ++ib)
-#pragma unroll
-        for (int jj = 0; jj < TJ; ++jj) mx[ib][jj] = ninf;
+      // so the sum pass below can neither overflow nor underflow. M itself accumulates
+      // the maximum (rows past the batch keep their 0: their potentials are −∞).
       for (int st = 0; st < nst; ++st) {
-        const int buf = st & 1;
-        if (st + 1 < nst) {
-          load_stage(st + 1, buf ^ 1);
-          cp_async_wait<1>();
-        } else {
-          cp_async_wait<0>();
-        }
-        __syncthreads();
-        const T *cs = smem + buf * C::STAGE;
+        const T *cs = smem + stage_ready(st) * C::STAGE;
         const T *ps = cs + C::CS;
 #pragma unroll KW_UNROLL
         for (int kk = 0; kk < KW; ++kk) {
@@ -286,30 +288,27 @@ __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long lon
 #pragma unroll
           for (int ib = 0; ib < TB; ++ib)
 #pragma unroll
-            for (int jj = 0; jj < TJ; ++jj) mx[ib][jj] = fmax(mx[ib][jj], pv[ib] - cv[jj]);
+            for (int jj = 0; jj < TJ; ++jj) M[ib][jj] = fmax(M[ib][jj], pv[ib] - cv[jj]);
         }
         __syncthreads();
       }
 #pragma unroll
       for (int ib = 0; ib < TB; ++ib)
 #pragma unroll
-        for (int jj = 0; jj < TJ; ++jj)
-          if (b0 + tb * TB + ib < B) M[ib][jj] = mx[ib][jj] * s;  // -inf stays -inf
+        for (int jj = 0; jj < TJ; ++jj) M[ib][jj] *= s;  // −∞ and 0 stay as they are
       load_stage(0, 0);  // the sum pass starts over
     }
+#pragma unroll
+    for (int ib = 0; ib < TB; ++ib)
+#pragma unroll
+      for (int jj = 0; jj < TJ; ++jj) {
+        S[ib][jj] = T(0);
+        if constexpr (REPORT) W[ib][jj] = T(0);
+      }
 
     if (nst > 0) {
       for (int st = 0; st < nst; ++st) {
-        const int buf = st & 1;
-        const bool more = st + 1 < nst;
-        if (more) {
-          load_stage(st + 1, buf ^ 1);
-          cp_async_wait<1>();
-        } else {
-          cp_async_wait<0>();
-        }
-        __syncthreads();
-        const T *cs = smem + buf * C::STAGE;
+        const T *cs = smem + stage_ready(st) * C::STAGE;
         const T *ps = cs + C::CS;
         T part[TB][TJ];
         T partw[REPORT ? TB : 1][REPORT ? TJ : 1];
@@ -785,10 +784,10 @@ __device__ __forceinline__ void transpose(const T *__restrict__ in, T *__restric
 // Shared cost, 16 batch rows × 32 outputs per block, 8 warps × 16 k per stage.
 #define SHARED16(T, SUF, MINB)                                                               \
   extern "C" __global__ void __launch_bounds__(256, MINB) sinkstep_s16_##SUF(TILED_ARGS(T)) { \
-    sinkstep_tiled<T, 4, 4, 4, 8, 8, 16, 0>(TILED_PASS);                                     \
+    sinkstep_tiled<T, 4, 4, 4, 8, 8, 16, 0, false>(TILED_PASS);                              \
   }                                                                                          \
   extern "C" __global__ void __launch_bounds__(256, MINB) report_s16_##SUF(TILED_ARGS(T)) {  \
-    sinkstep_tiled<T, 4, 2, 4, 8, 8, 16, 1>(TILED_PASS);                                     \
+    sinkstep_tiled<T, 4, 2, 4, 8, 8, 16, 1, false>(TILED_PASS);                              \
   }
 SHARED16(float, f32, 2)
 SHARED16(double, f64, 1)

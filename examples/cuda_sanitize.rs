@@ -1,5 +1,6 @@
 //! Runs every CUDA kernel once on small inputs (both precisions, every tile shape, the
-//! K-split, the fused loop with 4 and 8 outputs per lane, the exact and redo paths), for
+//! K-split, the fused loop with 4 and 8 outputs per lane, the exact and redo paths, the
+//! fused and the separate grid-barycenter kernels), for
 //! `compute-sanitizer --tool memcheck|racecheck|initcheck|synccheck`.
 //!
 //! `cargo build --release --features cuda --example cuda_sanitize`
@@ -8,8 +9,8 @@
 fn main() -> logot::Result<()> {
     use logot::backend::cuda::{CudaBackend, CudaOptions, CudaReal};
     use logot::backend::{Backend, CostSource, Side};
-    use logot::{Problem, SinkhornParams, Solver};
-    use ndarray::{Array2, Array3};
+    use logot::{BarycenterParams, BarycenterSolver, GridCost, Problem, SinkhornParams, Solver};
+    use ndarray::{Array1, Array2, Array3};
 
     fn run<T: CudaReal>(gpu: &CudaBackend) -> logot::Result<()> {
         let mut seed = 12345u64;
@@ -69,6 +70,16 @@ fn main() -> logot::Result<()> {
             gpu.transport_cost(&cost, &f2, &g, T::of(0.05))?;
             gpu.marginal_error(b, &nub, &g, &g, T::of(0.05))?;
         }
+        // A barycenter on a small 6×7 grid: the fused cluster kernel (the kernels one by
+        // one with `bary_cluster: 0`), then the dense path (4-problem tiles, K split).
+        let grid = GridCost::image(6, 7)?;
+        let h = hist(3, 42, &mut rnd);
+        let w = Array1::from(vec![T::of(0.2), T::of(0.3), T::of(0.5)]);
+        let solver =
+            BarycenterSolver::new(gpu.clone(), BarycenterParams::fixed_iterations(0.01, 3));
+        solver.solve(h.view(), w.view(), grid.clone())?;
+        let dense = grid.to_dense::<T>();
+        solver.solve(h.view(), w.view(), dense.view())?;
         gpu.synchronize()
     }
 
@@ -81,6 +92,7 @@ fn main() -> logot::Result<()> {
         CudaOptions {
             fused: false,
             overlap_launches: false,
+            bary_cluster: 0,
             ..CudaOptions::default()
         },
     ] {

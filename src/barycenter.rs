@@ -192,13 +192,11 @@ impl<B> BarycenterSolver<B> {
     where
         B: BarycenterKernels<T>,
     {
-        let mut all = self.solve_batch(
+        only(self.solve_batch(
             histograms.insert_axis(Axis(0)),
             weights.insert_axis(Axis(0)),
             cost,
-        )?;
-        all.pop()
-            .ok_or_else(|| Error::Numerical("no barycenter was computed".into()))
+        )?)
     }
 
     /// `P` independent barycenter problems against one shared cost: `histograms` is
@@ -290,13 +288,11 @@ impl<B> BarycenterSolver<B> {
     where
         B: BarycenterKernels<T>,
     {
-        let mut all = self.solve_batch_prepared(
+        only(self.solve_batch_prepared(
             histograms.insert_axis(Axis(0)),
             weights.insert_axis(Axis(0)),
             cost,
-        )?;
-        all.pop()
-            .ok_or_else(|| Error::Numerical("no barycenter was computed".into()))
+        )?)
     }
 
     /// [`solve_batch`](Self::solve_batch) against a cost from [`prepare`](Self::prepare).
@@ -410,6 +406,12 @@ impl<B> BarycenterSolver<B> {
 /// Relative tolerance on the inputs' total masses: loose enough for histograms normalised
 /// in float32 and stored as float64, tight enough to catch unnormalised inputs.
 const INPUT_MASS_TOL: f64 = 1e-4;
+
+/// The one barycenter of a batch of one problem.
+fn only<T: Real>(mut all: Vec<Barycenter<T>>) -> Result<Barycenter<T>> {
+    all.pop()
+        .ok_or_else(|| Error::Numerical("no barycenter was computed".into()))
+}
 
 /// Checks the input histograms and the weights.
 fn validate_inputs<T: Real>(

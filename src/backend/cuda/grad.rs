@@ -69,46 +69,12 @@ impl CudaBackend {
             .clamp(1, self.inner.sm_count * 32) as u32
     }
 
-    /// Row reductions (`rows = B·n` outputs): `Σ_j [W]·P·[x]`.
+    /// Row reductions of `batch` plans (`B·n` outputs, `Σ_j [W]·P·[x]`; `along_rows`) or
+    /// column reductions (`B·m` outputs, `Σ_i [W]·P·[x]`).
     #[allow(clippy::too_many_arguments)]
-    fn grad_rows<T: CudaReal>(
+    fn grad_reduce<T: CudaReal>(
         &self,
-        plan: &CudaBuffer<T>,
-        x: Option<&CudaBuffer<T>>,
-        weight: Option<(&CudaBuffer<T>, i64)>,
-        out: &mut CudaSlice<T>,
-        rows: usize,
-        n: usize,
-        m: usize,
-    ) -> Result<()> {
-        let func = self.func(&format!("grad_rows_{}", T::SUFFIX))?.clone();
-        let pp = self.ptr(&plan.data);
-        let px = x.map_or(0u64, |b| self.ptr(&b.data));
-        let (pw, ws, has) = match weight {
-            Some((w, s)) => (self.ptr(&w.data), s, 1i32),
-            None => (0u64, 0i64, 0i32),
-        };
-        let po = self.ptr(out);
-        let (ri, ni, mi) = (rows as i64, to_i32(n, "n")?, to_i32(m, "m")?);
-        let mut b = self.inner.stream.launch_builder(&func);
-        b.arg(&pp)
-            .arg(&px)
-            .arg(&pw)
-            .arg(&ws)
-            .arg(&has)
-            .arg(&po)
-            .arg(&ri)
-            .arg(&ni)
-            .arg(&mi);
-        unsafe { b.launch(cfg1(self.grad_blocks(rows.saturating_mul(32)), THREADS, 0)) }
-            .map_err(|e| cuda_err("launching grad_rows", e))?;
-        Ok(())
-    }
-
-    /// Column reductions (`B·m` outputs): `Σ_i [W]·P·[x]`.
-    #[allow(clippy::too_many_arguments)]
-    fn grad_cols<T: CudaReal>(
-        &self,
+        along_rows: bool,
         plan: &CudaBuffer<T>,
         x: Option<&CudaBuffer<T>>,
         weight: Option<(&CudaBuffer<T>, i64)>,
@@ -117,7 +83,12 @@ impl CudaBackend {
         n: usize,
         m: usize,
     ) -> Result<()> {
-        let func = self.func(&format!("grad_cols_{}", T::SUFFIX))?.clone();
+        let (kernel, count, work) = if along_rows {
+            ("grad_rows", batch * n, (batch * n).saturating_mul(32))
+        } else {
+            ("grad_cols", batch, batch * m)
+        };
+        let func = self.func(&format!("{kernel}_{}", T::SUFFIX))?.clone();
         let pp = self.ptr(&plan.data);
         let px = x.map_or(0u64, |b| self.ptr(&b.data));
         let (pw, ws, has) = match weight {
@@ -125,7 +96,7 @@ impl CudaBackend {
             None => (0u64, 0i64, 0i32),
         };
         let po = self.ptr(out);
-        let (bi, ni, mi) = (batch as i64, to_i32(n, "n")?, to_i32(m, "m")?);
+        let (ci, ni, mi) = (count as i64, to_i32(n, "n")?, to_i32(m, "m")?);
         let mut b = self.inner.stream.launch_builder(&func);
         b.arg(&pp)
             .arg(&px)
@@ -133,11 +104,11 @@ impl CudaBackend {
             .arg(&ws)
             .arg(&has)
             .arg(&po)
-            .arg(&bi)
+            .arg(&ci)
             .arg(&ni)
             .arg(&mi);
-        unsafe { b.launch(cfg1(self.grad_blocks(batch * m), THREADS, 0)) }
-            .map_err(|e| cuda_err("launching grad_cols", e))?;
+        unsafe { b.launch(cfg1(self.grad_blocks(work), THREADS, 0)) }
+            .map_err(|e| cuda_err(&format!("launching {kernel}"), e))?;
         Ok(())
     }
 
@@ -218,7 +189,7 @@ impl<T: CudaReal> GradKernels<T> for CudaBackend {
         let batch = batch_of(plan.len, n * m, "plan")?;
         check_len("x", x, batch * m)?;
         check_len("y", y, batch * n)?;
-        self.grad_rows(plan, Some(x), None, &mut y.data, batch * n, n, m)
+        self.grad_reduce(true, plan, Some(x), None, &mut y.data, batch, n, m)
     }
 
     fn plan_matvec_t(
@@ -232,7 +203,7 @@ impl<T: CudaReal> GradKernels<T> for CudaBackend {
         let batch = batch_of(plan.len, n * m, "plan")?;
         check_len("x", x, batch * n)?;
         check_len("y", y, batch * m)?;
-        self.grad_cols(plan, Some(x), None, &mut y.data, batch, n, m)
+        self.grad_reduce(false, plan, Some(x), None, &mut y.data, batch, n, m)
     }
 
     fn weighted_marginals(
@@ -249,8 +220,8 @@ impl<T: CudaReal> GradKernels<T> for CudaBackend {
         };
         let mut rows = self.alloc::<T>(batch * n, "row marginals")?;
         let mut cols = self.alloc::<T>(batch * m, "column marginals")?;
-        self.grad_rows(plan, None, w, &mut rows, batch * n, n, m)?;
-        self.grad_cols(plan, None, w, &mut cols, batch, n, m)?;
+        self.grad_reduce(true, plan, None, w, &mut rows, batch, n, m)?;
+        self.grad_reduce(false, plan, None, w, &mut cols, batch, n, m)?;
         Ok((
             CudaBuffer {
                 data: rows,

@@ -173,8 +173,8 @@ impl CudaBackend {
     /// Run `iters` barycenter iterations on a grid cost as one launch of
     /// `grid_bary_fused_*` (one thread-block cluster per problem). Returns `false`, having
     /// done nothing, where the fused kernel does not apply (disabled, more than 3 axes, the
-    /// axis tables do not fit in shared memory, or the grid is large enough for the
-    /// separate kernels to use the GPU better).
+    /// lines do not fit in shared memory, or the grid is large enough for the separate
+    /// kernels to use the GPU better).
     pub(super) fn grid_bary_fused<T: CudaReal>(
         &self,
         grid: &GridCost,
@@ -189,8 +189,9 @@ impl CudaBackend {
         let (p, k) = (layout.problems, layout.inputs);
         let sum_n: usize = shape.iter().sum();
         let nmax = shape.iter().copied().max().unwrap_or(0);
-        let smem = (shape.iter().map(|&a| a * a).sum::<usize>() + FUSED_WARPS * nmax)
-            * std::mem::size_of::<T>();
+        // Every axis's coordinates (padded to an even count), then a (value, coordinate)
+        // pair per point of a line for each warp (`grid_bary_fused` in cuda/grid.cu).
+        let smem = ((sum_n + 1) / 2 * 2 + FUSED_WARPS * 2 * nmax) * std::mem::size_of::<T>();
         let work = p.saturating_mul(k).saturating_mul(n).saturating_mul(sum_n);
         if cl == 0
             || iters == 0
