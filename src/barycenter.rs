@@ -108,6 +108,8 @@ pub struct PreparedCost<T: Real, B: Backend<T>> {
     n: usize,
     m: usize,
     grid: bool,
+    /// Largest |cost|, for the ε resolution check.
+    max_abs_cost: f64,
 }
 
 impl<T: Real, B: Backend<T>> PreparedCost<T, B> {
@@ -227,6 +229,7 @@ impl<B> BarycenterSolver<B> {
         self.params.validate()?;
         validate_inputs(&histograms, &weights)?;
         let prepared = self.prepare(cost)?;
+        crate::validate::check_eps_resolution::<T>(self.params.eps, prepared.max_abs_cost)?;
         self.run(histograms, weights, &prepared)
     }
 
@@ -256,7 +259,7 @@ impl<B> BarycenterSolver<B> {
         B: BarycenterKernels<T>,
     {
         let cost = cost.into();
-        let (n, m) = validate_cost(&cost)?;
+        let (n, m, max_abs_cost) = validate_cost(&cost)?;
         let grid = matches!(cost, CostSource::Grid(_));
         let prepared = self.backend.prepare_cost(&cost)?;
         let dims = self.backend.cost_dims(&prepared);
@@ -271,6 +274,7 @@ impl<B> BarycenterSolver<B> {
             n,
             m,
             grid,
+            max_abs_cost,
         })
     }
 
@@ -302,6 +306,7 @@ impl<B> BarycenterSolver<B> {
         B: BarycenterKernels<T>,
     {
         self.params.validate()?;
+        crate::validate::check_eps_resolution::<T>(self.params.eps, cost.max_abs_cost)?;
         validate_inputs(&histograms, &weights)?;
         self.run(histograms, weights, cost)
     }
@@ -475,11 +480,12 @@ fn validate_inputs<T: Real>(
 }
 
 /// Checks a barycenter's cost (a dense matrix or a grid, finite, non-empty); returns `(n, m)`.
-fn validate_cost<T: Real>(cost: &CostSource<'_, T>) -> Result<(usize, usize)> {
+/// Checks the cost; returns its rows, columns and largest |entry| (dense costs are checked
+/// finite in that pass).
+fn validate_cost<T: Real>(cost: &CostSource<'_, T>) -> Result<(usize, usize, f64)> {
     let dims = cost_dims(cost);
     match cost {
-        CostSource::Dense(c) => check_finite("cost", c)?,
-        CostSource::Grid(_) => {}
+        CostSource::Dense(_) | CostSource::Grid(_) => {}
         _ => {
             return Err(Error::shape(
                 "cost",
@@ -487,13 +493,14 @@ fn validate_cost<T: Real>(cost: &CostSource<'_, T>) -> Result<(usize, usize)> {
             ))
         }
     }
+    let max_abs_cost = crate::validate::max_abs_cost(cost)?;
     if dims.n == 0 || dims.m == 0 {
         return Err(Error::Empty {
             arg: "cost".into(),
             detail: format!("{}×{}", dims.n, dims.m),
         });
     }
-    Ok((dims.n, dims.m))
+    Ok((dims.n, dims.m, max_abs_cost))
 }
 
 /// Barycenter of the rows of `histograms` (`K×n`) with `weights` on the CPU. `cost` is a

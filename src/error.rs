@@ -34,7 +34,7 @@ pub enum Error {
     #[error("{arg}: total mass is zero{detail}")]
     ZeroMass { arg: String, detail: String },
     /// Two histograms that must carry the same mass do not.
-    #[error("unequal total masses{detail}: mu sums to {mu}, nu sums to {nu} (relative difference {rel:.3e} > {tol:.1e})")]
+    #[error("unequal total masses{detail}: mu sums to {}, nu sums to {} (relative difference {rel:.3e} > {tol:.1e})", short(.mu), short(.nu))]
     UnequalMass {
         detail: String,
         mu: f64,
@@ -58,9 +58,24 @@ pub enum Error {
     /// The requested feature or backend is not available in this build or on this machine.
     #[error("{0}")]
     Unavailable(String),
+    /// A host allocation that cannot be made (an impossible size asked for by the input,
+    /// e.g. the plan of two huge point clouds): reported instead of aborting.
+    #[error("{what}: out of memory: {detail}")]
+    OutOfMemory { what: String, detail: String },
     /// A CUDA driver, compiler or kernel failure.
     #[error("CUDA: {0}")]
     Cuda(String),
+}
+
+/// A number as `{}` prints it when that is short, else in scientific notation (a mass of
+/// 1e-300 would otherwise print 300 digits).
+fn short(x: &f64) -> String {
+    let a = x.abs();
+    if a == 0.0 || (1e-4..1e15).contains(&a) || !a.is_finite() {
+        x.to_string()
+    } else {
+        format!("{x:e}")
+    }
 }
 
 impl Error {

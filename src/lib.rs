@@ -44,6 +44,9 @@ pub mod backend;
 pub mod barycenter;
 mod error;
 pub mod grad;
+/// Every input check of the library and the command line (docs/input-checks.md).
+#[doc = include_str!("../docs/input-checks.md")]
+pub mod input_checks {}
 pub mod linalg;
 #[cfg(feature = "plot")]
 pub mod plot;

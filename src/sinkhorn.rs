@@ -11,7 +11,7 @@
 //! `B` numbers every `check_every` iterations.
 
 use crate::backend::{Backend, CostDims, CostSource, Side};
-use crate::validate::{check_eps, check_equal_mass, check_finite, check_histograms};
+use crate::validate::{check_eps, check_equal_mass, check_histograms};
 use crate::{Error, Real, Result};
 use ndarray::{Array1, Array2, Array3, ArrayView1, ArrayView2, Axis};
 
@@ -220,6 +220,8 @@ pub struct Problem<'a, T> {
     mu: ArrayView2<'a, T>,
     nu: ArrayView2<'a, T>,
     cost: CostSource<'a, T>,
+    /// Largest |cost|, computed once here for the ε resolution check of every solve.
+    max_abs_cost: f64,
 }
 
 impl<'a, T: Real> Problem<'a, T> {
@@ -263,8 +265,13 @@ impl<'a, T: Real> Problem<'a, T> {
         cost: impl Into<CostSource<'a, T>>,
     ) -> Result<Self> {
         let cost = cost.into();
-        let p = Problem { mu, nu, cost };
-        p.validate()?;
+        let mut p = Problem {
+            mu,
+            nu,
+            cost,
+            max_abs_cost: 0.0,
+        };
+        p.max_abs_cost = p.validate()?;
         Ok(p)
     }
 
@@ -286,7 +293,8 @@ impl<'a, T: Real> Problem<'a, T> {
         &self.cost
     }
 
-    fn validate(&self) -> Result<()> {
+    /// Checks every input; returns the largest |cost|.
+    fn validate(&self) -> Result<f64> {
         let mu_mass = check_histograms("mu", &self.mu)?;
         let nu_mass = check_histograms("nu", &self.nu)?;
         let (b, n) = self.mu.dim();
@@ -321,13 +329,11 @@ impl<'a, T: Real> Problem<'a, T> {
                 ));
             }
         }
-        match &self.cost {
-            CostSource::Dense(c) => check_finite("cost", c)?,
-            CostSource::DenseBatch(c) => check_finite("cost", c)?,
-            // Validated (finite, matching dimensions) by `PointCloudCost`'s constructors.
-            CostSource::Grid(_) | CostSource::PointCloud(_) => {}
-        }
-        check_equal_mass::<T>(&mu_mass, &nu_mass)
+        // Dense costs are checked finite here; point clouds by `PointCloudCost`'s
+        // constructors (finite, matching dimensions); grids are finite by construction.
+        let max_abs_cost = crate::validate::max_abs_cost(&self.cost)?;
+        check_equal_mass::<T>(&mu_mass, &nu_mass)?;
+        Ok(max_abs_cost)
     }
 }
 
@@ -442,13 +448,14 @@ impl<B> Solver<B> {
     where
         B: Backend<T>,
     {
+        let (b, n, m) = (problem.batch_size(), problem.mu.ncols(), problem.nu.ncols());
+        crate::validate::check_alloc::<T>("plan", &[b, n, m])?;
         let s = self.run(problem)?;
         let result = self.finish(problem, &s)?;
         let eps = T::of(self.params.eps);
         let plan = self
             .backend
             .download(&self.backend.plan(&s.cost, &s.f, &s.g, eps)?)?;
-        let (b, n, m) = (problem.batch_size(), problem.mu.ncols(), problem.nu.ncols());
         let plan =
             Array3::from_shape_vec((b, n, m), plan).map_err(|e| Error::Numerical(e.to_string()))?;
         Ok(Coupling { plan, result })
@@ -550,6 +557,7 @@ impl<B> Solver<B> {
         let be = &self.backend;
         let (batch, n) = problem.mu.dim();
         let m = problem.nu.ncols();
+        let max_abs_cost = problem.max_abs_cost;
         let cost = be.prepare_cost(&problem.cost)?;
         let host = |a: &ArrayView2<'_, T>| a.iter().copied().collect::<Vec<T>>();
         let log = |a: &ArrayView2<'_, T>| a.iter().map(|v| v.ln()).collect::<Vec<T>>();
@@ -583,6 +591,7 @@ impl<B> Solver<B> {
             batch,
             n,
             m,
+            max_abs_cost,
         })
     }
 
@@ -630,6 +639,7 @@ impl<B> Solver<B> {
     {
         let p = &self.params;
         p.validate()?;
+        crate::validate::check_eps_resolution::<T>(p.eps, pr.max_abs_cost)?;
         let be = &self.backend;
         let (batch, n, m, cost) = (pr.batch, pr.n, pr.m, &pr.cost);
         let (nu, log_mu, log_nu) = (&pr.nu, &pr.log_mu, &pr.log_nu);
@@ -760,6 +770,8 @@ pub struct Prepared<T: Real, B: Backend<T>> {
     batch: usize,
     n: usize,
     m: usize,
+    /// Largest |cost|, for the ε resolution check.
+    max_abs_cost: f64,
 }
 
 impl<T: Real, B: Backend<T>> Prepared<T, B> {

@@ -18,6 +18,21 @@ pub(crate) fn check_finite<T: Real, S: Data<Elem = T>, D: Dimension>(
     Ok(())
 }
 
+/// [`check_finite`] that also returns the largest |entry| (one pass).
+pub(crate) fn check_finite_max<T: Real, S: Data<Elem = T>, D: Dimension>(
+    arg: &str,
+    a: &ArrayBase<S, D>,
+) -> Result<f64> {
+    let mut max = 0.0f64;
+    for v in a.iter() {
+        if !v.is_finite() {
+            check_finite(arg, a)?; // the error, with the index of the first offender
+        }
+        max = max.max(v.f64().abs());
+    }
+    Ok(max)
+}
+
 /// A batch of histograms (one per row): non-empty, finite, non-negative, positive total.
 /// Returns each row's total mass.
 pub(crate) fn check_histograms<T: Real>(arg: &str, a: &ArrayView2<'_, T>) -> Result<Vec<f64>> {
@@ -41,6 +56,18 @@ pub(crate) fn check_histograms<T: Real>(arg: &str, a: &ArrayView2<'_, T>) -> Res
         .into_iter()
         .map(|r| r.iter().map(|v| v.f64()).sum())
         .collect();
+    if let Some(k) = sums.iter().position(|s| !s.is_finite()) {
+        // Finite entries whose sum overflows f64.
+        return Err(Error::NonFinite {
+            arg: arg.into(),
+            index: if b > 1 {
+                format!("sum of problem {k}")
+            } else {
+                "sum".into()
+            },
+            value: sums[k].to_string(),
+        });
+    }
     if let Some(k) = sums.iter().position(|&s| s <= 0.0) {
         let detail = if b > 1 {
             format!(" in problem {k}")
@@ -87,4 +114,81 @@ pub(crate) fn check_eps(arg: &str, eps: f64) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// A host array of `dims` values of `T` for `what` can be allocated: the element count and
+/// byte size do not overflow and the allocator grants the bytes (probed with
+/// `try_reserve_exact` and released untouched). An impossible size is then an
+/// [`Error::OutOfMemory`] naming the shape and the bytes, not an abort.
+pub(crate) fn check_alloc<T>(what: &str, dims: &[usize]) -> Result<()> {
+    let shape = dims
+        .iter()
+        .map(|d| d.to_string())
+        .collect::<Vec<_>>()
+        .join("×");
+    let size = std::mem::size_of::<T>().max(1);
+    let len = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+    let bytes = len.and_then(|l| l.checked_mul(size));
+    let Some(bytes) = bytes.filter(|&b| b <= isize::MAX as usize) else {
+        return Err(Error::OutOfMemory {
+            what: what.into(),
+            detail: format!("{shape} values of {size} bytes overflow the address space"),
+        });
+    };
+    let mut probe: Vec<u8> = Vec::new();
+    if probe.try_reserve_exact(bytes).is_err() {
+        return Err(Error::OutOfMemory {
+            what: what.into(),
+            detail: format!("{shape} values need {bytes} bytes, which cannot be allocated"),
+        });
+    }
+    Ok(())
+}
+
+/// ε is at least one rounding unit of the largest |cost| in precision `T`. Below that,
+/// `(f + g − C)/ε` is rounding noise: the iterations still run, but the plan no longer
+/// meets its marginals (its mass drifts far from 1, a distance can exceed every cost), so
+/// the input is refused instead of answered with garbage.
+pub(crate) fn check_eps_resolution<T: Real>(eps: f64, max_abs_cost: f64) -> Result<()> {
+    if max_abs_cost.is_nan() || max_abs_cost > T::max_value().f64() {
+        // Point clouds far apart: |x − y|² overflows the precision.
+        return Err(Error::parameter(
+            "cost",
+            format!("max |C| = {max_abs_cost:e}"),
+            format!("the costs overflow {}; rescale the inputs", T::NAME),
+        ));
+    }
+    let floor = max_abs_cost * T::epsilon().f64();
+    if eps < floor {
+        let hint = if T::NAME == "float32" {
+            "; compute in float64 or raise eps"
+        } else {
+            "; raise eps"
+        };
+        return Err(Error::parameter(
+            "eps",
+            format!("{eps:e}"),
+            format!(
+                "below the resolution of {} for costs up to {max_abs_cost:.3e}: eps must be ≥ {floor:.2e} \
+                 (one rounding unit of the largest cost){hint}",
+                T::NAME
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The largest |cost| of a cost source (0 for sources without a known bound); dense costs
+/// are checked finite in the same pass.
+pub(crate) fn max_abs_cost<T: Real>(cost: &crate::CostSource<'_, T>) -> Result<f64> {
+    use crate::CostSource;
+    Ok(match cost {
+        CostSource::Dense(c) => check_finite_max("cost", c)?,
+        CostSource::DenseBatch(c) => check_finite_max("cost", c)?,
+        CostSource::PointCloud(c) => c.max_cost(),
+        // Squared distances on the unit grid: at most 1 per axis.
+        CostSource::Grid(g) => g.shape().len() as f64,
+        #[allow(unreachable_patterns)]
+        _ => 0.0,
+    })
 }

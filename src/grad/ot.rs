@@ -372,6 +372,12 @@ impl<Bk> Solver<Bk> {
     where
         Bk: GradKernels<T>,
     {
+        let dims = [
+            problem.batch_size(),
+            problem.mu().ncols(),
+            problem.nu().ncols(),
+        ];
+        crate::validate::check_alloc::<T>("plan", &dims)?;
         let upstream = cost_values(problem.cost())?;
         self.gradients_with(problem, upstream, T::one(), cg)
     }

@@ -5,6 +5,7 @@
 pub mod cli;
 #[cfg(feature = "cuda")]
 pub mod gpu;
+pub mod stability;
 
 use std::ops::{Add, Div, Mul, Neg, Sub};
 

@@ -631,8 +631,13 @@ impl CudaBackend {
             )));
         }
         // A zero-length allocation holds one element so every buffer has an address.
-        unsafe { self.inner.stream.alloc::<T>(len.max(1)) }
-            .map_err(|e| cuda_err(&format!("allocating {what}"), e))
+        unsafe { self.inner.stream.alloc::<T>(len.max(1)) }.map_err(|e| {
+            let gib = (len * std::mem::size_of::<T>()) as f64 / (1u64 << 30) as f64;
+            cuda_err(
+                &format!("allocating {what} ({len} {} values, {gib:.3} GiB)", T::NAME),
+                e,
+            )
+        })
     }
 
     fn ptr<T>(&self, s: &CudaSlice<T>) -> u64 {

@@ -37,13 +37,13 @@ pub struct BarycenterArgs {
     #[arg(long)]
     pub out: String,
     /// Maximum number of iterations (default: POT's, 1000 dense and 10000 on a grid).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub iters: Option<usize>,
     /// Stop when the error falls below this (POT's stopThr); 0 runs every iteration.
     #[arg(long, default_value_t = 1e-4, allow_negative_numbers = true)]
     pub tol: f64,
     /// Check the error every this many iterations (POT: 10).
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 10)]
     pub check_every: usize,
     /// Where to compute.
     #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]
@@ -141,7 +141,10 @@ fn run<T: Real, B: BarycenterKernels<T>>(backend: B, a: &BarycenterArgs) -> Json
         (None, Some(c)) => CostSource::Dense(c.view()),
         (None, None) => return Err(Error::Unavailable("no cost given".into())),
     };
-    let bars = solver.solve_batch(histograms.view(), weights.view(), cost)?;
+    // The library calls the input histograms "histograms"; the command line, "inputs".
+    let bars = solver
+        .solve_batch(histograms.view(), weights.view(), cost)
+        .map_err(inputs_flag)?;
     let flat: Vec<T> = bars
         .iter()
         .flat_map(|b| b.histogram.iter().copied())
@@ -162,6 +165,47 @@ fn run<T: Real, B: BarycenterKernels<T>>(backend: B, a: &BarycenterArgs) -> Json
         "converged": bars.iter().all(|b| b.converged),
         "mass": bars.iter().map(|b| b.histogram.iter().map(|v| v.f64()).sum::<f64>()).collect::<Vec<_>>(),
     }))
+}
+
+/// Rename the library's `histograms` argument to the command line's `inputs`.
+fn inputs_flag(e: Error) -> Error {
+    let rename = |arg: String| {
+        if arg == "histograms" {
+            "inputs".to_string()
+        } else {
+            arg
+        }
+    };
+    match e {
+        Error::Shape { arg, detail } => Error::Shape {
+            arg: rename(arg),
+            detail,
+        },
+        Error::Empty { arg, detail } => Error::Empty {
+            arg: rename(arg),
+            detail,
+        },
+        Error::NonFinite { arg, index, value } => Error::NonFinite {
+            arg: rename(arg),
+            index,
+            value,
+        },
+        Error::NegativeMass { arg, index, value } => Error::NegativeMass {
+            arg: rename(arg),
+            index,
+            value,
+        },
+        Error::ZeroMass { arg, detail } => Error::ZeroMass {
+            arg: rename(arg),
+            detail,
+        },
+        Error::Parameter { arg, value, reason } => Error::Parameter {
+            arg: rename(arg),
+            value,
+            reason,
+        },
+        other => other,
+    }
 }
 
 /// Weights as `problems×K`: a 1-D file for one problem, 2-D for several.

@@ -89,14 +89,14 @@ pub struct BenchArgs {
     #[arg(long)]
     pub json: bool,
     /// Timed runs after the warm-up.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 5)]
     pub runs: usize,
     /// Untimed warm-up runs (mhc, svd3, xxt, ns, gemm; the other problems run one).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1)]
     pub warmup: usize,
     /// Stop repeating once the timed runs have taken this many seconds (at least one
     /// timed run; mhc, svd3, xxt, ns, gemm), so the 4096² problems stay short on a CPU.
-    #[arg(long, default_value_t = 20.0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 20.0)]
     pub max_seconds: f64,
     /// Compute in float64 (default float32).
     #[arg(long)]
@@ -262,6 +262,13 @@ fn run<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
 
 pub fn bench(a: &BenchArgs) -> Json {
     let dtype = if a.f64 { Dtype::F64 } else { Dtype::F32 };
+    if !(a.max_seconds.is_finite() && a.max_seconds >= 0.0) {
+        return Err(logot::Error::parameter(
+            "--max-seconds",
+            a.max_seconds,
+            "must be finite and ≥ 0",
+        ));
+    }
     if matches!(a.problem, BenchProblem::Bary64 | BenchProblem::Bary64Dense) {
         return crate::barycenter::bench(dtype, a, a.problem == BenchProblem::Bary64Dense);
     }

@@ -14,10 +14,10 @@ pub struct BistochasticArgs {
     #[arg(long)]
     pub x: String,
     /// Maximum number of iterations (a column then a row normalisation each).
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 20)]
     pub iters: usize,
     /// Stop a matrix once its column error Σ_j |Σ_i R_ij − 1| is ≤ tol; 0 runs all iterations.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 0.0)]
     pub tol: f64,
     /// Output .npy for R (same shape as X).
     #[arg(long)]
@@ -29,10 +29,10 @@ pub struct BistochasticArgs {
     #[arg(long, requires = "grad")]
     pub out_grad: Option<String>,
     /// Relative residual target of the backward's CG (default: 1e-10 in f64, 1e-5 in f32).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub cg_tol: Option<f64>,
     /// Maximum CG iterations per matrix.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1000)]
     pub cg_iters: usize,
     /// Where to compute.
     #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]

@@ -13,10 +13,10 @@ pub struct NewtonSchulzArgs {
     #[arg(long)]
     pub x: String,
     /// Quintic steps with (a, b, c) = (3.4445, −4.7750, 2.0315).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 5)]
     pub steps: usize,
     /// Cubic steps (1.5x − 0.5x³) after the quintic ones, to converge to the polar factor.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 0)]
     pub polish_steps: usize,
     /// Output .npy (r×c).
     #[arg(long)]

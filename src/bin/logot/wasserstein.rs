@@ -39,7 +39,7 @@ pub struct SolveArgs {
     #[arg(long, allow_negative_numbers = true)]
     pub eps: f64,
     /// Maximum number of iterations.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1000)]
     pub iters: usize,
     /// Marginal-error target; 0 runs all iterations (default: 1e-9 in f64, 1e-5 in f32).
     #[arg(long, allow_negative_numbers = true)]
@@ -71,10 +71,10 @@ pub struct WassersteinArgs {
     #[arg(long)]
     pub grad_cost: Option<String>,
     /// Relative residual target of the adjoint CG solve (default: 1e-10 in f64, 1e-5 in f32).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub cg_tol: Option<f64>,
     /// Maximum CG iterations of the adjoint solve.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1000)]
     pub cg_iters: usize,
     /// With --x/--y: write ∂OT_ε/∂X (n×d, or B×n×d), the envelope gradient of the
     /// regularised objective OT_ε = ⟨f,μ⟩ + ⟨g,ν⟩ − ε·ΣP (not of ⟨P,C⟩); adds "ot_eps" to the JSON.
