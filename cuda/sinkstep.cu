@@ -203,18 +203,16 @@ __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long lon
       }
     }
   };
-  // A stage's cost tile and potential tile (cost_done: the cost tile is already issued).
-  auto load_stage_parts = [&](int st, int buf, bool cost_done) {
+  auto load_stage = [&](int st, int buf) {
     if (full_tile && kbeg + (st + 1) * KT <= kend) {
-      if (!cost_done) load_cost_full(st, buf);
+      load_cost_full(st, buf);
       load_pot_full(st, buf);
     } else {
-      if (!cost_done) load_cost(st, buf);
+      load_cost(st, buf);
       load_pot(st, buf);
     }
     cp_async_commit();
   };
-  auto load_stage = [&](int st, int buf) { load_stage_parts(st, buf, false); };
   // Issue stage st + 1's copies (if any), then wait for stage st's; returns its buffer.
   auto stage_ready = [&](int st) {
     const int buf = st & 1;
@@ -230,17 +228,8 @@ __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long lon
 
   // Programmatic dependent launch (sm_90): nothing written by the previous kernel is read
   // before griddepcontrol.wait; then the next kernel may start launching (its blocks take
-  // SMs as this kernel's blocks retire, and wait in the same way). The cost, which no
-  // kernel writes, is read before: the first stage's cost tile is fetched while waiting.
-  bool cost0_issued = false;
+  // SMs as this kernel's blocks retire, and wait in the same way).
 #if __CUDA_ARCH__ >= 900
-  if (nst > 0) {
-    if (full_tile && kbeg + KT <= kend)
-      load_cost_full(0, 0);
-    else
-      load_cost(0, 0);
-    cost0_issued = true;
-  }
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
@@ -248,7 +237,7 @@ __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long lon
   for (int attempt = 0; attempt < 2; ++attempt) {
     const bool exact = split || attempt > 0;
     // The first stage's copies are in flight while the shift hints load.
-    if (nst > 0) load_stage_parts(0, 0, cost0_issued && attempt == 0);
+    if (nst > 0) load_stage(0, 0);
     T M[TB][TJ], S[TB][TJ];
     T W[REPORT ? TB : 1][REPORT ? TJ : 1];  // cost-weighted sums (report mode)
 #pragma unroll

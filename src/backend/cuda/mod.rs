@@ -878,13 +878,6 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
             unsafe { b.launch(cfg) }.map_err(|e| cuda_err("launching transpose", e))?;
             b0 += cnt;
         }
-        // The half-step kernels fetch their first cost tile before waiting on the kernel
-        // launched ahead of them (programmatic dependent launch): the cost must be complete
-        // before any of them starts.
-        self.inner
-            .stream
-            .synchronize()
-            .map_err(|e| cuda_err("waiting for the cost upload", e))?;
         Ok(CudaCost {
             dims,
             c,
