@@ -279,6 +279,19 @@ impl<B> BarycenterSolver<B> {
     }
 
     /// [`solve`](Self::solve) against a cost from [`prepare`](Self::prepare).
+    ///
+    /// ```
+    /// use logot::{BarycenterParams, BarycenterSolver, CpuBackend, GridCost};
+    /// use ndarray::{array, Array2};
+    /// let solver = BarycenterSolver::new(CpuBackend, BarycenterParams::new(1e-4));
+    /// let grid = solver.prepare::<f64>(GridCost::new(&[21])?)?;
+    /// let mut h = Array2::<f64>::zeros((2, 21));
+    /// h[[0, 2]] = 1.0;
+    /// h[[1, 18]] = 1.0;
+    /// let bar = solver.solve_prepared(h.view(), array![0.5, 0.5].view(), &grid)?;
+    /// assert!(bar.converged && bar.histogram[10] > 0.99);
+    /// # Ok::<(), logot::Error>(())
+    /// ```
     pub fn solve_prepared<T: Real>(
         &self,
         histograms: ArrayView2<'_, T>,
@@ -296,6 +309,19 @@ impl<B> BarycenterSolver<B> {
     }
 
     /// [`solve_batch`](Self::solve_batch) against a cost from [`prepare`](Self::prepare).
+    ///
+    /// ```
+    /// use logot::{BarycenterParams, BarycenterSolver, CpuBackend, GridCost};
+    /// use ndarray::{Array2, Array3};
+    /// // Two Diracs (bins 2 and 18 of 21) at weights (1 − t, t) for t = 0, ½, 1.
+    /// let h = Array3::from_shape_fn((3, 2, 21), |(_, k, i)| if i == [2, 18][k] { 1.0 } else { 0.0 });
+    /// let w = Array2::from_shape_vec((3, 2), vec![1.0, 0.0, 0.5, 0.5, 0.0, 1.0]).unwrap();
+    /// let solver = BarycenterSolver::new(CpuBackend, BarycenterParams::new(1e-4));
+    /// let grid = solver.prepare::<f64>(GridCost::new(&[21])?)?;
+    /// let bars = solver.solve_batch_prepared(h.view(), w.view(), &grid)?;
+    /// assert!(bars.iter().zip([2, 10, 18]).all(|(b, bin)| b.histogram[bin] > 0.99));
+    /// # Ok::<(), logot::Error>(())
+    /// ```
     pub fn solve_batch_prepared<T: Real>(
         &self,
         histograms: ArrayView3<'_, T>,
