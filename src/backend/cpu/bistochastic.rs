@@ -147,7 +147,7 @@ fn forward_dispatch<T: Real>(
 ) -> ProjectionStats {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+        if super::has_fma() {
             // SAFETY: the CPU supports the features this function is compiled for.
             return unsafe { forward_chunk_avx2(n, x, iters, tol, r) };
         }

@@ -14,6 +14,8 @@
 //! one-pass log-sum-exp. The result therefore matches the direct LSE to f64 rounding
 //! whatever the dynamic range; f32 problems are computed in f64 and rounded once.
 
+#[cfg(target_arch = "x86_64")]
+use super::has_fma;
 use super::lse;
 use crate::backend::GridCost;
 use crate::real::{HwFma, MulAdd, NoFma, Real};
@@ -539,11 +541,6 @@ fn small_sums(s: &[f64], tau: f64) -> Vec<usize> {
 enum Shift<'a> {
     Same(f64),
     Each(&'a [f64]),
-}
-
-#[cfg(target_arch = "x86_64")]
-fn has_fma() -> bool {
-    std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
 }
 
 /// `out[j] = exp(src[j] − m)` (vectorised; `src ≤ m`).

@@ -16,7 +16,7 @@ pub fn lse<T: Real>(pot: &[T], cost: &[T], inv_eps: T) -> T {
     debug_assert_eq!(pot.len(), cost.len());
     #[cfg(target_arch = "x86_64")]
     {
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+        if super::has_fma() {
             // SAFETY: the CPU supports the features this function is compiled for.
             return unsafe { lse_avx2(pot, cost, inv_eps) };
         }
