@@ -27,24 +27,6 @@ template <> struct Num<float> {
     asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
   }
-  // 2^x on the FMA and integer pipes instead of MUFU (relative error ≤ 2.4e-7, as
-  // ex2.approx): x = i + r with |r| ≤ 1/2 by the 1.5·2^23 rounding trick, 2^r by a
-  // degree-5 minimax polynomial, i added to the exponent field. x is clamped to
-  // [−125, 126] first (NaN goes to 126): below, the result is a negligible 2^−125 instead
-  // of 0; above (and NaN), a value ≥ 2^126 that trips the kernels' overflow checks just as
-  // the +inf/NaN of ex2 would. Kernels mix it with exp2 to take load off the MUFU pipe.
-  static __device__ __forceinline__ float exp2_fma(float x) {
-    x = fmaxf(fminf(x, 126.0f), -125.0f);
-    const float t = x + 12582912.0f;  // 1.5·2^23: round to nearest integer in the mantissa
-    const float r = x - (t - 12582912.0f);
-    float p = 1.3278164e-3f;
-    p = fmaf(p, r, 9.6755559e-3f);
-    p = fmaf(p, r, 5.5507079e-2f);
-    p = fmaf(p, r, 2.4022119e-1f);
-    p = fmaf(p, r, 6.9314694e-1f);
-    p = fmaf(p, r, 1.0000001f);
-    return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
-  }
   static __device__ __forceinline__ float exp(float x) { return expf(x); }
   static __device__ __forceinline__ bool is_finite(float x) { return isfinite(x); }
 };
@@ -54,20 +36,10 @@ template <> struct Num<double> {
     return __longlong_as_double(0xfff0000000000000ULL);
   }
   static __device__ __forceinline__ double exp2(double x) { return ::exp2(x); }
-  static __device__ __forceinline__ double exp2_fma(double x) { return ::exp2(x); }
   static __device__ __forceinline__ double log2(double x) { return ::log2(x); }
   static __device__ __forceinline__ double exp(double x) { return ::exp(x); }
   static __device__ __forceinline__ bool is_finite(double x) { return isfinite(x); }
 };
-
-// exp2 of term q of an unrolled group: every EVERY-th term (q ≡ EVERY−1) on the FMA pipe
-// (f32 only), the others on MUFU, so that both pipes share the work; EVERY = 0: all MUFU.
-template <typename T, int EVERY> __device__ __forceinline__ T exp2_mix(int q, T x) {
-  if constexpr (EVERY > 0 && sizeof(T) == 4) {
-    if (q % EVERY == EVERY - 1) return Num<T>::exp2_fma(x);
-  }
-  return Num<T>::exp2(x);
-}
 
 // Merge two (max, sum) pairs of a base-2 log-sum-exp: the result represents
 // M + log2(S) of the union. -inf maxima (empty parts) never produce NaN.

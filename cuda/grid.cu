@@ -116,9 +116,6 @@ GRID_KERNELS(double, f64)
 // (release/acquire), after which data written by other CTAs is read with ld.global.cg
 // (from L2).
 #define GRID_FUSED_WARPS 16
-#ifndef GRID_FUSED_PROFILE
-#define GRID_FUSED_PROFILE 0  // timing experiments only (LOGOT_CUDA_DEFINES), see below
-#endif
 
 __device__ __forceinline__ void cluster_barrier() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n"
@@ -162,9 +159,6 @@ __device__ __forceinline__ void fused_pass(const T *src, T *dst, T in_scale, con
                                            T eps, T s, int gwarp, int nwarps, int lane) {
   typedef typename Pair<T>::V V;
   const T ninf = Num<T>::neg_inf();
-#if GRID_FUSED_PROFILE == 1
-  return;  // timing experiment: barriers and the pointwise step only
-#endif
   const int per_img = N / n;  // lines per image
   const int chunks = (n + 63) >> 6;
   const int items = per_img * K * chunks;
@@ -200,31 +194,24 @@ __device__ __forceinline__ void fused_pass(const T *src, T *dst, T in_scale, con
     }
     const T ma = fmax(m0, m2), mb = fmax(m1, m3);
     T ra = ninf, rb = ninf;
-#if GRID_FUSED_PROFILE == 2
-    ra = ma;  // timing experiment: no sum pass
-    rb = mb;
-#else
-    {
-      // Empty lines (every u = −∞) give −∞; exp2(−∞ − −∞) would be NaN, so shift by 0.
-      const T sa_ = ma == ninf ? T(0) : ma, sb_ = mb == ninf ? T(0) : mb;
-      T s0 = T(0), s1 = T(0), s2 = T(0), s3 = T(0);
-      j = 0;
-      for (; j + 2 <= n; j += 2) {
-        const V p = pairs[j], q = pairs[j + 1];
-        s0 += Num<T>::exp2(fma(c0, p.y, p.x) - sa_);
-        s1 += Num<T>::exp2(fma(c1, p.y, p.x) - sb_);
-        s2 += Num<T>::exp2(fma(c0, q.y, q.x) - sa_);
-        s3 += Num<T>::exp2(fma(c1, q.y, q.x) - sb_);
-      }
-      if (j < n) {
-        const V p = pairs[j];
-        s0 += Num<T>::exp2(fma(c0, p.y, p.x) - sa_);
-        s1 += Num<T>::exp2(fma(c1, p.y, p.x) - sb_);
-      }
-      if (ma != ninf) ra = ma + Num<T>::log2(s0 + s2);
-      if (mb != ninf) rb = mb + Num<T>::log2(s1 + s3);
+    // Empty lines (every u = −∞) give −∞; exp2(−∞ − −∞) would be NaN, so shift by 0.
+    const T sa_ = ma == ninf ? T(0) : ma, sb_ = mb == ninf ? T(0) : mb;
+    T s0 = T(0), s1 = T(0), s2 = T(0), s3 = T(0);
+    j = 0;
+    for (; j + 2 <= n; j += 2) {
+      const V p = pairs[j], q = pairs[j + 1];
+      s0 += Num<T>::exp2(fma(c0, p.y, p.x) - sa_);
+      s1 += Num<T>::exp2(fma(c1, p.y, p.x) - sb_);
+      s2 += Num<T>::exp2(fma(c0, q.y, q.x) - sa_);
+      s3 += Num<T>::exp2(fma(c1, q.y, q.x) - sb_);
     }
-#endif
+    if (j < n) {
+      const V p = pairs[j];
+      s0 += Num<T>::exp2(fma(c0, p.y, p.x) - sa_);
+      s1 += Num<T>::exp2(fma(c1, p.y, p.x) - sb_);
+    }
+    if (ma != ninf) ra = ma + Num<T>::log2(s0 + s2);
+    if (mb != ninf) rb = mb + Num<T>::log2(s1 + s3);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int i = h == 0 ? i0 : i1;

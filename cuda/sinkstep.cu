@@ -14,14 +14,6 @@
 #ifndef KW_UNROLL
 #define KW_UNROLL 16
 #endif
-// Every SOFT_EXP-th exponential of a thread's unrolled group goes to the FMA pipe
-// (exp2_mix): the tiled kernel (TB·TJ terms per k) and the fused kernel (FL terms).
-#ifndef SOFT_EXP
-#define SOFT_EXP 0
-#endif
-#ifndef SOFT_EXP_FUSED
-#define SOFT_EXP_FUSED 0
-#endif
 
 template <typename T, int N> __device__ __forceinline__ void lds_vec(T (&v)[N], const T *p) {
   if constexpr (sizeof(T) == 4 && N % 4 == 0) {
@@ -320,7 +312,7 @@ __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long lon
             for (int jj = 0; jj < TJ; ++jj) {
               // y = (p − c)·s − M: the potential and the cost are raw in shared memory.
               const T y = fma(pv[ib] - cv[jj], s, -M[ib][jj]);
-              const T e = exp2_mix<T, SOFT_EXP>(ib * TJ + jj, y);
+              const T e = Num<T>::exp2(y);
               part[ib][jj] += e;
               if constexpr (REPORT) partw[ib][jj] = fma(e, cv[jj], partw[ib][jj]);
             }
@@ -587,13 +579,13 @@ __device__ __forceinline__ void half_fused(T *O, const T *P, const T *LM, const 
         lds_vec<T, FL>(cn, cs + k * Lp + l0);
 #pragma unroll
         for (int q = 0; q < FL; ++q) {
-          part[q] += exp2_mix<T, SOFT_EXP_FUSED>(q, p + c[q] - H[q]);
+          part[q] += Num<T>::exp2(p + c[q] - H[q]);
           c[q] = cn[q];
         }
         p = pn;
       }
 #pragma unroll
-      for (int q = 0; q < FL; ++q) part[q] += exp2_mix<T, SOFT_EXP_FUSED>(q, p + c[q] - H[q]);
+      for (int q = 0; q < FL; ++q) part[q] += Num<T>::exp2(p + c[q] - H[q]);
     }
     bool bad = false;
 #pragma unroll

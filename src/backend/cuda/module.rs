@@ -112,7 +112,7 @@ const OPTIONS: &[&str] = &[
 ];
 
 /// Extra `-D` options from `LOGOT_CUDA_DEFINES` (space-separated `NAME=VALUE`), a tuning
-/// knob for kernel variants (e.g. `SOFT_EXP=5`); part of the disk cache key.
+/// knob for kernel variants (e.g. `KW_UNROLL=8`); part of the disk cache key.
 fn defines() -> Vec<String> {
     std::env::var("LOGOT_CUDA_DEFINES")
         .unwrap_or_default()
