@@ -943,3 +943,19 @@ extern "C" __global__ void scaled_copy_f64(const double *src, double *dst, long 
                                            double alpha) {
   scaled_copy_body(src, dst, n, alpha);
 }
+
+// ---------------------------------------------------------------------------------------
+// C ← C + α·I for an n×n row-major C (the n diagonal entries, grid-stride).
+// ---------------------------------------------------------------------------------------
+template <typename T>
+__device__ __forceinline__ void shift_diagonal_body(T *__restrict__ c, long long n, T alpha) {
+  const long long step = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step)
+    c[i * (n + 1)] += alpha;
+}
+extern "C" __global__ void shift_diagonal_f32(float *c, long long n, float alpha) {
+  shift_diagonal_body(c, n, alpha);
+}
+extern "C" __global__ void shift_diagonal_f64(double *c, long long n, double alpha) {
+  shift_diagonal_body(c, n, alpha);
+}

@@ -13,7 +13,7 @@
 //!   triangle of C is read (the lower one holds NaN);
 //! * products of 2^30 multiply-adds or more (which go through transposed copies of
 //!   operands whose rows run along k): odd sizes, sampled entries against f64 sums;
-//! * frobenius_norm and scaled_copy: f64 sums; NaN and ∞ propagate; no overflow in f64;
+//! * frobenius_norm, scaled_copy and shift_diagonal: f64 sums; NaN and ∞ propagate; no overflow in f64;
 //! * Newton–Schulz: the CPU in f64 (relative Frobenius difference within f32 tolerance),
 //!   and the singular values of the GPU result in the Muon band, checked by Cholesky
 //!   factorisations of `YᵀY − lo²·I` and `hi²·I − YᵀY`.
@@ -503,7 +503,7 @@ where
 }
 
 #[test]
-fn frobenius_norm_and_scaled_copy() {
+fn frobenius_norm_scaled_copy_shift_diagonal() {
     let Some(gpu) = gpu() else { return };
     let mut rng = StdRng::seed_from_u64(5);
     for &len in &[1usize, 5, 1000, 1 << 20] {
@@ -557,6 +557,20 @@ fn frobenius_norm_and_scaled_copy() {
     let src = gpu.filled(5, 1.0f64).unwrap();
     let mut dst = gpu.filled(6, 1.0f64).unwrap();
     assert!(gpu.scaled_copy(1.0, &src, &mut dst).is_err());
+
+    // shift_diagonal: exactly one addition on each diagonal entry, nothing else touched.
+    for &n in &[1usize, 3, 257, 1500] {
+        let v = gaussian::<f64>(&mut rng, n * n);
+        let mut c = gpu.upload(&v).unwrap();
+        gpu.shift_diagonal(n, -0.75, &mut c).unwrap();
+        let got = gpu.download(&c).unwrap();
+        for (i, (g, x)) in got.iter().zip(&v).enumerate() {
+            let want = if i % (n + 1) == 0 { x - 0.75 } else { *x };
+            assert_eq!(*g, want, "n = {n}, entry {i}");
+        }
+    }
+    let mut c = gpu.filled(6, 1.0f32).unwrap();
+    assert!(gpu.shift_diagonal(2, 1.0, &mut c).is_err());
 }
 
 // ------------------------------------------------------------------------------------

@@ -264,6 +264,60 @@ fn matches_closed_form_on_known_singular_vectors() {
     }
 }
 
+/// Every form of a step (completed square `c·(A + s·I)² + t·I`, the nearly linear case that
+/// adds `c·A²` to a copy of `b·A`, and the cubic `c = 0`) against the closed form on known
+/// singular values, with coefficients that keep the singular values bounded, in f64 and f32,
+/// wide, tall and square; plus zero steps (only the Frobenius scaling).
+#[test]
+fn every_step_form_matches_closed_form() {
+    let mut rng = StdRng::seed_from_u64(31);
+    let sets: [[f64; 3]; 5] = [
+        MUON_COEFFICIENTS,
+        [15.0 / 8.0, -10.0 / 8.0, 3.0 / 8.0], // c·s² = 1.04: completed square
+        [1.5, -0.5, 1e-3],                    // c·s² = 62.5 > 4·2.001: copy and add
+        [1.5, -0.5, 1e-5],                    // c·s² = 6250: the square would lose digits
+        CUBIC_COEFFICIENTS,                   // c = 0
+    ];
+    for &(r, c) in &[(8, 20), (20, 8), (16, 16)] {
+        let k = r.min(c);
+        let u = orthonormal(&mut rng, r, k);
+        let v = orthonormal(&mut rng, c, k);
+        let sigma: Vec<f64> = (0..k)
+            .map(|i| 10f64.powf(-1.5 * i as f64 / (k - 1) as f64))
+            .collect();
+        let x = Array2::from_shape_fn((r, k), |(i, j)| u[(i, j)] * sigma[j]).dot(&v.t());
+        let norm = sigma.iter().map(|s| s * s).sum::<f64>().sqrt();
+        for coefficients in sets {
+            for steps in [0usize, 1, 3] {
+                let params = NewtonSchulzParams {
+                    steps,
+                    coefficients,
+                    polish_steps: 0,
+                };
+                let mapped: Vec<f64> = sigma
+                    .iter()
+                    .map(|&s| (0..steps).fold(s / norm, |t, _| quintic(t, coefficients)))
+                    .collect();
+                let top = mapped.iter().fold(0.0f64, |m, t| m.max(t.abs()));
+                let want =
+                    Array2::from_shape_fn((r, k), |(i, j)| u[(i, j)] * mapped[j]).dot(&v.t());
+                let got = newton_schulz(x.view(), &params).unwrap();
+                let d = max_abs_diff(&got, &want);
+                assert!(
+                    d < 1e-12 * top.max(1.0),
+                    "{coefficients:?} {steps} {r}×{c}: {d:e}"
+                );
+                let got32 = newton_schulz(x.mapv(|v| v as f32).view(), &params).unwrap();
+                let d = max_abs_diff(&got32, &want);
+                assert!(
+                    d < 2e-5 * top.max(1.0),
+                    "f32 {coefficients:?} {steps} {r}×{c}: {d:e}"
+                );
+            }
+        }
+    }
+}
+
 /// Gaussian 3-column matrices (tall and wide): singular values of the output, measured by
 /// svd3, lie in the band.
 #[test]

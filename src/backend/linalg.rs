@@ -75,6 +75,11 @@ impl SyrkShape {
     }
 }
 
+/// Check that a buffer of length `len` holds an `n×n` matrix.
+pub fn check_square(what: &str, len: usize, n: usize) -> Result<()> {
+    check_len(what, len, n * n, &format!("{n}×{n}"))
+}
+
 fn check_len(what: &str, len: usize, want: usize, shape: &str) -> Result<()> {
     if len != want {
         return Err(Error::shape(
@@ -134,4 +139,8 @@ pub trait LinalgKernels<T: Real>: Backend<T> {
 
     /// `dst ← α·src` (equal lengths), on the device (`α = 1` is a copy).
     fn scaled_copy(&self, alpha: T, src: &Self::Buffer, dst: &mut Self::Buffer) -> Result<()>;
+
+    /// `C ← C + α·I` for the `n×n` matrix `c` (its `n` diagonal entries only), on the
+    /// device.
+    fn shift_diagonal(&self, n: usize, alpha: T, c: &mut Self::Buffer) -> Result<()>;
 }

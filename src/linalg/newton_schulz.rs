@@ -4,12 +4,13 @@
 //! relative difference of `1e-7/‖X‖_F`), each step applies the odd quintic
 //! `f(x) = a·x + b·x³ + c·x⁵` to the singular values of `X` (keeping its singular vectors):
 //!
-//! `A = X·Xᵀ`,  `B = b·A + c·A·A`,  `X ← a·X + B·X`.
+//! `A = X·Xᵀ`,  `P = a·I + b·A + c·A²`,  `X ← P·X`,
 //!
-//! `A` and `A·A = A·Aᵀ` come from the symmetric kernel ([`LinalgKernels::syrk`]: upper
-//! tiles only, mirrored). For a tall `X` (more rows than columns) the same iteration runs
-//! on `Xᵀ` without forming it: `A = XᵀX`, `X ← a·X + X·B` (`B` is symmetric), so `A` is
-//! always the smaller Gram matrix.
+//! with `P = c·(A + s·I)² + t·I` (`s = b/2c`, `t = a − b²/4c`), so a step is two symmetric
+//! products ([`LinalgKernels::syrk`]: upper tiles only, mirrored), two diagonal shifts and
+//! one GEMM, and never copies a matrix. For a tall `X` (more rows than columns) the same
+//! iteration runs on `Xᵀ` without forming it: `A = XᵀX`, `X ← X·P` (`P` is symmetric), so
+//! `A` is always the smaller Gram matrix.
 //!
 //! # The band of the default coefficients
 //! With `(a, b, c) = (3.4445, −4.7750, 2.0315)` ([`MUON_COEFFICIENTS`]), `f` has a local
@@ -183,7 +184,15 @@ pub fn newton_schulz_buffer<T: Real, B: LinalgKernels<T>>(
     if norm == T::zero() {
         return Ok(xk);
     }
-    backend.scaled_copy(T::one() / norm, x, &mut xk)?;
+    let inv = T::one() / norm;
+    let steps: Vec<[f64; 3]> = std::iter::repeat(params.coefficients)
+        .take(params.steps)
+        .chain(std::iter::repeat(CUBIC_COEFFICIENTS).take(params.polish_steps))
+        .collect();
+    if steps.is_empty() {
+        backend.scaled_copy(inv, x, &mut xk)?;
+        return Ok(xk);
+    }
     // Work on X (wide) or implicitly on Xᵀ (tall): the Gram matrix is n×n, n = min(r, c).
     let wide = r <= c;
     let (n, k) = if wide { (r, c) } else { (c, r) };
@@ -193,59 +202,66 @@ pub fn newton_schulz_buffer<T: Real, B: LinalgKernels<T>>(
         ta: if wide { Transpose::No } else { Transpose::Yes },
     };
     let mut a = backend.filled(n * n, T::zero())?;
-    let mut bm = backend.filled(n * n, T::zero())?;
+    let mut pm = backend.filled(n * n, T::zero())?;
     let mut next = backend.filled(r * c, T::zero())?;
-    let steps = std::iter::repeat(params.coefficients)
-        .take(params.steps)
-        .chain(std::iter::repeat(CUBIC_COEFFICIENTS).take(params.polish_steps));
-    for [ca, cb, cc] in steps {
-        let (ca, cb, cc) = (T::of(ca), T::of(cb), T::of(cc));
-        // A = X·Xᵀ (or XᵀX).
-        backend.syrk(gram, T::one(), &xk, T::zero(), &mut a)?;
-        // B = b·A + c·A·A (A is exactly symmetric, so A·A = AᵀA, read with the
-        // transposed layout, which backends with tiled kernels load fastest).
-        let (bmat, alpha) = if cc != T::zero() {
-            backend.scaled_copy(cb, &a, &mut bm)?;
-            backend.syrk(
-                SyrkShape {
-                    n,
-                    k: n,
-                    ta: Transpose::Yes,
-                },
-                cc,
-                &a,
-                T::one(),
-                &mut bm,
-            )?;
-            (&bm, T::one())
+    for (step, &coefficients) in steps.iter().enumerate() {
+        // This step's X is σ·cur: the first one reads `x` itself with σ = 1/‖x‖_F.
+        let (cur, sigma) = if step == 0 { (x, inv) } else { (&xk, T::one()) };
+        let p = step_polynomial(backend, gram, cur, sigma, coefficients, &mut a, &mut pm)?;
+        // X ← P·X (wide; P is exactly symmetric, so P·X = Pᵀ·X, read transposed as the
+        // tiled kernels load fastest) or X·P (tall).
+        let shape = if wide {
+            GemmShape::new(r, c, r).with_transposes(Transpose::Yes, Transpose::No)
         } else {
-            (&a, cb)
+            GemmShape::new(r, c, c)
         };
-        // X ← a·X + B·X (wide; B is exactly symmetric, so B·X = Bᵀ·X, read transposed as
-        // above) or a·X + X·B (tall).
-        backend.scaled_copy(ca, &xk, &mut next)?;
-        if wide {
-            backend.gemm(
-                GemmShape::new(r, c, r).with_transposes(Transpose::Yes, Transpose::No),
-                alpha,
-                bmat,
-                &xk,
-                T::one(),
-                &mut next,
-            )?;
-        } else {
-            backend.gemm(
-                GemmShape::new(r, c, c),
-                alpha,
-                &xk,
-                bmat,
-                T::one(),
-                &mut next,
-            )?;
-        }
+        let (lhs, rhs) = if wide { (p, cur) } else { (cur, p) };
+        backend.gemm(shape, sigma, lhs, rhs, T::zero(), &mut next)?;
         std::mem::swap(&mut xk, &mut next);
     }
     Ok(xk)
+}
+
+/// `P = a·I + b·A + c·A²` of one step, with `A = σ²·op(X)·op(X)ᵀ` (`X` = `cur`), left in
+/// `a_buf` or `p_buf` (the one returned). Both products are symmetric ([`LinalgKernels::syrk`]),
+/// so `P` is exactly symmetric. With `c ≠ 0`, `P = c·(A + s·I)² + t·I`
+/// (`s = b/2c`, `t = a − b²/4c`): two products and two diagonal shifts, nothing else touches
+/// the n×n matrices. That form adds rounding errors of size `c·s²·ε`; when `c·s²` is large
+/// against `|a| + |b| + |c|` (a nearly linear step) `b·A` is copied and `c·A²` added to it.
+fn step_polynomial<'p, T: Real, B: LinalgKernels<T>>(
+    backend: &B,
+    gram: SyrkShape,
+    cur: &B::Buffer,
+    sigma: T,
+    [ca, cb, cc]: [f64; 3],
+    a_buf: &'p mut B::Buffer,
+    p_buf: &'p mut B::Buffer,
+) -> Result<&'p B::Buffer> {
+    let n = gram.n;
+    let square = SyrkShape {
+        n,
+        k: n,
+        // A is exactly symmetric, so A·A = AᵀA, read with the transposed layout.
+        ta: Transpose::Yes,
+    };
+    let s2 = sigma * sigma;
+    if cc == 0.0 {
+        backend.syrk(gram, T::of(cb) * s2, cur, T::zero(), a_buf)?;
+        backend.shift_diagonal(n, T::of(ca), a_buf)?;
+        return Ok(a_buf);
+    }
+    backend.syrk(gram, s2, cur, T::zero(), a_buf)?;
+    let s = cb / (2.0 * cc);
+    if cc.abs() * s * s <= 4.0 * (ca.abs() + cb.abs() + cc.abs()) {
+        backend.shift_diagonal(n, T::of(s), a_buf)?;
+        backend.syrk(square, T::of(cc), a_buf, T::zero(), p_buf)?;
+        backend.shift_diagonal(n, T::of(ca - cc * s * s), p_buf)?;
+    } else {
+        backend.scaled_copy(T::of(cb), a_buf, p_buf)?;
+        backend.syrk(square, T::of(cc), a_buf, T::one(), p_buf)?;
+        backend.shift_diagonal(n, T::of(ca), p_buf)?;
+    }
+    Ok(p_buf)
 }
 
 /// The symmetric product `X·Xᵀ` (`r×r`) of `x` (`r×c`) on the CPU, computed from the tiles

@@ -5,7 +5,7 @@
 
 use super::svd3::svd3_batch;
 use super::CpuBackend;
-use crate::backend::linalg::{GemmShape, LinalgKernels, SyrkShape, Transpose};
+use crate::backend::linalg::{check_square, GemmShape, LinalgKernels, SyrkShape, Transpose};
 use crate::{Error, Real, Result};
 use ndarray::linalg::general_mat_mul;
 use ndarray::parallel::prelude::*;
@@ -242,6 +242,14 @@ impl<T: Real> LinalgKernels<T> for CpuBackend {
                         *d = alpha * s;
                     }
                 });
+        }
+        Ok(())
+    }
+
+    fn shift_diagonal(&self, n: usize, alpha: T, c: &mut Vec<T>) -> Result<()> {
+        check_square("shift_diagonal: C", c.len(), n)?;
+        for i in 0..n {
+            c[i * n + i] = c[i * n + i] + alpha;
         }
         Ok(())
     }

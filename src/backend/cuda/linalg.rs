@@ -16,7 +16,7 @@
 
 use super::{cfg1, cuda_err, to_i32, CudaBackend, CudaBuffer, CudaReal};
 use crate::backend::cpu::svd3::RANK_TOL_PER_SQRT_M;
-use crate::backend::linalg::{GemmShape, LinalgKernels, SyrkShape, Transpose};
+use crate::backend::linalg::{check_square, GemmShape, LinalgKernels, SyrkShape, Transpose};
 use crate::{Error, Result};
 use cudarc::driver::PushKernelArg;
 
@@ -52,6 +52,8 @@ pub(super) const LINALG_KERNELS: &[&str] = &[
     "frob_finish",
     "scaled_copy_f32",
     "scaled_copy_f64",
+    "shift_diagonal_f32",
+    "shift_diagonal_f64",
 ];
 
 /// Threads and dynamic shared memory (bytes) of a GEMM or syrk block: for f32, 128
@@ -337,6 +339,21 @@ impl<T: CudaReal> LinalgKernels<T> for CudaBackend {
         l.arg(&ps).arg(&pd).arg(&n).arg(&alpha);
         unsafe { l.launch(cfg1(self.linalg_blocks(src.len.div_ceil(4)), 256, 0)) }
             .map_err(|e| cuda_err("launching scaled_copy", e))?;
+        Ok(())
+    }
+
+    fn shift_diagonal(&self, n: usize, alpha: T, c: &mut CudaBuffer<T>) -> Result<()> {
+        check_square("shift_diagonal: C", c.len, n)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let func = self.func(&format!("shift_diagonal_{}", T::SUFFIX))?.clone();
+        let pc = self.ptr(&c.data);
+        let ni = n as i64;
+        let mut l = self.inner.stream.launch_builder(&func);
+        l.arg(&pc).arg(&ni).arg(&alpha);
+        unsafe { l.launch(cfg1(n.div_ceil(256).min(1024) as u32, 256, 0)) }
+            .map_err(|e| cuda_err("launching shift_diagonal", e))?;
         Ok(())
     }
 }
