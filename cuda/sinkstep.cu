@@ -49,7 +49,9 @@ template <typename T, int N> __device__ __forceinline__ void lds_vec(T (&v)[N], 
 // one FMA, one subtract, one exp2 and one add per element, with no running max. After each
 // stage a part ≥ 2^64 (or inf/NaN) sends that output through the exact path (stage max,
 // rescale); a final sum < 2^-90 (shift too high) makes the block redo its outputs in
-// exact mode (shift from -inf). Exact mode is also used when the grid splits K.
+// exact mode (shift from -inf). When the grid splits K, a block's hint is its own slice's
+// (max, sum) pair from the previous call, left in part_m / part_s (split_hints = 1; exact
+// mode when the host has none).
 // MODE 1 ("report") is the same pass over the g side for given (f, g): besides the sums
 // it accumulates the cost-weighted sums W = Σ_i 2^y·C_ij, and writes each output's column
 // mass (Pᵀ1)_j = 2^(g_j·s + M)·S and transport share Σ_i P_ij C_ij = 2^(g_j·s + M)·W, where
@@ -75,7 +77,8 @@ __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long lon
                                                const T *__restrict__ other,
                                                const T *__restrict__ lm, T *__restrict__ out,
                                                T *__restrict__ part_m, T *__restrict__ part_s,
-                                               int B, int K, int L, T eps, int kslice) {
+                                               int B, int K, int L, T eps, int kslice,
+                                               int split_hints) {
   using C = TiledCfg<T, TB, TJ, WB, WJ, WARPS, KW, MODE>;
   constexpr bool REPORT = MODE == 1;
   constexpr int BB = C::BB, BJ = C::BJ, KT = C::KT, NT = C::NT, BBP = C::BBP;
@@ -227,7 +230,7 @@ __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long lon
 #endif
 
   for (int attempt = 0; attempt < 2; ++attempt) {
-    const bool exact = split || attempt > 0;
+    const bool exact = attempt > 0 || (split && !split_hints);
     // The first stage's copies are in flight while the shift hints load.
     if (nst > 0) load_stage(0, 0);
     T M[TB][TJ], S[TB][TJ];
@@ -243,7 +246,15 @@ __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long lon
         } else if (!exact && j < L) {
           const long long o = (long long)b * L + j;
           const T lmv = lm[o];
-          const T h = lmv * T(LOGOT_LOG2E) - out[o] * s;
+          // The previous log2-LSE: from the old output, or (K split) from this slice's
+          // own (max, sum) pair of the previous call, still in part_m / part_s.
+          T h;
+          if (split) {
+            const long long pi = (long long)blockIdx.z * B * L + o;
+            h = part_m[pi] + Num<T>::log2(part_s[pi]);
+          } else {
+            h = lmv * T(LOGOT_LOG2E) - out[o] * s;
+          }
           if (lmv == ninf)
             m0 = -ninf;  // zero mass: not computed, every term 0
           else if (Num<T>::is_finite(h))
@@ -422,6 +433,9 @@ __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long lon
         continue;
       }
       if (split) {
+        // A slice's sum far below its hint: the hint was too high (the potentials moved a
+        // lot), so its terms may have underflowed; redo exactly (zero-mass outputs aside).
+        if (!exact && !(st >= T(UNF_LIMIT)) && lm[oi] != ninf) redo = 1;
         const long long pi = (long long)blockIdx.z * B * L + oi;
         part_m[pi] = mt;
         part_s[pi] = st;
@@ -458,13 +472,15 @@ __device__ __forceinline__ void sinkstep_finish(const T *__restrict__ part_m,
 }
 
 // ---------------------------------------------------------------------------------------
-// Fused Sinkhorn for small problems: one block per problem runs `iters` full iterations
-// (g then f) with both orientations of the cost and both potentials in shared memory, one
-// launch in all. A group of G lanes (power of two) reduces FL consecutive outputs: lane s
-// takes k = s, s+G, …; every output starts from the speculative shift of the tiled kernel
-// (its previous value, still in shared memory), with the same overflow trigger, and the G
-// lanes' sums are added by shuffles (a full (max, sum) merge if any lane re-shifted). A
-// total below 2^-90 makes the warp redo its groups from a -inf shift.
+// Fused Sinkhorn for small problems: one block (or one thread-block cluster, when few
+// problems would leave most SMs idle) per problem runs `iters` full iterations (g then f)
+// with both orientations of the cost and both potentials in shared memory, one launch in
+// all; a cluster's CTAs share out the output groups and exchange results through
+// distributed shared memory. A group of G lanes (power of two) reduces FL consecutive
+// outputs: lane s takes k = s, s+G, …; every output starts from the speculative shift of
+// the tiled kernel (its previous value, still in shared memory), with the same overflow
+// trigger, and the G lanes' sums are added by shuffles (a full (max, sum) merge if any lane
+// re-shifted). A total below 2^-90 makes the warp redo its groups from a -inf shift.
 
 // Padded row length ≥ L rounded up to 8, ≡ 4 (mod 32): 8 lanes at consecutive k read
 // 16-byte vectors from 8 distinct bank quads.
@@ -496,11 +512,39 @@ __device__ __forceinline__ FusedSide fused_side(int L, int K, int G) {
   return sd;
 }
 
+// Write the FL outputs of the group at l0 into O: in every CTA of the cluster (each holds
+// the whole vector; CL = 1 is this CTA alone).
+template <typename T, int FL>
+__device__ __forceinline__ void fused_store(T *O, int l0, const T (&v)[FL], int CL) {
+  if (CL == 1) {
+    if constexpr (sizeof(T) == 4 && FL % 4 == 0) {
+#pragma unroll
+      for (int q = 0; q < FL; q += 4)
+        *reinterpret_cast<float4 *>(O + l0 + q) = make_float4(v[q], v[q + 1], v[q + 2], v[q + 3]);
+    } else {
+#pragma unroll
+      for (int q = 0; q < FL; ++q) O[l0 + q] = v[q];
+    }
+    return;
+  }
+  for (int r = 0; r < CL; ++r) {
+    const u32 a = cluster_addr(O + l0, (u32)r);
+    if constexpr (sizeof(T) == 4 && FL % 4 == 0) {
+#pragma unroll
+      for (int q = 0; q < FL; q += 4) st_cluster4(a + 4 * q, v[q], v[q + 1], v[q + 2], v[q + 3]);
+    } else {
+#pragma unroll
+      for (int q = 0; q < FL; ++q) st_cluster(a + (u32)sizeof(T) * q, v[q]);
+    }
+  }
+}
+
 // Cold path of a fused half-step: the group's outputs from scratch (lane max, lane sum,
 // merge across the G lanes). Called by whole warps.
 template <typename T, int FL>
 __device__ __noinline__ void fused_exact_group(T *O, const T *P, const T *LM, const T *cs,
-                                               int Lp, int K, int G, int sub, int l0, bool act) {
+                                               int Lp, int K, int G, int sub, int l0, bool act,
+                                               int CL) {
   const T ninf = Num<T>::neg_inf();
   T M[FL], S[FL];
 #pragma unroll
@@ -529,11 +573,13 @@ __device__ __noinline__ void fused_exact_group(T *O, const T *P, const T *LM, co
   for (int q = 0; q < FL; ++q) lse_merge_lanes(M[q], S[q], G);
   __syncwarp();  // every lane's reads of O precede lane 0's writes
   if (act && sub == 0) {
+    T v[FL];
 #pragma unroll
     for (int q = 0; q < FL; ++q) {
       const T lmv = LM[l0 + q];
-      O[l0 + q] = lmv == ninf ? ninf : lmv - (M[q] + Num<T>::log2(S[q]));
+      v[q] = lmv == ninf ? ninf : lmv - (M[q] + Num<T>::log2(S[q]));
     }
+    fused_store<T, FL>(O, l0, v, CL);
   }
 }
 
@@ -543,14 +589,16 @@ __device__ __noinline__ void fused_exact_group(T *O, const T *P, const T *LM, co
 // G lanes; any overflow, invalid hint or too-small total sends the warp to the exact path.
 template <typename T, int FL>
 __device__ __forceinline__ void half_fused(T *O, const T *P, const T *LM, const T *cs,
-                                           const FusedSide &sd) {
+                                           const FusedSide &sd, int rank, int CL) {
   const int tid = threadIdx.x;
   const int sub = tid & (sd.G - 1), grp = tid >> sd.gshift, ngrp = blockDim.x >> sd.gshift;
   const int K = sd.K, G = sd.G, Lp = sd.Lp;
   const T ninf = Num<T>::neg_inf();
-  for (int base = 0; base < sd.nog; base += ngrp) {
-    const int og = base + grp;
-    const bool act = og < sd.nog;
+  // This CTA's groups: og = rank + CL·i (interleaved over the cluster).
+  const int mine = (sd.nog - rank + CL - 1) / CL;
+  for (int base = 0; base < mine; base += ngrp) {
+    const int og = rank + CL * (base + grp);
+    const bool act = base + grp < mine;
     const int l0 = act ? og * FL : 0;
     T lmv[FL], H[FL], part[FL];
     {
@@ -603,19 +651,12 @@ __device__ __forceinline__ void half_fused(T *O, const T *P, const T *LM, const 
 #pragma unroll
           for (int q = 0; q < FL; ++q)
             v[q] = lmv[q] == ninf ? ninf : lmv[q] - (H[q] + Num<T>::log2(part[q]));
-          if constexpr (sizeof(T) == 4 && FL % 4 == 0) {
-#pragma unroll
-            for (int q = 0; q < FL; q += 4)
-              *reinterpret_cast<float4 *>(O + l0 + q) = make_float4(v[q], v[q + 1], v[q + 2], v[q + 3]);
-          } else {
-#pragma unroll
-            for (int q = 0; q < FL; ++q) O[l0 + q] = v[q];
-          }
+          fused_store<T, FL>(O, l0, v, CL);
         }
         continue;
       }
     }
-    fused_exact_group<T, FL>(O, P, LM, cs, Lp, K, G, sub, l0, act);
+    fused_exact_group<T, FL>(O, P, LM, cs, Lp, K, G, sub, l0, act, CL);
   }
 }
 
@@ -634,7 +675,11 @@ __device__ __forceinline__ void sinkhorn_fused(const T *__restrict__ Cm, long lo
   T *G = F + n4;
   T *LMU = G + m4;
   T *LNU = LMU + n4;
-  const int b = blockIdx.x, tid = threadIdx.x, NT = blockDim.x;
+  // One cluster of CL CTAs per problem (CL = 1 without a cluster launch): every CTA holds
+  // the whole problem in shared memory, computes the outputs of its groups and writes them
+  // into every CTA's copy; a cluster barrier ends each half-step.
+  const int CL = (int)cluster_size(), rank = (int)cluster_rank();
+  const int b = blockIdx.x / CL, tid = threadIdx.x, NT = blockDim.x;
   const T s = T(LOGOT_LOG2E) / eps;
   const T ninf = Num<T>::neg_inf();
   const T *Cb = Cm + (long long)b * cost_stride;
@@ -655,13 +700,21 @@ __device__ __forceinline__ void sinkhorn_fused(const T *__restrict__ Cm, long lo
     LNU[j] = j < m ? lnu[(long long)b * m + j] * T(LOGOT_LOG2E) : ninf;
   }
   const FusedSide col = fused_side<FL>(m, n, g_col), row = fused_side<FL>(n, m, g_row);
-  __syncthreads();
+  // Also orders every CTA's set-up before the first write into it.
+  auto sync = [&]() {
+    if (CL > 1)
+      cluster_barrier();
+    else
+      __syncthreads();
+  };
+  sync();
   for (int it = 0; it < iters; ++it) {
-    half_fused<T, FL>(G, F, LNU, cs_col, col);  // g_j from f: reduce over rows i
-    __syncthreads();
-    half_fused<T, FL>(F, G, LMU, cs_row, row);  // f_i from g: reduce over columns j
-    __syncthreads();
+    half_fused<T, FL>(G, F, LNU, cs_col, col, rank, CL);  // g_j from f: reduce over rows i
+    sync();
+    half_fused<T, FL>(F, G, LMU, cs_row, row, rank, CL);  // f_i from g: reduce over columns j
+    sync();
   }
+  if (rank != 0) return;
   const T back = eps * T(LOGOT_LN2);
   for (int i = tid; i < n; i += NT) f[(long long)b * n + i] = F[i] * back;
   for (int j = tid; j < m; j += NT) g[(long long)b * m + j] = G[j] * back;
@@ -759,8 +812,8 @@ __device__ __forceinline__ void transpose(const T *__restrict__ in, T *__restric
 // Entry points (one per precision and configuration). Names are looked up by the host.
 #define TILED_ARGS(T)                                                                        \
   const T *R, long long cost_stride, const T *other, const T *lm, T *out, T *part_m,         \
-      T *part_s, int B, int K, int L, T eps, int kslice
-#define TILED_PASS R, cost_stride, other, lm, out, part_m, part_s, B, K, L, eps, kslice
+      T *part_s, int B, int K, int L, T eps, int kslice, int split_hints
+#define TILED_PASS R, cost_stride, other, lm, out, part_m, part_s, B, K, L, eps, kslice, split_hints
 
 // Shared cost, 16 batch rows × 32 outputs per block, 8 warps × 16 k per stage.
 #define SHARED16(T, SUF, MINB)                                                               \

@@ -165,6 +165,42 @@ fn check_half_step(gpu: &CudaBackend, case: &HalfStepCase, seed: u64) {
                 "f32 {side:?} B={batch} {n}×{m} per_problem={per_problem} eps={eps} out={what}: max |Δ| = {d:e} > {tol:e}"
             );
         }
+        // Launches that split the reduction take their hints from the previous call's
+        // partial sums on this cost: move the potentials far (up, down, both ways by
+        // entry) so that those hints are far off, then back.
+        for (what, shift) in [("up", 1.0), ("down", -1.0), ("mixed", 0.0), ("back", 2.0)] {
+            let moved: Vec<f64> = other
+                .iter()
+                .enumerate()
+                .map(|(k, v)| {
+                    let d = match shift {
+                        2.0 => 0.0,
+                        0.0 if k % 2 == 0 => 300.0,
+                        0.0 => -300.0,
+                        s => 300.0 * s,
+                    };
+                    v + d * eps
+                })
+                .collect();
+            let mut want = vec![0.0; len];
+            cpu.sinkstep(&cc, side, eps, &moved, lm, &mut want).unwrap();
+            let o = gpu.upload(&cast::<f32>(&moved)).unwrap();
+            let mut out = gpu.upload(&cast::<f32>(&want)).unwrap();
+            gpu.sinkstep(&gc, side, eps as f32, &o, &l, &mut out)
+                .unwrap();
+            let got: Vec<f64> = gpu
+                .download(&out)
+                .unwrap()
+                .iter()
+                .map(|&v| v as f64)
+                .collect();
+            let d = max_abs_diff(&got, &want);
+            let tol = 2e-6 * (1.0 + 300.0 * eps);
+            assert!(
+                d <= tol,
+                "f32 {side:?} B={batch} {n}×{m} per_problem={per_problem} eps={eps} potentials moved {what}: max |Δ| = {d:e} > {tol:e}"
+            );
+        }
     }
 }
 
@@ -551,6 +587,73 @@ fn fused_and_half_steps_agree() {
             d <= 2e-5,
             "fused ({outputs} outputs, {lanes} lanes) and per-half-step potentials differ by {d:e}"
         );
+    }
+}
+
+/// The fused kernel on thread-block clusters (each CTA takes every CL-th output group and
+/// writes it into every CTA's shared memory) against the per-half-step kernels: cluster
+/// sizes 1 (off) to 16, odd shapes (more CTAs than output groups on one side, a single
+/// point), zero-mass bins, a small ε that sends groups through the exact path, 4 and 8
+/// outputs per lane and forced lane counts.
+#[test]
+fn fused_clusters_agree_with_half_steps() {
+    let Some(steps) = gpu_with(CudaOptions {
+        fused: false,
+        ..CudaOptions::default()
+    }) else {
+        return;
+    };
+    let mut rng = StdRng::seed_from_u64(17);
+    for &(b, n, m, eps) in &[
+        (1usize, 100usize, 100usize, 1e-3f64),
+        (3, 37, 129, 0.01),
+        (2, 1, 5, 0.05),
+        (1, 200, 23, 2e-3),
+    ] {
+        let mu = histograms(&mut rng, b, n, usize::from(n > 10)).mapv(|v| v as f32);
+        let nu = histograms(&mut rng, b, m, usize::from(m > 10)).mapv(|v| v as f32);
+        let xs = uniform(&mut rng, n, 0.0, 1.0);
+        let ys = uniform(&mut rng, m, 0.0, 1.0);
+        let c = Array2::from_shape_fn((n, m), |(i, j)| ((xs[i] - ys[j]).powi(2)) as f32);
+        let p = Problem::batch(mu.view(), nu.view(), c.view()).unwrap();
+        let params = SinkhornParams::fixed_iterations(eps, 120);
+        let s = Solver::new(steps.clone(), params.clone())
+            .solve(&p)
+            .unwrap();
+        let sf: Vec<f64> = s.f.iter().map(|&v| v as f64).collect();
+        for (cluster, outputs, lanes) in [
+            (1, 4, 0),
+            (2, 4, 0),
+            (4, 8, 0),
+            (8, 4, 0),
+            (16, 4, 0),
+            (8, 4, 2),
+            (8, 8, 32),
+        ] {
+            let Some(v) = gpu_with(CudaOptions {
+                fused_cluster: cluster,
+                fused_outputs: outputs,
+                fused_lanes: lanes,
+                ..CudaOptions::default()
+            }) else {
+                return;
+            };
+            let r = Solver::new(v, params.clone()).solve(&p).unwrap();
+            let d = max_abs_diff(&r.f.iter().map(|&v| v as f64).collect::<Vec<_>>(), &sf);
+            // Potentials are in cost units; the kernels differ only in summation order.
+            let tol = 4e-6 * (1.0 + sf.iter().fold(0.0f64, |a, v| a.max(v.abs())));
+            assert!(
+                d <= tol,
+                "{b}×{n}×{m} eps {eps}, cluster {cluster}, {outputs} outputs, {lanes} lanes: potentials differ by {d:e} (tolerance {tol:e})"
+            );
+            for k in 0..b {
+                let (x, y) = (r.distance[k] as f64, s.distance[k] as f64);
+                assert!(
+                    ((x - y) / y).abs() <= 1e-5,
+                    "{b}×{n}×{m}: distance {x} vs {y}"
+                );
+            }
+        }
     }
 }
 

@@ -2,10 +2,12 @@
 //! batched 1-D log-sum-exp pass per axis (`grid_pass_*` in cuda/grid.cu), mirroring
 //! [`crate::backend::cpu`]'s separable convolutions; the `n×n` cost is never formed.
 
-use super::{cfg1, cuda_err, to_i32, CostDims, CudaBackend, CudaBuffer, CudaCost, CudaReal};
+use super::{
+    cfg1, cuda_err, to_i32, CostDims, CudaBackend, CudaBuffer, CudaCost, CudaReal, LaunchAttr,
+};
 use crate::backend::{BaryBuffers, BaryLayout, GridCost};
 use crate::{Error, Result};
-use cudarc::driver::sys;
+use cudarc::driver::LaunchConfig;
 use cudarc::driver::PushKernelArg;
 
 /// Longest grid axis the pass kernel stages in shared memory (`GRID_MAX_N` in cuda/grid.cu).
@@ -22,6 +24,7 @@ impl CudaBackend {
         let n = grid.len();
         to_i32(n, "grid points")?;
         Ok(CudaCost {
+            split_parts: Default::default(),
             dims: CostDims {
                 n,
                 m: n,
@@ -221,63 +224,13 @@ impl CudaBackend {
                 ));
             }
         }
-        let func = self.func(&format!("grid_bary_fused_{}", T::SUFFIX))?;
-        self.inner
-            .ctx
-            .bind_to_thread()
-            .map_err(|e| cuda_err("binding the context", e))?;
-        let launch_config = |cl: usize, blocks: u32, attr: &mut sys::CUlaunchAttribute| {
-            attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-            attr.value.clusterDim.x = cl as u32;
-            attr.value.clusterDim.y = 1;
-            attr.value.clusterDim.z = 1;
-            sys::CUlaunchConfig {
-                gridDimX: blocks,
-                gridDimY: 1,
-                gridDimZ: 1,
-                blockDimX: (32 * FUSED_WARPS) as u32,
-                blockDimY: 1,
-                blockDimZ: 1,
-                sharedMemBytes: smem as u32,
-                hStream: self.inner.stream.cu_stream(),
-                attrs: attr as *mut _,
-                numAttrs: 1,
-            }
+        let name = if T::SUFFIX == "f32" {
+            "grid_bary_fused_f32"
+        } else {
+            "grid_bary_fused_f64"
         };
-        // The largest cluster size up to the option that the GPU can schedule with this
-        // kernel's shared memory (sizes above 8 are non-portable and must be allowed).
-        let mut chosen = 0;
-        for cand in [cl, 8, 4, 2, 1] {
-            if cand > cl {
-                continue;
-            }
-            // SAFETY: a valid function handle and documented attributes; the config and
-            // its attribute live through the query.
-            let allowed = unsafe {
-                sys::cuFuncSetAttribute(
-                    func.cu_function(),
-                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
-                    i32::from(cand > 8),
-                )
-            };
-            if allowed != sys::CUresult::CUDA_SUCCESS {
-                continue;
-            }
-            let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-            let lc = launch_config(cand, cand as u32, &mut attr);
-            let mut clusters = 0i32;
-            let r = unsafe {
-                sys::cuOccupancyMaxActiveClusters(&mut clusters, func.cu_function(), &lc)
-            };
-            if r == sys::CUresult::CUDA_SUCCESS && clusters >= 1 {
-                chosen = cand;
-                break;
-            }
-        }
-        if chosen == 0 {
-            return Ok(false);
-        }
-        let cl = chosen;
+        let threads = (32 * FUSED_WARPS) as u32;
+        let cl = self.cluster_size(name, threads, smem as u32, cl)?;
         if std::env::var_os("LOGOT_CUDA_VERBOSE").is_some() {
             eprintln!(
                 "logot: grid_bary_fused: {p} problem(s) × {cl} CTAs, {} threads, {smem} B shared, {iters} iterations",
@@ -324,21 +277,23 @@ impl CudaBackend {
             &mut e as *mut T as *mut _,
             &mut it as *mut i32 as *mut _,
         ];
-        // SAFETY: the attribute and config outlive the call; the parameters match the
-        // kernel's signature (GRID_FUSED in cuda/grid.cu) and outlive the call, which
-        // copies them; every buffer was checked against the layout above.
-        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-        let lc = launch_config(cl, gx, &mut attr);
+        let func = self.func(name)?.clone();
+        let cfg = LaunchConfig {
+            grid_dim: (gx, 1, 1),
+            block_dim: (threads, 1, 1),
+            shared_mem_bytes: smem as u32,
+        };
+        // SAFETY: the parameters match the kernel's signature (GRID_FUSED in cuda/grid.cu)
+        // and outlive the call; every buffer was checked against the layout above.
         unsafe {
-            sys::cuLaunchKernelEx(
-                &lc,
-                func.cu_function(),
-                params.as_mut_ptr(),
-                std::ptr::null_mut(),
+            self.launch_ex(
+                &func,
+                "grid_bary_fused",
+                cfg,
+                LaunchAttr::Cluster(cl as u32),
+                &mut params,
             )
-        }
-        .result()
-        .map_err(|e| cuda_err("launching grid_bary_fused", e))?;
+        }?;
         // The scratch is freed in stream order after the kernel.
         drop(scratch);
         Ok(true)

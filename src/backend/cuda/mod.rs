@@ -45,7 +45,7 @@ use cudarc::driver::{
     DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits,
 };
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// A precision the CUDA kernels exist for (`f32`, `f64`).
 pub trait CudaReal: Real + DeviceRepr + ValidAsZeroBits {
@@ -200,6 +200,10 @@ struct Inner {
     fused_lanes: usize,
     /// CTAs per problem of the fused grid-barycenter kernel (0: not used; needs sm_90).
     bary_cluster: usize,
+    /// Largest cluster of the fused small-problem kernel (≤ 1: one CTA per problem).
+    fused_cluster: usize,
+    /// Cluster sizes found schedulable, by (kernel, threads, shared bytes, size asked).
+    cluster_sizes: Mutex<HashMap<(&'static str, u32, u32, usize), usize>>,
 }
 
 /// Computes on an NVIDIA GPU through the CUDA driver API. Cheap to clone (shares the
@@ -247,6 +251,10 @@ pub struct CudaOptions {
     /// Default 16 (a non-portable size: where the GPU cannot schedule it, the largest
     /// smaller power of two that it can).
     pub bary_cluster: usize,
+    /// Largest thread-block cluster per problem of the fused small-problem kernel when few
+    /// problems would leave most SMs idle (each CTA computes a share of every half-step's
+    /// outputs); ≤ 1 keeps one CTA per problem. Default 8.
+    pub fused_cluster: usize,
 }
 
 impl Default for CudaOptions {
@@ -257,13 +265,15 @@ impl Default for CudaOptions {
             overlap_launches: true,
             fused_outputs: 4,
             bary_cluster: 16,
+            fused_cluster: 8,
         }
     }
 }
 
 impl CudaOptions {
     /// The defaults, overridden by `LOGOT_CUDA_FUSED=0|1`, `LOGOT_CUDA_FUSED_LANES=G`,
-    /// `LOGOT_CUDA_FUSED_OUTPUTS=4|8`, `LOGOT_CUDA_PDL=0|1` and `LOGOT_CUDA_BARY_CLUSTER=C`.
+    /// `LOGOT_CUDA_FUSED_OUTPUTS=4|8`, `LOGOT_CUDA_PDL=0|1`, `LOGOT_CUDA_BARY_CLUSTER=C` and
+    /// `LOGOT_CUDA_FUSED_CLUSTER=C`.
     pub fn from_env() -> Self {
         let d = CudaOptions::default();
         CudaOptions {
@@ -285,6 +295,10 @@ impl CudaOptions {
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(d.bary_cluster),
+            fused_cluster: std::env::var("LOGOT_CUDA_FUSED_CLUSTER")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(d.fused_cluster),
         }
     }
 }
@@ -419,6 +433,12 @@ impl CudaBackend {
                 } else {
                     0
                 },
+                fused_cluster: if major >= 9 {
+                    options.fused_cluster.min(16)
+                } else {
+                    1
+                },
+                cluster_sizes: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -467,7 +487,12 @@ impl CudaBackend {
     /// Launch a tiled half-step kernel (`sinkstep_*`, `report_*`). With `split`, the
     /// reduction is divided across blocks when the grid alone would leave SMs idle, and
     /// `sinkstep_finish` merges the partial sums.
-    fn launch_tiled<T: CudaReal>(&self, name: &str, tile: TileCfg, a: TiledArgs<T>) -> Result<()> {
+    fn launch_tiled<T: CudaReal>(
+        &self,
+        name: &str,
+        tile: TileCfg,
+        a: TiledArgs<'_, T>,
+    ) -> Result<()> {
         let gx = a.batch.div_ceil(tile.bb);
         let gy = a.l.div_ceil(tile.bj);
         if gx > i32::MAX as usize || gy > 65535 {
@@ -479,8 +504,8 @@ impl CudaBackend {
                 ),
             ));
         }
-        // Split blocks start from no shift hint, so they are a little slower: split only
-        // when the grid would leave SMs idle.
+        // Split only when the grid would leave SMs idle (the partials cost a second kernel,
+        // and a split block's first call on a cost has no shift hint).
         let blocks = gx * gy;
         let sms = self.inner.sm_count;
         let max_split = (a.k / (4 * tile.kt)).max(1);
@@ -504,20 +529,45 @@ impl CudaBackend {
                 self.inner.max_smem
             )));
         }
-        let parts = if splits > 1 {
-            Some(self.alloc::<T>(2 * splits * a.batch * a.l, "K-split partials")?)
-        } else {
-            None
+        // K-split partials: the cost's kept ones when they have this layout (their pairs
+        // are this call's hints), else fresh ones (exact mode).
+        let plen = 2 * splits * a.batch * a.l;
+        let mut slot = match (splits > 1, a.hints) {
+            (true, Some(m)) => Some(
+                m.lock()
+                    .map_err(|_| Error::Cuda("the K-split hint lock was poisoned".into()))?,
+            ),
+            _ => None,
         };
-        let (pm, ps) = match &parts {
-            Some(p) => {
-                let base = self.ptr(p);
-                (
-                    base,
-                    base + (splits * a.batch * a.l * std::mem::size_of::<T>()) as u64,
-                )
+        let mut split_hints = 0i32;
+        let mut fresh = None;
+        if splits > 1 {
+            match slot.as_deref_mut() {
+                Some(Some(p)) if p.batch == a.batch && p.splits == splits && p.l == a.l => {
+                    split_hints = 1;
+                }
+                Some(kept) => {
+                    *kept = Some(SplitParts {
+                        batch: a.batch,
+                        splits,
+                        l: a.l,
+                        buf: self.alloc::<T>(plen, "K-split partials")?,
+                    });
+                }
+                None => fresh = Some(self.alloc::<T>(plen, "K-split partials")?),
             }
-            None => a.parts,
+        }
+        let parts = match (&fresh, slot.as_deref()) {
+            (Some(b), _) => Some(b),
+            (None, Some(Some(p))) => Some(&p.buf),
+            _ => None,
+        };
+        let (pm, ps) = match (splits > 1, parts) {
+            (true, Some(p)) => {
+                let base = self.ptr(p);
+                (base, base + (plen / 2 * std::mem::size_of::<T>()) as u64)
+            }
+            _ => a.parts,
         };
         let f = self.func(name)?.clone();
         let kslice_i = to_i32(kslice, "cost")?;
@@ -532,9 +582,9 @@ impl CudaBackend {
             // (griddepcontrol.wait) before reading anything that kernel wrote.
             let (mut r, mut stride, mut other, mut lm, mut out) =
                 (a.r, a.stride, a.other, a.lm, a.out);
-            let (mut pm, mut ps, mut bi, mut ki, mut li, mut eps, mut ks) =
-                (pm, ps, bi, ki, li, a.eps, kslice_i);
-            let mut params: [*mut std::ffi::c_void; 12] = [
+            let (mut pm, mut ps, mut bi, mut ki, mut li, mut eps, mut ks, mut sh) =
+                (pm, ps, bi, ki, li, a.eps, kslice_i, split_hints);
+            let mut params: [*mut std::ffi::c_void; 13] = [
                 &mut r as *mut u64 as *mut _,
                 &mut stride as *mut i64 as *mut _,
                 &mut other as *mut u64 as *mut _,
@@ -547,40 +597,11 @@ impl CudaBackend {
                 &mut li as *mut i32 as *mut _,
                 &mut eps as *mut T as *mut _,
                 &mut ks as *mut i32 as *mut _,
+                &mut sh as *mut i32 as *mut _,
             ];
-            // SAFETY: the attribute and config outlive the call; the parameters match the
-            // kernel's signature (TILED_ARGS in cuda/sinkstep.cu) and outlive the call,
-            // which copies them.
-            let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-            attr.id =
-                sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-            attr.value.programmaticStreamSerializationAllowed = 1;
-            let lc = sys::CUlaunchConfig {
-                gridDimX: cfg.grid_dim.0,
-                gridDimY: cfg.grid_dim.1,
-                gridDimZ: cfg.grid_dim.2,
-                blockDimX: cfg.block_dim.0,
-                blockDimY: cfg.block_dim.1,
-                blockDimZ: cfg.block_dim.2,
-                sharedMemBytes: cfg.shared_mem_bytes,
-                hStream: self.inner.stream.cu_stream(),
-                attrs: &mut attr,
-                numAttrs: 1,
-            };
-            self.inner
-                .ctx
-                .bind_to_thread()
-                .map_err(|e| cuda_err("binding the context", e))?;
-            unsafe {
-                sys::cuLaunchKernelEx(
-                    &lc,
-                    f.cu_function(),
-                    params.as_mut_ptr(),
-                    std::ptr::null_mut(),
-                )
-            }
-            .result()
-            .map_err(|e| cuda_err(&format!("launching {name}"), e))?;
+            // SAFETY: the parameters match the kernel's signature (TILED_ARGS in
+            // cuda/sinkstep.cu) and outlive the call.
+            unsafe { self.launch_ex(&f, name, cfg, LaunchAttr::Pdl, &mut params) }?;
         } else {
             let mut b = self.inner.stream.launch_builder(&f);
             b.arg(&a.r)
@@ -591,6 +612,7 @@ impl CudaBackend {
                 .arg(&pm)
                 .arg(&ps);
             b.arg(&bi).arg(&ki).arg(&li).arg(&a.eps).arg(&kslice_i);
+            b.arg(&split_hints);
             unsafe { b.launch(cfg) }.map_err(|e| cuda_err(&format!("launching {name}"), e))?;
         }
         if splits > 1 {
@@ -612,7 +634,9 @@ impl CudaBackend {
             unsafe { b.launch(cfg1(blocks, 256, 0)) }
                 .map_err(|e| cuda_err("launching sinkstep_finish", e))?;
         }
-        drop(parts);
+        // Fresh partials are freed in stream order after the kernels; kept ones stay.
+        drop(fresh);
+        drop(slot);
         Ok(())
     }
 
@@ -638,6 +662,126 @@ impl CudaBackend {
                 e,
             )
         })
+    }
+
+    /// Launch `func` through `cuLaunchKernelEx` with one launch attribute (`what` names it
+    /// in errors).
+    ///
+    /// # Safety
+    /// `params` must match the kernel's parameter list, each pointing at a value that lives
+    /// through the call (which copies them), and the buffers they name must fit `cfg`.
+    unsafe fn launch_ex(
+        &self,
+        func: &CudaFunction,
+        what: &str,
+        cfg: LaunchConfig,
+        how: LaunchAttr,
+        params: &mut [*mut std::ffi::c_void],
+    ) -> Result<()> {
+        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+        match how {
+            LaunchAttr::Pdl => {
+                attr.id =
+                    sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+                attr.value.programmaticStreamSerializationAllowed = 1;
+            }
+            LaunchAttr::Cluster(size) => {
+                attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+                attr.value.clusterDim.x = size;
+                attr.value.clusterDim.y = 1;
+                attr.value.clusterDim.z = 1;
+            }
+        }
+        let lc = launch_config(&cfg, self.inner.stream.cu_stream(), &mut attr);
+        self.inner
+            .ctx
+            .bind_to_thread()
+            .map_err(|e| cuda_err("binding the context", e))?;
+        // SAFETY: a valid function and config (whose attribute outlives the call); the
+        // parameters are the caller's promise.
+        unsafe {
+            sys::cuLaunchKernelEx(
+                &lc,
+                func.cu_function(),
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        }
+        .result()
+        .map_err(|e| cuda_err(&format!("launching {what}"), e))
+    }
+
+    /// The largest thread-block cluster size, among `want` and the powers of two below it,
+    /// that the GPU can schedule for kernel `name` with `threads` threads and `smem` bytes of
+    /// dynamic shared memory per CTA (sizes above 8 are non-portable and allowed
+    /// explicitly); 1 when no cluster fits. Probed once per (kernel, threads, bytes, size).
+    fn cluster_size(
+        &self,
+        name: &'static str,
+        threads: u32,
+        smem: u32,
+        want: usize,
+    ) -> Result<usize> {
+        let key = (name, threads, smem, want);
+        if let Some(&c) = self
+            .inner
+            .cluster_sizes
+            .lock()
+            .map_err(|_| Error::Cuda("the cluster-size cache lock was poisoned".into()))?
+            .get(&key)
+        {
+            return Ok(c);
+        }
+        let func = self.func(name)?;
+        self.inner
+            .ctx
+            .bind_to_thread()
+            .map_err(|e| cuda_err("binding the context", e))?;
+        let mut chosen = 1;
+        let mut cand = want.min(16);
+        while cand >= 2 {
+            // SAFETY: a valid function handle and a documented attribute.
+            let allowed = unsafe {
+                sys::cuFuncSetAttribute(
+                    func.cu_function(),
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                    i32::from(cand > 8),
+                )
+            };
+            if allowed == sys::CUresult::CUDA_SUCCESS {
+                let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+                attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+                attr.value.clusterDim.x = cand as u32;
+                attr.value.clusterDim.y = 1;
+                attr.value.clusterDim.z = 1;
+                let cfg = LaunchConfig {
+                    grid_dim: (cand as u32, 1, 1),
+                    block_dim: (threads, 1, 1),
+                    shared_mem_bytes: smem,
+                };
+                let lc = launch_config(&cfg, self.inner.stream.cu_stream(), &mut attr);
+                let mut clusters = 0i32;
+                // SAFETY: a valid function and config whose attribute outlives the query.
+                let r = unsafe {
+                    sys::cuOccupancyMaxActiveClusters(&mut clusters, func.cu_function(), &lc)
+                };
+                if r == sys::CUresult::CUDA_SUCCESS && clusters >= 1 {
+                    chosen = cand;
+                    break;
+                }
+            }
+            cand = if cand.is_power_of_two() {
+                cand / 2
+            } else {
+                cand.next_power_of_two() / 2
+            };
+        }
+        self.inner
+            .cluster_sizes
+            .lock()
+            .map_err(|_| Error::Cuda("the cluster-size cache lock was poisoned".into()))?
+            .insert(key, chosen);
+        Ok(chosen)
     }
 
     fn ptr<T>(&self, s: &CudaSlice<T>) -> u64 {
@@ -675,8 +819,51 @@ fn fused_lanes(k: usize) -> usize {
     g
 }
 
+/// The launch attribute of [`CudaBackend::launch_ex`].
+#[derive(Clone, Copy, Debug)]
+enum LaunchAttr {
+    /// Programmatic dependent launch: the kernel may start while the previous one in the
+    /// stream finishes (it waits with `griddepcontrol.wait` before reading its outputs).
+    Pdl,
+    /// Thread-block clusters of this many CTAs along x.
+    Cluster(u32),
+}
+
+/// The driver's launch configuration for `cfg` on `stream` with one attribute.
+fn launch_config(
+    cfg: &LaunchConfig,
+    stream: sys::CUstream,
+    attr: &mut sys::CUlaunchAttribute,
+) -> sys::CUlaunchConfig {
+    sys::CUlaunchConfig {
+        gridDimX: cfg.grid_dim.0,
+        gridDimY: cfg.grid_dim.1,
+        gridDimZ: cfg.grid_dim.2,
+        blockDimX: cfg.block_dim.0,
+        blockDimY: cfg.block_dim.1,
+        blockDimZ: cfg.block_dim.2,
+        sharedMemBytes: cfg.shared_mem_bytes,
+        hStream: stream,
+        attrs: attr as *mut _,
+        numAttrs: 1,
+    }
+}
+
+/// The K-split partial `(max, sum)` pairs of the last split half-step on one side of a
+/// cost, kept as the next call's shift hints (`split_hints` in cuda/sinkstep.cu).
+struct SplitParts<T> {
+    batch: usize,
+    splits: usize,
+    l: usize,
+    /// `part_m` (`splits·batch·l`), then `part_s`.
+    buf: CudaSlice<T>,
+}
+
+/// One side's [`SplitParts`] of a cost (empty until a split half-step ran).
+type PartsSlot<T> = Mutex<Option<SplitParts<T>>>;
+
 /// Device pointers and sizes of one tiled launch.
-struct TiledArgs<T> {
+struct TiledArgs<'a, T> {
     r: u64,
     stride: i64,
     other: u64,
@@ -688,6 +875,9 @@ struct TiledArgs<T> {
     eps: T,
     /// Whether the reduction may be split across blocks (not for `report_*`).
     split: bool,
+    /// Where a split launch keeps its partials for the next call's hints (none: fresh
+    /// partials, exact mode).
+    hints: Option<&'a PartsSlot<T>>,
     /// `part_m`, `part_s` pointers when not split (the report's outputs).
     parts: (u64, u64),
 }
@@ -741,6 +931,9 @@ pub struct CudaCost<T> {
     /// Point clouds whose cost is computed on the fly (then `c` and `ct` are placeholders).
     cloud: Option<pointcloud::CudaCloud<T>>,
     grid: Option<GridCost>,
+    /// K-split partials of the last split half-step per side (`[Col, Row]`), the next
+    /// one's shift hints.
+    split_parts: [PartsSlot<T>; 2],
 }
 
 impl<T> std::fmt::Debug for CudaCost<T> {
@@ -879,6 +1072,7 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
             b0 += cnt;
         }
         Ok(CudaCost {
+            split_parts: Default::default(),
             dims,
             c,
             ct,
@@ -952,6 +1146,7 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
             l: l_len,
             eps,
             split: true,
+            hints: Some(&cost.split_parts[usize::from(side == Side::Row)]),
             parts: (0, 0),
         };
         self.launch_tiled(&name, tile, args)
@@ -1003,11 +1198,12 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
         } else {
             4
         };
-        let func = if fl == 8 {
-            self.func("sinkhorn_fused8_f32")?.clone()
-        } else {
-            self.func(&format!("sinkhorn_fused_{}", T::SUFFIX))?.clone()
+        let name: &'static str = match (fl, T::SUFFIX) {
+            (8, _) => "sinkhorn_fused8_f32",
+            (_, "f32") => "sinkhorn_fused_f32",
+            _ => "sinkhorn_fused_f64",
         };
+        let func = self.func(name)?.clone();
         let stride = if dims.batch.is_some() {
             (n * m) as i64
         } else {
@@ -1021,41 +1217,104 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
             self.ptr(&log_nu.data),
         );
         let (ni, mi) = (n as i32, m as i32);
-        // Lanes per output group (a power of two ≤ 32), then enough threads for every
-        // output group of the wider half-step, in whole warps.
-        let lanes = |k: usize| match self.inner.fused_lanes {
-            0 => fused_lanes(k),
-            g => g.next_power_of_two().min(32),
+        // Few problems would leave most SMs idle: a cluster of CL CTAs per problem (each
+        // takes every CL-th output group of a half-step).
+        let sms = self.inner.sm_count;
+        let mut cl = if self.inner.fused_cluster >= 2 && batch * 2 <= sms {
+            let c = (sms / batch).min(self.inner.fused_cluster);
+            1 << c.ilog2()
+        } else {
+            1
         };
-        let (g_col, g_row) = (lanes(n), lanes(m));
-        let threads = (m.div_ceil(fl) * g_col).max(n.div_ceil(fl) * g_row);
-        let threads = (threads.div_ceil(32) * 32).min(FUSED_THREADS as usize) as u32;
-        let (g_col, g_row) = (g_col as i32, g_row as i32);
+        // Lanes per output group (a power of two ≤ 32): by reduction length; in a cluster,
+        // widened (fewer terms per lane, at least 2) while a CTA stays within 256 threads.
+        // Then enough threads for this CTA's groups of the wider half-step, in whole warps.
+        let shape = |cl: usize| {
+            let side = |l: usize, k: usize| {
+                let groups = l.div_ceil(fl).div_ceil(cl);
+                let mut g = match self.inner.fused_lanes {
+                    0 => fused_lanes(k),
+                    g => g.next_power_of_two().min(32),
+                };
+                if cl > 1 && self.inner.fused_lanes == 0 {
+                    while g < 32 && groups * g * 2 <= 256 && g * 4 <= k {
+                        g *= 2;
+                    }
+                }
+                (g, groups * g)
+            };
+            let ((g_col, t_col), (g_row, t_row)) = (side(m, n), side(n, m));
+            let threads = (t_col.max(t_row).div_ceil(32) * 32).min(FUSED_THREADS as usize);
+            (g_col as i32, g_row as i32, threads as u32)
+        };
+        let (mut g_col, mut g_row, mut threads) = shape(cl);
+        while cl > 1 {
+            let got = self.cluster_size(name, threads, smem as u32, cl)?;
+            if got == cl {
+                break;
+            }
+            cl = got;
+            (g_col, g_row, threads) = shape(cl);
+        }
+        if std::env::var_os("LOGOT_CUDA_VERBOSE").is_some() {
+            eprintln!(
+                "logot: {name}: {batch} problem(s) × {cl} CTAs, {threads} threads, lanes {g_col}/{g_row}, {smem} B shared, {iters} iterations"
+            );
+        }
+        // One block (cluster) per problem; the grid's x dimension holds 2^31 − 1 blocks.
+        let gx = batch
+            .checked_mul(cl)
+            .and_then(|b| u32::try_from(b).ok())
+            .ok_or_else(|| Error::shape("iterate", "too many problems for one launch"))?;
+        let cfg = LaunchConfig {
+            grid_dim: (gx, 1, 1),
+            block_dim: (threads, 1, 1),
+            shared_mem_bytes: smem as u32,
+        };
         let mut left = iters;
         while left > 0 {
             let now = left.min(1 << 30);
-            let it = now as i32;
-            // One block per problem; the grid's x dimension holds 2^31 − 1 blocks.
-            let gx = u32::try_from(batch)
-                .map_err(|_| Error::shape("iterate", "too many problems for one launch"))?;
-            let cfg = LaunchConfig {
-                grid_dim: (gx, 1, 1),
-                block_dim: (threads, 1, 1),
-                shared_mem_bytes: smem as u32,
-            };
-            let mut b = self.inner.stream.launch_builder(&func);
-            b.arg(&pc)
-                .arg(&stride)
-                .arg(&pf)
-                .arg(&pg)
-                .arg(&pmu)
-                .arg(&pnu)
-                .arg(&ni)
-                .arg(&mi)
-                .arg(&eps)
-                .arg(&it);
-            b.arg(&g_col).arg(&g_row);
-            unsafe { b.launch(cfg) }.map_err(|e| cuda_err("launching sinkhorn_fused", e))?;
+            let (mut pc, mut stride, mut pf, mut pg, mut pmu, mut pnu) =
+                (pc, stride, pf, pg, pmu, pnu);
+            let (mut ni, mut mi, mut eps, mut it, mut gc, mut gr) =
+                (ni, mi, eps, now as i32, g_col, g_row);
+            let mut params: [*mut std::ffi::c_void; 12] = [
+                &mut pc as *mut u64 as *mut _,
+                &mut stride as *mut i64 as *mut _,
+                &mut pf as *mut u64 as *mut _,
+                &mut pg as *mut u64 as *mut _,
+                &mut pmu as *mut u64 as *mut _,
+                &mut pnu as *mut u64 as *mut _,
+                &mut ni as *mut i32 as *mut _,
+                &mut mi as *mut i32 as *mut _,
+                &mut eps as *mut T as *mut _,
+                &mut it as *mut i32 as *mut _,
+                &mut gc as *mut i32 as *mut _,
+                &mut gr as *mut i32 as *mut _,
+            ];
+            if cl > 1 {
+                // SAFETY: the parameters match the kernel's signature (sinkhorn_fused_* in
+                // cuda/sinkstep.cu) and outlive the call; the buffers were checked above.
+                unsafe {
+                    self.launch_ex(
+                        &func,
+                        "sinkhorn_fused",
+                        cfg,
+                        LaunchAttr::Cluster(cl as u32),
+                        &mut params,
+                    )
+                }?;
+            } else {
+                let mut b = self.inner.stream.launch_builder(&func);
+                b.arg(&pc)
+                    .arg(&stride)
+                    .arg(&pf)
+                    .arg(&pg)
+                    .arg(&pmu)
+                    .arg(&pnu);
+                b.arg(&ni).arg(&mi).arg(&eps).arg(&it).arg(&gc).arg(&gr);
+                unsafe { b.launch(cfg) }.map_err(|e| cuda_err("launching sinkhorn_fused", e))?;
+            }
             left -= now;
         }
         Ok(())
@@ -1124,6 +1383,7 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
                 l: m,
                 eps,
                 split: false,
+                hints: None,
                 parts: (pm, ps),
             },
         )?;

@@ -86,6 +86,7 @@ impl CudaBackend {
             y: upload(soa(p.y()), "the points y")?,
         };
         Ok(CudaCost {
+            split_parts: Default::default(),
             dims: CostDims { n, m, batch: None },
             c: self.alloc::<T>(0, "a placeholder")?,
             ct: self.alloc::<T>(0, "a placeholder")?,
