@@ -234,9 +234,12 @@ where
         .unwrap();
     // The same backward with each matrix's outcome: the same gradient, and the summary
     // reduced on the device equals the reduction of the outcomes.
-    let each = Bistochastic::new(gpu.clone(), BistochasticParams::default().with_cg_outcomes())
-        .backward(rt.view(), gt.view(), cg)
-        .unwrap();
+    let each = Bistochastic::new(
+        gpu.clone(),
+        BistochasticParams::default().with_cg_outcomes(),
+    )
+    .backward(rt.view(), gt.view(), cg)
+    .unwrap();
     let outcomes = each.cg_outcomes.as_ref().unwrap();
     assert_eq!(outcomes.len(), r.dim().0);
     assert_eq!(
@@ -356,7 +359,14 @@ fn backward_per_matrix_cg_outcomes_match_cpu_in_f64() {
         .unwrap();
     let outcomes = each.cg_outcomes.as_ref().unwrap();
     assert_eq!(summary, CgSummary::of(outcomes, 1e-12));
-    assert_eq!(outcomes[0], CgOutcome { iterations: 0, residual: 0.0, converged: true });
+    assert_eq!(
+        outcomes[0],
+        CgOutcome {
+            iterations: 0,
+            residual: 0.0,
+            converged: true
+        }
+    );
     assert!(outcomes.iter().all(|p| p.iterations <= 2));
     let cpu_capped = Bistochastic::new(CpuBackend, BistochasticParams::default())
         .backward(r.view(), g.view(), &capped)
@@ -382,7 +392,11 @@ fn backward_right_hand_side_overflow_is_an_error_naming_the_matrix() {
     g.index_axis_mut(ndarray::Axis(0), 3)
         .mapv_inplace(|v| v.signum() * 3e38);
     let err = Bistochastic::new(gpu, BistochasticParams::default())
-        .backward(cast::<f32>(&r).view(), cast::<f32>(&g).view(), &CgParams::default())
+        .backward(
+            cast::<f32>(&r).view(),
+            cast::<f32>(&g).view(),
+            &CgParams::default(),
+        )
         .unwrap_err();
     assert!(
         err.to_string().contains("right-hand side of problem 3"),

@@ -158,11 +158,7 @@ fn backward_matches_a_dense_solve_of_the_block_system() {
         assert!(fwd.convergence.converged, "n={n}: {:?}", fwd.convergence);
         let bwd =
             bistochastic_backward(fwd.r.view(), g.view(), &CgParams::with_tol(1e-13)).unwrap();
-        assert!(
-            bwd.cg.all_converged(),
-            "n={n}: {:?}",
-            bwd.cg
-        );
+        assert!(bwd.cg.all_converged(), "n={n}: {:?}", bwd.cg);
         for k in 0..b {
             let r = fwd
                 .r
@@ -369,7 +365,11 @@ fn non_convergence_is_reported_and_invalid_inputs_are_errors() {
     let bwd = bistochastic_backward(r.view(), g.view(), &cg).unwrap();
     assert!(bwd.cg_outcomes.is_none());
     assert_eq!(
-        (bwd.cg.problems, bwd.cg.unconverged, bwd.cg.first_unconverged),
+        (
+            bwd.cg.problems,
+            bwd.cg.unconverged,
+            bwd.cg.first_unconverged
+        ),
         (3, 2, Some(1))
     );
     assert!(bwd.cg.max_iterations == 1 && bwd.cg.max_residual > 1e-12 && bwd.cg.tol == 1e-12);

@@ -130,18 +130,26 @@ static PINNED: Mutex<PinnedWords> = Mutex::new(PinnedWords {
 
 /// A word of the summary that holds `!index` (0: none).
 fn first_index(word: u64) -> Option<usize> {
-    (word != 0).then(|| (!word) as usize)
+    (word != 0).then_some((!word) as usize)
 }
 
 impl CudaBackend {
-    /// Wait for the stream, copy the first `len` words of `words` to the host through
+    /// Wait for the stream, copy `len` words of `words` from `offset` on to the host through
     /// [`PINNED`] and hand them to `read`.
     fn read_words<R>(
         &self,
         words: &CudaSlice<u64>,
+        offset: usize,
         len: usize,
         read: impl FnOnce(&[u64]) -> R,
     ) -> Result<R> {
+        if offset + len > words.len() {
+            return Err(Error::Cuda(format!(
+                "reading words {offset}..{} of {}",
+                offset + len,
+                words.len()
+            )));
+        }
         let mut pinned = PINNED
             .lock()
             .map_err(|_| Error::Cuda("the pinned read-back buffer lock was poisoned".into()))?;
@@ -177,8 +185,8 @@ impl CudaBackend {
             .map_err(|e| cuda_err("binding the context", e))?;
         // SAFETY: `ptr` holds `cap ≥ len` u64s, exclusively ours under the lock.
         let dst = unsafe { std::slice::from_raw_parts_mut(pinned.ptr, len) };
-        let src = self.ptr(words);
-        // SAFETY: `words` holds at least `len` elements on this backend's stream.
+        let src = self.ptr(words) + (offset * std::mem::size_of::<u64>()) as u64;
+        // SAFETY: `words` holds `offset + len` elements (checked) on this backend's stream.
         unsafe { cu::memcpy_dtoh_async(dst, src, self.inner.stream.cu_stream()) }
             .map_err(|e| cuda_err("reading a report back", e))?;
         self.inner
@@ -239,7 +247,7 @@ impl<T: CudaReal> BistochasticKernels<T> for CudaBackend {
             .arg(&ps);
         unsafe { b.launch(blocks(batch, lanes)?) }
             .map_err(|e| cuda_err("launching bistochastic_forward", e))?;
-        self.read_words(&stats, 3, |host| ProjectionStats {
+        self.read_words(&stats, 0, 3, |host| ProjectionStats {
             iterations: host[0] as usize,
             marginal_error: f64::from_bits(host[1]),
             unconverged: host[2] as usize,
@@ -271,28 +279,32 @@ impl<T: CudaReal> BistochasticKernels<T> for CudaBackend {
         let func = self
             .func(&format!("bisto_bwd_n{lanes}_{}", T::SUFFIX))?
             .clone();
-        let alloc_err = |e| cuda_err("allocating the CG report", e);
-        let summary = self
-            .inner
-            .stream
-            .alloc_zeros::<u64>(CG_WORDS)
-            .map_err(alloc_err)?;
+        // One allocation: the summary words (zeroed), the redo list (one u64 per matrix) and,
+        // when asked for, one outcome word per matrix.
+        let words_at = CG_WORDS + batch;
+        let len = words_at + if outcomes.is_some() { batch } else { 0 };
         // SAFETY: list entries below the count (summary word 0, zeroed) are written before
         // they are read; outcome words, when asked for, are written for every matrix.
-        let list = unsafe { self.inner.stream.alloc::<u64>(batch) }.map_err(alloc_err)?;
-        let words = match outcomes {
-            Some(_) => Some(unsafe { self.inner.stream.alloc::<u64>(batch) }.map_err(alloc_err)?),
-            None => None,
-        };
-        let (pr, pg, pd, pl, ps) = (
+        let mut report = unsafe { self.inner.stream.alloc::<u64>(len) }
+            .map_err(|e| cuda_err("allocating the CG report", e))?;
+        self.inner
+            .stream
+            .memset_zeros(&mut report.slice_mut(0..CG_WORDS))
+            .map_err(|e| cuda_err("clearing the CG summary", e))?;
+        let word = std::mem::size_of::<u64>() as u64;
+        let (pr, pg, pd, ps) = (
             self.ptr(&r.data),
             self.ptr(&g.data),
             self.ptr(&dx.data),
-            self.ptr(&list),
-            self.ptr(&summary),
+            self.ptr(&report),
         );
+        let pl = ps + CG_WORDS as u64 * word;
         // A null pointer tells the kernels not to write per-matrix words.
-        let pw = words.as_ref().map_or(0, |w| self.ptr(w));
+        let pw = if outcomes.is_some() {
+            ps + words_at as u64 * word
+        } else {
+            0
+        };
         let (bi, ni) = (batch as i64, n as i32);
         let iters = max_iters.min(MAX_CG_ITERS) as i32;
         let mut b = self.inner.stream.launch_builder(&func);
@@ -334,7 +346,7 @@ impl<T: CudaReal> BistochasticKernels<T> for CudaBackend {
             unsafe { b.launch(cfg) }
                 .map_err(|e| cuda_err("launching bistochastic_backward (f64 redo)", e))?;
         }
-        let sum = self.read_words(&summary, CG_WORDS, |w| {
+        let sum = self.read_words(&report, 0, CG_WORDS, |w| {
             let mut s = [0u64; CG_WORDS];
             s.copy_from_slice(w);
             s
@@ -349,8 +361,8 @@ impl<T: CudaReal> BistochasticKernels<T> for CudaBackend {
                 "CG: the residual of problem {k} is NaN"
             )));
         }
-        if let (Some(out), Some(words)) = (outcomes, &words) {
-            self.read_words(words, batch, |w| decode_outcomes(w, out))?;
+        if let Some(out) = outcomes {
+            self.read_words(&report, words_at, batch, |w| decode_outcomes(w, out))?;
         }
         Ok(CgSummary {
             problems: batch,
