@@ -46,7 +46,7 @@ mod gpu {
                 &(),
                 |bench, _| {
                     bench.iter(|| {
-                        gpu.bistochastic_backward(n, black_box(&r), &gb, tol, 1000, &mut dx)
+                        gpu.bistochastic_backward(n, black_box(&r), &gb, tol, 1000, &mut dx, None)
                             .unwrap()
                     })
                 },

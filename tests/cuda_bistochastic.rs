@@ -3,8 +3,10 @@
 //! differences in tests/grad_bistochastic.rs): forward R, iteration counts and column errors
 //! for n = 1, 2, 4, 7, 16, 32; per-matrix early stop with tol > 0 (exact iteration counts in
 //! f64); entries of ±30 (scaling path with absorption) and ±50 (log-domain fallback) without
-//! overflow or NaN; 300 000 matrices (many blocks); the implicit backward (dx, CG outcomes) on
-//! 20-iteration and converged R. Each test skips with a printed reason when no GPU is usable,
+//! overflow or NaN; 300 000 matrices (many blocks); the implicit backward (dx, per-matrix CG
+//! outcomes, and the device-reduced CG summary equal to the reduction of those outcomes) on
+//! 20-iteration and converged R, including matrices redone in f64; a right-hand side that
+//! overflows is an error naming its matrix. Each test skips with a printed reason when no GPU is usable,
 //! and fails instead when `LOGOT_REQUIRE_GPU=1`.
 #![cfg(feature = "cuda")]
 use common::gpu::gpu;
@@ -13,7 +15,7 @@ mod common;
 
 use common::Lcg;
 use logot::backend::cuda::CudaBackend;
-use logot::grad::{Bistochastic, BistochasticParams, CgParams};
+use logot::grad::{Bistochastic, BistochasticParams, CgOutcome, CgParams, CgSummary};
 use logot::{Backend, BistochasticKernels, CpuBackend, Real};
 use ndarray::Array3;
 
@@ -143,6 +145,7 @@ fn early_stop_is_per_matrix() {
         let params = BistochasticParams {
             iters: 500,
             tol: 1e-9,
+            ..BistochasticParams::default()
         };
         let cpu = Bistochastic::new(CpuBackend, params.clone())
             .forward(x.view())
@@ -170,6 +173,7 @@ fn early_stop_is_per_matrix() {
         let p32 = BistochasticParams {
             iters: 500,
             tol: 1e-4,
+            ..BistochasticParams::default()
         };
         let dev = Bistochastic::new(gpu.clone(), p32.clone())
             .forward(cast::<f32>(&x).view())
@@ -224,19 +228,39 @@ where
     let cpu = Bistochastic::new(CpuBackend, BistochasticParams::default())
         .backward(r.view(), g.view(), &CgParams::with_tol(1e-12))
         .unwrap();
+    let (rt, gt) = (cast::<T>(&r), cast::<T>(g));
     let dev = Bistochastic::new(gpu.clone(), BistochasticParams::default())
-        .backward(cast::<T>(&r).view(), cast::<T>(g).view(), cg)
+        .backward(rt.view(), gt.view(), cg)
         .unwrap();
+    // The same backward with each matrix's outcome: the same gradient, and the summary
+    // reduced on the device equals the reduction of the outcomes.
+    let each = Bistochastic::new(
+        gpu.clone(),
+        BistochasticParams::default().with_cg_outcomes(),
+    )
+    .backward(rt.view(), gt.view(), cg)
+    .unwrap();
+    let outcomes = each.cg_outcomes.as_ref().unwrap();
+    assert_eq!(outcomes.len(), r.dim().0);
+    assert_eq!(
+        dev.cg,
+        CgSummary::of(outcomes, cg.effective_tol::<T>()),
+        "device summary vs the outcomes' reduction"
+    );
+    assert_eq!(each.cg, dev.cg);
+    assert!(dev.cg_outcomes.is_none());
+    assert!(each.dx.iter().zip(&dev.dx).all(|(a, b)| a == b));
     let n = r.dim().1;
     if strict {
-        assert!(dev.cg.all_converged(), "{} unconverged", dev.cg.failures());
+        assert!(dev.cg.all_converged(), "{:?}", dev.cg);
+        assert!(outcomes.iter().all(|o| o.converged));
         let tol = cg.effective_tol::<T>();
         assert!(
-            dev.cg.max_residual() <= 50.0 * tol,
+            dev.cg.max_residual <= 50.0 * tol,
             "residual {} for tol {tol}",
-            dev.cg.max_residual()
+            dev.cg.max_residual
         );
-        assert!(dev.cg.max_iterations() <= 4 * n + 10);
+        assert!(dev.cg.max_iterations <= 4 * n + 10);
     }
     let mut worst = 0.0f64;
     for (dm, cm) in dev.dx.outer_iter().zip(cpu.dx.outer_iter()) {
@@ -291,40 +315,93 @@ fn backward_per_matrix_cg_outcomes_match_cpu_in_f64() {
         .r;
     let g = normals(b, n, 77);
     let cg = CgParams::with_tol(1e-9);
-    let cpu = Bistochastic::new(CpuBackend, BistochasticParams::default())
+    let each = BistochasticParams::default().with_cg_outcomes();
+    let cpu = Bistochastic::new(CpuBackend, each.clone())
         .backward(r.view(), g.view(), &cg)
         .unwrap();
-    let dev = Bistochastic::new(gpu.clone(), BistochasticParams::default())
+    let dev = Bistochastic::new(gpu.clone(), each.clone())
         .backward(r.view(), g.view(), &cg)
         .unwrap();
+    let (cpu_o, dev_o) = (
+        cpu.cg_outcomes.as_ref().unwrap(),
+        dev.cg_outcomes.as_ref().unwrap(),
+    );
+    assert_eq!(dev.cg, CgSummary::of(dev_o, 1e-9));
     let mut differ = 0;
-    for (c, d) in cpu.cg.problems.iter().zip(&dev.cg.problems) {
+    for (c, d) in cpu_o.iter().zip(dev_o) {
         assert_eq!(c.converged, d.converged);
         assert!(c.iterations.abs_diff(d.iterations) <= 2, "{c:?} vs {d:?}");
         differ += usize::from(c.iterations != d.iterations);
         assert!(d.residual <= 1e-8, "{d:?}");
     }
     assert!(differ <= b / 10, "{differ} iteration counts differ");
-    let spread = dev.cg.problems.iter().map(|p| p.iterations).max().unwrap()
-        - dev.cg.problems.iter().map(|p| p.iterations).min().unwrap();
+    let spread = dev_o.iter().map(|p| p.iterations).max().unwrap()
+        - dev_o.iter().map(|p| p.iterations).min().unwrap();
     assert!(spread >= 2, "the batch should mix easy and hard systems");
     let d = (&dev.dx - &cpu.dx)
         .iter()
         .fold(0.0f64, |s, v| s.max(v.abs()));
     assert!(d < 1e-9, "max |Δdx| = {d:e}");
-    // An iteration limit is reported per matrix, not hidden.
-    let capped = Bistochastic::new(gpu, BistochasticParams::default())
-        .backward(
-            r.view(),
-            g.view(),
-            &CgParams {
-                max_iters: 2,
-                tol: Some(1e-12),
-            },
-        )
+    // An iteration limit is reported, not hidden: in the summary (count, first matrix) and per
+    // matrix. Matrix 0 has G = 0 (right-hand side 0: converged without an iteration).
+    let mut g = g;
+    g.index_axis_mut(ndarray::Axis(0), 0).fill(0.0);
+    let capped = CgParams {
+        max_iters: 2,
+        tol: Some(1e-12),
+    };
+    let summary = Bistochastic::new(gpu.clone(), BistochasticParams::default())
+        .backward(r.view(), g.view(), &capped)
+        .unwrap()
+        .cg;
+    let each = Bistochastic::new(gpu, each)
+        .backward(r.view(), g.view(), &capped)
         .unwrap();
-    assert!(capped.cg.failures() > 0);
-    assert!(capped.cg.problems.iter().all(|p| p.iterations <= 2));
+    let outcomes = each.cg_outcomes.as_ref().unwrap();
+    assert_eq!(summary, CgSummary::of(outcomes, 1e-12));
+    assert_eq!(
+        outcomes[0],
+        CgOutcome {
+            iterations: 0,
+            residual: 0.0,
+            converged: true
+        }
+    );
+    assert!(outcomes.iter().all(|p| p.iterations <= 2));
+    let cpu_capped = Bistochastic::new(CpuBackend, BistochasticParams::default())
+        .backward(r.view(), g.view(), &capped)
+        .unwrap()
+        .cg;
+    assert_eq!(summary.unconverged, cpu_capped.unconverged);
+    assert!(summary.unconverged > b / 2, "{summary:?}");
+    assert_eq!(summary.first_unconverged, Some(1));
+    assert_eq!(summary.max_iterations, 2);
+}
+
+#[test]
+fn backward_right_hand_side_overflow_is_an_error_naming_the_matrix() {
+    let Some(gpu) = gpu() else { return };
+    let (b, n) = (6usize, 4usize);
+    let x = logits::<f32>(b, n, 0.0, 4.0, 5);
+    let r = Bistochastic::new(CpuBackend, BistochasticParams::fixed(20))
+        .forward(x.view())
+        .unwrap()
+        .r;
+    // f32: G⊙R ~ 1e38 gives a finite right-hand side whose squared norm overflows.
+    let mut g = normals(b, n, 3);
+    g.index_axis_mut(ndarray::Axis(0), 3)
+        .mapv_inplace(|v| v.signum() * 3e38);
+    let err = Bistochastic::new(gpu, BistochasticParams::default())
+        .backward(
+            cast::<f32>(&r).view(),
+            cast::<f32>(&g).view(),
+            &CgParams::default(),
+        )
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("right-hand side of problem 3"),
+        "{err}"
+    );
 }
 
 #[test]

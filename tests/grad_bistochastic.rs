@@ -7,9 +7,10 @@ mod common;
 
 use common::{dense_solve, Dual, Lcg};
 use logot::grad::{
-    bistochastic, bistochastic_backward, check_gradient, BistochasticParams, CgParams,
-    GradCheckOptions,
+    bistochastic, bistochastic_backward, check_gradient, Bistochastic, BistochasticParams,
+    CgParams, CgSummary, GradCheckOptions,
 };
+use logot::CpuBackend;
 use ndarray::{Array3, Axis};
 
 fn random_x(rng: &mut Lcg, b: usize, n: usize, lo: f64, hi: f64) -> Array3<f64> {
@@ -157,11 +158,7 @@ fn backward_matches_a_dense_solve_of_the_block_system() {
         assert!(fwd.convergence.converged, "n={n}: {:?}", fwd.convergence);
         let bwd =
             bistochastic_backward(fwd.r.view(), g.view(), &CgParams::with_tol(1e-13)).unwrap();
-        assert!(
-            bwd.cg.all_converged(),
-            "n={n}: {:?}",
-            bwd.cg.problems.iter().find(|p| !p.converged)
-        );
+        assert!(bwd.cg.all_converged(), "n={n}: {:?}", bwd.cg);
         for k in 0..b {
             let r = fwd
                 .r
@@ -357,17 +354,45 @@ fn non_convergence_is_reported_and_invalid_inputs_are_errors() {
     let r = bistochastic(x.view(), &BistochasticParams::default())
         .unwrap()
         .r;
-    let bwd = bistochastic_backward(
-        r.view(),
-        g.view(),
-        &CgParams {
-            max_iters: 1,
-            tol: Some(1e-12),
-        },
-    )
-    .unwrap();
+    // Matrix 0's upstream gradient is 0: so is its right-hand side, and CG stops at once,
+    // converged. The others are capped at one iteration.
+    let mut g = g;
+    g.index_axis_mut(Axis(0), 0).fill(0.0);
+    let cg = CgParams {
+        max_iters: 1,
+        tol: Some(1e-12),
+    };
+    let bwd = bistochastic_backward(r.view(), g.view(), &cg).unwrap();
+    assert!(bwd.cg_outcomes.is_none());
+    assert_eq!(
+        (
+            bwd.cg.problems,
+            bwd.cg.unconverged,
+            bwd.cg.first_unconverged
+        ),
+        (3, 2, Some(1))
+    );
+    assert!(bwd.cg.max_iterations == 1 && bwd.cg.max_residual > 1e-12 && bwd.cg.tol == 1e-12);
+    // Each matrix's outcome on request; the summary is their reduction, the gradient the same.
+    let each = Bistochastic::new(CpuBackend, BistochasticParams::default().with_cg_outcomes())
+        .backward(r.view(), g.view(), &cg)
+        .unwrap();
+    let outcomes = each.cg_outcomes.as_ref().unwrap();
+    assert_eq!(outcomes[0].iterations, 0);
+    assert!(outcomes[0].converged && outcomes[0].residual == 0.0);
+    assert!(outcomes[1..]
+        .iter()
+        .all(|o| o.iterations == 1 && !o.converged && o.residual > 1e-12));
+    assert_eq!(each.cg, CgSummary::of(outcomes, 1e-12));
+    assert_eq!(each.cg, bwd.cg);
+    assert_eq!(each.dx, bwd.dx);
+    // A right-hand side that overflows is an error naming its matrix.
+    let mut huge = g.clone();
+    huge.index_axis_mut(Axis(0), 2).mapv_inplace(|v| v * 1e300);
+    let err = bistochastic_backward(r.view(), huge.view(), &CgParams::default()).unwrap_err();
     assert!(
-        !bwd.cg.all_converged() && bwd.cg.max_iterations() == 1 && bwd.cg.max_residual() > 1e-12
+        err.to_string().contains("right-hand side of problem 2"),
+        "{err}"
     );
     assert!(bistochastic(
         Array3::<f64>::zeros((2, 3, 4)).view(),
@@ -384,7 +409,7 @@ fn non_convergence_is_reported_and_invalid_inputs_are_errors() {
         &BistochasticParams::default()
     )
     .is_err());
-    assert!(bistochastic(x.view(), &BistochasticParams { iters: 0, tol: 0.0 }).is_err());
+    assert!(bistochastic(x.view(), &BistochasticParams::fixed(0)).is_err());
     let mut nan = x.clone();
     nan[[1, 2, 3]] = f64::NAN;
     assert!(bistochastic(nan.view(), &BistochasticParams::default()).is_err());

@@ -770,7 +770,7 @@ fn bistochastic_rows() -> Vec<Case> {
             "L48",
             "Parameter",
             "iters = 0: at least one iteration is needed",
-            bistochastic(x.view(), &BistochasticParams { iters: 0, tol: 0.0 }),
+            bistochastic(x.view(), &BistochasticParams::fixed(0)),
         ),
         case(
             "L49",
@@ -781,6 +781,7 @@ fn bistochastic_rows() -> Vec<Case> {
                 &BistochasticParams {
                     iters: 5,
                     tol: -1.0,
+                    ..BistochasticParams::default()
                 },
             ),
         ),

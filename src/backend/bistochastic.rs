@@ -5,7 +5,7 @@
 //! in registers or local memory, with one pass over the inputs.
 
 use super::Backend;
-use crate::grad::cg::CgOutcome;
+use crate::grad::cg::{CgOutcome, CgSummary};
 use crate::{Real, Result};
 
 /// What the forward kernel reports over the batch.
@@ -42,7 +42,13 @@ pub trait BistochasticKernels<T: Real>: Backend<T> {
     /// `∂L/∂X = (G − a·1ᵀ − 1·bᵀ) ⊙ R` for each matrix, where `b` solves the Schur system
     /// `(diag(c) − Rᵀ diag(1/r) R)·b = (G⊙R)ᵀ1 − Rᵀ diag(1/r)(G⊙R)1` (`r`, `c`: the row and
     /// column sums of `R`, i.e. `I − RᵀR` for a bistochastic `R`) by CG — two mat-vecs a step,
-    /// `RᵀR` never formed — and `a = diag(1/r)((G⊙R)1 − R·b)`. One CG outcome per matrix.
+    /// `RᵀR` never formed — and `a = diag(1/r)((G⊙R)1 − R·b)`.
+    ///
+    /// Returns the batch's [`CgSummary`], reduced by the backend (a GPU reads back a few
+    /// numbers). With `outcomes` (one slot per matrix) each matrix's [`CgOutcome`] is written
+    /// there as well (a GPU then reads back one word per matrix). A right-hand side that is not
+    /// finite, or a NaN residual, is an [`Error::Numerical`](crate::Error::Numerical) naming
+    /// the first such matrix.
     #[allow(clippy::too_many_arguments)]
     fn bistochastic_backward(
         &self,
@@ -52,5 +58,6 @@ pub trait BistochasticKernels<T: Real>: Backend<T> {
         tol: f64,
         max_iters: usize,
         dx: &mut Self::Buffer,
-    ) -> Result<Vec<CgOutcome>>;
+        outcomes: Option<&mut [CgOutcome]>,
+    ) -> Result<CgSummary>;
 }

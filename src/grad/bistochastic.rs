@@ -39,15 +39,15 @@
 //! # Ok::<(), logot::Error>(())
 //! ```
 
-use super::cg::{CgParams, CgReport};
+use super::cg::{CgOutcome, CgParams, CgSummary};
 use crate::backend::bistochastic::BistochasticKernels;
 use crate::sinkhorn::Convergence;
 use crate::validate::check_finite;
 use crate::{CpuBackend, Error, Real, Result};
 use ndarray::{Array3, ArrayView3};
 
-/// Parameters of the forward projection. `Default`: 20 iterations, no tolerance (the usual
-/// setting for mixing matrices).
+/// Parameters of the projection. `Default`: 20 iterations, no tolerance (the usual setting
+/// for mixing matrices), the backward's CG reported as a [`CgSummary`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct BistochasticParams {
     /// Maximum number of iterations (one column and one row normalisation each).
@@ -55,6 +55,10 @@ pub struct BistochasticParams {
     /// Stop a matrix once its column error `Σ_j |Σ_i R_ij − 1|` is `≤ tol`; 0 runs all
     /// `iters` iterations.
     pub tol: f64,
+    /// Backward: also return each matrix's CG outcome
+    /// ([`BistochasticGradient::cg_outcomes`]). Off by default: the [`CgSummary`] is reduced
+    /// by the backend, while per-matrix outcomes cost a GPU one word per matrix read back.
+    pub cg_outcomes: bool,
 }
 
 impl Default for BistochasticParams {
@@ -62,6 +66,7 @@ impl Default for BistochasticParams {
         BistochasticParams {
             iters: 20,
             tol: 0.0,
+            cg_outcomes: false,
         }
     }
 }
@@ -69,13 +74,24 @@ impl Default for BistochasticParams {
 impl BistochasticParams {
     /// Exactly `iters` iterations.
     pub fn fixed(iters: usize) -> Self {
-        BistochasticParams { iters, tol: 0.0 }
+        BistochasticParams {
+            iters,
+            ..Self::default()
+        }
     }
     /// Iterate to the column-error tolerance `tol` (at most 100 000 iterations).
     pub fn converged(tol: f64) -> Self {
         BistochasticParams {
             iters: 100_000,
             tol,
+            ..Self::default()
+        }
+    }
+    /// The same parameters, with each matrix's CG outcome returned by the backward.
+    pub fn with_cg_outcomes(self) -> Self {
+        BistochasticParams {
+            cg_outcomes: true,
+            ..self
         }
     }
     fn validate(&self) -> Result<()> {
@@ -109,8 +125,11 @@ pub struct BistochasticResult<T> {
 pub struct BistochasticGradient<T> {
     /// `∂L/∂X`, `B×n×n`.
     pub dx: Array3<T>,
-    /// How CG ended for each matrix.
-    pub cg: CgReport,
+    /// How CG ended over the batch: largest iteration count and residual, the number of
+    /// matrices that did not converge and the first of them.
+    pub cg: CgSummary,
+    /// How CG ended for each matrix, when asked for ([`BistochasticParams::cg_outcomes`]).
+    pub cg_outcomes: Option<Vec<CgOutcome>>,
 }
 
 /// The bistochastic projection on a chosen backend.
@@ -199,7 +218,10 @@ impl<B> Bistochastic<B> {
     }
 
     /// `∂L/∂X` from the projected `r` (`B×n×n`, as returned by [`Bistochastic::forward`]) and
-    /// `g = ∂L/∂R` (same shape), by implicit differentiation (see the module docs).
+    /// `g = ∂L/∂R` (same shape), by implicit differentiation (see the module docs). How the
+    /// per-matrix CGs ended is summarised in [`BistochasticGradient::cg`] (matrices that did not
+    /// converge are counted there, never dropped); each matrix's outcome is returned as well
+    /// with [`BistochasticParams::cg_outcomes`].
     ///
     /// ```
     /// use logot::grad::{Bistochastic, BistochasticParams, CgParams};
@@ -211,6 +233,12 @@ impl<B> Bistochastic<B> {
     /// let g = Array3::from_shape_fn((2, 3, 3), |(_, i, j)| i as f64 - 2.0 * j as f64);
     /// let dx = proj.backward(r.view(), g.view(), &CgParams::default())?.dx;
     /// assert!(dx.iter().all(|v| v.abs() < 1e-12));
+    /// // Per-matrix outcomes on request; the summary is their reduction.
+    /// let proj = Bistochastic::new(logot::CpuBackend, BistochasticParams::default().with_cg_outcomes());
+    /// let bwd = proj.backward(r.view(), g.view(), &CgParams { max_iters: 1, tol: Some(1e-12) })?;
+    /// let each = bwd.cg_outcomes.unwrap();
+    /// assert_eq!(bwd.cg, logot::grad::CgSummary::of(&each, 1e-12));
+    /// assert_eq!(bwd.cg.unconverged, each.iter().filter(|o| !o.converged).count());
     /// # Ok::<(), logot::Error>(())
     /// ```
     pub fn backward<T: Real>(
@@ -252,7 +280,19 @@ impl<B> Bistochastic<B> {
         let gb = be.upload(&g.iter().copied().collect::<Vec<T>>())?;
         let mut db = be.filled(batch * n * n, T::zero())?;
         let tol = cg.effective_tol::<T>();
-        let outcomes = be.bistochastic_backward(n, &rb, &gb, tol, cg.max_iters, &mut db)?;
+        let mut outcomes = self
+            .params
+            .cg_outcomes
+            .then(|| vec![CgOutcome::default(); batch]);
+        let summary = be.bistochastic_backward(
+            n,
+            &rb,
+            &gb,
+            tol,
+            cg.max_iters,
+            &mut db,
+            outcomes.as_deref_mut(),
+        )?;
         let dx = be.download(&db)?;
         if let Some(k) = dx.iter().position(|v| !v.is_finite()) {
             return Err(Error::Numerical(format!(
@@ -263,10 +303,8 @@ impl<B> Bistochastic<B> {
             .map_err(|e| Error::Numerical(e.to_string()))?;
         Ok(BistochasticGradient {
             dx,
-            cg: CgReport {
-                problems: outcomes,
-                tol,
-            },
+            cg: summary,
+            cg_outcomes: outcomes,
         })
     }
 }

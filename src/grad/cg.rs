@@ -122,6 +122,48 @@ impl CgReport {
     pub fn failures(&self) -> usize {
         self.problems.iter().filter(|p| !p.converged).count()
     }
+    /// The batch's [`CgSummary`].
+    pub fn summary(&self) -> CgSummary {
+        CgSummary::of(&self.problems, self.tol)
+    }
+}
+
+/// How CG ended over a batch, as a few numbers: what a backend reduces where the problems were
+/// solved (a GPU reads back these numbers, not one outcome per problem). Equal to
+/// [`CgSummary::of`] the per-problem outcomes.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CgSummary {
+    /// Number of problems.
+    pub problems: usize,
+    /// Largest iteration count.
+    pub max_iterations: usize,
+    /// Largest relative residual [`CgOutcome::residual`].
+    pub max_residual: f64,
+    /// Number of problems that did not converge (iteration limit, or no positive curvature
+    /// left).
+    pub unconverged: usize,
+    /// Index of the first of them.
+    pub first_unconverged: Option<usize>,
+    /// The tolerance that was asked for.
+    pub tol: f64,
+}
+
+impl CgSummary {
+    /// The summary of per-problem outcomes.
+    pub fn of(outcomes: &[CgOutcome], tol: f64) -> Self {
+        CgSummary {
+            problems: outcomes.len(),
+            max_iterations: outcomes.iter().map(|p| p.iterations).max().unwrap_or(0),
+            max_residual: outcomes.iter().map(|p| p.residual).fold(0.0, f64::max),
+            unconverged: outcomes.iter().filter(|p| !p.converged).count(),
+            first_unconverged: outcomes.iter().position(|p| !p.converged),
+            tol,
+        }
+    }
+    /// Every problem converged.
+    pub fn all_converged(&self) -> bool {
+        self.unconverged == 0
+    }
 }
 
 /// The vector operations CG needs, over a batch of problems (each problem one vector).

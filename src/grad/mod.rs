@@ -24,7 +24,7 @@ pub use bistochastic::{
     BistochasticResult,
 };
 pub use cg::{
-    conjugate_gradient, BackendSpace, CgOperator, CgOutcome, CgParams, CgReport, CgSpace,
+    conjugate_gradient, BackendSpace, CgOperator, CgOutcome, CgParams, CgReport, CgSpace, CgSummary,
 };
 pub use finite_diff::{check_gradient, numerical_gradient, GradCheckOptions, GradCheckReport};
 pub use ot::{

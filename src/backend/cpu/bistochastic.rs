@@ -9,7 +9,9 @@
 use super::CpuBackend;
 use crate::backend::batch_of;
 use crate::backend::bistochastic::{BistochasticKernels, ProjectionStats};
-use crate::grad::cg::{conjugate_gradient, CgOperator, CgOutcome, SmallSpace, SMALL_MAX};
+use crate::grad::cg::{
+    conjugate_gradient, CgOperator, CgOutcome, CgSummary, SmallSpace, SMALL_MAX,
+};
 use crate::real::{HwFma, MulAdd, NoFma, LANES};
 use crate::{Error, Real, Result};
 use rayon::prelude::*;
@@ -306,7 +308,8 @@ impl<T: Real> BistochasticKernels<T> for CpuBackend {
         tol: f64,
         max_iters: usize,
         dx: &mut Vec<T>,
-    ) -> Result<Vec<CgOutcome>> {
+        outcomes: Option<&mut [CgOutcome]>,
+    ) -> Result<CgSummary> {
         check_n(n)?;
         let per = n * n;
         let batch = batch_of(r.len(), per, "r")?;
@@ -321,16 +324,37 @@ impl<T: Real> BistochasticKernels<T> for CpuBackend {
                 ),
             ));
         }
-        let mut outcomes = vec![CgOutcome::default(); batch];
+        // The outcomes are computed per matrix here in any case; the summary reduces them.
+        let mut local = Vec::new();
+        let slots: &mut [CgOutcome] = match outcomes {
+            Some(o) if o.len() != batch => {
+                return Err(Error::shape(
+                    "outcomes",
+                    format!("has {} slots for {batch} matrices", o.len()),
+                ))
+            }
+            Some(o) => o,
+            None => {
+                local.resize(batch, CgOutcome::default());
+                &mut local
+            }
+        };
         dx.par_chunks_mut(per)
             .zip(r.par_chunks(per))
             .zip(g.par_chunks(per))
-            .zip(outcomes.par_iter_mut())
+            .zip(slots.par_iter_mut())
+            .enumerate()
             .with_min_len(min_task(n))
-            .try_for_each(|(((d, rm), gm), o)| -> Result<()> {
-                *o = backward_one(n, rm, gm, tol, max_iters, d)?;
+            .try_for_each(|(k, (((d, rm), gm), o))| -> Result<()> {
+                // CG solved this matrix as a batch of one ("problem 0"): name the matrix.
+                *o = backward_one(n, rm, gm, tol, max_iters, d).map_err(|e| match e {
+                    Error::Numerical(msg) => {
+                        Error::Numerical(msg.replacen("problem 0", &format!("problem {k}"), 1))
+                    }
+                    e => e,
+                })?;
                 Ok(())
             })?;
-        Ok(outcomes)
+        Ok(CgSummary::of(slots, tol))
     }
 }

@@ -12,14 +12,19 @@
 //!   the CPU does (projection off the support, per-matrix stop, true residual recomputed).
 //!   f64 data: CG in f64. f32 data: CG in f32, and a second launch redoes in f64 (as the CPU
 //!   does for every matrix) the matrices whose f32 CG did not converge, left a true residual
-//!   above 10·tol, or saw curvatures spanning more than 10³ (ill-conditioned). One 64-bit word
-//!   per matrix (iterations, flags, the residual rounded to f32) is read back through pinned
-//!   memory for the [`CgOutcome`]s.
+//!   above 10·tol, or saw curvatures spanning more than 10³ (ill-conditioned). The
+//!   [`CgSummary`] is reduced on the device (each matrix counted once, by the launch that gave
+//!   its final outcome) and read back as seven words; one 64-bit word per matrix (iterations,
+//!   flags, the residual rounded to f32) is written and read back only when the caller asks
+//!   for the per-matrix [`CgOutcome`]s. The summary's residual is the largest of those f32
+//!   residuals, so it equals [`CgSummary::of`] the outcomes exactly.
+//!
+//! Reports are read back through one page-locked host buffer (a pageable copy costs more).
 
 use super::{cuda_err, CudaBackend, CudaBuffer, CudaReal};
 use crate::backend::batch_of;
 use crate::backend::bistochastic::{BistochasticKernels, ProjectionStats};
-use crate::grad::cg::CgOutcome;
+use crate::grad::cg::{CgOutcome, CgSummary};
 use crate::{Error, Result};
 use cudarc::driver::CudaContext;
 use cudarc::driver::{result as cu, CudaSlice, LaunchConfig, PushKernelArg};
@@ -31,6 +36,14 @@ const THREADS: usize = 256;
 const MAX_N: usize = 32;
 /// Largest CG iteration count the outcome word holds (29 bits).
 const MAX_CG_ITERS: usize = (1 << 29) - 1;
+/// The summary words of the backward (`CG_*` in cuda/bistochastic.cu).
+const CG_ITERS: usize = 1;
+const CG_RESIDUAL: usize = 2;
+const CG_UNCONVERGED: usize = 3;
+const CG_FIRST_UNCONV: usize = 4;
+const CG_FIRST_BAD_RHS: usize = 5;
+const CG_FIRST_NAN: usize = 6;
+const CG_WORDS: usize = 7;
 
 pub(super) const KERNEL_NAMES: &[&str] = &[
     "bisto_fwd_n2_f32",
@@ -96,10 +109,11 @@ fn same_len<T>(what: &str, b: &CudaBuffer<T>, want: usize) -> Result<()> {
     Ok(())
 }
 
-/// Page-locked host memory for the per-matrix CG outcomes (a pageable copy of 512 KiB costs
-/// hundreds of microseconds): one buffer per process, grown on demand, used under its lock
-/// from the copy to the end of the read. It belongs to a context (destroying the context frees
-/// it), so it keeps that context alive and is replaced when another context asks.
+/// Page-locked host memory for the reports read back (a pageable copy of 512 KiB of per-matrix
+/// outcomes costs hundreds of microseconds, and even a few words go faster): one buffer per
+/// process, grown on demand, used under its lock from the copy to the end of the read. It
+/// belongs to a context (destroying the context frees it), so it keeps that context alive and
+/// is replaced when another context asks.
 struct PinnedWords {
     ptr: *mut u64,
     cap: usize,
@@ -114,10 +128,28 @@ static PINNED: Mutex<PinnedWords> = Mutex::new(PinnedWords {
     ctx: None,
 });
 
+/// A word of the summary that holds `!index` (0: none).
+fn first_index(word: u64) -> Option<usize> {
+    (word != 0).then_some((!word) as usize)
+}
+
 impl CudaBackend {
-    /// Copy the first `len` outcome words of `words` to the host through [`PINNED`] and
-    /// decode them.
-    fn read_outcomes(&self, words: &CudaSlice<u64>, len: usize) -> Result<Vec<CgOutcome>> {
+    /// Wait for the stream, copy `len` words of `words` from `offset` on to the host through
+    /// [`PINNED`] and hand them to `read`.
+    fn read_words<R>(
+        &self,
+        words: &CudaSlice<u64>,
+        offset: usize,
+        len: usize,
+        read: impl FnOnce(&[u64]) -> R,
+    ) -> Result<R> {
+        if offset + len > words.len() {
+            return Err(Error::Cuda(format!(
+                "reading words {offset}..{} of {}",
+                offset + len,
+                words.len()
+            )));
+        }
         let mut pinned = PINNED
             .lock()
             .map_err(|_| Error::Cuda("the pinned read-back buffer lock was poisoned".into()))?;
@@ -137,12 +169,14 @@ impl CudaBackend {
                 .ctx
                 .bind_to_thread()
                 .map_err(|e| cuda_err("binding the context", e))?;
-            let bytes = len.max(1) * std::mem::size_of::<u64>();
+            // At least a page's worth, so the small reports never reallocate.
+            let cap = len.max(512);
+            let bytes = cap * std::mem::size_of::<u64>();
             // SAFETY: a plain page-locked allocation; its contents are written before use.
             let p = unsafe { cu::malloc_host(bytes, 0) }
                 .map_err(|e| cuda_err("allocating pinned host memory", e))?;
             pinned.ptr = p as *mut u64;
-            pinned.cap = len.max(1);
+            pinned.cap = cap;
             pinned.ctx = Some(self.inner.ctx.clone());
         }
         self.inner
@@ -151,39 +185,27 @@ impl CudaBackend {
             .map_err(|e| cuda_err("binding the context", e))?;
         // SAFETY: `ptr` holds `cap ≥ len` u64s, exclusively ours under the lock.
         let dst = unsafe { std::slice::from_raw_parts_mut(pinned.ptr, len) };
-        let src = self.ptr(words);
-        // SAFETY: `words` holds at least `len` elements on this backend's stream.
+        let src = self.ptr(words) + (offset * std::mem::size_of::<u64>()) as u64;
+        // SAFETY: `words` holds `offset + len` elements (checked) on this backend's stream.
         unsafe { cu::memcpy_dtoh_async(dst, src, self.inner.stream.cu_stream()) }
-            .map_err(|e| cuda_err("reading the CG outcomes", e))?;
+            .map_err(|e| cuda_err("reading a report back", e))?;
         self.inner
             .stream
             .synchronize()
-            .map_err(|e| cuda_err("bistochastic_backward", e))?;
-        // Flags first (a branch-free pass), then a plain map the compiler can vectorise.
-        let rhs_bad = |w: u64| (w as u32) & 0x4000_0000 != 0;
-        let res_nan = |w: u64| ((w >> 32) as u32 & 0x7fff_ffff) > 0x7f80_0000;
-        if dst.iter().fold(false, |a, &w| a | rhs_bad(w) | res_nan(w)) {
-            if let Some(k) = dst.iter().position(|&w| rhs_bad(w)) {
-                return Err(Error::Numerical(format!(
-                    "CG: the right-hand side of problem {k} is not finite"
-                )));
-            }
-            let k = dst.iter().position(|&w| res_nan(w)).unwrap_or(0);
-            return Err(Error::Numerical(format!(
-                "CG: the residual of problem {k} is NaN"
-            )));
-        }
-        Ok(dst
-            .iter()
-            .map(|&word| {
-                let w = word as u32;
-                CgOutcome {
-                    iterations: (w & 0x1fff_ffff) as usize,
-                    residual: f32::from_bits((word >> 32) as u32) as f64,
-                    converged: w & 0x8000_0000 != 0,
-                }
-            })
-            .collect())
+            .map_err(|e| cuda_err("waiting for the bistochastic kernels", e))?;
+        Ok(read(dst))
+    }
+}
+
+/// Decode the per-matrix outcome words (see cuda/bistochastic.cu) into `out`.
+fn decode_outcomes(words: &[u64], out: &mut [CgOutcome]) {
+    for (o, &word) in out.iter_mut().zip(words) {
+        let w = word as u32;
+        *o = CgOutcome {
+            iterations: (w & 0x1fff_ffff) as usize,
+            residual: f32::from_bits((word >> 32) as u32) as f64,
+            converged: w & 0x8000_0000 != 0,
+        };
     }
 }
 
@@ -225,12 +247,7 @@ impl<T: CudaReal> BistochasticKernels<T> for CudaBackend {
             .arg(&ps);
         unsafe { b.launch(blocks(batch, lanes)?) }
             .map_err(|e| cuda_err("launching bistochastic_forward", e))?;
-        let host = self
-            .inner
-            .stream
-            .clone_dtoh(&stats)
-            .map_err(|e| cuda_err("reading the projection stats", e))?;
-        Ok(ProjectionStats {
+        self.read_words(&stats, 0, 3, |host| ProjectionStats {
             iterations: host[0] as usize,
             marginal_error: f64::from_bits(host[1]),
             unconverged: host[2] as usize,
@@ -245,33 +262,49 @@ impl<T: CudaReal> BistochasticKernels<T> for CudaBackend {
         tol: f64,
         max_iters: usize,
         dx: &mut CudaBuffer<T>,
-    ) -> Result<Vec<CgOutcome>> {
+        outcomes: Option<&mut [CgOutcome]>,
+    ) -> Result<CgSummary> {
         let lanes = group(n)?;
         let batch = batch_of(r.len, n * n, "r")?;
         same_len("g", g, r.len)?;
         same_len("dx", dx, r.len)?;
+        if let Some(o) = &outcomes {
+            if o.len() != batch {
+                return Err(Error::shape(
+                    "outcomes",
+                    format!("has {} slots for {batch} matrices", o.len()),
+                ));
+            }
+        }
         let func = self
             .func(&format!("bisto_bwd_n{lanes}_{}", T::SUFFIX))?
             .clone();
-        // SAFETY: every word is written by the kernel before it is read back; list entries
-        // below the (zeroed) count likewise.
-        let words = unsafe { self.inner.stream.alloc::<u64>(batch) }
-            .map_err(|e| cuda_err("allocating the CG outcomes", e))?;
-        let list = unsafe { self.inner.stream.alloc::<u32>(batch) }
-            .map_err(|e| cuda_err("allocating the CG outcomes", e))?;
-        let count = self
-            .inner
+        // One allocation: the summary words (zeroed), the redo list (one u64 per matrix) and,
+        // when asked for, one outcome word per matrix.
+        let words_at = CG_WORDS + batch;
+        let len = words_at + if outcomes.is_some() { batch } else { 0 };
+        // SAFETY: list entries below the count (summary word 0, zeroed) are written before
+        // they are read; outcome words, when asked for, are written for every matrix.
+        let mut report = unsafe { self.inner.stream.alloc::<u64>(len) }
+            .map_err(|e| cuda_err("allocating the CG report", e))?;
+        self.inner
             .stream
-            .alloc_zeros::<u32>(1)
-            .map_err(|e| cuda_err("allocating the CG outcomes", e))?;
-        let (pr, pg, pd, pw, pl, pc) = (
+            .memset_zeros(&mut report.slice_mut(0..CG_WORDS))
+            .map_err(|e| cuda_err("clearing the CG summary", e))?;
+        let word = std::mem::size_of::<u64>() as u64;
+        let (pr, pg, pd, ps) = (
             self.ptr(&r.data),
             self.ptr(&g.data),
             self.ptr(&dx.data),
-            self.ptr(&words),
-            self.ptr(&list),
-            self.ptr(&count),
+            self.ptr(&report),
         );
+        let pl = ps + CG_WORDS as u64 * word;
+        // A null pointer tells the kernels not to write per-matrix words.
+        let pw = if outcomes.is_some() {
+            ps + words_at as u64 * word
+        } else {
+            0
+        };
         let (bi, ni) = (batch as i64, n as i32);
         let iters = max_iters.min(MAX_CG_ITERS) as i32;
         let mut b = self.inner.stream.launch_builder(&func);
@@ -284,7 +317,7 @@ impl<T: CudaReal> BistochasticKernels<T> for CudaBackend {
             .arg(&iters)
             .arg(&pw)
             .arg(&pl)
-            .arg(&pc);
+            .arg(&ps);
         unsafe { b.launch(blocks(batch, lanes)?) }
             .map_err(|e| cuda_err("launching bistochastic_backward", e))?;
         if T::SUFFIX == "f32" {
@@ -304,7 +337,7 @@ impl<T: CudaReal> BistochasticKernels<T> for CudaBackend {
                 .arg(&iters)
                 .arg(&pw)
                 .arg(&pl)
-                .arg(&pc);
+                .arg(&ps);
             let cfg = LaunchConfig {
                 grid_dim: (grid.max(1), 1, 1),
                 block_dim: (THREADS as u32, 1, 1),
@@ -313,6 +346,31 @@ impl<T: CudaReal> BistochasticKernels<T> for CudaBackend {
             unsafe { b.launch(cfg) }
                 .map_err(|e| cuda_err("launching bistochastic_backward (f64 redo)", e))?;
         }
-        self.read_outcomes(&words, batch)
+        let sum = self.read_words(&report, 0, CG_WORDS, |w| {
+            let mut s = [0u64; CG_WORDS];
+            s.copy_from_slice(w);
+            s
+        })?;
+        if let Some(k) = first_index(sum[CG_FIRST_BAD_RHS]) {
+            return Err(Error::Numerical(format!(
+                "CG: the right-hand side of problem {k} is not finite"
+            )));
+        }
+        if let Some(k) = first_index(sum[CG_FIRST_NAN]) {
+            return Err(Error::Numerical(format!(
+                "CG: the residual of problem {k} is NaN"
+            )));
+        }
+        if let Some(out) = outcomes {
+            self.read_words(&report, words_at, batch, |w| decode_outcomes(w, out))?;
+        }
+        Ok(CgSummary {
+            problems: batch,
+            max_iterations: sum[CG_ITERS] as usize,
+            max_residual: f32::from_bits(sum[CG_RESIDUAL] as u32) as f64,
+            unconverged: sum[CG_UNCONVERGED] as usize,
+            first_unconverged: first_index(sum[CG_FIRST_UNCONV]),
+            tol,
+        })
     }
 }

@@ -4,7 +4,7 @@
 use crate::npy::{self, Dtype};
 use crate::{BackendChoice, Json};
 use logot::grad::{Bistochastic, BistochasticParams, CgParams};
-use logot::{CpuBackend, Error, Real, Result};
+use logot::{BistochasticKernels, Error, Real, Result};
 use ndarray::{Array3, ArrayD, Axis, Ix3};
 use serde_json::json;
 
@@ -66,13 +66,14 @@ fn write<T: Real>(path: &str, a: &Array3<T>, single: bool) -> Result<()> {
     }
 }
 
-fn run<T: Real>(a: &BistochasticArgs) -> Json {
+fn run<T: Real, B: BistochasticKernels<T>>(backend: B, a: &BistochasticArgs) -> Json {
     let (x, single) = as_batch(npy::read::<T>(&a.x, "--x", &[2, 3])?, "--x")?;
     let proj = Bistochastic::new(
-        CpuBackend,
+        backend,
         BistochasticParams {
             iters: a.iters,
             tol: a.tol,
+            ..BistochasticParams::default()
         },
     );
     let fwd = proj.forward(x.view())?;
@@ -101,29 +102,24 @@ fn run<T: Real>(a: &BistochasticArgs) -> Json {
         };
         let bwd = proj.backward(fwd.r.view(), g.view(), &cg)?;
         write(dpath, &bwd.dx, single)?;
-        if !bwd.cg.all_converged() {
+        let cg = &bwd.cg;
+        if let Some(first) = cg.first_unconverged {
             eprintln!(
-                "logot: warning: the backward CG did not converge for {} matrices (max relative residual {:.3e} > tol {:.1e})",
-                bwd.cg.failures(),
-                bwd.cg.max_residual(),
-                bwd.cg.tol
+                "logot: warning: the backward CG did not converge for {} matrices, the first is {first} (max relative residual {:.3e}, tol {:.1e})",
+                cg.unconverged, cg.max_residual, cg.tol
             );
         }
         out["gradient_cg"] = json!({
-            "iterations": bwd.cg.max_iterations(),
-            "residual": bwd.cg.max_residual(),
-            "converged": bwd.cg.all_converged(),
+            "iterations": cg.max_iterations,
+            "residual": cg.max_residual,
+            "converged": cg.all_converged(),
+            "unconverged": cg.unconverged,
         });
     }
     Ok(out)
 }
 
 pub fn bistochastic(a: &BistochasticArgs) -> Json {
-    if a.backend != BackendChoice::Cpu {
-        return Err(Error::Unavailable(
-            "bistochastic: the CUDA kernels are not available yet; use --backend cpu".into(),
-        ));
-    }
     let dtype = if a.f32 {
         Dtype::F32
     } else if a.f64 {
@@ -131,8 +127,5 @@ pub fn bistochastic(a: &BistochasticArgs) -> Json {
     } else {
         npy::dtype_of(&a.x)?
     };
-    match dtype {
-        Dtype::F32 => run::<f32>(a),
-        Dtype::F64 => run::<f64>(a),
-    }
+    dispatch!(dtype, a.backend, run, a)
 }
