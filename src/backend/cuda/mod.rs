@@ -203,7 +203,7 @@ struct Inner {
     /// Largest cluster of the fused small-problem kernel (≤ 1: one CTA per problem).
     fused_cluster: usize,
     /// Cluster sizes found schedulable, by (kernel, threads, shared bytes, size asked).
-    cluster_sizes: Mutex<HashMap<(&'static str, u32, u32, usize), usize>>,
+    cluster_sizes: Mutex<HashMap<ClusterKey, usize>>,
 }
 
 /// Computes on an NVIDIA GPU through the CUDA driver API. Cheap to clone (shares the
@@ -818,6 +818,9 @@ fn fused_lanes(k: usize) -> usize {
     }
     g
 }
+
+/// (kernel, threads, dynamic shared bytes, cluster size asked) of a cluster-size probe.
+type ClusterKey = (&'static str, u32, u32, usize);
 
 /// The launch attribute of [`CudaBackend::launch_ex`].
 #[derive(Clone, Copy, Debug)]
