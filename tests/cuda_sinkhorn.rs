@@ -6,7 +6,7 @@
 mod common;
 use common::gpu::{gpu, gpu_with};
 
-use logot::backend::cuda::{CudaBackend, CudaOptions};
+use logot::backend::cuda::{CudaBackend, CudaBuffer, CudaOptions};
 use logot::{Backend, CostSource, CpuBackend, Problem, Side, SinkhornParams, Solver};
 use ndarray::{Array1, Array2, Array3, Axis};
 use rand::rngs::StdRng;
@@ -149,16 +149,19 @@ fn check_half_step(gpu: &CudaBackend, case: &HalfStepCase, seed: u64) {
             ),
             ("NaN", vec![f32::NAN; len]),
         ];
-        for (what, fill) in fills {
-            let mut out = gpu.upload(&fill).unwrap();
-            gpu.sinkstep(&gc, side, eps as f32, &o, &l, &mut out)
+        // One f32 half-step of `other` with the output buffer holding `fill` beforehand.
+        let half_step = |other: &CudaBuffer<f32>, fill: &[f32]| -> Vec<f64> {
+            let mut out = gpu.upload(fill).unwrap();
+            gpu.sinkstep(&gc, side, eps as f32, other, &l, &mut out)
                 .unwrap();
-            let got: Vec<f64> = gpu
-                .download(&out)
+            gpu.download(&out)
                 .unwrap()
                 .iter()
                 .map(|&v| v as f64)
-                .collect();
+                .collect()
+        };
+        for (what, fill) in fills {
+            let got = half_step(&o, &fill);
             let d = max_abs_diff(&got, &want);
             assert!(
                 d <= tol,
@@ -184,16 +187,10 @@ fn check_half_step(gpu: &CudaBackend, case: &HalfStepCase, seed: u64) {
                 .collect();
             let mut want = vec![0.0; len];
             cpu.sinkstep(&cc, side, eps, &moved, lm, &mut want).unwrap();
-            let o = gpu.upload(&cast::<f32>(&moved)).unwrap();
-            let mut out = gpu.upload(&cast::<f32>(&want)).unwrap();
-            gpu.sinkstep(&gc, side, eps as f32, &o, &l, &mut out)
-                .unwrap();
-            let got: Vec<f64> = gpu
-                .download(&out)
-                .unwrap()
-                .iter()
-                .map(|&v| v as f64)
-                .collect();
+            let got = half_step(
+                &gpu.upload(&cast::<f32>(&moved)).unwrap(),
+                &cast::<f32>(&want),
+            );
             let d = max_abs_diff(&got, &want);
             let tol = 2e-6 * (1.0 + 300.0 * eps);
             assert!(
