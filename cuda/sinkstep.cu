@@ -11,6 +11,9 @@
 #define UNF_LIMIT 8.077935669463161e-28  /* 2^-90: a total below it means the shift was too high */
 #define HINT_MARGIN 8.0
 #define TRIGGER_HEADROOM 24.0
+#ifndef FIT_SPREAD
+#define FIT_SPREAD 40.0 /* largest u_b + v_j fit residual (base 2) of a factored warp */
+#endif
 #ifndef KW_UNROLL
 #define KW_UNROLL 16
 #endif
@@ -35,6 +38,21 @@ template <typename T, int N> __device__ __forceinline__ void lds_vec(T (&v)[N], 
   } else {
 #pragma unroll
     for (int q = 0; q < N; ++q) v[q] = p[q];
+  }
+}
+
+template <typename T, int N> __device__ __forceinline__ void sts_vec(T *p, const T (&v)[N]) {
+  if constexpr (sizeof(T) == 4 && N % 4 == 0) {
+#pragma unroll
+    for (int q = 0; q < N / 4; ++q)
+      reinterpret_cast<float4 *>(p)[q] = make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+  } else if constexpr (sizeof(T) == 8 && N % 2 == 0) {
+#pragma unroll
+    for (int q = 0; q < N / 2; ++q)
+      reinterpret_cast<double2 *>(p)[q] = make_double2(v[2 * q], v[2 * q + 1]);
+  } else {
+#pragma unroll
+    for (int q = 0; q < N; ++q) p[q] = v[q];
   }
 }
 
@@ -65,14 +83,30 @@ struct TiledCfg {
   static constexpr int STAGE = CS + PS;
   static constexpr int MERGE = (MODE == 1 ? 3 : 2) * WARPS * BB * BJ;
   static constexpr int SMEM = (2 * STAGE > MERGE) ? 2 * STAGE : MERGE;  // elements of T
+  // FACT: each warp's factored rows (A: KW×BBP, K: KW×BJ), after the two stages.
+  static constexpr int FW = KW * (BBP + BJ);
+  static constexpr int SMEM_FACT = (2 * STAGE + WARPS * FW > MERGE) ? 2 * STAGE + WARPS * FW : MERGE;
   static constexpr int PT = (KT * BB + NT - 1) / NT;  // potential elements per thread per stage
 };
 
 // MAXPASS: exact mode (split reductions, redo after a failed hint) takes its shifts from a
 // max pass; without it (kernels whose registers the pass would spill) exact mode starts
 // from −∞ and re-shifts through the per-output exact path.
+//
+// FACT (factored exponentials; MODE 0, non-exact): when the warp's hinted shifts fit
+// M_bj ≈ u_b + v_j over its whole BB×BJ outputs (u_b per row, v_j per column, integers,
+// u_b + v_j ≤ M_bj ≤ u_b + v_j + FIT_SPREAD), a term factors as
+//   2^(p_bk·s − c_kj·s − u_b − v_j) = A_bk · K_kj,
+//   A_bk = 2^(q_bk − w_k),  K_kj = 2^(w_k − c_kj·s − v_j),  q_bk = p_bk·s − u_b,  w_k = max_b q_bk.
+// Per stage the warp turns its KW rows into A and K (KW·(BB + BJ) exponentials instead of
+// KW·BB·BJ, in its own shared-memory area), and the sums are a product, S += A·K. A ≤ 1;
+// K_kj is the largest term of column j at row k, ≤ 2^(FIT_SPREAD + HINT_MARGIN) while the
+// hints hold, so an A that flushes to 0 belongs to a term below 2^-126 of it. The sums run
+// unchecked per stage: one that overflows (stale hints) ends inf or NaN, and the block
+// redoes its outputs in exact mode like one whose sum underflowed. A warp whose outputs
+// do not fit (or have no hint, or zero mass) keeps one exponential per term.
 template <typename T, int TB, int TJ, int WB, int WJ, int WARPS, int KW, int MODE,
-          bool MAXPASS = true>
+          bool MAXPASS = true, bool FACT = false>
 __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long long cost_stride,
                                                const T *__restrict__ other,
                                                const T *__restrict__ lm, T *__restrict__ out,
@@ -263,6 +297,56 @@ __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long lon
         M[ib][jj] = m0;
       }
 
+    // FACT: fit M_bj ≈ u_b + v_j over the warp's outputs in range: u_b = ⌊row max⌋, v_j =
+    // ⌊column min of M − u⌋, so u_b + v_j ≤ M_bj (sums start ≥ 2^HINT_MARGIN). Columns past
+    // L get v = 1e30 (their terms are 0); rows past the batch have −∞ potentials.
+    bool factored = false;
+    T fu[FACT ? TB : 1], fv[FACT ? TJ : 1];
+    if constexpr (FACT && !REPORT) {
+      if (!exact) {
+        bool fits = true;
+#pragma unroll
+        for (int ib = 0; ib < TB; ++ib) {
+          const bool row_in = b0 + tb * TB + ib < B;
+          T mx = ninf;
+#pragma unroll
+          for (int jj = 0; jj < TJ; ++jj) {
+            if (row_in && j0 + tj * TJ + jj < L) {
+              fits &= Num<T>::is_finite(M[ib][jj]);  // no hint, or zero mass
+              mx = fmax(mx, M[ib][jj]);
+            }
+          }
+          for (int d = 1; d < WJ; d <<= 1)  // the lanes of the same rows (bits of tj)
+            mx = fmax(mx, __shfl_xor_sync(0xffffffffu, mx, d));
+          fu[ib] = Num<T>::is_finite(mx) ? floor(mx) : T(0);
+        }
+#pragma unroll
+        for (int jj = 0; jj < TJ; ++jj) {
+          T mn = -ninf;
+#pragma unroll
+          for (int ib = 0; ib < TB; ++ib)
+            if (b0 + tb * TB + ib < B && j0 + tj * TJ + jj < L) mn = fmin(mn, M[ib][jj] - fu[ib]);
+          for (int d = WJ; d < 32; d <<= 1)  // the lanes of the same columns (bits of tb)
+            mn = fmin(mn, __shfl_xor_sync(0xffffffffu, mn, d));
+          fv[jj] = Num<T>::is_finite(mn) ? floor(mn) : T(1e30);
+        }
+#pragma unroll
+        for (int ib = 0; ib < TB; ++ib)
+#pragma unroll
+          for (int jj = 0; jj < TJ; ++jj)
+            if (b0 + tb * TB + ib < B && j0 + tj * TJ + jj < L)
+              fits &= M[ib][jj] - (fu[ib] + fv[jj]) <= T(FIT_SPREAD);
+        factored = __all_sync(0xffffffffu, fits);
+        if (factored) {
+#pragma unroll
+          for (int ib = 0; ib < TB; ++ib)
+#pragma unroll
+            for (int jj = 0; jj < TJ; ++jj)
+              if (b0 + tb * TB + ib < B && j0 + tj * TJ + jj < L) M[ib][jj] = fu[ib] + fv[jj];
+        }
+      }
+    }
+
     if (MAXPASS && exact && nst > 0) {
       // Exact shifts without a hint: a first pass over the stages takes each warp's own
       // maximum of p − c over its k (no exponentials, a fraction of the sum pass's time),
@@ -298,89 +382,156 @@ __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long lon
         if constexpr (REPORT) W[ib][jj] = T(0);
       }
 
-    if (nst > 0) {
-      for (int st = 0; st < nst; ++st) {
-        const T *cs = smem + stage_ready(st) * C::STAGE;
-        const T *ps = cs + C::CS;
-        T part[TB][TJ];
-        T partw[REPORT ? TB : 1][REPORT ? TJ : 1];
+    constexpr int PW = REPORT ? TB : 1, PWJ = REPORT ? TJ : 1;
+    // End of a plain stage: overflow check, the exact path for the outputs that need it,
+    // accumulation.
+    auto end_stage = [&](const T *cs, const T *ps, T(&part)[TB][TJ], T(&partw)[PW][PWJ]) {
+      bool bad = false;
+#pragma unroll
+      for (int ib = 0; ib < TB; ++ib)
+#pragma unroll
+        for (int jj = 0; jj < TJ; ++jj) bad |= !(part[ib][jj] < T(OVF_LIMIT));
+      if (__any_sync(0xffffffffu, bad)) {
 #pragma unroll
         for (int ib = 0; ib < TB; ++ib)
 #pragma unroll
           for (int jj = 0; jj < TJ; ++jj) {
-            part[ib][jj] = T(0);
-            if constexpr (REPORT) partw[ib][jj] = T(0);
-          }
-#pragma unroll KW_UNROLL
-        for (int kk = 0; kk < KW; ++kk) {
-          const int k = warp * KW + kk;
-          T pv[TB], cv[TJ];
-          lds_vec<T, TB>(pv, ps + k * BBP + tb * TB);
-          lds_vec<T, TJ>(cv, cs + k * BJ + tj * TJ);
-#pragma unroll
-          for (int ib = 0; ib < TB; ++ib)
-#pragma unroll
-            for (int jj = 0; jj < TJ; ++jj) {
-              // y = (p − c)·s − M: the potential and the cost are raw in shared memory.
-              const T y = fma(pv[ib] - cv[jj], s, -M[ib][jj]);
-              const T e = Num<T>::exp2(y);
-              part[ib][jj] += e;
-              if constexpr (REPORT) partw[ib][jj] = fma(e, cv[jj], partw[ib][jj]);
-            }
-        }
-        bool bad = false;
-#pragma unroll
-        for (int ib = 0; ib < TB; ++ib)
-#pragma unroll
-          for (int jj = 0; jj < TJ; ++jj) bad |= !(part[ib][jj] < T(OVF_LIMIT));
-        if (__any_sync(0xffffffffu, bad)) {
-#pragma unroll
-          for (int ib = 0; ib < TB; ++ib)
-#pragma unroll
-            for (int jj = 0; jj < TJ; ++jj) {
-              if (part[ib][jj] < T(OVF_LIMIT)) {
-                S[ib][jj] += part[ib][jj];
-                if constexpr (REPORT) W[ib][jj] += partw[ib][jj];
-                continue;
-              }
-              // Exact path for this output and stage: stage max, rescale, re-sum.
-              T tmax = ninf;
-              for (int kk = 0; kk < KW; ++kk) {
-                const int k = warp * KW + kk;
-                const T x = (ps[k * BBP + tb * TB + ib] - cs[k * BJ + tj * TJ + jj]) * s;
-                tmax = x > tmax ? x : tmax;
-              }
-              const T mo = M[ib][jj];
-              // Headroom above the stage max: later values may rise this much more
-              // before the next trigger; the sum stays ≥ 2^-HEADROOM.
-              const T mt = tmax + T(TRIGGER_HEADROOM);
-              const T mn = mo > mt ? mo : mt;
-              if (mn == ninf) continue;  // nothing finite yet
-              const T scale = Num<T>::exp2(mo - mn);
-              T acc = S[ib][jj] * scale;
-              T accw = REPORT ? W[ib][jj] * scale : T(0);
-              for (int kk = 0; kk < KW; ++kk) {
-                const int k = warp * KW + kk;
-                const T c = cs[k * BJ + tj * TJ + jj];
-                const T e = Num<T>::exp2((ps[k * BBP + tb * TB + ib] - c) * s - mn);
-                acc += e;
-                if constexpr (REPORT) accw = fma(e, c, accw);
-              }
-              S[ib][jj] = acc;
-              if constexpr (REPORT) W[ib][jj] = accw;
-              M[ib][jj] = mn;
-            }
-        } else {
-#pragma unroll
-          for (int ib = 0; ib < TB; ++ib)
-#pragma unroll
-            for (int jj = 0; jj < TJ; ++jj) {
+            if (part[ib][jj] < T(OVF_LIMIT)) {
               S[ib][jj] += part[ib][jj];
               if constexpr (REPORT) W[ib][jj] += partw[ib][jj];
+              continue;
             }
+            // Exact path for this output and stage: stage max, rescale, re-sum.
+            T tmax = ninf;
+            for (int kk = 0; kk < KW; ++kk) {
+              const int k = warp * KW + kk;
+              const T x = (ps[k * BBP + tb * TB + ib] - cs[k * BJ + tj * TJ + jj]) * s;
+              tmax = x > tmax ? x : tmax;
+            }
+            const T mo = M[ib][jj];
+            // Headroom above the stage max: later values may rise this much more
+            // before the next trigger; the sum stays ≥ 2^-HEADROOM.
+            const T mt = tmax + T(TRIGGER_HEADROOM);
+            const T mn = mo > mt ? mo : mt;
+            if (mn == ninf) continue;  // nothing finite yet
+            const T scale = Num<T>::exp2(mo - mn);
+            T acc = S[ib][jj] * scale;
+            T accw = REPORT ? W[ib][jj] * scale : T(0);
+            for (int kk = 0; kk < KW; ++kk) {
+              const int k = warp * KW + kk;
+              const T c = cs[k * BJ + tj * TJ + jj];
+              const T e = Num<T>::exp2((ps[k * BBP + tb * TB + ib] - c) * s - mn);
+              acc += e;
+              if constexpr (REPORT) accw = fma(e, c, accw);
+            }
+            S[ib][jj] = acc;
+            if constexpr (REPORT) W[ib][jj] = accw;
+            M[ib][jj] = mn;
+          }
+        return;
+      }
+#pragma unroll
+      for (int ib = 0; ib < TB; ++ib)
+#pragma unroll
+        for (int jj = 0; jj < TJ; ++jj) {
+          S[ib][jj] += part[ib][jj];
+          if constexpr (REPORT) W[ib][jj] += partw[ib][jj];
+        }
+    };
+    int st = 0;
+    if (FACT && factored) {
+      for (; st < nst; ++st) {
+        const T *cs = smem + stage_ready(st) * C::STAGE;
+        const T *ps = cs + C::CS;
+        // This warp's rows of the stage, factored into its own area: lane (tb, tj) makes
+        // A for rows tj, tj+8 × its TB problems and K for rows tb, tb+4, … × its TJ
+        // outputs (rows and banks chosen so that the 16-byte stores do not conflict).
+        static_assert(!FACT || (TB == 4 && TJ == 4 && WJ == 8 && WB == 4 && KW == 16),
+                      "the shared factors are laid out for 4×4 threads, 4×8 lanes, 16 rows");
+        T *fa = smem + 2 * C::STAGE + warp * C::FW;
+        T *fk = fa + KW * BBP;
+        T qa[2][TB], wk[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int kk = tj + 8 * r;
+          T pv[TB];
+          lds_vec<T, TB>(pv, ps + (warp * KW + kk) * BBP + tb * TB);
+          T mx = T(-1e30);  // finite, so rows of −∞ give 0 and not NaN
+#pragma unroll
+          for (int ib = 0; ib < TB; ++ib) {
+            qa[r][ib] = fma(pv[ib], s, -fu[FACT ? ib : 0]);
+            mx = fmax(mx, qa[r][ib]);
+          }
+          mx = fmax(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
+          wk[r] = fmax(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          T av[TB];
+#pragma unroll
+          for (int ib = 0; ib < TB; ++ib) av[ib] = Num<T>::exp2(qa[r][ib] - wk[r]);
+          sts_vec<T, TB>(fa + (tj + 8 * r) * BBP + tb * TB, av);
+        }
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const int kk = tb + 4 * r;
+          // w of row kk sits in lane kk % 8 (tb 0), slot kk / 8 = r / 2.
+          const T w = __shfl_sync(0xffffffffu, wk[r >> 1], kk & 7);
+          T cv[TJ], kv[TJ];
+          lds_vec<T, TJ>(cv, cs + (warp * KW + kk) * BJ + tj * TJ);
+#pragma unroll
+          for (int jj = 0; jj < TJ; ++jj)
+            kv[jj] = Num<T>::exp2(fma(-cv[jj], s, w - fv[FACT ? jj : 0]));
+          sts_vec<T, TJ>(fk + kk * BJ + tj * TJ, kv);
+        }
+        __syncwarp();
+        // Straight into S: while the hints hold every sum stays below 2^(FIT_SPREAD +
+        // HINT_MARGIN + log2 K); when they do not, a sum that overflows (inf or NaN) sends
+        // the block through the exact redo.
+#pragma unroll KW_UNROLL
+        for (int kk = 0; kk < KW; ++kk) {
+          T av[TB], kv[TJ];
+          lds_vec<T, TB>(av, fa + kk * BBP + tb * TB);
+          lds_vec<T, TJ>(kv, fk + kk * BJ + tj * TJ);
+#pragma unroll
+          for (int ib = 0; ib < TB; ++ib)
+#pragma unroll
+            for (int jj = 0; jj < TJ; ++jj) S[ib][jj] = fma(av[ib], kv[jj], S[ib][jj]);
         }
         __syncthreads();
       }
+    }
+    for (; st < nst; ++st) {
+      const T *cs = smem + stage_ready(st) * C::STAGE;
+      const T *ps = cs + C::CS;
+      T part[TB][TJ];
+      T partw[REPORT ? TB : 1][REPORT ? TJ : 1];
+#pragma unroll
+      for (int ib = 0; ib < TB; ++ib)
+#pragma unroll
+        for (int jj = 0; jj < TJ; ++jj) {
+          part[ib][jj] = T(0);
+          if constexpr (REPORT) partw[ib][jj] = T(0);
+        }
+#pragma unroll KW_UNROLL
+      for (int kk = 0; kk < KW; ++kk) {
+        const int k = warp * KW + kk;
+        T pv[TB], cv[TJ];
+        lds_vec<T, TB>(pv, ps + k * BBP + tb * TB);
+        lds_vec<T, TJ>(cv, cs + k * BJ + tj * TJ);
+#pragma unroll
+        for (int ib = 0; ib < TB; ++ib)
+#pragma unroll
+          for (int jj = 0; jj < TJ; ++jj) {
+            // y = (p − c)·s − M: the potential and the cost are raw in shared memory.
+            const T y = fma(pv[ib] - cv[jj], s, -M[ib][jj]);
+            const T e = Num<T>::exp2(y);
+            part[ib][jj] += e;
+            if constexpr (REPORT) partw[ib][jj] = fma(e, cv[jj], partw[ib][jj]);
+          }
+      }
+      end_stage(cs, ps, part, partw);
+      __syncthreads();
     }
 
     // Merge the warps' partial (max, sum) pairs through shared memory.
@@ -435,7 +586,7 @@ __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long lon
       if (split) {
         // A slice's sum far below its hint: the hint was too high (the potentials moved a
         // lot), so its terms may have underflowed; redo exactly (zero-mass outputs aside).
-        if (!exact && !(st >= T(UNF_LIMIT)) && lm[oi] != ninf) redo = 1;
+        if (!exact && !(st >= T(UNF_LIMIT) && st < -ninf) && lm[oi] != ninf) redo = 1;
         const long long pi = (long long)blockIdx.z * B * L + oi;
         part_m[pi] = mt;
         part_s[pi] = st;
@@ -446,7 +597,9 @@ __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long lon
         out[oi] = ninf;
         continue;
       }
-      if (!exact && !(st >= T(UNF_LIMIT))) redo = 1;
+      // A sum that underflowed (the shift was too high) or overflowed (factored sums run
+      // unchecked) is redone exactly.
+      if (!exact && !(st >= T(UNF_LIMIT) && st < -ninf)) redo = 1;
       out[oi] = eps * lmv - eps * T(LOGOT_LN2) * (mt + Num<T>::log2(st));
     }
     // Also a barrier: the merge buffer aliases the stage buffers of a redo.
@@ -815,10 +968,15 @@ __device__ __forceinline__ void transpose(const T *__restrict__ in, T *__restric
       T *part_s, int B, int K, int L, T eps, int kslice, int split_hints
 #define TILED_PASS R, cost_stride, other, lm, out, part_m, part_s, B, K, L, eps, kslice, split_hints
 
-// Shared cost, 16 batch rows × 32 outputs per block, 8 warps × 16 k per stage.
+// Shared cost, 16 batch rows × 32 outputs per block, 8 warps × 16 k per stage; the
+// factored variant (FACT) needs each warp's area for A and K besides the stages.
 #define SHARED16(T, SUF, MINB)                                                               \
   extern "C" __global__ void __launch_bounds__(256, MINB) sinkstep_s16_##SUF(TILED_ARGS(T)) { \
     sinkstep_tiled<T, 4, 4, 4, 8, 8, 16, 0, false>(TILED_PASS);                              \
+  }                                                                                          \
+  extern "C" __global__ void __launch_bounds__(256, MINB)                                    \
+      sinkstep_s16_factored_##SUF(TILED_ARGS(T)) {                                           \
+    sinkstep_tiled<T, 4, 4, 4, 8, 8, 16, 0, false, true>(TILED_PASS);                        \
   }                                                                                          \
   extern "C" __global__ void __launch_bounds__(256, MINB) report_s16_##SUF(TILED_ARGS(T)) {  \
     sinkstep_tiled<T, 4, 2, 4, 8, 8, 16, 1, false>(TILED_PASS);                              \

@@ -43,7 +43,7 @@ def main():
                          check=True, capture_output=True, text=True).stdout
     lg = json.loads(out)
     print(json.dumps({"problem": problem, "pot_dtype": str(pot_dtype), "pot_sinkhorn_log_ms": pot_ms, "logot_cpu_ms": lg["ms"],
-                      "speedup": pot_ms / lg["ms"], "logot_gexp_per_s": lg["gexp_per_s"],
+                      "speedup": pot_ms / lg["ms"], "logot_gterms_per_s": lg["gterms_per_s"],
                       "pot_distance_first": float(pot[0]), "logot_distance_first": lg["distance_first"]}))
 
 

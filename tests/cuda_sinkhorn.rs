@@ -62,6 +62,31 @@ struct HalfStepCase {
 /// buffer pre-filled four ways (the kernel uses its old contents only as a hint): the
 /// previous result, far too high, far too low, NaN.
 fn check_half_step(gpu: &CudaBackend, case: &HalfStepCase, seed: u64) {
+    check_half_step_on(gpu, case, seed, |rng, len, _, _| {
+        uniform(rng, len, 0.0, 1.0)
+    });
+}
+
+/// Squared distances between sorted points on [0, 1], shifted by 0.05 per problem (per-
+/// problem costs): neighbouring outputs see nearly the same costs, as in otB.
+fn smooth_cost(_: &mut StdRng, len: usize, n: usize, m: usize) -> Vec<f64> {
+    (0..len)
+        .map(|e| {
+            let (b, i, j) = (e / (n * m), e / m % n, e % m);
+            let x = i as f64 / (n - 1).max(1) as f64 + 0.05 * b as f64;
+            let y = j as f64 / (m - 1).max(1) as f64;
+            (x - y) * (x - y)
+        })
+        .collect()
+}
+
+/// [`check_half_step`] on the cost `make_cost(rng, len, n, m)` (`len` = costs × n × m).
+fn check_half_step_on(
+    gpu: &CudaBackend,
+    case: &HalfStepCase,
+    seed: u64,
+    make_cost: impl Fn(&mut StdRng, usize, usize, usize) -> Vec<f64>,
+) {
     let mut rng = StdRng::seed_from_u64(seed);
     let HalfStepCase {
         batch,
@@ -72,7 +97,7 @@ fn check_half_step(gpu: &CudaBackend, case: &HalfStepCase, seed: u64) {
         zero_bins,
     } = *case;
     let nc = if per_problem { batch } else { 1 };
-    let cost = uniform(&mut rng, nc * n * m, 0.0, 1.0);
+    let cost = make_cost(&mut rng, nc * n * m, n, m);
     let f: Vec<f64> = (0..batch * n)
         .map(|k| {
             if zero_bins > 0 && k % 17 == 3 {
@@ -280,6 +305,98 @@ fn half_step_matches_cpu_on_every_kernel() {
     ];
     for (k, c) in cases.iter().enumerate() {
         check_half_step(&gpu, c, 100 + k as u64);
+    }
+}
+
+/// The factored half-steps (`CudaOptions::factored`, FACT in cuda/sinkstep.cu). On a smooth
+/// cost the previous result's shifts fit u_b + v_j across whole tiles, so with hints that
+/// hold those half-steps are products of shared factors; with hints far too high, far too
+/// low, NaN or stale (potentials moved) they take the exact paths. The same checks as
+/// [`half_step_matches_cpu_on_every_kernel`], with the factoring on and off.
+#[test]
+fn factored_half_steps_match_cpu() {
+    let Some(on) = gpu() else { return };
+    let Some(off) = gpu_with(CudaOptions {
+        factored: false,
+        ..CudaOptions::default()
+    }) else {
+        return;
+    };
+    let cases = [
+        // 16-problem tiles, 32 outputs spanning 0.06: the whole-tile fit holds
+        HalfStepCase {
+            batch: 64,
+            n: 300,
+            m: 516,
+            per_problem: false,
+            eps: 0.02,
+            zero_bins: 0,
+        },
+        // partial tiles, zero-mass bins (those warps keep one exponential per term)
+        HalfStepCase {
+            batch: 20,
+            n: 70,
+            m: 90,
+            per_problem: false,
+            eps: 0.01,
+            zero_bins: 2,
+        },
+        // two blocks: the reduction splits across blocks; at ε = 0.005 the 32-output fit
+        // fails and the per-thread one may not
+        HalfStepCase {
+            batch: 16,
+            n: 2048,
+            m: 64,
+            per_problem: false,
+            eps: 0.005,
+            zero_bins: 0,
+        },
+    ];
+    for gpu in [&on, &off] {
+        for (k, c) in cases.iter().enumerate() {
+            check_half_step_on(gpu, c, 300 + k as u64, smooth_cost);
+        }
+    }
+}
+
+/// An otB-shaped batch (bump histograms, squared distances on a line, ε = 1e-2), solved
+/// in f32 with the factoring on and off, against the CPU in f64.
+#[test]
+fn otb_shaped_solve_matches_cpu() {
+    let Some(on) = gpu() else { return };
+    let Some(off) = gpu_with(CudaOptions {
+        factored: false,
+        ..CudaOptions::default()
+    }) else {
+        return;
+    };
+    let (mu, nu, c) = logot::problems::ot_b::<f64>(20, 300);
+    let params = SinkhornParams::fixed_iterations(1e-2, 100);
+    let want = Solver::new(CpuBackend, params.clone())
+        .solve(&Problem::batch(mu.view(), nu.view(), c.view()).unwrap())
+        .unwrap();
+    let (muf, nuf, cf) = (
+        mu.mapv(|v| v as f32),
+        nu.mapv(|v| v as f32),
+        c.mapv(|v| v as f32),
+    );
+    for (what, gpu) in [("factored", &on), ("one exponential per term", &off)] {
+        let got = Solver::new(gpu.clone(), params.clone())
+            .solve(&Problem::batch(muf.view(), nuf.view(), cf.view()).unwrap())
+            .unwrap();
+        for b in 0..20 {
+            let (w, g) = (want.distance[b], got.distance[b] as f64);
+            assert!(
+                ((g - w) / w).abs() <= 1e-4,
+                "{what}: problem {b}: distance {g} vs CPU f64 {w}"
+            );
+        }
+        let gf: Vec<f64> = got.f.iter().map(|&v| v as f64).collect();
+        let wf: Vec<f64> = want.f.iter().copied().collect();
+        let d = max_abs_diff(&gf, &wf);
+        assert!(d <= 1e-4, "{what}: potentials differ by {d:e}");
+        let e = (got.convergence.marginal_error - want.convergence.marginal_error).abs();
+        assert!(e <= 1e-4, "{what}: marginal errors differ by {e:e}");
     }
 }
 

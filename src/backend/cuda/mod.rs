@@ -78,6 +78,11 @@ const S16: TileCfg = TileCfg {
     kt: 128,
     smem: 2 * (128 * 32 + 128 * 20),
 };
+/// `sinkstep_s16_factored_*`: S16 and each warp's factored rows (`TiledCfg::SMEM_FACT`).
+const S16F: TileCfg = TileCfg {
+    smem: S16.smem + 8 * 16 * (20 + 32),
+    ..S16
+};
 /// `sinkstep_s4_*`: TB=4, TJ=4, WB=1, WJ=32, 8 warps, KW=8.
 const S4: TileCfg = TileCfg {
     bb: 4,
@@ -110,6 +115,8 @@ const KERNELS: &[(&str, &[&str])] = &[
         &[
             "sinkstep_s16_f32",
             "sinkstep_s16_f64",
+            "sinkstep_s16_factored_f32",
+            "sinkstep_s16_factored_f64",
             "sinkstep_s4_f32",
             "sinkstep_s4_f64",
             "report_s16_f32",
@@ -202,6 +209,7 @@ struct Inner {
     bary_cluster: usize,
     /// Largest cluster of the fused small-problem kernel (≤ 1: one CTA per problem).
     fused_cluster: usize,
+    factored: bool,
     /// Cluster sizes found schedulable, by (kernel, threads, shared bytes, size asked).
     cluster_sizes: Mutex<HashMap<ClusterKey, usize>>,
 }
@@ -255,6 +263,16 @@ pub struct CudaOptions {
     /// problems would leave most SMs idle (each CTA computes a share of every half-step's
     /// outputs); ≤ 1 keeps one CTA per problem. Default 8.
     pub fused_cluster: usize,
+    /// Half-steps of 8 or more problems on a shared cost factor their exponentials where
+    /// the previous result's shifts allow: 2^(p_bk − c_kj − u_b − v_j)/ε-terms as
+    /// A_bk·K_kj, so a tile of BB problems × BJ outputs costs BB + BJ exponentials per
+    /// reduction row and a matrix product instead of BB·BJ exponentials (cuda/sinkstep.cu,
+    /// FACT). The shifts fit when the costs change little between neighbouring outputs
+    /// relative to ε (sorted or gridded supports, otB); where they do not, those warps keep
+    /// one exponential per term, about 11% slower than the kernel that `false` selects
+    /// (otB on an H200 with every fit refused: 18.6 ms against 16.8 ms; factored: 8.25 ms).
+    /// Default `true`.
+    pub factored: bool,
 }
 
 impl Default for CudaOptions {
@@ -266,6 +284,7 @@ impl Default for CudaOptions {
             fused_outputs: 4,
             bary_cluster: 16,
             fused_cluster: 8,
+            factored: true,
         }
     }
 }
@@ -273,7 +292,7 @@ impl Default for CudaOptions {
 impl CudaOptions {
     /// The defaults, overridden by `LOGOT_CUDA_FUSED=0|1`, `LOGOT_CUDA_FUSED_LANES=G`,
     /// `LOGOT_CUDA_FUSED_OUTPUTS=4|8`, `LOGOT_CUDA_PDL=0|1`, `LOGOT_CUDA_BARY_CLUSTER=C` and
-    /// `LOGOT_CUDA_FUSED_CLUSTER=C`.
+    /// `LOGOT_CUDA_FUSED_CLUSTER=C` and `LOGOT_CUDA_FACTORED=0|1`.
     pub fn from_env() -> Self {
         let d = CudaOptions::default();
         CudaOptions {
@@ -299,6 +318,9 @@ impl CudaOptions {
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(d.fused_cluster),
+            factored: std::env::var("LOGOT_CUDA_FACTORED")
+                .map(|v| v != "0")
+                .unwrap_or(d.factored),
         }
     }
 }
@@ -438,6 +460,7 @@ impl CudaBackend {
                 } else {
                     1
                 },
+                factored: options.factored,
                 cluster_sizes: Mutex::new(HashMap::new()),
             }),
         })
@@ -1120,7 +1143,9 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
             ));
         }
         let per_problem = dims.batch.is_some();
-        let (tile, name) = if !per_problem && batch >= 8 {
+        let (tile, name) = if !per_problem && batch >= 8 && self.inner.factored {
+            (S16F, format!("sinkstep_s16_factored_{}", T::SUFFIX))
+        } else if !per_problem && batch >= 8 {
             (S16, format!("sinkstep_s16_{}", T::SUFFIX))
         } else if !per_problem && batch >= 2 {
             (S4, format!("sinkstep_s4_{}", T::SUFFIX))
