@@ -308,6 +308,16 @@ fn half_step_matches_cpu_on_every_kernel() {
     }
 }
 
+/// The GPU with the factored half-steps and without (`CudaOptions::factored`), named.
+fn factored_and_not() -> Option<[(&'static str, CudaBackend); 2]> {
+    let on = gpu()?;
+    let off = gpu_with(CudaOptions {
+        factored: false,
+        ..CudaOptions::default()
+    })?;
+    Some([("factored", on), ("one exponential per term", off)])
+}
+
 /// The factored half-steps (`CudaOptions::factored`, FACT in cuda/sinkstep.cu). On a smooth
 /// cost the previous result's shifts fit u_b + v_j across whole tiles, so with hints that
 /// hold those half-steps are products of shared factors; with hints far too high, far too
@@ -315,11 +325,7 @@ fn half_step_matches_cpu_on_every_kernel() {
 /// [`half_step_matches_cpu_on_every_kernel`], with the factoring on and off.
 #[test]
 fn factored_half_steps_match_cpu() {
-    let Some(on) = gpu() else { return };
-    let Some(off) = gpu_with(CudaOptions {
-        factored: false,
-        ..CudaOptions::default()
-    }) else {
+    let Some(both) = factored_and_not() else {
         return;
     };
     let cases = [
@@ -352,7 +358,7 @@ fn factored_half_steps_match_cpu() {
             zero_bins: 0,
         },
     ];
-    for gpu in [&on, &off] {
+    for (_, gpu) in &both {
         for (k, c) in cases.iter().enumerate() {
             check_half_step_on(gpu, c, 300 + k as u64, smooth_cost);
         }
@@ -363,11 +369,7 @@ fn factored_half_steps_match_cpu() {
 /// in f32 with the factoring on and off, against the CPU in f64.
 #[test]
 fn otb_shaped_solve_matches_cpu() {
-    let Some(on) = gpu() else { return };
-    let Some(off) = gpu_with(CudaOptions {
-        factored: false,
-        ..CudaOptions::default()
-    }) else {
+    let Some(both) = factored_and_not() else {
         return;
     };
     let (mu, nu, c) = logot::problems::ot_b::<f64>(20, 300);
@@ -380,23 +382,11 @@ fn otb_shaped_solve_matches_cpu() {
         nu.mapv(|v| v as f32),
         c.mapv(|v| v as f32),
     );
-    for (what, gpu) in [("factored", &on), ("one exponential per term", &off)] {
+    for (what, gpu) in &both {
         let got = Solver::new(gpu.clone(), params.clone())
             .solve(&Problem::batch(muf.view(), nuf.view(), cf.view()).unwrap())
             .unwrap();
-        for b in 0..20 {
-            let (w, g) = (want.distance[b], got.distance[b] as f64);
-            assert!(
-                ((g - w) / w).abs() <= 1e-4,
-                "{what}: problem {b}: distance {g} vs CPU f64 {w}"
-            );
-        }
-        let gf: Vec<f64> = got.f.iter().map(|&v| v as f64).collect();
-        let wf: Vec<f64> = want.f.iter().copied().collect();
-        let d = max_abs_diff(&gf, &wf);
-        assert!(d <= 1e-4, "{what}: potentials differ by {d:e}");
-        let e = (got.convergence.marginal_error - want.convergence.marginal_error).abs();
-        assert!(e <= 1e-4, "{what}: marginal errors differ by {e:e}");
+        assert_solve_agrees(what, &got, &want);
     }
 }
 
@@ -561,21 +551,32 @@ fn check_solve(gpu: &CudaBackend, case: &HalfStepCase, seed: u64) {
             .solve(&Problem::batch(muf.view(), nuf.view(), c3f.index_axis(Axis(0), 0)).unwrap())
     }
     .unwrap();
-    for b in 0..batch {
-        let (w, g) = (want.distance[b], got.distance[b] as f64);
+    let what = format!("B={batch} {n}×{m} per_problem={per_problem} eps={eps}");
+    assert_solve_agrees(&what, &got, &want);
+}
+
+/// A GPU solve in f32 against the CPU's in f64: distances within 1e-4 (relative), the
+/// potentials f within 1e-4 (both solvers start from 0 and run the same iterations, so the
+/// constant f and −g share is the same), the final marginal errors within 1e-4.
+fn assert_solve_agrees(
+    what: &str,
+    got: &logot::SinkhornResult<f32>,
+    want: &logot::SinkhornResult<f64>,
+) {
+    for (b, (&g, &w)) in got.distance.iter().zip(&want.distance).enumerate() {
+        let g = g as f64;
         assert!(
             ((g - w) / w).abs() <= 1e-4,
-            "B={batch} {n}×{m} per_problem={per_problem} eps={eps} problem {b}: distance {g} vs CPU f64 {w}"
+            "{what} problem {b}: distance {g} vs CPU f64 {w}"
         );
     }
     let gf: Vec<f64> = got.f.iter().map(|&v| v as f64).collect();
     let wf: Vec<f64> = want.f.iter().copied().collect();
-    // Potentials are defined up to a constant shared by f and −g; both solvers start from 0
-    // and run the same iterations, so they agree directly.
     let d = max_abs_diff(&gf, &wf);
-    assert!(d <= 1e-4, "B={batch} {n}×{m}: potentials differ by {d:e}");
+    assert!(d <= 1e-4, "{what}: potentials differ by {d:e}");
     assert!(got.convergence.marginal_error.is_finite());
-    assert!((got.convergence.marginal_error - want.convergence.marginal_error).abs() <= 1e-4);
+    let e = (got.convergence.marginal_error - want.convergence.marginal_error).abs();
+    assert!(e <= 1e-4, "{what}: marginal errors differ by {e:e}");
     assert_eq!(got.convergence.iterations, want.convergence.iterations);
 }
 
