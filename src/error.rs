@@ -79,6 +79,42 @@ fn short(x: &f64) -> String {
 }
 
 impl Error {
+    /// The same error with its argument name passed through `rename` (for front ends whose
+    /// names differ from the library's, e.g. a command line's `--x` for `x`); errors that
+    /// name no argument are returned as they are.
+    pub fn rename_arg(self, rename: impl FnOnce(String) -> String) -> Self {
+        match self {
+            Error::Shape { arg, detail } => Error::Shape {
+                arg: rename(arg),
+                detail,
+            },
+            Error::Empty { arg, detail } => Error::Empty {
+                arg: rename(arg),
+                detail,
+            },
+            Error::NonFinite { arg, index, value } => Error::NonFinite {
+                arg: rename(arg),
+                index,
+                value,
+            },
+            Error::NegativeMass { arg, index, value } => Error::NegativeMass {
+                arg: rename(arg),
+                index,
+                value,
+            },
+            Error::ZeroMass { arg, detail } => Error::ZeroMass {
+                arg: rename(arg),
+                detail,
+            },
+            Error::Parameter { arg, value, reason } => Error::Parameter {
+                arg: rename(arg),
+                value,
+                reason,
+            },
+            other => other,
+        }
+    }
+
     /// A [`Error::Shape`] for `arg`.
     pub fn shape(arg: impl Into<String>, detail: impl fmt::Display) -> Self {
         Error::Shape {

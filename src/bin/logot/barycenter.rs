@@ -169,43 +169,13 @@ fn run<T: Real, B: BarycenterKernels<T>>(backend: B, a: &BarycenterArgs) -> Json
 
 /// Rename the library's `histograms` argument to the command line's `inputs`.
 fn inputs_flag(e: Error) -> Error {
-    let rename = |arg: String| {
+    e.rename_arg(|arg| {
         if arg == "histograms" {
             "inputs".to_string()
         } else {
             arg
         }
-    };
-    match e {
-        Error::Shape { arg, detail } => Error::Shape {
-            arg: rename(arg),
-            detail,
-        },
-        Error::Empty { arg, detail } => Error::Empty {
-            arg: rename(arg),
-            detail,
-        },
-        Error::NonFinite { arg, index, value } => Error::NonFinite {
-            arg: rename(arg),
-            index,
-            value,
-        },
-        Error::NegativeMass { arg, index, value } => Error::NegativeMass {
-            arg: rename(arg),
-            index,
-            value,
-        },
-        Error::ZeroMass { arg, detail } => Error::ZeroMass {
-            arg: rename(arg),
-            detail,
-        },
-        Error::Parameter { arg, value, reason } => Error::Parameter {
-            arg: rename(arg),
-            value,
-            reason,
-        },
-        other => other,
-    }
+    })
 }
 
 /// Weights as `problems×K`: a 1-D file for one problem, 2-D for several.

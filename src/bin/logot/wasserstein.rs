@@ -258,29 +258,13 @@ impl<T: Real> Inputs<T> {
 
 /// Rename the library's `x`/`y` arguments to the CLI's `--x`/`--y`.
 fn flag_names(e: Error) -> Error {
-    let flag = |arg: String| {
+    e.rename_arg(|arg| {
         if arg == "x" || arg == "y" {
             format!("--{arg}")
         } else {
             arg
         }
-    };
-    match e {
-        Error::Shape { arg, detail } => Error::Shape {
-            arg: flag(arg),
-            detail,
-        },
-        Error::Empty { arg, detail } => Error::Empty {
-            arg: flag(arg),
-            detail,
-        },
-        Error::NonFinite { arg, index, value } => Error::NonFinite {
-            arg: flag(arg),
-            index,
-            value,
-        },
-        other => other,
-    }
+    })
 }
 
 /// The JSON report of a solve.
