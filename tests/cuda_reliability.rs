@@ -165,6 +165,21 @@ fn repeats() -> usize {
     }
 }
 
+/// `run` `repeats` times, alternating between the two backends (the first run on the
+/// first), asserting that every run's key equals the first run's.
+fn assert_bitwise_repeats<K: PartialEq>(
+    what: &str,
+    repeats: usize,
+    backends: [&CudaBackend; 2],
+    run: impl Fn(CudaBackend) -> K,
+) {
+    let first = run(backends[0].clone());
+    for rep in 1..repeats {
+        let key = run(backends[rep % 2].clone());
+        assert!(key == first, "{what}: run {rep} differs");
+    }
+}
+
 /// Run-to-run determinism: the same solve repeated (on one backend, and on a second
 /// backend instance) gives bitwise-equal distances and potentials, for the fused small
 /// kernel, the tiled large kernel, a batch of per-problem costs, point clouds, f32 and f64,
@@ -216,24 +231,14 @@ fn repeated_solves_are_bitwise_equal() {
         } else {
             Problem::batch(mu.view(), nu.view(), shared.view()).unwrap()
         };
-        let mut first: Option<(Vec<u64>, Vec<u64>, Vec<u64>)> = None;
-        for rep in 0..repeats {
-            let be = if rep % 2 == 0 {
-                gpu.clone()
-            } else {
-                second.clone()
-            };
+        assert_bitwise_repeats(&format!("{label} f64"), repeats, [&gpu, &second], |be| {
             let s = Solver::new(be, params.clone()).solve(&p64).unwrap();
-            let key = (
+            (
                 bits64(s.distance.iter().copied()),
                 bits64(s.f.iter().copied()),
                 bits64(s.g.iter().copied()),
-            );
-            match &first {
-                None => first = Some(key),
-                Some(k) => assert!(*k == key, "{label} f64: run {rep} differs"),
-            }
-        }
+            )
+        });
         // f32
         let (mu32, nu32) = (mu.mapv(|v| v as f32), nu.mapv(|v| v as f32));
         let (sh32, co32) = (shared.mapv(|v| v as f32), costs.mapv(|v| v as f32));
@@ -242,25 +247,15 @@ fn repeated_solves_are_bitwise_equal() {
         } else {
             Problem::batch(mu32.view(), nu32.view(), sh32.view()).unwrap()
         };
-        let mut first: Option<(Vec<u32>, Vec<u32>, Vec<u32>)> = None;
-        for rep in 0..repeats {
-            let be = if rep % 2 == 0 {
-                gpu.clone()
-            } else {
-                second.clone()
-            };
+        assert_bitwise_repeats(&format!("{label} f32"), repeats, [&gpu, &second], |be| {
             let c = Solver::new(be, params.clone()).coupling(&p32).unwrap();
             let s = c.result;
-            let key = (
+            (
                 bits32(s.distance.iter().copied()),
                 bits32(s.f.iter().copied()),
                 bits32(c.plan.iter().copied()),
-            );
-            match &first {
-                None => first = Some(key),
-                Some(k) => assert!(*k == key, "{label} f32: run {rep} differs"),
-            }
-        }
+            )
+        });
         println!("{label}: {repeats} runs bitwise equal (f32 and f64)");
     }
     // Point clouds (cost on the fly), f32.
@@ -268,27 +263,17 @@ fn repeated_solves_are_bitwise_equal() {
     let x = Array2::from_shape_fn((n, 3), |_| r() as f32);
     let y = Array2::from_shape_fn((n, 3), |_| r() as f32);
     let w = histograms(1, n, 13).mapv(|v| v as f32);
-    let mut first = None;
-    for rep in 0..repeats {
-        let be = if rep % 2 == 0 {
-            gpu.clone()
-        } else {
-            second.clone()
-        };
+    assert_bitwise_repeats("point clouds", repeats, [&gpu, &second], |be| {
         let cloud = PointCloudCost::new(x.view(), y.view()).unwrap();
         let p = Problem::batch(w.view(), w.view(), cloud).unwrap();
         let s = Solver::new(be, SinkhornParams::fixed_iterations(0.05, iters))
             .solve(&p)
             .unwrap();
-        let key = (
+        (
             bits32(s.distance.iter().copied()),
             bits32(s.f.iter().copied()),
-        );
-        match &first {
-            None => first = Some(key),
-            Some(k) => assert!(*k == key, "point clouds: run {rep} differs"),
-        }
-    }
+        )
+    });
     println!("point clouds {n}×{n}: {repeats} runs bitwise equal");
     // A grid barycenter (separable LSE convolutions), f32.
     let imgs = Array3::from_shape_fn((3, grid, grid), |(k, i, j)| {
@@ -304,22 +289,12 @@ fn repeated_solves_are_bitwise_equal() {
         row.mapv_inplace(|v| v / s);
     }
     let wts = Array1::from(vec![0.3f32, 0.3, 0.4]);
-    let mut first = None;
-    for rep in 0..repeats {
-        let be = if rep % 2 == 0 {
-            gpu.clone()
-        } else {
-            second.clone()
-        };
+    assert_bitwise_repeats("grid barycenter", repeats, [&gpu, &second], |be| {
         let bar = BarycenterSolver::new(be, BarycenterParams::fixed_iterations(0.004, iters))
             .solve(h.view(), wts.view(), GridCost::image(grid, grid).unwrap())
             .unwrap();
-        let key = bits32(bar.histogram.iter().copied());
-        match &first {
-            None => first = Some(key),
-            Some(k) => assert!(*k == key, "grid barycenter: run {rep} differs"),
-        }
-    }
+        bits32(bar.histogram.iter().copied())
+    });
     println!("grid barycenter {grid}×{grid}: {repeats} runs bitwise equal");
     let _ = h.index_axis(Axis(0), 0);
 }
