@@ -137,7 +137,7 @@ fn self_transport<T: Real, Bk: PointCloudKernels<T> + GradKernels<T>>(
     };
     let mut iterations = 0;
     if let Some(s) = &p.eps_scaling {
-        for e in s.stages(p.eps) {
+        for e in s.stages_within(p.eps, p.max_iters) {
             let e = T::of(e);
             for _ in 0..s.iters_per_stage {
                 be.sinkstep(&cost, Side::Row, e, &f, &log_mu, &mut t)?;
@@ -147,27 +147,49 @@ fn self_transport<T: Real, Bk: PointCloudKernels<T> + GradKernels<T>>(
         }
     }
     let eps = T::of(p.eps);
-    let tol = p.tol.unwrap_or(T::DEFAULT_TOL);
-    let mut err = f64::INFINITY;
-    let mut converged = false;
-    for it in 0..p.max_iters {
+    let asked = p.tol.unwrap_or(T::DEFAULT_TOL);
+    let tol = if asked > 0.0 { asked } else { T::DEFAULT_TOL };
+    let mass_mu: f64 = host.iter().map(|v| v.f64()).sum();
+    let mut met = None;
+    for it in 0..p.max_iters - iterations {
         be.sinkstep(&cost, Side::Row, eps, &f, &log_mu, &mut t)?;
-        if tol > 0.0 && it > 0 && it % p.check_every == 0 {
+        if asked > 0.0 && it > 0 && it % p.check_every == 0 {
             // Row marginals of P = exp((f ⊕ f − C)/ε) are μ·exp((f − T(f))/ε).
-            err = max_error(be.marginal_error(1, &weights, &f, &t, eps)?)?;
-            if err <= tol {
-                converged = true;
+            let err = be.marginal_error(1, &weights, &f, &t, eps)?[0].f64();
+            if err <= tol * mass_mu {
+                met = Some(iterations);
                 break;
             }
         }
         step(&mut f, &mut t)?;
         iterations += 1;
     }
-    if !converged {
-        be.sinkstep(&cost, Side::Row, eps, &f, &log_mu, &mut t)?;
-        err = max_error(be.marginal_error(1, &weights, &f, &t, eps)?)?;
-        converged = tol > 0.0 && err <= tol;
+    // The report of the plan exp((f ⊕ f − C)/ε) handed back (both marginals are μ).
+    let marginals = crate::backend::Marginals {
+        mu: &weights,
+        nu: &weights,
+        log_mu: &log_mu,
+        log_nu: &log_mu,
+    };
+    let report = be.plan_report(&cost, &f, &f, &marginals, eps)?[0];
+    let err = report.row_error.max(report.col_error);
+    if err.is_nan() {
+        return Err(Error::Numerical(format!(
+            "the marginal error of OT_ε(μ, μ) is NaN (eps = {} may be too small for {})",
+            p.eps,
+            T::NAME
+        )));
     }
+    let converged = err <= tol * mass_mu;
+    let convergence = Convergence::of_problems(
+        iterations,
+        tol,
+        vec![crate::sinkhorn::ProblemReport {
+            marginal_error: err,
+            converged,
+            iterations: met.filter(|_| converged).unwrap_or(iterations),
+        }],
+    );
     // P is symmetric (C is, bit for bit, and both potentials are f): x_i's gradient is
     // twice the row side's.
     let (mass, grad) = be.point_gradient(&cost, Side::Row, &f, &f, eps)?;
@@ -189,22 +211,8 @@ fn self_transport<T: Real, Bk: PointCloudKernels<T> + GradKernels<T>>(
     Ok(SelfTransport {
         value: T::of(value),
         grad,
-        convergence: Convergence {
-            iterations,
-            marginal_error: err,
-            tol,
-            converged,
-        },
+        convergence,
     })
-}
-
-fn max_error<T: Real>(errs: Vec<T>) -> Result<f64> {
-    match errs.first() {
-        Some(e) if !e.is_nan() => Ok(e.f64()),
-        _ => Err(Error::Numerical(
-            "the marginal error of OT_ε(μ, μ) is NaN".into(),
-        )),
-    }
 }
 
 impl<Bk> Solver<Bk> {

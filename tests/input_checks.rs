@@ -275,7 +275,7 @@ fn sinkhorn_rows() -> Vec<Case> {
     v.push(case(
         "L19",
         "NonFinite",
-        "warm_start: non-finite value NaN",
+        "warm_start.g: non-finite value NaN at index (0, 1)",
         solve(&mu, &nu, &c, warm(Array2::zeros((1, 4)), g)),
     ));
     v

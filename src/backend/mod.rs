@@ -202,6 +202,26 @@ pub trait Backend<T: Real> {
         Ok((errors, self.transport_cost(cost, f, g, eps)?))
     }
 
+    /// What a solver reports about the plans `P_b = exp((f_b ⊕ g_b − C_b)/ε)` that the
+    /// potentials define: per problem, `‖P_b·1 − μ_b‖₁`, `‖P_bᵀ·1 − ν_b‖₁`, `⟨P_b, C_b⟩` and
+    /// the mass `Σ P_b` ([`PlanReport`]).
+    ///
+    /// The default derives the marginals from half-steps in `T`
+    /// (`(P·1)_i = μ_i·exp((f_i − f'_i)/ε)` with `f'` the row half-step of `g`), so it agrees
+    /// with the plan's entries to the rounding of the exponents, and reports `mass = None`.
+    /// A backend that can evaluates the entries themselves from `f`, `g` and `C` with
+    /// `f64` sums, so the errors are those of the plan the potentials define.
+    fn plan_report(
+        &self,
+        cost: &Self::Cost,
+        f: &Self::Buffer,
+        g: &Self::Buffer,
+        marginals: &Marginals<'_, Self::Buffer>,
+        eps: T,
+    ) -> Result<Vec<PlanReport>> {
+        plan_report_from_half_steps(self, cost, f, g, marginals, eps)
+    }
+
     /// Transport cost per problem, `⟨P_b, C_b⟩ = Σ_ij exp((f_i + g_j − C_ij)/ε)·C_ij`.
     fn transport_cost(
         &self,
@@ -219,6 +239,63 @@ pub trait Backend<T: Real> {
         g: &Self::Buffer,
         eps: T,
     ) -> Result<Self::Buffer>;
+}
+
+/// The marginals of a batch on the device (`B×n` and `B×m`) with their logarithms
+/// (`−∞` on zero-mass bins), as the half-steps and the reports read them.
+#[derive(Clone, Copy, Debug)]
+pub struct Marginals<'a, Buf> {
+    /// `μ`, `B×n`.
+    pub mu: &'a Buf,
+    /// `ν`, `B×m`.
+    pub nu: &'a Buf,
+    /// `log μ`.
+    pub log_mu: &'a Buf,
+    /// `log ν`.
+    pub log_nu: &'a Buf,
+}
+
+/// One problem's plan as [`Backend::plan_report`] measures it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PlanReport {
+    /// `‖P·1 − μ‖₁`.
+    pub row_error: f64,
+    /// `‖Pᵀ·1 − ν‖₁`.
+    pub col_error: f64,
+    /// `⟨P, C⟩`.
+    pub cost: f64,
+    /// `Σ_ij P_ij`, where the backend sums the entries (`None`: take `Σ ν`).
+    pub mass: Option<f64>,
+}
+
+/// [`Backend::plan_report`]'s default: the marginals from one half-step on each side
+/// (in `T`), the transport cost from [`Backend::column_error_and_cost`].
+pub fn plan_report_from_half_steps<T: Real, B: Backend<T> + ?Sized>(
+    be: &B,
+    cost: &B::Cost,
+    f: &B::Buffer,
+    g: &B::Buffer,
+    marginals: &Marginals<'_, B::Buffer>,
+    eps: T,
+) -> Result<Vec<PlanReport>> {
+    let batch = batch_of(be.len(f), be.cost_dims(cost).n, "f")?;
+    let mut f_next = be.filled(be.len(f), T::zero())?;
+    be.sinkstep(cost, Side::Row, eps, g, marginals.log_mu, &mut f_next)?;
+    let rows = be.marginal_error(batch, marginals.mu, f, &f_next, eps)?;
+    drop(f_next);
+    let (cols, costs) =
+        be.column_error_and_cost(cost, f, g, marginals.nu, marginals.log_nu, eps)?;
+    Ok(rows
+        .iter()
+        .zip(&cols)
+        .zip(&costs)
+        .map(|((r, c), t)| PlanReport {
+            row_error: r.f64(),
+            col_error: c.f64(),
+            cost: t.f64(),
+            mass: None,
+        })
+        .collect())
 }
 
 /// Batch size implied by a buffer length and a per-problem length.

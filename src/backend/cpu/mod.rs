@@ -8,6 +8,7 @@ mod grid;
 mod linalg;
 pub mod lse;
 mod pointcloud;
+mod report;
 pub(crate) mod svd3;
 
 /// Whether the CPU runs the AVX2 + FMA kernel variants (`#[target_feature(enable =
@@ -23,7 +24,10 @@ pub(crate) fn has_avx512() -> bool {
     std::is_x86_feature_detected!("avx512f")
 }
 
-use super::{batch_of, check_cost_batch, Backend, CostDims, CostSource, Side};
+use super::{
+    batch_of, check_cost_batch, plan_report_from_half_steps, Backend, CostDims, CostSource,
+    Marginals, PlanReport, Side,
+};
 use crate::{Error, Real, Result};
 use grid::CpuGrid;
 use pointcloud::CpuPointCloud;
@@ -322,6 +326,20 @@ impl<T: Real> Backend<T> for CpuBackend {
                 T::of(s)
             })
             .collect())
+    }
+
+    fn plan_report(
+        &self,
+        cost: &CpuCost<T>,
+        f: &Vec<T>,
+        g: &Vec<T>,
+        marginals: &Marginals<'_, Vec<T>>,
+        eps: T,
+    ) -> Result<Vec<PlanReport>> {
+        if cost.grid.is_some() || cost.cloud.is_some() {
+            return plan_report_from_half_steps(self, cost, f, g, marginals, eps);
+        }
+        report::dense(cost, f, g, marginals, eps)
     }
 
     fn transport_cost(&self, cost: &CpuCost<T>, f: &Vec<T>, g: &Vec<T>, eps: T) -> Result<Vec<T>> {
