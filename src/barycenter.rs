@@ -39,6 +39,10 @@ pub struct BarycenterParams {
     /// 1, 1 + c, 1 + 2c, … (0-based) for a dense cost, and c − 1, 2c − 1, … on a grid;
     /// the last iteration is always measured so the reported error belongs to the result.
     pub check_every: usize,
+    /// Called with the run's [`Progress`](crate::Progress) at every check.
+    pub observer: Option<crate::Observer>,
+    /// Keep the error of every check in [`Barycenter::history`] (POT's `log=True`).
+    pub history: bool,
 }
 
 impl Default for BarycenterParams {
@@ -48,6 +52,8 @@ impl Default for BarycenterParams {
             max_iters: None,
             tol: 1e-4,
             check_every: 10,
+            observer: None,
+            history: false,
         }
     }
 }
@@ -101,6 +107,9 @@ pub struct Barycenter<T, D: Dimension = Ix1> {
     pub error: f64,
     /// `error < tol`, with POT's default 1e-4 in place of `tol = 0`.
     pub converged: bool,
+    /// The largest error over the batch at every check, when asked for
+    /// ([`BarycenterParams::history`]); empty otherwise.
+    pub history: Vec<crate::HistoryEntry>,
 }
 
 /// A barycenter cost validated and prepared on a backend ([`BarycenterSolver::prepare`]):
@@ -402,6 +411,7 @@ impl<B> BarycenterSolver<B> {
         let mut errors = vec![f64::INFINITY; problems];
         let mut iterations = 0;
         let ce = p.check_every;
+        let mut tracker = crate::progress::Tracker::new(p.observer.as_ref(), p.history, max_iters);
         while iterations < max_iters {
             // Run up to and including the next checked iteration (index ≡ offset mod
             // check_every, or the last one) in one call, which a backend may fuse.
@@ -422,6 +432,11 @@ impl<B> BarycenterSolver<B> {
                     p.eps
                 )));
             }
+            tracker.report(
+                iterations,
+                p.eps,
+                Some(errors.iter().fold(0.0, |a, &e| a.max(e))),
+            );
             if iterations == max_iters || (p.tol > 0.0 && errors.iter().all(|&e| e < p.tol)) {
                 break;
             }
@@ -429,6 +444,7 @@ impl<B> BarycenterSolver<B> {
         }
         let bar = be.download(&st.bar)?;
         let inv_eps = 1.0 / p.eps;
+        let history = tracker.history();
         let judged_tol = if p.tol > 0.0 {
             p.tol
         } else {
@@ -447,7 +463,7 @@ impl<B> BarycenterSolver<B> {
                         T::NAME
                     )));
                 }
-                Ok(Barycenter { histogram, iterations, error, converged: error < judged_tol })
+                Ok(Barycenter { histogram, iterations, error, converged: error < judged_tol, history: history.clone() })
             })
             .collect()
     }
@@ -677,5 +693,6 @@ pub fn grid_barycenter_on<T: Real, D: RemoveAxis, B: BarycenterKernels<T> + Clon
         iterations: bar.iterations,
         error: bar.error,
         converged: bar.converged,
+        history: bar.history,
     })
 }

@@ -52,6 +52,7 @@ pub mod linalg;
 pub mod plot;
 pub mod pointcloud;
 pub mod problems;
+pub mod progress;
 mod real;
 pub mod sinkhorn;
 mod validate;
@@ -72,11 +73,15 @@ pub use grad::{
     bistochastic, bistochastic_backward, check_gradient, BistochasticParams, CgParams,
     GradCheckOptions, OtGradients,
 };
-pub use pointcloud::{sinkhorn_divergence, wasserstein_points, PointGradients, SinkhornDivergence};
+pub use pointcloud::{
+    sinkhorn_divergence, wasserstein_points, DivergenceConvention, PointGradients,
+    SinkhornDivergence,
+};
+pub use progress::{HistoryEntry, Observer, Progress};
 pub use real::Real;
 pub use sinkhorn::{
-    Convergence, Coupling, EpsScaling, Prepared, Problem, SinkhornParams, SinkhornResult, Solver,
-    WarmStart,
+    Convergence, Coupling, EpsScaling, Prepared, Problem, ProblemReport, SinkhornParams,
+    SinkhornResult, Solver, WarmStart,
 };
 
 use ndarray::{ArrayView1, ArrayView2};

@@ -49,18 +49,35 @@ pub struct PointGradients<T> {
     pub y: Array3<T>,
 }
 
+/// Which transport value the Sinkhorn divergence debiases.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DivergenceConvention {
+    /// The regularised objective `OT_ε` (see the module docs), as GeomLoss's
+    /// `SamplesLoss("sinkhorn")` and Feydy et al. (2019): `S_ε ≥ 0`, zero only for equal
+    /// measures, with gradients with respect to the points (envelope theorem).
+    #[default]
+    Objective,
+    /// The transport costs `⟨P, C⟩` of the three plans, as POT's
+    /// `empirical_sinkhorn_divergence` (which combines `sinkhorn2` values): a different
+    /// number (on the same clouds 1.83853 against the objective's 1.85672), not always
+    /// ≥ 0 at large ε; its value only (no point gradients: `grad_x`, `grad_y` are `None`).
+    Linear,
+}
+
 /// The Sinkhorn divergence of two weighted point clouds and its gradients with respect to
 /// the points (see the module docs).
 #[derive(Clone, Debug)]
 pub struct SinkhornDivergence<T> {
-    /// `S_ε(μ, ν) = OT_ε(μ, ν) − ½ OT_ε(μ, μ) − ½ OT_ε(ν, ν)`.
+    /// `S_ε(μ, ν) = V(μ, ν) − ½ V(μ, μ) − ½ V(ν, ν)` with `V` the convention's value.
     pub value: T,
-    /// `∂S_ε/∂X`, `n×d`.
-    pub grad_x: Array2<T>,
-    /// `∂S_ε/∂Y`, `m×d`.
-    pub grad_y: Array2<T>,
-    /// `OT_ε(μ, ν)`, `OT_ε(μ, μ)`, `OT_ε(ν, ν)`.
+    /// `∂S_ε/∂X`, `n×d` ([`DivergenceConvention::Objective`] only).
+    pub grad_x: Option<Array2<T>>,
+    /// `∂S_ε/∂Y`, `m×d` ([`DivergenceConvention::Objective`] only).
+    pub grad_y: Option<Array2<T>>,
+    /// `V(μ, ν)`, `V(μ, μ)`, `V(ν, ν)`.
     pub terms: [T; 3],
+    /// The convention of `value` and `terms`.
+    pub convention: DivergenceConvention,
     /// How each of the three solves ended (in the order of `terms`).
     pub convergence: [Convergence; 3],
 }
@@ -92,8 +109,12 @@ fn array3<T>(shape: (usize, usize, usize), v: Vec<T>) -> Result<Array3<T>> {
 /// direction `f − g` (slow when the plan is close to diagonal), which the averaged
 /// iteration never leaves.
 struct SelfTransport<T> {
+    /// `OT_ε(μ, μ)`.
     value: T,
-    grad: Array2<T>,
+    /// `⟨P, C⟩` of the symmetric plan.
+    linear: T,
+    /// `∂OT_ε(μ, μ)/∂X`, when asked for.
+    grad: Option<Array2<T>>,
     convergence: Convergence,
 }
 
@@ -101,6 +122,7 @@ fn self_transport<T: Real, Bk: PointCloudKernels<T> + GradKernels<T>>(
     solver: &Solver<Bk>,
     cloud: PointCloudCost<'_, T>,
     mu: ArrayView1<'_, T>,
+    with_grad: bool,
 ) -> Result<SelfTransport<T>> {
     let p = solver.params();
     p.validate()?;
@@ -192,8 +214,13 @@ fn self_transport<T: Real, Bk: PointCloudKernels<T> + GradKernels<T>>(
     );
     // P is symmetric (C is, bit for bit, and both potentials are f): x_i's gradient is
     // twice the row side's.
-    let (mass, grad) = be.point_gradient(&cost, Side::Row, &f, &f, eps)?;
-    let mass: f64 = be.download(&mass)?.iter().map(|v| v.f64()).sum();
+    let (mass, grad) = if with_grad {
+        let (mass, grad) = be.point_gradient(&cost, Side::Row, &f, &f, eps)?;
+        let mass: f64 = be.download(&mass)?.iter().map(|v| v.f64()).sum();
+        (mass, Some(grad))
+    } else {
+        (report.mass.unwrap_or(mass_mu), None)
+    };
     let fh = Array1::from(be.download(&f)?);
     let value = 2.0 * weighted_sum(fh.view(), mu) - p.eps * mass;
     if !value.is_finite() {
@@ -203,13 +230,19 @@ fn self_transport<T: Real, Bk: PointCloudKernels<T> + GradKernels<T>>(
             T::NAME
         )));
     }
-    let grad = Array2::from_shape_vec(
-        (n, d),
-        be.download(&grad)?.into_iter().map(|v| v + v).collect(),
-    )
-    .map_err(|e| Error::Numerical(e.to_string()))?;
+    let grad = match grad {
+        Some(g) => Some(
+            Array2::from_shape_vec(
+                (n, d),
+                be.download(&g)?.into_iter().map(|v| v + v).collect(),
+            )
+            .map_err(|e| Error::Numerical(e.to_string()))?,
+        ),
+        None => None,
+    };
     Ok(SelfTransport {
         value: T::of(value),
+        linear: T::of(report.cost),
         grad,
         convergence,
     })
@@ -278,75 +311,102 @@ impl<Bk> Solver<Bk> {
         })
     }
 
-    /// The Sinkhorn divergence `S_ε(μ, ν)` between the clouds `x` (`n×d`, weights `a`) and
-    /// `y` (`m×d`, weights `b`) for the cost `metric`, with its gradients with respect to
-    /// the points. Three problems are solved with this solver's parameters (ε-scaling
-    /// included): `(a, b)` on `x × y` by Sinkhorn, and the debiasing terms `(a, a)` on
-    /// `x × x` and `(b, b)` on `y × y` by the symmetric iteration `f ← ½(f + T(f))`.
+    /// The Sinkhorn divergence `S_ε(μ, ν)` between the clouds `x` (`n×d`, weights `mu`) and
+    /// `y` (`m×d`, weights `nu`) for the cost `metric`, in the given `convention`, with its
+    /// gradients with respect to the points ([`DivergenceConvention::Objective`]). Three
+    /// problems are solved with this solver's parameters (ε-scaling included): `(μ, ν)` on
+    /// `x × y` by Sinkhorn, and the debiasing terms `(μ, μ)` on `x × x` and `(ν, ν)` on
+    /// `y × y` by the symmetric iteration `f ← ½(f + T(f))`.
     ///
     /// ```
-    /// use logot::{CpuBackend, PointMetric, SinkhornParams, Solver};
+    /// use logot::{CpuBackend, DivergenceConvention, PointMetric, SinkhornParams, Solver};
     /// use ndarray::{array, Array1};
     /// let x = array![[0.0f64, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]];
     /// let y = &x * 1.5; // a dilation: S_ε > 0, and the gradient pulls x outwards
     /// let a = Array1::from_elem(4, 0.25);
     /// let solver = Solver::new(CpuBackend, SinkhornParams::new(0.01));
-    /// let s = solver.sinkhorn_divergence(x.view(), y.view(), a.view(), a.view(), PointMetric::SqEuclidean)?;
+    /// let s = solver.sinkhorn_divergence(a.view(), a.view(), x.view(), y.view(), PointMetric::SqEuclidean, DivergenceConvention::Objective)?;
     /// assert!(s.converged() && s.value > 0.0);
     /// // ∂S/∂x at (1, 1) points towards −(1, 1)·(positive): moving x towards y lowers S.
-    /// assert!(s.grad_x[[3, 0]] < 0.0 && s.grad_x[[3, 1]] < 0.0);
+    /// let gx = s.grad_x.unwrap();
+    /// assert!(gx[[3, 0]] < 0.0 && gx[[3, 1]] < 0.0);
+    /// // POT's convention combines the transport costs ⟨P, C⟩ of the same three plans: at a
+    /// // large ε the entropy terms make it a different number.
+    /// let solver = Solver::new(CpuBackend, SinkhornParams::new(1.0));
+    /// let obj = solver.sinkhorn_divergence(a.view(), a.view(), x.view(), y.view(), PointMetric::SqEuclidean, DivergenceConvention::Objective)?;
+    /// let lin = solver.sinkhorn_divergence(a.view(), a.view(), x.view(), y.view(), PointMetric::SqEuclidean, DivergenceConvention::Linear)?;
+    /// assert!(lin.grad_x.is_none() && (lin.value - obj.value).abs() > 1e-3);
+    /// assert!((lin.value - (lin.terms[0] - 0.5 * (lin.terms[1] + lin.terms[2]))).abs() < 1e-12);
     /// # Ok::<(), logot::Error>(())
     /// ```
     pub fn sinkhorn_divergence<T: Real>(
         &self,
+        mu: ArrayView1<'_, T>,
+        nu: ArrayView1<'_, T>,
         x: ArrayView2<'_, T>,
         y: ArrayView2<'_, T>,
-        a: ArrayView1<'_, T>,
-        b: ArrayView1<'_, T>,
         metric: PointMetric,
+        convention: DivergenceConvention,
     ) -> Result<SinkhornDivergence<T>>
     where
         Bk: PointCloudKernels<T> + GradKernels<T>,
     {
         let xy = PointCloudCost::with_metric(x, y, metric)?;
-        let (a2, b2) = (a.insert_axis(Axis(0)), b.insert_axis(Axis(0)));
-        let mass_a = check_histograms("a", &a2)?;
-        let mass_b = check_histograms("b", &b2)?;
-        if a.len() != x.nrows() {
+        let (a2, b2) = (mu.insert_axis(Axis(0)), nu.insert_axis(Axis(0)));
+        let mass_a = check_histograms("mu", &a2)?;
+        let mass_b = check_histograms("nu", &b2)?;
+        if mu.len() != x.nrows() {
             return Err(Error::shape(
-                "a",
-                format!("has {} weights for {} points of x", a.len(), x.nrows()),
+                "mu",
+                format!("has {} weights for {} points of x", mu.len(), x.nrows()),
             ));
         }
-        if b.len() != y.nrows() {
+        if nu.len() != y.nrows() {
             return Err(Error::shape(
-                "b",
-                format!("has {} weights for {} points of y", b.len(), y.nrows()),
+                "nu",
+                format!("has {} weights for {} points of y", nu.len(), y.nrows()),
             ));
         }
         check_equal_mass::<T>(&mass_a, &mass_b)?;
         let xx = PointCloudCost::with_metric(x, x, metric)?;
         let yy = PointCloudCost::with_metric(y, y, metric)?;
-        let g_xy = self.point_gradients(&Problem::batch(a2, b2, xy)?)?;
-        let s_xx = self_transport(self, xx, a)?;
-        let s_yy = self_transport(self, yy, b)?;
-        let combine = |own: &Array3<T>, half: &Array2<T>| -> Array2<T> {
+        let objective = convention == DivergenceConvention::Objective;
+        let problem = Problem::batch(a2, b2, xy)?;
+        let s_xx = self_transport(self, xx, mu, objective)?;
+        let s_yy = self_transport(self, yy, nu, objective)?;
+        let combine = |own: &Array3<T>, half: &Option<Array2<T>>| -> Option<Array2<T>> {
+            let half = half.as_ref()?;
             let mut out = own.index_axis(Axis(0), 0).to_owned();
             ndarray::Zip::from(&mut out)
                 .and(half)
                 .for_each(|o, &h| *o = T::of(o.f64() - 0.5 * h.f64()));
-            out
+            Some(out)
         };
-        let grad_x = combine(&g_xy.x, &s_xx.grad);
-        let grad_y = combine(&g_xy.y, &s_yy.grad);
-        let terms = [g_xy.value[0], s_xx.value, s_yy.value];
+        let (terms, grad_x, grad_y, convergence) = if objective {
+            let g_xy = self.point_gradients(&problem)?;
+            (
+                [g_xy.value[0], s_xx.value, s_yy.value],
+                combine(&g_xy.x, &s_xx.grad),
+                combine(&g_xy.y, &s_yy.grad),
+                g_xy.result.convergence,
+            )
+        } else {
+            let r = self.solve(&problem)?;
+            (
+                [r.distance[0], s_xx.linear, s_yy.linear],
+                None,
+                None,
+                r.convergence,
+            )
+        };
         let value = T::of(terms[0].f64() - 0.5 * (terms[1].f64() + terms[2].f64()));
         Ok(SinkhornDivergence {
             value,
             grad_x,
             grad_y,
             terms,
-            convergence: [g_xy.result.convergence, s_xx.convergence, s_yy.convergence],
+            convention,
+            convergence: [convergence, s_xx.convergence, s_yy.convergence],
         })
     }
 }
@@ -381,37 +441,38 @@ pub fn wasserstein_points<T: Real>(
     )?)
 }
 
-/// The Sinkhorn divergence `S_ε` between `x` (weights `a`) and `y` (weights `b`) for the
-/// squared Euclidean cost, with its gradients with respect to the points, on the CPU
-/// ([`Solver::sinkhorn_divergence`] for other backends and metrics).
+/// The Sinkhorn divergence `S_ε` between `x` (weights `mu`) and `y` (weights `nu`) for the
+/// squared Euclidean cost, in the regularised-objective convention (GeomLoss's), with its
+/// gradients with respect to the points, on the CPU with default [`SinkhornParams`]
+/// ([`Solver::sinkhorn_divergence`] for parameters, other backends, metrics and POT's
+/// linear convention).
 ///
 /// ```
-/// use logot::SinkhornParams;
 /// use ndarray::array;
 /// let x = array![[0.0f64, 0.0], [1.0, 0.0], [0.0, 1.0]];
 /// let a = array![0.2, 0.3, 0.5];
-/// let params = SinkhornParams::new(0.5);
-/// let same = logot::sinkhorn_divergence(x.view(), x.view(), a.view(), a.view(), &params)?;
+/// let same = logot::sinkhorn_divergence(a.view(), a.view(), x.view(), x.view(), 0.5)?;
 /// assert!(same.converged() && same.value.abs() < 1e-9); // zero up to the solver tolerance
 /// let y = &x + 0.25;
-/// let moved = logot::sinkhorn_divergence(x.view(), y.view(), a.view(), a.view(), &params)?;
+/// let moved = logot::sinkhorn_divergence(a.view(), a.view(), x.view(), y.view(), 0.5)?;
 /// // A translation by t = (0.25, 0.25) adds |t|² to every OT_ε(μ, T_t μ).
 /// assert!(moved.converged() && (moved.value - 0.125).abs() < 1e-9);
 /// # Ok::<(), logot::Error>(())
 /// ```
 pub fn sinkhorn_divergence<T: Real>(
+    mu: ArrayView1<'_, T>,
+    nu: ArrayView1<'_, T>,
     x: ArrayView2<'_, T>,
     y: ArrayView2<'_, T>,
-    a: ArrayView1<'_, T>,
-    b: ArrayView1<'_, T>,
-    params: &SinkhornParams,
+    eps: T,
 ) -> Result<SinkhornDivergence<T>> {
-    Solver::new(CpuBackend, params.clone()).sinkhorn_divergence(
+    Solver::new(CpuBackend, SinkhornParams::new(eps.f64())).sinkhorn_divergence(
+        mu,
+        nu,
         x,
         y,
-        a,
-        b,
         PointMetric::SqEuclidean,
+        DivergenceConvention::Objective,
     )
 }
 

@@ -11,6 +11,7 @@
 //! `B` numbers every `check_every` iterations.
 
 use crate::backend::{Backend, CostDims, CostSource, Marginals, Side};
+use crate::progress::{HistoryEntry, Observer, Tracker};
 use crate::validate::{check_eps, check_equal_mass, check_histograms};
 use crate::{Error, Real, Result};
 use ndarray::{Array1, Array2, Array3, ArrayView1, ArrayView2, Axis};
@@ -32,6 +33,11 @@ pub struct SinkhornParams {
     pub warm_start: Option<WarmStart>,
     /// Anneal ε geometrically from a large value down to `eps` before the main loop.
     pub eps_scaling: Option<EpsScaling>,
+    /// Called with the run's [`Progress`](crate::Progress) at every convergence check and
+    /// ε-scaling stage (and every `check_every` iterations without a tolerance).
+    pub observer: Option<Observer>,
+    /// Keep the largest marginal error of every check in [`Convergence::history`].
+    pub history: bool,
 }
 
 impl Default for SinkhornParams {
@@ -43,6 +49,8 @@ impl Default for SinkhornParams {
             check_every: 10,
             warm_start: None,
             eps_scaling: None,
+            observer: None,
+            history: false,
         }
     }
 }
@@ -220,6 +228,9 @@ pub struct Convergence {
     pub converged: bool,
     /// One report per problem, in batch order.
     pub problems: Vec<ProblemReport>,
+    /// The largest error at every convergence check, then the final report's, when asked
+    /// for ([`SinkhornParams::history`]); empty otherwise.
+    pub history: Vec<HistoryEntry>,
 }
 
 impl Convergence {
@@ -231,6 +242,7 @@ impl Convergence {
             tol,
             converged: !problems.is_empty() && problems.iter().all(|p| p.converged),
             problems,
+            history: Vec::new(),
         }
     }
 
@@ -837,6 +849,7 @@ impl<B> Solver<B> {
             }
         };
         let mut iterations = 0;
+        let mut tracker = Tracker::new(p.observer.as_ref(), p.history, p.max_iters);
         if let Some(s) = &p.eps_scaling {
             // The stages count towards `max_iters`, and at least one iteration runs at `eps`:
             // the largest-ε stages are dropped when they do not fit.
@@ -851,6 +864,7 @@ impl<B> Solver<B> {
                     s.iters_per_stage,
                 )?;
                 iterations += s.iters_per_stage;
+                tracker.report(iterations, e, None);
             }
         }
         let eps = T::of(p.eps);
@@ -866,7 +880,7 @@ impl<B> Solver<B> {
         let mut it = 0;
         let main_iters = p.max_iters - iterations;
         while it < main_iters {
-            let next_check = if asked > 0.0 {
+            let next_check = if asked > 0.0 || tracker.observed() {
                 (it / p.check_every + 1).saturating_mul(p.check_every)
             } else {
                 main_iters
@@ -878,12 +892,21 @@ impl<B> Solver<B> {
             if it >= main_iters {
                 break;
             }
+            if asked <= 0.0 {
+                tracker.report(iterations, p.eps, None);
+                continue;
+            }
             let gn = match g_next.as_mut() {
                 Some(b) => b,
                 None => g_next.insert(be.filled(batch * m, T::zero())?),
             };
             be.sinkstep(cost, Side::Col, eps, &f, log_nu, gn)?;
             let errs = be.marginal_error(batch, nu, &g, gn, eps)?;
+            tracker.report(
+                iterations,
+                p.eps,
+                Some(errs.iter().fold(0.0, |a, e| a.max(e.f64()))),
+            );
             let mut all = true;
             for (k, e) in errs.iter().enumerate() {
                 let e = e.f64();
@@ -941,12 +964,10 @@ impl<B> Solver<B> {
             });
             distance.push(r.cost + pr.shift[k] * r.mass.unwrap_or(pr.masses[k]));
         }
-        Ok((
-            f,
-            g,
-            Convergence::of_problems(iterations, tol, problems),
-            distance,
-        ))
+        let mut convergence = Convergence::of_problems(iterations, tol, problems);
+        tracker.report(iterations, p.eps, Some(convergence.marginal_error));
+        convergence.history = tracker.history();
+        Ok((f, g, convergence, distance))
     }
 }
 

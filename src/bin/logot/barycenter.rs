@@ -73,6 +73,7 @@ impl BarycenterArgs {
             max_iters: self.iters,
             tol: self.tol,
             check_every: self.check_every,
+            ..BarycenterParams::default()
         }
     }
 }
