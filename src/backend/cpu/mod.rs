@@ -354,7 +354,9 @@ impl<T: Real> Backend<T> for CpuBackend {
         let (n, m) = (dims.n, dims.m);
         Ok((0..batch)
             .map(|b| {
-                let total: f64 = (0..n)
+                // Per-row sums in parallel, then their total in row order: the same bits
+                // whatever the number of threads.
+                let rows: Vec<f64> = (0..n)
                     .into_par_iter()
                     .map(|i| {
                         let fi = f[b * n + i];
@@ -370,8 +372,8 @@ impl<T: Real> Backend<T> for CpuBackend {
                         }
                         s.f64()
                     })
-                    .sum();
-                T::of(total)
+                    .collect();
+                T::of(rows.iter().sum())
             })
             .collect())
     }
