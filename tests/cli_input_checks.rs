@@ -656,7 +656,15 @@ fn every_command_line_row_is_refused_with_a_message() {
         (
             "C15",
             v(&[
-                "svd3", "--a", &mu, "--out-u", &out, "--out-s", &out, "--out-vh", &out,
+                "svd3",
+                "--a",
+                &mu,
+                "--out-u",
+                &f("u.npy"),
+                "--out-s",
+                &f("s.npy"),
+                "--out-vh",
+                &f("v.npy"),
             ]),
             "--a: ".into(),
         ),
