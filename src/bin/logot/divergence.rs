@@ -38,7 +38,7 @@ pub struct DivergenceArgs {
     /// problems).
     #[arg(long)]
     pub eps_scaling: bool,
-    /// The most iterations of each of the three problems, ε-scaling stages included.
+    /// The most iterations run in each of the three problems, ε-scaling stages included.
     #[arg(long, allow_negative_numbers = true, default_value_t = 1000)]
     pub iters: usize,
     /// Marginal-error target of each problem, relative to its total mass (default: 1e-9 in
