@@ -536,6 +536,9 @@ fn an_output_naming_an_input_or_another_output_is_refused_naming_both() {
     );
 }
 
+/// `(flag, path)` of each output of a command line.
+type Outputs<'a> = Vec<(&'a str, String)>;
+
 #[test]
 fn every_command_echoes_the_outputs_it_wrote_and_keeps_file_modes() {
     let d = fresh("echo");
@@ -544,7 +547,7 @@ fn every_command_echoes_the_outputs_it_wrote_and_keeps_file_modes() {
     write_npy(f("g33.npy"), &Array2::from_elem((3, 3), 0.5)).unwrap();
     write_npy(f("mu6.npy"), &Array1::from_elem(6, 1.0 / 6.0)).unwrap();
     write_npy(f("nu5.npy"), &Array1::from_elem(5, 0.2)).unwrap();
-    let cmds: Vec<(Vec<&str>, Vec<(&str, String)>)> = vec![
+    let cmds: Vec<(Vec<&str>, Outputs)> = vec![
         (
             vec![
                 "wasserstein",
