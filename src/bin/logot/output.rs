@@ -5,14 +5,16 @@
 //! existing file as it was and removes the temporaries.
 //!
 //! Checks, before any work: the path is not empty and not a folder; its folder exists; a
-//! temporary can be created there (which proves the folder writable); an existing
-//! destination is not read-only; no output names an input (the same path after resolving
-//! `.`/`..`/symbolic links, or the same file through a hard link) or another output.
+//! file can be created there (a probe, removed at once: no temporary lingers while the
+//! command computes); an existing destination is not read-only; no output names an input
+//! (the same path after resolving `.`/`..`/symbolic links, or the same file through a hard
+//! link) or another output.
 //!
-//! Commit: each temporary is flushed to disk (`fsync`), then renamed over its destination
-//! (atomic within a folder); an existing destination is first hard-linked to a backup name,
-//! so that a rename failing part-way puts back the files already replaced. Destinations
-//! that are not regular files (`/dev/null`, a FIFO) are written directly, first.
+//! Writes go to a temporary `.NAME.PID.N.logot-tmp` next to the destination, flushed to
+//! disk (`fsync`). Commit renames each over its destination (atomic within a folder); an
+//! existing destination is first hard-linked to a backup name, so that a rename failing
+//! part-way puts back the files already replaced. Destinations that are not regular files
+//! (`/dev/null`, a FIFO) are written directly, first.
 
 use crate::input;
 use crate::npy;
@@ -34,13 +36,16 @@ struct Slot {
     given: String,
     /// The destination with its folder resolved (symbolic links followed).
     dest: PathBuf,
+    /// The permissions of the file `dest` replaces.
+    old_permissions: Option<fs::Permissions>,
     target: Target,
     written: bool,
 }
 
 enum Target {
-    /// A temporary next to `dest`, renamed over it at commit (`None` once renamed).
-    Temp { path: Option<PathBuf>, file: File },
+    /// A temporary next to `dest` once written, renamed over it at commit (`None` before
+    /// the write and after the rename).
+    Temp { path: Option<PathBuf> },
     /// An existing destination that is not a regular file (a device, a FIFO): its bytes,
     /// written at commit.
     Direct { bytes: Vec<u8> },
@@ -153,7 +158,12 @@ fn sibling(dest: &Path, suffix: &str) -> PathBuf {
 }
 
 /// Create a fresh temporary next to `dest`, with the permissions of the file it replaces.
-fn create_temp(flag: &str, given: &str, dest: &Path, old: Option<&Metadata>) -> Result<Slot> {
+fn create_temp(
+    flag: &str,
+    given: &str,
+    dest: &Path,
+    permissions: Option<&fs::Permissions>,
+) -> Result<(PathBuf, File)> {
     let folder = dest
         .parent()
         .map(|p| p.to_string_lossy().into_owned())
@@ -162,22 +172,13 @@ fn create_temp(flag: &str, given: &str, dest: &Path, old: Option<&Metadata>) -> 
         let path = sibling(dest, "logot-tmp");
         match OpenOptions::new().write(true).create_new(true).open(&path) {
             Ok(file) => {
-                if let Some(m) = old {
-                    if let Err(e) = fs::set_permissions(&path, m.permissions()) {
+                if let Some(perm) = permissions {
+                    if let Err(e) = fs::set_permissions(&path, perm.clone()) {
                         let _ = fs::remove_file(&path);
                         return Err(file_err(given, flag, e));
                     }
                 }
-                return Ok(Slot {
-                    flag: flag.into(),
-                    given: given.into(),
-                    dest: dest.into(),
-                    target: Target::Temp {
-                        path: Some(path),
-                        file,
-                    },
-                    written: false,
-                });
+                return Ok((path, file));
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => {
@@ -262,17 +263,24 @@ impl Outputs {
         }
         let mut out = Outputs { slots: Vec::new() };
         for (flag, given, dest, old) in planned {
-            let slot = match &old {
-                Some(m) if !m.is_file() => Slot {
-                    flag: flag.into(),
-                    given: given.into(),
-                    dest,
-                    target: Target::Direct { bytes: Vec::new() },
-                    written: false,
-                },
-                _ => create_temp(flag, given, &dest, old.as_ref())?,
+            let target = match &old {
+                Some(m) if !m.is_file() => Target::Direct { bytes: Vec::new() },
+                _ => {
+                    // The probe: the folder takes a new file (removed at once).
+                    let (probe, file) = create_temp(flag, given, &dest, None)?;
+                    drop(file);
+                    let _ = fs::remove_file(probe);
+                    Target::Temp { path: None }
+                }
             };
-            out.slots.push(slot);
+            out.slots.push(Slot {
+                flag: flag.into(),
+                given: given.into(),
+                dest,
+                old_permissions: old.map(|m| m.permissions()),
+                target,
+                written: false,
+            });
         }
         Ok(out)
     }
@@ -292,8 +300,15 @@ impl Outputs {
             e => e,
         };
         match &mut slot.target {
-            Target::Temp { file, .. } => {
-                npy::write_to(&slot.given, &mut *file, a).map_err(rename)?;
+            Target::Temp { path } => {
+                if let Some(old) = path.take() {
+                    let _ = fs::remove_file(old); // written twice: the last one counts
+                }
+                let (tmp, mut file) =
+                    create_temp(flag, &slot.given, &slot.dest, slot.old_permissions.as_ref())?;
+                // Recorded first, so a failed write is removed (by `drop`).
+                *path = Some(tmp);
+                npy::write_to(&slot.given, &mut file, a).map_err(rename)?;
                 file.sync_all()
                     .map_err(|e| file_err(&slot.given, flag, format!("cannot write .npy: {e}")))?;
             }
@@ -329,7 +344,7 @@ impl Outputs {
         let mut done: Vec<(usize, Option<PathBuf>)> = Vec::new();
         let mut failure = None;
         for (i, s) in self.slots.iter_mut().enumerate() {
-            let Target::Temp { path, .. } = &mut s.target else {
+            let Target::Temp { path } = &mut s.target else {
                 continue;
             };
             let Some(tmp) = path.clone() else { continue };
@@ -388,7 +403,7 @@ impl Outputs {
 impl Drop for Outputs {
     fn drop(&mut self) {
         for s in &mut self.slots {
-            if let Target::Temp { path: Some(p), .. } = &s.target {
+            if let Target::Temp { path: Some(p) } = &s.target {
                 let _ = fs::remove_file(p);
             }
         }

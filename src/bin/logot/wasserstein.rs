@@ -8,6 +8,7 @@ use logot::{
     PointCloudKernels, PointMetric, Problem, Real, Result, SinkhornParams, SinkhornResult, Solver,
 };
 use ndarray::{Array2, ArrayD, Axis, Ix2, Ix3};
+use rayon::prelude::*;
 use serde_json::json;
 
 /// Inputs and solver options shared by `wasserstein` and `coupling`.
@@ -345,13 +346,19 @@ impl<T: Real> Inputs<T> {
                         .map(|(p, w)| p.f64() * w.f64())
                         .sum::<f64>()
                 };
-                let mut mass = 0.0;
-                for (i, fi) in f.iter().enumerate() {
-                    for (j, gj) in g.iter().enumerate() {
-                        let e = (fi.f64() + gj.f64() - cost[[i, j]].f64()) / eps;
-                        mass += e.exp(); // exp(−∞) = 0 on zero-mass bins
-                    }
-                }
+                // Row sums in parallel, added in row order: the same bits for any number
+                // of threads.
+                let rows: Vec<f64> = (0..f.len())
+                    .into_par_iter()
+                    .map(|i| {
+                        let fi = f[i].f64();
+                        g.iter()
+                            .zip(cost.index_axis(Axis(0), i))
+                            .map(|(gj, c)| ((fi + gj.f64() - c.f64()) / eps).exp()) // 0 on −∞
+                            .sum::<f64>()
+                    })
+                    .collect();
+                let mass: f64 = rows.iter().sum();
                 dot(f, self.mu.row(b)) + dot(g, self.nu.row(b)) - eps * mass
             })
             .collect();
