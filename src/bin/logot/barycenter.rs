@@ -79,10 +79,10 @@ impl BarycenterArgs {
         // the iteration count keeps the schedule and its arithmetic in range.
         let max_iters = self.iters.unwrap_or(if self.grid { 10_000 } else { 1000 });
         BarycenterParams {
-            eps: self.eps,
             max_iters: self.iters,
             tol: self.tol,
             check_every: self.check_every.min(max_iters.max(1)),
+            ..BarycenterParams::new(self.eps)
         }
     }
 }
