@@ -432,12 +432,11 @@ impl<B> BarycenterSolver<B> {
                     p.eps
                 )));
             }
-            tracker.report(
-                iterations,
-                p.eps,
-                Some(errors.iter().fold(0.0, |a, &e| a.max(e))),
-            );
-            if iterations == max_iters || (p.tol > 0.0 && errors.iter().all(|&e| e < p.tol)) {
+            let last =
+                iterations == max_iters || (p.tol > 0.0 && errors.iter().all(|&e| e < p.tol));
+            let worst = errors.iter().fold(0.0f64, |a, &e| a.max(e));
+            tracker.report(iterations, p.eps, Some(worst), last);
+            if last {
                 break;
             }
             be.bary_potential(layout, &st.bar, &st.v, &mut st.g)?;

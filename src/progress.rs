@@ -41,6 +41,8 @@ pub struct Progress {
     pub eps: f64,
     /// Time since the run started.
     pub elapsed: Duration,
+    /// This is the run's last call (its final report).
+    pub finished: bool,
 }
 
 /// A callback the solvers call with their [`Progress`]: at every convergence check, after
@@ -96,8 +98,14 @@ impl<'a> Tracker<'a> {
     pub(crate) fn observed(&self) -> bool {
         self.observer.is_some()
     }
-    /// Report `iteration` (with the error of a check, if one ran).
-    pub(crate) fn report(&mut self, iteration: usize, eps: f64, error: Option<f64>) {
+    /// Report `iteration` (with the error of a check, if one ran; `finished` for the last).
+    pub(crate) fn report(
+        &mut self,
+        iteration: usize,
+        eps: f64,
+        error: Option<f64>,
+        finished: bool,
+    ) {
         if let (Some(h), Some(e)) = (self.history.as_mut(), error) {
             h.push(HistoryEntry {
                 iteration,
@@ -111,6 +119,7 @@ impl<'a> Tracker<'a> {
                 error,
                 eps,
                 elapsed: self.start.elapsed(),
+                finished,
             });
         }
     }

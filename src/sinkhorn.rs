@@ -864,7 +864,7 @@ impl<B> Solver<B> {
                     s.iters_per_stage,
                 )?;
                 iterations += s.iters_per_stage;
-                tracker.report(iterations, e, None);
+                tracker.report(iterations, e, None, false);
             }
         }
         let eps = T::of(p.eps);
@@ -893,7 +893,7 @@ impl<B> Solver<B> {
                 break;
             }
             if asked <= 0.0 {
-                tracker.report(iterations, p.eps, None);
+                tracker.report(iterations, p.eps, None, false);
                 continue;
             }
             let gn = match g_next.as_mut() {
@@ -906,6 +906,7 @@ impl<B> Solver<B> {
                 iterations,
                 p.eps,
                 Some(errs.iter().fold(0.0, |a, e| a.max(e.f64()))),
+                false,
             );
             let mut all = true;
             for (k, e) in errs.iter().enumerate() {
@@ -965,7 +966,7 @@ impl<B> Solver<B> {
             distance.push(r.cost + pr.shift[k] * r.mass.unwrap_or(pr.masses[k]));
         }
         let mut convergence = Convergence::of_problems(iterations, tol, problems);
-        tracker.report(iterations, p.eps, Some(convergence.marginal_error));
+        tracker.report(iterations, p.eps, Some(convergence.marginal_error), true);
         convergence.history = tracker.history();
         Ok((f, g, convergence, distance))
     }

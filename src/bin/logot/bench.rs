@@ -88,10 +88,11 @@ pub struct BenchArgs {
     /// Print JSON (the only output format; accepted for the documented command line).
     #[arg(long)]
     pub json: bool,
-    /// Timed runs after the warm-up.
+    /// Timed runs after the warm-up (at most 1000000).
     #[arg(long, allow_negative_numbers = true, default_value_t = 5)]
     pub runs: usize,
-    /// Untimed warm-up runs (mhc, svd3, xxt, ns, gemm; the other problems run one).
+    /// Untimed warm-up runs (mhc, svd3, xxt, ns, gemm; the other problems run one); at
+    /// most 1000000.
     #[arg(long, allow_negative_numbers = true, default_value_t = 1)]
     pub warmup: usize,
     /// Stop repeating once the timed runs have taken this many seconds (at least one
@@ -260,6 +261,9 @@ fn run<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
     }))
 }
 
+/// The most timed or warm-up runs (the timings are kept in memory).
+const MAX_RUNS: usize = 1_000_000;
+
 pub fn bench(a: &BenchArgs) -> Json {
     let dtype = if a.f64 { Dtype::F64 } else { Dtype::F32 };
     if !(a.max_seconds.is_finite() && a.max_seconds >= 0.0) {
@@ -268,6 +272,15 @@ pub fn bench(a: &BenchArgs) -> Json {
             a.max_seconds,
             "must be finite and ≥ 0",
         ));
+    }
+    for (flag, v) in [("--runs", a.runs), ("--warmup", a.warmup)] {
+        if v > MAX_RUNS {
+            return Err(logot::Error::parameter(
+                flag,
+                v,
+                format!("at most {MAX_RUNS} runs"),
+            ));
+        }
     }
     if matches!(a.problem, BenchProblem::Bary64 | BenchProblem::Bary64Dense) {
         return crate::barycenter::bench(dtype, a, a.problem == BenchProblem::Bary64Dense);

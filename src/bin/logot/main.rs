@@ -2,23 +2,23 @@
 //! results as one JSON object on stdout, errors on stderr with a non-zero exit code.
 
 /// Run a command body generic over precision `T` and backend `B` on the chosen pair:
-/// `dispatch!(dtype, backend_choice, body, args)` calls `body::<T, B>(backend, args)`.
+/// `dispatch!(dtype, backend_choice, body, args…)` calls `body::<T, B>(backend, args…)`.
 macro_rules! dispatch {
-    ($dtype:expr, $backend:expr, $body:ident, $args:expr) => {
+    ($dtype:expr, $backend:expr, $body:ident, $($args:expr),+) => {
         match ($dtype, $backend) {
             (crate::npy::Dtype::F32, crate::BackendChoice::Cpu) => {
-                $body::<f32, _>(logot::CpuBackend, $args)
+                $body::<f32, _>(logot::CpuBackend, $($args),+)
             }
             (crate::npy::Dtype::F64, crate::BackendChoice::Cpu) => {
-                $body::<f64, _>(logot::CpuBackend, $args)
+                $body::<f64, _>(logot::CpuBackend, $($args),+)
             }
             #[cfg(feature = "cuda")]
             (crate::npy::Dtype::F32, crate::BackendChoice::Cuda) => {
-                $body::<f32, _>(logot::backend::cuda::CudaBackend::new()?, $args)
+                $body::<f32, _>(logot::backend::cuda::CudaBackend::new()?, $($args),+)
             }
             #[cfg(feature = "cuda")]
             (crate::npy::Dtype::F64, crate::BackendChoice::Cuda) => {
-                $body::<f64, _>(logot::backend::cuda::CudaBackend::new()?, $args)
+                $body::<f64, _>(logot::backend::cuda::CudaBackend::new()?, $($args),+)
             }
             #[cfg(not(feature = "cuda"))]
             (_, crate::BackendChoice::Cuda) => Err(crate::no_cuda()),
@@ -30,8 +30,12 @@ mod barycenter;
 mod bench;
 mod bench_kernels;
 mod bistochastic;
+mod divergence;
+mod input;
 mod newton_schulz;
 mod npy;
+mod output;
+mod progress;
 mod svd3;
 mod wasserstein;
 
@@ -56,8 +60,12 @@ struct Cli {
 enum Command {
     /// Entropic transport cost ⟨P, C⟩ of one problem or a batch; prints JSON.
     Wasserstein(wasserstein::WassersteinArgs),
-    /// The entropic plan P, written to --out as .npy; prints the same JSON as wasserstein.
+    /// The entropic plan P, written to --out as .npy (and the potentials to --out-f/--out-g);
+    /// prints the same JSON as wasserstein.
     Coupling(wasserstein::CouplingArgs),
+    /// Sinkhorn divergence S_ε(μ, ν) = OT_ε(μ, ν) − ½ OT_ε(μ, μ) − ½ OT_ε(ν, ν) of two point
+    /// clouds (uniform weights unless --mu/--nu), with its gradients; prints JSON.
+    Divergence(divergence::DivergenceArgs),
     /// Wasserstein barycenter of K histograms (dense --cost or --grid), written to --out;
     /// prints iterations, error and convergence as JSON.
     Barycenter(barycenter::BarycenterArgs),
@@ -95,11 +103,25 @@ pub fn no_cuda() -> Error {
     Error::Unavailable("--backend cuda: this logot was built without CUDA support; rebuild with `cargo build --release --features cuda`".into())
 }
 
+/// Let a write past a file-size limit (`ulimit -f`) fail with EFBIG, which the output plan
+/// cleans up after, instead of killing the process (SIGXFSZ's default) with its
+/// temporaries left behind.
+fn ignore_file_size_signal() {
+    #[cfg(unix)]
+    // SAFETY: setting a signal's disposition to SIG_IGN installs no handler code; it is
+    // done once, before any other thread starts.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
+}
+
 fn main() -> ExitCode {
+    ignore_file_size_signal();
     let cli = Cli::parse();
     let out = match cli.command {
         Command::Wasserstein(a) => wasserstein::wasserstein(&a),
         Command::Coupling(a) => wasserstein::coupling(&a),
+        Command::Divergence(a) => divergence::divergence(&a),
         Command::Barycenter(a) => barycenter::barycenter(&a),
         Command::Bistochastic(a) => bistochastic::bistochastic(&a),
         Command::Bench(a) => bench::bench(&a),
