@@ -505,7 +505,13 @@ def grid_barycenter(images, weights, eps, *, max_iters=None, tol=1e-4, check_eve
     weights = _array(weights, dtype)
     _ndim(weights, "weights", (1,), "one weight per image (K)")
     flat = images.reshape(k, -1)
-    bar = _barycenter(flat, weights, ("grid", shape), eps, max_iters, tol, check_every, backend)
+    try:
+        bar = _barycenter(flat, weights, ("grid", shape), eps, max_iters, tol, check_every, backend)
+    except ValueError as e:  # the library checks the flattened images as "histograms"
+        msg = str(e)
+        if msg.startswith("histograms"):
+            raise ValueError("images" + msg[len("histograms"):]) from None
+        raise
     bar.histogram = bar.histogram.reshape(shape)
     return bar
 
