@@ -11,8 +11,8 @@ use logot::grad::{Bistochastic, BistochasticParams, CgParams, CgSummary};
 use logot::linalg::{newton_schulz_on, svd3_batch_on, NewtonSchulzParams};
 use logot::{
     BarycenterParams, BarycenterSolver, Convergence, CostSource, CpuBackend, CudaBackend,
-    EpsScaling, GridCost, PointCloudCost, PointMetric, Problem, Real, SinkhornParams,
-    SinkhornResult, Solver, WarmStart,
+    DivergenceConvention, EpsScaling, GridCost, PointCloudCost, PointMetric, Problem, Real,
+    SinkhornParams, SinkhornResult, Solver, WarmStart,
 };
 use ndarray::{Array2, ArrayView2, ArrayView3};
 use numpy::{
@@ -270,8 +270,8 @@ impl ParamsArg<'_> {
             max_iters: *max_iters,
             tol: *tol,
             check_every: *check_every,
-            warm_start: None,
             eps_scaling,
+            ..SinkhornParams::default()
         })
     }
 }
@@ -292,6 +292,21 @@ fn convergence<'py>(py: Python<'py>, c: &Convergence) -> PyResult<Bound<'py, PyD
     d.set_item("marginal_error", c.marginal_error)?;
     d.set_item("tol", c.tol)?;
     d.set_item("converged", c.converged)?;
+    d.set_item("marginal_errors", c.marginal_errors())?;
+    d.set_item(
+        "converged_each",
+        c.problems
+            .iter()
+            .map(|p| p.converged)
+            .collect::<Vec<bool>>(),
+    )?;
+    d.set_item(
+        "iterations_each",
+        c.problems
+            .iter()
+            .map(|p| p.iterations)
+            .collect::<Vec<usize>>(),
+    )?;
     Ok(d)
 }
 
@@ -559,9 +574,10 @@ fn plan_gradients<'py>(
 }
 
 /// `(value, grad_x, grad_y, terms, (conv_xy, conv_xx, conv_yy))`: the Sinkhorn divergence
-/// `S_ε = OT_ε(a, b) − ½ OT_ε(a, a) − ½ OT_ε(b, b)` of two weighted clouds.
+/// `S_ε = W(a, b) − ½ W(a, a) − ½ W(b, b)` of two weighted clouds, `W` the regularised
+/// objective (`convention = "objective"`, with gradients) or `⟨P, C⟩` (`"linear"`, without).
 #[pyfunction]
-#[pyo3(signature = (x, y, a, b, metric, params, backend="cpu"))]
+#[pyo3(signature = (x, y, a, b, metric, params, backend="cpu", convention="objective"))]
 #[allow(clippy::too_many_arguments)]
 fn sinkhorn_divergence<'py>(
     py: Python<'py>,
@@ -572,7 +588,17 @@ fn sinkhorn_divergence<'py>(
     metric: &str,
     params: ParamsArg<'py>,
     backend: &str,
+    convention: &str,
 ) -> PyResult<Bound<'py, PyTuple>> {
+    let convention = match convention {
+        "objective" => DivergenceConvention::Objective,
+        "linear" => DivergenceConvention::Linear,
+        c => {
+            return Err(PyValueError::new_err(format!(
+                "convention = {c:?}: expected \"objective\" or \"linear\""
+            )))
+        }
+    };
     let dev = device(py, backend)?;
     let cpu = matches!(dev, Device::Cpu);
     let metric = match metric {
@@ -595,7 +621,7 @@ fn sinkhorn_divergence<'py>(
         })?;
         let s = by_backend!(&dev, be => {
             let solver = Solver::new(be, p);
-            compute(py, cpu, || solver.sinkhorn_divergence(xv, yv, av, bv, metric)).py()?
+            compute(py, cpu, || solver.sinkhorn_divergence(av, bv, xv, yv, metric, convention)).py()?
         });
         let convs = (
             convergence(py, &s.convergence[0])?,
@@ -603,7 +629,13 @@ fn sinkhorn_divergence<'py>(
             convergence(py, &s.convergence[2])?,
         );
         let terms = (s.terms[0].f64(), s.terms[1].f64(), s.terms[2].f64());
-        (s.value.f64(), s.grad_x.into_pyarray(py), s.grad_y.into_pyarray(py), terms, convs)
+        (
+            s.value.f64(),
+            s.grad_x.map(|g| g.into_pyarray(py)),
+            s.grad_y.map(|g| g.into_pyarray(py)),
+            terms,
+            convs,
+        )
             .into_pyobject(py)
     })
 }
@@ -629,10 +661,10 @@ fn barycenter<'py>(
     let cpu = matches!(dev, Device::Cpu);
     let (eps, max_iters, tol, check_every) = params;
     let p = BarycenterParams {
-        eps,
         max_iters,
         tol,
         check_every,
+        ..BarycenterParams::new(eps)
     };
     by_dtype!(histograms, "histograms", T => {
         let h: PyReadonlyArray3<'py, T> = histograms.extract()?;
