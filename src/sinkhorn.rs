@@ -10,7 +10,7 @@
 //! (`(Pᵀ1)_j = ν_j exp((g_j − g'_j)/ε)`), so checking costs nothing but a read-back of
 //! `B` numbers every `check_every` iterations.
 
-use crate::backend::{Backend, CostDims, CostSource, Side};
+use crate::backend::{Backend, CostDims, CostSource, Marginals, Potentials, Side};
 use crate::validate::{check_eps, check_equal_mass, check_histograms};
 use crate::{Error, Real, Result};
 use ndarray::{Array1, Array2, Array3, ArrayView1, ArrayView2, Axis};
@@ -561,6 +561,7 @@ impl<B> Solver<B> {
         let cost = be.prepare_cost(&problem.cost)?;
         let host = |a: &ArrayView2<'_, T>| a.iter().copied().collect::<Vec<T>>();
         let log = |a: &ArrayView2<'_, T>| a.iter().map(|v| v.ln()).collect::<Vec<T>>();
+        let mu = be.upload(&host(&problem.mu))?;
         let nu = be.upload(&host(&problem.nu))?;
         let log_mu = be.upload(&log(&problem.mu))?;
         let log_nu = be.upload(&log(&problem.nu))?;
@@ -583,6 +584,7 @@ impl<B> Solver<B> {
         let (init_f, init_g) = (init(&problem.mu), init(&problem.nu));
         Ok(Prepared {
             cost,
+            mu,
             nu,
             log_mu,
             log_nu,
@@ -643,7 +645,13 @@ impl<B> Solver<B> {
         let be = &self.backend;
         let (batch, n, m, cost) = (pr.batch, pr.n, pr.m, &pr.cost);
         let (nu, log_mu, log_nu) = (&pr.nu, &pr.log_mu, &pr.log_nu);
-        let (mut f, mut g) = match &p.warm_start {
+        let marginals = Marginals {
+            mu: &pr.mu,
+            nu,
+            log_mu,
+            log_nu,
+        };
+        let (f, g) = match &p.warm_start {
             // Zero potentials, −∞ on zero-mass bins (so they take no part from the first
             // half-step on: the problem is exactly the one without those bins).
             None => {
@@ -680,18 +688,11 @@ impl<B> Solver<B> {
                 (be.upload(&to_t(&w.f))?, be.upload(&to_t(&w.g))?)
             }
         };
+        let mut pot = Potentials { f, g };
         let mut iterations = 0;
         if let Some(s) = &p.eps_scaling {
             for e in s.stages(p.eps) {
-                be.iterate(
-                    cost,
-                    T::of(e),
-                    log_mu,
-                    log_nu,
-                    &mut f,
-                    &mut g,
-                    s.iters_per_stage,
-                )?;
+                be.iterate(cost, T::of(e), &marginals, &mut pot, s.iters_per_stage)?;
                 iterations += s.iters_per_stage;
             }
         }
@@ -712,7 +713,7 @@ impl<B> Solver<B> {
                 p.max_iters
             };
             let plain = next_check.min(p.max_iters) - it;
-            be.iterate(cost, eps, log_mu, log_nu, &mut f, &mut g, plain)?;
+            be.iterate(cost, eps, &marginals, &mut pot, plain)?;
             it += plain;
             iterations += plain;
             if it >= p.max_iters {
@@ -722,14 +723,14 @@ impl<B> Solver<B> {
                 Some(b) => b,
                 None => g_next.insert(be.filled(batch * m, T::zero())?),
             };
-            be.sinkstep(cost, Side::Col, eps, &f, log_nu, gn)?;
-            err = max_error(be.marginal_error(batch, nu, &g, gn, eps)?)?;
+            be.sinkstep(cost, Side::Col, eps, &pot.f, log_nu, gn)?;
+            err = max_error(be.marginal_error(batch, nu, &pot.g, gn, eps)?)?;
             if err <= tol {
                 converged = true;
                 break;
             }
-            std::mem::swap(&mut g, gn);
-            be.sinkstep(cost, Side::Row, eps, &g, log_mu, &mut f)?;
+            std::mem::swap(&mut pot.g, gn);
+            be.sinkstep(cost, Side::Row, eps, &pot.g, log_mu, &mut pot.f)?;
             it += 1;
             iterations += 1;
         }
@@ -738,14 +739,14 @@ impl<B> Solver<B> {
             // Measure the returned plan (f, g): its column error and, in the same pass on
             // backends that can, its transport cost.
             drop(g_next);
-            let (errs, costs) = be.column_error_and_cost(cost, &f, &g, nu, log_nu, eps)?;
+            let (errs, costs) = be.column_error_and_cost(cost, &pot, &marginals, eps)?;
             err = max_error(errs)?;
             converged = tol > 0.0 && err <= tol;
             distance = Some(costs);
         }
         Ok((
-            f,
-            g,
+            pot.f,
+            pot.g,
             Convergence {
                 iterations,
                 marginal_error: err,
@@ -761,6 +762,7 @@ impl<B> Solver<B> {
 /// and `log ν`, resident on the device.
 pub struct Prepared<T: Real, B: Backend<T>> {
     cost: B::Cost,
+    mu: B::Buffer,
     nu: B::Buffer,
     log_mu: B::Buffer,
     log_nu: B::Buffer,

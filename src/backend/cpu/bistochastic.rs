@@ -9,6 +9,7 @@
 use super::CpuBackend;
 use crate::backend::batch_of;
 use crate::backend::bistochastic::{BistochasticKernels, ProjectionStats};
+use crate::backend::shape::check_len;
 use crate::grad::cg::{
     conjugate_gradient, CgOperator, CgOutcome, CgSummary, SmallSpace, SMALL_MAX,
 };
@@ -283,12 +284,7 @@ impl<T: Real> BistochasticKernels<T> for CpuBackend {
         check_n(n)?;
         let per = n * n;
         batch_of(x.len(), per, "x")?;
-        if r.len() != x.len() {
-            return Err(Error::shape(
-                "r",
-                format!("has length {} but x has {}", r.len(), x.len()),
-            ));
-        }
+        check_len("r", r.len(), x.len())?;
         let chunk = per * min_task(n);
         Ok(x.par_chunks(chunk)
             .zip(r.par_chunks_mut(chunk))
@@ -313,17 +309,8 @@ impl<T: Real> BistochasticKernels<T> for CpuBackend {
         check_n(n)?;
         let per = n * n;
         let batch = batch_of(r.len(), per, "r")?;
-        if g.len() != r.len() || dx.len() != r.len() {
-            return Err(Error::shape(
-                "g",
-                format!(
-                    "g has length {} and dx {} but r has {}",
-                    g.len(),
-                    dx.len(),
-                    r.len()
-                ),
-            ));
-        }
+        check_len("g", g.len(), r.len())?;
+        check_len("dx", dx.len(), r.len())?;
         // The outcomes are computed per matrix here in any case; the summary reduces them.
         let mut local = Vec::new();
         let slots: &mut [CgOutcome] = match outcomes {

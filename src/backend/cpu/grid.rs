@@ -17,6 +17,7 @@
 #[cfg(target_arch = "x86_64")]
 use super::has_fma;
 use super::lse;
+use crate::backend::shape::{check_grid_fg, check_grid_sinkstep};
 use crate::backend::GridCost;
 use crate::real::{HwFma, MulAdd, NoFma, Real};
 use crate::{Error, Result};
@@ -143,22 +144,7 @@ impl CpuGrid {
         log_marginal: &[T],
         out: &mut [T],
     ) -> Result<()> {
-        let n = self.grid.len();
-        if other.len() != out.len()
-            || log_marginal.len() != out.len()
-            || out.is_empty()
-            || out.len() % n != 0
-        {
-            return Err(Error::shape(
-                "sinkstep",
-                format!(
-                    "buffers of lengths {}, {}, {} do not hold whole images of {n} grid points",
-                    other.len(),
-                    log_marginal.len(),
-                    out.len()
-                ),
-            ));
-        }
+        check_grid_sinkstep(self.grid.len(), other.len(), log_marginal.len(), out.len())?;
         let e = eps.f64();
         let inv = 1.0 / e;
         // The elementwise parts are cheap next to the passes: no rayon round trip for them.
@@ -184,18 +170,8 @@ impl CpuGrid {
     /// where `log(k·c_d)` is the log kernel with axis `d`'s factor multiplied by `c_d`.
     pub(crate) fn transport_cost<T: Real>(&self, f: &[T], g: &[T], eps: T) -> Result<Vec<T>> {
         let n = self.grid.len();
-        if f.len() != g.len() || f.is_empty() || f.len() % n != 0 {
-            return Err(Error::shape(
-                "f, g",
-                format!(
-                    "lengths {} and {} do not hold whole grids of {n} points",
-                    f.len(),
-                    g.len()
-                ),
-            ));
-        }
+        let batch = check_grid_fg(n, f.len(), g.len())?;
         let e = eps.f64();
-        let batch = f.len() / n;
         let kernels = self.kernels(e);
         let mut totals = vec![0.0f64; batch];
         for d in 0..self.grid.shape().len() {
@@ -225,17 +201,7 @@ impl CpuGrid {
     pub(crate) fn plan<T: Real>(&self, f: &[T], g: &[T], eps: T) -> Result<Vec<T>> {
         const MAX_ENTRIES: usize = 1 << 27;
         let n = self.grid.len();
-        if f.len() != g.len() || f.is_empty() || f.len() % n != 0 {
-            return Err(Error::shape(
-                "f, g",
-                format!(
-                    "lengths {} and {} do not hold whole grids of {n} points",
-                    f.len(),
-                    g.len()
-                ),
-            ));
-        }
-        let batch = f.len() / n;
+        let batch = check_grid_fg(n, f.len(), g.len())?;
         let entries = n.checked_mul(n).and_then(|nn| nn.checked_mul(batch));
         match entries {
             Some(e) if e <= MAX_ENTRIES => {}

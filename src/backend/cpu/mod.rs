@@ -23,7 +23,8 @@ pub(crate) fn has_avx512() -> bool {
     std::is_x86_feature_detected!("avx512f")
 }
 
-use super::{batch_of, check_cost_batch, Backend, CostDims, CostSource, Side};
+use super::shape::{check_fg, check_marginal_error, check_sinkstep};
+use super::{Backend, CostDims, CostSource, Side};
 use crate::{Error, Real, Result};
 use grid::CpuGrid;
 use pointcloud::CpuPointCloud;
@@ -227,20 +228,7 @@ impl<T: Real> Backend<T> for CpuBackend {
         let dims = cost.dims;
         let len_out = dims.len(side);
         let len_red = dims.len(other(side));
-        let batch = batch_of(out.len(), len_out, "sinkstep output")?;
-        check_cost_batch(&dims, batch)?;
-        if other_pot.len() != batch * len_red || log_marginal.len() != out.len() {
-            return Err(Error::shape(
-                "sinkstep",
-                format!(
-                    "potential of length {} and marginal of length {} do not fit {batch} problems of size {}×{}",
-                    other_pot.len(),
-                    log_marginal.len(),
-                    dims.n,
-                    dims.m
-                ),
-            ));
-        }
+        let batch = check_sinkstep(&dims, side, other_pot.len(), log_marginal.len(), out.len())?;
         let inv_eps = T::one() / eps;
         let update = |b: usize, r: usize| -> T {
             let lm = log_marginal[b * len_out + r];
@@ -286,27 +274,7 @@ impl<T: Real> Backend<T> for CpuBackend {
         new: &Vec<T>,
         eps: T,
     ) -> Result<Vec<T>> {
-        if old.len() != marginal.len() || new.len() != marginal.len() {
-            return Err(Error::shape(
-                "marginal_error",
-                format!(
-                    "lengths {}, {}, {} differ",
-                    marginal.len(),
-                    old.len(),
-                    new.len()
-                ),
-            ));
-        }
-        if batch == 0 || marginal.len() % batch != 0 || marginal.is_empty() {
-            return Err(Error::shape(
-                "marginal_error",
-                format!(
-                    "length {} does not split into {batch} problems",
-                    marginal.len()
-                ),
-            ));
-        }
-        let per = marginal.len() / batch;
+        let per = check_marginal_error(batch, marginal.len(), old.len(), new.len())?;
         Ok(marginal
             .par_chunks(per)
             .zip(old.par_chunks(per))
@@ -332,7 +300,7 @@ impl<T: Real> Backend<T> for CpuBackend {
             return cloud.transport_cost(f, g, eps);
         }
         let dims = cost.dims;
-        let batch = check_fg(&dims, f, g)?;
+        let batch = check_fg(&dims, f.len(), g.len())?;
         let (n, m) = (dims.n, dims.m);
         Ok((0..batch)
             .map(|b| {
@@ -366,9 +334,8 @@ impl<T: Real> Backend<T> for CpuBackend {
             return cloud.plan(f, g, eps);
         }
         let dims = cost.dims;
-        check_fg(&dims, f, g)?;
+        let batch = check_fg(&dims, f.len(), g.len())?;
         let (n, m) = (dims.n, dims.m);
-        let batch = f.len() / n;
         let mut p = vec![T::zero(); batch * n * m];
         p.par_chunks_mut(m).enumerate().for_each(|(bi, prow)| {
             let (b, i) = (bi / n, bi % n);
@@ -381,22 +348,6 @@ impl<T: Real> Backend<T> for CpuBackend {
         });
         Ok(p)
     }
-}
-
-fn check_fg<T>(dims: &CostDims, f: &[T], g: &[T]) -> Result<usize> {
-    let batch = batch_of(f.len(), dims.n, "f")?;
-    if g.len() != batch * dims.m {
-        return Err(Error::shape(
-            "g",
-            format!(
-                "length {} does not fit {batch} problems of {} target points",
-                g.len(),
-                dims.m
-            ),
-        ));
-    }
-    check_cost_batch(dims, batch)?;
-    Ok(batch)
 }
 
 impl<T: Real> super::PointCloudKernels<T> for CpuBackend {

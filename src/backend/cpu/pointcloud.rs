@@ -29,7 +29,8 @@
 
 #[cfg(target_arch = "x86_64")]
 use super::{has_avx512, has_fma};
-use crate::backend::{batch_of, PointCloudCost, PointMetric, Side};
+use crate::backend::shape::{check_fg, check_sinkstep};
+use crate::backend::{batch_of, CostDims, PointCloudCost, PointMetric, Side};
 use crate::real::{HwFma, MulAdd, NoFma, Real};
 use crate::{Error, Result};
 use rayon::prelude::*;
@@ -100,6 +101,14 @@ impl<T: Real> CpuPointCloud<T> {
         }
     }
 
+    fn dims(&self) -> CostDims {
+        CostDims {
+            n: self.n,
+            m: self.m,
+            batch: None,
+        }
+    }
+
     pub(crate) fn n(&self) -> usize {
         self.n
     }
@@ -134,19 +143,13 @@ impl<T: Real> CpuPointCloud<T> {
         out: &mut [T],
     ) -> Result<()> {
         let ((out_raw, len_out), (red_raw, len_red)) = self.sides(side);
-        let batch = batch_of(out.len(), len_out, "sinkstep output")?;
-        if other.len() != batch * len_red || log_marginal.len() != out.len() {
-            return Err(Error::shape(
-                "sinkstep",
-                format!(
-                    "potential of length {} and marginal of length {} do not fit {batch} problems of {}×{} points",
-                    other.len(),
-                    log_marginal.len(),
-                    self.n,
-                    self.m
-                ),
-            ));
-        }
+        check_sinkstep(
+            &self.dims(),
+            side,
+            other.len(),
+            log_marginal.len(),
+            out.len(),
+        )?;
         let s = self.coordinate_scale(eps.f64());
         let out_pts: Vec<T> = out_raw.iter().map(|&v| v * s).collect();
         let red_pts: Vec<T> = red_raw.iter().map(|&v| v * s).collect();
@@ -197,17 +200,7 @@ impl<T: Real> CpuPointCloud<T> {
         what: Weights,
         vals: &[T],
     ) -> Result<Vec<f64>> {
-        let batch = batch_of(f.len(), self.n, "f")?;
-        if g.len() != batch * self.m {
-            return Err(Error::shape(
-                "g",
-                format!(
-                    "length {} does not fit {batch} problems of {} target points",
-                    g.len(),
-                    self.m
-                ),
-            ));
-        }
+        let batch = check_fg(&self.dims(), f.len(), g.len())?;
         let (own, red) = match side {
             Side::Row => (f, g),
             Side::Col => (g, f),
@@ -334,16 +327,7 @@ impl<T: Real> CpuPointCloud<T> {
     /// Dense plans `P_b[i,j] = exp((f_i + g_j − C_ij)/ε)`, only when they are small.
     pub(crate) fn plan(&self, f: &[T], g: &[T], eps: T) -> Result<Vec<T>> {
         let (n, m, d) = (self.n, self.m, self.d);
-        let batch = batch_of(f.len(), n, "f")?;
-        if g.len() != batch * m {
-            return Err(Error::shape(
-                "g",
-                format!(
-                    "length {} does not fit {batch} problems of {m} target points",
-                    g.len()
-                ),
-            ));
-        }
+        let batch = check_fg(&self.dims(), f.len(), g.len())?;
         match n.checked_mul(m).and_then(|nm| nm.checked_mul(batch)) {
             Some(e) if e <= MAX_PLAN_ENTRIES => {}
             _ => {

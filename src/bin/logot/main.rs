@@ -14,11 +14,11 @@ macro_rules! dispatch {
             }
             #[cfg(feature = "cuda")]
             (crate::npy::Dtype::F32, crate::BackendChoice::Cuda) => {
-                $body::<f32, _>(logot::backend::cuda::CudaBackend::new()?, $args)
+                $body::<f32, _>(crate::cuda_backend()?, $args)
             }
             #[cfg(feature = "cuda")]
             (crate::npy::Dtype::F64, crate::BackendChoice::Cuda) => {
-                $body::<f64, _>(logot::backend::cuda::CudaBackend::new()?, $args)
+                $body::<f64, _>(crate::cuda_backend()?, $args)
             }
             #[cfg(not(feature = "cuda"))]
             (_, crate::BackendChoice::Cuda) => Err(crate::no_cuda()),
@@ -87,6 +87,14 @@ impl BackendChoice {
             BackendChoice::Cuda => "cuda",
         }
     }
+}
+
+/// The CUDA backend on GPU 0 with the kernel choices and the compiled-kernel cache of the
+/// `LOGOT_CUDA_*` variables (the library itself reads no environment).
+#[cfg(feature = "cuda")]
+pub fn cuda_backend() -> Result<logot::backend::cuda::CudaBackend> {
+    let env = |k: &str| std::env::var(k).ok();
+    logot::backend::cuda::CudaBackend::with_tuning(0, logot::backend::cuda::Tuning::from_vars(env))
 }
 
 /// The error for `--backend cuda` in a build without the `cuda` feature.
