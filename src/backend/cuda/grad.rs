@@ -52,16 +52,13 @@ impl CudaBackend {
 
     /// Row or column reductions of `batch` plans `n×m`, optionally weighted (`W`, with its
     /// stride between problems) and applied to `x`.
-    #[allow(clippy::too_many_arguments)]
     fn grad_reduce<T: CudaReal>(
         &self,
         along: Along,
-        plan: &CudaBuffer<T>,
+        (plan, batch, n, m): (&CudaBuffer<T>, usize, usize, usize),
         x: Option<&CudaBuffer<T>>,
         weight: Option<(&CudaBuffer<T>, usize)>,
         out: &mut CudaSlice<T>,
-        batch: usize,
-        (n, m): (usize, usize),
     ) -> Result<()> {
         let (base, count, work) = match along {
             Along::Rows => ("grad_rows", batch * n, (batch * n).saturating_mul(32)),
@@ -176,7 +173,7 @@ impl<T: CudaReal> GradKernels<T> for CudaBackend {
         let batch = batch_of(plan.len, n * m, "plan")?;
         check_len("x", x.len, batch * m)?;
         check_len("y", y.len, batch * n)?;
-        self.grad_reduce(Along::Rows, plan, Some(x), None, &mut y.data, batch, (n, m))
+        self.grad_reduce(Along::Rows, (plan, batch, n, m), Some(x), None, &mut y.data)
     }
 
     fn plan_matvec_t(
@@ -190,7 +187,7 @@ impl<T: CudaReal> GradKernels<T> for CudaBackend {
         let batch = batch_of(plan.len, n * m, "plan")?;
         check_len("x", x.len, batch * n)?;
         check_len("y", y.len, batch * m)?;
-        self.grad_reduce(Along::Cols, plan, Some(x), None, &mut y.data, batch, (n, m))
+        self.grad_reduce(Along::Cols, (plan, batch, n, m), Some(x), None, &mut y.data)
     }
 
     fn weighted_marginals(
@@ -207,8 +204,8 @@ impl<T: CudaReal> GradKernels<T> for CudaBackend {
         };
         let mut rows = self.alloc::<T>(batch * n, "row marginals")?;
         let mut cols = self.alloc::<T>(batch * m, "column marginals")?;
-        self.grad_reduce(Along::Rows, plan, None, w, &mut rows, batch, (n, m))?;
-        self.grad_reduce(Along::Cols, plan, None, w, &mut cols, batch, (n, m))?;
+        self.grad_reduce(Along::Rows, (plan, batch, n, m), None, w, &mut rows)?;
+        self.grad_reduce(Along::Cols, (plan, batch, n, m), None, w, &mut cols)?;
         Ok((
             CudaBuffer {
                 data: rows,

@@ -15,6 +15,7 @@ use super::cost::{CostKind, CudaCost};
 use super::device::{CudaBackend, CudaBuffer};
 use super::kernels::{define, kernel_name, CudaReal, Module, Precision};
 use super::launch::{to_i32, Launch};
+use super::tiled::TiledArgs;
 use crate::backend::shape::{check_fg, check_sinkstep};
 use crate::backend::{batch_of, CostDims, PointCloudCost, PointCloudKernels, PointMetric, Side};
 use crate::{Error, Result};
@@ -215,7 +216,18 @@ impl CudaBackend {
             )
         }?;
         if splits > 1 {
-            self.finish_split(pm, ps, plm, pout, bi, li, splits, eps)?;
+            let finish = TiledArgs {
+                r: 0,
+                stride: 0,
+                other: self.ptr(&other.data),
+                lm: plm,
+                out: pout,
+                batch,
+                k: len_red,
+                l: len_out,
+                eps,
+            };
+            self.finish_split((pm, ps), splits, &finish)?;
         }
         // Fresh partials are freed in stream order after the kernels.
         drop(parts);

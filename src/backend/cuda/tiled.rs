@@ -132,9 +132,9 @@ impl Tiled {
     }
 }
 
-/// Device pointers and sizes of one tiled launch: `out[b,l]` from `other[b,k]`, the
+/// Device pointers and sizes of one half-step launch: `out[b,l]` from `other[b,k]`, the
 /// reduction-major cost `r` (`K×L` per matrix, `stride` elements between problems' matrices,
-/// 0 when shared) and `lm[b,l]`.
+/// 0 when shared; unused by the point-cloud kernels) and `lm[b,l]`.
 pub(super) struct TiledArgs<T> {
     pub r: u64,
     pub stride: i64,
@@ -265,7 +265,7 @@ impl CudaBackend {
             )
         }?;
         if splits > 1 {
-            self.finish_split(pm, ps, a.lm, a.out, bi, li, splits, a.eps)?;
+            self.finish_split((pm, ps), splits, &a)?;
         }
         // The kept partials stay with the cost (freed in stream order when replaced).
         drop(slot);
@@ -283,28 +283,24 @@ impl CudaBackend {
         }
     }
 
-    /// `out[b,l] = ε·lm[b,l] − ε·ln2·(M + log2 S)` of the `(M, S)` pairs of `splits` partial
-    /// reductions (`sinkstep_finish`, cuda/sinkstep.cu).
-    #[allow(clippy::too_many_arguments)]
+    /// `out[b,l] = ε·lm[b,l] − ε·ln2·(M + log2 S)` of the `(M, S)` pairs of the partial
+    /// reductions (`sinkstep_finish`, cuda/sinkstep.cu) of a half-step `a` whose reduction
+    /// was split `splits` ways.
     pub(super) fn finish_split<T: CudaReal>(
         &self,
-        part_m: u64,
-        part_s: u64,
-        lm: u64,
-        out: u64,
-        batch: i32,
-        l: i32,
+        (part_m, part_s): (u64, u64),
         splits: usize,
-        eps: T,
+        a: &TiledArgs<T>,
     ) -> Result<()> {
-        let blocks = self.stride_blocks(batch as usize * l as usize, 256, 16);
+        let (batch, l) = (to_i32(a.batch, "batch")?, to_i32(a.l, "cost")?);
+        let blocks = self.stride_blocks(a.batch * a.l, 256, 16);
         // SAFETY: sinkstep_finish(part_m, part_s, lm, out, B, L, splits, eps) over B×L
         // outputs and `splits` partials of B×L each.
         unsafe {
             self.launch(
                 &kernel_name::<T>("sinkstep_finish"),
                 Launch::linear(blocks, 256),
-                (part_m, part_s, lm, out, batch, l, splits as i32, eps),
+                (part_m, part_s, a.lm, a.out, batch, l, splits as i32, a.eps),
             )
         }
     }
