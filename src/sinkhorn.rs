@@ -10,7 +10,7 @@
 //! (`(Pᵀ1)_j = ν_j exp((g_j − g'_j)/ε)`), so checking costs nothing but a read-back of
 //! `B` numbers every `check_every` iterations.
 
-use crate::backend::{Backend, CostDims, CostSource, Marginals, Potentials, Side};
+use crate::backend::{Backend, CostSource, Marginals, Potentials, Side};
 use crate::validate::{check_eps, check_equal_mass, check_histograms};
 use crate::{Error, Real, Result};
 use ndarray::{Array1, Array2, Array3, ArrayView1, ArrayView2, Axis};
@@ -305,7 +305,7 @@ impl<'a, T: Real> Problem<'a, T> {
                 format!("batch of {bn} problems but mu has {b}"),
             ));
         }
-        let dims = cost_dims(&self.cost);
+        let dims = self.cost.dims();
         if dims.n == 0 || dims.m == 0 || dims.batch == Some(0) {
             return Err(Error::Empty {
                 arg: "cost".into(),
@@ -334,35 +334,6 @@ impl<'a, T: Real> Problem<'a, T> {
         let max_abs_cost = crate::validate::max_abs_cost(&self.cost)?;
         check_equal_mass::<T>(&mu_mass, &nu_mass)?;
         Ok(max_abs_cost)
-    }
-}
-
-/// Sizes of a cost source before it is prepared.
-pub(crate) fn cost_dims<T>(cost: &CostSource<'_, T>) -> CostDims {
-    match cost {
-        CostSource::Dense(c) => CostDims {
-            n: c.nrows(),
-            m: c.ncols(),
-            batch: None,
-        },
-        CostSource::DenseBatch(c) => {
-            let (b, n, m) = c.dim();
-            CostDims {
-                n,
-                m,
-                batch: Some(b),
-            }
-        }
-        CostSource::Grid(g) => CostDims {
-            n: g.len(),
-            m: g.len(),
-            batch: None,
-        },
-        CostSource::PointCloud(p) => CostDims {
-            n: p.x().nrows(),
-            m: p.y().nrows(),
-            batch: None,
-        },
     }
 }
 

@@ -78,6 +78,37 @@ pub enum CostSource<'a, T> {
     PointCloud(PointCloudCost<'a, T>),
 }
 
+impl<T> CostSource<'_, T> {
+    /// Sizes of the cost: `n×m`, and the number of matrices of a per-problem cost.
+    pub fn dims(&self) -> CostDims {
+        match self {
+            CostSource::Dense(c) => CostDims {
+                n: c.nrows(),
+                m: c.ncols(),
+                batch: None,
+            },
+            CostSource::DenseBatch(c) => {
+                let (b, n, m) = c.dim();
+                CostDims {
+                    n,
+                    m,
+                    batch: Some(b),
+                }
+            }
+            CostSource::Grid(g) => CostDims {
+                n: g.len(),
+                m: g.len(),
+                batch: None,
+            },
+            CostSource::PointCloud(p) => CostDims {
+                n: p.x().nrows(),
+                m: p.y().nrows(),
+                batch: None,
+            },
+        }
+    }
+}
+
 impl<'a, T> From<ArrayView2<'a, T>> for CostSource<'a, T> {
     fn from(c: ArrayView2<'a, T>) -> Self {
         CostSource::Dense(c)

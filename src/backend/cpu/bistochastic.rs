@@ -10,9 +10,7 @@ use super::CpuBackend;
 use crate::backend::batch_of;
 use crate::backend::bistochastic::{BistochasticKernels, ProjectionStats};
 use crate::backend::shape::check_len;
-use crate::grad::cg::{
-    conjugate_gradient, CgOperator, CgOutcome, CgSummary, SmallSpace, SMALL_MAX,
-};
+use crate::cg::{conjugate_gradient, CgOperator, CgOutcome, CgSummary, SmallSpace, SMALL_MAX};
 use crate::real::{HwFma, MulAdd, NoFma, LANES};
 use crate::{Error, Real, Result};
 use rayon::prelude::*;

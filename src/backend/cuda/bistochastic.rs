@@ -27,7 +27,7 @@ use super::launch::{Context, Launch};
 use crate::backend::batch_of;
 use crate::backend::bistochastic::{BistochasticKernels, ProjectionStats};
 use crate::backend::shape::check_len;
-use crate::grad::cg::{CgOutcome, CgSummary};
+use crate::cg::{CgOutcome, CgSummary};
 use crate::{Error, Result};
 use cudarc::driver::result as cu;
 use cudarc::driver::{CudaContext, CudaSlice};
