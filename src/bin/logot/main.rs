@@ -110,7 +110,7 @@ fn main() -> ExitCode {
         Command::Coupling(a) => wasserstein::coupling(&a),
         Command::Barycenter(a) => barycenter::barycenter(&a),
         Command::Bistochastic(a) => bistochastic::bistochastic(&a),
-        Command::Bench(a) => bench::bench(&a),
+        Command::Bench(a) => bench_command(&a),
         Command::Svd3(a) => svd3::svd3(&a),
         Command::NewtonSchulz(a) => newton_schulz::newton_schulz_cmd(&a),
     };
@@ -123,6 +123,18 @@ fn main() -> ExitCode {
             eprintln!("logot: error: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// `logot bench`: each problem runs in the module of its kind (the modules share
+/// `bench`'s arguments and timers, and none calls another).
+fn bench_command(a: &bench::BenchArgs) -> Json {
+    use bench::BenchProblem::{Bary64, Bary64Dense};
+    let dtype = bench::checked(a)?;
+    match a.problem {
+        p @ (Bary64 | Bary64Dense) => barycenter::bench(dtype, a, p == Bary64Dense),
+        p if p.on_kernels() => bench_kernels::bench(dtype, a),
+        _ => bench::bench(dtype, a),
     }
 }
 
