@@ -134,6 +134,7 @@ pub(crate) fn check_marginal_error(
 }
 
 /// `ν` and `log ν` of a column report: the length of `g`.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub(crate) fn check_nu(nu_len: usize, log_nu_len: usize, g_len: usize) -> Result<()> {
     if nu_len != g_len || log_nu_len != g_len {
         return Err(Error::shape(

@@ -7,11 +7,12 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::CpuBackend;
+use super::isa::isa_dispatch;
 use crate::backend::batch_of;
 use crate::backend::bistochastic::{BistochasticKernels, ProjectionStats};
 use crate::backend::shape::check_len;
 use crate::cg::{conjugate_gradient, CgOperator, CgOutcome, CgSummary, SmallSpace, SMALL_MAX};
-use crate::real::{HwFma, MulAdd, NoFma, LANES};
+use crate::real::{MulAdd, LANES};
 use crate::{Error, Real, Result};
 use rayon::prelude::*;
 
@@ -127,34 +128,15 @@ fn forward_chunk<T: Real, M: MulAdd>(
     st
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn forward_chunk_avx2<T: Real>(
-    n: usize,
-    x: &[T],
-    iters: usize,
-    tol: f64,
-    r: &mut [T],
-) -> ProjectionStats {
-    forward_chunk::<T, HwFma>(n, x, iters, tol, r)
-}
-
-fn forward_dispatch<T: Real>(
-    n: usize,
-    x: &[T],
-    iters: usize,
-    tol: f64,
-    r: &mut [T],
-) -> ProjectionStats {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if super::has_fma() {
-            // SAFETY: the CPU supports the features this function is compiled for.
-            return unsafe { forward_chunk_avx2(n, x, iters, tol, r) };
-        }
-    }
-    let _ = HwFma;
-    forward_chunk::<T, NoFma>(n, x, iters, tol, r)
+isa_dispatch! {
+    /// [`forward_chunk`] with AVX2 + FMA where the CPU has them.
+    fn forward_dispatch<T: Real>(
+        n: usize,
+        x: &[T],
+        iters: usize,
+        tol: f64,
+        r: &mut [T],
+    ) -> ProjectionStats = forward_chunk up to AVX2;
 }
 
 /// The Schur operator of one matrix, `b ↦ c⊙b − Rᵀ diag(1/r) R b`, in `f64`.

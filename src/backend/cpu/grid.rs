@@ -14,12 +14,11 @@
 //! one-pass log-sum-exp. The result therefore matches the direct LSE to f64 rounding
 //! whatever the dynamic range; f32 problems are computed in f64 and rounded once.
 
-#[cfg(target_arch = "x86_64")]
-use super::has_fma;
+use super::isa::isa_dispatch;
 use super::lse;
 use crate::backend::shape::{check_grid_fg, check_grid_sinkstep};
 use crate::backend::GridCost;
-use crate::real::{HwFma, MulAdd, NoFma, Real};
+use crate::real::{MulAdd, Real};
 use crate::{Error, Result};
 use ndarray::linalg::general_mat_mul;
 use ndarray::{ArrayView2, ArrayViewMut2, ArrayViewMut3, Axis};
@@ -509,19 +508,9 @@ enum Shift<'a> {
     Each(&'a [f64]),
 }
 
-/// `out[j] = exp(src[j] − m)` (vectorised; `src ≤ m`).
-fn exp_shifted(src: &[f64], m: f64, out: &mut [f64]) {
-    #[cfg(target_arch = "x86_64")]
-    if has_fma() {
-        // SAFETY: the CPU supports AVX2 and FMA.
-        return unsafe { exp_shifted_fma(src, m, out) };
-    }
-    exp_shifted_k::<NoFma>(src, m, out)
-}
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn exp_shifted_fma(src: &[f64], m: f64, out: &mut [f64]) {
-    exp_shifted_k::<HwFma>(src, m, out)
+isa_dispatch! {
+    /// `out[j] = exp(src[j] − m)` (vectorised; `src ≤ m`).
+    fn exp_shifted(src: &[f64], m: f64, out: &mut [f64]) = exp_shifted_k up to AVX2;
 }
 /// Elements per unrolled block: several independent vectors in flight hide the latency
 /// of the polynomial chains.
@@ -541,19 +530,9 @@ fn exp_shifted_k<M: MulAdd>(src: &[f64], m: f64, out: &mut [f64]) {
     }
 }
 
-/// `out[l] = exp(src[l] − m[l])`.
-fn exp_shifted_each(src: &[f64], m: &[f64], out: &mut [f64]) {
-    #[cfg(target_arch = "x86_64")]
-    if has_fma() {
-        // SAFETY: the CPU supports AVX2 and FMA.
-        return unsafe { exp_shifted_each_fma(src, m, out) };
-    }
-    exp_shifted_each_k::<NoFma>(src, m, out)
-}
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn exp_shifted_each_fma(src: &[f64], m: &[f64], out: &mut [f64]) {
-    exp_shifted_each_k::<HwFma>(src, m, out)
+isa_dispatch! {
+    /// `out[l] = exp(src[l] − m[l])`.
+    fn exp_shifted_each(src: &[f64], m: &[f64], out: &mut [f64]) = exp_shifted_each_k up to AVX2;
 }
 #[inline(always)]
 fn exp_shifted_each_k<M: MulAdd>(src: &[f64], m: &[f64], out: &mut [f64]) {
@@ -575,20 +554,10 @@ fn exp_shifted_each_k<M: MulAdd>(src: &[f64], m: &[f64], out: &mut [f64]) {
     }
 }
 
-/// `s ← shift + ln s` (vectorised; entries below the normal range give garbage that the
-/// caller replaces).
-fn ln_shifted(s: &mut [f64], shift: Shift<'_>) {
-    #[cfg(target_arch = "x86_64")]
-    if has_fma() {
-        // SAFETY: the CPU supports AVX2 and FMA.
-        return unsafe { ln_shifted_fma(s, shift) };
-    }
-    ln_shifted_k::<NoFma>(s, shift)
-}
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn ln_shifted_fma(s: &mut [f64], shift: Shift<'_>) {
-    ln_shifted_k::<HwFma>(s, shift)
+isa_dispatch! {
+    /// `s ← shift + ln s` (vectorised; entries below the normal range give garbage that the
+    /// caller replaces).
+    fn ln_shifted(s: &mut [f64], shift: Shift<'_>) = ln_shifted_k up to AVX2;
 }
 #[inline(always)]
 fn ln_shifted_k<M: MulAdd>(s: &mut [f64], shift: Shift<'_>) {
@@ -654,6 +623,7 @@ pub(crate) fn ln_pos<M: MulAdd>(x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::real::{HwFma, NoFma};
 
     #[test]
     fn ln_pos_matches_std() {

@@ -5,23 +5,11 @@ mod barycenter;
 mod bistochastic;
 mod grad;
 mod grid;
+pub(crate) mod isa;
 mod linalg;
 pub mod lse;
 mod pointcloud;
 pub(crate) mod svd3;
-
-/// Whether the CPU runs the AVX2 + FMA kernel variants (`#[target_feature(enable =
-/// "avx2,fma")]`); std caches the answer.
-#[cfg(target_arch = "x86_64")]
-pub(crate) fn has_fma() -> bool {
-    std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
-}
-
-/// AVX-512F (which implies AVX2 and FMA): 16 f32 or 8 f64 lanes per instruction.
-#[cfg(target_arch = "x86_64")]
-pub(crate) fn has_avx512() -> bool {
-    std::is_x86_feature_detected!("avx512f")
-}
 
 use super::shape::{check_fg, check_marginal_error, check_sinkstep};
 use super::{Backend, CostDims, CostSource, Side};
