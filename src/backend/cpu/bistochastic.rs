@@ -6,8 +6,8 @@
 // Per-problem / per-index loops over several parallel arrays read best with an index.
 #![allow(clippy::needless_range_loop)]
 
-use super::CpuBackend;
 use super::isa::isa_dispatch;
+use super::CpuBackend;
 use crate::backend::batch_of;
 use crate::backend::bistochastic::{BistochasticKernels, ProjectionStats};
 use crate::backend::shape::check_len;
