@@ -16,7 +16,6 @@
 //! `N×N` pixels costs `O(N³)` per step, never an `N²×N²` matrix.
 
 use crate::backend::{Backend, BaryBuffers, BaryLayout, BarycenterKernels, CostSource, GridCost};
-use crate::sinkhorn::cost_dims;
 use crate::validate::{check_eps, check_finite, check_histograms};
 use crate::{CpuBackend, Error, Real, Result};
 use ndarray::{
@@ -548,7 +547,7 @@ fn validate_inputs<T: Real>(
 /// Checks the cost; returns its rows, columns and largest |entry| (dense costs are checked
 /// finite in that pass).
 fn validate_cost<T: Real>(cost: &CostSource<'_, T>) -> Result<(usize, usize, f64)> {
-    let dims = cost_dims(cost);
+    let dims = cost.dims();
     match cost {
         CostSource::Dense(_) | CostSource::Grid(_) => {}
         _ => {

@@ -42,6 +42,7 @@
 
 pub mod backend;
 pub mod barycenter;
+mod cg;
 mod error;
 pub mod grad;
 /// Every input check of the library and the command line (docs/input-checks.md).

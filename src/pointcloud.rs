@@ -30,10 +30,36 @@
 use crate::backend::{
     grad::GradKernels, CostSource, PointCloudCost, PointCloudKernels, PointMetric, Side,
 };
-use crate::sinkhorn::{Convergence, Problem, SinkhornParams, SinkhornResult, Solver};
+use crate::sinkhorn::{Convergence, EpsScaling, Problem, SinkhornParams, SinkhornResult, Solver};
 use crate::validate::{check_equal_mass, check_histograms};
 use crate::{CpuBackend, Error, Real, Result};
 use ndarray::{Array1, Array2, Array3, ArrayView1, ArrayView2, Axis};
+
+// Defined here, above the backends, where the solver's ε schedules live.
+impl<T: Real> PointCloudCost<'_, T> {
+    /// ε-scaling that anneals from the clouds' largest cost ([`PointCloudCost::max_cost`],
+    /// the squared diameter for the squared Euclidean cost) down to the target ε:
+    /// [`EpsScaling::from_max_cost`].
+    ///
+    /// ```
+    /// use logot::{CpuBackend, PointCloudCost, Problem, SinkhornParams, Solver};
+    /// use ndarray::{Array1, Array2, Axis};
+    /// // A 5×5 grid and its translate by (0.1, 0.1), ε = 1e-3 after annealing from the
+    /// // squared diameter: the entropic cost is within O(ε) above the exact W₂² = 0.02.
+    /// let x = Array2::from_shape_fn((25, 2), |(i, k)| if k == 0 { (i % 5) as f64 } else { (i / 5) as f64 } * 0.25);
+    /// let y = &x + 0.1;
+    /// let w = Array1::from_elem(25, 0.04).insert_axis(Axis(0));
+    /// let cost = PointCloudCost::new(x.view(), y.view())?;
+    /// let params = SinkhornParams::new(1e-3).with_eps_scaling(cost.eps_scaling());
+    /// let r = Solver::new(CpuBackend, params).solve(&Problem::batch(w.view(), w.view(), cost)?)?;
+    /// assert!(r.convergence.converged, "{:?}", r.convergence);
+    /// assert!(r.distance[0] >= 0.02 - 1e-9 && r.distance[0] < 0.02 + 3e-3, "{}", r.distance[0]);
+    /// # Ok::<(), logot::Error>(())
+    /// ```
+    pub fn eps_scaling(&self) -> EpsScaling {
+        EpsScaling::from_max_cost(self.max_cost())
+    }
+}
 
 /// A solved batch of point-cloud problems with `OT_ε` and its gradients with respect to
 /// the points (see the module docs for the objective).
@@ -193,7 +219,13 @@ fn self_transport<T: Real, Bk: PointCloudKernels<T> + GradKernels<T>>(
         log_mu: &log_mu,
         log_nu: &log_mu,
     };
-    let report = be.plan_report(&cost, &f, &f, &marginals, eps)?[0];
+    // Both potentials are f (a copy of n values: Potentials owns its buffers).
+    let pot = crate::backend::Potentials {
+        g: be.upload(&be.download(&f)?)?,
+        f,
+    };
+    let report = be.plan_report(&cost, &pot, &marginals, eps)?[0];
+    let f = pot.f;
     let err = report.row_error.max(report.col_error);
     if err.is_nan() {
         return Err(Error::Numerical(format!(

@@ -10,7 +10,7 @@
 //! (`(Pᵀ1)_j = ν_j exp((g_j − g'_j)/ε)`), so checking costs nothing but a read-back of
 //! `B` numbers every `check_every` iterations.
 
-use crate::backend::{Backend, CostDims, CostSource, Marginals, Side};
+use crate::backend::{Backend, CostSource, Marginals, Potentials, Side};
 use crate::progress::{HistoryEntry, Observer, Tracker};
 use crate::validate::{check_eps, check_equal_mass, check_histograms};
 use crate::{Error, Real, Result};
@@ -464,7 +464,7 @@ impl<'a, T: Real> Problem<'a, T> {
                 format!("batch of {bn} problems but mu has {b}"),
             ));
         }
-        let dims = cost_dims(&self.cost);
+        let dims = self.cost.dims();
         if dims.n == 0 || dims.m == 0 || dims.batch == Some(0) {
             return Err(Error::Empty {
                 arg: "cost".into(),
@@ -493,35 +493,6 @@ impl<'a, T: Real> Problem<'a, T> {
         let offsets = CostOffsets::of(&self.cost)?;
         check_equal_mass::<T>(&mu_mass, &nu_mass)?;
         Ok((offsets, nu_mass))
-    }
-}
-
-/// Sizes of a cost source before it is prepared.
-pub(crate) fn cost_dims<T>(cost: &CostSource<'_, T>) -> CostDims {
-    match cost {
-        CostSource::Dense(c) => CostDims {
-            n: c.nrows(),
-            m: c.ncols(),
-            batch: None,
-        },
-        CostSource::DenseBatch(c) => {
-            let (b, n, m) = c.dim();
-            CostDims {
-                n,
-                m,
-                batch: Some(b),
-            }
-        }
-        CostSource::Grid(g) => CostDims {
-            n: g.len(),
-            m: g.len(),
-            batch: None,
-        },
-        CostSource::PointCloud(p) => CostDims {
-            n: p.x().nrows(),
-            m: p.y().nrows(),
-            batch: None,
-        },
     }
 }
 
@@ -833,7 +804,13 @@ impl<B> Solver<B> {
         let be = &self.backend;
         let (batch, n, m, cost) = (pr.batch, pr.n, pr.m, &pr.cost);
         let (nu, log_mu, log_nu) = (&pr.nu, &pr.log_mu, &pr.log_nu);
-        let (mut f, mut g) = match &p.warm_start {
+        let marginals = Marginals {
+            mu: &pr.mu,
+            nu,
+            log_mu,
+            log_nu,
+        };
+        let (f, g) = match &p.warm_start {
             // Zero potentials, −∞ on zero-mass bins (so they take no part from the first
             // half-step on: the problem is exactly the one without those bins).
             None => {
@@ -848,21 +825,14 @@ impl<B> Solver<B> {
                 (be.upload(&f0)?, be.upload(&g0)?)
             }
         };
+        let mut pot = Potentials { f, g };
         let mut iterations = 0;
         let mut tracker = Tracker::new(p.observer.as_ref(), p.history, p.max_iters);
         if let Some(s) = &p.eps_scaling {
             // The stages count towards `max_iters`, and at least one iteration runs at `eps`:
             // the largest-ε stages are dropped when they do not fit.
             for e in s.stages_within(p.eps, p.max_iters) {
-                be.iterate(
-                    cost,
-                    T::of(e),
-                    log_mu,
-                    log_nu,
-                    &mut f,
-                    &mut g,
-                    s.iters_per_stage,
-                )?;
+                be.iterate(cost, T::of(e), &marginals, &mut pot, s.iters_per_stage)?;
                 iterations += s.iters_per_stage;
                 tracker.report(iterations, e, None, false);
             }
@@ -886,7 +856,7 @@ impl<B> Solver<B> {
                 main_iters
             };
             let plain = next_check.min(main_iters) - it;
-            be.iterate(cost, eps, log_mu, log_nu, &mut f, &mut g, plain)?;
+            be.iterate(cost, eps, &marginals, &mut pot, plain)?;
             it += plain;
             iterations += plain;
             if it >= main_iters {
@@ -900,8 +870,8 @@ impl<B> Solver<B> {
                 Some(b) => b,
                 None => g_next.insert(be.filled(batch * m, T::zero())?),
             };
-            be.sinkstep(cost, Side::Col, eps, &f, log_nu, gn)?;
-            let errs = be.marginal_error(batch, nu, &g, gn, eps)?;
+            be.sinkstep(cost, Side::Col, eps, &pot.f, log_nu, gn)?;
+            let errs = be.marginal_error(batch, nu, &pot.g, gn, eps)?;
             tracker.report(
                 iterations,
                 p.eps,
@@ -928,20 +898,14 @@ impl<B> Solver<B> {
             if all {
                 break;
             }
-            std::mem::swap(&mut g, gn);
-            be.sinkstep(cost, Side::Row, eps, &g, log_mu, &mut f)?;
+            std::mem::swap(&mut pot.g, gn);
+            be.sinkstep(cost, Side::Row, eps, &pot.g, log_mu, &mut pot.f)?;
             it += 1;
             iterations += 1;
         }
         drop(g_next);
         // The report of the plan (f, g) defines, measured after the last iteration.
-        let marginals = Marginals {
-            mu: &pr.mu,
-            nu,
-            log_mu,
-            log_nu,
-        };
-        let reports = be.plan_report(cost, &f, &g, &marginals, eps)?;
+        let reports = be.plan_report(cost, &pot, &marginals, eps)?;
         let mut problems = Vec::with_capacity(batch);
         let mut distance = Vec::with_capacity(batch);
         for (k, r) in reports.iter().enumerate() {
@@ -968,7 +932,7 @@ impl<B> Solver<B> {
         let mut convergence = Convergence::of_problems(iterations, tol, problems);
         tracker.report(iterations, p.eps, Some(convergence.marginal_error), true);
         convergence.history = tracker.history();
-        Ok((f, g, convergence, distance))
+        Ok((pot.f, pot.g, convergence, distance))
     }
 }
 

@@ -60,7 +60,7 @@ pub(super) fn dense<T: Real>(
     marginals: &Marginals<'_, Vec<T>>,
     eps: T,
 ) -> Result<Vec<PlanReport>> {
-    let batch = check_fg(&cost.dims, f, g)?;
+    let batch = check_fg(&cost.dims, f.len(), g.len())?;
     let (n, m) = (cost.dims.n, cost.dims.m);
     let inv_eps = 1.0 / eps.f64();
     let rows = sums(cost, Side::Row, f, g, inv_eps);

@@ -225,13 +225,9 @@ pub fn barycenter(a: &BarycenterArgs) -> Json {
             rayon::scope(|_| run::<f64, _>(logot::CpuBackend, a, o))
         }
         #[cfg(feature = "cuda")]
-        (Dtype::F32, BackendChoice::Cuda) => {
-            run::<f32, _>(logot::backend::cuda::CudaBackend::new()?, a, o)
-        }
+        (Dtype::F32, BackendChoice::Cuda) => run::<f32, _>(crate::cuda_backend()?, a, o),
         #[cfg(feature = "cuda")]
-        (Dtype::F64, BackendChoice::Cuda) => {
-            run::<f64, _>(logot::backend::cuda::CudaBackend::new()?, a, o)
-        }
+        (Dtype::F64, BackendChoice::Cuda) => run::<f64, _>(crate::cuda_backend()?, a, o),
         #[cfg(not(feature = "cuda"))]
         (_, BackendChoice::Cuda) => Err(crate::no_cuda()),
     }?;
@@ -251,13 +247,9 @@ pub fn bench(dtype: Dtype, a: &BenchArgs, dense: bool) -> Json {
             rayon::scope(|_| bench_on::<f64, _>(logot::CpuBackend, a, dense))
         }
         #[cfg(feature = "cuda")]
-        (Dtype::F32, BackendChoice::Cuda) => {
-            bench_on::<f32, _>(logot::backend::cuda::CudaBackend::new()?, a, dense)
-        }
+        (Dtype::F32, BackendChoice::Cuda) => bench_on::<f32, _>(crate::cuda_backend()?, a, dense),
         #[cfg(feature = "cuda")]
-        (Dtype::F64, BackendChoice::Cuda) => {
-            bench_on::<f64, _>(logot::backend::cuda::CudaBackend::new()?, a, dense)
-        }
+        (Dtype::F64, BackendChoice::Cuda) => bench_on::<f64, _>(crate::cuda_backend()?, a, dense),
         #[cfg(not(feature = "cuda"))]
         (_, BackendChoice::Cuda) => Err(crate::no_cuda()),
     }

@@ -70,8 +70,8 @@ impl BenchProblem {
         }
     }
 
-    /// Problems timed by [`crate::bench_kernels`].
-    fn on_kernels(self) -> bool {
+    /// Problems timed by `crate::bench_kernels`.
+    pub fn on_kernels(self) -> bool {
         use BenchProblem::*;
         matches!(self, Mhc4 | Mhc16 | Svd3 | Xxt | Xxt8192 | Ns | Gemm)
     }
@@ -264,7 +264,8 @@ fn run<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
 /// The most timed or warm-up runs (the timings are kept in memory).
 const MAX_RUNS: usize = 1_000_000;
 
-pub fn bench(a: &BenchArgs) -> Json {
+/// Checks the arguments of every bench problem; the precision to run in.
+pub fn checked(a: &BenchArgs) -> Result<Dtype> {
     let dtype = if a.f64 { Dtype::F64 } else { Dtype::F32 };
     if !(a.max_seconds.is_finite() && a.max_seconds >= 0.0) {
         return Err(logot::Error::parameter(
@@ -282,12 +283,12 @@ pub fn bench(a: &BenchArgs) -> Json {
             ));
         }
     }
-    if matches!(a.problem, BenchProblem::Bary64 | BenchProblem::Bary64Dense) {
-        return crate::barycenter::bench(dtype, a, a.problem == BenchProblem::Bary64Dense);
-    }
-    if a.problem.on_kernels() {
-        return crate::bench_kernels::bench(dtype, a);
-    }
+    Ok(dtype)
+}
+
+/// The solver problems: otA, otB, otBcpu and otC (the barycenters run in
+/// `crate::barycenter`, the kernel problems in `crate::bench_kernels`).
+pub fn bench(dtype: Dtype, a: &BenchArgs) -> Json {
     if a.problem == BenchProblem::OtC {
         return dispatch!(dtype, a.backend, run_otc, a);
     }

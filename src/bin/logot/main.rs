@@ -14,11 +14,11 @@ macro_rules! dispatch {
             }
             #[cfg(feature = "cuda")]
             (crate::npy::Dtype::F32, crate::BackendChoice::Cuda) => {
-                $body::<f32, _>(logot::backend::cuda::CudaBackend::new()?, $($args),+)
+                $body::<f32, _>(crate::cuda_backend()?, $($args),+)
             }
             #[cfg(feature = "cuda")]
             (crate::npy::Dtype::F64, crate::BackendChoice::Cuda) => {
-                $body::<f64, _>(logot::backend::cuda::CudaBackend::new()?, $($args),+)
+                $body::<f64, _>(crate::cuda_backend()?, $($args),+)
             }
             #[cfg(not(feature = "cuda"))]
             (_, crate::BackendChoice::Cuda) => Err(crate::no_cuda()),
@@ -97,6 +97,14 @@ impl BackendChoice {
     }
 }
 
+/// The CUDA backend on GPU 0 with the kernel choices and the compiled-kernel cache of the
+/// `LOGOT_CUDA_*` variables (the library itself reads no environment).
+#[cfg(feature = "cuda")]
+pub fn cuda_backend() -> Result<logot::backend::cuda::CudaBackend> {
+    let env = |k: &str| std::env::var(k).ok();
+    logot::backend::cuda::CudaBackend::with_tuning(0, logot::backend::cuda::Tuning::from_vars(env))
+}
+
 /// The error for `--backend cuda` in a build without the `cuda` feature.
 #[cfg(not(feature = "cuda"))]
 pub fn no_cuda() -> Error {
@@ -124,7 +132,7 @@ fn main() -> ExitCode {
         Command::Divergence(a) => divergence::divergence(&a),
         Command::Barycenter(a) => barycenter::barycenter(&a),
         Command::Bistochastic(a) => bistochastic::bistochastic(&a),
-        Command::Bench(a) => bench::bench(&a),
+        Command::Bench(a) => bench_command(&a),
         Command::Svd3(a) => svd3::svd3(&a),
         Command::NewtonSchulz(a) => newton_schulz::newton_schulz_cmd(&a),
     };
@@ -137,6 +145,18 @@ fn main() -> ExitCode {
             eprintln!("logot: error: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// `logot bench`: each problem runs in the module of its kind (the modules share
+/// `bench`'s arguments and timers, and none calls another).
+fn bench_command(a: &bench::BenchArgs) -> Json {
+    use bench::BenchProblem::{Bary64, Bary64Dense};
+    let dtype = bench::checked(a)?;
+    match a.problem {
+        p @ (Bary64 | Bary64Dense) => barycenter::bench(dtype, a, p == Bary64Dense),
+        p if p.on_kernels() => bench_kernels::bench(dtype, a),
+        _ => bench::bench(dtype, a),
     }
 }
 
