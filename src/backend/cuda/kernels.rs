@@ -76,6 +76,8 @@ pub enum Module {
     Grad,
     /// svd3, GEMM, syrk, Frobenius norm and small elementwise kernels.
     Linalg,
+    /// The plan report of a dense cost, entry by entry in f64.
+    Report,
 }
 
 const SINKSTEP_SRC: &str = include_str!("../../../cuda/sinkstep.cu");
@@ -85,12 +87,13 @@ const BARYCENTER_SRC: &str = include_str!("../../../cuda/barycenter.cu");
 const BISTOCHASTIC_SRC: &str = include_str!("../../../cuda/bistochastic.cu");
 const GRAD_SRC: &str = include_str!("../../../cuda/grad.cu");
 const LINALG_SRC: &str = include_str!("../../../cuda/linalg.cu");
+const REPORT_SRC: &str = include_str!("../../../cuda/report.cu");
 /// The shared header every module is compiled with.
 pub const COMMON_SRC: &str = include_str!("../../../cuda/common.cuh");
 
 impl Module {
     /// Every module, in the order the backend loads them.
-    pub const ALL: [Module; 7] = [
+    pub const ALL: [Module; 8] = [
         Module::Sinkstep,
         Module::PointCloud,
         Module::Grid,
@@ -98,6 +101,7 @@ impl Module {
         Module::Bistochastic,
         Module::Grad,
         Module::Linalg,
+        Module::Report,
     ];
 
     /// The file name without `.cu`.
@@ -110,6 +114,7 @@ impl Module {
             Module::Bistochastic => "bistochastic",
             Module::Grad => "grad",
             Module::Linalg => "linalg",
+            Module::Report => "report",
         }
     }
 
@@ -123,6 +128,7 @@ impl Module {
             Module::Bistochastic => BISTOCHASTIC_SRC,
             Module::Grad => GRAD_SRC,
             Module::Linalg => LINALG_SRC,
+            Module::Report => REPORT_SRC,
         }
     }
 
@@ -206,6 +212,11 @@ impl Module {
                 ("frob_finish", Plain),
                 ("scaled_copy", Both),
                 ("shift_diagonal", Both),
+            ],
+            Module::Report => &[
+                ("report_rows", Both),
+                ("report_cols", Both),
+                ("report_finish", Both),
             ],
         }
     }

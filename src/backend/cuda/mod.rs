@@ -62,6 +62,7 @@ mod linalg;
 mod nvrtc;
 mod ot;
 mod pointcloud;
+mod report;
 mod tiled;
 mod tuning;
 

@@ -7,8 +7,8 @@ use super::device::{CudaBackend, CudaBuffer};
 use super::kernels::CudaReal;
 use crate::backend::shape::{check_fg, check_nu};
 use crate::backend::{
-    column_error_and_cost_by_half_step, iterate_half_steps, Backend, CostDims, CostSource,
-    Marginals, Potentials, Side,
+    column_error_and_cost_by_half_step, iterate_half_steps, plan_report_from_half_steps, Backend,
+    CostDims, CostSource, Marginals, PlanReport, Potentials, Side,
 };
 use crate::{Error, Result};
 
@@ -119,6 +119,21 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
                 self.dense_report(c, potentials, (marginals.nu, marginals.log_nu), eps, batch)
             }
             _ => column_error_and_cost_by_half_step(self, cost, potentials, marginals, eps),
+        }
+    }
+
+    /// Dense costs: every entry of each plan in f64 (`cuda/report.cu`), with its mass;
+    /// grids and point clouds: the half-step default.
+    fn plan_report(
+        &self,
+        cost: &CudaCost<T>,
+        potentials: &Potentials<CudaBuffer<T>>,
+        marginals: &Marginals<'_, CudaBuffer<T>>,
+        eps: T,
+    ) -> Result<Vec<PlanReport>> {
+        match &cost.kind {
+            CostKind::Dense(c) => self.dense_plan_report(c, potentials, marginals, eps),
+            _ => plan_report_from_half_steps(self, cost, potentials, marginals, eps),
         }
     }
 
