@@ -40,6 +40,13 @@
 //! matrices with its backward ([`bistochastic()`], [`bistochastic_backward`]), and the
 //! finite-difference checker the tests use ([`check_gradient`]).
 
+/// The `ndarray` crate logot is built with (0.17): the array types of every signature.
+///
+/// Use it instead of a separate `ndarray` dependency (`use logot::ndarray::{array, Array2};`),
+/// or depend on the same version; arrays of another `ndarray` version are different types,
+/// and the compiler reports "multiple different versions of crate `ndarray`".
+pub use ndarray;
+
 pub mod backend;
 pub mod barycenter;
 mod error;
