@@ -5,14 +5,16 @@
 #[cfg(feature = "cuda")]
 mod gpu {
     use criterion::{BenchmarkId, Criterion, Throughput};
-    use logot::backend::cuda::CudaBackend;
+    use logot::backend::cuda::{CudaBackend, Tuning};
     use logot::backend::{Backend, CostSource, Side};
     use logot::{problems, Problem, SinkhornParams, Solver};
     use std::hint::black_box;
     use std::time::Duration;
 
     pub fn benches(c: &mut Criterion) {
-        let gpu = match CudaBackend::new() {
+        // Kernel choices and the module cache from the LOGOT_CUDA_* variables.
+        let env = |k: &str| std::env::var(k).ok();
+        let gpu = match CudaBackend::with_tuning(0, Tuning::from_vars(env)) {
             Ok(g) => g,
             Err(e) => {
                 eprintln!("skipping the CUDA benches: {e}");

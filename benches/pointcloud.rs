@@ -89,7 +89,16 @@ fn divergence(c: &mut Criterion) {
     let params = SinkhornParams::new(0.05);
     g.bench_function("n2048_d3_eps0.05", |bench| {
         bench.iter(|| {
-            logot::sinkhorn_divergence(x.view(), y.view(), a.view(), b.view(), &params).unwrap()
+            logot::Solver::new(logot::CpuBackend, params.clone())
+                .sinkhorn_divergence(
+                    a.view(),
+                    b.view(),
+                    x.view(),
+                    y.view(),
+                    logot::PointMetric::SqEuclidean,
+                    logot::DivergenceConvention::Objective,
+                )
+                .unwrap()
         })
     });
     g.finish();

@@ -395,30 +395,33 @@ __device__ __forceinline__ void syrk_entry(const T *A, T *C, int n, int k, T alp
 }
 
 // f32: 128 threads of 8×16 outputs, k-steps of 16, two blocks per SM; f64: 256 threads of
-// 8×8, k-steps of 8 (static shared memory).
+// 8×8, k-steps of 8 (static shared memory). The host reads these lines.
+#define GEMM_F32_BK 16
+#define GEMM_F32_THREADS 128
+#define GEMM_F64_THREADS 256
 #define LOGOT_GEMM(NAME, T, BK, W, TA, TB, THREADS, MINB)                                   \
   extern "C" __global__ void __launch_bounds__(THREADS, MINB)                               \
       NAME(const T *A, const T *B, T *C, int m, int n, int k, T alpha, T beta) {            \
     gemm_entry<T, BK, W, TA, TB>(A, B, C, m, n, k, alpha, beta);                            \
   }
-LOGOT_GEMM(gemm_nn_f32, float, 16, true, false, false, 128, 2)
-LOGOT_GEMM(gemm_nt_f32, float, 16, true, false, true, 128, 2)
-LOGOT_GEMM(gemm_tn_f32, float, 16, true, true, false, 128, 2)
-LOGOT_GEMM(gemm_tt_f32, float, 16, true, true, true, 128, 2)
-LOGOT_GEMM(gemm_nn_f64, double, 8, false, false, false, 256, 1)
-LOGOT_GEMM(gemm_nt_f64, double, 8, false, false, true, 256, 1)
-LOGOT_GEMM(gemm_tn_f64, double, 8, false, true, false, 256, 1)
-LOGOT_GEMM(gemm_tt_f64, double, 8, false, true, true, 256, 1)
+LOGOT_GEMM(gemm_nn_f32, float, GEMM_F32_BK, true, false, false, GEMM_F32_THREADS, 2)
+LOGOT_GEMM(gemm_nt_f32, float, GEMM_F32_BK, true, false, true, GEMM_F32_THREADS, 2)
+LOGOT_GEMM(gemm_tn_f32, float, GEMM_F32_BK, true, true, false, GEMM_F32_THREADS, 2)
+LOGOT_GEMM(gemm_tt_f32, float, GEMM_F32_BK, true, true, true, GEMM_F32_THREADS, 2)
+LOGOT_GEMM(gemm_nn_f64, double, 8, false, false, false, GEMM_F64_THREADS, 1)
+LOGOT_GEMM(gemm_nt_f64, double, 8, false, false, true, GEMM_F64_THREADS, 1)
+LOGOT_GEMM(gemm_tn_f64, double, 8, false, true, false, GEMM_F64_THREADS, 1)
+LOGOT_GEMM(gemm_tt_f64, double, 8, false, true, true, GEMM_F64_THREADS, 1)
 
 #define LOGOT_SYRK(NAME, T, BK, W, TA, THREADS, MINB)                                       \
   extern "C" __global__ void __launch_bounds__(THREADS, MINB)                               \
       NAME(const T *A, T *C, int n, int k, T alpha, T beta) {                               \
     syrk_entry<T, BK, W, TA>(A, C, n, k, alpha, beta);                                      \
   }
-LOGOT_SYRK(syrk_n_f32, float, 16, true, false, 128, 2)
-LOGOT_SYRK(syrk_t_f32, float, 16, true, true, 128, 2)
-LOGOT_SYRK(syrk_n_f64, double, 8, false, false, 256, 1)
-LOGOT_SYRK(syrk_t_f64, double, 8, false, true, 256, 1)
+LOGOT_SYRK(syrk_n_f32, float, GEMM_F32_BK, true, false, GEMM_F32_THREADS, 2)
+LOGOT_SYRK(syrk_t_f32, float, GEMM_F32_BK, true, true, GEMM_F32_THREADS, 2)
+LOGOT_SYRK(syrk_n_f64, double, 8, false, false, GEMM_F64_THREADS, 1)
+LOGOT_SYRK(syrk_t_f64, double, 8, false, true, GEMM_F64_THREADS, 1)
 
 // ---------------------------------------------------------------------------------------
 // Batched M×3 SVD, one warp per matrix (grid-stride over the batch), everything in f64

@@ -19,6 +19,7 @@
 #define PC_BLOCK 256
 #define PC_KT 128
 #define PC_CH 8
+#define PC_DMAX 16 /* largest dimension (and plan_apply channels) of the d16 entry points */
 
 template <typename T> struct Vec4;
 template <> struct Vec4<float> {
@@ -389,9 +390,9 @@ __device__ __forceinline__ void pc_plan(const T *__restrict__ x, const T *__rest
 #define PC_ALL(T, SUF, TJ)                                                                   \
   PC_STEP(T, SUF, pc_sinkstep_d3, 3, 3, TJ)                                                  \
   PC_STEP(T, SUF, pc_sinkstep_d4, 4, d, TJ)                                                  \
-  PC_STEP(T, SUF, pc_sinkstep_d16, 16, d, 2)                                                 \
-  PC_ROWS(T, SUF, pc_rows_d4, 4, d, 16)                                                      \
-  PC_ROWS(T, SUF, pc_rows_d16, 16, d, 16)                                                    \
+  PC_STEP(T, SUF, pc_sinkstep_d16, PC_DMAX, d, 2)                                            \
+  PC_ROWS(T, SUF, pc_rows_d4, 4, d, PC_DMAX)                                                 \
+  PC_ROWS(T, SUF, pc_rows_d16, PC_DMAX, d, PC_DMAX)                                          \
   extern "C" __global__ void pc_reduce_##SUF(const T *x, double *out, int L) {              \
     pc_reduce<T>(x, out, L);                                                                 \
   }                                                                                          \

@@ -635,6 +635,9 @@ __device__ __forceinline__ void sinkstep_finish(const T *__restrict__ part_m,
 // trigger, and the G lanes' sums are added by shuffles (a full (max, sum) merge if any lane
 // re-shifted). A total below 2^-90 makes the warp redo its groups from a -inf shift.
 
+// Most threads of a fused block (the host sizes blocks up to it).
+#define FUSED_MAX_THREADS 1024
+
 // Padded row length ≥ L rounded up to 8, ≡ 4 (mod 32): 8 lanes at consecutive k read
 // 16-byte vectors from 8 distinct bank quads.
 __device__ __forceinline__ int fused_pad(int L) {
@@ -968,18 +971,26 @@ __device__ __forceinline__ void transpose(const T *__restrict__ in, T *__restric
       T *part_s, int B, int K, int L, T eps, int kslice, int split_hints
 #define TILED_PASS R, cost_stride, other, lm, out, part_m, part_s, B, K, L, eps, kslice, split_hints
 
+// The tiles of the entry points below: TB, TJ, WB, WJ, WARPS, KW of TiledCfg (8 warps,
+// 256 threads, in each). The host reads these lines (src/backend/cuda/tiled.rs) for the
+// launch shapes and the shared memory.
+#define TILE_S16 4, 4, 4, 8, 8, 16
+#define TILE_R16 4, 2, 4, 8, 8, 16
+#define TILE_S4 4, 4, 1, 32, 8, 8
+#define TILE_B1 1, 4, 1, 32, 8, 8
+
 // Shared cost, 16 batch rows × 32 outputs per block, 8 warps × 16 k per stage; the
 // factored variant (FACT) needs each warp's area for A and K besides the stages.
 #define SHARED16(T, SUF, MINB)                                                               \
   extern "C" __global__ void __launch_bounds__(256, MINB) sinkstep_s16_##SUF(TILED_ARGS(T)) { \
-    sinkstep_tiled<T, 4, 4, 4, 8, 8, 16, 0, false>(TILED_PASS);                              \
+    sinkstep_tiled<T, TILE_S16, 0, false>(TILED_PASS);                                       \
   }                                                                                          \
   extern "C" __global__ void __launch_bounds__(256, MINB)                                    \
       sinkstep_s16_factored_##SUF(TILED_ARGS(T)) {                                           \
-    sinkstep_tiled<T, 4, 4, 4, 8, 8, 16, 0, false, true>(TILED_PASS);                        \
+    sinkstep_tiled<T, TILE_S16, 0, false, true>(TILED_PASS);                                 \
   }                                                                                          \
   extern "C" __global__ void __launch_bounds__(256, MINB) report_s16_##SUF(TILED_ARGS(T)) {  \
-    sinkstep_tiled<T, 4, 2, 4, 8, 8, 16, 1, false>(TILED_PASS);                              \
+    sinkstep_tiled<T, TILE_R16, 1, false>(TILED_PASS);                                       \
   }
 SHARED16(float, f32, 2)
 SHARED16(double, f64, 1)
@@ -988,7 +999,7 @@ SHARED16(double, f64, 1)
 // thread. There are few blocks, so the host splits the reduction across blocks.
 #define SHARED4(T, SUF, MINB)                                                                \
   extern "C" __global__ void __launch_bounds__(256, MINB) sinkstep_s4_##SUF(TILED_ARGS(T)) { \
-    sinkstep_tiled<T, 4, 4, 1, 32, 8, 8, 0>(TILED_PASS);                                     \
+    sinkstep_tiled<T, TILE_S4, 0>(TILED_PASS);                                               \
   }
 SHARED4(float, f32, 2)
 SHARED4(double, f64, 1)
@@ -996,10 +1007,10 @@ SHARED4(double, f64, 1)
 // One batch row × 128 outputs per block (per-problem costs, or few problems).
 #define ROW1(T, SUF)                                                                         \
   extern "C" __global__ void __launch_bounds__(256) sinkstep_b1_##SUF(TILED_ARGS(T)) {       \
-    sinkstep_tiled<T, 1, 4, 1, 32, 8, 8, 0>(TILED_PASS);                                     \
+    sinkstep_tiled<T, TILE_B1, 0>(TILED_PASS);                                               \
   }                                                                                          \
   extern "C" __global__ void __launch_bounds__(256) report_b1_##SUF(TILED_ARGS(T)) {         \
-    sinkstep_tiled<T, 1, 4, 1, 32, 8, 8, 1>(TILED_PASS);                                     \
+    sinkstep_tiled<T, TILE_B1, 1>(TILED_PASS);                                               \
   }
 ROW1(float, f32)
 ROW1(double, f64)
@@ -1031,7 +1042,7 @@ __device__ __forceinline__ void report_sum(const T *__restrict__ nu, const T *__
                                                    int splits, T eps) {                      \
     sinkstep_finish<T>(part_m, part_s, lm, out, B, L, splits, eps);                          \
   }                                                                                          \
-  extern "C" __global__ void __launch_bounds__(1024)                                         \
+  extern "C" __global__ void __launch_bounds__(FUSED_MAX_THREADS)                            \
       sinkhorn_fused_##SUF(const T *C, long long cost_stride, T *f, T *g, const T *lmu,      \
                            const T *lnu, int n, int m, T eps, int iters, int g_col,          \
                            int g_row) {                                                      \
@@ -1062,7 +1073,7 @@ OTHERS(float, f32)
 OTHERS(double, f64)
 
 // Eight outputs per lane (f32 only).
-extern "C" __global__ void __launch_bounds__(1024)
+extern "C" __global__ void __launch_bounds__(FUSED_MAX_THREADS)
     sinkhorn_fused8_f32(const float *C, long long cost_stride, float *f, float *g,
                         const float *lmu, const float *lnu, int n, int m, float eps, int iters,
                         int g_col, int g_row) {

@@ -5,8 +5,8 @@
 
 #[cfg(feature = "cuda")]
 fn main() -> logot::Result<()> {
-    use logot::backend::cuda::{CudaBackend, CudaOptions};
-    use logot::backend::{Backend, CostSource, Side};
+    use logot::backend::cuda::{CudaBackend, Tuning};
+    use logot::backend::{Backend, CostSource, Marginals, Potentials, Side};
     use logot::{problems, Problem, SinkhornParams, Solver};
     use std::time::Instant;
 
@@ -25,7 +25,9 @@ fn main() -> logot::Result<()> {
         }
         Ok(median(t))
     };
-    let gpu = CudaBackend::new()?;
+    // The LOGOT_CUDA_* variables choose the kernels and the module cache (Tuning::from_vars).
+    let env = |k: &str| std::env::var(k).ok();
+    let gpu = CudaBackend::with_tuning(0, Tuning::from_vars(env))?;
     println!("device: {} ({} SMs)", gpu.device_name(), gpu.sm_count());
 
     if which == "otA" || which == "all" {
@@ -40,21 +42,33 @@ fn main() -> logot::Result<()> {
             (true, 32, 8),
             (false, 0, 4),
         ] {
-            let opts = CudaOptions {
+            let tuning = Tuning {
                 fused,
                 fused_lanes: lanes,
                 fused_outputs: outs,
-                ..CudaOptions::default()
+                ..Tuning::default()
             };
-            let be = CudaBackend::with_options(0, opts)?;
+            let be = CudaBackend::with_tuning(0, tuning.with_build_vars(env))?;
             let solver = Solver::new(be.clone(), SinkhornParams::fixed_iterations(1e-3, 200));
             let pr = solver.prepare(&p)?;
             let t_solve = wall(&mut || solver.solve_prepared(&pr).map(|_| ()), 20)?;
             let cc = be.prepare_cost(&CostSource::Dense(cost.view()))?;
+            let (mub, nub) = (
+                be.upload(mu.as_slice().unwrap())?,
+                be.upload(nu.as_slice().unwrap())?,
+            );
             let lmu = be.upload(&mu.iter().map(|v| v.ln()).collect::<Vec<f32>>())?;
             let lnu = be.upload(&nu.iter().map(|v| v.ln()).collect::<Vec<f32>>())?;
-            let mut f = be.filled(100, 0.0f32)?;
-            let mut g = be.filled(100, 0.0f32)?;
+            let marginals = Marginals {
+                mu: &mub,
+                nu: &nub,
+                log_mu: &lmu,
+                log_nu: &lnu,
+            };
+            let mut pot = Potentials {
+                f: be.filled(100, 0.0f32)?,
+                g: be.filled(100, 0.0f32)?,
+            };
             let iters: usize = std::env::var("OTA_ITERS")
                 .ok()
                 .and_then(|v| v.parse().ok())
@@ -62,7 +76,7 @@ fn main() -> logot::Result<()> {
             let mut ev = Vec::new();
             for _ in 0..20 {
                 ev.push(
-                    be.time_ms(|| be.iterate(&cc, 1e-3, &lmu, &lnu, &mut f, &mut g, iters))?
+                    be.time_ms(|| be.iterate(&cc, 1e-3, &marginals, &mut pot, iters))?
                         .1,
                 );
             }
@@ -72,6 +86,7 @@ fn main() -> logot::Result<()> {
                 &mut || Backend::<f32>::upload(&be, &[0.5f32; 100]).map(|_| ()),
                 50,
             )?;
+            let Potentials { f, mut g } = pot;
             let t_down = wall(&mut || be.download(&f).map(|_| ()), 50)?;
             let t_err = wall(
                 &mut || be.marginal_error(1, &lnu, &g, &f, 1e-3).map(|_| ()),
@@ -95,23 +110,33 @@ fn main() -> logot::Result<()> {
         let (mu, nu, cost) = problems::ot_b::<f32>(64, 2048);
         let p = Problem::batch(mu.view(), nu.view(), cost.view())?;
         for pdl in [true, false] {
-            let be = CudaBackend::with_options(
-                0,
-                CudaOptions {
-                    overlap_launches: pdl,
-                    ..CudaOptions::default()
-                },
-            )?;
+            let tuning = Tuning {
+                overlap_launches: pdl,
+                ..Tuning::default()
+            };
+            let be = CudaBackend::with_tuning(0, tuning.with_build_vars(env))?;
             let cc = be.prepare_cost(&CostSource::Dense(cost.view()))?;
+            let (mub, nub) = (
+                be.upload(mu.as_slice().unwrap())?,
+                be.upload(nu.as_slice().unwrap())?,
+            );
             let lmu = be.upload(&mu.iter().map(|v| v.ln()).collect::<Vec<f32>>())?;
             let lnu = be.upload(&nu.iter().map(|v| v.ln()).collect::<Vec<f32>>())?;
-            let mut f = be.filled(64 * 2048, 0.0f32)?;
-            let mut g = be.filled(64 * 2048, 0.0f32)?;
-            be.iterate(&cc, 1e-2, &lmu, &lnu, &mut f, &mut g, 20)?; // converge a little
+            let marginals = Marginals {
+                mu: &mub,
+                nu: &nub,
+                log_mu: &lmu,
+                log_nu: &lnu,
+            };
+            let mut pot = Potentials {
+                f: be.filled(64 * 2048, 0.0f32)?,
+                g: be.filled(64 * 2048, 0.0f32)?,
+            };
+            be.iterate(&cc, 1e-2, &marginals, &mut pot, 20)?; // converge a little
             let mut ev = Vec::new();
             for _ in 0..30 {
                 ev.push(
-                    be.time_ms(|| be.sinkstep(&cc, Side::Col, 1e-2, &f, &lnu, &mut g))?
+                    be.time_ms(|| be.sinkstep(&cc, Side::Col, 1e-2, &pot.f, &lnu, &mut pot.g))?
                         .1,
                 );
             }
@@ -119,10 +144,11 @@ fn main() -> logot::Result<()> {
             let mut ev = Vec::new();
             for _ in 0..5 {
                 ev.push(
-                    be.time_ms(|| be.iterate(&cc, 1e-2, &lmu, &lnu, &mut f, &mut g, 100))?
+                    be.time_ms(|| be.iterate(&cc, 1e-2, &marginals, &mut pot, 100))?
                         .1,
                 );
             }
+            let Potentials { f, g } = pot;
             let t_100 = median(ev);
             let solver = Solver::new(be.clone(), SinkhornParams::fixed_iterations(1e-2, 100));
             let pr = solver.prepare(&p)?;

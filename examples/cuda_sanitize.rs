@@ -7,8 +7,8 @@
 
 #[cfg(feature = "cuda")]
 fn main() -> logot::Result<()> {
-    use logot::backend::cuda::{CudaBackend, CudaOptions, CudaReal};
-    use logot::backend::{Backend, CostSource, Side};
+    use logot::backend::cuda::{CudaBackend, CudaReal, Tuning};
+    use logot::backend::{Backend, CostSource, Marginals, Potentials, Side};
     use logot::{BarycenterParams, BarycenterSolver, GridCost, Problem, SinkhornParams, Solver};
     use ndarray::{Array1, Array2, Array3};
 
@@ -66,9 +66,17 @@ fn main() -> logot::Result<()> {
             let mut f2 = gpu.filled(b * n, T::nan())?;
             gpu.sinkstep(&cost, Side::Row, T::of(0.05), &g, &lmu, &mut f2)?;
             let nub = gpu.upload(&nu.iter().copied().collect::<Vec<T>>())?;
-            gpu.column_error_and_cost(&cost, &f2, &g, &nub, &lnu, T::of(0.05))?;
-            gpu.transport_cost(&cost, &f2, &g, T::of(0.05))?;
-            gpu.marginal_error(b, &nub, &g, &g, T::of(0.05))?;
+            let mub = gpu.upload(&mu.iter().copied().collect::<Vec<T>>())?;
+            let marginals = Marginals {
+                mu: &mub,
+                nu: &nub,
+                log_mu: &lmu,
+                log_nu: &lnu,
+            };
+            let pot = Potentials { f: f2, g };
+            gpu.column_error_and_cost(&cost, &pot, &marginals, T::of(0.05))?;
+            gpu.transport_cost(&cost, &pot.f, &pot.g, T::of(0.05))?;
+            gpu.marginal_error(b, &nub, &pot.g, &pot.g, T::of(0.05))?;
         }
         // A barycenter on a small 6×7 grid: the fused cluster kernel (the kernels one by
         // one with `bary_cluster: 0`), then the dense path (4-problem tiles, K split).
@@ -83,20 +91,21 @@ fn main() -> logot::Result<()> {
         gpu.synchronize()
     }
 
-    for options in [
-        CudaOptions::default(),
-        CudaOptions {
+    for tuning in [
+        Tuning::default(),
+        Tuning {
             fused_outputs: 8,
-            ..CudaOptions::default()
+            ..Tuning::default()
         },
-        CudaOptions {
+        Tuning {
             fused: false,
             overlap_launches: false,
             bary_cluster: 0,
-            ..CudaOptions::default()
+            ..Tuning::default()
         },
     ] {
-        let gpu = CudaBackend::with_options(0, options)?;
+        // The module cache and extra NVRTC definitions from LOGOT_CUDA_CACHE / _DEFINES.
+        let gpu = CudaBackend::with_tuning(0, tuning.with_build_vars(|k| std::env::var(k).ok()))?;
         run::<f32>(&gpu)?;
         run::<f64>(&gpu)?;
     }

@@ -16,7 +16,6 @@
 //! `N×N` pixels costs `O(N³)` per step, never an `N²×N²` matrix.
 
 use crate::backend::{Backend, BaryBuffers, BaryLayout, BarycenterKernels, CostSource, GridCost};
-use crate::sinkhorn::cost_dims;
 use crate::validate::{check_eps, check_finite, check_histograms};
 use crate::{CpuBackend, Error, Real, Result};
 use ndarray::{
@@ -32,12 +31,17 @@ pub struct BarycenterParams {
     /// Maximum number of iterations; `None` takes POT's default for the cost (1000 for a
     /// dense cost, 10000 for a grid).
     pub max_iters: Option<usize>,
-    /// Stop when the error falls below `tol` (strictly, as POT); `0` runs every iteration.
+    /// Stop when the error falls below `tol` (strictly, as POT); `0` runs every iteration
+    /// (and `converged` then says whether the result meets POT's default, 1e-4).
     pub tol: f64,
     /// Check the error every this many iterations. The schedule is POT's: at iterations
     /// 1, 1 + c, 1 + 2c, … (0-based) for a dense cost, and c − 1, 2c − 1, … on a grid;
     /// the last iteration is always measured so the reported error belongs to the result.
     pub check_every: usize,
+    /// Called with the run's [`Progress`](crate::Progress) at every check.
+    pub observer: Option<crate::Observer>,
+    /// Keep the error of every check in [`Barycenter::history`] (POT's `log=True`).
+    pub history: bool,
 }
 
 impl Default for BarycenterParams {
@@ -47,6 +51,8 @@ impl Default for BarycenterParams {
             max_iters: None,
             tol: 1e-4,
             check_every: 10,
+            observer: None,
+            history: false,
         }
     }
 }
@@ -94,11 +100,15 @@ pub struct Barycenter<T, D: Dimension = Ix1> {
     pub histogram: Array<T, D>,
     /// Iterations run.
     pub iterations: usize,
-    /// POT's error `Σ_x std_k exp(G_k + log K(u_k))` at the last check (the last iteration
-    /// unless the loop stopped early).
+    /// POT's error `Σ_x std_k exp(G_k + log K(u_k))` of the returned barycenter (measured
+    /// after the last iteration run), relative to the inputs' mass (for inputs of mass 1,
+    /// POT's value).
     pub error: f64,
-    /// `error < tol` with `tol > 0`.
+    /// `error < tol`, with POT's default 1e-4 in place of `tol = 0`.
     pub converged: bool,
+    /// The largest error over the batch at every check, when asked for
+    /// ([`BarycenterParams::history`]); empty otherwise.
+    pub history: Vec<crate::HistoryEntry>,
 }
 
 /// A barycenter cost validated and prepared on a backend ([`BarycenterSolver::prepare`]):
@@ -371,8 +381,22 @@ impl<B> BarycenterSolver<B> {
         };
         let rows = problems * inputs;
         let prepared = &cost.cost;
-        let stab = T::of(stab);
-        let log_a: Vec<T> = histograms.iter().map(|&a| (a + stab).ln()).collect();
+        // The barycenter of inputs of mass M is M times that of the inputs over M: solve the
+        // unit-mass problem (its error is then relative to M, and inputs of mass 1e200 keep
+        // their spread finite), scale the result back.
+        let masses: Vec<f64> = histograms
+            .outer_iter()
+            .map(|h| h.row(0).iter().map(|v| v.f64()).sum())
+            .collect();
+        let log_a: Vec<T> = histograms
+            .outer_iter()
+            .zip(&masses)
+            .flat_map(|(h, &mass)| {
+                h.into_iter()
+                    .map(move |&a| T::of((a.f64() / mass + stab).ln()))
+                    .collect::<Vec<T>>()
+            })
+            .collect();
         let mut st = BaryBuffers {
             log_a: be.upload(&log_a)?,
             weights: be.upload(&weights.iter().copied().collect::<Vec<T>>())?,
@@ -386,10 +410,13 @@ impl<B> BarycenterSolver<B> {
         let mut errors = vec![f64::INFINITY; problems];
         let mut iterations = 0;
         let ce = p.check_every;
+        let mut tracker = crate::progress::Tracker::new(p.observer.as_ref(), p.history, max_iters);
         while iterations < max_iters {
             // Run up to and including the next checked iteration (index ≡ offset mod
             // check_every, or the last one) in one call, which a backend may fuse.
-            let next = iterations + (offset + ce - iterations % ce) % ce;
+            // (in u128: check_every may be as large as usize allows)
+            let ahead = (offset as u128 + ce as u128 - (iterations % ce) as u128) % ce as u128;
+            let next = iterations.saturating_add(usize::try_from(ahead).unwrap_or(usize::MAX));
             let run = next.min(max_iters - 1) + 1 - iterations;
             be.bary_iterations(prepared, layout, eps, &mut st, run)?;
             iterations += run;
@@ -404,18 +431,29 @@ impl<B> BarycenterSolver<B> {
                     p.eps
                 )));
             }
-            if iterations == max_iters || (p.tol > 0.0 && errors.iter().all(|&e| e < p.tol)) {
+            let last =
+                iterations == max_iters || (p.tol > 0.0 && errors.iter().all(|&e| e < p.tol));
+            let worst = errors.iter().fold(0.0f64, |a, &e| a.max(e));
+            tracker.report(iterations, p.eps, Some(worst), last);
+            if last {
                 break;
             }
             be.bary_potential(layout, &st.bar, &st.v, &mut st.g)?;
         }
         let bar = be.download(&st.bar)?;
         let inv_eps = 1.0 / p.eps;
+        let history = tracker.history();
+        let judged_tol = if p.tol > 0.0 {
+            p.tol
+        } else {
+            BarycenterParams::default().tol
+        };
         bar.chunks(m)
             .zip(&errors)
+            .zip(&masses)
             .enumerate()
-            .map(|(k, (b, &error))| {
-                let histogram: Array1<T> = b.iter().map(|&x| T::of((x.f64() * inv_eps).exp())).collect();
+            .map(|(k, ((b, &error), &mass))| {
+                let histogram: Array1<T> = b.iter().map(|&x| T::of((x.f64() * inv_eps).exp() * mass)).collect();
                 if let Some(x) = histogram.iter().position(|h| !h.is_finite()) {
                     return Err(Error::Numerical(format!(
                         "barycenter {k} has a non-finite value at bin {x} (eps = {} may be too small for {})",
@@ -423,7 +461,7 @@ impl<B> BarycenterSolver<B> {
                         T::NAME
                     )));
                 }
-                Ok(Barycenter { histogram, iterations, error, converged: p.tol > 0.0 && error < p.tol })
+                Ok(Barycenter { histogram, iterations, error, converged: error < judged_tol, history: history.clone() })
             })
             .collect()
     }
@@ -509,7 +547,7 @@ fn validate_inputs<T: Real>(
 /// Checks the cost; returns its rows, columns and largest |entry| (dense costs are checked
 /// finite in that pass).
 fn validate_cost<T: Real>(cost: &CostSource<'_, T>) -> Result<(usize, usize, f64)> {
-    let dims = cost_dims(cost);
+    let dims = cost.dims();
     match cost {
         CostSource::Dense(_) | CostSource::Grid(_) => {}
         _ => {
@@ -653,5 +691,6 @@ pub fn grid_barycenter_on<T: Real, D: RemoveAxis, B: BarycenterKernels<T> + Clon
         iterations: bar.iterations,
         error: bar.error,
         converged: bar.converged,
+        history: bar.history,
     })
 }

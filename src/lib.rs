@@ -49,6 +49,7 @@ pub use ndarray;
 
 pub mod backend;
 pub mod barycenter;
+mod cg;
 mod error;
 pub mod grad;
 /// Every input check of the library and the command line (docs/input-checks.md).
@@ -59,6 +60,7 @@ pub mod linalg;
 pub mod plot;
 pub mod pointcloud;
 pub mod problems;
+pub mod progress;
 mod real;
 pub mod sinkhorn;
 mod validate;
@@ -79,11 +81,15 @@ pub use grad::{
     bistochastic, bistochastic_backward, check_gradient, BistochasticParams, CgParams,
     GradCheckOptions, OtGradients,
 };
-pub use pointcloud::{sinkhorn_divergence, wasserstein_points, PointGradients, SinkhornDivergence};
+pub use pointcloud::{
+    sinkhorn_divergence, wasserstein_points, DivergenceConvention, PointGradients,
+    SinkhornDivergence,
+};
+pub use progress::{HistoryEntry, Observer, Progress};
 pub use real::Real;
 pub use sinkhorn::{
-    Convergence, Coupling, EpsScaling, Prepared, Problem, SinkhornParams, SinkhornResult, Solver,
-    WarmStart,
+    Convergence, Coupling, EpsScaling, Prepared, Problem, ProblemReport, SinkhornParams,
+    SinkhornResult, Solver, WarmStart,
 };
 
 use ndarray::{ArrayView1, ArrayView2};

@@ -30,10 +30,36 @@
 use crate::backend::{
     grad::GradKernels, CostSource, PointCloudCost, PointCloudKernels, PointMetric, Side,
 };
-use crate::sinkhorn::{Convergence, Problem, SinkhornParams, SinkhornResult, Solver};
+use crate::sinkhorn::{Convergence, EpsScaling, Problem, SinkhornParams, SinkhornResult, Solver};
 use crate::validate::{check_equal_mass, check_histograms};
 use crate::{CpuBackend, Error, Real, Result};
 use ndarray::{Array1, Array2, Array3, ArrayView1, ArrayView2, Axis};
+
+// Defined here, above the backends, where the solver's ε schedules live.
+impl<T: Real> PointCloudCost<'_, T> {
+    /// ε-scaling that anneals from the clouds' largest cost ([`PointCloudCost::max_cost`],
+    /// the squared diameter for the squared Euclidean cost) down to the target ε:
+    /// [`EpsScaling::from_max_cost`].
+    ///
+    /// ```
+    /// use logot::{CpuBackend, PointCloudCost, Problem, SinkhornParams, Solver};
+    /// use ndarray::{Array1, Array2, Axis};
+    /// // A 5×5 grid and its translate by (0.1, 0.1), ε = 1e-3 after annealing from the
+    /// // squared diameter: the entropic cost is within O(ε) above the exact W₂² = 0.02.
+    /// let x = Array2::from_shape_fn((25, 2), |(i, k)| if k == 0 { (i % 5) as f64 } else { (i / 5) as f64 } * 0.25);
+    /// let y = &x + 0.1;
+    /// let w = Array1::from_elem(25, 0.04).insert_axis(Axis(0));
+    /// let cost = PointCloudCost::new(x.view(), y.view())?;
+    /// let params = SinkhornParams::new(1e-3).with_eps_scaling(cost.eps_scaling());
+    /// let r = Solver::new(CpuBackend, params).solve(&Problem::batch(w.view(), w.view(), cost)?)?;
+    /// assert!(r.convergence.converged, "{:?}", r.convergence);
+    /// assert!(r.distance[0] >= 0.02 - 1e-9 && r.distance[0] < 0.02 + 3e-3, "{}", r.distance[0]);
+    /// # Ok::<(), logot::Error>(())
+    /// ```
+    pub fn eps_scaling(&self) -> EpsScaling {
+        EpsScaling::from_max_cost(self.max_cost())
+    }
+}
 
 /// A solved batch of point-cloud problems with `OT_ε` and its gradients with respect to
 /// the points (see the module docs for the objective).
@@ -49,18 +75,35 @@ pub struct PointGradients<T> {
     pub y: Array3<T>,
 }
 
+/// Which transport value the Sinkhorn divergence debiases.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DivergenceConvention {
+    /// The regularised objective `OT_ε` (see the module docs), as GeomLoss's
+    /// `SamplesLoss("sinkhorn")` and Feydy et al. (2019): `S_ε ≥ 0`, zero only for equal
+    /// measures, with gradients with respect to the points (envelope theorem).
+    #[default]
+    Objective,
+    /// The transport costs `⟨P, C⟩` of the three plans, as POT's
+    /// `empirical_sinkhorn_divergence` (which combines `sinkhorn2` values): a different
+    /// number (on the same clouds 1.83853 against the objective's 1.85672), not always
+    /// ≥ 0 at large ε; its value only (no point gradients: `grad_x`, `grad_y` are `None`).
+    Linear,
+}
+
 /// The Sinkhorn divergence of two weighted point clouds and its gradients with respect to
 /// the points (see the module docs).
 #[derive(Clone, Debug)]
 pub struct SinkhornDivergence<T> {
-    /// `S_ε(μ, ν) = OT_ε(μ, ν) − ½ OT_ε(μ, μ) − ½ OT_ε(ν, ν)`.
+    /// `S_ε(μ, ν) = V(μ, ν) − ½ V(μ, μ) − ½ V(ν, ν)` with `V` the convention's value.
     pub value: T,
-    /// `∂S_ε/∂X`, `n×d`.
-    pub grad_x: Array2<T>,
-    /// `∂S_ε/∂Y`, `m×d`.
-    pub grad_y: Array2<T>,
-    /// `OT_ε(μ, ν)`, `OT_ε(μ, μ)`, `OT_ε(ν, ν)`.
+    /// `∂S_ε/∂X`, `n×d` ([`DivergenceConvention::Objective`] only).
+    pub grad_x: Option<Array2<T>>,
+    /// `∂S_ε/∂Y`, `m×d` ([`DivergenceConvention::Objective`] only).
+    pub grad_y: Option<Array2<T>>,
+    /// `V(μ, ν)`, `V(μ, μ)`, `V(ν, ν)`.
     pub terms: [T; 3],
+    /// The convention of `value` and `terms`.
+    pub convention: DivergenceConvention,
     /// How each of the three solves ended (in the order of `terms`).
     pub convergence: [Convergence; 3],
 }
@@ -92,8 +135,12 @@ fn array3<T>(shape: (usize, usize, usize), v: Vec<T>) -> Result<Array3<T>> {
 /// direction `f − g` (slow when the plan is close to diagonal), which the averaged
 /// iteration never leaves.
 struct SelfTransport<T> {
+    /// `OT_ε(μ, μ)`.
     value: T,
-    grad: Array2<T>,
+    /// `⟨P, C⟩` of the symmetric plan.
+    linear: T,
+    /// `∂OT_ε(μ, μ)/∂X`, when asked for.
+    grad: Option<Array2<T>>,
     convergence: Convergence,
 }
 
@@ -101,6 +148,7 @@ fn self_transport<T: Real, Bk: PointCloudKernels<T> + GradKernels<T>>(
     solver: &Solver<Bk>,
     cloud: PointCloudCost<'_, T>,
     mu: ArrayView1<'_, T>,
+    with_grad: bool,
 ) -> Result<SelfTransport<T>> {
     let p = solver.params();
     p.validate()?;
@@ -137,7 +185,7 @@ fn self_transport<T: Real, Bk: PointCloudKernels<T> + GradKernels<T>>(
     };
     let mut iterations = 0;
     if let Some(s) = &p.eps_scaling {
-        for e in s.stages(p.eps) {
+        for e in s.stages_within(p.eps, p.max_iters) {
             let e = T::of(e);
             for _ in 0..s.iters_per_stage {
                 be.sinkstep(&cost, Side::Row, e, &f, &log_mu, &mut t)?;
@@ -147,31 +195,64 @@ fn self_transport<T: Real, Bk: PointCloudKernels<T> + GradKernels<T>>(
         }
     }
     let eps = T::of(p.eps);
-    let tol = p.tol.unwrap_or(T::DEFAULT_TOL);
-    let mut err = f64::INFINITY;
-    let mut converged = false;
-    for it in 0..p.max_iters {
+    let asked = p.tol.unwrap_or(T::DEFAULT_TOL);
+    let tol = if asked > 0.0 { asked } else { T::DEFAULT_TOL };
+    let mass_mu: f64 = host.iter().map(|v| v.f64()).sum();
+    let mut met = None;
+    for it in 0..p.max_iters - iterations {
         be.sinkstep(&cost, Side::Row, eps, &f, &log_mu, &mut t)?;
-        if tol > 0.0 && it > 0 && it % p.check_every == 0 {
+        if asked > 0.0 && it > 0 && it % p.check_every == 0 {
             // Row marginals of P = exp((f ⊕ f − C)/ε) are μ·exp((f − T(f))/ε).
-            err = max_error(be.marginal_error(1, &weights, &f, &t, eps)?)?;
-            if err <= tol {
-                converged = true;
+            let err = be.marginal_error(1, &weights, &f, &t, eps)?[0].f64();
+            if err <= tol * mass_mu {
+                met = Some(iterations);
                 break;
             }
         }
         step(&mut f, &mut t)?;
         iterations += 1;
     }
-    if !converged {
-        be.sinkstep(&cost, Side::Row, eps, &f, &log_mu, &mut t)?;
-        err = max_error(be.marginal_error(1, &weights, &f, &t, eps)?)?;
-        converged = tol > 0.0 && err <= tol;
+    // The report of the plan exp((f ⊕ f − C)/ε) handed back (both marginals are μ).
+    let marginals = crate::backend::Marginals {
+        mu: &weights,
+        nu: &weights,
+        log_mu: &log_mu,
+        log_nu: &log_mu,
+    };
+    // Both potentials are f (a copy of n values: Potentials owns its buffers).
+    let pot = crate::backend::Potentials {
+        g: be.upload(&be.download(&f)?)?,
+        f,
+    };
+    let report = be.plan_report(&cost, &pot, &marginals, eps)?[0];
+    let f = pot.f;
+    let err = report.row_error.max(report.col_error);
+    if err.is_nan() {
+        return Err(Error::Numerical(format!(
+            "the marginal error of OT_ε(μ, μ) is NaN (eps = {} may be too small for {})",
+            p.eps,
+            T::NAME
+        )));
     }
+    let converged = err <= tol * mass_mu;
+    let convergence = Convergence::of_problems(
+        iterations,
+        tol,
+        vec![crate::sinkhorn::ProblemReport {
+            marginal_error: err,
+            converged,
+            iterations: met.filter(|_| converged).unwrap_or(iterations),
+        }],
+    );
     // P is symmetric (C is, bit for bit, and both potentials are f): x_i's gradient is
     // twice the row side's.
-    let (mass, grad) = be.point_gradient(&cost, Side::Row, &f, &f, eps)?;
-    let mass: f64 = be.download(&mass)?.iter().map(|v| v.f64()).sum();
+    let (mass, grad) = if with_grad {
+        let (mass, grad) = be.point_gradient(&cost, Side::Row, &f, &f, eps)?;
+        let mass: f64 = be.download(&mass)?.iter().map(|v| v.f64()).sum();
+        (mass, Some(grad))
+    } else {
+        (report.mass.unwrap_or(mass_mu), None)
+    };
     let fh = Array1::from(be.download(&f)?);
     let value = 2.0 * weighted_sum(fh.view(), mu) - p.eps * mass;
     if !value.is_finite() {
@@ -181,30 +262,22 @@ fn self_transport<T: Real, Bk: PointCloudKernels<T> + GradKernels<T>>(
             T::NAME
         )));
     }
-    let grad = Array2::from_shape_vec(
-        (n, d),
-        be.download(&grad)?.into_iter().map(|v| v + v).collect(),
-    )
-    .map_err(|e| Error::Numerical(e.to_string()))?;
+    let grad = match grad {
+        Some(g) => Some(
+            Array2::from_shape_vec(
+                (n, d),
+                be.download(&g)?.into_iter().map(|v| v + v).collect(),
+            )
+            .map_err(|e| Error::Numerical(e.to_string()))?,
+        ),
+        None => None,
+    };
     Ok(SelfTransport {
         value: T::of(value),
+        linear: T::of(report.cost),
         grad,
-        convergence: Convergence {
-            iterations,
-            marginal_error: err,
-            tol,
-            converged,
-        },
+        convergence,
     })
-}
-
-fn max_error<T: Real>(errs: Vec<T>) -> Result<f64> {
-    match errs.first() {
-        Some(e) if !e.is_nan() => Ok(e.f64()),
-        _ => Err(Error::Numerical(
-            "the marginal error of OT_ε(μ, μ) is NaN".into(),
-        )),
-    }
 }
 
 impl<Bk> Solver<Bk> {
@@ -270,75 +343,102 @@ impl<Bk> Solver<Bk> {
         })
     }
 
-    /// The Sinkhorn divergence `S_ε(μ, ν)` between the clouds `x` (`n×d`, weights `a`) and
-    /// `y` (`m×d`, weights `b`) for the cost `metric`, with its gradients with respect to
-    /// the points. Three problems are solved with this solver's parameters (ε-scaling
-    /// included): `(a, b)` on `x × y` by Sinkhorn, and the debiasing terms `(a, a)` on
-    /// `x × x` and `(b, b)` on `y × y` by the symmetric iteration `f ← ½(f + T(f))`.
+    /// The Sinkhorn divergence `S_ε(μ, ν)` between the clouds `x` (`n×d`, weights `mu`) and
+    /// `y` (`m×d`, weights `nu`) for the cost `metric`, in the given `convention`, with its
+    /// gradients with respect to the points ([`DivergenceConvention::Objective`]). Three
+    /// problems are solved with this solver's parameters (ε-scaling included): `(μ, ν)` on
+    /// `x × y` by Sinkhorn, and the debiasing terms `(μ, μ)` on `x × x` and `(ν, ν)` on
+    /// `y × y` by the symmetric iteration `f ← ½(f + T(f))`.
     ///
     /// ```
-    /// use logot::{CpuBackend, PointMetric, SinkhornParams, Solver};
+    /// use logot::{CpuBackend, DivergenceConvention, PointMetric, SinkhornParams, Solver};
     /// use ndarray::{array, Array1};
     /// let x = array![[0.0f64, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]];
     /// let y = &x * 1.5; // a dilation: S_ε > 0, and the gradient pulls x outwards
     /// let a = Array1::from_elem(4, 0.25);
     /// let solver = Solver::new(CpuBackend, SinkhornParams::new(0.01));
-    /// let s = solver.sinkhorn_divergence(x.view(), y.view(), a.view(), a.view(), PointMetric::SqEuclidean)?;
+    /// let s = solver.sinkhorn_divergence(a.view(), a.view(), x.view(), y.view(), PointMetric::SqEuclidean, DivergenceConvention::Objective)?;
     /// assert!(s.converged() && s.value > 0.0);
     /// // ∂S/∂x at (1, 1) points towards −(1, 1)·(positive): moving x towards y lowers S.
-    /// assert!(s.grad_x[[3, 0]] < 0.0 && s.grad_x[[3, 1]] < 0.0);
+    /// let gx = s.grad_x.unwrap();
+    /// assert!(gx[[3, 0]] < 0.0 && gx[[3, 1]] < 0.0);
+    /// // POT's convention combines the transport costs ⟨P, C⟩ of the same three plans: at a
+    /// // large ε the entropy terms make it a different number.
+    /// let solver = Solver::new(CpuBackend, SinkhornParams::new(1.0));
+    /// let obj = solver.sinkhorn_divergence(a.view(), a.view(), x.view(), y.view(), PointMetric::SqEuclidean, DivergenceConvention::Objective)?;
+    /// let lin = solver.sinkhorn_divergence(a.view(), a.view(), x.view(), y.view(), PointMetric::SqEuclidean, DivergenceConvention::Linear)?;
+    /// assert!(lin.grad_x.is_none() && (lin.value - obj.value).abs() > 1e-3);
+    /// assert!((lin.value - (lin.terms[0] - 0.5 * (lin.terms[1] + lin.terms[2]))).abs() < 1e-12);
     /// # Ok::<(), logot::Error>(())
     /// ```
     pub fn sinkhorn_divergence<T: Real>(
         &self,
+        mu: ArrayView1<'_, T>,
+        nu: ArrayView1<'_, T>,
         x: ArrayView2<'_, T>,
         y: ArrayView2<'_, T>,
-        a: ArrayView1<'_, T>,
-        b: ArrayView1<'_, T>,
         metric: PointMetric,
+        convention: DivergenceConvention,
     ) -> Result<SinkhornDivergence<T>>
     where
         Bk: PointCloudKernels<T> + GradKernels<T>,
     {
         let xy = PointCloudCost::with_metric(x, y, metric)?;
-        let (a2, b2) = (a.insert_axis(Axis(0)), b.insert_axis(Axis(0)));
-        let mass_a = check_histograms("a", &a2)?;
-        let mass_b = check_histograms("b", &b2)?;
-        if a.len() != x.nrows() {
+        let (a2, b2) = (mu.insert_axis(Axis(0)), nu.insert_axis(Axis(0)));
+        let mass_a = check_histograms("mu", &a2)?;
+        let mass_b = check_histograms("nu", &b2)?;
+        if mu.len() != x.nrows() {
             return Err(Error::shape(
-                "a",
-                format!("has {} weights for {} points of x", a.len(), x.nrows()),
+                "mu",
+                format!("has {} weights for {} points of x", mu.len(), x.nrows()),
             ));
         }
-        if b.len() != y.nrows() {
+        if nu.len() != y.nrows() {
             return Err(Error::shape(
-                "b",
-                format!("has {} weights for {} points of y", b.len(), y.nrows()),
+                "nu",
+                format!("has {} weights for {} points of y", nu.len(), y.nrows()),
             ));
         }
         check_equal_mass::<T>(&mass_a, &mass_b)?;
         let xx = PointCloudCost::with_metric(x, x, metric)?;
         let yy = PointCloudCost::with_metric(y, y, metric)?;
-        let g_xy = self.point_gradients(&Problem::batch(a2, b2, xy)?)?;
-        let s_xx = self_transport(self, xx, a)?;
-        let s_yy = self_transport(self, yy, b)?;
-        let combine = |own: &Array3<T>, half: &Array2<T>| -> Array2<T> {
+        let objective = convention == DivergenceConvention::Objective;
+        let problem = Problem::batch(a2, b2, xy)?;
+        let s_xx = self_transport(self, xx, mu, objective)?;
+        let s_yy = self_transport(self, yy, nu, objective)?;
+        let combine = |own: &Array3<T>, half: &Option<Array2<T>>| -> Option<Array2<T>> {
+            let half = half.as_ref()?;
             let mut out = own.index_axis(Axis(0), 0).to_owned();
             ndarray::Zip::from(&mut out)
                 .and(half)
                 .for_each(|o, &h| *o = T::of(o.f64() - 0.5 * h.f64()));
-            out
+            Some(out)
         };
-        let grad_x = combine(&g_xy.x, &s_xx.grad);
-        let grad_y = combine(&g_xy.y, &s_yy.grad);
-        let terms = [g_xy.value[0], s_xx.value, s_yy.value];
+        let (terms, grad_x, grad_y, convergence) = if objective {
+            let g_xy = self.point_gradients(&problem)?;
+            (
+                [g_xy.value[0], s_xx.value, s_yy.value],
+                combine(&g_xy.x, &s_xx.grad),
+                combine(&g_xy.y, &s_yy.grad),
+                g_xy.result.convergence,
+            )
+        } else {
+            let r = self.solve(&problem)?;
+            (
+                [r.distance[0], s_xx.linear, s_yy.linear],
+                None,
+                None,
+                r.convergence,
+            )
+        };
         let value = T::of(terms[0].f64() - 0.5 * (terms[1].f64() + terms[2].f64()));
         Ok(SinkhornDivergence {
             value,
             grad_x,
             grad_y,
             terms,
-            convergence: [g_xy.result.convergence, s_xx.convergence, s_yy.convergence],
+            convention,
+            convergence: [convergence, s_xx.convergence, s_yy.convergence],
         })
     }
 }
@@ -373,37 +473,38 @@ pub fn wasserstein_points<T: Real>(
     )?)
 }
 
-/// The Sinkhorn divergence `S_ε` between `x` (weights `a`) and `y` (weights `b`) for the
-/// squared Euclidean cost, with its gradients with respect to the points, on the CPU
-/// ([`Solver::sinkhorn_divergence`] for other backends and metrics).
+/// The Sinkhorn divergence `S_ε` between `x` (weights `mu`) and `y` (weights `nu`) for the
+/// squared Euclidean cost, in the regularised-objective convention (GeomLoss's), with its
+/// gradients with respect to the points, on the CPU with default [`SinkhornParams`]
+/// ([`Solver::sinkhorn_divergence`] for parameters, other backends, metrics and POT's
+/// linear convention).
 ///
 /// ```
-/// use logot::SinkhornParams;
 /// use ndarray::array;
 /// let x = array![[0.0f64, 0.0], [1.0, 0.0], [0.0, 1.0]];
 /// let a = array![0.2, 0.3, 0.5];
-/// let params = SinkhornParams::new(0.5);
-/// let same = logot::sinkhorn_divergence(x.view(), x.view(), a.view(), a.view(), &params)?;
+/// let same = logot::sinkhorn_divergence(a.view(), a.view(), x.view(), x.view(), 0.5)?;
 /// assert!(same.converged() && same.value.abs() < 1e-9); // zero up to the solver tolerance
 /// let y = &x + 0.25;
-/// let moved = logot::sinkhorn_divergence(x.view(), y.view(), a.view(), a.view(), &params)?;
+/// let moved = logot::sinkhorn_divergence(a.view(), a.view(), x.view(), y.view(), 0.5)?;
 /// // A translation by t = (0.25, 0.25) adds |t|² to every OT_ε(μ, T_t μ).
 /// assert!(moved.converged() && (moved.value - 0.125).abs() < 1e-9);
 /// # Ok::<(), logot::Error>(())
 /// ```
 pub fn sinkhorn_divergence<T: Real>(
+    mu: ArrayView1<'_, T>,
+    nu: ArrayView1<'_, T>,
     x: ArrayView2<'_, T>,
     y: ArrayView2<'_, T>,
-    a: ArrayView1<'_, T>,
-    b: ArrayView1<'_, T>,
-    params: &SinkhornParams,
+    eps: T,
 ) -> Result<SinkhornDivergence<T>> {
-    Solver::new(CpuBackend, params.clone()).sinkhorn_divergence(
+    Solver::new(CpuBackend, SinkhornParams::new(eps.f64())).sinkhorn_divergence(
+        mu,
+        nu,
         x,
         y,
-        a,
-        b,
         PointMetric::SqEuclidean,
+        DivergenceConvention::Objective,
     )
 }
 

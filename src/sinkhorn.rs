@@ -10,7 +10,8 @@
 //! (`(Pᵀ1)_j = ν_j exp((g_j − g'_j)/ε)`), so checking costs nothing but a read-back of
 //! `B` numbers every `check_every` iterations.
 
-use crate::backend::{Backend, CostDims, CostSource, Side};
+use crate::backend::{Backend, CostSource, Marginals, Potentials, Side};
+use crate::progress::{HistoryEntry, Observer, Tracker};
 use crate::validate::{check_eps, check_equal_mass, check_histograms};
 use crate::{Error, Real, Result};
 use ndarray::{Array1, Array2, Array3, ArrayView1, ArrayView2, Axis};
@@ -32,6 +33,11 @@ pub struct SinkhornParams {
     pub warm_start: Option<WarmStart>,
     /// Anneal ε geometrically from a large value down to `eps` before the main loop.
     pub eps_scaling: Option<EpsScaling>,
+    /// Called with the run's [`Progress`](crate::Progress) at every convergence check and
+    /// ε-scaling stage (and every `check_every` iterations without a tolerance).
+    pub observer: Option<Observer>,
+    /// Keep the largest marginal error of every check in [`Convergence::history`].
+    pub history: bool,
 }
 
 impl Default for SinkhornParams {
@@ -43,6 +49,8 @@ impl Default for SinkhornParams {
             check_every: 10,
             warm_start: None,
             eps_scaling: None,
+            observer: None,
+            history: false,
         }
     }
 }
@@ -65,7 +73,9 @@ impl SinkhornParams {
     /// let solver = Solver::new(CpuBackend, SinkhornParams::fixed_iterations(0.1, 7));
     /// let r = solver.solve(&Problem::new(mu.view(), nu.view(), cost.view())?)?;
     /// assert_eq!(r.convergence.iterations, 7);
-    /// assert!(!r.convergence.converged); // no tolerance was asked for
+    /// // The report still describes the result: 7 iterations fall short of float64's default
+    /// // tolerance (1e-9 of the mass), which `converged` is judged against when tol = 0.
+    /// assert!(!r.convergence.converged && r.convergence.marginal_error > 1e-9);
     /// # Ok::<(), logot::Error>(())
     /// ```
     pub fn fixed_iterations(eps: f64, iters: usize) -> Self {
@@ -166,6 +176,15 @@ impl EpsScaling {
         Self::from_max_cost(diameter.powi(p as i32))
     }
 
+    /// The stages that fit in `max_iters` iterations with one left for the target ε (the
+    /// stages count towards `max_iters`): the largest-ε stages are dropped first.
+    pub(crate) fn stages_within(&self, eps: f64, max_iters: usize) -> Vec<f64> {
+        let mut stages = self.stages(eps);
+        let fit = max_iters.saturating_sub(1) / self.iters_per_stage.max(1);
+        stages.drain(..stages.len().saturating_sub(fit));
+        stages
+    }
+
     pub(crate) fn stages(&self, eps: f64) -> Vec<f64> {
         let mut out = Vec::new();
         let mut e = self.start;
@@ -177,17 +196,60 @@ impl EpsScaling {
     }
 }
 
-/// How the solver ended.
+/// How one problem of a batch ended.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ProblemReport {
+    /// The larger of `‖P·1 − μ‖₁` and `‖Pᵀ·1 − ν‖₁` for the plan handed back (the plan the
+    /// returned potentials define; for [`Solver::coupling`], the returned array itself).
+    pub marginal_error: f64,
+    /// `marginal_error ≤ tol · mass`: the plan handed back meets the tolerance relative to
+    /// the problem's total mass.
+    pub converged: bool,
+    /// Iterations this problem needed: the convergence check at which it first met its
+    /// tolerance, or every iteration run when it did not (or when no check ran).
+    pub iterations: usize,
+}
+
+/// How the solver ended: a summary over the batch and one [`ProblemReport`] per problem.
+/// Every figure describes the result handed back, measured after the last iteration.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Convergence {
-    /// Iterations run (ε-scaling stages included).
+    /// Iterations run (ε-scaling stages included): the most any problem received.
     pub iterations: usize,
-    /// Largest marginal error over the batch, `max_b ‖P_bᵀ1 − ν_b‖₁`, of the returned plan.
+    /// Largest marginal error over the batch (absolute, in the units of the marginals):
+    /// the largest [`ProblemReport::marginal_error`].
     pub marginal_error: f64,
-    /// The tolerance that was asked for.
+    /// The tolerance `converged` was judged against, relative to each problem's total mass:
+    /// the one asked for, or the precision's default (1e-9 in f64, 1e-5 in f32) when none
+    /// or 0 was asked (0 runs every iteration; `converged` then says whether the result
+    /// meets the default).
     pub tol: f64,
-    /// `marginal_error ≤ tol` (with `tol > 0`): the solver stopped because it converged.
+    /// Every problem converged.
     pub converged: bool,
+    /// One report per problem, in batch order.
+    pub problems: Vec<ProblemReport>,
+    /// The largest error at every convergence check, then the final report's, when asked
+    /// for ([`SinkhornParams::history`]); empty otherwise.
+    pub history: Vec<HistoryEntry>,
+}
+
+impl Convergence {
+    /// The summary of per-problem reports after `iterations` iterations.
+    pub fn of_problems(iterations: usize, tol: f64, problems: Vec<ProblemReport>) -> Self {
+        Convergence {
+            iterations,
+            marginal_error: problems.iter().fold(0.0, |m, p| m.max(p.marginal_error)),
+            tol,
+            converged: !problems.is_empty() && problems.iter().all(|p| p.converged),
+            problems,
+            history: Vec::new(),
+        }
+    }
+
+    /// Per-problem marginal errors, in batch order.
+    pub fn marginal_errors(&self) -> Vec<f64> {
+        self.problems.iter().map(|p| p.marginal_error).collect()
+    }
 }
 
 /// A solved batch of entropic OT problems.
@@ -220,8 +282,104 @@ pub struct Problem<'a, T> {
     mu: ArrayView2<'a, T>,
     nu: ArrayView2<'a, T>,
     cost: CostSource<'a, T>,
-    /// Largest |cost|, computed once here for the ε resolution check of every solve.
-    max_abs_cost: f64,
+    /// What the solvers remove from the cost and its size, computed once here.
+    offsets: CostOffsets,
+    /// `Σ ν` of each problem (the tolerance is relative to it).
+    masses: Vec<f64>,
+}
+
+/// The constant each dense cost is solved without. The plan does not depend on a constant
+/// added to `C` (the distance moves by it), but `f + g − C` loses the cost's variation when
+/// the constant dominates (`U[0,1] + 400` in f32: ulp(400) = 3e-5): the solvers subtract
+/// the centre of the entries' range where it exceeds the range's width.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct CostOffsets {
+    /// One value per cost matrix (one for a shared cost); empty for grids and point clouds.
+    pub shift: Vec<f64>,
+    /// Largest `|C − shift|`, for the ε resolution check of every solve.
+    pub max_abs: f64,
+}
+
+impl CostOffsets {
+    /// The offsets of a cost source (dense costs are checked finite in the same pass).
+    pub(crate) fn of<T: Real>(cost: &CostSource<'_, T>) -> Result<Self> {
+        let centre = |(lo, hi): (f64, f64)| {
+            let mid = 0.5 * lo + 0.5 * hi;
+            let shift = if mid.abs() > hi - lo { mid } else { 0.0 };
+            (shift, (lo - shift).abs().max((hi - shift).abs()))
+        };
+        let ranges = match cost {
+            CostSource::Dense(c) => vec![crate::validate::check_finite_range("cost", c)?],
+            CostSource::DenseBatch(c) => {
+                crate::validate::check_finite("cost", c)?;
+                c.outer_iter()
+                    .map(|c| crate::validate::check_finite_range("cost", &c))
+                    .collect::<Result<Vec<_>>>()?
+            }
+            _ => {
+                return Ok(CostOffsets {
+                    shift: Vec::new(),
+                    max_abs: crate::validate::max_abs_cost(cost)?,
+                })
+            }
+        };
+        let (shift, sizes): (Vec<f64>, Vec<f64>) = ranges.into_iter().map(centre).unzip();
+        Ok(CostOffsets {
+            max_abs: sizes.into_iter().fold(0.0, f64::max),
+            shift,
+        })
+    }
+
+    /// Whether any cost is shifted.
+    pub(crate) fn any(&self) -> bool {
+        self.shift.iter().any(|&s| s != 0.0)
+    }
+
+    /// Problem `b`'s shift.
+    pub(crate) fn of_problem(&self, b: usize) -> f64 {
+        match self.shift.len() {
+            0 => 0.0,
+            1 => self.shift[0],
+            _ => self.shift[b],
+        }
+    }
+
+    /// The cost without its offsets, as an owned array, when there is one to remove.
+    pub(crate) fn shifted<T: Real>(&self, cost: &CostSource<'_, T>) -> Option<ShiftedCost<T>> {
+        if !self.any() {
+            return None;
+        }
+        match cost {
+            CostSource::Dense(c) => {
+                let s = self.shift[0];
+                Some(ShiftedCost::Dense(c.mapv(|v| T::of(v.f64() - s))))
+            }
+            CostSource::DenseBatch(c) => {
+                let mut out = c.to_owned();
+                for (b, mut m) in out.outer_iter_mut().enumerate() {
+                    let s = self.shift[b];
+                    m.mapv_inplace(|v| T::of(v.f64() - s));
+                }
+                Some(ShiftedCost::DenseBatch(out))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A dense cost with its offsets removed ([`CostOffsets::shifted`]).
+pub(crate) enum ShiftedCost<T> {
+    Dense(Array2<T>),
+    DenseBatch(Array3<T>),
+}
+
+impl<T> ShiftedCost<T> {
+    pub(crate) fn source(&self) -> CostSource<'_, T> {
+        match self {
+            ShiftedCost::Dense(c) => CostSource::Dense(c.view()),
+            ShiftedCost::DenseBatch(c) => CostSource::DenseBatch(c.view()),
+        }
+    }
 }
 
 impl<'a, T: Real> Problem<'a, T> {
@@ -269,9 +427,10 @@ impl<'a, T: Real> Problem<'a, T> {
             mu,
             nu,
             cost,
-            max_abs_cost: 0.0,
+            offsets: CostOffsets::default(),
+            masses: Vec::new(),
         };
-        p.max_abs_cost = p.validate()?;
+        (p.offsets, p.masses) = p.validate()?;
         Ok(p)
     }
 
@@ -293,8 +452,8 @@ impl<'a, T: Real> Problem<'a, T> {
         &self.cost
     }
 
-    /// Checks every input; returns the largest |cost|.
-    fn validate(&self) -> Result<f64> {
+    /// Checks every input; returns the cost's offsets and each problem's mass.
+    fn validate(&self) -> Result<(CostOffsets, Vec<f64>)> {
         let mu_mass = check_histograms("mu", &self.mu)?;
         let nu_mass = check_histograms("nu", &self.nu)?;
         let (b, n) = self.mu.dim();
@@ -305,7 +464,7 @@ impl<'a, T: Real> Problem<'a, T> {
                 format!("batch of {bn} problems but mu has {b}"),
             ));
         }
-        let dims = cost_dims(&self.cost);
+        let dims = self.cost.dims();
         if dims.n == 0 || dims.m == 0 || dims.batch == Some(0) {
             return Err(Error::Empty {
                 arg: "cost".into(),
@@ -331,38 +490,9 @@ impl<'a, T: Real> Problem<'a, T> {
         }
         // Dense costs are checked finite here; point clouds by `PointCloudCost`'s
         // constructors (finite, matching dimensions); grids are finite by construction.
-        let max_abs_cost = crate::validate::max_abs_cost(&self.cost)?;
+        let offsets = CostOffsets::of(&self.cost)?;
         check_equal_mass::<T>(&mu_mass, &nu_mass)?;
-        Ok(max_abs_cost)
-    }
-}
-
-/// Sizes of a cost source before it is prepared.
-pub(crate) fn cost_dims<T>(cost: &CostSource<'_, T>) -> CostDims {
-    match cost {
-        CostSource::Dense(c) => CostDims {
-            n: c.nrows(),
-            m: c.ncols(),
-            batch: None,
-        },
-        CostSource::DenseBatch(c) => {
-            let (b, n, m) = c.dim();
-            CostDims {
-                n,
-                m,
-                batch: Some(b),
-            }
-        }
-        CostSource::Grid(g) => CostDims {
-            n: g.len(),
-            m: g.len(),
-            batch: None,
-        },
-        CostSource::PointCloud(p) => CostDims {
-            n: p.x().nrows(),
-            m: p.y().nrows(),
-            batch: None,
-        },
+        Ok((offsets, nu_mass))
     }
 }
 
@@ -390,10 +520,13 @@ pub struct Solver<B> {
 pub(crate) struct Solved<T: Real, B: Backend<T>> {
     pub cost: B::Cost,
     pub f: B::Buffer,
+    /// `g` of the cost without its offsets ([`CostOffsets`]); the returned `g` adds them.
     pub g: B::Buffer,
     pub convergence: Convergence,
-    /// Transport costs when the solver already has them (from its final report).
-    pub distance: Option<Vec<T>>,
+    /// Transport costs `⟨P, C⟩` (offsets included), from the final report.
+    pub distance: Vec<f64>,
+    /// Each problem's cost offset.
+    pub shift: Vec<f64>,
 }
 
 impl<B> Solver<B> {
@@ -451,13 +584,39 @@ impl<B> Solver<B> {
         let (b, n, m) = (problem.batch_size(), problem.mu.ncols(), problem.nu.ncols());
         crate::validate::check_alloc::<T>("plan", &[b, n, m])?;
         let s = self.run(problem)?;
-        let result = self.finish(problem, &s)?;
+        let mut result = self.finish(problem, &s)?;
         let eps = T::of(self.params.eps);
         let plan = self
             .backend
             .download(&self.backend.plan(&s.cost, &s.f, &s.g, eps)?)?;
         let plan =
             Array3::from_shape_vec((b, n, m), plan).map_err(|e| Error::Numerical(e.to_string()))?;
+        // The report of the array handed back: its own marginals and cost, in f64.
+        let measured = measure_plans(&plan, problem);
+        let tol = result.convergence.tol;
+        let problems = result
+            .convergence
+            .problems
+            .iter()
+            .zip(&measured)
+            .zip(&problem.masses)
+            .map(|((p, &(err, _)), &mass)| {
+                let converged = err <= tol * mass;
+                ProblemReport {
+                    marginal_error: err,
+                    converged,
+                    iterations: if converged {
+                        p.iterations
+                    } else {
+                        result.convergence.iterations
+                    },
+                }
+            })
+            .collect();
+        result.convergence = Convergence::of_problems(result.convergence.iterations, tol, problems);
+        for (d, &(_, cost)) in result.distance.iter_mut().zip(&measured) {
+            *d = T::of(cost);
+        }
         Ok(Coupling { plan, result })
     }
 
@@ -470,34 +629,22 @@ impl<B> Solver<B> {
         B: Backend<T>,
     {
         let dims = (problem.batch_size(), problem.mu.ncols(), problem.nu.ncols());
-        self.finish_parts(
-            dims,
-            &s.cost,
-            &s.f,
-            &s.g,
-            &s.convergence,
-            s.distance.clone(),
-        )
+        self.finish_parts(dims, &s.f, &s.g, &s.shift, &s.convergence, &s.distance)
     }
 
-    /// Distances on the device, then the potentials to the host.
+    /// The potentials to the host (the cost offsets added to `g`), with the distances.
     fn finish_parts<T: Real>(
         &self,
         (b, n, m): (usize, usize, usize),
-        cost: &B::Cost,
         f: &B::Buffer,
         g: &B::Buffer,
+        shift: &[f64],
         convergence: &Convergence,
-        distance: Option<Vec<T>>,
+        distance: &[f64],
     ) -> Result<SinkhornResult<T>>
     where
         B: Backend<T>,
     {
-        let eps = T::of(self.params.eps);
-        let distance = Array1::from(match distance {
-            Some(d) => d,
-            None => self.backend.transport_cost(cost, f, g, eps)?,
-        });
         if let Some(k) = distance.iter().position(|d| !d.is_finite()) {
             return Err(Error::Numerical(format!(
                 "the transport cost of problem {k} is {} (eps = {} may be too small for {})",
@@ -508,12 +655,17 @@ impl<B> Solver<B> {
         }
         let f = Array2::from_shape_vec((b, n), self.backend.download(f)?)
             .map_err(|e| Error::Numerical(e.to_string()))?;
-        let g = Array2::from_shape_vec((b, m), self.backend.download(g)?)
+        let mut g = Array2::from_shape_vec((b, m), self.backend.download(g)?)
             .map_err(|e| Error::Numerical(e.to_string()))?;
+        for (row, &c) in g.outer_iter_mut().zip(shift) {
+            if c != 0.0 {
+                row.into_iter().for_each(|v| *v = T::of(v.f64() + c));
+            }
+        }
         Ok(SinkhornResult {
             f,
             g,
-            distance,
+            distance: distance.iter().map(|&d| T::of(d)).collect(),
             eps: self.params.eps,
             convergence: convergence.clone(),
         })
@@ -527,11 +679,12 @@ impl<B> Solver<B> {
         let prepared = self.prepare(problem)?;
         let (f, g, convergence, distance) = self.iterate_prepared(&prepared)?;
         Ok(Solved {
-            cost: prepared.cost,
             f,
             g,
             convergence,
             distance,
+            shift: prepared.shift,
+            cost: prepared.cost,
         })
     }
 
@@ -557,10 +710,14 @@ impl<B> Solver<B> {
         let be = &self.backend;
         let (batch, n) = problem.mu.dim();
         let m = problem.nu.ncols();
-        let max_abs_cost = problem.max_abs_cost;
-        let cost = be.prepare_cost(&problem.cost)?;
+        let offsets = &problem.offsets;
+        let cost = match offsets.shifted(&problem.cost) {
+            Some(shifted) => be.prepare_cost(&shifted.source())?,
+            None => be.prepare_cost(&problem.cost)?,
+        };
         let host = |a: &ArrayView2<'_, T>| a.iter().copied().collect::<Vec<T>>();
         let log = |a: &ArrayView2<'_, T>| a.iter().map(|v| v.ln()).collect::<Vec<T>>();
+        let mu = be.upload(&host(&problem.mu))?;
         let nu = be.upload(&host(&problem.nu))?;
         let log_mu = be.upload(&log(&problem.mu))?;
         let log_nu = be.upload(&log(&problem.nu))?;
@@ -583,6 +740,7 @@ impl<B> Solver<B> {
         let (init_f, init_g) = (init(&problem.mu), init(&problem.nu));
         Ok(Prepared {
             cost,
+            mu,
             nu,
             log_mu,
             log_nu,
@@ -591,7 +749,9 @@ impl<B> Solver<B> {
             batch,
             n,
             m,
-            max_abs_cost,
+            max_abs_cost: offsets.max_abs,
+            shift: (0..batch).map(|b| offsets.of_problem(b)).collect(),
+            masses: problem.masses.clone(),
         })
     }
 
@@ -620,20 +780,21 @@ impl<B> Solver<B> {
         let (f, g, convergence, distance) = self.iterate_prepared(prepared)?;
         self.finish_parts(
             (prepared.batch, prepared.n, prepared.m),
-            &prepared.cost,
             &f,
             &g,
+            &prepared.shift,
             &convergence,
-            distance,
+            &distance,
         )
     }
 
-    /// The solver loop on uploaded data; returns the potentials (still on the device).
+    /// The solver loop on uploaded data; returns the potentials (still on the device), the
+    /// report of the plan they define and its transport costs (offsets included).
     #[allow(clippy::type_complexity)]
     fn iterate_prepared<T: Real>(
         &self,
         pr: &Prepared<T, B>,
-    ) -> Result<(B::Buffer, B::Buffer, Convergence, Option<Vec<T>>)>
+    ) -> Result<(B::Buffer, B::Buffer, Convergence, Vec<f64>)>
     where
         B: Backend<T>,
     {
@@ -643,7 +804,13 @@ impl<B> Solver<B> {
         let be = &self.backend;
         let (batch, n, m, cost) = (pr.batch, pr.n, pr.m, &pr.cost);
         let (nu, log_mu, log_nu) = (&pr.nu, &pr.log_mu, &pr.log_nu);
-        let (mut f, mut g) = match &p.warm_start {
+        let marginals = Marginals {
+            mu: &pr.mu,
+            nu,
+            log_mu,
+            log_nu,
+        };
+        let (f, g) = match &p.warm_start {
             // Zero potentials, −∞ on zero-mass bins (so they take no part from the first
             // half-step on: the problem is exactly the one without those bins).
             None => {
@@ -654,106 +821,210 @@ impl<B> Solver<B> {
                 (start(&pr.init_f, batch * n)?, start(&pr.init_g, batch * m)?)
             }
             Some(w) => {
-                if w.f.dim() != (batch, n) || w.g.dim() != (batch, m) {
-                    return Err(Error::shape(
-                        "warm_start",
-                        format!(
-                            "f is {:?} and g is {:?}, expected ({batch}, {n}) and ({batch}, {m})",
-                            w.f.dim(),
-                            w.g.dim()
-                        ),
-                    ));
-                }
-                // −∞ is allowed (zero-mass bins); NaN and +∞ are not.
-                if let Some(v) =
-                    w.f.iter()
-                        .chain(w.g.iter())
-                        .find(|v| v.is_nan() || **v == f64::INFINITY)
-                {
-                    return Err(Error::NonFinite {
-                        arg: "warm_start".into(),
-                        index: "?".into(),
-                        value: v.to_string(),
-                    });
-                }
-                let to_t = |a: &Array2<f64>| a.iter().map(|&v| T::of(v)).collect::<Vec<T>>();
-                (be.upload(&to_t(&w.f))?, be.upload(&to_t(&w.g))?)
+                let (f0, g0) = warm_potentials::<T>(w, batch, n, m, &pr.shift)?;
+                (be.upload(&f0)?, be.upload(&g0)?)
             }
         };
+        let mut pot = Potentials { f, g };
         let mut iterations = 0;
+        let mut tracker = Tracker::new(p.observer.as_ref(), p.history, p.max_iters);
         if let Some(s) = &p.eps_scaling {
-            for e in s.stages(p.eps) {
-                be.iterate(
-                    cost,
-                    T::of(e),
-                    log_mu,
-                    log_nu,
-                    &mut f,
-                    &mut g,
-                    s.iters_per_stage,
-                )?;
+            // The stages count towards `max_iters`, and at least one iteration runs at `eps`:
+            // the largest-ε stages are dropped when they do not fit.
+            for e in s.stages_within(p.eps, p.max_iters) {
+                be.iterate(cost, T::of(e), &marginals, &mut pot, s.iters_per_stage)?;
                 iterations += s.iters_per_stage;
+                tracker.report(iterations, e, None, false);
             }
         }
         let eps = T::of(p.eps);
-        let tol = p.tol.unwrap_or(T::DEFAULT_TOL);
+        let asked = p.tol.unwrap_or(T::DEFAULT_TOL);
+        let tol = if asked > 0.0 { asked } else { T::DEFAULT_TOL };
         // The half-step of a convergence check goes here (allocated at the first check).
         let mut g_next: Option<B::Buffer> = None;
-        let mut err = f64::INFINITY;
-        let mut converged = false;
-        // Iteration `it` checks convergence (after its g half-step) when `tol > 0`,
-        // `it > 0` and `it % check_every == 0`; the iterations between checks run as one
-        // `iterate` call, which a backend may fuse.
+        // The check at which each problem first met its tolerance.
+        let mut met: Vec<Option<usize>> = vec![None; batch];
+        // Iteration `it` checks convergence (after its g half-step) when a tolerance was
+        // asked for, `it > 0` and `it % check_every == 0`; the iterations between checks
+        // run as one `iterate` call, which a backend may fuse.
         let mut it = 0;
-        while it < p.max_iters {
-            let next_check = if tol > 0.0 {
-                (it / p.check_every + 1) * p.check_every
+        let main_iters = p.max_iters - iterations;
+        while it < main_iters {
+            let next_check = if asked > 0.0 || tracker.observed() {
+                (it / p.check_every + 1).saturating_mul(p.check_every)
             } else {
-                p.max_iters
+                main_iters
             };
-            let plain = next_check.min(p.max_iters) - it;
-            be.iterate(cost, eps, log_mu, log_nu, &mut f, &mut g, plain)?;
+            let plain = next_check.min(main_iters) - it;
+            be.iterate(cost, eps, &marginals, &mut pot, plain)?;
             it += plain;
             iterations += plain;
-            if it >= p.max_iters {
+            if it >= main_iters {
                 break;
+            }
+            if asked <= 0.0 {
+                tracker.report(iterations, p.eps, None, false);
+                continue;
             }
             let gn = match g_next.as_mut() {
                 Some(b) => b,
                 None => g_next.insert(be.filled(batch * m, T::zero())?),
             };
-            be.sinkstep(cost, Side::Col, eps, &f, log_nu, gn)?;
-            err = max_error(be.marginal_error(batch, nu, &g, gn, eps)?)?;
-            if err <= tol {
-                converged = true;
+            be.sinkstep(cost, Side::Col, eps, &pot.f, log_nu, gn)?;
+            let errs = be.marginal_error(batch, nu, &pot.g, gn, eps)?;
+            tracker.report(
+                iterations,
+                p.eps,
+                Some(errs.iter().fold(0.0, |a, e| a.max(e.f64()))),
+                false,
+            );
+            let mut all = true;
+            for (k, e) in errs.iter().enumerate() {
+                let e = e.f64();
+                if e.is_nan() {
+                    return Err(Error::Numerical(format!(
+                        "the marginal error of problem {k} is NaN after {iterations} iterations \
+                         (eps = {} may be too small for {})",
+                        p.eps,
+                        T::NAME
+                    )));
+                }
+                if e <= tol * pr.masses[k] {
+                    met[k].get_or_insert(iterations);
+                } else {
+                    all = false;
+                }
+            }
+            if all {
                 break;
             }
-            std::mem::swap(&mut g, gn);
-            be.sinkstep(cost, Side::Row, eps, &g, log_mu, &mut f)?;
+            std::mem::swap(&mut pot.g, gn);
+            be.sinkstep(cost, Side::Row, eps, &pot.g, log_mu, &mut pot.f)?;
             it += 1;
             iterations += 1;
         }
-        let mut distance = None;
-        if !converged {
-            // Measure the returned plan (f, g): its column error and, in the same pass on
-            // backends that can, its transport cost.
-            drop(g_next);
-            let (errs, costs) = be.column_error_and_cost(cost, &f, &g, nu, log_nu, eps)?;
-            err = max_error(errs)?;
-            converged = tol > 0.0 && err <= tol;
-            distance = Some(costs);
-        }
-        Ok((
-            f,
-            g,
-            Convergence {
-                iterations,
+        drop(g_next);
+        // The report of the plan (f, g) defines, measured after the last iteration.
+        let reports = be.plan_report(cost, &pot, &marginals, eps)?;
+        let mut problems = Vec::with_capacity(batch);
+        let mut distance = Vec::with_capacity(batch);
+        for (k, r) in reports.iter().enumerate() {
+            let err = r.row_error.max(r.col_error);
+            if err.is_nan() {
+                return Err(Error::Numerical(format!(
+                    "the marginal error of problem {k} is NaN after {iterations} iterations \
+                     (eps = {} may be too small for {})",
+                    p.eps,
+                    T::NAME
+                )));
+            }
+            let converged = err <= tol * pr.masses[k];
+            problems.push(ProblemReport {
                 marginal_error: err,
-                tol,
                 converged,
-            },
-            distance,
-        ))
+                iterations: match met[k] {
+                    Some(at) if converged => at,
+                    _ => iterations,
+                },
+            });
+            distance.push(r.cost + pr.shift[k] * r.mass.unwrap_or(pr.masses[k]));
+        }
+        let mut convergence = Convergence::of_problems(iterations, tol, problems);
+        tracker.report(iterations, p.eps, Some(convergence.marginal_error), true);
+        convergence.history = tracker.history();
+        Ok((pot.f, pot.g, convergence, distance))
+    }
+}
+
+/// Warm-start potentials for the solver, `B×n` and `B×m`, flattened: each problem's pair
+/// re-centred (`f − k`, `g + k`, `k` the centre of `f`'s finite range: the plan depends on
+/// `f ⊕ g` only, and a shift `(c, −c)` would otherwise cost `f + g` its precision), and `g`
+/// moved to the cost without its offsets (`g − shift`).
+fn warm_potentials<T: Real>(
+    w: &WarmStart,
+    batch: usize,
+    n: usize,
+    m: usize,
+    shift: &[f64],
+) -> Result<(Vec<T>, Vec<T>)> {
+    if w.f.dim() != (batch, n) || w.g.dim() != (batch, m) {
+        return Err(Error::shape(
+            "warm_start",
+            format!(
+                "f is {:?} and g is {:?}, expected ({batch}, {n}) and ({batch}, {m})",
+                w.f.dim(),
+                w.g.dim()
+            ),
+        ));
+    }
+    // −∞ is allowed (zero-mass bins); NaN and +∞ are not.
+    for (arg, a) in [("warm_start.f", &w.f), ("warm_start.g", &w.g)] {
+        if let Some((idx, v)) = a
+            .indexed_iter()
+            .find(|(_, v)| v.is_nan() || **v == f64::INFINITY)
+        {
+            return Err(Error::NonFinite {
+                arg: arg.into(),
+                index: format!("{idx:?}"),
+                value: v.to_string(),
+            });
+        }
+    }
+    let mut f = Vec::with_capacity(batch * n);
+    let mut g = Vec::with_capacity(batch * m);
+    for (b, (fr, gr)) in w.f.outer_iter().zip(w.g.outer_iter()).enumerate() {
+        let (lo, hi) = fr
+            .iter()
+            .filter(|v| v.is_finite())
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| {
+                (lo.min(v), hi.max(v))
+            });
+        let k = if lo <= hi { 0.5 * lo + 0.5 * hi } else { 0.0 };
+        f.extend(fr.iter().map(|&v| T::of(v - k)));
+        g.extend(gr.iter().map(|&v| T::of(v + k - shift[b])));
+    }
+    Ok((f, g))
+}
+
+/// Each problem's `(‖·‖₁ marginal error, ⟨P, C⟩)` of a plan as an array (`B×n×m`), in f64:
+/// the larger of the row and column violations, and the cost against the problem's own
+/// (unshifted) cost.
+fn measure_plans<T: Real>(plan: &Array3<T>, problem: &Problem<'_, T>) -> Vec<(f64, f64)> {
+    use rayon::prelude::*;
+    let (batch, n, m) = plan.dim();
+    (0..batch)
+        .into_par_iter()
+        .map(|b| {
+            let p = plan.index_axis(Axis(0), b);
+            let (mu, nu) = (problem.mu.row(b), problem.nu.row(b));
+            let mut cols = vec![0.0f64; m];
+            let mut row_err = 0.0;
+            let mut cost = 0.0;
+            for i in 0..n {
+                let mut row = 0.0;
+                for j in 0..m {
+                    let v = p[[i, j]].f64();
+                    row += v;
+                    cols[j] += v;
+                    if v != 0.0 {
+                        cost += v * cost_entry(&problem.cost, b, i, j);
+                    }
+                }
+                row_err += (row - mu[i].f64()).abs();
+            }
+            let col_err: f64 = cols.iter().zip(nu).map(|(c, v)| (c - v.f64()).abs()).sum();
+            (row_err.max(col_err), cost)
+        })
+        .collect()
+}
+
+/// `C_b[i, j]` of a cost source, in f64.
+fn cost_entry<T: Real>(cost: &CostSource<'_, T>, b: usize, i: usize, j: usize) -> f64 {
+    match cost {
+        CostSource::Dense(c) => c[[i, j]].f64(),
+        CostSource::DenseBatch(c) => c[[b, i, j]].f64(),
+        CostSource::Grid(g) => g.cost(i, j),
+        CostSource::PointCloud(p) => p.cost(i, j),
     }
 }
 
@@ -761,6 +1032,7 @@ impl<B> Solver<B> {
 /// and `log ν`, resident on the device.
 pub struct Prepared<T: Real, B: Backend<T>> {
     cost: B::Cost,
+    mu: B::Buffer,
     nu: B::Buffer,
     log_mu: B::Buffer,
     log_nu: B::Buffer,
@@ -770,8 +1042,12 @@ pub struct Prepared<T: Real, B: Backend<T>> {
     batch: usize,
     n: usize,
     m: usize,
-    /// Largest |cost|, for the ε resolution check.
+    /// Largest |cost| without its offsets, for the ε resolution check.
     max_abs_cost: f64,
+    /// Each problem's cost offset ([`CostOffsets`]).
+    shift: Vec<f64>,
+    /// `Σ ν` of each problem.
+    masses: Vec<f64>,
 }
 
 impl<T: Real, B: Backend<T>> Prepared<T, B> {
@@ -789,18 +1065,4 @@ impl<T: Real, B: Backend<T>> std::fmt::Debug for Prepared<T, B> {
             self.batch, self.n, self.m
         )
     }
-}
-
-fn max_error<T: Real>(errs: Vec<T>) -> Result<f64> {
-    let mut worst = 0.0f64;
-    for (k, e) in errs.iter().enumerate() {
-        let e = e.f64();
-        if e.is_nan() {
-            return Err(Error::Numerical(format!(
-                "the marginal error of problem {k} is NaN"
-            )));
-        }
-        worst = worst.max(e);
-    }
-    Ok(worst)
 }

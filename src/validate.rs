@@ -3,26 +3,46 @@
 use crate::{Error, Real, Result};
 use ndarray::{ArrayBase, ArrayView2, Data, Dimension};
 
-/// Whether every entry of `v` is finite, and the largest |entry|: one pass the compiler can
-/// vectorise, in parallel chunks for large inputs (a 4096² cost is 16.7 M entries).
-fn finite_and_max<T: Real>(v: &[T]) -> (bool, T) {
+/// Whether every entry of `v` is finite, and its smallest and largest entries: one pass
+/// the compiler can vectorise, in fixed parallel chunks for large inputs (a 4096² cost is
+/// 16.7 M entries; min and max are exact, so the result does not depend on the threads).
+fn finite_and_range<T: Real>(v: &[T]) -> (bool, T, T) {
     const CHUNK: usize = 1 << 16;
     let one = |c: &[T]| {
-        let (mut ok, mut m) = (true, T::zero());
+        let (mut ok, mut lo, mut hi) = (true, T::infinity(), T::neg_infinity());
         for &x in c {
-            let a = x.abs();
-            ok &= a <= T::max_value(); // false for ±∞ and NaN
-            m = if a > m { a } else { m };
+            ok &= x.abs() <= T::max_value(); // false for ±∞ and NaN
+            lo = if x < lo { x } else { lo };
+            hi = if x > hi { x } else { hi };
         }
-        (ok, m)
+        (ok, lo, hi)
     };
     if v.len() <= 4 * CHUNK {
         return one(v);
     }
     use rayon::prelude::*;
     v.par_chunks(CHUNK).map(one).reduce(
-        || (true, T::zero()),
-        |a, b| (a.0 && b.0, if b.1 > a.1 { b.1 } else { a.1 }),
+        || (true, T::infinity(), T::neg_infinity()),
+        |a, b| {
+            (
+                a.0 && b.0,
+                if b.1 < a.1 { b.1 } else { a.1 },
+                if b.2 > a.2 { b.2 } else { a.2 },
+            )
+        },
+    )
+}
+
+/// Whether every entry of `v` is finite, and the largest |entry|.
+fn finite_and_max<T: Real>(v: &[T]) -> (bool, T) {
+    let (ok, lo, hi) = finite_and_range(v);
+    (
+        ok,
+        if v.is_empty() {
+            T::zero()
+        } else {
+            lo.abs().max(hi.abs())
+        },
     )
 }
 
@@ -66,6 +86,21 @@ pub(crate) fn check_finite_max<T: Real, S: Data<Elem = T>, D: Dimension>(
         max = max.max(v.f64().abs());
     }
     Ok(max)
+}
+
+/// `[min, max]` of an array checked finite (the error names the first offender).
+pub(crate) fn check_finite_range<T: Real, S: Data<Elem = T>, D: Dimension>(
+    arg: &str,
+    a: &ArrayBase<S, D>,
+) -> Result<(f64, f64)> {
+    let (ok, lo, hi) = match a.as_slice_memory_order() {
+        Some(v) => finite_and_range(v),
+        None => finite_and_range(&a.iter().copied().collect::<Vec<T>>()),
+    };
+    if !ok {
+        check_finite(arg, a)?; // the error, with the index of the first offender
+    }
+    Ok((lo.f64(), hi.f64()))
 }
 
 /// A batch of histograms (one per row): non-empty, finite, non-negative, positive total.
@@ -139,13 +174,24 @@ pub(crate) fn check_equal_mass<T: Real>(mu: &[f64], nu: &[f64]) -> Result<()> {
     Ok(())
 }
 
-/// A regularisation strength: finite and strictly positive.
+/// A regularisation strength: finite and strictly positive, and a normal number (`1/ε`
+/// must be finite: below f64's smallest normal, 2.2e-308, it is not).
 pub(crate) fn check_eps(arg: &str, eps: f64) -> Result<()> {
     if !(eps.is_finite() && eps > 0.0) {
         return Err(Error::parameter(
             arg,
             eps,
             "the regularisation strength must be finite and > 0",
+        ));
+    }
+    if eps < f64::MIN_POSITIVE {
+        return Err(Error::parameter(
+            arg,
+            format!("{eps:e}"),
+            format!(
+                "below the smallest normal float64 ({:e}): 1/eps is not finite",
+                f64::MIN_POSITIVE
+            ),
         ));
     }
     Ok(())
@@ -185,6 +231,18 @@ pub(crate) fn check_alloc<T>(what: &str, dims: &[usize]) -> Result<()> {
 /// meets its marginals (its mass drifts far from 1, a distance can exceed every cost), so
 /// the input is refused instead of answered with garbage.
 pub(crate) fn check_eps_resolution<T: Real>(eps: f64, max_abs_cost: f64) -> Result<()> {
+    if T::of(eps) < T::min_positive_value() {
+        return Err(Error::parameter(
+            "eps",
+            format!("{eps:e}"),
+            format!(
+                "below the smallest normal {} ({:e}): 1/eps is not finite in that precision; \
+                 compute in float64 or raise eps",
+                T::NAME,
+                T::min_positive_value()
+            ),
+        ));
+    }
     if max_abs_cost.is_nan() || max_abs_cost > T::max_value().f64() {
         // Point clouds far apart: |x − y|² overflows the precision.
         return Err(Error::parameter(

@@ -43,14 +43,15 @@ fn grid_images_give_the_library_result_in_the_image_shape() {
     assert_eq!(json["iterations"], want.iterations);
     assert_eq!(json["converged"], true);
     assert!(l1(got.as_slice().unwrap(), want.histogram.as_slice().unwrap()) < 1e-14);
-    // float32 in, float32 out.
+    // float32 in (images and weights), float32 out.
     write_npy(p(&d, "h32.npy"), &imgs.mapv(|v| v as f32)).unwrap();
+    write_npy(p(&d, "w32.npy"), &array![0.2f32, 0.3, 0.5]).unwrap();
     let (code, json, err) = logot(&[
         "barycenter",
         "--inputs",
         &p(&d, "h32.npy"),
         "--weights",
-        &p(&d, "w.npy"),
+        &p(&d, "w32.npy"),
         "--eps",
         "0.01",
         "--grid",

@@ -6,9 +6,9 @@
 #![cfg(feature = "cuda")]
 
 mod common;
-use common::gpu::gpu;
+use common::gpu::{gpu, gpu_with};
 
-use logot::backend::cuda::CudaBackend;
+use logot::backend::cuda::{CudaBackend, Tuning};
 use logot::{
     problems, Backend, BarycenterParams, BarycenterSolver, CostSource, CpuBackend, GridCost,
     Problem, Real, Side, SinkhornParams, Solver,
@@ -292,7 +292,6 @@ fn grid_barycenter_matches_cpu() {
 /// must stop at the CPU's iteration.
 #[test]
 fn grid_barycenter_fused_and_unfused_match_cpu() {
-    use logot::backend::cuda::CudaOptions;
     if gpu().is_none() {
         return;
     }
@@ -308,11 +307,12 @@ fn grid_barycenter_fused_and_unfused_match_cpu() {
             .solve_batch(h.view(), w.view(), CostSource::Grid(grid.clone()))
             .unwrap();
         for cluster in [8usize, 16, 0] {
-            let opts = CudaOptions {
+            let Some(gpu) = gpu_with(Tuning {
                 bary_cluster: cluster,
-                ..CudaOptions::default()
+                ..Tuning::default()
+            }) else {
+                return;
             };
-            let gpu = CudaBackend::with_options(0, opts).unwrap();
             let got = BarycenterSolver::new(gpu.clone(), params.clone())
                 .solve_batch(h.view(), w.view(), CostSource::Grid(grid.clone()))
                 .unwrap();

@@ -187,7 +187,7 @@ fn assert_bitwise_repeats<K: PartialEq>(
 #[test]
 fn repeated_solves_are_bitwise_equal() {
     let Some(gpu) = gpu() else { return };
-    let second = CudaBackend::new().unwrap();
+    let second = common::gpu::gpu().unwrap();
     let mut r = lcg(7);
     let dense =
         |n: usize, m: usize, r: &mut dyn FnMut() -> f64| Array2::from_shape_fn((n, m), |_| r());

@@ -6,7 +6,8 @@
 mod common;
 use common::gpu::{gpu, gpu_with};
 
-use logot::backend::cuda::{CudaBackend, CudaBuffer, CudaOptions};
+use logot::backend::cuda::{CudaBackend, CudaBuffer, Tuning};
+use logot::backend::{Marginals, Potentials};
 use logot::{Backend, CostSource, CpuBackend, Problem, Side, SinkhornParams, Solver};
 use ndarray::{Array1, Array2, Array3, Axis};
 use rand::rngs::StdRng;
@@ -308,17 +309,17 @@ fn half_step_matches_cpu_on_every_kernel() {
     }
 }
 
-/// The GPU with the factored half-steps and without (`CudaOptions::factored`), named.
+/// The GPU with the factored half-steps and without (`Tuning::factored`), named.
 fn factored_and_not() -> Option<[(&'static str, CudaBackend); 2]> {
     let on = gpu()?;
-    let off = gpu_with(CudaOptions {
+    let off = gpu_with(Tuning {
         factored: false,
-        ..CudaOptions::default()
+        ..Tuning::default()
     })?;
     Some([("factored", on), ("one exponential per term", off)])
 }
 
-/// The factored half-steps (`CudaOptions::factored`, FACT in cuda/sinkstep.cu). On a smooth
+/// The factored half-steps (`Tuning::factored`, FACT in cuda/sinkstep.cu). On a smooth
 /// cost the previous result's shifts fit u_b + v_j across whole tiles, so with hints that
 /// hold those half-steps are products of shared factors; with hints far too high, far too
 /// low, NaN or stale (potentials moved) they take the exact paths. The same checks as
@@ -428,8 +429,24 @@ fn check_report(gpu: &CudaBackend, case: &HalfStepCase, seed: u64) {
     let cpu = CpuBackend;
     let cc = cpu.prepare_cost(&src64).unwrap();
     let nuv: Vec<f64> = nu.iter().copied().collect();
+    // μ and log μ complete the marginals; the column report reads only ν and log ν.
+    let muv: Vec<f64> = histograms(&mut rng, batch, n, zeros)
+        .iter()
+        .copied()
+        .collect();
+    let lmu: Vec<f64> = muv.iter().map(|v| v.ln()).collect();
+    let marginals = Marginals {
+        mu: &muv,
+        nu: &nuv,
+        log_mu: &lmu,
+        log_nu: &lnu,
+    };
+    let pot = Potentials {
+        f: f.clone(),
+        g: g.clone(),
+    };
     let (werr, wcost) = cpu
-        .column_error_and_cost(&cc, &f, &g, &nuv, &lnu, eps)
+        .column_error_and_cost(&cc, &pot, &marginals, eps)
         .unwrap();
     let (c2f, c3f) = (c2.mapv(|v| v as f32), c3.mapv(|v| v as f32));
     let src32: CostSource<'_, f32> = if per_problem {
@@ -439,8 +456,19 @@ fn check_report(gpu: &CudaBackend, case: &HalfStepCase, seed: u64) {
     };
     let gc = Backend::<f32>::prepare_cost(gpu, &src32).unwrap();
     let up = |v: &[f64]| gpu.upload(&cast::<f32>(v)).unwrap();
+    let (mu_d, nu_d, lmu_d, lnu_d) = (up(&muv), up(&nuv), up(&lmu), up(&lnu));
+    let marginals = Marginals {
+        mu: &mu_d,
+        nu: &nu_d,
+        log_mu: &lmu_d,
+        log_nu: &lnu_d,
+    };
+    let pot = Potentials {
+        f: up(&f),
+        g: up(&g),
+    };
     let (gerr, gcost) = gpu
-        .column_error_and_cost(&gc, &up(&f), &up(&g), &up(&nuv), &up(&lnu), eps as f32)
+        .column_error_and_cost(&gc, &pot, &marginals, eps as f32)
         .unwrap();
     for b in 0..batch {
         let (e, w) = (gerr[b] as f64, werr[b]);
@@ -654,9 +682,9 @@ fn solve_matches_cpu_tiled_problems() {
 #[test]
 fn fused_and_half_steps_agree() {
     let Some(fused) = gpu() else { return };
-    let Some(steps) = gpu_with(CudaOptions {
+    let Some(steps) = gpu_with(Tuning {
         fused: false,
-        ..CudaOptions::default()
+        ..Tuning::default()
     }) else {
         return;
     };
@@ -684,10 +712,10 @@ fn fused_and_half_steps_agree() {
     }
     // Eight outputs per lane, and a single lane per group (no shuffles).
     for (outputs, lanes) in [(8, 0), (4, 1), (8, 32)] {
-        let Some(v) = gpu_with(CudaOptions {
+        let Some(v) = gpu_with(Tuning {
             fused_outputs: outputs,
             fused_lanes: lanes,
-            ..CudaOptions::default()
+            ..Tuning::default()
         }) else {
             return;
         };
@@ -712,9 +740,9 @@ fn fused_and_half_steps_agree() {
 /// outputs per lane and forced lane counts.
 #[test]
 fn fused_clusters_agree_with_half_steps() {
-    let Some(steps) = gpu_with(CudaOptions {
+    let Some(steps) = gpu_with(Tuning {
         fused: false,
-        ..CudaOptions::default()
+        ..Tuning::default()
     }) else {
         return;
     };
@@ -745,11 +773,11 @@ fn fused_clusters_agree_with_half_steps() {
             (8, 4, 2),
             (8, 8, 32),
         ] {
-            let Some(v) = gpu_with(CudaOptions {
+            let Some(v) = gpu_with(Tuning {
                 fused_cluster: cluster,
                 fused_outputs: outputs,
                 fused_lanes: lanes,
-                ..CudaOptions::default()
+                ..Tuning::default()
             }) else {
                 return;
             };

@@ -13,9 +13,9 @@ use logot::linalg::{
     ProcrustesMethod, RigidTransform, WassersteinProcrustesParams,
 };
 use logot::{
-    barycenter, barycenter_batch, grid_barycenter, sinkhorn_divergence, wasserstein_points,
-    Backend, BarycenterParams, CostSource, CpuBackend, EpsScaling, GridCost, PointCloudCost,
-    Problem, Result, Side, SinkhornParams, Solver, WarmStart,
+    barycenter, barycenter_batch, grid_barycenter, wasserstein_points, Backend, BarycenterParams,
+    CostSource, CpuBackend, EpsScaling, GridCost, PointCloudCost, Problem, Result, Side,
+    SinkhornParams, Solver, WarmStart,
 };
 use ndarray::{array, Array1, Array2, Array3, Axis};
 use std::collections::BTreeSet;
@@ -275,7 +275,7 @@ fn sinkhorn_rows() -> Vec<Case> {
     v.push(case(
         "L19",
         "NonFinite",
-        "warm_start: non-finite value NaN",
+        "warm_start.g: non-finite value NaN at index (0, 1)",
         solve(&mu, &nu, &c, warm(Array2::zeros((1, 4)), g)),
     ));
     v
@@ -449,24 +449,20 @@ fn pointcloud_rows() -> Vec<Case> {
         case(
             "L26",
             "Shape",
-            "a: has 2 weights for 3 points of x",
-            sinkhorn_divergence(x.view(), y.view(), b.view(), b.view(), &p),
+            "mu: has 2 weights for 3 points of x",
+            divergence(&p, b.view(), b.view(), x.view(), y.view()),
         ),
         case(
             "L26",
             "NegativeMass",
-            "b: negative mass",
-            sinkhorn_divergence(x.view(), y.view(), a.view(), array![1.5, -0.5].view(), &p),
+            "nu: negative mass",
+            divergence(&p, a.view(), array![1.5, -0.5].view(), x.view(), y.view()),
         ),
         case(
             "L27",
             "Parameter",
             "warm_start = set",
-            sinkhorn_divergence(
-                x.view(),
-                y.view(),
-                a.view(),
-                b.view(),
+            divergence(
                 &SinkhornParams {
                     warm_start: Some(WarmStart {
                         f: Array2::zeros((1, 3)),
@@ -474,9 +470,33 @@ fn pointcloud_rows() -> Vec<Case> {
                     }),
                     ..p.clone()
                 },
+                a.view(),
+                b.view(),
+                x.view(),
+                y.view(),
             ),
         ),
     ]
+}
+
+/// The Sinkhorn divergence (objective convention, squared Euclidean) with `params`.
+fn divergence(
+    params: &SinkhornParams,
+    mu: ndarray::ArrayView1<'_, f64>,
+    nu: ndarray::ArrayView1<'_, f64>,
+    x: ndarray::ArrayView2<'_, f64>,
+    y: ndarray::ArrayView2<'_, f64>,
+) -> logot::Result<()> {
+    Solver::new(CpuBackend, params.clone())
+        .sinkhorn_divergence(
+            mu,
+            nu,
+            x,
+            y,
+            logot::PointMetric::SqEuclidean,
+            logot::DivergenceConvention::Objective,
+        )
+        .map(|_| ())
 }
 
 fn grid_rows() -> Vec<Case> {

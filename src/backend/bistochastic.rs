@@ -5,7 +5,7 @@
 //! in registers or local memory, with one pass over the inputs.
 
 use super::Backend;
-use crate::grad::cg::{CgOutcome, CgSummary};
+use crate::cg::{CgOutcome, CgSummary};
 use crate::{Real, Result};
 
 /// What the forward kernel reports over the batch.

@@ -9,7 +9,7 @@ use super::Backend;
 use crate::{Real, Result};
 
 /// Batched plan mat-vecs and vector operations for the implicit OT gradient and the
-/// matrix-free CG solver ([`crate::grad::cg`]).
+/// matrix-free CG solver ([`crate::grad::cg`], which runs on them through `BackendSpace`).
 ///
 /// Shapes are checked: every method returns an error on a length mismatch.
 pub trait GradKernels<T: Real>: Backend<T> {

@@ -19,10 +19,13 @@ pub mod grad;
 mod grid;
 pub mod linalg;
 pub mod pointcloud;
+mod shape;
 
 pub use barycenter::{bary_iterations_unfused, BaryBuffers, BaryLayout, BarycenterKernels};
 pub use grid::GridCost;
 pub use pointcloud::{PointCloudCost, PointCloudKernels, PointMetric};
+
+pub(crate) use shape::batch_of;
 
 use crate::{Real, Result};
 use ndarray::{ArrayView2, ArrayView3};
@@ -73,6 +76,37 @@ pub enum CostSource<'a, T> {
     /// A cost between two point clouds (`n×d` and `m×d`), shared by every problem, computed
     /// on the fly inside the kernels and never stored (memory `O((n + m)·d)`).
     PointCloud(PointCloudCost<'a, T>),
+}
+
+impl<T> CostSource<'_, T> {
+    /// Sizes of the cost: `n×m`, and the number of matrices of a per-problem cost.
+    pub fn dims(&self) -> CostDims {
+        match self {
+            CostSource::Dense(c) => CostDims {
+                n: c.nrows(),
+                m: c.ncols(),
+                batch: None,
+            },
+            CostSource::DenseBatch(c) => {
+                let (b, n, m) = c.dim();
+                CostDims {
+                    n,
+                    m,
+                    batch: Some(b),
+                }
+            }
+            CostSource::Grid(g) => CostDims {
+                n: g.len(),
+                m: g.len(),
+                batch: None,
+            },
+            CostSource::PointCloud(p) => CostDims {
+                n: p.x().nrows(),
+                m: p.y().nrows(),
+                batch: None,
+            },
+        }
+    }
 }
 
 impl<'a, T> From<ArrayView2<'a, T>> for CostSource<'a, T> {
@@ -143,27 +177,21 @@ pub trait Backend<T: Real> {
     ) -> Result<()>;
 
     /// `iters` full Sinkhorn iterations in place: `g ← sinkstep(Col, f)`, then
-    /// `f ← sinkstep(Row, g)`, each with `log_nu` / `log_mu` as in [`Backend::sinkstep`].
+    /// `f ← sinkstep(Row, g)`, each with `log ν` / `log μ` of `marginals` as in
+    /// [`Backend::sinkstep`].
     ///
-    /// The default runs the two half-steps in turn. A backend may fuse the whole loop
-    /// (the CUDA backend runs small problems as one launch with everything in shared
-    /// memory); results must equal the half-step sequence up to rounding.
-    #[allow(clippy::too_many_arguments)]
+    /// The default is [`iterate_half_steps`], the two half-steps in turn. A backend may fuse
+    /// the whole loop (the CUDA backend runs small problems as one launch with everything in
+    /// shared memory); results must equal the half-step sequence up to rounding.
     fn iterate(
         &self,
         cost: &Self::Cost,
         eps: T,
-        log_mu: &Self::Buffer,
-        log_nu: &Self::Buffer,
-        f: &mut Self::Buffer,
-        g: &mut Self::Buffer,
+        marginals: &Marginals<'_, Self::Buffer>,
+        potentials: &mut Potentials<Self::Buffer>,
         iters: usize,
     ) -> Result<()> {
-        for _ in 0..iters {
-            self.sinkstep(cost, Side::Col, eps, f, log_nu, g)?;
-            self.sinkstep(cost, Side::Row, eps, g, log_mu, f)?;
-        }
-        Ok(())
+        iterate_half_steps(self, cost, eps, marginals, potentials, iters)
     }
 
     /// Marginal violation of each of `batch` problems, from a potential before and after its update:
@@ -182,24 +210,36 @@ pub trait Backend<T: Real> {
 
     /// The column-marginal error `‖P_bᵀ1 − ν_b‖₁` and the transport cost `⟨P_b, C_b⟩` of
     /// each plan `P_b = exp((f_b ⊕ g_b − C_b)/ε)`, as `(errors, costs)`: what a solver
-    /// reports at the end. The default runs a `g` half-step into scratch, then
-    /// [`Backend::marginal_error`] and [`Backend::transport_cost`]; a backend may compute
-    /// both in one pass over the cost.
-    #[allow(clippy::too_many_arguments)]
+    /// reports at the end. The default is [`column_error_and_cost_by_half_step`] (a `g`
+    /// half-step into scratch, then [`Backend::marginal_error`] and
+    /// [`Backend::transport_cost`]); a backend may compute both in one pass over the cost.
     fn column_error_and_cost(
         &self,
         cost: &Self::Cost,
-        f: &Self::Buffer,
-        g: &Self::Buffer,
-        nu: &Self::Buffer,
-        log_nu: &Self::Buffer,
+        potentials: &Potentials<Self::Buffer>,
+        marginals: &Marginals<'_, Self::Buffer>,
         eps: T,
     ) -> Result<(Vec<T>, Vec<T>)> {
-        let batch = batch_of(self.len(g), self.cost_dims(cost).m, "g")?;
-        let mut g_next = self.filled(self.len(g), T::zero())?;
-        self.sinkstep(cost, Side::Col, eps, f, log_nu, &mut g_next)?;
-        let errors = self.marginal_error(batch, nu, g, &g_next, eps)?;
-        Ok((errors, self.transport_cost(cost, f, g, eps)?))
+        column_error_and_cost_by_half_step(self, cost, potentials, marginals, eps)
+    }
+
+    /// What a solver reports about the plans `P_b = exp((f_b ⊕ g_b − C_b)/ε)` that the
+    /// potentials define: per problem, `‖P_b·1 − μ_b‖₁`, `‖P_bᵀ·1 − ν_b‖₁`, `⟨P_b, C_b⟩` and
+    /// the mass `Σ P_b` ([`PlanReport`]).
+    ///
+    /// The default derives the marginals from half-steps in `T`
+    /// (`(P·1)_i = μ_i·exp((f_i − f'_i)/ε)` with `f'` the row half-step of `g`), so it agrees
+    /// with the plan's entries to the rounding of the exponents, and reports `mass = None`.
+    /// A backend that can evaluates the entries themselves from `f`, `g` and `C` with
+    /// `f64` sums, so the errors are those of the plan the potentials define.
+    fn plan_report(
+        &self,
+        cost: &Self::Cost,
+        potentials: &Potentials<Self::Buffer>,
+        marginals: &Marginals<'_, Self::Buffer>,
+        eps: T,
+    ) -> Result<Vec<PlanReport>> {
+        plan_report_from_half_steps(self, cost, potentials, marginals, eps)
     }
 
     /// Transport cost per problem, `⟨P_b, C_b⟩ = Σ_ij exp((f_i + g_j − C_ij)/ε)·C_ij`.
@@ -221,24 +261,104 @@ pub trait Backend<T: Real> {
     ) -> Result<Self::Buffer>;
 }
 
-/// Batch size implied by a buffer length and a per-problem length.
-pub(crate) fn batch_of(len: usize, per: usize, what: &str) -> Result<usize> {
-    if per == 0 || len % per != 0 || len == 0 {
-        return Err(crate::Error::shape(
-            what,
-            format!("buffer length {len} is not a positive multiple of the problem size {per}"),
-        ));
-    }
-    Ok(len / per)
+/// The marginals of a batch on the device (`B×n` and `B×m`) with their logarithms
+/// (`−∞` on zero-mass bins), as the half-steps and the reports read them.
+#[derive(Clone, Copy, Debug)]
+pub struct Marginals<'a, Buf> {
+    /// `μ`, `B×n`.
+    pub mu: &'a Buf,
+    /// `ν`, `B×m`.
+    pub nu: &'a Buf,
+    /// `log μ`.
+    pub log_mu: &'a Buf,
+    /// `log ν`.
+    pub log_nu: &'a Buf,
 }
 
-/// Check that a per-problem cost matches the batch size.
-pub(crate) fn check_cost_batch(dims: &CostDims, batch: usize) -> Result<()> {
-    match dims.batch {
-        Some(bc) if bc != batch => Err(crate::Error::shape(
-            "cost",
-            format!("holds {bc} cost matrices but the batch has {batch} problems"),
-        )),
-        _ => Ok(()),
+/// One problem's plan as [`Backend::plan_report`] measures it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PlanReport {
+    /// `‖P·1 − μ‖₁`.
+    pub row_error: f64,
+    /// `‖Pᵀ·1 − ν‖₁`.
+    pub col_error: f64,
+    /// `⟨P, C⟩`.
+    pub cost: f64,
+    /// `Σ_ij P_ij`, where the backend sums the entries (`None`: take `Σ ν`).
+    pub mass: Option<f64>,
+}
+
+/// [`Backend::plan_report`]'s default: the marginals from one half-step on each side
+/// (in `T`), the transport cost from [`Backend::column_error_and_cost`].
+pub fn plan_report_from_half_steps<T: Real, B: Backend<T> + ?Sized>(
+    be: &B,
+    cost: &B::Cost,
+    potentials: &Potentials<B::Buffer>,
+    marginals: &Marginals<'_, B::Buffer>,
+    eps: T,
+) -> Result<Vec<PlanReport>> {
+    let (f, g) = (&potentials.f, &potentials.g);
+    let batch = batch_of(be.len(f), be.cost_dims(cost).n, "f")?;
+    let mut f_next = be.filled(be.len(f), T::zero())?;
+    be.sinkstep(cost, Side::Row, eps, g, marginals.log_mu, &mut f_next)?;
+    let rows = be.marginal_error(batch, marginals.mu, f, &f_next, eps)?;
+    drop(f_next);
+    let (cols, costs) = be.column_error_and_cost(cost, potentials, marginals, eps)?;
+    Ok(rows
+        .iter()
+        .zip(&cols)
+        .zip(&costs)
+        .map(|((r, c), t)| PlanReport {
+            row_error: r.f64(),
+            col_error: c.f64(),
+            cost: t.f64(),
+            mass: None,
+        })
+        .collect())
+}
+
+/// The Sinkhorn potentials of a batch on the device: `f = ε log u` (`B×n`) and
+/// `g = ε log v` (`B×m`), so that `P_b = exp((f_b ⊕ g_b − C_b)/ε)`.
+#[derive(Clone, Debug)]
+pub struct Potentials<Buf> {
+    /// Source potentials, `B×n`.
+    pub f: Buf,
+    /// Target potentials, `B×m`.
+    pub g: Buf,
+}
+
+/// [`Backend::iterate`]'s default, also where a backend's fused loop does not apply:
+/// `iters` times `g ← sinkstep(Col, f, log ν)`, then `f ← sinkstep(Row, g, log μ)`.
+pub fn iterate_half_steps<T: Real, B: Backend<T> + ?Sized>(
+    be: &B,
+    cost: &B::Cost,
+    eps: T,
+    marginals: &Marginals<'_, B::Buffer>,
+    potentials: &mut Potentials<B::Buffer>,
+    iters: usize,
+) -> Result<()> {
+    let Potentials { f, g } = potentials;
+    for _ in 0..iters {
+        be.sinkstep(cost, Side::Col, eps, f, marginals.log_nu, g)?;
+        be.sinkstep(cost, Side::Row, eps, g, marginals.log_mu, f)?;
     }
+    Ok(())
+}
+
+/// [`Backend::column_error_and_cost`]'s default: a `g` half-step into scratch `g'`, then
+/// [`Backend::marginal_error`] of `(g, g')` against `ν` (`(Pᵀ1)_j = ν_j·exp((g_j − g'_j)/ε)`)
+/// and [`Backend::transport_cost`].
+pub fn column_error_and_cost_by_half_step<T: Real, B: Backend<T> + ?Sized>(
+    be: &B,
+    cost: &B::Cost,
+    potentials: &Potentials<B::Buffer>,
+    marginals: &Marginals<'_, B::Buffer>,
+    eps: T,
+) -> Result<(Vec<T>, Vec<T>)> {
+    let Potentials { f, g } = potentials;
+    let batch = batch_of(be.len(g), be.cost_dims(cost).m, "g")?;
+    let mut g_next = be.filled(be.len(g), T::zero())?;
+    be.sinkstep(cost, Side::Col, eps, f, marginals.log_nu, &mut g_next)?;
+    let errors = be.marginal_error(batch, marginals.nu, g, &g_next, eps)?;
+    Ok((errors, be.transport_cost(cost, f, g, eps)?))
 }

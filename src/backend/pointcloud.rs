@@ -12,7 +12,7 @@
 
 use super::{Backend, Side};
 use crate::validate::check_finite;
-use crate::{EpsScaling, Error, Real, Result};
+use crate::{Error, Real, Result};
 use ndarray::{Array2, ArrayView2};
 
 /// The ground cost between two points of a [`PointCloudCost`].
@@ -187,29 +187,6 @@ impl<'a, T: Real> PointCloudCost<'a, T> {
             PointMetric::SqEuclidean => diam2,
             PointMetric::Euclidean => diam2.sqrt(),
         }
-    }
-
-    /// ε-scaling that anneals from the clouds' largest cost ([`PointCloudCost::max_cost`],
-    /// the squared diameter for the squared Euclidean cost) down to the target ε:
-    /// [`EpsScaling::from_max_cost`].
-    ///
-    /// ```
-    /// use logot::{CpuBackend, PointCloudCost, Problem, SinkhornParams, Solver};
-    /// use ndarray::{Array1, Array2, Axis};
-    /// // A 5×5 grid and its translate by (0.1, 0.1), ε = 1e-3 after annealing from the
-    /// // squared diameter: the entropic cost is within O(ε) above the exact W₂² = 0.02.
-    /// let x = Array2::from_shape_fn((25, 2), |(i, k)| if k == 0 { (i % 5) as f64 } else { (i / 5) as f64 } * 0.25);
-    /// let y = &x + 0.1;
-    /// let w = Array1::from_elem(25, 0.04).insert_axis(Axis(0));
-    /// let cost = PointCloudCost::new(x.view(), y.view())?;
-    /// let params = SinkhornParams::new(1e-3).with_eps_scaling(cost.eps_scaling());
-    /// let r = Solver::new(CpuBackend, params).solve(&Problem::batch(w.view(), w.view(), cost)?)?;
-    /// assert!(r.convergence.converged, "{:?}", r.convergence);
-    /// assert!(r.distance[0] >= 0.02 - 1e-9 && r.distance[0] < 0.02 + 3e-3, "{}", r.distance[0]);
-    /// # Ok::<(), logot::Error>(())
-    /// ```
-    pub fn eps_scaling(&self) -> EpsScaling {
-        EpsScaling::from_max_cost(self.max_cost())
     }
 }
 

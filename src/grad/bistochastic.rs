@@ -41,7 +41,7 @@
 
 use super::cg::{CgOutcome, CgParams, CgSummary};
 use crate::backend::bistochastic::BistochasticKernels;
-use crate::sinkhorn::Convergence;
+use crate::sinkhorn::{Convergence, ProblemReport};
 use crate::validate::check_finite;
 use crate::{CpuBackend, Error, Real, Result};
 use ndarray::{Array3, ArrayView3};
@@ -112,11 +112,12 @@ impl BistochasticParams {
 /// A projected batch.
 #[derive(Clone, Debug)]
 pub struct BistochasticResult<T> {
-    /// `R`, `B×n×n`: rows sum to 1, columns to 1 within `convergence.marginal_error`.
+    /// `R`, `B×n×n`: rows and columns sum to 1 within `convergence.marginal_error`.
     pub r: Array3<T>,
-    /// Largest iteration count, largest column error `Σ_j |Σ_i R_ij − 1|` of the returned
-    /// matrices (re-measured on `r`, so it may exceed `tol` by rounding), and whether every
-    /// matrix stopped on the tolerance (always `false` when `tol = 0`).
+    /// Measured on the returned `r` in f64, per matrix ([`Convergence::problems`]): the
+    /// larger of the row and column errors `Σ |Σ R − 1|`, and whether it is within `tol`
+    /// (the precision's default, 1e-5 in f32 and 1e-9 in f64, when `tol = 0`). Iterations are
+    /// the batch's largest count (matrices that met `tol` earlier stopped there).
     pub convergence: Convergence,
 }
 
@@ -137,6 +138,41 @@ pub struct BistochasticGradient<T> {
 pub struct Bistochastic<B> {
     backend: B,
     params: BistochasticParams,
+}
+
+/// The logits as the kernels read them, each matrix less its largest entry: `R` does not
+/// depend on a constant added to a matrix of `X`, but the potentials would carry it, and
+/// `X_ij + α_i + β_j` would lose `X`'s variation to it (f32 logits + 1000: ulp 6e-5).
+fn centred_logits<T: Real>(x: &ArrayView3<'_, T>) -> Vec<T> {
+    let mut out = Vec::with_capacity(x.len());
+    for m in x.outer_iter() {
+        let top = m.iter().fold(T::neg_infinity(), |a, &v| a.max(v));
+        out.extend(m.iter().map(|&v| v - top));
+    }
+    out
+}
+
+/// Each matrix's `max(Σ_i |Σ_j R_ij − 1|, Σ_j |Σ_i R_ij − 1|)`, in f64.
+fn marginal_errors<T: Real>(r: &Array3<T>) -> Vec<f64> {
+    use rayon::prelude::*;
+    let n = r.dim().1;
+    (0..r.dim().0)
+        .into_par_iter()
+        .map(|b| {
+            let m = r.index_axis(ndarray::Axis(0), b);
+            let mut cols = vec![0.0f64; n];
+            let mut rows = 0.0;
+            for row in m.rows() {
+                let mut s = 0.0;
+                for (c, v) in cols.iter_mut().zip(row) {
+                    s += v.f64();
+                    *c += v.f64();
+                }
+                rows += (s - 1.0).abs();
+            }
+            rows.max(cols.iter().map(|c| (c - 1.0).abs()).sum())
+        })
+        .collect()
 }
 
 fn square_batch<T>(arg: &str, a: &ArrayView3<'_, T>) -> Result<(usize, usize)> {
@@ -191,7 +227,7 @@ impl<B> Bistochastic<B> {
         }
         check_finite("x", &x)?;
         let be = &self.backend;
-        let xb = be.upload(&x.iter().copied().collect::<Vec<T>>())?;
+        let xb = be.upload(&centred_logits(&x))?;
         let mut rb = be.filled(batch * n * n, T::zero())?;
         let stats = be.bistochastic_forward(n, &xb, self.params.iters, self.params.tol, &mut rb)?;
         let r = be.download(&rb)?;
@@ -205,15 +241,23 @@ impl<B> Bistochastic<B> {
                 "bistochastic forward: the column error is NaN".into(),
             ));
         }
-        let tol = self.params.tol;
-        let convergence = Convergence {
-            iterations: stats.iterations,
-            marginal_error: stats.marginal_error,
-            tol,
-            converged: tol > 0.0 && stats.unconverged == 0,
+        let tol = if self.params.tol > 0.0 {
+            self.params.tol
+        } else {
+            T::DEFAULT_TOL
         };
         let r = Array3::from_shape_vec((batch, n, n), r)
             .map_err(|e| Error::Numerical(e.to_string()))?;
+        // The report of the matrices handed back, measured on them in f64.
+        let problems = marginal_errors(&r)
+            .into_iter()
+            .map(|e| ProblemReport {
+                marginal_error: e,
+                converged: e <= tol,
+                iterations: stats.iterations,
+            })
+            .collect();
+        let convergence = Convergence::of_problems(stats.iterations, tol, problems);
         Ok(BistochasticResult { r, convergence })
     }
 

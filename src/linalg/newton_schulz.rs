@@ -75,9 +75,23 @@ impl NewtonSchulzParams {
         }
     }
 
+    /// The most steps (and cubic steps) one call takes: each step's singular-value map is
+    /// applied in a few products, and the iteration settles in tens of steps, so a larger
+    /// count is a mistake, refused rather than run for hours.
+    pub const MAX_STEPS: usize = 10_000;
+
     fn validate(&self) -> Result<()> {
         if let Some(c) = self.coefficients.iter().find(|c| !c.is_finite()) {
             return Err(Error::parameter("coefficients", c, "must be finite"));
+        }
+        for (arg, v) in [("steps", self.steps), ("polish_steps", self.polish_steps)] {
+            if v > Self::MAX_STEPS {
+                return Err(Error::parameter(
+                    arg,
+                    v,
+                    format!("at most {} steps", Self::MAX_STEPS),
+                ));
+            }
         }
         Ok(())
     }
@@ -185,13 +199,19 @@ pub fn newton_schulz_buffer<T: Real, B: LinalgKernels<T>>(
         return Ok(xk);
     }
     let inv = T::one() / norm;
-    let steps: Vec<[f64; 3]> = std::iter::repeat(params.coefficients)
+    let steps = std::iter::repeat(params.coefficients)
         .take(params.steps)
-        .chain(std::iter::repeat(CUBIC_COEFFICIENTS).take(params.polish_steps))
-        .collect();
-    if steps.is_empty() {
+        .chain(std::iter::repeat(CUBIC_COEFFICIENTS).take(params.polish_steps));
+    // The first step reads `x` with the 1/‖x‖_F scale folded into its products, unless
+    // `x·xᵀ` itself would leave the range of `T` (‖x‖_F² overflows or underflows): then
+    // `x/‖x‖_F` is formed first, so the result does not depend on the scale of `x`.
+    let e = T::max_value().f64().log2().floor() / 4.0;
+    let prescale = !(norm.f64() >= 2f64.powf(-e) && norm.f64() <= 2f64.powf(e));
+    if prescale || params.steps + params.polish_steps == 0 {
         backend.scaled_copy(inv, x, &mut xk)?;
-        return Ok(xk);
+        if params.steps + params.polish_steps == 0 {
+            return Ok(xk);
+        }
     }
     // Work on X (wide) or implicitly on Xᵀ (tall): the Gram matrix is n×n, n = min(r, c).
     let wide = r <= c;
@@ -204,9 +224,13 @@ pub fn newton_schulz_buffer<T: Real, B: LinalgKernels<T>>(
     let mut a = backend.filled(n * n, T::zero())?;
     let mut pm = backend.filled(n * n, T::zero())?;
     let mut next = backend.filled(r * c, T::zero())?;
-    for (step, &coefficients) in steps.iter().enumerate() {
+    for (step, coefficients) in steps.enumerate() {
         // This step's X is σ·cur: the first one reads `x` itself with σ = 1/‖x‖_F.
-        let (cur, sigma) = if step == 0 { (x, inv) } else { (&xk, T::one()) };
+        let (cur, sigma) = if step == 0 && !prescale {
+            (x, inv)
+        } else {
+            (&xk, T::one())
+        };
         let p = step_polynomial(backend, gram, cur, sigma, coefficients, &mut a, &mut pm)?;
         // X ← P·X (wide; P is exactly symmetric, so P·X = Pᵀ·X, read transposed as the
         // tiled kernels load fastest) or X·P (tall).

@@ -41,3 +41,62 @@ pub fn logot_json(args: &[&str]) -> (i32, serde_json::Value, String) {
 pub fn json(s: &str) -> serde_json::Value {
     serde_json::from_str(s.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
 }
+
+/// Run `logot ARGS` under a file-size limit of `blocks` (`ulimit -f`, in the shell's units:
+/// 512 or 1024 bytes): exit code, stdout, stderr.
+pub fn logot_file_limit(blocks: u64, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -f {blocks} && exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_logot"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+/// Every entry of folder `d` with its bytes (folders as `None`), for before/after checks.
+pub fn snapshot(d: &Path) -> std::collections::BTreeMap<String, Option<Vec<u8>>> {
+    std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let path = e.path();
+            let bytes = if path.is_dir() {
+                None
+            } else {
+                Some(std::fs::read(&path).unwrap_or_default())
+            };
+            (e.file_name().to_string_lossy().into_owned(), bytes)
+        })
+        .collect()
+}
+
+/// A `.npz` archive (numpy's `savez` layout: member `NAME.npy` per array), stored or
+/// deflated as numpy's `savez_compressed`.
+pub fn write_npz(path: &str, arrays: &[(&str, Vec<u8>)], deflated: bool) {
+    use std::io::Write;
+    let mut z = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+    let method = if deflated {
+        zip::CompressionMethod::Deflated
+    } else {
+        zip::CompressionMethod::Stored
+    };
+    let opts = zip::write::SimpleFileOptions::default().compression_method(method);
+    for (name, bytes) in arrays {
+        z.start_file(format!("{name}.npy"), opts).unwrap();
+        z.write_all(bytes).unwrap();
+    }
+    z.finish().unwrap();
+}
+
+/// The .npy bytes of an array.
+pub fn npy_bytes<A: ndarray_npy::WriteNpyExt + ?Sized>(a: &A) -> Vec<u8> {
+    let mut v = Vec::new();
+    a.write_npy(&mut v).unwrap();
+    v
+}

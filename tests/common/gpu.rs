@@ -1,11 +1,13 @@
 //! The CUDA backend for the GPU tests: `None` (with the reason printed) when no GPU is
 //! usable, so the test skips; a panic instead under `LOGOT_REQUIRE_GPU=1`, so a skip can
 //! never pass for a run on the GPU machine.
-use logot::backend::cuda::{CudaBackend, CudaOptions};
+use logot::backend::cuda::{CudaBackend, Tuning};
 
-/// The first GPU with `options`.
-pub fn gpu_with(options: CudaOptions) -> Option<CudaBackend> {
-    match CudaBackend::with_options(0, options) {
+/// The first GPU with the kernel choices of `tuning`, and the build settings of the
+/// `LOGOT_CUDA_CACHE` / `LOGOT_CUDA_DEFINES` variables (read here: the library reads none).
+pub fn gpu_with(tuning: Tuning) -> Option<CudaBackend> {
+    let tuning = tuning.with_build_vars(|k| std::env::var(k).ok());
+    match CudaBackend::with_tuning(0, tuning) {
         Ok(b) => Some(b),
         Err(e) => {
             if std::env::var("LOGOT_REQUIRE_GPU").as_deref() == Ok("1") {
@@ -17,7 +19,7 @@ pub fn gpu_with(options: CudaOptions) -> Option<CudaBackend> {
     }
 }
 
-/// The first GPU with the default options.
+/// The first GPU with the default kernel choices.
 pub fn gpu() -> Option<CudaBackend> {
-    gpu_with(CudaOptions::default())
+    gpu_with(Tuning::default())
 }

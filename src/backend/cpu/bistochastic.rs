@@ -6,13 +6,13 @@
 // Per-problem / per-index loops over several parallel arrays read best with an index.
 #![allow(clippy::needless_range_loop)]
 
+use super::isa::isa_dispatch;
 use super::CpuBackend;
 use crate::backend::batch_of;
 use crate::backend::bistochastic::{BistochasticKernels, ProjectionStats};
-use crate::grad::cg::{
-    conjugate_gradient, CgOperator, CgOutcome, CgSummary, SmallSpace, SMALL_MAX,
-};
-use crate::real::{HwFma, MulAdd, NoFma, LANES};
+use crate::backend::shape::check_len;
+use crate::cg::{conjugate_gradient, CgOperator, CgOutcome, CgSummary, SmallSpace, SMALL_MAX};
+use crate::real::{MulAdd, LANES};
 use crate::{Error, Real, Result};
 use rayon::prelude::*;
 
@@ -128,34 +128,15 @@ fn forward_chunk<T: Real, M: MulAdd>(
     st
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn forward_chunk_avx2<T: Real>(
-    n: usize,
-    x: &[T],
-    iters: usize,
-    tol: f64,
-    r: &mut [T],
-) -> ProjectionStats {
-    forward_chunk::<T, HwFma>(n, x, iters, tol, r)
-}
-
-fn forward_dispatch<T: Real>(
-    n: usize,
-    x: &[T],
-    iters: usize,
-    tol: f64,
-    r: &mut [T],
-) -> ProjectionStats {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if super::has_fma() {
-            // SAFETY: the CPU supports the features this function is compiled for.
-            return unsafe { forward_chunk_avx2(n, x, iters, tol, r) };
-        }
-    }
-    let _ = HwFma;
-    forward_chunk::<T, NoFma>(n, x, iters, tol, r)
+isa_dispatch! {
+    /// [`forward_chunk`] with AVX2 + FMA where the CPU has them.
+    fn forward_dispatch<T: Real>(
+        n: usize,
+        x: &[T],
+        iters: usize,
+        tol: f64,
+        r: &mut [T],
+    ) -> ProjectionStats = forward_chunk up to AVX2;
 }
 
 /// The Schur operator of one matrix, `b ↦ c⊙b − Rᵀ diag(1/r) R b`, in `f64`.
@@ -283,12 +264,7 @@ impl<T: Real> BistochasticKernels<T> for CpuBackend {
         check_n(n)?;
         let per = n * n;
         batch_of(x.len(), per, "x")?;
-        if r.len() != x.len() {
-            return Err(Error::shape(
-                "r",
-                format!("has length {} but x has {}", r.len(), x.len()),
-            ));
-        }
+        check_len("r", r.len(), x.len())?;
         let chunk = per * min_task(n);
         Ok(x.par_chunks(chunk)
             .zip(r.par_chunks_mut(chunk))
@@ -313,17 +289,8 @@ impl<T: Real> BistochasticKernels<T> for CpuBackend {
         check_n(n)?;
         let per = n * n;
         let batch = batch_of(r.len(), per, "r")?;
-        if g.len() != r.len() || dx.len() != r.len() {
-            return Err(Error::shape(
-                "g",
-                format!(
-                    "g has length {} and dx {} but r has {}",
-                    g.len(),
-                    dx.len(),
-                    r.len()
-                ),
-            ));
-        }
+        check_len("g", g.len(), r.len())?;
+        check_len("dx", dx.len(), r.len())?;
         // The outcomes are computed per matrix here in any case; the summary reduces them.
         let mut local = Vec::new();
         let slots: &mut [CgOutcome] = match outcomes {

@@ -1,8 +1,9 @@
 //! [`GradKernels`] on the CPU: rayon over rows (mat-vecs) or over problems (reductions).
 
 use super::CpuBackend;
+use crate::backend::shape::{check_len, per_problem, weight_stride};
 use crate::backend::{batch_of, grad::GradKernels};
-use crate::{Error, Real, Result};
+use crate::{Real, Result};
 use rayon::prelude::*;
 
 /// Columns per task of the transposed mat-vec.
@@ -10,43 +11,6 @@ const COL_BLOCK: usize = 256;
 
 fn check_plan<T>(plan: &[T], n: usize, m: usize) -> Result<usize> {
     batch_of(plan.len(), n * m, "plan")
-}
-
-fn check_len<T>(what: &str, v: &[T], want: usize) -> Result<()> {
-    if v.len() != want {
-        return Err(Error::shape(
-            what,
-            format!("has length {} but {want} is needed", v.len()),
-        ));
-    }
-    Ok(())
-}
-
-/// A weight holding `batch` matrices or one shared: the offset of problem `b`'s matrix.
-fn weight_stride<T>(weight: &[T], batch: usize, per: usize) -> Result<usize> {
-    if weight.len() == batch * per {
-        Ok(per)
-    } else if weight.len() == per {
-        Ok(0)
-    } else {
-        Err(Error::shape(
-            "weight",
-            format!(
-                "has length {}; expected {batch}×{per} or one shared matrix of {per}",
-                weight.len()
-            ),
-        ))
-    }
-}
-
-fn per_problem(len: usize, batch: usize, what: &str) -> Result<usize> {
-    if batch == 0 || len % batch != 0 {
-        return Err(Error::shape(
-            what,
-            format!("length {len} does not split into {batch} problems"),
-        ));
-    }
-    Ok(len / batch)
 }
 
 impl<T: Real> GradKernels<T> for CpuBackend {
@@ -59,8 +23,8 @@ impl<T: Real> GradKernels<T> for CpuBackend {
         y: &mut Vec<T>,
     ) -> Result<()> {
         let batch = check_plan(plan, n, m)?;
-        check_len("x", x, batch * m)?;
-        check_len("y", y, batch * n)?;
+        check_len("x", x.len(), batch * m)?;
+        check_len("y", y.len(), batch * n)?;
         y.par_iter_mut()
             .with_min_len((4096 / m.max(1)).max(1))
             .enumerate()
@@ -86,8 +50,8 @@ impl<T: Real> GradKernels<T> for CpuBackend {
         y: &mut Vec<T>,
     ) -> Result<()> {
         let batch = check_plan(plan, n, m)?;
-        check_len("x", x, batch * n)?;
-        check_len("y", y, batch * m)?;
+        check_len("x", x.len(), batch * n)?;
+        check_len("y", y.len(), batch * m)?;
         y.par_chunks_mut(m).enumerate().for_each(|(b, yb)| {
             let pb = &plan[b * n * m..(b + 1) * n * m];
             let xb = &x[b * n..(b + 1) * n];
@@ -120,7 +84,7 @@ impl<T: Real> GradKernels<T> for CpuBackend {
         let batch = check_plan(plan, n, m)?;
         let per = n * m;
         let stride = match weight {
-            Some(w) => weight_stride(w, batch, per)?,
+            Some(w) => weight_stride(w.len(), batch, per)?,
             None => 0,
         };
         let entry = |b: usize, k: usize| -> f64 {
@@ -171,9 +135,9 @@ impl<T: Real> GradKernels<T> for CpuBackend {
     ) -> Result<Vec<T>> {
         let batch = check_plan(plan, n, m)?;
         let per = n * m;
-        let stride = weight_stride(weight, batch, per)?;
-        check_len("a", a, batch * n)?;
-        check_len("c", c, batch * m)?;
+        let stride = weight_stride(weight.len(), batch, per)?;
+        check_len("a", a.len(), batch * n)?;
+        check_len("c", c.len(), batch * m)?;
         let mut out = vec![T::zero(); plan.len()];
         out.par_chunks_mut(m).enumerate().for_each(|(bi, orow)| {
             let (b, i) = (bi / n, bi % n);
@@ -189,7 +153,7 @@ impl<T: Real> GradKernels<T> for CpuBackend {
     }
 
     fn batched_dot(&self, batch: usize, x: &Vec<T>, y: &Vec<T>) -> Result<Vec<f64>> {
-        check_len("y", y, x.len())?;
+        check_len("y", y.len(), x.len())?;
         let per = per_problem(x.len(), batch, "x")?;
         if per == 0 {
             return Ok(vec![0.0; batch]);
@@ -201,7 +165,7 @@ impl<T: Real> GradKernels<T> for CpuBackend {
     }
 
     fn batched_axpy(&self, alpha: &[f64], x: &Vec<T>, y: &mut Vec<T>) -> Result<()> {
-        check_len("y", y, x.len())?;
+        check_len("y", y.len(), x.len())?;
         let per = per_problem(x.len(), alpha.len(), "x")?;
         if per == 0 {
             return Ok(());
@@ -221,7 +185,7 @@ impl<T: Real> GradKernels<T> for CpuBackend {
     }
 
     fn batched_xpby(&self, x: &Vec<T>, beta: &[f64], y: &mut Vec<T>) -> Result<()> {
-        check_len("y", y, x.len())?;
+        check_len("y", y.len(), x.len())?;
         let per = per_problem(x.len(), beta.len(), "x")?;
         if per == 0 {
             return Ok(());
@@ -239,8 +203,8 @@ impl<T: Real> GradKernels<T> for CpuBackend {
     }
 
     fn hadamard(&self, a: &Vec<T>, x: &Vec<T>, beta: T, y: &mut Vec<T>) -> Result<()> {
-        check_len("a", a, x.len())?;
-        check_len("y", y, x.len())?;
+        check_len("a", a.len(), x.len())?;
+        check_len("y", y.len(), x.len())?;
         if beta == T::zero() {
             y.par_iter_mut()
                 .zip(a.par_iter().zip(x.par_iter()))

@@ -14,11 +14,11 @@
 //! one-pass log-sum-exp. The result therefore matches the direct LSE to f64 rounding
 //! whatever the dynamic range; f32 problems are computed in f64 and rounded once.
 
-#[cfg(target_arch = "x86_64")]
-use super::has_fma;
+use super::isa::isa_dispatch;
 use super::lse;
+use crate::backend::shape::{check_grid_fg, check_grid_sinkstep};
 use crate::backend::GridCost;
-use crate::real::{HwFma, MulAdd, NoFma, Real};
+use crate::real::{MulAdd, Real};
 use crate::{Error, Result};
 use ndarray::linalg::general_mat_mul;
 use ndarray::{ArrayView2, ArrayViewMut2, ArrayViewMut3, Axis};
@@ -143,22 +143,7 @@ impl CpuGrid {
         log_marginal: &[T],
         out: &mut [T],
     ) -> Result<()> {
-        let n = self.grid.len();
-        if other.len() != out.len()
-            || log_marginal.len() != out.len()
-            || out.is_empty()
-            || out.len() % n != 0
-        {
-            return Err(Error::shape(
-                "sinkstep",
-                format!(
-                    "buffers of lengths {}, {}, {} do not hold whole images of {n} grid points",
-                    other.len(),
-                    log_marginal.len(),
-                    out.len()
-                ),
-            ));
-        }
+        check_grid_sinkstep(self.grid.len(), other.len(), log_marginal.len(), out.len())?;
         let e = eps.f64();
         let inv = 1.0 / e;
         // The elementwise parts are cheap next to the passes: no rayon round trip for them.
@@ -184,18 +169,8 @@ impl CpuGrid {
     /// where `log(k·c_d)` is the log kernel with axis `d`'s factor multiplied by `c_d`.
     pub(crate) fn transport_cost<T: Real>(&self, f: &[T], g: &[T], eps: T) -> Result<Vec<T>> {
         let n = self.grid.len();
-        if f.len() != g.len() || f.is_empty() || f.len() % n != 0 {
-            return Err(Error::shape(
-                "f, g",
-                format!(
-                    "lengths {} and {} do not hold whole grids of {n} points",
-                    f.len(),
-                    g.len()
-                ),
-            ));
-        }
+        let batch = check_grid_fg(n, f.len(), g.len())?;
         let e = eps.f64();
-        let batch = f.len() / n;
         let kernels = self.kernels(e);
         let mut totals = vec![0.0f64; batch];
         for d in 0..self.grid.shape().len() {
@@ -225,17 +200,7 @@ impl CpuGrid {
     pub(crate) fn plan<T: Real>(&self, f: &[T], g: &[T], eps: T) -> Result<Vec<T>> {
         const MAX_ENTRIES: usize = 1 << 27;
         let n = self.grid.len();
-        if f.len() != g.len() || f.is_empty() || f.len() % n != 0 {
-            return Err(Error::shape(
-                "f, g",
-                format!(
-                    "lengths {} and {} do not hold whole grids of {n} points",
-                    f.len(),
-                    g.len()
-                ),
-            ));
-        }
-        let batch = f.len() / n;
+        let batch = check_grid_fg(n, f.len(), g.len())?;
         let entries = n.checked_mul(n).and_then(|nn| nn.checked_mul(batch));
         match entries {
             Some(e) if e <= MAX_ENTRIES => {}
@@ -543,19 +508,9 @@ enum Shift<'a> {
     Each(&'a [f64]),
 }
 
-/// `out[j] = exp(src[j] − m)` (vectorised; `src ≤ m`).
-fn exp_shifted(src: &[f64], m: f64, out: &mut [f64]) {
-    #[cfg(target_arch = "x86_64")]
-    if has_fma() {
-        // SAFETY: the CPU supports AVX2 and FMA.
-        return unsafe { exp_shifted_fma(src, m, out) };
-    }
-    exp_shifted_k::<NoFma>(src, m, out)
-}
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn exp_shifted_fma(src: &[f64], m: f64, out: &mut [f64]) {
-    exp_shifted_k::<HwFma>(src, m, out)
+isa_dispatch! {
+    /// `out[j] = exp(src[j] − m)` (vectorised; `src ≤ m`).
+    fn exp_shifted(src: &[f64], m: f64, out: &mut [f64]) = exp_shifted_k up to AVX2;
 }
 /// Elements per unrolled block: several independent vectors in flight hide the latency
 /// of the polynomial chains.
@@ -575,19 +530,9 @@ fn exp_shifted_k<M: MulAdd>(src: &[f64], m: f64, out: &mut [f64]) {
     }
 }
 
-/// `out[l] = exp(src[l] − m[l])`.
-fn exp_shifted_each(src: &[f64], m: &[f64], out: &mut [f64]) {
-    #[cfg(target_arch = "x86_64")]
-    if has_fma() {
-        // SAFETY: the CPU supports AVX2 and FMA.
-        return unsafe { exp_shifted_each_fma(src, m, out) };
-    }
-    exp_shifted_each_k::<NoFma>(src, m, out)
-}
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn exp_shifted_each_fma(src: &[f64], m: &[f64], out: &mut [f64]) {
-    exp_shifted_each_k::<HwFma>(src, m, out)
+isa_dispatch! {
+    /// `out[l] = exp(src[l] − m[l])`.
+    fn exp_shifted_each(src: &[f64], m: &[f64], out: &mut [f64]) = exp_shifted_each_k up to AVX2;
 }
 #[inline(always)]
 fn exp_shifted_each_k<M: MulAdd>(src: &[f64], m: &[f64], out: &mut [f64]) {
@@ -609,20 +554,10 @@ fn exp_shifted_each_k<M: MulAdd>(src: &[f64], m: &[f64], out: &mut [f64]) {
     }
 }
 
-/// `s ← shift + ln s` (vectorised; entries below the normal range give garbage that the
-/// caller replaces).
-fn ln_shifted(s: &mut [f64], shift: Shift<'_>) {
-    #[cfg(target_arch = "x86_64")]
-    if has_fma() {
-        // SAFETY: the CPU supports AVX2 and FMA.
-        return unsafe { ln_shifted_fma(s, shift) };
-    }
-    ln_shifted_k::<NoFma>(s, shift)
-}
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn ln_shifted_fma(s: &mut [f64], shift: Shift<'_>) {
-    ln_shifted_k::<HwFma>(s, shift)
+isa_dispatch! {
+    /// `s ← shift + ln s` (vectorised; entries below the normal range give garbage that the
+    /// caller replaces).
+    fn ln_shifted(s: &mut [f64], shift: Shift<'_>) = ln_shifted_k up to AVX2;
 }
 #[inline(always)]
 fn ln_shifted_k<M: MulAdd>(s: &mut [f64], shift: Shift<'_>) {
@@ -688,6 +623,7 @@ pub(crate) fn ln_pos<M: MulAdd>(x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::real::{HwFma, NoFma};
 
     #[test]
     fn ln_pos_matches_std() {

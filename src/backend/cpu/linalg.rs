@@ -207,7 +207,9 @@ impl<T: Real> LinalgKernels<T> for CpuBackend {
             return Ok(T::of(amax));
         }
         let inv = 1.0 / amax;
-        let sum: f64 = a
+        // Fixed chunks summed in parallel, then in chunk order: the same bits whatever the
+        // number of threads.
+        let parts: Vec<f64> = a
             .par_chunks(CHUNK)
             .map(|ch| {
                 ch.iter()
@@ -217,7 +219,8 @@ impl<T: Real> LinalgKernels<T> for CpuBackend {
                     })
                     .sum::<f64>()
             })
-            .sum();
+            .collect();
+        let sum: f64 = parts.iter().sum();
         Ok(T::of(amax * sum.sqrt()))
     }
 

@@ -5,43 +5,21 @@
 //! grows, then the chunk's exponentials are added. One `exp` per element, lane-parallel
 //! accumulation (so the compiler can vectorise without reassociating a scalar sum).
 
-use crate::real::{HwFma, MulAdd, NoFma, Real, LANES};
+use super::isa::isa_dispatch;
+use crate::real::{MulAdd, Real, LANES};
 
 const CHUNK: usize = 256;
 
-/// `LSE_k((pot[k] − cost[k]) · inv_eps)`; `-inf` when every term is `-inf`.
-/// Uses AVX2+FMA when the CPU has them (checked once, cached by std).
-#[inline]
-pub fn lse<T: Real>(pot: &[T], cost: &[T], inv_eps: T) -> T {
-    debug_assert_eq!(pot.len(), cost.len());
-    #[cfg(target_arch = "x86_64")]
-    {
-        if super::has_fma() {
-            // SAFETY: the CPU supports the features this function is compiled for.
-            return unsafe { lse_avx2(pot, cost, inv_eps) };
-        }
-        lse_kernel::<T, NoFma>(pot, cost, inv_eps)
-    }
-    #[cfg(target_arch = "aarch64")]
-    {
-        let _ = NoFma;
-        lse_kernel::<T, HwFma>(pot, cost, inv_eps)
-    }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    {
-        let _ = HwFma;
-        lse_kernel::<T, NoFma>(pot, cost, inv_eps)
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn lse_avx2<T: Real>(pot: &[T], cost: &[T], inv_eps: T) -> T {
-    lse_kernel::<T, HwFma>(pot, cost, inv_eps)
+isa_dispatch! {
+    /// `LSE_k((pot[k] − cost[k]) · inv_eps)`; `-inf` when every term is `-inf`.
+    /// Uses AVX2+FMA when the CPU has them (checked once, cached by std).
+    #[inline]
+    pub fn lse<T: Real>(pot: &[T], cost: &[T], inv_eps: T) -> T = lse_kernel up to AVX2;
 }
 
 #[inline(always)]
 fn lse_kernel<T: Real, M: MulAdd>(pot: &[T], cost: &[T], inv_eps: T) -> T {
+    debug_assert_eq!(pot.len(), cost.len());
     let ninf = T::neg_infinity();
     let mut run_max = ninf;
     let mut acc = [T::zero(); LANES];

@@ -5,25 +5,18 @@ mod barycenter;
 mod bistochastic;
 mod grad;
 mod grid;
+pub(crate) mod isa;
 mod linalg;
 pub mod lse;
 mod pointcloud;
+mod report;
 pub(crate) mod svd3;
 
-/// Whether the CPU runs the AVX2 + FMA kernel variants (`#[target_feature(enable =
-/// "avx2,fma")]`); std caches the answer.
-#[cfg(target_arch = "x86_64")]
-pub(crate) fn has_fma() -> bool {
-    std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
-}
-
-/// AVX-512F (which implies AVX2 and FMA): 16 f32 or 8 f64 lanes per instruction.
-#[cfg(target_arch = "x86_64")]
-pub(crate) fn has_avx512() -> bool {
-    std::is_x86_feature_detected!("avx512f")
-}
-
-use super::{batch_of, check_cost_batch, Backend, CostDims, CostSource, Side};
+use super::shape::{check_fg, check_marginal_error, check_sinkstep};
+use super::{
+    plan_report_from_half_steps, Backend, CostDims, CostSource, Marginals, PlanReport, Potentials,
+    Side,
+};
 use crate::{Error, Real, Result};
 use grid::CpuGrid;
 use pointcloud::CpuPointCloud;
@@ -227,20 +220,7 @@ impl<T: Real> Backend<T> for CpuBackend {
         let dims = cost.dims;
         let len_out = dims.len(side);
         let len_red = dims.len(other(side));
-        let batch = batch_of(out.len(), len_out, "sinkstep output")?;
-        check_cost_batch(&dims, batch)?;
-        if other_pot.len() != batch * len_red || log_marginal.len() != out.len() {
-            return Err(Error::shape(
-                "sinkstep",
-                format!(
-                    "potential of length {} and marginal of length {} do not fit {batch} problems of size {}×{}",
-                    other_pot.len(),
-                    log_marginal.len(),
-                    dims.n,
-                    dims.m
-                ),
-            ));
-        }
+        let batch = check_sinkstep(&dims, side, other_pot.len(), log_marginal.len(), out.len())?;
         let inv_eps = T::one() / eps;
         let update = |b: usize, r: usize| -> T {
             let lm = log_marginal[b * len_out + r];
@@ -286,27 +266,7 @@ impl<T: Real> Backend<T> for CpuBackend {
         new: &Vec<T>,
         eps: T,
     ) -> Result<Vec<T>> {
-        if old.len() != marginal.len() || new.len() != marginal.len() {
-            return Err(Error::shape(
-                "marginal_error",
-                format!(
-                    "lengths {}, {}, {} differ",
-                    marginal.len(),
-                    old.len(),
-                    new.len()
-                ),
-            ));
-        }
-        if batch == 0 || marginal.len() % batch != 0 || marginal.is_empty() {
-            return Err(Error::shape(
-                "marginal_error",
-                format!(
-                    "length {} does not split into {batch} problems",
-                    marginal.len()
-                ),
-            ));
-        }
-        let per = marginal.len() / batch;
+        let per = check_marginal_error(batch, marginal.len(), old.len(), new.len())?;
         Ok(marginal
             .par_chunks(per)
             .zip(old.par_chunks(per))
@@ -324,6 +284,19 @@ impl<T: Real> Backend<T> for CpuBackend {
             .collect())
     }
 
+    fn plan_report(
+        &self,
+        cost: &CpuCost<T>,
+        potentials: &Potentials<Vec<T>>,
+        marginals: &Marginals<'_, Vec<T>>,
+        eps: T,
+    ) -> Result<Vec<PlanReport>> {
+        if cost.grid.is_some() || cost.cloud.is_some() {
+            return plan_report_from_half_steps(self, cost, potentials, marginals, eps);
+        }
+        report::dense(cost, &potentials.f, &potentials.g, marginals, eps)
+    }
+
     fn transport_cost(&self, cost: &CpuCost<T>, f: &Vec<T>, g: &Vec<T>, eps: T) -> Result<Vec<T>> {
         if let Some(grid) = &cost.grid {
             return grid.transport_cost(f, g, eps);
@@ -332,11 +305,13 @@ impl<T: Real> Backend<T> for CpuBackend {
             return cloud.transport_cost(f, g, eps);
         }
         let dims = cost.dims;
-        let batch = check_fg(&dims, f, g)?;
+        let batch = check_fg(&dims, f.len(), g.len())?;
         let (n, m) = (dims.n, dims.m);
         Ok((0..batch)
             .map(|b| {
-                let total: f64 = (0..n)
+                // Per-row sums in parallel, then their total in row order: the same bits
+                // whatever the number of threads.
+                let rows: Vec<f64> = (0..n)
                     .into_par_iter()
                     .map(|i| {
                         let fi = f[b * n + i];
@@ -352,8 +327,8 @@ impl<T: Real> Backend<T> for CpuBackend {
                         }
                         s.f64()
                     })
-                    .sum();
-                T::of(total)
+                    .collect();
+                T::of(rows.iter().sum())
             })
             .collect())
     }
@@ -366,9 +341,8 @@ impl<T: Real> Backend<T> for CpuBackend {
             return cloud.plan(f, g, eps);
         }
         let dims = cost.dims;
-        check_fg(&dims, f, g)?;
+        let batch = check_fg(&dims, f.len(), g.len())?;
         let (n, m) = (dims.n, dims.m);
-        let batch = f.len() / n;
         let mut p = vec![T::zero(); batch * n * m];
         p.par_chunks_mut(m).enumerate().for_each(|(bi, prow)| {
             let (b, i) = (bi / n, bi % n);
@@ -381,22 +355,6 @@ impl<T: Real> Backend<T> for CpuBackend {
         });
         Ok(p)
     }
-}
-
-fn check_fg<T>(dims: &CostDims, f: &[T], g: &[T]) -> Result<usize> {
-    let batch = batch_of(f.len(), dims.n, "f")?;
-    if g.len() != batch * dims.m {
-        return Err(Error::shape(
-            "g",
-            format!(
-                "length {} does not fit {batch} problems of {} target points",
-                g.len(),
-                dims.m
-            ),
-        ));
-    }
-    check_cost_batch(dims, batch)?;
-    Ok(batch)
 }
 
 impl<T: Real> super::PointCloudKernels<T> for CpuBackend {

@@ -21,57 +21,33 @@
 //!
 //! Reports are read back through one page-locked host buffer (a pageable copy costs more).
 
-use super::{cuda_err, CudaBackend, CudaBuffer, CudaReal};
+use super::device::{CudaBackend, CudaBuffer};
+use super::kernels::{define, kernel_name, CudaReal, Module, Precision};
+use super::launch::{Context, Launch};
 use crate::backend::batch_of;
 use crate::backend::bistochastic::{BistochasticKernels, ProjectionStats};
-use crate::grad::cg::{CgOutcome, CgSummary};
+use crate::backend::shape::check_len;
+use crate::cg::{CgOutcome, CgSummary};
 use crate::{Error, Result};
-use cudarc::driver::CudaContext;
-use cudarc::driver::{result as cu, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::result as cu;
+use cudarc::driver::{CudaContext, CudaSlice};
 use std::sync::{Arc, Mutex};
 
-/// Threads per block (`BISTO_THREADS`).
-const THREADS: usize = 256;
-/// Largest matrix size.
+const SOURCE: &str = Module::Bistochastic.source();
+/// Threads per block.
+const THREADS: usize = define(SOURCE, "BISTO_THREADS");
+/// Largest matrix size (the kernels are compiled for n ≤ 2, 4, 8, 16, 32).
 const MAX_N: usize = 32;
 /// Largest CG iteration count the outcome word holds (29 bits).
 const MAX_CG_ITERS: usize = (1 << 29) - 1;
-/// The summary words of the backward (`CG_*` in cuda/bistochastic.cu).
-const CG_ITERS: usize = 1;
-const CG_RESIDUAL: usize = 2;
-const CG_UNCONVERGED: usize = 3;
-const CG_FIRST_UNCONV: usize = 4;
-const CG_FIRST_BAD_RHS: usize = 5;
-const CG_FIRST_NAN: usize = 6;
-const CG_WORDS: usize = 7;
-
-pub(super) const KERNEL_NAMES: &[&str] = &[
-    "bisto_fwd_n2_f32",
-    "bisto_fwd_n4_f32",
-    "bisto_fwd_n8_f32",
-    "bisto_fwd_n16_f32",
-    "bisto_fwd_n32_f32",
-    "bisto_fwd_n2_f64",
-    "bisto_fwd_n4_f64",
-    "bisto_fwd_n8_f64",
-    "bisto_fwd_n16_f64",
-    "bisto_fwd_n32_f64",
-    "bisto_bwd_n2_f32",
-    "bisto_bwd_n4_f32",
-    "bisto_bwd_n8_f32",
-    "bisto_bwd_n16_f32",
-    "bisto_bwd_n32_f32",
-    "bisto_bwd_n2_f64",
-    "bisto_bwd_n4_f64",
-    "bisto_bwd_n8_f64",
-    "bisto_bwd_n16_f64",
-    "bisto_bwd_n32_f64",
-    "bisto_fix_n2_f32",
-    "bisto_fix_n4_f32",
-    "bisto_fix_n8_f32",
-    "bisto_fix_n16_f32",
-    "bisto_fix_n32_f32",
-];
+/// The summary words of the backward.
+const CG_ITERS: usize = define(SOURCE, "CG_ITERS");
+const CG_RESIDUAL: usize = define(SOURCE, "CG_RESIDUAL");
+const CG_UNCONVERGED: usize = define(SOURCE, "CG_UNCONVERGED");
+const CG_FIRST_UNCONV: usize = define(SOURCE, "CG_FIRST_UNCONV");
+const CG_FIRST_BAD_RHS: usize = define(SOURCE, "CG_FIRST_BAD_RHS");
+const CG_FIRST_NAN: usize = define(SOURCE, "CG_FIRST_NAN");
+const CG_WORDS: usize = define(SOURCE, "CG_WORDS");
 
 /// Lanes per matrix: the power of two ≥ n (at least 2).
 fn group(n: usize) -> Result<usize> {
@@ -85,28 +61,13 @@ fn group(n: usize) -> Result<usize> {
     Ok(n.next_power_of_two().max(2))
 }
 
-/// Blocks for `batch` matrices of `lanes` lanes each.
-fn blocks(batch: usize, lanes: usize) -> Result<LaunchConfig> {
+/// Blocks of `THREADS` for `batch` matrices of `lanes` lanes each.
+fn blocks(batch: usize, lanes: usize) -> Result<u32> {
     let b = (batch * lanes).div_ceil(THREADS);
-    let gx = u32::try_from(b)
+    u32::try_from(b)
         .ok()
         .filter(|&g| g <= i32::MAX as u32)
-        .ok_or_else(|| Error::shape("x", format!("{batch} matrices exceed the launch grid")))?;
-    Ok(LaunchConfig {
-        grid_dim: (gx.max(1), 1, 1),
-        block_dim: (THREADS as u32, 1, 1),
-        shared_mem_bytes: 0,
-    })
-}
-
-fn same_len<T>(what: &str, b: &CudaBuffer<T>, want: usize) -> Result<()> {
-    if b.len != want {
-        return Err(Error::shape(
-            what,
-            format!("has length {} but {want} is needed", b.len),
-        ));
-    }
-    Ok(())
+        .ok_or_else(|| Error::shape("x", format!("{batch} matrices exceed the launch grid")))
 }
 
 /// Page-locked host memory for the reports read back (a pageable copy of 512 KiB of per-matrix
@@ -168,13 +129,13 @@ impl CudaBackend {
             self.inner
                 .ctx
                 .bind_to_thread()
-                .map_err(|e| cuda_err("binding the context", e))?;
+                .context("binding the context")?;
             // At least a page's worth, so the small reports never reallocate.
             let cap = len.max(512);
             let bytes = cap * std::mem::size_of::<u64>();
             // SAFETY: a plain page-locked allocation; its contents are written before use.
-            let p = unsafe { cu::malloc_host(bytes, 0) }
-                .map_err(|e| cuda_err("allocating pinned host memory", e))?;
+            let p =
+                unsafe { cu::malloc_host(bytes, 0) }.context("allocating pinned host memory")?;
             pinned.ptr = p as *mut u64;
             pinned.cap = cap;
             pinned.ctx = Some(self.inner.ctx.clone());
@@ -182,17 +143,17 @@ impl CudaBackend {
         self.inner
             .ctx
             .bind_to_thread()
-            .map_err(|e| cuda_err("binding the context", e))?;
+            .context("binding the context")?;
         // SAFETY: `ptr` holds `cap ≥ len` u64s, exclusively ours under the lock.
         let dst = unsafe { std::slice::from_raw_parts_mut(pinned.ptr, len) };
         let src = self.ptr(words) + (offset * std::mem::size_of::<u64>()) as u64;
         // SAFETY: `words` holds `offset + len` elements (checked) on this backend's stream.
         unsafe { cu::memcpy_dtoh_async(dst, src, self.inner.stream.cu_stream()) }
-            .map_err(|e| cuda_err("reading a report back", e))?;
+            .context("reading a report back")?;
         self.inner
             .stream
             .synchronize()
-            .map_err(|e| cuda_err("waiting for the bistochastic kernels", e))?;
+            .context("waiting for the bistochastic kernels")?;
         Ok(read(dst))
     }
 }
@@ -224,29 +185,32 @@ impl<T: CudaReal> BistochasticKernels<T> for CudaBackend {
     ) -> Result<ProjectionStats> {
         let lanes = group(n)?;
         let batch = batch_of(x.len, n * n, "x")?;
-        same_len("r", r, x.len)?;
-        let iters_i = i32::try_from(iters)
+        check_len("r", r.len, x.len)?;
+        let iters = i32::try_from(iters)
             .map_err(|_| Error::parameter("iters", iters, "at most 2^31 − 1 iterations"))?;
-        let func = self
-            .func(&format!("bisto_fwd_n{lanes}_{}", T::SUFFIX))?
-            .clone();
         let stats = self
             .inner
             .stream
             .alloc_zeros::<u64>(3)
-            .map_err(|e| cuda_err("allocating the projection stats", e))?;
-        let (px, pr, ps) = (self.ptr(&x.data), self.ptr(&r.data), self.ptr(&stats));
-        let (bi, ni) = (batch as i64, n as i32);
-        let mut b = self.inner.stream.launch_builder(&func);
-        b.arg(&px)
-            .arg(&pr)
-            .arg(&bi)
-            .arg(&ni)
-            .arg(&iters_i)
-            .arg(&tol)
-            .arg(&ps);
-        unsafe { b.launch(blocks(batch, lanes)?) }
-            .map_err(|e| cuda_err("launching bistochastic_forward", e))?;
+            .context("allocating the projection stats")?;
+        let cfg = Launch::linear(blocks(batch, lanes)?, THREADS as u32);
+        // SAFETY: bisto_fwd_n*(x, r, batch, n, iters, tol, stats) over the checked
+        // batch·n·n entries of x and r; three (zeroed) stats words.
+        unsafe {
+            self.launch(
+                &kernel_name::<T>(&format!("bisto_fwd_n{lanes}")),
+                cfg,
+                (
+                    self.ptr(&x.data),
+                    self.ptr(&r.data),
+                    batch as i64,
+                    n as i32,
+                    iters,
+                    tol,
+                    self.ptr(&stats),
+                ),
+            )
+        }?;
         self.read_words(&stats, 0, 3, |host| ProjectionStats {
             iterations: host[0] as usize,
             marginal_error: f64::from_bits(host[1]),
@@ -266,8 +230,8 @@ impl<T: CudaReal> BistochasticKernels<T> for CudaBackend {
     ) -> Result<CgSummary> {
         let lanes = group(n)?;
         let batch = batch_of(r.len, n * n, "r")?;
-        same_len("g", g, r.len)?;
-        same_len("dx", dx, r.len)?;
+        check_len("g", g.len, r.len)?;
+        check_len("dx", dx.len, r.len)?;
         if let Some(o) = &outcomes {
             if o.len() != batch {
                 return Err(Error::shape(
@@ -276,21 +240,18 @@ impl<T: CudaReal> BistochasticKernels<T> for CudaBackend {
                 ));
             }
         }
-        let func = self
-            .func(&format!("bisto_bwd_n{lanes}_{}", T::SUFFIX))?
-            .clone();
         // One allocation: the summary words (zeroed), the redo list (one u64 per matrix) and,
         // when asked for, one outcome word per matrix.
         let words_at = CG_WORDS + batch;
         let len = words_at + if outcomes.is_some() { batch } else { 0 };
         // SAFETY: list entries below the count (summary word 0, zeroed) are written before
         // they are read; outcome words, when asked for, are written for every matrix.
-        let mut report = unsafe { self.inner.stream.alloc::<u64>(len) }
-            .map_err(|e| cuda_err("allocating the CG report", e))?;
+        let mut report =
+            unsafe { self.inner.stream.alloc::<u64>(len) }.context("allocating the CG report")?;
         self.inner
             .stream
             .memset_zeros(&mut report.slice_mut(0..CG_WORDS))
-            .map_err(|e| cuda_err("clearing the CG summary", e))?;
+            .context("clearing the CG summary")?;
         let word = std::mem::size_of::<u64>() as u64;
         let (pr, pg, pd, ps) = (
             self.ptr(&r.data),
@@ -307,44 +268,30 @@ impl<T: CudaReal> BistochasticKernels<T> for CudaBackend {
         };
         let (bi, ni) = (batch as i64, n as i32);
         let iters = max_iters.min(MAX_CG_ITERS) as i32;
-        let mut b = self.inner.stream.launch_builder(&func);
-        b.arg(&pr)
-            .arg(&pg)
-            .arg(&pd)
-            .arg(&bi)
-            .arg(&ni)
-            .arg(&tol)
-            .arg(&iters)
-            .arg(&pw)
-            .arg(&pl)
-            .arg(&ps);
-        unsafe { b.launch(blocks(batch, lanes)?) }
-            .map_err(|e| cuda_err("launching bistochastic_backward", e))?;
-        if T::SUFFIX == "f32" {
+        let grid = blocks(batch, lanes)?;
+        // SAFETY: bisto_bwd_n*(r, g, dx, batch, n, tol, max_iters, out, list, sum) over
+        // the checked batch·n·n entries; `report` holds the summary, the list and (when
+        // asked for) the per-matrix words.
+        unsafe {
+            self.launch(
+                &kernel_name::<T>(&format!("bisto_bwd_n{lanes}")),
+                Launch::linear(grid, THREADS as u32),
+                (pr, pg, pd, bi, ni, tol, iters, pw, pl, ps),
+            )
+        }?;
+        if T::PRECISION == Precision::F32 {
             // Redo in f64 the matrices the f32 CG listed (see cuda/bistochastic.cu): a small
             // grid walks the list; with an empty list it only reads the count.
-            let fix = self.func(&format!("bisto_fix_n{lanes}_f32"))?.clone();
-            let grid = blocks(batch, lanes)?
-                .grid_dim
-                .0
-                .min(self.inner.sm_count as u32);
-            let mut b = self.inner.stream.launch_builder(&fix);
-            b.arg(&pr)
-                .arg(&pg)
-                .arg(&pd)
-                .arg(&ni)
-                .arg(&tol)
-                .arg(&iters)
-                .arg(&pw)
-                .arg(&pl)
-                .arg(&ps);
-            let cfg = LaunchConfig {
-                grid_dim: (grid.max(1), 1, 1),
-                block_dim: (THREADS as u32, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            unsafe { b.launch(cfg) }
-                .map_err(|e| cuda_err("launching bistochastic_backward (f64 redo)", e))?;
+            let fix = Launch::linear(grid.min(self.inner.sm_count as u32), THREADS as u32);
+            // SAFETY: bisto_fix_n*_f32(r, g, dx, n, tol, max_iters, out, list, sum) on the
+            // same buffers.
+            unsafe {
+                self.launch(
+                    &format!("bisto_fix_n{lanes}_f32"),
+                    fix,
+                    (pr, pg, pd, ni, tol, iters, pw, pl, ps),
+                )
+            }?;
         }
         let sum = self.read_words(&report, 0, CG_WORDS, |w| {
             let mut s = [0u64; CG_WORDS];

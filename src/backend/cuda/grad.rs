@@ -3,124 +3,102 @@
 //! vector operations of CG. Only the `B` per-problem dot products are read back; the `B`
 //! CG coefficients of `axpy`/`xpby` are uploaded.
 
-use super::{cfg1, cuda_err, to_i32, CudaBackend, CudaBuffer, CudaReal};
+use super::device::{CudaBackend, CudaBuffer};
+use super::kernels::{kernel_name, CudaReal};
+use super::launch::{to_i32, Context, Launch};
+use crate::backend::shape::{check_len, per_problem, weight_stride};
 use crate::backend::{batch_of, grad::GradKernels};
-use crate::{Error, Result};
-use cudarc::driver::{CudaSlice, PushKernelArg};
-
-pub(super) const KERNEL_NAMES: &[&str] = &[
-    "grad_rows_f32",
-    "grad_rows_f64",
-    "grad_cols_f32",
-    "grad_cols_f64",
-    "grad_assemble_f32",
-    "grad_assemble_f64",
-    "grad_dot_f32",
-    "grad_dot_f64",
-    "grad_scaled_f32",
-    "grad_scaled_f64",
-    "grad_elementwise_f32",
-    "grad_elementwise_f64",
-];
+use crate::Result;
+use cudarc::driver::CudaSlice;
 
 const THREADS: u32 = 256;
 
-fn check_len<T>(what: &str, v: &CudaBuffer<T>, want: usize) -> Result<()> {
-    if v.len != want {
-        return Err(Error::shape(
-            what,
-            format!("has length {} but {want} is needed", v.len),
-        ));
-    }
-    Ok(())
+/// The reductions of `grad_rows` / `grad_cols`.
+#[derive(Clone, Copy)]
+enum Along {
+    /// `B·n` outputs `Σ_j [W]·P·[x]`.
+    Rows,
+    /// `B·m` outputs `Σ_i [W]·P·[x]`.
+    Cols,
 }
 
-/// Offset between the weight matrices of consecutive problems: `per` (B matrices) or 0 (one).
-fn weight_stride<T>(weight: &CudaBuffer<T>, batch: usize, per: usize) -> Result<i64> {
-    if weight.len == batch * per {
-        Ok(per as i64)
-    } else if weight.len == per {
-        Ok(0)
-    } else {
-        Err(Error::shape(
-            "weight",
-            format!(
-                "has length {}; expected {batch}×{per} or one shared matrix of {per}",
-                weight.len
-            ),
-        ))
-    }
+/// The `mode` of `grad_elementwise` (cuda/grad.cu).
+#[derive(Clone, Copy)]
+enum Elementwise {
+    /// `y = a ⊙ x`.
+    Product = 0,
+    /// `y = a ⊙ x + β·y`.
+    ProductPlus = 1,
+    /// `y = 1/x` where positive and finite, else 0.
+    RecipOrZero = 2,
+    /// `y = [x > 0]`.
+    Support = 3,
 }
 
-fn per_problem(len: usize, batch: usize, what: &str) -> Result<usize> {
-    if batch == 0 || len % batch != 0 {
-        return Err(Error::shape(
-            what,
-            format!("length {len} does not split into {batch} problems"),
-        ));
-    }
-    Ok(len / batch)
+/// The `mode` of `grad_scaled`.
+#[derive(Clone, Copy)]
+enum Scaled {
+    /// `y += c_b·x` (skipped where `c_b = 0`).
+    Axpy = 0,
+    /// `y = x + c_b·y`.
+    Xpby = 1,
 }
 
 impl CudaBackend {
     /// Blocks of a grid-stride loop over `work` items (threads or warps × 32).
     fn grad_blocks(&self, work: usize) -> u32 {
-        work.div_ceil(THREADS as usize)
-            .clamp(1, self.inner.sm_count * 32) as u32
+        self.stride_blocks(work, THREADS as usize, 32)
     }
 
-    /// Row reductions of `batch` plans (`B·n` outputs, `Σ_j [W]·P·[x]`; `along_rows`) or
-    /// column reductions (`B·m` outputs, `Σ_i [W]·P·[x]`).
-    #[allow(clippy::too_many_arguments)]
+    /// Row or column reductions of `batch` plans `n×m`, optionally weighted (`W`, with its
+    /// stride between problems) and applied to `x`.
     fn grad_reduce<T: CudaReal>(
         &self,
-        along_rows: bool,
-        plan: &CudaBuffer<T>,
+        along: Along,
+        (plan, batch, n, m): (&CudaBuffer<T>, usize, usize, usize),
         x: Option<&CudaBuffer<T>>,
-        weight: Option<(&CudaBuffer<T>, i64)>,
+        weight: Option<(&CudaBuffer<T>, usize)>,
         out: &mut CudaSlice<T>,
-        batch: usize,
-        n: usize,
-        m: usize,
     ) -> Result<()> {
-        let (kernel, count, work) = if along_rows {
-            ("grad_rows", batch * n, (batch * n).saturating_mul(32))
-        } else {
-            ("grad_cols", batch, batch * m)
+        let (base, count, work) = match along {
+            Along::Rows => ("grad_rows", batch * n, (batch * n).saturating_mul(32)),
+            Along::Cols => ("grad_cols", batch, batch * m),
         };
-        let func = self.func(&format!("{kernel}_{}", T::SUFFIX))?.clone();
-        let pp = self.ptr(&plan.data);
-        let px = x.map_or(0u64, |b| self.ptr(&b.data));
         let (pw, ws, has) = match weight {
-            Some((w, s)) => (self.ptr(&w.data), s, 1i32),
+            Some((w, s)) => (self.ptr(&w.data), s as i64, 1i32),
             None => (0u64, 0i64, 0i32),
         };
-        let po = self.ptr(out);
-        let (ci, ni, mi) = (count as i64, to_i32(n, "n")?, to_i32(m, "m")?);
-        let mut b = self.inner.stream.launch_builder(&func);
-        b.arg(&pp)
-            .arg(&px)
-            .arg(&pw)
-            .arg(&ws)
-            .arg(&has)
-            .arg(&po)
-            .arg(&ci)
-            .arg(&ni)
-            .arg(&mi);
-        unsafe { b.launch(cfg1(self.grad_blocks(work), THREADS, 0)) }
-            .map_err(|e| cuda_err(&format!("launching {kernel}"), e))?;
-        Ok(())
+        let cfg = Launch::linear(self.grad_blocks(work), THREADS);
+        // SAFETY: grad_rows/grad_cols(P, x, W, w_stride, has_w, out, count, n, m) over the
+        // checked B×n×m plans; `out` holds `count` (rows) or B·m (columns) elements.
+        unsafe {
+            self.launch(
+                &kernel_name::<T>(base),
+                cfg,
+                (
+                    self.ptr(&plan.data),
+                    x.map_or(0u64, |b| self.ptr(&b.data)),
+                    pw,
+                    ws,
+                    has,
+                    self.ptr(out),
+                    count as i64,
+                    to_i32(n, "n")?,
+                    to_i32(m, "m")?,
+                ),
+            )
+        }
     }
 
-    /// `mode` 0: `y += coef[b]·x` (skipped where 0); 1: `y = x + coef[b]·y`.
+    /// `y` updated by `x` with one coefficient per problem (`grad_scaled`).
     fn grad_scaled<T: CudaReal>(
         &self,
         coef: &[f64],
         x: &CudaBuffer<T>,
         y: &mut CudaBuffer<T>,
-        mode: i32,
+        mode: Scaled,
     ) -> Result<()> {
-        check_len("y", y, x.len)?;
+        check_len("y", y.len, x.len)?;
         let per = per_problem(x.len, coef.len(), "x")?;
         if per == 0 {
             return Ok(());
@@ -129,51 +107,57 @@ impl CudaBackend {
             .inner
             .stream
             .clone_htod(coef)
-            .map_err(|e| cuda_err("copying CG coefficients to the GPU", e))?;
-        let func = self.func(&format!("grad_scaled_{}", T::SUFFIX))?.clone();
-        let (pc, px, py) = (self.ptr(&c), self.ptr(&x.data), self.ptr(&y.data));
-        let (total, per) = (x.len as i64, per as i64);
-        let mut b = self.inner.stream.launch_builder(&func);
-        b.arg(&pc)
-            .arg(&px)
-            .arg(&py)
-            .arg(&total)
-            .arg(&per)
-            .arg(&mode);
-        unsafe { b.launch(cfg1(self.grad_blocks(x.len), THREADS, 0)) }
-            .map_err(|e| cuda_err("launching grad_scaled", e))?;
+            .context("copying CG coefficients to the GPU")?;
+        let cfg = Launch::linear(self.grad_blocks(x.len), THREADS);
+        // SAFETY: grad_scaled(coef, x, y, total, per, mode) over equal-length x, y of
+        // `coef.len()` problems.
+        unsafe {
+            self.launch(
+                &kernel_name::<T>("grad_scaled"),
+                cfg,
+                (
+                    self.ptr(&c),
+                    self.ptr(&x.data),
+                    self.ptr(&y.data),
+                    x.len as i64,
+                    per as i64,
+                    mode as i32,
+                ),
+            )
+        }?;
         drop(c);
         Ok(())
     }
 
-    /// Element-wise kernels (see `grad_elementwise` in cuda/grad.cu).
+    /// Element-wise kernels (`grad_elementwise`).
     fn grad_elementwise<T: CudaReal>(
         &self,
         a: Option<&CudaBuffer<T>>,
         x: &CudaBuffer<T>,
         beta: T,
         y: &mut CudaSlice<T>,
-        mode: i32,
+        mode: Elementwise,
     ) -> Result<()> {
         if x.len == 0 {
             return Ok(());
         }
-        let func = self
-            .func(&format!("grad_elementwise_{}", T::SUFFIX))?
-            .clone();
-        let pa = a.map_or(0u64, |b| self.ptr(&b.data));
-        let (px, py) = (self.ptr(&x.data), self.ptr(y));
-        let total = x.len as i64;
-        let mut b = self.inner.stream.launch_builder(&func);
-        b.arg(&pa)
-            .arg(&px)
-            .arg(&beta)
-            .arg(&py)
-            .arg(&total)
-            .arg(&mode);
-        unsafe { b.launch(cfg1(self.grad_blocks(x.len), THREADS, 0)) }
-            .map_err(|e| cuda_err("launching grad_elementwise", e))?;
-        Ok(())
+        let cfg = Launch::linear(self.grad_blocks(x.len), THREADS);
+        // SAFETY: grad_elementwise(a, x, beta, y, total, mode) over x.len elements of the
+        // buffers (checked, or allocated to x's length, by the callers).
+        unsafe {
+            self.launch(
+                &kernel_name::<T>("grad_elementwise"),
+                cfg,
+                (
+                    a.map_or(0u64, |b| self.ptr(&b.data)),
+                    self.ptr(&x.data),
+                    beta,
+                    self.ptr(y),
+                    x.len as i64,
+                    mode as i32,
+                ),
+            )
+        }
     }
 }
 
@@ -187,9 +171,9 @@ impl<T: CudaReal> GradKernels<T> for CudaBackend {
         y: &mut CudaBuffer<T>,
     ) -> Result<()> {
         let batch = batch_of(plan.len, n * m, "plan")?;
-        check_len("x", x, batch * m)?;
-        check_len("y", y, batch * n)?;
-        self.grad_reduce(true, plan, Some(x), None, &mut y.data, batch, n, m)
+        check_len("x", x.len, batch * m)?;
+        check_len("y", y.len, batch * n)?;
+        self.grad_reduce(Along::Rows, (plan, batch, n, m), Some(x), None, &mut y.data)
     }
 
     fn plan_matvec_t(
@@ -201,9 +185,9 @@ impl<T: CudaReal> GradKernels<T> for CudaBackend {
         y: &mut CudaBuffer<T>,
     ) -> Result<()> {
         let batch = batch_of(plan.len, n * m, "plan")?;
-        check_len("x", x, batch * n)?;
-        check_len("y", y, batch * m)?;
-        self.grad_reduce(false, plan, Some(x), None, &mut y.data, batch, n, m)
+        check_len("x", x.len, batch * n)?;
+        check_len("y", y.len, batch * m)?;
+        self.grad_reduce(Along::Cols, (plan, batch, n, m), Some(x), None, &mut y.data)
     }
 
     fn weighted_marginals(
@@ -215,13 +199,13 @@ impl<T: CudaReal> GradKernels<T> for CudaBackend {
     ) -> Result<(CudaBuffer<T>, CudaBuffer<T>)> {
         let batch = batch_of(plan.len, n * m, "plan")?;
         let w = match weight {
-            Some(w) => Some((w, weight_stride(w, batch, n * m)?)),
+            Some(w) => Some((w, weight_stride(w.len, batch, n * m)?)),
             None => None,
         };
         let mut rows = self.alloc::<T>(batch * n, "row marginals")?;
         let mut cols = self.alloc::<T>(batch * m, "column marginals")?;
-        self.grad_reduce(true, plan, None, w, &mut rows, batch, n, m)?;
-        self.grad_reduce(false, plan, None, w, &mut cols, batch, n, m)?;
+        self.grad_reduce(Along::Rows, (plan, batch, n, m), None, w, &mut rows)?;
+        self.grad_reduce(Along::Cols, (plan, batch, n, m), None, w, &mut cols)?;
         Ok((
             CudaBuffer {
                 data: rows,
@@ -246,33 +230,32 @@ impl<T: CudaReal> GradKernels<T> for CudaBackend {
         beta: T,
     ) -> Result<CudaBuffer<T>> {
         let batch = batch_of(plan.len, n * m, "plan")?;
-        let ws = weight_stride(weight, batch, n * m)?;
-        check_len("a", a, batch * n)?;
-        check_len("c", c, batch * m)?;
+        let ws = weight_stride(weight.len, batch, n * m)? as i64;
+        check_len("a", a.len, batch * n)?;
+        check_len("c", c.len, batch * m)?;
         let out = self.alloc::<T>(plan.len, "the gradient")?;
-        let func = self.func(&format!("grad_assemble_{}", T::SUFFIX))?.clone();
-        let (pp, pw, pa, pc, po) = (
-            self.ptr(&plan.data),
-            self.ptr(&weight.data),
-            self.ptr(&a.data),
-            self.ptr(&c.data),
-            self.ptr(&out),
-        );
-        let (total, ni, mi) = (plan.len as i64, to_i32(n, "n")?, to_i32(m, "m")?);
-        let mut b = self.inner.stream.launch_builder(&func);
-        b.arg(&pp)
-            .arg(&pw)
-            .arg(&ws)
-            .arg(&pa)
-            .arg(&pc)
-            .arg(&alpha)
-            .arg(&beta)
-            .arg(&po)
-            .arg(&total)
-            .arg(&ni)
-            .arg(&mi);
-        unsafe { b.launch(cfg1(self.grad_blocks(plan.len), THREADS, 0)) }
-            .map_err(|e| cuda_err("launching grad_assemble", e))?;
+        let cfg = Launch::linear(self.grad_blocks(plan.len), THREADS);
+        // SAFETY: grad_assemble(P, W, w_stride, a, c, alpha, beta, out, total, n, m) over
+        // the checked B×n×m plans.
+        unsafe {
+            self.launch(
+                &kernel_name::<T>("grad_assemble"),
+                cfg,
+                (
+                    self.ptr(&plan.data),
+                    self.ptr(&weight.data),
+                    ws,
+                    self.ptr(&a.data),
+                    self.ptr(&c.data),
+                    alpha,
+                    beta,
+                    self.ptr(&out),
+                    plan.len as i64,
+                    to_i32(n, "n")?,
+                    to_i32(m, "m")?,
+                ),
+            )
+        }?;
         Ok(CudaBuffer {
             data: out,
             len: plan.len,
@@ -280,34 +263,36 @@ impl<T: CudaReal> GradKernels<T> for CudaBackend {
     }
 
     fn batched_dot(&self, batch: usize, x: &CudaBuffer<T>, y: &CudaBuffer<T>) -> Result<Vec<f64>> {
-        check_len("y", y, x.len)?;
+        check_len("y", y.len, x.len)?;
         let per = per_problem(x.len, batch, "x")?;
         if per == 0 {
             return Ok(vec![0.0; batch]);
         }
-        let out = self.alloc::<f64>(batch, "dot products")?;
-        let func = self.func(&format!("grad_dot_{}", T::SUFFIX))?.clone();
-        let (px, py, po) = (self.ptr(&x.data), self.ptr(&y.data), self.ptr(&out));
-        let (bi, pi) = (batch as i64, per as i64);
-        let mut b = self.inner.stream.launch_builder(&func);
-        b.arg(&px).arg(&py).arg(&po).arg(&bi).arg(&pi);
-        unsafe { b.launch(cfg1(self.grad_blocks(batch.saturating_mul(32)), THREADS, 0)) }
-            .map_err(|e| cuda_err("launching grad_dot", e))?;
-        let mut host = self
-            .inner
-            .stream
-            .clone_dtoh(&out)
-            .map_err(|e| cuda_err("reading dot products", e))?;
-        host.truncate(batch);
-        Ok(host)
+        let out = self.alloc_f64(batch, "dot products")?;
+        let cfg = Launch::linear(self.grad_blocks(batch.saturating_mul(32)), THREADS);
+        // SAFETY: grad_dot(x, y, out, batch, per): a warp per problem.
+        unsafe {
+            self.launch(
+                &kernel_name::<T>("grad_dot"),
+                cfg,
+                (
+                    self.ptr(&x.data),
+                    self.ptr(&y.data),
+                    self.ptr(&out),
+                    batch as i64,
+                    per as i64,
+                ),
+            )
+        }?;
+        self.download_slice(&out, batch, "dot products")
     }
 
     fn batched_axpy(&self, alpha: &[f64], x: &CudaBuffer<T>, y: &mut CudaBuffer<T>) -> Result<()> {
-        self.grad_scaled(alpha, x, y, 0)
+        self.grad_scaled(alpha, x, y, Scaled::Axpy)
     }
 
     fn batched_xpby(&self, x: &CudaBuffer<T>, beta: &[f64], y: &mut CudaBuffer<T>) -> Result<()> {
-        self.grad_scaled(beta, x, y, 1)
+        self.grad_scaled(beta, x, y, Scaled::Xpby)
     }
 
     fn hadamard(
@@ -317,15 +302,19 @@ impl<T: CudaReal> GradKernels<T> for CudaBackend {
         beta: T,
         y: &mut CudaBuffer<T>,
     ) -> Result<()> {
-        check_len("a", a, x.len)?;
-        check_len("y", y, x.len)?;
-        let mode = if beta == T::zero() { 0 } else { 1 };
+        check_len("a", a.len, x.len)?;
+        check_len("y", y.len, x.len)?;
+        let mode = if beta == T::zero() {
+            Elementwise::Product
+        } else {
+            Elementwise::ProductPlus
+        };
         self.grad_elementwise(Some(a), x, beta, &mut y.data, mode)
     }
 
     fn recip_or_zero(&self, x: &CudaBuffer<T>) -> Result<CudaBuffer<T>> {
         let mut out = self.alloc::<T>(x.len, "reciprocals")?;
-        self.grad_elementwise(None, x, T::zero(), &mut out, 2)?;
+        self.grad_elementwise(None, x, T::zero(), &mut out, Elementwise::RecipOrZero)?;
         Ok(CudaBuffer {
             data: out,
             len: x.len,
@@ -334,7 +323,7 @@ impl<T: CudaReal> GradKernels<T> for CudaBackend {
 
     fn support(&self, x: &CudaBuffer<T>) -> Result<CudaBuffer<T>> {
         let mut out = self.alloc::<T>(x.len, "the support")?;
-        self.grad_elementwise(None, x, T::zero(), &mut out, 3)?;
+        self.grad_elementwise(None, x, T::zero(), &mut out, Elementwise::Support)?;
         Ok(CudaBuffer {
             data: out,
             len: x.len,

@@ -14,57 +14,38 @@
 //! * `frobenius_norm`: a scaled sum of squares per block, merged on the device; one `f64`
 //!   crosses to the host.
 
-use super::{cfg1, cuda_err, to_i32, CudaBackend, CudaBuffer, CudaReal};
+use super::device::{CudaBackend, CudaBuffer};
+use super::kernels::{define, kernel_name, CudaReal, Module, Precision};
+use super::launch::{to_i32, Launch};
 use crate::backend::cpu::svd3::RANK_TOL_PER_SQRT_M;
 use crate::backend::linalg::{check_square, GemmShape, LinalgKernels, SyrkShape, Transpose};
 use crate::{Error, Result};
-use cudarc::driver::PushKernelArg;
+use cudarc::driver::CudaSlice;
 
-/// Edge of the GEMM tile (`GEMM_BM` in cuda/linalg.cu).
-const TILE: usize = 128;
-/// Warps (matrices at a time) per svd3 block (`SVD_WARPS`).
-const SVD_WARPS: usize = 4;
+const SOURCE: &str = Module::Linalg.source();
+/// Edge of the GEMM tile.
+const TILE: usize = define(SOURCE, "GEMM_BM");
+/// Padding of a shared-memory tile row of the f32 GEMM.
+const TILE_PAD: usize = define(SOURCE, "GEMM_PAD");
+/// k-rows per stage and threads per block of the f32 GEMM and syrk.
+const F32_BK: usize = define(SOURCE, "GEMM_F32_BK");
+const F32_THREADS: usize = define(SOURCE, "GEMM_F32_THREADS");
+/// Threads per block of the f64 GEMM and syrk (static shared memory).
+const F64_THREADS: usize = define(SOURCE, "GEMM_F64_THREADS");
+/// Warps (matrices at a time) per svd3 block.
+const SVD_WARPS: usize = define(SOURCE, "SVD_WARPS");
 /// Rows per register chunk of the svd3 kernel (32 lanes × 4 rows).
 const SVD_CHUNK_ROWS: usize = 128;
-
-/// Kernel names of cuda/linalg.cu (for the module table).
-pub(super) const LINALG_KERNELS: &[&str] = &[
-    "gemm_nn_f32",
-    "gemm_nt_f32",
-    "gemm_tn_f32",
-    "gemm_tt_f32",
-    "gemm_nn_f64",
-    "gemm_nt_f64",
-    "gemm_tn_f64",
-    "gemm_tt_f64",
-    "syrk_n_f32",
-    "syrk_t_f32",
-    "syrk_n_f64",
-    "syrk_t_f64",
-    "svd3_c0_f32",
-    "svd3_c1_f32",
-    "svd3_c2_f32",
-    "svd3_c4_f32",
-    "svd3_c8_f32",
-    "svd3_c0_f64",
-    "frob_partial_f32",
-    "frob_partial_f64",
-    "frob_finish",
-    "scaled_copy_f32",
-    "scaled_copy_f64",
-    "shift_diagonal_f32",
-    "shift_diagonal_f64",
-];
 
 /// Threads and dynamic shared memory (bytes) of a GEMM or syrk block: for f32, 128
 /// threads of 8×16 outputs and two operands × two buffers × 16 k-rows × 132 floats
 /// (measured faster than k-steps of 8 or 32, and than static shared memory); for f64, 256
 /// threads of 8×8 outputs and static shared memory.
-fn gemm_launch<T: CudaReal>() -> (u32, u32) {
-    if T::SUFFIX == "f32" {
-        (128, 2 * 2 * 16 * 132 * 4)
-    } else {
-        (256, 0)
+fn gemm_launch<T: CudaReal>(blocks: u32) -> Launch {
+    match T::PRECISION {
+        Precision::F32 => Launch::linear(blocks, F32_THREADS as u32)
+            .shared(2 * 2 * F32_BK * (TILE + TILE_PAD) * std::mem::size_of::<f32>()),
+        Precision::F64 => Launch::linear(blocks, F64_THREADS as u32),
     }
 }
 
@@ -99,29 +80,28 @@ impl CudaBackend {
         x: &CudaBuffer<T>,
         rows: usize,
         cols: usize,
-    ) -> Result<Option<cudarc::driver::CudaSlice<T>>> {
+    ) -> Result<Option<CudaSlice<T>>> {
         let (gx, gy) = (cols.div_ceil(32), rows.div_ceil(32));
         if gx > i32::MAX as usize || gy > 65535 || rows * cols == 0 {
             return Ok(None);
         }
         let out = self.alloc::<T>(rows * cols, "a transposed operand")?;
-        let f = self.func(&format!("transpose_{}", T::SUFFIX))?.clone();
-        let (src, dst) = (self.ptr(&x.data), self.ptr(&out));
         let (r, c) = (to_i32(rows, "rows")?, to_i32(cols, "columns")?);
-        let cfg = cudarc::driver::LaunchConfig {
-            grid_dim: (gx as u32, gy as u32, 1),
-            block_dim: (32, 8, 1),
-            shared_mem_bytes: 0,
-        };
-        let mut b = self.inner.stream.launch_builder(&f);
-        b.arg(&src).arg(&dst).arg(&r).arg(&c);
-        unsafe { b.launch(cfg) }.map_err(|e| cuda_err("launching transpose", e))?;
+        let cfg = Launch::new((gx as u32, gy as u32, 1), (32, 8, 1));
+        // SAFETY: transpose(in, out, n, m) of one rows×cols matrix into `out` of its size.
+        unsafe {
+            self.launch(
+                &kernel_name::<T>("transpose"),
+                cfg,
+                (self.ptr(&x.data), self.ptr(&out), r, c),
+            )
+        }?;
         Ok(Some(out))
     }
 
     /// Blocks of a grid-stride elementwise launch over `len` elements.
     fn linalg_blocks(&self, len: usize) -> u32 {
-        len.div_ceil(256).clamp(1, self.inner.sm_count * 8) as u32
+        self.stride_blocks(len, 256, 8)
     }
 }
 
@@ -155,36 +135,37 @@ impl<T: CudaReal> LinalgKernels<T> for CudaBackend {
             ));
         }
         let chunks = m.div_ceil(SVD_CHUNK_ROWS);
-        let name = match (T::SUFFIX, chunks) {
-            ("f32", 1) => "svd3_c1_f32",
-            ("f32", 2) => "svd3_c2_f32",
-            ("f32", 3..=4) => "svd3_c4_f32",
-            ("f32", 5..=8) => "svd3_c8_f32",
-            ("f32", _) => "svd3_c0_f32",
-            _ => "svd3_c0_f64",
+        // Chunks of rows kept in registers (f32, M ≤ 1024; 0: A read again each pass).
+        let chunks = match (T::PRECISION, chunks) {
+            (Precision::F32, 1 | 2) => chunks,
+            (Precision::F32, 3..=4) => 4,
+            (Precision::F32, 5..=8) => 8,
+            _ => 0,
         };
-        let func = self.func(name)?.clone();
         let (bi, mi) = (to_i32(batch, "svd3: batch")?, to_i32(per, "svd3: 3·M")?);
         let mi = mi / 3;
         let tol = RANK_TOL_PER_SQRT_M * (m as f64).sqrt();
-        let blocks = batch.div_ceil(SVD_WARPS).clamp(1, self.inner.sm_count * 16) as u32;
-        let (pa, pu, ps, pv) = (
-            self.ptr(&a.data),
-            self.ptr(&u.data),
-            self.ptr(&s.data),
-            self.ptr(&vt.data),
+        let cfg = Launch::linear(
+            self.stride_blocks(batch, SVD_WARPS, 16),
+            (SVD_WARPS * 32) as u32,
         );
-        let mut b = self.inner.stream.launch_builder(&func);
-        b.arg(&pa)
-            .arg(&pu)
-            .arg(&ps)
-            .arg(&pv)
-            .arg(&bi)
-            .arg(&mi)
-            .arg(&tol);
-        unsafe { b.launch(cfg1(blocks, (SVD_WARPS * 32) as u32, 0)) }
-            .map_err(|e| cuda_err("launching svd3", e))?;
-        Ok(())
+        // SAFETY: svd3_c*(A, U, S, VT, batch, m, tol) over the checked buffers of `batch`
+        // matrices M×3.
+        unsafe {
+            self.launch(
+                &kernel_name::<T>(&format!("svd3_c{chunks}")),
+                cfg,
+                (
+                    self.ptr(&a.data),
+                    self.ptr(&u.data),
+                    self.ptr(&s.data),
+                    self.ptr(&vt.data),
+                    bi,
+                    mi,
+                    tol,
+                ),
+            )
+        }
     }
 
     fn gemm(
@@ -226,21 +207,16 @@ impl<T: CudaReal> LinalgKernels<T> for CudaBackend {
             Some(t) => (Transpose::No, self.ptr(t)),
             None => (tb, self.ptr(&b.data)),
         };
-        let (threads, smem) = gemm_launch::<T>();
-        let name = format!("gemm_{}{}_{}", flag(ta), flag(tb), T::SUFFIX);
-        let func = self.func(&name)?.clone();
-        let pc = self.ptr(&c.data);
-        let mut l = self.inner.stream.launch_builder(&func);
-        l.arg(&pa)
-            .arg(&pb)
-            .arg(&pc)
-            .arg(&mi)
-            .arg(&ni)
-            .arg(&ki)
-            .arg(&alpha)
-            .arg(&beta);
-        unsafe { l.launch(cfg1(blocks, threads, smem)) }
-            .map_err(|e| cuda_err("launching gemm", e))?;
+        let name = kernel_name::<T>(&format!("gemm_{}{}", flag(ta), flag(tb)));
+        // SAFETY: gemm_*(A, B, C, m, n, k, alpha, beta) on the checked shapes (A, B as
+        // stored or their transposed copies).
+        unsafe {
+            self.launch(
+                &name,
+                gemm_launch::<T>(blocks),
+                (pa, pb, self.ptr(&c.data), mi, ni, ki, alpha, beta),
+            )
+        }?;
         // The copies are freed in stream order, after the kernel.
         drop((at, bt));
         Ok(())
@@ -274,14 +250,15 @@ impl<T: CudaReal> LinalgKernels<T> for CudaBackend {
             Some(t) => (Transpose::Yes, self.ptr(t)),
             None => (ta, self.ptr(&a.data)),
         };
-        let (threads, smem) = gemm_launch::<T>();
-        let name = format!("syrk_{}_{}", flag(ta), T::SUFFIX);
-        let func = self.func(&name)?.clone();
-        let pc = self.ptr(&c.data);
-        let mut l = self.inner.stream.launch_builder(&func);
-        l.arg(&pa).arg(&pc).arg(&ni).arg(&ki).arg(&alpha).arg(&beta);
-        unsafe { l.launch(cfg1(blocks, threads, smem)) }
-            .map_err(|e| cuda_err("launching syrk", e))?;
+        let name = kernel_name::<T>(&format!("syrk_{}", flag(ta)));
+        // SAFETY: syrk_*(A, C, n, k, alpha, beta) on the checked shapes.
+        unsafe {
+            self.launch(
+                &name,
+                gemm_launch::<T>(blocks),
+                (pa, self.ptr(&c.data), ni, ki, alpha, beta),
+            )
+        }?;
         drop(at);
         Ok(())
     }
@@ -291,27 +268,24 @@ impl<T: CudaReal> LinalgKernels<T> for CudaBackend {
             return Ok(T::zero());
         }
         let blocks = self.linalg_blocks(a.len).min(1024);
-        let parts = unsafe { self.inner.stream.alloc::<f64>(2 * blocks as usize) }
-            .map_err(|e| cuda_err("allocating norm partials", e))?;
-        let out = unsafe { self.inner.stream.alloc::<f64>(1) }
-            .map_err(|e| cuda_err("allocating the norm", e))?;
-        let func = self.func(&format!("frob_partial_{}", T::SUFFIX))?.clone();
-        let (px, pp, po) = (self.ptr(&a.data), self.ptr(&parts), self.ptr(&out));
-        let n = a.len as i64;
-        let mut l = self.inner.stream.launch_builder(&func);
-        l.arg(&px).arg(&n).arg(&pp);
-        unsafe { l.launch(cfg1(blocks, 256, 0)) }
-            .map_err(|e| cuda_err("launching frob_partial", e))?;
-        let fin = self.func("frob_finish")?.clone();
-        let nparts = blocks as i32;
-        let mut l = self.inner.stream.launch_builder(&fin);
-        l.arg(&pp).arg(&nparts).arg(&po);
-        unsafe { l.launch(cfg1(1, 256, 0)) }.map_err(|e| cuda_err("launching frob_finish", e))?;
-        let host = self
-            .inner
-            .stream
-            .clone_dtoh(&out)
-            .map_err(|e| cuda_err("reading the norm", e))?;
+        let parts = self.alloc_f64(2 * blocks as usize, "norm partials")?;
+        let out = self.alloc_f64(1, "the norm")?;
+        let (pp, po) = (self.ptr(&parts), self.ptr(&out));
+        // SAFETY: frob_partial(x, n, part) writes two doubles per block; frob_finish(part,
+        // parts, out) merges them into one.
+        unsafe {
+            self.launch(
+                &kernel_name::<T>("frob_partial"),
+                Launch::linear(blocks, 256),
+                (self.ptr(&a.data), a.len as i64, pp),
+            )?;
+            self.launch(
+                "frob_finish",
+                Launch::linear(1, 256),
+                (pp, blocks as i32, po),
+            )
+        }?;
+        let host = self.download_slice(&out, 1, "the norm")?;
         let v = host
             .first()
             .copied()
@@ -332,14 +306,20 @@ impl<T: CudaReal> LinalgKernels<T> for CudaBackend {
         if src.len == 0 {
             return Ok(());
         }
-        let func = self.func(&format!("scaled_copy_{}", T::SUFFIX))?.clone();
-        let (ps, pd) = (self.ptr(&src.data), self.ptr(&dst.data));
-        let n = src.len as i64;
-        let mut l = self.inner.stream.launch_builder(&func);
-        l.arg(&ps).arg(&pd).arg(&n).arg(&alpha);
-        unsafe { l.launch(cfg1(self.linalg_blocks(src.len.div_ceil(4)), 256, 0)) }
-            .map_err(|e| cuda_err("launching scaled_copy", e))?;
-        Ok(())
+        let cfg = Launch::linear(self.linalg_blocks(src.len.div_ceil(4)), 256);
+        // SAFETY: scaled_copy(src, dst, n, alpha) over the equal lengths.
+        unsafe {
+            self.launch(
+                &kernel_name::<T>("scaled_copy"),
+                cfg,
+                (
+                    self.ptr(&src.data),
+                    self.ptr(&dst.data),
+                    src.len as i64,
+                    alpha,
+                ),
+            )
+        }
     }
 
     fn shift_diagonal(&self, n: usize, alpha: T, c: &mut CudaBuffer<T>) -> Result<()> {
@@ -347,13 +327,14 @@ impl<T: CudaReal> LinalgKernels<T> for CudaBackend {
         if n == 0 {
             return Ok(());
         }
-        let func = self.func(&format!("shift_diagonal_{}", T::SUFFIX))?.clone();
-        let pc = self.ptr(&c.data);
-        let ni = n as i64;
-        let mut l = self.inner.stream.launch_builder(&func);
-        l.arg(&pc).arg(&ni).arg(&alpha);
-        unsafe { l.launch(cfg1(n.div_ceil(256).min(1024) as u32, 256, 0)) }
-            .map_err(|e| cuda_err("launching shift_diagonal", e))?;
-        Ok(())
+        let cfg = Launch::linear(n.div_ceil(256).min(1024) as u32, 256);
+        // SAFETY: shift_diagonal(c, n, alpha) on the checked n×n matrix.
+        unsafe {
+            self.launch(
+                &kernel_name::<T>("shift_diagonal"),
+                cfg,
+                (self.ptr(&c.data), n as i64, alpha),
+            )
+        }
     }
 }

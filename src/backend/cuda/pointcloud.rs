@@ -11,30 +11,61 @@
 //! * Dimensions up to 16 and up to 16 value channels in `plan_apply`; beyond,
 //!   [`Error::Unavailable`] (use the CPU backend).
 
-use super::{cfg1, cuda_err, to_i32, CudaBackend, CudaBuffer, CudaCost, CudaReal};
-use crate::backend::{
-    batch_of, Backend, CostDims, PointCloudCost, PointCloudKernels, PointMetric, Side,
-};
+use super::cost::{CostKind, CudaCost};
+use super::device::{CudaBackend, CudaBuffer};
+use super::kernels::{define, kernel_name, CudaReal, Module, Precision};
+use super::launch::{to_i32, Launch};
+use super::tiled::TiledArgs;
+use crate::backend::shape::{check_fg, check_sinkstep};
+use crate::backend::{batch_of, CostDims, PointCloudCost, PointCloudKernels, PointMetric, Side};
 use crate::{Error, Result};
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::CudaSlice;
 
-/// Threads per block of the point-cloud kernels (`PC_BLOCK`).
-const PC_BLOCK: usize = 256;
-/// Reduced points per shared-memory stage (`PC_KT`).
-const PC_KT: usize = 128;
+/// Threads per block of the point-cloud kernels.
+const PC_BLOCK: usize = define(Module::PointCloud.source(), "PC_BLOCK");
+/// Reduced points per shared-memory stage.
+const PC_KT: usize = define(Module::PointCloud.source(), "PC_KT");
 /// Largest dimension and number of `plan_apply` channels the kernels are compiled for.
-const PC_DMAX: usize = 16;
+const PC_DMAX: usize = define(Module::PointCloud.source(), "PC_DMAX");
 /// Plans with more entries than this are not materialised.
 const MAX_PLAN_ENTRIES: usize = 1 << 27;
 
 /// Two clouds in GPU memory as structure-of-arrays (`x[t·n + i]`, `y[t·m + j]`).
 pub(super) struct CudaCloud<T> {
-    n: usize,
-    m: usize,
+    pub n: usize,
+    pub m: usize,
     d: usize,
+    /// The Euclidean distance (else its square).
     root: bool,
     x: CudaSlice<T>,
     y: CudaSlice<T>,
+}
+
+impl<T> CudaCloud<T> {
+    fn dims(&self) -> CostDims {
+        CostDims {
+            n: self.n,
+            m: self.m,
+            batch: None,
+        }
+    }
+
+    /// `(output cloud, its length, reduced cloud, its length)` of a half-step on `side`.
+    fn sides(&self, side: Side) -> (&CudaSlice<T>, usize, &CudaSlice<T>, usize) {
+        match side {
+            Side::Col => (&self.y, self.m, &self.x, self.n),
+            Side::Row => (&self.x, self.n, &self.y, self.m),
+        }
+    }
+}
+
+impl<T: CudaReal> CudaCloud<T> {
+    /// The factor that turns coordinates into ones whose squared (or plain) distance is
+    /// `c·log2(e)/ε`.
+    fn scale(&self, eps: T) -> T {
+        let s = std::f64::consts::LOG2_E / eps.f64();
+        T::of(if self.root { s } else { s.sqrt() })
+    }
 }
 
 fn soa<T: Copy>(p: ndarray::ArrayView2<'_, T>) -> Vec<T> {
@@ -45,12 +76,12 @@ fn soa<T: Copy>(p: ndarray::ArrayView2<'_, T>) -> Vec<T> {
     v
 }
 
-/// Kernel family for dimension `d`: (name prefix, compiled maximum dimension).
+/// Kernel family for dimension `d`: (base name, compiled maximum dimension).
 fn by_dim(prefix: &str, d: usize, exact3: bool) -> Result<(String, usize)> {
     Ok(match d {
         3 if exact3 => (format!("{prefix}_d3"), 3),
         1..=4 => (format!("{prefix}_d4"), 4),
-        5..=PC_DMAX => (format!("{prefix}_d16"), PC_DMAX),
+        5..=PC_DMAX => (format!("{prefix}_d{PC_DMAX}"), PC_DMAX),
         _ => {
             return Err(Error::Unavailable(format!(
                 "point clouds of dimension {d} on the CUDA backend: the kernels handle d ≤ {PC_DMAX} (use the CPU backend)"
@@ -59,61 +90,54 @@ fn by_dim(prefix: &str, d: usize, exact3: bool) -> Result<(String, usize)> {
     })
 }
 
+/// What the plan-weighted row sums (`pc_rows`) accumulate besides the plan's marginal.
+#[derive(Clone, Copy)]
+enum RowSums<'a, T> {
+    /// `Σ P·c` (one channel).
+    Cost,
+    /// `Σ P·∇c` (`d` channels).
+    Gradient,
+    /// `P·V` for values `V` (`k` channels, `stride` elements between problems' values, 0
+    /// when shared).
+    Apply {
+        values: &'a CudaBuffer<T>,
+        k: usize,
+        stride: usize,
+    },
+}
+
+impl<T> RowSums<'_, T> {
+    /// The kernel's `mode`.
+    fn mode(&self) -> i32 {
+        match self {
+            RowSums::Cost => 0,
+            RowSums::Gradient => 1,
+            RowSums::Apply { .. } => 2,
+        }
+    }
+}
+
 impl CudaBackend {
     /// Upload two clouds (the cost itself is never formed).
-    pub(super) fn prepare_cloud<T: CudaReal>(
+    pub(super) fn upload_cloud<T: CudaReal>(
         &self,
         p: &PointCloudCost<'_, T>,
-    ) -> Result<CudaCost<T>> {
+    ) -> Result<CudaCloud<T>> {
         let (n, m, d) = (p.n(), p.m(), p.dim());
         to_i32(n, "x")?;
         to_i32(m, "y")?;
         by_dim("pc_sinkstep", d, false)?;
-        let upload = |v: Vec<T>, what: &str| -> Result<CudaSlice<T>> {
-            let mut s = self.alloc::<T>(v.len(), what)?;
-            self.inner
-                .stream
-                .memcpy_htod(&v, &mut s)
-                .map_err(|e| cuda_err(&format!("copying {what}"), e))?;
-            Ok(s)
-        };
-        let cloud = CudaCloud {
+        Ok(CudaCloud {
             n,
             m,
             d,
             root: p.metric() == PointMetric::Euclidean,
-            x: upload(soa(p.x()), "the points x")?,
-            y: upload(soa(p.y()), "the points y")?,
-        };
-        Ok(CudaCost {
-            split_parts: Default::default(),
-            dims: CostDims { n, m, batch: None },
-            c: self.alloc::<T>(0, "a placeholder")?,
-            ct: self.alloc::<T>(0, "a placeholder")?,
-            cloud: Some(cloud),
-            grid: None,
+            x: self.upload_slice(&soa(p.x()), "the points x")?,
+            y: self.upload_slice(&soa(p.y()), "the points y")?,
         })
     }
 
-    /// The factor that turns coordinates into ones whose squared (or plain) distance is
-    /// `c·log2(e)/ε`.
-    fn cloud_scale<T: CudaReal>(cl: &CudaCloud<T>, eps: T) -> T {
-        let s = std::f64::consts::LOG2_E / eps.f64();
-        T::of(if cl.root { s } else { s.sqrt() })
-    }
-
-    /// `(output cloud, its length, reduced cloud, its length)` of a half-step on `side`.
-    fn cloud_sides<T>(
-        cl: &CudaCloud<T>,
-        side: Side,
-    ) -> (&CudaSlice<T>, usize, &CudaSlice<T>, usize) {
-        match side {
-            Side::Col => (&cl.y, cl.m, &cl.x, cl.n),
-            Side::Row => (&cl.x, cl.n, &cl.y, cl.m),
-        }
-    }
-
-    /// One half-step on point clouds (see [`Backend::sinkstep`]).
+    /// One half-step on point clouds (see [`Backend::sinkstep`](crate::Backend::sinkstep)).
     pub(super) fn cloud_sinkstep<T: CudaReal>(
         &self,
         cl: &CudaCloud<T>,
@@ -123,20 +147,11 @@ impl CudaBackend {
         log_marginal: &CudaBuffer<T>,
         out: &mut CudaBuffer<T>,
     ) -> Result<()> {
-        let (out_pts, len_out, red_pts, len_red) = Self::cloud_sides(cl, side);
-        let batch = batch_of(out.len, len_out, "sinkstep output")?;
-        if other.len != batch * len_red || log_marginal.len != out.len {
-            return Err(Error::shape(
-                "sinkstep",
-                format!(
-                    "potential of length {} and marginal of length {} do not fit {batch} problems of {}×{} points",
-                    other.len, log_marginal.len, cl.n, cl.m
-                ),
-            ));
-        }
-        let (prefix, dmax) = by_dim("pc_sinkstep", cl.d, true)?;
+        let batch = check_sinkstep(&cl.dims(), side, other.len, log_marginal.len, out.len)?;
+        let (out_pts, len_out, red_pts, len_red) = cl.sides(side);
+        let (base, dmax) = by_dim("pc_sinkstep", cl.d, true)?;
         // Outputs per thread (TJ of the kernel's entry point).
-        let tj = if dmax <= 4 && T::SUFFIX == "f32" {
+        let tj = if dmax <= 4 && T::PRECISION == Precision::F32 {
             4
         } else {
             2
@@ -151,15 +166,13 @@ impl CudaBackend {
         // Split the reduction when the grid alone would give the SMs fewer than 4 blocks each.
         let blocks = gx * batch;
         let target = 4 * self.inner.sm_count;
-        let max_split = (len_red / (4 * PC_KT)).max(1);
         let want = if blocks < target {
-            target.div_ceil(blocks).min(max_split)
+            target.div_ceil(blocks).min((len_red / (4 * PC_KT)).max(1))
         } else {
             1
         };
         let kslice = len_red.div_ceil(want).div_ceil(PC_KT) * PC_KT;
         let splits = len_red.div_ceil(kslice);
-        let smem = (dmax * PC_KT + PC_KT) * std::mem::size_of::<T>();
         let parts = if splits > 1 {
             Some(self.alloc::<T>(2 * splits * batch * len_out, "K-split partials")?)
         } else {
@@ -167,86 +180,62 @@ impl CudaBackend {
         };
         let (pm, ps) = match &parts {
             Some(p) => {
-                let base = self.ptr(p);
-                (
-                    base,
-                    base + (splits * batch * len_out * std::mem::size_of::<T>()) as u64,
-                )
+                let half = splits * batch * len_out * std::mem::size_of::<T>();
+                (self.ptr(p), self.ptr(p) + half as u64)
             }
             None => (0u64, 0u64),
         };
-        let f = self.func(&format!("{prefix}_{}", T::SUFFIX))?.clone();
-        let (po, pr, pot, plm, pout) = (
-            self.ptr(out_pts),
-            self.ptr(red_pts),
-            self.ptr(&other.data),
-            self.ptr(&log_marginal.data),
-            self.ptr(&out.data),
-        );
-        let (bi, ki, li, di) = (
-            to_i32(batch, "batch")?,
-            to_i32(len_red, "cost")?,
-            to_i32(len_out, "cost")?,
-            cl.d as i32,
-        );
-        let (scale, ks, root) = (
-            Self::cloud_scale(cl, eps),
-            to_i32(kslice, "cost")?,
-            cl.root as i32,
-        );
-        let cfg = LaunchConfig {
-            grid_dim: (
-                u32::try_from(gx).map_err(|_| Error::shape("sinkstep", "too many outputs"))?,
-                batch as u32,
-                splits as u32,
-            ),
-            block_dim: (PC_BLOCK as u32, 1, 1),
-            shared_mem_bytes: smem as u32,
-        };
-        let mut b = self.inner.stream.launch_builder(&f);
-        b.arg(&po)
-            .arg(&pr)
-            .arg(&pot)
-            .arg(&plm)
-            .arg(&pout)
-            .arg(&pm)
-            .arg(&ps);
-        b.arg(&bi)
-            .arg(&ki)
-            .arg(&li)
-            .arg(&di)
-            .arg(&eps)
-            .arg(&scale)
-            .arg(&ks)
-            .arg(&root);
-        unsafe { b.launch(cfg) }.map_err(|e| cuda_err(&format!("launching {prefix}"), e))?;
+        let (plm, pout) = (self.ptr(&log_marginal.data), self.ptr(&out.data));
+        let (bi, li) = (to_i32(batch, "batch")?, to_i32(len_out, "cost")?);
+        let gx = u32::try_from(gx).map_err(|_| Error::shape("sinkstep", "too many outputs"))?;
+        let cfg = Launch::new((gx, batch as u32, splits as u32), (PC_BLOCK as u32, 1, 1))
+            .shared((dmax * PC_KT + PC_KT) * std::mem::size_of::<T>());
+        // SAFETY: PC_STEP_ARGS in cuda/pointcloud.cu; the potentials were checked against
+        // the clouds, the partials hold 2·splits·batch·len_out elements.
+        unsafe {
+            self.launch(
+                &kernel_name::<T>(&base),
+                cfg,
+                (
+                    self.ptr(out_pts),
+                    self.ptr(red_pts),
+                    self.ptr(&other.data),
+                    plm,
+                    pout,
+                    pm,
+                    ps,
+                    bi,
+                    to_i32(len_red, "cost")?,
+                    li,
+                    cl.d as i32,
+                    eps,
+                    cl.scale(eps),
+                    to_i32(kslice, "cost")?,
+                    cl.root as i32,
+                ),
+            )
+        }?;
         if splits > 1 {
-            let f = self
-                .func(&format!("sinkstep_finish_{}", T::SUFFIX))?
-                .clone();
-            let total = batch * len_out;
-            let blocks = total.div_ceil(256).min(self.inner.sm_count * 16) as u32;
-            let sp = splits as i32;
-            let mut b = self.inner.stream.launch_builder(&f);
-            b.arg(&pm)
-                .arg(&ps)
-                .arg(&plm)
-                .arg(&pout)
-                .arg(&bi)
-                .arg(&li)
-                .arg(&sp)
-                .arg(&eps);
-            unsafe { b.launch(cfg1(blocks, 256, 0)) }
-                .map_err(|e| cuda_err("launching sinkstep_finish", e))?;
+            let finish = TiledArgs {
+                r: 0,
+                stride: 0,
+                other: self.ptr(&other.data),
+                lm: plm,
+                out: pout,
+                batch,
+                k: len_red,
+                l: len_out,
+                eps,
+            };
+            self.finish_split((pm, ps), splits, &finish)?;
         }
+        // Fresh partials are freed in stream order after the kernels.
         drop(parts);
         Ok(())
     }
 
-    /// Plan-weighted row sums on `side` (`pc_rows`): the plan's marginal (`B×len`) and, by
-    /// `mode`, `Σ P·c` (0, `B×len`), `Σ P ∇c` (1, `B×len×d`) or `P·V` (2, `B×len×kv`, values
-    /// `vals` with per-problem stride `vstride` or 0).
-    #[allow(clippy::too_many_arguments)]
+    /// Plan-weighted row sums on `side` (`pc_rows`): the plan's marginal (`B×len`) and the
+    /// `sums` (`B×len×channels`). Returns them with the batch and `len`.
     fn cloud_rows<T: CudaReal>(
         &self,
         cl: &CudaCloud<T>,
@@ -254,38 +243,28 @@ impl CudaBackend {
         f: &CudaBuffer<T>,
         g: &CudaBuffer<T>,
         eps: T,
-        mode: i32,
-        vals: Option<(&CudaBuffer<T>, usize, usize)>,
+        sums: RowSums<'_, T>,
     ) -> Result<(CudaSlice<T>, CudaSlice<T>, usize, usize)> {
-        let batch = batch_of(f.len, cl.n, "f")?;
-        if g.len != batch * cl.m {
-            return Err(Error::shape(
-                "g",
-                format!(
-                    "length {} does not fit {batch} problems of {} target points",
-                    g.len, cl.m
-                ),
-            ));
-        }
-        let (out_pts, len_out, red_pts, len_red) = Self::cloud_sides(cl, side);
+        let batch = check_fg(&cl.dims(), f.len, g.len)?;
+        let (out_pts, len_out, red_pts, len_red) = cl.sides(side);
         let (own, other) = match side {
             Side::Row => (f, g),
             Side::Col => (g, f),
         };
-        let (prefix, dmax) = by_dim("pc_rows", cl.d, false)?;
-        let (kv, vstride) = match vals {
-            Some((_, k, stride)) => (k, stride),
-            None => (0, 0),
+        let (base, dmax) = by_dim("pc_rows", cl.d, false)?;
+        let (values, kv, vstride) = match sums {
+            RowSums::Apply { values, k, stride } => (Some(values), k, stride),
+            _ => (None, 0, 0),
         };
         if kv > PC_DMAX {
             return Err(Error::Unavailable(format!(
                 "plan_apply with {kv} value channels on the CUDA backend: the kernels handle k ≤ {PC_DMAX}"
             )));
         }
-        let channels = match mode {
-            0 => 1,
-            1 => cl.d,
-            _ => kv,
+        let channels = match sums {
+            RowSums::Cost => 1,
+            RowSums::Gradient => cl.d,
+            RowSums::Apply { .. } => kv,
         };
         if batch > 65535 {
             return Err(Error::shape(
@@ -295,57 +274,41 @@ impl CudaBackend {
         }
         let mass = self.alloc::<T>(batch * len_out, "plan marginals")?;
         let res = self.alloc::<T>(batch * len_out * channels, "plan-weighted sums")?;
-        let smem = (dmax * PC_KT + PC_KT + if mode == 2 { PC_KT * kv } else { 0 })
-            * std::mem::size_of::<T>();
-        let func = self.func(&format!("{prefix}_{}", T::SUFFIX))?.clone();
-        let (po, pr, pown, poth, pmass, pres) = (
-            self.ptr(out_pts),
-            self.ptr(red_pts),
-            self.ptr(&own.data),
-            self.ptr(&other.data),
-            self.ptr(&mass),
-            self.ptr(&res),
-        );
-        let pvals = match vals {
-            Some((v, _, _)) => self.ptr(&v.data),
-            None => pown, // not read
-        };
-        let vstride = vstride as i64;
-        let (ki, li, di, kvi) = (
-            to_i32(len_red, "cost")?,
-            to_i32(len_out, "cost")?,
-            cl.d as i32,
-            kv as i32,
-        );
-        let (scale, root) = (Self::cloud_scale(cl, eps), cl.root as i32);
-        let cfg = LaunchConfig {
-            grid_dim: (
-                u32::try_from(len_out.div_ceil(PC_BLOCK))
-                    .map_err(|_| Error::shape("f", "too many points"))?,
-                batch as u32,
-                1,
-            ),
-            block_dim: (PC_BLOCK as u32, 1, 1),
-            shared_mem_bytes: smem as u32,
-        };
-        let mut b = self.inner.stream.launch_builder(&func);
-        b.arg(&po)
-            .arg(&pr)
-            .arg(&pown)
-            .arg(&poth)
-            .arg(&pvals)
-            .arg(&vstride)
-            .arg(&pmass)
-            .arg(&pres);
-        b.arg(&ki)
-            .arg(&li)
-            .arg(&di)
-            .arg(&kvi)
-            .arg(&eps)
-            .arg(&scale)
-            .arg(&root)
-            .arg(&mode);
-        unsafe { b.launch(cfg) }.map_err(|e| cuda_err(&format!("launching {prefix}"), e))?;
+        let value_tile = if values.is_some() { PC_KT * kv } else { 0 };
+        let smem = (dmax * PC_KT + PC_KT + value_tile) * std::mem::size_of::<T>();
+        let pown = self.ptr(&own.data);
+        // Without values the kernel reads none; any valid address will do.
+        let pvals = values.map_or(pown, |v| self.ptr(&v.data));
+        let gx = u32::try_from(len_out.div_ceil(PC_BLOCK))
+            .map_err(|_| Error::shape("f", "too many points"))?;
+        let cfg = Launch::new((gx, batch as u32, 1), (PC_BLOCK as u32, 1, 1)).shared(smem);
+        // SAFETY: PC_ROWS_ARGS in cuda/pointcloud.cu; the potentials were checked against
+        // the clouds, the outputs hold batch·len_out (·channels) elements, the values (by the
+        // caller) len_red·kv per problem.
+        unsafe {
+            self.launch(
+                &kernel_name::<T>(&base),
+                cfg,
+                (
+                    self.ptr(out_pts),
+                    self.ptr(red_pts),
+                    pown,
+                    self.ptr(&other.data),
+                    pvals,
+                    vstride as i64,
+                    self.ptr(&mass),
+                    self.ptr(&res),
+                    to_i32(len_red, "cost")?,
+                    to_i32(len_out, "cost")?,
+                    cl.d as i32,
+                    kv as i32,
+                    eps,
+                    cl.scale(eps),
+                    cl.root as i32,
+                    sums.mode(),
+                ),
+            )
+        }?;
         Ok((mass, res, batch, len_out))
     }
 
@@ -357,21 +320,18 @@ impl CudaBackend {
         g: &CudaBuffer<T>,
         eps: T,
     ) -> Result<Vec<T>> {
-        let (_, shares, batch, len) = self.cloud_rows(cl, Side::Row, f, g, eps, 0, None)?;
-        let sums = unsafe { self.inner.stream.alloc::<f64>(batch) }
-            .map_err(|e| cuda_err("allocating transport costs", e))?;
-        let func = self.func(&format!("pc_reduce_{}", T::SUFFIX))?.clone();
-        let (px, pout, li) = (self.ptr(&shares), self.ptr(&sums), to_i32(len, "x")?);
-        let mut b = self.inner.stream.launch_builder(&func);
-        b.arg(&px).arg(&pout).arg(&li);
-        unsafe { b.launch(cfg1(batch as u32, 256, 0)) }
-            .map_err(|e| cuda_err("launching pc_reduce", e))?;
-        let host = self
-            .inner
-            .stream
-            .clone_dtoh(&sums)
-            .map_err(|e| cuda_err("reading transport costs", e))?;
-        Ok(host.into_iter().take(batch).map(T::of).collect())
+        let (_, shares, batch, len) = self.cloud_rows(cl, Side::Row, f, g, eps, RowSums::Cost)?;
+        let sums = self.alloc_f64(batch, "transport costs")?;
+        // SAFETY: pc_reduce(x, out, L): one block per problem over `len` shares.
+        unsafe {
+            self.launch(
+                &kernel_name::<T>("pc_reduce"),
+                Launch::linear(batch as u32, 256),
+                (self.ptr(&shares), self.ptr(&sums), to_i32(len, "x")?),
+            )
+        }?;
+        let host = self.download_slice(&sums, batch, "transport costs")?;
+        Ok(host.into_iter().map(T::of).collect())
     }
 
     /// Dense plans of point clouds, only when they are small.
@@ -383,16 +343,7 @@ impl CudaBackend {
         eps: T,
     ) -> Result<CudaBuffer<T>> {
         let (n, m) = (cl.n, cl.m);
-        let batch = batch_of(f.len, n, "f")?;
-        if g.len != batch * m {
-            return Err(Error::shape(
-                "g",
-                format!(
-                    "length {} does not fit {batch} problems of {m} target points",
-                    g.len
-                ),
-            ));
-        }
+        let batch = check_fg(&cl.dims(), f.len, g.len)?;
         let total = match n.checked_mul(m).and_then(|nm| nm.checked_mul(batch)) {
             Some(e) if e <= MAX_PLAN_ENTRIES => e,
             _ => {
@@ -403,60 +354,42 @@ impl CudaBackend {
                 )))
             }
         };
-        let p = self.alloc::<T>(total, "the plans")?;
-        let func = self.func(&format!("pc_plan_{}", T::SUFFIX))?.clone();
-        let (px, py, pf, pg, pp) = (
-            self.ptr(&cl.x),
-            self.ptr(&cl.y),
-            self.ptr(&f.data),
-            self.ptr(&g.data),
-            self.ptr(&p),
-        );
-        let (bi, ni, mi, di, root) = (
-            to_i32(batch, "batch")?,
-            n as i32,
-            m as i32,
-            cl.d as i32,
-            cl.root as i32,
-        );
-        let blocks = total.div_ceil(256).min(self.inner.sm_count * 32) as u32;
-        let mut b = self.inner.stream.launch_builder(&func);
-        b.arg(&px).arg(&py).arg(&pf).arg(&pg).arg(&pp);
-        b.arg(&bi).arg(&ni).arg(&mi).arg(&di).arg(&root).arg(&eps);
-        unsafe { b.launch(cfg1(blocks, 256, 0)) }.map_err(|e| cuda_err("launching pc_plan", e))?;
+        let plan = self.alloc::<T>(total, "the plans")?;
+        let blocks = self.stride_blocks(total, 256, 32);
+        // SAFETY: pc_plan(x, y, f, g, P, B, n, m, d, root, eps) writes B×n×m entries.
+        unsafe {
+            self.launch(
+                &kernel_name::<T>("pc_plan"),
+                Launch::linear(blocks, 256),
+                (
+                    self.ptr(&cl.x),
+                    self.ptr(&cl.y),
+                    self.ptr(&f.data),
+                    self.ptr(&g.data),
+                    self.ptr(&plan),
+                    to_i32(batch, "batch")?,
+                    n as i32,
+                    m as i32,
+                    cl.d as i32,
+                    cl.root as i32,
+                    eps,
+                ),
+            )
+        }?;
         Ok(CudaBuffer {
-            data: p,
+            data: plan,
             len: total,
         })
-    }
-
-    /// [`Backend::column_error_and_cost`] for point clouds: a `g` half-step into scratch,
-    /// the marginal error, and the transport cost.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn cloud_report<T: CudaReal>(
-        &self,
-        cost: &CudaCost<T>,
-        cl: &CudaCloud<T>,
-        f: &CudaBuffer<T>,
-        g: &CudaBuffer<T>,
-        nu: &CudaBuffer<T>,
-        log_nu: &CudaBuffer<T>,
-        eps: T,
-    ) -> Result<(Vec<T>, Vec<T>)> {
-        let batch = batch_of(g.len, cl.m, "g")?;
-        let mut g_next = self.filled(g.len, T::zero())?;
-        self.cloud_sinkstep(cl, Side::Col, eps, f, log_nu, &mut g_next)?;
-        let errors = self.marginal_error(batch, nu, g, &g_next, eps)?;
-        Ok((errors, self.transport_cost(cost, f, g, eps)?))
     }
 }
 
 fn cloud_of<'a, T>(cost: &'a CudaCost<T>, what: &str) -> Result<&'a CudaCloud<T>> {
-    cost.cloud.as_ref().ok_or_else(|| {
-        Error::Unavailable(format!(
+    match &cost.kind {
+        CostKind::Cloud(cl) => Ok(cl),
+        _ => Err(Error::Unavailable(format!(
             "{what} needs a point-cloud cost (CostSource::PointCloud)"
-        ))
-    })
+        ))),
+    }
 }
 
 impl<T: CudaReal> PointCloudKernels<T> for CudaBackend {
@@ -469,7 +402,7 @@ impl<T: CudaReal> PointCloudKernels<T> for CudaBackend {
         eps: T,
     ) -> Result<(CudaBuffer<T>, CudaBuffer<T>)> {
         let cl = cloud_of(cost, "point_gradient")?;
-        let (mass, grad, batch, len) = self.cloud_rows(cl, side, f, g, eps, 1, None)?;
+        let (mass, grad, batch, len) = self.cloud_rows(cl, side, f, g, eps, RowSums::Gradient)?;
         Ok((
             CudaBuffer {
                 data: mass,
@@ -512,8 +445,8 @@ impl<T: CudaReal> PointCloudKernels<T> for CudaBackend {
                 ),
             ));
         };
-        let (_, res, batch, len) =
-            self.cloud_rows(cl, side, f, g, eps, 2, Some((values, k, stride)))?;
+        let sums = RowSums::Apply { values, k, stride };
+        let (_, res, batch, len) = self.cloud_rows(cl, side, f, g, eps, sums)?;
         Ok(CudaBuffer {
             data: res,
             len: batch * len * k,

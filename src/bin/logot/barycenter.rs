@@ -4,7 +4,8 @@
 
 use crate::bench::{time_runs, BenchArgs};
 use crate::npy::{self, Dtype};
-use crate::{BackendChoice, Json};
+use crate::output::Outputs;
+use crate::{input, BackendChoice, Json};
 use logot::{
     problems, BarycenterKernels, BarycenterParams, BarycenterSolver, CostSource, Error, GridCost,
     Real, Result,
@@ -14,7 +15,7 @@ use serde_json::json;
 
 #[derive(clap::Args, Debug)]
 pub struct BarycenterArgs {
-    /// Input histograms, .npy float32/float64. With --cost: K×n (one problem) or P×K×n (P
+    /// Input histograms, .npy float32/float64 (or FILE.npz:NAME). With --cost: K×n (one problem) or P×K×n (P
     /// problems against the same cost). With --grid: K images, K×N (1-D), K×N×M (2-D) or
     /// K×N×M×L (3-D).
     #[arg(long)]
@@ -36,13 +37,16 @@ pub struct BarycenterArgs {
     /// computation's precision.
     #[arg(long)]
     pub out: String,
-    /// Maximum number of iterations (default: POT's, 1000 dense and 10000 on a grid).
+    /// The most iterations run (default: POT's, 1000 dense and 10000 on a grid); fewer when
+    /// the error falls below --tol at a check.
     #[arg(long, allow_negative_numbers = true)]
     pub iters: Option<usize>,
-    /// Stop when the error falls below this (POT's stopThr); 0 runs every iteration.
+    /// Stop when the error falls below this (POT's stopThr). With --tol 0 all iterations run
+    /// and `converged` says whether the final error is below POT's default, 1e-4.
     #[arg(long, default_value_t = 1e-4, allow_negative_numbers = true)]
     pub tol: f64,
-    /// Check the error every this many iterations (POT: 10).
+    /// Check the error every this many iterations (POT: 10); an interval of --iters or more
+    /// checks only after the last iteration.
     #[arg(long, allow_negative_numbers = true, default_value_t = 10)]
     pub check_every: usize,
     /// Where to compute.
@@ -51,34 +55,45 @@ pub struct BarycenterArgs {
     /// Compute in float32 whatever the input dtype.
     #[arg(long, conflicts_with = "f64")]
     pub f32: bool,
-    /// Compute in float64 whatever the input dtype.
+    /// Compute in float64 whatever the input dtypes (default: float64 when any input is
+    /// float64, float32 when all are, as numpy promotes).
     #[arg(long)]
     pub f64: bool,
 }
 
 impl BarycenterArgs {
+    fn input_files(&self) -> [(&'static str, Option<&str>); 3] {
+        [
+            ("--inputs", Some(self.inputs.as_str())),
+            ("--weights", Some(self.weights.as_str())),
+            ("--cost", self.cost.as_deref()),
+        ]
+    }
+
     fn dtype(&self) -> Result<Dtype> {
-        Ok(if self.f32 {
-            Dtype::F32
-        } else if self.f64 {
-            Dtype::F64
-        } else {
-            npy::dtype_of(&self.inputs)?
-        })
+        input::precision(self.f32, self.f64, &self.input_files())
     }
 
     fn params(&self) -> BarycenterParams {
+        // A check interval past the last iteration checks only after it; bounding it by
+        // the iteration count keeps the schedule and its arithmetic in range.
+        let max_iters = self.iters.unwrap_or(if self.grid { 10_000 } else { 1000 });
         BarycenterParams {
-            eps: self.eps,
             max_iters: self.iters,
             tol: self.tol,
-            check_every: self.check_every,
+            check_every: self.check_every.min(max_iters.max(1)),
+            observer: crate::progress::bar("barycenter"),
+            ..BarycenterParams::new(self.eps)
         }
     }
 }
 
-fn run<T: Real, B: BarycenterKernels<T>>(backend: B, a: &BarycenterArgs) -> Json {
-    let inputs: ArrayD<T> = npy::read(
+fn run<T: Real, B: BarycenterKernels<T>>(
+    backend: B,
+    a: &BarycenterArgs,
+    outs: &mut Outputs,
+) -> Json {
+    let inputs: ArrayD<T> = input::read(
         &a.inputs,
         "inputs",
         if a.grid { &[2, 3, 4] } else { &[2, 3] },
@@ -127,7 +142,7 @@ fn run<T: Real, B: BarycenterKernels<T>>(backend: B, a: &BarycenterArgs) -> Json
             value: "(missing)".into(),
             reason: "give --cost C.npy or --grid".into(),
         })?;
-        let c = npy::fixed::<T, ndarray::Ix2>(npy::read(path, "cost", &[2])?, "cost")?;
+        let c = npy::fixed::<T, ndarray::Ix2>(input::read(path, "cost", &[2])?, "cost")?;
         out_shape = if batched {
             vec![problems, c.ncols()]
         } else {
@@ -153,7 +168,7 @@ fn run<T: Real, B: BarycenterKernels<T>>(backend: B, a: &BarycenterArgs) -> Json
         arg: "out".into(),
         detail: e.to_string(),
     })?;
-    npy::write(&a.out, out.view())?;
+    outs.write("--out", out.view())?;
     let worst = bars.iter().map(|b| b.error).fold(0.0f64, f64::max);
     Ok(json!({
         "out": a.out,
@@ -180,7 +195,7 @@ fn inputs_flag(e: Error) -> Error {
 
 /// Weights as `problems×K`: a 1-D file for one problem, 2-D for several.
 fn read_weights<T: Real>(path: &str, problems: usize) -> Result<Array2<T>> {
-    let w: ArrayD<T> = npy::read(path, "weights", &[1, 2])?;
+    let w: ArrayD<T> = input::read(path, "weights", &[1, 2])?;
     if w.ndim() == 1 {
         if problems != 1 {
             return Err(Error::Shape {
@@ -197,23 +212,27 @@ fn read_weights<T: Real>(path: &str, problems: usize) -> Result<Array2<T>> {
 }
 
 pub fn barycenter(a: &BarycenterArgs) -> Json {
+    let mut outs = Outputs::prepare(&a.input_files(), &[("--out", Some(a.out.as_str()))])?;
     let dtype = a.dtype()?;
-    match (dtype, a.backend) {
+    let o = &mut outs;
+    let mut out = match (dtype, a.backend) {
         // On a rayon worker thread: the kernels' parallel loops then fork and join
         // without a thread hand-off per call.
-        (Dtype::F32, BackendChoice::Cpu) => rayon::scope(|_| run::<f32, _>(logot::CpuBackend, a)),
-        (Dtype::F64, BackendChoice::Cpu) => rayon::scope(|_| run::<f64, _>(logot::CpuBackend, a)),
-        #[cfg(feature = "cuda")]
-        (Dtype::F32, BackendChoice::Cuda) => {
-            run::<f32, _>(logot::backend::cuda::CudaBackend::new()?, a)
+        (Dtype::F32, BackendChoice::Cpu) => {
+            rayon::scope(|_| run::<f32, _>(logot::CpuBackend, a, o))
+        }
+        (Dtype::F64, BackendChoice::Cpu) => {
+            rayon::scope(|_| run::<f64, _>(logot::CpuBackend, a, o))
         }
         #[cfg(feature = "cuda")]
-        (Dtype::F64, BackendChoice::Cuda) => {
-            run::<f64, _>(logot::backend::cuda::CudaBackend::new()?, a)
-        }
+        (Dtype::F32, BackendChoice::Cuda) => run::<f32, _>(crate::cuda_backend()?, a, o),
+        #[cfg(feature = "cuda")]
+        (Dtype::F64, BackendChoice::Cuda) => run::<f64, _>(crate::cuda_backend()?, a, o),
         #[cfg(not(feature = "cuda"))]
         (_, BackendChoice::Cuda) => Err(crate::no_cuda()),
-    }
+    }?;
+    out["outputs"] = outs.commit()?;
+    Ok(out)
 }
 
 /// `logot bench --problem bary64|bary64dense`: the design's barycenter benchmark (three
@@ -228,13 +247,9 @@ pub fn bench(dtype: Dtype, a: &BenchArgs, dense: bool) -> Json {
             rayon::scope(|_| bench_on::<f64, _>(logot::CpuBackend, a, dense))
         }
         #[cfg(feature = "cuda")]
-        (Dtype::F32, BackendChoice::Cuda) => {
-            bench_on::<f32, _>(logot::backend::cuda::CudaBackend::new()?, a, dense)
-        }
+        (Dtype::F32, BackendChoice::Cuda) => bench_on::<f32, _>(crate::cuda_backend()?, a, dense),
         #[cfg(feature = "cuda")]
-        (Dtype::F64, BackendChoice::Cuda) => {
-            bench_on::<f64, _>(logot::backend::cuda::CudaBackend::new()?, a, dense)
-        }
+        (Dtype::F64, BackendChoice::Cuda) => bench_on::<f64, _>(crate::cuda_backend()?, a, dense),
         #[cfg(not(feature = "cuda"))]
         (_, BackendChoice::Cuda) => Err(crate::no_cuda()),
     }

@@ -70,8 +70,8 @@ impl BenchProblem {
         }
     }
 
-    /// Problems timed by [`crate::bench_kernels`].
-    fn on_kernels(self) -> bool {
+    /// Problems timed by `crate::bench_kernels`.
+    pub fn on_kernels(self) -> bool {
         use BenchProblem::*;
         matches!(self, Mhc4 | Mhc16 | Svd3 | Xxt | Xxt8192 | Ns | Gemm)
     }
@@ -88,10 +88,11 @@ pub struct BenchArgs {
     /// Print JSON (the only output format; accepted for the documented command line).
     #[arg(long)]
     pub json: bool,
-    /// Timed runs after the warm-up.
+    /// Timed runs after the warm-up (at most 1000000).
     #[arg(long, allow_negative_numbers = true, default_value_t = 5)]
     pub runs: usize,
-    /// Untimed warm-up runs (mhc, svd3, xxt, ns, gemm; the other problems run one).
+    /// Untimed warm-up runs (mhc, svd3, xxt, ns, gemm; the other problems run one); at
+    /// most 1000000.
     #[arg(long, allow_negative_numbers = true, default_value_t = 1)]
     pub warmup: usize,
     /// Stop repeating once the timed runs have taken this many seconds (at least one
@@ -260,7 +261,11 @@ fn run<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
     }))
 }
 
-pub fn bench(a: &BenchArgs) -> Json {
+/// The most timed or warm-up runs (the timings are kept in memory).
+const MAX_RUNS: usize = 1_000_000;
+
+/// Checks the arguments of every bench problem; the precision to run in.
+pub fn checked(a: &BenchArgs) -> Result<Dtype> {
     let dtype = if a.f64 { Dtype::F64 } else { Dtype::F32 };
     if !(a.max_seconds.is_finite() && a.max_seconds >= 0.0) {
         return Err(logot::Error::parameter(
@@ -269,12 +274,21 @@ pub fn bench(a: &BenchArgs) -> Json {
             "must be finite and ≥ 0",
         ));
     }
-    if matches!(a.problem, BenchProblem::Bary64 | BenchProblem::Bary64Dense) {
-        return crate::barycenter::bench(dtype, a, a.problem == BenchProblem::Bary64Dense);
+    for (flag, v) in [("--runs", a.runs), ("--warmup", a.warmup)] {
+        if v > MAX_RUNS {
+            return Err(logot::Error::parameter(
+                flag,
+                v,
+                format!("at most {MAX_RUNS} runs"),
+            ));
+        }
     }
-    if a.problem.on_kernels() {
-        return crate::bench_kernels::bench(dtype, a);
-    }
+    Ok(dtype)
+}
+
+/// The solver problems: otA, otB, otBcpu and otC (the barycenters run in
+/// `crate::barycenter`, the kernel problems in `crate::bench_kernels`).
+pub fn bench(dtype: Dtype, a: &BenchArgs) -> Json {
     if a.problem == BenchProblem::OtC {
         return dispatch!(dtype, a.backend, run_otc, a);
     }

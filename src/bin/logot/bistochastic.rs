@@ -1,8 +1,9 @@
 //! `logot bistochastic`: R = SinkhornKnopp(exp(X)) for one n×n matrix or a batch B×n×n,
 //! and optionally ∂L/∂X from ∂L/∂R by implicit differentiation.
 
-use crate::npy::{self, Dtype};
-use crate::{BackendChoice, Json};
+use crate::npy;
+use crate::output::Outputs;
+use crate::{input, BackendChoice, Json};
 use logot::grad::{Bistochastic, BistochasticParams, CgParams};
 use logot::{BistochasticKernels, Error, Real, Result};
 use ndarray::{Array3, ArrayD, Axis, Ix3};
@@ -10,13 +11,16 @@ use serde_json::json;
 
 #[derive(clap::Args, Debug)]
 pub struct BistochasticArgs {
-    /// Input logits X: n×n or B×n×n (n ≤ 32), .npy float32/float64.
+    /// Input logits X: n×n or B×n×n (n ≤ 32), .npy float32/float64 (or FILE.npz:NAME).
     #[arg(long)]
     pub x: String,
-    /// Maximum number of iterations (a column then a row normalisation each).
+    /// The most iterations run (a column then a row normalisation each); a matrix stops
+    /// earlier once it meets a positive --tol.
     #[arg(long, allow_negative_numbers = true, default_value_t = 20)]
     pub iters: usize,
-    /// Stop a matrix once its column error Σ_j |Σ_i R_ij − 1| is ≤ tol; 0 runs all iterations.
+    /// Stop a matrix once its column error Σ_j |Σ_i R_ij − 1| is ≤ tol. With --tol 0 (the
+    /// default) all iterations run and `converged` says whether every returned matrix meets
+    /// the default tolerance of the precision (1e-9 in f64, 1e-5 in f32).
     #[arg(long, allow_negative_numbers = true, default_value_t = 0.0)]
     pub tol: f64,
     /// Output .npy for R (same shape as X).
@@ -40,7 +44,8 @@ pub struct BistochasticArgs {
     /// Compute in float32 whatever the input dtype.
     #[arg(long, conflicts_with = "f64")]
     pub f32: bool,
-    /// Compute in float64 whatever the input dtype.
+    /// Compute in float64 whatever the input dtypes (default: float64 when --x or --grad
+    /// is float64, as numpy promotes).
     #[arg(long)]
     pub f64: bool,
 }
@@ -58,16 +63,20 @@ fn as_batch<T: Real>(a: ArrayD<T>, arg: &str) -> Result<(Array3<T>, bool)> {
     }
 }
 
-fn write<T: Real>(path: &str, a: &Array3<T>, single: bool) -> Result<()> {
+fn write<T: Real>(outs: &mut Outputs, flag: &str, a: &Array3<T>, single: bool) -> Result<()> {
     if single {
-        npy::write(path, a.index_axis(Axis(0), 0))
+        outs.write(flag, a.index_axis(Axis(0), 0))
     } else {
-        npy::write(path, a.view())
+        outs.write(flag, a.view())
     }
 }
 
-fn run<T: Real, B: BistochasticKernels<T>>(backend: B, a: &BistochasticArgs) -> Json {
-    let (x, single) = as_batch(npy::read::<T>(&a.x, "--x", &[2, 3])?, "--x")?;
+fn run<T: Real, B: BistochasticKernels<T>>(
+    backend: B,
+    a: &BistochasticArgs,
+    outs: &mut Outputs,
+) -> Json {
+    let (x, single) = as_batch(input::read::<T>(&a.x, "--x", &[2, 3])?, "--x")?;
     let proj = Bistochastic::new(
         backend,
         BistochasticParams {
@@ -77,7 +86,7 @@ fn run<T: Real, B: BistochasticKernels<T>>(backend: B, a: &BistochasticArgs) -> 
         },
     );
     let fwd = proj.forward(x.view())?;
-    write(&a.out, &fwd.r, single)?;
+    write(outs, "--out", &fwd.r, single)?;
     let c = &fwd.convergence;
     let (batch, n, _) = fwd.r.dim();
     let mut out = json!({
@@ -86,10 +95,12 @@ fn run<T: Real, B: BistochasticKernels<T>>(backend: B, a: &BistochasticArgs) -> 
         "iterations": c.iterations,
         "marginal_error": c.marginal_error,
         "converged": c.converged,
+        "tol": c.tol,
+        "unconverged": c.problems.iter().filter(|p| !p.converged).count(),
         "dtype": T::NAME,
     });
-    if let (Some(gpath), Some(dpath)) = (&a.grad, &a.out_grad) {
-        let (g, _) = as_batch(npy::read::<T>(gpath, "--grad", &[2, 3])?, "--grad")?;
+    if let Some(gpath) = &a.grad {
+        let (g, _) = as_batch(input::read::<T>(gpath, "--grad", &[2, 3])?, "--grad")?;
         if g.dim() != fwd.r.dim() {
             return Err(Error::shape(
                 "--grad",
@@ -101,7 +112,7 @@ fn run<T: Real, B: BistochasticKernels<T>>(backend: B, a: &BistochasticArgs) -> 
             tol: a.cg_tol,
         };
         let bwd = proj.backward(fwd.r.view(), g.view(), &cg)?;
-        write(dpath, &bwd.dx, single)?;
+        write(outs, "--out-grad", &bwd.dx, single)?;
         let cg = &bwd.cg;
         if let Some(first) = cg.first_unconverged {
             eprintln!(
@@ -120,12 +131,16 @@ fn run<T: Real, B: BistochasticKernels<T>>(backend: B, a: &BistochasticArgs) -> 
 }
 
 pub fn bistochastic(a: &BistochasticArgs) -> Json {
-    let dtype = if a.f32 {
-        Dtype::F32
-    } else if a.f64 {
-        Dtype::F64
-    } else {
-        npy::dtype_of(&a.x)?
-    };
-    dispatch!(dtype, a.backend, run, a)
+    let inputs = [("--x", Some(a.x.as_str())), ("--grad", a.grad.as_deref())];
+    let mut outs = Outputs::prepare(
+        &inputs,
+        &[
+            ("--out", Some(a.out.as_str())),
+            ("--out-grad", a.out_grad.as_deref()),
+        ],
+    )?;
+    let dtype = input::precision(a.f32, a.f64, &inputs)?;
+    let mut out = dispatch!(dtype, a.backend, run, a, &mut outs)?;
+    out["outputs"] = outs.commit()?;
+    Ok(out)
 }

@@ -2,23 +2,23 @@
 //! results as one JSON object on stdout, errors on stderr with a non-zero exit code.
 
 /// Run a command body generic over precision `T` and backend `B` on the chosen pair:
-/// `dispatch!(dtype, backend_choice, body, args)` calls `body::<T, B>(backend, args)`.
+/// `dispatch!(dtype, backend_choice, body, args…)` calls `body::<T, B>(backend, args…)`.
 macro_rules! dispatch {
-    ($dtype:expr, $backend:expr, $body:ident, $args:expr) => {
+    ($dtype:expr, $backend:expr, $body:ident, $($args:expr),+) => {
         match ($dtype, $backend) {
             (crate::npy::Dtype::F32, crate::BackendChoice::Cpu) => {
-                $body::<f32, _>(logot::CpuBackend, $args)
+                $body::<f32, _>(logot::CpuBackend, $($args),+)
             }
             (crate::npy::Dtype::F64, crate::BackendChoice::Cpu) => {
-                $body::<f64, _>(logot::CpuBackend, $args)
+                $body::<f64, _>(logot::CpuBackend, $($args),+)
             }
             #[cfg(feature = "cuda")]
             (crate::npy::Dtype::F32, crate::BackendChoice::Cuda) => {
-                $body::<f32, _>(logot::backend::cuda::CudaBackend::new()?, $args)
+                $body::<f32, _>(crate::cuda_backend()?, $($args),+)
             }
             #[cfg(feature = "cuda")]
             (crate::npy::Dtype::F64, crate::BackendChoice::Cuda) => {
-                $body::<f64, _>(logot::backend::cuda::CudaBackend::new()?, $args)
+                $body::<f64, _>(crate::cuda_backend()?, $($args),+)
             }
             #[cfg(not(feature = "cuda"))]
             (_, crate::BackendChoice::Cuda) => Err(crate::no_cuda()),
@@ -30,8 +30,12 @@ mod barycenter;
 mod bench;
 mod bench_kernels;
 mod bistochastic;
+mod divergence;
+mod input;
 mod newton_schulz;
 mod npy;
+mod output;
+mod progress;
 mod svd3;
 mod wasserstein;
 
@@ -56,8 +60,12 @@ struct Cli {
 enum Command {
     /// Entropic transport cost ⟨P, C⟩ of one problem or a batch; prints JSON.
     Wasserstein(wasserstein::WassersteinArgs),
-    /// The entropic plan P, written to --out as .npy; prints the same JSON as wasserstein.
+    /// The entropic plan P, written to --out as .npy (and the potentials to --out-f/--out-g);
+    /// prints the same JSON as wasserstein.
     Coupling(wasserstein::CouplingArgs),
+    /// Sinkhorn divergence S_ε(μ, ν) = OT_ε(μ, ν) − ½ OT_ε(μ, μ) − ½ OT_ε(ν, ν) of two point
+    /// clouds (uniform weights unless --mu/--nu), with its gradients; prints JSON.
+    Divergence(divergence::DivergenceArgs),
     /// Wasserstein barycenter of K histograms (dense --cost or --grid), written to --out;
     /// prints iterations, error and convergence as JSON.
     Barycenter(barycenter::BarycenterArgs),
@@ -89,20 +97,42 @@ impl BackendChoice {
     }
 }
 
+/// The CUDA backend on GPU 0 with the kernel choices and the compiled-kernel cache of the
+/// `LOGOT_CUDA_*` variables (the library itself reads no environment).
+#[cfg(feature = "cuda")]
+pub fn cuda_backend() -> Result<logot::backend::cuda::CudaBackend> {
+    let env = |k: &str| std::env::var(k).ok();
+    logot::backend::cuda::CudaBackend::with_tuning(0, logot::backend::cuda::Tuning::from_vars(env))
+}
+
 /// The error for `--backend cuda` in a build without the `cuda` feature.
 #[cfg(not(feature = "cuda"))]
 pub fn no_cuda() -> Error {
     Error::Unavailable("--backend cuda: this logot was built without CUDA support; rebuild with `cargo build --release --features cuda`".into())
 }
 
+/// Let a write past a file-size limit (`ulimit -f`) fail with EFBIG, which the output plan
+/// cleans up after, instead of killing the process (SIGXFSZ's default) with its
+/// temporaries left behind.
+fn ignore_file_size_signal() {
+    #[cfg(unix)]
+    // SAFETY: setting a signal's disposition to SIG_IGN installs no handler code; it is
+    // done once, before any other thread starts.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
+}
+
 fn main() -> ExitCode {
+    ignore_file_size_signal();
     let cli = Cli::parse();
     let out = match cli.command {
         Command::Wasserstein(a) => wasserstein::wasserstein(&a),
         Command::Coupling(a) => wasserstein::coupling(&a),
+        Command::Divergence(a) => divergence::divergence(&a),
         Command::Barycenter(a) => barycenter::barycenter(&a),
         Command::Bistochastic(a) => bistochastic::bistochastic(&a),
-        Command::Bench(a) => bench::bench(&a),
+        Command::Bench(a) => bench_command(&a),
         Command::Svd3(a) => svd3::svd3(&a),
         Command::NewtonSchulz(a) => newton_schulz::newton_schulz_cmd(&a),
     };
@@ -115,6 +145,18 @@ fn main() -> ExitCode {
             eprintln!("logot: error: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// `logot bench`: each problem runs in the module of its kind (the modules share
+/// `bench`'s arguments and timers, and none calls another).
+fn bench_command(a: &bench::BenchArgs) -> Json {
+    use bench::BenchProblem::{Bary64, Bary64Dense};
+    let dtype = bench::checked(a)?;
+    match a.problem {
+        p @ (Bary64 | Bary64Dense) => barycenter::bench(dtype, a, p == Bary64Dense),
+        p if p.on_kernels() => bench_kernels::bench(dtype, a),
+        _ => bench::bench(dtype, a),
     }
 }
 

@@ -1,21 +1,23 @@
 //! `logot newton-schulz`: quintic Newton–Schulz orthogonalisation of a matrix.
 
-use crate::npy::{self, Dtype};
-use crate::{BackendChoice, Json};
+use crate::npy;
+use crate::output::Outputs;
+use crate::{input, BackendChoice, Json};
 use logot::linalg::{newton_schulz_on, NewtonSchulzParams};
-use logot::{LinalgKernels, Real, Result};
+use logot::{Error, LinalgKernels, Real};
 use ndarray::Ix2;
 use serde_json::json;
 
 #[derive(clap::Args, Debug)]
 pub struct NewtonSchulzArgs {
-    /// Input matrix r×c, .npy float32/float64.
+    /// Input matrix r×c, .npy float32/float64 (or FILE.npz:NAME).
     #[arg(long)]
     pub x: String,
-    /// Quintic steps with (a, b, c) = (3.4445, −4.7750, 2.0315).
+    /// Quintic steps with (a, b, c) = (3.4445, −4.7750, 2.0315); at most 10000.
     #[arg(long, allow_negative_numbers = true, default_value_t = 5)]
     pub steps: usize,
-    /// Cubic steps (1.5x − 0.5x³) after the quintic ones, to converge to the polar factor.
+    /// Cubic steps (1.5x − 0.5x³) after the quintic ones, to converge to the polar factor;
+    /// at most 10000.
     #[arg(long, allow_negative_numbers = true, default_value_t = 0)]
     pub polish_steps: usize,
     /// Output .npy (r×c).
@@ -24,7 +26,7 @@ pub struct NewtonSchulzArgs {
     /// Compute in float32 whatever the input dtype.
     #[arg(long, conflicts_with = "f64")]
     pub f32: bool,
-    /// Compute in float64 whatever the input dtype.
+    /// Compute in float64 whatever the input dtype (default: the input's dtype).
     #[arg(long)]
     pub f64: bool,
     /// Where to compute.
@@ -32,15 +34,15 @@ pub struct NewtonSchulzArgs {
     pub backend: BackendChoice,
 }
 
-fn run<T: Real, B: LinalgKernels<T>>(backend: B, a: &NewtonSchulzArgs) -> Json {
-    let x = npy::fixed::<T, Ix2>(npy::read::<T>(&a.x, "--x", &[2])?, "--x")?;
+fn run<T: Real, B: LinalgKernels<T>>(backend: B, a: &NewtonSchulzArgs, outs: &mut Outputs) -> Json {
+    let x = npy::fixed::<T, Ix2>(input::read::<T>(&a.x, "--x", &[2])?, "--x")?;
     let params = NewtonSchulzParams {
         steps: a.steps,
         polish_steps: a.polish_steps,
         ..Default::default()
     };
     let y = newton_schulz_on(&backend, x.view(), &params)?;
-    npy::write(&a.out, y.view())?;
+    outs.write("--out", y.view())?;
     Ok(json!({
         "shape": [y.nrows(), y.ncols()],
         "steps": a.steps,
@@ -51,13 +53,24 @@ fn run<T: Real, B: LinalgKernels<T>>(backend: B, a: &NewtonSchulzArgs) -> Json {
     }))
 }
 
+/// The most quintic or cubic steps the command runs: each step costs two products of the
+/// matrix, and the steps converge within a few dozen.
+pub const MAX_STEPS: usize = 10_000;
+
 pub fn newton_schulz_cmd(a: &NewtonSchulzArgs) -> Json {
-    let dtype: Result<Dtype> = if a.f32 {
-        Ok(Dtype::F32)
-    } else if a.f64 {
-        Ok(Dtype::F64)
-    } else {
-        npy::dtype_of(&a.x)
-    };
-    dispatch!(dtype?, a.backend, run, a)
+    for (flag, v) in [("--steps", a.steps), ("--polish-steps", a.polish_steps)] {
+        if v > MAX_STEPS {
+            return Err(Error::parameter(
+                flag,
+                v,
+                format!("at most {MAX_STEPS} steps (they converge within a few dozen)"),
+            ));
+        }
+    }
+    let inputs = [("--x", Some(a.x.as_str()))];
+    let mut outs = Outputs::prepare(&inputs, &[("--out", Some(a.out.as_str()))])?;
+    let dtype = input::precision(a.f32, a.f64, &inputs)?;
+    let mut out = dispatch!(dtype, a.backend, run, a, &mut outs)?;
+    out["outputs"] = outs.commit()?;
+    Ok(out)
 }

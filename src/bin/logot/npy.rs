@@ -4,8 +4,7 @@
 use logot::{Error, Real, Result};
 use ndarray::{ArrayD, ArrayView, Dimension};
 use ndarray_npy::{ReadNpyExt, WriteNpyExt};
-use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom};
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 
 /// Floating-point dtype of a .npy file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -14,7 +13,7 @@ pub enum Dtype {
     F64,
 }
 
-fn file_err(path: &str, msg: impl std::fmt::Display) -> Error {
+pub fn file_err(path: &str, msg: impl std::fmt::Display) -> Error {
     Error::File {
         path: path.into(),
         msg: msg.to_string(),
@@ -165,10 +164,10 @@ fn read_header(path: &str, r: &mut impl Read) -> Result<Header> {
     parse_header_text(path, &text, start + len)
 }
 
-/// The float dtype recorded in a .npy header (`<f4` or `<f8`); anything else is an error.
-pub fn dtype_of(path: &str) -> Result<Dtype> {
-    let f = File::open(path).map_err(|e| file_err(path, e))?;
-    Ok(read_header(path, &mut BufReader::new(f))?.dtype)
+/// The header of a .npy stream positioned at its start: the float dtype (`<f4` or `<f8`;
+/// anything else is an error), shape and data offset. `path` names the source in messages.
+pub fn header_of(path: &str, r: impl Read) -> Result<Header> {
+    read_header(path, &mut BufReader::new(r))
 }
 
 /// Read a float .npy stream (a file, or bytes in memory) as `T`. The header is checked
@@ -221,16 +220,14 @@ fn read_typed<E: ndarray_npy::ReadableElement>(path: &str, r: impl Read) -> Resu
     ArrayD::<E>::read_npy(r).map_err(|e| file_err(path, format!("cannot read .npy: {e}")))
 }
 
-/// Read a float .npy file as `T`, checking its number of dimensions against `ndims`.
-pub fn read<T: Real>(path: &str, arg: &str, ndims: &[usize]) -> Result<ArrayD<T>> {
-    let f = File::open(path).map_err(|e| file_err(path, e))?;
-    read_from(f, path, arg, ndims)
-}
-
-/// Write an array of `T` (as float32 or float64 following `T`).
-pub fn write<T: Real, D: Dimension>(path: &str, a: ArrayView<'_, T, D>) -> Result<()> {
-    let f = File::create(path).map_err(|e| file_err(path, e))?;
-    let w = BufWriter::new(f);
+/// Write an array of `T` as .npy (float32 or float64 following `T`) to `w`; `path` names
+/// the destination in messages.
+pub fn write_to<T: Real, D: Dimension>(
+    path: &str,
+    w: impl Write,
+    a: ArrayView<'_, T, D>,
+) -> Result<()> {
+    let w = BufWriter::new(w);
     let res = if T::NAME == "float32" {
         a.mapv(|v| v.f64() as f32).write_npy(w)
     } else {

@@ -1,15 +1,16 @@
 //! `logot svd3`: thin SVD of one M×3 matrix or a batch B×M×3.
 
-use crate::npy::{self, Dtype};
-use crate::{BackendChoice, Json};
+use crate::npy;
+use crate::output::Outputs;
+use crate::{input, BackendChoice, Json};
 use logot::linalg::svd3_batch_on;
-use logot::{LinalgKernels, Real, Result};
+use logot::{LinalgKernels, Real};
 use ndarray::{Axis, Ix3};
 use serde_json::json;
 
 #[derive(clap::Args, Debug)]
 pub struct Svd3Args {
-    /// Input: M×3 (one matrix) or B×M×3 (a batch), .npy float32/float64.
+    /// Input: M×3 (one matrix) or B×M×3 (a batch), .npy float32/float64 (or FILE.npz:NAME).
     #[arg(long)]
     pub a: String,
     /// Output .npy for U: M×3 or B×M×3 (orthonormal columns).
@@ -24,7 +25,7 @@ pub struct Svd3Args {
     /// Compute in float32 whatever the input dtype.
     #[arg(long, conflicts_with = "f64")]
     pub f32: bool,
-    /// Compute in float64 whatever the input dtype.
+    /// Compute in float64 whatever the input dtype (default: the input's dtype).
     #[arg(long)]
     pub f64: bool,
     /// Where to compute.
@@ -32,8 +33,8 @@ pub struct Svd3Args {
     pub backend: BackendChoice,
 }
 
-fn run<T: Real, B: LinalgKernels<T>>(backend: B, a: &Svd3Args) -> Json {
-    let input = npy::read::<T>(&a.a, "--a", &[2, 3])?;
+fn run<T: Real, B: LinalgKernels<T>>(backend: B, a: &Svd3Args, outs: &mut Outputs) -> Json {
+    let input = input::read::<T>(&a.a, "--a", &[2, 3])?;
     let single = input.ndim() == 2;
     let input = if single {
         input.insert_axis(Axis(0))
@@ -43,13 +44,13 @@ fn run<T: Real, B: LinalgKernels<T>>(backend: B, a: &Svd3Args) -> Json {
     let input = npy::fixed::<T, Ix3>(input, "--a")?;
     let out = svd3_batch_on(&backend, input.view())?;
     if single {
-        npy::write(&a.out_u, out.u.index_axis(Axis(0), 0))?;
-        npy::write(&a.out_s, out.s.index_axis(Axis(0), 0))?;
-        npy::write(&a.out_vh, out.vt.index_axis(Axis(0), 0))?;
+        outs.write("--out-u", out.u.index_axis(Axis(0), 0))?;
+        outs.write("--out-s", out.s.index_axis(Axis(0), 0))?;
+        outs.write("--out-vh", out.vt.index_axis(Axis(0), 0))?;
     } else {
-        npy::write(&a.out_u, out.u.view())?;
-        npy::write(&a.out_s, out.s.view())?;
-        npy::write(&a.out_vh, out.vt.view())?;
+        outs.write("--out-u", out.u.view())?;
+        outs.write("--out-s", out.s.view())?;
+        outs.write("--out-vh", out.vt.view())?;
     }
     let (batch, m, _) = input.dim();
     let zeros = out.s.iter().filter(|v| **v == T::zero()).count();
@@ -64,12 +65,17 @@ fn run<T: Real, B: LinalgKernels<T>>(backend: B, a: &Svd3Args) -> Json {
 }
 
 pub fn svd3(a: &Svd3Args) -> Json {
-    let dtype: Result<Dtype> = if a.f32 {
-        Ok(Dtype::F32)
-    } else if a.f64 {
-        Ok(Dtype::F64)
-    } else {
-        npy::dtype_of(&a.a)
-    };
-    dispatch!(dtype?, a.backend, run, a)
+    let inputs = [("--a", Some(a.a.as_str()))];
+    let mut outs = Outputs::prepare(
+        &inputs,
+        &[
+            ("--out-u", Some(a.out_u.as_str())),
+            ("--out-s", Some(a.out_s.as_str())),
+            ("--out-vh", Some(a.out_vh.as_str())),
+        ],
+    )?;
+    let dtype = input::precision(a.f32, a.f64, &inputs)?;
+    let mut out = dispatch!(dtype, a.backend, run, a, &mut outs)?;
+    out["outputs"] = outs.commit()?;
+    Ok(out)
 }

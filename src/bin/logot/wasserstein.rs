@@ -1,23 +1,27 @@
 //! `logot wasserstein` and `logot coupling`.
 
 use crate::npy::{self, Dtype};
-use crate::{BackendChoice, Json};
+use crate::output::Outputs;
+use crate::{input, BackendChoice, Json};
 use logot::{
     Backend, CgParams, CostSource, CpuBackend, EpsScaling, Error, PointCloudCost,
     PointCloudKernels, PointMetric, Problem, Real, Result, SinkhornParams, SinkhornResult, Solver,
 };
 use ndarray::{Array2, ArrayD, Axis, Ix2, Ix3};
+use rayon::prelude::*;
 use serde_json::json;
 
 /// Inputs and solver options shared by `wasserstein` and `coupling`.
 #[derive(clap::Args, Debug)]
 pub struct SolveArgs {
-    /// Source histogram(s): n (one problem) or B×n (a batch), .npy float32/float64.
-    #[arg(long)]
-    pub mu: String,
-    /// Target histogram(s): m or B×m.
-    #[arg(long)]
-    pub nu: String,
+    /// Source histogram(s): n (one problem) or B×n (a batch); .npy float32/float64, or a
+    /// .npz member as FILE.npz:NAME. Optional with --x/--y: uniform weights (1/n each, or
+    /// the mass of --nu's rows spread evenly when only --nu is given).
+    #[arg(long, required_unless_present = "x")]
+    pub mu: Option<String>,
+    /// Target histogram(s): m or B×m. Optional with --x/--y (uniform, as --mu).
+    #[arg(long, required_unless_present = "x")]
+    pub nu: Option<String>,
     /// Cost: n×m (shared by the batch) or B×n×m (one per problem).
     #[arg(long, required_unless_present = "x", conflicts_with_all = ["x", "y"])]
     pub cost: Option<String>,
@@ -38,19 +42,29 @@ pub struct SolveArgs {
     /// Regularisation strength ε (> 0).
     #[arg(long, allow_negative_numbers = true)]
     pub eps: f64,
-    /// Maximum number of iterations.
+    /// The most iterations run (each a g then an f half-step), ε-scaling stages included;
+    /// fewer when --tol is met at a check.
     #[arg(long, allow_negative_numbers = true, default_value_t = 1000)]
     pub iters: usize,
-    /// Marginal-error target; 0 runs all iterations (default: 1e-9 in f64, 1e-5 in f32).
+    /// Marginal-error target relative to each problem's total mass (default: 1e-9 in f64,
+    /// 1e-5 in f32). With --tol 0 all iterations run and `converged` says whether the final
+    /// plan meets the default tolerance of the precision.
     #[arg(long, allow_negative_numbers = true)]
     pub tol: Option<f64>,
+    /// Write the potentials f = ε log u (n, or B×n for a batch; −inf on zero-mass bins).
+    #[arg(long)]
+    pub out_f: Option<String>,
+    /// Write the potentials g = ε log v (m, or B×m).
+    #[arg(long)]
+    pub out_g: Option<String>,
     /// Where to compute.
     #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]
     pub backend: BackendChoice,
-    /// Compute in float32 whatever the input dtype.
+    /// Compute in float32 whatever the input dtypes.
     #[arg(long, conflicts_with = "f64")]
     pub f32: bool,
-    /// Compute in float64 whatever the input dtype.
+    /// Compute in float64 whatever the input dtypes (default: float64 when any input is
+    /// float64, float32 when all are, as numpy promotes).
     #[arg(long)]
     pub f64: bool,
 }
@@ -110,7 +124,7 @@ pub enum Metric {
 }
 
 impl Metric {
-    fn point_metric(self) -> PointMetric {
+    pub fn point_metric(self) -> PointMetric {
         match self {
             Metric::Sqeuclidean => PointMetric::SqEuclidean,
             Metric::Euclidean => PointMetric::Euclidean,
@@ -119,15 +133,20 @@ impl Metric {
 }
 
 impl SolveArgs {
-    /// Precision: `--f32`/`--f64`, else the dtype of `--mu`.
+    /// The input files, by flag.
+    pub fn inputs(&self) -> [(&'static str, Option<&str>); 5] {
+        [
+            ("--mu", self.mu.as_deref()),
+            ("--nu", self.nu.as_deref()),
+            ("--cost", self.cost.as_deref()),
+            ("--x", self.x.as_deref()),
+            ("--y", self.y.as_deref()),
+        ]
+    }
+
+    /// Precision: `--f32`/`--f64`, else numpy's promotion of the inputs' dtypes.
     pub fn dtype(&self) -> Result<Dtype> {
-        Ok(if self.f32 {
-            Dtype::F32
-        } else if self.f64 {
-            Dtype::F64
-        } else {
-            npy::dtype_of(&self.mu)?
-        })
+        input::precision(self.f32, self.f64, &self.inputs())
     }
 
     pub fn params(&self) -> SinkhornParams {
@@ -135,6 +154,7 @@ impl SolveArgs {
             eps: self.eps,
             max_iters: self.iters,
             tol: self.tol,
+            observer: crate::progress::bar("sinkhorn"),
             ..Default::default()
         }
     }
@@ -167,6 +187,29 @@ pub struct Inputs<T> {
     pub single: bool,
 }
 
+/// A histogram file as `B×k` (a 1-D file is one problem); `true` when it was 1-D.
+fn read_histograms<T: Real>(path: &str, arg: &str) -> Result<(Array2<T>, bool)> {
+    let v = input::read::<T>(path, arg, &[1, 2])?;
+    if v.ndim() == 1 {
+        let n = v.len();
+        let v = v
+            .into_shape_with_order((1, n))
+            .map_err(|e| Error::shape(arg, e))?;
+        Ok((v, true))
+    } else {
+        Ok((npy::fixed::<T, Ix2>(v, arg)?, false))
+    }
+}
+
+/// Uniform weights on `k` points carrying the masses of `other`'s rows (`1/k` each for
+/// one unit-mass problem, POT's `empirical_*` default).
+fn uniform_like<T: Real>(other: &Array2<T>, k: usize) -> Array2<T> {
+    Array2::from_shape_fn((other.nrows(), k), |(b, _)| {
+        let mass: f64 = other.row(b).iter().map(|v| v.f64()).sum();
+        T::of(mass / k as f64)
+    })
+}
+
 impl<T: Real> Inputs<T> {
     pub fn load(a: &SolveArgs) -> Result<Self> {
         if let (Some(m), None) = (a.metric, &a.x) {
@@ -176,29 +219,28 @@ impl<T: Real> Inputs<T> {
                 "applies to point clouds (--x/--y) only",
             ));
         }
-        let mu = npy::read::<T>(&a.mu, "--mu", &[1, 2])?;
-        let nu = npy::read::<T>(&a.nu, "--nu", &[1, 2])?;
-        if mu.ndim() != nu.ndim() {
-            return Err(Error::shape(
-                "--nu",
-                format!("is {}-D but --mu is {}-D", nu.ndim(), mu.ndim()),
-            ));
-        }
-        let single = mu.ndim() == 1;
-        let as2 = |v: ArrayD<T>, arg: &str| -> Result<Array2<T>> {
-            if v.ndim() == 1 {
-                let n = v.len();
-                v.into_shape_with_order((1, n))
-                    .map_err(|e| Error::shape(arg, e))
-            } else {
-                npy::fixed::<T, Ix2>(v, arg)
+        let mu =
+            a.mu.as_deref()
+                .map(|p| read_histograms::<T>(p, "--mu"))
+                .transpose()?;
+        let nu =
+            a.nu.as_deref()
+                .map(|p| read_histograms::<T>(p, "--nu"))
+                .transpose()?;
+        if let (Some((_, s_mu)), Some((_, s_nu))) = (&mu, &nu) {
+            if s_mu != s_nu {
+                let dims = |s: bool| if s { "1-D" } else { "2-D" };
+                return Err(Error::shape(
+                    "--nu",
+                    format!("is {} but --mu is {}", dims(*s_nu), dims(*s_mu)),
+                ));
             }
-        };
+        }
         let (cost, points) = match (&a.cost, &a.x, &a.y) {
-            (Some(path), _, _) => (npy::read::<T>(path, "--cost", &[2, 3])?, None),
+            (Some(path), _, _) => (input::read::<T>(path, "--cost", &[2, 3])?, None),
             (None, Some(xp), Some(yp)) => {
-                let x = npy::fixed::<T, Ix2>(npy::read::<T>(xp, "--x", &[2])?, "--x")?;
-                let y = npy::fixed::<T, Ix2>(npy::read::<T>(yp, "--y", &[2])?, "--y")?;
+                let x = npy::fixed::<T, Ix2>(input::read::<T>(xp, "--x", &[2])?, "--x")?;
+                let y = npy::fixed::<T, Ix2>(input::read::<T>(yp, "--y", &[2])?, "--y")?;
                 (
                     ArrayD::zeros(vec![0, 0]),
                     Some((x, y, a.metric.unwrap_or(Metric::Sqeuclidean).point_metric())),
@@ -212,9 +254,36 @@ impl<T: Real> Inputs<T> {
                 ))
             }
         };
+        // Weights left out (point clouds only): uniform over the points.
+        let (mu, nu, single) = match (mu, nu, &points) {
+            (Some((mu, s)), Some((nu, _)), _) => (mu, nu, s),
+            (Some((mu, s)), None, Some((_, y, _))) => {
+                let nu = uniform_like(&mu, y.nrows());
+                (mu, nu, s)
+            }
+            (None, Some((nu, s)), Some((x, _, _))) => {
+                let mu = uniform_like(&nu, x.nrows());
+                (mu, nu, s)
+            }
+            (None, None, Some((x, y, _))) => {
+                let one = Array2::from_elem((1, 1), T::one());
+                (
+                    uniform_like(&one, x.nrows()),
+                    uniform_like(&one, y.nrows()),
+                    true,
+                )
+            }
+            _ => {
+                return Err(Error::parameter(
+                    "--mu/--nu",
+                    "missing",
+                    "give both with --cost (uniform weights are implied for --x/--y only)",
+                ))
+            }
+        };
         Ok(Inputs {
-            mu: as2(mu, "--mu")?,
-            nu: as2(nu, "--nu")?,
+            mu,
+            nu,
             cost,
             points,
             single,
@@ -254,6 +323,48 @@ impl<T: Real> Inputs<T> {
         };
         Problem::batch(self.mu.view(), self.nu.view(), cost)
     }
+
+    /// The regularised objective `OT_ε = ⟨f, μ⟩ + ⟨g, ν⟩ − ε Σ_ij exp((f_i + g_j − C_ij)/ε)`
+    /// of each problem at the solver's potentials (dense costs; `None` for point clouds),
+    /// accumulated in f64.
+    pub fn ot_eps(&self, r: &SinkhornResult<T>) -> Option<Vec<f64>> {
+        if self.points.is_some() {
+            return None;
+        }
+        let eps = r.eps;
+        let out = (0..self.mu.nrows())
+            .map(|b| {
+                let cost = if self.cost.ndim() == 3 {
+                    self.cost.index_axis(Axis(0), b)
+                } else {
+                    self.cost.view()
+                };
+                let (f, g) = (r.f.row(b), r.g.row(b));
+                let dot = |p: ndarray::ArrayView1<'_, T>, w: ndarray::ArrayView1<'_, T>| {
+                    p.iter()
+                        .zip(w)
+                        .filter(|(_, w)| **w > T::zero())
+                        .map(|(p, w)| p.f64() * w.f64())
+                        .sum::<f64>()
+                };
+                // Row sums in parallel, added in row order: the same bits for any number
+                // of threads.
+                let rows: Vec<f64> = (0..f.len())
+                    .into_par_iter()
+                    .map(|i| {
+                        let fi = f[i].f64();
+                        g.iter()
+                            .zip(cost.index_axis(Axis(0), i))
+                            .map(|(gj, c)| ((fi + gj.f64() - c.f64()) / eps).exp()) // 0 on −∞
+                            .sum::<f64>()
+                    })
+                    .collect();
+                let mass: f64 = rows.iter().sum();
+                dot(f, self.mu.row(b)) + dot(g, self.nu.row(b)) - eps * mass
+            })
+            .collect();
+        Some(out)
+    }
 }
 
 /// Rename the library's `x`/`y` arguments to the CLI's `--x`/`--y`.
@@ -281,33 +392,66 @@ pub fn report<T: Real>(r: &SinkhornResult<T>) -> serde_json::Value {
         "iterations": c.iterations,
         "marginal_error": c.marginal_error,
         "converged": c.converged,
+        "tol": c.tol,
+        "marginal_errors": c.marginal_errors(),
+        "converged_each": c.problems.iter().map(|p| p.converged).collect::<Vec<bool>>(),
+        "iterations_each": c.problems.iter().map(|p| p.iterations).collect::<Vec<usize>>(),
         "eps": r.eps,
         "dtype": T::NAME,
     })
 }
 
-fn run_wasserstein<T: Real, B: Backend<T>>(backend: B, a: &WassersteinArgs) -> Json {
+/// Write `a` (`B×…`) to output `flag`, dropping the batch axis for a single problem.
+fn write_batch<T: Real, D: ndarray::RemoveAxis>(
+    outs: &mut Outputs,
+    flag: &str,
+    a: ndarray::ArrayView<'_, T, D>,
+    single: bool,
+) -> Result<()> {
+    if single {
+        outs.write(flag, a.index_axis(Axis(0), 0))
+    } else {
+        outs.write(flag, a)
+    }
+}
+
+/// The report of a solve with `--out-f/--out-g` written and, for dense costs, `OT_ε`.
+fn finish<T: Real>(inputs: &Inputs<T>, r: &SinkhornResult<T>, outs: &mut Outputs) -> Json {
+    write_batch(outs, "--out-f", r.f.view(), inputs.single)?;
+    write_batch(outs, "--out-g", r.g.view(), inputs.single)?;
+    let mut out = report(r);
+    if let Some(v) = inputs.ot_eps(r) {
+        out["ot_eps"] = json!(v);
+    }
+    Ok(out)
+}
+
+fn run_wasserstein<T: Real, B: Backend<T>>(
+    backend: B,
+    a: &WassersteinArgs,
+    outs: &mut Outputs,
+) -> Json {
     let inputs = Inputs::<T>::load(&a.solve)?;
     let problem = inputs.problem()?;
     let res = Solver::new(backend, a.solve.params_for(&problem)).solve(&problem)?;
-    Ok(report(&res))
+    finish(&inputs, &res, outs)
 }
 
-fn run_coupling<T: Real, B: Backend<T>>(backend: B, a: &CouplingArgs) -> Json {
+fn run_coupling<T: Real, B: Backend<T>>(backend: B, a: &CouplingArgs, outs: &mut Outputs) -> Json {
     let inputs = Inputs::<T>::load(&a.solve)?;
     let problem = inputs.problem()?;
     let c = Solver::new(backend, a.solve.params_for(&problem)).coupling(&problem)?;
-    if inputs.single {
-        npy::write(&a.out, c.plan.index_axis(Axis(0), 0))?;
-    } else {
-        npy::write(&a.out, c.plan.view())?;
-    }
-    Ok(report(&c.result))
+    write_batch(outs, "--out", c.plan.view(), inputs.single)?;
+    finish(&inputs, &c.result, outs)
 }
 
 /// `wasserstein --x --y` with `--grad-x/--grad-y`: envelope gradients of OT_ε with respect
 /// to the points (P applied on the fly), written as .npy.
-fn run_point_gradients<T: Real, B: PointCloudKernels<T>>(backend: B, a: &WassersteinArgs) -> Json {
+fn run_point_gradients<T: Real, B: PointCloudKernels<T>>(
+    backend: B,
+    a: &WassersteinArgs,
+    outs: &mut Outputs,
+) -> Json {
     let inputs = Inputs::<T>::load(&a.solve)?;
     if inputs.points.is_none() {
         return Err(Error::parameter(
@@ -318,22 +462,15 @@ fn run_point_gradients<T: Real, B: PointCloudKernels<T>>(backend: B, a: &Wassers
     }
     let problem = inputs.problem()?;
     let g = Solver::new(backend, a.solve.params_for(&problem)).point_gradients(&problem)?;
-    for (path, grad) in [(&a.grad_x, &g.x), (&a.grad_y, &g.y)] {
-        if let Some(path) = path {
-            if inputs.single {
-                npy::write(path, grad.index_axis(Axis(0), 0))?;
-            } else {
-                npy::write(path, grad.view())?;
-            }
-        }
-    }
-    let mut out = report(&g.result);
+    write_batch(outs, "--grad-x", g.x.view(), inputs.single)?;
+    write_batch(outs, "--grad-y", g.y.view(), inputs.single)?;
+    let mut out = finish(&inputs, &g.result, outs)?;
     out["ot_eps"] = json!(g.value.iter().map(|v| v.f64()).collect::<Vec<f64>>());
     Ok(out)
 }
 
 /// `wasserstein` with `--grad-*`: exact gradients of ⟨P,C⟩, written as .npy.
-fn run_gradients<T: Real>(a: &WassersteinArgs) -> Json {
+fn run_gradients<T: Real>(a: &WassersteinArgs, outs: &mut Outputs) -> Json {
     let inputs = Inputs::<T>::load(&a.solve)?;
     if inputs.points.is_some() {
         return Err(Error::Unavailable(
@@ -346,21 +483,14 @@ fn run_gradients<T: Real>(a: &WassersteinArgs) -> Json {
         max_iters: a.cg_iters,
         tol: a.cg_tol,
     };
-    let g =
-        Solver::new(CpuBackend, a.solve.params()).wasserstein_gradients(&inputs.problem()?, &cg)?;
-    if let Some(path) = &a.grad_mu {
-        write_batch(path, g.mu.view(), inputs.single)?;
-    }
-    if let Some(path) = &a.grad_nu {
-        write_batch(path, g.nu.view(), inputs.single)?;
-    }
-    if let Some(path) = &a.grad_cost {
-        if inputs.single {
-            npy::write(path, g.cost.index_axis(Axis(0), 0))?;
-        } else {
-            npy::write(path, g.cost.view())?;
-        }
-    }
+    let problem = inputs.problem()?;
+    // The same parameters as without gradients (ε-scaling included), so the distance and
+    // the plan the gradients differentiate are those `wasserstein` reports.
+    let g = Solver::new(CpuBackend, a.solve.params_for(&problem))
+        .wasserstein_gradients(&problem, &cg)?;
+    write_batch(outs, "--grad-mu", g.mu.view(), inputs.single)?;
+    write_batch(outs, "--grad-nu", g.nu.view(), inputs.single)?;
+    write_batch(outs, "--grad-cost", g.cost.view(), inputs.single)?;
     if !g.cg.all_converged() {
         eprintln!(
             "logot: warning: the adjoint CG solve did not converge for {} problem(s) (max relative residual {:.3e} > tol {:.1e})",
@@ -369,7 +499,7 @@ fn run_gradients<T: Real>(a: &WassersteinArgs) -> Json {
             g.cg.tol
         );
     }
-    let mut out = report(&g.result);
+    let mut out = finish(&inputs, &g.result, outs)?;
     out["gradient_cg"] = json!({
         "iterations": g.cg.max_iterations(),
         "residual": g.cg.max_residual(),
@@ -378,40 +508,65 @@ fn run_gradients<T: Real>(a: &WassersteinArgs) -> Json {
     Ok(out)
 }
 
-/// Write a `B×k` array, dropping the batch axis for a single problem.
-fn write_batch<T: Real>(path: &str, a: ndarray::ArrayView2<'_, T>, single: bool) -> Result<()> {
-    if single {
-        npy::write(path, a.index_axis(Axis(0), 0))
-    } else {
-        npy::write(path, a)
+impl WassersteinArgs {
+    fn outputs(&self) -> [(&'static str, Option<&str>); 7] {
+        [
+            ("--grad-mu", self.grad_mu.as_deref()),
+            ("--grad-nu", self.grad_nu.as_deref()),
+            ("--grad-cost", self.grad_cost.as_deref()),
+            ("--grad-x", self.grad_x.as_deref()),
+            ("--grad-y", self.grad_y.as_deref()),
+            ("--out-f", self.solve.out_f.as_deref()),
+            ("--out-g", self.solve.out_g.as_deref()),
+        ]
     }
 }
 
 pub fn wasserstein(a: &WassersteinArgs) -> Json {
-    if a.grad_x.is_some() || a.grad_y.is_some() {
-        if a.wants_gradients() {
-            return Err(Error::parameter(
-                "--grad-x/--grad-y",
-                "given",
-                "cannot be combined with --grad-mu/--grad-nu/--grad-cost",
-            ));
-        }
-        return dispatch!(a.solve.dtype()?, a.solve.backend, run_point_gradients, a);
+    if (a.grad_x.is_some() || a.grad_y.is_some()) && a.wants_gradients() {
+        return Err(Error::parameter(
+            "--grad-x/--grad-y",
+            "given",
+            "cannot be combined with --grad-mu/--grad-nu/--grad-cost",
+        ));
     }
-    if a.wants_gradients() {
-        if a.solve.backend != BackendChoice::Cpu {
-            return Err(Error::Unavailable(
-                "--grad-mu/--grad-nu/--grad-cost: gradients run on the CPU backend only for now; use --backend cpu".into(),
-            ));
-        }
-        return match a.solve.dtype()? {
-            Dtype::F32 => run_gradients::<f32>(a),
-            Dtype::F64 => run_gradients::<f64>(a),
-        };
+    if a.wants_gradients() && a.solve.backend != BackendChoice::Cpu {
+        return Err(Error::Unavailable(
+            "--grad-mu/--grad-nu/--grad-cost: gradients run on the CPU backend only for now; use --backend cpu".into(),
+        ));
     }
-    dispatch!(a.solve.dtype()?, a.solve.backend, run_wasserstein, a)
+    let mut outs = Outputs::prepare(&a.solve.inputs(), &a.outputs())?;
+    let dtype = a.solve.dtype()?;
+    let mut out = if a.grad_x.is_some() || a.grad_y.is_some() {
+        dispatch!(dtype, a.solve.backend, run_point_gradients, a, &mut outs)?
+    } else if a.wants_gradients() {
+        match dtype {
+            Dtype::F32 => run_gradients::<f32>(a, &mut outs)?,
+            Dtype::F64 => run_gradients::<f64>(a, &mut outs)?,
+        }
+    } else {
+        dispatch!(dtype, a.solve.backend, run_wasserstein, a, &mut outs)?
+    };
+    out["outputs"] = outs.commit()?;
+    Ok(out)
 }
 
 pub fn coupling(a: &CouplingArgs) -> Json {
-    dispatch!(a.solve.dtype()?, a.solve.backend, run_coupling, a)
+    let mut outs = Outputs::prepare(
+        &a.solve.inputs(),
+        &[
+            ("--out", Some(a.out.as_str())),
+            ("--out-f", a.solve.out_f.as_deref()),
+            ("--out-g", a.solve.out_g.as_deref()),
+        ],
+    )?;
+    let mut out = dispatch!(
+        a.solve.dtype()?,
+        a.solve.backend,
+        run_coupling,
+        a,
+        &mut outs
+    )?;
+    out["outputs"] = outs.commit()?;
+    Ok(out)
 }

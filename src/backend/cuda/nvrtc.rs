@@ -1,58 +1,62 @@
 //! Run-time compilation of the kernels in `cuda/` with NVRTC, once per process and
 //! architecture: the sources are embedded with `include_str!`, `common.cuh` is prepended
 //! (NVRTC has no include path or standard headers here), and NVRTC emits a CUBIN for the
-//! device's own `sm_XY`, so the driver loads machine code and JIT-compiles nothing. The
-//! CUBINs are also kept on disk (see [`disk_path`]), so later processes skip NVRTC.
+//! device's own `sm_XY`, so the driver loads machine code and JIT-compiles nothing. Where
+//! the backend was given a cache directory, the CUBINs are also kept there, so later
+//! processes skip NVRTC.
 
+use super::kernels::{Module, COMMON_SRC};
 use crate::{Error, Result};
 use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys};
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// The kernel sources: (module name, text).
-pub(crate) const SOURCES: &[(&str, &str)] = &[
-    ("sinkstep", include_str!("../../../cuda/sinkstep.cu")),
-    ("pointcloud", include_str!("../../../cuda/pointcloud.cu")),
-    ("grid", include_str!("../../../cuda/grid.cu")),
-    ("barycenter", include_str!("../../../cuda/barycenter.cu")),
-    (
-        "bistochastic",
-        include_str!("../../../cuda/bistochastic.cu"),
-    ),
-    ("grad", include_str!("../../../cuda/grad.cu")),
-    ("linalg", include_str!("../../../cuda/linalg.cu")),
-];
-const COMMON: &str = include_str!("../../../cuda/common.cuh");
+/// What a compiled module depends on besides its source: the architecture (`sm_90`) and
+/// the extra `-D` options.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Key {
+    module: Module,
+    arch: String,
+    defines: Vec<String>,
+}
 
-type Cache = Mutex<HashMap<(String, String), Arc<Vec<u8>>>>;
+type Cache = Mutex<HashMap<Key, Arc<Vec<u8>>>>;
 
 fn cache() -> &'static Cache {
     static CACHE: OnceLock<Cache> = OnceLock::new();
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// The CUBIN of module `name` for `arch` (e.g. `sm_90`), compiled on first use.
-pub(crate) fn cubin(name: &str, arch: &str) -> Result<Arc<Vec<u8>>> {
-    let key = (name.to_string(), arch.to_string());
+/// The CUBIN of `module` for `arch` (e.g. `sm_90`) with the macro definitions `defines`
+/// (`NAME=VALUE`), compiled on first use in the process; with `disk`, also kept there
+/// between processes (a file per source, architecture, options and crate version).
+pub(super) fn cubin(
+    module: Module,
+    arch: &str,
+    defines: &[String],
+    disk: Option<&Path>,
+) -> Result<Arc<Vec<u8>>> {
+    let key = Key {
+        module,
+        arch: arch.to_string(),
+        defines: defines.iter().map(|d| format!("-D{d}")).collect(),
+    };
     let mut guard = cache()
         .lock()
         .map_err(|_| Error::Cuda("the kernel cache lock was poisoned".into()))?;
     if let Some(c) = guard.get(&key) {
         return Ok(c.clone());
     }
-    let src = SOURCES
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, s)| *s)
-        .ok_or_else(|| Error::Cuda(format!("no kernel module named {name}")))?;
-    let full = format!("{COMMON}\n#line 1 \"{name}.cu\"\n{src}");
-    let disk = disk_path(name, arch, &full);
-    let bin = match disk.as_ref().and_then(|p| std::fs::read(p).ok()) {
+    let name = module.name();
+    let full = format!("{COMMON_SRC}\n#line 1 \"{name}.cu\"\n{}", module.source());
+    let file = disk.map(|dir| disk_path(dir, name, arch, &full, &key.defines));
+    let bin = match file.as_ref().and_then(|p| std::fs::read(p).ok()) {
         Some(b) if !b.is_empty() => b,
         _ => {
-            let b = compile(name, &full, arch)?;
-            if let Some(p) = &disk {
+            let b = compile(name, &full, arch, &key.defines)?;
+            if let Some(p) = &file {
                 store(p, &b);
             }
             b
@@ -63,34 +67,23 @@ pub(crate) fn cubin(name: &str, arch: &str) -> Result<Arc<Vec<u8>>> {
     Ok(bin)
 }
 
-/// Where a compiled module is kept between processes: `$LOGOT_CUDA_CACHE`, else
-/// `$XDG_CACHE_HOME/logot`, else `~/.cache/logot`; the file name hashes the source, the
-/// architecture, the options and the crate version. `LOGOT_CUDA_CACHE=off` disables it.
-fn disk_path(name: &str, arch: &str, src: &str) -> Option<std::path::PathBuf> {
-    let dir = match std::env::var_os("LOGOT_CUDA_CACHE") {
-        Some(d) if d == "off" => return None,
-        Some(d) => std::path::PathBuf::from(d),
-        None => match std::env::var_os("XDG_CACHE_HOME") {
-            Some(x) => std::path::PathBuf::from(x).join("logot"),
-            None => std::path::PathBuf::from(std::env::var_os("HOME")?)
-                .join(".cache")
-                .join("logot"),
-        },
-    };
+/// The file of a compiled module in the cache directory `dir`: the name hashes the source,
+/// the architecture, the options and the crate version.
+fn disk_path(dir: &Path, name: &str, arch: &str, src: &str, defines: &[String]) -> PathBuf {
     // FNV-1a, 64 bits: stable across runs and toolchains.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for part in [
         src,
         arch,
         OPTIONS.join(" ").as_str(),
-        defines().join(" ").as_str(),
+        defines.join(" ").as_str(),
         env!("CARGO_PKG_VERSION"),
     ] {
         for &b in part.as_bytes().iter().chain(&[0u8]) {
             h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
         }
     }
-    Some(dir.join(format!("{name}-{arch}-{h:016x}.cubin")))
+    dir.join(format!("{name}-{arch}-{h:016x}.cubin"))
 }
 
 /// Write atomically (temporary file, then rename); a cache that cannot be written is skipped.
@@ -111,17 +104,7 @@ const OPTIONS: &[&str] = &[
     "--device-as-default-execution-space",
 ];
 
-/// Extra `-D` options from `LOGOT_CUDA_DEFINES` (space-separated `NAME=VALUE`), a tuning
-/// knob for kernel variants (e.g. `KW_UNROLL=8`); part of the disk cache key.
-fn defines() -> Vec<String> {
-    std::env::var("LOGOT_CUDA_DEFINES")
-        .unwrap_or_default()
-        .split_whitespace()
-        .map(|d| format!("-D{d}"))
-        .collect()
-}
-
-fn compile(name: &str, src: &str, arch: &str) -> Result<Vec<u8>> {
+fn compile(name: &str, src: &str, arch: &str, defines: &[String]) -> Result<Vec<u8>> {
     let err = |what: &str, e: nvrtc::NvrtcError| {
         Error::Cuda(format!("NVRTC {what} for {name}.cu: {e:?}"))
     };
@@ -131,7 +114,7 @@ fn compile(name: &str, src: &str, arch: &str) -> Result<Vec<u8>> {
     let prog = nvrtc::create_program(&csrc, Some(&cname)).map_err(|e| err("create", e))?;
     let mut opts = vec![format!("--gpu-architecture={arch}")];
     opts.extend(OPTIONS.iter().map(|o| o.to_string()));
-    opts.extend(defines());
+    opts.extend(defines.iter().cloned());
     let compiled = unsafe { nvrtc::compile_program(prog, &opts) };
     let out = match compiled {
         Ok(()) => {

@@ -1,0 +1,602 @@
+"""logot — entropic optimal transport in the log domain, from Python.
+
+Sinkhorn distances, plans, barycenters and exact gradients, on the CPU or an NVIDIA GPU
+(``backend="cuda"``), computed by the Rust library `logot` (this package's compiled module
+``logot._logot``). numpy arrays in and out: float32 stays float32, float64 stays float64
+(other inputs are computed in float64), any strides are accepted.
+
+Conventions follow POT: the plan is ``P = diag(u)·exp(−C/ε)·diag(v)`` with ``P·1 = μ``,
+``Pᵀ·1 = ν``; potentials ``f = ε log u``, ``g = ε log v``; the "distance" is the transport
+cost ``⟨P, C⟩`` (POT's ``sinkhorn2``). Each iteration updates ``g`` then ``f``; the marginal
+error is ``‖Pᵀ1 − ν‖₁``.
+
+* :func:`wasserstein`, :func:`solve`, :func:`coupling` — one problem or a batch (μ B×n,
+  ν B×m, one cost n×m or B costs B×n×m); the cost may also be a :class:`PointCloud`
+  (computed on the fly, never stored) or a :class:`Grid`.
+* :func:`wasserstein_gradients`, :func:`plan_gradients`, :func:`point_gradients`,
+  :func:`sinkhorn_divergence` — exact gradients.
+* :func:`barycenter`, :func:`grid_barycenter` — fixed-support and image barycenters.
+* :func:`bistochastic`, :func:`bistochastic_backward`, :func:`svd3`,
+  :func:`newton_schulz` — the supporting kernels.
+* :mod:`logot.pot` — POT's names and signatures; :mod:`logot.torch` — autograd functions.
+
+Bad input raises ``ValueError`` naming the argument; numerical or device failures raise
+``RuntimeError``; both carry the library's message.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _logot
+from ._results import (
+    Barycenter,
+    BistochasticGradient,
+    BistochasticResult,
+    CgReport,
+    Convergence,
+    ConvergenceWarning,
+    Coupling,
+    OtGradients,
+    PlanGradients,
+    PointGradients,
+    SinkhornDivergence,
+    SinkhornResult,
+    Svd3,
+)
+
+__version__ = _logot.__version__
+
+__all__ = [
+    "wasserstein",
+    "solve",
+    "coupling",
+    "wasserstein_gradients",
+    "plan_gradients",
+    "point_gradients",
+    "sinkhorn_divergence",
+    "barycenter",
+    "grid_barycenter",
+    "bistochastic",
+    "bistochastic_backward",
+    "svd3",
+    "newton_schulz",
+    "cuda_available",
+    "cuda_device_name",
+    "PointCloud",
+    "Grid",
+    "MUON_COEFFICIENTS",
+    "CUBIC_COEFFICIENTS",
+    "Convergence",
+    "CgReport",
+    "SinkhornResult",
+    "Coupling",
+    "OtGradients",
+    "PlanGradients",
+    "PointGradients",
+    "SinkhornDivergence",
+    "Barycenter",
+    "BistochasticResult",
+    "BistochasticGradient",
+    "Svd3",
+    "ConvergenceWarning",
+]
+
+#: ``(a, b, c)`` of the quintic Newton–Schulz step used by Muon.
+MUON_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
+#: ``(a, b, c)`` of the cubic step that converges to the polar factor.
+CUBIC_COEFFICIENTS = (1.5, -0.5, 0.0)
+
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+
+
+def _dtype(*arrays) -> np.dtype:
+    """float32 when every input is float32 (or float16), else float64."""
+    dt = np.result_type(*arrays)
+    if dt == _F32 or dt == _F64:
+        return dt
+    if dt.kind == "f" and dt.itemsize < 4:
+        return _F32
+    if dt.kind in "fiub":
+        return _F64
+    raise TypeError(f"expected real numbers, got dtype {dt}")
+
+
+def _array(a, dtype) -> np.ndarray:
+    """``a`` as a native-endian array of ``dtype``, without a copy when it already is one
+    (strides are kept: the library reads any layout)."""
+    return np.asarray(a, dtype=dtype)
+
+
+# ---------------------------------------------------------------------------------------
+# Costs
+# ---------------------------------------------------------------------------------------
+
+
+class PointCloud:
+    """The cost between two point clouds, ``C_ij = |x_i − y_j|²`` (``metric="sqeuclidean"``,
+    POT's default) or ``|x_i − y_j|`` (``"euclidean"``), computed on the fly by the
+    library and never stored: memory O((n + m)·d) whatever n·m.
+
+    ``x`` is n×d (the rows of the plan, weights μ), ``y`` m×d (columns, weights ν).
+    """
+
+    __slots__ = ("x", "y", "metric")
+
+    def __init__(self, x, y, metric: str = "sqeuclidean"):
+        self.x = np.asarray(x)
+        self.y = np.asarray(y)
+        self.metric = metric
+
+    def __repr__(self) -> str:
+        return f"PointCloud(x={self.x.shape}, y={self.y.shape}, metric={self.metric!r})"
+
+    def dense(self) -> np.ndarray:
+        """The n×m cost matrix (small clouds: plots, comparisons)."""
+        x = np.asarray(self.x, dtype=np.float64)
+        y = np.asarray(self.y, dtype=np.float64)
+        d2 = ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1)
+        return d2 if self.metric == "sqeuclidean" else np.sqrt(d2)
+
+
+class Grid:
+    """The squared Euclidean cost between the points of a regular grid on the unit cube
+    (``linspace(0, 1, N)`` per axis, 1 to 3 axes, row-major flattening), never stored: a
+    half-step is one 1-D log-convolution per axis. POT's ``convolutional_barycenter2d``
+    kernel for ``shape=(N, M)``."""
+
+    __slots__ = ("shape",)
+
+    def __init__(self, shape: Union[int, Sequence[int]]):
+        self.shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
+
+    def __repr__(self) -> str:
+        return f"Grid(shape={self.shape})"
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape))
+
+
+def _cost_arg(cost, arrays: list):
+    """The cost as the compiled module takes it, and whether it is one matrix per problem.
+    Appends the cost's arrays to ``arrays`` (for the dtype)."""
+    if isinstance(cost, PointCloud):
+        _ndim(cost.x, "x", (2,), "points n×d")
+        _ndim(cost.y, "y", (2,), "points m×d")
+        arrays += [cost.x, cost.y]
+        return ("points", cost.x, cost.y, cost.metric), False
+    if isinstance(cost, Grid):
+        return ("grid", cost.shape), False
+    cost = np.asarray(cost)
+    arrays.append(cost)
+    return cost, cost.ndim == 3
+
+
+def _retype_cost(arg, dtype):
+    if isinstance(arg, tuple):
+        if arg[0] == "points":
+            return ("points", _array(arg[1], dtype), _array(arg[2], dtype), arg[3])
+        return arg
+    return _array(arg, dtype)
+
+
+# ---------------------------------------------------------------------------------------
+# Sinkhorn
+# ---------------------------------------------------------------------------------------
+
+
+def _params(eps, max_iters, tol, check_every, eps_scaling):
+    if eps_scaling is not None and not isinstance(eps_scaling, bool):
+        eps_scaling = tuple(eps_scaling)
+    return (float(eps), int(max_iters), None if tol is None else float(tol), int(check_every), eps_scaling)
+
+
+def _problem(mu, nu, cost):
+    """Marginals as B×n, B×m arrays of one dtype, the cost argument, and whether the caller
+    asked for one problem (results are then squeezed)."""
+    mu = np.asarray(mu)
+    nu = np.asarray(nu)
+    arrays = [mu, nu]
+    cost_arg, per_problem = _cost_arg(cost, arrays)
+    dtype = _dtype(*arrays)
+    single = mu.ndim == 1 and nu.ndim == 1 and not per_problem
+    mu = _array(mu, dtype)
+    nu = _array(nu, dtype)
+    if mu.ndim == 1 and nu.ndim == 1:
+        if per_problem:
+            b = cost_arg.shape[0]
+            mu, nu = np.broadcast_to(mu, (b, mu.size)), np.broadcast_to(nu, (b, nu.size))
+        else:
+            mu, nu = mu[None, :], nu[None, :]
+    elif mu.ndim == 1 and nu.ndim == 2:
+        mu = np.broadcast_to(mu, (nu.shape[0], mu.size))
+    elif mu.ndim == 2 and nu.ndim == 1:
+        nu = np.broadcast_to(nu, (mu.shape[0], nu.size))
+    elif mu.ndim != 2 or nu.ndim != 2:
+        bad, arr = ("mu", mu) if mu.ndim not in (1, 2) else ("nu", nu)
+        raise ValueError(f"{bad}: expected a histogram (n) or a batch of them (B×n), got shape {arr.shape}")
+    return mu, nu, _retype_cost(cost_arg, dtype), single
+
+
+def _warm(warm_start, single):
+    if warm_start is None:
+        return None
+    f, g = warm_start
+    f = np.asarray(f, dtype=np.float64)
+    g = np.asarray(g, dtype=np.float64)
+    if single:
+        f, g = f.reshape(1, -1), g.reshape(1, -1)
+    return f, g
+
+
+def _result(out, eps, single, cls=SinkhornResult, **extra) -> SinkhornResult:
+    distance, f, g, conv = out
+    if single:
+        distance, f, g = float(distance[0]), f[0], g[0]
+    return cls(**extra, distance=distance, f=f, g=g, eps=float(eps), convergence=Convergence(**conv))
+
+
+def _warn_unconverged(conv: dict, asked_tol, what: str = "Sinkhorn"):
+    # tol=0 asks for all max_iters iterations: the report still judges the result against
+    # the precision's default tolerance, but the caller chose not to stop on it.
+    if not conv["converged"] and asked_tol != 0:
+        warnings.warn(
+            f"{what} did not converge: marginal error {conv['marginal_error']:.3g} > tol "
+            f"{conv['tol']:.3g} after {conv['iterations']} iterations (raise max_iters or eps, "
+            "or use eps_scaling=True)",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
+
+
+_SINKHORN_OPTIONS = """
+    max_iters : int, default 1000
+        Maximum number of iterations (each is a ``g`` and an ``f`` half-step).
+    tol : float or None
+        Target marginal error ``‖P_bᵀ1 − ν_b‖₁ / mass_b`` of every problem (relative to its
+        total mass); None: 1e-9 (float64) or 1e-5 (float32); 0 runs all ``max_iters``
+        iterations, and ``converged`` then says whether the default tolerance was met
+        (no warning is issued).
+    check_every : int, default 10
+        Iterations between convergence checks.
+    eps_scaling : None, True or (start, factor, iters_per_stage)
+        Anneal ε geometrically down to ``eps`` before the main loop; True starts from the
+        largest cost, halving with 3 iterations per stage.
+    warm_start : (f, g) or None
+        Starting potentials (n and m, or B×n and B×m) instead of zeros.
+    backend : "cpu", "cuda" or "cuda:N"
+"""
+
+
+def solve(mu, nu, cost, eps, *, max_iters=1000, tol=None, check_every=10, eps_scaling=None,
+          warm_start=None, backend="cpu") -> SinkhornResult:
+    """Solve entropic OT between ``mu`` and ``nu`` for ``cost`` at regularisation ``eps``:
+    the distances ⟨P, C⟩, the potentials and the convergence report.
+
+    ``mu`` (n) and ``nu`` (m) with an n×m ``cost`` is one problem (``distance`` a float);
+    ``mu`` B×n and ``nu`` B×m (either may be 1-D, shared) or a B×n×m cost is a batch
+    (``distance`` an array of B). ``cost`` may be an array, a :class:`PointCloud` or a
+    :class:`Grid`.
+    """
+    mu, nu, cost, single = _problem(mu, nu, cost)
+    params = _params(eps, max_iters, tol, check_every, eps_scaling)
+    out = _logot.solve(mu, nu, cost, params, _warm(warm_start, single), backend)
+    return _result(out, eps, single)
+
+
+solve.__doc__ += "\n    Options\n    -------" + _SINKHORN_OPTIONS
+
+
+def wasserstein(mu, nu, cost, eps, *, max_iters=1000, tol=None, check_every=10, eps_scaling=None,
+                warm_start=None, backend="cpu"):
+    """The entropic transport cost ⟨P, C⟩ (POT's ``sinkhorn2`` value): a float for one
+    problem, an array of B for a batch (see :func:`solve` for the shapes and options).
+
+    Warns :class:`ConvergenceWarning` when the tolerance was not met (use :func:`solve` for
+    the full report).
+    """
+    mu, nu, cost, single = _problem(mu, nu, cost)
+    params = _params(eps, max_iters, tol, check_every, eps_scaling)
+    distance, _, _, conv = _logot.solve(mu, nu, cost, params, _warm(warm_start, single), backend)
+    if not conv["converged"]:
+        _warn_unconverged(conv, tol)
+    return float(distance[0]) if single else distance
+
+
+def coupling(mu, nu, cost, eps, *, max_iters=1000, tol=None, check_every=10, eps_scaling=None,
+             warm_start=None, backend="cpu") -> Coupling:
+    """The entropic plan ``P = exp((f ⊕ g − C)/ε)`` (n×m, or B×n×m for a batch) with the
+    distances, potentials and convergence report (see :func:`solve`)."""
+    mu, nu, cost, single = _problem(mu, nu, cost)
+    params = _params(eps, max_iters, tol, check_every, eps_scaling)
+    plan, out = _logot.coupling(mu, nu, cost, params, _warm(warm_start, single), backend)
+    return _result(out, eps, single, Coupling, plan=plan[0] if single else plan)
+
+
+def wasserstein_gradients(mu, nu, cost, eps, *, max_iters=1000, tol=None, check_every=10,
+                          eps_scaling=None, warm_start=None, cg_tol=None, cg_max_iters=1000,
+                          backend="cpu") -> OtGradients:
+    """⟨P, C⟩ with its exact gradients with respect to the cost, ``mu`` and ``nu``, by
+    implicit differentiation through the converged plan (dense costs).
+
+    With ``G = ∂L/∂P`` the adjoint system ``[diag(μ) P; Pᵀ diag(ν)]·[a; b] = [(G⊙P)1;
+    (G⊙P)ᵀ1]`` gives ``∂L/∂C = −(1/ε)(G − a1ᵀ − 1bᵀ)⊙P`` (plus ``P`` for the explicit
+    term), ``∂L/∂μ = a`` and ``∂L/∂ν = b`` in the representative with ``Σ ∂L/∂μ = 0``
+    (only ``a_i + b_j`` is determined: admissible perturbations keep the masses equal).
+
+    ``cg_tol`` (relative residual; None: 1e-10 in float64, 1e-5 in float32) and
+    ``cg_max_iters`` control the adjoint solve; check ``result.convergence`` and ``cg``.
+    """
+    mu, nu, cost, single = _problem(mu, nu, cost)
+    params = _params(eps, max_iters, tol, check_every, eps_scaling)
+    d_cost, d_mu, d_nu, cg, out = _logot.wasserstein_gradients(
+        mu, nu, cost, params, _warm(warm_start, single), cg_tol, int(cg_max_iters), backend
+    )
+    result = _result(out, eps, single)
+    if single:
+        d_cost, d_mu, d_nu = d_cost[0], d_mu[0], d_nu[0]
+    return OtGradients(cost=d_cost, mu=d_mu, nu=d_nu, result=result, cg=CgReport(**cg))
+
+
+def plan_gradients(plan, eps, upstream, *, cg_tol=None, cg_max_iters=1000, backend="cpu") -> PlanGradients:
+    """Exact gradients of any loss ``L(P)`` of entropic plans with respect to the cost and
+    the marginals, from the plan (n×m or B×n×m) and ``upstream = ∂L/∂P`` (same shape), by
+    implicit differentiation (the system of :func:`wasserstein_gradients`, without the
+    explicit term). Zero-mass bins get a zero marginal gradient here (the plan alone does
+    not determine their one-sided derivative)."""
+    plan = np.asarray(plan)
+    upstream = np.asarray(upstream)
+    dtype = _dtype(plan, upstream)
+    _ndim(plan, "plan", (2, 3), "an n×m plan or a B×n×m batch")
+    _ndim(upstream, "upstream", (plan.ndim,), f"the shape of the plan, {plan.shape}")
+    single = plan.ndim == 2
+    plan = _array(plan, dtype)
+    upstream = _array(upstream, dtype)
+    if single:
+        plan, upstream = plan[None], upstream[None]
+    d_cost, d_mu, d_nu, cg = _logot.plan_gradients(plan, float(eps), upstream, cg_tol, int(cg_max_iters), backend)
+    if single:
+        d_cost, d_mu, d_nu = d_cost[0], d_mu[0], d_nu[0]
+    return PlanGradients(cost=d_cost, mu=d_mu, nu=d_nu, cg=CgReport(**cg))
+
+
+def _ndim(a: np.ndarray, arg: str, dims: Tuple[int, ...], what: str) -> None:
+    if a.ndim not in dims:
+        raise ValueError(f"{arg}: expected {what}, got shape {a.shape}")
+
+
+def _weights(w, n, dtype):
+    """Weights of n points, uniform when None."""
+    if w is None:
+        return np.full(n, 1.0 / max(n, 1), dtype=dtype)
+    return _array(w, dtype)
+
+
+def _clouds(x, y, a, b):
+    x = np.asarray(x)
+    y = np.asarray(y)
+    _ndim(x, "x", (2,), "points n×d")
+    _ndim(y, "y", (2,), "points m×d")
+    arrays = [x, y] + [np.asarray(w) for w in (a, b) if w is not None]
+    dtype = _dtype(*arrays)
+    x, y = _array(x, dtype), _array(y, dtype)
+    a, b = _weights(a, x.shape[0], dtype), _weights(b, y.shape[0], dtype)
+    _ndim(a, "a", (1,), "one weight per point of x")
+    _ndim(b, "b", (1,), "one weight per point of y")
+    return x, y, a, b
+
+
+def point_gradients(x, y, eps, a=None, b=None, *, metric="sqeuclidean", max_iters=1000, tol=None,
+                    check_every=10, eps_scaling=None, warm_start=None, backend="cpu") -> PointGradients:
+    """The regularised objective ``OT_ε = ⟨f, a⟩ + ⟨g, b⟩ − ε ΣP`` between the clouds ``x``
+    (n×d, weights ``a``, uniform by default) and ``y`` (m×d, weights ``b``) and its
+    gradients with respect to the points, ``∂OT_ε/∂x_i = Σ_j P_ij ∇_x c(x_i, y_j)``
+    (envelope theorem: exact at convergence), with ``P`` applied on the fly, never stored.
+    ``result`` holds ⟨P, C⟩, the potentials (``∂OT_ε/∂a = f``, ``∂OT_ε/∂b = g``) and the
+    convergence report."""
+    x, y, mu, nu = _clouds(x, y, a, b)
+    params = _params(eps, max_iters, tol, check_every, eps_scaling)
+    value, gx, gy, out = _logot.point_gradients(
+        mu[None], nu[None], ("points", x, y, metric), params, _warm(warm_start, True), backend
+    )
+    return PointGradients(value=float(value[0]), x=gx[0], y=gy[0], result=_result(out, eps, True))
+
+
+def sinkhorn_divergence(x, y, eps, a=None, b=None, *, metric="sqeuclidean", convention="objective",
+                        max_iters=1000, tol=None, check_every=10, eps_scaling=None,
+                        backend="cpu") -> SinkhornDivergence:
+    """The Sinkhorn divergence ``S_ε = W(a, b) − ½ W(a, a) − ½ W(b, b)`` between the clouds
+    ``x`` (n×d, weights ``a``, uniform by default) and ``y`` (m×d, weights ``b``), with the
+    cost computed on the fly.
+
+    ``convention="objective"`` (default, as GeomLoss): ``W = OT_ε``, the regularised
+    objective; ``S_ε ≥ 0``, zero iff the measures are equal; ``grad_x``, ``grad_y`` are its
+    gradients with respect to the points (the self terms by the symmetric iteration).
+    ``convention="linear"`` (POT's ``empirical_sinkhorn_divergence``): ``W = ⟨P, C⟩`` of each
+    of the three plans; no gradients (``grad_x = grad_y = None``; see
+    :func:`logot.torch.sinkhorn_divergence` for them).
+    """
+    x, y, a, b = _clouds(x, y, a, b)
+    params = _params(eps, max_iters, tol, check_every, eps_scaling)
+    if convention in ("objective", "linear"):
+        value, gx, gy, terms, convs = _logot.sinkhorn_divergence(
+            x, y, a, b, metric, params, backend, convention
+        )
+        return SinkhornDivergence(
+            value=value, grad_x=gx, grad_y=gy, terms=terms,
+            convergence=tuple(Convergence(**c) for c in convs), convention=convention,
+        )
+    raise ValueError(f"convention = {convention!r}: expected \"objective\" or \"linear\"")
+
+
+# ---------------------------------------------------------------------------------------
+# Barycenters
+# ---------------------------------------------------------------------------------------
+
+
+def _barycenter(histograms, weights, cost_arg, eps, max_iters, tol, check_every, backend):
+    single = histograms.ndim == 2
+    if single:
+        histograms, weights = histograms[None], weights[None]
+    params = (float(eps), None if max_iters is None else int(max_iters), float(tol), int(check_every))
+    hist, iterations, errors, converged = _logot.barycenter(histograms, weights, cost_arg, params, backend)
+    if single:
+        return Barycenter(histogram=hist[0], iterations=iterations, error=errors[0], converged=converged[0])
+    return Barycenter(histogram=hist, iterations=iterations, error=np.asarray(errors),
+                      converged=np.asarray(converged))
+
+
+def barycenter(histograms, weights, cost, eps, *, max_iters=None, tol=1e-4, check_every=10,
+               backend="cpu") -> Barycenter:
+    """The entropic Wasserstein barycenter ``argmin_b Σ_k w_k OT_ε(a_k, b)`` of the rows of
+    ``histograms`` (K×n) with ``weights`` (K, summing to 1; None: uniform), for a cost with
+    n rows (``b`` has one bin per column): iterative Bregman projections in the log domain
+    (POT's ``ot.bregman.barycenter(..., method="sinkhorn_log")`` with its error and check
+    schedule). A P×K×n ``histograms`` with P×K ``weights`` solves P problems at once.
+
+    ``cost`` is an n×m array or a :class:`Grid`; ``max_iters`` None is POT's default (1000
+    for a dense cost, 10000 for a grid); the loop stops when POT's spread error
+    ``Σ_x std_k (K_k-marginals)`` falls below ``tol``.
+    """
+    histograms = np.asarray(histograms)
+    _ndim(histograms, "histograms", (2, 3), "K×n histograms (or P×K×n)")
+    arrays = [histograms]
+    cost_arg, per_problem = _cost_arg(cost, arrays)
+    if per_problem:
+        raise ValueError("cost: a barycenter needs one n×m cost shared by its inputs")
+    if weights is not None:
+        arrays.append(np.asarray(weights))
+    dtype = _dtype(*arrays)
+    histograms = _array(histograms, dtype)
+    if weights is None:
+        k = histograms.shape[-2] if histograms.ndim >= 2 else 1
+        weights = np.full(histograms.shape[:-1], 1.0 / k, dtype=dtype)
+    weights = _array(weights, dtype)
+    _ndim(weights, "weights", (histograms.ndim - 1,), f"one weight per histogram ({'K' if histograms.ndim == 2 else 'P×K'})")
+    return _barycenter(histograms, weights, _retype_cost(cost_arg, dtype), eps, max_iters, tol,
+                       check_every, backend)
+
+
+def grid_barycenter(images, weights, eps, *, max_iters=None, tol=1e-4, check_every=10,
+                    backend="cpu") -> Barycenter:
+    """The barycenter of ``images`` (K×N, K×N×M or K×N×M×L) on the regular grid of their
+    shape over the unit cube, with the separable kernel ``exp(−|x − y|²/ε)`` (POT's
+    ``convolutional_barycenter2d(..., method="sinkhorn_log")`` for K×N×M): a 2-D step is two
+    1-D log-convolutions, O(N³) instead of O(N⁴). ``histogram`` has the images' shape."""
+    images = np.asarray(images)
+    arrays = [images] + ([np.asarray(weights)] if weights is not None else [])
+    dtype = _dtype(*arrays)
+    images = _array(images, dtype)
+    if images.ndim not in (2, 3, 4):
+        raise ValueError(f"images: shape {images.shape}: expected K×N, K×N×M or K×N×M×L")
+    k, shape = images.shape[0], images.shape[1:]
+    if weights is None:
+        weights = np.full(k, 1.0 / k, dtype=dtype)
+    weights = _array(weights, dtype)
+    _ndim(weights, "weights", (1,), "one weight per image (K)")
+    flat = images.reshape(k, -1)
+    try:
+        bar = _barycenter(flat, weights, ("grid", shape), eps, max_iters, tol, check_every, backend)
+    except ValueError as e:  # the library checks the flattened images as "histograms"
+        msg = str(e)
+        if msg.startswith("histograms"):
+            raise ValueError("images" + msg[len("histograms"):]) from None
+        raise
+    bar.histogram = bar.histogram.reshape(shape)
+    return bar
+
+
+# ---------------------------------------------------------------------------------------
+# Bistochastic projection and linear algebra
+# ---------------------------------------------------------------------------------------
+
+
+def bistochastic(x, iters=None, tol=0.0, *, backend="cpu") -> BistochasticResult:
+    """``R = SinkhornKnopp(exp(X))`` for each n×n matrix of ``x`` (n×n or B×n×n, n ≤ 32),
+    in the log domain: alternately normalise columns and rows ``iters`` times (default 20),
+    or, with ``tol > 0``, until the column error ``Σ_j |Σ_i R_ij − 1|`` is ``≤ tol`` (at most
+    ``iters``, default 100 000). Rows of ``r`` sum to 1."""
+    if iters is None:
+        iters = 20 if tol == 0 else 100_000
+    x = np.asarray(x)
+    x = _array(x, _dtype(x))
+    _ndim(x, "x", (2, 3), "an n×n matrix or a B×n×n batch")
+    single = x.ndim == 2
+    r, conv = _logot.bistochastic(x[None] if single else x, int(iters), float(tol), backend)
+    return BistochasticResult(r=r[0] if single else r, convergence=Convergence(**conv))
+
+
+def bistochastic_backward(r, g, *, cg_tol=None, cg_max_iters=1000, backend="cpu") -> BistochasticGradient:
+    """``∂L/∂X`` of the projection from its result ``r`` and ``g = ∂L/∂R``, by implicit
+    differentiation: ``∂L/∂X = (G − a1ᵀ − 1bᵀ)⊙R`` with ``(I − RᵀR) b = (G⊙R)ᵀ1 −
+    Rᵀ(G⊙R)1``, ``a = (G⊙R)1 − Rb``, solved matrix-free by CG. Exact for the exact
+    projection (run the forward to a tolerance for exact gradients)."""
+    r = np.asarray(r)
+    g = np.asarray(g)
+    dtype = _dtype(r, g)
+    r, g = _array(r, dtype), _array(g, dtype)
+    _ndim(r, "r", (2, 3), "an n×n matrix or a B×n×n batch")
+    _ndim(g, "g", (r.ndim,), f"the shape of r, {r.shape}")
+    single = r.ndim == 2
+    if single:
+        r, g = r[None], g[None]
+    dx, cg = _logot.bistochastic_backward(r, g, cg_tol, int(cg_max_iters), backend)
+    return BistochasticGradient(dx=dx[0] if single else dx, cg=CgReport(**cg))
+
+
+def svd3(a, *, backend="cpu") -> Svd3:
+    """Thin SVD ``A = U·diag(S)·Vᵀ`` of an M×3 matrix or a B×M×3 batch, through the 3×3 Gram
+    matrix (cyclic Jacobi); singular values descending."""
+    a = np.asarray(a)
+    a = _array(a, _dtype(a))
+    _ndim(a, "a", (2, 3), "an M×3 matrix or a B×M×3 batch")
+    single = a.ndim == 2
+    u, s, vt = _logot.svd3(a[None] if single else a, backend)
+    if single:
+        u, s, vt = u[0], s[0], vt[0]
+    return Svd3(u=u, s=s, vt=vt)
+
+
+def newton_schulz(x, steps=5, *, coefficients=MUON_COEFFICIENTS, polish_steps=0, backend="cpu") -> np.ndarray:
+    """Newton–Schulz orthogonalisation of ``x`` (r×c): ``x`` scaled by its Frobenius norm,
+    then ``steps`` steps ``X ← aX + b(XXᵀ)X + c(XXᵀ)²X`` with ``coefficients = (a, b, c)``
+    (Muon's quintic by default), then ``polish_steps`` cubic steps (converging to the polar
+    factor ``U·Vᵀ``)."""
+    x = np.asarray(x)
+    x = _array(x, _dtype(x))
+    _ndim(x, "x", (2,), "a matrix")
+    return _logot.newton_schulz(x, int(steps), tuple(float(c) for c in coefficients), int(polish_steps), backend)
+
+
+# ---------------------------------------------------------------------------------------
+# Devices
+# ---------------------------------------------------------------------------------------
+
+
+def cuda_device_name(ordinal: int = 0) -> str:
+    """The name of GPU ``ordinal``; ``RuntimeError`` with the reason when the CUDA backend
+    cannot run (no driver, no GPU, NVRTC missing). The first call compiles the kernels."""
+    return _logot.cuda_device_name(int(ordinal))
+
+
+def cuda_available(ordinal: int = 0) -> bool:
+    """Whether ``backend="cuda"`` (GPU ``ordinal``) can run here."""
+    try:
+        _logot.cuda_device_name(int(ordinal))
+        return True
+    except RuntimeError:
+        return False
+
+
+def __getattr__(name):
+    # `logot.torch` after a plain `import logot`, imported on first use (never at import).
+    if name in ("torch", "pot"):
+        import importlib
+
+        return importlib.import_module(f"logot.{name}")
+    raise AttributeError(f"module 'logot' has no attribute {name!r}")

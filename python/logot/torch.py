@@ -1,0 +1,398 @@
+"""PyTorch autograd functions over logot: Wasserstein losses with exact gradients, Sinkhorn
+divergences of point clouds and the bistochastic projection with its implicit backward.
+
+Import it explicitly (``import logot.torch``); ``import logot`` alone never imports torch.
+
+* :func:`wasserstein` — ⟨P, C⟩ with exact (implicit) gradients with respect to the cost and
+  both marginals; compose with :func:`sqeuclidean` for gradients with respect to points.
+* :func:`coupling` — the plan, differentiable for any downstream loss (implicit).
+* :func:`wasserstein_points` — OT_ε of two clouds (cost never stored) with envelope
+  gradients for the points and weights, or ⟨P, C⟩ through a dense cost.
+* :func:`sinkhorn_divergence` — S_ε of two clouds, differentiable in the points.
+* :func:`bistochastic` — ``SinkhornKnopp(exp(X))`` over the last two axes, with the
+  implicit backward (hyper-connection mixing matrices).
+
+Tensors: float32 and float64. CPU tensors share memory with the numpy arrays the library
+reads (no copy). CUDA tensors run on the CUDA backend of their device
+(``backend="cuda:N"``); see ``CUDA_ZERO_COPY``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Optional
+
+try:
+    import torch
+except ImportError as e:  # pragma: no cover - exercised where torch is absent
+    raise ImportError("logot.torch needs PyTorch (pip install torch)") from e
+
+import numpy as np
+
+import logot as _lg
+from ._results import ConvergenceWarning
+
+__all__ = [
+    "wasserstein",
+    "coupling",
+    "wasserstein_points",
+    "sinkhorn_divergence",
+    "bistochastic",
+    "sqeuclidean",
+    "CUDA_ZERO_COPY",
+]
+
+#: Whether CUDA tensors reach the library without a host copy. ``False`` for now: CUDA
+#: tensors are copied to the host, solved on the CUDA backend (which uploads them again),
+#: and the results copied back to the tensors' device — an INTERIM path, correct but not
+#: zero-copy, until the CUDA backend accepts external device pointers and the caller's
+#: stream (see python/ZERO_COPY.md). The tests flag it (``test_cuda_zero_copy`` is an
+#: expected failure while this is False).
+CUDA_ZERO_COPY = False
+
+
+# ---------------------------------------------------------------------------------------
+# Tensors <-> numpy
+# ---------------------------------------------------------------------------------------
+
+
+def _backend(tensors, backend: Optional[str]) -> str:
+    if backend is not None:
+        return backend
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and t.is_cuda:
+            return f"cuda:{t.device.index or 0}"
+    return "cpu"
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    """The tensor's data as numpy: shared memory on the CPU; for CUDA tensors the interim
+    host copy (see ``CUDA_ZERO_COPY``)."""
+    t = t.detach()
+    if t.is_cuda:
+        t = t.cpu()
+    return t.numpy()
+
+
+def _tensor(a, like: torch.Tensor) -> torch.Tensor:
+    out = torch.from_numpy(np.ascontiguousarray(a))
+    return out.to(like.device) if like.is_cuda else out
+
+
+def _dtype_of(*tensors) -> torch.dtype:
+    floats = [t.dtype for t in tensors if isinstance(t, torch.Tensor)]
+    if floats and all(d == torch.float32 for d in floats):
+        return torch.float32
+    return torch.float64
+
+
+def _as_tensors(*xs, like=None):
+    """Tensors of one floating dtype on one device (numbers and arrays are converted)."""
+    ref = like if like is not None else next((x for x in xs if isinstance(x, torch.Tensor)), None)
+    dtype = _dtype_of(*xs)
+    device = ref.device if ref is not None else torch.device("cpu")
+    out = []
+    for x in xs:
+        if x is None:
+            out.append(None)
+        elif isinstance(x, torch.Tensor):
+            out.append(x.to(dtype))
+        else:
+            out.append(torch.as_tensor(np.asarray(x), dtype=dtype, device=device))
+    return out
+
+
+def _warn(conv, what="Sinkhorn"):
+    if not conv.converged and conv.tol > 0:
+        warnings.warn(
+            f"{what} did not converge: marginal error {conv.marginal_error:.3g} > tol {conv.tol:.3g} "
+            f"after {conv.iterations} iterations",
+            ConvergenceWarning,
+            stacklevel=4,
+        )
+
+
+def _warn_cg(cg):
+    if cg.unconverged:
+        warnings.warn(
+            f"the implicit backward's CG did not converge for {cg.unconverged} of {cg.problems} "
+            f"problem(s) (relative residual {cg.max_residual:.3g} > {cg.tol:.3g}); the gradients "
+            "are approximate",
+            ConvergenceWarning,
+            stacklevel=4,
+        )
+
+
+def _sum_to(g: torch.Tensor, shape) -> torch.Tensor:
+    """Sum a broadcast gradient back to ``shape`` (leading axes)."""
+    while g.dim() > len(shape):
+        g = g.sum(0)
+    return g
+
+
+# ---------------------------------------------------------------------------------------
+# Wasserstein loss ⟨P, C⟩ with implicit gradients
+# ---------------------------------------------------------------------------------------
+
+
+class _Wasserstein(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, mu, nu, cost, eps, options):
+        backend = _backend((mu, nu, cost), options.pop("backend", None))
+        a, b, c = _np(mu), _np(nu), _np(cost)
+        if any(ctx.needs_input_grad[:3]):
+            g = _lg.wasserstein_gradients(a, b, c, eps, backend=backend, **options)
+            _warn(g.result.convergence)
+            _warn_cg(g.cg)
+            ctx.save_for_backward(_tensor(g.cost, cost), _tensor(g.mu, mu), _tensor(g.nu, nu))
+            distance = g.result.distance
+        else:
+            r = _lg.solve(a, b, c, eps, backend=backend,
+                          **{k: v for k, v in options.items() if not k.startswith("cg_")})
+            _warn(r.convergence)
+            distance = r.distance
+        ctx.shapes = (mu.shape, nu.shape, cost.shape)
+        return torch.as_tensor(np.asarray(distance), dtype=cost.dtype, device=cost.device)
+
+    @staticmethod
+    def backward(ctx, grad):
+        d_cost, d_mu, d_nu = ctx.saved_tensors
+        mu_shape, nu_shape, cost_shape = ctx.shapes
+        batch = grad.dim() == 1
+        out = [None, None, None]
+        if ctx.needs_input_grad[0]:
+            out[0] = _sum_to(d_mu * (grad[:, None] if batch else grad), mu_shape)
+        if ctx.needs_input_grad[1]:
+            out[1] = _sum_to(d_nu * (grad[:, None] if batch else grad), nu_shape)
+        if ctx.needs_input_grad[2]:
+            out[2] = _sum_to(d_cost * (grad[:, None, None] if batch else grad), cost_shape)
+        return out[0], out[1], out[2], None, None
+
+
+def wasserstein(mu, nu, cost, eps: float, *, max_iters=1000, tol=None, check_every=10, eps_scaling=None,
+                cg_tol=None, cg_max_iters=1000, backend=None) -> torch.Tensor:
+    """⟨P, C⟩ of the entropic plan between ``mu`` (n, or B×n) and ``nu`` (m, or B×m) for
+    ``cost`` (n×m, or B×n×m): a 0-d tensor for one problem, (B,) for a batch.
+
+    Differentiable with respect to ``cost``, ``mu`` and ``nu`` with the exact gradients of
+    implicit differentiation through the converged plan (computed with the forward, one
+    solve). The marginal gradients are the representative with zero sum over ``mu``: exact
+    for perturbations that keep the two masses equal (e.g. through a softmax).
+
+    For points, build the cost in torch: ``wasserstein(a, b, sqeuclidean(x, y), eps)``
+    differentiates through ``x`` and ``y`` by the chain rule. Options as
+    :func:`logot.solve`; ``cg_tol``/``cg_max_iters`` control the backward's CG.
+    """
+    mu, nu, cost = _as_tensors(mu, nu, cost)
+    options = dict(max_iters=max_iters, tol=tol, check_every=check_every, eps_scaling=eps_scaling,
+                   cg_tol=cg_tol, cg_max_iters=cg_max_iters, backend=backend)
+    return _Wasserstein.apply(mu, nu, cost, float(eps), options)
+
+
+def sqeuclidean(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The squared Euclidean cost matrix ``|x_i − y_j|²`` (n×m) in torch, differentiable
+    (the direct form: exact, never negative)."""
+    return ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1)
+
+
+# ---------------------------------------------------------------------------------------
+# The plan, differentiable for any loss
+# ---------------------------------------------------------------------------------------
+
+
+class _Coupling(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, mu, nu, cost, eps, options):
+        backend = _backend((mu, nu, cost), options.pop("backend", None))
+        cg = (options.pop("cg_tol"), options.pop("cg_max_iters"))
+        c = _lg.coupling(_np(mu), _np(nu), _np(cost), eps, backend=backend, **options)
+        _warn(c.convergence)
+        plan = _tensor(c.plan, cost)
+        ctx.save_for_backward(plan)
+        ctx.eps, ctx.backend, ctx.cg = eps, backend, cg
+        ctx.shapes = (mu.shape, nu.shape, cost.shape)
+        return plan
+
+    @staticmethod
+    def backward(ctx, grad):
+        (plan,) = ctx.saved_tensors
+        mu_shape, nu_shape, cost_shape = ctx.shapes
+        g = _lg.plan_gradients(_np(plan), ctx.eps, _np(grad), cg_tol=ctx.cg[0], cg_max_iters=ctx.cg[1],
+                               backend=ctx.backend)
+        _warn_cg(g.cg)
+        d_mu = _sum_to(_tensor(g.mu, plan), mu_shape) if ctx.needs_input_grad[0] else None
+        d_nu = _sum_to(_tensor(g.nu, plan), nu_shape) if ctx.needs_input_grad[1] else None
+        d_cost = _sum_to(_tensor(g.cost, plan), cost_shape) if ctx.needs_input_grad[2] else None
+        return d_mu, d_nu, d_cost, None, None
+
+
+def coupling(mu, nu, cost, eps: float, *, max_iters=1000, tol=None, check_every=10, eps_scaling=None,
+             cg_tol=None, cg_max_iters=1000, backend=None) -> torch.Tensor:
+    """The entropic plan ``P = exp((f ⊕ g − C)/ε)`` (n×m, or B×n×m), differentiable with
+    respect to ``cost``, ``mu`` and ``nu`` for any loss of ``P`` (implicit differentiation:
+    one adjoint CG solve per backward). Zero-mass bins get a zero marginal gradient."""
+    mu, nu, cost = _as_tensors(mu, nu, cost)
+    options = dict(max_iters=max_iters, tol=tol, check_every=check_every, eps_scaling=eps_scaling,
+                   cg_tol=cg_tol, cg_max_iters=cg_max_iters, backend=backend)
+    return _Coupling.apply(mu, nu, cost, float(eps), options)
+
+
+# ---------------------------------------------------------------------------------------
+# Point clouds
+# ---------------------------------------------------------------------------------------
+
+
+class _PointOT(torch.autograd.Function):
+    """OT_ε of two clouds and its envelope gradients (points and weights)."""
+
+    @staticmethod
+    def forward(ctx, x, y, a, b, eps, options):
+        backend = _backend((x, y), options.pop("backend", None))
+        g = _lg.point_gradients(_np(x), _np(y), eps, _np(a), _np(b), backend=backend, **options)
+        _warn(g.result.convergence)
+        f, gpot = g.result.f, g.result.g
+        # ∂OT_ε/∂a = f, ∂OT_ε/∂b = g, up to a shift c on f and −c on g (admissible
+        # perturbations keep the masses equal): f centred over the support.
+        shift = f[np.isfinite(f)].mean() if np.isfinite(f).any() else 0.0
+        ctx.save_for_backward(_tensor(g.x, x), _tensor(g.y, y), _tensor(f - shift, x), _tensor(gpot + shift, y))
+        return torch.tensor(g.value, dtype=x.dtype, device=x.device)
+
+    @staticmethod
+    def backward(ctx, grad):
+        gx, gy, fa, gb = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        return (
+            grad * gx if need[0] else None,
+            grad * gy if need[1] else None,
+            grad * fa if need[2] else None,
+            grad * gb if need[3] else None,
+            None,
+            None,
+        )
+
+
+def _uniform(w, n, like):
+    if w is None:
+        return torch.full((n,), 1.0 / n, dtype=like.dtype, device=like.device)
+    return w
+
+
+def wasserstein_points(x, y, eps: float, a=None, b=None, *, metric="sqeuclidean", convention="objective",
+                       max_iters=1000, tol=None, check_every=10, eps_scaling=None, backend=None) -> torch.Tensor:
+    """Entropic OT between the clouds ``x`` (n×d, weights ``a``, uniform by default) and
+    ``y`` (m×d, weights ``b``), a 0-d tensor.
+
+    ``convention="objective"`` (default): ``OT_ε = ⟨f, a⟩ + ⟨g, b⟩ − ε ΣP``, the regularised
+    objective, with the cost computed on the fly (memory O((n + m)·d)); gradients by the
+    envelope theorem (exact at convergence): ``∂/∂x_i = Σ_j P_ij ∇_x c(x_i, y_j)``,
+    ``∂/∂a = f``, ``∂/∂b = g`` (zero-mass weights give −∞ there, the one-sided derivative).
+    ``convention="linear"``: the transport cost ⟨P, C⟩, through a dense cost built in torch
+    (memory O(n·m)) and :func:`wasserstein`'s implicit gradients.
+    """
+    x, y, a, b = _as_tensors(x, y, a, b)
+    a, b = _uniform(a, x.shape[0], x), _uniform(b, y.shape[0], y)
+    if convention == "objective":
+        options = dict(metric=metric, max_iters=max_iters, tol=tol, check_every=check_every,
+                       eps_scaling=eps_scaling, backend=backend)
+        return _PointOT.apply(x, y, a, b, float(eps), options)
+    if convention == "linear":
+        cost = sqeuclidean(x, y)
+        if metric == "euclidean":
+            cost = cost.clamp_min(torch.finfo(cost.dtype).tiny).sqrt()
+        elif metric != "sqeuclidean":
+            raise ValueError(f"metric = {metric!r}: expected \"sqeuclidean\" or \"euclidean\"")
+        return wasserstein(a, b, cost, eps, max_iters=max_iters, tol=tol, check_every=check_every,
+                           eps_scaling=eps_scaling, backend=backend)
+    raise ValueError(f"convention = {convention!r}: expected \"objective\" or \"linear\"")
+
+
+class _Divergence(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, y, a, b, eps, options):
+        if ctx.needs_input_grad[2] or ctx.needs_input_grad[3]:
+            raise ValueError(
+                "a, b: gradients with respect to the weights are not available with "
+                "convention='objective' (use convention='linear', or weights without grad)"
+            )
+        backend = _backend((x, y), options.pop("backend", None))
+        s = _lg.sinkhorn_divergence(_np(x), _np(y), eps, _np(a), _np(b), backend=backend, **options)
+        for conv in s.convergence:
+            _warn(conv)
+        ctx.save_for_backward(_tensor(s.grad_x, x), _tensor(s.grad_y, y))
+        return torch.tensor(s.value, dtype=x.dtype, device=x.device)
+
+    @staticmethod
+    def backward(ctx, grad):
+        gx, gy = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        return (grad * gx if need[0] else None, grad * gy if need[1] else None, None, None, None, None)
+
+
+def sinkhorn_divergence(x, y, eps: float, a=None, b=None, *, metric="sqeuclidean", convention="objective",
+                        max_iters=1000, tol=None, check_every=10, eps_scaling=None, backend=None) -> torch.Tensor:
+    """The Sinkhorn divergence ``S_ε = W(a, b) − ½ W(a, a) − ½ W(b, b)`` of the clouds ``x``
+    (n×d, weights ``a``) and ``y`` (m×d, weights ``b``), a 0-d tensor.
+
+    ``convention="objective"`` (default, GeomLoss's): ``W = OT_ε``, cost on the fly, the
+    library's gradients with respect to the points (not the weights). ``"linear"`` (POT's
+    ``empirical_sinkhorn_divergence``, without its clipping at 0): ``W = ⟨P, C⟩`` through
+    dense costs, differentiable in points and weights (implicit gradients).
+    """
+    x, y, a, b = _as_tensors(x, y, a, b)
+    a, b = _uniform(a, x.shape[0], x), _uniform(b, y.shape[0], y)
+    if convention == "objective":
+        options = dict(metric=metric, max_iters=max_iters, tol=tol, check_every=check_every,
+                       eps_scaling=eps_scaling, backend=backend)
+        return _Divergence.apply(x, y, a, b, float(eps), options)
+    if convention == "linear":
+        kw = dict(metric=metric, convention="linear", max_iters=max_iters, tol=tol, check_every=check_every,
+                  eps_scaling=eps_scaling, backend=backend)
+        return (wasserstein_points(x, y, eps, a, b, **kw)
+                - 0.5 * wasserstein_points(x, x, eps, a, a, **kw)
+                - 0.5 * wasserstein_points(y, y, eps, b, b, **kw))
+    raise ValueError(f"convention = {convention!r}: expected \"objective\" or \"linear\"")
+
+
+# ---------------------------------------------------------------------------------------
+# Bistochastic projection
+# ---------------------------------------------------------------------------------------
+
+
+class _Bistochastic(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, iters, tol, cg_tol, cg_max_iters, backend):
+        backend = _backend((x,), backend)
+        n = x.shape[-1]
+        flat = x.reshape(-1, n, n)
+        r = _lg.bistochastic(_np(flat), iters, tol, backend=backend).r
+        out = _tensor(r, x).reshape(x.shape)
+        ctx.save_for_backward(out)
+        ctx.options = (cg_tol, cg_max_iters, backend)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (r,) = ctx.saved_tensors
+        cg_tol, cg_max_iters, backend = ctx.options
+        n = r.shape[-1]
+        g = _lg.bistochastic_backward(_np(r.reshape(-1, n, n)), _np(grad.reshape(-1, n, n)), cg_tol=cg_tol,
+                                      cg_max_iters=cg_max_iters, backend=backend)
+        _warn_cg(g.cg)
+        return _tensor(g.dx, r).reshape(r.shape), None, None, None, None, None
+
+
+def bistochastic(x: torch.Tensor, iters: int = 20, tol: float = 0.0, *, cg_tol=None, cg_max_iters=1000,
+                 backend=None) -> torch.Tensor:
+    """``R = SinkhornKnopp(exp(X))`` over the last two axes of ``x`` (``…×n×n``, n ≤ 32):
+    ``iters`` column-then-row normalisations in the log domain (or until the column error
+    is ``≤ tol`` when ``tol > 0``). The backward is the implicit gradient
+    ``∂L/∂X = (G − a1ᵀ − 1bᵀ)⊙R`` with ``(I − RᵀR) b = (G⊙R)ᵀ1 − Rᵀ(G⊙R)1`` solved by
+    matrix-free CG: the exact gradient of the exact projection (with a fixed ``iters``, R
+    is bistochastic to its column error, and so is the gradient)."""
+    if not isinstance(x, torch.Tensor):
+        x = torch.as_tensor(np.asarray(x))
+    if x.dtype not in (torch.float32, torch.float64):
+        x = x.to(torch.float64)
+    if x.dim() < 2 or x.shape[-1] != x.shape[-2]:
+        raise ValueError(f"x: expected square matrices in the last two axes, got shape {tuple(x.shape)}")
+    return _Bistochastic.apply(x, int(iters), float(tol), cg_tol, int(cg_max_iters), backend)

@@ -1,0 +1,863 @@
+//! `logot._logot`: the compiled module under the Python package `logot`.
+//!
+//! Thin glue over the library: numpy arrays in (any strides; float32 or float64, one dtype
+//! per call, chosen by the Python layer), the library call with the GIL released, numpy
+//! arrays and plain Python values out. Argument handling, defaults, shapes and result
+//! classes live in the Python layer (`logot/`); every check of the inputs is the library's,
+//! and every [`logot::Error`] becomes a `ValueError` (bad input) or a `RuntimeError`
+//! (numerical, device, memory, availability) carrying the library's message.
+
+use logot::grad::{Bistochastic, BistochasticParams, CgParams, CgSummary};
+use logot::linalg::{newton_schulz_on, svd3_batch_on, NewtonSchulzParams};
+use logot::{
+    BarycenterParams, BarycenterSolver, Convergence, CostSource, CpuBackend, CudaBackend,
+    DivergenceConvention, EpsScaling, GridCost, PointCloudCost, PointMetric, Problem, Real,
+    SinkhornParams, SinkhornResult, Solver, WarmStart,
+};
+use ndarray::{Array2, ArrayView2, ArrayView3};
+use numpy::{
+    Element, IntoPyArray, PyArrayDescrMethods, PyReadonlyArray1, PyReadonlyArray2,
+    PyReadonlyArray3, PyUntypedArray, PyUntypedArrayMethods,
+};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+// ---------------------------------------------------------------------------------------
+// Errors, dtypes, backends
+// ---------------------------------------------------------------------------------------
+
+/// Bad input (shapes, values, parameters) is a `ValueError`; everything else (numerical
+/// failure, CUDA, memory, an unavailable backend, files) a `RuntimeError`.
+fn to_py_err(e: logot::Error) -> PyErr {
+    use logot::Error::*;
+    match e {
+        Shape { .. }
+        | Empty { .. }
+        | NonFinite { .. }
+        | NegativeMass { .. }
+        | ZeroMass { .. }
+        | UnequalMass { .. }
+        | Parameter { .. } => PyValueError::new_err(e.to_string()),
+        _ => PyRuntimeError::new_err(e.to_string()),
+    }
+}
+
+trait OrPyErr<T> {
+    fn py(self) -> PyResult<T>;
+}
+impl<T> OrPyErr<T> for logot::Result<T> {
+    fn py(self) -> PyResult<T> {
+        self.map_err(to_py_err)
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Dtype {
+    F32,
+    F64,
+}
+
+/// The dtype of `array` (float32 or float64; the Python layer converts anything else).
+fn dtype_of(array: &Bound<'_, PyAny>, arg: &str) -> PyResult<Dtype> {
+    let py = array.py();
+    let a = array
+        .cast::<PyUntypedArray>()
+        .map_err(|_| PyTypeError::new_err(format!("{arg}: expected a numpy array")))?;
+    let dt = a.dtype();
+    if dt.is_equiv_to(&numpy::dtype::<f64>(py)) {
+        Ok(Dtype::F64)
+    } else if dt.is_equiv_to(&numpy::dtype::<f32>(py)) {
+        Ok(Dtype::F32)
+    } else {
+        Err(PyTypeError::new_err(format!(
+            "{arg}: dtype {dt} is neither float32 nor float64"
+        )))
+    }
+}
+
+/// Run `$body` with the type alias `$T` set to the dtype of `$array`.
+macro_rules! by_dtype {
+    ($array:expr, $arg:expr, $T:ident => $body:expr) => {
+        match dtype_of($array, $arg)? {
+            Dtype::F32 => {
+                type $T = f32;
+                $body
+            }
+            Dtype::F64 => {
+                type $T = f64;
+                $body
+            }
+        }
+    };
+}
+
+/// A backend named by the Python layer: `"cpu"`, `"cuda"` or `"cuda:N"`.
+enum Device {
+    Cpu,
+    Cuda(CudaBackend),
+}
+
+/// One CUDA backend per GPU and process: creating one compiles the kernels.
+static CUDA: Mutex<Option<HashMap<usize, CudaBackend>>> = Mutex::new(None);
+
+fn cuda_backend(ordinal: usize) -> logot::Result<CudaBackend> {
+    let mut cache = CUDA.lock().unwrap_or_else(|p| p.into_inner());
+    let cache = cache.get_or_insert_with(HashMap::new);
+    if let Some(be) = cache.get(&ordinal) {
+        return Ok(be.clone());
+    }
+    let be = CudaBackend::with_device(ordinal)?;
+    cache.insert(ordinal, be.clone());
+    Ok(be)
+}
+
+fn device(py: Python<'_>, name: &str) -> PyResult<Device> {
+    let ordinal = match name {
+        "cpu" => return Ok(Device::Cpu),
+        "cuda" => 0,
+        _ => match name
+            .strip_prefix("cuda:")
+            .and_then(|n| n.parse::<usize>().ok())
+        {
+            Some(n) => n,
+            None => {
+                return Err(PyValueError::new_err(format!(
+                    "backend = {name:?}: expected \"cpu\", \"cuda\" or \"cuda:N\""
+                )))
+            }
+        },
+    };
+    // Loading the driver and compiling the kernels takes a while the first time.
+    py.detach(|| cuda_backend(ordinal)).py().map(Device::Cuda)
+}
+
+/// Run `$body` with `$be` bound to the backend `$dev` (by value: `CpuBackend` or a clone of
+/// the shared `CudaBackend`).
+macro_rules! by_backend {
+    ($dev:expr, $be:ident => $body:expr) => {
+        match $dev {
+            Device::Cpu => {
+                let $be = CpuBackend;
+                $body
+            }
+            Device::Cuda(cuda) => {
+                let $be = cuda.clone();
+                $body
+            }
+        }
+    };
+}
+
+/// The GIL released around `f`; on the CPU, `f` runs on a rayon worker (saves a thread
+/// hand-off per kernel on small problems, as the library's own top-level functions do).
+fn compute<R: Send>(py: Python<'_>, cpu: bool, f: impl FnOnce() -> R + Send) -> R {
+    if cpu {
+        py.detach(|| rayon::scope(|_| f()))
+    } else {
+        py.detach(f)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Arguments: costs and parameters
+// ---------------------------------------------------------------------------------------
+
+/// A cost as the Python layer passes it: a dense `n×m` or `B×n×m` array, `("grid", shape)`
+/// or `("points", x, y, metric)`.
+enum CostArg<'py, T: Element> {
+    Dense(PyReadonlyArray2<'py, T>),
+    DenseBatch(PyReadonlyArray3<'py, T>),
+    Grid(GridCost),
+    Points(
+        PyReadonlyArray2<'py, T>,
+        PyReadonlyArray2<'py, T>,
+        PointMetric,
+    ),
+}
+
+impl<'py, T: Element + Real> CostArg<'py, T> {
+    fn extract(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
+        if let Ok(t) = obj.cast::<PyTuple>() {
+            let tag: String = t.get_item(0)?.extract()?;
+            return match tag.as_str() {
+                "grid" => {
+                    let shape: Vec<usize> = t.get_item(1)?.extract()?;
+                    Ok(CostArg::Grid(GridCost::new(&shape).py()?))
+                }
+                "points" => {
+                    let metric: String = t.get_item(3)?.extract()?;
+                    let metric = match metric.as_str() {
+                        "sqeuclidean" => PointMetric::SqEuclidean,
+                        "euclidean" => PointMetric::Euclidean,
+                        m => {
+                            return Err(PyValueError::new_err(format!(
+                                "metric = {m:?}: expected \"sqeuclidean\" or \"euclidean\""
+                            )))
+                        }
+                    };
+                    Ok(CostArg::Points(
+                        t.get_item(1)?.extract()?,
+                        t.get_item(2)?.extract()?,
+                        metric,
+                    ))
+                }
+                _ => Err(PyValueError::new_err(format!("cost: unknown kind {tag:?}"))),
+            };
+        }
+        let ndim = obj.cast::<PyUntypedArray>()?.ndim();
+        match ndim {
+            2 => Ok(CostArg::Dense(obj.extract()?)),
+            3 => Ok(CostArg::DenseBatch(obj.extract()?)),
+            d => Err(PyValueError::new_err(format!(
+                "cost: expected an n×m matrix or a B×n×m batch of them, got {d} dimensions"
+            ))),
+        }
+    }
+
+    fn source(&self) -> PyResult<CostSource<'_, T>> {
+        Ok(match self {
+            CostArg::Dense(c) => CostSource::Dense(c.as_array()),
+            CostArg::DenseBatch(c) => CostSource::DenseBatch(c.as_array()),
+            CostArg::Grid(g) => CostSource::Grid(g.clone()),
+            CostArg::Points(x, y, metric) => CostSource::PointCloud(
+                PointCloudCost::with_metric(x.as_array(), y.as_array(), *metric).py()?,
+            ),
+        })
+    }
+}
+
+/// The largest cost, for ε-scaling from the cost (`eps_scaling=True`).
+fn max_cost<T: Real>(cost: &CostSource<'_, T>) -> f64 {
+    match cost {
+        CostSource::Dense(c) => c.iter().fold(0.0, |m, v| m.max(v.f64().abs())),
+        CostSource::DenseBatch(c) => c.iter().fold(0.0, |m, v| m.max(v.f64().abs())),
+        // The unit cube's squared diagonal: one per axis.
+        CostSource::Grid(g) => g.shape().len() as f64,
+        CostSource::PointCloud(p) => p.max_cost(),
+        _ => 1.0,
+    }
+}
+
+/// Sinkhorn parameters as the Python layer passes them:
+/// `(eps, max_iters, tol, check_every, eps_scaling)` with `tol` `None` for the precision's
+/// default and `eps_scaling` `None`, `True` (from the largest cost) or
+/// `(start, factor, iters_per_stage)`.
+#[derive(FromPyObject)]
+struct ParamsArg<'py>(f64, usize, Option<f64>, usize, Option<Bound<'py, PyAny>>);
+
+impl ParamsArg<'_> {
+    fn params(&self, max_cost: impl FnOnce() -> f64) -> PyResult<SinkhornParams> {
+        let ParamsArg(eps, max_iters, tol, check_every, scaling) = self;
+        let eps_scaling = match scaling {
+            None => None,
+            Some(s) if s.is_instance_of::<pyo3::types::PyBool>() => s
+                .extract::<bool>()?
+                .then(|| EpsScaling::from_max_cost(max_cost())),
+            Some(s) => {
+                let (start, factor, iters_per_stage): (f64, f64, usize) = s.extract()?;
+                Some(EpsScaling {
+                    start,
+                    factor,
+                    iters_per_stage,
+                })
+            }
+        };
+        Ok(SinkhornParams {
+            eps: *eps,
+            max_iters: *max_iters,
+            tol: *tol,
+            check_every: *check_every,
+            eps_scaling,
+            ..SinkhornParams::default()
+        })
+    }
+}
+
+fn cg_params(tol: Option<f64>, max_iters: usize) -> CgParams {
+    CgParams { max_iters, tol }
+}
+
+// ---------------------------------------------------------------------------------------
+// Results to Python
+// ---------------------------------------------------------------------------------------
+
+/// The convergence report as a dict (its fields by name, so that new fields of the library's
+/// report reach the Python `Convergence` by adding them here).
+fn convergence<'py>(py: Python<'py>, c: &Convergence) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("iterations", c.iterations)?;
+    d.set_item("marginal_error", c.marginal_error)?;
+    d.set_item("tol", c.tol)?;
+    d.set_item("converged", c.converged)?;
+    d.set_item("marginal_errors", c.marginal_errors())?;
+    d.set_item(
+        "converged_each",
+        c.problems
+            .iter()
+            .map(|p| p.converged)
+            .collect::<Vec<bool>>(),
+    )?;
+    d.set_item(
+        "iterations_each",
+        c.problems
+            .iter()
+            .map(|p| p.iterations)
+            .collect::<Vec<usize>>(),
+    )?;
+    Ok(d)
+}
+
+fn cg_summary<'py>(py: Python<'py>, c: &CgSummary) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("problems", c.problems)?;
+    d.set_item("max_iterations", c.max_iterations)?;
+    d.set_item("max_residual", c.max_residual)?;
+    d.set_item("unconverged", c.unconverged)?;
+    d.set_item("first_unconverged", c.first_unconverged)?;
+    d.set_item("tol", c.tol)?;
+    Ok(d)
+}
+
+/// `(distance, f, g, convergence)` of a solved batch.
+fn sinkhorn_result<'py, T: Element + Real>(
+    py: Python<'py>,
+    r: SinkhornResult<T>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let conv = convergence(py, &r.convergence)?;
+    (
+        r.distance.into_pyarray(py),
+        r.f.into_pyarray(py),
+        r.g.into_pyarray(py),
+        conv,
+    )
+        .into_pyobject(py)
+}
+
+// ---------------------------------------------------------------------------------------
+// Sinkhorn: distances, plans, gradients
+// ---------------------------------------------------------------------------------------
+
+/// What a Sinkhorn entry point computes.
+#[derive(Clone, Copy, PartialEq)]
+enum Want {
+    /// Distances, potentials, convergence.
+    Solve,
+    /// And the plans.
+    Coupling,
+    /// And the exact gradients of ⟨P, C⟩ (implicit differentiation).
+    Gradients,
+    /// And OT_ε with its gradients with respect to the points (point-cloud cost).
+    PointGradients,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn sinkhorn_entry<'py>(
+    py: Python<'py>,
+    want: Want,
+    mu: &Bound<'py, PyAny>,
+    nu: &Bound<'py, PyAny>,
+    cost: &Bound<'py, PyAny>,
+    params: ParamsArg<'py>,
+    warm_start: Option<(PyReadonlyArray2<'py, f64>, PyReadonlyArray2<'py, f64>)>,
+    cg: CgParams,
+    backend: &str,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let dev = device(py, backend)?;
+    let cpu = matches!(dev, Device::Cpu);
+    let warm = warm_start.map(|(f, g)| WarmStart {
+        f: f.as_array().to_owned(),
+        g: g.as_array().to_owned(),
+    });
+    by_dtype!(mu, "mu", T => {
+        let mu: PyReadonlyArray2<'py, T> = mu.extract()?;
+        let nu: PyReadonlyArray2<'py, T> = nu.extract()?;
+        let cost = CostArg::<T>::extract(cost)?;
+        let source = cost.source()?;
+        let mut p = params.params(|| max_cost(&source))?;
+        p.warm_start = warm;
+        let (mu, nu) = (mu.as_array(), nu.as_array());
+        by_backend!(&dev, be => {
+            let solver = Solver::new(be, p);
+            let run = || -> logot::Result<_> {
+                let problem = Problem::batch(mu, nu, source)?;
+                Ok(match want {
+                    Want::Solve => (Some(solver.solve(&problem)?), None, None, None),
+                    Want::Coupling => (None, Some(solver.coupling(&problem)?), None, None),
+                    Want::Gradients => {
+                        (None, None, Some(solver.wasserstein_gradients(&problem, &cg)?), None)
+                    }
+                    Want::PointGradients => {
+                        (None, None, None, Some(solver.point_gradients(&problem)?))
+                    }
+                })
+            };
+            let out = compute(py, cpu, run).py()?;
+            match out {
+                (Some(r), ..) => sinkhorn_result(py, r),
+                (_, Some(c), ..) => {
+                    let r = sinkhorn_result(py, c.result)?;
+                    (c.plan.into_pyarray(py), r).into_pyobject(py)
+                }
+                (_, _, Some(g), _) => {
+                    let cg = cg_summary(py, &g.cg.summary())?;
+                    let r = sinkhorn_result(py, g.result)?;
+                    (
+                        g.cost.into_pyarray(py),
+                        g.mu.into_pyarray(py),
+                        g.nu.into_pyarray(py),
+                        cg,
+                        r,
+                    )
+                        .into_pyobject(py)
+                }
+                (_, _, _, Some(g)) => {
+                    let r = sinkhorn_result(py, g.result)?;
+                    (
+                        g.value.into_pyarray(py),
+                        g.x.into_pyarray(py),
+                        g.y.into_pyarray(py),
+                        r,
+                    )
+                        .into_pyobject(py)
+                }
+                _ => unreachable!("one result per entry point"),
+            }
+        })
+    })
+}
+
+/// `(distance, f, g, convergence)`: distances `⟨P_b, C_b⟩` (B), potentials `f` (B×n), `g`
+/// (B×m) of a batch `mu` (B×n), `nu` (B×m).
+#[pyfunction]
+#[pyo3(signature = (mu, nu, cost, params, warm_start=None, backend="cpu"))]
+fn solve<'py>(
+    py: Python<'py>,
+    mu: &Bound<'py, PyAny>,
+    nu: &Bound<'py, PyAny>,
+    cost: &Bound<'py, PyAny>,
+    params: ParamsArg<'py>,
+    warm_start: Option<(PyReadonlyArray2<'py, f64>, PyReadonlyArray2<'py, f64>)>,
+    backend: &str,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let cg = CgParams::default();
+    sinkhorn_entry(
+        py,
+        Want::Solve,
+        mu,
+        nu,
+        cost,
+        params,
+        warm_start,
+        cg,
+        backend,
+    )
+}
+
+/// `(plan, (distance, f, g, convergence))` with the plans `B×n×m`.
+#[pyfunction]
+#[pyo3(signature = (mu, nu, cost, params, warm_start=None, backend="cpu"))]
+fn coupling<'py>(
+    py: Python<'py>,
+    mu: &Bound<'py, PyAny>,
+    nu: &Bound<'py, PyAny>,
+    cost: &Bound<'py, PyAny>,
+    params: ParamsArg<'py>,
+    warm_start: Option<(PyReadonlyArray2<'py, f64>, PyReadonlyArray2<'py, f64>)>,
+    backend: &str,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let cg = CgParams::default();
+    sinkhorn_entry(
+        py,
+        Want::Coupling,
+        mu,
+        nu,
+        cost,
+        params,
+        warm_start,
+        cg,
+        backend,
+    )
+}
+
+/// `(d_cost B×n×m, d_mu B×n, d_nu B×m, cg, (distance, f, g, convergence))`: exact gradients
+/// of `⟨P_b, C_b⟩` (dense costs).
+#[pyfunction]
+#[pyo3(signature = (mu, nu, cost, params, warm_start=None, cg_tol=None, cg_max_iters=1000, backend="cpu"))]
+#[allow(clippy::too_many_arguments)]
+fn wasserstein_gradients<'py>(
+    py: Python<'py>,
+    mu: &Bound<'py, PyAny>,
+    nu: &Bound<'py, PyAny>,
+    cost: &Bound<'py, PyAny>,
+    params: ParamsArg<'py>,
+    warm_start: Option<(PyReadonlyArray2<'py, f64>, PyReadonlyArray2<'py, f64>)>,
+    cg_tol: Option<f64>,
+    cg_max_iters: usize,
+    backend: &str,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let cg = cg_params(cg_tol, cg_max_iters);
+    sinkhorn_entry(
+        py,
+        Want::Gradients,
+        mu,
+        nu,
+        cost,
+        params,
+        warm_start,
+        cg,
+        backend,
+    )
+}
+
+/// `(value B, d_x B×n×d, d_y B×m×d, (distance, f, g, convergence))`: `OT_ε` and its
+/// gradients with respect to the points (point-cloud costs).
+#[pyfunction]
+#[pyo3(signature = (mu, nu, cost, params, warm_start=None, backend="cpu"))]
+fn point_gradients<'py>(
+    py: Python<'py>,
+    mu: &Bound<'py, PyAny>,
+    nu: &Bound<'py, PyAny>,
+    cost: &Bound<'py, PyAny>,
+    params: ParamsArg<'py>,
+    warm_start: Option<(PyReadonlyArray2<'py, f64>, PyReadonlyArray2<'py, f64>)>,
+    backend: &str,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let cg = CgParams::default();
+    sinkhorn_entry(
+        py,
+        Want::PointGradients,
+        mu,
+        nu,
+        cost,
+        params,
+        warm_start,
+        cg,
+        backend,
+    )
+}
+
+/// `(d_cost, d_mu, d_nu, cg)`: exact gradients of a loss `L(P)` of the plans `plan` (B×n×m)
+/// from `upstream = ∂L/∂P`, by implicit differentiation.
+#[pyfunction]
+#[pyo3(signature = (plan, eps, upstream, cg_tol=None, cg_max_iters=1000, backend="cpu"))]
+fn plan_gradients<'py>(
+    py: Python<'py>,
+    plan: &Bound<'py, PyAny>,
+    eps: f64,
+    upstream: &Bound<'py, PyAny>,
+    cg_tol: Option<f64>,
+    cg_max_iters: usize,
+    backend: &str,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let dev = device(py, backend)?;
+    let cpu = matches!(dev, Device::Cpu);
+    let cg = cg_params(cg_tol, cg_max_iters);
+    by_dtype!(plan, "plan", T => {
+        let plan: PyReadonlyArray3<'py, T> = plan.extract()?;
+        let upstream: PyReadonlyArray3<'py, T> = upstream.extract()?;
+        let (p, g) = (plan.as_array(), upstream.as_array());
+        let out = by_backend!(&dev, be => {
+            compute(py, cpu, || logot::grad::plan_gradients_on(&be, p, eps, g, &cg)).py()?
+        });
+        let cg = cg_summary(py, &out.cg.summary())?;
+        (
+            out.cost.into_pyarray(py),
+            out.mu.into_pyarray(py),
+            out.nu.into_pyarray(py),
+            cg,
+        )
+            .into_pyobject(py)
+    })
+}
+
+/// `(value, grad_x, grad_y, terms, (conv_xy, conv_xx, conv_yy))`: the Sinkhorn divergence
+/// `S_ε = W(a, b) − ½ W(a, a) − ½ W(b, b)` of two weighted clouds, `W` the regularised
+/// objective (`convention = "objective"`, with gradients) or `⟨P, C⟩` (`"linear"`, without).
+#[pyfunction]
+#[pyo3(signature = (x, y, a, b, metric, params, backend="cpu", convention="objective"))]
+#[allow(clippy::too_many_arguments)]
+fn sinkhorn_divergence<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    y: &Bound<'py, PyAny>,
+    a: &Bound<'py, PyAny>,
+    b: &Bound<'py, PyAny>,
+    metric: &str,
+    params: ParamsArg<'py>,
+    backend: &str,
+    convention: &str,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let convention = match convention {
+        "objective" => DivergenceConvention::Objective,
+        "linear" => DivergenceConvention::Linear,
+        c => {
+            return Err(PyValueError::new_err(format!(
+                "convention = {c:?}: expected \"objective\" or \"linear\""
+            )))
+        }
+    };
+    let dev = device(py, backend)?;
+    let cpu = matches!(dev, Device::Cpu);
+    let metric = match metric {
+        "sqeuclidean" => PointMetric::SqEuclidean,
+        "euclidean" => PointMetric::Euclidean,
+        m => {
+            return Err(PyValueError::new_err(format!(
+                "metric = {m:?}: expected \"sqeuclidean\" or \"euclidean\""
+            )))
+        }
+    };
+    by_dtype!(x, "x", T => {
+        let x: PyReadonlyArray2<'py, T> = x.extract()?;
+        let y: PyReadonlyArray2<'py, T> = y.extract()?;
+        let a: PyReadonlyArray1<'py, T> = a.extract()?;
+        let b: PyReadonlyArray1<'py, T> = b.extract()?;
+        let (xv, yv, av, bv) = (x.as_array(), y.as_array(), a.as_array(), b.as_array());
+        let p = params.params(|| {
+            PointCloudCost::with_metric(xv, yv, metric).map_or(1.0, |c| c.max_cost())
+        })?;
+        let s = by_backend!(&dev, be => {
+            let solver = Solver::new(be, p);
+            compute(py, cpu, || solver.sinkhorn_divergence(av, bv, xv, yv, metric, convention)).py()?
+        });
+        let convs = (
+            convergence(py, &s.convergence[0])?,
+            convergence(py, &s.convergence[1])?,
+            convergence(py, &s.convergence[2])?,
+        );
+        let terms = (s.terms[0].f64(), s.terms[1].f64(), s.terms[2].f64());
+        (
+            s.value.f64(),
+            s.grad_x.map(|g| g.into_pyarray(py)),
+            s.grad_y.map(|g| g.into_pyarray(py)),
+            terms,
+            convs,
+        )
+            .into_pyobject(py)
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Barycenters
+// ---------------------------------------------------------------------------------------
+
+/// `(histograms P×m, iterations, errors P, converged P)`: `P` barycenters of `K` inputs
+/// each (`histograms` P×K×n, `weights` P×K) on a dense cost or `("grid", shape)`.
+/// `params = (eps, max_iters or None, tol, check_every)`.
+#[pyfunction]
+#[pyo3(signature = (histograms, weights, cost, params, backend="cpu"))]
+fn barycenter<'py>(
+    py: Python<'py>,
+    histograms: &Bound<'py, PyAny>,
+    weights: &Bound<'py, PyAny>,
+    cost: &Bound<'py, PyAny>,
+    params: (f64, Option<usize>, f64, usize),
+    backend: &str,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let dev = device(py, backend)?;
+    let cpu = matches!(dev, Device::Cpu);
+    let (eps, max_iters, tol, check_every) = params;
+    let p = BarycenterParams {
+        max_iters,
+        tol,
+        check_every,
+        ..BarycenterParams::new(eps)
+    };
+    by_dtype!(histograms, "histograms", T => {
+        let h: PyReadonlyArray3<'py, T> = histograms.extract()?;
+        let w: PyReadonlyArray2<'py, T> = weights.extract()?;
+        let cost = CostArg::<T>::extract(cost)?;
+        let source = cost.source()?;
+        let (hv, wv) = (h.as_array(), w.as_array());
+        let bars = by_backend!(&dev, be => {
+            let solver = BarycenterSolver::new(be, p);
+            compute(py, cpu, || solver.solve_batch(hv, wv, source)).py()?
+        });
+        let m = bars.first().map_or(0, |b| b.histogram.len());
+        let mut out = Array2::<T>::zeros((bars.len(), m));
+        for (mut row, b) in out.outer_iter_mut().zip(&bars) {
+            row.assign(&b.histogram);
+        }
+        let iterations = bars.first().map_or(0, |b| b.iterations);
+        let errors: Vec<f64> = bars.iter().map(|b| b.error).collect();
+        let converged: Vec<bool> = bars.iter().map(|b| b.converged).collect();
+        (out.into_pyarray(py), iterations, errors, converged).into_pyobject(py)
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Bistochastic projection, linear algebra
+// ---------------------------------------------------------------------------------------
+
+/// `(R, convergence)`: `R = SinkhornKnopp(exp(X))` for each matrix of `x` (B×n×n).
+#[pyfunction]
+#[pyo3(signature = (x, iters=20, tol=0.0, backend="cpu"))]
+fn bistochastic<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    iters: usize,
+    tol: f64,
+    backend: &str,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let dev = device(py, backend)?;
+    let cpu = matches!(dev, Device::Cpu);
+    let params = BistochasticParams {
+        iters,
+        tol,
+        ..Default::default()
+    };
+    by_dtype!(x, "x", T => {
+        let x: PyReadonlyArray3<'py, T> = x.extract()?;
+        let xv = x.as_array();
+        let out = by_backend!(&dev, be => {
+            let proj = Bistochastic::new(be, params);
+            compute(py, cpu, || proj.forward(xv)).py()?
+        });
+        let conv = convergence(py, &out.convergence)?;
+        (out.r.into_pyarray(py), conv).into_pyobject(py)
+    })
+}
+
+/// `(dX, cg)`: `∂L/∂X` from `R` (B×n×n) and `g = ∂L/∂R`, by implicit differentiation.
+#[pyfunction]
+#[pyo3(signature = (r, g, cg_tol=None, cg_max_iters=1000, backend="cpu"))]
+fn bistochastic_backward<'py>(
+    py: Python<'py>,
+    r: &Bound<'py, PyAny>,
+    g: &Bound<'py, PyAny>,
+    cg_tol: Option<f64>,
+    cg_max_iters: usize,
+    backend: &str,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let dev = device(py, backend)?;
+    let cpu = matches!(dev, Device::Cpu);
+    let cg = cg_params(cg_tol, cg_max_iters);
+    by_dtype!(r, "r", T => {
+        let r: PyReadonlyArray3<'py, T> = r.extract()?;
+        let g: PyReadonlyArray3<'py, T> = g.extract()?;
+        let (rv, gv): (ArrayView3<'_, T>, ArrayView3<'_, T>) = (r.as_array(), g.as_array());
+        let out = by_backend!(&dev, be => {
+            let proj = Bistochastic::new(be, BistochasticParams::default());
+            compute(py, cpu, || proj.backward(rv, gv, &cg)).py()?
+        });
+        let cg = cg_summary(py, &out.cg)?;
+        (out.dx.into_pyarray(py), cg).into_pyobject(py)
+    })
+}
+
+/// `(U B×M×3, S B×3, Vt B×3×3)`: thin SVDs of a batch of `M×3` matrices.
+#[pyfunction]
+#[pyo3(signature = (a, backend="cpu"))]
+fn svd3<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    backend: &str,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let dev = device(py, backend)?;
+    let cpu = matches!(dev, Device::Cpu);
+    by_dtype!(a, "a", T => {
+        let a: PyReadonlyArray3<'py, T> = a.extract()?;
+        let av = a.as_array();
+        let out = by_backend!(&dev, be => {
+            compute(py, cpu, || svd3_batch_on(&be, av)).py()?
+        });
+        (out.u.into_pyarray(py), out.s.into_pyarray(py), out.vt.into_pyarray(py))
+            .into_pyobject(py)
+    })
+}
+
+/// Newton–Schulz orthogonalisation of `x` (r×c): `steps` steps of
+/// `X ← aX + b(XXᵀ)X + c(XXᵀ)²X` with `coefficients = (a, b, c)`, then `polish_steps`
+/// cubic steps.
+#[pyfunction]
+#[pyo3(signature = (x, steps, coefficients, polish_steps, backend="cpu"))]
+fn newton_schulz<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    steps: usize,
+    coefficients: [f64; 3],
+    polish_steps: usize,
+    backend: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    let dev = device(py, backend)?;
+    let cpu = matches!(dev, Device::Cpu);
+    let params = NewtonSchulzParams {
+        steps,
+        coefficients,
+        polish_steps,
+    };
+    by_dtype!(x, "x", T => {
+        let x: PyReadonlyArray2<'py, T> = x.extract()?;
+        let xv: ArrayView2<'_, T> = x.as_array();
+        let out = by_backend!(&dev, be => {
+            compute(py, cpu, || newton_schulz_on(&be, xv, &params)).py()?
+        });
+        Ok(out.into_pyarray(py).into_any())
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Devices and timing
+// ---------------------------------------------------------------------------------------
+
+/// The name of GPU `ordinal`; raises `RuntimeError` with the library's reason when the CUDA
+/// backend cannot run there (no driver, no GPU, ...).
+#[pyfunction]
+#[pyo3(signature = (ordinal=0))]
+fn cuda_device_name(py: Python<'_>, ordinal: usize) -> PyResult<String> {
+    let be = py.detach(|| cuda_backend(ordinal)).py()?;
+    Ok(be.device_name().to_string())
+}
+
+/// Per-call times in seconds of the library's solve for `mu` (n), `nu` (m) and a dense
+/// `cost` (n×m) with default parameters at `eps`, measured in Rust over `repeats` calls:
+/// the reference for the Python layer's overhead (python/bench/overhead.py). Each call is
+/// what a Rust program writes, `Solver::solve(&Problem::new(..)?)` from its own thread;
+/// `on_pool` runs the calls on a rayon worker instead, as [`compute`] does.
+#[pyfunction]
+#[pyo3(signature = (mu, nu, cost, eps, repeats=1000, on_pool=false))]
+fn _time_wasserstein(
+    py: Python<'_>,
+    mu: PyReadonlyArray1<'_, f64>,
+    nu: PyReadonlyArray1<'_, f64>,
+    cost: PyReadonlyArray2<'_, f64>,
+    eps: f64,
+    repeats: usize,
+    on_pool: bool,
+) -> PyResult<Vec<f64>> {
+    let (mu, nu, cost) = (mu.as_array(), nu.as_array(), cost.as_array());
+    let run = || -> logot::Result<Vec<f64>> {
+        let solver = Solver::new(CpuBackend, SinkhornParams::new(eps));
+        let mut times = Vec::with_capacity(repeats);
+        for _ in 0..repeats {
+            let t = std::time::Instant::now();
+            let r = solver.solve(&Problem::new(mu, nu, cost)?)?;
+            std::hint::black_box(&r);
+            times.push(t.elapsed().as_secs_f64());
+        }
+        Ok(times)
+    };
+    compute(py, on_pool, run).py()
+}
+
+#[pymodule]
+fn _logot(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(solve, m)?)?;
+    m.add_function(wrap_pyfunction!(coupling, m)?)?;
+    m.add_function(wrap_pyfunction!(wasserstein_gradients, m)?)?;
+    m.add_function(wrap_pyfunction!(point_gradients, m)?)?;
+    m.add_function(wrap_pyfunction!(plan_gradients, m)?)?;
+    m.add_function(wrap_pyfunction!(sinkhorn_divergence, m)?)?;
+    m.add_function(wrap_pyfunction!(barycenter, m)?)?;
+    m.add_function(wrap_pyfunction!(bistochastic, m)?)?;
+    m.add_function(wrap_pyfunction!(bistochastic_backward, m)?)?;
+    m.add_function(wrap_pyfunction!(svd3, m)?)?;
+    m.add_function(wrap_pyfunction!(newton_schulz, m)?)?;
+    m.add_function(wrap_pyfunction!(cuda_device_name, m)?)?;
+    m.add_function(wrap_pyfunction!(_time_wasserstein, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,226 @@
+//! Prepared costs: a dense matrix (with its transpose and the scratch of its split
+//! half-steps), a separable grid, or two point clouds.
+
+use super::device::CudaBackend;
+use super::grid::check_grid;
+use super::kernels::{kernel_name, CudaReal};
+use super::launch::{to_i32, Context, Launch};
+use super::pointcloud::CudaCloud;
+use crate::backend::{CostDims, CostSource, GridCost, Side};
+use crate::{Error, Result};
+use cudarc::driver::CudaSlice;
+use std::borrow::Cow;
+use std::sync::{Mutex, MutexGuard};
+
+/// A cost prepared for the GPU ([`Backend::Cost`](crate::Backend::Cost) of the CUDA
+/// backend).
+pub struct CudaCost<T> {
+    pub(super) kind: CostKind<T>,
+}
+
+/// The three kinds of cost the kernels read.
+pub(super) enum CostKind<T> {
+    /// A stored matrix, shared or one per problem.
+    Dense(DenseCost<T>),
+    /// Squared distances on a regular grid, computed on the fly ([`CostSource::Grid`]).
+    Grid(GridCost),
+    /// Distances between two point clouds, computed on the fly.
+    Cloud(CudaCloud<T>),
+}
+
+impl<T> CudaCost<T> {
+    /// Sizes of the cost.
+    pub(super) fn dims(&self) -> CostDims {
+        match &self.kind {
+            CostKind::Dense(d) => d.dims,
+            CostKind::Grid(g) => CostDims {
+                n: g.len(),
+                m: g.len(),
+                batch: None,
+            },
+            CostKind::Cloud(c) => CostDims {
+                n: c.n,
+                m: c.m,
+                batch: None,
+            },
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for CudaCost<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.kind {
+            CostKind::Dense(_) => "dense",
+            CostKind::Grid(_) => "grid",
+            CostKind::Cloud(_) => "point clouds",
+        };
+        write!(f, "CudaCost({kind}, {:?})", self.dims())
+    }
+}
+
+/// A dense cost: `C` (`[B×]n×m`) and `Cᵀ` (`[B×]m×n`), so that both half-steps stream
+/// rows.
+pub(super) struct DenseCost<T> {
+    pub dims: CostDims,
+    pub c: CudaSlice<T>,
+    pub ct: CudaSlice<T>,
+    /// Scratch of the half-steps whose reduction is split across blocks.
+    pub hints: SplitHints<T>,
+}
+
+impl<T> DenseCost<T> {
+    /// The matrix a half-step on `side` reduces over, its reduction length and its output
+    /// length: `C` (`n`, `m`) for the `g` update, `Cᵀ` (`m`, `n`) for the `f` update.
+    pub fn reduced(&self, side: Side) -> (&CudaSlice<T>, usize, usize) {
+        match side {
+            Side::Col => (&self.c, self.dims.n, self.dims.m),
+            Side::Row => (&self.ct, self.dims.m, self.dims.n),
+        }
+    }
+
+    /// Elements between consecutive problems' matrices (0: one matrix shared by the batch).
+    pub fn stride(&self) -> i64 {
+        match self.dims.batch {
+            Some(_) => (self.dims.n * self.dims.m) as i64,
+            None => 0,
+        }
+    }
+}
+
+/// The K-split partial `(max, sum)` pairs of the last split half-step on one side of a
+/// cost, which the next split half-step on that side takes as its shift hints
+/// (`split_hints` in cuda/sinkstep.cu).
+pub(super) struct SplitParts<T> {
+    pub batch: usize,
+    pub splits: usize,
+    pub l: usize,
+    /// `part_m` (`splits·batch·l`), then `part_s`.
+    pub buf: CudaSlice<T>,
+}
+
+/// The scratch a dense cost owns for its split half-steps: one slot per side, empty until
+/// a split half-step ran there, replaced when the batch or the split changes. Half-steps
+/// on the same cost take the slot's lock in turn, so a cost used from several threads stays
+/// correct (its launches are ordered on the one stream anyway).
+pub(super) struct SplitHints<T> {
+    slots: [Mutex<Option<SplitParts<T>>>; 2],
+}
+
+impl<T> SplitHints<T> {
+    fn new() -> Self {
+        SplitHints {
+            slots: [Mutex::new(None), Mutex::new(None)],
+        }
+    }
+
+    /// The slot of `side`, locked.
+    pub fn lock(&self, side: Side) -> Result<MutexGuard<'_, Option<SplitParts<T>>>> {
+        self.slots[usize::from(side == Side::Row)]
+            .lock()
+            .map_err(|_| Error::Cuda("the K-split hint lock was poisoned".into()))
+    }
+}
+
+impl CudaBackend {
+    /// Prepare any cost source (see [`Backend::prepare_cost`](crate::Backend::prepare_cost)).
+    pub(super) fn prepare<T: CudaReal>(&self, source: &CostSource<'_, T>) -> Result<CudaCost<T>> {
+        let kind = match source {
+            CostSource::Dense(c) => {
+                let (n, m) = c.dim();
+                let dims = CostDims { n, m, batch: None };
+                CostKind::Dense(self.prepare_dense(dims, c.as_slice(), || c.iter().copied())?)
+            }
+            CostSource::DenseBatch(c) => {
+                let (b, n, m) = c.dim();
+                if b == 0 {
+                    return Err(Error::Empty {
+                        arg: "cost".into(),
+                        detail: "a batch of 0 cost matrices".into(),
+                    });
+                }
+                let dims = CostDims {
+                    n,
+                    m,
+                    batch: Some(b),
+                };
+                CostKind::Dense(self.prepare_dense(dims, c.as_slice(), || c.iter().copied())?)
+            }
+            CostSource::Grid(g) => {
+                check_grid(g)?;
+                CostKind::Grid(g.clone())
+            }
+            CostSource::PointCloud(p) => CostKind::Cloud(self.upload_cloud(p)?),
+        };
+        Ok(CudaCost { kind })
+    }
+
+    /// Upload `C` (row-major `contiguous`, else the elements of `elements` in order) and
+    /// form `Cᵀ` on the GPU.
+    fn prepare_dense<'a, T: CudaReal, I: Iterator<Item = T>>(
+        &self,
+        dims: CostDims,
+        contiguous: Option<&'a [T]>,
+        elements: impl FnOnce() -> I,
+    ) -> Result<DenseCost<T>> {
+        if dims.n == 0 || dims.m == 0 {
+            return Err(Error::Empty {
+                arg: "cost".into(),
+                detail: format!("a {}×{} matrix", dims.n, dims.m),
+            });
+        }
+        to_i32(dims.n, "cost rows")?;
+        to_i32(dims.m, "cost columns")?;
+        let host: Cow<'a, [T]> = match contiguous {
+            Some(v) => Cow::Borrowed(v),
+            None => Cow::Owned(elements().collect()),
+        };
+        let mut c = self.alloc::<T>(host.len(), "the cost")?;
+        self.inner
+            .stream
+            .memcpy_htod(host.as_ref(), &mut c)
+            .context("copying the cost")?;
+        let ct = self.alloc::<T>(host.len(), "the transposed cost")?;
+        self.transpose_batch(&c, &ct, dims)?;
+        Ok(DenseCost {
+            dims,
+            c,
+            ct,
+            hints: SplitHints::new(),
+        })
+    }
+
+    /// `ct[b] = c[b]ᵀ` for each of the cost's matrices: 32×32 tiles of 32×8 threads, at
+    /// most 65535 matrices (the grid's z dimension) per launch.
+    fn transpose_batch<T: CudaReal>(
+        &self,
+        c: &CudaSlice<T>,
+        ct: &CudaSlice<T>,
+        dims: CostDims,
+    ) -> Result<()> {
+        let (gx, gy) = (dims.m.div_ceil(32), dims.n.div_ceil(32));
+        let per = (dims.n * dims.m) as u64 * std::mem::size_of::<T>() as u64;
+        let (pc, pt) = (self.ptr(c), self.ptr(ct));
+        let (n, m) = (dims.n as i32, dims.m as i32);
+        let matrices = dims.batch.unwrap_or(1);
+        let mut b0 = 0usize;
+        while b0 < matrices {
+            let count = (matrices - b0).min(65535);
+            if gx > i32::MAX as usize || gy > 65535 {
+                return Err(Error::shape(
+                    "cost",
+                    format!(
+                        "{}×{} is too large for the transpose kernel",
+                        dims.n, dims.m
+                    ),
+                ));
+            }
+            let cfg = Launch::new((gx as u32, gy as u32, count as u32), (32, 8, 1));
+            let (src, dst) = (pc + b0 as u64 * per, pt + b0 as u64 * per);
+            // SAFETY: `transpose(const T *in, T *out, int n, int m)` over `count` n×m
+            // matrices of `c` into `ct`, both of the cost's length.
+            unsafe { self.launch(&kernel_name::<T>("transpose"), cfg, (src, dst, n, m)) }?;
+            b0 += count;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,345 @@
+//! The device: a CUDA context with one stream, the kernels loaded from every module of the
+//! registry, the device's limits and the backend's tuning; buffers, allocation and copies.
+
+use super::kernels::{kernel_name, CudaReal, Module};
+use super::launch::{ClusterKey, Context, Launch};
+use super::nvrtc;
+use super::tuning::Tuning;
+use crate::{Error, Result};
+use cudarc::driver::{sys, CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+pub(super) struct Inner {
+    pub ctx: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+    /// Every entry point of the registry, by full name.
+    pub funcs: HashMap<String, CudaFunction>,
+    pub device: String,
+    pub sm_count: usize,
+    /// Opt-in shared memory per block, in bytes.
+    pub max_smem: usize,
+    /// The tuning, as this device supports it ([`Tuning::for_device`]).
+    pub tuning: Tuning,
+    /// Cluster sizes found schedulable ([`CudaBackend::cluster_size`]).
+    pub cluster_sizes: Mutex<HashMap<ClusterKey, usize>>,
+}
+
+/// Computes on an NVIDIA GPU through the CUDA driver API. Cheap to clone (shares the
+/// context, stream and loaded kernels).
+#[derive(Clone)]
+pub struct CudaBackend {
+    pub(super) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for CudaBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "CudaBackend({}, {} SMs)",
+            self.inner.device, self.inner.sm_count
+        )
+    }
+}
+
+/// A 1-D array of `T` in GPU memory.
+pub struct CudaBuffer<T> {
+    pub(super) data: CudaSlice<T>,
+    pub(super) len: usize,
+}
+
+impl<T> CudaBuffer<T> {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether the buffer is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl<T> std::fmt::Debug for CudaBuffer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CudaBuffer(len {})", self.len)
+    }
+}
+
+impl CudaBackend {
+    /// The first GPU (ordinal 0). Its kernels are compiled by NVRTC once per process
+    /// (see [`CudaBackend::with_kernel_cache`] to keep them between processes).
+    pub fn new() -> Result<Self> {
+        Self::with_device(0)
+    }
+
+    /// The GPU with this ordinal. Errors: [`Error::Unavailable`] when the CUDA driver or
+    /// NVRTC cannot be loaded or there is no such GPU; [`Error::Cuda`] when a driver call
+    /// or the kernel compilation fails.
+    pub fn with_device(ordinal: usize) -> Result<Self> {
+        Self::with_tuning(ordinal, Tuning::default())
+    }
+
+    /// The GPU with this ordinal, keeping its compiled kernels as CUBIN files in `dir`
+    /// (created if missing; one file per kernel module, architecture and crate version), so
+    /// that later processes load them instead of compiling them again. A cache that cannot
+    /// be written is skipped. Errors as [`CudaBackend::with_device`].
+    pub fn with_kernel_cache(ordinal: usize, dir: impl Into<PathBuf>) -> Result<Self> {
+        let tuning = Tuning {
+            kernel_cache: Some(dir.into()),
+            ..Tuning::default()
+        };
+        Self::with_tuning(ordinal, tuning)
+    }
+
+    /// The GPU with this ordinal and explicit kernel choices (not public API; see
+    /// [`Tuning`]).
+    #[doc(hidden)]
+    pub fn with_tuning(ordinal: usize, tuning: Tuning) -> Result<Self> {
+        // cudarc panics when a library is missing; check first, and catch anything else.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(Error::Unavailable(
+                "no CUDA driver: libcuda could not be loaded".into(),
+            ));
+        }
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err(Error::Unavailable(
+                "no NVRTC: libnvrtc could not be loaded (put the CUDA toolkit's lib64 on LD_LIBRARY_PATH)".into(),
+            ));
+        }
+        match std::panic::catch_unwind(|| Self::start(ordinal, tuning)) {
+            Ok(r) => r,
+            Err(p) => {
+                let msg = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                Err(Error::Unavailable(format!(
+                    "the CUDA driver could not be used: {msg}"
+                )))
+            }
+        }
+    }
+
+    fn start(ordinal: usize, tuning: Tuning) -> Result<Self> {
+        let count = match CudaContext::device_count() {
+            Ok(c) => c,
+            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NO_DEVICE => 0,
+            Err(e) => return Err(Error::Unavailable(format!("no usable CUDA driver: {e:?}"))),
+        };
+        if count <= 0 {
+            return Err(Error::Unavailable("no CUDA GPU found".into()));
+        }
+        if ordinal >= count as usize {
+            return Err(Error::parameter(
+                "ordinal",
+                ordinal,
+                format!("there are {count} CUDA devices"),
+            ));
+        }
+        let ctx = CudaContext::new(ordinal).context("creating the context")?;
+        // One stream per backend and every launch in order: cudarc's per-buffer event
+        // tracking (made for several streams) would only add driver calls.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.new_stream().context("creating a stream")?;
+        let (major, minor) = ctx
+            .compute_capability()
+            .context("reading the compute capability")?;
+        if major < 8 {
+            return Err(Error::Unavailable(format!(
+                "GPU compute capability {major}.{minor} is below 8.0 (the kernels use cp.async)"
+            )));
+        }
+        let attr = |a| ctx.attribute(a).context("reading a device attribute");
+        let sm_count =
+            attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as usize;
+        let max_smem =
+            attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?
+                as usize;
+        let device = ctx.name().unwrap_or_else(|_| "CUDA GPU".into());
+        let funcs = load_kernels(&ctx, &format!("sm_{major}{minor}"), &tuning, max_smem)?;
+        Ok(CudaBackend {
+            inner: Arc::new(Inner {
+                ctx,
+                stream,
+                funcs,
+                device,
+                sm_count,
+                max_smem,
+                tuning: tuning.for_device(major),
+                cluster_sizes: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    /// The GPU's name.
+    pub fn device_name(&self) -> &str {
+        &self.inner.device
+    }
+
+    /// Number of streaming multiprocessors.
+    pub fn sm_count(&self) -> usize {
+        self.inner.sm_count
+    }
+
+    /// Wait for all queued work (kernel failures surface here at the latest).
+    pub fn synchronize(&self) -> Result<()> {
+        self.inner.stream.synchronize().context("kernel execution")
+    }
+
+    /// A timer on the backend's stream: CUDA events around `f`, in milliseconds of GPU time.
+    pub fn time_ms<R>(&self, f: impl FnOnce() -> Result<R>) -> Result<(R, f64)> {
+        let event = || {
+            self.inner
+                .ctx
+                .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .context("creating an event")
+        };
+        let (start, stop) = (event()?, event()?);
+        start
+            .record(&self.inner.stream)
+            .context("recording an event")?;
+        let r = f()?;
+        stop.record(&self.inner.stream)
+            .context("recording an event")?;
+        stop.synchronize().context("kernel execution")?;
+        let ms = start.elapsed_ms(&stop).context("reading an event")?;
+        Ok((r, ms as f64))
+    }
+
+    /// The loaded entry point `name`.
+    pub(super) fn func(&self, name: &str) -> Result<&CudaFunction> {
+        self.inner
+            .funcs
+            .get(name)
+            .ok_or_else(|| Error::Cuda(format!("kernel {name} is missing from the module")))
+    }
+
+    /// The backend's tuning (as the device supports it).
+    pub(super) fn tuning(&self) -> &Tuning {
+        &self.inner.tuning
+    }
+
+    /// `len` uninitialised elements (one when `len = 0`, so every buffer has an address).
+    pub(super) fn alloc<T: CudaReal>(&self, len: usize, what: &str) -> Result<CudaSlice<T>> {
+        self.alloc_raw::<T>(len, what, T::NAME)
+    }
+
+    /// `len` uninitialised `f64` partial sums.
+    pub(super) fn alloc_f64(&self, len: usize, what: &str) -> Result<CudaSlice<f64>> {
+        self.alloc_raw::<f64>(len, what, "float64")
+    }
+
+    fn alloc_raw<T: cudarc::driver::DeviceRepr>(
+        &self,
+        len: usize,
+        what: &str,
+        type_name: &str,
+    ) -> Result<CudaSlice<T>> {
+        let bytes = len.checked_mul(std::mem::size_of::<T>());
+        if !matches!(bytes, Some(b) if b <= isize::MAX as usize) {
+            return Err(Error::Cuda(format!(
+                "{what}: {len} elements do not fit in memory"
+            )));
+        }
+        // SAFETY: the memory is written before it is read (every caller's contract).
+        unsafe { self.inner.stream.alloc::<T>(len.max(1)) }.with_context(|| {
+            let gib = (len * std::mem::size_of::<T>()) as f64 / (1u64 << 30) as f64;
+            format!("allocating {what} ({len} {type_name} values, {gib:.3} GiB)")
+        })
+    }
+
+    /// A new buffer holding `host`.
+    pub(super) fn upload_slice<T: CudaReal>(&self, host: &[T], what: &str) -> Result<CudaSlice<T>> {
+        let mut s = self.alloc::<T>(host.len(), what)?;
+        if !host.is_empty() {
+            self.inner
+                .stream
+                .memcpy_htod(host, &mut s)
+                .with_context(|| format!("copying {what} to the GPU"))?;
+        }
+        Ok(s)
+    }
+
+    /// The first `len` elements of `s` on the host (waits for the stream).
+    pub(super) fn download_slice<T: cudarc::driver::DeviceRepr + Default + Clone>(
+        &self,
+        s: &CudaSlice<T>,
+        len: usize,
+        what: &str,
+    ) -> Result<Vec<T>> {
+        let mut v = self
+            .inner
+            .stream
+            .clone_dtoh(s)
+            .with_context(|| format!("reading {what}"))?;
+        v.truncate(len);
+        Ok(v)
+    }
+
+    /// The device address of `s`, as the kernels take it.
+    pub(super) fn ptr<T>(&self, s: &CudaSlice<T>) -> u64 {
+        s.device_ptr(&self.inner.stream).0
+    }
+
+    /// `s[..len] = value`.
+    pub(super) fn fill_slice<T: CudaReal>(
+        &self,
+        s: &mut CudaSlice<T>,
+        len: usize,
+        value: T,
+    ) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let blocks = self.stride_blocks(len, 256, 16);
+        // SAFETY: `fill(T *out, long long len, T v)` writes `len` elements of `s`.
+        unsafe {
+            self.launch(
+                &kernel_name::<T>("fill"),
+                Launch::linear(blocks, 256),
+                (self.ptr(s), len as i64, value),
+            )
+        }
+    }
+}
+
+/// Compile (or load from the caches) and load every module of the registry, and let each
+/// kernel use the device's whole opt-in shared memory, less its static part.
+fn load_kernels(
+    ctx: &Arc<CudaContext>,
+    arch: &str,
+    tuning: &Tuning,
+    max_smem: usize,
+) -> Result<HashMap<String, CudaFunction>> {
+    let mut funcs = HashMap::new();
+    for module in Module::ALL {
+        let bin = nvrtc::cubin(
+            module,
+            arch,
+            &tuning.nvrtc_defines,
+            tuning.kernel_cache.as_deref(),
+        )?;
+        let m = ctx
+            .load_module(cudarc::nvrtc::Ptx::from_binary(bin.as_ref().clone()))
+            .context("loading the kernels")?;
+        for name in module.kernel_names() {
+            let f = m
+                .load_function(&name)
+                .with_context(|| format!("finding kernel {name} in {}.cu", module.name()))?;
+            funcs.insert(name, f);
+        }
+    }
+    let opt_in = sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+    let static_smem = sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES;
+    for f in funcs.values() {
+        let fixed = f
+            .get_attribute(static_smem)
+            .context("reading a kernel attribute")?;
+        let bytes = (max_smem as i32 - fixed).max(0);
+        f.set_attribute(opt_in, bytes)
+            .context("raising the shared-memory limit")?;
+    }
+    Ok(funcs)
+}

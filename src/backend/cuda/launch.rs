@@ -1,0 +1,326 @@
+//! One way to launch a kernel: a [`Launch`] (grid, block, dynamic shared memory, and how
+//! it starts: plainly, overlapping the previous kernel, or in thread-block clusters), a
+//! typed argument tuple ([`KernelArgs`]), and [`CudaBackend::launch`]. Also the one error
+//! context for driver calls ([`Context`]), the grid-size helper and the cluster-size probe.
+
+use super::CudaBackend;
+use crate::{Error, Result};
+use cudarc::driver::{result as driver, result::DriverError, sys, DeviceRepr};
+use std::ffi::c_void;
+
+/// How a launch starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// After the previous kernel in the stream has finished.
+    Plain,
+    /// Programmatic dependent launch (sm_90): the kernel's blocks may start while the
+    /// previous kernel drains; the kernel waits (`griddepcontrol.wait`) before reading
+    /// anything that kernel wrote.
+    Overlap,
+    /// Thread-block clusters of this many CTAs along x (sm_90).
+    Cluster(u32),
+}
+
+/// Where and how a kernel runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Launch {
+    /// Blocks along x, y, z.
+    pub grid: (u32, u32, u32),
+    /// Threads per block along x, y, z.
+    pub block: (u32, u32, u32),
+    /// Dynamic shared memory per block, in bytes.
+    pub smem: u32,
+    /// How the launch starts.
+    pub start: Start,
+}
+
+impl Launch {
+    /// `grid` blocks of `block` threads, no dynamic shared memory, a plain start.
+    pub fn new(grid: (u32, u32, u32), block: (u32, u32, u32)) -> Launch {
+        Launch {
+            grid,
+            block,
+            smem: 0,
+            start: Start::Plain,
+        }
+    }
+
+    /// `blocks` 1-D blocks (at least one) of `threads` threads.
+    pub fn linear(blocks: u32, threads: u32) -> Launch {
+        Launch::new((blocks.max(1), 1, 1), (threads, 1, 1))
+    }
+
+    /// With `bytes` of dynamic shared memory per block.
+    pub fn shared(self, bytes: usize) -> Launch {
+        Launch {
+            smem: bytes as u32,
+            ..self
+        }
+    }
+
+    /// Starting as `start`.
+    pub fn start(self, start: Start) -> Launch {
+        Launch { start, ..self }
+    }
+}
+
+/// A kernel's parameter list: a tuple of plain device values in the order of the kernel's
+/// signature (device pointers as `u64`, `int` as `i32`, `long long` as `i64`, the
+/// precision's scalars as `T`).
+///
+/// # Safety
+/// `with_params` hands the callback one pointer per element, each to that element.
+pub unsafe trait KernelArgs {
+    /// Call `f` with the array of pointers to the parameters, as `cuLaunchKernel` reads it.
+    fn with_params<R>(&mut self, f: impl FnOnce(&mut [*mut c_void]) -> R) -> R;
+}
+
+macro_rules! kernel_args {
+    ($($t:ident $v:ident),+) => {
+        // SAFETY: one pointer per element, to that element (borrowed for the call).
+        unsafe impl<$($t: DeviceRepr),+> KernelArgs for ($($t,)+) {
+            fn with_params<R>(&mut self, f: impl FnOnce(&mut [*mut c_void]) -> R) -> R {
+                let ($($v,)+) = self;
+                let mut params = [$($v as *mut $t as *mut c_void),+];
+                f(&mut params)
+            }
+        }
+    };
+}
+kernel_args!(A a);
+kernel_args!(A a, B b);
+kernel_args!(A a, B b, C c);
+kernel_args!(A a, B b, C c, D d);
+kernel_args!(A a, B b, C c, D d, E e);
+kernel_args!(A a, B b, C c, D d, E e, F f);
+kernel_args!(A a, B b, C c, D d, E e, F f, G g);
+kernel_args!(A a, B b, C c, D d, E e, F f, G g, H h);
+kernel_args!(A a, B b, C c, D d, E e, F f, G g, H h, I i);
+kernel_args!(A a, B b, C c, D d, E e, F f, G g, H h, I i, J j);
+kernel_args!(A a, B b, C c, D d, E e, F f, G g, H h, I i, J j, K k);
+kernel_args!(A a, B b, C c, D d, E e, F f, G g, H h, I i, J j, K k, L l);
+kernel_args!(A a, B b, C c, D d, E e, F f, G g, H h, I i, J j, K k, L l, M m);
+kernel_args!(A a, B b, C c, D d, E e, F f, G g, H h, I i, J j, K k, L l, M m, N n);
+kernel_args!(A a, B b, C c, D d, E e, F f, G g, H h, I i, J j, K k, L l, M m, N n, O o);
+kernel_args!(A a, B b, C c, D d, E e, F f, G g, H h, I i, J j, K k, L l, M m, N n, O o, P p);
+
+/// The error context of a driver call: `Error::Cuda("{what}: …")`, out-of-memory spelled
+/// out.
+pub trait Context<V> {
+    /// With a fixed description of what failed.
+    fn context(self, what: &str) -> Result<V>;
+    /// With a description built only on failure.
+    fn with_context(self, what: impl FnOnce() -> String) -> Result<V>;
+}
+
+impl<V> Context<V> for std::result::Result<V, DriverError> {
+    fn context(self, what: &str) -> Result<V> {
+        self.map_err(|e| cuda_error(what, e))
+    }
+    fn with_context(self, what: impl FnOnce() -> String) -> Result<V> {
+        self.map_err(|e| cuda_error(&what(), e))
+    }
+}
+
+fn cuda_error(what: &str, e: DriverError) -> Error {
+    if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+        Error::Cuda(format!("{what}: out of GPU memory"))
+    } else {
+        Error::Cuda(format!("{what}: {e:?}"))
+    }
+}
+
+/// `v` as a kernel's `int`, or an error naming `what`.
+pub fn to_i32(v: usize, what: &str) -> Result<i32> {
+    i32::try_from(v).map_err(|_| {
+        Error::shape(
+            what,
+            format!("{v} exceeds the CUDA kernels' limit of {}", i32::MAX),
+        )
+    })
+}
+
+/// The driver's configuration of `cfg` on `stream` with one launch attribute.
+fn driver_config(
+    cfg: &Launch,
+    stream: sys::CUstream,
+    attr: &mut sys::CUlaunchAttribute,
+) -> sys::CUlaunchConfig {
+    sys::CUlaunchConfig {
+        gridDimX: cfg.grid.0,
+        gridDimY: cfg.grid.1,
+        gridDimZ: cfg.grid.2,
+        blockDimX: cfg.block.0,
+        blockDimY: cfg.block.1,
+        blockDimZ: cfg.block.2,
+        sharedMemBytes: cfg.smem,
+        hStream: stream,
+        attrs: attr as *mut _,
+        numAttrs: 1,
+    }
+}
+
+/// The launch attribute of a clustered launch of `size` CTAs along x.
+fn cluster_attribute(size: u32) -> sys::CUlaunchAttribute {
+    // SAFETY: a plain C struct and union, valid when zeroed.
+    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = size;
+    attr.value.clusterDim.y = 1;
+    attr.value.clusterDim.z = 1;
+    attr
+}
+
+/// (kernel, threads, dynamic shared bytes, cluster size asked) of a cluster-size probe.
+pub(super) type ClusterKey = (String, u32, u32, usize);
+
+impl CudaBackend {
+    /// Launch entry point `name` ([`kernel_name`](super::kernels::kernel_name)) with
+    /// `args` under `cfg`, on the backend's stream.
+    ///
+    /// # Safety
+    /// `args` must match the entry point's parameter list (see [`KernelArgs`]), and every
+    /// buffer they point to must hold what the kernel reads and writes under `cfg`.
+    pub(super) unsafe fn launch<A: KernelArgs>(
+        &self,
+        name: &str,
+        cfg: Launch,
+        mut args: A,
+    ) -> Result<()> {
+        let func = self.func(name)?.cu_function();
+        let stream = self.inner.stream.cu_stream();
+        self.inner
+            .ctx
+            .bind_to_thread()
+            .context("binding the context")?;
+        let (grid, block) = (cfg.grid, cfg.block);
+        args.with_params(|params| {
+            let mut attr = match cfg.start {
+                Start::Plain => {
+                    // SAFETY: a loaded function; the parameters are the caller's promise.
+                    return unsafe {
+                        driver::launch_kernel(func, grid, block, cfg.smem, stream, params)
+                    };
+                }
+                Start::Overlap => {
+                    // SAFETY: a plain C struct and union, valid when zeroed.
+                    let mut a: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+                    a.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+                    a.value.programmaticStreamSerializationAllowed = 1;
+                    a
+                }
+                Start::Cluster(size) => cluster_attribute(size),
+            };
+            let lc = driver_config(&cfg, stream, &mut attr);
+            // SAFETY: a loaded function and a configuration whose attribute outlives the
+            // call; the parameters are the caller's promise.
+            unsafe {
+                sys::cuLaunchKernelEx(&lc, func, params.as_mut_ptr(), std::ptr::null_mut())
+            }
+            .result()
+        })
+        .with_context(|| format!("launching {name}"))
+    }
+
+    /// Blocks of a grid-stride loop over `work` items of which a block takes `per_block`
+    /// at a time: enough for every item, at most `waves` blocks per SM, at least one.
+    pub(super) fn stride_blocks(&self, work: usize, per_block: usize, waves: usize) -> u32 {
+        work.div_ceil(per_block)
+            .clamp(1, self.inner.sm_count * waves) as u32
+    }
+
+    /// The largest thread-block cluster size, among `want` and the powers of two below it,
+    /// that the GPU can schedule for kernel `name` with `threads` threads and `smem` bytes of
+    /// dynamic shared memory per CTA (sizes above 8 are non-portable and allowed
+    /// explicitly); 1 when no cluster fits. Probed once per (kernel, threads, bytes, size).
+    pub(super) fn cluster_size(
+        &self,
+        name: &str,
+        threads: u32,
+        smem: u32,
+        want: usize,
+    ) -> Result<usize> {
+        let key: ClusterKey = (name.to_string(), threads, smem, want);
+        let poisoned = || Error::Cuda("the cluster-size cache lock was poisoned".into());
+        if let Some(&c) = self
+            .inner
+            .cluster_sizes
+            .lock()
+            .map_err(|_| poisoned())?
+            .get(&key)
+        {
+            return Ok(c);
+        }
+        let func = self.func(name)?.cu_function();
+        self.inner
+            .ctx
+            .bind_to_thread()
+            .context("binding the context")?;
+        let mut chosen = 1;
+        let mut cand = want.min(16);
+        while cand >= 2 {
+            // SAFETY: a valid function handle and a documented attribute.
+            let allowed = unsafe {
+                sys::cuFuncSetAttribute(
+                    func,
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                    i32::from(cand > 8),
+                )
+            };
+            if allowed == sys::CUresult::CUDA_SUCCESS {
+                let mut attr = cluster_attribute(cand as u32);
+                let cfg = Launch::new((cand as u32, 1, 1), (threads, 1, 1)).shared(smem as usize);
+                let lc = driver_config(&cfg, self.inner.stream.cu_stream(), &mut attr);
+                let mut clusters = 0i32;
+                // SAFETY: a valid function and config whose attribute outlives the query.
+                let r = unsafe { sys::cuOccupancyMaxActiveClusters(&mut clusters, func, &lc) };
+                if r == sys::CUresult::CUDA_SUCCESS && clusters >= 1 {
+                    chosen = cand;
+                    break;
+                }
+            }
+            cand = if cand.is_power_of_two() {
+                cand / 2
+            } else {
+                cand.next_power_of_two() / 2
+            };
+        }
+        self.inner
+            .cluster_sizes
+            .lock()
+            .map_err(|_| poisoned())?
+            .insert(key, chosen);
+        Ok(chosen)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_are_passed_as_pointers_to_each_element_in_order() {
+        let mut args = (1u64, -2i32, 3.5f32, 4i64);
+        let seen = args.with_params(|p| {
+            assert_eq!(p.len(), 4);
+            // SAFETY: the pointers point at the tuple's elements, of these types.
+            unsafe {
+                (
+                    *(p[0] as *const u64),
+                    *(p[1] as *const i32),
+                    *(p[2] as *const f32),
+                    *(p[3] as *const i64),
+                )
+            }
+        });
+        assert_eq!(seen, (1, -2, 3.5, 4));
+    }
+
+    #[test]
+    fn a_linear_launch_has_at_least_one_block() {
+        let l = Launch::linear(0, 256).shared(1024).start(Start::Cluster(4));
+        assert_eq!(l.grid, (1, 1, 1));
+        assert_eq!(l.block, (256, 1, 1));
+        assert_eq!((l.smem, l.start), (1024, Start::Cluster(4)));
+    }
+}
