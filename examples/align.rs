@@ -6,13 +6,11 @@
 //! cargo run --release --example align
 //! ```
 //!
-//! Titles and axes need a font: the example registers DejaVu Sans from the system (or the
-//! TTF named by `LOGOT_FONT`) and draws plain panels without text when there is none.
+//! The plots are `logot::plot::scatter` panels, drawn with the bundled font (no system fonts).
 
 use logot::linalg::align::rotation_angle;
 use logot::linalg::{wasserstein_procrustes, WassersteinProcrustesParams};
 use ndarray::{array, Array2, ArrayView2};
-use plotters::prelude::*;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -44,90 +42,35 @@ fn cloud(rng: &mut StdRng, n: usize) -> Array2<f64> {
     x
 }
 
-fn register_font() -> bool {
-    let path = std::env::var("LOGOT_FONT")
-        .unwrap_or_else(|_| "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf".into());
-    match std::fs::read(&path) {
-        Ok(bytes) => plotters::style::register_font(
-            "sans-serif",
-            FontStyle::Normal,
-            Box::leak(bytes.into_boxed_slice()),
-        )
-        .is_ok(),
-        Err(_) => false,
-    }
+/// The columns `(0, k)` of a 3-D cloud: its projection on the x–y (k = 1) or x–z (k = 2) plane.
+fn projection(a: ArrayView2<'_, f64>, k: usize) -> Array2<f64> {
+    Array2::from_shape_fn((a.nrows(), 2), |(i, j)| a[[i, if j == 0 { 0 } else { k }]])
 }
 
-/// Two projections (x–y and x–z) of `a` (blue dots, labelled `a_name`) over `b` (orange
-/// rings) side by side.
+/// Two projections (x–y and x–z) of `a` (labelled `a_name`) over the target `b`, side by side.
 fn plot(
     path: &str,
     title: &str,
     (a, a_name): (ArrayView2<'_, f64>, &str),
     b: ArrayView2<'_, f64>,
-    text: bool,
-) -> Result<(), Box<dyn Error>> {
-    let root = BitMapBackend::new(path, (1200, 620)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let root = if text {
-        root.titled(title, ("sans-serif", 26))?
-    } else {
-        root
-    };
-    let panels = root.split_evenly((1, 2));
-    let all = a.iter().chain(b.iter()).fold(0.0f64, |m, v| m.max(v.abs())) * 1.05;
-    for (panel, (cy, name)) in panels.iter().zip([(1usize, "y"), (2, "z")]) {
-        let mut chart = ChartBuilder::on(panel);
-        chart.margin(15);
-        if text {
-            chart
-                .x_label_area_size(35)
-                .y_label_area_size(45)
-                .caption(format!("projection on x–{name}"), ("sans-serif", 20));
-        }
-        let mut chart = chart.build_cartesian_2d(-all..all, -all..all)?;
-        if text {
-            chart
-                .configure_mesh()
-                .x_desc("x")
-                .y_desc(name)
-                .light_line_style(WHITE.mix(0.0))
-                .draw()?;
-        } else {
-            chart.plotting_area().draw(&Rectangle::new(
-                [(-all, -all), (all, all)],
-                BLACK.stroke_width(1),
-            ))?;
-        }
-        let blue = RGBColor(31, 119, 180);
-        let orange = RGBColor(255, 127, 14);
-        let ser = chart.draw_series(
-            b.rows()
-                .into_iter()
-                .map(|p| Circle::new((p[0], p[cy]), 4, orange.stroke_width(1))),
-        )?;
-        if text {
-            ser.label("target y")
-                .legend(move |(x, y)| Circle::new((x, y), 4, orange.stroke_width(1)));
-        }
-        let ser = chart.draw_series(
-            a.rows()
-                .into_iter()
-                .map(|p| Circle::new((p[0], p[cy]), 2, blue.filled())),
-        )?;
-        if text {
-            ser.label(a_name)
-                .legend(move |(x, y)| Circle::new((x, y), 3, blue.filled()));
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperLeft)
-                .border_style(BLACK)
-                .background_style(WHITE.mix(0.9))
-                .draw()?;
-        }
-    }
-    root.present()?;
-    Ok(())
+) -> logot::Result<()> {
+    let (axy, axz, bxy, bxz) = (
+        projection(a, 1),
+        projection(a, 2),
+        projection(b, 1),
+        projection(b, 2),
+    );
+    let panels: Vec<logot::plot::ScatterPanel<'_, f64>> = vec![
+        (
+            "projection on the x–y plane".into(),
+            vec![("target y", bxy.view()), (a_name, axy.view())],
+        ),
+        (
+            "projection on the x–z plane".into(),
+            vec![("target y", bxz.view()), (a_name, axz.view())],
+        ),
+    ];
+    logot::plot::scatter(path, &panels, 2, title)
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
@@ -165,17 +108,11 @@ fn main() -> Result<(), Box<dyn Error>> {
         fit.distance
     );
 
-    std::fs::create_dir_all("out/align")?;
-    let text = register_font();
-    if !text {
-        eprintln!("no font found (set LOGOT_FONT to a .ttf): plots are drawn without text");
-    }
     plot(
         "out/align/before.png",
         "Before: source x and the rotated, noisy, shuffled target y",
         (x.view(), "source x"),
         y.view(),
-        text,
     )?;
     let title = format!(
         "After Wasserstein–Procrustes: rotation error {:.3}°",
@@ -186,7 +123,6 @@ fn main() -> Result<(), Box<dyn Error>> {
         &title,
         (moved.view(), "R·x + t"),
         y.view(),
-        text,
     )?;
     println!("wrote out/align/before.png and out/align/after.png");
     Ok(())

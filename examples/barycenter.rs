@@ -10,7 +10,7 @@
 //! unit grid, never stored: each Sinkhorn half-step is two 1-D log-convolutions
 //! (POT's `convolutional_barycenter2d(..., method="sinkhorn_log")`). The plots: the three
 //! inputs with their barycenter for weights (0.3, 0.3, 0.4), and an interpolation strip
-//! square → ring → disks computed as one batch of barycenter problems.
+//! square → ring → disks computed as one batch of barycenter problems (two rows of panels).
 
 use logot::{
     problems, BarycenterKernels, BarycenterParams, BarycenterSolver, CpuBackend, Error, GridCost,
@@ -115,6 +115,7 @@ fn run<B: BarycenterKernels<f64> + Clone>(backend: B, out: &Path) -> Result<Vec<
         &panels,
         4,
         &format!("Inputs and their Wasserstein barycenter (64×64 grid, ε = {EPS})"),
+        "mass per pixel",
     )?;
     files.push(path);
 
@@ -161,11 +162,13 @@ fn run<B: BarycenterKernels<f64> + Clone>(backend: B, out: &Path) -> Result<Vec<
         })
         .collect();
     let path = out.join("interpolation.png");
+    // Two rows (square → ring, then ring → two disks) so each image stays readable.
     logot::plot::image_panels(
         &path,
         &panels,
-        p,
+        steps + 1,
         "Displacement interpolation by barycenters: square → ring → two disks",
+        "mass per pixel",
     )?;
     files.push(path);
     Ok(files)

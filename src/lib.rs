@@ -40,6 +40,13 @@
 //! matrices with its backward ([`bistochastic()`], [`bistochastic_backward`]), and the
 //! finite-difference checker the tests use ([`check_gradient`]).
 
+/// The `ndarray` crate logot is built with (0.17): the array types of every signature.
+///
+/// Use it instead of a separate `ndarray` dependency (`use logot::ndarray::{array, Array2};`),
+/// or depend on the same version; arrays of another `ndarray` version are different types,
+/// and the compiler reports "multiple different versions of crate `ndarray`".
+pub use ndarray;
+
 pub mod backend;
 pub mod barycenter;
 mod cg;
@@ -185,7 +192,13 @@ pub fn coupling<T: Real>(
     Solver::new(CpuBackend, SinkhornParams::new(eps.f64())).coupling(&Problem::new(mu, nu, cost)?)
 }
 
-/// The README's examples, compiled and run as doctests.
+/// The README's examples, compiled and run as doctests (complete programs, no hidden lines).
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// The README's example that needs the `cuda` feature (fenced `rust ignore` there), with the
+/// hidden lines that compile it only with the feature; tests/readme.rs keeps the two equal.
+#[doc = include_str!("../docs/readme-doctests.md")]
+#[cfg(doctest)]
+pub struct ReadmeFeatureDoctests;
