@@ -1,16 +1,26 @@
 // The plan report of a dense cost (Backend::plan_report): the row and column sums of
 // P_ij = exp((f_i + g_j - C_ij)/eps), the transport cost and the mass, evaluated entry by
-// entry in f64 from the stored f, g and C, so the reported errors are those of the plan the
-// potentials define. Every sum runs in a fixed order (lanes, then a fixed shuffle tree), so
+// entry from the stored f, g and C (exponent in f64, exponential in T, sums in f64), so
+// the reported errors are those of the plan the potentials define. Every sum runs in a fixed order (lanes, then a fixed shuffle tree), so
 // the result does not depend on scheduling.
 //
 // Layout: f is B×n, g is B×m, C is n×m (shared: cstride = 0) or B×n×m (cstride = n·m).
 
-// One entry of the plan and its cost, in f64 (0 where a potential is -inf).
-template <typename T>
-__device__ __forceinline__ double plan_entry(T fi, T gj, T cij, double inv_eps) {
+// One entry of the plan, P_ij = exp((f_i + g_j - C_ij)/eps): the exponent in f64 (the
+// difference of the stored values, exact), its exponential in T's precision (f64: exp;
+// f32: expf, within 2 ulp, on the single-precision pipe), summed by the callers in f64.
+// 0 where a potential is -inf.
+template <typename T> __device__ __forceinline__ double plan_entry(T fi, T gj, T cij, double inv_eps);
+template <>
+__device__ __forceinline__ double plan_entry<double>(double fi, double gj, double cij,
+                                                     double inv_eps) {
+  return exp((fi + gj - cij) * inv_eps); // exp(-inf) = 0
+}
+template <>
+__device__ __forceinline__ double plan_entry<float>(float fi, float gj, float cij,
+                                                    double inv_eps) {
   double t = ((double)fi + (double)gj - (double)cij) * inv_eps;
-  return exp(t); // exp(-inf) = 0
+  return (double)expf((float)t); // expf(-inf) = 0
 }
 
 __device__ __forceinline__ double warp_sum(double v) {

@@ -58,7 +58,7 @@ fn cast<T: Real, D: ndarray::Dimension>(a: &ndarray::Array<f64, D>) -> ndarray::
 
 /// A batch of 3 problems with one cost each, solved to convergence or stopped early: every
 /// problem's reported error and distance are its plan's.
-fn reports_are_the_plans<T: Real>(distance_rel: f64)
+fn reports_are_the_plans<T: Real>(entry_rel: f64, distance_rel: f64)
 where
     logot::backend::cuda::CudaBackend: logot::Backend<T>,
 {
@@ -90,7 +90,7 @@ where
             );
             let reported = conv.problems[k].marginal_error;
             assert!(
-                (reported - rows.max(cols)).abs() <= 1e-12,
+                (reported - rows.max(cols)).abs() <= entry_rel + 1e-13,
                 "{} ε {eps} problem {k}: reported {reported:e}, the plan's rows {rows:e} cols \
                  {cols:e}",
                 T::NAME
@@ -111,13 +111,14 @@ where
 
 #[test]
 fn cuda_reports_are_the_plans_errors_f64() {
-    reports_are_the_plans::<f64>(1e-12);
+    reports_are_the_plans::<f64>(1e-13, 1e-12);
 }
 
 #[test]
 fn cuda_reports_are_the_plans_errors_f32() {
-    // The distance is handed back in f32.
-    reports_are_the_plans::<f32>(2e-7);
+    // Each entry's exponential is f32's (within 2 ulp of mass-1 plans: Σ|ΔP| ≤ 2.4e-7), and
+    // the distance is handed back in f32.
+    reports_are_the_plans::<f32>(3e-7, 3e-7);
 }
 
 /// f32, 150×150, cost U[0,1] + 400, ε = 0.02 (issue 15's first case) on the GPU: the plan
