@@ -946,6 +946,18 @@ __device__ __forceinline__ void fill(T *__restrict__ out, long long len, T v) {
     out[e] = v;
 }
 
+// Unbalanced half-step from the balanced one, in place: out = (1 − phi)·eps·lm + phi·out,
+// −∞ where lm = −∞ (zero-mass bins).
+template <typename T>
+__device__ __forceinline__ void relax(T *__restrict__ out, const T *__restrict__ lm, long long len,
+                                      T eps, T phi) {
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < len;
+       e += (long long)gridDim.x * blockDim.x) {
+    const T l = lm[e];
+    out[e] = l == Num<T>::neg_inf() ? l : (T(1) - phi) * eps * l + phi * out[e];
+  }
+}
+
 // out[b][j][i] = in[b][i][j] for a batch of n×m matrices; 32×32 tiles, 32×8 threads.
 template <typename T>
 __device__ __forceinline__ void transpose(const T *__restrict__ in, T *__restrict__ out, int n,
@@ -1062,6 +1074,9 @@ __device__ __forceinline__ void report_sum(const T *__restrict__ nu, const T *__
     plan<T>(C, cost_stride, f, g, P, B, n, m, eps);                                          \
   }                                                                                          \
   extern "C" __global__ void fill_##SUF(T *out, long long len, T v) { fill<T>(out, len, v); } \
+  extern "C" __global__ void relax_##SUF(T *out, const T *lm, long long len, T eps, T phi) {   \
+    relax<T>(out, lm, len, eps, phi);                                                        \
+  }                                                                                          \
   extern "C" __global__ void report_sum_##SUF(const T *nu, const T *mass, const T *share,    \
                                               double *out, int per) {                        \
     report_sum<T>(nu, mass, share, out, per);                                                \

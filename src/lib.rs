@@ -63,6 +63,7 @@ pub mod problems;
 pub mod progress;
 mod real;
 pub mod sinkhorn;
+pub mod unbalanced;
 mod validate;
 
 #[cfg(feature = "cuda")]
@@ -91,6 +92,7 @@ pub use sinkhorn::{
     Convergence, Coupling, EpsScaling, Prepared, Problem, ProblemReport, SinkhornParams,
     SinkhornResult, Solver, WarmStart,
 };
+pub use unbalanced::Relaxation;
 
 use ndarray::{ArrayView1, ArrayView2};
 
@@ -116,6 +118,36 @@ pub fn wasserstein<T: Real>(
     eps: T,
 ) -> Result<SinkhornResult<T>> {
     Solver::new(CpuBackend, SinkhornParams::new(eps.f64())).solve(&Problem::new(mu, nu, cost)?)
+}
+
+/// Unbalanced entropic OT between `mu` (n) and `nu` (m), masses possibly unequal:
+/// `min_P ⟨P,C⟩ + ε·KL(P‖μ⊗ν) + ρ_μ·KL(P·1‖μ) + ρ_ν·KL(Pᵀ·1‖ν)`, POT's
+/// `sinkhorn_unbalanced(mu, nu, cost, eps, reg_m, reg_type="kl")`; `reg_m` is a scalar `ρ`
+/// or a pair `(ρ_μ, ρ_ν)` (`f64::INFINITY` keeps that marginal exact). On the CPU with
+/// default [`SinkhornParams`]; `distance` is `⟨P, C⟩` and `objective` the whole objective
+/// ([`unbalanced`]).
+///
+/// ```
+/// use ndarray::array;
+/// // Mass 2 against mass 1 at zero cost, ρ = 1 on both sides: the plan carries
+/// // Σμ·Σν·t with log t = −(ρ log Σν + ρ log Σμ)/(ε + 2ρ), i.e. 2^(1 − 1/(2 + ε)).
+/// let cost = array![[0.0f64]];
+/// let eps = 0.5;
+/// let r = logot::wasserstein_unbalanced(array![2.0].view(), array![1.0].view(), cost.view(), eps, 1.0)?;
+/// assert!(r.convergence.converged && r.distance[0] == 0.0);
+/// let mass = ((r.f[[0, 0]] + r.g[[0, 0]]) / eps).exp(); // P = exp((f + g − C)/ε)
+/// assert!((mass - 2f64.powf(1.0 - 1.0 / 2.5)).abs() < 1e-8);
+/// # Ok::<(), logot::Error>(())
+/// ```
+pub fn wasserstein_unbalanced<T: Real>(
+    mu: ArrayView1<'_, T>,
+    nu: ArrayView1<'_, T>,
+    cost: ArrayView2<'_, T>,
+    eps: T,
+    reg_m: impl Into<Relaxation>,
+) -> Result<SinkhornResult<T>> {
+    let params = SinkhornParams::new(eps.f64()).with_relaxation(reg_m.into());
+    Solver::new(CpuBackend, params).solve(&Problem::new(mu, nu, cost)?)
 }
 
 /// [`wasserstein`] with the exact gradients of `⟨P, C⟩` with respect to the cost, `mu`

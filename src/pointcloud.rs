@@ -302,6 +302,8 @@ impl<Bk> Solver<Bk> {
     where
         Bk: PointCloudKernels<T>,
     {
+        self.params()
+            .require_balanced("gradients with respect to points")?;
         let CostSource::PointCloud(cloud) = problem.cost() else {
             return Err(Error::shape(
                 "cost",
@@ -383,6 +385,7 @@ impl<Bk> Solver<Bk> {
     where
         Bk: PointCloudKernels<T> + GradKernels<T>,
     {
+        self.params().require_balanced("Sinkhorn divergences")?;
         let xy = PointCloudCost::with_metric(x, y, metric)?;
         let (a2, b2) = (mu.insert_axis(Axis(0)), nu.insert_axis(Axis(0)));
         let mass_a = check_histograms("mu", &a2)?;

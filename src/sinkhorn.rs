@@ -12,6 +12,7 @@
 
 use crate::backend::{Backend, CostSource, Marginals, Potentials, Side};
 use crate::progress::{HistoryEntry, Observer, Tracker};
+use crate::unbalanced::{residuals, side_terms, Relaxation};
 use crate::validate::{check_eps, check_equal_mass, check_histograms};
 use crate::{Error, Real, Result};
 use ndarray::{Array1, Array2, Array3, ArrayView1, ArrayView2, Axis};
@@ -38,6 +39,10 @@ pub struct SinkhornParams {
     pub observer: Option<Observer>,
     /// Keep the largest marginal error of every check in [`Convergence::history`].
     pub history: bool,
+    /// Relax the marginal constraints to KL penalties (unbalanced OT, POT's
+    /// `sinkhorn_unbalanced(..., reg_m, reg_type="kl")`); `None` (or both weights infinite)
+    /// solves the balanced problem, which needs equal masses. See [`Relaxation`].
+    pub relaxation: Option<Relaxation>,
 }
 
 impl Default for SinkhornParams {
@@ -51,6 +56,7 @@ impl Default for SinkhornParams {
             eps_scaling: None,
             observer: None,
             history: false,
+            relaxation: None,
         }
     }
 }
@@ -94,8 +100,47 @@ impl SinkhornParams {
             ..self
         }
     }
+    /// These parameters with the marginals relaxed: unbalanced OT.
+    ///
+    /// ```
+    /// use logot::{CpuBackend, Problem, Relaxation, SinkhornParams, Solver};
+    /// use ndarray::array;
+    /// // Unequal masses are accepted once a marginal is relaxed.
+    /// let (mu, nu, cost) = (array![1.0f64, 1.0], array![0.5, 0.5], array![[0.0, 1.0], [1.0, 0.0]]);
+    /// let params = SinkhornParams::new(0.1).with_relaxation(Relaxation::kl(1.0));
+    /// let r = Solver::new(CpuBackend, params).solve(&Problem::new(mu.view(), nu.view(), cost.view())?)?;
+    /// assert!(r.convergence.converged && r.objective.is_some());
+    /// # Ok::<(), logot::Error>(())
+    /// ```
+    pub fn with_relaxation(self, relaxation: Relaxation) -> Self {
+        SinkhornParams {
+            relaxation: Some(relaxation),
+            ..self
+        }
+    }
+
+    /// The relaxation when at least one marginal is relaxed (`None`: balanced).
+    pub(crate) fn unbalanced(&self) -> Option<Relaxation> {
+        self.relaxation.filter(|r| !r.is_balanced())
+    }
+
+    /// An error naming `relaxation` when it is set for a computation that is balanced only.
+    pub(crate) fn require_balanced(&self, what: &str) -> Result<()> {
+        match self.unbalanced() {
+            Some(r) => Err(Error::parameter(
+                "relaxation",
+                format!("{r:?}"),
+                format!("{what} are computed for balanced problems only"),
+            )),
+            None => Ok(()),
+        }
+    }
+
     pub(crate) fn validate(&self) -> Result<()> {
         check_eps("eps", self.eps)?;
+        if let Some(r) = &self.relaxation {
+            r.validate()?;
+        }
         if self.max_iters == 0 {
             return Err(Error::parameter(
                 "max_iters",
@@ -201,9 +246,12 @@ impl EpsScaling {
 pub struct ProblemReport {
     /// The larger of `‖P·1 − μ‖₁` and `‖Pᵀ·1 − ν‖₁` for the plan handed back (the plan the
     /// returned potentials define; for [`Solver::coupling`], the returned array itself).
+    /// Unbalanced ([`SinkhornParams::relaxation`]): the larger violation of the optimality
+    /// conditions `P·1 = μ ⊙ exp(−(f − ε log μ)/ρ_μ)` and `Pᵀ·1 = ν ⊙ exp(−(g − ε log ν)/ρ_ν)`
+    /// (`‖P·1 − μ‖₁` on a side with `ρ = ∞`).
     pub marginal_error: f64,
     /// `marginal_error ≤ tol · mass`: the plan handed back meets the tolerance relative to
-    /// the problem's total mass.
+    /// the problem's total mass (`Σ ν`; `max(Σ μ, Σ ν)` for unbalanced problems).
     pub converged: bool,
     /// Iterations this problem needed: the convergence check at which it first met its
     /// tolerance, or every iteration run when it did not (or when no check ran).
@@ -259,8 +307,15 @@ pub struct SinkhornResult<T> {
     pub f: Array2<T>,
     /// Target potentials `g = ε log v`, `B×m`.
     pub g: Array2<T>,
-    /// Transport cost `⟨P_b, C_b⟩` of each problem (POT's `sinkhorn2` value).
+    /// Transport cost `⟨P_b, C_b⟩` of each problem (POT's `sinkhorn2` value; for unbalanced
+    /// problems `sinkhorn_unbalanced2(..., returnCost="linear")`).
     pub distance: Array1<T>,
+    /// Unbalanced problems only ([`SinkhornParams::relaxation`]): the objective
+    /// `⟨P,C⟩ + ε·KL(P‖μ⊗ν) + ρ_μ·KL(P·1‖μ) + ρ_ν·KL(Pᵀ·1‖ν)` of each returned plan, with
+    /// the generalized `KL(x‖y) = Σ x log(x/y) − x + y` (a term with `ρ = ∞` is left out).
+    /// POT's `returnCost="total"` uses `Σ x log(x/y)` without `− x + y`: it differs by
+    /// `ε(Σμ Σν − m) + ρ_μ(Σμ − m) + ρ_ν(Σν − m)`, `m = Σ P`. `None` for balanced problems.
+    pub objective: Option<Array1<T>>,
     /// Regularisation the plans belong to.
     pub eps: f64,
     /// Iterations, marginal error and whether the tolerance was met.
@@ -286,6 +341,8 @@ pub struct Problem<'a, T> {
     offsets: CostOffsets,
     /// `Σ ν` of each problem (the tolerance is relative to it).
     masses: Vec<f64>,
+    /// `Σ μ` of each problem.
+    mu_masses: Vec<f64>,
 }
 
 /// The constant each dense cost is solved without. The plan does not depend on a constant
@@ -298,6 +355,9 @@ pub(crate) struct CostOffsets {
     pub shift: Vec<f64>,
     /// Largest `|C − shift|`, for the ε resolution check of every solve.
     pub max_abs: f64,
+    /// Largest `|C|`: the same check for unbalanced solves, which keep the cost as it is
+    /// (a constant added to the cost changes an unbalanced plan's mass).
+    pub max_abs_raw: f64,
 }
 
 impl CostOffsets {
@@ -317,15 +377,21 @@ impl CostOffsets {
                     .collect::<Result<Vec<_>>>()?
             }
             _ => {
+                let max_abs = crate::validate::max_abs_cost(cost)?;
                 return Ok(CostOffsets {
                     shift: Vec::new(),
-                    max_abs: crate::validate::max_abs_cost(cost)?,
-                })
+                    max_abs,
+                    max_abs_raw: max_abs,
+                });
             }
         };
+        let max_abs_raw = ranges
+            .iter()
+            .fold(0.0f64, |m, &(lo, hi)| m.max(lo.abs()).max(hi.abs()));
         let (shift, sizes): (Vec<f64>, Vec<f64>) = ranges.into_iter().map(centre).unzip();
         Ok(CostOffsets {
             max_abs: sizes.into_iter().fold(0.0, f64::max),
+            max_abs_raw,
             shift,
         })
     }
@@ -384,15 +450,19 @@ impl<T> ShiftedCost<T> {
 
 impl<'a, T: Real> Problem<'a, T> {
     /// One problem: `μ` (n), `ν` (m), cost `C` (n×m). Invalid input is an error naming the
-    /// argument: shapes, NaN/∞, negative or unequal masses, empty arrays.
+    /// argument: shapes, NaN/∞, negative masses, empty arrays. Unequal masses are refused
+    /// when the problem is solved as a balanced one (no [`SinkhornParams::relaxation`]).
     ///
     /// ```
-    /// use logot::Problem;
+    /// use logot::{CpuBackend, Problem, SinkhornParams, Solver};
     /// use ndarray::array;
     /// let cost = array![[0.0, 1.0], [1.0, 0.0]];
     /// assert!(Problem::new(array![0.5, 0.5].view(), array![0.3, 0.7].view(), cost.view()).is_ok());
-    /// let err = Problem::new(array![0.5, 0.5].view(), array![0.3, 0.3].view(), cost.view()).unwrap_err();
+    /// let (mu, nu) = (array![0.5, 0.5], array![0.3, 0.3]);
+    /// let problem = Problem::new(mu.view(), nu.view(), cost.view())?;
+    /// let err = Solver::new(CpuBackend, SinkhornParams::new(0.1)).solve(&problem).unwrap_err();
     /// assert!(matches!(err, logot::Error::UnequalMass { .. }), "{err}");
+    /// # Ok::<(), logot::Error>(())
     /// ```
     pub fn new(
         mu: ArrayView1<'a, T>,
@@ -429,8 +499,9 @@ impl<'a, T: Real> Problem<'a, T> {
             cost,
             offsets: CostOffsets::default(),
             masses: Vec::new(),
+            mu_masses: Vec::new(),
         };
-        (p.offsets, p.masses) = p.validate()?;
+        (p.offsets, p.mu_masses, p.masses) = p.validate()?;
         Ok(p)
     }
 
@@ -452,8 +523,9 @@ impl<'a, T: Real> Problem<'a, T> {
         &self.cost
     }
 
-    /// Checks every input; returns the cost's offsets and each problem's mass.
-    fn validate(&self) -> Result<(CostOffsets, Vec<f64>)> {
+    /// Checks every input; returns the cost's offsets and each problem's masses `Σ μ`, `Σ ν`
+    /// (checked equal by balanced solves).
+    fn validate(&self) -> Result<(CostOffsets, Vec<f64>, Vec<f64>)> {
         let mu_mass = check_histograms("mu", &self.mu)?;
         let nu_mass = check_histograms("nu", &self.nu)?;
         let (b, n) = self.mu.dim();
@@ -491,8 +563,7 @@ impl<'a, T: Real> Problem<'a, T> {
         // Dense costs are checked finite here; point clouds by `PointCloudCost`'s
         // constructors (finite, matching dimensions); grids are finite by construction.
         let offsets = CostOffsets::of(&self.cost)?;
-        check_equal_mass::<T>(&mu_mass, &nu_mass)?;
-        Ok((offsets, nu_mass))
+        Ok((offsets, mu_mass, nu_mass))
     }
 }
 
@@ -527,6 +598,8 @@ pub(crate) struct Solved<T: Real, B: Backend<T>> {
     pub distance: Vec<f64>,
     /// Each problem's cost offset.
     pub shift: Vec<f64>,
+    /// Unbalanced objectives ([`SinkhornResult::objective`]).
+    pub objective: Option<Vec<f64>>,
 }
 
 impl<B> Solver<B> {
@@ -592,15 +665,24 @@ impl<B> Solver<B> {
         let plan =
             Array3::from_shape_vec((b, n, m), plan).map_err(|e| Error::Numerical(e.to_string()))?;
         // The report of the array handed back: its own marginals and cost, in f64.
-        let measured = measure_plans(&plan, problem);
+        let measured = match self.params.unbalanced() {
+            Some(r) => measure_relaxed_plans(&plan, problem, &result, r),
+            None => measure_plans(&plan, problem),
+        };
+        let unbalanced = self.params.unbalanced().is_some();
         let tol = result.convergence.tol;
         let problems = result
             .convergence
             .problems
             .iter()
             .zip(&measured)
-            .zip(&problem.masses)
-            .map(|((p, &(err, _)), &mass)| {
+            .enumerate()
+            .map(|(k, (p, &(err, _)))| {
+                let mass = if unbalanced {
+                    problem.masses[k].max(problem.mu_masses[k])
+                } else {
+                    problem.masses[k]
+                };
                 let converged = err <= tol * mass;
                 ProblemReport {
                     marginal_error: err,
@@ -629,10 +711,19 @@ impl<B> Solver<B> {
         B: Backend<T>,
     {
         let dims = (problem.batch_size(), problem.mu.ncols(), problem.nu.ncols());
-        self.finish_parts(dims, &s.f, &s.g, &s.shift, &s.convergence, &s.distance)
+        self.finish_parts(
+            dims,
+            &s.f,
+            &s.g,
+            &s.shift,
+            &s.convergence,
+            &s.distance,
+            s.objective.as_deref(),
+        )
     }
 
     /// The potentials to the host (the cost offsets added to `g`), with the distances.
+    #[allow(clippy::too_many_arguments)]
     fn finish_parts<T: Real>(
         &self,
         (b, n, m): (usize, usize, usize),
@@ -641,6 +732,7 @@ impl<B> Solver<B> {
         shift: &[f64],
         convergence: &Convergence,
         distance: &[f64],
+        objective: Option<&[f64]>,
     ) -> Result<SinkhornResult<T>>
     where
         B: Backend<T>,
@@ -666,6 +758,7 @@ impl<B> Solver<B> {
             f,
             g,
             distance: distance.iter().map(|&d| T::of(d)).collect(),
+            objective: objective.map(|o| o.iter().map(|&v| T::of(v)).collect()),
             eps: self.params.eps,
             convergence: convergence.clone(),
         })
@@ -677,12 +770,13 @@ impl<B> Solver<B> {
         B: Backend<T>,
     {
         let prepared = self.prepare(problem)?;
-        let (f, g, convergence, distance) = self.iterate_prepared(&prepared)?;
+        let (f, g, convergence, distance, objective) = self.iterate_prepared(&prepared)?;
         Ok(Solved {
             f,
             g,
             convergence,
             distance,
+            objective,
             shift: prepared.shift,
             cost: prepared.cost,
         })
@@ -710,7 +804,21 @@ impl<B> Solver<B> {
         let be = &self.backend;
         let (batch, n) = problem.mu.dim();
         let m = problem.nu.ncols();
-        let offsets = &problem.offsets;
+        let unbalanced = self.params.unbalanced().is_some();
+        if !unbalanced {
+            check_equal_mass::<T>(&problem.mu_masses, &problem.masses)?;
+        }
+        // An unbalanced plan's mass depends on a constant added to the cost: no offsets.
+        let no_offsets = CostOffsets {
+            shift: Vec::new(),
+            max_abs: problem.offsets.max_abs_raw,
+            max_abs_raw: problem.offsets.max_abs_raw,
+        };
+        let offsets = if unbalanced {
+            &no_offsets
+        } else {
+            &problem.offsets
+        };
         let cost = match offsets.shifted(&problem.cost) {
             Some(shifted) => be.prepare_cost(&shifted.source())?,
             None => be.prepare_cost(&problem.cost)?,
@@ -752,6 +860,7 @@ impl<B> Solver<B> {
             max_abs_cost: offsets.max_abs,
             shift: (0..batch).map(|b| offsets.of_problem(b)).collect(),
             masses: problem.masses.clone(),
+            mu_masses: problem.mu_masses.clone(),
         })
     }
 
@@ -777,7 +886,7 @@ impl<B> Solver<B> {
     where
         B: Backend<T>,
     {
-        let (f, g, convergence, distance) = self.iterate_prepared(prepared)?;
+        let (f, g, convergence, distance, objective) = self.iterate_prepared(prepared)?;
         self.finish_parts(
             (prepared.batch, prepared.n, prepared.m),
             &f,
@@ -785,20 +894,42 @@ impl<B> Solver<B> {
             &prepared.shift,
             &convergence,
             &distance,
+            objective.as_deref(),
         )
     }
 
     /// The solver loop on uploaded data; returns the potentials (still on the device), the
-    /// report of the plan they define and its transport costs (offsets included).
+    /// report of the plan they define, its transport costs (offsets included) and, for
+    /// unbalanced problems, its objectives.
     #[allow(clippy::type_complexity)]
     fn iterate_prepared<T: Real>(
         &self,
         pr: &Prepared<T, B>,
-    ) -> Result<(B::Buffer, B::Buffer, Convergence, Vec<f64>)>
+    ) -> Result<(
+        B::Buffer,
+        B::Buffer,
+        Convergence,
+        Vec<f64>,
+        Option<Vec<f64>>,
+    )>
     where
         B: Backend<T>,
     {
         let p = &self.params;
+        let relax = p.unbalanced();
+        match relax {
+            None => check_equal_mass::<T>(&pr.mu_masses, &pr.masses)?,
+            Some(r) if pr.shift.iter().any(|&s| s != 0.0) => {
+                return Err(Error::parameter(
+                    "relaxation",
+                    format!("{r:?}"),
+                    "this batch was prepared for a balanced solve (its cost shifted by a \
+                     constant, which changes an unbalanced plan): prepare it with the \
+                     unbalanced parameters",
+                ))
+            }
+            Some(_) => {}
+        }
         p.validate()?;
         crate::validate::check_eps_resolution::<T>(p.eps, pr.max_abs_cost)?;
         let be = &self.backend;
@@ -821,7 +952,7 @@ impl<B> Solver<B> {
                 (start(&pr.init_f, batch * n)?, start(&pr.init_g, batch * m)?)
             }
             Some(w) => {
-                let (f0, g0) = warm_potentials::<T>(w, batch, n, m, &pr.shift)?;
+                let (f0, g0) = warm_potentials::<T>(w, batch, n, m, &pr.shift, relax.is_none())?;
                 (be.upload(&f0)?, be.upload(&g0)?)
             }
         };
@@ -832,12 +963,22 @@ impl<B> Solver<B> {
             // The stages count towards `max_iters`, and at least one iteration runs at `eps`:
             // the largest-ε stages are dropped when they do not fit.
             for e in s.stages_within(p.eps, p.max_iters) {
-                be.iterate(cost, T::of(e), &marginals, &mut pot, s.iters_per_stage)?;
+                iterate(be, cost, e, relax, &marginals, &mut pot, s.iters_per_stage)?;
                 iterations += s.iters_per_stage;
                 tracker.report(iterations, e, None, false);
             }
         }
         let eps = T::of(p.eps);
+        // Unbalanced: `ν` on the host for the residuals, the tolerance relative to the
+        // larger mass.
+        let nu_host = match relax {
+            Some(_) => Some(be.download(nu)?),
+            None => None,
+        };
+        let mass_of = |k: usize| match relax {
+            Some(_) => pr.masses[k].max(pr.mu_masses[k]),
+            None => pr.masses[k],
+        };
         let asked = p.tol.unwrap_or(T::DEFAULT_TOL);
         let tol = if asked > 0.0 { asked } else { T::DEFAULT_TOL };
         // The half-step of a convergence check goes here (allocated at the first check).
@@ -856,7 +997,7 @@ impl<B> Solver<B> {
                 main_iters
             };
             let plain = next_check.min(main_iters) - it;
-            be.iterate(cost, eps, &marginals, &mut pot, plain)?;
+            iterate(be, cost, p.eps, relax, &marginals, &mut pot, plain)?;
             it += plain;
             iterations += plain;
             if it >= main_iters {
@@ -871,16 +1012,29 @@ impl<B> Solver<B> {
                 None => g_next.insert(be.filled(batch * m, T::zero())?),
             };
             be.sinkstep(cost, Side::Col, eps, &pot.f, log_nu, gn)?;
-            let errs = be.marginal_error(batch, nu, &pot.g, gn, eps)?;
+            let errs: Vec<f64> = match (relax, &nu_host) {
+                (Some(r), Some(nu_h)) => residuals(
+                    m,
+                    nu_h,
+                    &be.download(&pot.g)?,
+                    &be.download(gn)?,
+                    eps.f64(),
+                    r.rho_nu,
+                ),
+                _ => be
+                    .marginal_error(batch, nu, &pot.g, gn, eps)?
+                    .iter()
+                    .map(|e| e.f64())
+                    .collect(),
+            };
             tracker.report(
                 iterations,
                 p.eps,
-                Some(errs.iter().fold(0.0, |a, e| a.max(e.f64()))),
+                Some(errs.iter().fold(0.0, |a, &e| a.max(e))),
                 false,
             );
             let mut all = true;
-            for (k, e) in errs.iter().enumerate() {
-                let e = e.f64();
+            for (k, &e) in errs.iter().enumerate() {
                 if e.is_nan() {
                     return Err(Error::Numerical(format!(
                         "the marginal error of problem {k} is NaN after {iterations} iterations \
@@ -889,7 +1043,7 @@ impl<B> Solver<B> {
                         T::NAME
                     )));
                 }
-                if e <= tol * pr.masses[k] {
+                if e <= tol * mass_of(k) {
                     met[k].get_or_insert(iterations);
                 } else {
                     all = false;
@@ -899,17 +1053,30 @@ impl<B> Solver<B> {
                 break;
             }
             std::mem::swap(&mut pot.g, gn);
+            if let Some(r) = relax {
+                relax_side(be, &mut pot.g, log_nu, p.eps, r.rho_nu)?;
+            }
             be.sinkstep(cost, Side::Row, eps, &pot.g, log_mu, &mut pot.f)?;
+            if let Some(r) = relax {
+                relax_side(be, &mut pot.f, log_mu, p.eps, r.rho_mu)?;
+            }
             it += 1;
             iterations += 1;
         }
         drop(g_next);
         // The report of the plan (f, g) defines, measured after the last iteration.
         let reports = be.plan_report(cost, &pot, &marginals, eps)?;
+        let relaxed = match relax {
+            Some(r) => Some(relaxed_report(be, cost, &pot, &marginals, eps, r, pr)?),
+            None => None,
+        };
         let mut problems = Vec::with_capacity(batch);
         let mut distance = Vec::with_capacity(batch);
         for (k, r) in reports.iter().enumerate() {
-            let err = r.row_error.max(r.col_error);
+            let err = match &relaxed {
+                Some((errs, _)) => errs[k],
+                None => r.row_error.max(r.col_error),
+            };
             if err.is_nan() {
                 return Err(Error::Numerical(format!(
                     "the marginal error of problem {k} is NaN after {iterations} iterations \
@@ -918,7 +1085,7 @@ impl<B> Solver<B> {
                     T::NAME
                 )));
             }
-            let converged = err <= tol * pr.masses[k];
+            let converged = err <= tol * mass_of(k);
             problems.push(ProblemReport {
                 marginal_error: err,
                 converged,
@@ -932,20 +1099,131 @@ impl<B> Solver<B> {
         let mut convergence = Convergence::of_problems(iterations, tol, problems);
         tracker.report(iterations, p.eps, Some(convergence.marginal_error), true);
         convergence.history = tracker.history();
-        Ok((pot.f, pot.g, convergence, distance))
+        Ok((
+            pot.f,
+            pot.g,
+            convergence,
+            distance,
+            relaxed.map(|(_, objective)| objective),
+        ))
     }
+}
+
+/// `iters` iterations at regularisation `eps`: the backend's (possibly fused) balanced loop,
+/// or for unbalanced problems each half-step followed by [`Backend::relax`].
+fn iterate<T: Real, B: Backend<T>>(
+    be: &B,
+    cost: &B::Cost,
+    eps: f64,
+    relax: Option<Relaxation>,
+    marginals: &Marginals<'_, B::Buffer>,
+    pot: &mut Potentials<B::Buffer>,
+    iters: usize,
+) -> Result<()> {
+    let Some(r) = relax else {
+        return be.iterate(cost, T::of(eps), marginals, pot, iters);
+    };
+    for _ in 0..iters {
+        be.sinkstep(
+            cost,
+            Side::Col,
+            T::of(eps),
+            &pot.f,
+            marginals.log_nu,
+            &mut pot.g,
+        )?;
+        relax_side(be, &mut pot.g, marginals.log_nu, eps, r.rho_nu)?;
+        be.sinkstep(
+            cost,
+            Side::Row,
+            T::of(eps),
+            &pot.g,
+            marginals.log_mu,
+            &mut pot.f,
+        )?;
+        relax_side(be, &mut pot.f, marginals.log_mu, eps, r.rho_mu)?;
+    }
+    Ok(())
+}
+
+/// The unbalanced half-step from a balanced one: [`Backend::relax`] with `φ = ρ/(ρ + ε)`
+/// (nothing to do for `ρ = ∞`).
+fn relax_side<T: Real, B: Backend<T>>(
+    be: &B,
+    pot: &mut B::Buffer,
+    log_marginal: &B::Buffer,
+    eps: f64,
+    rho: f64,
+) -> Result<()> {
+    if rho == f64::INFINITY {
+        return Ok(());
+    }
+    be.relax(
+        pot,
+        log_marginal,
+        T::of(eps),
+        T::of(crate::unbalanced::phi(rho, eps)),
+    )
+}
+
+/// Per problem, the larger residual of the two optimality conditions of the plan `(f, g)`
+/// defines, and its unbalanced objective ([`SinkhornResult::objective`]), in f64 from one
+/// balanced half-step on each side.
+fn relaxed_report<T: Real, B: Backend<T>>(
+    be: &B,
+    cost: &B::Cost,
+    pot: &Potentials<B::Buffer>,
+    marginals: &Marginals<'_, B::Buffer>,
+    eps: T,
+    r: Relaxation,
+    pr: &Prepared<T, B>,
+) -> Result<(Vec<f64>, Vec<f64>)> {
+    let (n, m) = (pr.n, pr.m);
+    let mut f_half = be.filled(be.len(&pot.f), T::zero())?;
+    be.sinkstep(cost, Side::Row, eps, &pot.g, marginals.log_mu, &mut f_half)?;
+    let mut g_half = be.filled(be.len(&pot.g), T::zero())?;
+    be.sinkstep(cost, Side::Col, eps, &pot.f, marginals.log_nu, &mut g_half)?;
+    let e = eps.f64();
+    let rows = side_terms(
+        n,
+        &be.download(marginals.mu)?,
+        &be.download(&pot.f)?,
+        &be.download(&f_half)?,
+        e,
+        r.rho_mu,
+    );
+    let cols = side_terms(
+        m,
+        &be.download(marginals.nu)?,
+        &be.download(&pot.g)?,
+        &be.download(&g_half)?,
+        e,
+        r.rho_nu,
+    );
+    Ok(rows
+        .iter()
+        .zip(&cols)
+        .enumerate()
+        .map(|(k, (a, b))| {
+            let objective =
+                a.objective + b.objective - e * a.mass + e * pr.mu_masses[k] * pr.masses[k];
+            (a.residual.max(b.residual), objective)
+        })
+        .unzip())
 }
 
 /// Warm-start potentials for the solver, `B×n` and `B×m`, flattened: each problem's pair
 /// re-centred (`f − k`, `g + k`, `k` the centre of `f`'s finite range: the plan depends on
 /// `f ⊕ g` only, and a shift `(c, −c)` would otherwise cost `f + g` its precision), and `g`
-/// moved to the cost without its offsets (`g − shift`).
+/// moved to the cost without its offsets (`g − shift`). Unbalanced problems (`recentre`
+/// false) take them as they are.
 fn warm_potentials<T: Real>(
     w: &WarmStart,
     batch: usize,
     n: usize,
     m: usize,
     shift: &[f64],
+    recentre: bool,
 ) -> Result<(Vec<T>, Vec<T>)> {
     if w.f.dim() != (batch, n) || w.g.dim() != (batch, m) {
         return Err(Error::shape(
@@ -979,7 +1257,12 @@ fn warm_potentials<T: Real>(
             .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| {
                 (lo.min(v), hi.max(v))
             });
-        let k = if lo <= hi { 0.5 * lo + 0.5 * hi } else { 0.0 };
+        // Unbalanced problems: `(f − k, g + k)` is another plan's pair, kept as given.
+        let k = if recentre && lo <= hi {
+            0.5 * lo + 0.5 * hi
+        } else {
+            0.0
+        };
         f.extend(fr.iter().map(|&v| T::of(v - k)));
         g.extend(gr.iter().map(|&v| T::of(v + k - shift[b])));
     }
@@ -1018,6 +1301,58 @@ fn measure_plans<T: Real>(plan: &Array3<T>, problem: &Problem<'_, T>) -> Vec<(f6
         .collect()
 }
 
+/// [`measure_plans`] for unbalanced problems: each plan's larger violation of the
+/// optimality conditions `P·1 = μ ⊙ exp(−(f − ε log μ)/ρ_μ)`,
+/// `Pᵀ·1 = ν ⊙ exp(−(g − ε log ν)/ρ_ν)` (with the plan's own marginals, in f64), and `⟨P, C⟩`.
+fn measure_relaxed_plans<T: Real>(
+    plan: &Array3<T>,
+    problem: &Problem<'_, T>,
+    result: &SinkhornResult<T>,
+    r: Relaxation,
+) -> Vec<(f64, f64)> {
+    use rayon::prelude::*;
+    let (batch, n, m) = plan.dim();
+    let eps = T::of(result.eps).f64();
+    // The marginal each side's potential asks for: `a ⊙ exp(−(pot − ε log a)/ρ)`.
+    let target = |a: T, pot: T, rho: f64| -> f64 {
+        let a = a.f64();
+        if a <= 0.0 {
+            0.0
+        } else if rho == f64::INFINITY {
+            a
+        } else {
+            a * (-(pot.f64() - eps * a.ln()) / rho).exp()
+        }
+    };
+    (0..batch)
+        .into_par_iter()
+        .map(|b| {
+            let p = plan.index_axis(Axis(0), b);
+            let (mu, nu) = (problem.mu.row(b), problem.nu.row(b));
+            let (f, g) = (result.f.row(b), result.g.row(b));
+            let mut cols = vec![0.0f64; m];
+            let mut row_err = 0.0;
+            let mut cost = 0.0;
+            for i in 0..n {
+                let mut row = 0.0;
+                for j in 0..m {
+                    let v = p[[i, j]].f64();
+                    row += v;
+                    cols[j] += v;
+                    if v != 0.0 {
+                        cost += v * cost_entry(&problem.cost, b, i, j);
+                    }
+                }
+                row_err += (row - target(mu[i], f[i], r.rho_mu)).abs();
+            }
+            let col_err: f64 = (0..m)
+                .map(|j| (cols[j] - target(nu[j], g[j], r.rho_nu)).abs())
+                .sum();
+            (row_err.max(col_err), cost)
+        })
+        .collect()
+}
+
 /// `C_b[i, j]` of a cost source, in f64.
 fn cost_entry<T: Real>(cost: &CostSource<'_, T>, b: usize, i: usize, j: usize) -> f64 {
     match cost {
@@ -1048,6 +1383,8 @@ pub struct Prepared<T: Real, B: Backend<T>> {
     shift: Vec<f64>,
     /// `Σ ν` of each problem.
     masses: Vec<f64>,
+    /// `Σ μ` of each problem.
+    mu_masses: Vec<f64>,
 }
 
 impl<T: Real, B: Backend<T>> Prepared<T, B> {

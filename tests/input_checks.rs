@@ -14,8 +14,8 @@ use logot::linalg::{
 };
 use logot::{
     barycenter, barycenter_batch, grid_barycenter, wasserstein_points, Backend, BarycenterParams,
-    CostSource, CpuBackend, EpsScaling, GridCost, PointCloudCost, Problem, Result, Side,
-    SinkhornParams, Solver, WarmStart,
+    CostSource, CpuBackend, EpsScaling, GridCost, PointCloudCost, Problem, Relaxation, Result,
+    Side, SinkhornParams, Solver, WarmStart,
 };
 use ndarray::{array, Array1, Array2, Array3, Axis};
 use std::collections::BTreeSet;
@@ -181,9 +181,45 @@ fn sinkhorn_rows() -> Vec<Case> {
                 nu.mapv(|v| v as f32 * 1.001),
                 c.mapv(|v| v as f32),
             );
-            Problem::new(m32.view(), n32.view(), c32.view()).map(|_| ())
+            Problem::new(m32.view(), n32.view(), c32.view()).and_then(|problem| {
+                Solver::new(CpuBackend, SinkhornParams::new(0.1))
+                    .solve(&problem)
+                    .map(|_| ())
+            })
         }),
     ];
+    for (rho, arg) in [
+        (
+            (0.0, 1.0),
+            "relaxation.rho_mu = 0: the marginal penalty must be > 0",
+        ),
+        ((1.0, f64::NAN), "relaxation.rho_nu = NaN"),
+        ((-2.0, f64::INFINITY), "relaxation.rho_mu = -2"),
+    ] {
+        let params = SinkhornParams::new(0.1).with_relaxation(Relaxation::kl_each(rho.0, rho.1));
+        v.push(case("L75", "Parameter", arg, solve(&mu, &nu, &c, params)));
+    }
+    let relaxed = || SinkhornParams::new(0.1).with_relaxation(Relaxation::kl(1.0));
+    v.push(case(
+        "L76",
+        "Parameter",
+        "relaxation = Relaxation { rho_mu: 1.0, rho_nu: 1.0 }: implicit gradients are computed for balanced problems only",
+        Solver::new(CpuBackend, relaxed())
+            .wasserstein_gradients(
+                &Problem::new(mu.view(), nu.view(), c.view()).unwrap(),
+                &Default::default(),
+            )
+            .map(|_| ()),
+    ));
+    v.push(case("L76", "Parameter", "prepared for a balanced solve", {
+        // A constant cost: the balanced solver takes it out.
+        let c5 = c.mapv(|v| v + 5.0);
+        let problem = Problem::new(mu.view(), nu.view(), c5.view()).unwrap();
+        let prepared = Solver::new(CpuBackend, p()).prepare(&problem).unwrap();
+        Solver::new(CpuBackend, relaxed())
+            .solve_prepared(&prepared)
+            .map(|_| ())
+    }));
     for eps in [0.0, -1.0, f64::NAN, f64::INFINITY] {
         v.push(case(
             "L12",

@@ -194,6 +194,34 @@ pub trait Backend<T: Real> {
         iterate_half_steps(self, cost, eps, marginals, potentials, iters)
     }
 
+    /// The unbalanced half-step from the balanced one, in place:
+    /// `out ← (1 − φ)·ε·log_marginal + φ·out` with `φ = ρ/(ρ + ε)` ([`crate::Relaxation`]);
+    /// `out = −∞` where `log_marginal = −∞` (zero-mass bins), never NaN.
+    ///
+    /// The default downloads both buffers, blends on the host and uploads the result; a
+    /// backend may do it in place on the device.
+    fn relax(
+        &self,
+        out: &mut Self::Buffer,
+        log_marginal: &Self::Buffer,
+        eps: T,
+        phi: T,
+    ) -> Result<()> {
+        let lm = self.download(log_marginal)?;
+        let mut v = self.download(out)?;
+        if lm.len() != v.len() {
+            return Err(crate::Error::shape(
+                "log_marginal",
+                format!("has {} entries but the potential has {}", lm.len(), v.len()),
+            ));
+        }
+        v.iter_mut()
+            .zip(&lm)
+            .for_each(|(o, &l)| *o = relax_entry(*o, l, eps, phi));
+        *out = self.upload(&v)?;
+        Ok(())
+    }
+
     /// Marginal violation of each of `batch` problems, from a potential before and after its update:
     /// `err[b] = Σ_k |a[b,k] − a[b,k]·exp((old[b,k] − new[b,k]) / ε)|` over `a[b,k] > 0`.
     /// When `new` is the sinkstep of `old`'s partner, `a·exp((old − new)/ε)` is the current
@@ -259,6 +287,15 @@ pub trait Backend<T: Real> {
         g: &Self::Buffer,
         eps: T,
     ) -> Result<Self::Buffer>;
+}
+
+/// One entry of [`Backend::relax`]: `(1 − φ)·ε·lm + φ·out`, `−∞` where `lm = −∞`.
+pub fn relax_entry<T: Real>(out: T, lm: T, eps: T, phi: T) -> T {
+    if lm == T::neg_infinity() {
+        lm
+    } else {
+        (T::one() - phi) * eps * lm + phi * out
+    }
 }
 
 /// The marginals of a batch on the device (`B×n` and `B×m`) with their logarithms

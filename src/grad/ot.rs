@@ -411,6 +411,7 @@ impl<Bk> Solver<Bk> {
     where
         Bk: GradKernels<T>,
     {
+        self.params().require_balanced("implicit gradients")?;
         let coupling = self.coupling(problem)?;
         let g = upstream(&coupling);
         if g.dim() != coupling.plan.dim() {
@@ -439,6 +440,7 @@ impl<Bk> Solver<Bk> {
     where
         Bk: GradKernels<T>,
     {
+        self.params().require_balanced("implicit gradients")?;
         cg.validate()?;
         let be = self.backend();
         let s = self.run(problem)?;
@@ -538,6 +540,7 @@ impl<Bk> Solver<Bk> {
     where
         Bk: Backend<T>,
     {
+        self.params().require_balanced("envelope gradients")?;
         let cpl = self.coupling(problem)?;
         let eps = self.params().eps;
         let batch = problem.batch_size();

@@ -258,6 +258,24 @@ impl<T: Real> Backend<T> for CpuBackend {
         Ok(())
     }
 
+    fn relax(&self, out: &mut Vec<T>, log_marginal: &Vec<T>, eps: T, phi: T) -> Result<()> {
+        if log_marginal.len() != out.len() {
+            return Err(crate::Error::shape(
+                "log_marginal",
+                format!(
+                    "has {} entries but the potential has {}",
+                    log_marginal.len(),
+                    out.len()
+                ),
+            ));
+        }
+        out.par_iter_mut()
+            .with_min_len(MIN_TASK_WORK)
+            .zip(log_marginal.par_iter())
+            .for_each(|(o, &l)| *o = crate::backend::relax_entry(*o, l, eps, phi));
+        Ok(())
+    }
+
     fn marginal_error(
         &self,
         batch: usize,

@@ -303,6 +303,30 @@ impl CudaBackend {
             )
         }
     }
+
+    /// `out[..len] = (1 − φ)·ε·lm + φ·out`, `−∞` where `lm = −∞` ([`crate::Backend::relax`]).
+    pub(super) fn relax_slice<T: CudaReal>(
+        &self,
+        out: &mut CudaSlice<T>,
+        lm: &CudaSlice<T>,
+        len: usize,
+        eps: T,
+        phi: T,
+    ) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let blocks = self.stride_blocks(len, 256, 16);
+        // SAFETY: `relax(T *out, const T *lm, long long len, T eps, T phi)` reads and writes
+        // `len` elements of `out` and reads `len` of `lm` (the caller checked both lengths).
+        unsafe {
+            self.launch(
+                &kernel_name::<T>("relax"),
+                Launch::linear(blocks, 256),
+                (self.ptr(out), self.ptr(lm), len as i64, eps, phi),
+            )
+        }
+    }
 }
 
 /// Compile (or load from the caches) and load every module of the registry, and let each

@@ -150,6 +150,7 @@ impl Module {
                 ("transport_cost", Both),
                 ("plan", Both),
                 ("fill", Both),
+                ("relax", Both),
                 ("transpose", Both),
             ],
             Module::PointCloud => &[

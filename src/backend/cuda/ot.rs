@@ -137,6 +137,26 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
         }
     }
 
+    fn relax(
+        &self,
+        out: &mut CudaBuffer<T>,
+        log_marginal: &CudaBuffer<T>,
+        eps: T,
+        phi: T,
+    ) -> Result<()> {
+        if log_marginal.len != out.len {
+            return Err(Error::shape(
+                "log_marginal",
+                format!(
+                    "has {} entries but the potential has {}",
+                    log_marginal.len, out.len
+                ),
+            ));
+        }
+        let len = out.len;
+        self.relax_slice(&mut out.data, &log_marginal.data, len, eps, phi)
+    }
+
     fn marginal_error(
         &self,
         batch: usize,

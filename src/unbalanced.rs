@@ -1,0 +1,175 @@
+//! Unbalanced entropic OT: the marginal constraints relaxed to KL penalties.
+//!
+//! The problem (POT's `ot.unbalanced.sinkhorn_unbalanced(a, b, M, reg, reg_m, reg_type="kl")`):
+//!
+//! `min_P ⟨P, C⟩ + ε·KL(P ‖ μ⊗ν) + ρ_μ·KL(P·1 ‖ μ) + ρ_ν·KL(Pᵀ·1 ‖ ν)`,
+//!
+//! with the generalized KL `KL(x ‖ y) = Σ x log(x/y) − x + y`; `ρ = ∞` keeps that marginal
+//! exact (semi-unbalanced). With `P = exp((f ⊕ g − C)/ε)` each half-step is the balanced
+//! one ([`Backend::sinkstep`](crate::Backend::sinkstep)) blended with `ε log μ`:
+//!
+//! `f ← (1 − φ_μ)·ε log μ + φ_μ·(ε log μ − ε LSE_j((g_j − C_ij)/ε))`, `φ_μ = ρ_μ/(ρ_μ + ε)`,
+//!
+//! and the same for `g` with `φ_ν`. At the optimum `P·1 = μ ⊙ exp(−(f − ε log μ)/ρ_μ)` and
+//! `Pᵀ·1 = ν ⊙ exp(−(g − ε log ν)/ρ_ν)`; the solver's error is the `ℓ₁` violation of these
+//! two conditions.
+
+use crate::{Error, Real, Result};
+
+/// KL relaxation of the marginals: `ρ_μ·KL(P·1 ‖ μ) + ρ_ν·KL(Pᵀ·1 ‖ ν)` replaces the
+/// constraints `P·1 = μ`, `Pᵀ·1 = ν`. `ρ = ∞` keeps that side exact; both infinite is the
+/// balanced problem. POT's `reg_m` (a scalar, or the pair `(ρ_μ, ρ_ν)`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Relaxation {
+    /// `ρ_μ`, the weight of `KL(P·1 ‖ μ)` (> 0, `f64::INFINITY` for an exact source marginal).
+    pub rho_mu: f64,
+    /// `ρ_ν`, the weight of `KL(Pᵀ·1 ‖ ν)` (> 0, `f64::INFINITY` for an exact target marginal).
+    pub rho_nu: f64,
+}
+
+impl Relaxation {
+    /// The same weight `ρ` on both marginals (POT's scalar `reg_m`).
+    pub fn kl(rho: f64) -> Self {
+        Relaxation {
+            rho_mu: rho,
+            rho_nu: rho,
+        }
+    }
+
+    /// One weight per marginal (POT's `reg_m = (ρ_μ, ρ_ν)`); `f64::INFINITY` keeps that
+    /// marginal exact.
+    pub fn kl_each(rho_mu: f64, rho_nu: f64) -> Self {
+        Relaxation { rho_mu, rho_nu }
+    }
+
+    /// Both weights infinite: the balanced problem.
+    pub fn is_balanced(&self) -> bool {
+        self.rho_mu == f64::INFINITY && self.rho_nu == f64::INFINITY
+    }
+
+    /// Each weight is > 0 and not NaN (`∞` allowed).
+    pub(crate) fn validate(&self) -> Result<()> {
+        for (arg, rho) in [
+            ("relaxation.rho_mu", self.rho_mu),
+            ("relaxation.rho_nu", self.rho_nu),
+        ] {
+            if rho.is_nan() || rho <= 0.0 {
+                return Err(Error::parameter(
+                    arg,
+                    rho,
+                    "the marginal penalty must be > 0 (f64::INFINITY keeps the marginal exact)",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// POT's scalar `reg_m`: [`Relaxation::kl`].
+impl From<f64> for Relaxation {
+    fn from(rho: f64) -> Self {
+        Relaxation::kl(rho)
+    }
+}
+
+/// POT's pair `reg_m = (ρ_μ, ρ_ν)`: [`Relaxation::kl_each`].
+impl From<(f64, f64)> for Relaxation {
+    fn from((rho_mu, rho_nu): (f64, f64)) -> Self {
+        Relaxation::kl_each(rho_mu, rho_nu)
+    }
+}
+
+/// `ρ/(ρ + ε)`, 1 for `ρ = ∞`.
+pub(crate) fn phi(rho: f64, eps: f64) -> f64 {
+    if rho == f64::INFINITY {
+        1.0
+    } else {
+        rho / (rho + eps)
+    }
+}
+
+/// `ℓ₁` violation of one side's optimality condition, from a potential `pot` and the
+/// balanced half-step `half` of its partner (so that `a·exp((pot − half)/ε)` is the plan's
+/// marginal on that side): `Σ_k a_k·|exp((pot_k − half_k)/ε) − exp(−(pot_k − ε log a_k)/ρ)|`
+/// over `a_k > 0`, in f64, per problem (`per` entries each).
+pub(crate) fn residuals<T: Real>(
+    per: usize,
+    a: &[T],
+    pot: &[T],
+    half: &[T],
+    eps: f64,
+    rho: f64,
+) -> Vec<f64> {
+    a.chunks(per)
+        .zip(pot.chunks(per))
+        .zip(half.chunks(per))
+        .map(|((a, p), h)| {
+            let mut s = 0.0f64;
+            for k in 0..per {
+                let ak = a[k].f64();
+                if ak > 0.0 {
+                    let (pk, hk) = (p[k].f64(), h[k].f64());
+                    let got = ((pk - hk) / eps).exp();
+                    let want = if rho == f64::INFINITY {
+                        1.0
+                    } else {
+                        (-(pk - eps * ak.ln()) / rho).exp()
+                    };
+                    s += ak * (got - want).abs();
+                }
+            }
+            s
+        })
+        .collect()
+}
+
+/// One problem's side, as the final report reads it: the residual, the plan's mass on that
+/// side `Σ_k (P1)_k`, and the side's terms of the objective:
+/// `Σ_k (P1)_k·(pot_k − ε log a_k) + ρ·KL(P1 ‖ a)` (the KL term omitted for `ρ = ∞`).
+pub(crate) struct SideTerms {
+    pub residual: f64,
+    pub mass: f64,
+    pub objective: f64,
+}
+
+/// [`SideTerms`] of every problem (`per` entries each), in f64.
+pub(crate) fn side_terms<T: Real>(
+    per: usize,
+    a: &[T],
+    pot: &[T],
+    half: &[T],
+    eps: f64,
+    rho: f64,
+) -> Vec<SideTerms> {
+    let residual = residuals(per, a, pot, half, eps, rho);
+    a.chunks(per)
+        .zip(pot.chunks(per))
+        .zip(half.chunks(per))
+        .zip(residual)
+        .map(|(((a, p), h), residual)| {
+            let (mut mass, mut dual, mut kl) = (0.0f64, 0.0f64, 0.0f64);
+            for k in 0..per {
+                let ak = a[k].f64();
+                if ak > 0.0 {
+                    let (pk, hk) = (p[k].f64(), h[k].f64());
+                    // log((P1)_k / a_k)
+                    let log_ratio = (pk - hk) / eps;
+                    let r = ak * log_ratio.exp();
+                    mass += r;
+                    dual += r * (pk - eps * ak.ln());
+                    kl += r * log_ratio - r + ak;
+                }
+            }
+            let objective = if rho == f64::INFINITY {
+                dual
+            } else {
+                dual + rho * kl
+            };
+            SideTerms {
+                residual,
+                mass,
+                objective,
+            }
+        })
+        .collect()
+}

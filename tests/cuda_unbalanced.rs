@@ -1,0 +1,236 @@
+//! Unbalanced Sinkhorn on the CUDA backend against the CPU backend (itself checked against
+//! POT in tests/unbalanced.rs): the `relax` kernel entry by entry, and whole solves on dense,
+//! batched dense, grid and point-cloud costs in f64 and f32. Each test skips with a printed
+//! reason when no GPU is usable, and fails instead when `LOGOT_REQUIRE_GPU=1`.
+#![cfg(feature = "cuda")]
+
+mod common;
+use common::gpu::gpu;
+
+use logot::{
+    Backend, CostSource, CpuBackend, GridCost, PointCloudCost, Problem, Real, Relaxation,
+    SinkhornParams, Solver,
+};
+use ndarray::{Array1, Array2, Array3, Axis};
+
+/// Deterministic marginals (masses unequal, bin 2 of `mu` empty) and costs.
+fn data(b: usize, n: usize, m: usize) -> (Array2<f64>, Array2<f64>, Array3<f64>) {
+    let mu = Array2::from_shape_fn((b, n), |(k, i)| {
+        if i == 2 {
+            0.0
+        } else {
+            (0.5 + 0.4 * (1.3 * i as f64 + 0.2 + 0.1 * k as f64).sin().powi(2))
+                * (1.0 + 0.3 * k as f64)
+        }
+    });
+    let nu = Array2::from_shape_fn((b, m), |(k, j)| {
+        0.3 + 0.5 * (0.7 * j as f64 + 0.1 + 0.2 * k as f64).cos().powi(2)
+    });
+    let cost = Array3::from_shape_fn((b, n, m), |(k, i, j)| {
+        ((0.9 * i as f64 + 0.3 + 0.5 * k as f64).sin() - (1.1 * j as f64 - 0.2 * k as f64).cos())
+            .powi(2)
+    });
+    (mu, nu, cost)
+}
+
+fn params(rho: (f64, f64)) -> SinkhornParams {
+    SinkhornParams {
+        max_iters: 20_000,
+        ..SinkhornParams::new(0.05).with_relaxation(Relaxation::kl_each(rho.0, rho.1))
+    }
+}
+
+/// `|a − b| ≤ tol·max(1, |b|)`, −∞ entries equal.
+fn assert_close<T: Real>(what: &str, a: &[T], b: &[T], tol: f64) {
+    assert_eq!(a.len(), b.len(), "{what}");
+    for (k, (x, y)) in a.iter().zip(b).enumerate() {
+        let (x, y) = (x.f64(), y.f64());
+        if y == f64::NEG_INFINITY {
+            assert_eq!(x, y, "{what}[{k}]");
+        } else {
+            assert!(
+                (x - y).abs() <= tol * y.abs().max(1.0),
+                "{what}[{k}]: GPU {x:e}, CPU {y:e}"
+            );
+        }
+    }
+}
+
+#[test]
+fn relax_kernel_matches_the_cpu() {
+    let Some(cuda) = gpu() else { return };
+    let len = 1000;
+    let pot: Vec<f64> = (0..len).map(|k| (0.37 * k as f64).sin() * 3.0).collect();
+    let lm: Vec<f64> = (0..len)
+        .map(|k| {
+            if k % 7 == 0 {
+                f64::NEG_INFINITY
+            } else {
+                (0.5 + (0.11 * k as f64).cos().powi(2)).ln()
+            }
+        })
+        .collect();
+    for phi in [0.25, 0.999, 1.0] {
+        let mut cpu = pot.clone();
+        CpuBackend.relax(&mut cpu, &lm, 0.1, phi).unwrap();
+        let mut buf = Backend::<f64>::upload(&cuda, &pot).unwrap();
+        let lm_dev = Backend::<f64>::upload(&cuda, &lm).unwrap();
+        Backend::<f64>::relax(&cuda, &mut buf, &lm_dev, 0.1, phi).unwrap();
+        let gpu_out = Backend::<f64>::download(&cuda, &buf).unwrap();
+        assert_close("relax f64", &gpu_out, &cpu, 1e-15);
+        // f32
+        let (p32, l32): (Vec<f32>, Vec<f32>) = (
+            pot.iter().map(|&v| v as f32).collect(),
+            lm.iter().map(|&v| v as f32).collect(),
+        );
+        let mut cpu32 = p32.clone();
+        CpuBackend.relax(&mut cpu32, &l32, 0.1, phi as f32).unwrap();
+        let mut buf = Backend::<f32>::upload(&cuda, &p32).unwrap();
+        let lm_dev = Backend::<f32>::upload(&cuda, &l32).unwrap();
+        Backend::<f32>::relax(&cuda, &mut buf, &lm_dev, 0.1, phi as f32).unwrap();
+        assert_close(
+            "relax f32",
+            &Backend::<f32>::download(&cuda, &buf).unwrap(),
+            &cpu32,
+            1e-6,
+        );
+    }
+}
+
+fn compare<'a, T: Real>(
+    cuda: &logot::CudaBackend,
+    what: &str,
+    mu: ndarray::ArrayView2<'a, T>,
+    nu: ndarray::ArrayView2<'a, T>,
+    cost: CostSource<'a, T>,
+    rho: (f64, f64),
+    tol: f64,
+) where
+    logot::CudaBackend: Backend<T>,
+{
+    let problem = Problem::batch(mu, nu, cost).unwrap();
+    let on_gpu = Solver::new(cuda.clone(), params(rho))
+        .solve(&problem)
+        .unwrap();
+    let on_cpu = Solver::new(CpuBackend, params(rho))
+        .solve(&problem)
+        .unwrap();
+    assert!(
+        on_gpu.convergence.converged,
+        "{what}: {:?}",
+        on_gpu.convergence
+    );
+    assert_close(
+        &format!("{what} distance"),
+        on_gpu.distance.as_slice().unwrap(),
+        on_cpu.distance.as_slice().unwrap(),
+        tol,
+    );
+    assert_close(
+        &format!("{what} objective"),
+        on_gpu.objective.as_ref().unwrap().as_slice().unwrap(),
+        on_cpu.objective.as_ref().unwrap().as_slice().unwrap(),
+        tol,
+    );
+    // The plans through the potentials: f ⊕ g agree (a constant moved between them would
+    // change an unbalanced plan, so f and g agree on their own).
+    assert_close(
+        &format!("{what} f"),
+        on_gpu.f.as_slice().unwrap(),
+        on_cpu.f.as_slice().unwrap(),
+        tol,
+    );
+    assert_close(
+        &format!("{what} g"),
+        on_gpu.g.as_slice().unwrap(),
+        on_cpu.g.as_slice().unwrap(),
+        tol,
+    );
+}
+
+fn every_source<T: Real>(cuda: &logot::CudaBackend, tol: f64)
+where
+    logot::CudaBackend: Backend<T>,
+{
+    let cast2 = |a: &Array2<f64>| a.mapv(T::of);
+    let (mu, nu, cost) = data(3, 40, 30);
+    let (mu, nu, cost) = (cast2(&mu), cast2(&nu), cost.mapv(T::of));
+    for rho in [(0.5, 2.0), (f64::INFINITY, 1.0), (1.0, f64::INFINITY)] {
+        let one = |a: &Array2<T>| a.index_axis(Axis(0), 0).insert_axis(Axis(0)).to_owned();
+        let (m1, n1) = (one(&mu), one(&nu));
+        let c1 = cost.index_axis(Axis(0), 0).to_owned();
+        compare(
+            cuda,
+            "dense",
+            m1.view(),
+            n1.view(),
+            c1.view().into(),
+            rho,
+            tol,
+        );
+        compare(
+            cuda,
+            "dense batch",
+            mu.view(),
+            nu.view(),
+            cost.view().into(),
+            rho,
+            tol,
+        );
+        let shared = cost.index_axis(Axis(0), 0);
+        compare(
+            cuda,
+            "shared cost",
+            mu.view(),
+            nu.view(),
+            shared.into(),
+            rho,
+            tol,
+        );
+    }
+    // Grid and point cloud: 8×6 points of the unit square.
+    let grid = GridCost::new(&[8, 6]).unwrap();
+    let n = grid.len();
+    let a = Array1::from_shape_fn(n, |i| T::of(0.2 + (0.7 * i as f64).sin().powi(2)))
+        .insert_axis(Axis(0));
+    let b = Array1::from_shape_fn(n, |j| {
+        T::of(0.1 + 0.5 * (0.4 * j as f64 + 1.0).cos().powi(2))
+    })
+    .insert_axis(Axis(0));
+    let pts = Array2::from_shape_fn((n, 2), |(p, k)| {
+        T::of(GridCost::coordinate(grid.shape()[k], grid.unravel(p)[k]))
+    });
+    for rho in [(0.3, 1.5), (f64::INFINITY, 0.8)] {
+        compare(
+            cuda,
+            "grid",
+            a.view(),
+            b.view(),
+            grid.clone().into(),
+            rho,
+            tol,
+        );
+        let cloud = PointCloudCost::new(pts.view(), pts.view()).unwrap();
+        compare(
+            cuda,
+            "point cloud",
+            a.view(),
+            b.view(),
+            cloud.into(),
+            rho,
+            tol,
+        );
+    }
+}
+
+#[test]
+fn unbalanced_solves_match_the_cpu_f64() {
+    let Some(cuda) = gpu() else { return };
+    every_source::<f64>(&cuda, 1e-9);
+}
+
+#[test]
+fn unbalanced_solves_match_the_cpu_f32() {
+    let Some(cuda) = gpu() else { return };
+    every_source::<f32>(&cuda, 1e-4);
+}
