@@ -3,7 +3,8 @@
 // common.cuh is prepended by the host before NVRTC compiles this file.
 //
 // Conventions. A half-step reduces over k (length K) for each output l (length L):
-//   out[b,l] = eps·lm[b,l] − eps·LSE_k((other[b,k] − R[k,l]) / eps)
+//   out[b,l] = eps·lm[b,l] − phi·eps·LSE_k((other[b,k] − R[k,l]) / eps)
+// (phi = 1 balanced; phi = ρ/(ρ + eps) for a side relaxed by ρ·KL, unbalanced OT)
 // where R is "reduction-major": C (n×m) for the g-update (k = i, l = j) and Cᵀ (m×n) for
 // the f-update. In-kernel values are base 2: x = other·s − R·s with s = log2(e)/eps.
 
@@ -112,7 +113,7 @@ __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long lon
                                                const T *__restrict__ lm, T *__restrict__ out,
                                                T *__restrict__ part_m, T *__restrict__ part_s,
                                                int B, int K, int L, T eps, int kslice,
-                                               int split_hints) {
+                                               int split_hints, T phi) {
   using C = TiledCfg<T, TB, TJ, WB, WJ, WARPS, KW, MODE>;
   constexpr bool REPORT = MODE == 1;
   constexpr int BB = C::BB, BJ = C::BJ, KT = C::KT, NT = C::NT, BBP = C::BBP;
@@ -287,7 +288,7 @@ __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long lon
             const long long pi = (long long)blockIdx.z * B * L + o;
             h = part_m[pi] + Num<T>::log2(part_s[pi]);
           } else {
-            h = lmv * T(LOGOT_LOG2E) - out[o] * s;
+            h = (lmv * T(LOGOT_LOG2E) - out[o] * s) / phi;
           }
           if (lmv == ninf)
             m0 = -ninf;  // zero mass: not computed, every term 0
@@ -600,7 +601,7 @@ __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long lon
       // A sum that underflowed (the shift was too high) or overflowed (factored sums run
       // unchecked) is redone exactly.
       if (!exact && !(st >= T(UNF_LIMIT) && st < -ninf)) redo = 1;
-      out[oi] = eps * lmv - eps * T(LOGOT_LN2) * (mt + Num<T>::log2(st));
+      out[oi] = eps * lmv - phi * eps * T(LOGOT_LN2) * (mt + Num<T>::log2(st));
     }
     // Also a barrier: the merge buffer aliases the stage buffers of a redo.
     if (!__syncthreads_or(redo)) break;
@@ -612,7 +613,7 @@ template <typename T>
 __device__ __forceinline__ void sinkstep_finish(const T *__restrict__ part_m,
                                                 const T *__restrict__ part_s,
                                                 const T *__restrict__ lm, T *__restrict__ out,
-                                                int B, int L, int splits, T eps) {
+                                                int B, int L, int splits, T eps, T phi) {
   const long long total = (long long)B * L;
   for (long long o = blockIdx.x * (long long)blockDim.x + threadIdx.x; o < total;
        o += (long long)gridDim.x * blockDim.x) {
@@ -620,7 +621,7 @@ __device__ __forceinline__ void sinkstep_finish(const T *__restrict__ part_m,
     for (int z = 1; z < splits; ++z) lse_merge(mt, st, part_m[z * total + o], part_s[z * total + o]);
     const T lmv = lm[o];
     out[o] = lmv == Num<T>::neg_inf() ? lmv
-                                      : eps * lmv - eps * T(LOGOT_LN2) * (mt + Num<T>::log2(st));
+                                      : eps * lmv - phi * eps * T(LOGOT_LN2) * (mt + Num<T>::log2(st));
   }
 }
 
@@ -700,7 +701,7 @@ __device__ __forceinline__ void fused_store(T *O, int l0, const T (&v)[FL], int 
 template <typename T, int FL>
 __device__ __noinline__ void fused_exact_group(T *O, const T *P, const T *LM, const T *cs,
                                                int Lp, int K, int G, int sub, int l0, bool act,
-                                               int CL) {
+                                               int CL, T phi) {
   const T ninf = Num<T>::neg_inf();
   T M[FL], S[FL];
 #pragma unroll
@@ -733,7 +734,7 @@ __device__ __noinline__ void fused_exact_group(T *O, const T *P, const T *LM, co
 #pragma unroll
     for (int q = 0; q < FL; ++q) {
       const T lmv = LM[l0 + q];
-      v[q] = lmv == ninf ? ninf : lmv - (M[q] + Num<T>::log2(S[q]));
+      v[q] = lmv == ninf ? ninf : lmv - phi * (M[q] + Num<T>::log2(S[q]));
     }
     fused_store<T, FL>(O, l0, v, CL);
   }
@@ -745,7 +746,7 @@ __device__ __noinline__ void fused_exact_group(T *O, const T *P, const T *LM, co
 // G lanes; any overflow, invalid hint or too-small total sends the warp to the exact path.
 template <typename T, int FL>
 __device__ __forceinline__ void half_fused(T *O, const T *P, const T *LM, const T *cs,
-                                           const FusedSide &sd, int rank, int CL) {
+                                           const FusedSide &sd, int rank, int CL, T phi) {
   const int tid = threadIdx.x;
   const int sub = tid & (sd.G - 1), grp = tid >> sd.gshift, ngrp = blockDim.x >> sd.gshift;
   const int K = sd.K, G = sd.G, Lp = sd.Lp;
@@ -769,7 +770,7 @@ __device__ __forceinline__ void half_fused(T *O, const T *P, const T *LM, const 
         if (!act) lmv[q] = o[q] = ninf;
         // Not computed (padding, zero mass, idle lanes): shift +inf, every term 0. An
         // invalid hint (-inf) makes the first term +inf, which the check below catches.
-        H[q] = lmv[q] == ninf ? -ninf : lmv[q] - o[q] - T(HINT_MARGIN);
+        H[q] = lmv[q] == ninf ? -ninf : (lmv[q] - o[q]) / phi - T(HINT_MARGIN);
         part[q] = T(0);
       }
     }
@@ -806,13 +807,13 @@ __device__ __forceinline__ void half_fused(T *O, const T *P, const T *LM, const 
           T v[FL];
 #pragma unroll
           for (int q = 0; q < FL; ++q)
-            v[q] = lmv[q] == ninf ? ninf : lmv[q] - (H[q] + Num<T>::log2(part[q]));
+            v[q] = lmv[q] == ninf ? ninf : lmv[q] - phi * (H[q] + Num<T>::log2(part[q]));
           fused_store<T, FL>(O, l0, v, CL);
         }
         continue;
       }
     }
-    fused_exact_group<T, FL>(O, P, LM, cs, Lp, K, G, sub, l0, act, CL);
+    fused_exact_group<T, FL>(O, P, LM, cs, Lp, K, G, sub, l0, act, CL, phi);
   }
 }
 
@@ -821,7 +822,8 @@ __device__ __forceinline__ void sinkhorn_fused(const T *__restrict__ Cm, long lo
                                                T *__restrict__ f, T *__restrict__ g,
                                                const T *__restrict__ lmu,
                                                const T *__restrict__ lnu, int n, int m, T eps,
-                                               int iters, int g_col, int g_row) {
+                                               int iters, int g_col, int g_row, T phi_mu,
+                                               T phi_nu) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int mp = fused_pad(m), np = fused_pad(n);
   const int n4 = (n + 7) & ~7, m4 = (m + 7) & ~7;  // vectors padded to a multiple of 8
@@ -865,9 +867,9 @@ __device__ __forceinline__ void sinkhorn_fused(const T *__restrict__ Cm, long lo
   };
   sync();
   for (int it = 0; it < iters; ++it) {
-    half_fused<T, FL>(G, F, LNU, cs_col, col, rank, CL);  // g_j from f: reduce over rows i
+    half_fused<T, FL>(G, F, LNU, cs_col, col, rank, CL, phi_nu);  // g_j from f: over rows i
     sync();
-    half_fused<T, FL>(F, G, LMU, cs_row, row, rank, CL);  // f_i from g: reduce over columns j
+    half_fused<T, FL>(F, G, LMU, cs_row, row, rank, CL, phi_mu);  // f_i from g: over columns j
     sync();
   }
   if (rank != 0) return;
@@ -894,6 +896,48 @@ __device__ __forceinline__ void marginal_error(const T *__restrict__ a, const T 
   }
   acc = block_sum(acc, scratch);
   if (threadIdx.x == 0) err[blockIdx.x] = (T)acc;
+}
+
+// One side of each problem of an unbalanced plan, in f64 (one block per problem; see
+// RelaxedSide in src/unbalanced.rs): with q = (pot − half)/eps and r = a·exp(q), over a > 0,
+//   out[4b..] = (Σ a·|exp(q) − exp(−(pot − eps·log a)/rho)|, Σ r, Σ r·(pot − eps·log a),
+//                Σ r·q − r + a);  exact (rho = ∞): the second exponential is 1.
+template <typename T>
+__device__ __forceinline__ void relaxed_side(const T *__restrict__ a, const T *__restrict__ pot,
+                                             const T *__restrict__ half, double *__restrict__ out,
+                                             int per, double eps, double rho, int exact) {
+  __shared__ double scratch[32];
+  const long long base = (long long)blockIdx.x * per;
+  double res = 0.0, mass = 0.0, dual = 0.0, kl = 0.0;
+  for (int k = threadIdx.x; k < per; k += blockDim.x) {
+    const double ak = (double)a[base + k];
+    if (ak > 0.0) {
+      const double pk = (double)pot[base + k], hk = (double)half[base + k];
+      const double q = (pk - hk) / eps;
+      const double got = exp(q);
+      const double d = pk - eps * log(ak);
+      const double want = exact ? 1.0 : exp(-d / rho);
+      const double r = ak * got;
+      res += ak * fabs(got - want);
+      mass += r;
+      dual += r * d;
+      kl += r * q - r + ak;
+    }
+  }
+  res = block_sum(res, scratch);
+  __syncthreads();
+  mass = block_sum(mass, scratch);
+  __syncthreads();
+  dual = block_sum(dual, scratch);
+  __syncthreads();
+  kl = block_sum(kl, scratch);
+  if (threadIdx.x == 0) {
+    double *o = out + 4 * (long long)blockIdx.x;
+    o[0] = res;
+    o[1] = mass;
+    o[2] = dual;
+    o[3] = kl;
+  }
 }
 
 // Partial transport costs Σ_{i in rows, j} exp((f_i + g_j − C_ij)/eps)·C_ij, one double
@@ -980,8 +1024,9 @@ __device__ __forceinline__ void transpose(const T *__restrict__ in, T *__restric
 // Entry points (one per precision and configuration). Names are looked up by the host.
 #define TILED_ARGS(T)                                                                        \
   const T *R, long long cost_stride, const T *other, const T *lm, T *out, T *part_m,         \
-      T *part_s, int B, int K, int L, T eps, int kslice, int split_hints
-#define TILED_PASS R, cost_stride, other, lm, out, part_m, part_s, B, K, L, eps, kslice, split_hints
+      T *part_s, int B, int K, int L, T eps, int kslice, int split_hints, T phi
+#define TILED_PASS \
+  R, cost_stride, other, lm, out, part_m, part_s, B, K, L, eps, kslice, split_hints, phi
 
 // The tiles of the entry points below: TB, TJ, WB, WJ, WARPS, KW of TiledCfg (8 warps,
 // 256 threads, in each). The host reads these lines (src/backend/cuda/tiled.rs) for the
@@ -1051,14 +1096,15 @@ __device__ __forceinline__ void report_sum(const T *__restrict__ nu, const T *__
 #define OTHERS(T, SUF)                                                                       \
   extern "C" __global__ void sinkstep_finish_##SUF(const T *part_m, const T *part_s,         \
                                                    const T *lm, T *out, int B, int L,        \
-                                                   int splits, T eps) {                      \
-    sinkstep_finish<T>(part_m, part_s, lm, out, B, L, splits, eps);                          \
+                                                   int splits, T eps, T phi) {               \
+    sinkstep_finish<T>(part_m, part_s, lm, out, B, L, splits, eps, phi);                     \
   }                                                                                          \
   extern "C" __global__ void __launch_bounds__(FUSED_MAX_THREADS)                            \
       sinkhorn_fused_##SUF(const T *C, long long cost_stride, T *f, T *g, const T *lmu,      \
                            const T *lnu, int n, int m, T eps, int iters, int g_col,          \
-                           int g_row) {                                                      \
-    sinkhorn_fused<T, 4>(C, cost_stride, f, g, lmu, lnu, n, m, eps, iters, g_col, g_row);    \
+                           int g_row, T phi_mu, T phi_nu) {                                  \
+    sinkhorn_fused<T, 4>(C, cost_stride, f, g, lmu, lnu, n, m, eps, iters, g_col, g_row,     \
+                         phi_mu, phi_nu);                                                    \
   }                                                                                          \
   extern "C" __global__ void marginal_error_##SUF(const T *a, const T *old, const T *nw,     \
                                                   T *err, int per, T eps) {                  \
@@ -1077,6 +1123,11 @@ __device__ __forceinline__ void report_sum(const T *__restrict__ nu, const T *__
   extern "C" __global__ void relax_##SUF(T *out, const T *lm, long long len, T eps, T phi) {   \
     relax<T>(out, lm, len, eps, phi);                                                        \
   }                                                                                          \
+  extern "C" __global__ void relaxed_side_##SUF(const T *a, const T *pot, const T *half,      \
+                                                 double *out, int per, double eps, double rho, \
+                                                 int exact) {                                \
+    relaxed_side<T>(a, pot, half, out, per, eps, rho, exact);                                \
+  }                                                                                          \
   extern "C" __global__ void report_sum_##SUF(const T *nu, const T *mass, const T *share,    \
                                               double *out, int per) {                        \
     report_sum<T>(nu, mass, share, out, per);                                                \
@@ -1091,6 +1142,7 @@ OTHERS(double, f64)
 extern "C" __global__ void __launch_bounds__(FUSED_MAX_THREADS)
     sinkhorn_fused8_f32(const float *C, long long cost_stride, float *f, float *g,
                         const float *lmu, const float *lnu, int n, int m, float eps, int iters,
-                        int g_col, int g_row) {
-  sinkhorn_fused<float, 8>(C, cost_stride, f, g, lmu, lnu, n, m, eps, iters, g_col, g_row);
+                        int g_col, int g_row, float phi_mu, float phi_nu) {
+  sinkhorn_fused<float, 8>(C, cost_stride, f, g, lmu, lnu, n, m, eps, iters, g_col, g_row, phi_mu,
+                           phi_nu);
 }

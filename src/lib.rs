@@ -92,7 +92,7 @@ pub use sinkhorn::{
     Convergence, Coupling, EpsScaling, Prepared, Problem, ProblemReport, SinkhornParams,
     SinkhornResult, Solver, WarmStart,
 };
-pub use unbalanced::Relaxation;
+pub use unbalanced::{Relaxation, RelaxedSide};
 
 use ndarray::{ArrayView1, ArrayView2};
 

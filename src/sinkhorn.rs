@@ -12,7 +12,7 @@
 
 use crate::backend::{Backend, CostSource, Marginals, Potentials, Side};
 use crate::progress::{HistoryEntry, Observer, Tracker};
-use crate::unbalanced::{residuals, side_terms, Relaxation};
+use crate::unbalanced::Relaxation;
 use crate::validate::{check_eps, check_equal_mass, check_histograms};
 use crate::{Error, Real, Result};
 use ndarray::{Array1, Array2, Array3, ArrayView1, ArrayView2, Axis};
@@ -969,12 +969,7 @@ impl<B> Solver<B> {
             }
         }
         let eps = T::of(p.eps);
-        // Unbalanced: `ν` on the host for the residuals, the tolerance relative to the
-        // larger mass.
-        let nu_host = match relax {
-            Some(_) => Some(be.download(nu)?),
-            None => None,
-        };
+        // Unbalanced: the tolerance relative to the larger mass.
         let mass_of = |k: usize| match relax {
             Some(_) => pr.masses[k].max(pr.mu_masses[k]),
             None => pr.masses[k],
@@ -1012,16 +1007,13 @@ impl<B> Solver<B> {
                 None => g_next.insert(be.filled(batch * m, T::zero())?),
             };
             be.sinkstep(cost, Side::Col, eps, &pot.f, log_nu, gn)?;
-            let errs: Vec<f64> = match (relax, &nu_host) {
-                (Some(r), Some(nu_h)) => residuals(
-                    m,
-                    nu_h,
-                    &be.download(&pot.g)?,
-                    &be.download(gn)?,
-                    eps.f64(),
-                    r.rho_nu,
-                ),
-                _ => be
+            let errs: Vec<f64> = match relax {
+                Some(r) => be
+                    .relaxed_sides(batch, nu, &pot.g, gn, eps, r.rho_nu)?
+                    .iter()
+                    .map(|s| s.residual)
+                    .collect(),
+                None => be
                     .marginal_error(batch, nu, &pot.g, gn, eps)?
                     .iter()
                     .map(|e| e.f64())
@@ -1110,7 +1102,7 @@ impl<B> Solver<B> {
 }
 
 /// `iters` iterations at regularisation `eps`: the backend's (possibly fused) balanced loop,
-/// or for unbalanced problems each half-step followed by [`Backend::relax`].
+/// or for unbalanced problems its relaxed loop ([`Backend::iterate_relaxed`], `φ = ρ/(ρ + ε)`).
 fn iterate<T: Real, B: Backend<T>>(
     be: &B,
     cost: &B::Cost,
@@ -1123,27 +1115,15 @@ fn iterate<T: Real, B: Backend<T>>(
     let Some(r) = relax else {
         return be.iterate(cost, T::of(eps), marginals, pot, iters);
     };
-    for _ in 0..iters {
-        be.sinkstep(
-            cost,
-            Side::Col,
-            T::of(eps),
-            &pot.f,
-            marginals.log_nu,
-            &mut pot.g,
-        )?;
-        relax_side(be, &mut pot.g, marginals.log_nu, eps, r.rho_nu)?;
-        be.sinkstep(
-            cost,
-            Side::Row,
-            T::of(eps),
-            &pot.g,
-            marginals.log_mu,
-            &mut pot.f,
-        )?;
-        relax_side(be, &mut pot.f, marginals.log_mu, eps, r.rho_mu)?;
-    }
-    Ok(())
+    let phi = |rho| T::of(crate::unbalanced::phi(rho, eps));
+    be.iterate_relaxed(
+        cost,
+        T::of(eps),
+        (phi(r.rho_mu), phi(r.rho_nu)),
+        marginals,
+        pot,
+        iters,
+    )
 }
 
 /// The unbalanced half-step from a balanced one: [`Backend::relax`] with `φ = ρ/(ρ + ε)`
@@ -1178,35 +1158,21 @@ fn relaxed_report<T: Real, B: Backend<T>>(
     r: Relaxation,
     pr: &Prepared<T, B>,
 ) -> Result<(Vec<f64>, Vec<f64>)> {
-    let (n, m) = (pr.n, pr.m);
     let mut f_half = be.filled(be.len(&pot.f), T::zero())?;
     be.sinkstep(cost, Side::Row, eps, &pot.g, marginals.log_mu, &mut f_half)?;
     let mut g_half = be.filled(be.len(&pot.g), T::zero())?;
     be.sinkstep(cost, Side::Col, eps, &pot.f, marginals.log_nu, &mut g_half)?;
     let e = eps.f64();
-    let rows = side_terms(
-        n,
-        &be.download(marginals.mu)?,
-        &be.download(&pot.f)?,
-        &be.download(&f_half)?,
-        e,
-        r.rho_mu,
-    );
-    let cols = side_terms(
-        m,
-        &be.download(marginals.nu)?,
-        &be.download(&pot.g)?,
-        &be.download(&g_half)?,
-        e,
-        r.rho_nu,
-    );
+    let batch = pr.batch;
+    let rows = be.relaxed_sides(batch, marginals.mu, &pot.f, &f_half, eps, r.rho_mu)?;
+    let cols = be.relaxed_sides(batch, marginals.nu, &pot.g, &g_half, eps, r.rho_nu)?;
     Ok(rows
         .iter()
         .zip(&cols)
         .enumerate()
         .map(|(k, (a, b))| {
-            let objective =
-                a.objective + b.objective - e * a.mass + e * pr.mu_masses[k] * pr.masses[k];
+            let objective = a.objective(r.rho_mu) + b.objective(r.rho_nu) - e * a.mass
+                + e * pr.mu_masses[k] * pr.masses[k];
             (a.residual.max(b.residual), objective)
         })
         .unzip())

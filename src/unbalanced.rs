@@ -88,88 +88,75 @@ pub(crate) fn phi(rho: f64, eps: f64) -> f64 {
     }
 }
 
-/// `ℓ₁` violation of one side's optimality condition, from a potential `pot` and the
-/// balanced half-step `half` of its partner (so that `a·exp((pot − half)/ε)` is the plan's
-/// marginal on that side): `Σ_k a_k·|exp((pot_k − half_k)/ε) − exp(−(pot_k − ε log a_k)/ρ)|`
-/// over `a_k > 0`, in f64, per problem (`per` entries each).
-pub(crate) fn residuals<T: Real>(
+/// One side of each problem of an unbalanced plan, in f64, from a potential `pot` and the
+/// balanced half-step `half` of its partner, so that `r_k = a_k·exp((pot_k − half_k)/ε)` is
+/// the plan's marginal on that side (sums over `a_k > 0`):
+/// [`Backend::relaxed_sides`](crate::Backend::relaxed_sides).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RelaxedSide {
+    /// `Σ_k a_k·|exp((pot_k − half_k)/ε) − exp(−(pot_k − ε log a_k)/ρ)|`: the `ℓ₁` violation
+    /// of the side's optimality condition (`‖r − a‖₁` for `ρ = ∞`).
+    pub residual: f64,
+    /// `Σ_k r_k`, the plan's mass.
+    pub mass: f64,
+    /// `Σ_k r_k·(pot_k − ε log a_k)`.
+    pub dual: f64,
+    /// `KL(r ‖ a) = Σ_k r_k log(r_k/a_k) − r_k + a_k`.
+    pub kl: f64,
+}
+
+impl RelaxedSide {
+    /// The side's terms of the objective: `dual + ρ·KL(r ‖ a)` (the KL term left out for
+    /// `ρ = ∞`).
+    pub(crate) fn objective(&self, rho: f64) -> f64 {
+        if rho == f64::INFINITY {
+            self.dual
+        } else {
+            self.dual + rho * self.kl
+        }
+    }
+}
+
+/// [`RelaxedSide`] of every problem (`per` entries each) on the host, problems in
+/// parallel, each summed in order.
+pub fn relaxed_sides<T: Real>(
     per: usize,
     a: &[T],
     pot: &[T],
     half: &[T],
     eps: f64,
     rho: f64,
-) -> Vec<f64> {
-    a.chunks(per)
-        .zip(pot.chunks(per))
-        .zip(half.chunks(per))
+) -> Vec<RelaxedSide> {
+    use rayon::prelude::*;
+    if per == 0 {
+        return Vec::new();
+    }
+    a.par_chunks(per)
+        .zip(pot.par_chunks(per))
+        .zip(half.par_chunks(per))
         .map(|((a, p), h)| {
-            let mut s = 0.0f64;
+            let mut side = RelaxedSide::default();
             for k in 0..per {
                 let ak = a[k].f64();
                 if ak > 0.0 {
                     let (pk, hk) = (p[k].f64(), h[k].f64());
-                    let got = ((pk - hk) / eps).exp();
+                    // log(r_k / a_k)
+                    let log_ratio = (pk - hk) / eps;
+                    let got = log_ratio.exp();
+                    let dual = pk - eps * ak.ln();
                     let want = if rho == f64::INFINITY {
                         1.0
                     } else {
-                        (-(pk - eps * ak.ln()) / rho).exp()
+                        (-dual / rho).exp()
                     };
-                    s += ak * (got - want).abs();
+                    let r = ak * got;
+                    side.residual += ak * (got - want).abs();
+                    side.mass += r;
+                    side.dual += r * dual;
+                    side.kl += r * log_ratio - r + ak;
                 }
             }
-            s
-        })
-        .collect()
-}
-
-/// One problem's side, as the final report reads it: the residual, the plan's mass on that
-/// side `Σ_k (P1)_k`, and the side's terms of the objective:
-/// `Σ_k (P1)_k·(pot_k − ε log a_k) + ρ·KL(P1 ‖ a)` (the KL term omitted for `ρ = ∞`).
-pub(crate) struct SideTerms {
-    pub residual: f64,
-    pub mass: f64,
-    pub objective: f64,
-}
-
-/// [`SideTerms`] of every problem (`per` entries each), in f64.
-pub(crate) fn side_terms<T: Real>(
-    per: usize,
-    a: &[T],
-    pot: &[T],
-    half: &[T],
-    eps: f64,
-    rho: f64,
-) -> Vec<SideTerms> {
-    let residual = residuals(per, a, pot, half, eps, rho);
-    a.chunks(per)
-        .zip(pot.chunks(per))
-        .zip(half.chunks(per))
-        .zip(residual)
-        .map(|(((a, p), h), residual)| {
-            let (mut mass, mut dual, mut kl) = (0.0f64, 0.0f64, 0.0f64);
-            for k in 0..per {
-                let ak = a[k].f64();
-                if ak > 0.0 {
-                    let (pk, hk) = (p[k].f64(), h[k].f64());
-                    // log((P1)_k / a_k)
-                    let log_ratio = (pk - hk) / eps;
-                    let r = ak * log_ratio.exp();
-                    mass += r;
-                    dual += r * (pk - eps * ak.ln());
-                    kl += r * log_ratio - r + ak;
-                }
-            }
-            let objective = if rho == f64::INFINITY {
-                dual
-            } else {
-                dual + rho * kl
-            };
-            SideTerms {
-                residual,
-                mass,
-                objective,
-            }
+            side
         })
         .collect()
 }

@@ -119,3 +119,41 @@ fn unknown_problems_and_missing_backends_are_refused() {
         }
     }
 }
+
+#[test]
+fn reg_m_times_the_unbalanced_problem() {
+    let (code, bal, err) = bench(&["--problem", "otA", "--json", "--runs", "1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(bal["reg_m"].is_null(), "{bal}");
+    let (code, j, err) = bench(&[
+        "--problem",
+        "otA",
+        "--json",
+        "--runs",
+        "1",
+        "--reg-m",
+        "0.05",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    check_timing(&j, "otA", 1);
+    assert_eq!(j["reg_m"], 0.05, "{j}");
+    assert_eq!(j["iterations"], 200);
+    // With ρ = 0.05 only part of the mass moves: a transport cost below the balanced one.
+    let (d_bal, d) = (
+        bal["distance_first"].as_f64().unwrap(),
+        j["distance_first"].as_f64().unwrap(),
+    );
+    assert!(
+        d.is_finite() && d > 0.0 && d < 0.99 * d_bal,
+        "{d} vs {d_bal}"
+    );
+    for (args, needle) in [
+        (vec!["--problem", "otA", "--reg-m", "0"], "--reg-m"),
+        (vec!["--problem", "otA", "--reg-m", "nan"], "--reg-m"),
+        (vec!["--problem", "mhc4", "--reg-m", "1"], "--reg-m"),
+    ] {
+        let (code, _, err) = bench(&args);
+        assert_ne!(code, 0, "{args:?}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}

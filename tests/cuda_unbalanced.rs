@@ -234,3 +234,144 @@ fn unbalanced_solves_match_the_cpu_f32() {
     let Some(cuda) = gpu() else { return };
     every_source::<f32>(&cuda, 1e-4);
 }
+
+/// Dense problems too large for the fused kernel: the tiled half-steps weighted by `φ`
+/// (shared cost with many problems, few problems with the reduction split across blocks,
+/// per-problem costs).
+fn tiled_paths<T: Real>(cuda: &logot::CudaBackend, tol: f64)
+where
+    logot::CudaBackend: Backend<T>,
+{
+    for (b, n, m) in [(16, 200, 260), (3, 230, 190)] {
+        let (mu, nu, cost) = data(b, n, m);
+        let (mu, nu, cost) = (mu.mapv(T::of), nu.mapv(T::of), cost.mapv(T::of));
+        for rho in [(0.5, 2.0), (f64::INFINITY, 0.7)] {
+            let shared = cost.index_axis(Axis(0), 1);
+            let what = format!("tiled shared cost {b}×{n}×{m}");
+            compare(cuda, &what, mu.view(), nu.view(), shared.into(), rho, tol);
+            let what = format!("tiled per-problem costs {b}×{n}×{m}");
+            compare(
+                cuda,
+                &what,
+                mu.view(),
+                nu.view(),
+                cost.view().into(),
+                rho,
+                tol,
+            );
+        }
+    }
+}
+
+#[test]
+fn unbalanced_tiled_solves_match_the_cpu_f64() {
+    let Some(cuda) = gpu() else { return };
+    tiled_paths::<f64>(&cuda, 1e-9);
+}
+
+#[test]
+fn unbalanced_tiled_solves_match_the_cpu_f32() {
+    let Some(cuda) = gpu() else { return };
+    tiled_paths::<f32>(&cuda, 1e-4);
+}
+
+/// The unbalanced report's sums on the GPU against the formula written out here in f64:
+/// 3 problems × 700 entries (every 9th of `a` empty), f32 and f64, ρ finite and infinite.
+#[test]
+fn relaxed_sides_match_a_brute_force_sum() {
+    let Some(cuda) = gpu() else { return };
+    let (batch, per, eps) = (3usize, 700usize, 0.07f64);
+    let a: Vec<f64> = (0..batch * per)
+        .map(|k| {
+            if k % 9 == 4 {
+                0.0
+            } else {
+                0.2 + (0.13 * k as f64).sin().powi(2)
+            }
+        })
+        .collect();
+    let pot: Vec<f64> = (0..batch * per)
+        .map(|k| 0.3 * (0.21 * k as f64).cos())
+        .collect();
+    let half: Vec<f64> = (0..batch * per)
+        .map(|k| 0.3 * (0.21 * k as f64).cos() + 0.02 * (0.5 * k as f64).sin())
+        .collect();
+    let brute = |a: &[f64], p: &[f64], h: &[f64], rho: f64| -> Vec<[f64; 4]> {
+        (0..batch)
+            .map(|b| {
+                let mut s = [0.0f64; 4];
+                for k in b * per..(b + 1) * per {
+                    if a[k] > 0.0 {
+                        let q = (p[k] - h[k]) / eps;
+                        let d = p[k] - eps * a[k].ln();
+                        let want = if rho.is_infinite() {
+                            1.0
+                        } else {
+                            (-d / rho).exp()
+                        };
+                        let r = a[k] * q.exp();
+                        s[0] += a[k] * (q.exp() - want).abs();
+                        s[1] += r;
+                        s[2] += r * d;
+                        s[3] += r * q - r + a[k];
+                    }
+                }
+                s
+            })
+            .collect()
+    };
+    let close = |what: &str, got: &[logot::RelaxedSide], want: &[[f64; 4]], tol: f64| {
+        for (b, (g, w)) in got.iter().zip(want).enumerate() {
+            let g = [g.residual, g.mass, g.dual, g.kl];
+            for q in 0..4 {
+                assert!(
+                    (g[q] - w[q]).abs() <= tol * w[q].abs().max(1e-3),
+                    "{what} problem {b} term {q}: GPU {:e}, brute force {:e}",
+                    g[q],
+                    w[q]
+                );
+            }
+        }
+    };
+    for rho in [0.5, f64::INFINITY] {
+        let up = |v: &[f64]| Backend::<f64>::upload(&cuda, v).unwrap();
+        let got =
+            Backend::<f64>::relaxed_sides(&cuda, batch, &up(&a), &up(&pot), &up(&half), eps, rho)
+                .unwrap();
+        assert_eq!(got.len(), batch);
+        close("f64", &got, &brute(&a, &pot, &half, rho), 1e-12);
+        // f32 inputs: the reference sums the same rounded values in f64.
+        let r32 = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+        let (a32, p32, h32) = (r32(&a), r32(&pot), r32(&half));
+        let up32 = |v: &[f32]| Backend::<f32>::upload(&cuda, v).unwrap();
+        let got = Backend::<f32>::relaxed_sides(
+            &cuda,
+            batch,
+            &up32(&a32),
+            &up32(&p32),
+            &up32(&h32),
+            eps as f32,
+            rho,
+        )
+        .unwrap();
+        let wide = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<f64>>();
+        close(
+            "f32",
+            &got,
+            &brute(&wide(&a32), &wide(&p32), &wide(&h32), rho),
+            1e-5,
+        );
+    }
+    // Lengths that do not split into the batch are errors, not launches.
+    let up = |v: &[f64]| Backend::<f64>::upload(&cuda, v).unwrap();
+    assert!(Backend::<f64>::relaxed_sides(
+        &cuda,
+        batch,
+        &up(&a),
+        &up(&pot[1..]),
+        &up(&half),
+        eps,
+        0.5
+    )
+    .is_err());
+}

@@ -21,6 +21,7 @@ pub mod linalg;
 pub mod pointcloud;
 mod shape;
 
+use crate::unbalanced::RelaxedSide;
 pub use barycenter::{bary_iterations_unfused, BaryBuffers, BaryLayout, BarycenterKernels};
 pub use grid::GridCost;
 pub use pointcloud::{PointCloudCost, PointCloudKernels, PointMetric};
@@ -194,6 +195,24 @@ pub trait Backend<T: Real> {
         iterate_half_steps(self, cost, eps, marginals, potentials, iters)
     }
 
+    /// `iters` unbalanced iterations in place ([`crate::Relaxation`]): [`Backend::iterate`]
+    /// with each half-step weighted, `g ← ε·log ν − φ_ν·ε·LSE_i((f_i − C_ij)/ε)`, then `f`
+    /// alike with `φ_μ` (`φ = ρ/(ρ + ε)`, 1 for an exact side).
+    ///
+    /// The default is [`iterate_relaxed_half_steps`] (each half-step, then [`Backend::relax`]);
+    /// a backend may weight its fused or tiled half-steps directly.
+    fn iterate_relaxed(
+        &self,
+        cost: &Self::Cost,
+        eps: T,
+        phi: (T, T),
+        marginals: &Marginals<'_, Self::Buffer>,
+        potentials: &mut Potentials<Self::Buffer>,
+        iters: usize,
+    ) -> Result<()> {
+        iterate_relaxed_half_steps(self, cost, eps, phi, marginals, potentials, iters)
+    }
+
     /// The unbalanced half-step from the balanced one, in place:
     /// `out ← (1 − φ)·ε·log_marginal + φ·out` with `φ = ρ/(ρ + ε)` ([`crate::Relaxation`]);
     /// `out = −∞` where `log_marginal = −∞` (zero-mass bins), never NaN.
@@ -235,6 +254,31 @@ pub trait Backend<T: Real> {
         new: &Self::Buffer,
         eps: T,
     ) -> Result<Vec<T>>;
+
+    /// Per problem, one side of an unbalanced plan in f64 ([`RelaxedSide`]): `a` the side's
+    /// marginal, `pot` its potential and `half` the balanced half-step of its partner, `B×per`
+    /// each; `ρ = ∞` on an exact side. The default downloads the three buffers and sums on
+    /// the host ([`crate::unbalanced::relaxed_sides`]); a backend may sum on the device and
+    /// send back only the `B` results.
+    fn relaxed_sides(
+        &self,
+        batch: usize,
+        a: &Self::Buffer,
+        pot: &Self::Buffer,
+        half: &Self::Buffer,
+        eps: T,
+        rho: f64,
+    ) -> Result<Vec<RelaxedSide>> {
+        let per = shape::check_marginal_error(batch, self.len(a), self.len(pot), self.len(half))?;
+        Ok(crate::unbalanced::relaxed_sides(
+            per,
+            &self.download(a)?,
+            &self.download(pot)?,
+            &self.download(half)?,
+            eps.f64(),
+            rho,
+        ))
+    }
 
     /// The column-marginal error `‖P_bᵀ1 − ν_b‖₁` and the transport cost `⟨P_b, C_b⟩` of
     /// each plan `P_b = exp((f_b ⊕ g_b − C_b)/ε)`, as `(errors, costs)`: what a solver
@@ -378,6 +422,32 @@ pub fn iterate_half_steps<T: Real, B: Backend<T> + ?Sized>(
     for _ in 0..iters {
         be.sinkstep(cost, Side::Col, eps, f, marginals.log_nu, g)?;
         be.sinkstep(cost, Side::Row, eps, g, marginals.log_mu, f)?;
+    }
+    Ok(())
+}
+
+/// [`Backend::iterate_relaxed`]'s default: `iters` times `g ← sinkstep(Col, f, log ν)` relaxed
+/// by `φ_ν` ([`Backend::relax`]), then `f ← sinkstep(Row, g, log μ)` relaxed by `φ_μ` (a side
+/// with `φ = 1` is not relaxed).
+pub fn iterate_relaxed_half_steps<T: Real, B: Backend<T> + ?Sized>(
+    be: &B,
+    cost: &B::Cost,
+    eps: T,
+    (phi_mu, phi_nu): (T, T),
+    marginals: &Marginals<'_, B::Buffer>,
+    potentials: &mut Potentials<B::Buffer>,
+    iters: usize,
+) -> Result<()> {
+    let Potentials { f, g } = potentials;
+    for _ in 0..iters {
+        be.sinkstep(cost, Side::Col, eps, f, marginals.log_nu, g)?;
+        if phi_nu != T::one() {
+            be.relax(g, marginals.log_nu, eps, phi_nu)?;
+        }
+        be.sinkstep(cost, Side::Row, eps, g, marginals.log_mu, f)?;
+        if phi_mu != T::one() {
+            be.relax(f, marginals.log_mu, eps, phi_mu)?;
+        }
     }
     Ok(())
 }

@@ -8,15 +8,20 @@ use super::launch::{to_i32, Launch};
 use super::tiled::{Parts, Tiled, TiledArgs};
 use crate::backend::shape::{check_marginal_error, check_sinkstep};
 use crate::backend::{Potentials, Side};
+use crate::unbalanced::RelaxedSide;
 use crate::{Error, Result};
 
 impl CudaBackend {
-    /// A half-step on a dense cost (see [`Backend::sinkstep`](crate::Backend::sinkstep)).
+    /// A half-step on a dense cost (see [`Backend::sinkstep`](crate::Backend::sinkstep)),
+    /// weighted by `φ` (`out = ε·lm − φ·ε·LSE`; 1 balanced, see
+    /// [`Backend::iterate_relaxed`](crate::Backend::iterate_relaxed)).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn dense_sinkstep<T: CudaReal>(
         &self,
         cost: &DenseCost<T>,
         side: Side,
         eps: T,
+        phi: T,
         other: &CudaBuffer<T>,
         log_marginal: &CudaBuffer<T>,
         out: &mut CudaBuffer<T>,
@@ -34,6 +39,7 @@ impl CudaBackend {
             k,
             l,
             eps,
+            phi,
         };
         self.launch_tiled(kernel, args, Parts::Split(&cost.hints, side))
     }
@@ -63,6 +69,7 @@ impl CudaBackend {
             k: n,
             l: m,
             eps,
+            phi: T::one(),
         };
         let kernel = Tiled::report(batch, cost.dims.batch.is_some());
         self.launch_tiled(kernel, args, Parts::Report { mass, share })?;
@@ -219,5 +226,52 @@ impl CudaBackend {
             )
         }?;
         self.download_slice(&errors, batch, "marginal errors")
+    }
+
+    /// See [`Backend::relaxed_sides`](crate::Backend::relaxed_sides): one block per problem
+    /// sums in f64 (`relaxed_side`), four doubles per problem read back.
+    pub(super) fn relaxed_side_sums<T: CudaReal>(
+        &self,
+        batch: usize,
+        a: &CudaBuffer<T>,
+        pot: &CudaBuffer<T>,
+        half: &CudaBuffer<T>,
+        eps: T,
+        rho: f64,
+    ) -> Result<Vec<RelaxedSide>> {
+        let per = check_marginal_error(batch, a.len, pot.len, half.len)?;
+        let per = to_i32(per, "marginal")?;
+        let blocks =
+            u32::try_from(batch).map_err(|_| Error::shape("relaxed_sides", "too many problems"))?;
+        let sums = self.alloc_f64(4 * batch, "unbalanced report sums")?;
+        let exact = i32::from(rho == f64::INFINITY);
+        // SAFETY: relaxed_side(a, pot, half, out, per, eps, rho, exact): one block per
+        // problem over `per` entries of the three (equal-length) buffers, four doubles each.
+        unsafe {
+            self.launch(
+                &kernel_name::<T>("relaxed_side"),
+                Launch::linear(blocks, 256),
+                (
+                    self.ptr(&a.data),
+                    self.ptr(&pot.data),
+                    self.ptr(&half.data),
+                    self.ptr(&sums),
+                    per,
+                    eps.f64(),
+                    rho,
+                    exact,
+                ),
+            )
+        }?;
+        let host = self.download_slice(&sums, 4 * batch, "unbalanced report sums")?;
+        Ok(host
+            .chunks(4)
+            .map(|s| RelaxedSide {
+                residual: s[0],
+                mass: s[1],
+                dual: s[2],
+                kl: s[3],
+            })
+            .collect())
     }
 }

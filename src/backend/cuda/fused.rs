@@ -7,7 +7,7 @@ use super::cost::DenseCost;
 use super::device::{CudaBackend, CudaBuffer};
 use super::kernels::{define, CudaReal, Module, Precision};
 use super::launch::{Launch, Start};
-use crate::backend::Potentials;
+use crate::backend::{Marginals, Potentials};
 use crate::{Error, Result};
 
 /// Most threads a block of the fused kernel may have (its `__launch_bounds__`).
@@ -59,12 +59,15 @@ impl CudaBackend {
     }
 
     /// `iters` iterations of `batch` problems on a cost that [fuses](Self::fuses), in one
-    /// launch per 2^30 iterations.
+    /// launch per 2^30 iterations, the half-steps weighted by `(φ_μ, φ_ν)` ((1, 1)
+    /// balanced; see [`Backend::iterate_relaxed`](crate::Backend::iterate_relaxed)).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn fused_iterate<T: CudaReal>(
         &self,
         cost: &DenseCost<T>,
         eps: T,
-        (log_mu, log_nu): (&CudaBuffer<T>, &CudaBuffer<T>),
+        (phi_mu, phi_nu): (T, T),
+        marginals: &Marginals<'_, CudaBuffer<T>>,
         pot: &mut Potentials<CudaBuffer<T>>,
         batch: usize,
         iters: usize,
@@ -94,12 +97,16 @@ impl CudaBackend {
             self.ptr(&pot.f.data),
             self.ptr(&pot.g.data),
         );
-        let (pmu, pnu) = (self.ptr(&log_mu.data), self.ptr(&log_nu.data));
+        let (pmu, pnu) = (
+            self.ptr(&marginals.log_mu.data),
+            self.ptr(&marginals.log_nu.data),
+        );
         let mut left = iters;
         while left > 0 {
             let now = left.min(1 << 30);
             // SAFETY: sinkhorn_fused*(C, cost_stride, f, g, lmu, lnu, n, m, eps, iters,
-            // g_col, g_row); the caller checked the buffers against batch × n×m.
+            // g_col, g_row, phi_mu, phi_nu); the caller checked the buffers against
+            // batch × n×m.
             unsafe {
                 self.launch(
                     shape.name,
@@ -117,6 +124,8 @@ impl CudaBackend {
                         now as i32,
                         shape.lanes.0,
                         shape.lanes.1,
+                        phi_mu,
+                        phi_nu,
                     ),
                 )
             }?;

@@ -151,6 +151,7 @@ impl Module {
                 ("plan", Both),
                 ("fill", Both),
                 ("relax", Both),
+                ("relaxed_side", Both),
                 ("transpose", Both),
             ],
             Module::PointCloud => &[

@@ -7,9 +7,11 @@ use super::device::{CudaBackend, CudaBuffer};
 use super::kernels::CudaReal;
 use crate::backend::shape::{check_fg, check_nu};
 use crate::backend::{
-    column_error_and_cost_by_half_step, iterate_half_steps, plan_report_from_half_steps, Backend,
-    CostDims, CostSource, Marginals, PlanReport, Potentials, Side,
+    column_error_and_cost_by_half_step, iterate_half_steps, iterate_relaxed_half_steps,
+    plan_report_from_half_steps, Backend, CostDims, CostSource, Marginals, PlanReport, Potentials,
+    Side,
 };
+use crate::unbalanced::RelaxedSide;
 use crate::{Error, Result};
 
 impl<T: CudaReal> Backend<T> for CudaBackend {
@@ -62,7 +64,9 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
         out: &mut CudaBuffer<T>,
     ) -> Result<()> {
         match &cost.kind {
-            CostKind::Dense(c) => self.dense_sinkstep(c, side, eps, other, log_marginal, out),
+            CostKind::Dense(c) => {
+                self.dense_sinkstep(c, side, eps, T::one(), other, log_marginal, out)
+            }
             CostKind::Grid(g) => self.grid_sinkstep(g, eps, other, log_marginal, out),
             CostKind::Cloud(c) => self.cloud_sinkstep(c, side, eps, other, log_marginal, out),
         }
@@ -79,26 +83,48 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
         potentials: &mut Potentials<CudaBuffer<T>>,
         iters: usize,
     ) -> Result<()> {
+        let batch = check_iterate(cost, marginals, potentials)?;
         if iters == 0 {
             return Ok(());
         }
-        let dims = cost.dims();
-        let batch = check_fg(&dims, potentials.f.len, potentials.g.len)?;
-        let (log_mu, log_nu) = (marginals.log_mu, marginals.log_nu);
-        if log_mu.len != potentials.f.len || log_nu.len != potentials.g.len {
-            return Err(Error::shape(
-                "iterate",
-                format!(
-                    "log marginals of lengths {} and {} do not fit {batch} problems of size {}×{}",
-                    log_mu.len, log_nu.len, dims.n, dims.m
-                ),
-            ));
-        }
+        let one = (T::one(), T::one());
         match &cost.kind {
             CostKind::Dense(c) if self.fuses(c) => {
-                self.fused_iterate(c, eps, (log_mu, log_nu), potentials, batch, iters)
+                self.fused_iterate(c, eps, one, marginals, potentials, batch, iters)
             }
             _ => iterate_half_steps(self, cost, eps, marginals, potentials, iters),
+        }
+    }
+
+    /// Dense costs weight the fused loop's or the tiled kernels' half-steps by `φ` (no
+    /// separate relax pass); grids and point clouds relax after each half-step.
+    fn iterate_relaxed(
+        &self,
+        cost: &CudaCost<T>,
+        eps: T,
+        (phi_mu, phi_nu): (T, T),
+        marginals: &Marginals<'_, CudaBuffer<T>>,
+        potentials: &mut Potentials<CudaBuffer<T>>,
+        iters: usize,
+    ) -> Result<()> {
+        let batch = check_iterate(cost, marginals, potentials)?;
+        if iters == 0 {
+            return Ok(());
+        }
+        let phi = (phi_mu, phi_nu);
+        match &cost.kind {
+            CostKind::Dense(c) if self.fuses(c) => {
+                self.fused_iterate(c, eps, phi, marginals, potentials, batch, iters)
+            }
+            CostKind::Dense(c) => {
+                let Potentials { f, g } = potentials;
+                for _ in 0..iters {
+                    self.dense_sinkstep(c, Side::Col, eps, phi_nu, f, marginals.log_nu, g)?;
+                    self.dense_sinkstep(c, Side::Row, eps, phi_mu, g, marginals.log_mu, f)?;
+                }
+                Ok(())
+            }
+            _ => iterate_relaxed_half_steps(self, cost, eps, phi, marginals, potentials, iters),
         }
     }
 
@@ -168,6 +194,18 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
         self.marginal_errors(batch, marginal, old, new, eps)
     }
 
+    fn relaxed_sides(
+        &self,
+        batch: usize,
+        a: &CudaBuffer<T>,
+        pot: &CudaBuffer<T>,
+        half: &CudaBuffer<T>,
+        eps: T,
+        rho: f64,
+    ) -> Result<Vec<RelaxedSide>> {
+        self.relaxed_side_sums(batch, a, pot, half, eps, rho)
+    }
+
     fn transport_cost(
         &self,
         cost: &CudaCost<T>,
@@ -203,4 +241,26 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
             CostKind::Cloud(cl) => self.cloud_plan(cl, f, g, eps),
         }
     }
+}
+
+/// The batch size of `iterate`'s buffers, checked against the cost: `f` and `g` (`B×n`,
+/// `B×m`) and the log marginals of the same lengths.
+fn check_iterate<T: CudaReal>(
+    cost: &CudaCost<T>,
+    marginals: &Marginals<'_, CudaBuffer<T>>,
+    potentials: &Potentials<CudaBuffer<T>>,
+) -> Result<usize> {
+    let dims = cost.dims();
+    let batch = check_fg(&dims, potentials.f.len, potentials.g.len)?;
+    let (log_mu, log_nu) = (marginals.log_mu, marginals.log_nu);
+    if log_mu.len != potentials.f.len || log_nu.len != potentials.g.len {
+        return Err(Error::shape(
+            "iterate",
+            format!(
+                "log marginals of lengths {} and {} do not fit {batch} problems of size {}×{}",
+                log_mu.len, log_nu.len, dims.n, dims.m
+            ),
+        ));
+    }
+    Ok(batch)
 }

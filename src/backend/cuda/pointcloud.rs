@@ -226,6 +226,7 @@ impl CudaBackend {
                 k: len_red,
                 l: len_out,
                 eps,
+                phi: T::one(),
             };
             self.finish_split((pm, ps), splits, &finish)?;
         }

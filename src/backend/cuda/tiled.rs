@@ -145,6 +145,9 @@ pub(super) struct TiledArgs<T> {
     pub k: usize,
     pub l: usize,
     pub eps: T,
+    /// The half-step's weight `φ`: `out = ε·lm − φ·ε·LSE` (1 balanced, `ρ/(ρ + ε)` on a side
+    /// relaxed by `ρ·KL`).
+    pub phi: T,
 }
 
 /// Where the partial sums of a tiled launch go.
@@ -261,6 +264,7 @@ impl CudaBackend {
                     a.eps,
                     kslice,
                     split_hints,
+                    a.phi,
                 ),
             )
         }?;
@@ -283,7 +287,7 @@ impl CudaBackend {
         }
     }
 
-    /// `out[b,l] = ε·lm[b,l] − ε·ln2·(M + log2 S)` of the `(M, S)` pairs of the partial
+    /// `out[b,l] = ε·lm[b,l] − φ·ε·ln2·(M + log2 S)` of the `(M, S)` pairs of the partial
     /// reductions (`sinkstep_finish`, cuda/sinkstep.cu) of a half-step `a` whose reduction
     /// was split `splits` ways.
     pub(super) fn finish_split<T: CudaReal>(
@@ -294,13 +298,23 @@ impl CudaBackend {
     ) -> Result<()> {
         let (batch, l) = (to_i32(a.batch, "batch")?, to_i32(a.l, "cost")?);
         let blocks = self.stride_blocks(a.batch * a.l, 256, 16);
-        // SAFETY: sinkstep_finish(part_m, part_s, lm, out, B, L, splits, eps) over B×L
+        // SAFETY: sinkstep_finish(part_m, part_s, lm, out, B, L, splits, eps, phi) over B×L
         // outputs and `splits` partials of B×L each.
         unsafe {
             self.launch(
                 &kernel_name::<T>("sinkstep_finish"),
                 Launch::linear(blocks, 256),
-                (part_m, part_s, a.lm, a.out, batch, l, splits as i32, a.eps),
+                (
+                    part_m,
+                    part_s,
+                    a.lm,
+                    a.out,
+                    batch,
+                    l,
+                    splits as i32,
+                    a.eps,
+                    a.phi,
+                ),
             )
         }
     }

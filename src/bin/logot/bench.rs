@@ -102,6 +102,10 @@ pub struct BenchArgs {
     /// Compute in float64 (default float32).
     #[arg(long)]
     pub f64: bool,
+    /// Unbalanced OT: relax both marginals by R·KL (otA, otB, otBcpu), to compare with the
+    /// balanced problem in the same call.
+    #[arg(long, value_name = "R")]
+    pub reg_m: Option<f64>,
 }
 
 /// Run `work` once to warm up, then `runs` times; returns (median, min) in milliseconds.
@@ -217,7 +221,11 @@ fn run<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
         }
     };
     let problem = Problem::batch(mu.view(), nu.view(), cost.view())?;
-    let solver = Solver::new(backend, SinkhornParams::fixed_iterations(eps, iters));
+    let mut params = SinkhornParams::fixed_iterations(eps, iters);
+    if let Some(rho) = a.reg_m {
+        params = params.with_relaxation(logot::Relaxation::kl(rho));
+    }
+    let solver = Solver::new(backend, params);
     let gradient = |r: &logot::SinkhornResult<T>| {
         if a.problem == BenchProblem::OtA {
             // Gradient of the regularised cost w.r.t. μ: the potential f, centred
@@ -251,6 +259,7 @@ fn run<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
         "ms": median,
         "min_ms": min,
         "runs_ms": all,
+        "reg_m": a.reg_m,
         "iterations": r.convergence.iterations,
         "marginal_error": r.convergence.marginal_error,
         "distance_first": r.distance[0].f64(),
@@ -273,6 +282,26 @@ pub fn checked(a: &BenchArgs) -> Result<Dtype> {
             a.max_seconds,
             "must be finite and ≥ 0",
         ));
+    }
+    if let Some(rho) = a.reg_m {
+        use BenchProblem::*;
+        if !matches!(a.problem, OtA | OtB | OtBcpu) {
+            return Err(logot::Error::parameter(
+                "--reg-m",
+                rho,
+                format!(
+                    "{} has no unbalanced form (otA, otB, otBcpu do)",
+                    a.problem.name()
+                ),
+            ));
+        }
+        if rho.is_nan() || rho <= 0.0 {
+            return Err(logot::Error::parameter(
+                "--reg-m",
+                rho,
+                "the marginal penalty must be > 0 (inf: balanced)",
+            ));
+        }
     }
     for (flag, v) in [("--runs", a.runs), ("--warmup", a.warmup)] {
         if v > MAX_RUNS {
