@@ -21,7 +21,9 @@ pub mod linalg;
 pub mod pointcloud;
 mod shape;
 
-pub use barycenter::{bary_iterations_unfused, BaryBuffers, BaryLayout, BarycenterKernels};
+pub use barycenter::{
+    bary_iterations_unfused, log_power_mean, BaryBuffers, BaryLayout, BarycenterKernels,
+};
 pub use grid::GridCost;
 pub use pointcloud::{PointCloudCost, PointCloudKernels, PointMetric};
 
