@@ -14,6 +14,27 @@
 //! spread of the `K` plans' marginals on the barycenter side, `G` before its update).
 //! On a [`GridCost`] the sinksteps are separable 1-D log-convolutions, so a 2-D image of
 //! `N×N` pixels costs `O(N³)` per step, never an `N²×N²` matrix.
+//!
+//! **Unbalanced** ([`BarycenterParams::relaxation`], POT's
+//! `ot.unbalanced.barycenter_unbalanced(A, M, reg, reg_m, weights, method="sinkhorn")`):
+//! `b = argmin_b Σ_k w_k·min_{P_k} [⟨P_k, C⟩ + ε·KL(P_k ‖ 1) + ρ_μ·KL(P_k·1 ‖ a_k) + ρ_ν·KL(P_kᵀ·1 ‖ b)]`
+//! (generalized KL, entropy relative to the all-ones matrix as POT's `K = exp(−M/ε)`), so the
+//! inputs may have different masses. With `φ = ρ/(ρ + ε)` per side, `f_k = ε log u_k`,
+//! `g_k = ε log v_k`, from `g = 0` each iteration is POT's
+//! `u_k = (a_k / K v_k)^{φ_μ}`, `b = (Σ_k w_k (Kᵀu_k)^{1−φ_ν})^{1/(1−φ_ν)}`, `v_k = (b / Kᵀu_k)^{φ_ν}`:
+//!
+//! `f_k = φ_μ·sinkstep(Row, g_k, log a_k)`, `x_k = −sinkstep(Col, f_k, 0) = ε log Kᵀu_k`,
+//! `ε log b = (ρ_ν+ε)·log Σ_k w_k exp(x_k/(ρ_ν+ε))` ([`bary_log_power_mean`](crate::BarycenterKernels::bary_log_power_mean);
+//! the weighted mean of `x_k` for `ρ_ν = ∞`), `g_k = φ_ν·(ε log b − x_k)`,
+//!
+//! with the weights normalised to sum 1 (the iteration's fixed point is optimal only then)
+//! and no rescaling of the inputs (an unbalanced barycenter is not proportional to their
+//! mass). After each iteration the couplings `P_k = diag(u_k) K diag(v_k)` meet their
+//! barycenter-side conditions `P_kᵀ1 = b ⊙ exp(−g_k/ρ_ν)` and `b = Σ_k w_k P_kᵀ1` exactly;
+//! the reported error is the largest violation of the inputs' side,
+//! `max_k ‖P_k·1 − a_k ⊙ exp(−f_k/ρ_μ)‖₁ / ‖a_k‖₁` (`exp(…) = 1` for `ρ_μ = ∞`), measured at
+//! iterations `c, 2c, …` (`c = check_every`) and after the last one. Both sides infinite is
+//! the balanced barycenter above.
 
 use crate::backend::{
     Backend, BaryBuffers, BaryLayout, BarycenterKernels, CostSource, GridCost, Side,
@@ -141,7 +162,9 @@ pub struct Barycenter<T, D: Dimension = Ix1> {
     pub iterations: usize,
     /// POT's error `Σ_x std_k exp(G_k + log K(u_k))` of the returned barycenter (measured
     /// after the last iteration run), relative to the inputs' mass (for inputs of mass 1,
-    /// POT's value).
+    /// POT's value). Unbalanced ([`BarycenterParams::relaxation`]): the largest relative
+    /// violation of the couplings' optimality conditions,
+    /// `max_k ‖P_k·1 − a_k ⊙ exp(−f_k/ρ_μ)‖₁ / ‖a_k‖₁` (the [module docs](self)).
     pub error: f64,
     /// `error < tol`, with POT's default 1e-4 in place of `tol = 0`.
     pub converged: bool,
