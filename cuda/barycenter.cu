@@ -16,6 +16,58 @@ __device__ __forceinline__ void bary_log_mean(const T *w, const T *v, T *bar, lo
   }
 }
 
+// Unbalanced barycenters: the weighted power mean in the log domain, in double,
+// bar[p,x] = x* + log1p(Σ_k w_k·expm1(t·(x_k − x*)) / Σ_k w_k) / t with x_k = −v[p,k,x] and
+// x* = max over w_k > 0 (log of the plain mean where that sum is below −1/2); t = 0 gives the
+// weighted mean of x_k. Mirrors log_power_mean in src/backend/barycenter.rs.
+template <typename T>
+__device__ __forceinline__ void bary_log_power_mean(const T *w, const T *v, T *bar,
+                                                    long long total, int k, int m, T t) {
+  const double ninf = __longlong_as_double(0xfff0000000000000ULL);
+  const double td = (double)t;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+       i += (long long)gridDim.x * blockDim.x) {
+    long long p = i / m, x = i - p * m;
+    const T *vp = v + p * (long long)k * m + x;
+    const T *wp = w + p * k;
+    double top = ninf, wsum = 0.0;
+    for (int j = 0; j < k; ++j) {
+      double wj = (double)wp[j];
+      if (wj > 0.0) {
+        top = fmax(top, -(double)vp[(long long)j * m]);
+        wsum += wj;
+      }
+    }
+    double out;
+    if (!(wsum > 0.0)) {
+      out = ninf;
+    } else if (top == ninf || top == -ninf) {
+      out = top;
+    } else if (td == 0.0) {
+      double mean = 0.0;
+      for (int j = 0; j < k; ++j) {
+        double wj = (double)wp[j];
+        if (wj > 0.0) mean += wj * -(double)vp[(long long)j * m];
+      }
+      out = mean / wsum;
+    } else {
+      double below = 0.0, sum = 0.0;
+      for (int j = 0; j < k; ++j) {
+        double wj = (double)wp[j];
+        if (wj > 0.0) {
+          double d = td * (-(double)vp[(long long)j * m] - top);
+          below += wj * ::expm1(d);
+          sum += wj * ::exp(d);
+        }
+      }
+      double s = below / wsum;
+      double lm = s > -0.5 ? ::log1p(s) : ::log(sum / wsum);
+      out = top + lm / td;
+    }
+    bar[i] = (T)out;
+  }
+}
+
 // g[p,k,x] = bar[p,x] + v[p,k,x].
 template <typename T>
 __device__ __forceinline__ void bary_potential(const T *bar, const T *v, T *g, long long total,
@@ -57,6 +109,10 @@ __device__ __forceinline__ void bary_spread(const T *g, const T *v, T *err, int 
   extern "C" __global__ void bary_log_mean_##SUF(const T *w, const T *v, T *bar,             \
                                                  long long total, int k, int m) {            \
     bary_log_mean<T>(w, v, bar, total, k, m);                                                \
+  }                                                                                          \
+  extern "C" __global__ void bary_log_power_mean_##SUF(const T *w, const T *v, T *bar,       \
+                                                       long long total, int k, int m, T t) { \
+    bary_log_power_mean<T>(w, v, bar, total, k, m, t);                                       \
   }                                                                                          \
   extern "C" __global__ void bary_potential_##SUF(const T *bar, const T *v, T *g,            \
                                                   long long total, int k, int m) {           \

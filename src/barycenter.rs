@@ -14,10 +14,33 @@
 //! spread of the `K` plans' marginals on the barycenter side, `G` before its update).
 //! On a [`GridCost`] the sinksteps are separable 1-D log-convolutions, so a 2-D image of
 //! `N×N` pixels costs `O(N³)` per step, never an `N²×N²` matrix.
+//!
+//! **Unbalanced** ([`BarycenterParams::relaxation`], POT's
+//! `ot.unbalanced.barycenter_unbalanced(A, M, reg, reg_m, weights, method="sinkhorn")`):
+//! `b = argmin_b Σ_k w_k·min_{P_k} [⟨P_k, C⟩ + ε·KL(P_k ‖ 1) + ρ_μ·KL(P_k·1 ‖ a_k) + ρ_ν·KL(P_kᵀ·1 ‖ b)]`
+//! (generalized KL, entropy relative to the all-ones matrix as POT's `K = exp(−M/ε)`), so the
+//! inputs may have different masses. With `φ = ρ/(ρ + ε)` per side, `f_k = ε log u_k`,
+//! `g_k = ε log v_k`, from `g = 0` each iteration is POT's
+//! `u_k = (a_k / K v_k)^{φ_μ}`, `b = (Σ_k w_k (Kᵀu_k)^{1−φ_ν})^{1/(1−φ_ν)}`, `v_k = (b / Kᵀu_k)^{φ_ν}`:
+//!
+//! `f_k = φ_μ·sinkstep(Row, g_k, log a_k)`, `x_k = −sinkstep(Col, f_k, 0) = ε log Kᵀu_k`,
+//! `ε log b = (ρ_ν+ε)·log Σ_k w_k exp(x_k/(ρ_ν+ε))` ([`bary_log_power_mean`](crate::BarycenterKernels::bary_log_power_mean);
+//! the weighted mean of `x_k` for `ρ_ν = ∞`), `g_k = φ_ν·(ε log b − x_k)`,
+//!
+//! with the weights normalised to sum 1 (the iteration's fixed point is optimal only then)
+//! and no rescaling of the inputs (an unbalanced barycenter is not proportional to their
+//! mass). After each iteration the couplings `P_k = diag(u_k) K diag(v_k)` meet their
+//! barycenter-side conditions `P_kᵀ1 = b ⊙ exp(−g_k/ρ_ν)` and `b = Σ_k w_k P_kᵀ1` exactly;
+//! the reported error is the largest violation of the inputs' side,
+//! `max_k ‖P_k·1 − a_k ⊙ exp(−f_k/ρ_μ)‖₁ / ‖a_k‖₁` (`exp(…) = 1` for `ρ_μ = ∞`), measured at
+//! iterations `c, 2c, …` (`c = check_every`) and after the last one. Both sides infinite is
+//! the balanced barycenter above.
 
-use crate::backend::{Backend, BaryBuffers, BaryLayout, BarycenterKernels, CostSource, GridCost};
+use crate::backend::{
+    Backend, BaryBuffers, BaryLayout, BarycenterKernels, CostSource, GridCost, Side,
+};
 use crate::validate::{check_eps, check_finite, check_histograms};
-use crate::{CpuBackend, Error, Real, Result};
+use crate::{CpuBackend, Error, Real, Relaxation, Result};
 use ndarray::{
     Array, Array1, ArrayView, ArrayView1, ArrayView2, ArrayView3, Axis, Dimension, Ix1, RemoveAxis,
 };
@@ -42,6 +65,13 @@ pub struct BarycenterParams {
     pub observer: Option<crate::Observer>,
     /// Keep the error of every check in [`Barycenter::history`] (POT's `log=True`).
     pub history: bool,
+    /// Relax the couplings' marginals to KL penalties: the unbalanced barycenter (POT's
+    /// `ot.unbalanced.barycenter_unbalanced(A, M, reg, reg_m, method="sinkhorn")`, whose
+    /// scalar `reg_m` is [`Relaxation::kl`]). `rho_mu` weighs `KL(P_k·1 ‖ a_k)` (the inputs'
+    /// side), `rho_nu` weighs `KL(P_kᵀ·1 ‖ b)` (the barycenter's side); `∞` keeps that side
+    /// exact. `None` (or both infinite) is the balanced barycenter, which needs inputs of
+    /// equal mass. See the [module docs](self) for the iteration and the reported error.
+    pub relaxation: Option<Relaxation>,
 }
 
 impl Default for BarycenterParams {
@@ -53,6 +83,7 @@ impl Default for BarycenterParams {
             check_every: 10,
             observer: None,
             history: false,
+            relaxation: None,
         }
     }
 }
@@ -74,8 +105,37 @@ impl BarycenterParams {
             ..Default::default()
         }
     }
+    /// These parameters with the couplings' marginals relaxed: the unbalanced barycenter.
+    ///
+    /// ```
+    /// use logot::{barycenter, BarycenterParams, Relaxation};
+    /// use ndarray::{array, Array2};
+    /// // Inputs of unequal masses (1 and 3) are accepted once the marginals are relaxed.
+    /// let x = [0.0, 0.25, 0.5, 0.75, 1.0];
+    /// let cost = Array2::from_shape_fn((5, 5), |(i, j)| (x[i] - x[j]) * (x[i] - x[j]));
+    /// let inputs = array![[1.0, 0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 3.0]];
+    /// let params = BarycenterParams::new(0.01).with_relaxation(Relaxation::kl(1.0));
+    /// let bar = barycenter(inputs.view(), array![0.5, 0.5].view(), cost.view(), &params)?;
+    /// assert!(bar.converged);
+    /// # Ok::<(), logot::Error>(())
+    /// ```
+    pub fn with_relaxation(self, relaxation: Relaxation) -> Self {
+        BarycenterParams {
+            relaxation: Some(relaxation),
+            ..self
+        }
+    }
+
+    /// The relaxation when at least one side is relaxed (`None`: balanced).
+    fn unbalanced(&self) -> Option<Relaxation> {
+        self.relaxation.filter(|r| !r.is_balanced())
+    }
+
     fn validate(&self) -> Result<()> {
         check_eps("eps", self.eps)?;
+        if let Some(r) = &self.relaxation {
+            r.validate()?;
+        }
         if self.max_iters == Some(0) {
             return Err(Error::parameter(
                 "max_iters",
@@ -102,7 +162,9 @@ pub struct Barycenter<T, D: Dimension = Ix1> {
     pub iterations: usize,
     /// POT's error `Σ_x std_k exp(G_k + log K(u_k))` of the returned barycenter (measured
     /// after the last iteration run), relative to the inputs' mass (for inputs of mass 1,
-    /// POT's value).
+    /// POT's value). Unbalanced ([`BarycenterParams::relaxation`]): the largest relative
+    /// violation of the couplings' optimality conditions,
+    /// `max_k ‖P_k·1 − a_k ⊙ exp(−f_k/ρ_μ)‖₁ / ‖a_k‖₁` (the [module docs](self)).
     pub error: f64,
     /// `error < tol`, with POT's default 1e-4 in place of `tol = 0`.
     pub converged: bool,
@@ -237,7 +299,7 @@ impl<B> BarycenterSolver<B> {
         B: BarycenterKernels<T>,
     {
         self.params.validate()?;
-        validate_inputs(&histograms, &weights)?;
+        validate_inputs(&histograms, &weights, self.params.unbalanced().is_none())?;
         let prepared = self.prepare(cost)?;
         crate::validate::check_eps_resolution::<T>(self.params.eps, prepared.max_abs_cost)?;
         self.run(histograms, weights, &prepared)
@@ -343,7 +405,7 @@ impl<B> BarycenterSolver<B> {
     {
         self.params.validate()?;
         crate::validate::check_eps_resolution::<T>(self.params.eps, cost.max_abs_cost)?;
-        validate_inputs(&histograms, &weights)?;
+        validate_inputs(&histograms, &weights, self.params.unbalanced().is_none())?;
         self.run(histograms, weights, cost)
     }
 
@@ -365,6 +427,9 @@ impl<B> BarycenterSolver<B> {
                 "cost",
                 format!("{what} {} rows but each histogram has {n} bins", cost.n),
             ));
+        }
+        if let Some(r) = p.unbalanced() {
+            return self.run_unbalanced(histograms, weights, cost, r);
         }
         let (m, grid) = (cost.m, cost.grid);
         // POT's stabilisation of log(A) and its check schedule differ between the two.
@@ -467,6 +532,202 @@ impl<B> BarycenterSolver<B> {
     }
 }
 
+impl<B> BarycenterSolver<B> {
+    /// The unbalanced loop (see the module docs), on validated inputs; `r` has at least one
+    /// finite side.
+    fn run_unbalanced<T: Real>(
+        &self,
+        histograms: ArrayView3<'_, T>,
+        weights: ArrayView2<'_, T>,
+        cost: &PreparedCost<T, B>,
+        r: Relaxation,
+    ) -> Result<Vec<Barycenter<T>>>
+    where
+        B: BarycenterKernels<T>,
+    {
+        let p = &self.params;
+        let (problems, inputs, n) = histograms.dim();
+        let m = cost.m;
+        let max_iters = p.max_iters.unwrap_or(if cost.grid { 10_000 } else { 1000 });
+        let be = &self.backend;
+        let layout = BaryLayout {
+            problems,
+            inputs,
+            m,
+        };
+        let rows = problems * inputs;
+        // The inputs as they are (an unbalanced barycenter does not scale with the inputs'
+        // mass), log 0 = −∞ on empty bins.
+        let a: Vec<f64> = histograms.iter().map(|x| x.f64()).collect();
+        let log_a: Vec<T> = a.iter().map(|&x| T::of(x.ln())).collect();
+        let input_mass: Vec<f64> = a.chunks(n).map(|h| h.iter().sum()).collect();
+        // The iteration's fixed point is optimal for weights summing to 1: normalise them.
+        let w: Vec<T> = weights
+            .outer_iter()
+            .flat_map(|w| {
+                let total: f64 = w.iter().map(|x| x.f64()).sum();
+                w.iter()
+                    .map(move |x| T::of(x.f64() / total))
+                    .collect::<Vec<T>>()
+            })
+            .collect();
+        let eps = p.eps;
+        let te = T::of(eps);
+        let phi_a = crate::unbalanced::phi(r.rho_mu, eps);
+        let phi_b = crate::unbalanced::phi(r.rho_nu, eps);
+        // 1 − φ_b = ε·t
+        let t = if r.rho_nu == f64::INFINITY {
+            0.0
+        } else {
+            1.0 / (r.rho_nu + eps)
+        };
+        let prepared = &cost.cost;
+        let log_a_buf = be.upload(&log_a)?;
+        let w_buf = be.upload(&w)?;
+        let zeros_n = be.filled(rows * n, T::zero())?;
+        let zeros_m = if m == n {
+            None
+        } else {
+            Some(be.filled(rows * m, T::zero())?)
+        };
+        let zeros_m = zeros_m.as_ref().unwrap_or(&zeros_n);
+        let mut g = be.filled(rows * m, T::zero())?;
+        let mut f = be.filled(rows * n, T::zero())?;
+        let mut f_half = be.filled(rows * n, T::zero())?;
+        let mut v = be.filled(rows * m, T::zero())?;
+        let mut bar = be.filled(problems * m, T::zero())?;
+        // f_half holds the balanced row half-step of the current g (computed for a check).
+        let mut half_ready = false;
+        let mut errors = vec![f64::INFINITY; problems];
+        let mut iterations = 0;
+        let mut tracker = crate::progress::Tracker::new(p.observer.as_ref(), p.history, max_iters);
+        loop {
+            // f_k = φ_a·(ε log a_k − ε log K e^{g_k/ε})
+            if half_ready {
+                std::mem::swap(&mut f, &mut f_half);
+                half_ready = false;
+            } else {
+                be.sinkstep(prepared, Side::Row, te, &g, &log_a_buf, &mut f)?;
+            }
+            if phi_a < 1.0 {
+                be.relax(&mut f, &zeros_n, te, T::of(phi_a))?;
+            }
+            // v_k = −ε log Kᵀe^{f_k/ε}; ε log q = power mean; g_k = φ_b·(ε log q + v_k)
+            be.sinkstep(prepared, Side::Col, te, &f, zeros_m, &mut v)?;
+            be.bary_log_power_mean(layout, &w_buf, &v, &mut bar, T::of(t))?;
+            be.bary_potential(layout, &bar, &v, &mut g)?;
+            if phi_b < 1.0 {
+                be.relax(&mut g, zeros_m, te, T::of(phi_b))?;
+            }
+            iterations += 1;
+            let last_iter = iterations == max_iters;
+            if !(last_iter || iterations % p.check_every == 0) {
+                continue;
+            }
+            // The couplings P_k = diag(e^{f_k/ε})·K·diag(e^{g_k/ε}) meet their barycenter-side
+            // conditions by construction; measure the inputs' side.
+            be.sinkstep(prepared, Side::Row, te, &g, &log_a_buf, &mut f_half)?;
+            half_ready = true;
+            errors = input_side_residuals(
+                inputs,
+                n,
+                &a,
+                &input_mass,
+                &be.download(&f)?,
+                &be.download(&f_half)?,
+                eps,
+                r.rho_mu,
+            );
+            if let Some(k) = errors.iter().position(|e| e.is_nan()) {
+                return Err(Error::Numerical(format!(
+                    "the barycenter error of problem {k} is NaN at iteration {iterations} (eps = {} may be too small for {})",
+                    p.eps,
+                    T::NAME
+                )));
+            }
+            let last = last_iter || (p.tol > 0.0 && errors.iter().all(|&e| e < p.tol));
+            let worst = errors.iter().fold(0.0f64, |a, &e| a.max(e));
+            tracker.report(iterations, p.eps, Some(worst), last);
+            if last {
+                break;
+            }
+        }
+        let bar = be.download(&bar)?;
+        let history = tracker.history();
+        let judged_tol = if p.tol > 0.0 {
+            p.tol
+        } else {
+            BarycenterParams::default().tol
+        };
+        bar.chunks(m)
+            .zip(&errors)
+            .enumerate()
+            .map(|(k, (b, &error))| {
+                let histogram: Array1<T> = b.iter().map(|&x| T::of((x.f64() / eps).exp())).collect();
+                if let Some(x) = histogram.iter().position(|h| !h.is_finite()) {
+                    return Err(Error::Numerical(format!(
+                        "barycenter {k} has a non-finite value at bin {x} (eps = {} may be too small for {})",
+                        p.eps,
+                        T::NAME
+                    )));
+                }
+                Ok(Barycenter { histogram, iterations, error, converged: error < judged_tol, history: history.clone() })
+            })
+            .collect()
+    }
+}
+
+/// Per problem, the largest relative violation over its `inputs` couplings of the
+/// inputs'-side optimality condition `P_k·1 = a_k ⊙ exp(−f_k/ρ)` (`= a_k` for `ρ = ∞`):
+/// `max_k Σ_i a_ki·|exp((f_ki − h_ki)/ε) − exp(−f_ki/ρ)| / Σ_i a_ki`, where `h` is the
+/// balanced row half-step of `g` (so `a·exp((f − h)/ε) = P·1`), in f64.
+#[allow(clippy::too_many_arguments)]
+fn input_side_residuals<T: Real>(
+    inputs: usize,
+    n: usize,
+    a: &[f64],
+    mass: &[f64],
+    f: &[T],
+    half: &[T],
+    eps: f64,
+    rho: f64,
+) -> Vec<f64> {
+    let per_input: Vec<f64> = a
+        .chunks(n)
+        .zip(f.chunks(n))
+        .zip(half.chunks(n))
+        .zip(mass)
+        .map(|(((a, f), h), &mass)| {
+            let mut s = 0.0f64;
+            for i in 0..n {
+                if a[i] > 0.0 {
+                    let fi = f[i].f64();
+                    let got = ((fi - h[i].f64()) / eps).exp();
+                    let want = if rho == f64::INFINITY {
+                        1.0
+                    } else {
+                        (-fi / rho).exp()
+                    };
+                    s += a[i] * (got - want).abs();
+                }
+            }
+            s / mass
+        })
+        .collect();
+    per_input
+        .chunks(inputs)
+        .map(|r| {
+            r.iter().fold(0.0f64, |a, &e| {
+                if a.is_nan() || e.is_nan() {
+                    f64::NAN
+                } else {
+                    a.max(e)
+                }
+            })
+        })
+        .collect()
+}
+
 /// Relative tolerance on the inputs' total masses: loose enough for histograms normalised
 /// in float32 and stored as float64, tight enough to catch unnormalised inputs.
 const INPUT_MASS_TOL: f64 = 1e-4;
@@ -478,9 +739,11 @@ fn only<T: Real>(mut all: Vec<Barycenter<T>>) -> Result<Barycenter<T>> {
 }
 
 /// Checks the input histograms and the weights.
+/// Inputs of unequal masses are refused unless `equal_masses` is false (unbalanced).
 fn validate_inputs<T: Real>(
     histograms: &ArrayView3<'_, T>,
     weights: &ArrayView2<'_, T>,
+    equal_masses: bool,
 ) -> Result<()> {
     let (problems, inputs, n) = histograms.dim();
     if problems == 0 || inputs == 0 || n == 0 {
@@ -491,6 +754,9 @@ fn validate_inputs<T: Real>(
     }
     for (p, h) in histograms.outer_iter().enumerate() {
         let masses = check_histograms("histograms", &h)?;
+        if !equal_masses {
+            continue;
+        }
         for (k, &mass) in masses.iter().enumerate().skip(1) {
             let rel = (mass - masses[0]).abs() / mass.max(masses[0]);
             if rel > INPUT_MASS_TOL {
@@ -502,7 +768,7 @@ fn validate_inputs<T: Real>(
                 return Err(Error::parameter(
                     "histograms",
                     format!("{which}input {k} has mass {mass}, input 0 has {}", masses[0]),
-                    format!("every input of a barycenter must carry the same mass (relative tolerance {INPUT_MASS_TOL:.0e})"),
+                    format!("every input of a balanced barycenter must carry the same mass (relative tolerance {INPUT_MASS_TOL:.0e}); relax the marginals (BarycenterParams::relaxation) for inputs of different masses"),
                 ));
             }
         }

@@ -58,7 +58,7 @@ fn rel_to_max<T: Real>(a: &[T], b: &[f64]) -> f64 {
 
 /// Tolerance relative to the scale: f64 to ~1e-10, f32 to 1e-4.
 fn tol<T: Real>() -> f64 {
-    if T::NAME == "f64" {
+    if T::NAME == "float64" {
         1e-10
     } else {
         1e-4

@@ -38,7 +38,7 @@ use rand_distr::StandardNormal;
 
 /// Unit roundoff of `T`.
 fn eps<T: Real>() -> f64 {
-    if T::NAME == "f64" {
+    if T::NAME == "float64" {
         f64::EPSILON / 2.0
     } else {
         f32::EPSILON as f64 / 2.0

@@ -699,6 +699,15 @@ fn barycenter_rows() -> Vec<Case> {
             },
             "tol = NaN",
         ),
+        (
+            p.clone().with_relaxation(logot::Relaxation::kl(0.0)),
+            "relaxation.rho_mu = 0",
+        ),
+        (
+            p.clone()
+                .with_relaxation(logot::Relaxation::kl_each(1.0, f64::NAN)),
+            "relaxation.rho_nu = NaN",
+        ),
     ] {
         v.push(case("L41", "Parameter", needle, bary(&h, &w, &c, &params)));
     }

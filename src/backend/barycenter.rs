@@ -102,6 +102,50 @@ pub trait BarycenterKernels<T: Real>: Backend<T> {
         bar: &mut Self::Buffer,
     ) -> Result<()>;
 
+    /// Weighted power mean in the log domain, the barycenter step of unbalanced barycenters
+    /// (`ε·log q = ε/(1−φ)·log Σ_k w_k·(Kᵀu_k)^{1−φ}` with `1 − φ = ε·t`):
+    ///
+    /// `bar[p,x] = (1/t)·log( Σ_k w[p,k]·exp(−t·v[p,k,x]) / Σ_k w[p,k] )`,
+    ///
+    /// computed as `x* + log1p(Σ_k w_k·expm1(t·(x_k − x*)) / Σ_k w_k)/t` with `x_k = −v[p,k,x]`
+    /// and `x* = max_{k: w_k > 0} x_k`, so that it keeps its relative precision as `t → 0`;
+    /// `t = 0` is the limit, the weighted mean `−Σ_k w_k·v_k / Σ_k w_k`. Inputs with `w_k = 0`
+    /// do not take part; `−∞` where every `x_k` is (never NaN).
+    ///
+    /// The default downloads `weights` and `v`, computes on the host ([`log_power_mean`]) and
+    /// uploads `bar`; a backend may compute it on the device.
+    fn bary_log_power_mean(
+        &self,
+        layout: BaryLayout,
+        weights: &Self::Buffer,
+        v: &Self::Buffer,
+        bar: &mut Self::Buffer,
+        t: T,
+    ) -> Result<()> {
+        layout.check("v", self.len(v), true)?;
+        layout.check("bar", self.len(bar), false)?;
+        let (k, m) = (layout.inputs, layout.m);
+        if self.len(weights) != layout.problems * k {
+            return Err(Error::shape(
+                "weights",
+                format!(
+                    "length {}, expected {}×{k}",
+                    self.len(weights),
+                    layout.problems
+                ),
+            ));
+        }
+        let (w, v) = (self.download(weights)?, self.download(v)?);
+        let mut out = vec![T::zero(); layout.problems * m];
+        for ((b, vp), wp) in out.chunks_mut(m).zip(v.chunks(k * m)).zip(w.chunks(k)) {
+            for (x, bx) in b.iter_mut().enumerate() {
+                *bx = log_power_mean(wp, |j| vp[j * m + x], t);
+            }
+        }
+        *bar = self.upload(&out)?;
+        Ok(())
+    }
+
     /// Projection onto the common marginal: `g[p,k,x] = bar[p,x] + v[p,k,x]`
     /// (i.e. `εG_k = ε·log b − ε·log K(u_k)`).
     fn bary_potential(
@@ -123,4 +167,55 @@ pub trait BarycenterKernels<T: Real>: Backend<T> {
         v: &Self::Buffer,
         eps: T,
     ) -> Result<Vec<T>>;
+}
+
+/// One entry of [`BarycenterKernels::bary_log_power_mean`]: `(1/t)·log(Σ_k w_k·exp(−t·v_k) /
+/// Σ_k w_k)` over the `w.len()` inputs (`v(k)` gives `v_k`), in f64 with `expm1`/`log1p` around
+/// the largest `−v_k` of positive weight; `t = 0` gives the weighted mean `−Σ w_k v_k / Σ w_k`.
+pub fn log_power_mean<T: Real>(w: &[T], v: impl Fn(usize) -> T, t: T) -> T {
+    let t = t.f64();
+    let mut top = f64::NEG_INFINITY;
+    let mut total_w = 0.0f64;
+    for (k, wk) in w.iter().enumerate() {
+        let wk = wk.f64();
+        if wk > 0.0 {
+            top = top.max(-v(k).f64());
+            total_w += wk;
+        }
+    }
+    if !top.is_finite() || total_w <= 0.0 {
+        // every input −∞ (or +∞, or no positive weight): nothing to average
+        return T::of(if total_w > 0.0 {
+            top
+        } else {
+            f64::NEG_INFINITY
+        });
+    }
+    if t == 0.0 {
+        let mean: f64 = w
+            .iter()
+            .enumerate()
+            .filter(|(_, wk)| wk.f64() > 0.0)
+            .map(|(k, wk)| wk.f64() * -v(k).f64())
+            .sum();
+        return T::of(mean / total_w);
+    }
+    let (mut below, mut sum) = (0.0f64, 0.0f64);
+    for (k, wk) in w.iter().enumerate() {
+        let wk = wk.f64();
+        if wk > 0.0 {
+            let d = t * (-v(k).f64() - top);
+            below += wk * d.exp_m1();
+            sum += wk * d.exp();
+        }
+    }
+    let s = below / total_w;
+    // log1p keeps the precision of a mean close to the top; far below it (s near −1) the
+    // plain sum is the accurate one.
+    let log_mean = if s > -0.5 {
+        s.ln_1p()
+    } else {
+        (sum / total_w).ln()
+    };
+    T::of(top + log_mean / t)
 }

@@ -22,7 +22,9 @@ pub mod pointcloud;
 mod shape;
 
 use crate::unbalanced::RelaxedSide;
-pub use barycenter::{bary_iterations_unfused, BaryBuffers, BaryLayout, BarycenterKernels};
+pub use barycenter::{
+    bary_iterations_unfused, log_power_mean, BaryBuffers, BaryLayout, BarycenterKernels,
+};
 pub use grid::GridCost;
 pub use pointcloud::{PointCloudCost, PointCloudKernels, PointMetric};
 

@@ -1,7 +1,7 @@
 //! [`BarycenterKernels`] on the CPU.
 
 use super::CpuBackend;
-use crate::backend::barycenter::{BaryLayout, BarycenterKernels};
+use crate::backend::barycenter::{log_power_mean, BaryLayout, BarycenterKernels};
 use crate::{Error, Real, Result};
 use rayon::prelude::*;
 
@@ -32,6 +32,42 @@ impl<T: Real> BarycenterKernels<T> for CpuBackend {
                 for (bx, &vx) in b.iter_mut().zip(vk) {
                     *bx = *bx - wk * vx;
                 }
+            }
+        };
+        if v.len() < PAR_MIN {
+            bar.chunks_mut(m)
+                .zip(v.chunks(k * m))
+                .zip(weights.chunks(k))
+                .for_each(body);
+        } else {
+            bar.par_chunks_mut(m)
+                .zip(v.par_chunks(k * m))
+                .zip(weights.par_chunks(k))
+                .for_each(body);
+        }
+        Ok(())
+    }
+
+    fn bary_log_power_mean(
+        &self,
+        layout: BaryLayout,
+        weights: &Vec<T>,
+        v: &Vec<T>,
+        bar: &mut Vec<T>,
+        t: T,
+    ) -> Result<()> {
+        layout.check("v", v.len(), true)?;
+        layout.check("bar", bar.len(), false)?;
+        let (k, m) = (layout.inputs, layout.m);
+        if weights.len() != layout.problems * k {
+            return Err(Error::shape(
+                "weights",
+                format!("length {}, expected {}×{k}", weights.len(), layout.problems),
+            ));
+        }
+        let body = |((b, vp), w): ((&mut [T], &[T]), &[T])| {
+            for (x, bx) in b.iter_mut().enumerate() {
+                *bx = log_power_mean(w, |j| vp[j * m + x], t);
             }
         };
         if v.len() < PAR_MIN {

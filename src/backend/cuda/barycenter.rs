@@ -1,4 +1,4 @@
-//! [`BarycenterKernels`] on the GPU (cuda/barycenter.cu): two elementwise kernels and one
+//! [`BarycenterKernels`] on the GPU (cuda/barycenter.cu): three elementwise kernels and one
 //! per-problem reduction; only the `P` spreads cross to the host. Small grid costs run
 //! whole iterations in one launch ([`CudaBackend::grid_bary_fused`]).
 
@@ -59,6 +59,42 @@ impl<T: CudaReal> BarycenterKernels<T> for CudaBackend {
                     bar.len as i64,
                     to_i32(k, "inputs")?,
                     to_i32(m, "bins")?,
+                ),
+            )
+        }
+    }
+
+    fn bary_log_power_mean(
+        &self,
+        layout: BaryLayout,
+        weights: &CudaBuffer<T>,
+        v: &CudaBuffer<T>,
+        bar: &mut CudaBuffer<T>,
+        t: T,
+    ) -> Result<()> {
+        layout.check("v", v.len, true)?;
+        layout.check("bar", bar.len, false)?;
+        let (k, m) = (layout.inputs, layout.m);
+        if weights.len != layout.problems * k {
+            return Err(Error::shape(
+                "weights",
+                format!("length {}, expected {}×{k}", weights.len, layout.problems),
+            ));
+        }
+        let cfg = Launch::linear(self.stride_blocks(bar.len, 256, 16), 256);
+        // SAFETY: bary_log_power_mean(w, v, bar, total, K, m, t) over the checked P×m outputs.
+        unsafe {
+            self.launch(
+                &kernel_name::<T>("bary_log_power_mean"),
+                cfg,
+                (
+                    self.ptr(&weights.data),
+                    self.ptr(&v.data),
+                    self.ptr(&bar.data),
+                    bar.len as i64,
+                    to_i32(k, "inputs")?,
+                    to_i32(m, "bins")?,
+                    t,
                 ),
             )
         }

@@ -170,6 +170,7 @@ impl Module {
             ],
             Module::Barycenter => &[
                 ("bary_log_mean", Both),
+                ("bary_log_power_mean", Both),
                 ("bary_potential", Both),
                 ("bary_spread", Both),
             ],
