@@ -21,6 +21,11 @@
 //! marginal error (the `f` half-step that ends each iteration makes `P·1 = μ` exact). It is
 //! not the gradient of the transport cost `⟨P, C⟩` that [`crate::wasserstein`] reports.
 //!
+//! Unbalanced ([`SinkhornParams::relaxation`]): the value is the unbalanced objective in its
+//! dual form `D = Σ μ ψ_μ(f − ε log μ) + Σ ν ψ_ν(g − ε log ν) − ε (Σ P − Σμ Σν)`,
+//! `ψ(t) = −ρ (e^{−t/ρ} − 1)` (see [`crate::grad::ot`]), equal at the optimum to
+//! [`SinkhornResult::objective`]; `∂D/∂C = P` still, so the point gradients keep their form.
+//!
 //! **Sinkhorn divergence** (Genevay et al. 2018, Feydy et al. 2019, as in GeomLoss):
 //! `S_ε(μ, ν) = OT_ε(μ, ν) − ½ OT_ε(μ, μ) − ½ OT_ε(ν, ν)`, which is ≥ 0, zero for identical
 //! measures and positive otherwise; with `OT_ε` in the form above or with the entropy
@@ -31,6 +36,7 @@ use crate::backend::{
     grad::GradKernels, CostSource, PointCloudCost, PointCloudKernels, PointMetric, Side,
 };
 use crate::sinkhorn::{Convergence, EpsScaling, Problem, SinkhornParams, SinkhornResult, Solver};
+use crate::unbalanced::dual_side;
 use crate::validate::{check_equal_mass, check_histograms};
 use crate::{CpuBackend, Error, Real, Result};
 use ndarray::{Array1, Array2, Array3, ArrayView1, ArrayView2, Axis};
@@ -67,7 +73,8 @@ impl<T: Real> PointCloudCost<'_, T> {
 pub struct PointGradients<T> {
     /// Potentials, transport costs `⟨P, C⟩` and convergence.
     pub result: SinkhornResult<T>,
-    /// `OT_ε = ⟨f, μ⟩ + ⟨g, ν⟩ − ε Σ P` of each problem.
+    /// `OT_ε = ⟨f, μ⟩ + ⟨g, ν⟩ − ε Σ P` of each problem (unbalanced: the dual `D`, see the
+    /// module docs).
     pub value: Array1<T>,
     /// `∂OT_ε/∂X`, `B×n×d`.
     pub x: Array3<T>,
@@ -284,7 +291,7 @@ impl<Bk> Solver<Bk> {
     /// Solve a batch of point-cloud problems and return `OT_ε` with its gradients with
     /// respect to both clouds, `∂OT_ε/∂x_i = Σ_j P_ij ∇_x c(x_i, y_j)` (envelope theorem;
     /// see the module docs), with `P` applied on the fly. The cost must be a
-    /// [`CostSource::PointCloud`].
+    /// [`CostSource::PointCloud`]. With a relaxation, `OT_ε` is the unbalanced objective.
     ///
     /// ```
     /// use logot::{CpuBackend, PointCloudCost, Problem, SinkhornParams, Solver};
@@ -302,8 +309,6 @@ impl<Bk> Solver<Bk> {
     where
         Bk: PointCloudKernels<T>,
     {
-        self.params()
-            .require_balanced("gradients with respect to points")?;
         let CostSource::PointCloud(cloud) = problem.cost() else {
             return Err(Error::shape(
                 "cost",
@@ -320,13 +325,29 @@ impl<Bk> Solver<Bk> {
         let mass = be.download(&mass)?;
         let batch = problem.batch_size();
         let mut value = Array1::zeros(batch);
+        let (mus, nus) = (problem.mu(), problem.nu());
         for k in 0..batch {
             let total: f64 = mass[k * n..(k + 1) * n].iter().map(|v| v.f64()).sum();
-            value[k] = T::of(
-                weighted_sum(result.f.row(k), problem.mu().row(k))
-                    + weighted_sum(result.g.row(k), problem.nu().row(k))
-                    - eps * total,
-            );
+            let (mu, nu) = (mus.row(k), nus.row(k));
+            value[k] = T::of(match self.params().unbalanced() {
+                None => {
+                    weighted_sum(result.f.row(k), mu) + weighted_sum(result.g.row(k), nu)
+                        - eps * total
+                }
+                Some(r) => {
+                    // The unbalanced dual (crate::unbalanced::dual_side): only its value.
+                    let side = |w: ArrayView1<'_, T>, pot: ArrayView1<'_, T>, rho: f64| -> f64 {
+                        let (w, pot): (Vec<T>, Vec<T>) = (w.to_vec(), pot.to_vec());
+                        dual_side(&w, &pot, &vec![0.0; w.len()], None, 0.0, eps, rho).0
+                    };
+                    let (mu_mass, nu_mass) = (
+                        mu.iter().map(|v| v.f64()).sum::<f64>(),
+                        nu.iter().map(|v| v.f64()).sum::<f64>(),
+                    );
+                    side(mu, result.f.row(k), r.rho_mu) + side(nu, result.g.row(k), r.rho_nu)
+                        - eps * (total - mu_mass * nu_mass)
+                }
+            });
         }
         if let Some(k) = value.iter().position(|v| !v.is_finite()) {
             return Err(Error::Numerical(format!(

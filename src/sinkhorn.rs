@@ -1128,7 +1128,7 @@ fn iterate<T: Real, B: Backend<T>>(
 
 /// The unbalanced half-step from a balanced one: [`Backend::relax`] with `φ = ρ/(ρ + ε)`
 /// (nothing to do for `ρ = ∞`).
-fn relax_side<T: Real, B: Backend<T>>(
+pub(crate) fn relax_side<T: Real, B: Backend<T>>(
     be: &B,
     pot: &mut B::Buffer,
     log_marginal: &B::Buffer,

@@ -160,3 +160,63 @@ pub fn relaxed_sides<T: Real>(
         })
         .collect()
 }
+
+/// A side's term of the unbalanced dual, per unit of mass: `ψ_ρ(t) = −ρ·(e^{−t/ρ} − 1)`
+/// (`t` for `ρ = ∞`), with `t = f − ε log a` the potential relative to the reference `a`.
+pub(crate) fn dual_term(t: f64, rho: f64) -> f64 {
+    if rho == f64::INFINITY {
+        t
+    } else {
+        -rho * (-t / rho).exp_m1()
+    }
+}
+
+/// `e^{−t/ρ}` (1 for `ρ = ∞`): the ratio `(P·1)_k / a_k` that the optimality condition asks
+/// of a bin whose relative potential is `t`.
+pub(crate) fn mass_ratio(t: f64, rho: f64) -> f64 {
+    if rho == f64::INFINITY {
+        1.0
+    } else {
+        (-t / rho).exp()
+    }
+}
+
+/// One side of one problem of the unbalanced dual
+/// `D = Σ_i μ_i ψ_{ρ_μ}(f̂_i) + Σ_j ν_j ψ_{ρ_ν}(ĝ_j) − ε (Σ P − Σμ·Σν)`
+/// (`f̂ = f − ε log μ`, `ĝ = g − ε log ν`, [`dual_term`]) and its partial derivatives with
+/// respect to the side's weights at fixed relative potentials:
+///
+/// `∂D/∂μ_i = ψ_{ρ_μ}(f̂_i) − ε·((P·1)_i/μ_i − Σν)`.
+///
+/// `a`, `pot`: the side's weights and potentials (`f`, in the solver's convention
+/// `P = exp((f ⊕ g − C)/ε)`); `marg`: the plan's marginal on that side; `empty`: the
+/// relative potential an empty bin would take (`φ·(−ε LSE)`, the half-step with
+/// `log a = 0`), read only where `a_k = 0` (there `(P·1)_k/a_k` is replaced by its limit
+/// `e^{−f̂_k/ρ}`); `other_mass`: `Σ` of the other side's weights. Returns
+/// `(Σ_k a_k ψ(f̂_k), gradient)`, in f64.
+pub(crate) fn dual_side<T: Real>(
+    a: &[T],
+    pot: &[T],
+    marg: &[f64],
+    empty: Option<&[T]>,
+    other_mass: f64,
+    eps: f64,
+    rho: f64,
+) -> (f64, Vec<f64>) {
+    let mut value = 0.0;
+    let grad = (0..a.len())
+        .map(|k| {
+            let ak = a[k].f64();
+            if ak > 0.0 {
+                let t = pot[k].f64() - eps * ak.ln();
+                let psi = dual_term(t, rho);
+                value += ak * psi;
+                psi - eps * (marg[k] / ak - other_mass)
+            } else {
+                let t = empty.map_or(f64::NAN, |e| e[k].f64());
+                dual_term(t, rho) - eps * (mass_ratio(t, rho) - other_mass)
+            }
+        })
+        .collect();
+    (value, grad)
+}

@@ -203,13 +203,20 @@ fn sinkhorn_rows() -> Vec<Case> {
     v.push(case(
         "L76",
         "Parameter",
-        "relaxation = Relaxation { rho_mu: 1.0, rho_nu: 1.0 }: implicit gradients are computed for balanced problems only",
-        Solver::new(CpuBackend, relaxed())
-            .wasserstein_gradients(
-                &Problem::new(mu.view(), nu.view(), c.view()).unwrap(),
-                &Default::default(),
-            )
-            .map(|_| ()),
+        "relaxation = Relaxation { rho_mu: 1.0, rho_nu: 1.0 }: Sinkhorn divergences are computed for balanced problems only",
+        {
+            let x = ndarray::Array2::from_shape_fn((mu.len(), 2), |(i, k)| (i + k) as f64);
+            Solver::new(CpuBackend, relaxed())
+                .sinkhorn_divergence(
+                    mu.view(),
+                    mu.view(),
+                    x.view(),
+                    x.view(),
+                    logot::PointMetric::SqEuclidean,
+                    logot::DivergenceConvention::Objective,
+                )
+                .map(|_| ())
+        },
     ));
     v.push(case("L76", "Parameter", "prepared for a balanced solve", {
         // A constant cost: the balanced solver takes it out.

@@ -769,15 +769,4 @@ fn bad_rho_and_unequal_balanced_masses_are_errors() {
         let err = Solver::new(CpuBackend, p).solve(&problem).unwrap_err();
         assert!(matches!(err, Error::UnequalMass { .. }), "{err}");
     }
-    // Computations that are balanced only name the relaxation.
-    let (a1, b1) = (&a / a.sum(), &b / b.sum());
-    let balanced = Problem::new(a1.view(), b1.view(), c.view()).unwrap();
-    let solver = Solver::new(CpuBackend, params(0.1, (1.0, 1.0), 1e-9));
-    let err = solver
-        .wasserstein_gradients(&balanced, &Default::default())
-        .unwrap_err();
-    assert!(
-        matches!(&err, Error::Parameter { arg, .. } if arg == "relaxation"),
-        "{err}"
-    );
 }

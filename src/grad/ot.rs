@@ -28,17 +28,48 @@
 //! infinitesimal mass at `i` would get); the `Solver` methods compute it, the plan-only
 //! [`plan_gradients`] cannot (it has no cost) and returns 0 there.
 //!
+//! **Unbalanced** ([`SinkhornParams::relaxation`](crate::SinkhornParams::relaxation), see
+//! [`crate::unbalanced`]). The relaxed half-step `f = ε log μ − φ_μ ε LSE_j((g_j − C_ij)/ε)`,
+//! `φ = ρ/(ρ + ε)`, holds at the optimum, i.e. with `r = P·1` (`log r_i = f_i/ε + LSE_j`):
+//! `log r_i = (1/φ_μ) log μ_i − (1/φ_μ − 1) f_i/ε`, and the same for `c = Pᵀ·1`. Linearising
+//! in `u = df/ε`, `v = dg/ε` (`dr = diag(r)u + P v − (dC⊙P)·1/ε`) gives the adjoint system
+//!
+//! `[diag(r)/φ_μ P; Pᵀ diag(c)/φ_ν]·[a; b] = [(G⊙P)·1; (G⊙P)ᵀ·1]`,
+//!
+//! the balanced one with its diagonal blocks divided by `φ ≤ 1`: positive definite once one
+//! side is relaxed (no null space, no representative to choose; with `μ = ν = 1` its Schur
+//! complement is `(I − φ_μ φ_ν RᵀR)/φ_ν`), solved by the same CG. Then `∂L/∂C` is as above and
+//!
+//! `∂L/∂μ_i = r_i a_i/(φ_μ μ_i)`,  `∂L/∂ν_j = c_j b_j/(φ_ν ν_j)`
+//!
+//! (`= a`, `b` in the balanced case, where `r = μ`), for independent perturbations of every
+//! weight (the masses are free). On a zero-mass bin the one-sided derivative keeps its form,
+//! with `w_i·` the relaxed row `exp((f⁰_i + g_j − C_ij)/ε)`, `f⁰_i = −φ_μ ε LSE_j((g_j − C_ij)/ε)`.
+//! [`plan_gradients`] (no relaxation argument) is balanced only.
+//!
 //! **Envelope.** The regularised objective `OT_ε = ⟨P,C⟩ + ε Σ P_ij (log P_ij − 1)
 //! = ⟨f,μ⟩ + ⟨g,ν⟩ − ε Σ P_ij` at the optimum has, by the envelope theorem, `∂/∂C = P`,
 //! `∂/∂μ = f`, `∂/∂ν = g` (no linear solve): [`Solver::envelope_gradients`]. These are the
 //! gradients of `OT_ε`, not of the transport cost `⟨P,C⟩`.
+//!
+//! Unbalanced, the objective is [`SinkhornResult::objective`]
+//! `⟨P,C⟩ + ε KL(P‖μ⊗ν) + ρ_μ KL(P1‖μ) + ρ_ν KL(Pᵀ1‖ν)` (POT's convention, generalized KL),
+//! equal at the optimum to its dual in the relative potentials `f̂ = f − ε log μ`,
+//! `ĝ = g − ε log ν`:
+//!
+//! `D = Σ_i μ_i ψ_μ(f̂_i) + Σ_j ν_j ψ_ν(ĝ_j) − ε (Σ_ij P_ij − Σμ Σν)`,  `ψ(t) = −ρ (e^{−t/ρ} − 1)`
+//!
+//! (`ψ(t) = t` for `ρ = ∞`), maximised by `(f̂, ĝ)`. The envelope theorem gives `∂/∂C = P` and
+//! `∂/∂μ_i = ψ_μ(f̂_i) − ε (r_i/μ_i − Σν)` (`r_i/μ_i = e^{−f̂_i/ρ_μ}` at the optimum), the same
+//! for `ν`; `value` is `D`.
 
 use super::cg::{conjugate_gradient, BackendSpace, CgOperator, CgOutcome, CgParams, CgReport};
 use crate::backend::{grad::GradKernels, Backend, CostSource, Side};
-use crate::sinkhorn::{Problem, SinkhornResult, Solver};
+use crate::sinkhorn::{relax_side, Problem, SinkhornResult, Solver};
+use crate::unbalanced::{dual_side, phi};
 use crate::validate::{check_eps, check_finite};
 use crate::{CpuBackend, Error, Real, Result};
-use ndarray::{Array1, Array2, Array3, ArrayView3};
+use ndarray::{Array1, Array2, Array3, ArrayView2, ArrayView3};
 
 /// The adjoint potentials `(a, b)` of a batch of plans, on the backend.
 pub struct Adjoint<Buf> {
@@ -70,7 +101,8 @@ pub struct OtGradients<T> {
     pub result: SinkhornResult<T>,
     /// `∂L/∂C`, `B×n×m`.
     pub cost: Array3<T>,
-    /// `∂L/∂μ`, `B×n`, zero-mean per problem.
+    /// `∂L/∂μ`, `B×n`: balanced, zero-mean per problem; unbalanced, the unique gradient
+    /// (every weight free).
     pub mu: Array2<T>,
     /// `∂L/∂ν`, `B×m`, in the same representative as `mu`.
     pub nu: Array2<T>,
@@ -79,19 +111,21 @@ pub struct OtGradients<T> {
 }
 
 /// Envelope-theorem gradients of the regularised objective
-/// `OT_ε = ⟨P,C⟩ + ε Σ P (log P − 1) = ⟨f,μ⟩ + ⟨g,ν⟩ − ε Σ P`.
+/// `OT_ε = ⟨P,C⟩ + ε Σ P (log P − 1) = ⟨f,μ⟩ + ⟨g,ν⟩ − ε Σ P`; for unbalanced problems of
+/// the unbalanced objective (its dual `D`, see the module docs).
 #[derive(Clone, Debug)]
 pub struct EnvelopeGradients<T> {
     /// Potentials, transport costs `⟨P,C⟩` and convergence.
     pub result: SinkhornResult<T>,
-    /// `OT_ε` of each problem.
+    /// `OT_ε` of each problem (unbalanced: the dual value `D`).
     pub value: Array1<T>,
     /// `∂OT_ε/∂C = P`, `B×n×m`.
     pub cost: Array3<T>,
     /// `∂OT_ε/∂μ = f`, shifted to zero mean over the support (−∞ on zero-mass bins: the
-    /// entropy's one-sided derivative there).
+    /// entropy's one-sided derivative there). Unbalanced:
+    /// `∂D/∂μ_i = ψ_μ(f̂_i) − ε ((P·1)_i/μ_i − Σν)`, unique and finite (one-sided on empty bins).
     pub mu: Array2<T>,
-    /// `∂OT_ε/∂ν = g`, shifted by the opposite constant.
+    /// `∂OT_ε/∂ν = g`, shifted by the opposite constant (unbalanced: as `mu`, for `ν`).
     pub nu: Array2<T>,
 }
 
@@ -151,6 +185,21 @@ pub fn implicit_adjoint<T: Real, B: GradKernels<T>>(
     upstream: &B::Buffer,
     cg: &CgParams,
 ) -> Result<Adjoint<B::Buffer>> {
+    solve_adjoint(be, plan, (batch, n, m), upstream, None, cg)
+}
+
+/// The adjoint system of [`implicit_adjoint`], balanced (`relaxed = None`: singular along
+/// `(1, −1)`, solved in the representative orthogonal to the support) or with the diagonal
+/// blocks divided by `(φ_μ, φ_ν)` (unbalanced, see the module docs: positive definite, no
+/// null space).
+fn solve_adjoint<T: Real, B: GradKernels<T>>(
+    be: &B,
+    plan: &B::Buffer,
+    (batch, n, m): (usize, usize, usize),
+    upstream: &B::Buffer,
+    relaxed: Option<(f64, f64)>,
+    cg: &CgParams,
+) -> Result<Adjoint<B::Buffer>> {
     cg.validate()?;
     if be.len(plan) != batch * n * m || batch == 0 || n == 0 || m == 0 {
         return Err(Error::shape(
@@ -158,10 +207,21 @@ pub fn implicit_adjoint<T: Real, B: GradKernels<T>>(
             format!("has length {} but {batch}×{n}×{m} is needed", be.len(plan)),
         ));
     }
-    let (row_mass, col_mass) = be.weighted_marginals(plan, n, m, None)?;
+    let (mut row_mass, mut col_mass) = be.weighted_marginals(plan, n, m, None)?;
     let (sr, sc) = be.weighted_marginals(plan, n, m, Some(upstream))?;
+    // Unbalanced: the diagonal blocks diag(P·1)/φ_μ and diag(Pᵀ·1)/φ_ν.
+    let support = match relaxed {
+        None => Some(be.support(&col_mass)?),
+        Some((phi_mu, phi_nu)) => {
+            for (mass, phi) in [(&mut row_mass, phi_mu), (&mut col_mass, phi_nu)] {
+                let mut scaled = be.filled(be.len(mass), T::zero())?;
+                be.batched_axpy(&vec![1.0 / phi; batch], mass, &mut scaled)?;
+                *mass = scaled;
+            }
+            None
+        }
+    };
     let inv_row_mass = be.recip_or_zero(&row_mass)?;
-    let support = be.support(&col_mass)?;
     let minus_one = vec![-1.0; batch];
     // rhs = s_c − Pᵀ diag(1/r) s_r
     let mut t = be.filled(batch * n, T::zero())?;
@@ -185,7 +245,7 @@ pub fn implicit_adjoint<T: Real, B: GradKernels<T>>(
         &space,
         &mut op,
         &rhs,
-        Some(&support),
+        support.as_ref(),
         tol,
         cg.max_iters,
         &mut outcomes,
@@ -349,12 +409,14 @@ fn cost_values<T: Real>(cost: &CostSource<'_, T>) -> Result<Vec<T>> {
 impl<Bk> Solver<Bk> {
     /// Transport costs `⟨P_b, C_b⟩` with their exact gradients with respect to the cost, `μ`
     /// and `ν` (implicit differentiation through the converged plan; upstream `G = C` plus
-    /// the explicit term `∂⟨P,C⟩/∂C = P`). `∂/∂μ` is the zero-mean representative.
+    /// the explicit term `∂⟨P,C⟩/∂C = P`). `∂/∂μ` is the zero-mean representative; for an
+    /// unbalanced problem ([`SinkhornParams::relaxation`](crate::SinkhornParams::relaxation))
+    /// the unique gradient, every weight free (see the module docs for the adjoint system).
     ///
     /// Check `result.convergence` and `cg`: the gradients are exact for a converged plan.
     ///
     /// ```
-    /// use logot::{grad::CgParams, CpuBackend, Problem, SinkhornParams, Solver};
+    /// use logot::{grad::CgParams, CpuBackend, Problem, Relaxation, SinkhornParams, Solver};
     /// use ndarray::array;
     /// let (mu, nu) = (array![0.5f64, 0.5], array![0.25, 0.75]);
     /// let cost = array![[0.0, 1.0], [1.0, 0.0]];
@@ -362,6 +424,17 @@ impl<Bk> Solver<Bk> {
     /// let g = solver.wasserstein_gradients(&Problem::new(mu.view(), nu.view(), cost.view())?, &CgParams::default())?;
     /// assert!(g.cg.all_converged());
     /// assert!(g.mu.sum().abs() < 1e-12); // zero-mean representative
+    /// // Unbalanced (unequal masses, ρ = 0.5): ∂⟨P,C⟩/∂μ_0 against a central difference.
+    /// let nu = array![0.5, 1.0];
+    /// let params = SinkhornParams { tol: Some(1e-14), max_iters: 100_000, ..SinkhornParams::new(0.1) };
+    /// let solver = Solver::new(CpuBackend, params.with_relaxation(Relaxation::kl(0.5)));
+    /// let distance = |mu: &ndarray::Array1<f64>| -> logot::Result<f64> {
+    ///     Ok(solver.solve(&Problem::new(mu.view(), nu.view(), cost.view())?)?.distance[0])
+    /// };
+    /// let g = solver.wasserstein_gradients(&Problem::new(mu.view(), nu.view(), cost.view())?, &CgParams::default())?;
+    /// let h = 1e-6;
+    /// let numeric = (distance(&array![0.5 + h, 0.5])? - distance(&array![0.5 - h, 0.5])?) / (2.0 * h);
+    /// assert!((numeric - g.mu[[0, 0]]).abs() < 1e-7, "{numeric} vs {}", g.mu[[0, 0]]);
     /// # Ok::<(), logot::Error>(())
     /// ```
     pub fn wasserstein_gradients<T: Real>(
@@ -411,7 +484,6 @@ impl<Bk> Solver<Bk> {
     where
         Bk: GradKernels<T>,
     {
-        self.params().require_balanced("implicit gradients")?;
         let coupling = self.coupling(problem)?;
         let g = upstream(&coupling);
         if g.dim() != coupling.plan.dim() {
@@ -429,7 +501,8 @@ impl<Bk> Solver<Bk> {
     }
 
     /// Shared core: solve, build the plan, adjoint solve, assemble
-    /// `∂L/∂C = (explicit − (1/ε)(G − a − b))⊙P`, fix zero-mass bins, centre.
+    /// `∂L/∂C = (explicit − (1/ε)(G − a − b))⊙P`, the marginal gradients (balanced: `(a, b)`
+    /// centred; unbalanced: `(a ⊙ P·1/(φ_μ μ), b ⊙ Pᵀ·1/(φ_ν ν))`), fix zero-mass bins.
     fn gradients_with<T: Real>(
         &self,
         problem: &Problem<'_, T>,
@@ -440,17 +513,19 @@ impl<Bk> Solver<Bk> {
     where
         Bk: GradKernels<T>,
     {
-        self.params().require_balanced("implicit gradients")?;
         cg.validate()?;
         let be = self.backend();
+        let relax = self.params().unbalanced();
+        let eps_f = self.params().eps;
+        let phis = relax.map(|r| (phi(r.rho_mu, eps_f), phi(r.rho_nu, eps_f)));
         let s = self.run(problem)?;
         let result = self.finish(problem, &s)?;
         let (batch, n) = problem.mu().dim();
         let m = problem.nu().ncols();
-        let eps = T::of(self.params().eps);
+        let eps = T::of(eps_f);
         let plan = be.plan(&s.cost, &s.f, &s.g, eps)?;
         let g = be.upload(&upstream)?;
-        let adj = implicit_adjoint(be, &plan, batch, n, m, &g, cg)?;
+        let adj = solve_adjoint(be, &plan, (batch, n, m), &g, phis, cg)?;
         let cost = be.download(&be.assemble_gradient(
             &plan,
             n,
@@ -463,12 +538,30 @@ impl<Bk> Solver<Bk> {
         )?)?;
         let mut a = be.download(&adj.a)?;
         let mut b = be.download(&adj.b)?;
+        if let Some((phi_mu, phi_nu)) = phis {
+            // ∂L/∂μ_i = (P·1)_i·a_i/(φ_μ μ_i), ∂L/∂ν_j = (Pᵀ·1)_j·b_j/(φ_ν ν_j).
+            let (rows, cols) = be.weighted_marginals(&plan, n, m, None)?;
+            let scale = |v: &mut [T], mass: Vec<T>, w: &ArrayView2<'_, T>, phi: f64| {
+                for ((v, r), &w) in v.iter_mut().zip(mass).zip(w.iter()) {
+                    if w > T::zero() {
+                        *v = T::of(v.f64() * r.f64() / (phi * w.f64()));
+                    }
+                }
+            };
+            scale(&mut a, be.download(&rows)?, &problem.mu(), phi_mu);
+            scale(&mut b, be.download(&cols)?, &problem.nu(), phi_nu);
+        }
         let minus_one = vec![-1.0; batch];
         if problem.mu().iter().any(|&v| v == T::zero()) {
-            // One-sided derivative on empty rows: w_i· = softmax_j((g_j − C_ij)/ε).
+            // One-sided derivative on empty rows: ∂L/∂μ_i = Σ_j w_ij (G_ij − b_j), with
+            // w_i· the row an infinitesimal mass at i would get, `exp((f⁰_i + g_j − C_ij)/ε)`,
+            // f⁰ the half-step with log μ = 0 (balanced: a softmax; unbalanced: relaxed).
             let zeros = be.filled(batch * n, T::zero())?;
             let mut f0 = be.filled(batch * n, T::zero())?;
             be.sinkstep(&s.cost, Side::Row, eps, &s.g, &zeros, &mut f0)?;
+            if let Some(r) = relax {
+                relax_side(be, &mut f0, &zeros, eps_f, r.rho_mu)?;
+            }
             let w = be.plan(&s.cost, &f0, &s.g, eps)?;
             let (sw, _) = be.weighted_marginals(&w, n, m, Some(&g))?;
             let mut t = be.filled(batch * n, T::zero())?;
@@ -485,6 +578,9 @@ impl<Bk> Solver<Bk> {
             let zeros = be.filled(batch * m, T::zero())?;
             let mut g0 = be.filled(batch * m, T::zero())?;
             be.sinkstep(&s.cost, Side::Col, eps, &s.f, &zeros, &mut g0)?;
+            if let Some(r) = relax {
+                relax_side(be, &mut g0, &zeros, eps_f, r.rho_nu)?;
+            }
             let w = be.plan(&s.cost, &s.f, &g0, eps)?;
             let (_, sw) = be.weighted_marginals(&w, n, m, Some(&g))?;
             let mut t = be.filled(batch * m, T::zero())?;
@@ -497,7 +593,9 @@ impl<Bk> Solver<Bk> {
                 }
             }
         }
-        centre(&mut a, &mut b, batch);
+        if relax.is_none() {
+            centre(&mut a, &mut b, batch);
+        }
         check_output("cost", &cost)?;
         check_output("mu", &a)?;
         check_output("nu", &b)?;
@@ -540,7 +638,9 @@ impl<Bk> Solver<Bk> {
     where
         Bk: Backend<T>,
     {
-        self.params().require_balanced("envelope gradients")?;
+        if let Some(r) = self.params().unbalanced() {
+            return self.envelope_gradients_relaxed(problem, r);
+        }
         let cpl = self.coupling(problem)?;
         let eps = self.params().eps;
         let batch = problem.batch_size();
@@ -582,5 +682,120 @@ impl<Bk> Solver<Bk> {
             nu: gs,
             result: cpl.result,
         })
+    }
+    /// [`Solver::envelope_gradients`] of an unbalanced problem: the dual value and its
+    /// partial derivatives (see the module docs).
+    fn envelope_gradients_relaxed<T: Real>(
+        &self,
+        problem: &Problem<'_, T>,
+        r: crate::Relaxation,
+    ) -> Result<EnvelopeGradients<T>>
+    where
+        Bk: Backend<T>,
+    {
+        let cpl = self.coupling(problem)?;
+        let eps = self.params().eps;
+        let (batch, n) = problem.mu().dim();
+        let m = problem.nu().ncols();
+        let (f, g) = (&cpl.result.f, &cpl.result.g);
+        let empty_f = self.empty_bin_potentials(problem, Side::Row, g, r.rho_mu)?;
+        let empty_g = self.empty_bin_potentials(problem, Side::Col, f, r.rho_nu)?;
+        let mut value = Array1::zeros(batch);
+        let mut gmu = Array2::zeros((batch, n));
+        let mut gnu = Array2::zeros((batch, m));
+        let host = |a: ArrayView2<'_, T>, k: usize| a.row(k).iter().copied().collect::<Vec<T>>();
+        for k in 0..batch {
+            let p = cpl.plan.index_axis(ndarray::Axis(0), k);
+            let rows: Vec<f64> = p
+                .outer_iter()
+                .map(|r| r.iter().map(|v| v.f64()).sum())
+                .collect();
+            let mut cols = vec![0.0f64; m];
+            for row in p.outer_iter() {
+                cols.iter_mut().zip(row).for_each(|(c, v)| *c += v.f64());
+            }
+            let mass: f64 = rows.iter().sum();
+            let (mu, nu) = (host(problem.mu(), k), host(problem.nu(), k));
+            let (mu_mass, nu_mass) = (
+                mu.iter().map(|v| v.f64()).sum::<f64>(),
+                nu.iter().map(|v| v.f64()).sum::<f64>(),
+            );
+            let (vf, df) = dual_side(
+                &mu,
+                &host(f.view(), k),
+                &rows,
+                empty_f.as_ref().map(|e| &e[k * n..(k + 1) * n]),
+                nu_mass,
+                eps,
+                r.rho_mu,
+            );
+            let (vg, dg) = dual_side(
+                &nu,
+                &host(g.view(), k),
+                &cols,
+                empty_g.as_ref().map(|e| &e[k * m..(k + 1) * m]),
+                mu_mass,
+                eps,
+                r.rho_nu,
+            );
+            value[k] = T::of(vf + vg - eps * (mass - mu_mass * nu_mass));
+            gmu.row_mut(k)
+                .iter_mut()
+                .zip(df)
+                .for_each(|(o, v)| *o = T::of(v));
+            gnu.row_mut(k)
+                .iter_mut()
+                .zip(dg)
+                .for_each(|(o, v)| *o = T::of(v));
+        }
+        check_output("mu", gmu.as_slice().unwrap_or(&[]))?;
+        check_output("nu", gnu.as_slice().unwrap_or(&[]))?;
+        if let Some(k) = value.iter().position(|v| !v.is_finite()) {
+            return Err(Error::Numerical(format!(
+                "the unbalanced objective of problem {k} is {} (eps = {eps} may be too small for {})",
+                value[k],
+                T::NAME
+            )));
+        }
+        Ok(EnvelopeGradients {
+            value,
+            cost: cpl.plan,
+            mu: gmu,
+            nu: gnu,
+            result: cpl.result,
+        })
+    }
+
+    /// For a problem with zero-mass bins on `side`, the relative potential each bin of that
+    /// side would take, `φ·(−ε LSE_j((g_j − C_ij)/ε))` (the relaxed half-step with
+    /// `log a = 0`) from the partner's potentials `other` (`B×len` of the other side);
+    /// `None` when every bin has mass.
+    pub(crate) fn empty_bin_potentials<T: Real>(
+        &self,
+        problem: &Problem<'_, T>,
+        side: Side,
+        other: &Array2<T>,
+        rho: f64,
+    ) -> Result<Option<Vec<T>>>
+    where
+        Bk: Backend<T>,
+    {
+        let weights = match side {
+            Side::Row => problem.mu(),
+            Side::Col => problem.nu(),
+        };
+        if !weights.iter().any(|&v| v == T::zero()) {
+            return Ok(None);
+        }
+        let be = self.backend();
+        let eps = self.params().eps;
+        // Unbalanced solves keep the cost as it is (no offsets).
+        let cost = be.prepare_cost(problem.cost())?;
+        let other = be.upload(&other.iter().copied().collect::<Vec<T>>())?;
+        let zeros = be.filled(weights.len(), T::zero())?;
+        let mut out = be.filled(weights.len(), T::zero())?;
+        be.sinkstep(&cost, side, T::of(eps), &other, &zeros, &mut out)?;
+        relax_side(be, &mut out, &zeros, eps, rho)?;
+        Ok(Some(be.download(&out)?))
     }
 }
