@@ -49,6 +49,16 @@ pub struct BarycenterArgs {
     /// checks only after the last iteration.
     #[arg(long, allow_negative_numbers = true, default_value_t = 10)]
     pub check_every: usize,
+    /// Unbalanced barycenters (POT's barycenter_unbalanced reg_m): not available from the
+    /// command line yet; refused with a message.
+    #[arg(long, value_name = "RHO", allow_hyphen_values = true)]
+    pub reg_m: Option<f64>,
+    /// Not available yet (as --reg-m).
+    #[arg(long, value_name = "RHO", allow_hyphen_values = true)]
+    pub reg_m_mu: Option<f64>,
+    /// Not available yet (as --reg-m).
+    #[arg(long, value_name = "RHO", allow_hyphen_values = true)]
+    pub reg_m_nu: Option<f64>,
     /// Where to compute.
     #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]
     pub backend: BackendChoice,
@@ -212,6 +222,15 @@ fn read_weights<T: Real>(path: &str, problems: usize) -> Result<Array2<T>> {
 }
 
 pub fn barycenter(a: &BarycenterArgs) -> Json {
+    crate::relax::RelaxArgs {
+        reg_m: a.reg_m,
+        reg_m_mu: a.reg_m_mu,
+        reg_m_nu: a.reg_m_nu,
+    }
+    .refuse(
+        "unbalanced barycenters are not available from the command line yet; \
+         logot barycenter computes balanced barycenters only",
+    )?;
     let mut outs = Outputs::prepare(&a.input_files(), &[("--out", Some(a.out.as_str()))])?;
     let dtype = a.dtype()?;
     let o = &mut outs;
