@@ -752,3 +752,96 @@ fn infinite_penalties_are_the_balanced_problem() {
     assert!((dp - db).abs() < 1e-4 * dp, "{dp} vs {db}");
     assert!((numbers(&big, "mass")[0] - a.sum()).abs() < 1e-4 * a.sum());
 }
+
+/// `--backend cuda` (a CUDA build with a GPU; skips with the reason otherwise, fails under
+/// `LOGOT_REQUIRE_GPU=1`): dense, batched and point-cloud unbalanced solves against POT in
+/// f64 and f32, the transported mass included (computed by a half-step on the GPU).
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_backend_matches_pot() {
+    if common::gpu::gpu().is_none() {
+        return;
+    }
+    let d = dir("cuda");
+    write_problem(&d);
+    let tight = ["--tol", "1e-13", "--iters", "100000", "--backend", "cuda"];
+    for (suffix, tol) in [("", 1e-9), ("32", 1e-4)] {
+        let (mu, nu, c, out) = (
+            p(&d, &format!("mu{suffix}.npy")),
+            p(&d, &format!("nu{suffix}.npy")),
+            p(&d, &format!("c{suffix}.npy")),
+            p(&d, "p.npy"),
+        );
+        for r in [&SCALAR, &PAIR, &MU_ONLY, &NU_ONLY] {
+            let what = format!("cuda{suffix} {:?}", r.flags);
+            let opts: &[&str] = if suffix.is_empty() {
+                &tight
+            } else {
+                &["--backend", "cuda"]
+            };
+            let base = ["--mu", &mu, "--nu", &nu, "--cost", &c, "--eps", r.eps];
+            for cmd in [vec!["wasserstein"], vec!["coupling", "--out", &out]] {
+                let j = ok(&[&cmd[..], &base[..], r.flags, opts].concat());
+                assert_eq!(j["converged"], true, "{what}: {j}");
+                assert_close(
+                    &format!("{what} distance"),
+                    &numbers(&j, "distance"),
+                    &[r.distance],
+                    tol,
+                );
+                assert_close(
+                    &format!("{what} objective"),
+                    &numbers(&j, "objective"),
+                    &[r.objective],
+                    tol,
+                );
+                assert_close(
+                    &format!("{what} mass"),
+                    &numbers(&j, "mass"),
+                    &[r.mass],
+                    tol,
+                );
+            }
+        }
+    }
+    // Point clouds on the GPU, f64.
+    let (a, b, x, y) = clouds(9, 11, 3);
+    write_npy(p(&d, "a.npy"), &a).unwrap();
+    write_npy(p(&d, "b.npy"), &b).unwrap();
+    write_npy(p(&d, "x.npy"), &x).unwrap();
+    write_npy(p(&d, "y.npy"), &y).unwrap();
+    let j = ok(&[
+        &[
+            "wasserstein",
+            "--mu",
+            &p(&d, "a.npy"),
+            "--nu",
+            &p(&d, "b.npy"),
+            "--x",
+            &p(&d, "x.npy"),
+            "--y",
+            &p(&d, "y.npy"),
+            "--eps",
+            "0.05",
+            "--reg-m",
+            "0.3",
+        ][..],
+        &tight,
+    ]
+    .concat());
+    assert_eq!(j["converged"], true, "{j}");
+    let (dist, obj, mass) = CLOUDS;
+    assert_close(
+        "cuda clouds distance",
+        &numbers(&j, "distance"),
+        &[dist],
+        1e-9,
+    );
+    assert_close(
+        "cuda clouds objective",
+        &numbers(&j, "objective"),
+        &[obj],
+        1e-9,
+    );
+    assert_close("cuda clouds mass", &numbers(&j, "mass"), &[mass], 1e-9);
+}
