@@ -50,9 +50,9 @@ pub struct SolveArgs {
     #[arg(long, allow_negative_numbers = true, default_value_t = 1000)]
     pub iters: usize,
     /// Marginal-error target relative to each problem's total mass (default: 1e-9 in f64,
-    /// 1e-5 in f32); with --reg-m*, the ℓ₁ violation of the unbalanced optimality conditions
-    /// relative to the larger mass. With --tol 0 all iterations run and `converged` says whether the final
-    /// plan meets the default tolerance of the precision.
+    /// 1e-5 in f32); with --reg-m*, the ℓ₁ violation of the unbalanced optimality
+    /// conditions relative to the larger mass. With --tol 0 all iterations run and
+    /// `converged` says whether the final plan meets the default tolerance of the precision.
     #[arg(long, allow_negative_numbers = true)]
     pub tol: Option<f64>,
     /// Write the potentials f = ε log u (n, or B×n for a batch; −inf on zero-mass bins).
