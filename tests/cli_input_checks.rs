@@ -1332,6 +1332,36 @@ fn every_command_line_row_is_refused_with_a_message() {
             ]),
             "--mu: negative mass".into(),
         ),
+        // Unbalanced OT flags (tests/cli_unbalanced.rs checks the values against POT).
+        ("C36", w(&mu, &nu, &c, &["--reg-m", "0"]), "--reg-m = 0: the marginal penalty ρ must be > 0".into()),
+        ("C36", w(&mu, &nu, &c, &["--reg-m", "-2"]), "--reg-m = -2: the marginal penalty".into()),
+        ("C36", w(&mu, &nu, &c, &["--reg-m-mu", "NaN"]), "--reg-m-mu = NaN: the marginal penalty".into()),
+        ("C36", w(&mu, &nu, &c, &["--reg-m-nu", "-inf"]), "--reg-m-nu = -inf: the marginal penalty".into()),
+        (
+            "C37",
+            w(&mu, &nu, &c, &["--reg-m", "1", "--reg-m-mu", "1"]),
+            "the argument '--reg-m <RHO>' cannot be used with '--reg-m-mu <RHO>'".into(),
+        ),
+        (
+            "C38",
+            w(&mu, &f("heavy3.npy"), &c, &[]),
+            "unequal total masses (balanced OT needs equal masses; relax a marginal with --reg-m RHO".into(),
+        ),
+        (
+            "C38",
+            w(&mu, &f("heavy3.npy"), &c, &["--reg-m", "inf"]),
+            "unequal total masses (balanced OT needs equal masses".into(),
+        ),
+        (
+            "C40",
+            bary(&f("h.npy"), &f("w.npy"), &["--cost", &c44, "--reg-m", "0"]),
+            "--reg-m = 0: the marginal penalty ρ must be > 0".into(),
+        ),
+        (
+            "C40",
+            bary(&f("h.npy"), &f("w.npy"), &["--cost", &c44, "--reg-m-nu", "NaN"]),
+            "--reg-m-nu = NaN: the marginal penalty ρ must be > 0".into(),
+        ),
     ];
     // C04/C05: `--backend cuda` without CUDA support in this build, or without a GPU.
     let cuda_needle = if cfg!(feature = "cuda") {

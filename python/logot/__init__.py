@@ -235,10 +235,40 @@ def _warm(warm_start, single):
 
 
 def _result(out, eps, single, cls=SinkhornResult, **extra) -> SinkhornResult:
-    distance, f, g, conv = out
+    distance, f, g, conv, objective = out
     if single:
         distance, f, g = float(distance[0]), f[0], g[0]
-    return cls(**extra, distance=distance, f=f, g=g, eps=float(eps), convergence=Convergence(**conv))
+        objective = None if objective is None else float(objective[0])
+    return cls(**extra, distance=distance, f=f, g=g, eps=float(eps), convergence=Convergence(**conv),
+               objective=objective)
+
+
+def _reg_m(reg_m):
+    """POT's ``reg_m`` as ``(ρ_μ, ρ_ν)``: None (balanced), a scalar for both sides, or a
+    pair (an indexable of length 1 is a scalar, as in POT); ``inf`` keeps that side exact.
+    ρ ≤ 0, NaN or a non-number raises ValueError naming ``reg_m``."""
+    if reg_m is None:
+        return None
+    if np.isscalar(reg_m):
+        names, values = ("reg_m", "reg_m"), [reg_m, reg_m]
+    else:
+        values = list(np.ravel(np.asarray(reg_m, dtype=object)))
+        if len(values) == 1:
+            names, values = ("reg_m", "reg_m"), values * 2
+        elif len(values) == 2:
+            names = ("reg_m[0]", "reg_m[1]")
+        else:
+            raise ValueError(f"reg_m = {reg_m!r}: expected a scalar or a pair (rho_mu, rho_nu)")
+    out = []
+    for name, v in zip(names, values):
+        try:
+            rho = float(v)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} = {v!r}: expected a number (float('inf') keeps that marginal exact)") from None
+        if not rho > 0:  # NaN included
+            raise ValueError(f"{name} = {rho}: the marginal penalty must be > 0 (float('inf') keeps that marginal exact)")
+        out.append(rho)
+    return tuple(out)
 
 
 def _warn_unconverged(conv: dict, asked_tol, what: str = "Sinkhorn"):
@@ -270,11 +300,19 @@ _SINKHORN_OPTIONS = """
     warm_start : (f, g) or None
         Starting potentials (n and m, or B×n and B×m) instead of zeros.
     backend : "cpu", "cuda" or "cuda:N"
+    reg_m : None, float or (float, float)
+        (:func:`solve`, :func:`wasserstein`, :func:`coupling`) Unbalanced OT, POT's
+        ``reg_m``: the marginal constraints become penalties ``ρ_μ·KL(P1 ‖ μ) + ρ_ν·KL(Pᵀ1 ‖ ν)``
+        (a scalar for both sides, or ``(ρ_μ, ρ_ν)``; ``float('inf')`` keeps that side exact),
+        so the masses may differ. ``distance`` stays ⟨P, C⟩ (POT's ``returnCost="linear"``);
+        the result's ``objective`` is ``⟨P,C⟩ + ε·KL(P ‖ μ⊗ν) + ρ_μ·KL(P1 ‖ μ) + ρ_ν·KL(Pᵀ1 ‖ ν)``
+        with the generalized KL ``Σ x log(x/y) − x + y`` (None for balanced problems), and
+        ``tol`` bounds the violation of the unbalanced optimality conditions.
 """
 
 
 def solve(mu, nu, cost, eps, *, max_iters=1000, tol=None, check_every=10, eps_scaling=None,
-          warm_start=None, backend="cpu") -> SinkhornResult:
+          warm_start=None, backend="cpu", reg_m=None) -> SinkhornResult:
     """Solve entropic OT between ``mu`` and ``nu`` for ``cost`` at regularisation ``eps``:
     the distances ⟨P, C⟩, the potentials and the convergence report.
 
@@ -283,9 +321,10 @@ def solve(mu, nu, cost, eps, *, max_iters=1000, tol=None, check_every=10, eps_sc
     (``distance`` an array of B). ``cost`` may be an array, a :class:`PointCloud` or a
     :class:`Grid`.
     """
+    rho = _reg_m(reg_m)
     mu, nu, cost, single = _problem(mu, nu, cost)
     params = _params(eps, max_iters, tol, check_every, eps_scaling)
-    out = _logot.solve(mu, nu, cost, params, _warm(warm_start, single), backend)
+    out = _logot.solve(mu, nu, cost, params, _warm(warm_start, single), backend, rho)
     return _result(out, eps, single)
 
 
@@ -293,28 +332,30 @@ solve.__doc__ += "\n    Options\n    -------" + _SINKHORN_OPTIONS
 
 
 def wasserstein(mu, nu, cost, eps, *, max_iters=1000, tol=None, check_every=10, eps_scaling=None,
-                warm_start=None, backend="cpu"):
+                warm_start=None, backend="cpu", reg_m=None):
     """The entropic transport cost ⟨P, C⟩ (POT's ``sinkhorn2`` value): a float for one
     problem, an array of B for a batch (see :func:`solve` for the shapes and options).
 
     Warns :class:`ConvergenceWarning` when the tolerance was not met (use :func:`solve` for
     the full report).
     """
+    rho = _reg_m(reg_m)
     mu, nu, cost, single = _problem(mu, nu, cost)
     params = _params(eps, max_iters, tol, check_every, eps_scaling)
-    distance, _, _, conv = _logot.solve(mu, nu, cost, params, _warm(warm_start, single), backend)
+    distance, _, _, conv, _ = _logot.solve(mu, nu, cost, params, _warm(warm_start, single), backend, rho)
     if not conv["converged"]:
         _warn_unconverged(conv, tol)
     return float(distance[0]) if single else distance
 
 
 def coupling(mu, nu, cost, eps, *, max_iters=1000, tol=None, check_every=10, eps_scaling=None,
-             warm_start=None, backend="cpu") -> Coupling:
+             warm_start=None, backend="cpu", reg_m=None) -> Coupling:
     """The entropic plan ``P = exp((f ⊕ g − C)/ε)`` (n×m, or B×n×m for a batch) with the
     distances, potentials and convergence report (see :func:`solve`)."""
+    rho = _reg_m(reg_m)
     mu, nu, cost, single = _problem(mu, nu, cost)
     params = _params(eps, max_iters, tol, check_every, eps_scaling)
-    plan, out = _logot.coupling(mu, nu, cost, params, _warm(warm_start, single), backend)
+    plan, out = _logot.coupling(mu, nu, cost, params, _warm(warm_start, single), backend, rho)
     return _result(out, eps, single, Coupling, plan=plan[0] if single else plan)
 
 

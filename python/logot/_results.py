@@ -83,10 +83,13 @@ class CgReport(Result):
 class SinkhornResult(Result):
     """A solved problem (or batch): ``distance`` = ⟨P, C⟩ (a float, or one per problem),
     potentials ``f`` (n or B×n) and ``g`` (m or B×m) with ``P = exp((f ⊕ g − C)/ε)``,
-    ``eps`` and the ``convergence`` report."""
+    ``eps``, the ``convergence`` report and, for unbalanced problems (``reg_m``), the
+    ``objective`` ⟨P,C⟩ + ε·KL(P ‖ μ⊗ν) + ρ_μ·KL(P1 ‖ μ) + ρ_ν·KL(Pᵀ1 ‖ ν) (generalized KL;
+    None for balanced ones)."""
 
     def _repr_fields(self):
-        return ("distance", "f", "g", "eps", "convergence")
+        fields = ("distance", "f", "g", "eps", "convergence")
+        return fields if getattr(self, "objective", None) is None else fields + ("objective",)
 
     @property
     def converged(self) -> bool:

@@ -2,7 +2,8 @@
 
 Drop-in replacements for the calls people write with `POT <https://pythonot.github.io/>`_:
 :func:`sinkhorn`, :func:`sinkhorn2`, :func:`barycenter`, :func:`convolutional_barycenter2d`,
-:func:`empirical_sinkhorn_divergence` (also under ``ot.bregman``), with the helpers
+:func:`empirical_sinkhorn_divergence` (also under ``ot.bregman``), :func:`sinkhorn_unbalanced`
+and :func:`sinkhorn_unbalanced2` (also under ``ot.unbalanced``), with the helpers
 :func:`unif` and :func:`dist`. numpy arrays in and out, in the input's precision.
 
 What is the same: the problem solved (POT's conventions: ``P = diag(u) K diag(v)``,
@@ -41,6 +42,9 @@ __all__ = [
     "barycenter",
     "convolutional_barycenter2d",
     "empirical_sinkhorn_divergence",
+    "sinkhorn_unbalanced",
+    "sinkhorn_unbalanced2",
+    "unbalanced",
     "unif",
     "dist",
     "bregman",
@@ -50,6 +54,7 @@ _SINKHORN_METHODS = ("sinkhorn", "sinkhorn_log", "sinkhorn_stabilized", "sinkhor
 _SINKHORN2_METHODS = ("sinkhorn", "sinkhorn_log", "sinkhorn_stabilized")
 _BARYCENTER_METHODS = ("sinkhorn", "sinkhorn_stabilized", "sinkhorn_log")
 _CONVOLUTIONAL_METHODS = ("sinkhorn", "sinkhorn_log")
+_UNBALANCED_METHODS = ("sinkhorn", "sinkhorn_stabilized", "sinkhorn_translation_invariant", "sinkhorn_reg_scaling")
 # POT's solver-specific tuning arguments: accepted, no effect on logot's solver.
 _IGNORED = frozenset(
     {"tau", "stabThr", "print_period", "epsilon0", "numInnerItermax", "acc", "isLazy", "batchSize", "stopInnerThr"}
@@ -306,6 +311,140 @@ def empirical_sinkhorn_divergence(X_s, X_t, reg, a=None, b=None, metric="sqeucli
     return value
 
 
+_UNBALANCED_NAMES = dict(mu="a", nu="b", cost="M", eps="reg", max_iters="numItermax", tol="stopThr")
+
+_UNBALANCED_DIFFERENCES = """
+    Differences from POT: every ``method`` (``"sinkhorn"``, ``"sinkhorn_stabilized"``,
+    ``"sinkhorn_translation_invariant"``, ``"sinkhorn_reg_scaling"``) runs logot's log-domain
+    solver (each half-step is the balanced one scaled by ρ/(ρ + reg)), which reaches the same
+    fixed point and stays finite at small ``reg``. ``reg_type`` must be ``"kl"`` (entropy
+    relative to ``a⊗b``; anything else raises ``ValueError``), ``c`` must be None (the
+    reference ``a⊗b``) and ``warmstart`` None. ``stopThr`` bounds the ℓ₁ violation of the
+    optimality conditions ``P1 = a·exp(−(f − reg·log a)/ρ_a)``, ``Pᵀ1 = b·exp(−(g − reg·log b)/ρ_b)``
+    relative to the larger mass, checked every 10 iterations (POT: the relative change of the
+    scalings ``u``, ``v``); pass a small ``stopThr`` (e.g. 1e-12 in float64) to compare with
+    POT to many digits. ``reg_m``: a scalar, an indexable of length 1 or 2, ``float('inf')``
+    keeping that side exact; ≤ 0 or NaN raises ``ValueError``. ``log`` has ``err`` (final
+    error only), ``niter`` (iterations run), ``logu``, ``logv``, ``u``, ``v`` (POT's scalings
+    of ``P = diag(u) (a⊗b ⊙ exp(−M/reg)) diag(v)``, up to a constant factor exchanged
+    between them), ``cost`` (⟨P, M⟩), ``total_cost`` (POT's total, KL without its mass
+    terms), ``objective`` (the same with the generalized KL ``Σ x log(x/y) − x + y``, the
+    value :attr:`logot.SinkhornResult.objective` reports) and logot's ``convergence``. A
+    ``UserWarning`` says when the solver stops at ``numItermax``.
+"""
+
+
+def _sinkhorn_unbalanced(a, b, M, reg, reg_m, method, reg_type, c, warmstart, numItermax, stopThr, backend):
+    """The coupling(s) of POT's unbalanced problem, with POT's costs per problem."""
+    _method(method, _UNBALANCED_METHODS)
+    if not isinstance(reg_type, str) or reg_type.lower() != "kl":
+        raise ValueError(
+            f"reg_type = {reg_type!r}: logot solves reg_type='kl' only (the entropy relative to a⊗b, "
+            "POT's default since 0.9.5)"
+        )
+    if c is not None:
+        raise ValueError("c: logot uses the reference measure a⊗b of reg_type='kl'; a custom c is not supported")
+    if warmstart is not None:
+        raise ValueError("warmstart: not supported by logot's unbalanced solver (it starts from zero potentials)")
+    rho = _lg._reg_m(reg_m)
+    if rho is None:
+        raise ValueError("reg_m = None: expected a scalar or a pair (float('inf') keeps a marginal exact)")
+    a, b, M, dtype = _marginals(a, b, M)
+    multi = b.ndim == 2
+    with _names(**_UNBALANCED_NAMES):
+        cpl = _lg.coupling(a, b.T if multi else b, M, reg, max_iters=numItermax, tol=stopThr, backend=backend,
+                           reg_m=rho)
+    if not cpl.convergence.converged and cpl.convergence.tol > 0:
+        warnings.warn(
+            "Unbalanced Sinkhorn did not converge. You might want to increase the number of iterations "
+            "`numItermax` or the regularization parameter `reg`."
+        )
+    plans = cpl.plan if multi else cpl.plan[None]
+    bs = b.T if multi else b[None]
+    objective = np.atleast_1d(np.asarray(cpl.objective, dtype=np.float64))
+    mass = plans.astype(np.float64).sum(axis=(1, 2))
+    sa = float(np.sum(a, dtype=np.float64))
+    sb = np.sum(bs, axis=1, dtype=np.float64)
+    # POT's "total" uses KL(x‖y) = Σ x log(x/y) without − Σx + Σy: the generalized objective
+    # less reg·(ΣaΣb − m) + ρ_a·(Σa − m) + ρ_b·(Σb − m) (a term with ρ = ∞ is absent).
+    total = objective - reg * (sa * sb - mass)
+    if rho[0] != float("inf"):
+        total = total - rho[0] * (sa - mass)
+    if rho[1] != float("inf"):
+        total = total - rho[1] * (sb - mass)
+    linear = np.atleast_1d(np.asarray(cpl.distance, dtype=np.float64))
+    return cpl, multi, a, b, dtype, linear, total, objective
+
+
+def _unbalanced_log(cpl, multi, a, b, reg, linear, total, objective, dtype):
+    f, g = (cpl.f.T, cpl.g.T) if multi else (cpl.f, cpl.g)
+    a_, b_ = (a[:, None], b) if multi else (a, b)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        logu = np.where(a_ > 0, f / reg - np.log(a_), -np.inf)
+        logv = np.where(b_ > 0, g / reg - np.log(b_), -np.inf)
+    pick = (lambda v: v.astype(dtype)) if multi else (lambda v: dtype.type(v[0]))
+    return {
+        "err": [cpl.convergence.marginal_error],
+        "niter": cpl.convergence.iterations,
+        "logu": logu,
+        "logv": logv,
+        "u": np.exp(logu),
+        "v": np.exp(logv),
+        "cost": pick(linear),
+        "total_cost": pick(total),
+        "objective": pick(objective),
+        "convergence": cpl.convergence,
+    }
+
+
+def sinkhorn_unbalanced(a, b, M, reg, reg_m, method="sinkhorn", reg_type="kl", c=None, warmstart=None,
+                        numItermax=1000, stopThr=1e-6, verbose=False, log=False, **kwargs):
+    """Unbalanced entropic OT plan, POT's ``ot.unbalanced.sinkhorn_unbalanced``:
+    ``argmin_P ⟨P, M⟩ + reg·KL(P ‖ a⊗b) + ρ_a·KL(P1 ‖ a) + ρ_b·KL(Pᵀ1 ‖ b)`` over ``P ≥ 0``
+    (n×m), ``reg_m = ρ`` or ``(ρ_a, ρ_b)``. The masses of ``a`` and ``b`` may differ; empty
+    ``a``/``b``: uniform. ``b`` of shape ``(dim_b, n_hists)``: the linear costs ⟨P_k, M⟩
+    of the ``n_hists`` problems (as POT; POT 0.9.7 then falls back to
+    ``reg_type="entropy"`` with a warning, logot solves each column's ``"kl"`` problem, which
+    is POT's answer column by column).
+    """
+    backend = _options(kwargs, "sinkhorn_unbalanced")
+    cpl, multi, a, b, dtype, linear, total, objective = _sinkhorn_unbalanced(
+        a, b, M, reg, reg_m, method, reg_type, c, warmstart, numItermax, stopThr, backend)
+    out = linear.astype(dtype) if multi else cpl.plan
+    if log:
+        return out, _unbalanced_log(cpl, multi, a, b, reg, linear, total, objective, dtype)
+    return out
+
+
+sinkhorn_unbalanced.__doc__ += _UNBALANCED_DIFFERENCES
+
+
+def sinkhorn_unbalanced2(a, b, M, reg, reg_m, method="sinkhorn", reg_type="kl", c=None, warmstart=None,
+                         returnCost="linear", numItermax=1000, stopThr=1e-6, verbose=False, log=False, **kwargs):
+    """Unbalanced entropic OT loss, POT's ``ot.unbalanced.sinkhorn_unbalanced2``: with
+    ``returnCost="linear"`` the transport cost ⟨P, M⟩ of the plan of
+    :func:`sinkhorn_unbalanced`; with ``returnCost="total"`` POT's total loss
+    ``⟨P, M⟩ + reg·kl(P, a⊗b) + ρ_a·kl(P1, a) + ρ_b·kl(Pᵀ1, b)`` with POT's
+    ``kl(x, y) = Σ x log(x/y)`` (no ``− Σx + Σy``; a term with ρ = ∞ left out). The
+    generalized-KL objective is ``total + reg·(Σa Σb − m) + ρ_a·(Σa − m) + ρ_b·(Σb − m)``,
+    ``m = Σ P`` (``log["objective"]``). A scalar, or one loss per column of a 2-D ``b``
+    (each column's ``"kl"`` problem: see :func:`sinkhorn_unbalanced`).
+    """
+    if returnCost not in ("linear", "total"):
+        raise ValueError(f"returnCost = {returnCost!r}: expected 'linear' or 'total'")
+    backend = _options(kwargs, "sinkhorn_unbalanced2")
+    cpl, multi, a, b, dtype, linear, total, objective = _sinkhorn_unbalanced(
+        a, b, M, reg, reg_m, method, reg_type, c, warmstart, numItermax, stopThr, backend)
+    value = linear if returnCost == "linear" else total
+    out = value.astype(dtype) if multi else dtype.type(value[0])
+    if log:
+        return out, _unbalanced_log(cpl, multi, a, b, reg, linear, total, objective, dtype)
+    return out
+
+
+sinkhorn_unbalanced2.__doc__ += _UNBALANCED_DIFFERENCES
+
+
 #: ``ot.bregman``'s names, for code that calls ``ot.bregman.barycenter(...)`` and the like.
 bregman = types.SimpleNamespace(
     sinkhorn=sinkhorn,
@@ -313,4 +452,10 @@ bregman = types.SimpleNamespace(
     barycenter=barycenter,
     convolutional_barycenter2d=convolutional_barycenter2d,
     empirical_sinkhorn_divergence=empirical_sinkhorn_divergence,
+)
+
+#: ``ot.unbalanced``'s names, for code that calls ``ot.unbalanced.sinkhorn_unbalanced(...)``.
+unbalanced = types.SimpleNamespace(
+    sinkhorn_unbalanced=sinkhorn_unbalanced,
+    sinkhorn_unbalanced2=sinkhorn_unbalanced2,
 )

@@ -12,7 +12,7 @@ use logot::linalg::{newton_schulz_on, svd3_batch_on, NewtonSchulzParams};
 use logot::{
     BarycenterParams, BarycenterSolver, Convergence, CostSource, CpuBackend, CudaBackend,
     DivergenceConvention, EpsScaling, GridCost, PointCloudCost, PointMetric, Problem, Real,
-    SinkhornParams, SinkhornResult, Solver, WarmStart,
+    Relaxation, SinkhornParams, SinkhornResult, Solver, WarmStart,
 };
 use ndarray::{Array2, ArrayView2, ArrayView3};
 use numpy::{
@@ -321,7 +321,8 @@ fn cg_summary<'py>(py: Python<'py>, c: &CgSummary) -> PyResult<Bound<'py, PyDict
     Ok(d)
 }
 
-/// `(distance, f, g, convergence)` of a solved batch.
+/// `(distance, f, g, convergence, objective)` of a solved batch; `objective` (B) is the
+/// unbalanced objective of relaxed problems ([`SinkhornResult::objective`]), else `None`.
 fn sinkhorn_result<'py, T: Element + Real>(
     py: Python<'py>,
     r: SinkhornResult<T>,
@@ -332,6 +333,7 @@ fn sinkhorn_result<'py, T: Element + Real>(
         r.f.into_pyarray(py),
         r.g.into_pyarray(py),
         conv,
+        r.objective.map(|o| o.into_pyarray(py)),
     )
         .into_pyobject(py)
 }
@@ -361,6 +363,7 @@ fn sinkhorn_entry<'py>(
     nu: &Bound<'py, PyAny>,
     cost: &Bound<'py, PyAny>,
     params: ParamsArg<'py>,
+    reg_m: Option<(f64, f64)>,
     warm_start: Option<(PyReadonlyArray2<'py, f64>, PyReadonlyArray2<'py, f64>)>,
     cg: CgParams,
     backend: &str,
@@ -378,6 +381,7 @@ fn sinkhorn_entry<'py>(
         let source = cost.source()?;
         let mut p = params.params(|| max_cost(&source))?;
         p.warm_start = warm;
+        p.relaxation = reg_m.map(|(rho_mu, rho_nu)| Relaxation::kl_each(rho_mu, rho_nu));
         let (mu, nu) = (mu.as_array(), nu.as_array());
         by_backend!(&dev, be => {
             let solver = Solver::new(be, p);
@@ -429,10 +433,12 @@ fn sinkhorn_entry<'py>(
     })
 }
 
-/// `(distance, f, g, convergence)`: distances `⟨P_b, C_b⟩` (B), potentials `f` (B×n), `g`
-/// (B×m) of a batch `mu` (B×n), `nu` (B×m).
+/// `(distance, f, g, convergence, objective)`: distances `⟨P_b, C_b⟩` (B), potentials `f`
+/// (B×n), `g` (B×m) of a batch `mu` (B×n), `nu` (B×m); `objective` (B) for relaxed problems
+/// (`reg_m = (ρ_μ, ρ_ν)`, `inf` for an exact side), else `None`.
 #[pyfunction]
-#[pyo3(signature = (mu, nu, cost, params, warm_start=None, backend="cpu"))]
+#[pyo3(signature = (mu, nu, cost, params, warm_start=None, backend="cpu", reg_m=None))]
+#[allow(clippy::too_many_arguments)]
 fn solve<'py>(
     py: Python<'py>,
     mu: &Bound<'py, PyAny>,
@@ -441,6 +447,7 @@ fn solve<'py>(
     params: ParamsArg<'py>,
     warm_start: Option<(PyReadonlyArray2<'py, f64>, PyReadonlyArray2<'py, f64>)>,
     backend: &str,
+    reg_m: Option<(f64, f64)>,
 ) -> PyResult<Bound<'py, PyTuple>> {
     let cg = CgParams::default();
     sinkhorn_entry(
@@ -450,15 +457,17 @@ fn solve<'py>(
         nu,
         cost,
         params,
+        reg_m,
         warm_start,
         cg,
         backend,
     )
 }
 
-/// `(plan, (distance, f, g, convergence))` with the plans `B×n×m`.
+/// `(plan, (distance, f, g, convergence, objective))` with the plans `B×n×m`.
 #[pyfunction]
-#[pyo3(signature = (mu, nu, cost, params, warm_start=None, backend="cpu"))]
+#[pyo3(signature = (mu, nu, cost, params, warm_start=None, backend="cpu", reg_m=None))]
+#[allow(clippy::too_many_arguments)]
 fn coupling<'py>(
     py: Python<'py>,
     mu: &Bound<'py, PyAny>,
@@ -467,6 +476,7 @@ fn coupling<'py>(
     params: ParamsArg<'py>,
     warm_start: Option<(PyReadonlyArray2<'py, f64>, PyReadonlyArray2<'py, f64>)>,
     backend: &str,
+    reg_m: Option<(f64, f64)>,
 ) -> PyResult<Bound<'py, PyTuple>> {
     let cg = CgParams::default();
     sinkhorn_entry(
@@ -476,13 +486,14 @@ fn coupling<'py>(
         nu,
         cost,
         params,
+        reg_m,
         warm_start,
         cg,
         backend,
     )
 }
 
-/// `(d_cost B×n×m, d_mu B×n, d_nu B×m, cg, (distance, f, g, convergence))`: exact gradients
+/// `(d_cost B×n×m, d_mu B×n, d_nu B×m, cg, (distance, f, g, convergence, objective))`: exact gradients
 /// of `⟨P_b, C_b⟩` (dense costs).
 #[pyfunction]
 #[pyo3(signature = (mu, nu, cost, params, warm_start=None, cg_tol=None, cg_max_iters=1000, backend="cpu"))]
@@ -506,13 +517,14 @@ fn wasserstein_gradients<'py>(
         nu,
         cost,
         params,
+        None,
         warm_start,
         cg,
         backend,
     )
 }
 
-/// `(value B, d_x B×n×d, d_y B×m×d, (distance, f, g, convergence))`: `OT_ε` and its
+/// `(value B, d_x B×n×d, d_y B×m×d, (distance, f, g, convergence, objective))`: `OT_ε` and its
 /// gradients with respect to the points (point-cloud costs).
 #[pyfunction]
 #[pyo3(signature = (mu, nu, cost, params, warm_start=None, backend="cpu"))]
@@ -533,6 +545,7 @@ fn point_gradients<'py>(
         nu,
         cost,
         params,
+        None,
         warm_start,
         cg,
         backend,

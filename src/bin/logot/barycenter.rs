@@ -49,6 +49,16 @@ pub struct BarycenterArgs {
     /// checks only after the last iteration.
     #[arg(long, allow_negative_numbers = true, default_value_t = 10)]
     pub check_every: usize,
+    /// Unbalanced barycenter (POT's barycenter_unbalanced(..., reg_m=RHO)): both sides of
+    /// each coupling relaxed by RHO·KL; the inputs may then have unequal masses.
+    #[arg(long, value_name = "RHO", allow_hyphen_values = true, conflicts_with_all = ["reg_m_mu", "reg_m_nu"])]
+    pub reg_m: Option<f64>,
+    /// Relax only the inputs' side, KL(P_k·1 ‖ a_k), by RHO (`inf`: exact).
+    #[arg(long, value_name = "RHO", allow_hyphen_values = true)]
+    pub reg_m_mu: Option<f64>,
+    /// Relax only the barycenter's side, KL(P_kᵀ·1 ‖ b), by RHO (`inf`: exact).
+    #[arg(long, value_name = "RHO", allow_hyphen_values = true)]
+    pub reg_m_nu: Option<f64>,
     /// Where to compute.
     #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]
     pub backend: BackendChoice,
@@ -74,17 +84,26 @@ impl BarycenterArgs {
         input::precision(self.f32, self.f64, &self.input_files())
     }
 
-    fn params(&self) -> BarycenterParams {
+    fn relax(&self) -> crate::relax::RelaxArgs {
+        crate::relax::RelaxArgs {
+            reg_m: self.reg_m,
+            reg_m_mu: self.reg_m_mu,
+            reg_m_nu: self.reg_m_nu,
+        }
+    }
+
+    fn params(&self) -> Result<BarycenterParams> {
         // A check interval past the last iteration checks only after it; bounding it by
         // the iteration count keeps the schedule and its arithmetic in range.
         let max_iters = self.iters.unwrap_or(if self.grid { 10_000 } else { 1000 });
-        BarycenterParams {
+        Ok(BarycenterParams {
             max_iters: self.iters,
             tol: self.tol,
             check_every: self.check_every.min(max_iters.max(1)),
             observer: crate::progress::bar("barycenter"),
+            relaxation: self.relax().relaxation()?,
             ..BarycenterParams::new(self.eps)
-        }
+        })
     }
 }
 
@@ -98,7 +117,7 @@ fn run<T: Real, B: BarycenterKernels<T>>(
         "inputs",
         if a.grid { &[2, 3, 4] } else { &[2, 3] },
     )?;
-    let solver = BarycenterSolver::new(backend, a.params());
+    let solver = BarycenterSolver::new(backend, a.params()?);
     let (histograms, weights, cost_file, out_shape): (
         Array3<T>,
         Array2<T>,
@@ -212,6 +231,8 @@ fn read_weights<T: Real>(path: &str, problems: usize) -> Result<Array2<T>> {
 }
 
 pub fn barycenter(a: &BarycenterArgs) -> Json {
+    // Flags checked before any output is touched.
+    a.relax().relaxation()?;
     let mut outs = Outputs::prepare(&a.input_files(), &[("--out", Some(a.out.as_str()))])?;
     let dtype = a.dtype()?;
     let o = &mut outs;

@@ -36,6 +36,7 @@ mod newton_schulz;
 mod npy;
 mod output;
 mod progress;
+mod relax;
 mod svd3;
 mod wasserstein;
 
@@ -58,10 +59,13 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Entropic transport cost ⟨P, C⟩ of one problem or a batch; prints JSON.
+    /// Entropic transport cost ⟨P, C⟩ of one problem or a batch; prints JSON. With
+    /// --reg-m (or --reg-m-mu/--reg-m-nu) the marginals are relaxed to KL penalties
+    /// (unbalanced OT, POT's sinkhorn_unbalanced): unequal masses are allowed and the JSON
+    /// adds the unbalanced "objective" and the transported "mass".
     Wasserstein(wasserstein::WassersteinArgs),
     /// The entropic plan P, written to --out as .npy (and the potentials to --out-f/--out-g);
-    /// prints the same JSON as wasserstein.
+    /// prints the same JSON as wasserstein (--reg-m* for unbalanced plans).
     Coupling(wasserstein::CouplingArgs),
     /// Sinkhorn divergence S_ε(μ, ν) = OT_ε(μ, ν) − ½ OT_ε(μ, μ) − ½ OT_ε(ν, ν) of two point
     /// clouds (uniform weights unless --mu/--nu), with its gradients; prints JSON.

@@ -2,6 +2,7 @@
 
 use crate::npy::{self, Dtype};
 use crate::output::Outputs;
+use crate::relax::{transported_mass, RelaxArgs};
 use crate::{input, BackendChoice, Json};
 use logot::{
     Backend, CgParams, CostSource, CpuBackend, EpsScaling, Error, PointCloudCost,
@@ -42,13 +43,16 @@ pub struct SolveArgs {
     /// Regularisation strength ε (> 0).
     #[arg(long, allow_negative_numbers = true)]
     pub eps: f64,
+    #[command(flatten)]
+    pub relax: RelaxArgs,
     /// The most iterations run (each a g then an f half-step), ε-scaling stages included;
     /// fewer when --tol is met at a check.
     #[arg(long, allow_negative_numbers = true, default_value_t = 1000)]
     pub iters: usize,
     /// Marginal-error target relative to each problem's total mass (default: 1e-9 in f64,
-    /// 1e-5 in f32). With --tol 0 all iterations run and `converged` says whether the final
-    /// plan meets the default tolerance of the precision.
+    /// 1e-5 in f32); with --reg-m*, the ℓ₁ violation of the unbalanced optimality
+    /// conditions relative to the larger mass. With --tol 0 all iterations run and
+    /// `converged` says whether the final plan meets the default tolerance of the precision.
     #[arg(long, allow_negative_numbers = true)]
     pub tol: Option<f64>,
     /// Write the potentials f = ε log u (n, or B×n for a batch; −inf on zero-mass bins).
@@ -149,21 +153,24 @@ impl SolveArgs {
         input::precision(self.f32, self.f64, &self.inputs())
     }
 
-    pub fn params(&self) -> SinkhornParams {
-        SinkhornParams {
+    /// The solver's parameters, with the relaxation of `--reg-m*` (an error naming the
+    /// flag for a bad ρ).
+    pub fn params(&self) -> Result<SinkhornParams> {
+        Ok(SinkhornParams {
             eps: self.eps,
             max_iters: self.iters,
             tol: self.tol,
             observer: crate::progress::bar("sinkhorn"),
+            relaxation: self.relax.relaxation()?,
             ..Default::default()
-        }
+        })
     }
 
     /// [`SolveArgs::params`] with the ε-scaling of `--eps-scaling` for this problem's cost.
-    pub fn params_for<T: Real>(&self, problem: &Problem<'_, T>) -> SinkhornParams {
-        let p = self.params();
+    pub fn params_for<T: Real>(&self, problem: &Problem<'_, T>) -> Result<SinkhornParams> {
+        let p = self.params()?;
         if !self.eps_scaling {
-            return p;
+            return Ok(p);
         }
         let max_cost = match problem.cost() {
             CostSource::PointCloud(c) => c.max_cost(),
@@ -171,7 +178,7 @@ impl SolveArgs {
             CostSource::DenseBatch(c) => c.iter().fold(0.0f64, |m, v| m.max(v.f64())),
             _ => 1.0,
         };
-        p.with_eps_scaling(EpsScaling::from_max_cost(max_cost))
+        Ok(p.with_eps_scaling(EpsScaling::from_max_cost(max_cost)))
     }
 }
 
@@ -415,13 +422,30 @@ fn write_batch<T: Real, D: ndarray::RemoveAxis>(
     }
 }
 
-/// The report of a solve with `--out-f/--out-g` written and, for dense costs, `OT_ε`.
-fn finish<T: Real>(inputs: &Inputs<T>, r: &SinkhornResult<T>, outs: &mut Outputs) -> Json {
+/// The report of a solve with `--out-f/--out-g` written and, for dense costs of a balanced
+/// problem, `OT_ε`. An unbalanced solve (`--reg-m*`) reports its objective and `mass`, the
+/// mass `Σ P` of each plan (`OT_ε`'s formula is the balanced dual: left out).
+fn finish<T: Real>(
+    inputs: &Inputs<T>,
+    r: &SinkhornResult<T>,
+    mass: Option<Vec<f64>>,
+    outs: &mut Outputs,
+) -> Json {
     write_batch(outs, "--out-f", r.f.view(), inputs.single)?;
     write_batch(outs, "--out-g", r.g.view(), inputs.single)?;
     let mut out = report(r);
-    if let Some(v) = inputs.ot_eps(r) {
-        out["ot_eps"] = json!(v);
+    match &r.objective {
+        Some(objective) => {
+            out["objective"] = json!(objective.iter().map(|v| v.f64()).collect::<Vec<f64>>());
+            if let Some(mass) = mass {
+                out["mass"] = json!(mass);
+            }
+        }
+        None => {
+            if let Some(v) = inputs.ot_eps(r) {
+                out["ot_eps"] = json!(v);
+            }
+        }
     }
     Ok(out)
 }
@@ -433,16 +457,32 @@ fn run_wasserstein<T: Real, B: Backend<T>>(
 ) -> Json {
     let inputs = Inputs::<T>::load(&a.solve)?;
     let problem = inputs.problem()?;
-    let res = Solver::new(backend, a.solve.params_for(&problem)).solve(&problem)?;
-    finish(&inputs, &res, outs)
+    let solver = Solver::new(backend, a.solve.params_for(&problem)?);
+    let res = solver
+        .solve(&problem)
+        .map_err(|e| a.solve.relax.cli_error(e, ""))?;
+    let mass = match res.objective {
+        Some(_) => Some(transported_mass(solver.backend(), &problem, &res)?),
+        None => None,
+    };
+    finish(&inputs, &res, mass, outs)
 }
 
 fn run_coupling<T: Real, B: Backend<T>>(backend: B, a: &CouplingArgs, outs: &mut Outputs) -> Json {
     let inputs = Inputs::<T>::load(&a.solve)?;
     let problem = inputs.problem()?;
-    let c = Solver::new(backend, a.solve.params_for(&problem)).coupling(&problem)?;
+    let c = Solver::new(backend, a.solve.params_for(&problem)?)
+        .coupling(&problem)
+        .map_err(|e| a.solve.relax.cli_error(e, ""))?;
     write_batch(outs, "--out", c.plan.view(), inputs.single)?;
-    finish(&inputs, &c.result, outs)
+    // The mass of the plan written to --out, summed in f64.
+    let mass = c.result.objective.as_ref().map(|_| {
+        c.plan
+            .outer_iter()
+            .map(|p| p.iter().map(|v| v.f64()).sum::<f64>())
+            .collect()
+    });
+    finish(&inputs, &c.result, mass, outs)
 }
 
 /// `wasserstein --x --y` with `--grad-x/--grad-y`: envelope gradients of OT_ε with respect
@@ -461,10 +501,12 @@ fn run_point_gradients<T: Real, B: PointCloudKernels<T>>(
         ));
     }
     let problem = inputs.problem()?;
-    let g = Solver::new(backend, a.solve.params_for(&problem)).point_gradients(&problem)?;
+    let g = Solver::new(backend, a.solve.params_for(&problem)?)
+        .point_gradients(&problem)
+        .map_err(|e| a.solve.relax.cli_error(e, " (--grad-x/--grad-y)"))?;
     write_batch(outs, "--grad-x", g.x.view(), inputs.single)?;
     write_batch(outs, "--grad-y", g.y.view(), inputs.single)?;
-    let mut out = finish(&inputs, &g.result, outs)?;
+    let mut out = finish(&inputs, &g.result, None, outs)?;
     out["ot_eps"] = json!(g.value.iter().map(|v| v.f64()).collect::<Vec<f64>>());
     Ok(out)
 }
@@ -486,8 +528,13 @@ fn run_gradients<T: Real>(a: &WassersteinArgs, outs: &mut Outputs) -> Json {
     let problem = inputs.problem()?;
     // The same parameters as without gradients (ε-scaling included), so the distance and
     // the plan the gradients differentiate are those `wasserstein` reports.
-    let g = Solver::new(CpuBackend, a.solve.params_for(&problem))
-        .wasserstein_gradients(&problem, &cg)?;
+    let g = Solver::new(CpuBackend, a.solve.params_for(&problem)?)
+        .wasserstein_gradients(&problem, &cg)
+        .map_err(|e| {
+            a.solve
+                .relax
+                .cli_error(e, " (--grad-mu/--grad-nu/--grad-cost)")
+        })?;
     write_batch(outs, "--grad-mu", g.mu.view(), inputs.single)?;
     write_batch(outs, "--grad-nu", g.nu.view(), inputs.single)?;
     write_batch(outs, "--grad-cost", g.cost.view(), inputs.single)?;
@@ -499,7 +546,7 @@ fn run_gradients<T: Real>(a: &WassersteinArgs, outs: &mut Outputs) -> Json {
             g.cg.tol
         );
     }
-    let mut out = finish(&inputs, &g.result, outs)?;
+    let mut out = finish(&inputs, &g.result, None, outs)?;
     out["gradient_cg"] = json!({
         "iterations": g.cg.max_iterations(),
         "residual": g.cg.max_residual(),
@@ -523,6 +570,7 @@ impl WassersteinArgs {
 }
 
 pub fn wasserstein(a: &WassersteinArgs) -> Json {
+    a.solve.relax.relaxation()?;
     if (a.grad_x.is_some() || a.grad_y.is_some()) && a.wants_gradients() {
         return Err(Error::parameter(
             "--grad-x/--grad-y",
@@ -552,6 +600,7 @@ pub fn wasserstein(a: &WassersteinArgs) -> Json {
 }
 
 pub fn coupling(a: &CouplingArgs) -> Json {
+    a.solve.relax.relaxation()?;
     let mut outs = Outputs::prepare(
         &a.solve.inputs(),
         &[
