@@ -132,8 +132,20 @@ where
             "{} {shape:?} dense={dense} {r:?} problem {p}: {err:e}",
             T::NAME
         );
-        let rel = (g.error - c.error).abs() / c.error;
-        assert!(rel < tol.sqrt(), "errors {} vs {}", g.error, c.error);
+        // The reported error is a sum over n bins of terms rounded in `T`: in f32 it
+        // cannot fall below about n·ε_f32 of the mass, whatever the CPU's f64 value.
+        let floor = if T::NAME == "float64" {
+            0.0
+        } else {
+            n as f64 * f32::EPSILON as f64
+        };
+        assert!(
+            (g.error - c.error).abs() <= tol.sqrt() * c.error + floor,
+            "{} {shape:?} dense={dense} {r:?} problem {p}: reported errors {} (GPU) vs {} (CPU f64)",
+            T::NAME,
+            g.error,
+            c.error
+        );
     }
 }
 
