@@ -621,46 +621,19 @@ fn bad_flags_and_unequal_masses_are_refused_naming_the_flag() {
             cpl(&["--reg-m", "1", "--reg-m-nu", "2"]),
             vec!["'--reg-m <RHO>' cannot be used with '--reg-m-nu <RHO>'"],
         ),
-        // Gradients are computed for balanced problems only (the library's refusal, naming
-        // the flags).
-        (
-            w(&["--reg-m", "1", "--grad-mu", &p(&d, "gmu.npy")]),
-            vec!["--reg-m = 1: ", "balanced problems only", "--grad-mu"],
-        ),
     ];
     for (args, needles) in &cases {
         let a: Vec<&str> = args.iter().map(String::as_str).collect();
         refused(&a, needles);
     }
     assert_eq!(std::fs::read(&out).unwrap(), b"keep");
-    assert!(!d.join("gmu.npy").exists());
 
-    // Point clouds: --grad-x/--grad-y are balanced only.
+    // Point clouds for the unequal-mass refusal below.
     let (a, b, x, y) = clouds(9, 11, 3);
     write_npy(p(&d, "a.npy"), &a).unwrap();
     write_npy(p(&d, "b.npy"), &b).unwrap();
     write_npy(p(&d, "x.npy"), &x).unwrap();
     write_npy(p(&d, "y.npy"), &y).unwrap();
-    refused(
-        &[
-            "wasserstein",
-            "--mu",
-            &p(&d, "a.npy"),
-            "--nu",
-            &p(&d, "b.npy"),
-            "--x",
-            &p(&d, "x.npy"),
-            "--y",
-            &p(&d, "y.npy"),
-            "--eps",
-            "0.1",
-            "--reg-m-nu",
-            "0.5",
-            "--grad-x",
-            &p(&d, "gx.npy"),
-        ],
-        &["--reg-m-nu = 0.5: ", "balanced problems only", "--grad-x"],
-    );
     // Unequal-mass clouds without a relaxation.
     refused(
         &[
@@ -682,14 +655,14 @@ fn bad_flags_and_unequal_masses_are_refused_naming_the_flag() {
     );
     assert_eq!(std::fs::read(&out).unwrap(), b"keep");
 
-    // Barycenters: not available from the command line yet.
+    // Barycenters: a bad ρ is refused naming the flag, the output untouched.
     let (_, _, c55) = problem(5, 5, 0);
     write_npy(p(&d, "c55.npy"), &c55).unwrap();
     write_npy(p(&d, "h.npy"), &Array2::from_elem((2, 5), 0.2)).unwrap();
     write_npy(p(&d, "wts.npy"), &Array1::from(vec![0.5, 0.5])).unwrap();
     for flags in [
-        vec!["--reg-m", "1"],
-        vec!["--reg-m-mu", "inf", "--reg-m-nu", "2"],
+        vec!["--reg-m", "0"],
+        vec!["--reg-m-mu", "inf", "--reg-m-nu", "nan"],
     ] {
         let base = [
             "barycenter",
@@ -704,15 +677,12 @@ fn bad_flags_and_unequal_masses_are_refused_naming_the_flag() {
             "--out",
             &out,
         ];
-        let want = format!(
-            "{}: unbalanced barycenters are not available from the command line yet",
-            if flags[0] == "--reg-m" {
-                "--reg-m"
-            } else {
-                "--reg-m-mu/--reg-m-nu"
-            }
-        );
-        refused(&[&base[..], &flags[..]].concat(), &[&want]);
+        let want = if flags[0] == "--reg-m" {
+            "--reg-m = 0: the marginal penalty ρ must be > 0"
+        } else {
+            "--reg-m-nu = NaN: the marginal penalty ρ must be > 0"
+        };
+        refused(&[&base[..], &flags[..]].concat(), &[want]);
     }
     assert_eq!(std::fs::read(&out).unwrap(), b"keep");
 }
