@@ -31,11 +31,29 @@
 //! measures and positive otherwise; with `OT_ε` in the form above or with the entropy
 //! relative to `μ⊗ν` (POT's and GeomLoss's `KL(P | μ⊗ν)`), the difference
 //! (`ε⟨μ, log μ⟩ + ε⟨ν, log ν⟩` and the total masses) cancels in `S_ε`.
+//!
+//! **Unbalanced Sinkhorn divergence** (Séjourné et al. 2019, GeomLoss's `reach`): with one
+//! penalty `ρ` on both marginals ([`Relaxation::kl`](crate::Relaxation::kl)) and `OT_ε` the
+//! unbalanced dual `D`,
+//!
+//! `S_ε(μ, ν) = D(μ, ν) − ½ D(μ, μ) − ½ D(ν, ν) + (ε/2)(Σμ − Σν)²`,
+//!
+//! which at the optimal potentials equals GeomLoss's
+//! `⟨μ, (ρ + ε/2)(e^{−f̂_μμ/ρ} − e^{−f̂_μν/ρ})⟩ + ⟨ν, (ρ + ε/2)(e^{−ĝ_νν/ρ} − e^{−ĝ_μν/ρ})⟩`
+//! (relative potentials `f̂ = f − ε log μ`): the `ρΣμ` terms of the three duals cancel, and
+//! the last term cancels their `ε Σμ Σν` parts. It is 0 for `μ = ν` and > 0 otherwise,
+//! also for unequal masses; its point gradients are those of the three `D` (`∂D/∂C = P`).
+//! Unequal penalties (`ρ_μ ≠ ρ_ν`) and the linear convention are refused. GeomLoss's
+//! `SamplesLoss("sinkhorn", p=2, blur=σ, reach=r)` uses the cost `|x − y|²/2`, `ε = σ²` and
+//! `ρ = r²`; by homogeneity logot's value for `|x − y|²` with `ε = 2σ²`, `ρ = 2r²` is twice
+//! GeomLoss's.
 
 use crate::backend::{
     grad::GradKernels, CostSource, PointCloudCost, PointCloudKernels, PointMetric, Side,
 };
-use crate::sinkhorn::{Convergence, EpsScaling, Problem, SinkhornParams, SinkhornResult, Solver};
+use crate::sinkhorn::{
+    relax_side, Convergence, EpsScaling, Problem, SinkhornParams, SinkhornResult, Solver,
+};
 use crate::unbalanced::dual_side;
 use crate::validate::{check_equal_mass, check_histograms};
 use crate::{CpuBackend, Error, Real, Result};
@@ -101,7 +119,8 @@ pub enum DivergenceConvention {
 /// the points (see the module docs).
 #[derive(Clone, Debug)]
 pub struct SinkhornDivergence<T> {
-    /// `S_ε(μ, ν) = V(μ, ν) − ½ V(μ, μ) − ½ V(ν, ν)` with `V` the convention's value.
+    /// `S_ε(μ, ν) = V(μ, ν) − ½ V(μ, μ) − ½ V(ν, ν)` with `V` the convention's value
+    /// (unbalanced: `+ (ε/2)(Σμ − Σν)²`, see the module docs).
     pub value: T,
     /// `∂S_ε/∂X`, `n×d` ([`DivergenceConvention::Objective`] only).
     pub grad_x: Option<Array2<T>>,
@@ -156,6 +175,7 @@ fn self_transport<T: Real, Bk: PointCloudKernels<T> + GradKernels<T>>(
     cloud: PointCloudCost<'_, T>,
     mu: ArrayView1<'_, T>,
     with_grad: bool,
+    rho: Option<f64>,
 ) -> Result<SelfTransport<T>> {
     let p = solver.params();
     p.validate()?;
@@ -185,18 +205,21 @@ fn self_transport<T: Real, Bk: PointCloudKernels<T> + GradKernels<T>>(
     let mut f = be.upload(&init)?;
     let mut t = be.filled(n, T::zero())?;
     let halves = be.filled(n, T::of(0.5))?;
-    // f ← ½(f + T(f)) with T(f) in `t`; leaves the average in `f`.
-    let step = |f: &mut Bk::Buffer, t: &mut Bk::Buffer| -> Result<()> {
+    // f ← ½(f + T(f)) with the balanced half-step T(f) in `t` (relaxed first when
+    // unbalanced, at the stage's ε); leaves the average in `f`.
+    let step = |f: &mut Bk::Buffer, t: &mut Bk::Buffer, e: f64| -> Result<()> {
+        if let Some(rho) = rho {
+            relax_side(be, t, &log_mu, e, rho)?;
+        }
         be.batched_axpy(&[1.0], f, t)?;
         be.hadamard(&halves, t, T::zero(), f)
     };
     let mut iterations = 0;
     if let Some(s) = &p.eps_scaling {
         for e in s.stages_within(p.eps, p.max_iters) {
-            let e = T::of(e);
             for _ in 0..s.iters_per_stage {
-                be.sinkstep(&cost, Side::Row, e, &f, &log_mu, &mut t)?;
-                step(&mut f, &mut t)?;
+                be.sinkstep(&cost, Side::Row, T::of(e), &f, &log_mu, &mut t)?;
+                step(&mut f, &mut t, e)?;
                 iterations += 1;
             }
         }
@@ -205,18 +228,23 @@ fn self_transport<T: Real, Bk: PointCloudKernels<T> + GradKernels<T>>(
     let asked = p.tol.unwrap_or(T::DEFAULT_TOL);
     let tol = if asked > 0.0 { asked } else { T::DEFAULT_TOL };
     let mass_mu: f64 = host.iter().map(|v| v.f64()).sum();
+    // The violation of the optimality condition of the plan exp((f ⊕ f − C)/ε), from f and
+    // its balanced half-step: ‖P·1 − μ‖₁ (P·1 = μ·exp((f − T(f))/ε)), or unbalanced the
+    // residual of P·1 = μ·exp(−(f − ε log μ)/ρ) (RelaxedSide).
+    let violation = |f: &Bk::Buffer, t: &Bk::Buffer| -> Result<f64> {
+        Ok(match rho {
+            None => be.marginal_error(1, &weights, f, t, eps)?[0].f64(),
+            Some(rho) => be.relaxed_sides(1, &weights, f, t, eps, rho)?[0].residual,
+        })
+    };
     let mut met = None;
     for it in 0..p.max_iters - iterations {
         be.sinkstep(&cost, Side::Row, eps, &f, &log_mu, &mut t)?;
-        if asked > 0.0 && it > 0 && it % p.check_every == 0 {
-            // Row marginals of P = exp((f ⊕ f − C)/ε) are μ·exp((f − T(f))/ε).
-            let err = be.marginal_error(1, &weights, &f, &t, eps)?[0].f64();
-            if err <= tol * mass_mu {
-                met = Some(iterations);
-                break;
-            }
+        if asked > 0.0 && it > 0 && it % p.check_every == 0 && violation(&f, &t)? <= tol * mass_mu {
+            met = Some(iterations);
+            break;
         }
-        step(&mut f, &mut t)?;
+        step(&mut f, &mut t, p.eps)?;
         iterations += 1;
     }
     // The report of the plan exp((f ⊕ f − C)/ε) handed back (both marginals are μ).
@@ -233,7 +261,15 @@ fn self_transport<T: Real, Bk: PointCloudKernels<T> + GradKernels<T>>(
     };
     let report = be.plan_report(&cost, &pot, &marginals, eps)?[0];
     let f = pot.f;
-    let err = report.row_error.max(report.col_error);
+    let (err, plan_mass) = match rho {
+        None => (report.row_error.max(report.col_error), report.mass),
+        Some(rho) => {
+            // Unbalanced: the residual of the optimality condition (both sides are the same).
+            be.sinkstep(&cost, Side::Row, eps, &f, &log_mu, &mut t)?;
+            let side = be.relaxed_sides(1, &weights, &f, &t, eps, rho)?[0];
+            (side.residual, Some(side.mass))
+        }
+    };
     if err.is_nan() {
         return Err(Error::Numerical(format!(
             "the marginal error of OT_ε(μ, μ) is NaN (eps = {} may be too small for {})",
@@ -258,10 +294,17 @@ fn self_transport<T: Real, Bk: PointCloudKernels<T> + GradKernels<T>>(
         let mass: f64 = be.download(&mass)?.iter().map(|v| v.f64()).sum();
         (mass, Some(grad))
     } else {
-        (report.mass.unwrap_or(mass_mu), None)
+        (plan_mass.unwrap_or(mass_mu), None)
     };
-    let fh = Array1::from(be.download(&f)?);
-    let value = 2.0 * weighted_sum(fh.view(), mu) - p.eps * mass;
+    let fh = be.download(&f)?;
+    let value = match rho {
+        None => 2.0 * weighted_sum(ArrayView1::from(&fh), mu) - p.eps * mass,
+        // D(μ, μ) = 2 Σ μ ψ_ρ(f − ε log μ) − ε (Σ P − (Σμ)²).
+        Some(rho) => {
+            let sum_psi = dual_side(&host, &fh, &vec![0.0; n], None, 0.0, p.eps, rho).0;
+            2.0 * sum_psi - p.eps * (mass - mass_mu * mass_mu)
+        }
+    };
     if !value.is_finite() {
         return Err(Error::Numerical(format!(
             "OT_ε(μ, μ) is {value} (eps = {} may be too small for {})",
@@ -285,6 +328,33 @@ fn self_transport<T: Real, Bk: PointCloudKernels<T> + GradKernels<T>>(
         grad,
         convergence,
     })
+}
+
+/// The reach `ρ` of an unbalanced Sinkhorn divergence (`None`: balanced): one penalty on
+/// both marginals, in the objective convention only.
+fn divergence_reach(p: &SinkhornParams, convention: DivergenceConvention) -> Result<Option<f64>> {
+    let Some(r) = p.unbalanced() else {
+        return Ok(None);
+    };
+    r.validate()?;
+    if r.rho_mu != r.rho_nu {
+        return Err(Error::parameter(
+            "relaxation",
+            format!("{r:?}"),
+            "the unbalanced Sinkhorn divergence needs one penalty ρ on both marginals \
+             (Relaxation::kl(ρ), GeomLoss's reach^p): S_ε(μ, μ) = 0 needs a symmetric problem",
+        ));
+    }
+    if convention == DivergenceConvention::Linear {
+        return Err(Error::parameter(
+            "convention",
+            "Linear",
+            "the unbalanced Sinkhorn divergence debiases the unbalanced objective \
+             (DivergenceConvention::Objective); the transport costs ⟨P, C⟩ of unbalanced \
+             plans do not make a divergence",
+        ));
+    }
+    Ok(Some(r.rho_mu))
 }
 
 impl<Bk> Solver<Bk> {
@@ -373,6 +443,10 @@ impl<Bk> Solver<Bk> {
     /// `x × y` by Sinkhorn, and the debiasing terms `(μ, μ)` on `x × x` and `(ν, ν)` on
     /// `y × y` by the symmetric iteration `f ← ½(f + T(f))`.
     ///
+    /// With a relaxation ([`SinkhornParams::relaxation`], one `ρ` on both sides) this is the
+    /// unbalanced divergence of the module docs (objective convention only): the masses may
+    /// differ, and the three solves use the relaxed half-step.
+    ///
     /// ```
     /// use logot::{CpuBackend, DivergenceConvention, PointMetric, SinkhornParams, Solver};
     /// use ndarray::{array, Array1};
@@ -406,7 +480,7 @@ impl<Bk> Solver<Bk> {
     where
         Bk: PointCloudKernels<T> + GradKernels<T>,
     {
-        self.params().require_balanced("Sinkhorn divergences")?;
+        let rho = divergence_reach(self.params(), convention)?;
         let xy = PointCloudCost::with_metric(x, y, metric)?;
         let (a2, b2) = (mu.insert_axis(Axis(0)), nu.insert_axis(Axis(0)));
         let mass_a = check_histograms("mu", &a2)?;
@@ -423,13 +497,15 @@ impl<Bk> Solver<Bk> {
                 format!("has {} weights for {} points of y", nu.len(), y.nrows()),
             ));
         }
-        check_equal_mass::<T>(&mass_a, &mass_b)?;
+        if rho.is_none() {
+            check_equal_mass::<T>(&mass_a, &mass_b)?;
+        }
         let xx = PointCloudCost::with_metric(x, x, metric)?;
         let yy = PointCloudCost::with_metric(y, y, metric)?;
         let objective = convention == DivergenceConvention::Objective;
         let problem = Problem::batch(a2, b2, xy)?;
-        let s_xx = self_transport(self, xx, mu, objective)?;
-        let s_yy = self_transport(self, yy, nu, objective)?;
+        let s_xx = self_transport(self, xx, mu, objective, rho)?;
+        let s_yy = self_transport(self, yy, nu, objective, rho)?;
         let combine = |own: &Array3<T>, half: &Option<Array2<T>>| -> Option<Array2<T>> {
             let half = half.as_ref()?;
             let mut out = own.index_axis(Axis(0), 0).to_owned();
@@ -455,7 +531,16 @@ impl<Bk> Solver<Bk> {
                 r.convergence,
             )
         };
-        let value = T::of(terms[0].f64() - 0.5 * (terms[1].f64() + terms[2].f64()));
+        // Unbalanced: the masses' term (ε/2)(Σμ − Σν)² that makes S_ε(μ, μ) = 0 exact
+        // (module docs); it is 0 when the masses are equal.
+        let masses = match rho {
+            None => 0.0,
+            Some(_) => {
+                let (ma, mb) = (mass_a[0], mass_b[0]);
+                0.5 * self.params().eps * (ma - mb) * (ma - mb)
+            }
+        };
+        let value = T::of(terms[0].f64() - 0.5 * (terms[1].f64() + terms[2].f64()) + masses);
         Ok(SinkhornDivergence {
             value,
             grad_x,

@@ -124,18 +124,6 @@ impl SinkhornParams {
         self.relaxation.filter(|r| !r.is_balanced())
     }
 
-    /// An error naming `relaxation` when it is set for a computation that is balanced only.
-    pub(crate) fn require_balanced(&self, what: &str) -> Result<()> {
-        match self.unbalanced() {
-            Some(r) => Err(Error::parameter(
-                "relaxation",
-                format!("{r:?}"),
-                format!("{what} are computed for balanced problems only"),
-            )),
-            None => Ok(()),
-        }
-    }
-
     pub(crate) fn validate(&self) -> Result<()> {
         check_eps("eps", self.eps)?;
         if let Some(r) = &self.relaxation {

@@ -1362,6 +1362,24 @@ fn every_command_line_row_is_refused_with_a_message() {
             bary(&f("h.npy"), &f("w.npy"), &["--cost", &c44, "--reg-m-nu", "NaN"]),
             "--reg-m-nu = NaN: the marginal penalty ρ must be > 0".into(),
         ),
+        (
+            "C41",
+            v(&["divergence", "--x", &f("x.npy"), "--y", &f("y.npy"), "--eps", "0.1", "--reg-m", "0"]),
+            "--reg-m = 0: the marginal penalty ρ must be > 0".into(),
+        ),
+        (
+            "C41",
+            v(&["divergence", "--x", &f("x.npy"), "--y", &f("y.npy"), "--eps", "0.1", "--reg-m-mu", "0.4"]),
+            "--reg-m-mu = 0.4: the unbalanced Sinkhorn divergence needs one penalty ρ on both marginals".into(),
+        ),
+        (
+            "C41",
+            v(&[
+                "divergence", "--x", &f("x.npy"), "--y", &f("y.npy"), "--eps", "0.1", "--reg-m", "1",
+                "--convention", "linear",
+            ]),
+            "--convention = Linear: the unbalanced Sinkhorn divergence debiases the unbalanced objective".into(),
+        ),
     ];
     // C04/C05: `--backend cuda` without CUDA support in this build, or without a GPU.
     let cuda_needle = if cfg!(feature = "cuda") {

@@ -914,3 +914,77 @@ fn barycenter_reg_m_matches_pot() {
         }
     }
 }
+
+/// `clouds(9, 11, 3)`, squared Euclidean, `eps = 0.1`, `reg_m = 0.4`: the unbalanced
+/// divergence `OBJ(a, b) − ½ OBJ(a, a) − ½ OBJ(b, b) + (ε/2)(Σa − Σb)²` with `OBJ` the
+/// generalized objective of POT's plans (`make_pot_cli_unbalanced.py`), and the three
+/// `OBJ`.
+const DIVERGENCE: (f64, [f64; 3]) = (
+    0.9344069634479385,
+    [1.5203877541457715, 0.731012386684276, 0.46594919471139024],
+);
+
+#[test]
+fn divergence_reg_m_matches_pot() {
+    let d = dir("divergence");
+    let (a, b, x, y) = clouds(9, 11, 3);
+    for (name, v) in [("a.npy", &a), ("b.npy", &b)] {
+        write_npy(p(&d, name), v).unwrap();
+    }
+    write_npy(p(&d, "x.npy"), &x).unwrap();
+    write_npy(p(&d, "y.npy"), &y).unwrap();
+    let (ap, bp, xp, yp, gx) = (
+        p(&d, "a.npy"),
+        p(&d, "b.npy"),
+        p(&d, "x.npy"),
+        p(&d, "y.npy"),
+        p(&d, "gx.npy"),
+    );
+    let base = [
+        "divergence",
+        "--mu",
+        &ap,
+        "--nu",
+        &bp,
+        "--x",
+        &xp,
+        "--y",
+        &yp,
+        "--eps",
+        "0.1",
+    ];
+    let precise = ["--tol", "1e-13", "--iters", "100000"];
+    let j = ok(&[
+        &base[..],
+        &["--reg-m", "0.4", "--grad-x", &gx],
+        &precise[..],
+    ]
+    .concat());
+    assert_eq!(j["converged"], true, "{j}");
+    let (s, terms) = DIVERGENCE;
+    assert_close(
+        "divergence",
+        &[j["divergence"].as_f64().unwrap()],
+        &[s],
+        1e-9,
+    );
+    let got: Vec<f64> = (0..3)
+        .map(|k| j["problems"][k]["value"].as_f64().unwrap())
+        .collect();
+    assert_close("divergence terms", &got, &terms, 1e-9);
+    let g: Array2<f64> = read_npy(&gx).unwrap();
+    assert_eq!(g.dim(), (9, 3));
+    assert!(g.iter().all(|v| v.is_finite()));
+    // Without --reg-m the unequal masses are refused, with the way to relax them.
+    refused(&base, &["mass", "--reg-m"]);
+    // One penalty per side, or the linear convention, is refused naming the flags.
+    refused(
+        &[&base[..], &["--reg-m-mu", "0.4", "--reg-m-nu", "1"]].concat(),
+        &["--reg-m-mu/--reg-m-nu", "one penalty"],
+    );
+    refused(
+        &[&base[..], &["--reg-m", "0.4", "--convention", "linear"]].concat(),
+        &["--convention"],
+    );
+    refused(&[&base[..], &["--reg-m", "-1"]].concat(), &["--reg-m"]);
+}

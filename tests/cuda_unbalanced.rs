@@ -375,3 +375,72 @@ fn relaxed_sides_match_a_brute_force_sum() {
     )
     .is_err());
 }
+
+/// The unbalanced Sinkhorn divergence of two clouds (unequal masses, d = 3) on the GPU, in
+/// f64 and f32, against the CPU in f64 (itself checked against a dense reference and
+/// GeomLoss's closed form in tests/unbalanced_divergence.rs): value, terms, point gradients.
+#[test]
+fn unbalanced_divergence_matches_the_cpu() {
+    let Some(cuda) = gpu() else { return };
+    let (n, m, d) = (300, 257, 3);
+    let x = Array2::from_shape_fn((n, d), |(i, c)| (1.7 * i as f64 + 0.9 * c as f64).sin());
+    let y = Array2::from_shape_fn((m, d), |(j, c)| {
+        0.3 + 0.8 * (1.3 * j as f64 + 0.4 * c as f64).cos()
+    });
+    let a = Array1::from_shape_fn(n, |i| (0.5 + (0.3 * i as f64).sin().powi(2)) / n as f64);
+    let b = Array1::from_shape_fn(m, |j| (1.0 + 0.5 * (0.2 * j as f64).cos()) / m as f64);
+    let p = SinkhornParams {
+        max_iters: 20_000,
+        ..SinkhornParams::new(0.05).with_relaxation(Relaxation::kl(0.5))
+    };
+    let div = |be_cpu: bool, f32: bool| -> (f64, [f64; 3], Vec<f64>, Vec<f64>) {
+        let conv = logot::DivergenceConvention::Objective;
+        let metric = logot::PointMetric::SqEuclidean;
+        macro_rules! run {
+            ($t:ty, $be:expr) => {{
+                let (x, y, a, b) = (
+                    x.mapv(|v| v as $t),
+                    y.mapv(|v| v as $t),
+                    a.mapv(|v| v as $t),
+                    b.mapv(|v| v as $t),
+                );
+                let s = Solver::new($be, p.clone())
+                    .sinkhorn_divergence(a.view(), b.view(), x.view(), y.view(), metric, conv)
+                    .unwrap();
+                assert!(s.converged(), "{:?}", s.convergence);
+                (
+                    s.value.f64(),
+                    [s.terms[0].f64(), s.terms[1].f64(), s.terms[2].f64()],
+                    s.grad_x.unwrap().iter().map(|v| v.f64()).collect(),
+                    s.grad_y.unwrap().iter().map(|v| v.f64()).collect(),
+                )
+            }};
+        }
+        match (be_cpu, f32) {
+            (true, _) => run!(f64, CpuBackend),
+            (false, false) => run!(f64, cuda.clone()),
+            (false, true) => run!(f32, cuda.clone()),
+        }
+    };
+    let want = div(true, false);
+    assert!(want.0 > 0.0);
+    for (f32, tol) in [(false, 1e-9), (true, 2e-4)] {
+        let got = div(false, f32);
+        let scale = want.1.iter().fold(1.0f64, |s, t| s.max(t.abs()));
+        assert!(
+            (got.0 - want.0).abs() <= tol * scale,
+            "f32 = {f32}: S {} vs CPU {}",
+            got.0,
+            want.0
+        );
+        assert_close("terms", &got.1, &want.1, tol);
+        let gscale = want.2.iter().fold(0.0f64, |s, v| s.max(v.abs()));
+        for (k, (g, w)) in got.2.iter().zip(&want.2).enumerate() {
+            assert!(
+                (g - w).abs() <= tol * gscale.max(1e-3) * 10.0,
+                "f32 = {f32}: grad_x[{k}] {g} vs CPU {w}"
+            );
+        }
+        assert_eq!(got.3.len(), want.3.len());
+    }
+}

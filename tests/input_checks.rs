@@ -203,7 +203,27 @@ fn sinkhorn_rows() -> Vec<Case> {
     v.push(case(
         "L76",
         "Parameter",
-        "relaxation = Relaxation { rho_mu: 1.0, rho_nu: 1.0 }: Sinkhorn divergences are computed for balanced problems only",
+        "relaxation = Relaxation { rho_mu: 1.0, rho_nu: inf }: the unbalanced Sinkhorn divergence needs one penalty ρ on both marginals",
+        {
+            let x = ndarray::Array2::from_shape_fn((mu.len(), 2), |(i, k)| (i + k) as f64);
+            let one_side = SinkhornParams::new(0.1)
+                .with_relaxation(Relaxation::kl_each(1.0, f64::INFINITY));
+            Solver::new(CpuBackend, one_side)
+                .sinkhorn_divergence(
+                    mu.view(),
+                    mu.view(),
+                    x.view(),
+                    x.view(),
+                    logot::PointMetric::SqEuclidean,
+                    logot::DivergenceConvention::Objective,
+                )
+                .map(|_| ())
+        },
+    ));
+    v.push(case(
+        "L76",
+        "Parameter",
+        "convention = Linear: the unbalanced Sinkhorn divergence debiases the unbalanced objective",
         {
             let x = ndarray::Array2::from_shape_fn((mu.len(), 2), |(i, k)| (i + k) as f64);
             Solver::new(CpuBackend, relaxed())
@@ -213,7 +233,7 @@ fn sinkhorn_rows() -> Vec<Case> {
                     x.view(),
                     x.view(),
                     logot::PointMetric::SqEuclidean,
-                    logot::DivergenceConvention::Objective,
+                    logot::DivergenceConvention::Linear,
                 )
                 .map(|_| ())
         },

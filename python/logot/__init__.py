@@ -450,7 +450,7 @@ def point_gradients(x, y, eps, a=None, b=None, *, metric="sqeuclidean", max_iter
 
 def sinkhorn_divergence(x, y, eps, a=None, b=None, *, metric="sqeuclidean", convention="objective",
                         max_iters=1000, tol=None, check_every=10, eps_scaling=None,
-                        backend="cpu") -> SinkhornDivergence:
+                        backend="cpu", reg_m=None) -> SinkhornDivergence:
     """The Sinkhorn divergence ``S_ε = W(a, b) − ½ W(a, a) − ½ W(b, b)`` between the clouds
     ``x`` (n×d, weights ``a``, uniform by default) and ``y`` (m×d, weights ``b``), with the
     cost computed on the fly.
@@ -461,12 +461,19 @@ def sinkhorn_divergence(x, y, eps, a=None, b=None, *, metric="sqeuclidean", conv
     ``convention="linear"`` (POT's ``empirical_sinkhorn_divergence``): ``W = ⟨P, C⟩`` of each
     of the three plans; no gradients (``grad_x = grad_y = None``; see
     :func:`logot.torch.sinkhorn_divergence` for them).
+
+    ``reg_m=ρ`` (a scalar, > 0): the unbalanced divergence of GeomLoss (``reach``): ``W`` the
+    unbalanced objective with ``ρ·KL`` on both marginals, plus ``(ε/2)(Σa − Σb)²``, so the
+    masses may differ and ``S_ε(a, a) = 0``. GeomLoss's ``SamplesLoss("sinkhorn", p=2,
+    blur=σ, reach=r)`` (cost ``|x − y|²/2``) is half of this with ``eps = 2σ²``,
+    ``reg_m = 2r²``. Objective convention only; one ρ for both sides.
     """
     x, y, a, b = _clouds(x, y, a, b)
     params = _params(eps, max_iters, tol, check_every, eps_scaling)
+    rho = _reg_m(reg_m)
     if convention in ("objective", "linear"):
         value, gx, gy, terms, convs = _logot.sinkhorn_divergence(
-            x, y, a, b, metric, params, backend, convention
+            x, y, a, b, metric, params, backend, convention, rho
         )
         return SinkhornDivergence(
             value=value, grad_x=gx, grad_y=gy, terms=terms,

@@ -588,9 +588,10 @@ fn plan_gradients<'py>(
 
 /// `(value, grad_x, grad_y, terms, (conv_xy, conv_xx, conv_yy))`: the Sinkhorn divergence
 /// `S_ε = W(a, b) − ½ W(a, a) − ½ W(b, b)` of two weighted clouds, `W` the regularised
-/// objective (`convention = "objective"`, with gradients) or `⟨P, C⟩` (`"linear"`, without).
+/// objective (`convention = "objective"`, with gradients) or `⟨P, C⟩` (`"linear"`, without);
+/// with `reg_m` the unbalanced divergence (one ρ on both sides, `+ (ε/2)(Σa − Σb)²`).
 #[pyfunction]
-#[pyo3(signature = (x, y, a, b, metric, params, backend="cpu", convention="objective"))]
+#[pyo3(signature = (x, y, a, b, metric, params, backend="cpu", convention="objective", reg_m=None))]
 #[allow(clippy::too_many_arguments)]
 fn sinkhorn_divergence<'py>(
     py: Python<'py>,
@@ -602,6 +603,7 @@ fn sinkhorn_divergence<'py>(
     params: ParamsArg<'py>,
     backend: &str,
     convention: &str,
+    reg_m: Option<(f64, f64)>,
 ) -> PyResult<Bound<'py, PyTuple>> {
     let convention = match convention {
         "objective" => DivergenceConvention::Objective,
@@ -629,9 +631,10 @@ fn sinkhorn_divergence<'py>(
         let a: PyReadonlyArray1<'py, T> = a.extract()?;
         let b: PyReadonlyArray1<'py, T> = b.extract()?;
         let (xv, yv, av, bv) = (x.as_array(), y.as_array(), a.as_array(), b.as_array());
-        let p = params.params(|| {
+        let mut p = params.params(|| {
             PointCloudCost::with_metric(xv, yv, metric).map_or(1.0, |c| c.max_cost())
         })?;
+        p.relaxation = reg_m.map(|(rho_mu, rho_nu)| Relaxation::kl_each(rho_mu, rho_nu));
         let s = by_backend!(&dev, be => {
             let solver = Solver::new(be, p);
             compute(py, cpu, || solver.sinkhorn_divergence(av, bv, xv, yv, metric, convention)).py()?

@@ -178,3 +178,29 @@ def test_not_converged_warns(rng):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         pot.sinkhorn_unbalanced(a, b, M, 0.1, 1.0)
+
+
+def test_unbalanced_sinkhorn_divergence_matches_pot_objectives(rng):
+    """``sinkhorn_divergence(reg_m=ρ)`` against the debiased combination of POT's
+    generalized-KL objectives: ``O(a, b) − ½ O(a, a) − ½ O(b, b) + (ε/2)(Σa − Σb)²``."""
+    x, y = rng.uniform(size=(10, 2)), rng.uniform(0.2, 1.2, size=(8, 2))
+    a, b = rng.uniform(0.2, 1.0, size=10), rng.uniform(0.1, 0.5, size=8)
+    eps, rho = 0.1, 0.4
+    dist = lambda p, q: ((p[:, None, :] - q[None, :, :]) ** 2).sum(-1)
+    obj = lambda u, v, p, q: pot_reference(u, v, dist(p, q), eps, rho)[3]
+    want = (obj(a, b, x, y) - 0.5 * obj(a, a, x, x) - 0.5 * obj(b, b, y, y)
+            + 0.5 * eps * (a.sum() - b.sum()) ** 2)
+    s = logot.sinkhorn_divergence(x, y, eps, a, b, reg_m=rho, tol=1e-13, max_iters=100_000)
+    assert s.converged
+    assert s.value == pytest.approx(want, rel=1e-9)
+    assert s.grad_x.shape == (10, 2) and np.isfinite(s.grad_x).all()
+    # Zero for equal measures, also when relaxed.
+    same = logot.sinkhorn_divergence(x, x, eps, a, a, reg_m=rho, tol=1e-13, max_iters=100_000)
+    assert abs(same.value) < 1e-12
+    # One ρ per side, or the linear convention, is refused naming the argument.
+    with pytest.raises(ValueError, match="one penalty"):
+        logot.sinkhorn_divergence(x, y, eps, a, b, reg_m=(0.4, 1.0))
+    with pytest.raises(ValueError, match="convention"):
+        logot.sinkhorn_divergence(x, y, eps, a, b, reg_m=rho, convention="linear")
+    with pytest.raises(ValueError, match="reg_m"):
+        logot.sinkhorn_divergence(x, y, eps, a, b, reg_m=-1.0)

@@ -50,3 +50,12 @@ M = ot.dist(X, Y)
 P, lin, obj, mass = solve(a, b, M, 0.05, 0.3)
 print(f"// clouds(9, 11, 3), sqeuclidean, eps = 0.05, reg_m = 0.3; masses {a.sum()!r}, {b.sum()!r}")
 print(f"distance = {lin!r}; objective = {obj!r}; mass = {mass!r}")
+# The unbalanced Sinkhorn divergence (GeomLoss's debiased formula with one reg_m):
+# S = OBJ(a, b) - OBJ(a, a)/2 - OBJ(b, b)/2 + (eps/2)(sum a - sum b)^2, OBJ the generalized
+# objective above on POT's plans (ot.dist: squared Euclidean).
+a, b, X, Y = clouds(9, 11, 3)
+eps, rm = 0.1, 0.4
+obj = lambda u, v, P, Q: solve(u, v, ot.dist(P, Q), eps, rm)[2]
+S = obj(a, b, X, Y) - 0.5 * obj(a, a, X, X) - 0.5 * obj(b, b, Y, Y) + 0.5 * eps * (a.sum() - b.sum()) ** 2
+print(f"// divergence: clouds(9, 11, 3), sqeuclidean, eps = {eps}, reg_m = {rm}")
+print(f"divergence = {S!r}; terms = {fmt([obj(a, b, X, Y), obj(a, a, X, X), obj(b, b, Y, Y)])}")

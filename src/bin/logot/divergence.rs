@@ -3,9 +3,12 @@
 //! `OT_ε = ⟨f, μ⟩ + ⟨g, ν⟩ − ε Σ P` (GeomLoss's convention, the default; see
 //! `logot::pointcloud`) and its gradients with respect to the points, or the transport cost
 //! `⟨P, C⟩` (`--convention linear`, POT's `empirical_sinkhorn_divergence`; value only).
+//! `--reg-m R` gives the unbalanced divergence (one penalty on both marginals, the objective
+//! convention, `+ (ε/2)(Σμ − Σν)²`; see `logot::pointcloud`).
 
 use crate::npy::{self, Dtype};
 use crate::output::Outputs;
+use crate::relax::RelaxArgs;
 use crate::wasserstein::Metric;
 use crate::{input, BackendChoice, Json};
 use logot::{
@@ -58,6 +61,11 @@ pub struct DivergenceArgs {
     /// Write ∂S_ε/∂Y (m×d).
     #[arg(long)]
     pub grad_y: Option<String>,
+    /// Unbalanced divergence: `--reg-m R` relaxes both marginals with one penalty ρ
+    /// (GeomLoss's reach², see `logot::pointcloud`); masses may then differ. One penalty
+    /// per side (`--reg-m-mu`/`--reg-m-nu`) and `--convention linear` are refused.
+    #[command(flatten)]
+    pub relax: RelaxArgs,
     /// Where to compute.
     #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]
     pub backend: BackendChoice,
@@ -121,6 +129,7 @@ fn flags(e: Error) -> Error {
         "x" | "y" => format!("--{arg}"),
         "mu" => "--mu".into(),
         "nu" => "--nu".into(),
+        "convention" => "--convention".into(),
         _ => arg,
     })
 }
@@ -150,6 +159,7 @@ fn run<T: Real, B: PointCloudKernels<T> + GradKernels<T>>(
         max_iters: a.iters,
         tol: a.tol,
         observer: crate::progress::bar("divergence"),
+        relaxation: a.relax.relaxation()?,
         ..Default::default()
     };
     if a.eps_scaling {
@@ -166,7 +176,7 @@ fn run<T: Real, B: PointCloudKernels<T> + GradKernels<T>>(
             metric,
             a.convention.library(),
         )
-        .map_err(flags)?;
+        .map_err(|e| flags(a.relax.cli_error(e, "")))?;
     if let Some(g) = &s.grad_x {
         outs.write("--grad-x", g.view())?;
     }
@@ -203,6 +213,7 @@ fn run<T: Real, B: PointCloudKernels<T> + GradKernels<T>>(
         "marginal_error": s.convergence.iter().map(|c| c.marginal_error).fold(0.0, f64::max),
         "converged": s.converged(),
         "eps": a.eps,
+        "reg_m": a.relax.reg_m,
         "dtype": T::NAME,
     }))
 }
