@@ -128,6 +128,7 @@ __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long lon
   const int nst = kend > kbeg ? (kend - kbeg + KT - 1) / KT : 0;
   const bool split = gridDim.z > 1;
   const T s = T(LOGOT_LOG2E) / eps;
+  const T iphi = T(1) / phi;  // the hints divide by φ (1 balanced)
   const T ninf = Num<T>::neg_inf();
   // With a per-problem cost the block has one batch row (BB == 1).
   const T *Rb = R + (cost_stride != 0 ? (long long)b0 * cost_stride : 0LL);
@@ -288,7 +289,7 @@ __device__ __forceinline__ void sinkstep_tiled(const T *__restrict__ R, long lon
             const long long pi = (long long)blockIdx.z * B * L + o;
             h = part_m[pi] + Num<T>::log2(part_s[pi]);
           } else {
-            h = (lmv * T(LOGOT_LOG2E) - out[o] * s) / phi;
+            h = (lmv * T(LOGOT_LOG2E) - out[o] * s) * iphi;
           }
           if (lmv == ninf)
             m0 = -ninf;  // zero mass: not computed, every term 0
@@ -746,7 +747,8 @@ __device__ __noinline__ void fused_exact_group(T *O, const T *P, const T *LM, co
 // G lanes; any overflow, invalid hint or too-small total sends the warp to the exact path.
 template <typename T, int FL>
 __device__ __forceinline__ void half_fused(T *O, const T *P, const T *LM, const T *cs,
-                                           const FusedSide &sd, int rank, int CL, T phi) {
+                                           const FusedSide &sd, int rank, int CL, T phi,
+                                           T iphi) {
   const int tid = threadIdx.x;
   const int sub = tid & (sd.G - 1), grp = tid >> sd.gshift, ngrp = blockDim.x >> sd.gshift;
   const int K = sd.K, G = sd.G, Lp = sd.Lp;
@@ -770,7 +772,7 @@ __device__ __forceinline__ void half_fused(T *O, const T *P, const T *LM, const 
         if (!act) lmv[q] = o[q] = ninf;
         // Not computed (padding, zero mass, idle lanes): shift +inf, every term 0. An
         // invalid hint (-inf) makes the first term +inf, which the check below catches.
-        H[q] = lmv[q] == ninf ? -ninf : (lmv[q] - o[q]) / phi - T(HINT_MARGIN);
+        H[q] = lmv[q] == ninf ? -ninf : (lmv[q] - o[q]) * iphi - T(HINT_MARGIN);
         part[q] = T(0);
       }
     }
@@ -866,10 +868,12 @@ __device__ __forceinline__ void sinkhorn_fused(const T *__restrict__ Cm, long lo
       __syncthreads();
   };
   sync();
+  // The hints divide by φ: once here, not per output (1/1 = 1: balanced bits unchanged).
+  const T iphi_mu = T(1) / phi_mu, iphi_nu = T(1) / phi_nu;
   for (int it = 0; it < iters; ++it) {
-    half_fused<T, FL>(G, F, LNU, cs_col, col, rank, CL, phi_nu);  // g_j from f: over rows i
+    half_fused<T, FL>(G, F, LNU, cs_col, col, rank, CL, phi_nu, iphi_nu);  // g_j: over rows i
     sync();
-    half_fused<T, FL>(F, G, LMU, cs_row, row, rank, CL, phi_mu);  // f_i from g: over columns j
+    half_fused<T, FL>(F, G, LMU, cs_row, row, rank, CL, phi_mu, iphi_mu);  // f_i: over columns j
     sync();
   }
   if (rank != 0) return;
