@@ -102,9 +102,10 @@ fn finite_differences(
     (per_side(0), per_side(1))
 }
 
+/// Every entry within `tol` times the largest `|want|`.
 fn assert_close(what: &str, got: &[f64], want: &[f64], tol: f64) {
     assert_eq!(got.len(), want.len(), "{what}: lengths");
-    let scale = want.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+    let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
     for (k, (g, w)) in got.iter().zip(want).enumerate() {
         assert!(
             (g - w).abs() <= tol * scale,
@@ -147,9 +148,10 @@ fn check_against_fd(
     assert_close(&format!("{label} ∂/∂y"), g.y.as_slice().unwrap(), &fy, tol);
     // The envelope gradient (of OT_ε) is a different vector: the test sees the difference.
     let env = s.point_gradients(&problem).unwrap();
-    let gap = (&env.x - &g.x).iter().fold(0.0f64, |a, v| a.max(v.abs()));
+    let scale = g.x.iter().fold(0.0f64, |a, v| a.max(v.abs()));
+    let gap = (&env.x - &g.x).iter().fold(0.0f64, |a, v| a.max(v.abs())) / scale;
     assert!(
-        gap > 100.0 * tol,
+        gap > 1e3 * tol,
         "{label}: envelope and exact agree to {gap}"
     );
 }
@@ -163,7 +165,7 @@ fn balanced_squared_euclidean_matches_finite_differences() {
         0.1,
         PointMetric::SqEuclidean,
         None,
-        1e-8,
+        3e-8,
     );
 }
 
@@ -176,7 +178,7 @@ fn balanced_euclidean_matches_finite_differences() {
         0.05,
         PointMetric::Euclidean,
         None,
-        1e-8,
+        3e-8,
     );
 }
 
@@ -189,7 +191,7 @@ fn unbalanced_both_sides_relaxed_matches_finite_differences() {
         0.1,
         PointMetric::SqEuclidean,
         Some(Relaxation::kl(0.5)),
-        1e-8,
+        3e-8,
     );
     check_against_fd(
         4,
@@ -198,7 +200,7 @@ fn unbalanced_both_sides_relaxed_matches_finite_differences() {
         0.1,
         PointMetric::Euclidean,
         Some(Relaxation::kl(0.3)),
-        1e-8,
+        3e-8,
     );
 }
 
@@ -212,7 +214,7 @@ fn semi_unbalanced_matches_finite_differences() {
         0.1,
         PointMetric::SqEuclidean,
         Some(Relaxation::kl_each(0.4, f64::INFINITY)),
-        1e-8,
+        3e-8,
     );
     check_against_fd(
         6,
@@ -221,7 +223,7 @@ fn semi_unbalanced_matches_finite_differences() {
         0.08,
         PointMetric::Euclidean,
         Some(Relaxation::kl_each(f64::INFINITY, 0.6)),
-        1e-8,
+        3e-8,
     );
 }
 
@@ -234,7 +236,7 @@ fn batch_of_two_problems_matches_finite_differences() {
         0.1,
         PointMetric::SqEuclidean,
         None,
-        1e-8,
+        3e-8,
     );
     check_against_fd(
         8,
@@ -243,7 +245,7 @@ fn batch_of_two_problems_matches_finite_differences() {
         0.1,
         PointMetric::Euclidean,
         Some(Relaxation::kl(0.5)),
-        1e-8,
+        3e-8,
     );
 }
 
@@ -340,14 +342,15 @@ fn zero_mass_points_have_zero_gradient() {
         .unwrap();
     assert!(g.x.index_axis(Axis(1), 2).iter().all(|&v| v == 0.0));
     let (fx, fy) = finite_differences(&solver, &mu, &nu, &x, &y, PointMetric::SqEuclidean, 1e-5);
-    assert_close("x", g.x.as_slice().unwrap(), &fx, 1e-8);
-    assert_close("y", g.y.as_slice().unwrap(), &fy, 1e-8);
+    assert_close("x", g.x.as_slice().unwrap(), &fx, 3e-8);
+    assert_close("y", g.y.as_slice().unwrap(), &fy, 3e-8);
 }
 
 #[test]
 fn f32_agrees_with_f64() {
-    // Same clouds and weights in f32 (Sinkhorn to 1e-6, CG at its f32 default): the gradient
-    // within 64 ε_f32 of the f64 one, relative to its largest entry (or 1).
+    // Same clouds and weights in f32 (Sinkhorn to 1e-6, CG at its f32 default, a relative
+    // residual of 1e-5 ≈ 84 ε_f32): the gradient within 1024 ε_f32 of the f64 one, relative
+    // to its largest entry (8e-6 seen).
     let mut rng = Lcg(31);
     let (n, m, d) = (40, 30, 3);
     let x = cloud(&mut rng, n, d);
@@ -386,7 +389,7 @@ fn f32_agrees_with_f64() {
             )
             .unwrap();
         assert!(got.result.convergence.converged && got.cg.all_converged());
-        let tol = 64.0 * f32::EPSILON as f64;
+        let tol = 1024.0 * f32::EPSILON as f64;
         let to64 = |a: &ndarray::Array3<f32>| a.iter().map(|&v| v as f64).collect::<Vec<f64>>();
         let label = format!("f32 {metric:?} {relax:?}");
         assert_close(

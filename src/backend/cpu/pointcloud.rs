@@ -974,6 +974,41 @@ mod tests {
                     assert!((res[2 * i + 1] - tc).abs() <= tol * tc, "{isa:?} cost {i}");
                 }
             }
+            // Adjoint-weighted displacements: Σ_j P_ij (â_i + b̂_j − c_ij/ε) ∇ (unit vectors
+            // for the Euclidean cost), values [b̂ (m); â (n)].
+            let vals: Vec<T> = (0..m + n).map(|_| T::of(rnd() * 4.0 - 2.0)).collect();
+            let w = WeightCtx {
+                what: Weights::Adjoint,
+                ..w
+            };
+            for isa in Isa::available(Isa::Avx512) {
+                let ch = 1 + d;
+                let mut res = vec![0.0f64; n * ch];
+                for (blk, (r, o)) in res.chunks_mut(ROWS * ch).zip(own.chunks(ROWS)).enumerate() {
+                    block_weighted_on(isa, &pass, &w, blk * ROWS, o, &pot, &vals, r);
+                }
+                for i in 0..n {
+                    let mut want = vec![0.0f64; d];
+                    for j in 0..m {
+                        let c = cost(i, j);
+                        let p = (own[i].f64() / eps + pot[j].f64() - c).exp();
+                        let fac = p * (vals[m + i].f64() + vals[j].f64() - c);
+                        let fac = if root { fac / (c * eps) } else { fac };
+                        for (k, wk) in want.iter_mut().enumerate() {
+                            *wk += fac * (out_raw[k * n + i].f64() - red_raw[k * m + j].f64());
+                        }
+                    }
+                    let scale = want.iter().fold(1e-3f64, |a, v| a.max(v.abs()));
+                    for k in 0..d {
+                        let got = res[i * ch + 1 + k];
+                        assert!(
+                            (got - want[k]).abs() <= 20.0 * tol * scale,
+                            "{isa:?} d={d} root={root} adjoint {i},{k}: {got} vs {}",
+                            want[k]
+                        );
+                    }
+                }
+            }
         }
     }
 
