@@ -439,7 +439,9 @@ fn cost_values<T: Real>(cost: &CostSource<'_, T>) -> Result<Vec<T>> {
         CostSource::DenseBatch(c) => Ok(c.iter().copied().collect()),
         #[allow(unreachable_patterns)]
         _ => Err(Error::Unavailable(
-            "implicit OT gradients need a dense cost".into(),
+            "implicit OT gradients need a dense cost (for point clouds, \
+             Solver::transport_point_gradients differentiates ⟨P,C⟩ with respect to the points)"
+                .into(),
         )),
     }
 }
