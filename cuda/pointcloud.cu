@@ -211,6 +211,9 @@ __device__ __forceinline__ void pc_sinkstep_body(const T *__restrict__ out_pts,
 //                       Σ P (p − q)/|p − q| for |p−q| (0 where p = q)    (point gradients)
 //   2: res[b,l,c]     = Σ_k P_lk V[b,k,c], V row-major B×K×kv (vstride = K·kv, or 0 when
 //                       shared by the batch), kv ≤ CH                        (P·V, Pᵀ·V)
+//   3: res[b,l,t]     = Σ_k P_lk (alpha + (oa_l + V_k − c_lk)/eps) ∇_p c(p_l, q_k)_t, the
+//                       mode-1 field reweighted by an adjoint: oa = own_adj[b,l], V the
+//                       reduced side's adjoint (kv = 1, vstride = K)   (exact ⟨P,C⟩ gradients)
 template <typename T, int DMAX, int CH, bool ROOT, int MODE>
 __device__ __forceinline__ void pc_rows_body(const T *__restrict__ out_pts,
                                              const T *__restrict__ red_pts,
@@ -218,7 +221,8 @@ __device__ __forceinline__ void pc_rows_body(const T *__restrict__ out_pts,
                                              const T *__restrict__ other,
                                              const T *__restrict__ vals, long long vstride,
                                              T *__restrict__ mass, T *__restrict__ res, int K,
-                                             int L, int d, int kv, T eps, T scale) {
+                                             int L, int d, int kv, T eps, T scale,
+                                             const T *__restrict__ own_adj, T alpha) {
   extern __shared__ __align__(16) unsigned char pc_smem[];
   T *sq = reinterpret_cast<T *>(pc_smem);
   T *sp = sq + DMAX * PC_KT;
@@ -229,6 +233,9 @@ __device__ __forceinline__ void pc_rows_body(const T *__restrict__ out_pts,
   const T ninf = Num<T>::neg_inf();
   const T own_l = l < L ? own[(long long)b * L + l] : ninf;
   const bool live = own_l != ninf;
+  // Mode 3: the own factor (alpha + oa_l/eps)·log2(e), base 2 like the costs c·s.
+  const T oa = (MODE == 3 && live) ? T(LOGOT_LOG2E) * alpha + own_adj[(long long)b * L + l] * s
+                                   : T(0);
   T p[DMAX];
 #pragma unroll
   for (int t = 0; t < DMAX; ++t) p[t] = (t < d && l < L) ? out_pts[(long long)t * L + l] * scale : T(0);
@@ -241,9 +248,11 @@ __device__ __forceinline__ void pc_rows_body(const T *__restrict__ out_pts,
     const int cnt = min(PC_KT, K - k0);
     __syncthreads();
     pc_load_stage<T, DMAX>(sq, sp, red_pts, pot, K, k0, cnt, d, scale, s);
-    if (MODE == 2) {
+    if (MODE == 2 || MODE == 3) {
+      // Mode 3: the reduced adjoint in base 2 (× s).
+      const T vs = MODE == 3 ? s : T(1);
       for (int e = threadIdx.x; e < PC_KT * kv; e += blockDim.x)
-        sv[e] = e < cnt * kv ? vb[(long long)k0 * kv + e] : T(0);
+        sv[e] = e < cnt * kv ? vb[(long long)k0 * kv + e] * vs : T(0);
     }
     __syncthreads();
     if (!live) continue;
@@ -275,10 +284,17 @@ __device__ __forceinline__ void pc_rows_body(const T *__restrict__ out_pts,
 #pragma unroll
           for (int t = 0; t < DMAX; ++t)
             if (t < d) acc[1 + t] = fma(w, p[t] - sq[t * PC_KT + c0 + q], acc[1 + t]);
-        } else {
+        } else if (MODE == 2) {
 #pragma unroll
           for (int c = 0; c < CH; ++c)
             if (c < kv) acc[1 + c] = fma(e, sv[(c0 + q) * kv + c], acc[1 + c]);
+        } else {
+          // (alpha + (oa + b − c)/eps)·log2(e) = oa' + b' − c·s; padding has e = 0.
+          const T fac = e * (oa + sv[c0 + q] - cost[q]);
+          const T w = ROOT ? (cost[q] > T(0) ? fac / cost[q] : T(0)) : fac;
+#pragma unroll
+          for (int t = 0; t < DMAX; ++t)
+            if (t < d) acc[1 + t] = fma(w, p[t] - sq[t * PC_KT + c0 + q], acc[1 + t]);
         }
       }
     }
@@ -289,10 +305,10 @@ __device__ __forceinline__ void pc_rows_body(const T *__restrict__ out_pts,
   mass[o] = r * acc[0];
   if (MODE == 0) {
     res[o] = r * acc[1] / s;  // the distances were c·s
-  } else if (MODE == 1) {
+  } else if (MODE == 1 || MODE == 3) {
     // Scaled differences are scale·(p − q): 2(p − q) = (2/scale)·(p' − q'); unit vectors
-    // are scale-free.
-    const T f = ROOT ? T(1) : T(2) / scale;
+    // are scale-free. Mode 3's factors were in base 2: × ln 2.
+    const T f = (ROOT ? T(1) : T(2) / scale) * (MODE == 3 ? T(LOGOT_LN2) : T(1));
 #pragma unroll
     for (int t = 0; t < DMAX; ++t)
       if (t < d) res[o * d + t] = f * r * acc[1 + t];
@@ -339,67 +355,77 @@ __device__ __forceinline__ void pc_plan(const T *__restrict__ x, const T *__rest
 // ---------------------------------------------------------------------------------------
 // Entry points: D3 (exactly 3 coordinates), D4 (at most 4) and D16 (at most 16); `root`
 // picks |x−y| over |x−y|² (both bodies are compiled, the branch is uniform).
-#define PC_STEP_ARGS(T)                                                                      \
-  const T *out_pts, const T *red_pts, const T *other, const T *lm, T *out, T *part_m,        \
+#define PC_STEP_ARGS(T)                                                                 \
+  const T *out_pts, const T *red_pts, const T *other, const T *lm, T *out, T *part_m,   \
       T *part_s, int B, int K, int L, int d, T eps, T scale, int kslice, int root
 #define PC_STEP_PASS out_pts, red_pts, other, lm, out, part_m, part_s, B, K, L, d, eps, scale, kslice
-#define PC_ROWS_ARGS(T)                                                                      \
-  const T *out_pts, const T *red_pts, const T *own, const T *other, const T *vals,           \
-      long long vstride, T *mass, T *res, int K, int L, int d, int kv, T eps, T scale,       \
-      int root, int mode
-#define PC_ROWS_PASS out_pts, red_pts, own, other, vals, vstride, mass, res, K, L, d, kv, eps, scale
+#define PC_ROWS_ARGS(T)                                                                 \
+  const T *out_pts, const T *red_pts, const T *own, const T *other, const T *vals,      \
+      long long vstride, T *mass, T *res, int K, int L, int d, int kv, T eps, T scale,  \
+      int root, int mode, const T *own_adj, T alpha
 
-#define PC_STEP(T, SUF, NAME, DMAX, DARG, TJ)                                                \
+#define PC_STEP(T, SUF, NAME, DMAX, DARG, TJ)                                           \
   extern "C" __global__ void __launch_bounds__(PC_BLOCK) NAME##_##SUF(PC_STEP_ARGS(T)) {     \
     const int dd = DARG;                                                                     \
     if (root)                                                                                \
       pc_sinkstep_body<T, DMAX, TJ, true>(out_pts, red_pts, other, lm, out, part_m, part_s,  \
-                                          B, K, L, dd, eps, scale, kslice);                  \
+                                          B, K, L, dd, eps, scale, kslice);             \
     else                                                                                     \
       pc_sinkstep_body<T, DMAX, TJ, false>(out_pts, red_pts, other, lm, out, part_m, part_s, \
-                                           B, K, L, dd, eps, scale, kslice);                 \
+                                           B, K, L, dd, eps, scale, kslice);            \
   }
+
+#define PC_ROWS_BODY(T, DMAX, CH, ROOT, MODE)                                                \
+  pc_rows_body<T, DMAX, CH, ROOT, MODE>(out_pts, red_pts, own, other, vals, vstride, mass,   \
+                                        res, K, L, dd, kv, eps, scale, own_adj, alpha)
 
 #define PC_ROWS(T, SUF, NAME, DMAX, DARG, CH)                                                \
   extern "C" __global__ void __launch_bounds__(PC_BLOCK) NAME##_##SUF(PC_ROWS_ARGS(T)) {     \
     const int dd = DARG;                                                                     \
     if (mode == 0) {                                                                         \
       if (root)                                                                              \
-        pc_rows_body<T, DMAX, 1, true, 0>(out_pts, red_pts, own, other, vals, vstride, mass, \
-                                          res, K, L, dd, kv, eps, scale);                    \
+        PC_ROWS_BODY(T, DMAX, 1, true, 0);                                                   \
       else                                                                                   \
-        pc_rows_body<T, DMAX, 1, false, 0>(out_pts, red_pts, own, other, vals, vstride,      \
-                                           mass, res, K, L, dd, kv, eps, scale);             \
+        PC_ROWS_BODY(T, DMAX, 1, false, 0);                                                  \
     } else if (mode == 1) {                                                                  \
       if (root)                                                                              \
-        pc_rows_body<T, DMAX, DMAX, true, 1>(out_pts, red_pts, own, other, vals, vstride,    \
-                                             mass, res, K, L, dd, kv, eps, scale);           \
+        PC_ROWS_BODY(T, DMAX, DMAX, true, 1);                                                \
       else                                                                                   \
-        pc_rows_body<T, DMAX, DMAX, false, 1>(out_pts, red_pts, own, other, vals, vstride,   \
-                                              mass, res, K, L, dd, kv, eps, scale);          \
+        PC_ROWS_BODY(T, DMAX, DMAX, false, 1);                                               \
     } else {                                                                                 \
       if (root)                                                                              \
-        pc_rows_body<T, DMAX, CH, true, 2>(out_pts, red_pts, own, other, vals, vstride,      \
-                                           mass, res, K, L, dd, kv, eps, scale);             \
+        PC_ROWS_BODY(T, DMAX, CH, true, 2);                                                  \
       else                                                                                   \
-        pc_rows_body<T, DMAX, CH, false, 2>(out_pts, red_pts, own, other, vals, vstride,     \
-                                            mass, res, K, L, dd, kv, eps, scale);            \
+        PC_ROWS_BODY(T, DMAX, CH, false, 2);                                                 \
     }                                                                                        \
   }
 
-#define PC_ALL(T, SUF, TJ)                                                                   \
-  PC_STEP(T, SUF, pc_sinkstep_d3, 3, 3, TJ)                                                  \
-  PC_STEP(T, SUF, pc_sinkstep_d4, 4, d, TJ)                                                  \
-  PC_STEP(T, SUF, pc_sinkstep_d16, PC_DMAX, d, 2)                                            \
-  PC_ROWS(T, SUF, pc_rows_d4, 4, d, PC_DMAX)                                                 \
-  PC_ROWS(T, SUF, pc_rows_d16, PC_DMAX, d, PC_DMAX)                                          \
-  extern "C" __global__ void pc_reduce_##SUF(const T *x, double *out, int L) {              \
-    pc_reduce<T>(x, out, L);                                                                 \
+// Mode 3 (the adjoint-weighted field) in entry points of its own, so that the other modes
+// keep their register budget.
+#define PC_ADJ(T, SUF, NAME, DMAX, DARG)                                                     \
+  extern "C" __global__ void __launch_bounds__(PC_BLOCK) NAME##_##SUF(PC_ROWS_ARGS(T)) {     \
+    const int dd = DARG;                                                                     \
+    if (root)                                                                                \
+      PC_ROWS_BODY(T, DMAX, DMAX, true, 3);                                                  \
+    else                                                                                     \
+      PC_ROWS_BODY(T, DMAX, DMAX, false, 3);                                                 \
+  }
+
+#define PC_ALL(T, SUF, TJ)                                                              \
+  PC_STEP(T, SUF, pc_sinkstep_d3, 3, 3, TJ)                                             \
+  PC_STEP(T, SUF, pc_sinkstep_d4, 4, d, TJ)                                             \
+  PC_STEP(T, SUF, pc_sinkstep_d16, PC_DMAX, d, 2)                                       \
+  PC_ROWS(T, SUF, pc_rows_d4, 4, d, PC_DMAX)                                            \
+  PC_ROWS(T, SUF, pc_rows_d16, PC_DMAX, d, PC_DMAX)                                     \
+  PC_ADJ(T, SUF, pc_adjoint_d4, 4, d)                                                   \
+  PC_ADJ(T, SUF, pc_adjoint_d16, PC_DMAX, d)                                            \
+  extern "C" __global__ void pc_reduce_##SUF(const T *x, double *out, int L) {               \
+    pc_reduce<T>(x, out, L);                                                            \
   }                                                                                          \
   extern "C" __global__ void pc_plan_##SUF(const T *x, const T *y, const T *f, const T *g,   \
-                                           T *P, int B, int n, int m, int d, int root,       \
-                                           T eps) {                                          \
-    pc_plan<T>(x, y, f, g, P, B, n, m, d, root, eps);                                        \
+                                           T *P, int B, int n, int m, int d, int root,  \
+                                           T eps) {                                     \
+    pc_plan<T>(x, y, f, g, P, B, n, m, d, root, eps);                                   \
   }
 // Outputs per thread for d ≤ 4: 4 in f32 (76 registers for d = 3), 2 in f64.
 PC_ALL(float, f32, 4)

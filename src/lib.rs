@@ -84,7 +84,7 @@ pub use grad::{
 };
 pub use pointcloud::{
     sinkhorn_divergence, wasserstein_points, DivergenceConvention, PointGradients,
-    SinkhornDivergence,
+    PointTransportGradients, SinkhornDivergence,
 };
 pub use progress::{HistoryEntry, Observer, Progress};
 pub use real::Real;

@@ -129,19 +129,42 @@ pub struct EnvelopeGradients<T> {
     pub nu: Array2<T>,
 }
 
-/// The Schur operator `b ↦ diag(c)·b − Pᵀ diag(1/r) P·b`, matrix-free.
-struct SchurOperator<'a, T: Real, B: GradKernels<T>> {
-    plan: &'a B::Buffer,
+/// A batch of plans (`B×n×m`) as the adjoint solve sees them: `P·x` and `Pᵀ·u`, however
+/// the plan is held (stored, or applied on the fly from a point-cloud cost).
+pub(crate) trait PlanMatvec<T: Real, B: GradKernels<T>> {
+    /// `y_b = P_b·x_b` (`x` `B×m`, `y` `B×n`).
+    fn matvec(&self, be: &B, x: &B::Buffer, y: &mut B::Buffer) -> Result<()>;
+    /// `y_b = P_bᵀ·x_b` (`x` `B×n`, `y` `B×m`).
+    fn matvec_t(&self, be: &B, x: &B::Buffer, y: &mut B::Buffer) -> Result<()>;
+}
+
+/// Plans stored `B×n×m` on the backend.
+struct StoredPlan<'a, Buf> {
+    plan: &'a Buf,
     n: usize,
     m: usize,
+}
+
+impl<T: Real, B: GradKernels<T>> PlanMatvec<T, B> for StoredPlan<'_, B::Buffer> {
+    fn matvec(&self, be: &B, x: &B::Buffer, y: &mut B::Buffer) -> Result<()> {
+        be.plan_matvec(self.plan, self.n, self.m, x, y)
+    }
+    fn matvec_t(&self, be: &B, x: &B::Buffer, y: &mut B::Buffer) -> Result<()> {
+        be.plan_matvec_t(self.plan, self.n, self.m, x, y)
+    }
+}
+
+/// The Schur operator `b ↦ diag(c)·b − Pᵀ diag(1/r) P·b`, matrix-free.
+struct SchurOperator<'a, T: Real, B: GradKernels<T>, P> {
+    plan: &'a P,
     col_mass: &'a B::Buffer,
     inv_row_mass: &'a B::Buffer,
     tmp: B::Buffer,
     tmp2: B::Buffer,
 }
 
-impl<'s, T: Real, B: GradKernels<T>> CgOperator<BackendSpace<'s, T, B>>
-    for SchurOperator<'_, T, B>
+impl<'s, T: Real, B: GradKernels<T>, P: PlanMatvec<T, B>> CgOperator<BackendSpace<'s, T, B>>
+    for SchurOperator<'_, T, B, P>
 {
     fn apply(
         &mut self,
@@ -150,9 +173,9 @@ impl<'s, T: Real, B: GradKernels<T>> CgOperator<BackendSpace<'s, T, B>>
         y: &mut B::Buffer,
     ) -> Result<()> {
         let be = space.backend();
-        be.plan_matvec(self.plan, self.n, self.m, x, &mut self.tmp)?;
+        self.plan.matvec(be, x, &mut self.tmp)?;
         be.hadamard(self.inv_row_mass, &self.tmp, T::zero(), &mut self.tmp2)?;
-        be.plan_matvec_t(self.plan, self.n, self.m, &self.tmp2, y)?;
+        self.plan.matvec_t(be, &self.tmp2, y)?;
         be.hadamard(self.col_mass, x, -T::one(), y)
     }
 }
@@ -207,8 +230,25 @@ fn solve_adjoint<T: Real, B: GradKernels<T>>(
             format!("has length {} but {batch}×{n}×{m} is needed", be.len(plan)),
         ));
     }
-    let (mut row_mass, mut col_mass) = be.weighted_marginals(plan, n, m, None)?;
-    let (sr, sc) = be.weighted_marginals(plan, n, m, Some(upstream))?;
+    let masses = be.weighted_marginals(plan, n, m, None)?;
+    let sums = be.weighted_marginals(plan, n, m, Some(upstream))?;
+    let ops = StoredPlan { plan, n, m };
+    solve_adjoint_with(be, &ops, (batch, n, m), masses, &sums, relaxed, cg)
+}
+
+/// The adjoint solve of [`solve_adjoint`] for plans given by their mat-vecs `plan`, their
+/// marginals `masses = (P·1, Pᵀ·1)` and the right-hand side `sums = ((G⊙P)·1, (G⊙P)ᵀ·1)`
+/// (`B×n`, `B×m` each).
+pub(crate) fn solve_adjoint_with<T: Real, B: GradKernels<T>, P: PlanMatvec<T, B>>(
+    be: &B,
+    plan: &P,
+    (batch, n, m): (usize, usize, usize),
+    (mut row_mass, mut col_mass): (B::Buffer, B::Buffer),
+    (sr, sc): &(B::Buffer, B::Buffer),
+    relaxed: Option<(f64, f64)>,
+    cg: &CgParams,
+) -> Result<Adjoint<B::Buffer>> {
+    cg.validate()?;
     // Unbalanced: the diagonal blocks diag(P·1)/φ_μ and diag(Pᵀ·1)/φ_ν.
     let support = match relaxed {
         None => Some(be.support(&col_mass)?),
@@ -225,15 +265,13 @@ fn solve_adjoint<T: Real, B: GradKernels<T>>(
     let minus_one = vec![-1.0; batch];
     // rhs = s_c − Pᵀ diag(1/r) s_r
     let mut t = be.filled(batch * n, T::zero())?;
-    be.hadamard(&inv_row_mass, &sr, T::zero(), &mut t)?;
+    be.hadamard(&inv_row_mass, sr, T::zero(), &mut t)?;
     let mut rhs = be.filled(batch * m, T::zero())?;
-    be.plan_matvec_t(plan, n, m, &t, &mut rhs)?;
-    be.batched_xpby(&sc, &minus_one, &mut rhs)?;
+    plan.matvec_t(be, &t, &mut rhs)?;
+    be.batched_xpby(sc, &minus_one, &mut rhs)?;
     let space = BackendSpace::new(be, batch, m);
-    let mut op = SchurOperator::<T, B> {
+    let mut op = SchurOperator::<T, B, P> {
         plan,
-        n,
-        m,
         col_mass: &col_mass,
         inv_row_mass: &inv_row_mass,
         tmp: be.filled(batch * n, T::zero())?,
@@ -251,8 +289,8 @@ fn solve_adjoint<T: Real, B: GradKernels<T>>(
         &mut outcomes,
     )?;
     // a = diag(1/r)(s_r − P b)
-    be.plan_matvec(plan, n, m, &b, &mut t)?;
-    be.batched_xpby(&sr, &minus_one, &mut t)?;
+    plan.matvec(be, &b, &mut t)?;
+    be.batched_xpby(sr, &minus_one, &mut t)?;
     let mut a = be.filled(batch * n, T::zero())?;
     be.hadamard(&inv_row_mass, &t, T::zero(), &mut a)?;
     Ok(Adjoint {
@@ -401,7 +439,9 @@ fn cost_values<T: Real>(cost: &CostSource<'_, T>) -> Result<Vec<T>> {
         CostSource::DenseBatch(c) => Ok(c.iter().copied().collect()),
         #[allow(unreachable_patterns)]
         _ => Err(Error::Unavailable(
-            "implicit OT gradients need a dense cost".into(),
+            "implicit OT gradients need a dense cost (for point clouds, \
+             Solver::transport_point_gradients differentiates ⟨P,C⟩ with respect to the points)"
+                .into(),
         )),
     }
 }

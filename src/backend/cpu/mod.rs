@@ -410,4 +410,40 @@ impl<T: Real> super::PointCloudKernels<T> for CpuBackend {
             )),
         }
     }
+
+    fn cost_marginals(
+        &self,
+        cost: &CpuCost<T>,
+        side: Side,
+        f: &Vec<T>,
+        g: &Vec<T>,
+        eps: T,
+    ) -> Result<(Vec<T>, Vec<T>)> {
+        match &cost.cloud {
+            Some(cloud) => cloud.cost_marginals(side, f, g, eps),
+            None => Err(Error::Unavailable(
+                "cost_marginals needs a point-cloud cost (CostSource::PointCloud)".into(),
+            )),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn adjoint_point_gradient(
+        &self,
+        cost: &CpuCost<T>,
+        side: Side,
+        f: &Vec<T>,
+        g: &Vec<T>,
+        eps: T,
+        a: &Vec<T>,
+        b: &Vec<T>,
+        alpha: T,
+    ) -> Result<Vec<T>> {
+        match &cost.cloud {
+            Some(cloud) => cloud.adjoint_point_gradient(side, f, g, eps, a, b, alpha),
+            None => Err(Error::Unavailable(
+                "adjoint_point_gradient needs a point-cloud cost (CostSource::PointCloud)".into(),
+            )),
+        }
+    }
 }

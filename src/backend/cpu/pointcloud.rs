@@ -228,7 +228,7 @@ impl<T: Real> CpuPointCloud<T> {
         };
         let mut res = vec![0.0f64; batch * len_out * ch];
         let min_blocks = (MIN_TASK_PAIRS / (ROWS * len_red).max(1)).max(1);
-        let per_vals = (ch - 1) * len_red;
+        let per_vals = what.values_per_problem(len_out, len_red);
         let shared = vals.len() != batch * per_vals;
         res.par_chunks_mut(len_out * ch)
             .zip(own.par_chunks(len_out))
@@ -236,8 +236,10 @@ impl<T: Real> CpuPointCloud<T> {
             .enumerate()
             .for_each(|(b, ((rb, ob), pb))| {
                 let vb = match what {
-                    Weights::Values(_) if shared => vals,
-                    Weights::Values(_) => &vals[b * per_vals..(b + 1) * per_vals],
+                    Weights::Values(_) | Weights::Adjoint if shared => vals,
+                    Weights::Values(_) | Weights::Adjoint => {
+                        &vals[b * per_vals..(b + 1) * per_vals]
+                    }
                     _ => &[],
                 };
                 rb.par_chunks_mut(ROWS * ch)
@@ -282,6 +284,76 @@ impl<T: Real> CpuPointCloud<T> {
             grad.extend(r[1..].iter().map(|&v| T::of(factor * v)));
         }
         Ok((mass, grad))
+    }
+
+    /// Plan marginals and `Σ P⊙C` on `side` (see
+    /// [`crate::backend::PointCloudKernels::cost_marginals`]).
+    pub(crate) fn cost_marginals(
+        &self,
+        side: Side,
+        f: &[T],
+        g: &[T],
+        eps: T,
+    ) -> Result<(Vec<T>, Vec<T>)> {
+        let rows = self.weighted(side, f, g, eps, Weights::Cost, &[])?;
+        Ok(rows
+            .chunks_exact(2)
+            .map(|r| (T::of(r[0]), T::of(r[1])))
+            .unzip())
+    }
+
+    /// `Σ P (α + (a ⊕ b − C)/ε) ∇c` on `side` (see
+    /// [`crate::backend::PointCloudKernels::adjoint_point_gradient`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn adjoint_point_gradient(
+        &self,
+        side: Side,
+        f: &[T],
+        g: &[T],
+        eps: T,
+        a: &[T],
+        b: &[T],
+        alpha: T,
+    ) -> Result<Vec<T>> {
+        let d = self.d;
+        let batch = check_fg(&self.dims(), f.len(), g.len())?;
+        for (arg, v, len) in [("a", a, self.n), ("b", b, self.m)] {
+            if v.len() != batch * len {
+                return Err(Error::shape(
+                    arg,
+                    format!("has length {} but {batch}×{len} is needed", v.len()),
+                ));
+            }
+        }
+        let ((own, len_out), (red, len_red)) = match side {
+            Side::Row => ((a, self.n), (b, self.m)),
+            Side::Col => ((b, self.m), (a, self.n)),
+        };
+        // Per problem [b/ε over the reduced points; α + a/ε over the output points], so that
+        // the kernel's factor is `vals[len_red + k] + vals[l] − c_kl/ε`.
+        let inv_eps = T::one() / eps;
+        let mut vals = Vec::with_capacity(batch * (len_out + len_red));
+        for k in 0..batch {
+            vals.extend(
+                red[k * len_red..(k + 1) * len_red]
+                    .iter()
+                    .map(|&v| v * inv_eps),
+            );
+            vals.extend(
+                own[k * len_out..(k + 1) * len_out]
+                    .iter()
+                    .map(|&v| alpha + v * inv_eps),
+            );
+        }
+        let rows = self.weighted(side, f, g, eps, Weights::Adjoint, &vals)?;
+        let factor = match self.metric {
+            PointMetric::SqEuclidean => 2.0,
+            PointMetric::Euclidean => 1.0,
+        };
+        Ok(rows
+            .chunks_exact(d + 1)
+            .flat_map(|r| r[1..].iter().map(move |&v| T::of(factor * v)))
+            .collect())
     }
 
     /// `out[b,k,:] = Σ_l P_b[k,l]·values[b,l,:]` on `side` (see
@@ -369,14 +441,26 @@ enum Weights {
     Displacement,
     /// `Σ_l P_kl V_lc` for `c < k` (values given per reduced point).
     Values(usize),
+    /// [`Weights::Displacement`] with each `P_kl` weighted by `â_k + b̂_l − c_kl/ε`: the
+    /// values of a problem are `[b̂ (reduced points); â (output points)]` (`d` channels).
+    Adjoint,
 }
 
 impl Weights {
     fn channels(self, d: usize) -> usize {
         match self {
             Weights::Cost => 1,
-            Weights::Displacement => d,
+            Weights::Displacement | Weights::Adjoint => d,
             Weights::Values(k) => k,
+        }
+    }
+
+    /// Length of one problem's values.
+    fn values_per_problem(self, len_out: usize, len_red: usize) -> usize {
+        match self {
+            Weights::Cost | Weights::Displacement => 0,
+            Weights::Values(k) => k * len_red,
+            Weights::Adjoint => len_red + len_out,
         }
     }
 }
@@ -733,14 +817,27 @@ fn block_weighted_k<T: Real, M: MulAdd>(
                         lane_sum(&mut a_row[1 + c], prod);
                     }
                 }
-                Weights::Displacement => {
+                Weights::Displacement | Weights::Adjoint => {
                     // Weights e (squared Euclidean), or e/|p − q| = e/(ε·c/ε) for the
-                    // Euclidean cost (the unit vector; 0 where p = q).
+                    // Euclidean cost (the unit vector; 0 where p = q); for the adjoint,
+                    // e·(â_i + b̂_l − c/ε) (padding: e = 0).
                     let fac = &mut factor[..padded];
-                    for ((fv, &e), &c) in fac.iter_mut().zip(ex.iter()).zip(nc.iter()) {
+                    if w.what == Weights::Adjoint {
+                        let (bh, ai) = (&vals[t0..t0 + len], vals[lr + i]);
+                        for (((wv, &e), &c), &bl) in
+                            prod.iter_mut().zip(ex.iter()).zip(nc.iter()).zip(bh)
+                        {
+                            *wv = e * (ai + bl - c);
+                        }
+                        for wv in prod.iter_mut().skip(len) {
+                            *wv = T::zero();
+                        }
+                    }
+                    let wts: &[T] = if w.what == Weights::Adjoint { prod } else { ex };
+                    for ((fv, &e), &c) in fac.iter_mut().zip(wts).zip(nc.iter()) {
                         *fv = if !pass.root {
                             e
-                        } else if c > T::zero() && e > T::zero() {
+                        } else if c > T::zero() && e != T::zero() {
                             e / (c * eps)
                         } else {
                             T::zero()
@@ -875,6 +972,41 @@ mod tests {
                     }
                     assert!((res[2 * i] - mass).abs() <= tol * mass, "{isa:?} mass {i}");
                     assert!((res[2 * i + 1] - tc).abs() <= tol * tc, "{isa:?} cost {i}");
+                }
+            }
+            // Adjoint-weighted displacements: Σ_j P_ij (â_i + b̂_j − c_ij/ε) ∇ (unit vectors
+            // for the Euclidean cost), values [b̂ (m); â (n)].
+            let vals: Vec<T> = (0..m + n).map(|_| T::of(rnd() * 4.0 - 2.0)).collect();
+            let w = WeightCtx {
+                what: Weights::Adjoint,
+                ..w
+            };
+            for isa in Isa::available(Isa::Avx512) {
+                let ch = 1 + d;
+                let mut res = vec![0.0f64; n * ch];
+                for (blk, (r, o)) in res.chunks_mut(ROWS * ch).zip(own.chunks(ROWS)).enumerate() {
+                    block_weighted_on(isa, &pass, &w, blk * ROWS, o, &pot, &vals, r);
+                }
+                for i in 0..n {
+                    let mut want = vec![0.0f64; d];
+                    for j in 0..m {
+                        let c = cost(i, j);
+                        let p = (own[i].f64() / eps + pot[j].f64() - c).exp();
+                        let fac = p * (vals[m + i].f64() + vals[j].f64() - c);
+                        let fac = if root { fac / (c * eps) } else { fac };
+                        for (k, wk) in want.iter_mut().enumerate() {
+                            *wk += fac * (out_raw[k * n + i].f64() - red_raw[k * m + j].f64());
+                        }
+                    }
+                    let scale = want.iter().fold(1e-3f64, |a, v| a.max(v.abs()));
+                    for k in 0..d {
+                        let got = res[i * ch + 1 + k];
+                        assert!(
+                            (got - want[k]).abs() <= 20.0 * tol * scale,
+                            "{isa:?} d={d} root={root} adjoint {i},{k}: {got} vs {}",
+                            want[k]
+                        );
+                    }
                 }
             }
         }

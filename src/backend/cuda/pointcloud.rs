@@ -6,8 +6,9 @@
 //!   points and folds chunks of 8 arguments into a running (max, sum); when the grid alone
 //!   would leave SMs idle the reduction is split across blocks and merged by
 //!   `sinkstep_finish` (cuda/sinkstep.cu).
-//! * Plan-weighted row sums (transport cost, point gradients, `P·V`): one output per
-//!   thread, the whole reduction per block.
+//! * Plan-weighted row sums (transport cost, point gradients, `P·V`, and the point
+//!   gradients reweighted by an adjoint in kernels of their own, `pc_adjoint`): one output
+//!   per thread, the whole reduction per block.
 //! * Dimensions up to 16 and up to 16 value channels in `plan_apply`; beyond,
 //!   [`Error::Unavailable`] (use the CPU backend).
 
@@ -104,6 +105,13 @@ enum RowSums<'a, T> {
         k: usize,
         stride: usize,
     },
+    /// `Σ P·(alpha + (a_own ⊕ a_red − c)/ε)·∇c` (`d` channels): the adjoints of the output
+    /// side (`B×len_out`) and of the reduced side (`B×len_red`), in the `pc_adjoint` kernels.
+    Adjoint {
+        own: &'a CudaBuffer<T>,
+        red: &'a CudaBuffer<T>,
+        alpha: T,
+    },
 }
 
 impl<T> RowSums<'_, T> {
@@ -113,6 +121,7 @@ impl<T> RowSums<'_, T> {
             RowSums::Cost => 0,
             RowSums::Gradient => 1,
             RowSums::Apply { .. } => 2,
+            RowSums::Adjoint { .. } => 3,
         }
     }
 }
@@ -252,10 +261,20 @@ impl CudaBackend {
             Side::Row => (f, g),
             Side::Col => (g, f),
         };
-        let (base, dmax) = by_dim("pc_rows", cl.d, false)?;
+        let prefix = match sums {
+            RowSums::Adjoint { .. } => "pc_adjoint",
+            _ => "pc_rows",
+        };
+        let (base, dmax) = by_dim(prefix, cl.d, false)?;
         let (values, kv, vstride) = match sums {
             RowSums::Apply { values, k, stride } => (Some(values), k, stride),
+            // The reduced adjoint: one value per reduced point and problem.
+            RowSums::Adjoint { red, .. } => (Some(red), 1, len_red),
             _ => (None, 0, 0),
+        };
+        let (own_adj, alpha) = match sums {
+            RowSums::Adjoint { own, alpha, .. } => (Some(own), alpha),
+            _ => (None, T::zero()),
         };
         if kv > PC_DMAX {
             return Err(Error::Unavailable(format!(
@@ -264,7 +283,7 @@ impl CudaBackend {
         }
         let channels = match sums {
             RowSums::Cost => 1,
-            RowSums::Gradient => cl.d,
+            RowSums::Gradient | RowSums::Adjoint { .. } => cl.d,
             RowSums::Apply { .. } => kv,
         };
         if batch > 65535 {
@@ -278,14 +297,16 @@ impl CudaBackend {
         let value_tile = if values.is_some() { PC_KT * kv } else { 0 };
         let smem = (dmax * PC_KT + PC_KT + value_tile) * std::mem::size_of::<T>();
         let pown = self.ptr(&own.data);
-        // Without values the kernel reads none; any valid address will do.
+        // Without values (or an own adjoint) the kernel reads none; any valid address will do.
         let pvals = values.map_or(pown, |v| self.ptr(&v.data));
+        let pown_adj = own_adj.map_or(pown, |v| self.ptr(&v.data));
         let gx = u32::try_from(len_out.div_ceil(PC_BLOCK))
             .map_err(|_| Error::shape("f", "too many points"))?;
         let cfg = Launch::new((gx, batch as u32, 1), (PC_BLOCK as u32, 1, 1)).shared(smem);
-        // SAFETY: PC_ROWS_ARGS in cuda/pointcloud.cu; the potentials were checked against
-        // the clouds, the outputs hold batch·len_out (·channels) elements, the values (by the
-        // caller) len_red·kv per problem.
+        // SAFETY: PC_ROWS_ARGS in cuda/pointcloud.cu (pc_rows and pc_adjoint); the potentials
+        // were checked against the clouds, the outputs hold batch·len_out (·channels)
+        // elements, the values (by the caller, or above for the adjoints) len_red·kv per
+        // problem, the own adjoint batch·len_out.
         unsafe {
             self.launch(
                 &kernel_name::<T>(&base),
@@ -307,6 +328,8 @@ impl CudaBackend {
                     cl.scale(eps),
                     cl.root as i32,
                     sums.mode(),
+                    pown_adj,
+                    alpha,
                 ),
             )
         }?;
@@ -451,6 +474,61 @@ impl<T: CudaReal> PointCloudKernels<T> for CudaBackend {
         Ok(CudaBuffer {
             data: res,
             len: batch * len * k,
+        })
+    }
+
+    fn cost_marginals(
+        &self,
+        cost: &CudaCost<T>,
+        side: Side,
+        f: &CudaBuffer<T>,
+        g: &CudaBuffer<T>,
+        eps: T,
+    ) -> Result<(CudaBuffer<T>, CudaBuffer<T>)> {
+        let cl = cloud_of(cost, "cost_marginals")?;
+        let (mass, sums, batch, len) = self.cloud_rows(cl, side, f, g, eps, RowSums::Cost)?;
+        Ok((
+            CudaBuffer {
+                data: mass,
+                len: batch * len,
+            },
+            CudaBuffer {
+                data: sums,
+                len: batch * len,
+            },
+        ))
+    }
+
+    fn adjoint_point_gradient(
+        &self,
+        cost: &CudaCost<T>,
+        side: Side,
+        f: &CudaBuffer<T>,
+        g: &CudaBuffer<T>,
+        eps: T,
+        a: &CudaBuffer<T>,
+        b: &CudaBuffer<T>,
+        alpha: T,
+    ) -> Result<CudaBuffer<T>> {
+        let cl = cloud_of(cost, "adjoint_point_gradient")?;
+        let batch = check_fg(&cl.dims(), f.len, g.len)?;
+        for (arg, v, len) in [("a", a, cl.n), ("b", b, cl.m)] {
+            if v.len != batch * len {
+                return Err(Error::shape(
+                    arg,
+                    format!("has length {} but {batch}×{len} is needed", v.len),
+                ));
+            }
+        }
+        let (own, red) = match side {
+            Side::Row => (a, b),
+            Side::Col => (b, a),
+        };
+        let sums = RowSums::Adjoint { own, red, alpha };
+        let (_, grad, batch, len) = self.cloud_rows(cl, side, f, g, eps, sums)?;
+        Ok(CudaBuffer {
+            data: grad,
+            len: batch * len * cl.d,
         })
     }
 }
