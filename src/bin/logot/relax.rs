@@ -58,10 +58,9 @@ impl RelaxArgs {
         let relaxation = match (self.reg_m, self.reg_m_mu, self.reg_m_nu) {
             (None, None, None) => return Ok(None),
             (Some(r), _, _) => Relaxation::kl(r),
-            (None, mu, nu) => Relaxation::kl_each(
-                mu.unwrap_or(f64::INFINITY),
-                nu.unwrap_or(f64::INFINITY),
-            ),
+            (None, mu, nu) => {
+                Relaxation::kl_each(mu.unwrap_or(f64::INFINITY), nu.unwrap_or(f64::INFINITY))
+            }
         };
         relaxation.validate().map_err(|e| self.cli_error(e, ""))?;
         Ok(Some(relaxation))
@@ -74,7 +73,11 @@ impl RelaxArgs {
             "relaxation.rho_nu" => "--reg-m-nu",
             _ => return None,
         };
-        Some(if self.reg_m.is_some() { "--reg-m" } else { side })
+        Some(if self.reg_m.is_some() {
+            "--reg-m"
+        } else {
+            side
+        })
     }
 
     /// A refusal of the flags given (their names and values), for `reason`.
