@@ -1032,6 +1032,11 @@ impl<B> Solver<B> {
             if all {
                 break;
             }
+            // The check needed the balanced g half-step (the residual of `relaxed_sides` is
+            // defined by it), so this iteration finishes from it: relaxed into g, then an f
+            // half-step relaxed apart. The backends' weighted half-steps exist only inside
+            // `iterate_relaxed` (whole iterations, g first); the trait has no lone weighted
+            // f half-step to call here.
             std::mem::swap(&mut pot.g, gn);
             if let Some(r) = relax {
                 relax_side(be, &mut pot.g, log_nu, p.eps, r.rho_nu)?;

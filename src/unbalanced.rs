@@ -47,8 +47,9 @@ impl Relaxation {
         self.rho_mu == f64::INFINITY && self.rho_nu == f64::INFINITY
     }
 
-    /// Each weight is > 0 and not NaN (`∞` allowed).
-    pub(crate) fn validate(&self) -> Result<()> {
+    /// Check that each weight is > 0 and not NaN (`∞` allowed); the error names
+    /// `relaxation.rho_mu` or `relaxation.rho_nu`.
+    pub fn validate(&self) -> Result<()> {
         for (arg, rho) in [
             ("relaxation.rho_mu", self.rho_mu),
             ("relaxation.rho_nu", self.rho_nu),
@@ -57,7 +58,7 @@ impl Relaxation {
                 return Err(Error::parameter(
                     arg,
                     rho,
-                    "the marginal penalty must be > 0 (f64::INFINITY keeps the marginal exact)",
+                    "the marginal penalty ρ must be > 0 (ρ = ∞ keeps that marginal exact)",
                 ));
             }
         }

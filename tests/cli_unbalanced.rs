@@ -17,6 +17,7 @@ use std::path::Path;
 
 mod common;
 use common::cli::{dir, json, logot, p};
+use common::pot_bary::pot;
 
 /// The test problem `k` of size `n×m` (see the module docs).
 fn problem(n: usize, m: usize, k: usize) -> (Array1<f64>, Array1<f64>, Array2<f64>) {
@@ -289,79 +290,69 @@ fn write_problem(d: &Path) {
     write_npy(p(d, "c32.npy"), &c.mapv(|v| v as f32)).unwrap();
 }
 
+/// The four dense references ([`SCALAR`], [`PAIR`], [`MU_ONLY`], [`NU_ONLY`]) solved from
+/// the files of [`write_problem`] in `d` (`suffix` "" for float64, "32" for float32) with
+/// `opts` added: `coupling` (its plan, distance, objective and mass) and `wasserstein`
+/// (distance, objective, mass) against POT to `tol`.
+fn dense_relaxations_match_pot(d: &Path, suffix: &str, opts: &[&str], tol: f64) {
+    let (mu, nu, c, out) = (
+        p(d, &format!("mu{suffix}.npy")),
+        p(d, &format!("nu{suffix}.npy")),
+        p(d, &format!("c{suffix}.npy")),
+        p(d, "p.npy"),
+    );
+    let dtype = if suffix.is_empty() {
+        "float64"
+    } else {
+        "float32"
+    };
+    for r in [&SCALAR, &PAIR, &MU_ONLY, &NU_ONLY] {
+        let base = ["--mu", &mu, "--nu", &nu, "--cost", &c, "--eps", r.eps];
+        let what = format!("{dtype} {opts:?} {:?}", r.flags);
+        let check = |how: &str, j: &serde_json::Value| {
+            assert_eq!(j["converged"], true, "{what} {how}: {j}");
+            assert_eq!(j["dtype"], dtype, "{what} {how}: {j}");
+            for (key, want) in [
+                ("distance", r.distance),
+                ("objective", r.objective),
+                ("mass", r.mass),
+            ] {
+                assert_close(
+                    &format!("{what} {how} {key}"),
+                    &numbers(j, key),
+                    &[want],
+                    tol,
+                );
+            }
+            assert!(
+                j.get("ot_eps").is_none(),
+                "{what} {how}: OT_ε is the balanced dual: {j}"
+            );
+        };
+        // coupling: the plan, its cost, objective and mass.
+        let j = ok(&[&["coupling", "--out", &out], &base[..], r.flags, opts].concat());
+        check("coupling", &j);
+        let plan: Array2<f64> = if suffix.is_empty() {
+            read_npy(&out).unwrap()
+        } else {
+            read_npy::<_, Array2<f32>>(&out).unwrap().mapv(f64::from)
+        };
+        assert_eq!(plan.dim(), (7, 5), "{what}");
+        let plan: Vec<f64> = plan.iter().copied().collect();
+        assert_close(&format!("{what} plan"), &plan, r.plan, tol);
+        // wasserstein: the same numbers without the plan (mass from a half-step).
+        let j = ok(&[&["wasserstein"], &base[..], r.flags, opts].concat());
+        check("wasserstein", &j);
+    }
+}
+
 #[test]
 fn dense_relaxations_match_pot_in_f64() {
     let d = dir("dense");
     write_problem(&d);
-    let (mu, nu, c, out) = (
-        p(&d, "mu.npy"),
-        p(&d, "nu.npy"),
-        p(&d, "c.npy"),
-        p(&d, "p.npy"),
-    );
-    for r in [&SCALAR, &PAIR, &MU_ONLY, &NU_ONLY] {
-        let base = [
-            "--mu", &mu, "--nu", &nu, "--cost", &c, "--eps", r.eps, "--tol", "1e-13", "--iters",
-            "100000",
-        ];
-        let what = format!("{:?}", r.flags);
-        // coupling: the plan, its cost, objective and mass.
-        let j = ok(&[&["coupling", "--out", &out], &base[..], r.flags].concat());
-        assert_eq!(j["converged"], true, "{what}: {j}");
-        assert_eq!(j["dtype"], "float64");
-        let plan: Array2<f64> = read_npy(&out).unwrap();
-        assert_eq!(plan.dim(), (7, 5));
-        assert_close(
-            &format!("{what} plan"),
-            plan.as_slice().unwrap(),
-            r.plan,
-            1e-9,
-        );
-        assert_close(
-            &format!("{what} distance"),
-            &numbers(&j, "distance"),
-            &[r.distance],
-            1e-9,
-        );
-        assert_close(
-            &format!("{what} objective"),
-            &numbers(&j, "objective"),
-            &[r.objective],
-            1e-9,
-        );
-        assert_close(
-            &format!("{what} mass"),
-            &numbers(&j, "mass"),
-            &[r.mass],
-            1e-9,
-        );
-        assert!(
-            j.get("ot_eps").is_none(),
-            "{what}: OT_ε is the balanced dual: {j}"
-        );
-        // wasserstein: the same numbers without the plan (mass from a half-step).
-        let j = ok(&[&["wasserstein"], &base[..], r.flags].concat());
-        assert_eq!(j["converged"], true, "{what}: {j}");
-        assert_close(
-            &format!("{what} w distance"),
-            &numbers(&j, "distance"),
-            &[r.distance],
-            1e-9,
-        );
-        assert_close(
-            &format!("{what} w objective"),
-            &numbers(&j, "objective"),
-            &[r.objective],
-            1e-9,
-        );
-        assert_close(
-            &format!("{what} w mass"),
-            &numbers(&j, "mass"),
-            &[r.mass],
-            1e-9,
-        );
-    }
+    dense_relaxations_match_pot(&d, "", &["--tol", "1e-13", "--iters", "100000"], 1e-9);
     // The side without a flag is exact: `--reg-m-mu 1` is `--reg-m-mu 1 --reg-m-nu inf`.
+    let (mu, nu, c) = (p(&d, "mu.npy"), p(&d, "nu.npy"), p(&d, "c.npy"));
     let base = [
         "wasserstein",
         "--mu",
@@ -383,46 +374,7 @@ fn dense_relaxations_match_pot_in_f64() {
 fn float32_matches_pot() {
     let d = dir("f32");
     write_problem(&d);
-    let (mu, nu, c, out) = (
-        p(&d, "mu32.npy"),
-        p(&d, "nu32.npy"),
-        p(&d, "c32.npy"),
-        p(&d, "p32.npy"),
-    );
-    for r in [&SCALAR, &PAIR, &MU_ONLY, &NU_ONLY] {
-        let what = format!("f32 {:?}", r.flags);
-        let args = [
-            &[
-                "coupling", "--out", &out, "--mu", &mu, "--nu", &nu, "--cost", &c, "--eps", r.eps,
-            ],
-            r.flags,
-        ]
-        .concat();
-        let j = ok(&args);
-        assert_eq!(j["dtype"], "float32");
-        assert_eq!(j["converged"], true, "{what}: {j}");
-        let plan: Array2<f32> = read_npy(&out).unwrap();
-        let plan: Vec<f64> = plan.iter().map(|&v| v as f64).collect();
-        assert_close(&format!("{what} plan"), &plan, r.plan, 1e-4);
-        assert_close(
-            &format!("{what} distance"),
-            &numbers(&j, "distance"),
-            &[r.distance],
-            1e-4,
-        );
-        assert_close(
-            &format!("{what} objective"),
-            &numbers(&j, "objective"),
-            &[r.objective],
-            1e-4,
-        );
-        assert_close(
-            &format!("{what} mass"),
-            &numbers(&j, "mass"),
-            &[r.mass],
-            1e-4,
-        );
-    }
+    dense_relaxations_match_pot(&d, "32", &[], 1e-4);
 }
 
 #[test]
@@ -735,45 +687,8 @@ fn cuda_backend_matches_pot() {
     let d = dir("cuda");
     write_problem(&d);
     let tight = ["--tol", "1e-13", "--iters", "100000", "--backend", "cuda"];
-    for (suffix, tol) in [("", 1e-9), ("32", 1e-4)] {
-        let (mu, nu, c, out) = (
-            p(&d, &format!("mu{suffix}.npy")),
-            p(&d, &format!("nu{suffix}.npy")),
-            p(&d, &format!("c{suffix}.npy")),
-            p(&d, "p.npy"),
-        );
-        for r in [&SCALAR, &PAIR, &MU_ONLY, &NU_ONLY] {
-            let what = format!("cuda{suffix} {:?}", r.flags);
-            let opts: &[&str] = if suffix.is_empty() {
-                &tight
-            } else {
-                &["--backend", "cuda"]
-            };
-            let base = ["--mu", &mu, "--nu", &nu, "--cost", &c, "--eps", r.eps];
-            for cmd in [vec!["wasserstein"], vec!["coupling", "--out", &out]] {
-                let j = ok(&[&cmd[..], &base[..], r.flags, opts].concat());
-                assert_eq!(j["converged"], true, "{what}: {j}");
-                assert_close(
-                    &format!("{what} distance"),
-                    &numbers(&j, "distance"),
-                    &[r.distance],
-                    tol,
-                );
-                assert_close(
-                    &format!("{what} objective"),
-                    &numbers(&j, "objective"),
-                    &[r.objective],
-                    tol,
-                );
-                assert_close(
-                    &format!("{what} mass"),
-                    &numbers(&j, "mass"),
-                    &[r.mass],
-                    tol,
-                );
-            }
-        }
-    }
+    dense_relaxations_match_pot(&d, "", &tight, 1e-9);
+    dense_relaxations_match_pot(&d, "32", &["--backend", "cuda"], 1e-4);
     // Point clouds on the GPU, f64.
     let (a, b, x, y) = clouds(9, 11, 3);
     write_npy(p(&d, "a.npy"), &a).unwrap();
@@ -816,42 +731,18 @@ fn cuda_backend_matches_pot() {
     assert_close("cuda clouds mass", &numbers(&j, "mass"), &[mass], 1e-9);
 }
 
-/// A reference case of tests/data/pot_unbalanced_barycenter.rs (POT 0.9.7's
-/// `barycenter_unbalanced(A, M, reg, reg_m, weights)`, M the squared distances of the grid
-/// linspace(0, 1, N) per axis).
-#[allow(dead_code)]
-struct Case {
-    shape: &'static [usize],
-    grid: bool,
-    inputs: &'static [f64],
-    weights: &'static [f64],
-    eps: f64,
-    rhos: &'static [f64],
-    barycenters: &'static [&'static [f64]],
-}
-
-#[allow(dead_code)]
-mod pot_bary {
-    use super::Case;
-    include!("data/pot_unbalanced_barycenter.rs");
-}
-
 /// `logot barycenter --reg-m RHO` against POT, dense (`--cost`) and on the grid (`--grid`),
 /// f64 to 1e-7 of the largest entry, f32 to 1e-4.
 #[test]
 fn barycenter_reg_m_matches_pot() {
     let d = dir("barycenter");
     for (name, case, on_grid) in [
-        ("dense2", pot_bary::DENSE2, false),
-        ("grid1d", pot_bary::GRID1D, true),
+        ("dense2", pot::DENSE2, false),
+        ("grid1d", pot::GRID1D, true),
     ] {
         assert_eq!(case.shape.len(), 1, "{name}");
-        let n = case.shape[0];
-        let k = case.inputs.len() / n;
-        let inputs = Array2::from_shape_vec((k, n), case.inputs.to_vec()).unwrap();
-        let weights = Array1::from(case.weights.to_vec());
-        let x: Vec<f64> = (0..n).map(|i| i as f64 / (n - 1) as f64).collect();
-        let cost = Array2::from_shape_fn((n, n), |(i, j)| (x[i] - x[j]).powi(2));
+        let (inputs, weights) = (case.inputs::<f64>(), case.weights::<f64>());
+        let cost = case.dense_cost::<f64>();
         write_npy(p(&d, "h.npy"), &inputs).unwrap();
         write_npy(p(&d, "h32.npy"), &inputs.mapv(|v| v as f32)).unwrap();
         write_npy(p(&d, "w.npy"), &weights).unwrap();

@@ -9,9 +9,10 @@
 
 mod common;
 use common::gpu::gpu;
+use common::reports::{case, check_case};
 
 use logot::backend::cuda::CudaBackend;
-use logot::{Problem, Real, SinkhornParams, Solver, WarmStart};
+use logot::{Problem, Real, SinkhornParams, Solver};
 use ndarray::{Array2, Array3, ArrayView1, ArrayView2, Axis};
 use proptest::prelude::*;
 use proptest::test_runner::{RngSeed, TestRunner};
@@ -165,130 +166,6 @@ fn cuda_coupling_under_a_cost_offset_is_honest() {
     assert!((d - 400.0).abs() < 1.0, "distance {d}");
 }
 
-/// A random valid problem with a cost offset, a warm-start shift and a mass scale (the
-/// CPU's property test in tests/reports.rs, on the GPU).
-#[derive(Debug, Clone)]
-struct Case {
-    n: usize,
-    m: usize,
-    seed: u64,
-    eps: f64,
-    offset: f64,
-    shift: f64,
-    mass: f64,
-    iters: usize,
-}
-
-fn case() -> impl Strategy<Value = Case> {
-    (
-        2usize..70,
-        2usize..70,
-        any::<u64>(),
-        prop_oneof![Just(0.01), Just(0.05), Just(0.3)],
-        prop_oneof![Just(0.0), Just(3.0), Just(-500.0), Just(1e4)],
-        prop_oneof![Just(0.0), Just(1e3), Just(-1e8)],
-        prop_oneof![Just(1.0), Just(1e-8), Just(1e6)],
-        prop_oneof![Just(3usize), Just(40), Just(1000)],
-    )
-        .prop_map(|(n, m, seed, eps, offset, shift, mass, iters)| Case {
-            n,
-            m,
-            seed,
-            eps,
-            offset,
-            shift,
-            mass,
-            iters,
-        })
-}
-
-/// Uniform costs in [0, 1) plus `offset`, positive marginals of mass `mass`.
-fn offset_problem(c: &Case) -> (Array2<f64>, Array2<f64>, Array2<f64>) {
-    let mut rng = common::Lcg(c.seed | 1);
-    let cost = Array2::from_shape_fn((c.n, c.m), |_| rng.next() + c.offset);
-    let mut mu = Array2::from_shape_fn((1, c.n), |_| rng.uniform(0.1, 1.0));
-    let mut nu = Array2::from_shape_fn((1, c.m), |_| rng.uniform(0.1, 1.0));
-    let (sa, sb) = (mu.sum(), nu.sum());
-    mu.mapv_inplace(|v| v / sa * c.mass);
-    nu.mapv_inplace(|v| v / sb * c.mass);
-    (mu, nu, cost)
-}
-
-fn check_case<T: Real>(be: &CudaBackend, c: &Case) -> Result<(), TestCaseError>
-where
-    CudaBackend: logot::Backend<T>,
-{
-    let (mu, nu, cost) = offset_problem(c);
-    let (mu, nu, cost) = (cast::<T, _>(&mu), cast::<T, _>(&nu), cast::<T, _>(&cost));
-    let warm = WarmStart {
-        f: Array2::from_elem((1, c.n), c.shift),
-        g: Array2::from_elem((1, c.m), -c.shift),
-    };
-    let params = SinkhornParams {
-        max_iters: c.iters,
-        warm_start: Some(warm),
-        ..SinkhornParams::new(c.eps)
-    };
-    let problem = Problem::batch(mu.view(), nu.view(), cost.view()).unwrap();
-    let solver = Solver::new(be.clone(), params);
-    // The returned plan: its own error is the report.
-    let cpl = solver.coupling(&problem).unwrap();
-    let p = cpl.plan.index_axis(Axis(0), 0);
-    let err = |sums: Vec<f64>, a: ArrayView1<'_, T>| -> f64 {
-        sums.iter().zip(a).map(|(s, a)| (s - a.f64()).abs()).sum()
-    };
-    let rows = err(
-        p.rows()
-            .into_iter()
-            .map(|r| r.iter().map(|v| v.f64()).sum())
-            .collect(),
-        mu.row(0),
-    );
-    let cols = err(
-        p.columns()
-            .into_iter()
-            .map(|r| r.iter().map(|v| v.f64()).sum())
-            .collect(),
-        nu.row(0),
-    );
-    let rep = cpl.result.convergence.problems[0];
-    prop_assert!(
-        rep.marginal_error >= rows.max(cols) * (1.0 - 1e-12),
-        "coupling reported {:e}, the plan has {:e} / {:e}",
-        rep.marginal_error,
-        rows,
-        cols
-    );
-    let mass: f64 = nu.iter().map(|v| v.f64()).sum();
-    prop_assert_eq!(
-        rep.converged,
-        rep.marginal_error <= cpl.result.convergence.tol * mass
-    );
-    // Without a plan: the plan the returned potentials define, in f64, where the stored
-    // potentials can define it (f64, or f32 without a large offset).
-    if T::NAME == "float64" || c.offset.abs() < 10.0 {
-        let r = solver.solve(&problem).unwrap();
-        let (rows, cols, _) = plan_report(
-            r.f.row(0),
-            r.g.row(0),
-            cost.view(),
-            mu.row(0),
-            nu.row(0),
-            c.eps,
-        );
-        let slack = 8.0 * (c.offset.abs() + 1.0) * T::epsilon().f64() / c.eps * c.mass;
-        let rep = r.convergence.problems[0];
-        prop_assert!(
-            rows.max(cols) <= rep.marginal_error * (1.0 + 1e-9) + slack,
-            "solve reported {:e}, the potentials' plan has {:e} / {:e}",
-            rep.marginal_error,
-            rows,
-            cols
-        );
-    }
-    Ok(())
-}
-
 /// The reported error bounds the error recomputed from what the GPU returns, for random
 /// problems with cost offsets, warm-start shifts and mass scales, in both precisions.
 #[test]
@@ -300,9 +177,9 @@ fn cuda_reported_errors_bound_the_returned_results() {
         ..ProptestConfig::default()
     };
     TestRunner::new(config)
-        .run(&case(), |c| {
-            check_case::<f64>(&be, &c)?;
-            check_case::<f32>(&be, &c)
+        .run(&case(70), |c| {
+            check_case::<f64, _>(&be, &c)?;
+            check_case::<f32, _>(&be, &c)
         })
         .unwrap();
 }

@@ -191,7 +191,7 @@ fn sinkhorn_rows() -> Vec<Case> {
     for (rho, arg) in [
         (
             (0.0, 1.0),
-            "relaxation.rho_mu = 0: the marginal penalty must be > 0",
+            "relaxation.rho_mu = 0: the marginal penalty ρ must be > 0",
         ),
         ((1.0, f64::NAN), "relaxation.rho_nu = NaN"),
         ((-2.0, f64::INFINITY), "relaxation.rho_mu = -2"),

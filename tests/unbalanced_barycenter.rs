@@ -13,54 +13,8 @@ use logot::{
 };
 use ndarray::{Array1, Array2, Array3, ArrayView2, Axis};
 
-/// One POT reference problem.
-pub struct Case {
-    /// `[n]` (dense, points linspace(0, 1, n)) or the grid's shape.
-    shape: &'static [usize],
-    /// Solve on a [`GridCost`] (POT got the dense cost of the same grid).
-    grid: bool,
-    /// `K×n`, row-major.
-    inputs: &'static [f64],
-    weights: &'static [f64],
-    eps: f64,
-    rhos: &'static [f64],
-    /// POT's barycenter for each ρ.
-    barycenters: &'static [&'static [f64]],
-}
-
-#[allow(dead_code)]
-mod pot {
-    use super::Case;
-    include!("data/pot_unbalanced_barycenter.rs");
-}
-
-const CASES: [(&str, Case); 5] = [
-    ("dense2", pot::DENSE2),
-    ("dense3", pot::DENSE3),
-    ("small_eps4", pot::SMALL_EPS4),
-    ("grid2d", pot::GRID2D),
-    ("grid1d", pot::GRID1D),
-];
-
-impl Case {
-    fn n(&self) -> usize {
-        self.shape.iter().product()
-    }
-    fn inputs<T: Real>(&self) -> Array2<T> {
-        let n = self.n();
-        Array2::from_shape_fn((self.inputs.len() / n, n), |(k, i)| {
-            T::of(self.inputs[k * n + i])
-        })
-    }
-    fn weights<T: Real>(&self) -> Array1<T> {
-        self.weights.iter().map(|&w| T::of(w)).collect()
-    }
-    /// The explicit squared-distance cost between the points (what POT was given).
-    fn dense_cost<T: Real>(&self) -> Array2<T> {
-        let grid = GridCost::new(self.shape).unwrap();
-        grid.to_dense::<f64>().mapv(T::of)
-    }
-}
+mod common;
+use common::pot_bary::{pot, Case, CASES};
 
 fn params(eps: f64, rho: f64, tol: f64, max_iters: usize) -> BarycenterParams {
     BarycenterParams {

@@ -38,6 +38,17 @@ impl BaryLayout {
         }
         Ok(())
     }
+
+    /// Check the weights buffer length against `P·K`; an error names `weights`.
+    pub fn check_weights(&self, len: usize) -> Result<()> {
+        if len != self.problems * self.inputs {
+            return Err(Error::shape(
+                "weights",
+                format!("length {len}, expected {}×{}", self.problems, self.inputs),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// The device state of the barycenter loop (layouts of [`BaryLayout`]): the inputs
@@ -124,17 +135,8 @@ pub trait BarycenterKernels<T: Real>: Backend<T> {
     ) -> Result<()> {
         layout.check("v", self.len(v), true)?;
         layout.check("bar", self.len(bar), false)?;
+        layout.check_weights(self.len(weights))?;
         let (k, m) = (layout.inputs, layout.m);
-        if self.len(weights) != layout.problems * k {
-            return Err(Error::shape(
-                "weights",
-                format!(
-                    "length {}, expected {}×{k}",
-                    self.len(weights),
-                    layout.problems
-                ),
-            ));
-        }
         let (w, v) = (self.download(weights)?, self.download(v)?);
         let mut out = vec![T::zero(); layout.problems * m];
         for ((b, vp), wp) in out.chunks_mut(m).zip(v.chunks(k * m)).zip(w.chunks(k)) {

@@ -5,6 +5,8 @@
 pub mod cli;
 #[cfg(feature = "cuda")]
 pub mod gpu;
+pub mod pot_bary;
+pub mod reports;
 pub mod stability;
 
 use std::ops::{Add, Div, Mul, Neg, Sub};

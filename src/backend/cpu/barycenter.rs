@@ -2,7 +2,7 @@
 
 use super::CpuBackend;
 use crate::backend::barycenter::{log_power_mean, BaryLayout, BarycenterKernels};
-use crate::{Error, Real, Result};
+use crate::{Real, Result};
 use rayon::prelude::*;
 
 /// Below this many elements the elementwise kernels run on the calling thread: a rayon
@@ -19,13 +19,8 @@ impl<T: Real> BarycenterKernels<T> for CpuBackend {
     ) -> Result<()> {
         layout.check("v", v.len(), true)?;
         layout.check("bar", bar.len(), false)?;
+        layout.check_weights(weights.len())?;
         let (k, m) = (layout.inputs, layout.m);
-        if weights.len() != layout.problems * k {
-            return Err(Error::shape(
-                "weights",
-                format!("length {}, expected {}×{k}", weights.len(), layout.problems),
-            ));
-        }
         let body = |((b, vp), w): ((&mut [T], &[T]), &[T])| {
             b.fill(T::zero());
             for (vk, &wk) in vp.chunks_exact(m).zip(w) {
@@ -58,13 +53,8 @@ impl<T: Real> BarycenterKernels<T> for CpuBackend {
     ) -> Result<()> {
         layout.check("v", v.len(), true)?;
         layout.check("bar", bar.len(), false)?;
+        layout.check_weights(weights.len())?;
         let (k, m) = (layout.inputs, layout.m);
-        if weights.len() != layout.problems * k {
-            return Err(Error::shape(
-                "weights",
-                format!("length {}, expected {}×{k}", weights.len(), layout.problems),
-            ));
-        }
         let body = |((b, vp), w): ((&mut [T], &[T]), &[T])| {
             for (x, bx) in b.iter_mut().enumerate() {
                 *bx = log_power_mean(w, |j| vp[j * m + x], t);

@@ -39,13 +39,8 @@ impl<T: CudaReal> BarycenterKernels<T> for CudaBackend {
     ) -> Result<()> {
         layout.check("v", v.len, true)?;
         layout.check("bar", bar.len, false)?;
+        layout.check_weights(weights.len)?;
         let (k, m) = (layout.inputs, layout.m);
-        if weights.len != layout.problems * k {
-            return Err(Error::shape(
-                "weights",
-                format!("length {}, expected {}×{k}", weights.len, layout.problems),
-            ));
-        }
         let cfg = Launch::linear(self.stride_blocks(bar.len, 256, 16), 256);
         // SAFETY: bary_log_mean(w, v, bar, total, K, m) over the checked P×m outputs.
         unsafe {
@@ -74,13 +69,8 @@ impl<T: CudaReal> BarycenterKernels<T> for CudaBackend {
     ) -> Result<()> {
         layout.check("v", v.len, true)?;
         layout.check("bar", bar.len, false)?;
+        layout.check_weights(weights.len)?;
         let (k, m) = (layout.inputs, layout.m);
-        if weights.len != layout.problems * k {
-            return Err(Error::shape(
-                "weights",
-                format!("length {}, expected {}×{k}", weights.len, layout.problems),
-            ));
-        }
         let cfg = Launch::linear(self.stride_blocks(bar.len, 256, 16), 256);
         // SAFETY: bary_log_power_mean(w, v, bar, total, K, m, t) over the checked P×m outputs.
         unsafe {

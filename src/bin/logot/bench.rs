@@ -3,6 +3,7 @@
 //! so device work is synchronised).
 
 use crate::npy::Dtype;
+use crate::relax::RelaxArgs;
 use crate::{BackendChoice, Json};
 use logot::{problems, Backend, Problem, Real, Result, SinkhornParams, Solver};
 use serde_json::json;
@@ -78,6 +79,10 @@ impl BenchProblem {
 }
 
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("reg_m", |a| a.help(
+    "Unbalanced OT: relax both marginals to the penalty ρ·KL(P·1 ‖ μ) + ρ·KL(Pᵀ·1 ‖ ν) \
+     (> 0; `inf` keeps them exact); the JSON names the ρ used"
+)))]
 pub struct BenchArgs {
     /// Which problem.
     #[arg(long, value_enum)]
@@ -102,10 +107,10 @@ pub struct BenchArgs {
     /// Compute in float64 (default float32).
     #[arg(long)]
     pub f64: bool,
-    /// Unbalanced OT: relax both marginals by R·KL (otA, otB, otBcpu), to compare with the
-    /// balanced problem in the same call.
-    #[arg(long, value_name = "R")]
-    pub reg_m: Option<f64>,
+    /// Unbalanced OT (otA, otB, otBcpu), to compare with the balanced problem in the same
+    /// call: the marginal penalties, as for `wasserstein`.
+    #[command(flatten)]
+    pub relax: RelaxArgs,
 }
 
 /// Run `work` once to warm up, then `runs` times; returns (median, min) in milliseconds.
@@ -222,8 +227,8 @@ fn run<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
     };
     let problem = Problem::batch(mu.view(), nu.view(), cost.view())?;
     let mut params = SinkhornParams::fixed_iterations(eps, iters);
-    if let Some(rho) = a.reg_m {
-        params = params.with_relaxation(logot::Relaxation::kl(rho));
+    if let Some(relaxation) = a.relax.relaxation()? {
+        params = params.with_relaxation(relaxation);
     }
     let solver = Solver::new(backend, params);
     let gradient = |r: &logot::SinkhornResult<T>| {
@@ -259,7 +264,9 @@ fn run<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
         "ms": median,
         "min_ms": min,
         "runs_ms": all,
-        "reg_m": a.reg_m,
+        "reg_m": a.relax.reg_m,
+        "reg_m_mu": a.relax.reg_m_mu,
+        "reg_m_nu": a.relax.reg_m_nu,
         "iterations": r.convergence.iterations,
         "marginal_error": r.convergence.marginal_error,
         "distance_first": r.distance[0].f64(),
@@ -283,25 +290,15 @@ pub fn checked(a: &BenchArgs) -> Result<Dtype> {
             "must be finite and ≥ 0",
         ));
     }
-    if let Some(rho) = a.reg_m {
+    if a.relax.is_set() {
         use BenchProblem::*;
         if !matches!(a.problem, OtA | OtB | OtBcpu) {
-            return Err(logot::Error::parameter(
-                "--reg-m",
-                rho,
-                format!(
-                    "{} has no unbalanced form (otA, otB, otBcpu do)",
-                    a.problem.name()
-                ),
-            ));
+            return Err(a.relax.refusal(format!(
+                "{} has no unbalanced form (otA, otB, otBcpu do)",
+                a.problem.name()
+            )));
         }
-        if rho.is_nan() || rho <= 0.0 {
-            return Err(logot::Error::parameter(
-                "--reg-m",
-                rho,
-                "the marginal penalty must be > 0 (inf: balanced)",
-            ));
-        }
+        a.relax.relaxation()?;
     }
     for (flag, v) in [("--runs", a.runs), ("--warmup", a.warmup)] {
         if v > MAX_RUNS {

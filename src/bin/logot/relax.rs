@@ -50,42 +50,62 @@ impl RelaxArgs {
         !self.given().is_empty()
     }
 
-    /// The relaxation the flags ask for (`None`: none given, the balanced problem); an
-    /// error naming the flag for ρ ≤ 0 or NaN. `--reg-m R` relaxes both sides; with
-    /// `--reg-m-mu`/`--reg-m-nu` a side without a flag stays exact.
+    /// The relaxation the flags ask for (`None`: none given, the balanced problem); for
+    /// ρ ≤ 0 or NaN the library's refusal ([`Relaxation::validate`]) naming the flag.
+    /// `--reg-m R` relaxes both sides; with `--reg-m-mu`/`--reg-m-nu` a side without a
+    /// flag stays exact.
     pub fn relaxation(&self) -> Result<Option<Relaxation>> {
-        for (flag, rho) in self.given() {
-            if rho.is_nan() || rho <= 0.0 {
-                return Err(Error::parameter(
-                    flag,
-                    rho,
-                    "the marginal penalty ρ must be > 0 (`inf` keeps that marginal exact)",
-                ));
+        let relaxation = match (self.reg_m, self.reg_m_mu, self.reg_m_nu) {
+            (None, None, None) => return Ok(None),
+            (Some(r), _, _) => Relaxation::kl(r),
+            (None, mu, nu) => {
+                Relaxation::kl_each(mu.unwrap_or(f64::INFINITY), nu.unwrap_or(f64::INFINITY))
             }
-        }
-        Ok(match (self.reg_m, self.reg_m_mu, self.reg_m_nu) {
-            (None, None, None) => None,
-            (Some(r), _, _) => Some(Relaxation::kl(r)),
-            (None, mu, nu) => Some(Relaxation::kl_each(
-                mu.unwrap_or(f64::INFINITY),
-                nu.unwrap_or(f64::INFINITY),
-            )),
+        };
+        relaxation.validate().map_err(|e| self.cli_error(e, ""))?;
+        Ok(Some(relaxation))
+    }
+
+    /// The flag that sets the library's `relaxation.rho_mu` or `relaxation.rho_nu`.
+    fn flag_of(&self, arg: &str) -> Option<&'static str> {
+        let side = match arg {
+            "relaxation.rho_mu" => "--reg-m-mu",
+            "relaxation.rho_nu" => "--reg-m-nu",
+            _ => return None,
+        };
+        Some(if self.reg_m.is_some() {
+            "--reg-m"
+        } else {
+            side
         })
     }
 
-    /// The command-line form of a library error: a refused `relaxation` names the flags
-    /// given (with `context`, what the flags cannot be combined with); unequal masses in a
-    /// balanced solve say how to relax a marginal.
+    /// A refusal of the flags given (their names and values), for `reason`.
+    pub fn refusal(&self, reason: impl Into<String>) -> Error {
+        let value: Vec<String> = self.given().iter().map(|(_, v)| v.to_string()).collect();
+        Error::Parameter {
+            arg: self.flags(),
+            value: value.join("/"),
+            reason: reason.into(),
+        }
+    }
+
+    /// The command-line form of a library error: a refused ρ names its flag; a refused
+    /// `relaxation` names the flags given (with `context`, what the flags cannot be
+    /// combined with); unequal masses in a balanced solve say how to relax a marginal.
     pub fn cli_error(&self, e: Error, context: &str) -> Error {
         match e {
-            Error::Parameter { arg, reason, .. } if arg == "relaxation" && self.is_set() => {
-                let value: Vec<String> = self.given().iter().map(|(_, v)| v.to_string()).collect();
-                Error::Parameter {
-                    arg: self.flags(),
-                    value: value.join("/"),
-                    reason: format!("{reason}{context}"),
+            Error::Parameter { arg, value, reason } => match self.flag_of(&arg) {
+                Some(flag) => Error::Parameter {
+                    arg: flag.to_string(),
+                    value,
+                    reason,
+                },
+                None if arg == "relaxation" && self.is_set() => {
+                    self.refusal(format!("{reason}{context}"))
                 }
-            }
+                None => Error::Parameter { arg, value, reason },
+            },
             Error::UnequalMass {
                 detail,
                 mu,
