@@ -147,10 +147,32 @@ fn reg_m_times_the_unbalanced_problem() {
         d.is_finite() && d > 0.0 && d < 0.99 * d_bal,
         "{d} vs {d_bal}"
     );
+    // The unbalanced barycenter of the same images: its mass is no longer pinned to 1.
+    let (code, bal, err) = bench(&["--problem", "bary64", "--json", "--runs", "1"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, j, err) = bench(&[
+        "--problem",
+        "bary64",
+        "--json",
+        "--runs",
+        "1",
+        "--reg-m",
+        "0.01",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    check_timing(&j, "bary64", 1);
+    assert_eq!(j["reg_m"], 0.01, "{j}");
+    let (m_bal, m) = (bal["mass"].as_f64().unwrap(), j["mass"].as_f64().unwrap());
+    assert!((m_bal - 1.0).abs() < 1e-3, "{bal}");
+    assert!(
+        (m - m_bal).abs() > 1e-3,
+        "unbalanced mass {m} vs balanced {m_bal}"
+    );
     for (args, needle) in [
         (vec!["--problem", "otA", "--reg-m", "0"], "--reg-m"),
         (vec!["--problem", "otA", "--reg-m", "nan"], "--reg-m"),
         (vec!["--problem", "mhc4", "--reg-m", "1"], "--reg-m"),
+        (vec!["--problem", "bary64", "--reg-m", "-1"], "--reg-m"),
     ] {
         let (code, _, err) = bench(&args);
         assert_ne!(code, 0, "{args:?}");

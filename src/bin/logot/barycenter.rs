@@ -296,10 +296,12 @@ fn bench_on<T: Real, B: BarycenterKernels<T>>(backend: B, a: &BenchArgs, dense: 
     } else {
         ("bary64", problems::BARY64_GRID_EPS)
     };
-    let solver = BarycenterSolver::new(
-        backend,
-        BarycenterParams::fixed_iterations(eps, problems::BARY64_ITERS),
-    );
+    // --reg-m: the unbalanced barycenter (POT's barycenter_unbalanced), the same iterations.
+    let params = BarycenterParams {
+        relaxation: a.relax.relaxation()?,
+        ..BarycenterParams::fixed_iterations(eps, problems::BARY64_ITERS)
+    };
+    let solver = BarycenterSolver::new(backend, params);
     let grid = GridCost::image(n, n)?;
     let mut last = None;
     let (median, min, all) = time_runs(a.runs, || {
@@ -330,6 +332,9 @@ fn bench_on<T: Real, B: BarycenterKernels<T>>(backend: B, a: &BenchArgs, dense: 
         "runs_ms": all,
         "ms_resident": median_res,
         "min_ms_resident": min_res,
+        "reg_m": a.relax.reg_m,
+        "reg_m_mu": a.relax.reg_m_mu,
+        "reg_m_nu": a.relax.reg_m_nu,
         "iterations": b.iterations,
         "error": b.error,
         "mass": b.histogram.iter().map(|v| v.f64()).sum::<f64>(),

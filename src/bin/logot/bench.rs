@@ -292,9 +292,9 @@ pub fn checked(a: &BenchArgs) -> Result<Dtype> {
     }
     if a.relax.is_set() {
         use BenchProblem::*;
-        if !matches!(a.problem, OtA | OtB | OtBcpu) {
+        if !matches!(a.problem, OtA | OtB | OtBcpu | Bary64 | Bary64Dense) {
             return Err(a.relax.refusal(format!(
-                "{} has no unbalanced form (otA, otB, otBcpu do)",
+                "{} has no unbalanced form (otA, otB, otBcpu, bary64, bary64dense do)",
                 a.problem.name()
             )));
         }
