@@ -162,6 +162,9 @@ impl Module {
                 ("pc_rows_d16", Both),
                 ("pc_reduce", Both),
                 ("pc_plan", Both),
+                ("pc_sinkstep_dn", Both),
+                ("pc_rows_dn", Both),
+                ("pc_sqnorms", Both),
             ],
             Module::Grid => &[
                 ("grid_pass", Both),
