@@ -133,7 +133,10 @@ fn half_steps_match_the_cpu_at_any_dimension() {
     cases.push((20, 5000, 64, 1));
     cases.push((9, 3000, 1024, 2));
     for (n, m, d, batch) in cases {
-        for (metric, ratio) in [(PointMetric::SqEuclidean, 0.1), (PointMetric::Euclidean, 0.05)] {
+        for (metric, ratio) in [
+            (PointMetric::SqEuclidean, 0.1),
+            (PointMetric::Euclidean, 0.05),
+        ] {
             let eps = ratio * mean_cost(d, metric);
             let (x, y) = clouds(n, m, d, (d * 1009 + n) as u64);
             let mut r = Lcg((n * 31 + m + d) as u64);
@@ -204,7 +207,10 @@ fn weighted_sums_and_plans_match_the_cpu_at_any_dimension() {
             let (fd, gd) = (gpu.upload(&f).unwrap(), gpu.upload(&g).unwrap());
             let want = cpu.transport_cost(&pc, &f, &g, eps).unwrap();
             let got = gpu.transport_cost(&gc, &fd, &gd, eps).unwrap();
-            assert!(worst(&got, &want) < 1e-11, "{what} transport {got:?} vs {want:?}");
+            assert!(
+                worst(&got, &want) < 1e-11,
+                "{what} transport {got:?} vs {want:?}"
+            );
             let mut r = Lcg(d as u64 + 11);
             for side in [Side::Row, Side::Col] {
                 let (wm, wg) = cpu.point_gradient(&pc, side, &f, &g, eps).unwrap();
@@ -293,7 +299,12 @@ fn solver_matches_the_cpu_at_d64_and_d1024() {
         assert_eq!(got.convergence.iterations, want.convergence.iterations);
         let dist = |v: &Array1<f64>| v.to_vec();
         let w = worst(&dist(&got.distance), &dist(&want.distance));
-        assert!(w < 1e-9, "f64 d={d} distance {:?} vs {:?}", got.distance, want.distance);
+        assert!(
+            w < 1e-9,
+            "f64 d={d} distance {:?} vs {:?}",
+            got.distance,
+            want.distance
+        );
         let flat = |a: &Array2<f64>| a.iter().copied().collect::<Vec<f64>>();
         assert!(worst(&flat(&got.f), &flat(&want.f)) < 1e-8, "f64 d={d} f");
         assert!(worst(&flat(&got.g), &flat(&want.g)) < 1e-8, "f64 d={d} g");

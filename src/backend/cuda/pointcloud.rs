@@ -1,15 +1,38 @@
 //! Point-cloud costs on the GPU (kernels in `cuda/pointcloud.cu`): the cost is formed in
-//! registers from the two clouds, never stored, so GPU memory is `O((n + m)·d)`.
+//! registers from the two clouds, never stored, so GPU memory is `O((n + m)·d)` at every
+//! dimension.
 //!
-//! * Half-step: a block of 256 threads owns 1024 outputs (f32, `d ≤ 4`; 512 in f64 and
-//!   for `d ≤ 16`), streams the reduced cloud through shared memory in stages of 128
-//!   points and folds chunks of 8 arguments into a running (max, sum); when the grid alone
-//!   would leave SMs idle the reduction is split across blocks and merged by
-//!   `sinkstep_finish` (cuda/sinkstep.cu).
-//! * Plan-weighted row sums (transport cost, point gradients, `P·V`): one output per
-//!   thread, the whole reduction per block.
-//! * Dimensions up to 16 and up to 16 value channels in `plan_apply`; beyond,
-//!   [`Error::Unavailable`] (use the CPU backend).
+//! What runs where:
+//! * `d ≤ 16` (`PC_DMAX`), exact difference form `Σ_t (x_t − y_t)²`:
+//!   - Half-step: a block of 256 threads owns 1024 outputs (f32, `d ≤ 4`; 512 in f64 and
+//!     for `d ≤ 16`), streams the reduced cloud through shared memory in stages of 128
+//!     points and folds chunks of 8 arguments into a running (max, sum).
+//!   - Plan-weighted row sums (transport cost, point gradients, `P·V` with at most 16
+//!     channels): one output per thread, the whole reduction per block.
+//! * `d > 16`, dot-product form: when the cost is prepared the two clouds are centred on
+//!   their common mean (computed in f64 on the host; a translation changes no cost, and it
+//!   keeps `|x|² + |y|² − 2·x·y` from cancelling the digits of clouds far from the origin)
+//!   and their squared norms computed on the device (`pc_sqnorms`); then
+//!   `c = max(|x|² + |y|² − 2·x·y, 0)` (its square root for [`PointMetric::Euclidean`]).
+//!   - Half-step (`pc_sinkstep_dn`): a block of 16×16 threads owns 64 outputs and streams
+//!     tiles of 64 reduced points; the cross term is accumulated over `d` in chunks of 16
+//!     coordinates staged in shared memory, each thread holding a 4×4 register tile of
+//!     exact FP32/FP64 FMA products (`pc_dot_tile`, where a tensor-core strategy — TF32 or
+//!     split-TF32 MMA fragments — would go), then folded into the same online base-2
+//!     (max, sum) as the small-d kernels; the 16 threads of a row merge their pairs by
+//!     shuffles. Memory: the clouds, two norm vectors, and the split partials.
+//!   - Row sums (`pc_rows_dn`), for `d > 16` or more than 16 `plan_apply` channels (then
+//!     at any `d`, in the exact difference form below 17 dimensions): two passes. A
+//!     half-step with zero log-marginals gives `h_l = −ε·LSE_k((other_k − c_lk)/ε)`, so
+//!     the weights `exp((other_k − c_lk + h_l)/ε)` of a row sum to one and
+//!     `P_lk = exp((own_l − h_l)/ε)·w_lk`; then one block per 64 outputs and 64 channels
+//!     (grid z over channel tiles, the cost recomputed per tile) stages each tile of
+//!     weights in shared memory and multiplies it by the values (`P·V`) or the
+//!     displacements (point gradients). Any channel count is handled; extra memory
+//!     `O(B·len)` for `h`.
+//! * In both families, when the grid alone would leave SMs idle the reduction of a
+//!   half-step is split across blocks and merged by `sinkstep_finish` (cuda/sinkstep.cu).
+//! * Dense plans (`pc_plan`, difference form, any `d`) only up to `2^27` entries.
 
 use super::cost::{CostKind, CudaCost};
 use super::device::{CudaBackend, CudaBuffer};
@@ -101,7 +124,10 @@ fn soa<T: Copy>(p: ndarray::ArrayView2<'_, T>) -> Vec<T> {
 /// displacement unchanged, and keeps `|x|² + |y|² − 2·x·y` from cancelling more than the
 /// spread of the clouds requires: clouds far from the origin compared with their size would
 /// otherwise lose the digits of `|x − y|²` to those of `|x|²`.
-fn centred_soa<T: Real>(x: ndarray::ArrayView2<'_, T>, y: ndarray::ArrayView2<'_, T>) -> (Vec<T>, Vec<T>) {
+fn centred_soa<T: Real>(
+    x: ndarray::ArrayView2<'_, T>,
+    y: ndarray::ArrayView2<'_, T>,
+) -> (Vec<T>, Vec<T>) {
     let total = (x.nrows() + y.nrows()) as f64;
     let mut xs = Vec::with_capacity(x.len());
     let mut ys = Vec::with_capacity(y.len());
@@ -283,8 +309,8 @@ impl CudaBackend {
         let (bi, li) = (to_i32(batch, "batch")?, to_i32(len_out, "cost")?);
         let (ki, kslice) = (to_i32(len_red, "cost")?, to_i32(kslice, "cost")?);
         let gx = u32::try_from(gx).map_err(|_| Error::shape("sinkstep", "too many outputs"))?;
-        let cfg = Launch::new((gx, batch as u32, splits as u32), (PC_BLOCK as u32, 1, 1))
-            .shared(smem);
+        let cfg =
+            Launch::new((gx, batch as u32, splits as u32), (PC_BLOCK as u32, 1, 1)).shared(smem);
         let (po, pr, pother) = (self.ptr(out_pts), self.ptr(red_pts), self.ptr(&other.data));
         match cl.side_norms(side) {
             // SAFETY: PC_STEP_ARGS in cuda/pointcloud.cu; the potentials were checked
@@ -481,8 +507,7 @@ impl CudaBackend {
         let mass = self.alloc::<T>(rows, "plan marginals")?;
         let res = self.alloc::<T>(rows * channels, "plan-weighted sums")?;
         let stage = (PC_DN_DC * (PC_DN_TL + PC_DN_RTK)).max(PC_DN_RTK * (PC_DN_CC + 1));
-        let smem =
-            (stage + PC_DN_TL * (PC_DN_RTK + 1) + 2 * PC_DN_RTK) * std::mem::size_of::<T>();
+        let smem = (stage + PC_DN_TL * (PC_DN_RTK + 1) + 2 * PC_DN_RTK) * std::mem::size_of::<T>();
         let pown = self.ptr(&own.data);
         // Without values the kernel reads none; any valid address will do.
         let pvals = values.map_or(pown, |v| self.ptr(&v.data));
@@ -493,8 +518,8 @@ impl CudaBackend {
         };
         let gx = u32::try_from(len_out.div_ceil(PC_DN_TL))
             .map_err(|_| Error::shape("f", "too many points"))?;
-        let cfg = Launch::new((gx, batch as u32, chunks as u32), (PC_BLOCK as u32, 1, 1))
-            .shared(smem);
+        let cfg =
+            Launch::new((gx, batch as u32, chunks as u32), (PC_BLOCK as u32, 1, 1)).shared(smem);
         // SAFETY: pc_rows_dn in cuda/pointcloud.cu; the potentials and h hold batch·len
         // elements of their sides, the outputs batch·len_out (·channels), the values (by the
         // caller) len_red·kv per problem; the norms (unread when diff = 1) len_out, len_red.
