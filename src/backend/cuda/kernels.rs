@@ -160,8 +160,13 @@ impl Module {
                 ("pc_sinkstep_d16", Both),
                 ("pc_rows_d4", Both),
                 ("pc_rows_d16", Both),
+                ("pc_adjoint_d4", Both),
+                ("pc_adjoint_d16", Both),
                 ("pc_reduce", Both),
                 ("pc_plan", Both),
+                ("pc_sinkstep_dn", Both),
+                ("pc_rows_dn", Both),
+                ("pc_sqnorms", Both),
             ],
             Module::Grid => &[
                 ("grid_pass", Both),

@@ -104,7 +104,8 @@ kernel_args!(A a, B b, C c, D d, E e, F f, G g, H h, I i, J j, K k, L l, M m, N 
 kernel_args!(A a, B b, C c, D d, E e, F f, G g, H h, I i, J j, K k, L l, M m, N n, O o);
 kernel_args!(A a, B b, C c, D d, E e, F f, G g, H h, I i, J j, K k, L l, M m, N n, O o, P p);
 kernel_args!(A a, B b, C c, D d, E e, F f, G g, H h, I i, J j, K k, L l, M m, N n, O o, P p, Q q);
-kernel_args!(A a, B b, C c, D d, E e, F f, G g, H h, I i, J j, K k, L l, M m, N n, O o, P p, Q q, S s);
+kernel_args!(A a, B b, C c, D d, E e, F f, G g, H h, I i, J j, K k, L l, M m, N n, O o, P p, Q q, S1 r);
+kernel_args!(A a, B b, C c, D d, E e, F f, G g, H h, I i, J j, K k, L l, M m, N n, O o, P p, Q q, S1 r, S2 s);
 
 /// The error context of a driver call: `Error::Cuda("{what}: …")`, out-of-memory spelled
 /// out.

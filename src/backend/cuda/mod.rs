@@ -13,8 +13,9 @@
 //! * Consecutive half-steps use programmatic dependent launch on Hopper: a kernel's blocks
 //!   start while the previous kernel drains and wait (`griddepcontrol.wait`) for its data.
 //! * Only marginal errors and distances (`B` numbers) are read back by the solver.
-//! * Point clouds ([`crate::PointCloudCost`], `d ≤ 16`): the cost is formed in registers
-//!   from the two clouds and never stored (`cuda/pointcloud.cu`, [`crate::PointCloudKernels`]
+//! * Point clouds ([`crate::PointCloudCost`], any dimension): the cost is formed in
+//!   registers from the two clouds (the difference form for `d ≤ 16`, `|x|² + |y|² − 2·x·y`
+//!   with precomputed norms above) and never stored (`cuda/pointcloud.cu`, [`crate::PointCloudKernels`]
 //!   for point gradients and `P·V`).
 //! * Grid costs ([`CostSource::Grid`](crate::CostSource::Grid), axes of at most 1024 points) run one batched 1-D
 //!   log-sum-exp pass per axis (cuda/grid.cu), the cost computed on the fly; `⟨P, C⟩` is

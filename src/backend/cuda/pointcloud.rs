@@ -1,16 +1,41 @@
 //! Point-cloud costs on the GPU (kernels in `cuda/pointcloud.cu`): the cost is formed in
-//! registers from the two clouds, never stored, so GPU memory is `O((n + m)·d)`.
+//! registers from the two clouds, never stored, so GPU memory is `O((n + m)·d)` at every
+//! dimension.
 //!
-//! * Half-step: a block of 256 threads owns 1024 outputs (f32, `d ≤ 4`; 512 in f64 and
-//!   for `d ≤ 16`), streams the reduced cloud through shared memory in stages of 128
-//!   points and folds chunks of 8 arguments into a running (max, sum); when the grid alone
-//!   would leave SMs idle the reduction is split across blocks and merged by
-//!   `sinkstep_finish` (cuda/sinkstep.cu).
-//! * Plan-weighted row sums (transport cost, point gradients, `P·V`, and the point
-//!   gradients reweighted by an adjoint in kernels of their own, `pc_adjoint`): one output
-//!   per thread, the whole reduction per block.
-//! * Dimensions up to 16 and up to 16 value channels in `plan_apply`; beyond,
-//!   [`Error::Unavailable`] (use the CPU backend).
+//! What runs where:
+//! * `d ≤ 16` (`PC_DMAX`), exact difference form `Σ_t (x_t − y_t)²`:
+//!   - Half-step: a block of 256 threads owns 1024 outputs (f32, `d ≤ 4`; 512 in f64 and
+//!     for `d ≤ 16`), streams the reduced cloud through shared memory in stages of 128
+//!     points and folds chunks of 8 arguments into a running (max, sum).
+//!   - Plan-weighted row sums (transport cost, point gradients, `P·V` with at most 16
+//!     channels): one output per thread, the whole reduction per block.
+//! * `d > 16`, dot-product form: when the cost is prepared the two clouds are centred on
+//!   their common mean (computed in f64 on the host; a translation changes no cost, and it
+//!   keeps `|x|² + |y|² − 2·x·y` from cancelling the digits of clouds far from the origin)
+//!   and their squared norms computed on the device (`pc_sqnorms`); then
+//!   `c = max(|x|² + |y|² − 2·x·y, 0)` (its square root for [`PointMetric::Euclidean`]).
+//!   - Half-step (`pc_sinkstep_dn`): a block of 16×16 threads owns 64 outputs and streams
+//!     tiles of 64 reduced points; the cross term is accumulated over `d` in chunks of 16
+//!     coordinates staged in shared memory, each thread holding a 4×4 register tile of
+//!     exact FP32/FP64 FMA products (`pc_dot_tile`, where a tensor-core strategy — TF32 or
+//!     split-TF32 MMA fragments — would go), then folded into the same online base-2
+//!     (max, sum) as the small-d kernels; the 16 threads of a row merge their pairs by
+//!     shuffles. Memory: the clouds, two norm vectors, and the split partials.
+//!   - Row sums (`pc_rows_dn`), for `d > 16` or more than 16 `plan_apply` channels (then
+//!     at any `d`, in the exact difference form below 17 dimensions): two passes. A
+//!     half-step with zero log-marginals gives `h_l = −ε·LSE_k((other_k − c_lk)/ε)`, so
+//!     the weights `exp((other_k − c_lk + h_l)/ε)` of a row sum to one and
+//!     `P_lk = exp((own_l − h_l)/ε)·w_lk`; then one block per 64 outputs and 64 channels
+//!     (grid z over channel tiles, the cost recomputed per tile) stages each tile of
+//!     weights in shared memory and multiplies it by the values (`P·V`) or the
+//!     displacements (point gradients). Any channel count is handled; extra memory
+//!     `O(B·len)` for `h`.
+//! * In both families, when the grid alone would leave SMs idle the reduction of a
+//!   half-step is split across blocks and merged by `sinkstep_finish` (cuda/sinkstep.cu).
+//! * The point gradients reweighted by an adjoint (`pc_adjoint`, for
+//!   [`crate::Solver::transport_point_gradients`]): kernels of their own beside `pc_rows`,
+//!   `d ≤ 16` only (beyond, [`Error::Unavailable`]: use the CPU backend).
+//! * Dense plans (`pc_plan`, difference form, any `d`) only up to `2^27` entries.
 
 use super::cost::{CostKind, CudaCost};
 use super::device::{CudaBackend, CudaBuffer};
@@ -19,7 +44,7 @@ use super::launch::{to_i32, Launch};
 use super::tiled::TiledArgs;
 use crate::backend::shape::{check_fg, check_sinkstep};
 use crate::backend::{batch_of, CostDims, PointCloudCost, PointCloudKernels, PointMetric, Side};
-use crate::{Error, Result};
+use crate::{Error, Real, Result};
 use cudarc::driver::CudaSlice;
 
 /// Threads per block of the point-cloud kernels.
@@ -28,6 +53,16 @@ const PC_BLOCK: usize = define(Module::PointCloud.source(), "PC_BLOCK");
 const PC_KT: usize = define(Module::PointCloud.source(), "PC_KT");
 /// Largest dimension and number of `plan_apply` channels the kernels are compiled for.
 const PC_DMAX: usize = define(Module::PointCloud.source(), "PC_DMAX");
+/// Output points per block of the any-d kernels.
+const PC_DN_TL: usize = define(Module::PointCloud.source(), "PC_DN_TL");
+/// Reduced points per stage of the any-d half-step.
+const PC_DN_TK: usize = define(Module::PointCloud.source(), "PC_DN_TK");
+/// Coordinates per shared-memory chunk of the any-d cross term.
+const PC_DN_DC: usize = define(Module::PointCloud.source(), "PC_DN_DC");
+/// Reduced points per stage of the any-d row sums.
+const PC_DN_RTK: usize = define(Module::PointCloud.source(), "PC_DN_RTK");
+/// Value channels per block of the any-d row sums.
+const PC_DN_CC: usize = define(Module::PointCloud.source(), "PC_DN_CC");
 /// Plans with more entries than this are not materialised.
 const MAX_PLAN_ENTRIES: usize = 1 << 27;
 
@@ -40,6 +75,8 @@ pub(super) struct CudaCloud<T> {
     root: bool,
     x: CudaSlice<T>,
     y: CudaSlice<T>,
+    /// `(|x_i|², |y_j|²)` of the centred clouds, for `d > PC_DMAX` (the dot-product form).
+    norms: Option<(CudaSlice<T>, CudaSlice<T>)>,
 }
 
 impl<T> CudaCloud<T> {
@@ -57,6 +94,14 @@ impl<T> CudaCloud<T> {
             Side::Col => (&self.y, self.m, &self.x, self.n),
             Side::Row => (&self.x, self.n, &self.y, self.m),
         }
+    }
+
+    /// `(output norms, reduced norms)` of a half-step on `side` (any-d clouds only).
+    fn side_norms(&self, side: Side) -> Option<(&CudaSlice<T>, &CudaSlice<T>)> {
+        self.norms.as_ref().map(|(xn, yn)| match side {
+            Side::Col => (yn, xn),
+            Side::Row => (xn, yn),
+        })
     }
 }
 
@@ -77,18 +122,37 @@ fn soa<T: Copy>(p: ndarray::ArrayView2<'_, T>) -> Vec<T> {
     v
 }
 
-/// Kernel family for dimension `d`: (base name, compiled maximum dimension).
-fn by_dim(prefix: &str, d: usize, exact3: bool) -> Result<(String, usize)> {
-    Ok(match d {
-        3 if exact3 => (format!("{prefix}_d3"), 3),
-        1..=4 => (format!("{prefix}_d4"), 4),
-        5..=PC_DMAX => (format!("{prefix}_d{PC_DMAX}"), PC_DMAX),
-        _ => {
-            return Err(Error::Unavailable(format!(
-                "point clouds of dimension {d} on the CUDA backend: the kernels handle d ≤ {PC_DMAX} (use the CPU backend)"
-            )))
-        }
-    })
+/// Both clouds as structure-of-arrays, each coordinate less the mean of that coordinate
+/// over the `n + m` points of both (in f64). A common translation leaves every cost and
+/// displacement unchanged, and keeps `|x|² + |y|² − 2·x·y` from cancelling more than the
+/// spread of the clouds requires: clouds far from the origin compared with their size would
+/// otherwise lose the digits of `|x − y|²` to those of `|x|²`.
+fn centred_soa<T: Real>(
+    x: ndarray::ArrayView2<'_, T>,
+    y: ndarray::ArrayView2<'_, T>,
+) -> (Vec<T>, Vec<T>) {
+    let total = (x.nrows() + y.nrows()) as f64;
+    let mut xs = Vec::with_capacity(x.len());
+    let mut ys = Vec::with_capacity(y.len());
+    for (cx, cy) in x.columns().into_iter().zip(y.columns()) {
+        let mean = (cx.iter().map(|v| v.f64()).sum::<f64>()
+            + cy.iter().map(|v| v.f64()).sum::<f64>())
+            / total;
+        xs.extend(cx.iter().map(|v| T::of(v.f64() - mean)));
+        ys.extend(cy.iter().map(|v| T::of(v.f64() - mean)));
+    }
+    (xs, ys)
+}
+
+/// Kernel family for dimension `d`: (base name, compiled maximum dimension), or `None`
+/// above `PC_DMAX` (the any-d kernels).
+fn by_dim(prefix: &str, d: usize, exact3: bool) -> Option<(String, usize)> {
+    match d {
+        3 if exact3 => Some((format!("{prefix}_d3"), 3)),
+        1..=4 => Some((format!("{prefix}_d4"), 4)),
+        5..=PC_DMAX => Some((format!("{prefix}_d{PC_DMAX}"), PC_DMAX)),
+        _ => None,
+    }
 }
 
 /// What the plan-weighted row sums (`pc_rows`) accumulate besides the plan's marginal.
@@ -135,15 +199,71 @@ impl CudaBackend {
         let (n, m, d) = (p.n(), p.m(), p.dim());
         to_i32(n, "x")?;
         to_i32(m, "y")?;
-        by_dim("pc_sinkstep", d, false)?;
+        to_i32(d, "x")?;
+        let any_d = d > PC_DMAX;
+        let (xs, ys) = if any_d {
+            centred_soa(p.x(), p.y())
+        } else {
+            (soa(p.x()), soa(p.y()))
+        };
+        let x = self.upload_slice(&xs, "the points x")?;
+        let y = self.upload_slice(&ys, "the points y")?;
+        let norms = if any_d {
+            Some((
+                self.cloud_sqnorms(&x, n, d, "the norms of x")?,
+                self.cloud_sqnorms(&y, m, d, "the norms of y")?,
+            ))
+        } else {
+            None
+        };
         Ok(CudaCloud {
             n,
             m,
             d,
             root: p.metric() == PointMetric::Euclidean,
-            x: self.upload_slice(&soa(p.x()), "the points x")?,
-            y: self.upload_slice(&soa(p.y()), "the points y")?,
+            x,
+            y,
+            norms,
         })
+    }
+
+    /// `|p|²` of each of the `len` points of a structure-of-arrays cloud (`pc_sqnorms`).
+    fn cloud_sqnorms<T: CudaReal>(
+        &self,
+        pts: &CudaSlice<T>,
+        len: usize,
+        d: usize,
+        what: &str,
+    ) -> Result<CudaSlice<T>> {
+        let out = self.alloc::<T>(len, what)?;
+        let blocks = self.stride_blocks(len, 256, 8);
+        // SAFETY: pc_sqnorms(pts, out, len, d) reads len·d coordinates, writes len norms.
+        unsafe {
+            self.launch(
+                &kernel_name::<T>("pc_sqnorms"),
+                Launch::linear(blocks, 256),
+                (
+                    self.ptr(pts),
+                    self.ptr(&out),
+                    to_i32(len, "x")?,
+                    to_i32(d, "x")?,
+                ),
+            )
+        }?;
+        Ok(out)
+    }
+
+    /// `(kslice, splits)` of a reduction over `len_red` points in stages of `kt` by `blocks`
+    /// blocks: split only when the grid alone would give the SMs fewer than 4 blocks each.
+    fn cloud_split(&self, blocks: usize, len_red: usize, kt: usize) -> (usize, usize) {
+        let target = 4 * self.inner.sm_count;
+        let want = if blocks < target {
+            target.div_ceil(blocks).min((len_red / (4 * kt)).max(1))
+        } else {
+            1
+        };
+        let kslice = len_red.div_ceil(want).div_ceil(kt) * kt;
+        (kslice, len_red.div_ceil(kslice))
     }
 
     /// One half-step on point clouds (see [`Backend::sinkstep`](crate::Backend::sinkstep)).
@@ -158,30 +278,32 @@ impl CudaBackend {
     ) -> Result<()> {
         let batch = check_sinkstep(&cl.dims(), side, other.len, log_marginal.len, out.len)?;
         let (out_pts, len_out, red_pts, len_red) = cl.sides(side);
-        let (base, dmax) = by_dim("pc_sinkstep", cl.d, true)?;
-        // Outputs per thread (TJ of the kernel's entry point).
-        let tj = if dmax <= 4 && T::PRECISION == Precision::F32 {
-            4
-        } else {
-            2
+        let size = std::mem::size_of::<T>();
+        // (entry point, outputs per block, reduced points per stage, shared bytes)
+        let (kernel, per_block, kt, smem) = match by_dim("pc_sinkstep", cl.d, true) {
+            Some((base, dmax)) => {
+                // Outputs per thread (TJ of the kernel's entry point).
+                let tj = if dmax <= 4 && T::PRECISION == Precision::F32 {
+                    4
+                } else {
+                    2
+                };
+                let smem = (dmax * PC_KT + PC_KT) * size;
+                (kernel_name::<T>(&base), PC_BLOCK * tj, PC_KT, smem)
+            }
+            None => {
+                let smem = (PC_DN_DC * (PC_DN_TL + PC_DN_TK) + 2 * PC_DN_TK) * size;
+                (kernel_name::<T>("pc_sinkstep_dn"), PC_DN_TL, PC_DN_TK, smem)
+            }
         };
-        let gx = len_out.div_ceil(PC_BLOCK * tj);
+        let gx = len_out.div_ceil(per_block);
         if batch > 65535 {
             return Err(Error::shape(
                 "sinkstep",
                 format!("{batch} problems exceed the launch grid (65535)"),
             ));
         }
-        // Split the reduction when the grid alone would give the SMs fewer than 4 blocks each.
-        let blocks = gx * batch;
-        let target = 4 * self.inner.sm_count;
-        let want = if blocks < target {
-            target.div_ceil(blocks).min((len_red / (4 * PC_KT)).max(1))
-        } else {
-            1
-        };
-        let kslice = len_red.div_ceil(want).div_ceil(PC_KT) * PC_KT;
-        let splits = len_red.div_ceil(kslice);
+        let (kslice, splits) = self.cloud_split(gx * batch, len_red, kt);
         let parts = if splits > 1 {
             Some(self.alloc::<T>(2 * splits * batch * len_out, "K-split partials")?)
         } else {
@@ -189,46 +311,76 @@ impl CudaBackend {
         };
         let (pm, ps) = match &parts {
             Some(p) => {
-                let half = splits * batch * len_out * std::mem::size_of::<T>();
+                let half = splits * batch * len_out * size;
                 (self.ptr(p), self.ptr(p) + half as u64)
             }
             None => (0u64, 0u64),
         };
         let (plm, pout) = (self.ptr(&log_marginal.data), self.ptr(&out.data));
         let (bi, li) = (to_i32(batch, "batch")?, to_i32(len_out, "cost")?);
+        let (ki, kslice) = (to_i32(len_red, "cost")?, to_i32(kslice, "cost")?);
         let gx = u32::try_from(gx).map_err(|_| Error::shape("sinkstep", "too many outputs"))?;
-        let cfg = Launch::new((gx, batch as u32, splits as u32), (PC_BLOCK as u32, 1, 1))
-            .shared((dmax * PC_KT + PC_KT) * std::mem::size_of::<T>());
-        // SAFETY: PC_STEP_ARGS in cuda/pointcloud.cu; the potentials were checked against
-        // the clouds, the partials hold 2·splits·batch·len_out elements.
-        unsafe {
-            self.launch(
-                &kernel_name::<T>(&base),
-                cfg,
-                (
-                    self.ptr(out_pts),
-                    self.ptr(red_pts),
-                    self.ptr(&other.data),
-                    plm,
-                    pout,
-                    pm,
-                    ps,
-                    bi,
-                    to_i32(len_red, "cost")?,
-                    li,
-                    cl.d as i32,
-                    eps,
-                    cl.scale(eps),
-                    to_i32(kslice, "cost")?,
-                    cl.root as i32,
-                ),
-            )
-        }?;
+        let cfg =
+            Launch::new((gx, batch as u32, splits as u32), (PC_BLOCK as u32, 1, 1)).shared(smem);
+        let (po, pr, pother) = (self.ptr(out_pts), self.ptr(red_pts), self.ptr(&other.data));
+        match cl.side_norms(side) {
+            // SAFETY: PC_STEP_ARGS in cuda/pointcloud.cu; the potentials were checked
+            // against the clouds, the partials hold 2·splits·batch·len_out elements.
+            None => unsafe {
+                self.launch(
+                    &kernel,
+                    cfg,
+                    (
+                        po,
+                        pr,
+                        pother,
+                        plm,
+                        pout,
+                        pm,
+                        ps,
+                        bi,
+                        ki,
+                        li,
+                        cl.d as i32,
+                        eps,
+                        cl.scale(eps),
+                        kslice,
+                        cl.root as i32,
+                    ),
+                )
+            }?,
+            // SAFETY: pc_sinkstep_dn in cuda/pointcloud.cu (PC_STEP_ARGS with the norms of
+            // both clouds, len_out and len_red of them, and no scale).
+            Some((on, rn)) => unsafe {
+                self.launch(
+                    &kernel,
+                    cfg,
+                    (
+                        po,
+                        pr,
+                        self.ptr(on),
+                        self.ptr(rn),
+                        pother,
+                        plm,
+                        pout,
+                        pm,
+                        ps,
+                        bi,
+                        ki,
+                        li,
+                        cl.d as i32,
+                        eps,
+                        kslice,
+                        cl.root as i32,
+                    ),
+                )
+            }?,
+        }
         if splits > 1 {
             let finish = TiledArgs {
                 r: 0,
                 stride: 0,
-                other: self.ptr(&other.data),
+                other: pother,
                 lm: plm,
                 out: pout,
                 batch,
@@ -261,11 +413,6 @@ impl CudaBackend {
             Side::Row => (f, g),
             Side::Col => (g, f),
         };
-        let prefix = match sums {
-            RowSums::Adjoint { .. } => "pc_adjoint",
-            _ => "pc_rows",
-        };
-        let (base, dmax) = by_dim(prefix, cl.d, false)?;
         let (values, kv, vstride) = match sums {
             RowSums::Apply { values, k, stride } => (Some(values), k, stride),
             // The reduced adjoint: one value per reduced point and problem.
@@ -276,11 +423,6 @@ impl CudaBackend {
             RowSums::Adjoint { own, alpha, .. } => (Some(own), alpha),
             _ => (None, T::zero()),
         };
-        if kv > PC_DMAX {
-            return Err(Error::Unavailable(format!(
-                "plan_apply with {kv} value channels on the CUDA backend: the kernels handle k ≤ {PC_DMAX}"
-            )));
-        }
         let channels = match sums {
             RowSums::Cost => 1,
             RowSums::Gradient | RowSums::Adjoint { .. } => cl.d,
@@ -292,6 +434,19 @@ impl CudaBackend {
                 format!("{batch} problems exceed the launch grid (65535)"),
             ));
         }
+        let adjoint = matches!(sums, RowSums::Adjoint { .. });
+        let prefix = if adjoint { "pc_adjoint" } else { "pc_rows" };
+        // Above PC_DMAX dimensions or value channels: the any-d kernels.
+        let Some((base, dmax)) = by_dim(prefix, cl.d, false).filter(|_| kv <= PC_DMAX) else {
+            if adjoint {
+                return Err(Error::Unavailable(format!(
+                    "exact transport-cost point gradients of clouds of dimension {} on the CUDA \
+                     backend: the adjoint kernels handle d ≤ {PC_DMAX} (use the CPU backend)",
+                    cl.d
+                )));
+            }
+            return self.cloud_rows_dn(cl, side, (own, other), eps, sums, batch, channels);
+        };
         let mass = self.alloc::<T>(batch * len_out, "plan marginals")?;
         let res = self.alloc::<T>(batch * len_out * channels, "plan-weighted sums")?;
         let value_tile = if values.is_some() { PC_KT * kv } else { 0 };
@@ -333,6 +488,100 @@ impl CudaBackend {
                 ),
             )
         }?;
+        Ok((mass, res, batch, len_out))
+    }
+
+    /// [`Self::cloud_rows`] by the any-d kernels, in two passes: `h = −ε·LSE_k((other_k −
+    /// c_lk)/ε)` by a half-step with zero log-marginals (split across blocks when that
+    /// pays), then `pc_rows_dn` with the weights `exp((other_k − c_lk + h_l)/ε)` that sum
+    /// to one over each row, one block per 64 outputs and `PC_DN_CC` channels (the cost is
+    /// recomputed for each tile of channels).
+    #[allow(clippy::too_many_arguments)]
+    fn cloud_rows_dn<T: CudaReal>(
+        &self,
+        cl: &CudaCloud<T>,
+        side: Side,
+        (own, other): (&CudaBuffer<T>, &CudaBuffer<T>),
+        eps: T,
+        sums: RowSums<'_, T>,
+        batch: usize,
+        channels: usize,
+    ) -> Result<(CudaSlice<T>, CudaSlice<T>, usize, usize)> {
+        let (out_pts, len_out, red_pts, len_red) = cl.sides(side);
+        let rows = batch * len_out;
+        let mut zeros = self.alloc::<T>(rows, "zero log-marginals")?;
+        self.fill_slice(&mut zeros, rows, T::zero())?;
+        let zeros = CudaBuffer {
+            data: zeros,
+            len: rows,
+        };
+        let mut h = CudaBuffer {
+            data: self.alloc::<T>(rows, "row normalisers")?,
+            len: rows,
+        };
+        self.cloud_sinkstep(cl, side, eps, other, &zeros, &mut h)?;
+        let (values, kv, vstride) = match sums {
+            RowSums::Apply { values, k, stride } => (Some(values), k, stride),
+            _ => (None, 0, 0),
+        };
+        let chunks = match sums {
+            RowSums::Cost => 1,
+            _ => channels.div_ceil(PC_DN_CC),
+        };
+        if chunks > 65535 {
+            return Err(Error::shape(
+                "values",
+                format!("{channels} channels exceed the launch grid"),
+            ));
+        }
+        let mass = self.alloc::<T>(rows, "plan marginals")?;
+        let res = self.alloc::<T>(rows * channels, "plan-weighted sums")?;
+        let stage = (PC_DN_DC * (PC_DN_TL + PC_DN_RTK)).max(PC_DN_RTK * (PC_DN_CC + 1));
+        let smem = (stage + PC_DN_TL * (PC_DN_RTK + 1) + 2 * PC_DN_RTK) * std::mem::size_of::<T>();
+        let pown = self.ptr(&own.data);
+        // Without values the kernel reads none; any valid address will do.
+        let pvals = values.map_or(pown, |v| self.ptr(&v.data));
+        // Clouds of d ≤ PC_DMAX (many channels) have no norms: the exact difference form.
+        let (pon, prn, diff) = match cl.side_norms(side) {
+            Some((on, rn)) => (self.ptr(on), self.ptr(rn), 0i32),
+            None => (self.ptr(out_pts), self.ptr(red_pts), 1i32),
+        };
+        let gx = u32::try_from(len_out.div_ceil(PC_DN_TL))
+            .map_err(|_| Error::shape("f", "too many points"))?;
+        let cfg =
+            Launch::new((gx, batch as u32, chunks as u32), (PC_BLOCK as u32, 1, 1)).shared(smem);
+        // SAFETY: pc_rows_dn in cuda/pointcloud.cu; the potentials and h hold batch·len
+        // elements of their sides, the outputs batch·len_out (·channels), the values (by the
+        // caller) len_red·kv per problem; the norms (unread when diff = 1) len_out, len_red.
+        unsafe {
+            self.launch(
+                &kernel_name::<T>("pc_rows_dn"),
+                cfg,
+                (
+                    self.ptr(out_pts),
+                    self.ptr(red_pts),
+                    pon,
+                    prn,
+                    pown,
+                    self.ptr(&other.data),
+                    self.ptr(&h.data),
+                    pvals,
+                    vstride as i64,
+                    self.ptr(&mass),
+                    self.ptr(&res),
+                    to_i32(len_red, "cost")?,
+                    to_i32(len_out, "cost")?,
+                    cl.d as i32,
+                    kv as i32,
+                    eps,
+                    cl.root as i32,
+                    sums.mode(),
+                    diff,
+                ),
+            )
+        }?;
+        // The scratch buffers are freed in stream order after the kernels.
+        drop((zeros, h));
         Ok((mass, res, batch, len_out))
     }
 

@@ -30,6 +30,14 @@ pub enum BenchProblem {
     /// fly, ε = 0.05: one half-step.
     #[value(name = "otC")]
     OtC,
+    /// Point clouds N = M = 50000, d = 64, uniform in [0,1]⁶⁴, squared Euclidean, ε = 0.05:
+    /// 10 Sinkhorn iterations from zero potentials.
+    #[value(name = "otC64")]
+    OtC64,
+    /// Point clouds N = M = 32768, d = 1024, uniform in [0,1]¹⁰²⁴, squared Euclidean,
+    /// ε = 0.05: 10 Sinkhorn iterations from zero potentials.
+    #[value(name = "otC1024")]
+    OtC1024,
     /// Bistochastic projection of 65536 matrices 4×4, 20 iterations; then its backward.
     #[value(name = "mhc4")]
     Mhc4,
@@ -187,6 +195,56 @@ fn run_otc<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
     }))
 }
 
+/// otC64, otC1024: 10 iterations (20 half-steps) of point-cloud Sinkhorn from zero
+/// potentials, uniform weights, ε = 0.05, all on the backend (`Backend::iterate`), then `f`
+/// read back (cost preparation and uploads outside the timing).
+fn run_otc_iters<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
+    use logot::problems::{ot_c, OTC_EPS};
+    let (name, n, d) = match a.problem {
+        BenchProblem::OtC64 => ("otC64", 50_000, 64),
+        _ => ("otC1024", 32_768, 1024),
+    };
+    let iters = 10;
+    let eps = OTC_EPS;
+    let (mu, nu, x, y) = ot_c::<T>(n, d);
+    let cost = backend.prepare_cost(&logot::PointCloudCost::new(x.view(), y.view())?.into())?;
+    let logs = |v: &ndarray::Array1<T>| v.iter().map(|p| p.ln()).collect::<Vec<T>>();
+    let (mu_d, nu_d) = (backend.upload(&mu.to_vec())?, backend.upload(&nu.to_vec())?);
+    let (log_mu, log_nu) = (backend.upload(&logs(&mu))?, backend.upload(&logs(&nu))?);
+    let marginals = logot::backend::Marginals {
+        mu: &mu_d,
+        nu: &nu_d,
+        log_mu: &log_mu,
+        log_nu: &log_nu,
+    };
+    let mut first = T::zero();
+    let (median, min, all) = time_runs(a.runs, || {
+        let mut pot = logot::backend::Potentials {
+            f: backend.filled(n, T::zero())?,
+            g: backend.filled(n, T::zero())?,
+        };
+        backend.iterate(&cost, T::of(eps), &marginals, &mut pot, iters)?;
+        first = backend.download(&pot.f)?[0];
+        Ok(())
+    })?;
+    let pairs = (2 * iters * n * n) as f64;
+    Ok(json!({
+        "problem": name,
+        "backend": a.backend.name(),
+        "dtype": T::NAME,
+        "ms": median,
+        "min_ms": min,
+        "runs_ms": all,
+        "n": n,
+        "m": n,
+        "d": d,
+        "eps": eps,
+        "iterations": iters,
+        "f_first": first.f64(),
+        "gterms_per_s": pairs / (median * 1e-3) / 1e9,
+    }))
+}
+
 fn run<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
     let (name, iters, eps, exps, (mu, nu, cost)) = match a.problem {
         BenchProblem::OtA => {
@@ -317,6 +375,9 @@ pub fn checked(a: &BenchArgs) -> Result<Dtype> {
 pub fn bench(dtype: Dtype, a: &BenchArgs) -> Json {
     if a.problem == BenchProblem::OtC {
         return dispatch!(dtype, a.backend, run_otc, a);
+    }
+    if matches!(a.problem, BenchProblem::OtC64 | BenchProblem::OtC1024) {
+        return dispatch!(dtype, a.backend, run_otc_iters, a);
     }
     dispatch!(dtype, a.backend, run, a)
 }
