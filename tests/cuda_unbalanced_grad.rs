@@ -72,7 +72,7 @@ fn tolerance<T: Real>(n: usize, m: usize) -> f64 {
 
 fn params<T: Real>(relaxation: Relaxation) -> SinkhornParams {
     SinkhornParams {
-        tol: Some(if T::NAME == "float64" { TOL_F64 } else { 1e-6 }),
+        tol: Some(if T::NAME == "float64" { TOL_F64 } else { 1e-5 }),
         max_iters: 50_000,
         ..SinkhornParams::new(EPS).with_relaxation(relaxation)
     }
