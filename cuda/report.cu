@@ -1,70 +1,27 @@
 // The plan report of a dense cost (Backend::plan_report): the row and column sums of
 // P_ij = exp((f_i + g_j - C_ij)/eps), the transport cost and the mass, evaluated entry by
-// entry from the stored f, g and C (the exponent formed exactly and rounded once to T, its
-// exponential in T, sums in f64 or compensated f32 read out in f64; see plan_entry), so the
-// reported errors are those of the plan the potentials define. Every sum runs in a fixed order (lanes, then a fixed shuffle tree), so
+// entry from the stored f, g and C (exponent in f64, exponential in T, sums in f64), so
+// the reported errors are those of the plan the potentials define. Every sum runs in a fixed order (lanes, then a fixed shuffle tree), so
 // the result does not depend on scheduling.
 //
 // Layout: f is B×n, g is B×m, C is n×m (shared: cstride = 0) or B×n×m (cstride = n·m).
 
-// One entry of the plan, P_ij = exp((f_i + g_j - C_ij)/eps), 0 where a potential is -inf.
-// f64: the exponent and exp in f64. f32: the exponent is formed without leaving f32 (no
-// conversions, which run at a sixteenth of the f32 rate): f_i + g_j - C_ij as an exact
-// unevaluated sum hi + lo (two TwoSums), times 1/eps split as ie_hi + ie_lo, rounded once to
-// f32 as the f64 path would (to within an ulp); then expf (2 ulp) on the single-precision pipe.
-struct InvEps {
-  double d;
-  float hi, lo;
-};
-__device__ __forceinline__ InvEps inv_eps_parts(double inv_eps) {
-  InvEps r;
-  r.d = inv_eps;
-  r.hi = (float)inv_eps;
-  r.lo = (float)(inv_eps - (double)r.hi);
-  return r;
-}
-template <typename T> __device__ __forceinline__ T plan_entry(T fi, T gj, T cij, InvEps ie);
+// One entry of the plan, P_ij = exp((f_i + g_j - C_ij)/eps): the exponent in f64 (the
+// difference of the stored values, exact), its exponential in T's precision (f64: exp;
+// f32: expf, within 2 ulp, on the single-precision pipe), summed by the callers in f64.
+// 0 where a potential is -inf.
+template <typename T> __device__ __forceinline__ double plan_entry(T fi, T gj, T cij, double inv_eps);
 template <>
 __device__ __forceinline__ double plan_entry<double>(double fi, double gj, double cij,
-                                                     InvEps ie) {
-  return exp((fi + gj - cij) * ie.d); // exp(-inf) = 0
-}
-// TwoSum: a + b = s + e exactly (Knuth), additions only.
-__device__ __forceinline__ float two_sum(float a, float b, float &e) {
-  float s = a + b;
-  float bp = s - a;
-  e = (a - (s - bp)) + (b - bp);
-  return s;
+                                                     double inv_eps) {
+  return exp((fi + gj - cij) * inv_eps); // exp(-inf) = 0
 }
 template <>
-__device__ __forceinline__ float plan_entry<float>(float fi, float gj, float cij,
-                                                   InvEps ie) {
-  if (fi == Num<float>::neg_inf() || gj == Num<float>::neg_inf()) return 0.0f;
-  float e1, e2;
-  float s = two_sum(fi, gj, e1);
-  float hi = two_sum(s, -cij, e2);
-  float lo = e1 + e2;
-  float x = fmaf(hi, ie.hi, fmaf(hi, ie.lo, lo * ie.hi));
-  return expf(x);
+__device__ __forceinline__ double plan_entry<float>(float fi, float gj, float cij,
+                                                    double inv_eps) {
+  double t = ((double)fi + (double)gj - (double)cij) * inv_eps;
+  return (double)expf((float)t); // expf(-inf) = 0
 }
-
-// A running sum in f64, or for f32 entries a compensated (Kahan–Babuška) f32 sum, whose
-// error is a few ulps of the total whatever the number of terms, read out in f64.
-template <typename T> struct Acc;
-template <> struct Acc<double> {
-  double s = 0.0;
-  __device__ __forceinline__ void add(double v) { s += v; }
-  __device__ __forceinline__ double value() const { return s; }
-};
-template <> struct Acc<float> {
-  float s = 0.0f, c = 0.0f;
-  __device__ __forceinline__ void add(float v) {
-    float t = s + v;
-    c += (fabsf(s) >= fabsf(v)) ? ((s - t) + v) : ((v - t) + s);
-    s = t;
-  }
-  __device__ __forceinline__ double value() const { return (double)s + (double)c; }
-};
 
 __device__ __forceinline__ double warp_sum(double v) {
   for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
@@ -82,17 +39,15 @@ __device__ void report_rows(const T *f, const T *g, const T *c, long long cstrid
   T fi = f[warp];
   const T *gb = g + (long long)b * m;
   const T *ci = c + b * cstride + (long long)i * m;
-  const InvEps ie = inv_eps_parts(inv_eps);
-  Acc<T> sp, sc;
+  double s = 0.0, t = 0.0;
   if (fi != Num<T>::neg_inf()) {
     for (int j = lane; j < m; j += 32) {
       T cij = ci[j];
-      T p = plan_entry(fi, gb[j], cij, ie);
-      sp.add(p);
-      sc.add(p * cij);
+      double p = plan_entry(fi, gb[j], cij, inv_eps);
+      s += p;
+      t += p * (double)cij;
     }
   }
-  double s = sp.value(), t = sc.value();
   s = warp_sum(s);
   t = warp_sum(t);
   if (lane == 0) {
@@ -111,12 +66,10 @@ __device__ void report_cols(const T *f, const T *g, const T *c, long long cstrid
   T gj = g[idx];
   const T *fb = f + (long long)b * n;
   const T *cj = c + b * cstride + j;
-  const InvEps ie = inv_eps_parts(inv_eps);
-  Acc<T> acc;
+  double s = 0.0;
   if (gj != Num<T>::neg_inf()) {
-    for (int i = 0; i < n; ++i) acc.add(plan_entry(fb[i], gj, cj[(long long)i * m], ie));
+    for (int i = 0; i < n; ++i) s += plan_entry(fb[i], gj, cj[(long long)i * m], inv_eps);
   }
-  double s = acc.value();
   cols[idx] = s;
 }
 

@@ -1,10 +1,8 @@
 //! [`Backend::plan_report`](crate::Backend::plan_report) of a dense cost on the GPU: the
 //! row and column sums of `P_ij = exp((f_i + g_j − C_ij)/ε)`, `⟨P, C⟩` and `Σ P`, each
-//! entry evaluated from the stored `f`, `g` and `C` (`cuda/report.cu`: the exponent
-//! `f_i + g_j − C_ij` formed exactly and rounded once, its exponential in `T`, the sums in
-//! `f64`, or for `f32` entries compensated `f32` sums read out in `f64`, so that the `f32`
-//! report runs without precision conversions), so that the reported errors are those of the
-//! plan the potentials define, to `T`'s rounding of each entry.
+//! entry evaluated from the stored `f`, `g` and `C` (`cuda/report.cu`: the exponent in
+//! `f64`, its exponential in `T`, every sum in `f64`), so that the reported errors are
+//! those of the plan the potentials define, to `T`'s rounding of each entry.
 //! Every sum runs in a fixed order: the same bits from run to run.
 
 use super::cost::DenseCost;
