@@ -30,9 +30,12 @@ const fn problems_per_block(p: Precision) -> usize {
         Precision::F64 => define(SRC, "REPORT_PB_F64"),
     }
 }
-/// Threads per block of `report_slices`, and its blocks per problem.
+/// Threads per block of `report_slices`, and its most blocks (slices) per problem.
 const SLICE_THREADS: usize = define(SRC, "REPORT_FINISH_THREADS");
-const SLICES: usize = define(SRC, "REPORT_FINISH_BLOCKS");
+const MAX_SLICES: usize = define(SRC, "REPORT_FINISH_BLOCKS");
+/// Partial sums per slice the slice count aims at: a small problem is one slice, written
+/// straight to the reports.
+const SUMS_PER_SLICE: usize = 4096;
 
 /// `len` blocks as a grid dimension of at most `max`.
 fn grid_dim(len: usize, max: u32, what: &str) -> Result<u32> {
@@ -77,12 +80,17 @@ impl CudaBackend {
             .ok_or_else(|| too_big("g"))?;
         let rows = self.alloc_f64(rows_len, "the report's row sums")?;
         let cols = self.alloc_f64(cols_len, "the report's column sums")?;
-        let part = self.alloc_f64(4 * SLICES * batch, "the report's slices")?;
+        let slices = ((n * col_blocks + m * row_chunks) / SUMS_PER_SLICE).clamp(1, MAX_SLICES);
+        // One slice writes the reports directly.
+        let part = (slices > 1)
+            .then(|| self.alloc_f64(4 * slices * batch, "the report's slices"))
+            .transpose()?;
         let out = self.alloc_f64(4 * batch, "the reports")?;
         let scale = std::f64::consts::LOG2_E / eps.f64();
         let (pf, pg, pc) = (self.ptr(&f.data), self.ptr(&g.data), self.ptr(&cost.c));
         let (prows, pcols) = (self.ptr(&rows), self.ptr(&cols));
-        let (ppart, pout) = (self.ptr(&part), self.ptr(&out));
+        let pout = self.ptr(&out);
+        let ppart = part.as_ref().map_or(pout, |p| self.ptr(p));
         let total = row_chunks.checked_mul(groups).ok_or_else(|| too_big("f"))?;
         let grid = (
             grid_dim(total, i32::MAX as u32, "f")?,
@@ -114,12 +122,13 @@ impl CudaBackend {
         }?;
         let (cb, rb) = (to_i32(col_blocks, "m")?, to_i32(row_chunks, "n")?);
         // SAFETY: report_slices(rows, cols, μ, ν, n, m, CB, RB, part) reads the sums above
-        // and the checked B×n and B×m marginals; writes 4·SLICES·B values.
+        // and the checked B×n and B×m marginals; writes 4·slices·B values (to the reports
+        // themselves when there is one slice).
         unsafe {
             self.launch(
                 &kernel_name::<T>("report_slices"),
                 Launch::new(
-                    (grid_dim(batch, i32::MAX as u32, "batch")?, SLICES as u32, 1),
+                    (grid_dim(batch, i32::MAX as u32, "batch")?, slices as u32, 1),
                     (SLICE_THREADS as u32, 1, 1),
                 ),
                 (
@@ -135,17 +144,19 @@ impl CudaBackend {
                 ),
             )
         }?;
-        let finish_blocks = u32::try_from((4 * batch).div_ceil(SLICE_THREADS))
-            .map_err(|_| Error::shape("batch", "too large for one report launch"))?;
-        // SAFETY: report_finish_all(part, B, SLICES, out) reads 4·SLICES·B values and writes
-        // 4·B.
-        unsafe {
-            self.launch(
-                "report_finish_all",
-                Launch::linear(finish_blocks, SLICE_THREADS as u32),
-                (ppart, bi, SLICES as i32, pout),
-            )
-        }?;
+        if slices > 1 {
+            let finish_blocks = u32::try_from((4 * batch).div_ceil(SLICE_THREADS))
+                .map_err(|_| Error::shape("batch", "too large for one report launch"))?;
+            // SAFETY: report_finish_all(part, B, slices, out) reads 4·slices·B values and
+            // writes 4·B.
+            unsafe {
+                self.launch(
+                    "report_finish_all",
+                    Launch::linear(finish_blocks, SLICE_THREADS as u32),
+                    (ppart, bi, slices as i32, pout),
+                )
+            }?;
+        }
         let host = self.download_slice(&out, 4 * batch, "the reports")?;
         Ok(host
             .chunks_exact(4)
