@@ -224,8 +224,9 @@ fn array3<T>(shape: (usize, usize, usize), v: Vec<T>) -> Result<Array3<T>> {
 struct SelfTransport<T> {
     /// `OT_ε(μ, μ)`.
     value: T,
-    /// `⟨P, C⟩` of the symmetric plan.
-    linear: T,
+    /// `⟨P, C⟩` of the symmetric plan (balanced only: the linear convention is not
+    /// defined for unbalanced divergences).
+    linear: Option<T>,
     /// `∂OT_ε(μ, μ)/∂X`, when asked for.
     grad: Option<Array2<T>>,
     convergence: Convergence,
@@ -308,27 +309,29 @@ fn self_transport<T: Real, Bk: PointCloudKernels<T> + GradKernels<T>>(
         step(&mut f, &mut t, p.eps)?;
         iterations += 1;
     }
-    // The report of the plan exp((f ⊕ f − C)/ε) handed back (both marginals are μ).
-    let marginals = crate::backend::Marginals {
-        mu: &weights,
-        nu: &weights,
-        log_mu: &log_mu,
-        log_nu: &log_mu,
-    };
-    // Both potentials are f (a copy of n values: Potentials owns its buffers).
-    let pot = crate::backend::Potentials {
-        g: be.upload(&be.download(&f)?)?,
-        f,
-    };
-    let report = be.plan_report(&cost, &pot, &marginals, eps)?[0];
-    let f = pot.f;
-    let (err, plan_mass) = match rho {
-        None => (report.row_error.max(report.col_error), report.mass),
+    let (f, err, plan_mass, linear) = match rho {
+        None => {
+            // The report of the plan exp((f ⊕ f − C)/ε) handed back (both marginals are μ;
+            // both potentials are f: a copy of n values, as Potentials owns its buffers).
+            let marginals = crate::backend::Marginals {
+                mu: &weights,
+                nu: &weights,
+                log_mu: &log_mu,
+                log_nu: &log_mu,
+            };
+            let pot = crate::backend::Potentials {
+                g: be.upload(&be.download(&f)?)?,
+                f,
+            };
+            let report = be.plan_report(&cost, &pot, &marginals, eps)?[0];
+            let err = report.row_error.max(report.col_error);
+            (pot.f, err, report.mass, Some(T::of(report.cost)))
+        }
         Some(rho) => {
             // Unbalanced: the residual of the optimality condition (both sides are the same).
             be.sinkstep(&cost, Side::Row, eps, &f, &log_mu, &mut t)?;
             let side = be.relaxed_sides(1, &weights, &f, &t, eps, rho)?[0];
-            (side.residual, Some(side.mass))
+            (f, side.residual, Some(side.mass), None)
         }
     };
     if err.is_nan() {
@@ -385,7 +388,7 @@ fn self_transport<T: Real, Bk: PointCloudKernels<T> + GradKernels<T>>(
     };
     Ok(SelfTransport {
         value: T::of(value),
-        linear: T::of(report.cost),
+        linear,
         grad,
         convergence,
     })
@@ -683,8 +686,14 @@ impl<Bk> Solver<Bk> {
             )
         } else {
             let r = self.solve(&problem)?;
+            // (divergence_reach refuses the linear convention of unbalanced problems.)
+            let linear = |s: &SelfTransport<T>| {
+                s.linear.ok_or_else(|| {
+                    Error::parameter("convention", "Linear", "needs balanced self-terms")
+                })
+            };
             (
-                [r.distance[0], s_xx.linear, s_yy.linear],
+                [r.distance[0], linear(&s_xx)?, linear(&s_yy)?],
                 None,
                 None,
                 r.convergence,
