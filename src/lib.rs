@@ -70,7 +70,7 @@ mod validate;
 pub use backend::cuda::CudaBackend;
 pub use backend::{
     bistochastic::BistochasticKernels, cpu::CpuBackend, grad::GradKernels, linalg::LinalgKernels,
-    Backend, BarycenterKernels, CostSource, GridCost, PointCloudCost, PointCloudKernels,
+    Backend, BarycenterKernels, CostSource, CrossPrecision, GridCost, PointCloudCost, PointCloudKernels,
     PointMetric, Side,
 };
 pub use barycenter::{

@@ -167,6 +167,9 @@ impl Module {
                 ("pc_sinkstep_dn", Both),
                 ("pc_rows_dn", Both),
                 ("pc_sqnorms", Both),
+                ("pc_sinkstep_tc", F32),
+                ("pc_sinkstep_tc3", F32),
+                ("pc_tc_split", F32),
             ],
             Module::Grid => &[
                 ("grid_pass", Both),

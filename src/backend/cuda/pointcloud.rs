@@ -38,6 +38,7 @@
 //! * Dense plans (`pc_plan`, difference form, any `d`) only up to `2^27` entries.
 
 use super::cost::{CostKind, CudaCost};
+use crate::backend::CrossPrecision;
 use super::device::{CudaBackend, CudaBuffer};
 use super::kernels::{define, kernel_name, CudaReal, Module, Precision};
 use super::launch::{to_i32, Launch};
@@ -63,6 +64,16 @@ const PC_DN_DC: usize = define(Module::PointCloud.source(), "PC_DN_DC");
 const PC_DN_RTK: usize = define(Module::PointCloud.source(), "PC_DN_RTK");
 /// Value channels per block of the any-d row sums.
 const PC_DN_CC: usize = define(Module::PointCloud.source(), "PC_DN_CC");
+/// Output points per block of the tensor-core half-step.
+const PC_TC_BL: usize = define(Module::PointCloud.source(), "PC_TC_BL");
+/// Reduced points per stage of the tensor-core half-step.
+const PC_TC_BK: usize = define(Module::PointCloud.source(), "PC_TC_BK");
+/// Coordinates per shared chunk of the tensor-core operands (their padded dimension is a
+/// multiple).
+const PC_TC_DC: usize = define(Module::PointCloud.source(), "PC_TC_DC");
+/// Largest shared tile of output points the tensor-core half-step keeps for a whole
+/// reduction (both parts), in bytes; larger tiles are streamed by chunks.
+const TC_RESIDENT_BYTES: usize = 96 * 1024;
 /// Plans with more entries than this are not materialised.
 const MAX_PLAN_ENTRIES: usize = 1 << 27;
 
@@ -77,6 +88,57 @@ pub(super) struct CudaCloud<T> {
     y: CudaSlice<T>,
     /// `(|x_i|², |y_j|²)` of the centred clouds, for `d > PC_DMAX` (the dot-product form).
     norms: Option<(CudaSlice<T>, CudaSlice<T>)>,
+    /// The tensor-core operands of the half-step, where [`CrossKernel::of`] picks one.
+    tc: Option<TcOperands<T>>,
+}
+
+/// How a half-step forms the cross term `x·y` of the dot-product form (`d > PC_DMAX`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum CrossKernel {
+    /// Exact FMA products (`pc_sinkstep_dn`, f32 and f64).
+    Fma,
+    /// One TF32 MMA per product (`pc_sinkstep_tc`, f32).
+    Tf32,
+    /// Split TF32, three MMAs per product (`pc_sinkstep_tc3`, f32).
+    Tf32x3,
+}
+
+impl CrossKernel {
+    /// The kernel for a cloud of dimension `d` in precision `p` with the user's choice:
+    /// tensor cores only for f32 above `PC_DMAX` dimensions (below, the exact difference
+    /// form is cheap; f64 has no TF32 path).
+    fn of(precision: CrossPrecision, p: Precision, d: usize) -> CrossKernel {
+        if p != Precision::F32 || d <= PC_DMAX {
+            return CrossKernel::Fma;
+        }
+        match precision {
+            CrossPrecision::Exact => CrossKernel::Fma,
+            CrossPrecision::Tf32 => CrossKernel::Tf32,
+            CrossPrecision::Tf32x3 => CrossKernel::Tf32x3,
+        }
+    }
+}
+
+/// The two clouds as TF32 operands (`pc_tc_split`): point-major, `dp` coordinates per point
+/// (`d` rounded up to `PC_TC_DC`, zero-padded), the TF32 rounding of each coordinate and,
+/// for [`CrossKernel::Tf32x3`], the TF32 rounding of what it leaves.
+pub(super) struct TcOperands<T> {
+    kernel: CrossKernel,
+    dp: usize,
+    x: (CudaSlice<T>, Option<CudaSlice<T>>),
+    y: (CudaSlice<T>, Option<CudaSlice<T>>),
+}
+
+impl<T> TcOperands<T> {
+    /// `(output big, output small, reduced big, reduced small)` of a half-step on `side`;
+    /// the small parts are the big ones when there are none (then unread).
+    fn sides(&self, side: Side) -> [&CudaSlice<T>; 4] {
+        let (o, r) = match side {
+            Side::Col => (&self.y, &self.x),
+            Side::Row => (&self.x, &self.y),
+        };
+        [&o.0, o.1.as_ref().unwrap_or(&o.0), &r.0, r.1.as_ref().unwrap_or(&r.0)]
+    }
 }
 
 impl<T> CudaCloud<T> {
@@ -216,6 +278,19 @@ impl CudaBackend {
         } else {
             None
         };
+        let tc = match CrossKernel::of(p.precision(), T::PRECISION, d) {
+            CrossKernel::Fma => None,
+            kernel => {
+                let dp = d.div_ceil(PC_TC_DC) * PC_TC_DC;
+                let x3 = kernel == CrossKernel::Tf32x3;
+                Some(TcOperands {
+                    kernel,
+                    dp,
+                    x: self.tc_split(&x, n, d, dp, x3, "the TF32 operands of x")?,
+                    y: self.tc_split(&y, m, d, dp, x3, "the TF32 operands of y")?,
+                })
+            }
+        };
         Ok(CudaCloud {
             n,
             m,
@@ -224,7 +299,51 @@ impl CudaBackend {
             x,
             y,
             norms,
+            tc,
         })
+    }
+
+    /// The TF32 parts of a structure-of-arrays cloud of `len` points (`pc_tc_split`):
+    /// point-major, `dp` coordinates each; the second part only for `x3`.
+    fn tc_split<T: CudaReal>(
+        &self,
+        pts: &CudaSlice<T>,
+        len: usize,
+        d: usize,
+        dp: usize,
+        x3: bool,
+        what: &str,
+    ) -> Result<(CudaSlice<T>, Option<CudaSlice<T>>)> {
+        let total = len
+            .checked_mul(dp)
+            .filter(|&t| i64::try_from(t).is_ok())
+            .ok_or_else(|| Error::shape("x", format!("{len} points of {dp} coordinates")))?;
+        let big = self.alloc::<T>(total, what)?;
+        let small = if x3 {
+            Some(self.alloc::<T>(total, what)?)
+        } else {
+            None
+        };
+        let psmall = small.as_ref().map_or(self.ptr(&big), |v| self.ptr(v));
+        let blocks = self.stride_blocks(total, 256, 8);
+        // SAFETY: pc_tc_split(pts, big, small, len, d, dp, x3) reads len·d coordinates and
+        // writes len·dp values to big (and to small when x3).
+        unsafe {
+            self.launch(
+                &kernel_name::<T>("pc_tc_split"),
+                Launch::linear(blocks, 256),
+                (
+                    self.ptr(pts),
+                    self.ptr(&big),
+                    psmall,
+                    to_i32(len, "x")?,
+                    to_i32(d, "x")?,
+                    to_i32(dp, "x")?,
+                    x3 as i32,
+                ),
+            )
+        }?;
+        Ok((big, small))
     }
 
     /// `|p|²` of each of the `len` points of a structure-of-arrays cloud (`pc_sqnorms`).
@@ -253,6 +372,22 @@ impl CudaBackend {
         Ok(out)
     }
 
+    /// `(resident, shared bytes)` of the tensor-core half-step on `tc`: the output tile (of
+    /// both parts with TF32x3) stays in shared memory for the whole reduction when it takes at
+    /// most `TC_RESIDENT_BYTES` (and fits), else it is streamed by chunks in two slots like
+    /// the reduced tile. Layout as `pc_sinkstep_tc_body`: A tile, two slots of B chunks, and
+    /// two stages of column terms and norms.
+    fn tc_layout<T>(&self, tc: &TcOperands<T>, size: usize) -> (bool, usize) {
+        let parts = if tc.kernel == CrossKernel::Tf32x3 { 2 } else { 1 };
+        let chunks = tc.dp / PC_TC_DC;
+        let a_chunk = parts * PC_TC_BL * PC_TC_DC * size;
+        let rest = (2 * parts * PC_TC_BK * PC_TC_DC + 4 * PC_TC_BK) * size;
+        let resident = a_chunk * chunks <= TC_RESIDENT_BYTES
+            && a_chunk * chunks + rest <= self.inner.max_smem;
+        let a = a_chunk * if resident { chunks } else { 2 };
+        (resident, a + rest)
+    }
+
     /// `(kslice, splits)` of a reduction over `len_red` points in stages of `kt` by `blocks`
     /// blocks: split only when the grid alone would give the SMs fewer than 4 blocks each.
     fn cloud_split(&self, blocks: usize, len_red: usize, kt: usize) -> (usize, usize) {
@@ -276,11 +411,43 @@ impl CudaBackend {
         log_marginal: &CudaBuffer<T>,
         out: &mut CudaBuffer<T>,
     ) -> Result<()> {
+        let tc = cl.tc.as_ref();
+        self.cloud_sinkstep_by(cl, side, eps, other, log_marginal, out, tc)
+    }
+
+    /// [`Self::cloud_sinkstep`] with the cross term of the dot-product form on the tensor
+    /// cores when `tc` is given, else by exact FMA products.
+    #[allow(clippy::too_many_arguments)]
+    fn cloud_sinkstep_by<T: CudaReal>(
+        &self,
+        cl: &CudaCloud<T>,
+        side: Side,
+        eps: T,
+        other: &CudaBuffer<T>,
+        log_marginal: &CudaBuffer<T>,
+        out: &mut CudaBuffer<T>,
+        tc: Option<&TcOperands<T>>,
+    ) -> Result<()> {
         let batch = check_sinkstep(&cl.dims(), side, other.len, log_marginal.len, out.len)?;
         let (out_pts, len_out, red_pts, len_red) = cl.sides(side);
         let size = std::mem::size_of::<T>();
+        // The tensor-core kernel: its entry point and whether the output tile stays in
+        // shared memory.
+        let tc_plan = match (by_dim("pc_sinkstep", cl.d, true), tc) {
+            (None, Some(tc)) => Some((tc, self.tc_layout(tc, size))),
+            _ => None,
+        };
         // (entry point, outputs per block, reduced points per stage, shared bytes)
         let (kernel, per_block, kt, smem) = match by_dim("pc_sinkstep", cl.d, true) {
+            None if tc_plan.is_some() => {
+                let (tc, (_, smem)) = tc_plan.expect("checked");
+                let base = if tc.kernel == CrossKernel::Tf32x3 {
+                    "pc_sinkstep_tc3"
+                } else {
+                    "pc_sinkstep_tc"
+                };
+                (kernel_name::<T>(base), PC_TC_BL, PC_TC_BK, smem)
+            }
             Some((base, dmax)) => {
                 // Outputs per thread (TJ of the kernel's entry point).
                 let tj = if dmax <= 4 && T::PRECISION == Precision::F32 {
@@ -323,7 +490,44 @@ impl CudaBackend {
         let cfg =
             Launch::new((gx, batch as u32, splits as u32), (PC_BLOCK as u32, 1, 1)).shared(smem);
         let (po, pr, pother) = (self.ptr(out_pts), self.ptr(red_pts), self.ptr(&other.data));
-        match cl.side_norms(side) {
+        if let Some((tc, (resident, _))) = tc_plan {
+            let [ob, os, rb, rs] = tc.sides(side);
+            let (on, rn) = cl
+                .side_norms(side)
+                .expect("clouds above PC_DMAX dimensions have norms");
+            // SAFETY: PC_TC_ARGS in cuda/pointcloud.cu: the TF32 parts hold len·dp values per
+            // cloud (the small ones unread without x3), the norms len_out and len_red, the
+            // potentials were checked against the clouds, the partials hold
+            // 2·splits·batch·len_out elements; `smem` is the kernel's layout for `resident`.
+            unsafe {
+                self.launch(
+                    &kernel,
+                    cfg,
+                    (
+                        self.ptr(ob),
+                        self.ptr(os),
+                        self.ptr(rb),
+                        self.ptr(rs),
+                        self.ptr(on),
+                        self.ptr(rn),
+                        pother,
+                        plm,
+                        pout,
+                        pm,
+                        ps,
+                        bi,
+                        ki,
+                        li,
+                        to_i32(tc.dp, "x")?,
+                        eps,
+                        kslice,
+                        cl.root as i32,
+                        resident as i32,
+                    ),
+                )
+            }?;
+        } else {
+            match cl.side_norms(side) {
             // SAFETY: PC_STEP_ARGS in cuda/pointcloud.cu; the potentials were checked
             // against the clouds, the partials hold 2·splits·batch·len_out elements.
             None => unsafe {
@@ -375,6 +579,7 @@ impl CudaBackend {
                     ),
                 )
             }?,
+            }
         }
         if splits > 1 {
             let finish = TiledArgs {
@@ -519,7 +724,9 @@ impl CudaBackend {
             data: self.alloc::<T>(rows, "row normalisers")?,
             len: rows,
         };
-        self.cloud_sinkstep(cl, side, eps, other, &zeros, &mut h)?;
+        // Exact products, as the weights below: then they sum to one over each row whatever
+        // precision the solver's half-steps used.
+        self.cloud_sinkstep_by(cl, side, eps, other, &zeros, &mut h, None)?;
         let (values, kv, vstride) = match sums {
             RowSums::Apply { values, k, stride } => (Some(values), k, stride),
             _ => (None, 0, 0),
