@@ -179,3 +179,22 @@ fn reg_m_times_the_unbalanced_problem() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+/// `--precision` belongs to the point-cloud problems: a bad value names the flag and its
+/// values, and another problem refuses it by name (both before any work).
+#[test]
+fn precision_is_checked_and_named() {
+    let (code, _, err) = bench(&["--problem", "otC64", "--json", "--precision", "half"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("--precision") && err.contains("tf32x3"),
+        "{err}"
+    );
+    let (code, _, err) = bench(&["--problem", "otA", "--json", "--precision", "tf32"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("--precision") && err.contains("otC64"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}

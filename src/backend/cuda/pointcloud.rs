@@ -38,12 +38,12 @@
 //! * Dense plans (`pc_plan`, difference form, any `d`) only up to `2^27` entries.
 
 use super::cost::{CostKind, CudaCost};
-use crate::backend::CrossPrecision;
 use super::device::{CudaBackend, CudaBuffer};
 use super::kernels::{define, kernel_name, CudaReal, Module, Precision};
 use super::launch::{to_i32, Launch};
 use super::tiled::TiledArgs;
 use crate::backend::shape::{check_fg, check_sinkstep};
+use crate::backend::CrossPrecision;
 use crate::backend::{batch_of, CostDims, PointCloudCost, PointCloudKernels, PointMetric, Side};
 use crate::{Error, Real, Result};
 use cudarc::driver::CudaSlice;
@@ -137,7 +137,12 @@ impl<T> TcOperands<T> {
             Side::Col => (&self.y, &self.x),
             Side::Row => (&self.x, &self.y),
         };
-        [&o.0, o.1.as_ref().unwrap_or(&o.0), &r.0, r.1.as_ref().unwrap_or(&r.0)]
+        [
+            &o.0,
+            o.1.as_ref().unwrap_or(&o.0),
+            &r.0,
+            r.1.as_ref().unwrap_or(&r.0),
+        ]
     }
 }
 
@@ -378,12 +383,16 @@ impl CudaBackend {
     /// the reduced tile. Layout as `pc_sinkstep_tc_body`: A tile, two slots of B chunks, and
     /// two stages of column terms and norms.
     fn tc_layout<T>(&self, tc: &TcOperands<T>, size: usize) -> (bool, usize) {
-        let parts = if tc.kernel == CrossKernel::Tf32x3 { 2 } else { 1 };
+        let parts = if tc.kernel == CrossKernel::Tf32x3 {
+            2
+        } else {
+            1
+        };
         let chunks = tc.dp / PC_TC_DC;
         let a_chunk = parts * PC_TC_BL * PC_TC_DC * size;
         let rest = (2 * parts * PC_TC_BK * PC_TC_DC + 4 * PC_TC_BK) * size;
-        let resident = a_chunk * chunks <= TC_RESIDENT_BYTES
-            && a_chunk * chunks + rest <= self.inner.max_smem;
+        let resident =
+            a_chunk * chunks <= TC_RESIDENT_BYTES && a_chunk * chunks + rest <= self.inner.max_smem;
         let a = a_chunk * if resident { chunks } else { 2 };
         (resident, a + rest)
     }
@@ -528,57 +537,57 @@ impl CudaBackend {
             }?;
         } else {
             match cl.side_norms(side) {
-            // SAFETY: PC_STEP_ARGS in cuda/pointcloud.cu; the potentials were checked
-            // against the clouds, the partials hold 2·splits·batch·len_out elements.
-            None => unsafe {
-                self.launch(
-                    &kernel,
-                    cfg,
-                    (
-                        po,
-                        pr,
-                        pother,
-                        plm,
-                        pout,
-                        pm,
-                        ps,
-                        bi,
-                        ki,
-                        li,
-                        cl.d as i32,
-                        eps,
-                        cl.scale(eps),
-                        kslice,
-                        cl.root as i32,
-                    ),
-                )
-            }?,
-            // SAFETY: pc_sinkstep_dn in cuda/pointcloud.cu (PC_STEP_ARGS with the norms of
-            // both clouds, len_out and len_red of them, and no scale).
-            Some((on, rn)) => unsafe {
-                self.launch(
-                    &kernel,
-                    cfg,
-                    (
-                        po,
-                        pr,
-                        self.ptr(on),
-                        self.ptr(rn),
-                        pother,
-                        plm,
-                        pout,
-                        pm,
-                        ps,
-                        bi,
-                        ki,
-                        li,
-                        cl.d as i32,
-                        eps,
-                        kslice,
-                        cl.root as i32,
-                    ),
-                )
-            }?,
+                // SAFETY: PC_STEP_ARGS in cuda/pointcloud.cu; the potentials were checked
+                // against the clouds, the partials hold 2·splits·batch·len_out elements.
+                None => unsafe {
+                    self.launch(
+                        &kernel,
+                        cfg,
+                        (
+                            po,
+                            pr,
+                            pother,
+                            plm,
+                            pout,
+                            pm,
+                            ps,
+                            bi,
+                            ki,
+                            li,
+                            cl.d as i32,
+                            eps,
+                            cl.scale(eps),
+                            kslice,
+                            cl.root as i32,
+                        ),
+                    )
+                }?,
+                // SAFETY: pc_sinkstep_dn in cuda/pointcloud.cu (PC_STEP_ARGS with the norms of
+                // both clouds, len_out and len_red of them, and no scale).
+                Some((on, rn)) => unsafe {
+                    self.launch(
+                        &kernel,
+                        cfg,
+                        (
+                            po,
+                            pr,
+                            self.ptr(on),
+                            self.ptr(rn),
+                            pother,
+                            plm,
+                            pout,
+                            pm,
+                            ps,
+                            bi,
+                            ki,
+                            li,
+                            cl.d as i32,
+                            eps,
+                            kslice,
+                            cl.root as i32,
+                        ),
+                    )
+                }?,
             }
         }
         if splits > 1 {

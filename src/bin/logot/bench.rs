@@ -4,6 +4,7 @@
 
 use crate::npy::Dtype;
 use crate::relax::RelaxArgs;
+use crate::wasserstein::Precision;
 use crate::{BackendChoice, Json};
 use logot::{problems, Backend, Problem, Real, Result, SinkhornParams, Solver};
 use serde_json::json;
@@ -115,6 +116,10 @@ pub struct BenchArgs {
     /// Compute in float64 (default float32).
     #[arg(long)]
     pub f64: bool,
+    /// otC64, otC1024 on CUDA in float32: how x·y is formed (exact, tf32x3, tf32; default
+    /// tf32x3); the JSON names it.
+    #[arg(long, value_enum)]
+    pub precision: Option<Precision>,
     /// Unbalanced OT (otA, otB, otBcpu), to compare with the balanced problem in the same
     /// call: the marginal penalties, as for `wasserstein`.
     #[command(flatten)]
@@ -207,7 +212,11 @@ fn run_otc_iters<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
     let iters = 10;
     let eps = OTC_EPS;
     let (mu, nu, x, y) = ot_c::<T>(n, d);
-    let cost = backend.prepare_cost(&logot::PointCloudCost::new(x.view(), y.view())?.into())?;
+    let precision = a
+        .precision
+        .map_or(logot::CrossPrecision::default(), Precision::cross);
+    let cloud = logot::PointCloudCost::new(x.view(), y.view())?.with_precision(precision);
+    let cost = backend.prepare_cost(&cloud.into())?;
     let logs = |v: &ndarray::Array1<T>| v.iter().map(|p| p.ln()).collect::<Vec<T>>();
     let (mu_d, nu_d) = (backend.upload(&mu.to_vec())?, backend.upload(&nu.to_vec())?);
     let (log_mu, log_nu) = (backend.upload(&logs(&mu))?, backend.upload(&logs(&nu))?);
@@ -240,6 +249,7 @@ fn run_otc_iters<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
         "d": d,
         "eps": eps,
         "iterations": iters,
+        "precision": precision.name(),
         "f_first": first.f64(),
         "gterms_per_s": pairs / (median * 1e-3) / 1e9,
     }))
@@ -357,6 +367,13 @@ pub fn checked(a: &BenchArgs) -> Result<Dtype> {
             )));
         }
         a.relax.relaxation()?;
+    }
+    if a.precision.is_some() && !matches!(a.problem, BenchProblem::OtC64 | BenchProblem::OtC1024) {
+        return Err(logot::Error::parameter(
+            "--precision",
+            a.problem.name(),
+            "applies to the point-cloud problems otC64 and otC1024 only",
+        ));
     }
     for (flag, v) in [("--runs", a.runs), ("--warmup", a.warmup)] {
         if v > MAX_RUNS {
