@@ -17,15 +17,30 @@
 //!   - Half-step (`pc_sinkstep_dn`): a block of 16×16 threads owns 64 outputs and streams
 //!     tiles of 64 reduced points; the cross term is accumulated over `d` in chunks of 16
 //!     coordinates staged in shared memory, each thread holding a 4×4 register tile of
-//!     exact FP32/FP64 FMA products (`pc_dot_tile`, where a tensor-core strategy — TF32 or
-//!     split-TF32 MMA fragments — would go), then folded into the same online base-2
-//!     (max, sum) as the small-d kernels; the 16 threads of a row merge their pairs by
-//!     shuffles. Memory: the clouds, two norm vectors, and the split partials.
+//!     exact FP32/FP64 FMA products (`pc_dot_tile`), then folded into the same online
+//!     base-2 (max, sum) as the small-d kernels; the 16 threads of a row merge their pairs
+//!     by shuffles. Memory: the clouds, two norm vectors, and the split partials. This is
+//!     the f64 kernel, and the f32 one for [`CrossPrecision::Exact`].
+//!   - Half-step on tensor cores (`pc_sinkstep_tc`, `pc_sinkstep_tc3`; f32 with
+//!     [`CrossPrecision::Tf32`] or [`CrossPrecision::Tf32x3`], the default): when the cost
+//!     is prepared, `pc_tc_split` writes both clouds point-major, padded to a multiple of
+//!     32 coordinates, rounded to TF32 (and, for TF32x3, the TF32 rounding of the
+//!     remainder: extra memory `(n + m)·dp` floats per part). A block of 8 warps owns 128
+//!     outputs and streams stages of 128 reduced points; each warp computes a 64×32 block
+//!     of dot products by `mma.m16n8k8` TF32 fragments (three MMAs per tile for TF32x3),
+//!     from chunks of 32 coordinates copied by `cp.async` into two shared slots (the output
+//!     tile stays resident for the whole reduction when it takes ≤ 96 KiB). The epilogue
+//!     folds `s·(other_k − |q_k|²) + 2s·p·q` (one FMA; the row's `|p|²` leaves the LSE) into
+//!     per-row (max, sum) pairs, merged across the lanes of a group by shuffles and across
+//!     the 4 column warps through shared memory. Same outputs and split partials as
+//!     `pc_sinkstep_dn`.
 //!   - Row sums (`pc_rows_dn`), for `d > 16` or more than 16 `plan_apply` channels (then
 //!     at any `d`, in the exact difference form below 17 dimensions): two passes. A
 //!     half-step with zero log-marginals gives `h_l = −ε·LSE_k((other_k − c_lk)/ε)`, so
 //!     the weights `exp((other_k − c_lk + h_l)/ε)` of a row sum to one and
-//!     `P_lk = exp((own_l − h_l)/ε)·w_lk`; then one block per 64 outputs and 64 channels
+//!     `P_lk = exp((own_l − h_l)/ε)·w_lk` (`h` always by exact products, as the weights,
+//!     so that they sum to one whatever the solver's precision); then one block per 64
+//!     outputs and 64 channels
 //!     (grid z over channel tiles, the cost recomputed per tile) stages each tile of
 //!     weights in shared memory and multiplies it by the values (`P·V`) or the
 //!     displacements (point gradients). Any channel count is handled; extra memory
