@@ -114,6 +114,109 @@ where
     }
 }
 
+/// A batch of 9 problems on one shared cost, at sizes that leave every tile of the GPU's
+/// one-pass report partial (problem groups, row chunks, column blocks), with an empty bin
+/// in two problems (a −∞ potential) and scaled potentials far from 0: every problem's reported
+/// error, mass and distance are its plan's, recomputed on the host in f64.
+fn shared_cost_reports_are_the_plans<T: Real>(entry_rel: f64, distance_rel: f64)
+where
+    CudaBackend: logot::Backend<T>,
+{
+    let Some(be) = gpu() else { return };
+    // Small (short row chunks) and large enough for full 64-row chunks on a GPU with up to
+    // about 130 multiprocessors, 3 problem groups, 3 column blocks, all partial.
+    for (seed, (b, n, m)) in [(9, 130, 600), (19, 2300, 1100)].into_iter().enumerate() {
+        shared_cost_case::<T>(&be, seed as u64, b, n, m, entry_rel, distance_rel);
+    }
+}
+
+fn shared_cost_case<T: Real>(
+    be: &CudaBackend,
+    seed: u64,
+    b: usize,
+    n: usize,
+    m: usize,
+    entry_rel: f64,
+    distance_rel: f64,
+) where
+    CudaBackend: logot::Backend<T>,
+{
+    let mut rng = StdRng::seed_from_u64(16 + seed);
+    let mut mu = histograms(&mut rng, b, n);
+    let mut nu = histograms(&mut rng, b, m);
+    for (h, k) in [(&mut mu, 2), (&mut nu, 7)] {
+        let mut row = h.row_mut(k);
+        row[5] = 0.0;
+        let s = row.sum();
+        row.mapv_inplace(|v| v / s);
+    }
+    let (mu, nu) = (cast::<T, _>(&mu), cast::<T, _>(&nu));
+    // Squared distances on [0, 2]: at ε = 0.01 the scaled potentials reach a few hundred,
+    // so the exponent's split into a quantised part and a remainder is exercised.
+    let x: Vec<f64> = (0..n).map(|_| rng.random_range(0.0..2.0)).collect();
+    let y: Vec<f64> = (0..m).map(|_| rng.random_range(0.0..2.0)).collect();
+    let cost = cast::<T, _>(&Array2::from_shape_fn((n, m), |(i, j)| {
+        (x[i] - y[j]).powi(2)
+    }));
+    let problem = Problem::batch(mu.view(), nu.view(), cost.view()).unwrap();
+    let (lo, hi) = cost
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), c| {
+            (lo.min(c.f64()), hi.max(c.f64()))
+        });
+    let half_range = (hi - lo) / 2.0;
+    for (eps, max_iters) in [(0.05, 2000), (0.01, 9)] {
+        let params = SinkhornParams {
+            max_iters,
+            ..SinkhornParams::new(eps)
+        };
+        let r = Solver::new(be.clone(), params).solve(&problem).unwrap();
+        let conv = &r.convergence;
+        assert_eq!(conv.problems.len(), b);
+        for k in 0..b {
+            let (rows, cols, dist) = plan_report(
+                r.f.row(k),
+                r.g.row(k),
+                cost.view(),
+                mu.row(k),
+                nu.row(k),
+                eps,
+            );
+            let reported = conv.problems[k].marginal_error;
+            assert!(
+                (reported - rows.max(cols)).abs() <= entry_rel + 1e-13,
+                "{} {b}×{n}×{m} ε {eps} problem {k}: reported {reported:e}, the plan's rows \
+                 {rows:e} cols {cols:e}",
+                T::NAME
+            );
+            assert_eq!(conv.problems[k].converged, reported <= conv.tol, "{conv:?}");
+            // Relative to the distance, or to the cost's half-range where the distance is
+            // much smaller (⟨P, C⟩ is then a difference of terms of that size).
+            let d = r.distance[k].f64();
+            assert!(
+                (d - dist).abs() <= distance_rel * dist.abs().max(half_range),
+                "{} {b}×{n}×{m} ε {eps} problem {k}: distance {d} against the plan's {dist}",
+                T::NAME
+            );
+        }
+        if max_iters == 9 {
+            assert!(!conv.converged, "9 iterations at ε = 0.01 cannot converge");
+        } else {
+            assert!(conv.converged, "{conv:?}");
+        }
+    }
+}
+
+#[test]
+fn cuda_shared_cost_reports_are_the_plans_f64() {
+    shared_cost_reports_are_the_plans::<f64>(1e-13, 1e-12);
+}
+
+#[test]
+fn cuda_shared_cost_reports_are_the_plans_f32() {
+    shared_cost_reports_are_the_plans::<f32>(3e-7, 3e-7);
+}
+
 #[test]
 fn cuda_reports_are_the_plans_errors_f64() {
     reports_are_the_plans::<f64>(1e-13, 1e-12);

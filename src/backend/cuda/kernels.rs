@@ -225,9 +225,9 @@ impl Module {
                 ("shift_diagonal", Both),
             ],
             Module::Report => &[
-                ("report_rows", Both),
-                ("report_cols", Both),
-                ("report_finish", Both),
+                ("report_tiles", Both),
+                ("report_slices", Both),
+                ("report_finish_all", Plain),
             ],
         }
     }
