@@ -117,8 +117,13 @@ __device__ __forceinline__ void pc_chunk_cost(T (&c)[PC_CH], const T (&p)[DMAX],
 // each thread's chunk are evaluated by pc_exp2_poly on the FMA pipe instead of MUFU.EX2.
 #define PC_LAZY_MAX 1.8446744073709552e19 /* 2^64 */
 #define PC_M0 (-1e30)
+// Default 2 of 32 (d ≤ 4): the norm-form d = 3 chunk loop is 216 instructions and 32
+// MUFU.EX2 per 32 pairs (MUFU-bound: 256 cycles of the 4-lane unit against 216 issues per
+// scheduler); with 2 polynomials it is 237 instructions and 30 MUFU (about 240 cycles),
+// 3 would make it issue-bound (~247). Counted in the sm_90 SASS; the GPU's measurement
+// (LOGOT_CUDA_DEFINES="PC_POLY=N") decides. Overridable as an NVRTC definition.
 #ifndef PC_POLY
-#define PC_POLY 0 /* polynomial exponentials per thread and chunk, of TJ·PC_CH (f32) */
+#define PC_POLY 2 /* polynomial exponentials per thread and chunk, of TJ·PC_CH (f32) */
 #endif
 
 // 2^x by a polynomial on the FMA pipe (FlashAttention-3's trick for the exponential unit's

@@ -41,7 +41,9 @@ pub struct Tuning {
     /// Print each fused launch's shape to standard error.
     pub verbose: bool,
     /// Extra `NAME=VALUE` macro definitions for NVRTC (kernel variants, e.g.
-    /// `KW_UNROLL=8`); part of the compiled-module cache keys.
+    /// `KW_UNROLL=8`, or `PC_POLY=N`: how many of the 32 exponentials of each f32 small-d
+    /// point-cloud chunk (per thread) use the FMA-pipe polynomial instead of MUFU.EX2,
+    /// default 2, see cuda/pointcloud.cu); part of the compiled-module cache keys.
     pub nvrtc_defines: Vec<String>,
     /// Where compiled modules are kept between processes (`None`: compiled once per
     /// process, nothing written).
