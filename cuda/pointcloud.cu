@@ -10,11 +10,12 @@
 // Units. As in sinkstep.cu, values are base 2: with s = log2(e)/eps, coordinates are
 // scaled on load by `scale` (sqrt(s) for |x−y|², s for |x−y|) so that the distance formed
 // in registers is c·s directly (the exact difference form, d subtractions and d FMAs), and
-// potentials by s. A thread keeps TJ outputs; the block streams the reduced cloud through
-// shared memory in stages of PC_KT points, and each output folds chunks of PC_CH
-// arguments into a running (max, sum) pair: the chunk maximum first, a rescale only when
-// it grows, then one exp2 per argument. -inf potentials (zero-mass bins) and the padding
-// of the last stage give exp2(-inf) = 0 and never NaN.
+// potentials by s (the half-step's norm form is described at pc_sinkstep_body). A thread
+// keeps TJ outputs; the block streams the reduced cloud through shared memory in stages of
+// PC_KT points, and each output folds chunks of PC_CH arguments into a running (shift,
+// sum) pair (the half-step raises its shift lazily, the row sums at each larger chunk
+// maximum). -inf potentials (zero-mass bins) and the padding of the last stage give
+// exp2(-inf) = 0 and never NaN. The host centres both clouds on their common mean.
 
 #define PC_BLOCK 256
 #define PC_KT 128
@@ -93,7 +94,224 @@ __device__ __forceinline__ void pc_chunk_cost(T (&c)[PC_CH], const T (&p)[DMAX],
 // Half-step: out[b,l] = eps·lm[b,l] − eps·LSE_k((other[b,k] − c(p_l, q_k))/eps), the
 // reduction optionally split over gridDim.z blocks (partials merged by sinkstep_finish of
 // sinkstep.cu, same layout: part[z·B·L + b·L + l], base-2 (max, sum)).
-template <typename T, int DMAX, int TJ, bool ROOT>
+//
+// Two forms of the exponent v_lk = s·(other_k − c_lk), s = log2(e)/eps (the host picks one
+// per call, CloudForm in src/backend/cuda/tuning.rs):
+// * direct (any metric): the coordinates are scaled by `scale` on load and c·s is formed
+//   from the differences (d subtractions, d FMAs, then other − c);
+// * norm (NORM, |x−y|² of centred clouds): v_lk = q_k + Σ_t x'_lt·y_kt − s|x_l|² with
+//   q_k = s·(other_k − |y_k|²) formed once per stage in shared memory and x' = 2s·x in
+//   registers; the row term −s|x_l|² leaves the LSE and is added at the end, so a pair
+//   costs d FMAs. Rounding puts an error of about (d+3)·u·s·(|x|+|y|)² on v, which the
+//   host bounds before choosing this form.
+//
+// Lazily raised maximum: each output keeps a shift m and its sum of exp2(v − m). A chunk of
+// PC_CH arguments is exponentiated against the current m without looking at its maximum;
+// only when the chunk's sum exceeds PC_LAZY_MAX = 2^64 (or is inf/NaN) is the chunk redone with m
+// raised to the chunk maximum (sum rescaled). So every term stays ≤ 2^64 and a sum of
+// up to 2^31 of them far from overflow, and most chunks cost one compare in all. m starts
+// at the finite PC_M0, far below any argument: the first chunk with mass raises it, −inf
+// arguments (zero-mass bins, padding) give exactly 0, and no −inf − −inf NaN can arise.
+//
+// Exponentials past the MUFU throughput: in f32, PC_POLY of the TJ·PC_CH exponentials of
+// each thread's chunk are evaluated by pc_exp2_poly on the FMA pipe instead of MUFU.EX2.
+#define PC_LAZY_MAX 1.8446744073709552e19 /* 2^64 */
+#define PC_M0 (-1e30)
+// Default 2 of 32 (d ≤ 4): the norm-form d = 3 chunk loop is 216 instructions and 32
+// MUFU.EX2 per 32 pairs (MUFU-bound: 256 cycles of the 4-lane unit against 216 issues per
+// scheduler); with 2 polynomials it is 237 instructions and 30 MUFU (about 240 cycles),
+// 3 would make it issue-bound (~247). Counted in the sm_90 SASS; the GPU's measurement
+// (LOGOT_CUDA_DEFINES="PC_POLY=N") decides. Overridable as an NVRTC definition.
+#ifndef PC_POLY
+#define PC_POLY 2 /* polynomial exponentials per thread and chunk, of TJ·PC_CH (f32) */
+#endif
+
+// 2^x by a polynomial on the FMA pipe (FlashAttention-3's trick for the exponential unit's
+// throughput): x clamped to [−127, 65], x = j + f with j = rint(x) (the 1.5·2^23 rounding
+// constant leaves j in the low mantissa bits), 2^f on [−1/2, 1/2] by a degree-5 polynomial
+// with p(0) = 1 (Lawson minimax of the relative error, 9.1e-8 in exact arithmetic), and j
+// added to the exponent field. Relative error 1.7e-7 (2.8·2^-24, measured in an f32
+// emulation over 2·10^7 arguments in [−126, 64]; tests/cuda_pointcloud_fast.rs checks
+// ≤ 4·2^-24 on the GPU); below −126 the result is a denormal or
+// 0 (absolute error < 2^-126), −inf and x ≤ −127 give +0; x ≥ 65 gives 2^65 (arguments
+// that large make the caller redo the chunk). NaN gives 2^−127 (callers never pass one).
+__device__ __forceinline__ float pc_exp2_poly(float x) {
+  x = fminf(fmaxf(x, -127.0f), 65.0f);
+  const float r = x + 12582912.0f;
+  const float f = x - (r - 12582912.0f);
+  float p = 0.0013264728477224708f;
+  p = fmaf(p, f, 0.009671512991189957f);
+  p = fmaf(p, f, 0.05550733581185341f);
+  p = fmaf(p, f, 0.24022242426872253f);
+  p = fmaf(p, f, 0.6931470036506653f);
+  p = fmaf(p, f, 1.0f);
+  return __int_as_float(__float_as_int(p) + (__float_as_int(r) << 23));
+}
+
+// exp2 of pair `e` of a thread's chunk: the polynomial for the first PC_POLY (f32).
+template <typename T, int E> __device__ __forceinline__ T pc_exp2_pair(T x) {
+  if constexpr (sizeof(T) == 4 && E < PC_POLY) {
+    return pc_exp2_poly(x);
+  } else {
+    return Num<T>::exp2(x);
+  }
+}
+
+// Stage PC_KT reduced points for the norm form: raw coordinates, and
+// q = s·(other − |y|²) (−inf where other is −inf and past `cnt`).
+template <typename T, int DMAX>
+__device__ __forceinline__ void pc_load_stage_norm(T *__restrict__ sq, T *__restrict__ sp,
+                                                   const T *__restrict__ red,
+                                                   const T *__restrict__ pot, int K, int k0,
+                                                   int cnt, int d, T s) {
+  for (int e = threadIdx.x; e < PC_KT; e += blockDim.x) {
+    const bool in = e < cnt;
+    T n2 = T(0);
+#pragma unroll
+    for (int t = 0; t < DMAX; ++t) {
+      if (t < d) {
+        const T y = in ? red[(long long)t * K + k0 + e] : T(0);
+        sq[t * PC_KT + e] = y;
+        n2 = fma(y, y, n2);
+      }
+    }
+    sp[e] = in ? s * (pot[k0 + e] - n2) : Num<T>::neg_inf();
+  }
+}
+
+// The chunk's exponents less `shift`: v[q] = pv[q] − shift + x'·y (NORM) or
+// pv[q] − shift − c·s (direct) for own point p and chunk columns c0 .. c0+PC_CH−1 (with
+// PRE, their coordinates already in qv).
+template <typename T, int DMAX, bool ROOT, bool NORM, bool PRE>
+__device__ __forceinline__ void pc_chunk_args(T (&v)[PC_CH], const T (&pv)[PC_CH],
+                                              const T (&qv)[PRE ? DMAX : 1][PC_CH],
+                                              const T (&p)[DMAX], const T *__restrict__ sq,
+                                              int c0, int d, T shift) {
+  if constexpr (NORM) {
+#pragma unroll
+    for (int q = 0; q < PC_CH; ++q) v[q] = pv[q] - shift;
+    if constexpr (PRE) {
+#pragma unroll
+      for (int t = 0; t < DMAX; ++t)
+        if (t < d) {
+#pragma unroll
+          for (int q = 0; q < PC_CH; ++q) v[q] = fma(p[t], qv[t][q], v[q]);
+        }
+    } else {
+#pragma unroll
+      for (int t = 0; t < DMAX; ++t) {
+        if (t < d) {
+#pragma unroll
+          for (int h = 0; h < PC_CH; h += 4) {
+            T y[4];
+            Vec4<T>::load(y, sq + t * PC_KT + c0 + h);
+#pragma unroll
+            for (int u = 0; u < 4; ++u) v[h + u] = fma(p[t], y[u], v[h + u]);
+          }
+        }
+      }
+    }
+  } else {
+    T c[PC_CH];
+    if constexpr (PRE) {
+#pragma unroll
+      for (int q = 0; q < PC_CH; ++q) {
+        T acc = T(0);
+#pragma unroll
+        for (int t = 0; t < DMAX; ++t) {
+          if (t < d) {
+            const T w = p[t] - qv[t][q];
+            acc = fma(w, w, acc);
+          }
+        }
+        c[q] = ROOT ? sqrt(acc) : acc;
+      }
+    } else {
+      pc_chunk_cost<T, DMAX, ROOT>(c, p, sq, c0, d);
+    }
+#pragma unroll
+    for (int q = 0; q < PC_CH; ++q) v[q] = (pv[q] - shift) - c[q];
+  }
+}
+
+// Σ_q exp2(v[q]) of output J's chunk (the first PC_POLY pairs of the thread's chunk by the
+// polynomial).
+template <typename T, int J>
+__device__ __forceinline__ T pc_chunk_sum(const T (&v)[PC_CH]) {
+  T cs = T(0);
+  if constexpr (J * PC_CH < PC_POLY) {
+    // Unrolled by pair index so that each one's exponential is chosen at compile time.
+    cs += pc_exp2_pair<T, J * PC_CH + 0>(v[0]);
+    cs += pc_exp2_pair<T, J * PC_CH + 1>(v[1]);
+    cs += pc_exp2_pair<T, J * PC_CH + 2>(v[2]);
+    cs += pc_exp2_pair<T, J * PC_CH + 3>(v[3]);
+    cs += pc_exp2_pair<T, J * PC_CH + 4>(v[4]);
+    cs += pc_exp2_pair<T, J * PC_CH + 5>(v[5]);
+    cs += pc_exp2_pair<T, J * PC_CH + 6>(v[6]);
+    cs += pc_exp2_pair<T, J * PC_CH + 7>(v[7]);
+  } else {
+#pragma unroll
+    for (int q = 0; q < PC_CH; ++q) cs += Num<T>::exp2(v[q]);
+  }
+  return cs;
+}
+
+// The chunk sums cs[J] = Σ_q exp2(v_Jq − m_J) of the TJ outputs against their current shifts.
+template <typename T, int DMAX, int TJ, bool ROOT, bool NORM, int J = 0>
+__device__ __forceinline__ void pc_chunk_sums(T (&cs)[TJ], const T (&m)[TJ], const T (&pv)[PC_CH],
+                                              const T (&qv)[DMAX <= 4 ? DMAX : 1][PC_CH],
+                                              const T (&p)[TJ][DMAX], const T *__restrict__ sq,
+                                              int c0, int d) {
+  if constexpr (J < TJ) {
+    T v[PC_CH];
+    pc_chunk_args<T, DMAX, ROOT, NORM, (DMAX <= 4)>(v, pv, qv, p[J], sq, c0, d, m[J]);
+    cs[J] = pc_chunk_sum<T, J>(v);
+    pc_chunk_sums<T, DMAX, TJ, ROOT, NORM, J + 1>(cs, m, pv, qv, p, sq, c0, d);
+  }
+}
+
+// Fold one chunk into the TJ (shift, sum) pairs. One test for all TJ outputs; an output whose
+// chunk sum is above PC_LAZY_MAX (or inf/NaN) is redone (rarely) with its shift raised to
+// the chunk maximum.
+template <typename T, int DMAX, int TJ, bool ROOT, bool NORM>
+__device__ __forceinline__ void pc_fold_outputs(T (&m)[TJ], T (&sum)[TJ], const T (&pv)[PC_CH],
+                                                const T (&qv)[DMAX <= 4 ? DMAX : 1][PC_CH],
+                                                const T (&p)[TJ][DMAX],
+                                                const T *__restrict__ sq, int c0, int d) {
+  constexpr bool PRE = DMAX <= 4;
+  T cs[TJ];
+  pc_chunk_sums<T, DMAX, TJ, ROOT, NORM>(cs, m, pv, qv, p, sq, c0, d);
+  // The sums are ≥ 0, so their total is ≤ PC_LAZY_MAX only when each one is (inf and NaN
+  // propagate; none arise from valid input, as m is finite).
+  T total = cs[0];
+#pragma unroll
+  for (int j = 1; j < TJ; ++j) total += cs[j];
+  if (!(total <= T(PC_LAZY_MAX))) {
+#pragma unroll
+    for (int j = 0; j < TJ; ++j) {
+      if (!(cs[j] <= T(PC_LAZY_MAX))) {
+        T v[PC_CH];
+        pc_chunk_args<T, DMAX, ROOT, NORM, PRE>(v, pv, qv, p[j], sq, c0, d, T(0));
+        T cm = Num<T>::neg_inf();
+#pragma unroll
+        for (int q = 0; q < PC_CH; ++q) cm = pc_max(cm, v[q]);
+        cs[j] = T(0);
+        if (cm != Num<T>::neg_inf()) {  // else no mass in the chunk: it adds 0
+          if (cm > m[j]) {
+            sum[j] *= Num<T>::exp2(m[j] - cm);
+            m[j] = cm;
+          }
+#pragma unroll
+          for (int q = 0; q < PC_CH; ++q) cs[j] += Num<T>::exp2(v[q] - m[j]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < TJ; ++j) sum[j] += cs[j];
+}
+
+template <typename T, int DMAX, int TJ, bool ROOT, bool NORM>
 __device__ __forceinline__ void pc_sinkstep_body(const T *__restrict__ out_pts,
                                                  const T *__restrict__ red_pts,
                                                  const T *__restrict__ other,
@@ -101,26 +319,38 @@ __device__ __forceinline__ void pc_sinkstep_body(const T *__restrict__ out_pts,
                                                  T *__restrict__ part_m, T *__restrict__ part_s,
                                                  int B, int K, int L, int d, T eps, T scale,
                                                  int kslice) {
+  static_assert(PC_CH == 8, "pc_chunk_sum unrolls 8 pairs");
   extern __shared__ __align__(16) unsigned char pc_smem[];
   T *sq = reinterpret_cast<T *>(pc_smem);
   T *sp = sq + DMAX * PC_KT;
   const int b = blockIdx.y, z = blockIdx.z;
   const int kbeg = z * kslice, kend = min(K, kbeg + kslice);
   const T s = T(LOGOT_LOG2E) / eps;
-  T p[TJ][DMAX], m[TJ], sum[TJ];
+  // Own points: scale·x (direct) or 2s·x (norm) and the row term s·|x|² (norm).
+  const T own_scale = NORM ? T(2) * s : scale;
+  T p[TJ][DMAX], m[TJ], sum[TJ], rn[TJ];
 #pragma unroll
   for (int j = 0; j < TJ; ++j) {
     const int l = blockIdx.x * (PC_BLOCK * TJ) + j * PC_BLOCK + threadIdx.x;
+    T n2 = T(0);
 #pragma unroll
-    for (int t = 0; t < DMAX; ++t)
-      p[j][t] = (t < d && l < L) ? out_pts[(long long)t * L + l] * scale : T(0);
-    m[j] = Num<T>::neg_inf();
+    for (int t = 0; t < DMAX; ++t) {
+      const T x = (t < d && l < L) ? out_pts[(long long)t * L + l] : T(0);
+      n2 = fma(x, x, n2);
+      p[j][t] = x * own_scale;
+    }
+    rn[j] = NORM ? s * n2 : T(0);
+    m[j] = T(PC_M0);
     sum[j] = T(0);
   }
   const T *pot = other + (long long)b * K;
   for (int k0 = kbeg; k0 < kend; k0 += PC_KT) {
     __syncthreads();
-    pc_load_stage<T, DMAX>(sq, sp, red_pts, pot, K, k0, min(PC_KT, kend - k0), d, scale, s);
+    if constexpr (NORM) {
+      pc_load_stage_norm<T, DMAX>(sq, sp, red_pts, pot, K, k0, min(PC_KT, kend - k0), d, s);
+    } else {
+      pc_load_stage<T, DMAX>(sq, sp, red_pts, pot, K, k0, min(PC_KT, kend - k0), d, scale, s);
+    }
     __syncthreads();
     for (int c0 = 0; c0 < PC_KT; c0 += PC_CH) {
       T pv[PC_CH];
@@ -148,40 +378,7 @@ __device__ __forceinline__ void pc_sinkstep_body(const T *__restrict__ out_pts,
           }
         }
       }
-#pragma unroll
-      for (int j = 0; j < TJ; ++j) {
-        T v[PC_CH];
-        if constexpr (PRE) {
-#pragma unroll
-          for (int q = 0; q < PC_CH; ++q) {
-            T c = T(0);
-#pragma unroll
-            for (int t = 0; t < DMAX; ++t) {
-              if (t < d) {
-                const T w = p[j][t] - qv[t][q];
-                c = fma(w, w, c);
-              }
-            }
-            v[q] = ROOT ? sqrt(c) : c;
-          }
-        } else {
-          pc_chunk_cost<T, DMAX, ROOT>(v, p[j], sq, c0, d);
-        }
-        T cm = Num<T>::neg_inf();
-#pragma unroll
-        for (int q = 0; q < PC_CH; ++q) {
-          v[q] = pv[q] - v[q];
-          cm = pc_max(cm, v[q]);
-        }
-        if (cm > m[j]) {
-          sum[j] *= Num<T>::exp2(m[j] - cm);  // m = -inf: sum is 0 and stays 0
-          m[j] = cm;
-        }
-        if (m[j] != Num<T>::neg_inf()) {
-#pragma unroll
-          for (int q = 0; q < PC_CH; ++q) sum[j] += Num<T>::exp2(v[q] - m[j]);
-        }
-      }
+      pc_fold_outputs<T, DMAX, TJ, ROOT, NORM>(m, sum, pv, qv, p, sq, c0, d);
     }
   }
 #pragma unroll
@@ -189,14 +386,16 @@ __device__ __forceinline__ void pc_sinkstep_body(const T *__restrict__ out_pts,
     const int l = blockIdx.x * (PC_BLOCK * TJ) + j * PC_BLOCK + threadIdx.x;
     if (l >= L) continue;
     const long long o = (long long)b * L + l;
+    // No mass at all: the (max, sum) pair of an empty reduction.
+    const T mj = sum[j] > T(0) ? m[j] - rn[j] : Num<T>::neg_inf();
     if (gridDim.z == 1) {
       const T lmv = lm[o];
       out[o] = lmv == Num<T>::neg_inf()
                    ? lmv
-                   : eps * lmv - eps * T(LOGOT_LN2) * (m[j] + Num<T>::log2(sum[j]));
+                   : eps * lmv - eps * T(LOGOT_LN2) * (mj + Num<T>::log2(sum[j]));
     } else {
       const long long total = (long long)B * L;
-      part_m[z * total + o] = m[j];
+      part_m[z * total + o] = mj;
       part_s[z * total + o] = sum[j];
     }
   }
@@ -695,11 +894,19 @@ __device__ __forceinline__ void pc_rows_dn_body(
   extern "C" __global__ void __launch_bounds__(PC_BLOCK) NAME##_##SUF(PC_STEP_ARGS(T)) {     \
     const int dd = DARG;                                                                     \
     if (root)                                                                                \
-      pc_sinkstep_body<T, DMAX, TJ, true>(out_pts, red_pts, other, lm, out, part_m, part_s,  \
-                                          B, K, L, dd, eps, scale, kslice);             \
+      pc_sinkstep_body<T, DMAX, TJ, true, false>(out_pts, red_pts, other, lm, out, part_m,   \
+                                                 part_s, B, K, L, dd, eps, scale, kslice);   \
     else                                                                                     \
-      pc_sinkstep_body<T, DMAX, TJ, false>(out_pts, red_pts, other, lm, out, part_m, part_s, \
-                                           B, K, L, dd, eps, scale, kslice);            \
+      pc_sinkstep_body<T, DMAX, TJ, false, false>(out_pts, red_pts, other, lm, out, part_m,  \
+                                                  part_s, B, K, L, dd, eps, scale, kslice);  \
+  }
+
+// The norm form (|x−y|² of centred clouds, f32): `scale` and `root` are not read.
+#define PC_STEP_NORM(NAME, DMAX, DARG, TJ)                                                   \
+  extern "C" __global__ void __launch_bounds__(PC_BLOCK) NAME##_f32(PC_STEP_ARGS(float)) {   \
+    const int dd = DARG;                                                                     \
+    pc_sinkstep_body<float, DMAX, TJ, false, true>(out_pts, red_pts, other, lm, out, part_m, \
+                                                   part_s, B, K, L, dd, eps, scale, kslice); \
   }
 
 #define PC_ROWS_BODY(T, DMAX, CH, ROOT, MODE)                                                \
@@ -796,6 +1003,14 @@ __device__ __forceinline__ void pc_rows_dn_body(
 // Outputs per thread for d ≤ 4: 4 in f32 (76 registers for d = 3), 2 in f64.
 PC_ALL(float, f32, 4)
 PC_ALL(double, f64, 2)
+// pc_exp2_poly on n arguments (for the tests of the polynomial).
+extern "C" __global__ void pc_exp2_poly_f32(const float *x, float *y, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    y[i] = pc_exp2_poly(x[i]);
+}
+PC_STEP_NORM(pc_sinkstep_nf_d3, 3, 3, 4)
+PC_STEP_NORM(pc_sinkstep_nf_d4, 4, d, 4)
+PC_STEP_NORM(pc_sinkstep_nf_d16, PC_DMAX, d, 2)
 PC_DN(float, f32)
 PC_DN(double, f64)
 

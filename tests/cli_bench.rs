@@ -198,3 +198,64 @@ fn precision_is_checked_and_named() {
     );
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// otC10 and otCbig (10 point-cloud iterations at d = 3, ε = 0.05) made small by
+/// `--points`: the JSON names the problem and its shape, and `f_first` is the first entry
+/// of `f` after 10 iterations from zero potentials by the library on the same clouds.
+#[test]
+fn otc10_and_otcbig_run_small_with_points() {
+    use logot::backend::{Marginals, Potentials};
+    use logot::{Backend, CpuBackend, PointCloudCost};
+    for (problem, n) in [("otC10", 300usize), ("otCbig", 257)] {
+        let pts = n.to_string();
+        let (code, j, err) = bench(&[
+            "--problem",
+            problem,
+            "--json",
+            "--runs",
+            "1",
+            "--points",
+            &pts,
+        ]);
+        assert_eq!(code, 0, "{err}");
+        check_timing(&j, problem, 1);
+        assert_eq!(
+            (j["n"].as_u64(), j["m"].as_u64(), j["d"].as_u64()),
+            (Some(n as u64), Some(n as u64), Some(3)),
+            "{j}"
+        );
+        assert_eq!(
+            (j["iterations"].as_u64(), j["eps"].as_f64()),
+            (Some(10), Some(0.05))
+        );
+        // The same 10 iterations by the library.
+        let (mu, nu, x, y) = logot::problems::ot_c::<f32>(n, 3);
+        let cpu = CpuBackend;
+        let cost = cpu
+            .prepare_cost(&PointCloudCost::new(x.view(), y.view()).unwrap().into())
+            .unwrap();
+        let logs = |v: &ndarray::Array1<f32>| v.iter().map(|p| p.ln()).collect::<Vec<f32>>();
+        let (mu_d, nu_d) = (mu.to_vec(), nu.to_vec());
+        let (log_mu, log_nu) = (logs(&mu), logs(&nu));
+        let marginals = Marginals {
+            mu: &mu_d,
+            nu: &nu_d,
+            log_mu: &log_mu,
+            log_nu: &log_nu,
+        };
+        let mut pot = Potentials {
+            f: vec![0.0f32; n],
+            g: vec![0.0f32; n],
+        };
+        cpu.iterate(&cost, 0.05, &marginals, &mut pot, 10).unwrap();
+        let got = j["f_first"].as_f64().unwrap();
+        assert_eq!(got, pot.f[0] as f64, "{j}");
+    }
+    // --points belongs to the sized point-cloud problems, and is at least 1.
+    let (code, _, err) = bench(&["--problem", "otA", "--json", "--points", "10"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("--points"), "{err}");
+    let (code, _, err) = bench(&["--problem", "otC10", "--json", "--points", "0"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("--points"), "{err}");
+}

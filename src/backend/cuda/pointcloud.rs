@@ -3,16 +3,24 @@
 //! dimension.
 //!
 //! What runs where:
-//! * `d ≤ 16` (`PC_DMAX`), exact difference form `Σ_t (x_t − y_t)²`:
+//! * `d ≤ 16` (`PC_DMAX`):
 //!   - Half-step: a block of 256 threads owns 1024 outputs (f32, `d ≤ 4`; 512 in f64 and
 //!     for `d ≤ 16`), streams the reduced cloud through shared memory in stages of 128
-//!     points and folds chunks of 8 arguments into a running (max, sum).
+//!     points and folds chunks of 8 arguments into a running (shift, sum) whose shift is
+//!     raised only when a chunk's sum passes 2^64. Two forms of the exponent, chosen per
+//!     call by [`CloudForm::choose`]: the exact difference form `Σ_t (x_t − y_t)²`, or (f32,
+//!     `|x − y|²`, where the rounding bound of [`CloudForm::norm_error_bound`] allows) the
+//!     norm form `q_k + Σ_t x'_t·y_t` with `q_k = s·(other_k − |y_k|²)` per stage and the
+//!     row term `−s·|x_l|²` taken out of the log-sum-exp: `d` FMAs per pair. When the grid
+//!     is short of a few waves the reduction is split so that the last wave is nearly full
+//!     ([`wave_split`], from the kernel's occupancy).
 //!   - Plan-weighted row sums (transport cost, point gradients, `P·V` with at most 16
 //!     channels): one output per thread, the whole reduction per block.
-//! * `d > 16`, dot-product form: when the cost is prepared the two clouds are centred on
-//!   their common mean (computed in f64 on the host; a translation changes no cost, and it
-//!   keeps `|x|² + |y|² − 2·x·y` from cancelling the digits of clouds far from the origin)
-//!   and their squared norms computed on the device (`pc_sqnorms`); then
+//! * At every `d`, the two clouds are centred on their common mean when the cost is
+//!   prepared (computed in f64 on the host; a translation changes no cost, and it keeps
+//!   `|x|² + |y|² − 2·x·y` from cancelling the digits of clouds far from the origin).
+//! * `d > 16`, dot-product form: the squared norms are computed on the device
+//!   (`pc_sqnorms`); then
 //!   `c = max(|x|² + |y|² − 2·x·y, 0)` (its square root for [`PointMetric::Euclidean`]).
 //!   - Half-step (`pc_sinkstep_dn`): a block of 16×16 threads owns 64 outputs and streams
 //!     tiles of 64 reduced points; the cross term is accumulated over `d` in chunks of 16
@@ -57,6 +65,7 @@ use super::device::{CudaBackend, CudaBuffer};
 use super::kernels::{define, kernel_name, CudaReal, Module, Precision};
 use super::launch::{to_i32, Launch};
 use super::tiled::TiledArgs;
+use super::tuning::CloudForm;
 use crate::backend::shape::{check_fg, check_sinkstep};
 use crate::backend::CrossPrecision;
 use crate::backend::{batch_of, CostDims, PointCloudCost, PointCloudKernels, PointMetric, Side};
@@ -105,6 +114,9 @@ pub(super) struct CudaCloud<T> {
     norms: Option<(CudaSlice<T>, CudaSlice<T>)>,
     /// The tensor-core operands of the half-step, where [`CrossKernel::of`] picks one.
     tc: Option<TcOperands<T>>,
+    /// `(max_i |x_i|², max_j |y_j|²)` of the centred clouds (as stored), which bound the
+    /// rounding error of the small-d norm form ([`CloudForm`]).
+    sq_radii: (f64, f64),
 }
 
 /// How a half-step forms the cross term `x·y` of the dot-product form (`d > PC_DMAX`).
@@ -188,20 +200,27 @@ impl<T> CudaCloud<T> {
 }
 
 impl<T: CudaReal> CudaCloud<T> {
+    /// How the small-d half-step forms its exponents at this `eps` (`None` above
+    /// `PC_DMAX`, where the any-d kernels run).
+    fn form(&self, eps: T) -> Option<CloudForm> {
+        (self.d <= PC_DMAX).then(|| {
+            CloudForm::choose(
+                T::PRECISION == Precision::F32,
+                self.root,
+                self.d,
+                self.sq_radii.0,
+                self.sq_radii.1,
+                eps.f64(),
+            )
+        })
+    }
+
     /// The factor that turns coordinates into ones whose squared (or plain) distance is
     /// `c·log2(e)/ε`.
     fn scale(&self, eps: T) -> T {
         let s = std::f64::consts::LOG2_E / eps.f64();
         T::of(if self.root { s } else { s.sqrt() })
     }
-}
-
-fn soa<T: Copy>(p: ndarray::ArrayView2<'_, T>) -> Vec<T> {
-    let mut v = Vec::with_capacity(p.len());
-    for col in p.columns() {
-        v.extend(col.iter().copied());
-    }
-    v
 }
 
 /// Both clouds as structure-of-arrays, each coordinate less the mean of that coordinate
@@ -224,6 +243,44 @@ fn centred_soa<T: Real>(
         ys.extend(cy.iter().map(|v| T::of(v.f64() - mean)));
     }
     (xs, ys)
+}
+
+/// The largest squared norm of the `len` points of a structure-of-arrays cloud (f64).
+fn max_sq_norm<T: Real>(pts: &[T], len: usize) -> f64 {
+    let mut n2 = vec![0.0f64; len];
+    if len > 0 {
+        for col in pts.chunks(len) {
+            for (a, v) in n2.iter_mut().zip(col) {
+                *a += v.f64() * v.f64();
+            }
+        }
+    }
+    n2.into_iter().fold(0.0, f64::max)
+}
+
+/// `(kslice, splits)` for `blocks` blocks (all the same work) over `len_red` reduced points
+/// when the GPU holds `slots` blocks at once: below 4 waves, the fewest splits (at most 64, each at least
+/// 4 stages of `PC_KT` points) whose last wave of blocks is nearly full, since a block
+/// count just past a multiple of `slots` leaves most of the GPU idle in its last wave
+/// (otC: 64 blocks of 1024 outputs, 396 slots on an H100: 6 splits fill 384 of them, where
+/// the 9 of a 4-blocks-per-SM target would run 1.45 waves).
+fn wave_split(blocks: usize, len_red: usize, slots: usize) -> (usize, usize) {
+    // From 4 waves on, the last one costs at most a fifth: no split.
+    let max_splits = if blocks >= 4 * slots {
+        1
+    } else {
+        (len_red / (4 * PC_KT)).clamp(1, 64)
+    };
+    let efficiency = |s: usize| {
+        let (total, slots) = ((blocks * s) as f64, slots.max(1) as f64);
+        total / ((total / slots).ceil() * slots)
+    };
+    let best = (1..=max_splits).map(efficiency).fold(0.0, f64::max);
+    let want = (1..=max_splits)
+        .find(|&s| efficiency(s) >= 0.95 * best)
+        .unwrap_or(1);
+    let kslice = (len_red.div_ceil(want).div_ceil(PC_KT) * PC_KT).max(PC_KT);
+    (kslice, len_red.div_ceil(kslice).max(1))
 }
 
 /// Kernel family for dimension `d`: (base name, compiled maximum dimension), or `None`
@@ -283,11 +340,10 @@ impl CudaBackend {
         to_i32(m, "y")?;
         to_i32(d, "x")?;
         let any_d = d > PC_DMAX;
-        let (xs, ys) = if any_d {
-            centred_soa(p.x(), p.y())
-        } else {
-            (soa(p.x()), soa(p.y()))
-        };
+        // Centred at every d: the any-d kernels and the small-d norm form need it, and it
+        // changes no cost.
+        let (xs, ys) = centred_soa(p.x(), p.y());
+        let sq_radii = (max_sq_norm(&xs, n), max_sq_norm(&ys, m));
         let x = self.upload_slice(&xs, "the points x")?;
         let y = self.upload_slice(&ys, "the points y")?;
         let norms = if any_d {
@@ -320,6 +376,7 @@ impl CudaBackend {
             y,
             norms,
             tc,
+            sq_radii,
         })
     }
 
@@ -364,6 +421,39 @@ impl CudaBackend {
             )
         }?;
         Ok((big, small))
+    }
+
+    /// How a half-step at `eps` on this point-cloud cost forms its exponents (`None` for
+    /// other costs and above 16 dimensions). For tests and benchmarks; not part of the API.
+    #[doc(hidden)]
+    pub fn cloud_form<T: CudaReal>(&self, cost: &CudaCost<T>, eps: T) -> Option<CloudForm> {
+        match &cost.kind {
+            CostKind::Cloud(cl) => cl.form(eps),
+            _ => None,
+        }
+    }
+
+    /// `2^x` for each `x` by the polynomial that replaces some of the half-step's `MUFU.EX2`
+    /// exponentials (`pc_exp2_poly` in cuda/pointcloud.cu). For tests; not part of the API.
+    #[doc(hidden)]
+    pub fn exp2_poly(&self, x: &[f32]) -> Result<Vec<f32>> {
+        let n = x.len();
+        to_i32(n, "x")?;
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let xd = self.upload_slice(x, "the arguments")?;
+        let y = self.alloc::<f32>(n, "the exponentials")?;
+        let blocks = self.stride_blocks(n, 256, 8);
+        // SAFETY: pc_exp2_poly_f32(x, y, n) reads and writes n floats.
+        unsafe {
+            self.launch(
+                "pc_exp2_poly_f32",
+                Launch::linear(blocks, 256),
+                (self.ptr(&xd), self.ptr(&y), n as i32),
+            )
+        }?;
+        self.download_slice(&y, n, "the exponentials")
     }
 
     /// `|p|²` of each of the `len` points of a structure-of-arrays cloud (`pc_sqnorms`).
@@ -425,6 +515,28 @@ impl CudaBackend {
         (kslice, len_red.div_ceil(kslice))
     }
 
+    /// `(kslice, splits)` of a small-d half-step (`kernel`, `smem` dynamic shared bytes) of
+    /// `blocks` blocks over `len_red` reduced points: [`wave_split`] with the kernel's
+    /// resident blocks per SM from the driver (the splits of [`Self::cloud_split`] if it
+    /// cannot say).
+    fn wave_split(
+        &self,
+        kernel: &str,
+        smem: usize,
+        blocks: usize,
+        len_red: usize,
+    ) -> (usize, usize) {
+        let per_sm = self.func(kernel).ok().and_then(|f| {
+            self.inner.ctx.bind_to_thread().ok()?;
+            f.occupancy_max_active_blocks_per_multiprocessor(PC_BLOCK as u32, smem, None)
+                .ok()
+        });
+        match per_sm {
+            Some(r) if r >= 1 => wave_split(blocks, len_red, self.inner.sm_count * r as usize),
+            _ => self.cloud_split(blocks, len_red, PC_KT),
+        }
+    }
+
     /// One half-step on point clouds (see [`Backend::sinkstep`](crate::Backend::sinkstep)).
     pub(super) fn cloud_sinkstep<T: CudaReal>(
         &self,
@@ -462,9 +574,12 @@ impl CudaBackend {
             _ => None,
         };
         // (entry point, outputs per block, reduced points per stage, shared bytes)
-        let (kernel, per_block, kt, smem) = match by_dim("pc_sinkstep", cl.d, true) {
-            None if tc_plan.is_some() => {
-                let (tc, (_, smem)) = tc_plan.expect("checked");
+        let prefix = match cl.form(eps) {
+            Some(CloudForm::Norm) => "pc_sinkstep_nf",
+            _ => "pc_sinkstep",
+        };
+        let (kernel, per_block, kt, smem) = match (by_dim(prefix, cl.d, true), tc_plan) {
+            (None, Some((tc, (_, smem)))) => {
                 let base = if tc.kernel == CrossKernel::Tf32x3 {
                     "pc_sinkstep_tc3"
                 } else {
@@ -472,7 +587,7 @@ impl CudaBackend {
                 };
                 (kernel_name::<T>(base), PC_TC_BL, PC_TC_BK, smem)
             }
-            Some((base, dmax)) => {
+            (Some((base, dmax)), _) => {
                 // Outputs per thread (TJ of the kernel's entry point).
                 let tj = if dmax <= 4 && T::PRECISION == Precision::F32 {
                     4
@@ -482,7 +597,7 @@ impl CudaBackend {
                 let smem = (dmax * PC_KT + PC_KT) * size;
                 (kernel_name::<T>(&base), PC_BLOCK * tj, PC_KT, smem)
             }
-            None => {
+            (None, None) => {
                 let smem = (PC_DN_DC * (PC_DN_TL + PC_DN_TK) + 2 * PC_DN_TK) * size;
                 (kernel_name::<T>("pc_sinkstep_dn"), PC_DN_TL, PC_DN_TK, smem)
             }
@@ -494,7 +609,11 @@ impl CudaBackend {
                 format!("{batch} problems exceed the launch grid (65535)"),
             ));
         }
-        let (kslice, splits) = self.cloud_split(gx * batch, len_red, kt);
+        let (kslice, splits) = if cl.d <= PC_DMAX {
+            self.wave_split(&kernel, smem, gx * batch, len_red)
+        } else {
+            self.cloud_split(gx * batch, len_red, kt)
+        };
         let parts = if splits > 1 {
             Some(self.alloc::<T>(2 * splits * batch * len_out, "K-split partials")?)
         } else {
@@ -1010,5 +1129,31 @@ impl<T: CudaReal> PointCloudKernels<T> for CudaBackend {
             data: grad,
             len: batch * len * cl.d,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_fill_the_last_wave() {
+        // otC on an H100 (132 SMs × 3 blocks): 64 blocks → 6 splits of 86 stages.
+        let (kslice, splits) = wave_split(64, 65536, 396);
+        assert_eq!((kslice, splits), (86 * PC_KT, 6));
+        assert!(kslice * splits >= 65536 && kslice * (splits - 1) < 65536);
+        // Many blocks: no split; short reductions: at most len/(4·PC_KT) splits.
+        assert_eq!(wave_split(4000, 65536, 396).1, 1);
+        assert_eq!(wave_split(1, 1024, 396), (4 * PC_KT, 2));
+        assert_eq!(wave_split(2, 100, 396), (PC_KT, 1));
+        // Every split count covers the reduction exactly once.
+        for (blocks, len, slots) in [(7, 300_000, 264), (64, 1 << 20, 396), (1024, 1 << 20, 396)] {
+            let (kslice, splits) = wave_split(blocks, len, slots);
+            assert!(kslice % PC_KT == 0 && kslice * splits >= len);
+            assert!(
+                kslice * (splits - 1) < len,
+                "{blocks} {len}: {kslice}×{splits}"
+            );
+        }
     }
 }

@@ -39,6 +39,14 @@ pub enum BenchProblem {
     /// ε = 0.05: 10 Sinkhorn iterations from zero potentials.
     #[value(name = "otC1024")]
     OtC1024,
+    /// Point clouds N = M = 65536, d = 3, uniform in [0,1]³, squared Euclidean, ε = 0.05:
+    /// 10 Sinkhorn iterations (20 half-steps) from zero potentials (otC's whole solve).
+    #[value(name = "otC10")]
+    OtC10,
+    /// Point clouds N = M = 2²⁰, d = 3, uniform in [0,1]³, squared Euclidean, ε = 0.05:
+    /// 10 Sinkhorn iterations from zero potentials.
+    #[value(name = "otCbig")]
+    OtCBig,
     /// Bistochastic projection of 65536 matrices 4×4, 20 iterations; then its backward.
     #[value(name = "mhc4")]
     Mhc4,
@@ -120,6 +128,10 @@ pub struct BenchArgs {
     /// tf32x3); the JSON names it.
     #[arg(long, value_enum)]
     pub precision: Option<Precision>,
+    /// Points per cloud of otC10, otCbig, otC64 and otC1024 instead of theirs (to try them
+    /// small).
+    #[arg(long)]
+    pub points: Option<usize>,
     /// Unbalanced OT (otA, otB, otBcpu), to compare with the balanced problem in the same
     /// call: the marginal penalties, as for `wasserstein`.
     #[command(flatten)]
@@ -200,15 +212,18 @@ fn run_otc<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
     }))
 }
 
-/// otC64, otC1024: 10 iterations (20 half-steps) of point-cloud Sinkhorn from zero
+/// otC10, otCbig, otC64, otC1024: 10 iterations (20 half-steps) of point-cloud Sinkhorn from zero
 /// potentials, uniform weights, ε = 0.05, all on the backend (`Backend::iterate`), then `f`
 /// read back (cost preparation and uploads outside the timing).
 fn run_otc_iters<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
     use logot::problems::{ot_c, OTC_EPS};
     let (name, n, d) = match a.problem {
+        BenchProblem::OtC10 => ("otC10", 65_536, 3),
+        BenchProblem::OtCBig => ("otCbig", 1 << 20, 3),
         BenchProblem::OtC64 => ("otC64", 50_000, 64),
         _ => ("otC1024", 32_768, 1024),
     };
+    let n = a.points.unwrap_or(n);
     let iters = 10;
     let eps = OTC_EPS;
     let (mu, nu, x, y) = ot_c::<T>(n, d);
@@ -363,6 +378,22 @@ pub fn checked(a: &BenchArgs) -> Result<Dtype> {
             "must be finite and ≥ 0",
         ));
     }
+    if let Some(points) = a.points {
+        use BenchProblem::*;
+        if !matches!(a.problem, OtC10 | OtCBig | OtC64 | OtC1024) {
+            return Err(logot::Error::parameter(
+                "--points",
+                points,
+                format!(
+                    "only otC10, otCbig, otC64 and otC1024 take it, not {}",
+                    a.problem.name()
+                ),
+            ));
+        }
+        if points == 0 {
+            return Err(logot::Error::parameter("--points", points, "must be ≥ 1"));
+        }
+    }
     if a.relax.is_set() {
         use BenchProblem::*;
         if !matches!(a.problem, OtA | OtB | OtBcpu | Bary64 | Bary64Dense) {
@@ -398,7 +429,10 @@ pub fn bench(dtype: Dtype, a: &BenchArgs) -> Json {
     if a.problem == BenchProblem::OtC {
         return dispatch!(dtype, a.backend, run_otc, a);
     }
-    if matches!(a.problem, BenchProblem::OtC64 | BenchProblem::OtC1024) {
+    if matches!(
+        a.problem,
+        BenchProblem::OtC10 | BenchProblem::OtCBig | BenchProblem::OtC64 | BenchProblem::OtC1024
+    ) {
         return dispatch!(dtype, a.backend, run_otc_iters, a);
     }
     dispatch!(dtype, a.backend, run, a)
