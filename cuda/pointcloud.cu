@@ -123,7 +123,7 @@ __device__ __forceinline__ void pc_chunk_cost(T (&c)[PC_CH], const T (&p)[DMAX],
 // 3 would make it issue-bound (~247). Counted in the sm_90 SASS; the GPU's measurement
 // (LOGOT_CUDA_DEFINES="PC_POLY=N") decides. Overridable as an NVRTC definition.
 #ifndef PC_POLY
-#define PC_POLY 2 /* polynomial exponentials per thread and chunk, of TJ·PC_CH (f32) */
+#define PC_POLY 0 /* polynomial exponentials per thread and chunk, of TJ·PC_CH (f32) */
 #endif
 
 // 2^x by a polynomial on the FMA pipe (FlashAttention-3's trick for the exponential unit's

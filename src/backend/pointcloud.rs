@@ -44,12 +44,11 @@ impl PointMetric {
 /// dimensions (the exact difference form) always compute exact products: there the choice
 /// changes nothing.
 ///
-/// The default is [`CrossPrecision::Tf32x3`]: its products are within about 2^-21 of the
-/// exact ones, below the `√d·2^-24` rounding of f32 sums of `d` terms for the dimensions it
-/// serves, so distances keep the f32 accuracy (1e-5 relative to an f64 reference) at about a
-/// fifth of the exact kernel's time; [`CrossPrecision::Tf32`] trades that for speed (its
-/// per-product error 2^-10 moves each cost by about `2^-10·|x||y|/√d`, which `exp(−c/ε)`
-/// amplifies by `1/ε`).
+/// The default is [`CrossPrecision::Exact`], which keeps distances within 1e-5 of an f64
+/// reference. [`CrossPrecision::Tf32x3`] (products within about 2^-21) and
+/// [`CrossPrecision::Tf32`] (2^-10, moving each cost by about `2^-10·|x||y|/√d`, which
+/// `exp(−c/ε)` amplifies by `1/ε`) trade accuracy for speed; measured on an H100 at
+/// N = M = 50000, d = 64, 10 iterations: 349 ms exact, 163 ms TF32x3, 88 ms TF32.
 ///
 /// ```
 /// use logot::{CrossPrecision, PointCloudCost};
@@ -61,11 +60,13 @@ impl PointMetric {
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum CrossPrecision {
-    /// Exact f32 products on the FP32 units (rounding about 2^-24 per product).
+    /// Exact f32 products on the FP32 units (rounding about 2^-24 per product). The default:
+    /// it keeps distances within 1e-5 of f64 (measured on an H100: 1.6e-7 at d = 64).
+    #[default]
     Exact,
     /// Split TF32 on tensor cores, three products per pair (`a_big·b_small + a_small·b_big +
-    /// a_big·b_big`): about 2^-21 per product, near f32.
-    #[default]
+    /// a_big·b_big`): about 2^-21 per product (measured on an H100: a distance error of
+    /// 1.2e-5 at d = 64, 1000×1031 points, ε = 0.01·mean cost), about twice as fast.
     Tf32x3,
     /// One TF32 tensor-core product (10-bit mantissas): about 2^-10 per product, fastest.
     Tf32,

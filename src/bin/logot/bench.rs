@@ -125,7 +125,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub f64: bool,
     /// otC64, otC1024 on CUDA in float32: how x·y is formed (exact, tf32x3, tf32; default
-    /// tf32x3); the JSON names it.
+    /// exact); the JSON names it.
     #[arg(long, value_enum)]
     pub precision: Option<Precision>,
     /// Points per cloud of otC10, otCbig, otC64 and otC1024 instead of theirs (to try them

@@ -36,8 +36,9 @@ pub struct SolveArgs {
     #[arg(long, value_enum, requires = "x")]
     pub metric: Option<Metric>,
     /// How the CUDA backend forms x·y for float32 clouds above 16 dimensions: exact (f32
-    /// products), tf32x3 (split TF32 on tensor cores, about f32 accuracy; the default) or
-    /// tf32 (one TF32 product, fastest, about 1e-3 relative per product). The CPU backend
+    /// products; the default, distances within 1e-5 of float64), tf32x3 (split TF32 on
+    /// tensor cores, about 2^-21 per product, about 2× faster) or tf32 (one TF32 product,
+    /// fastest, about 1e-3 relative per product). The CPU backend
     /// and float64 always use exact products.
     #[arg(long, value_enum, requires = "x")]
     pub precision: Option<Precision>,
