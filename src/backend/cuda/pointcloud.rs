@@ -28,9 +28,9 @@
 //!     exact FP32/FP64 FMA products (`pc_dot_tile`), then folded into the same online
 //!     base-2 (max, sum) as the small-d kernels; the 16 threads of a row merge their pairs
 //!     by shuffles. Memory: the clouds, two norm vectors, and the split partials. This is
-//!     the f64 kernel, and the f32 one for [`CrossPrecision::Exact`].
+//!     the f64 kernel, and the f32 one for [`CrossPrecision::Exact`], the default.
 //!   - Half-step on tensor cores (`pc_sinkstep_tc`, `pc_sinkstep_tc3`; f32 with
-//!     [`CrossPrecision::Tf32`] or [`CrossPrecision::Tf32x3`], the default): when the cost
+//!     [`CrossPrecision::Tf32`] or [`CrossPrecision::Tf32x3`]): when the cost
 //!     is prepared, `pc_tc_split` writes both clouds point-major, padded to a multiple of
 //!     32 coordinates, rounded to TF32 (and, for TF32x3, the TF32 rounding of the
 //!     remainder: extra memory `(n + m)·dp` floats per part). A block of 8 warps owns 128
