@@ -20,6 +20,14 @@
 //! half-step runs at about 2.7·10⁹ pairs per core-second with AVX-512 (1.9·10⁹ with AVX2),
 //! f64 at 1.1·10⁹ (0.7·10⁹).
 //!
+//! From `d = CROSS_MIN_D` (14) on, the costs of a block of output points against a tile of
+//! reduced points come instead from the cross term `x·y` by the register-blocked
+//! micro-kernel of [`super::cross`] (`2d` flops per pair at the FLOP rate), as
+//! `c = max(|x|² + |y|² − 2·x·y, 0)` with norms computed once per cloud, on clouds centred
+//! once (the mean of their union subtracted) so that `|Δc| ≲ (d + 3)·u·(|x|² + |y|²)`
+//! depends on the spread of the data, not on its offset (`u` the unit roundoff); both
+//! log-sum-exp passes and the weighted sums below read those costs unchanged.
+//!
 //! Transport costs, point gradients and `P·V` use the same tiles with weighted sums
 //! (`Σ_l P_kl·w_kl` for the weights of [`Weights`]), accumulated per lane in `T` and
 //! combined per output point in f64.
@@ -47,8 +55,9 @@ const MAX_PLAN_ENTRIES: usize = 1 << 27;
 /// Minimum number of pairs a rayon task should hold.
 const MIN_TASK_PAIRS: usize = 1 << 15;
 
-/// Two point clouds prepared for the CPU: coordinates as structure-of-arrays, `x[k·n + i]`
-/// and `y[k·m + j]`. Memory `O((n + m)·d)`.
+/// Two point clouds prepared for the CPU: coordinates centred on the mean of both clouds,
+/// as structure-of-arrays, `x[k·n + i]` and `y[k·m + j]`, and for `d ≥ CROSS_MIN_D` packed
+/// again for the cross-term kernel. Memory `O((n + m)·d)`.
 #[derive(Debug)]
 pub(crate) struct CpuPointCloud<T> {
     n: usize,
