@@ -4,6 +4,9 @@
 //! and plan sums. f32 and f64, both metrics, and clouds far from the origin (the kernels
 //! centre them; without that the norm form would lose everything to cancellation).
 
+// The brute force indexes several arrays in step.
+#![allow(clippy::needless_range_loop)]
+
 mod common;
 
 use common::Lcg;

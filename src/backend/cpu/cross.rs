@@ -98,6 +98,7 @@ impl<T: Real> Panels<T> {
 /// to [`MR`] and columns to the register tile are written too, from the zero padding or the
 /// next points: `out` must hold them). `a0` and `b0` are multiples of [`W`].
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn cross_block<T: Real, M: MulAdd>(
     a: &Panels<T>,
     a0: usize,
