@@ -259,3 +259,74 @@ fn otc10_and_otcbig_run_small_with_points() {
     assert_ne!(code, 0);
     assert!(err.contains("--points"), "{err}");
 }
+
+/// `--points`/`--dim` resize the point-cloud problems: otC's half-step from `f = 0` at
+/// N = 300, d = 40 (the cross-term kernel) equals an f64 brute force on the same clouds,
+/// `g_0 = ε log(1/N) − ε LSE_i(−|x_i − y_0|²/ε)`; otC64 reports the size it ran.
+#[test]
+fn point_cloud_problems_take_a_size_override() {
+    let (n, d) = (300usize, 40usize);
+    let (code, j, err) = bench(&[
+        "--problem",
+        "otC",
+        "--points",
+        &n.to_string(),
+        "--dim",
+        &d.to_string(),
+        "--runs",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    check_timing(&j, "otC", 1);
+    assert_eq!(
+        (j["n"].as_u64(), j["d"].as_u64()),
+        (Some(300), Some(40)),
+        "{j}"
+    );
+    let (_, _, x, y) = logot::problems::ot_c::<f32>(n, d);
+    let eps = logot::problems::OTC_EPS;
+    let args: Vec<f64> = (0..n)
+        .map(|i| {
+            let c: f64 = (0..d)
+                .map(|k| (x[[i, k]] as f64 - y[[0, k]] as f64).powi(2))
+                .sum();
+            -c / eps
+        })
+        .collect();
+    let mx = args.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let lse = mx + args.iter().map(|a| (a - mx).exp()).sum::<f64>().ln();
+    let want = eps * ((1.0 / n as f64).ln() - lse);
+    let got = j["g_first"].as_f64().unwrap();
+    assert!((got - want).abs() <= 1e-4 * want.abs(), "{got} vs {want}");
+
+    let (code, j, err) = bench(&[
+        "--problem",
+        "otC64",
+        "--points",
+        "200",
+        "--dim",
+        "16",
+        "--runs",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    check_timing(&j, "otC64", 1);
+    assert_eq!(
+        (j["n"].as_u64(), j["d"].as_u64()),
+        (Some(200), Some(16)),
+        "{j}"
+    );
+    assert!(j["f_first"].as_f64().unwrap().is_finite(), "{j}");
+
+    // Refusals name the flag: a size of 0, and a size for a problem without points.
+    for (args, flag) in [
+        (vec!["--problem", "otC64", "--points", "0"], "--points"),
+        (vec!["--problem", "otA", "--dim", "5"], "--dim"),
+    ] {
+        let (code, _, err) = bench(&args);
+        assert_ne!(code, 0);
+        assert!(err.contains(flag), "{err}");
+    }
+}

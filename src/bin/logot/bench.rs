@@ -128,10 +128,13 @@ pub struct BenchArgs {
     /// exact); the JSON names it.
     #[arg(long, value_enum)]
     pub precision: Option<Precision>,
-    /// Points per cloud of otC10, otCbig, otC64 and otC1024 instead of theirs (to try them
-    /// small).
-    #[arg(long)]
+    /// Point-cloud problems (otC, otC10, otCbig, otC64, otC1024): N = M points instead of
+    /// the canonical size (1 to 2²⁴), e.g. a size that suits a small CPU.
+    #[arg(long, allow_negative_numbers = true)]
     pub points: Option<usize>,
+    /// Point-cloud problems: the dimension d instead of the canonical one (1 to 65536).
+    #[arg(long, allow_negative_numbers = true)]
+    pub dim: Option<usize>,
     /// Unbalanced OT (otA, otB, otBcpu), to compare with the balanced problem in the same
     /// call: the marginal penalties, as for `wasserstein`.
     #[command(flatten)]
@@ -182,7 +185,7 @@ pub fn time_runs_for(
 /// (cost preparation and uploads outside the timing; the result is read back each run).
 fn run_otc<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
     use logot::problems::{ot_c, OTC_D, OTC_EPS, OTC_N};
-    let (n, d, eps) = (OTC_N, OTC_D, OTC_EPS);
+    let (n, d, eps) = (a.points.unwrap_or(OTC_N), a.dim.unwrap_or(OTC_D), OTC_EPS);
     let (mu, nu, x, y) = ot_c::<T>(n, d);
     let cost = backend.prepare_cost(&logot::PointCloudCost::new(x.view(), y.view())?.into())?;
     let f = backend.filled(n, T::zero())?;
@@ -223,7 +226,7 @@ fn run_otc_iters<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
         BenchProblem::OtC64 => ("otC64", 50_000, 64),
         _ => ("otC1024", 32_768, 1024),
     };
-    let n = a.points.unwrap_or(n);
+    let (n, d) = (a.points.unwrap_or(n), a.dim.unwrap_or(d));
     let iters = 10;
     let eps = OTC_EPS;
     let (mu, nu, x, y) = ot_c::<T>(n, d);
@@ -378,22 +381,6 @@ pub fn checked(a: &BenchArgs) -> Result<Dtype> {
             "must be finite and ≥ 0",
         ));
     }
-    if let Some(points) = a.points {
-        use BenchProblem::*;
-        if !matches!(a.problem, OtC10 | OtCBig | OtC64 | OtC1024) {
-            return Err(logot::Error::parameter(
-                "--points",
-                points,
-                format!(
-                    "only otC10, otCbig, otC64 and otC1024 take it, not {}",
-                    a.problem.name()
-                ),
-            ));
-        }
-        if points == 0 {
-            return Err(logot::Error::parameter("--points", points, "must be ≥ 1"));
-        }
-    }
     if a.relax.is_set() {
         use BenchProblem::*;
         if !matches!(a.problem, OtA | OtB | OtBcpu | Bary64 | Bary64Dense) {
@@ -410,6 +397,37 @@ pub fn checked(a: &BenchArgs) -> Result<Dtype> {
             a.problem.name(),
             "applies to the point-cloud problems otC64 and otC1024 only",
         ));
+    }
+    let point_cloud = matches!(
+        a.problem,
+        BenchProblem::OtC
+            | BenchProblem::OtC10
+            | BenchProblem::OtCBig
+            | BenchProblem::OtC64
+            | BenchProblem::OtC1024
+    );
+    for (flag, v, max) in [("--points", a.points, 1 << 24), ("--dim", a.dim, 1 << 16)] {
+        match v {
+            Some(_) if !point_cloud => {
+                return Err(logot::Error::parameter(
+                    flag,
+                    v.unwrap_or(0),
+                    format!(
+                        "applies to the point-cloud problems (otC, otC10, otCbig, otC64, \
+                         otC1024), not {}",
+                        a.problem.name()
+                    ),
+                ))
+            }
+            Some(v) if v == 0 || v > max => {
+                return Err(logot::Error::parameter(
+                    flag,
+                    v,
+                    format!("must be between 1 and {max}"),
+                ))
+            }
+            _ => {}
+        }
     }
     for (flag, v) in [("--runs", a.runs), ("--warmup", a.warmup)] {
         if v > MAX_RUNS {
