@@ -10,11 +10,12 @@
 // Units. As in sinkstep.cu, values are base 2: with s = log2(e)/eps, coordinates are
 // scaled on load by `scale` (sqrt(s) for |x−y|², s for |x−y|) so that the distance formed
 // in registers is c·s directly (the exact difference form, d subtractions and d FMAs), and
-// potentials by s. A thread keeps TJ outputs; the block streams the reduced cloud through
-// shared memory in stages of PC_KT points, and each output folds chunks of PC_CH
-// arguments into a running (max, sum) pair: the chunk maximum first, a rescale only when
-// it grows, then one exp2 per argument. -inf potentials (zero-mass bins) and the padding
-// of the last stage give exp2(-inf) = 0 and never NaN.
+// potentials by s (the half-step's norm form is described at pc_sinkstep_body). A thread
+// keeps TJ outputs; the block streams the reduced cloud through shared memory in stages of
+// PC_KT points, and each output folds chunks of PC_CH arguments into a running (shift,
+// sum) pair (the half-step raises its shift lazily, the row sums at each larger chunk
+// maximum). -inf potentials (zero-mass bins) and the padding of the last stage give
+// exp2(-inf) = 0 and never NaN. The host centres both clouds on their common mean.
 
 #define PC_BLOCK 256
 #define PC_KT 128
@@ -93,7 +94,224 @@ __device__ __forceinline__ void pc_chunk_cost(T (&c)[PC_CH], const T (&p)[DMAX],
 // Half-step: out[b,l] = eps·lm[b,l] − eps·LSE_k((other[b,k] − c(p_l, q_k))/eps), the
 // reduction optionally split over gridDim.z blocks (partials merged by sinkstep_finish of
 // sinkstep.cu, same layout: part[z·B·L + b·L + l], base-2 (max, sum)).
-template <typename T, int DMAX, int TJ, bool ROOT>
+//
+// Two forms of the exponent v_lk = s·(other_k − c_lk), s = log2(e)/eps (the host picks one
+// per call, CloudForm in src/backend/cuda/tuning.rs):
+// * direct (any metric): the coordinates are scaled by `scale` on load and c·s is formed
+//   from the differences (d subtractions, d FMAs, then other − c);
+// * norm (NORM, |x−y|² of centred clouds): v_lk = q_k + Σ_t x'_lt·y_kt − s|x_l|² with
+//   q_k = s·(other_k − |y_k|²) formed once per stage in shared memory and x' = 2s·x in
+//   registers; the row term −s|x_l|² leaves the LSE and is added at the end, so a pair
+//   costs d FMAs. Rounding puts an error of about (d+3)·u·s·(|x|+|y|)² on v, which the
+//   host bounds before choosing this form.
+//
+// Lazily raised maximum: each output keeps a shift m and its sum of exp2(v − m). A chunk of
+// PC_CH arguments is exponentiated against the current m without looking at its maximum;
+// only when the chunk's sum exceeds PC_LAZY_MAX = 2^64 (or is inf/NaN) is the chunk redone with m
+// raised to the chunk maximum (sum rescaled). So every term stays ≤ 2^64 and a sum of
+// up to 2^31 of them far from overflow, and most chunks cost one compare in all. m starts
+// at the finite PC_M0, far below any argument: the first chunk with mass raises it, −inf
+// arguments (zero-mass bins, padding) give exactly 0, and no −inf − −inf NaN can arise.
+//
+// Exponentials past the MUFU throughput: in f32, PC_POLY of the TJ·PC_CH exponentials of
+// each thread's chunk are evaluated by pc_exp2_poly on the FMA pipe instead of MUFU.EX2.
+#define PC_LAZY_MAX 1.8446744073709552e19 /* 2^64 */
+#define PC_M0 (-1e30)
+// Default 2 of 32 (d ≤ 4): the norm-form d = 3 chunk loop is 216 instructions and 32
+// MUFU.EX2 per 32 pairs (MUFU-bound: 256 cycles of the 4-lane unit against 216 issues per
+// scheduler); with 2 polynomials it is 237 instructions and 30 MUFU (about 240 cycles),
+// 3 would make it issue-bound (~247). Counted in the sm_90 SASS; the GPU's measurement
+// (LOGOT_CUDA_DEFINES="PC_POLY=N") decides. Overridable as an NVRTC definition.
+#ifndef PC_POLY
+#define PC_POLY 0 /* polynomial exponentials per thread and chunk, of TJ·PC_CH (f32) */
+#endif
+
+// 2^x by a polynomial on the FMA pipe (FlashAttention-3's trick for the exponential unit's
+// throughput): x clamped to [−127, 65], x = j + f with j = rint(x) (the 1.5·2^23 rounding
+// constant leaves j in the low mantissa bits), 2^f on [−1/2, 1/2] by a degree-5 polynomial
+// with p(0) = 1 (Lawson minimax of the relative error, 9.1e-8 in exact arithmetic), and j
+// added to the exponent field. Relative error 1.7e-7 (2.8·2^-24, measured in an f32
+// emulation over 2·10^7 arguments in [−126, 64]; tests/cuda_pointcloud_fast.rs checks
+// ≤ 4·2^-24 on the GPU); below −126 the result is a denormal or
+// 0 (absolute error < 2^-126), −inf and x ≤ −127 give +0; x ≥ 65 gives 2^65 (arguments
+// that large make the caller redo the chunk). NaN gives 2^−127 (callers never pass one).
+__device__ __forceinline__ float pc_exp2_poly(float x) {
+  x = fminf(fmaxf(x, -127.0f), 65.0f);
+  const float r = x + 12582912.0f;
+  const float f = x - (r - 12582912.0f);
+  float p = 0.0013264728477224708f;
+  p = fmaf(p, f, 0.009671512991189957f);
+  p = fmaf(p, f, 0.05550733581185341f);
+  p = fmaf(p, f, 0.24022242426872253f);
+  p = fmaf(p, f, 0.6931470036506653f);
+  p = fmaf(p, f, 1.0f);
+  return __int_as_float(__float_as_int(p) + (__float_as_int(r) << 23));
+}
+
+// exp2 of pair `e` of a thread's chunk: the polynomial for the first PC_POLY (f32).
+template <typename T, int E> __device__ __forceinline__ T pc_exp2_pair(T x) {
+  if constexpr (sizeof(T) == 4 && E < PC_POLY) {
+    return pc_exp2_poly(x);
+  } else {
+    return Num<T>::exp2(x);
+  }
+}
+
+// Stage PC_KT reduced points for the norm form: raw coordinates, and
+// q = s·(other − |y|²) (−inf where other is −inf and past `cnt`).
+template <typename T, int DMAX>
+__device__ __forceinline__ void pc_load_stage_norm(T *__restrict__ sq, T *__restrict__ sp,
+                                                   const T *__restrict__ red,
+                                                   const T *__restrict__ pot, int K, int k0,
+                                                   int cnt, int d, T s) {
+  for (int e = threadIdx.x; e < PC_KT; e += blockDim.x) {
+    const bool in = e < cnt;
+    T n2 = T(0);
+#pragma unroll
+    for (int t = 0; t < DMAX; ++t) {
+      if (t < d) {
+        const T y = in ? red[(long long)t * K + k0 + e] : T(0);
+        sq[t * PC_KT + e] = y;
+        n2 = fma(y, y, n2);
+      }
+    }
+    sp[e] = in ? s * (pot[k0 + e] - n2) : Num<T>::neg_inf();
+  }
+}
+
+// The chunk's exponents less `shift`: v[q] = pv[q] − shift + x'·y (NORM) or
+// pv[q] − shift − c·s (direct) for own point p and chunk columns c0 .. c0+PC_CH−1 (with
+// PRE, their coordinates already in qv).
+template <typename T, int DMAX, bool ROOT, bool NORM, bool PRE>
+__device__ __forceinline__ void pc_chunk_args(T (&v)[PC_CH], const T (&pv)[PC_CH],
+                                              const T (&qv)[PRE ? DMAX : 1][PC_CH],
+                                              const T (&p)[DMAX], const T *__restrict__ sq,
+                                              int c0, int d, T shift) {
+  if constexpr (NORM) {
+#pragma unroll
+    for (int q = 0; q < PC_CH; ++q) v[q] = pv[q] - shift;
+    if constexpr (PRE) {
+#pragma unroll
+      for (int t = 0; t < DMAX; ++t)
+        if (t < d) {
+#pragma unroll
+          for (int q = 0; q < PC_CH; ++q) v[q] = fma(p[t], qv[t][q], v[q]);
+        }
+    } else {
+#pragma unroll
+      for (int t = 0; t < DMAX; ++t) {
+        if (t < d) {
+#pragma unroll
+          for (int h = 0; h < PC_CH; h += 4) {
+            T y[4];
+            Vec4<T>::load(y, sq + t * PC_KT + c0 + h);
+#pragma unroll
+            for (int u = 0; u < 4; ++u) v[h + u] = fma(p[t], y[u], v[h + u]);
+          }
+        }
+      }
+    }
+  } else {
+    T c[PC_CH];
+    if constexpr (PRE) {
+#pragma unroll
+      for (int q = 0; q < PC_CH; ++q) {
+        T acc = T(0);
+#pragma unroll
+        for (int t = 0; t < DMAX; ++t) {
+          if (t < d) {
+            const T w = p[t] - qv[t][q];
+            acc = fma(w, w, acc);
+          }
+        }
+        c[q] = ROOT ? sqrt(acc) : acc;
+      }
+    } else {
+      pc_chunk_cost<T, DMAX, ROOT>(c, p, sq, c0, d);
+    }
+#pragma unroll
+    for (int q = 0; q < PC_CH; ++q) v[q] = (pv[q] - shift) - c[q];
+  }
+}
+
+// Σ_q exp2(v[q]) of output J's chunk (the first PC_POLY pairs of the thread's chunk by the
+// polynomial).
+template <typename T, int J>
+__device__ __forceinline__ T pc_chunk_sum(const T (&v)[PC_CH]) {
+  T cs = T(0);
+  if constexpr (J * PC_CH < PC_POLY) {
+    // Unrolled by pair index so that each one's exponential is chosen at compile time.
+    cs += pc_exp2_pair<T, J * PC_CH + 0>(v[0]);
+    cs += pc_exp2_pair<T, J * PC_CH + 1>(v[1]);
+    cs += pc_exp2_pair<T, J * PC_CH + 2>(v[2]);
+    cs += pc_exp2_pair<T, J * PC_CH + 3>(v[3]);
+    cs += pc_exp2_pair<T, J * PC_CH + 4>(v[4]);
+    cs += pc_exp2_pair<T, J * PC_CH + 5>(v[5]);
+    cs += pc_exp2_pair<T, J * PC_CH + 6>(v[6]);
+    cs += pc_exp2_pair<T, J * PC_CH + 7>(v[7]);
+  } else {
+#pragma unroll
+    for (int q = 0; q < PC_CH; ++q) cs += Num<T>::exp2(v[q]);
+  }
+  return cs;
+}
+
+// The chunk sums cs[J] = Σ_q exp2(v_Jq − m_J) of the TJ outputs against their current shifts.
+template <typename T, int DMAX, int TJ, bool ROOT, bool NORM, int J = 0>
+__device__ __forceinline__ void pc_chunk_sums(T (&cs)[TJ], const T (&m)[TJ], const T (&pv)[PC_CH],
+                                              const T (&qv)[DMAX <= 4 ? DMAX : 1][PC_CH],
+                                              const T (&p)[TJ][DMAX], const T *__restrict__ sq,
+                                              int c0, int d) {
+  if constexpr (J < TJ) {
+    T v[PC_CH];
+    pc_chunk_args<T, DMAX, ROOT, NORM, (DMAX <= 4)>(v, pv, qv, p[J], sq, c0, d, m[J]);
+    cs[J] = pc_chunk_sum<T, J>(v);
+    pc_chunk_sums<T, DMAX, TJ, ROOT, NORM, J + 1>(cs, m, pv, qv, p, sq, c0, d);
+  }
+}
+
+// Fold one chunk into the TJ (shift, sum) pairs. One test for all TJ outputs; an output whose
+// chunk sum is above PC_LAZY_MAX (or inf/NaN) is redone (rarely) with its shift raised to
+// the chunk maximum.
+template <typename T, int DMAX, int TJ, bool ROOT, bool NORM>
+__device__ __forceinline__ void pc_fold_outputs(T (&m)[TJ], T (&sum)[TJ], const T (&pv)[PC_CH],
+                                                const T (&qv)[DMAX <= 4 ? DMAX : 1][PC_CH],
+                                                const T (&p)[TJ][DMAX],
+                                                const T *__restrict__ sq, int c0, int d) {
+  constexpr bool PRE = DMAX <= 4;
+  T cs[TJ];
+  pc_chunk_sums<T, DMAX, TJ, ROOT, NORM>(cs, m, pv, qv, p, sq, c0, d);
+  // The sums are ≥ 0, so their total is ≤ PC_LAZY_MAX only when each one is (inf and NaN
+  // propagate; none arise from valid input, as m is finite).
+  T total = cs[0];
+#pragma unroll
+  for (int j = 1; j < TJ; ++j) total += cs[j];
+  if (!(total <= T(PC_LAZY_MAX))) {
+#pragma unroll
+    for (int j = 0; j < TJ; ++j) {
+      if (!(cs[j] <= T(PC_LAZY_MAX))) {
+        T v[PC_CH];
+        pc_chunk_args<T, DMAX, ROOT, NORM, PRE>(v, pv, qv, p[j], sq, c0, d, T(0));
+        T cm = Num<T>::neg_inf();
+#pragma unroll
+        for (int q = 0; q < PC_CH; ++q) cm = pc_max(cm, v[q]);
+        cs[j] = T(0);
+        if (cm != Num<T>::neg_inf()) {  // else no mass in the chunk: it adds 0
+          if (cm > m[j]) {
+            sum[j] *= Num<T>::exp2(m[j] - cm);
+            m[j] = cm;
+          }
+#pragma unroll
+          for (int q = 0; q < PC_CH; ++q) cs[j] += Num<T>::exp2(v[q] - m[j]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < TJ; ++j) sum[j] += cs[j];
+}
+
+template <typename T, int DMAX, int TJ, bool ROOT, bool NORM>
 __device__ __forceinline__ void pc_sinkstep_body(const T *__restrict__ out_pts,
                                                  const T *__restrict__ red_pts,
                                                  const T *__restrict__ other,
@@ -101,26 +319,38 @@ __device__ __forceinline__ void pc_sinkstep_body(const T *__restrict__ out_pts,
                                                  T *__restrict__ part_m, T *__restrict__ part_s,
                                                  int B, int K, int L, int d, T eps, T scale,
                                                  int kslice) {
+  static_assert(PC_CH == 8, "pc_chunk_sum unrolls 8 pairs");
   extern __shared__ __align__(16) unsigned char pc_smem[];
   T *sq = reinterpret_cast<T *>(pc_smem);
   T *sp = sq + DMAX * PC_KT;
   const int b = blockIdx.y, z = blockIdx.z;
   const int kbeg = z * kslice, kend = min(K, kbeg + kslice);
   const T s = T(LOGOT_LOG2E) / eps;
-  T p[TJ][DMAX], m[TJ], sum[TJ];
+  // Own points: scale·x (direct) or 2s·x (norm) and the row term s·|x|² (norm).
+  const T own_scale = NORM ? T(2) * s : scale;
+  T p[TJ][DMAX], m[TJ], sum[TJ], rn[TJ];
 #pragma unroll
   for (int j = 0; j < TJ; ++j) {
     const int l = blockIdx.x * (PC_BLOCK * TJ) + j * PC_BLOCK + threadIdx.x;
+    T n2 = T(0);
 #pragma unroll
-    for (int t = 0; t < DMAX; ++t)
-      p[j][t] = (t < d && l < L) ? out_pts[(long long)t * L + l] * scale : T(0);
-    m[j] = Num<T>::neg_inf();
+    for (int t = 0; t < DMAX; ++t) {
+      const T x = (t < d && l < L) ? out_pts[(long long)t * L + l] : T(0);
+      n2 = fma(x, x, n2);
+      p[j][t] = x * own_scale;
+    }
+    rn[j] = NORM ? s * n2 : T(0);
+    m[j] = T(PC_M0);
     sum[j] = T(0);
   }
   const T *pot = other + (long long)b * K;
   for (int k0 = kbeg; k0 < kend; k0 += PC_KT) {
     __syncthreads();
-    pc_load_stage<T, DMAX>(sq, sp, red_pts, pot, K, k0, min(PC_KT, kend - k0), d, scale, s);
+    if constexpr (NORM) {
+      pc_load_stage_norm<T, DMAX>(sq, sp, red_pts, pot, K, k0, min(PC_KT, kend - k0), d, s);
+    } else {
+      pc_load_stage<T, DMAX>(sq, sp, red_pts, pot, K, k0, min(PC_KT, kend - k0), d, scale, s);
+    }
     __syncthreads();
     for (int c0 = 0; c0 < PC_KT; c0 += PC_CH) {
       T pv[PC_CH];
@@ -148,40 +378,7 @@ __device__ __forceinline__ void pc_sinkstep_body(const T *__restrict__ out_pts,
           }
         }
       }
-#pragma unroll
-      for (int j = 0; j < TJ; ++j) {
-        T v[PC_CH];
-        if constexpr (PRE) {
-#pragma unroll
-          for (int q = 0; q < PC_CH; ++q) {
-            T c = T(0);
-#pragma unroll
-            for (int t = 0; t < DMAX; ++t) {
-              if (t < d) {
-                const T w = p[j][t] - qv[t][q];
-                c = fma(w, w, c);
-              }
-            }
-            v[q] = ROOT ? sqrt(c) : c;
-          }
-        } else {
-          pc_chunk_cost<T, DMAX, ROOT>(v, p[j], sq, c0, d);
-        }
-        T cm = Num<T>::neg_inf();
-#pragma unroll
-        for (int q = 0; q < PC_CH; ++q) {
-          v[q] = pv[q] - v[q];
-          cm = pc_max(cm, v[q]);
-        }
-        if (cm > m[j]) {
-          sum[j] *= Num<T>::exp2(m[j] - cm);  // m = -inf: sum is 0 and stays 0
-          m[j] = cm;
-        }
-        if (m[j] != Num<T>::neg_inf()) {
-#pragma unroll
-          for (int q = 0; q < PC_CH; ++q) sum[j] += Num<T>::exp2(v[q] - m[j]);
-        }
-      }
+      pc_fold_outputs<T, DMAX, TJ, ROOT, NORM>(m, sum, pv, qv, p, sq, c0, d);
     }
   }
 #pragma unroll
@@ -189,14 +386,16 @@ __device__ __forceinline__ void pc_sinkstep_body(const T *__restrict__ out_pts,
     const int l = blockIdx.x * (PC_BLOCK * TJ) + j * PC_BLOCK + threadIdx.x;
     if (l >= L) continue;
     const long long o = (long long)b * L + l;
+    // No mass at all: the (max, sum) pair of an empty reduction.
+    const T mj = sum[j] > T(0) ? m[j] - rn[j] : Num<T>::neg_inf();
     if (gridDim.z == 1) {
       const T lmv = lm[o];
       out[o] = lmv == Num<T>::neg_inf()
                    ? lmv
-                   : eps * lmv - eps * T(LOGOT_LN2) * (m[j] + Num<T>::log2(sum[j]));
+                   : eps * lmv - eps * T(LOGOT_LN2) * (mj + Num<T>::log2(sum[j]));
     } else {
       const long long total = (long long)B * L;
-      part_m[z * total + o] = m[j];
+      part_m[z * total + o] = mj;
       part_s[z * total + o] = sum[j];
     }
   }
@@ -695,11 +894,19 @@ __device__ __forceinline__ void pc_rows_dn_body(
   extern "C" __global__ void __launch_bounds__(PC_BLOCK) NAME##_##SUF(PC_STEP_ARGS(T)) {     \
     const int dd = DARG;                                                                     \
     if (root)                                                                                \
-      pc_sinkstep_body<T, DMAX, TJ, true>(out_pts, red_pts, other, lm, out, part_m, part_s,  \
-                                          B, K, L, dd, eps, scale, kslice);             \
+      pc_sinkstep_body<T, DMAX, TJ, true, false>(out_pts, red_pts, other, lm, out, part_m,   \
+                                                 part_s, B, K, L, dd, eps, scale, kslice);   \
     else                                                                                     \
-      pc_sinkstep_body<T, DMAX, TJ, false>(out_pts, red_pts, other, lm, out, part_m, part_s, \
-                                           B, K, L, dd, eps, scale, kslice);            \
+      pc_sinkstep_body<T, DMAX, TJ, false, false>(out_pts, red_pts, other, lm, out, part_m,  \
+                                                  part_s, B, K, L, dd, eps, scale, kslice);  \
+  }
+
+// The norm form (|x−y|² of centred clouds, f32): `scale` and `root` are not read.
+#define PC_STEP_NORM(NAME, DMAX, DARG, TJ)                                                   \
+  extern "C" __global__ void __launch_bounds__(PC_BLOCK) NAME##_f32(PC_STEP_ARGS(float)) {   \
+    const int dd = DARG;                                                                     \
+    pc_sinkstep_body<float, DMAX, TJ, false, true>(out_pts, red_pts, other, lm, out, part_m, \
+                                                   part_s, B, K, L, dd, eps, scale, kslice); \
   }
 
 #define PC_ROWS_BODY(T, DMAX, CH, ROOT, MODE)                                                \
@@ -796,5 +1003,346 @@ __device__ __forceinline__ void pc_rows_dn_body(
 // Outputs per thread for d ≤ 4: 4 in f32 (76 registers for d = 3), 2 in f64.
 PC_ALL(float, f32, 4)
 PC_ALL(double, f64, 2)
+// pc_exp2_poly on n arguments (for the tests of the polynomial).
+extern "C" __global__ void pc_exp2_poly_f32(const float *x, float *y, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    y[i] = pc_exp2_poly(x[i]);
+}
+PC_STEP_NORM(pc_sinkstep_nf_d3, 3, 3, 4)
+PC_STEP_NORM(pc_sinkstep_nf_d4, 4, d, 4)
+PC_STEP_NORM(pc_sinkstep_nf_d16, PC_DMAX, d, 2)
 PC_DN(float, f32)
 PC_DN(double, f64)
+
+// ---------------------------------------------------------------------------------------
+// Tensor-core cross term (f32 only, any d > PC_DMAX): the half-step of pc_sinkstep_dn with
+// x·y on mma.sync.m16n8k8 TF32 fragments. Two precisions:
+//   TF32   one product of the operands rounded to TF32 (cvt.rna: 10 explicit mantissa
+//          bits), a relative error up to about 2^-10 per product;
+//   TF32x3 each operand split a = a_big + a_small (a_big = tf32(a), a_small = tf32(a −
+//          a_big)) and a_big·b_small + a_small·b_big + a_big·b_big accumulated: the dropped
+//          a_small·b_small and the rounding of a_small leave about 2^-21 per product, near
+//          f32's own rounding (3× the MMA work).
+// The operands come split and rounded by pc_tc_split into point-major arrays padded to
+// `dp` (a multiple of PC_TC_DC) coordinates, so that chunks go to shared memory by 16-byte
+// cp.async and fragments come out of it by 16-byte loads.
+//
+// Tiles. A block (8 warps) owns PC_TC_BL outputs and streams stages of PC_TC_BK reduced
+// points; warp w computes the 64×32 dot products of rows (w & 1)·64 and columns (w >> 1)·32
+// of the stage (4 × 4 tiles of 16×8). Shared chunks of PC_TC_DC coordinates are stored as
+// two sub-blocks of 16 coordinates, each [point][16], so lane (g = lane >> 2, t = lane & 3)
+// reads coordinates 4t .. 4t+3 of a point in one load. The k index of the MMA is permuted
+// within each sub-block (A and B alike, so the dot products are unchanged): step j of the
+// sub-block gives k = t the coordinate 4t + 2j and k = t + 4 the coordinate 4t + 2j + 1.
+// Fragments (PTX ISA, mma.m16n8k8 .tf32): A a0 (g, t), a1 (g+8, t), a2 (g, t+4),
+// a3 (g+8, t+4); B b0 (k = t, n = g), b1 (k = t+4, n = g); C c0 (g, 2t), c1 (g, 2t+1),
+// c2 (g+8, 2t), c3 (g+8, 2t+1).
+//
+// Epilogue. |p − q|²: the row constant |p|² leaves the log-sum-exp, so the argument of
+// column k is s·(other_k − |q_k|²) + 2s·p·q (one FMA; the row's s·|p|² is subtracted from
+// its maximum at the end); |p − q|: c = max(|p|² + |q|² − 2·p·q, 0) and its square root as
+// in pc_sinkstep_dn. Each thread keeps a (max, sum) pair for each of its 8 rows; the 4
+// lanes of a group merge by shuffles and the 4 column warps through shared memory. Outputs
+// and split partials as pc_sinkstep_dn (the partial maxima include the −s·|p|² shift).
+#define PC_TC_BL 128 /* output points per block of the tensor-core half-step */
+#define PC_TC_BK 128 /* reduced points per stage */
+#define PC_TC_DC 32  /* coordinates per shared chunk; dp is a multiple */
+
+__device__ __forceinline__ float pc_tf32(float v) {
+  u32 r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
+  return __uint_as_float(r);
+}
+
+// d += a·b on one 16×8×8 tile (operands already TF32 values in f32 registers).
+__device__ __forceinline__ void pc_mma(float (&d)[4], float a0, float a1, float a2, float a3,
+                                       float b0, float b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(__float_as_uint(a0)), "r"(__float_as_uint(a1)), "r"(__float_as_uint(a2)),
+        "r"(__float_as_uint(a3)), "r"(__float_as_uint(b0)), "r"(__float_as_uint(b1)));
+}
+
+// Structure-of-arrays coordinates (pts[t·len + i]) to point-major TF32 parts padded with
+// zeros to dp coordinates: big[i·dp + t] = tf32(v), and with `x3` small[i·dp + t] =
+// tf32(v − big) (v − big is exact in f32).
+__device__ __forceinline__ void pc_tc_split(const float *__restrict__ pts,
+                                            float *__restrict__ big, float *__restrict__ small,
+                                            int len, int d, int dp, int x3) {
+  const long long total = (long long)len * dp;
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
+       e += (long long)gridDim.x * blockDim.x) {
+    const int i = (int)(e / dp), t = (int)(e % dp);
+    const float v = t < d ? pts[(long long)t * len + i] : 0.0f;
+    const float hi = pc_tf32(v);
+    big[e] = hi;
+    if (x3) small[e] = pc_tf32(v - hi);
+  }
+}
+
+// Chunk `c` (PC_TC_DC coordinates) of points p0 .. p0+P−1 of a point-major part into
+// shared memory as two [P][16] sub-blocks; points at or past `len` are zero-filled.
+template <int P>
+__device__ __forceinline__ void pc_tc_stage(float *__restrict__ dst, const float *__restrict__ src,
+                                            int len, int p0, int c, int dp) {
+  constexpr int QUADS = P * (PC_TC_DC / 4);
+  for (int e = threadIdx.x; e < QUADS; e += 256) {
+    // Eight consecutive lanes: one sub-block, two points, four quads each (conflict-free).
+    const int w = e & 3, p = (e >> 2) % P, sub = (e >> 2) / P;
+    const int i = p0 + p;
+    const bool in = i < len;
+    const float *g = in ? src + (long long)i * dp + c * PC_TC_DC + sub * 16 + w * 4 : src;
+    cp_async16(dst + (sub * P + p) * 16 + w * 4, g, in ? 16 : 0);
+  }
+}
+
+template <bool ROOT, bool X3, bool RES>
+__device__ __forceinline__ void pc_sinkstep_tc_body(
+    const float *__restrict__ ob, const float *__restrict__ os, const float *__restrict__ rb,
+    const float *__restrict__ rs, const float *__restrict__ out_nrm,
+    const float *__restrict__ red_nrm, const float *__restrict__ other,
+    const float *__restrict__ lm, float *__restrict__ out, float *__restrict__ part_m,
+    float *__restrict__ part_s, int B, int K, int L, int dp, float eps, int kslice) {
+  constexpr int BL = PC_TC_BL, BK = PC_TC_BK, DC = PC_TC_DC;
+  constexpr int NP = X3 ? 2 : 1;       // parts per operand
+  constexpr int MI = 4, NI = 4;        // 16-row and 8-column tiles per warp
+  constexpr int ACH = BL * DC, BCH = BK * DC;  // floats of one chunk of one part
+  extern __shared__ __align__(16) unsigned char pc_smem[];
+  const int nch = dp / DC;
+  // A: RES, every chunk of both parts ([part][chunk]); else two slots ([slot][part]).
+  float *sA = reinterpret_cast<float *>(pc_smem);
+  float *sB = sA + NP * ACH * (RES ? nch : 2);  // [slot][part]
+  float *sP = sB + 2 * NP * BCH;                // [stage parity][BK] column terms
+  float *sN = sP + 2 * BK;                      // [stage parity][BK] |q|² (ROOT)
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const int wr = (warp & 1) * 64, wc = (warp >> 1) * 32;
+  const int b = blockIdx.y, z = blockIdx.z;
+  const int kbeg = z * kslice, kend = min(K, kbeg + kslice);
+  const int l0 = blockIdx.x * BL;
+  const float s = float(LOGOT_LOG2E) / eps;
+  const float ninf = Num<float>::neg_inf();
+  const float *pot = other + (long long)b * K;
+  const int stages = kend > kbeg ? (kend - kbeg + BK - 1) / BK : 0;
+  const int total = stages * nch;
+
+  // Row data: |p|² of the 8 rows of this thread (ROOT; else added at the end).
+  float np[MI][2], m[MI][2], sum[MI][2];
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int l = l0 + wr + mi * 16 + g + 8 * h;
+      np[mi][h] = (ROOT && l < L) ? out_nrm[l] : 0.0f;
+      m[mi][h] = ninf;
+      sum[mi][h] = 0.0f;
+    }
+
+  // Issue the copies of pipeline step `it` (stage it / nch, chunk it % nch) into slot it & 1.
+  auto issue = [&](int it) {
+    const int st = it / nch, c = it - st * nch, slot = it & 1;
+    const int k0 = kbeg + st * BK;
+    pc_tc_stage<BK>(sB + (slot * NP) * BCH, rb, kend, k0, c, dp);
+    if (X3) pc_tc_stage<BK>(sB + (slot * NP + 1) * BCH, rs, kend, k0, c, dp);
+    if (!RES) {
+      pc_tc_stage<BL>(sA + (slot * NP) * ACH, ob, L, l0, c, dp);
+      if (X3) pc_tc_stage<BL>(sA + (slot * NP + 1) * ACH, os, L, l0, c, dp);
+    }
+    if (c == 0) {
+      float *pp = sP + (st & 1) * BK, *pn = sN + (st & 1) * BK;
+      for (int e = threadIdx.x; e < BK; e += 256) {
+        const int k = k0 + e;
+        const bool in = k < kend;
+        const float nq = in ? red_nrm[k] : 0.0f;
+        const float pv = in ? pot[k] * s : ninf;
+        pp[e] = ROOT ? pv : pv - s * nq;  // −inf stays −inf
+        if (ROOT) pn[e] = nq;
+      }
+    }
+    cp_async_commit();
+  };
+  if (total > 0) {
+    if (RES) {
+      for (int c = 0; c < nch; ++c) {
+        pc_tc_stage<BL>(sA + c * ACH, ob, L, l0, c, dp);
+        if (X3) pc_tc_stage<BL>(sA + (nch + c) * ACH, os, L, l0, c, dp);
+      }
+    }
+    issue(0);  // commits the resident tile with the first step
+  }
+
+  float acc[MI][NI][4];
+  for (int it = 0; it < total; ++it) {
+    if (it + 1 < total) {
+      issue(it + 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const int st = it / nch, c = it - st * nch, slot = it & 1;
+    if (c == 0) {
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+          for (int q = 0; q < 4; ++q) acc[mi][ni][q] = 0.0f;
+    }
+    const float *Ab = RES ? sA + c * ACH : sA + slot * NP * ACH;
+    const float *As = Ab + (RES ? nch * ACH : ACH);  // the small part (X3)
+    const float *Bb = sB + slot * NP * BCH;
+    const float *Bs = Bb + BCH;
+#pragma unroll
+    for (int sub = 0; sub < 2; ++sub) {
+      float4 bb[NI], bs[NI];
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni) {
+        const int o = (sub * BK + wc + ni * 8 + g) * 16 + 4 * t;
+        bb[ni] = *reinterpret_cast<const float4 *>(Bb + o);
+        if (X3) bs[ni] = *reinterpret_cast<const float4 *>(Bs + o);
+      }
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) {
+        const int o = (sub * BL + wr + mi * 16 + g) * 16 + 4 * t;  // row g; row g+8 at +128
+        const float4 lo = *reinterpret_cast<const float4 *>(Ab + o);
+        const float4 hi = *reinterpret_cast<const float4 *>(Ab + o + 128);
+        float4 slo, shi;
+        if (X3) {
+          slo = *reinterpret_cast<const float4 *>(As + o);
+          shi = *reinterpret_cast<const float4 *>(As + o + 128);
+        }
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni) {
+          // Step 0: k = t ↔ coordinate 4t (.x), k = t + 4 ↔ 4t + 1 (.y); step 1: .z, .w.
+          if (X3) {
+            pc_mma(acc[mi][ni], lo.x, hi.x, lo.y, hi.y, bs[ni].x, bs[ni].y);
+            pc_mma(acc[mi][ni], slo.x, shi.x, slo.y, shi.y, bb[ni].x, bb[ni].y);
+            pc_mma(acc[mi][ni], lo.z, hi.z, lo.w, hi.w, bs[ni].z, bs[ni].w);
+            pc_mma(acc[mi][ni], slo.z, shi.z, slo.w, shi.w, bb[ni].z, bb[ni].w);
+          }
+          pc_mma(acc[mi][ni], lo.x, hi.x, lo.y, hi.y, bb[ni].x, bb[ni].y);
+          pc_mma(acc[mi][ni], lo.z, hi.z, lo.w, hi.w, bb[ni].z, bb[ni].w);
+        }
+      }
+    }
+    if (c == nch - 1) {
+      // Epilogue of stage st: columns wc + ni·8 + 2t + e, rows wr + mi·16 + g + 8h.
+      const float *pp = sP + (st & 1) * BK, *pn = sN + (st & 1) * BK;
+      float pv[NI][2], nq[ROOT ? NI : 1][2];
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni) {
+        const int col = wc + ni * 8 + 2 * t;
+        const float2 p2 = *reinterpret_cast<const float2 *>(pp + col);
+        pv[ni][0] = p2.x;
+        pv[ni][1] = p2.y;
+        if (ROOT) {
+          const float2 n2 = *reinterpret_cast<const float2 *>(pn + col);
+          nq[ni][0] = n2.x;
+          nq[ni][1] = n2.y;
+        }
+      }
+      const float s2 = 2.0f * s;
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float v[NI][2];
+          float cm = ninf;
+#pragma unroll
+          for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const float dot = acc[mi][ni][2 * h + e];
+              if (ROOT) {
+                const float cst = fmaxf(np[mi][h] + nq[ni][e] - 2.0f * dot, 0.0f);
+                v[ni][e] = pv[ni][e] - s * sqrtf(cst);
+              } else {
+                v[ni][e] = fmaf(s2, dot, pv[ni][e]);
+              }
+              cm = fmaxf(cm, v[ni][e]);
+            }
+          if (cm > m[mi][h]) {
+            sum[mi][h] *= Num<float>::exp2(m[mi][h] - cm);  // m = −inf: sum is 0
+            m[mi][h] = cm;
+          }
+          if (m[mi][h] != ninf) {
+#pragma unroll
+            for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+              for (int e = 0; e < 2; ++e) sum[mi][h] += Num<float>::exp2(v[ni][e] - m[mi][h]);
+          }
+        }
+      }
+    }
+    __syncthreads();  // the slots of this step may be refilled by the next issue
+  }
+  // The 4 lanes of a group hold the same rows: merge by shuffles, then the 4 column warps
+  // through shared memory (free: every copy has landed and every thread is past the loop).
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) lse_merge_lanes(m[mi][h], sum[mi][h], 4);
+  float *xm = reinterpret_cast<float *>(pc_smem);  // [4 column warps][BL]
+  float *xs = xm + 4 * BL;
+  if (t == 0) {
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = wr + mi * 16 + g + 8 * h;
+        xm[(warp >> 1) * BL + r] = m[mi][h];
+        xs[(warp >> 1) * BL + r] = sum[mi][h];
+      }
+  }
+  __syncthreads();
+  for (int r = threadIdx.x; r < BL; r += 256) {
+    const int l = l0 + r;
+    if (l >= L) continue;
+    float M = xm[r], S = xs[r];
+#pragma unroll
+    for (int q = 1; q < 4; ++q) lse_merge(M, S, xm[q * BL + r], xs[q * BL + r]);
+    if (!ROOT) M -= s * out_nrm[l];  // −inf stays −inf
+    const long long o = (long long)b * L + l;
+    if (gridDim.z == 1) {
+      const float lmv = lm[o];
+      out[o] = lmv == ninf ? lmv : eps * lmv - eps * float(LOGOT_LN2) * (M + Num<float>::log2(S));
+    } else {
+      const long long tot = (long long)B * L;
+      part_m[z * tot + o] = M;
+      part_s[z * tot + o] = S;
+    }
+  }
+}
+
+// Entry points: TF32 (two blocks per SM) and TF32x3 (one); `root` picks |x − y| over
+// |x − y|², `res` keeps the whole output tile in shared memory (small dp).
+#define PC_TC_ARGS                                                                           \
+  const float *ob, const float *os, const float *rb, const float *rs, const float *out_nrm,  \
+      const float *red_nrm, const float *other, const float *lm, float *out, float *part_m,  \
+      float *part_s, int B, int K, int L, int dp, float eps, int kslice, int root, int res
+#define PC_TC_BODY(R, X, S)                                                                  \
+  pc_sinkstep_tc_body<R, X, S>(ob, os, rb, rs, out_nrm, red_nrm, other, lm, out, part_m,     \
+                               part_s, B, K, L, dp, eps, kslice)
+#define PC_TC_ENTRY(NAME, X, MINB)                                                           \
+  extern "C" __global__ void __launch_bounds__(256, MINB) NAME(PC_TC_ARGS) {                 \
+    if (root) {                                                                              \
+      if (res)                                                                               \
+        PC_TC_BODY(true, X, true);                                                           \
+      else                                                                                   \
+        PC_TC_BODY(true, X, false);                                                          \
+    } else {                                                                                 \
+      if (res)                                                                               \
+        PC_TC_BODY(false, X, true);                                                          \
+      else                                                                                   \
+        PC_TC_BODY(false, X, false);                                                         \
+    }                                                                                        \
+  }
+PC_TC_ENTRY(pc_sinkstep_tc_f32, false, 1)
+PC_TC_ENTRY(pc_sinkstep_tc3_f32, true, 1)
+extern "C" __global__ void pc_tc_split_f32(const float *pts, float *big, float *small, int len,
+                                           int d, int dp, int x3) {
+  pc_tc_split(pts, big, small, len, d, dp, x3);
+}

@@ -70,8 +70,8 @@ mod validate;
 pub use backend::cuda::CudaBackend;
 pub use backend::{
     bistochastic::BistochasticKernels, cpu::CpuBackend, grad::GradKernels, linalg::LinalgKernels,
-    Backend, BarycenterKernels, CostSource, GridCost, PointCloudCost, PointCloudKernels,
-    PointMetric, Side,
+    Backend, BarycenterKernels, CostSource, CrossPrecision, GridCost, PointCloudCost,
+    PointCloudKernels, PointMetric, Side,
 };
 pub use barycenter::{
     barycenter, barycenter_batch, grid_barycenter, grid_barycenter_on, Barycenter,

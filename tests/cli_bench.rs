@@ -179,3 +179,154 @@ fn reg_m_times_the_unbalanced_problem() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+/// `--precision` belongs to the point-cloud problems: a bad value names the flag and its
+/// values, and another problem refuses it by name (both before any work).
+#[test]
+fn precision_is_checked_and_named() {
+    let (code, _, err) = bench(&["--problem", "otC64", "--json", "--precision", "half"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("--precision") && err.contains("tf32x3"),
+        "{err}"
+    );
+    let (code, _, err) = bench(&["--problem", "otA", "--json", "--precision", "tf32"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("--precision") && err.contains("otC64"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+/// otC10 and otCbig (10 point-cloud iterations at d = 3, ε = 0.05) made small by
+/// `--points`: the JSON names the problem and its shape, and `f_first` is the first entry
+/// of `f` after 10 iterations from zero potentials by the library on the same clouds.
+#[test]
+fn otc10_and_otcbig_run_small_with_points() {
+    use logot::backend::{Marginals, Potentials};
+    use logot::{Backend, CpuBackend, PointCloudCost};
+    for (problem, n) in [("otC10", 300usize), ("otCbig", 257)] {
+        let pts = n.to_string();
+        let (code, j, err) = bench(&[
+            "--problem",
+            problem,
+            "--json",
+            "--runs",
+            "1",
+            "--points",
+            &pts,
+        ]);
+        assert_eq!(code, 0, "{err}");
+        check_timing(&j, problem, 1);
+        assert_eq!(
+            (j["n"].as_u64(), j["m"].as_u64(), j["d"].as_u64()),
+            (Some(n as u64), Some(n as u64), Some(3)),
+            "{j}"
+        );
+        assert_eq!(
+            (j["iterations"].as_u64(), j["eps"].as_f64()),
+            (Some(10), Some(0.05))
+        );
+        // The same 10 iterations by the library.
+        let (mu, nu, x, y) = logot::problems::ot_c::<f32>(n, 3);
+        let cpu = CpuBackend;
+        let cost = cpu
+            .prepare_cost(&PointCloudCost::new(x.view(), y.view()).unwrap().into())
+            .unwrap();
+        let logs = |v: &ndarray::Array1<f32>| v.iter().map(|p| p.ln()).collect::<Vec<f32>>();
+        let (mu_d, nu_d) = (mu.to_vec(), nu.to_vec());
+        let (log_mu, log_nu) = (logs(&mu), logs(&nu));
+        let marginals = Marginals {
+            mu: &mu_d,
+            nu: &nu_d,
+            log_mu: &log_mu,
+            log_nu: &log_nu,
+        };
+        let mut pot = Potentials {
+            f: vec![0.0f32; n],
+            g: vec![0.0f32; n],
+        };
+        cpu.iterate(&cost, 0.05, &marginals, &mut pot, 10).unwrap();
+        let got = j["f_first"].as_f64().unwrap();
+        assert_eq!(got, pot.f[0] as f64, "{j}");
+    }
+    // --points belongs to the sized point-cloud problems, and is at least 1.
+    let (code, _, err) = bench(&["--problem", "otA", "--json", "--points", "10"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("--points"), "{err}");
+    let (code, _, err) = bench(&["--problem", "otC10", "--json", "--points", "0"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("--points"), "{err}");
+}
+
+/// `--points`/`--dim` resize the point-cloud problems: otC's half-step from `f = 0` at
+/// N = 300, d = 40 (the cross-term kernel) equals an f64 brute force on the same clouds,
+/// `g_0 = ε log(1/N) − ε LSE_i(−|x_i − y_0|²/ε)`; otC64 reports the size it ran.
+#[test]
+fn point_cloud_problems_take_a_size_override() {
+    let (n, d) = (300usize, 40usize);
+    let (code, j, err) = bench(&[
+        "--problem",
+        "otC",
+        "--points",
+        &n.to_string(),
+        "--dim",
+        &d.to_string(),
+        "--runs",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    check_timing(&j, "otC", 1);
+    assert_eq!(
+        (j["n"].as_u64(), j["d"].as_u64()),
+        (Some(300), Some(40)),
+        "{j}"
+    );
+    let (_, _, x, y) = logot::problems::ot_c::<f32>(n, d);
+    let eps = logot::problems::OTC_EPS;
+    let args: Vec<f64> = (0..n)
+        .map(|i| {
+            let c: f64 = (0..d)
+                .map(|k| (x[[i, k]] as f64 - y[[0, k]] as f64).powi(2))
+                .sum();
+            -c / eps
+        })
+        .collect();
+    let mx = args.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let lse = mx + args.iter().map(|a| (a - mx).exp()).sum::<f64>().ln();
+    let want = eps * ((1.0 / n as f64).ln() - lse);
+    let got = j["g_first"].as_f64().unwrap();
+    assert!((got - want).abs() <= 1e-4 * want.abs(), "{got} vs {want}");
+
+    let (code, j, err) = bench(&[
+        "--problem",
+        "otC64",
+        "--points",
+        "200",
+        "--dim",
+        "16",
+        "--runs",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    check_timing(&j, "otC64", 1);
+    assert_eq!(
+        (j["n"].as_u64(), j["d"].as_u64()),
+        (Some(200), Some(16)),
+        "{j}"
+    );
+    assert!(j["f_first"].as_f64().unwrap().is_finite(), "{j}");
+
+    // Refusals name the flag: a size of 0, and a size for a problem without points.
+    for (args, flag) in [
+        (vec!["--problem", "otC64", "--points", "0"], "--points"),
+        (vec!["--problem", "otA", "--dim", "5"], "--dim"),
+    ] {
+        let (code, _, err) = bench(&args);
+        assert_ne!(code, 0);
+        assert!(err.contains(flag), "{err}");
+    }
+}

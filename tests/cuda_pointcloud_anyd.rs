@@ -4,7 +4,8 @@
 //! half-steps at d ∈ {1, 2, 3, 16, 17, 64, 100, 512, 1024, 3072} for both metrics, f32 and
 //! f64, batches, zero-mass points, point counts that are not multiples of the tiles and
 //! split reductions; transport costs, point gradients, P·V and plans; whole solves at
-//! d = 64 and d = 1024. The clouds sit away from the origin (coordinates in [2, 3.1)) so
+//! d = 64 and d = 1024, all with exact products (`CrossPrecision::Exact`; the tensor-core
+//! modes are tested in cuda_pointcloud_tc). The clouds sit away from the origin (coordinates in [2, 3.1)) so
 //! that the dot-product form would lose digits without the centring.
 //!
 //! Tolerances: `worst` is the largest difference relative to the largest reference value;
@@ -15,50 +16,17 @@
 #![cfg(feature = "cuda")]
 
 mod common;
+use common::clouds::{cast, clouds, f64s, gpu_step, mean_cost, tol32, worst};
 use common::gpu::gpu;
 use common::Lcg;
 
 use logot::{
-    Backend, CpuBackend, PointCloudCost, PointCloudKernels, PointMetric, Problem, Side,
-    SinkhornParams, Solver,
+    Backend, CpuBackend, CrossPrecision, PointCloudCost, PointCloudKernels, PointMetric, Problem,
+    Side, SinkhornParams, Solver,
 };
 use ndarray::{Array1, Array2};
 
 const DIMS: [usize; 10] = [1, 2, 3, 16, 17, 64, 100, 512, 1024, 3072];
-
-fn cast<T: logot::Real>(v: &[f64]) -> Vec<T> {
-    v.iter().map(|&x| T::of(x)).collect()
-}
-
-fn f64s<T: logot::Real>(v: &[T]) -> Vec<f64> {
-    v.iter().map(|x| x.f64()).collect()
-}
-
-/// Largest |a − b| over the largest |b| (at least 1e-300); −∞ entries must coincide.
-fn worst(a: &[f64], b: &[f64]) -> f64 {
-    assert_eq!(a.len(), b.len());
-    let mut scale = 1e-300f64;
-    for &y in b {
-        if y.is_finite() {
-            scale = scale.max(y.abs());
-        }
-    }
-    let mut w = 0.0f64;
-    for (k, (&x, &y)) in a.iter().zip(b).enumerate() {
-        if x == f64::NEG_INFINITY || y == f64::NEG_INFINITY {
-            assert_eq!(x, y, "entry {k}: {x} vs {y} (−∞ must match)");
-            continue;
-        }
-        assert!(x.is_finite() && y.is_finite(), "entry {k}: {x} vs {y}");
-        w = w.max((x - y).abs() / scale);
-    }
-    w
-}
-
-/// The f32 tolerance at dimension `d`.
-fn tol32(d: usize) -> f64 {
-    (2e-6 * (d as f64).sqrt()).max(2e-5)
-}
 
 /// Point counts (n, m) for dimension `d`: smaller for large d (the CPU reference is
 /// O(n·m·d)), never multiples of the 64-point tiles.
@@ -70,50 +38,6 @@ fn sizes(d: usize) -> (usize, usize) {
         513..=1024 => (100, 97),
         _ => (70, 65),
     }
-}
-
-/// Seeded clouds x ∈ [2, 3)^d and y ∈ [2.1, 3.1)^d, `n×d` and `m×d`.
-fn clouds(n: usize, m: usize, d: usize, seed: u64) -> (Array2<f64>, Array2<f64>) {
-    let mut r = Lcg(seed);
-    let x = Array2::from_shape_vec((n, d), r.vec(n * d, 2.0, 3.0)).unwrap();
-    let y = Array2::from_shape_vec((m, d), r.vec(m * d, 2.1, 3.1)).unwrap();
-    (x, y)
-}
-
-/// The mean cost of uniform unit-cube clouds, E|x − y|² = d/6 (its root for |x − y|), which
-/// sets ε so that every dimension gives a comparable, non-degenerate problem.
-fn mean_cost(d: usize, metric: PointMetric) -> f64 {
-    let c = d as f64 / 6.0;
-    match metric {
-        PointMetric::SqEuclidean => c,
-        PointMetric::Euclidean => c.sqrt(),
-    }
-}
-
-/// One half-step on `side` on the GPU in precision `T`, as f64.
-#[allow(clippy::too_many_arguments)]
-fn gpu_step<T: logot::backend::cuda::CudaReal>(
-    gpu: &logot::backend::cuda::CudaBackend,
-    x: &Array2<f64>,
-    y: &Array2<f64>,
-    metric: PointMetric,
-    side: Side,
-    eps: f64,
-    other: &[f64],
-    lm: &[f64],
-    len: usize,
-) -> Vec<f64> {
-    let (xt, yt) = (x.mapv(T::of), y.mapv(T::of));
-    let cost = PointCloudCost::with_metric(xt.view(), yt.view(), metric).unwrap();
-    let gc = gpu.prepare_cost(&cost.into()).unwrap();
-    let (o, l) = (
-        gpu.upload(&cast::<T>(other)).unwrap(),
-        gpu.upload(&cast::<T>(lm)).unwrap(),
-    );
-    let mut out = gpu.filled(len, T::of(0.0)).unwrap();
-    gpu.sinkstep(&gc, side, T::of(eps), &o, &l, &mut out)
-        .unwrap();
-    f64s(&gpu.download(&out).unwrap())
 }
 
 /// Half-steps on both sides at every dimension and metric, f64 and f32 on the GPU against
@@ -154,10 +78,11 @@ fn half_steps_match_the_cpu_at_any_dimension() {
                 cpu.sinkstep(&pc, side, eps, other, lm, &mut want).unwrap();
                 let what = format!("n={n} m={m} d={d} B={batch} {metric:?} {side:?}");
                 let len = batch * len;
-                let got = gpu_step::<f64>(&gpu, &x, &y, metric, side, eps, other, lm, len);
+                let exact = CrossPrecision::Exact;
+                let got = gpu_step::<f64>(&gpu, &x, &y, metric, exact, side, eps, other, lm, len);
                 let w = worst(&got, &want);
                 assert!(w < 1e-11, "f64 {what}: {w:e}");
-                let got = gpu_step::<f32>(&gpu, &x, &y, metric, side, eps, other, lm, len);
+                let got = gpu_step::<f32>(&gpu, &x, &y, metric, exact, side, eps, other, lm, len);
                 let w = worst(&got, &want);
                 assert!(w < tol32(d), "f32 {what}: {w:e} (tolerance {:e})", tol32(d));
             }
@@ -311,7 +236,9 @@ fn solver_matches_the_cpu_at_d64_and_d1024() {
         // f32 on the GPU.
         let (x32, y32) = (x.mapv(|v| v as f32), y.mapv(|v| v as f32));
         let (mu32, nu32) = (mu.mapv(|v| v as f32), nu.mapv(|v| v as f32));
-        let c32 = PointCloudCost::with_metric(x32.view(), y32.view(), metric).unwrap();
+        let c32 = PointCloudCost::with_metric(x32.view(), y32.view(), metric)
+            .unwrap()
+            .with_precision(CrossPrecision::Exact);
         let p32 = Problem::batch(mu32.view(), nu32.view(), c32).unwrap();
         let got = Solver::new(gpu.clone(), params).solve(&p32).unwrap();
         let d32: Vec<f64> = got.distance.iter().map(|&v| v as f64).collect();

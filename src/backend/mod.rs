@@ -26,7 +26,7 @@ pub use barycenter::{
     bary_iterations_unfused, log_power_mean, BaryBuffers, BaryLayout, BarycenterKernels,
 };
 pub use grid::GridCost;
-pub use pointcloud::{PointCloudCost, PointCloudKernels, PointMetric};
+pub use pointcloud::{CrossPrecision, PointCloudCost, PointCloudKernels, PointMetric};
 
 pub(crate) use shape::batch_of;
 

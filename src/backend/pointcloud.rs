@@ -38,6 +38,51 @@ impl PointMetric {
     }
 }
 
+/// How the CUDA backend forms the cross term `x·y` of the costs of f32 clouds above 16
+/// dimensions, where `|x − y|² = |x|² + |y|² − 2·x·y` (on clouds centred on their common
+/// mean). The CPU backend, f64 on any backend and clouds of at most 16
+/// dimensions (the exact difference form) always compute exact products: there the choice
+/// changes nothing.
+///
+/// The default is [`CrossPrecision::Exact`], which keeps distances within 1e-5 of an f64
+/// reference. [`CrossPrecision::Tf32x3`] (products within about 2^-21) and
+/// [`CrossPrecision::Tf32`] (2^-10, moving each cost by about `2^-10·|x||y|/√d`, which
+/// `exp(−c/ε)` amplifies by `1/ε`) trade accuracy for speed; measured on an H100 at
+/// N = M = 50000, d = 64, 10 iterations: 349 ms exact, 163 ms TF32x3, 88 ms TF32.
+///
+/// ```
+/// use logot::{CrossPrecision, PointCloudCost};
+/// let (x, y) = (ndarray::array![[0.0f32, 1.0]], ndarray::array![[1.0f32, 1.0]]);
+/// let cost = PointCloudCost::new(x.view(), y.view())?.with_precision(CrossPrecision::Tf32);
+/// assert_eq!(cost.precision(), CrossPrecision::Tf32);
+/// assert_eq!(cost.cost(0, 0), 1.0); // the reference cost stays exact
+/// # Ok::<(), logot::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CrossPrecision {
+    /// Exact f32 products on the FP32 units (rounding about 2^-24 per product). The default:
+    /// it keeps distances within 1e-5 of f64 (measured on an H100: 1.6e-7 at d = 64).
+    #[default]
+    Exact,
+    /// Split TF32 on tensor cores, three products per pair (`a_big·b_small + a_small·b_big +
+    /// a_big·b_big`): about 2^-21 per product (measured on an H100: a distance error of
+    /// 1.2e-5 at d = 64, 1000×1031 points, ε = 0.01·mean cost), about twice as fast.
+    Tf32x3,
+    /// One TF32 tensor-core product (10-bit mantissas): about 2^-10 per product, fastest.
+    Tf32,
+}
+
+impl CrossPrecision {
+    /// Its name on the command line (`exact`, `tf32x3`, `tf32`).
+    pub fn name(self) -> &'static str {
+        match self {
+            CrossPrecision::Exact => "exact",
+            CrossPrecision::Tf32x3 => "tf32x3",
+            CrossPrecision::Tf32 => "tf32",
+        }
+    }
+}
+
 /// Two point clouds, `X` (`n×d`, sources, rows of the plan) and `Y` (`m×d`, targets,
 /// columns), with the cost `C_ij = c(x_i, y_j)` of a [`PointMetric`] (squared Euclidean by
 /// default), shared by every problem of a batch and never stored.
@@ -60,6 +105,7 @@ pub struct PointCloudCost<'a, T> {
     x: ArrayView2<'a, T>,
     y: ArrayView2<'a, T>,
     metric: PointMetric,
+    precision: CrossPrecision,
 }
 
 impl<'a, T> PointCloudCost<'a, T> {
@@ -74,6 +120,14 @@ impl<'a, T> PointCloudCost<'a, T> {
     /// The ground cost.
     pub fn metric(&self) -> PointMetric {
         self.metric
+    }
+    /// How the CUDA backend forms `x·y` in f32 above 16 dimensions.
+    pub fn precision(&self) -> CrossPrecision {
+        self.precision
+    }
+    /// The same clouds with the cross-term precision `precision` (see [`CrossPrecision`]).
+    pub fn with_precision(self, precision: CrossPrecision) -> Self {
+        PointCloudCost { precision, ..self }
     }
     /// Number of source points `n`.
     pub fn n(&self) -> usize {
@@ -137,7 +191,12 @@ impl<'a, T: Real> PointCloudCost<'a, T> {
         }
         check_finite("x", &x)?;
         check_finite("y", &y)?;
-        Ok(PointCloudCost { x, y, metric })
+        Ok(PointCloudCost {
+            x,
+            y,
+            metric,
+            precision: CrossPrecision::default(),
+        })
     }
 
     /// `C_ij` in f64, from the direct form `Σ_k (x_ik − y_jk)²` (exact up to rounding).

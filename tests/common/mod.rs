@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod cli;
+pub mod clouds;
 #[cfg(feature = "cuda")]
 pub mod gpu;
 pub mod pot_bary;

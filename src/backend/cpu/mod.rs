@@ -3,6 +3,7 @@
 
 mod barycenter;
 mod bistochastic;
+mod cross;
 mod grad;
 mod grid;
 pub(crate) mod isa;

@@ -20,6 +20,14 @@
 //! half-step runs at about 2.7·10⁹ pairs per core-second with AVX-512 (1.9·10⁹ with AVX2),
 //! f64 at 1.1·10⁹ (0.7·10⁹).
 //!
+//! From `d = CROSS_MIN_D` (14) on, the costs of a block of output points against a tile of
+//! reduced points come instead from the cross term `x·y` by the register-blocked
+//! micro-kernel of [`super::cross`] (`2d` flops per pair at the FLOP rate), as
+//! `c = max(|x|² + |y|² − 2·x·y, 0)` with norms computed once per cloud, on clouds centred
+//! once (the mean of their union subtracted) so that `|Δc| ≲ (d + 3)·u·(|x|² + |y|²)`
+//! depends on the spread of the data, not on its offset (`u` the unit roundoff); both
+//! log-sum-exp passes and the weighted sums below read those costs unchanged.
+//!
 //! Transport costs, point gradients and `P·V` use the same tiles with weighted sums
 //! (`Σ_l P_kl·w_kl` for the weights of [`Weights`]), accumulated per lane in `T` and
 //! combined per output point in f64.
@@ -27,6 +35,7 @@
 // Lane loops index several fixed-length arrays in step: that is what vectorises.
 #![allow(clippy::needless_range_loop)]
 
+use super::cross::{cross_block, finish_costs, padded_cols, Panels, CROSS_MIN_D, MR};
 #[cfg(target_arch = "x86_64")]
 use super::isa::isa_dispatch;
 use crate::backend::shape::{check_fg, check_sinkstep};
@@ -46,8 +55,9 @@ const MAX_PLAN_ENTRIES: usize = 1 << 27;
 /// Minimum number of pairs a rayon task should hold.
 const MIN_TASK_PAIRS: usize = 1 << 15;
 
-/// Two point clouds prepared for the CPU: coordinates as structure-of-arrays, `x[k·n + i]`
-/// and `y[k·m + j]`. Memory `O((n + m)·d)`.
+/// Two point clouds prepared for the CPU: coordinates centred on the mean of both clouds,
+/// as structure-of-arrays, `x[k·n + i]` and `y[k·m + j]`, and for `d ≥ CROSS_MIN_D` packed
+/// again for the cross-term kernel. Memory `O((n + m)·d)`.
 #[derive(Debug)]
 pub(crate) struct CpuPointCloud<T> {
     n: usize,
@@ -56,6 +66,8 @@ pub(crate) struct CpuPointCloud<T> {
     metric: PointMetric,
     x: Vec<T>,
     y: Vec<T>,
+    /// `(x, y)` packed for the cross-term kernel when `d ≥ CROSS_MIN_D`.
+    panels: Option<(Panels<T>, Panels<T>)>,
 }
 
 /// One cloud's coordinates (structure-of-arrays) and its number of points.
@@ -71,15 +83,40 @@ struct Pass<'a, T> {
     len_red: usize,
     out_pts: &'a [T],
     red_pts: &'a [T],
+    /// The clouds packed for the cross-term kernel (then `out_pts` and `red_pts` are unused).
+    cross: Option<CrossPass<'a, T>>,
 }
 
-fn soa<T: Real>(p: ndarray::ArrayView2<'_, T>) -> Vec<T> {
+/// The output and reduced clouds of a half-step packed for [`cross_block`], and `1/ε`.
+struct CrossPass<'a, T> {
+    out: &'a Panels<T>,
+    red: &'a Panels<T>,
+    inv_eps: T,
+}
+
+/// Structure-of-arrays copy of `p` with `centre` subtracted from every point.
+fn soa<T: Real>(p: ndarray::ArrayView2<'_, T>, centre: &[f64]) -> Vec<T> {
     let mut v = Vec::with_capacity(p.len());
-    for col in p.columns() {
-        v.extend(col.iter().copied());
+    for (col, &c) in p.columns().into_iter().zip(centre) {
+        v.extend(col.iter().map(|&t| T::of(t.f64() - c)));
     }
     v
 }
+
+/// The mean of the union of both clouds, per coordinate (costs are translation invariant;
+/// subtracting it keeps the norms of the cross-term form at the spread of the data).
+fn union_mean<T: Real>(x: ndarray::ArrayView2<'_, T>, y: ndarray::ArrayView2<'_, T>) -> Vec<f64> {
+    let count = (x.nrows() + y.nrows()).max(1) as f64;
+    x.columns()
+        .into_iter()
+        .zip(y.columns())
+        .map(|(cx, cy)| cx.iter().chain(cy.iter()).map(|v| v.f64()).sum::<f64>() / count)
+        .collect()
+}
+
+/// Reduced points per tile in the cross-term form (the block's costs, `ROWS × CROSS_TILE`,
+/// stay in L1).
+const CROSS_TILE: usize = 64;
 
 /// Tile length for dimension `d`: the tile's coordinates and potentials (`(d + 1)·tile`
 /// values) plus the argument buffer stay within about 16 KiB, a multiple of [`L`].
@@ -91,14 +128,41 @@ fn tile_len<T>(d: usize) -> usize {
 
 impl<T: Real> CpuPointCloud<T> {
     pub(crate) fn new(p: &PointCloudCost<'_, T>) -> Self {
+        let (n, m, d) = (p.n(), p.m(), p.dim());
+        let centre = union_mean(p.x(), p.y());
+        let (x, y) = (soa(p.x(), &centre), soa(p.y(), &centre));
+        let panels = (d >= CROSS_MIN_D).then(|| (Panels::new(&x, n, d), Panels::new(&y, m, d)));
         CpuPointCloud {
-            n: p.n(),
-            m: p.m(),
-            d: p.dim(),
+            n,
+            m,
+            d,
             metric: p.metric(),
-            x: soa(p.x()),
-            y: soa(p.y()),
+            x,
+            y,
+            panels,
         }
+    }
+
+    /// The half-step's points: scaled copies for the direct form, or the packed clouds
+    /// (`(out_pts, red_pts)` then empty).
+    fn pass_points(&self, side: Side, eps: T) -> (Vec<T>, Vec<T>, Option<CrossPass<'_, T>>) {
+        let ((out_raw, _), (red_raw, _)) = self.sides(side);
+        if let Some((px, py)) = &self.panels {
+            let (out, red) = match side {
+                Side::Row => (px, py),
+                Side::Col => (py, px),
+            };
+            let inv_eps = T::one() / eps;
+            return (
+                Vec::new(),
+                Vec::new(),
+                Some(CrossPass { out, red, inv_eps }),
+            );
+        }
+        let s = self.coordinate_scale(eps.f64());
+        let out_pts: Vec<T> = out_raw.iter().map(|&v| v * s).collect();
+        let red_pts: Vec<T> = red_raw.iter().map(|&v| v * s).collect();
+        (out_pts, red_pts, None)
     }
 
     fn dims(&self) -> CostDims {
@@ -142,7 +206,7 @@ impl<T: Real> CpuPointCloud<T> {
         log_marginal: &[T],
         out: &mut [T],
     ) -> Result<()> {
-        let ((out_raw, len_out), (red_raw, len_red)) = self.sides(side);
+        let ((_, len_out), (_, len_red)) = self.sides(side);
         check_sinkstep(
             &self.dims(),
             side,
@@ -150,9 +214,7 @@ impl<T: Real> CpuPointCloud<T> {
             log_marginal.len(),
             out.len(),
         )?;
-        let s = self.coordinate_scale(eps.f64());
-        let out_pts: Vec<T> = out_raw.iter().map(|&v| v * s).collect();
-        let red_pts: Vec<T> = red_raw.iter().map(|&v| v * s).collect();
+        let (out_pts, red_pts, cross) = self.pass_points(side, eps);
         let inv_eps = T::one() / eps;
         let pot: Vec<T> = other.iter().map(|&v| v * inv_eps).collect();
         let pass = Pass {
@@ -162,6 +224,7 @@ impl<T: Real> CpuPointCloud<T> {
             len_red,
             out_pts: &out_pts,
             red_pts: &red_pts,
+            cross,
         };
         let min_blocks = (MIN_TASK_PAIRS / (ROWS * len_red).max(1)).max(1);
         out.par_chunks_mut(len_out)
@@ -206,9 +269,7 @@ impl<T: Real> CpuPointCloud<T> {
             Side::Col => (g, f),
         };
         let ((out_raw, len_out), (red_raw, len_red)) = self.sides(side);
-        let s = self.coordinate_scale(eps.f64());
-        let out_pts: Vec<T> = out_raw.iter().map(|&v| v * s).collect();
-        let red_pts: Vec<T> = red_raw.iter().map(|&v| v * s).collect();
+        let (out_pts, red_pts, cross) = self.pass_points(side, eps);
         let inv_eps = T::one() / eps;
         let pot: Vec<T> = red.iter().map(|&v| v * inv_eps).collect();
         let pass = Pass {
@@ -218,6 +279,7 @@ impl<T: Real> CpuPointCloud<T> {
             len_red,
             out_pts: &out_pts,
             red_pts: &red_pts,
+            cross,
         };
         let ch = 1 + what.channels(self.d);
         let weights = WeightCtx {
@@ -520,16 +582,17 @@ fn block_lse_k<T: Real, M: MulAdd>(pass: &Pass<'_, T>, r0: usize, pot: &[T], out
     let rows = out.len();
     let mut state = [Running::<T>::new(); ROWS];
     let mut buf = [T::neg_infinity(); MAX_TILE];
-    let tile = tile_len::<T>(pass.d);
+    let mut block = BlockCosts::new(pass);
+    let tile = block.tile(pass);
     let mut t0 = 0;
     while t0 < pass.len_red {
         let len = tile.min(pass.len_red - t0);
         let padded = len.div_ceil(L) * L;
         let pt = &pot[t0..t0 + len];
         let buf = &mut buf[..padded];
+        block.fill::<M>(pass, r0, rows, t0, len);
         for (r, st) in state.iter_mut().enumerate().take(rows) {
-            let i = r0 + r;
-            let chunk_max = arguments::<T, M>(pass, i, t0, pt, buf, None);
+            let chunk_max = block.arguments::<M>(pass, r0, r, t0, pt, buf, None);
             let m = st.raise::<M>(chunk_max);
             if m == T::neg_infinity() {
                 continue;
@@ -545,6 +608,122 @@ fn block_lse_k<T: Real, M: MulAdd>(pass: &Pass<'_, T>, r0: usize, pot: &[T], out
     }
     for (o, st) in out.iter_mut().zip(&state) {
         *o = st.value();
+    }
+}
+
+/// The costs `c/ε` of a block of output points against a tile, by the cross-term kernel
+/// (`ROWS × CROSS_TILE`, row-major), when the pass uses it; empty otherwise.
+struct BlockCosts<T> {
+    costs: Vec<T>,
+}
+
+impl<T: Real> BlockCosts<T> {
+    fn new(pass: &Pass<'_, T>) -> Self {
+        let len = if pass.cross.is_some() {
+            ROWS * CROSS_TILE
+        } else {
+            0
+        };
+        BlockCosts {
+            costs: vec![T::zero(); len],
+        }
+    }
+
+    /// Tile length of the pass.
+    fn tile(&self, pass: &Pass<'_, T>) -> usize {
+        if pass.cross.is_some() {
+            CROSS_TILE
+        } else {
+            tile_len::<T>(pass.d)
+        }
+    }
+
+    /// Costs of the output points `r0..r0 + rows` against the reduced points `t0..t0 + len`
+    /// (nothing in the direct form, which computes them row by row in [`arguments`]).
+    #[inline(always)]
+    fn fill<M: MulAdd>(
+        &mut self,
+        pass: &Pass<'_, T>,
+        r0: usize,
+        rows: usize,
+        t0: usize,
+        len: usize,
+    ) {
+        let Some(cp) = &pass.cross else { return };
+        debug_assert!(rows <= ROWS && ROWS % MR == 0 && padded_cols::<T>(len) <= CROSS_TILE);
+        cross_block::<T, M>(
+            cp.out,
+            r0,
+            rows,
+            cp.red,
+            t0,
+            len,
+            &mut self.costs,
+            CROSS_TILE,
+        );
+        for (r, row) in self
+            .costs
+            .chunks_exact_mut(CROSS_TILE)
+            .take(rows)
+            .enumerate()
+        {
+            finish_costs(
+                cp.out,
+                r0 + r,
+                cp.red,
+                t0,
+                pass.root,
+                cp.inv_eps,
+                &mut row[..len],
+            );
+        }
+    }
+
+    /// Pass 1 for output point `r0 + r` of the block (see [`arguments`]).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn arguments<M: MulAdd>(
+        &self,
+        pass: &Pass<'_, T>,
+        r0: usize,
+        r: usize,
+        t0: usize,
+        pot: &[T],
+        buf: &mut [T],
+        costs: Option<&mut [T]>,
+    ) -> T {
+        if pass.cross.is_none() {
+            return arguments::<T, M>(pass, r0 + r, t0, pot, buf, costs);
+        }
+        let len = pot.len();
+        let c = &self.costs[r * CROSS_TILE..r * CROSS_TILE + len];
+        if let Some(cb) = costs {
+            cb[..len].copy_from_slice(c);
+        }
+        let mut mx = [T::neg_infinity(); L];
+        let (head, tail) = buf.split_at_mut(len / L * L);
+        for ((bg, pg), cg) in head
+            .chunks_exact_mut(L)
+            .zip(pot.chunks_exact(L))
+            .zip(c.chunks_exact(L))
+        {
+            for l in 0..L {
+                let v = pg[l] - cg[l];
+                bg[l] = v;
+                mx[l] = if v > mx[l] { v } else { mx[l] };
+            }
+        }
+        let rest = len % L;
+        for (l, b) in tail.iter_mut().enumerate() {
+            *b = if l < rest {
+                let v = pot[len - rest + l] - c[len - rest + l];
+                mx[l] = if v > mx[l] { v } else { mx[l] };
+                v
+            } else {
+                T::neg_infinity()
+            };
+        }
+        fold_max(&mx)
     }
 }
 
@@ -747,12 +926,14 @@ fn block_weighted_k<T: Real, M: MulAdd>(
     let mut prod = [T::zero(); MAX_TILE];
     let mut factor = [T::zero(); MAX_TILE];
     let eps = T::of(w.eps);
-    let tile = tile_len::<T>(pass.d);
+    let mut block = BlockCosts::new(pass);
+    let tile = block.tile(pass);
     let mut t0 = 0;
     while t0 < lr {
         let len = tile.min(lr - t0);
         let padded = len.div_ceil(L) * L;
         let pt = &pot[t0..t0 + len];
+        block.fill::<M>(pass, r0, rows, t0, len);
         for r in 0..rows {
             let i = r0 + r;
             if own[r] == T::neg_infinity() {
@@ -761,7 +942,7 @@ fn block_weighted_k<T: Real, M: MulAdd>(
             // The arguments pot − c/ε (padding −∞) and c/ε itself (padding 0).
             let nc = &mut cost_buf[..padded];
             let args = &mut args[..padded];
-            let mx = arguments::<T, M>(pass, i, t0, pt, args, Some(&mut nc[..len]));
+            let mx = block.arguments::<M>(pass, r0, r, t0, pt, args, Some(&mut nc[..len]));
             for c in nc.iter_mut().skip(len) {
                 *c = T::zero();
             }
@@ -895,7 +1076,14 @@ mod tests {
     /// brute-force f64 log-sum-exp (the public tests run only the variant the CPU picks).
     fn check_variants<T: Real>(tol: f64) {
         let (n, m) = (40usize, 700usize);
-        for (d, root) in [(3usize, false), (2, true), (6, false)] {
+        // (d, root, by the cross-term kernel)
+        for (d, root, by_cross) in [
+            (3usize, false, false),
+            (2, true, false),
+            (6, false, false),
+            (20, false, true),
+            (37, true, true),
+        ] {
             let mut s = 99u64;
             let mut rnd = move || {
                 s = s
@@ -911,6 +1099,7 @@ mod tests {
             let red_pts: Vec<T> = red_raw.iter().map(|&v| v * T::of(scale)).collect();
             let mut pot: Vec<T> = (0..m).map(|_| T::of(rnd() * 3.0)).collect();
             pot[5] = T::neg_infinity();
+            let panels = (Panels::new(&out_raw, n, d), Panels::new(&red_raw, m, d));
             let pass = Pass {
                 d,
                 root,
@@ -918,6 +1107,11 @@ mod tests {
                 len_red: m,
                 out_pts: &out_pts,
                 red_pts: &red_pts,
+                cross: by_cross.then_some(CrossPass {
+                    out: &panels.0,
+                    red: &panels.1,
+                    inv_eps: T::of(1.0 / eps),
+                }),
             };
             let cost = |i: usize, j: usize| -> f64 {
                 let s: f64 = (0..d)
@@ -943,6 +1137,8 @@ mod tests {
             }
             for got in &variants {
                 for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    // The norm form errs by about u·(|x|² + |y|²)/ε ≈ u·d/ε here.
+                    let tol = if by_cross { tol * d as f64 } else { tol };
                     assert!(
                         (g.f64() - w).abs() <= tol * w.abs().max(1.0),
                         "{} d={d} root={root} row {i}: {g} vs {w}",
@@ -958,6 +1154,7 @@ mod tests {
                 red_raw: &red_raw,
                 eps,
             };
+            let tol = if by_cross { tol * d as f64 } else { tol };
             for isa in Isa::available(Isa::Avx512) {
                 let mut res = vec![0.0f64; n * 2];
                 for (blk, (r, o)) in res.chunks_mut(ROWS * 2).zip(own.chunks(ROWS)).enumerate() {

@@ -71,4 +71,4 @@ pub use cost::CudaCost;
 pub use device::{CudaBackend, CudaBuffer};
 pub use kernels::{CudaReal, Precision};
 #[doc(hidden)]
-pub use tuning::Tuning;
+pub use tuning::{CloudForm, Tuning};

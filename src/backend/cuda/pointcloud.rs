@@ -3,29 +3,52 @@
 //! dimension.
 //!
 //! What runs where:
-//! * `d ≤ 16` (`PC_DMAX`), exact difference form `Σ_t (x_t − y_t)²`:
+//! * `d ≤ 16` (`PC_DMAX`):
 //!   - Half-step: a block of 256 threads owns 1024 outputs (f32, `d ≤ 4`; 512 in f64 and
 //!     for `d ≤ 16`), streams the reduced cloud through shared memory in stages of 128
-//!     points and folds chunks of 8 arguments into a running (max, sum).
+//!     points and folds chunks of 8 arguments into a running (shift, sum) whose shift is
+//!     raised only when a chunk's sum passes 2^64. Two forms of the exponent, chosen per
+//!     call by [`CloudForm::choose`]: the exact difference form `Σ_t (x_t − y_t)²`, or (f32,
+//!     `|x − y|²`, where the rounding bound of [`CloudForm::norm_error_bound`] allows) the
+//!     norm form `q_k + Σ_t x'_t·y_t` with `q_k = s·(other_k − |y_k|²)` per stage and the
+//!     row term `−s·|x_l|²` taken out of the log-sum-exp: `d` FMAs per pair. When the grid
+//!     is short of a few waves the reduction is split so that the last wave is nearly full
+//!     ([`wave_split`], from the kernel's occupancy).
 //!   - Plan-weighted row sums (transport cost, point gradients, `P·V` with at most 16
 //!     channels): one output per thread, the whole reduction per block.
-//! * `d > 16`, dot-product form: when the cost is prepared the two clouds are centred on
-//!   their common mean (computed in f64 on the host; a translation changes no cost, and it
-//!   keeps `|x|² + |y|² − 2·x·y` from cancelling the digits of clouds far from the origin)
-//!   and their squared norms computed on the device (`pc_sqnorms`); then
+//! * At every `d`, the two clouds are centred on their common mean when the cost is
+//!   prepared (computed in f64 on the host; a translation changes no cost, and it keeps
+//!   `|x|² + |y|² − 2·x·y` from cancelling the digits of clouds far from the origin).
+//! * `d > 16`, dot-product form: the squared norms are computed on the device
+//!   (`pc_sqnorms`); then
 //!   `c = max(|x|² + |y|² − 2·x·y, 0)` (its square root for [`PointMetric::Euclidean`]).
 //!   - Half-step (`pc_sinkstep_dn`): a block of 16×16 threads owns 64 outputs and streams
 //!     tiles of 64 reduced points; the cross term is accumulated over `d` in chunks of 16
 //!     coordinates staged in shared memory, each thread holding a 4×4 register tile of
-//!     exact FP32/FP64 FMA products (`pc_dot_tile`, where a tensor-core strategy — TF32 or
-//!     split-TF32 MMA fragments — would go), then folded into the same online base-2
-//!     (max, sum) as the small-d kernels; the 16 threads of a row merge their pairs by
-//!     shuffles. Memory: the clouds, two norm vectors, and the split partials.
+//!     exact FP32/FP64 FMA products (`pc_dot_tile`), then folded into the same online
+//!     base-2 (max, sum) as the small-d kernels; the 16 threads of a row merge their pairs
+//!     by shuffles. Memory: the clouds, two norm vectors, and the split partials. This is
+//!     the f64 kernel, and the f32 one for [`CrossPrecision::Exact`], the default.
+//!   - Half-step on tensor cores (`pc_sinkstep_tc`, `pc_sinkstep_tc3`; f32 with
+//!     [`CrossPrecision::Tf32`] or [`CrossPrecision::Tf32x3`]): when the cost
+//!     is prepared, `pc_tc_split` writes both clouds point-major, padded to a multiple of
+//!     32 coordinates, rounded to TF32 (and, for TF32x3, the TF32 rounding of the
+//!     remainder: extra memory `(n + m)·dp` floats per part). A block of 8 warps owns 128
+//!     outputs and streams stages of 128 reduced points; each warp computes a 64×32 block
+//!     of dot products by `mma.m16n8k8` TF32 fragments (three MMAs per tile for TF32x3),
+//!     from chunks of 32 coordinates copied by `cp.async` into two shared slots (the output
+//!     tile stays resident for the whole reduction when it takes ≤ 96 KiB). The epilogue
+//!     folds `s·(other_k − |q_k|²) + 2s·p·q` (one FMA; the row's `|p|²` leaves the LSE) into
+//!     per-row (max, sum) pairs, merged across the lanes of a group by shuffles and across
+//!     the 4 column warps through shared memory. Same outputs and split partials as
+//!     `pc_sinkstep_dn`.
 //!   - Row sums (`pc_rows_dn`), for `d > 16` or more than 16 `plan_apply` channels (then
 //!     at any `d`, in the exact difference form below 17 dimensions): two passes. A
 //!     half-step with zero log-marginals gives `h_l = −ε·LSE_k((other_k − c_lk)/ε)`, so
 //!     the weights `exp((other_k − c_lk + h_l)/ε)` of a row sum to one and
-//!     `P_lk = exp((own_l − h_l)/ε)·w_lk`; then one block per 64 outputs and 64 channels
+//!     `P_lk = exp((own_l − h_l)/ε)·w_lk` (`h` always by exact products, as the weights,
+//!     so that they sum to one whatever the solver's precision); then one block per 64
+//!     outputs and 64 channels
 //!     (grid z over channel tiles, the cost recomputed per tile) stages each tile of
 //!     weights in shared memory and multiplies it by the values (`P·V`) or the
 //!     displacements (point gradients). Any channel count is handled; extra memory
@@ -42,7 +65,9 @@ use super::device::{CudaBackend, CudaBuffer};
 use super::kernels::{define, kernel_name, CudaReal, Module, Precision};
 use super::launch::{to_i32, Launch};
 use super::tiled::TiledArgs;
+use super::tuning::CloudForm;
 use crate::backend::shape::{check_fg, check_sinkstep};
+use crate::backend::CrossPrecision;
 use crate::backend::{batch_of, CostDims, PointCloudCost, PointCloudKernels, PointMetric, Side};
 use crate::{Error, Real, Result};
 use cudarc::driver::CudaSlice;
@@ -63,6 +88,16 @@ const PC_DN_DC: usize = define(Module::PointCloud.source(), "PC_DN_DC");
 const PC_DN_RTK: usize = define(Module::PointCloud.source(), "PC_DN_RTK");
 /// Value channels per block of the any-d row sums.
 const PC_DN_CC: usize = define(Module::PointCloud.source(), "PC_DN_CC");
+/// Output points per block of the tensor-core half-step.
+const PC_TC_BL: usize = define(Module::PointCloud.source(), "PC_TC_BL");
+/// Reduced points per stage of the tensor-core half-step.
+const PC_TC_BK: usize = define(Module::PointCloud.source(), "PC_TC_BK");
+/// Coordinates per shared chunk of the tensor-core operands (their padded dimension is a
+/// multiple).
+const PC_TC_DC: usize = define(Module::PointCloud.source(), "PC_TC_DC");
+/// Largest shared tile of output points the tensor-core half-step keeps for a whole
+/// reduction (both parts), in bytes; larger tiles are streamed by chunks.
+const TC_RESIDENT_BYTES: usize = 96 * 1024;
 /// Plans with more entries than this are not materialised.
 const MAX_PLAN_ENTRIES: usize = 1 << 27;
 
@@ -77,6 +112,65 @@ pub(super) struct CudaCloud<T> {
     y: CudaSlice<T>,
     /// `(|x_i|², |y_j|²)` of the centred clouds, for `d > PC_DMAX` (the dot-product form).
     norms: Option<(CudaSlice<T>, CudaSlice<T>)>,
+    /// The tensor-core operands of the half-step, where [`CrossKernel::of`] picks one.
+    tc: Option<TcOperands<T>>,
+    /// `(max_i |x_i|², max_j |y_j|²)` of the centred clouds (as stored), which bound the
+    /// rounding error of the small-d norm form ([`CloudForm`]).
+    sq_radii: (f64, f64),
+}
+
+/// How a half-step forms the cross term `x·y` of the dot-product form (`d > PC_DMAX`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum CrossKernel {
+    /// Exact FMA products (`pc_sinkstep_dn`, f32 and f64).
+    Fma,
+    /// One TF32 MMA per product (`pc_sinkstep_tc`, f32).
+    Tf32,
+    /// Split TF32, three MMAs per product (`pc_sinkstep_tc3`, f32).
+    Tf32x3,
+}
+
+impl CrossKernel {
+    /// The kernel for a cloud of dimension `d` in precision `p` with the user's choice:
+    /// tensor cores only for f32 above `PC_DMAX` dimensions (below, the exact difference
+    /// form is cheap; f64 has no TF32 path).
+    fn of(precision: CrossPrecision, p: Precision, d: usize) -> CrossKernel {
+        if p != Precision::F32 || d <= PC_DMAX {
+            return CrossKernel::Fma;
+        }
+        match precision {
+            CrossPrecision::Exact => CrossKernel::Fma,
+            CrossPrecision::Tf32 => CrossKernel::Tf32,
+            CrossPrecision::Tf32x3 => CrossKernel::Tf32x3,
+        }
+    }
+}
+
+/// The two clouds as TF32 operands (`pc_tc_split`): point-major, `dp` coordinates per point
+/// (`d` rounded up to `PC_TC_DC`, zero-padded), the TF32 rounding of each coordinate and,
+/// for [`CrossKernel::Tf32x3`], the TF32 rounding of what it leaves.
+pub(super) struct TcOperands<T> {
+    kernel: CrossKernel,
+    dp: usize,
+    x: (CudaSlice<T>, Option<CudaSlice<T>>),
+    y: (CudaSlice<T>, Option<CudaSlice<T>>),
+}
+
+impl<T> TcOperands<T> {
+    /// `(output big, output small, reduced big, reduced small)` of a half-step on `side`;
+    /// the small parts are the big ones when there are none (then unread).
+    fn sides(&self, side: Side) -> [&CudaSlice<T>; 4] {
+        let (o, r) = match side {
+            Side::Col => (&self.y, &self.x),
+            Side::Row => (&self.x, &self.y),
+        };
+        [
+            &o.0,
+            o.1.as_ref().unwrap_or(&o.0),
+            &r.0,
+            r.1.as_ref().unwrap_or(&r.0),
+        ]
+    }
 }
 
 impl<T> CudaCloud<T> {
@@ -106,20 +200,27 @@ impl<T> CudaCloud<T> {
 }
 
 impl<T: CudaReal> CudaCloud<T> {
+    /// How the small-d half-step forms its exponents at this `eps` (`None` above
+    /// `PC_DMAX`, where the any-d kernels run).
+    fn form(&self, eps: T) -> Option<CloudForm> {
+        (self.d <= PC_DMAX).then(|| {
+            CloudForm::choose(
+                T::PRECISION == Precision::F32,
+                self.root,
+                self.d,
+                self.sq_radii.0,
+                self.sq_radii.1,
+                eps.f64(),
+            )
+        })
+    }
+
     /// The factor that turns coordinates into ones whose squared (or plain) distance is
     /// `c·log2(e)/ε`.
     fn scale(&self, eps: T) -> T {
         let s = std::f64::consts::LOG2_E / eps.f64();
         T::of(if self.root { s } else { s.sqrt() })
     }
-}
-
-fn soa<T: Copy>(p: ndarray::ArrayView2<'_, T>) -> Vec<T> {
-    let mut v = Vec::with_capacity(p.len());
-    for col in p.columns() {
-        v.extend(col.iter().copied());
-    }
-    v
 }
 
 /// Both clouds as structure-of-arrays, each coordinate less the mean of that coordinate
@@ -142,6 +243,44 @@ fn centred_soa<T: Real>(
         ys.extend(cy.iter().map(|v| T::of(v.f64() - mean)));
     }
     (xs, ys)
+}
+
+/// The largest squared norm of the `len` points of a structure-of-arrays cloud (f64).
+fn max_sq_norm<T: Real>(pts: &[T], len: usize) -> f64 {
+    let mut n2 = vec![0.0f64; len];
+    if len > 0 {
+        for col in pts.chunks(len) {
+            for (a, v) in n2.iter_mut().zip(col) {
+                *a += v.f64() * v.f64();
+            }
+        }
+    }
+    n2.into_iter().fold(0.0, f64::max)
+}
+
+/// `(kslice, splits)` for `blocks` blocks (all the same work) over `len_red` reduced points
+/// when the GPU holds `slots` blocks at once: below 4 waves, the fewest splits (at most 64, each at least
+/// 4 stages of `PC_KT` points) whose last wave of blocks is nearly full, since a block
+/// count just past a multiple of `slots` leaves most of the GPU idle in its last wave
+/// (otC: 64 blocks of 1024 outputs, 396 slots on an H100: 6 splits fill 384 of them, where
+/// the 9 of a 4-blocks-per-SM target would run 1.45 waves).
+fn wave_split(blocks: usize, len_red: usize, slots: usize) -> (usize, usize) {
+    // From 4 waves on, the last one costs at most a fifth: no split.
+    let max_splits = if blocks >= 4 * slots {
+        1
+    } else {
+        (len_red / (4 * PC_KT)).clamp(1, 64)
+    };
+    let efficiency = |s: usize| {
+        let (total, slots) = ((blocks * s) as f64, slots.max(1) as f64);
+        total / ((total / slots).ceil() * slots)
+    };
+    let best = (1..=max_splits).map(efficiency).fold(0.0, f64::max);
+    let want = (1..=max_splits)
+        .find(|&s| efficiency(s) >= 0.95 * best)
+        .unwrap_or(1);
+    let kslice = (len_red.div_ceil(want).div_ceil(PC_KT) * PC_KT).max(PC_KT);
+    (kslice, len_red.div_ceil(kslice).max(1))
 }
 
 /// Kernel family for dimension `d`: (base name, compiled maximum dimension), or `None`
@@ -201,11 +340,10 @@ impl CudaBackend {
         to_i32(m, "y")?;
         to_i32(d, "x")?;
         let any_d = d > PC_DMAX;
-        let (xs, ys) = if any_d {
-            centred_soa(p.x(), p.y())
-        } else {
-            (soa(p.x()), soa(p.y()))
-        };
+        // Centred at every d: the any-d kernels and the small-d norm form need it, and it
+        // changes no cost.
+        let (xs, ys) = centred_soa(p.x(), p.y());
+        let sq_radii = (max_sq_norm(&xs, n), max_sq_norm(&ys, m));
         let x = self.upload_slice(&xs, "the points x")?;
         let y = self.upload_slice(&ys, "the points y")?;
         let norms = if any_d {
@@ -216,6 +354,19 @@ impl CudaBackend {
         } else {
             None
         };
+        let tc = match CrossKernel::of(p.precision(), T::PRECISION, d) {
+            CrossKernel::Fma => None,
+            kernel => {
+                let dp = d.div_ceil(PC_TC_DC) * PC_TC_DC;
+                let x3 = kernel == CrossKernel::Tf32x3;
+                Some(TcOperands {
+                    kernel,
+                    dp,
+                    x: self.tc_split(&x, n, d, dp, x3, "the TF32 operands of x")?,
+                    y: self.tc_split(&y, m, d, dp, x3, "the TF32 operands of y")?,
+                })
+            }
+        };
         Ok(CudaCloud {
             n,
             m,
@@ -224,7 +375,85 @@ impl CudaBackend {
             x,
             y,
             norms,
+            tc,
+            sq_radii,
         })
+    }
+
+    /// The TF32 parts of a structure-of-arrays cloud of `len` points (`pc_tc_split`):
+    /// point-major, `dp` coordinates each; the second part only for `x3`.
+    fn tc_split<T: CudaReal>(
+        &self,
+        pts: &CudaSlice<T>,
+        len: usize,
+        d: usize,
+        dp: usize,
+        x3: bool,
+        what: &str,
+    ) -> Result<(CudaSlice<T>, Option<CudaSlice<T>>)> {
+        let total = len
+            .checked_mul(dp)
+            .filter(|&t| i64::try_from(t).is_ok())
+            .ok_or_else(|| Error::shape("x", format!("{len} points of {dp} coordinates")))?;
+        let big = self.alloc::<T>(total, what)?;
+        let small = if x3 {
+            Some(self.alloc::<T>(total, what)?)
+        } else {
+            None
+        };
+        let psmall = small.as_ref().map_or(self.ptr(&big), |v| self.ptr(v));
+        let blocks = self.stride_blocks(total, 256, 8);
+        // SAFETY: pc_tc_split(pts, big, small, len, d, dp, x3) reads len·d coordinates and
+        // writes len·dp values to big (and to small when x3).
+        unsafe {
+            self.launch(
+                &kernel_name::<T>("pc_tc_split"),
+                Launch::linear(blocks, 256),
+                (
+                    self.ptr(pts),
+                    self.ptr(&big),
+                    psmall,
+                    to_i32(len, "x")?,
+                    to_i32(d, "x")?,
+                    to_i32(dp, "x")?,
+                    x3 as i32,
+                ),
+            )
+        }?;
+        Ok((big, small))
+    }
+
+    /// How a half-step at `eps` on this point-cloud cost forms its exponents (`None` for
+    /// other costs and above 16 dimensions). For tests and benchmarks; not part of the API.
+    #[doc(hidden)]
+    pub fn cloud_form<T: CudaReal>(&self, cost: &CudaCost<T>, eps: T) -> Option<CloudForm> {
+        match &cost.kind {
+            CostKind::Cloud(cl) => cl.form(eps),
+            _ => None,
+        }
+    }
+
+    /// `2^x` for each `x` by the polynomial that replaces some of the half-step's `MUFU.EX2`
+    /// exponentials (`pc_exp2_poly` in cuda/pointcloud.cu). For tests; not part of the API.
+    #[doc(hidden)]
+    pub fn exp2_poly(&self, x: &[f32]) -> Result<Vec<f32>> {
+        let n = x.len();
+        to_i32(n, "x")?;
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let xd = self.upload_slice(x, "the arguments")?;
+        let y = self.alloc::<f32>(n, "the exponentials")?;
+        let blocks = self.stride_blocks(n, 256, 8);
+        // SAFETY: pc_exp2_poly_f32(x, y, n) reads and writes n floats.
+        unsafe {
+            self.launch(
+                "pc_exp2_poly_f32",
+                Launch::linear(blocks, 256),
+                (self.ptr(&xd), self.ptr(&y), n as i32),
+            )
+        }?;
+        self.download_slice(&y, n, "the exponentials")
     }
 
     /// `|p|²` of each of the `len` points of a structure-of-arrays cloud (`pc_sqnorms`).
@@ -253,6 +482,26 @@ impl CudaBackend {
         Ok(out)
     }
 
+    /// `(resident, shared bytes)` of the tensor-core half-step on `tc`: the output tile (of
+    /// both parts with TF32x3) stays in shared memory for the whole reduction when it takes at
+    /// most `TC_RESIDENT_BYTES` (and fits), else it is streamed by chunks in two slots like
+    /// the reduced tile. Layout as `pc_sinkstep_tc_body`: A tile, two slots of B chunks, and
+    /// two stages of column terms and norms.
+    fn tc_layout<T>(&self, tc: &TcOperands<T>, size: usize) -> (bool, usize) {
+        let parts = if tc.kernel == CrossKernel::Tf32x3 {
+            2
+        } else {
+            1
+        };
+        let chunks = tc.dp / PC_TC_DC;
+        let a_chunk = parts * PC_TC_BL * PC_TC_DC * size;
+        let rest = (2 * parts * PC_TC_BK * PC_TC_DC + 4 * PC_TC_BK) * size;
+        let resident =
+            a_chunk * chunks <= TC_RESIDENT_BYTES && a_chunk * chunks + rest <= self.inner.max_smem;
+        let a = a_chunk * if resident { chunks } else { 2 };
+        (resident, a + rest)
+    }
+
     /// `(kslice, splits)` of a reduction over `len_red` points in stages of `kt` by `blocks`
     /// blocks: split only when the grid alone would give the SMs fewer than 4 blocks each.
     fn cloud_split(&self, blocks: usize, len_red: usize, kt: usize) -> (usize, usize) {
@@ -266,6 +515,28 @@ impl CudaBackend {
         (kslice, len_red.div_ceil(kslice))
     }
 
+    /// `(kslice, splits)` of a small-d half-step (`kernel`, `smem` dynamic shared bytes) of
+    /// `blocks` blocks over `len_red` reduced points: [`wave_split`] with the kernel's
+    /// resident blocks per SM from the driver (the splits of [`Self::cloud_split`] if it
+    /// cannot say).
+    fn wave_split(
+        &self,
+        kernel: &str,
+        smem: usize,
+        blocks: usize,
+        len_red: usize,
+    ) -> (usize, usize) {
+        let per_sm = self.func(kernel).ok().and_then(|f| {
+            self.inner.ctx.bind_to_thread().ok()?;
+            f.occupancy_max_active_blocks_per_multiprocessor(PC_BLOCK as u32, smem, None)
+                .ok()
+        });
+        match per_sm {
+            Some(r) if r >= 1 => wave_split(blocks, len_red, self.inner.sm_count * r as usize),
+            _ => self.cloud_split(blocks, len_red, PC_KT),
+        }
+    }
+
     /// One half-step on point clouds (see [`Backend::sinkstep`](crate::Backend::sinkstep)).
     pub(super) fn cloud_sinkstep<T: CudaReal>(
         &self,
@@ -276,12 +547,47 @@ impl CudaBackend {
         log_marginal: &CudaBuffer<T>,
         out: &mut CudaBuffer<T>,
     ) -> Result<()> {
+        let tc = cl.tc.as_ref();
+        self.cloud_sinkstep_by(cl, side, eps, other, log_marginal, out, tc)
+    }
+
+    /// [`Self::cloud_sinkstep`] with the cross term of the dot-product form on the tensor
+    /// cores when `tc` is given, else by exact FMA products.
+    #[allow(clippy::too_many_arguments)]
+    fn cloud_sinkstep_by<T: CudaReal>(
+        &self,
+        cl: &CudaCloud<T>,
+        side: Side,
+        eps: T,
+        other: &CudaBuffer<T>,
+        log_marginal: &CudaBuffer<T>,
+        out: &mut CudaBuffer<T>,
+        tc: Option<&TcOperands<T>>,
+    ) -> Result<()> {
         let batch = check_sinkstep(&cl.dims(), side, other.len, log_marginal.len, out.len)?;
         let (out_pts, len_out, red_pts, len_red) = cl.sides(side);
         let size = std::mem::size_of::<T>();
+        // The tensor-core kernel: its entry point and whether the output tile stays in
+        // shared memory.
+        let tc_plan = match (by_dim("pc_sinkstep", cl.d, true), tc) {
+            (None, Some(tc)) => Some((tc, self.tc_layout(tc, size))),
+            _ => None,
+        };
         // (entry point, outputs per block, reduced points per stage, shared bytes)
-        let (kernel, per_block, kt, smem) = match by_dim("pc_sinkstep", cl.d, true) {
-            Some((base, dmax)) => {
+        let prefix = match cl.form(eps) {
+            Some(CloudForm::Norm) => "pc_sinkstep_nf",
+            _ => "pc_sinkstep",
+        };
+        let (kernel, per_block, kt, smem) = match (by_dim(prefix, cl.d, true), tc_plan) {
+            (None, Some((tc, (_, smem)))) => {
+                let base = if tc.kernel == CrossKernel::Tf32x3 {
+                    "pc_sinkstep_tc3"
+                } else {
+                    "pc_sinkstep_tc"
+                };
+                (kernel_name::<T>(base), PC_TC_BL, PC_TC_BK, smem)
+            }
+            (Some((base, dmax)), _) => {
                 // Outputs per thread (TJ of the kernel's entry point).
                 let tj = if dmax <= 4 && T::PRECISION == Precision::F32 {
                     4
@@ -291,7 +597,7 @@ impl CudaBackend {
                 let smem = (dmax * PC_KT + PC_KT) * size;
                 (kernel_name::<T>(&base), PC_BLOCK * tj, PC_KT, smem)
             }
-            None => {
+            (None, None) => {
                 let smem = (PC_DN_DC * (PC_DN_TL + PC_DN_TK) + 2 * PC_DN_TK) * size;
                 (kernel_name::<T>("pc_sinkstep_dn"), PC_DN_TL, PC_DN_TK, smem)
             }
@@ -303,7 +609,11 @@ impl CudaBackend {
                 format!("{batch} problems exceed the launch grid (65535)"),
             ));
         }
-        let (kslice, splits) = self.cloud_split(gx * batch, len_red, kt);
+        let (kslice, splits) = if cl.d <= PC_DMAX {
+            self.wave_split(&kernel, smem, gx * batch, len_red)
+        } else {
+            self.cloud_split(gx * batch, len_red, kt)
+        };
         let parts = if splits > 1 {
             Some(self.alloc::<T>(2 * splits * batch * len_out, "K-split partials")?)
         } else {
@@ -323,41 +633,24 @@ impl CudaBackend {
         let cfg =
             Launch::new((gx, batch as u32, splits as u32), (PC_BLOCK as u32, 1, 1)).shared(smem);
         let (po, pr, pother) = (self.ptr(out_pts), self.ptr(red_pts), self.ptr(&other.data));
-        match cl.side_norms(side) {
-            // SAFETY: PC_STEP_ARGS in cuda/pointcloud.cu; the potentials were checked
-            // against the clouds, the partials hold 2·splits·batch·len_out elements.
-            None => unsafe {
+        if let Some((tc, (resident, _))) = tc_plan {
+            let [ob, os, rb, rs] = tc.sides(side);
+            let (on, rn) = cl
+                .side_norms(side)
+                .expect("clouds above PC_DMAX dimensions have norms");
+            // SAFETY: PC_TC_ARGS in cuda/pointcloud.cu: the TF32 parts hold len·dp values per
+            // cloud (the small ones unread without x3), the norms len_out and len_red, the
+            // potentials were checked against the clouds, the partials hold
+            // 2·splits·batch·len_out elements; `smem` is the kernel's layout for `resident`.
+            unsafe {
                 self.launch(
                     &kernel,
                     cfg,
                     (
-                        po,
-                        pr,
-                        pother,
-                        plm,
-                        pout,
-                        pm,
-                        ps,
-                        bi,
-                        ki,
-                        li,
-                        cl.d as i32,
-                        eps,
-                        cl.scale(eps),
-                        kslice,
-                        cl.root as i32,
-                    ),
-                )
-            }?,
-            // SAFETY: pc_sinkstep_dn in cuda/pointcloud.cu (PC_STEP_ARGS with the norms of
-            // both clouds, len_out and len_red of them, and no scale).
-            Some((on, rn)) => unsafe {
-                self.launch(
-                    &kernel,
-                    cfg,
-                    (
-                        po,
-                        pr,
+                        self.ptr(ob),
+                        self.ptr(os),
+                        self.ptr(rb),
+                        self.ptr(rs),
                         self.ptr(on),
                         self.ptr(rn),
                         pother,
@@ -368,13 +661,68 @@ impl CudaBackend {
                         bi,
                         ki,
                         li,
-                        cl.d as i32,
+                        to_i32(tc.dp, "x")?,
                         eps,
                         kslice,
                         cl.root as i32,
+                        resident as i32,
                     ),
                 )
-            }?,
+            }?;
+        } else {
+            match cl.side_norms(side) {
+                // SAFETY: PC_STEP_ARGS in cuda/pointcloud.cu; the potentials were checked
+                // against the clouds, the partials hold 2·splits·batch·len_out elements.
+                None => unsafe {
+                    self.launch(
+                        &kernel,
+                        cfg,
+                        (
+                            po,
+                            pr,
+                            pother,
+                            plm,
+                            pout,
+                            pm,
+                            ps,
+                            bi,
+                            ki,
+                            li,
+                            cl.d as i32,
+                            eps,
+                            cl.scale(eps),
+                            kslice,
+                            cl.root as i32,
+                        ),
+                    )
+                }?,
+                // SAFETY: pc_sinkstep_dn in cuda/pointcloud.cu (PC_STEP_ARGS with the norms of
+                // both clouds, len_out and len_red of them, and no scale).
+                Some((on, rn)) => unsafe {
+                    self.launch(
+                        &kernel,
+                        cfg,
+                        (
+                            po,
+                            pr,
+                            self.ptr(on),
+                            self.ptr(rn),
+                            pother,
+                            plm,
+                            pout,
+                            pm,
+                            ps,
+                            bi,
+                            ki,
+                            li,
+                            cl.d as i32,
+                            eps,
+                            kslice,
+                            cl.root as i32,
+                        ),
+                    )
+                }?,
+            }
         }
         if splits > 1 {
             let finish = TiledArgs {
@@ -519,7 +867,9 @@ impl CudaBackend {
             data: self.alloc::<T>(rows, "row normalisers")?,
             len: rows,
         };
-        self.cloud_sinkstep(cl, side, eps, other, &zeros, &mut h)?;
+        // Exact products, as the weights below: then they sum to one over each row whatever
+        // precision the solver's half-steps used.
+        self.cloud_sinkstep_by(cl, side, eps, other, &zeros, &mut h, None)?;
         let (values, kv, vstride) = match sums {
             RowSums::Apply { values, k, stride } => (Some(values), k, stride),
             _ => (None, 0, 0),
@@ -779,5 +1129,31 @@ impl<T: CudaReal> PointCloudKernels<T> for CudaBackend {
             data: grad,
             len: batch * len * cl.d,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_fill_the_last_wave() {
+        // otC on an H100 (132 SMs × 3 blocks): 64 blocks → 6 splits of 86 stages.
+        let (kslice, splits) = wave_split(64, 65536, 396);
+        assert_eq!((kslice, splits), (86 * PC_KT, 6));
+        assert!(kslice * splits >= 65536 && kslice * (splits - 1) < 65536);
+        // Many blocks: no split; short reductions: at most len/(4·PC_KT) splits.
+        assert_eq!(wave_split(4000, 65536, 396).1, 1);
+        assert_eq!(wave_split(1, 1024, 396), (4 * PC_KT, 2));
+        assert_eq!(wave_split(2, 100, 396), (PC_KT, 1));
+        // Every split count covers the reduction exactly once.
+        for (blocks, len, slots) in [(7, 300_000, 264), (64, 1 << 20, 396), (1024, 1 << 20, 396)] {
+            let (kslice, splits) = wave_split(blocks, len, slots);
+            assert!(kslice % PC_KT == 0 && kslice * splits >= len);
+            assert!(
+                kslice * (splits - 1) < len,
+                "{blocks} {len}: {kslice}×{splits}"
+            );
+        }
     }
 }

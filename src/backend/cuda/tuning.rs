@@ -41,7 +41,10 @@ pub struct Tuning {
     /// Print each fused launch's shape to standard error.
     pub verbose: bool,
     /// Extra `NAME=VALUE` macro definitions for NVRTC (kernel variants, e.g.
-    /// `KW_UNROLL=8`); part of the compiled-module cache keys.
+    /// `KW_UNROLL=8`, or `PC_POLY=N`: how many of the 32 exponentials of each f32 small-d
+    /// point-cloud chunk (per thread) use the FMA-pipe polynomial instead of MUFU.EX2,
+    /// default 0: on an H100, otC10 took 27.4 ms with 0, 29.3 ms with 2 and 30.4 ms with 4,
+    /// see cuda/pointcloud.cu); part of the compiled-module cache keys.
     pub nvrtc_defines: Vec<String>,
     /// Where compiled modules are kept between processes (`None`: compiled once per
     /// process, nothing written).
@@ -132,6 +135,50 @@ impl Tuning {
     }
 }
 
+/// How the small-d point-cloud half-step (`d ≤ 16`, cuda/pointcloud.cu) forms its
+/// exponents `v = (other_k − c_lk)·s`, `s = log2(e)/ε`; chosen per call by
+/// [`CloudForm::choose`] (not public API: kernels may change).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CloudForm {
+    /// From the coordinate differences: `d` subtractions and `d` FMAs per pair, any metric
+    /// and precision, accurate to the rounding of `c` itself.
+    Direct,
+    /// `|x − y|² = |x|² + |y|² − 2·x·y` on the centred clouds with the row term
+    /// `−s·|x_l|²` taken out of the log-sum-exp: `d` FMAs per pair (f32, squared Euclidean).
+    Norm,
+}
+
+/// Largest worst-case rounding error of the norm form's exponents, in natural-log units,
+/// for which it is chosen: plan entries then move by at most this relative amount (the
+/// bound is a worst case; the measured distance errors at otC, ε = 0.05 on the unit cube,
+/// where the bound is 2.1e-5, are printed by tests/cuda_pointcloud_fast.rs).
+pub(super) const NORM_FORM_MAX_ERROR: f64 = 1e-4;
+
+impl CloudForm {
+    /// The worst-case rounding error, in natural-log units, of the norm form's exponent
+    /// for dimension `d`, largest squared norms `r2x`, `r2y` of the centred clouds and
+    /// regularisation `eps`, in f32: each of the `d + 3` roundings (q_k, its shift, the d
+    /// FMAs) is at most `u·s·(|x| + |y|)²` in base-2 units (u = 2⁻²⁴), i.e.
+    /// `(d + 3)·u·(|x| + |y|)²/ε` in natural-log units.
+    pub fn norm_error_bound(d: usize, r2x: f64, r2y: f64, eps: f64) -> f64 {
+        let r = r2x.sqrt() + r2y.sqrt();
+        (d + 3) as f64 * f64::powi(2.0, -24) * r * r / eps
+    }
+
+    /// The norm form for f32 squared-Euclidean costs whose
+    /// [`norm_error_bound`](Self::norm_error_bound) is within [`NORM_FORM_MAX_ERROR`] (a
+    /// NaN or infinite bound refuses it), else the direct form.
+    pub(super) fn choose(f32: bool, root: bool, d: usize, r2x: f64, r2y: f64, eps: f64) -> Self {
+        let bound = CloudForm::norm_error_bound(d, r2x, r2y, eps);
+        if f32 && !root && bound <= NORM_FORM_MAX_ERROR {
+            CloudForm::Norm
+        } else {
+            CloudForm::Direct
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,6 +258,50 @@ mod tests {
         assert_eq!(
             (h.bary_cluster, h.fused_cluster, h.fused_outputs),
             (16, 8, 4)
+        );
+    }
+
+    #[test]
+    fn the_norm_form_only_where_its_error_bound_allows() {
+        // otC: centred unit cube (|x|² ≤ 3/4), d = 3, ε = 0.05: bound 2.1e-5.
+        let b = CloudForm::norm_error_bound(3, 0.75, 0.75, 0.05);
+        assert!(
+            (b - 6.0 * 3.0 * f64::powi(2.0, -24) / 0.05).abs() < 1e-12,
+            "{b:e}"
+        );
+        assert_eq!(
+            CloudForm::choose(true, false, 3, 0.75, 0.75, 0.05),
+            CloudForm::Norm
+        );
+        // Small ε, a cloud 1e3 away from the other, f64, |x − y| or a NaN: direct.
+        assert_eq!(
+            CloudForm::choose(true, false, 3, 0.75, 0.75, 1e-3),
+            CloudForm::Direct
+        );
+        assert_eq!(
+            CloudForm::choose(true, false, 3, 7.5e5, 7.5e5, 0.05),
+            CloudForm::Direct
+        );
+        assert_eq!(
+            CloudForm::choose(false, false, 3, 0.75, 0.75, 0.05),
+            CloudForm::Direct
+        );
+        assert_eq!(
+            CloudForm::choose(true, true, 3, 0.75, 0.75, 0.05),
+            CloudForm::Direct
+        );
+        assert_eq!(
+            CloudForm::choose(true, false, 3, f64::NAN, 0.75, 0.05),
+            CloudForm::Direct
+        );
+        // d = 16 on the centred unit cube (|x|² ≤ 4): from ε ≈ 0.18 on.
+        assert_eq!(
+            CloudForm::choose(true, false, 16, 4.0, 4.0, 0.2),
+            CloudForm::Norm
+        );
+        assert_eq!(
+            CloudForm::choose(true, false, 16, 4.0, 4.0, 0.1),
+            CloudForm::Direct
         );
     }
 }

@@ -4,8 +4,9 @@
 
 use crate::npy::Dtype;
 use crate::relax::RelaxArgs;
+use crate::wasserstein::Precision;
 use crate::{BackendChoice, Json};
-use logot::{problems, Backend, Problem, Real, Result, SinkhornParams, Solver};
+use logot::{problems, Backend, CrossPrecision, Problem, Real, Result, SinkhornParams, Solver};
 use serde_json::json;
 use std::time::Instant;
 
@@ -38,6 +39,14 @@ pub enum BenchProblem {
     /// ε = 0.05: 10 Sinkhorn iterations from zero potentials.
     #[value(name = "otC1024")]
     OtC1024,
+    /// Point clouds N = M = 65536, d = 3, uniform in [0,1]³, squared Euclidean, ε = 0.05:
+    /// 10 Sinkhorn iterations (20 half-steps) from zero potentials (otC's whole solve).
+    #[value(name = "otC10")]
+    OtC10,
+    /// Point clouds N = M = 2²⁰, d = 3, uniform in [0,1]³, squared Euclidean, ε = 0.05:
+    /// 10 Sinkhorn iterations from zero potentials.
+    #[value(name = "otCbig")]
+    OtCBig,
     /// Bistochastic projection of 65536 matrices 4×4, 20 iterations; then its backward.
     #[value(name = "mhc4")]
     Mhc4,
@@ -115,6 +124,17 @@ pub struct BenchArgs {
     /// Compute in float64 (default float32).
     #[arg(long)]
     pub f64: bool,
+    /// otC64, otC1024 on CUDA in float32: how x·y is formed (exact, tf32x3, tf32; default
+    /// exact); the JSON names it.
+    #[arg(long, value_enum)]
+    pub precision: Option<Precision>,
+    /// Point-cloud problems (otC, otC10, otCbig, otC64, otC1024): N = M points instead of
+    /// the canonical size (1 to 2²⁴), e.g. a size that suits a small CPU.
+    #[arg(long, allow_negative_numbers = true)]
+    pub points: Option<usize>,
+    /// Point-cloud problems: the dimension d instead of the canonical one (1 to 65536).
+    #[arg(long, allow_negative_numbers = true)]
+    pub dim: Option<usize>,
     /// Unbalanced OT (otA, otB, otBcpu), to compare with the balanced problem in the same
     /// call: the marginal penalties, as for `wasserstein`.
     #[command(flatten)]
@@ -165,7 +185,7 @@ pub fn time_runs_for(
 /// (cost preparation and uploads outside the timing; the result is read back each run).
 fn run_otc<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
     use logot::problems::{ot_c, OTC_D, OTC_EPS, OTC_N};
-    let (n, d, eps) = (OTC_N, OTC_D, OTC_EPS);
+    let (n, d, eps) = (a.points.unwrap_or(OTC_N), a.dim.unwrap_or(OTC_D), OTC_EPS);
     let (mu, nu, x, y) = ot_c::<T>(n, d);
     let cost = backend.prepare_cost(&logot::PointCloudCost::new(x.view(), y.view())?.into())?;
     let f = backend.filled(n, T::zero())?;
@@ -195,19 +215,26 @@ fn run_otc<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
     }))
 }
 
-/// otC64, otC1024: 10 iterations (20 half-steps) of point-cloud Sinkhorn from zero
+/// otC10, otCbig, otC64, otC1024: 10 iterations (20 half-steps) of point-cloud Sinkhorn from zero
 /// potentials, uniform weights, ε = 0.05, all on the backend (`Backend::iterate`), then `f`
 /// read back (cost preparation and uploads outside the timing).
 fn run_otc_iters<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
     use logot::problems::{ot_c, OTC_EPS};
     let (name, n, d) = match a.problem {
+        BenchProblem::OtC10 => ("otC10", 65_536, 3),
+        BenchProblem::OtCBig => ("otCbig", 1 << 20, 3),
         BenchProblem::OtC64 => ("otC64", 50_000, 64),
         _ => ("otC1024", 32_768, 1024),
     };
+    let (n, d) = (a.points.unwrap_or(n), a.dim.unwrap_or(d));
     let iters = 10;
     let eps = OTC_EPS;
     let (mu, nu, x, y) = ot_c::<T>(n, d);
-    let cost = backend.prepare_cost(&logot::PointCloudCost::new(x.view(), y.view())?.into())?;
+    let precision = a
+        .precision
+        .map_or(CrossPrecision::default(), Precision::cross);
+    let cloud = logot::PointCloudCost::new(x.view(), y.view())?.with_precision(precision);
+    let cost = backend.prepare_cost(&cloud.into())?;
     let logs = |v: &ndarray::Array1<T>| v.iter().map(|p| p.ln()).collect::<Vec<T>>();
     let (mu_d, nu_d) = (backend.upload(&mu.to_vec())?, backend.upload(&nu.to_vec())?);
     let (log_mu, log_nu) = (backend.upload(&logs(&mu))?, backend.upload(&logs(&nu))?);
@@ -240,6 +267,12 @@ fn run_otc_iters<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
         "d": d,
         "eps": eps,
         "iterations": iters,
+        // What formed x·y: the choice on CUDA in f32, exact products elsewhere.
+        "precision": if a.backend == BackendChoice::Cuda && T::NAME == "float32" {
+            precision.name()
+        } else {
+            CrossPrecision::Exact.name()
+        },
         "f_first": first.f64(),
         "gterms_per_s": pairs / (median * 1e-3) / 1e9,
     }))
@@ -358,6 +391,44 @@ pub fn checked(a: &BenchArgs) -> Result<Dtype> {
         }
         a.relax.relaxation()?;
     }
+    if a.precision.is_some() && !matches!(a.problem, BenchProblem::OtC64 | BenchProblem::OtC1024) {
+        return Err(logot::Error::parameter(
+            "--precision",
+            a.problem.name(),
+            "applies to the point-cloud problems otC64 and otC1024 only",
+        ));
+    }
+    let point_cloud = matches!(
+        a.problem,
+        BenchProblem::OtC
+            | BenchProblem::OtC10
+            | BenchProblem::OtCBig
+            | BenchProblem::OtC64
+            | BenchProblem::OtC1024
+    );
+    for (flag, v, max) in [("--points", a.points, 1 << 24), ("--dim", a.dim, 1 << 16)] {
+        match v {
+            Some(_) if !point_cloud => {
+                return Err(logot::Error::parameter(
+                    flag,
+                    v.unwrap_or(0),
+                    format!(
+                        "applies to the point-cloud problems (otC, otC10, otCbig, otC64, \
+                         otC1024), not {}",
+                        a.problem.name()
+                    ),
+                ))
+            }
+            Some(v) if v == 0 || v > max => {
+                return Err(logot::Error::parameter(
+                    flag,
+                    v,
+                    format!("must be between 1 and {max}"),
+                ))
+            }
+            _ => {}
+        }
+    }
     for (flag, v) in [("--runs", a.runs), ("--warmup", a.warmup)] {
         if v > MAX_RUNS {
             return Err(logot::Error::parameter(
@@ -376,7 +447,10 @@ pub fn bench(dtype: Dtype, a: &BenchArgs) -> Json {
     if a.problem == BenchProblem::OtC {
         return dispatch!(dtype, a.backend, run_otc, a);
     }
-    if matches!(a.problem, BenchProblem::OtC64 | BenchProblem::OtC1024) {
+    if matches!(
+        a.problem,
+        BenchProblem::OtC10 | BenchProblem::OtCBig | BenchProblem::OtC64 | BenchProblem::OtC1024
+    ) {
         return dispatch!(dtype, a.backend, run_otc_iters, a);
     }
     dispatch!(dtype, a.backend, run, a)

@@ -1,0 +1,362 @@
+//! The small-d point-cloud half-step (d ≤ 16) on the CUDA backend in f32, in both of the
+//! forms the backend chooses between per call (`CloudForm`: the norm form
+//! `q_k + Σ x'·y − s|x|²` on centred clouds where its rounding bound allows, else the direct
+//! difference form), with the lazily raised maximum and the polynomial exponentials, against
+//! the CPU backend in f64:
+//! * half-steps at d ∈ {1, 2, 3, 4, 7, 16}, 300×257 and 1000×1031 points, both metrics,
+//!   uniform and random weights, zero-mass points, a batch of two (both sides);
+//! * whole solves (the distance) at the same dimensions;
+//! * the choice of form: clouds 1e3 from the origin (centring makes the norm form exact
+//!   enough), one cloud 1e3 from the other and ε = 1e-3 (the norm form is refused);
+//! * the polynomial 2^x against f64 on a dense grid, and half-steps with every fast-path
+//!   exponential by the polynomial (`PC_POLY=32`).
+//!
+//! Tolerances: f32 half-steps within 2e-5 of max(1, |reference|) (the rounding of the f32
+//! potentials and costs, as tests/cuda_pointcloud.rs); distances within 2e-4 relative (the
+//! plan's entries carry the cost's rounding divided by ε, as tests/cuda_pointcloud_anyd.rs).
+//! Every measured error is printed. Each test skips with a printed reason when no GPU is
+//! usable, and fails instead when `LOGOT_REQUIRE_GPU=1`.
+#![cfg(feature = "cuda")]
+
+mod common;
+use common::gpu::gpu;
+use common::Lcg;
+
+use logot::backend::cuda::{CloudForm, CudaBackend, Tuning};
+use logot::{
+    Backend, CpuBackend, PointCloudCost, PointMetric, Problem, Side, SinkhornParams, Solver,
+};
+use ndarray::{Array1, Array2, Axis};
+
+const DIMS: [usize; 6] = [1, 2, 3, 4, 7, 16];
+const SIZES: [(usize, usize); 2] = [(300, 257), (1000, 1031)];
+const TOL32: f64 = 2e-5;
+
+fn f64s(v: &[f32]) -> Vec<f64> {
+    v.iter().map(|&x| x as f64).collect()
+}
+
+fn f32s(v: &[f64]) -> Vec<f32> {
+    v.iter().map(|&x| x as f32).collect()
+}
+
+/// Largest |a − b| relative to max(1, |b|); −∞ (and +∞) entries must coincide.
+fn worst(a: &[f64], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    let mut w = 0.0f64;
+    for (k, (&x, &y)) in a.iter().zip(b).enumerate() {
+        if x.is_infinite() || y.is_infinite() {
+            assert_eq!(x, y, "entry {k}: {x} vs {y} (infinities must match)");
+            continue;
+        }
+        assert!(x.is_finite() && y.is_finite(), "entry {k}: {x} vs {y}");
+        w = w.max((x - y).abs() / y.abs().max(1.0));
+    }
+    w
+}
+
+/// ε for dimension `d`: 12% of the mean cost of unit-cube clouds (d/6, or its root), where
+/// the norm form's bound holds for |x − y|² (at most 5.7e-5 nats, d = 16).
+fn eps_for(d: usize, metric: PointMetric) -> f64 {
+    match metric {
+        PointMetric::SqEuclidean => 0.12 * d as f64 / 6.0,
+        PointMetric::Euclidean => 0.12 * (d as f64 / 6.0).sqrt(),
+    }
+}
+
+/// `batch` rows of log-weights of `len` points: uniform (−ln len) or random, normalised,
+/// with zero-mass points (−∞) at `zeros`.
+fn log_weights(r: &mut Lcg, batch: usize, len: usize, uniform: bool, zeros: &[usize]) -> Vec<f64> {
+    let mut out = Vec::with_capacity(batch * len);
+    for _ in 0..batch {
+        let mut w: Vec<f64> = if uniform {
+            vec![1.0; len]
+        } else {
+            r.vec(len, 0.1, 1.0)
+        };
+        for &z in zeros {
+            w[z] = 0.0;
+        }
+        let s: f64 = w.iter().sum();
+        out.extend(w.iter().map(|v| (v / s).ln()));
+    }
+    out
+}
+
+/// One f32 half-step on the GPU of the cost of `x`, `y` (rounded to f32), as f64, with the
+/// form the backend chose.
+#[allow(clippy::too_many_arguments)]
+fn gpu_step(
+    gpu: &CudaBackend,
+    x: &Array2<f64>,
+    y: &Array2<f64>,
+    metric: PointMetric,
+    side: Side,
+    eps: f64,
+    other: &[f64],
+    lm: &[f64],
+) -> (Vec<f64>, Option<CloudForm>) {
+    let (x32, y32) = (x.mapv(|v| v as f32), y.mapv(|v| v as f32));
+    let cost = PointCloudCost::with_metric(x32.view(), y32.view(), metric).unwrap();
+    let gc = gpu.prepare_cost(&cost.into()).unwrap();
+    let form = gpu.cloud_form(&gc, eps as f32);
+    let (o, l) = (
+        gpu.upload(&f32s(other)).unwrap(),
+        gpu.upload(&f32s(lm)).unwrap(),
+    );
+    let mut out = gpu.filled(lm.len(), 0.0f32).unwrap();
+    gpu.sinkstep(&gc, side, eps as f32, &o, &l, &mut out)
+        .unwrap();
+    (f64s(&gpu.download(&out).unwrap()), form)
+}
+
+/// The CPU's f64 half-step on the f32-rounded clouds (the GPU's inputs).
+#[allow(clippy::too_many_arguments)]
+fn cpu_step(
+    x: &Array2<f64>,
+    y: &Array2<f64>,
+    metric: PointMetric,
+    side: Side,
+    eps: f64,
+    other: &[f64],
+    lm: &[f64],
+) -> Vec<f64> {
+    let (x, y) = (x.mapv(|v| v as f32 as f64), y.mapv(|v| v as f32 as f64));
+    let cpu = CpuBackend;
+    let cost = PointCloudCost::with_metric(x.view(), y.view(), metric).unwrap();
+    let pc = cpu.prepare_cost(&cost.into()).unwrap();
+    let mut want = vec![0.0; lm.len()];
+    let (other, lm) = (other.to_vec(), lm.to_vec());
+    cpu.sinkstep(&pc, side, eps, &other, &lm, &mut want)
+        .unwrap();
+    want
+}
+
+/// Both sides, batch 2 with random weights or batch 1 with uniform ones, zero-mass points
+/// in the weights and the potentials; returns the worst error over the sides.
+#[allow(clippy::too_many_arguments)]
+fn check_steps(
+    gpu: &CudaBackend,
+    x: &Array2<f64>,
+    y: &Array2<f64>,
+    metric: PointMetric,
+    eps: f64,
+    uniform: bool,
+    seed: u64,
+    what: &str,
+) -> (f64, Option<CloudForm>) {
+    let (n, m) = (x.nrows(), y.nrows());
+    let batch = if uniform { 1 } else { 2 };
+    let mut r = Lcg(seed);
+    // Potentials of the size of the costs, some −∞ (zero-mass points of the other side).
+    let scale = eps * 5.0;
+    let mut f = r.vec(batch * n, -scale, scale);
+    let mut g = r.vec(batch * m, -scale, scale);
+    f[1] = f64::NEG_INFINITY;
+    g[2] = f64::NEG_INFINITY;
+    let lmu = log_weights(&mut r, batch, n, uniform, &[1, 4]);
+    let lnu = log_weights(&mut r, batch, m, uniform, &[2]);
+    let mut worst_all = 0.0f64;
+    let mut form = None;
+    for (side, other, lm) in [(Side::Col, &f, &lnu), (Side::Row, &g, &lmu)] {
+        let want = cpu_step(x, y, metric, side, eps, other, lm);
+        let (got, fm) = gpu_step(gpu, x, y, metric, side, eps, other, lm);
+        let w = worst(&got, &want);
+        eprintln!("{what} {side:?} ({fm:?}): {w:e}");
+        assert!(w < TOL32, "{what} {side:?} ({fm:?}): {w:e}");
+        worst_all = worst_all.max(w);
+        form = fm;
+    }
+    (worst_all, form)
+}
+
+/// Seeded unit-cube clouds `n×d`, `m×d`.
+fn clouds(n: usize, m: usize, d: usize, seed: u64) -> (Array2<f64>, Array2<f64>) {
+    let mut r = Lcg(seed);
+    let x = Array2::from_shape_vec((n, d), r.vec(n * d, 0.0, 1.0)).unwrap();
+    let y = Array2::from_shape_vec((m, d), r.vec(m * d, 0.0, 1.0)).unwrap();
+    (x, y)
+}
+
+#[test]
+fn small_d_half_steps_match_the_cpu() {
+    let Some(gpu) = gpu() else { return };
+    for d in DIMS {
+        for (n, m) in SIZES {
+            for metric in [PointMetric::SqEuclidean, PointMetric::Euclidean] {
+                let (x, y) = clouds(n, m, d, (d * 1000 + n) as u64);
+                let eps = eps_for(d, metric);
+                for uniform in [true, false] {
+                    let what = format!("d={d} {n}×{m} {metric:?} ε={eps} uniform={uniform}");
+                    let (_, form) =
+                        check_steps(&gpu, &x, &y, metric, eps, uniform, n as u64, &what);
+                    // At these ε the norm form's bound holds for |x − y|² on the unit cube.
+                    let expect = match metric {
+                        PointMetric::SqEuclidean => CloudForm::Norm,
+                        PointMetric::Euclidean => CloudForm::Direct,
+                    };
+                    assert_eq!(form, Some(expect), "{what}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn small_d_distances_match_the_cpu() {
+    let Some(gpu) = gpu() else { return };
+    for d in DIMS {
+        for metric in [PointMetric::SqEuclidean, PointMetric::Euclidean] {
+            let (n, m) = if d == 3 { (1000, 1031) } else { (300, 257) };
+            let (x, y) = clouds(n, m, d, d as u64 + 11);
+            let mut r = Lcg(d as u64 + 3);
+            let mut mu = Array1::from_vec(r.vec(n, 0.5, 1.5));
+            let mut nu = Array1::from_vec(r.vec(m, 0.5, 1.5));
+            mu[5] = 0.0;
+            nu[7] = 0.0;
+            mu /= mu.sum();
+            nu /= nu.sum();
+            let eps = eps_for(d, metric);
+            let params = SinkhornParams::new(eps);
+            let (x32, y32) = (x.mapv(|v| v as f32), y.mapv(|v| v as f32));
+            let (xr, yr) = (x32.mapv(|v| v as f64), y32.mapv(|v| v as f64));
+            let cost = PointCloudCost::with_metric(xr.view(), yr.view(), metric).unwrap();
+            let p = Problem::batch(
+                mu.view().insert_axis(Axis(0)),
+                nu.view().insert_axis(Axis(0)),
+                cost,
+            )
+            .unwrap();
+            let want = Solver::new(CpuBackend, params.clone()).solve(&p).unwrap();
+            assert!(want.convergence.converged, "CPU d={d} {metric:?}");
+            let (mu32, nu32) = (mu.mapv(|v| v as f32), nu.mapv(|v| v as f32));
+            let c32 = PointCloudCost::with_metric(x32.view(), y32.view(), metric).unwrap();
+            let p32 = Problem::batch(
+                mu32.view().insert_axis(Axis(0)),
+                nu32.view().insert_axis(Axis(0)),
+                c32,
+            )
+            .unwrap();
+            let got = Solver::new(gpu.clone(), params).solve(&p32).unwrap();
+            let (g, w) = (got.distance[0] as f64, want.distance[0]);
+            let rel = (g - w).abs() / w.abs();
+            eprintln!(
+                "d={d} {metric:?} ε={eps:.4}: distance {g} vs {w} (rel {rel:e}), {} vs {} iterations",
+                got.convergence.iterations, want.convergence.iterations
+            );
+            assert!(rel < 10.0 * TOL32, "d={d} {metric:?}: {g} vs {w}: {rel:e}");
+        }
+    }
+}
+
+#[test]
+fn offsets_and_small_eps_choose_the_form_that_stays_accurate() {
+    let Some(gpu) = gpu() else { return };
+    let (n, m, d) = (1000, 1031, 3);
+    let (x, y) = clouds(n, m, d, 99);
+    let sq = PointMetric::SqEuclidean;
+    // Both clouds 1e3 from the origin: centred on their common mean, the norm form's bound
+    // is the unit cube's and it is chosen; the f32 coordinates themselves keep ~6e-5.
+    let (xo, yo) = (x.mapv(|v| v + 1e3), y.mapv(|v| v + 1e3));
+    let (w, form) = check_steps(&gpu, &xo, &yo, sq, 0.05, false, 1, "both +1e3, ε=0.05");
+    assert_eq!(form, Some(CloudForm::Norm), "both clouds offset: {w:e}");
+    // One cloud 1e3 from the other: |x|² + |y|² ≈ 1.5e6 after centring, a bound of ~10 nats
+    // per exponent (the norm form would lose every digit), so the direct form runs.
+    let bound = CloudForm::norm_error_bound(d, 7.6e5, 7.6e5, 0.05);
+    eprintln!("norm-form bound for one cloud +1e3: {bound:e} nats");
+    assert!(bound > 1.0);
+    let (w, form) = check_steps(&gpu, &xo, &y, sq, 0.05, false, 2, "x +1e3, ε=0.05");
+    assert_eq!(form, Some(CloudForm::Direct), "one cloud offset: {w:e}");
+    // ε = 1e-3 on the unit cube: bound 1.1e-3 nats, above the 1e-4 allowed.
+    let bound = CloudForm::norm_error_bound(d, 0.75, 0.75, 1e-3);
+    eprintln!("norm-form bound at ε = 1e-3: {bound:e} nats");
+    assert!(bound > 1e-4);
+    let (w, form) = check_steps(&gpu, &x, &y, sq, 1e-3, true, 3, "unit cube, ε=1e-3");
+    assert_eq!(form, Some(CloudForm::Direct), "small ε: {w:e}");
+    let (w, form) = check_steps(&gpu, &x, &y, sq, 1e-3, false, 4, "unit cube, ε=1e-3");
+    assert_eq!(form, Some(CloudForm::Direct), "small ε: {w:e}");
+}
+
+/// The polynomial 2^x against f64: relative error ≤ 4·2⁻²⁴ on [−126, 65], absolute below
+/// 2⁻¹²⁶ under it, exactly 0 for x ≤ −127 and −∞, 2^65 above.
+#[test]
+fn polynomial_exp2_matches_f64() {
+    let Some(gpu) = gpu() else { return };
+    let mut x: Vec<f32> = (0..=4_000_000)
+        .map(|i| -130.0 + 196.0 * i as f32 / 4_000_000.0)
+        .collect();
+    // Dense near 0 and the rounding boundaries j ± 1/2, where f = x − j changes sign.
+    x.extend((-2000..=2000).map(|i| i as f32 * 1e-4));
+    for j in -126..65 {
+        let h = j as f32 + 0.5;
+        x.extend([
+            h,
+            f32::from_bits(h.to_bits() - 1),
+            f32::from_bits(h.to_bits() + 1),
+        ]);
+    }
+    x.extend([f32::NEG_INFINITY, -1e30, -127.0, 0.0, 1.0, 64.0, 65.0, 1e30]);
+    let y = gpu.exp2_poly(&x).unwrap();
+    let (mut rel, mut abs_low) = (0.0f64, 0.0f64);
+    let mut at = 0.0f32;
+    for (&a, &v) in x.iter().zip(&y) {
+        let want = (a as f64).clamp(-1e4, 65.0).exp2();
+        if a <= -127.0 {
+            assert_eq!(v, 0.0, "2^{a}");
+        } else if a < -126.0 {
+            abs_low = abs_low.max((v as f64 - want).abs());
+        } else {
+            let e = (v as f64 / want - 1.0).abs();
+            if e > rel {
+                rel = e;
+                at = a;
+            }
+        }
+    }
+    eprintln!(
+        "polynomial exp2: max relative error {rel:e} ({:.2}·2^-24) at x = {at}; below 2^-126: absolute {abs_low:e}",
+        rel * 2f64.powi(24)
+    );
+    assert!(rel <= 4.0 * 2f64.powi(-24), "{rel:e} at {at}");
+    assert!(abs_low < 2f64.powi(-126));
+    assert_eq!(
+        y[y.len() - 3..],
+        [2f32.powi(64), 2f32.powi(65), 2f32.powi(65)]
+    );
+    assert_eq!(y[y.len() - 5], 1.0);
+}
+
+/// Half-steps with every fast-path exponential of the f32 kernels by the polynomial
+/// (`PC_POLY=32`, an NVRTC definition the tuning carries), against the CPU.
+#[test]
+fn polynomial_half_steps_match_the_cpu() {
+    if gpu().is_none() {
+        return;
+    }
+    let tuning = Tuning::default().with_build_vars(|k| std::env::var(k).ok());
+    let tuning = Tuning {
+        nvrtc_defines: vec!["PC_POLY=32".into()],
+        ..tuning
+    };
+    let gpu = CudaBackend::with_tuning(0, tuning).unwrap();
+    for d in [1, 3, 16] {
+        for metric in [PointMetric::SqEuclidean, PointMetric::Euclidean] {
+            let (x, y) = clouds(1000, 1031, d, d as u64 + 40);
+            let eps = eps_for(d, metric);
+            let what = format!("polynomial d={d} {metric:?}");
+            check_steps(&gpu, &x, &y, metric, eps, false, 7, &what);
+        }
+    }
+    // Small ε (direct form, shifts raised often) with the polynomial too.
+    let (x, y) = clouds(1000, 1031, 3, 77);
+    check_steps(
+        &gpu,
+        &x,
+        &y,
+        PointMetric::SqEuclidean,
+        1e-3,
+        false,
+        8,
+        "polynomial d=3 ε=1e-3",
+    );
+}
