@@ -1,0 +1,465 @@
+//! Point-cloud costs on the GPU (kernels in `cuda/pointcloud.cu`): the cost is formed in
+//! registers from the two clouds, never stored, so GPU memory is `O((n + m)·d)` at every
+//! dimension.
+//!
+//! This file holds the uploaded clouds ([`CudaCloud`]) and the
+//! [`PointCloudKernels`](crate::backend::PointCloudKernels) entry points; `step.rs` the
+//! half-steps, `rows.rs` the plan-weighted row sums (costs, gradients, `P·V`, the plan),
+//! `tensor.rs` the tensor-core operands of f32 clouds above 16 dimensions.
+//!
+//! What runs where:
+//! * `d ≤ 16` (`PC_DMAX`):
+//!   - Half-step: a block of 256 threads owns 1024 outputs (f32, `d ≤ 4`; 512 in f64 and
+//!     for `d ≤ 16`), streams the reduced cloud through shared memory in stages of 128
+//!     points and folds chunks of 8 arguments into a running (shift, sum) whose shift is
+//!     raised only when a chunk's sum passes 2^64. Two forms of the exponent, chosen per
+//!     call by [`CloudForm::choose`]: the exact difference form `Σ_t (x_t − y_t)²`, or (f32,
+//!     `|x − y|²`, where the rounding bound of [`CloudForm::norm_error_bound`] allows) the
+//!     norm form `q_k + Σ_t x'_t·y_t` with `q_k = s·(other_k − |y_k|²)` per stage and the
+//!     row term `−s·|x_l|²` taken out of the log-sum-exp: `d` FMAs per pair. When the grid
+//!     is short of a few waves the reduction is split so that the last wave is nearly full
+//!     ([`wave_split`], from the kernel's occupancy).
+//!   - Plan-weighted row sums (transport cost, point gradients, `P·V` with at most 16
+//!     channels): one output per thread, the whole reduction per block.
+//! * At every `d`, the two clouds are centred on their common mean when the cost is
+//!   prepared (computed in f64 on the host; a translation changes no cost, and it keeps
+//!   `|x|² + |y|² − 2·x·y` from cancelling the digits of clouds far from the origin).
+//! * `d > 16`, dot-product form: the squared norms are computed on the device
+//!   (`pc_sqnorms`); then
+//!   `c = max(|x|² + |y|² − 2·x·y, 0)` (its square root for [`PointMetric::Euclidean`]).
+//!   - Half-step (`pc_sinkstep_dn`): a block of 16×16 threads owns 64 outputs and streams
+//!     tiles of 64 reduced points; the cross term is accumulated over `d` in chunks of 16
+//!     coordinates staged in shared memory, each thread holding a 4×4 register tile of
+//!     exact FP32/FP64 FMA products (`pc_dot_tile`), then folded into the same online
+//!     base-2 (max, sum) as the small-d kernels; the 16 threads of a row merge their pairs
+//!     by shuffles. Memory: the clouds, two norm vectors, and the split partials. This is
+//!     the f64 kernel, and the f32 one for [`CrossPrecision::Exact`], the default.
+//!   - Half-step on tensor cores (`pc_sinkstep_tc`, `pc_sinkstep_tc3`; f32 with
+//!     [`CrossPrecision::Tf32`] or [`CrossPrecision::Tf32x3`]): when the cost
+//!     is prepared, `pc_tc_split` writes both clouds point-major, padded to a multiple of
+//!     32 coordinates, rounded to TF32 (and, for TF32x3, the TF32 rounding of the
+//!     remainder: extra memory `(n + m)·dp` floats per part). A block of 8 warps owns 128
+//!     outputs and streams stages of 128 reduced points; each warp computes a 64×32 block
+//!     of dot products by `mma.m16n8k8` TF32 fragments (three MMAs per tile for TF32x3),
+//!     from chunks of 32 coordinates copied by `cp.async` into two shared slots (the output
+//!     tile stays resident for the whole reduction when it takes ≤ 96 KiB). The epilogue
+//!     folds `s·(other_k − |q_k|²) + 2s·p·q` (one FMA; the row's `|p|²` leaves the LSE) into
+//!     per-row (max, sum) pairs, merged across the lanes of a group by shuffles and across
+//!     the 4 column warps through shared memory. Same outputs and split partials as
+//!     `pc_sinkstep_dn`.
+//!   - Row sums (`pc_rows_dn`), for `d > 16` or more than 16 `plan_apply` channels (then
+//!     at any `d`, in the exact difference form below 17 dimensions): two passes. A
+//!     half-step with zero log-marginals gives `h_l = −ε·LSE_k((other_k − c_lk)/ε)`, so
+//!     the weights `exp((other_k − c_lk + h_l)/ε)` of a row sum to one and
+//!     `P_lk = exp((own_l − h_l)/ε)·w_lk` (`h` always by exact products, as the weights,
+//!     so that they sum to one whatever the solver's precision); then one block per 64
+//!     outputs and 64 channels
+//!     (grid z over channel tiles, the cost recomputed per tile) stages each tile of
+//!     weights in shared memory and multiplies it by the values (`P·V`) or the
+//!     displacements (point gradients). Any channel count is handled; extra memory
+//!     `O(B·len)` for `h`.
+//! * In both families, when the grid alone would leave SMs idle the reduction of a
+//!   half-step is split across blocks and merged by `sinkstep_finish` (cuda/sinkstep.cu).
+//! * The point gradients reweighted by an adjoint (`pc_adjoint`, for
+//!   [`crate::Solver::transport_point_gradients`]): kernels of their own beside `pc_rows`,
+//!   `d ≤ 16` only (beyond, [`Error::Unavailable`]: use the CPU backend).
+//! * Dense plans (`pc_plan`, difference form, any `d`) only up to `2^27` entries.
+
+use super::cost::{CostKind, CudaCost};
+use super::device::{CudaBackend, CudaBuffer};
+use super::kernels::{define, kernel_name, CudaReal, Module, Precision};
+use super::launch::{to_i32, Launch};
+use super::tiled::TiledArgs;
+use super::tuning::CloudForm;
+use crate::backend::shape::{check_fg, check_sinkstep};
+use crate::backend::CrossPrecision;
+use crate::backend::{batch_of, CostDims, PointCloudCost, PointCloudKernels, PointMetric, Side};
+use crate::{Error, Real, Result};
+use cudarc::driver::CudaSlice;
+
+mod rows;
+mod step;
+mod tensor;
+
+use rows::RowSums;
+use tensor::{CrossKernel, TcOperands};
+
+/// Threads per block of the point-cloud kernels.
+const PC_BLOCK: usize = define(Module::PointCloud.source(), "PC_BLOCK");
+/// Reduced points per shared-memory stage.
+const PC_KT: usize = define(Module::PointCloud.source(), "PC_KT");
+/// Largest dimension and number of `plan_apply` channels the kernels are compiled for.
+const PC_DMAX: usize = define(Module::PointCloud.source(), "PC_DMAX");
+/// Output points per block of the any-d kernels.
+const PC_DN_TL: usize = define(Module::PointCloud.source(), "PC_DN_TL");
+/// Reduced points per stage of the any-d half-step.
+const PC_DN_TK: usize = define(Module::PointCloud.source(), "PC_DN_TK");
+/// Coordinates per shared-memory chunk of the any-d cross term.
+const PC_DN_DC: usize = define(Module::PointCloud.source(), "PC_DN_DC");
+/// Reduced points per stage of the any-d row sums.
+const PC_DN_RTK: usize = define(Module::PointCloud.source(), "PC_DN_RTK");
+/// Value channels per block of the any-d row sums.
+const PC_DN_CC: usize = define(Module::PointCloud.source(), "PC_DN_CC");
+/// Output points per block of the tensor-core half-step.
+const PC_TC_BL: usize = define(Module::PointCloud.source(), "PC_TC_BL");
+/// Reduced points per stage of the tensor-core half-step.
+const PC_TC_BK: usize = define(Module::PointCloud.source(), "PC_TC_BK");
+/// Coordinates per shared chunk of the tensor-core operands (their padded dimension is a
+/// multiple).
+const PC_TC_DC: usize = define(Module::PointCloud.source(), "PC_TC_DC");
+/// Largest shared tile of output points the tensor-core half-step keeps for a whole
+/// reduction (both parts), in bytes; larger tiles are streamed by chunks.
+const TC_RESIDENT_BYTES: usize = 96 * 1024;
+/// Plans with more entries than this are not materialised.
+const MAX_PLAN_ENTRIES: usize = 1 << 27;
+
+/// Two clouds in GPU memory as structure-of-arrays (`x[t·n + i]`, `y[t·m + j]`).
+pub(super) struct CudaCloud<T> {
+    pub n: usize,
+    pub m: usize,
+    d: usize,
+    /// The Euclidean distance (else its square).
+    root: bool,
+    x: CudaSlice<T>,
+    y: CudaSlice<T>,
+    /// `(|x_i|², |y_j|²)` of the centred clouds, for `d > PC_DMAX` (the dot-product form).
+    norms: Option<(CudaSlice<T>, CudaSlice<T>)>,
+    /// The tensor-core operands of the half-step, where [`CrossKernel::of`] picks one.
+    tc: Option<TcOperands<T>>,
+    /// `(max_i |x_i|², max_j |y_j|²)` of the centred clouds (as stored), which bound the
+    /// rounding error of the small-d norm form ([`CloudForm`]).
+    sq_radii: (f64, f64),
+}
+
+impl<T> CudaCloud<T> {
+    fn dims(&self) -> CostDims {
+        CostDims {
+            n: self.n,
+            m: self.m,
+            batch: None,
+        }
+    }
+
+    /// `(output cloud, its length, reduced cloud, its length)` of a half-step on `side`.
+    fn sides(&self, side: Side) -> (&CudaSlice<T>, usize, &CudaSlice<T>, usize) {
+        match side {
+            Side::Col => (&self.y, self.m, &self.x, self.n),
+            Side::Row => (&self.x, self.n, &self.y, self.m),
+        }
+    }
+
+    /// `(output norms, reduced norms)` of a half-step on `side` (any-d clouds only).
+    fn side_norms(&self, side: Side) -> Option<(&CudaSlice<T>, &CudaSlice<T>)> {
+        self.norms.as_ref().map(|(xn, yn)| match side {
+            Side::Col => (yn, xn),
+            Side::Row => (xn, yn),
+        })
+    }
+}
+
+impl<T: CudaReal> CudaCloud<T> {
+    /// How the small-d half-step forms its exponents at this `eps` (`None` above
+    /// `PC_DMAX`, where the any-d kernels run).
+    fn form(&self, eps: T) -> Option<CloudForm> {
+        (self.d <= PC_DMAX).then(|| {
+            CloudForm::choose(
+                T::PRECISION == Precision::F32,
+                self.root,
+                self.d,
+                self.sq_radii.0,
+                self.sq_radii.1,
+                eps.f64(),
+            )
+        })
+    }
+
+    /// The factor that turns coordinates into ones whose squared (or plain) distance is
+    /// `c·log2(e)/ε`.
+    fn scale(&self, eps: T) -> T {
+        let s = std::f64::consts::LOG2_E / eps.f64();
+        T::of(if self.root { s } else { s.sqrt() })
+    }
+}
+
+/// Both clouds as structure-of-arrays, each coordinate less the mean of that coordinate
+/// over the `n + m` points of both (in f64). A common translation leaves every cost and
+/// displacement unchanged, and keeps `|x|² + |y|² − 2·x·y` from cancelling more than the
+/// spread of the clouds requires: clouds far from the origin compared with their size would
+/// otherwise lose the digits of `|x − y|²` to those of `|x|²`.
+fn centred_soa<T: Real>(
+    x: ndarray::ArrayView2<'_, T>,
+    y: ndarray::ArrayView2<'_, T>,
+) -> (Vec<T>, Vec<T>) {
+    let total = (x.nrows() + y.nrows()) as f64;
+    let mut xs = Vec::with_capacity(x.len());
+    let mut ys = Vec::with_capacity(y.len());
+    for (cx, cy) in x.columns().into_iter().zip(y.columns()) {
+        let mean = (cx.iter().map(|v| v.f64()).sum::<f64>()
+            + cy.iter().map(|v| v.f64()).sum::<f64>())
+            / total;
+        xs.extend(cx.iter().map(|v| T::of(v.f64() - mean)));
+        ys.extend(cy.iter().map(|v| T::of(v.f64() - mean)));
+    }
+    (xs, ys)
+}
+
+/// The largest squared norm of the `len` points of a structure-of-arrays cloud (f64).
+fn max_sq_norm<T: Real>(pts: &[T], len: usize) -> f64 {
+    let mut n2 = vec![0.0f64; len];
+    if len > 0 {
+        for col in pts.chunks(len) {
+            for (a, v) in n2.iter_mut().zip(col) {
+                *a += v.f64() * v.f64();
+            }
+        }
+    }
+    n2.into_iter().fold(0.0, f64::max)
+}
+
+/// Kernel family for dimension `d`: (base name, compiled maximum dimension), or `None`
+/// above `PC_DMAX` (the any-d kernels).
+fn by_dim(prefix: &str, d: usize, exact3: bool) -> Option<(String, usize)> {
+    match d {
+        3 if exact3 => Some((format!("{prefix}_d3"), 3)),
+        1..=4 => Some((format!("{prefix}_d4"), 4)),
+        5..=PC_DMAX => Some((format!("{prefix}_d{PC_DMAX}"), PC_DMAX)),
+        _ => None,
+    }
+}
+
+impl CudaBackend {
+    /// Upload two clouds (the cost itself is never formed).
+    pub(super) fn upload_cloud<T: CudaReal>(
+        &self,
+        p: &PointCloudCost<'_, T>,
+    ) -> Result<CudaCloud<T>> {
+        let (n, m, d) = (p.n(), p.m(), p.dim());
+        to_i32(n, "x")?;
+        to_i32(m, "y")?;
+        to_i32(d, "x")?;
+        let any_d = d > PC_DMAX;
+        // Centred at every d: the any-d kernels and the small-d norm form need it, and it
+        // changes no cost.
+        let (xs, ys) = centred_soa(p.x(), p.y());
+        let sq_radii = (max_sq_norm(&xs, n), max_sq_norm(&ys, m));
+        let x = self.upload_slice(&xs, "the points x")?;
+        let y = self.upload_slice(&ys, "the points y")?;
+        let norms = if any_d {
+            Some((
+                self.cloud_sqnorms(&x, n, d, "the norms of x")?,
+                self.cloud_sqnorms(&y, m, d, "the norms of y")?,
+            ))
+        } else {
+            None
+        };
+        let tc = match CrossKernel::of(p.precision(), T::PRECISION, d) {
+            CrossKernel::Fma => None,
+            kernel => {
+                let dp = d.div_ceil(PC_TC_DC) * PC_TC_DC;
+                let x3 = kernel == CrossKernel::Tf32x3;
+                Some(TcOperands {
+                    kernel,
+                    dp,
+                    x: self.tc_split(&x, n, d, dp, x3, "the TF32 operands of x")?,
+                    y: self.tc_split(&y, m, d, dp, x3, "the TF32 operands of y")?,
+                })
+            }
+        };
+        Ok(CudaCloud {
+            n,
+            m,
+            d,
+            root: p.metric() == PointMetric::Euclidean,
+            x,
+            y,
+            norms,
+            tc,
+            sq_radii,
+        })
+    }
+
+    /// How a half-step at `eps` on this point-cloud cost forms its exponents (`None` for
+    /// other costs and above 16 dimensions). For tests and benchmarks; not part of the API.
+    #[doc(hidden)]
+    pub fn cloud_form<T: CudaReal>(&self, cost: &CudaCost<T>, eps: T) -> Option<CloudForm> {
+        match &cost.kind {
+            CostKind::Cloud(cl) => cl.form(eps),
+            _ => None,
+        }
+    }
+
+    /// `2^x` for each `x` by the polynomial that replaces some of the half-step's `MUFU.EX2`
+    /// exponentials (`pc_exp2_poly` in cuda/pointcloud.cu). For tests; not part of the API.
+    #[doc(hidden)]
+    pub fn exp2_poly(&self, x: &[f32]) -> Result<Vec<f32>> {
+        let n = x.len();
+        to_i32(n, "x")?;
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let xd = self.upload_slice(x, "the arguments")?;
+        let y = self.alloc::<f32>(n, "the exponentials")?;
+        let blocks = self.stride_blocks(n, 256, 8);
+        // SAFETY: pc_exp2_poly_f32(x, y, n) reads and writes n floats.
+        unsafe {
+            self.launch(
+                "pc_exp2_poly_f32",
+                Launch::linear(blocks, 256),
+                (self.ptr(&xd), self.ptr(&y), n as i32),
+            )
+        }?;
+        self.download_slice(&y, n, "the exponentials")
+    }
+
+    /// `|p|²` of each of the `len` points of a structure-of-arrays cloud (`pc_sqnorms`).
+    fn cloud_sqnorms<T: CudaReal>(
+        &self,
+        pts: &CudaSlice<T>,
+        len: usize,
+        d: usize,
+        what: &str,
+    ) -> Result<CudaSlice<T>> {
+        let out = self.alloc::<T>(len, what)?;
+        let blocks = self.stride_blocks(len, 256, 8);
+        // SAFETY: pc_sqnorms(pts, out, len, d) reads len·d coordinates, writes len norms.
+        unsafe {
+            self.launch(
+                &kernel_name::<T>("pc_sqnorms"),
+                Launch::linear(blocks, 256),
+                (
+                    self.ptr(pts),
+                    self.ptr(&out),
+                    to_i32(len, "x")?,
+                    to_i32(d, "x")?,
+                ),
+            )
+        }?;
+        Ok(out)
+    }
+}
+
+fn cloud_of<'a, T>(cost: &'a CudaCost<T>, what: &str) -> Result<&'a CudaCloud<T>> {
+    match &cost.kind {
+        CostKind::Cloud(cl) => Ok(cl),
+        _ => Err(Error::Unavailable(format!(
+            "{what} needs a point-cloud cost (CostSource::PointCloud)"
+        ))),
+    }
+}
+
+impl<T: CudaReal> PointCloudKernels<T> for CudaBackend {
+    fn point_gradient(
+        &self,
+        cost: &CudaCost<T>,
+        side: Side,
+        f: &CudaBuffer<T>,
+        g: &CudaBuffer<T>,
+        eps: T,
+    ) -> Result<(CudaBuffer<T>, CudaBuffer<T>)> {
+        let cl = cloud_of(cost, "point_gradient")?;
+        let (mass, grad, batch, len) = self.cloud_rows(cl, side, f, g, eps, RowSums::Gradient)?;
+        Ok((
+            CudaBuffer {
+                data: mass,
+                len: batch * len,
+            },
+            CudaBuffer {
+                data: grad,
+                len: batch * len * cl.d,
+            },
+        ))
+    }
+
+    fn plan_apply(
+        &self,
+        cost: &CudaCost<T>,
+        side: Side,
+        f: &CudaBuffer<T>,
+        g: &CudaBuffer<T>,
+        eps: T,
+        values: &CudaBuffer<T>,
+        k: usize,
+    ) -> Result<CudaBuffer<T>> {
+        let cl = cloud_of(cost, "plan_apply")?;
+        let batch = batch_of(f.len, cl.n, "f")?;
+        let len_red = match side {
+            Side::Row => cl.m,
+            Side::Col => cl.n,
+        };
+        let per = len_red * k;
+        let stride = if k > 0 && values.len == per {
+            0
+        } else if k > 0 && values.len == batch * per {
+            per
+        } else {
+            return Err(Error::shape(
+                "values",
+                format!(
+                    "length {} is neither {len_red}×{k} (shared) nor {batch}×{len_red}×{k}",
+                    values.len
+                ),
+            ));
+        };
+        let sums = RowSums::Apply { values, k, stride };
+        let (_, res, batch, len) = self.cloud_rows(cl, side, f, g, eps, sums)?;
+        Ok(CudaBuffer {
+            data: res,
+            len: batch * len * k,
+        })
+    }
+
+    fn cost_marginals(
+        &self,
+        cost: &CudaCost<T>,
+        side: Side,
+        f: &CudaBuffer<T>,
+        g: &CudaBuffer<T>,
+        eps: T,
+    ) -> Result<(CudaBuffer<T>, CudaBuffer<T>)> {
+        let cl = cloud_of(cost, "cost_marginals")?;
+        let (mass, sums, batch, len) = self.cloud_rows(cl, side, f, g, eps, RowSums::Cost)?;
+        Ok((
+            CudaBuffer {
+                data: mass,
+                len: batch * len,
+            },
+            CudaBuffer {
+                data: sums,
+                len: batch * len,
+            },
+        ))
+    }
+
+    fn adjoint_point_gradient(
+        &self,
+        cost: &CudaCost<T>,
+        side: Side,
+        f: &CudaBuffer<T>,
+        g: &CudaBuffer<T>,
+        eps: T,
+        a: &CudaBuffer<T>,
+        b: &CudaBuffer<T>,
+        alpha: T,
+    ) -> Result<CudaBuffer<T>> {
+        let cl = cloud_of(cost, "adjoint_point_gradient")?;
+        let batch = check_fg(&cl.dims(), f.len, g.len)?;
+        for (arg, v, len) in [("a", a, cl.n), ("b", b, cl.m)] {
+            if v.len != batch * len {
+                return Err(Error::shape(
+                    arg,
+                    format!("has length {} but {batch}×{len} is needed", v.len),
+                ));
+            }
+        }
+        let (own, red) = match side {
+            Side::Row => (a, b),
+            Side::Col => (b, a),
+        };
+        let sums = RowSums::Adjoint { own, red, alpha };
+        let (_, grad, batch, len) = self.cloud_rows(cl, side, f, g, eps, sums)?;
+        Ok(CudaBuffer {
+            data: grad,
+            len: batch * len * cl.d,
+        })
+    }
+}
