@@ -1006,6 +1006,40 @@ __device__ __forceinline__ void relax(T *__restrict__ out, const T *__restrict__
   }
 }
 
+// A block of rows × width elements between two row pitches (a cluster's shares):
+// dst[r·dst_pitch + c] = src[r·src_pitch + c].
+template <typename T>
+__device__ __forceinline__ void copy_block(const T *__restrict__ src, long long src_pitch,
+                                           T *__restrict__ dst, long long dst_pitch,
+                                           long long rows, long long width) {
+  const long long len = rows * width;
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < len;
+       e += (long long)gridDim.x * blockDim.x) {
+    const long long r = e / width, c = e - r * width;
+    dst[r * dst_pitch + c] = src[r * src_pitch + c];
+  }
+}
+
+// The f half-step over the union of column shards from each shard's own (a cluster split
+// by target points): out[i] = −eps·log Σ_k exp(−parts[k·len + i]/eps), from the smallest
+// part. +inf parts (shards without mass) add nothing; all −inf (a zero-mass bin) gives −inf.
+template <typename T>
+__device__ __forceinline__ void shard_softmin(const T *__restrict__ parts, T *__restrict__ out,
+                                              long long len, int shards, T eps) {
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < len;
+       e += (long long)gridDim.x * blockDim.x) {
+    T lo = -Num<T>::neg_inf();
+    for (int k = 0; k < shards; ++k) lo = fmin(lo, parts[k * len + e]);
+    if (lo == Num<T>::neg_inf() || lo == -Num<T>::neg_inf()) {
+      out[e] = lo;
+      continue;
+    }
+    T sum = T(0);
+    for (int k = 0; k < shards; ++k) sum += Num<T>::exp((lo - parts[k * len + e]) / eps);
+    out[e] = lo - eps * log(sum);
+  }
+}
+
 // out[b][j][i] = in[b][i][j] for a batch of n×m matrices; 32×32 tiles, 32×8 threads.
 template <typename T>
 __device__ __forceinline__ void transpose(const T *__restrict__ in, T *__restrict__ out, int n,
@@ -1126,6 +1160,15 @@ __device__ __forceinline__ void report_sum(const T *__restrict__ nu, const T *__
   extern "C" __global__ void fill_##SUF(T *out, long long len, T v) { fill<T>(out, len, v); } \
   extern "C" __global__ void relax_##SUF(T *out, const T *lm, long long len, T eps, T phi) {   \
     relax<T>(out, lm, len, eps, phi);                                                        \
+  }                                                                                          \
+  extern "C" __global__ void copy_block_##SUF(const T *src, long long src_pitch, T *dst,       \
+                                             long long dst_pitch, long long rows,            \
+                                             long long width) {                              \
+    copy_block<T>(src, src_pitch, dst, dst_pitch, rows, width);                              \
+  }                                                                                          \
+  extern "C" __global__ void shard_softmin_##SUF(const T *parts, T *out, long long len,        \
+                                                 int shards, T eps) {                        \
+    shard_softmin<T>(parts, out, len, shards, eps);                                          \
   }                                                                                          \
   extern "C" __global__ void relaxed_side_##SUF(const T *a, const T *pot, const T *half,      \
                                                  double *out, int per, double eps, double rho, \

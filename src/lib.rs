@@ -67,11 +67,11 @@ pub mod unbalanced;
 mod validate;
 
 #[cfg(feature = "cuda")]
-pub use backend::cuda::CudaBackend;
+pub use backend::cuda::{CudaBackend, CudaCluster};
 pub use backend::{
-    bistochastic::BistochasticKernels, cpu::CpuBackend, grad::GradKernels, linalg::LinalgKernels,
-    Backend, BarycenterKernels, CostSource, CrossPrecision, GridCost, PointCloudCost,
-    PointCloudKernels, PointMetric, Side,
+    bistochastic::BistochasticKernels, cluster::Cluster, cpu::CpuBackend, grad::GradKernels,
+    linalg::LinalgKernels, Backend, BarycenterKernels, CostSource, CrossPrecision, GridCost,
+    PointCloudCost, PointCloudKernels, PointMetric, Side,
 };
 pub use barycenter::{
     barycenter, barycenter_batch, grid_barycenter, grid_barycenter_on, Barycenter,

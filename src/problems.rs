@@ -103,6 +103,29 @@ pub fn ot_b<T: Real>(b: usize, n: usize) -> (Array2<T>, Array2<T>, Array2<T>) {
     )
 }
 
+/// otBbatch: `b` problems of `n` points with one cost each, `C_k = (1 + k/b)·(x_i − x_j)²`
+/// on `x = linspace(0, 1, n)`, and otB's Gaussian-bump marginals (`b×n` each; the costs
+/// `b×n×n`).
+///
+/// ```
+/// let (mu, nu, cost) = logot::problems::ot_b_batch::<f32>(4, 16);
+/// assert_eq!((mu.dim(), nu.dim(), cost.dim()), ((4, 16), (4, 16), (4, 16, 16)));
+/// assert_eq!(cost[[2, 0, 15]], 1.5); // (1 + 2/4)·(0 − 1)²
+/// ```
+pub fn ot_b_batch<T: Real>(b: usize, n: usize) -> (Array2<T>, Array2<T>, Array3<T>) {
+    use ndarray::parallel::prelude::*;
+    let shared = squared_distance_cost::<f64>(&linspace(0.0, 1.0, n), false);
+    let mut cost = Array3::<T>::zeros((b, n, n));
+    cost.outer_iter_mut()
+        .into_par_iter()
+        .enumerate()
+        .for_each(|(k, mut c)| {
+            let scale = 1.0 + k as f64 / b as f64;
+            c.zip_mut_with(&shared, |v, &s| *v = T::of(scale * s));
+        });
+    (bump_histograms(b, n, 1), bump_histograms(b, n, 2), cost)
+}
+
 /// bary64: the three test images of the barycenter benchmark, on `n×n` pixels with
 /// coordinates `linspace(−5, 5, n)`: a square (rows and columns `n/5 .. n − ⌈n/5⌉`), a ring
 /// `4 < r² < 9`, and two disks of radius 2 at `(2, 2)` and `(−2, −2)`. Each is normalised,

@@ -12,6 +12,7 @@
 
 pub mod barycenter;
 pub mod bistochastic;
+pub mod cluster;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;

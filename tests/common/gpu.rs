@@ -23,3 +23,24 @@ pub fn gpu_with(tuning: Tuning) -> Option<CudaBackend> {
 pub fn gpu() -> Option<CudaBackend> {
     gpu_with(Tuning::default())
 }
+
+/// Every GPU of the machine (ordinals 0, 1, … until one is missing) joined by NCCL: `None`
+/// (with the reason printed) when there is no GPU or no NCCL, a panic instead under
+/// `LOGOT_REQUIRE_GPU=1`.
+pub fn gpu_cluster() -> Option<logot::CudaCluster> {
+    gpu()?;
+    let tuning = Tuning::default().with_build_vars(|k| std::env::var(k).ok());
+    let members: Vec<CudaBackend> = (0..16)
+        .map_while(|o| CudaBackend::with_tuning(o, tuning.clone()).ok())
+        .collect();
+    match logot::CudaCluster::new(members) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            if std::env::var("LOGOT_REQUIRE_GPU").as_deref() == Ok("1") {
+                panic!("LOGOT_REQUIRE_GPU=1 but the GPUs cannot be joined: {e}");
+            }
+            eprintln!("skipping: {e}");
+            None
+        }
+    }
+}

@@ -151,6 +151,8 @@ impl Module {
                 ("plan", Both),
                 ("fill", Both),
                 ("relax", Both),
+                ("copy_block", Both),
+                ("shard_softmin", Both),
                 ("relaxed_side", Both),
                 ("transpose", Both),
             ],

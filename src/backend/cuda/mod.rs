@@ -51,6 +51,7 @@
 
 mod barycenter;
 mod bistochastic;
+mod cluster;
 mod cost;
 mod dense;
 mod device;
@@ -67,6 +68,7 @@ mod report;
 mod tiled;
 mod tuning;
 
+pub use cluster::{CudaCluster, NcclGroup};
 pub use cost::CudaCost;
 pub use device::{CudaBackend, CudaBuffer};
 pub use kernels::{CudaReal, Precision};

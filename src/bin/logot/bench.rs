@@ -21,6 +21,10 @@ pub enum BenchProblem {
     /// B = 8, n = m = 1024, ε = 1e-2, 100 iterations.
     #[value(name = "otBcpu")]
     OtBcpu,
+    /// B = 256 problems with one cost each, n = m = 4096 (`C_k = (1 + k/B)·(xᵢ − xⱼ)²`),
+    /// ε = 1e-2, 100 iterations: the batch that several GPUs split by problems.
+    #[value(name = "otBbatch")]
+    OtBbatch,
     /// Barycenter of three 64×64 images on the unit grid, ε = 0.004, 100 iterations.
     #[value(name = "bary64")]
     Bary64,
@@ -107,6 +111,10 @@ pub struct BenchArgs {
     /// Where to run it.
     #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]
     pub backend: BackendChoice,
+    /// With --backend cuda: the GPUs to run on, e.g. 0,1 (default: GPU 0). Several GPUs
+    /// are joined by NCCL (otB, otBbatch, otA and the point-cloud problems but otC).
+    #[arg(long, value_delimiter = ',')]
+    pub devices: Option<Vec<usize>>,
     /// Print JSON (the only output format; accepted for the documented command line).
     #[arg(long)]
     pub json: bool,
@@ -202,6 +210,7 @@ fn run_otc<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
     Ok(json!({
         "problem": "otC",
         "backend": a.backend.name(),
+        "devices": a.devices,
         "dtype": T::NAME,
         "ms": median,
         "min_ms": min,
@@ -258,6 +267,7 @@ fn run_otc_iters<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
     Ok(json!({
         "problem": name,
         "backend": a.backend.name(),
+        "devices": a.devices,
         "dtype": T::NAME,
         "ms": median,
         "min_ms": min,
@@ -278,7 +288,14 @@ fn run_otc_iters<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
     }))
 }
 
+/// One cost shared by the batch, or one a problem.
+enum Costs<T> {
+    Shared(ndarray::Array2<T>),
+    Batch(ndarray::Array3<T>),
+}
+
 fn run<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
+    let shared = |(mu, nu, c)| (mu, nu, Costs::Shared(c));
     let (name, iters, eps, exps, (mu, nu, cost)) = match a.problem {
         BenchProblem::OtA => {
             let (mu, nu, c) = problems::ot_a::<T>();
@@ -291,7 +308,7 @@ fn run<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
                 (
                     mu.insert_axis(ndarray::Axis(0)),
                     nu.insert_axis(ndarray::Axis(0)),
-                    c,
+                    Costs::Shared(c),
                 ),
             )
         }
@@ -300,15 +317,25 @@ fn run<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
             100,
             1e-2,
             2 * 100 * 64 * 2048 * 2048,
-            problems::ot_b::<T>(64, 2048),
+            shared(problems::ot_b::<T>(64, 2048)),
         ),
         BenchProblem::OtBcpu => (
             "otBcpu",
             100,
             1e-2,
             2 * 100 * 8 * 1024 * 1024,
-            problems::ot_b::<T>(8, 1024),
+            shared(problems::ot_b::<T>(8, 1024)),
         ),
+        BenchProblem::OtBbatch => {
+            let (mu, nu, c) = problems::ot_b_batch::<T>(256, 4096);
+            (
+                "otBbatch",
+                100,
+                1e-2,
+                2 * 100 * 256 * 4096 * 4096,
+                (mu, nu, Costs::Batch(c)),
+            )
+        }
         other => {
             return Err(logot::Error::Unavailable(format!(
                 "bench --problem {}: runs in crate::barycenter::bench or crate::bench_kernels",
@@ -316,7 +343,10 @@ fn run<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
             )))
         }
     };
-    let problem = Problem::batch(mu.view(), nu.view(), cost.view())?;
+    let problem = match &cost {
+        Costs::Shared(c) => Problem::batch(mu.view(), nu.view(), c.view())?,
+        Costs::Batch(c) => Problem::batch(mu.view(), nu.view(), c.view())?,
+    };
     let mut params = SinkhornParams::fixed_iterations(eps, iters);
     if let Some(relaxation) = a.relax.relaxation()? {
         params = params.with_relaxation(relaxation);
@@ -351,6 +381,7 @@ fn run<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
     Ok(json!({
         "problem": name,
         "backend": a.backend.name(),
+        "devices": a.devices,
         "dtype": T::NAME,
         "ms": median,
         "min_ms": min,
@@ -383,9 +414,12 @@ pub fn checked(a: &BenchArgs) -> Result<Dtype> {
     }
     if a.relax.is_set() {
         use BenchProblem::*;
-        if !matches!(a.problem, OtA | OtB | OtBcpu | Bary64 | Bary64Dense) {
+        if !matches!(
+            a.problem,
+            OtA | OtB | OtBcpu | OtBbatch | Bary64 | Bary64Dense
+        ) {
             return Err(a.relax.refusal(format!(
-                "{} has no unbalanced form (otA, otB, otBcpu, bary64, bary64dense do)",
+                "{} has no unbalanced form (otA, otB, otBcpu, otBbatch, bary64, bary64dense do)",
                 a.problem.name()
             )));
         }
@@ -429,6 +463,21 @@ pub fn checked(a: &BenchArgs) -> Result<Dtype> {
             _ => {}
         }
     }
+    if a.devices.is_some() {
+        use BenchProblem::*;
+        if !matches!(
+            a.problem,
+            OtA | OtB | OtBcpu | OtBbatch | OtC | OtC10 | OtCBig | OtC64 | OtC1024
+        ) {
+            return Err(logot::Error::parameter(
+                "--devices",
+                a.problem.name(),
+                "applies to the solver problems (otA, otB, otBcpu, otBbatch and the point clouds); \
+                 the barycenters and kernels run on one GPU",
+            ));
+        }
+    }
+    crate::check_devices(a.backend, &a.devices)?;
     for (flag, v) in [("--runs", a.runs), ("--warmup", a.warmup)] {
         if v > MAX_RUNS {
             return Err(logot::Error::parameter(
@@ -445,13 +494,13 @@ pub fn checked(a: &BenchArgs) -> Result<Dtype> {
 /// `crate::barycenter`, the kernel problems in `crate::bench_kernels`).
 pub fn bench(dtype: Dtype, a: &BenchArgs) -> Json {
     if a.problem == BenchProblem::OtC {
-        return dispatch!(dtype, a.backend, run_otc, a);
+        return dispatch!(dtype, a.backend, devices: &a.devices, run_otc, a);
     }
     if matches!(
         a.problem,
         BenchProblem::OtC10 | BenchProblem::OtCBig | BenchProblem::OtC64 | BenchProblem::OtC1024
     ) {
-        return dispatch!(dtype, a.backend, run_otc_iters, a);
+        return dispatch!(dtype, a.backend, devices: &a.devices, run_otc_iters, a);
     }
-    dispatch!(dtype, a.backend, run, a)
+    dispatch!(dtype, a.backend, devices: &a.devices, run, a)
 }

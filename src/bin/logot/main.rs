@@ -4,6 +4,22 @@
 /// Run a command body generic over precision `T` and backend `B` on the chosen pair:
 /// `dispatch!(dtype, backend_choice, body, args…)` calls `body::<T, B>(backend, args…)`.
 macro_rules! dispatch {
+    ($dtype:expr, $backend:expr, devices: $devices:expr, $body:ident, $($args:expr),+) => {{
+        crate::check_devices($backend, $devices)?;
+        match ($dtype, $backend) {
+            #[cfg(feature = "cuda")]
+            (crate::npy::Dtype::F32, crate::BackendChoice::Cuda) => match crate::gpus($devices)? {
+                crate::Gpus::One(be) => $body::<f32, _>(be, $($args),+),
+                crate::Gpus::Many(cluster) => $body::<f32, _>(cluster, $($args),+),
+            },
+            #[cfg(feature = "cuda")]
+            (crate::npy::Dtype::F64, crate::BackendChoice::Cuda) => match crate::gpus($devices)? {
+                crate::Gpus::One(be) => $body::<f64, _>(be, $($args),+),
+                crate::Gpus::Many(cluster) => $body::<f64, _>(cluster, $($args),+),
+            },
+            (dtype, backend) => dispatch!(dtype, backend, $body, $($args),+),
+        }
+    }};
     ($dtype:expr, $backend:expr, $body:ident, $($args:expr),+) => {
         match ($dtype, $backend) {
             (crate::npy::Dtype::F32, crate::BackendChoice::Cpu) => {
@@ -41,9 +57,7 @@ mod svd3;
 mod wasserstein;
 
 use clap::{Parser, Subcommand, ValueEnum};
-#[cfg(not(feature = "cuda"))]
-use logot::Error;
-use logot::Result;
+use logot::{Error, Result};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -107,6 +121,47 @@ impl BackendChoice {
 pub fn cuda_backend() -> Result<logot::backend::cuda::CudaBackend> {
     let env = |k: &str| std::env::var(k).ok();
     logot::backend::cuda::CudaBackend::with_tuning(0, logot::backend::cuda::Tuning::from_vars(env))
+}
+
+/// The GPUs of `--devices`: one backend, or several joined by NCCL.
+#[cfg(feature = "cuda")]
+pub enum Gpus {
+    One(logot::backend::cuda::CudaBackend),
+    Many(logot::CudaCluster),
+}
+
+/// `--devices LIST` (default: GPU 0), each GPU with the kernel choices of the `LOGOT_CUDA_*`
+/// variables.
+#[cfg(feature = "cuda")]
+pub fn gpus(devices: &Option<Vec<usize>>) -> Result<Gpus> {
+    use logot::backend::cuda::{CudaBackend, Tuning};
+    let env = |k: &str| std::env::var(k).ok();
+    let one = |o: usize| CudaBackend::with_tuning(o, Tuning::from_vars(env));
+    match devices.as_deref() {
+        None => Ok(Gpus::One(cuda_backend()?)),
+        Some([o]) => Ok(Gpus::One(one(*o)?)),
+        Some(list) => {
+            let members = list.iter().map(|&o| one(o)).collect::<Result<Vec<_>>>()?;
+            Ok(Gpus::Many(logot::Cluster::new(members)?))
+        }
+    }
+}
+
+/// `--devices` names GPUs: only with `--backend cuda`, and not empty.
+pub fn check_devices(backend: BackendChoice, devices: &Option<Vec<usize>>) -> Result<()> {
+    match devices {
+        Some(list) if backend != BackendChoice::Cuda => Err(Error::parameter(
+            "--devices",
+            format!("{list:?}"),
+            "lists GPUs: use it with --backend cuda",
+        )),
+        Some(list) if list.is_empty() => Err(Error::parameter(
+            "--devices",
+            "an empty list",
+            "name at least one GPU (e.g. --devices 0,1)",
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The error for `--backend cuda` in a build without the `cuda` feature.

@@ -71,6 +71,11 @@ pub struct SolveArgs {
     /// Where to compute.
     #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]
     pub backend: BackendChoice,
+    /// With --backend cuda: the GPUs to solve on, e.g. 0,1 (default: GPU 0). Several GPUs
+    /// split the target points of --x/--y or of a shared --cost, or the problems of a
+    /// batch of costs, and are joined by NCCL.
+    #[arg(long, value_delimiter = ',')]
+    pub devices: Option<Vec<usize>>,
     /// Compute in float32 whatever the input dtypes.
     #[arg(long, conflicts_with = "f64")]
     pub f32: bool,
@@ -619,6 +624,15 @@ pub fn wasserstein(a: &WassersteinArgs) -> Json {
             "cannot be combined with --grad-mu/--grad-nu/--grad-cost",
         ));
     }
+    if a.solve.devices.is_some()
+        && (a.wants_gradients() || a.grad_x.is_some() || a.grad_y.is_some())
+    {
+        return Err(Error::parameter(
+            "--devices",
+            "given with a gradient output",
+            "gradients run on one device for now: leave out --devices",
+        ));
+    }
     if a.wants_gradients() && a.solve.backend != BackendChoice::Cpu {
         return Err(Error::Unavailable(
             "--grad-mu/--grad-nu/--grad-cost: gradients run on the CPU backend only for now; use --backend cpu".into(),
@@ -634,7 +648,7 @@ pub fn wasserstein(a: &WassersteinArgs) -> Json {
             Dtype::F64 => run_gradients::<f64>(a, &mut outs)?,
         }
     } else {
-        dispatch!(dtype, a.solve.backend, run_wasserstein, a, &mut outs)?
+        dispatch!(dtype, a.solve.backend, devices: &a.solve.devices, run_wasserstein, a, &mut outs)?
     };
     out["outputs"] = outs.commit()?;
     Ok(out)
@@ -653,6 +667,7 @@ pub fn coupling(a: &CouplingArgs) -> Json {
     let mut out = dispatch!(
         a.solve.dtype()?,
         a.solve.backend,
+        devices: &a.solve.devices,
         run_coupling,
         a,
         &mut outs

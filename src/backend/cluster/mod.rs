@@ -1,0 +1,804 @@
+//! Several devices as one [`Backend`]: the problems or the target points are split over the
+//! members, each member computes its share with its own kernels, and collectives over the
+//! members (NCCL for CUDA) join the shares.
+//!
+//! Every [`Cluster`] buffer holds one full copy per member ([`Replicated`]), equal on all of
+//! them after every call, so the algorithms ([`crate::Solver`], the reports, the convergence
+//! checks) run unchanged. The split depends on the cost:
+//!
+//! - **by columns** (a shared dense cost, point clouds): member `k` keeps the target points
+//!   `J_k` (columns `J_k` of `C`, or `y[J_k]`) and its slice of `g`. The `g` half-step is
+//!   local. The `f` half-step is local over `J_k` too, giving
+//!   `f_k = ε·log μ − ε·LSE_{j∈J_k}((g_j − C_ij)/ε)`, and the full one is their soft minimum,
+//!   `f = −ε·log Σ_k exp(−f_k/ε)`: one all-gather of `B×n` values per member and iteration
+//!   (`O(n)` against `O(n·m/P)` work). `g` is gathered once at the end of
+//!   [`Backend::iterate`].
+//! - **by problems** (a batch of dense costs, grids): member `k` solves problems `B_k` with
+//!   its own loop (fused or tiled, as on one device) and the potentials are gathered once at
+//!   the end of [`Backend::iterate`].
+//!
+//! The results equal a single member's up to rounding: the column split changes the order of
+//! the `f` half-step's sum (one soft minimum over `P` partial log-sum-exps), the problem
+//! split nothing.
+
+mod cpu;
+mod split;
+
+use super::{Backend, CostDims, CostSource, Marginals, PlanReport, Potentials, Side};
+use crate::unbalanced::RelaxedSide;
+use crate::{Error, Real, Result};
+use split::{even_ranges, Split};
+use std::ops::Range;
+
+/// Where a block of `rows × width` elements sits in a buffer: element `(r, c)` is at
+/// `offset + r·pitch + c`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Strided {
+    /// Index of element `(0, 0)`.
+    pub offset: usize,
+    /// Distance between the starts of two rows.
+    pub pitch: usize,
+}
+
+impl Strided {
+    /// A block starting at `offset` with rows `pitch` apart.
+    pub fn new(offset: usize, pitch: usize) -> Self {
+        Strided { offset, pitch }
+    }
+}
+
+/// A `rows × width` block at `at` lies inside a buffer of `len` values.
+pub(crate) fn check_block(
+    what: &str,
+    len: usize,
+    at: Strided,
+    rows: usize,
+    width: usize,
+) -> Result<()> {
+    let end = match rows {
+        0 => Some(0),
+        _ => (rows - 1)
+            .checked_mul(at.pitch)
+            .and_then(|e| e.checked_add(at.offset))
+            .and_then(|e| e.checked_add(width)),
+    };
+    match end {
+        Some(e) if e <= len && (rows <= 1 || width <= at.pitch) => Ok(()),
+        _ => Err(Error::shape(
+            what,
+            format!(
+                "a block of {rows}×{width} at offset {} and pitch {} does not fit in {len} values",
+                at.offset, at.pitch
+            ),
+        )),
+    }
+}
+
+/// What the members of a [`Cluster`] share: the communicator their collectives run over
+/// (NCCL's for CUDA; nothing on the CPU, where the members share memory).
+pub trait Collective: Sized {
+    /// The members' communicator.
+    type Group;
+    /// Connect `members` (distinct devices, in rank order).
+    fn connect(members: &[Self]) -> Result<Self::Group>;
+}
+
+/// What a backend provides to be a member of a [`Cluster`]: block copies, the soft minimum
+/// that joins column shards, and an all-gather over every member at once.
+pub trait Member<T: Real>: Backend<T> + Collective {
+    /// `recv[k] = send[0] ‖ send[1] ‖ … ‖ send[P−1]` on every member `k`: the sends have one
+    /// length `L`, each receive holds `P·L`. `send[k]` and `recv[k]` are member `k`'s.
+    fn all_gather(
+        group: &Self::Group,
+        members: &[Self],
+        send: &[&Self::Buffer],
+        recv: &mut [Self::Buffer],
+    ) -> Result<()>;
+
+    /// `dst[to.offset + r·to.pitch + c] = src[from.offset + r·from.pitch + c]` for
+    /// `r < rows`, `c < width`, on this member.
+    fn copy_block(
+        &self,
+        src: &Self::Buffer,
+        from: Strided,
+        dst: &mut Self::Buffer,
+        to: Strided,
+        rows: usize,
+        width: usize,
+    ) -> Result<()>;
+
+    /// The half-step over the union of `shards` column shards from each shard's own
+    /// (stacked in `parts`, `shards × out.len()`):
+    /// `out[i] = −ε·log Σ_k exp(−parts[k,i]/ε)`. A part `+∞` (a shard without mass) adds
+    /// nothing; parts all `−∞` (a zero-mass bin) give `−∞`.
+    fn shard_softmin(
+        &self,
+        parts: &Self::Buffer,
+        shards: usize,
+        eps: T,
+        out: &mut Self::Buffer,
+    ) -> Result<()>;
+}
+
+/// Several devices of one host as one backend (see the [module](self) documentation).
+/// `Cluster<CudaBackend>` runs over NCCL; `Cluster<CpuBackend>` shares host memory and is
+/// what the tests check the splitting against.
+pub struct Cluster<B: Collective> {
+    members: Vec<B>,
+    group: B::Group,
+}
+
+impl<B: Collective> std::fmt::Debug for Cluster<B>
+where
+    B: std::fmt::Debug,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("members", &self.members)
+            .finish()
+    }
+}
+
+impl<B: Collective> Cluster<B> {
+    /// A cluster of `members` (rank order). Errors: no member, or the communicator could
+    /// not be created (for CUDA: NCCL missing, or two members on one device).
+    pub fn new(members: Vec<B>) -> Result<Self> {
+        if members.is_empty() {
+            return Err(Error::parameter(
+                "members",
+                0,
+                "a cluster needs at least one member",
+            ));
+        }
+        let group = B::connect(&members)?;
+        Ok(Cluster { members, group })
+    }
+
+    /// The members, in rank order.
+    pub fn members(&self) -> &[B] {
+        &self.members
+    }
+
+    /// Number of members.
+    pub fn size(&self) -> usize {
+        self.members.len()
+    }
+}
+
+/// A cluster buffer: one full copy on each member, equal after every [`Backend`] call.
+pub struct Replicated<Buf> {
+    copies: Vec<Buf>,
+}
+
+impl<Buf> Replicated<Buf> {
+    /// The copies, one per member in rank order.
+    pub fn copies(&self) -> &[Buf] {
+        &self.copies
+    }
+}
+
+impl<Buf> std::fmt::Debug for Replicated<Buf> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Replicated({} copies)", self.copies.len())
+    }
+}
+
+/// A cost split over the members: each member's share, prepared by the member (`None` for a
+/// member with an empty share).
+pub struct ClusterCost<C> {
+    parts: Vec<Option<C>>,
+    dims: CostDims,
+    split: Split,
+}
+
+impl<C> std::fmt::Debug for ClusterCost<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ClusterCost({:?}, {:?})", self.dims, self.split)
+    }
+}
+
+/// Member-local buffers of one call.
+type Locals<Buf> = Vec<Option<Buf>>;
+
+impl<B: Collective> Cluster<B> {
+    fn each<R>(&self, f: impl FnMut((usize, &B)) -> Result<R>) -> Result<Vec<R>> {
+        self.members.iter().enumerate().map(f).collect()
+    }
+}
+
+impl<B: Collective> Cluster<B> {
+    /// Member `k`'s block `rows × width` of `buf` at `from`, as a new contiguous buffer.
+    fn take<T: Real>(
+        &self,
+        k: usize,
+        buf: &Replicated<B::Buffer>,
+        from: Strided,
+        rows: usize,
+        width: usize,
+    ) -> Result<B::Buffer>
+    where
+        B: Member<T>,
+    {
+        let be = &self.members[k];
+        let mut out = be.filled(rows * width, T::zero())?;
+        be.copy_block(
+            &buf.copies[k],
+            from,
+            &mut out,
+            Strided::new(0, width),
+            rows,
+            width,
+        )?;
+        Ok(out)
+    }
+
+    /// Columns `r` of a `batch × width` buffer on member `k`.
+    fn columns<T: Real>(
+        &self,
+        k: usize,
+        buf: &Replicated<B::Buffer>,
+        batch: usize,
+        width: usize,
+        r: &Range<usize>,
+    ) -> Result<B::Buffer>
+    where
+        B: Member<T>,
+    {
+        self.take(k, buf, Strided::new(r.start, width), batch, r.len())
+    }
+
+    /// Problems `r` of a buffer of `per` values a problem, on member `k`.
+    fn problems<T: Real>(
+        &self,
+        k: usize,
+        buf: &Replicated<B::Buffer>,
+        per: usize,
+        r: &Range<usize>,
+    ) -> Result<B::Buffer>
+    where
+        B: Member<T>,
+    {
+        self.take(k, buf, Strided::new(r.start * per, per), r.len(), per)
+    }
+
+    /// Every member's block joined into `out` on every member: member `s` holds
+    /// `locals[s]`, `rows × ranges[s].len()` contiguous, which goes to columns
+    /// `ranges[s]` of each `rows × width` copy of `out`. With `rows = 1` and `width` the
+    /// total this places consecutive ranges, so it also joins problem shards.
+    fn join<T: Real>(
+        &self,
+        locals: &Locals<B::Buffer>,
+        ranges: &[Range<usize>],
+        rows: usize,
+        width: usize,
+        out: &mut Replicated<B::Buffer>,
+    ) -> Result<()>
+    where
+        B: Member<T>,
+    {
+        let p = self.size();
+        let chunk = ranges.iter().map(|r| r.len()).max().unwrap_or(0);
+        if chunk == 0 {
+            return Ok(());
+        }
+        // Equal sends: a share narrower than the widest is padded.
+        let padded: Locals<B::Buffer> = self.each(|(k, be)| {
+            let w = ranges[k].len();
+            match &locals[k] {
+                Some(_) if w == chunk => Ok(None),
+                local => {
+                    let mut pad = be.filled(rows * chunk, T::zero())?;
+                    if let Some(l) = local {
+                        be.copy_block(
+                            l,
+                            Strided::new(0, w),
+                            &mut pad,
+                            Strided::new(0, chunk),
+                            rows,
+                            w,
+                        )?;
+                    }
+                    Ok(Some(pad))
+                }
+            }
+        })?;
+        let send: Vec<&B::Buffer> = (0..p)
+            .map(|k| padded[k].as_ref().or(locals[k].as_ref()).expect("padded"))
+            .collect();
+        let mut recv = self.each(|(_, be)| be.filled(p * rows * chunk, T::zero()))?;
+        B::all_gather(&self.group, &self.members, &send, &mut recv)?;
+        for (k, be) in self.members.iter().enumerate() {
+            for (s, r) in ranges.iter().enumerate() {
+                if !r.is_empty() {
+                    be.copy_block(
+                        &recv[k],
+                        Strided::new(s * rows * chunk, chunk),
+                        &mut out.copies[k],
+                        Strided::new(r.start, width),
+                        rows,
+                        r.len(),
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `out = f` half-step from every member's partial one over its columns (`parts[k]`,
+    /// `B×n`; `None`: no columns, a part of `+∞`).
+    fn join_row_parts<T: Real>(
+        &self,
+        parts: &Locals<B::Buffer>,
+        len: usize,
+        eps: T,
+        out: &mut Replicated<B::Buffer>,
+    ) -> Result<()>
+    where
+        B: Member<T>,
+    {
+        let p = self.size();
+        let empty: Locals<B::Buffer> = self.each(|(k, be)| match &parts[k] {
+            Some(_) => Ok(None),
+            None => be.filled(len, T::infinity()).map(Some),
+        })?;
+        let send: Vec<&B::Buffer> = (0..p)
+            .map(|k| parts[k].as_ref().or(empty[k].as_ref()).expect("part"))
+            .collect();
+        let mut recv = self.each(|(_, be)| be.filled(p * len, T::zero()))?;
+        B::all_gather(&self.group, &self.members, &send, &mut recv)?;
+        for (k, be) in self.members.iter().enumerate() {
+            be.shard_softmin(&recv[k], p, eps, &mut out.copies[k])?;
+        }
+        Ok(())
+    }
+
+    /// The iterations of [`Backend::iterate`] and [`Backend::iterate_relaxed`] (`φ = 1`:
+    /// balanced).
+    fn iterate_split<T: Real>(
+        &self,
+        cost: &ClusterCost<B::Cost>,
+        eps: T,
+        (phi_mu, phi_nu): (T, T),
+        marginals: &Marginals<'_, Replicated<B::Buffer>>,
+        potentials: &mut Potentials<Replicated<B::Buffer>>,
+        iters: usize,
+    ) -> Result<()>
+    where
+        B: Member<T>,
+    {
+        let dims = cost.dims;
+        let (n, m) = (dims.n, dims.m);
+        let batch = super::batch_of(self.len(&potentials.f), dims.n, "f")?;
+        super::shape::check_fg(&dims, self.len(&potentials.f), self.len(&potentials.g))?;
+        if iters == 0 {
+            return Ok(());
+        }
+        let balanced = phi_mu == T::one() && phi_nu == T::one();
+        match &cost.split {
+            Split::Columns(ranges) => {
+                let log_nu =
+                    self.each(|(k, _)| self.columns(k, marginals.log_nu, batch, m, &ranges[k]))?;
+                let mut g: Locals<B::Buffer> = self.each(|(k, _)| match ranges[k].is_empty() {
+                    true => Ok(None),
+                    false => self
+                        .columns(k, &potentials.g, batch, m, &ranges[k])
+                        .map(Some),
+                })?;
+                let mut parts: Locals<B::Buffer> = self.each(|(k, be)| match g[k] {
+                    None => Ok(None),
+                    Some(_) => be.filled(batch * n, T::zero()).map(Some),
+                })?;
+                for _ in 0..iters {
+                    for (k, be) in self.members.iter().enumerate() {
+                        let (Some(part), Some(gk), Some(out)) =
+                            (&cost.parts[k], g[k].as_mut(), parts[k].as_mut())
+                        else {
+                            continue;
+                        };
+                        let f = &potentials.f.copies[k];
+                        be.sinkstep(part, Side::Col, eps, f, &log_nu[k], gk)?;
+                        if phi_nu != T::one() {
+                            be.relax(gk, &log_nu[k], eps, phi_nu)?;
+                        }
+                        be.sinkstep(part, Side::Row, eps, gk, &marginals.log_mu.copies[k], out)?;
+                    }
+                    self.join_row_parts(&parts, batch * n, eps, &mut potentials.f)?;
+                    if phi_mu != T::one() {
+                        self.relax(&mut potentials.f, marginals.log_mu, eps, phi_mu)?;
+                    }
+                }
+                self.join(&g, ranges, batch, m, &mut potentials.g)
+            }
+            Split::Problems => {
+                let ranges = even_ranges(batch, self.size());
+                let slice = |k: usize, buf: &Replicated<B::Buffer>, per: usize| {
+                    self.problems(k, buf, per, &ranges[k])
+                };
+                let mut f: Locals<B::Buffer> = vec![];
+                let mut g: Locals<B::Buffer> = vec![];
+                for (k, be) in self.members.iter().enumerate() {
+                    let Some(part) = cost.parts[k].as_ref().filter(|_| !ranges[k].is_empty())
+                    else {
+                        f.push(None);
+                        g.push(None);
+                        continue;
+                    };
+                    let (mu, nu) = (slice(k, marginals.mu, n)?, slice(k, marginals.nu, m)?);
+                    let log_mu = slice(k, marginals.log_mu, n)?;
+                    let log_nu = slice(k, marginals.log_nu, m)?;
+                    let local = Marginals {
+                        mu: &mu,
+                        nu: &nu,
+                        log_mu: &log_mu,
+                        log_nu: &log_nu,
+                    };
+                    let mut pot = Potentials {
+                        f: slice(k, &potentials.f, n)?,
+                        g: slice(k, &potentials.g, m)?,
+                    };
+                    if balanced {
+                        be.iterate(part, eps, &local, &mut pot, iters)?;
+                    } else {
+                        be.iterate_relaxed(part, eps, (phi_mu, phi_nu), &local, &mut pot, iters)?;
+                    }
+                    f.push(Some(pot.f));
+                    g.push(Some(pot.g));
+                }
+                let scaled = |per: usize| -> Vec<Range<usize>> {
+                    ranges.iter().map(|r| r.start * per..r.end * per).collect()
+                };
+                self.join(&f, &scaled(n), 1, batch * n, &mut potentials.f)?;
+                self.join(&g, &scaled(m), 1, batch * m, &mut potentials.g)
+            }
+        }
+    }
+}
+
+impl<T: Real, B: Member<T>> Backend<T> for Cluster<B> {
+    type Buffer = Replicated<B::Buffer>;
+    type Cost = ClusterCost<B::Cost>;
+
+    fn name(&self) -> &'static str {
+        "cluster"
+    }
+
+    fn upload(&self, data: &[T]) -> Result<Self::Buffer> {
+        let copies = self.each(|(_, be)| be.upload(data))?;
+        Ok(Replicated { copies })
+    }
+
+    fn download(&self, buf: &Self::Buffer) -> Result<Vec<T>> {
+        self.members[0].download(&buf.copies[0])
+    }
+
+    fn filled(&self, len: usize, value: T) -> Result<Self::Buffer> {
+        let copies = self.each(|(_, be)| be.filled(len, value))?;
+        Ok(Replicated { copies })
+    }
+
+    fn len(&self, buf: &Self::Buffer) -> usize {
+        self.members[0].len(&buf.copies[0])
+    }
+
+    /// Point clouds and a shared dense cost split by target points, a batch of dense costs
+    /// and grids by problems.
+    fn prepare_cost(&self, cost: &CostSource<'_, T>) -> Result<Self::Cost> {
+        split::prepare(&self.members, cost)
+    }
+
+    fn cost_dims(&self, cost: &Self::Cost) -> CostDims {
+        cost.dims
+    }
+
+    fn sinkstep(
+        &self,
+        cost: &Self::Cost,
+        side: Side,
+        eps: T,
+        other: &Self::Buffer,
+        log_marginal: &Self::Buffer,
+        out: &mut Self::Buffer,
+    ) -> Result<()> {
+        let dims = cost.dims;
+        let (len, len_other) = match side {
+            Side::Row => (dims.n, dims.m),
+            Side::Col => (dims.m, dims.n),
+        };
+        super::shape::check_sinkstep(
+            &dims,
+            side,
+            self.len(other),
+            self.len(log_marginal),
+            self.len(out),
+        )?;
+        let batch = super::batch_of(self.len(out), dims.len(side), "out")?;
+        match (&cost.split, side) {
+            (Split::Columns(ranges), Side::Col) => {
+                let mut g: Locals<B::Buffer> = vec![];
+                for (k, be) in self.members.iter().enumerate() {
+                    let Some(part) = &cost.parts[k] else {
+                        g.push(None);
+                        continue;
+                    };
+                    let lm = self.columns(k, log_marginal, batch, len, &ranges[k])?;
+                    let mut gk = be.filled(batch * ranges[k].len(), T::zero())?;
+                    be.sinkstep(part, side, eps, &other.copies[k], &lm, &mut gk)?;
+                    g.push(Some(gk));
+                }
+                self.join(&g, ranges, batch, len, out)
+            }
+            (Split::Columns(ranges), Side::Row) => {
+                let mut parts: Locals<B::Buffer> = vec![];
+                for (k, be) in self.members.iter().enumerate() {
+                    let Some(part) = &cost.parts[k] else {
+                        parts.push(None);
+                        continue;
+                    };
+                    let gk = self.columns(k, other, batch, len_other, &ranges[k])?;
+                    let mut fk = be.filled(batch * len, T::zero())?;
+                    be.sinkstep(part, side, eps, &gk, &log_marginal.copies[k], &mut fk)?;
+                    parts.push(Some(fk));
+                }
+                self.join_row_parts(&parts, batch * len, eps, out)
+            }
+            (Split::Problems, _) => {
+                let ranges = even_ranges(batch, self.size());
+                let mut outs: Locals<B::Buffer> = vec![];
+                for (k, be) in self.members.iter().enumerate() {
+                    let r = &ranges[k];
+                    let Some(part) = cost.parts[k].as_ref().filter(|_| !r.is_empty()) else {
+                        outs.push(None);
+                        continue;
+                    };
+                    let o = self.problems(k, other, len_other, r)?;
+                    let lm = self.problems(k, log_marginal, len, r)?;
+                    let mut local = be.filled(r.len() * len, T::zero())?;
+                    be.sinkstep(part, side, eps, &o, &lm, &mut local)?;
+                    outs.push(Some(local));
+                }
+                let scaled: Vec<_> = ranges.iter().map(|r| r.start * len..r.end * len).collect();
+                self.join(&outs, &scaled, 1, batch * len, out)
+            }
+        }
+    }
+
+    /// Column split: the `g` half-step and the `f` soft minimum each iteration, `g` gathered
+    /// at the end. Problem split: each member's own loop (fused where it fuses), both
+    /// potentials gathered at the end.
+    fn iterate(
+        &self,
+        cost: &Self::Cost,
+        eps: T,
+        marginals: &Marginals<'_, Self::Buffer>,
+        potentials: &mut Potentials<Self::Buffer>,
+        iters: usize,
+    ) -> Result<()> {
+        self.iterate_split(
+            cost,
+            eps,
+            (T::one(), T::one()),
+            marginals,
+            potentials,
+            iters,
+        )
+    }
+
+    fn iterate_relaxed(
+        &self,
+        cost: &Self::Cost,
+        eps: T,
+        phi: (T, T),
+        marginals: &Marginals<'_, Self::Buffer>,
+        potentials: &mut Potentials<Self::Buffer>,
+        iters: usize,
+    ) -> Result<()> {
+        self.iterate_split(cost, eps, phi, marginals, potentials, iters)
+    }
+
+    fn relax(
+        &self,
+        out: &mut Self::Buffer,
+        log_marginal: &Self::Buffer,
+        eps: T,
+        phi: T,
+    ) -> Result<()> {
+        for (k, be) in self.members.iter().enumerate() {
+            be.relax(&mut out.copies[k], &log_marginal.copies[k], eps, phi)?;
+        }
+        Ok(())
+    }
+
+    fn marginal_error(
+        &self,
+        batch: usize,
+        marginal: &Self::Buffer,
+        old: &Self::Buffer,
+        new: &Self::Buffer,
+        eps: T,
+    ) -> Result<Vec<T>> {
+        let [a, o, n] = [marginal, old, new].map(|b| &b.copies[0]);
+        self.members[0].marginal_error(batch, a, o, n, eps)
+    }
+
+    fn relaxed_sides(
+        &self,
+        batch: usize,
+        a: &Self::Buffer,
+        pot: &Self::Buffer,
+        half: &Self::Buffer,
+        eps: T,
+        rho: f64,
+    ) -> Result<Vec<RelaxedSide>> {
+        let [a, p, h] = [a, pot, half].map(|b| &b.copies[0]);
+        self.members[0].relaxed_sides(batch, a, p, h, eps, rho)
+    }
+
+    /// Column split: each member reports its columns (column errors, costs and masses add
+    /// up), the row errors come from the joined `f` half-step. Problem split: each member
+    /// reports its problems.
+    fn plan_report(
+        &self,
+        cost: &Self::Cost,
+        potentials: &Potentials<Self::Buffer>,
+        marginals: &Marginals<'_, Self::Buffer>,
+        eps: T,
+    ) -> Result<Vec<PlanReport>> {
+        let dims = cost.dims;
+        let (n, m) = (dims.n, dims.m);
+        let (f, g) = (&potentials.f, &potentials.g);
+        super::shape::check_fg(&dims, self.len(f), self.len(g))?;
+        let batch = super::batch_of(self.len(f), dims.n, "f")?;
+        match &cost.split {
+            Split::Columns(ranges) => {
+                let mut f_next = self.filled(batch * n, T::zero())?;
+                self.sinkstep(cost, Side::Row, eps, g, marginals.log_mu, &mut f_next)?;
+                let rows = self.marginal_error(batch, marginals.mu, f, &f_next, eps)?;
+                let mut total: Vec<PlanReport> = rows
+                    .iter()
+                    .map(|r| PlanReport {
+                        row_error: r.f64(),
+                        col_error: 0.0,
+                        cost: 0.0,
+                        mass: Some(0.0),
+                    })
+                    .collect();
+                for (k, be) in self.members.iter().enumerate() {
+                    let Some(part) = &cost.parts[k] else { continue };
+                    let cols = |b: &Replicated<B::Buffer>| self.columns(k, b, batch, m, &ranges[k]);
+                    let (gk, nu, log_nu) = (cols(g)?, cols(marginals.nu)?, cols(marginals.log_nu)?);
+                    let pot = Potentials {
+                        f: self.take(k, f, Strided::new(0, batch * n), 1, batch * n)?,
+                        g: gk,
+                    };
+                    let local = Marginals {
+                        mu: &marginals.mu.copies[k],
+                        nu: &nu,
+                        log_mu: &marginals.log_mu.copies[k],
+                        log_nu: &log_nu,
+                    };
+                    for (t, r) in total
+                        .iter_mut()
+                        .zip(be.plan_report(part, &pot, &local, eps)?)
+                    {
+                        t.col_error += r.col_error;
+                        t.cost += r.cost;
+                        t.mass = t.mass.zip(r.mass).map(|(a, b)| a + b);
+                    }
+                }
+                Ok(total)
+            }
+            Split::Problems => {
+                let ranges = even_ranges(batch, self.size());
+                let mut all = Vec::with_capacity(batch);
+                for (k, be) in self.members.iter().enumerate() {
+                    let r = &ranges[k];
+                    let Some(part) = cost.parts[k].as_ref().filter(|_| !r.is_empty()) else {
+                        continue;
+                    };
+                    let sl = |b: &Replicated<B::Buffer>, per| self.problems(k, b, per, r);
+                    let pot = Potentials {
+                        f: sl(f, n)?,
+                        g: sl(g, m)?,
+                    };
+                    let (mu, nu) = (sl(marginals.mu, n)?, sl(marginals.nu, m)?);
+                    let (log_mu, log_nu) = (sl(marginals.log_mu, n)?, sl(marginals.log_nu, m)?);
+                    let local = Marginals {
+                        mu: &mu,
+                        nu: &nu,
+                        log_mu: &log_mu,
+                        log_nu: &log_nu,
+                    };
+                    all.extend(be.plan_report(part, &pot, &local, eps)?);
+                }
+                Ok(all)
+            }
+        }
+    }
+
+    fn transport_cost(
+        &self,
+        cost: &Self::Cost,
+        f: &Self::Buffer,
+        g: &Self::Buffer,
+        eps: T,
+    ) -> Result<Vec<T>> {
+        let dims = cost.dims;
+        let batch = super::shape::check_fg(&dims, self.len(f), self.len(g))?;
+        match &cost.split {
+            Split::Columns(ranges) => {
+                let mut total = vec![0.0f64; batch];
+                for (k, be) in self.members.iter().enumerate() {
+                    let Some(part) = &cost.parts[k] else { continue };
+                    let gk = self.columns(k, g, batch, dims.m, &ranges[k])?;
+                    for (t, c) in
+                        total
+                            .iter_mut()
+                            .zip(be.transport_cost(part, &f.copies[k], &gk, eps)?)
+                    {
+                        *t += c.f64();
+                    }
+                }
+                Ok(total.into_iter().map(T::of).collect())
+            }
+            Split::Problems => {
+                let ranges = even_ranges(batch, self.size());
+                let mut all = Vec::with_capacity(batch);
+                for (k, be) in self.members.iter().enumerate() {
+                    let r = &ranges[k];
+                    let Some(part) = cost.parts[k].as_ref().filter(|_| !r.is_empty()) else {
+                        continue;
+                    };
+                    let (fk, gk) = (
+                        self.problems(k, f, dims.n, r)?,
+                        self.problems(k, g, dims.m, r)?,
+                    );
+                    all.extend(be.transport_cost(part, &fk, &gk, eps)?);
+                }
+                Ok(all)
+            }
+        }
+    }
+
+    /// The plans, assembled on the host from every member's share and uploaded to every
+    /// member (`B×n×m` on each: a cluster is for costs too large to store, so this is for
+    /// checking small problems).
+    fn plan(
+        &self,
+        cost: &Self::Cost,
+        f: &Self::Buffer,
+        g: &Self::Buffer,
+        eps: T,
+    ) -> Result<Self::Buffer> {
+        let dims = cost.dims;
+        let (n, m) = (dims.n, dims.m);
+        let batch = super::shape::check_fg(&dims, self.len(f), self.len(g))?;
+        let mut host = vec![T::zero(); batch * n * m];
+        match &cost.split {
+            Split::Columns(ranges) => {
+                for (k, be) in self.members.iter().enumerate() {
+                    let Some(part) = &cost.parts[k] else { continue };
+                    let r = &ranges[k];
+                    let gk = self.columns(k, g, batch, m, r)?;
+                    let pk = be.download(&be.plan(part, &f.copies[k], &gk, eps)?)?;
+                    // Rows of `r.len()` entries, `batch·n` of them.
+                    for (row, chunk) in pk.chunks(r.len()).enumerate() {
+                        host[row * m + r.start..row * m + r.end].copy_from_slice(chunk);
+                    }
+                }
+            }
+            Split::Problems => {
+                let ranges = even_ranges(batch, self.size());
+                for (k, be) in self.members.iter().enumerate() {
+                    let r = &ranges[k];
+                    let Some(part) = cost.parts[k].as_ref().filter(|_| !r.is_empty()) else {
+                        continue;
+                    };
+                    let (fk, gk) = (self.problems(k, f, n, r)?, self.problems(k, g, m, r)?);
+                    let pk = be.download(&be.plan(part, &fk, &gk, eps)?)?;
+                    host[r.start * n * m..r.end * n * m].copy_from_slice(&pk);
+                }
+            }
+        }
+        self.upload(&host)
+    }
+}

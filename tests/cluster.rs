@@ -1,0 +1,276 @@
+//! A cluster of CPU members against one CPU backend: the splitting (point clouds and shared
+//! dense costs by target points, batches of costs and grids by problems) must give the single
+//! backend's potentials, distances, plans and reports, for every number of members, uneven
+//! shares and members left without a share.
+mod common;
+
+use common::clouds::clouds;
+use common::Lcg;
+use logot::backend::{Backend, Marginals, Potentials, Side};
+use logot::{
+    Cluster, CostSource, CpuBackend, EpsScaling, GridCost, PointCloudCost, Problem, Real,
+    Relaxation, SinkhornParams, SinkhornResult, Solver,
+};
+use ndarray::{Array2, Array3};
+
+fn cluster(p: usize) -> Cluster<CpuBackend> {
+    Cluster::new(vec![CpuBackend; p]).unwrap()
+}
+
+/// Normalised positive weights, `rows × len`, with `zeros` leading zero-mass bins per row.
+fn weights(rows: usize, len: usize, zeros: usize, seed: u64) -> Array2<f64> {
+    let mut r = Lcg(seed);
+    let mut w = Array2::from_shape_vec((rows, len), r.vec(rows * len, 0.2, 1.0)).unwrap();
+    for mut row in w.rows_mut() {
+        row.iter_mut().take(zeros).for_each(|v| *v = 0.0);
+        let s = row.sum();
+        row.mapv_inplace(|v| v / s);
+    }
+    w
+}
+
+/// Largest difference relative to the largest magnitude (`−∞` must match `−∞`).
+fn rel_diff<T: Real>(a: &[T], b: &[T]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    let scale = a
+        .iter()
+        .filter(|v| v.is_finite())
+        .fold(1e-300f64, |s, v| s.max(v.f64().abs()));
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| {
+            if x.is_finite() || y.is_finite() {
+                (x.f64() - y.f64()).abs() / scale
+            } else {
+                assert_eq!(x, y, "non-finite entries differ");
+                0.0
+            }
+        })
+        .fold(0.0, f64::max)
+}
+
+fn same_result<T: Real>(one: &SinkhornResult<T>, many: &SinkhornResult<T>, tol: f64, what: &str) {
+    let (a, b) = (&one.convergence, &many.convergence);
+    assert_eq!(a.iterations, b.iterations, "{what}: iterations");
+    assert_eq!(a.converged, b.converged, "{what}: converged");
+    let d = rel_diff(
+        one.distance.as_slice().unwrap(),
+        many.distance.as_slice().unwrap(),
+    );
+    assert!(d <= tol, "{what}: distances differ by {d:e} (relative)");
+    let f = rel_diff(one.f.as_slice().unwrap(), many.f.as_slice().unwrap());
+    let g = rel_diff(one.g.as_slice().unwrap(), many.g.as_slice().unwrap());
+    assert!(
+        f <= tol && g <= tol,
+        "{what}: potentials differ by {f:e} / {g:e}"
+    );
+    let (ea, eb) = (a.marginal_error, b.marginal_error);
+    assert!(
+        (ea - eb).abs() <= tol.sqrt() * ea.max(1e-12) + 1e-14,
+        "{what}: marginal errors {ea:e} and {eb:e}"
+    );
+}
+
+fn solve_both<T: Real>(
+    params: &SinkhornParams,
+    problem: &Problem<'_, T>,
+    members: &[usize],
+    tol: f64,
+    what: &str,
+) {
+    let one = Solver::new(CpuBackend, params.clone())
+        .solve(problem)
+        .unwrap();
+    for &p in members {
+        let many = Solver::new(cluster(p), params.clone())
+            .solve(problem)
+            .unwrap();
+        same_result(&one, &many, tol, &format!("{what}, {p} members"));
+    }
+}
+
+#[test]
+fn point_clouds_split_by_target_points_solve_as_one() {
+    let (n, m, d) = (37, 29, 3);
+    let (x, y) = clouds(n, m, d, 7);
+    let (mu, nu) = (weights(1, n, 0, 1), weights(1, m, 0, 2));
+    let cost = PointCloudCost::new(x.view(), y.view()).unwrap();
+    let problem = Problem::batch(mu.view(), nu.view(), cost.clone()).unwrap();
+    // To convergence (checks every 10 iterations), with ε-scaling, and unbalanced.
+    let params = SinkhornParams::new(0.05);
+    solve_both(&params, &problem, &[1, 2, 3, 5], 1e-11, "balanced");
+    let scaled = SinkhornParams::new(0.02).with_eps_scaling(EpsScaling::from_max_cost(3.0));
+    solve_both(&scaled, &problem, &[2, 4], 1e-11, "eps-scaling");
+    let relaxed = SinkhornParams::new(0.05).with_relaxation(Relaxation::kl_each(0.5, 2.0));
+    let (mu2, nu2) = (&mu * 1.3, nu.clone());
+    let unbalanced = Problem::batch(mu2.view(), nu2.view(), cost).unwrap();
+    solve_both(&relaxed, &unbalanced, &[2, 3], 1e-11, "unbalanced");
+}
+
+#[test]
+fn a_member_whose_target_points_have_no_mass_adds_nothing() {
+    // 3 members share 30 target points 10 by 10; the first 12 have no mass, so member 0's
+    // partial half-steps are +∞ and the source bins 0..4 have no mass either (−∞ potentials).
+    let (n, m) = (20, 30);
+    let (x, y) = clouds(n, m, 2, 11);
+    let (mu, nu) = (weights(2, n, 4, 3), weights(2, m, 12, 4));
+    let cost = PointCloudCost::new(x.view(), y.view()).unwrap();
+    let problem = Problem::batch(mu.view(), nu.view(), cost).unwrap();
+    solve_both(
+        &SinkhornParams::new(0.05),
+        &problem,
+        &[3],
+        1e-11,
+        "zero-mass shard",
+    );
+}
+
+#[test]
+fn shared_dense_costs_split_by_columns_and_batches_by_problems() {
+    let (n, m) = (23, 19);
+    let mut r = Lcg(5);
+    let shared = Array2::from_shape_vec((n, m), r.vec(n * m, 0.0, 1.0)).unwrap();
+    let (mu, nu) = (weights(3, n, 0, 6), weights(3, m, 2, 7));
+    let params = SinkhornParams::new(0.03);
+    let problem = Problem::batch(mu.view(), nu.view(), shared.view()).unwrap();
+    solve_both(&params, &problem, &[2, 4], 1e-11, "shared dense");
+    // One cost a problem: 3 problems over 2 members (2 + 1) and over 5 (two members idle).
+    let costs = Array3::from_shape_vec((3, n, m), r.vec(3 * n * m, 0.0, 1.0)).unwrap();
+    let batch = Problem::batch(mu.view(), nu.view(), costs.view()).unwrap();
+    solve_both(&params, &batch, &[2, 5], 1e-13, "dense batch");
+    // The plans, as a coupling gathers them.
+    for p in [2, 3] {
+        for prob in [&problem, &batch] {
+            let one = Solver::new(CpuBackend, params.clone())
+                .coupling(prob)
+                .unwrap();
+            let many = Solver::new(cluster(p), params.clone())
+                .coupling(prob)
+                .unwrap();
+            let d = rel_diff(one.plan.as_slice().unwrap(), many.plan.as_slice().unwrap());
+            assert!(d < 1e-10, "{p} members: plans differ by {d:e}");
+        }
+    }
+}
+
+#[test]
+fn grid_batches_split_by_problems() {
+    let grid = GridCost::image(6, 5).unwrap();
+    let (mu, nu) = (weights(3, 30, 0, 8), weights(3, 30, 0, 9));
+    let problem = Problem::batch(mu.view(), nu.view(), grid).unwrap();
+    solve_both(&SinkhornParams::new(0.01), &problem, &[2, 4], 1e-13, "grid");
+}
+
+/// Single half-steps of a batch on both sides, `f32` and `f64`: the soft minimum of `P`
+/// partial half-steps against the one over all columns.
+fn half_steps_match<T: Real>(tol: f64) {
+    let (b, n, m, d) = (2, 31, 45, 4);
+    let (x, y) = clouds(n, m, d, 21);
+    let (x, y) = (x.mapv(T::of), y.mapv(T::of));
+    let cost: CostSource<T> = PointCloudCost::new(x.view(), y.view()).unwrap().into();
+    let mut r = Lcg(22);
+    let f: Vec<T> = r.vec(b * n, -0.5, 0.5).into_iter().map(T::of).collect();
+    let g: Vec<T> = r.vec(b * m, -0.5, 0.5).into_iter().map(T::of).collect();
+    let lm = |len: usize, s| -> Vec<T> {
+        weights(b, len, 3, s)
+            .iter()
+            .map(|&w| T::of(w.ln()))
+            .collect()
+    };
+    let (log_mu, log_nu) = (lm(n, 23), lm(m, 24));
+    let eps = T::of(0.07);
+    let one = CpuBackend;
+    let c1 = one.prepare_cost(&cost).unwrap();
+    let mut want_g = vec![T::zero(); b * m];
+    one.sinkstep(&c1, Side::Col, eps, &f, &log_nu, &mut want_g)
+        .unwrap();
+    let mut want_f = vec![T::zero(); b * n];
+    one.sinkstep(&c1, Side::Row, eps, &g, &log_mu, &mut want_f)
+        .unwrap();
+    for p in [2, 3, 4] {
+        let be = cluster(p);
+        let c = be.prepare_cost(&cost).unwrap();
+        let (fd, gd) = (be.upload(&f).unwrap(), be.upload(&g).unwrap());
+        let (lmu, lnu) = (be.upload(&log_mu).unwrap(), be.upload(&log_nu).unwrap());
+        let mut out = be.filled(b * m, T::zero()).unwrap();
+        be.sinkstep(&c, Side::Col, eps, &fd, &lnu, &mut out)
+            .unwrap();
+        // Every member holds the same copy.
+        for copy in out.copies() {
+            assert_eq!(copy, &be.download(&out).unwrap());
+        }
+        let dg = rel_diff(&want_g, &be.download(&out).unwrap());
+        let mut out = be.filled(b * n, T::zero()).unwrap();
+        be.sinkstep(&c, Side::Row, eps, &gd, &lmu, &mut out)
+            .unwrap();
+        let df = rel_diff(&want_f, &be.download(&out).unwrap());
+        assert!(
+            dg <= tol && df <= tol,
+            "{p} members, {}: g {dg:e}, f {df:e}",
+            T::NAME
+        );
+        // Transport costs and reports of the same potentials.
+        let (tc1, tc) = (
+            one.transport_cost(&c1, &f, &g, eps).unwrap(),
+            be.transport_cost(&c, &fd, &gd, eps).unwrap(),
+        );
+        assert!(
+            rel_diff(&tc1, &tc) <= tol * 10.0,
+            "transport costs {tc1:?} {tc:?}"
+        );
+        let mu: Vec<T> = log_mu.iter().map(|v| v.exp()).collect();
+        let nu: Vec<T> = log_nu.iter().map(|v| v.exp()).collect();
+        let (mud, nud) = (be.upload(&mu).unwrap(), be.upload(&nu).unwrap());
+        let rep1 = one
+            .plan_report(
+                &c1,
+                &Potentials {
+                    f: f.clone(),
+                    g: g.clone(),
+                },
+                &Marginals {
+                    mu: &mu,
+                    nu: &nu,
+                    log_mu: &log_mu,
+                    log_nu: &log_nu,
+                },
+                eps,
+            )
+            .unwrap();
+        let pot = Potentials {
+            f: be.upload(&f).unwrap(),
+            g: be.upload(&g).unwrap(),
+        };
+        let marg = Marginals {
+            mu: &mud,
+            nu: &nud,
+            log_mu: &lmu,
+            log_nu: &lnu,
+        };
+        let rep = be.plan_report(&c, &pot, &marg, eps).unwrap();
+        for (a, z) in rep1.iter().zip(&rep) {
+            for (u, v, what) in [
+                (a.row_error, z.row_error, "row error"),
+                (a.col_error, z.col_error, "column error"),
+                (a.cost, z.cost, "cost"),
+            ] {
+                assert!(
+                    (u - v).abs() <= tol * 10.0 * u.abs().max(1.0),
+                    "{what}: {u} vs {v}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn half_steps_of_a_batch_match_in_both_precisions() {
+    half_steps_match::<f64>(1e-13);
+    half_steps_match::<f32>(2e-6);
+}
+
+#[test]
+fn a_cluster_needs_a_member() {
+    let err = Cluster::<CpuBackend>::new(vec![]).unwrap_err();
+    assert!(err.to_string().contains("members"), "{err}");
+}

@@ -1,0 +1,245 @@
+//! Every GPU of the machine joined by NCCL against one GPU and against the CPU in f64: point
+//! clouds (d = 3 and d = 64) and a shared dense cost split by target points, a batch of
+//! dense costs split by problems. Skips without a GPU or NCCL (fails under
+//! `LOGOT_REQUIRE_GPU=1`); on a one-GPU machine the cluster has one member and the test
+//! still runs NCCL.
+#![cfg(feature = "cuda")]
+mod common;
+
+use common::clouds::clouds;
+use common::gpu::{gpu, gpu_cluster};
+use common::Lcg;
+use logot::backend::{Backend, Side};
+use logot::{
+    CpuBackend, CudaCluster, PointCloudCost, Problem, Real, SinkhornParams, SinkhornResult, Solver,
+};
+use ndarray::{Array2, Array3};
+
+fn weights(rows: usize, len: usize, zeros: usize, seed: u64) -> Array2<f64> {
+    let mut r = Lcg(seed);
+    let mut w = Array2::from_shape_vec((rows, len), r.vec(rows * len, 0.2, 1.0)).unwrap();
+    for mut row in w.rows_mut() {
+        row.iter_mut().take(zeros).for_each(|v| *v = 0.0);
+        let s = row.sum();
+        row.mapv_inplace(|v| v / s);
+    }
+    w
+}
+
+/// Largest difference relative to the largest finite magnitude, or to `floor` when that is
+/// larger; non-finite entries must match exactly.
+fn rel_diff<T: Real, U: Real>(a: &[T], b: &[U], floor: f64) -> f64 {
+    let scale = a
+        .iter()
+        .filter(|v| v.is_finite())
+        .fold(floor.max(1e-300), |s, v| s.max(v.f64().abs()));
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| {
+            if x.is_finite() || y.is_finite() {
+                (x.f64() - y.f64()).abs() / scale
+            } else {
+                assert_eq!(x.f64(), y.f64(), "non-finite entries differ");
+                0.0
+            }
+        })
+        .fold(0.0, f64::max)
+}
+
+/// (distance, f, g) differences: distances relative to themselves; potentials (defined up
+/// to a constant, often near 0) relative to the cost's scale, about 1 in these problems.
+fn diff<T: Real, U: Real>(a: &SinkhornResult<T>, b: &SinkhornResult<U>, what: &str) -> [f64; 3] {
+    let d = rel_diff(
+        a.distance.as_slice().unwrap(),
+        b.distance.as_slice().unwrap(),
+        0.0,
+    );
+    let f = rel_diff(a.f.as_slice().unwrap(), b.f.as_slice().unwrap(), 1.0);
+    let g = rel_diff(a.g.as_slice().unwrap(), b.g.as_slice().unwrap(), 1.0);
+    eprintln!("{what}: distance {d:.2e}, f {f:.2e}, g {g:.2e} (relative)");
+    [d, f, g]
+}
+
+/// Distances within `tol_d`, potentials within `tol_p`.
+fn compare<T: Real, U: Real>(
+    a: &SinkhornResult<T>,
+    b: &SinkhornResult<U>,
+    (tol_d, tol_p): (f64, f64),
+    what: &str,
+) {
+    let [d, f, g] = diff(a, b, what);
+    assert!(
+        d <= tol_d && f <= tol_p && g <= tol_p,
+        "{what}: beyond {tol_d:e} / {tol_p:e}"
+    );
+}
+
+/// Fixed iterations (the same on every backend) of a problem cast to `T`.
+fn solve<T: Real, B: Backend<T>>(
+    be: B,
+    mu: &Array2<f64>,
+    nu: &Array2<f64>,
+    x: &Array2<f64>,
+    y: &Array2<f64>,
+    iters: usize,
+) -> SinkhornResult<T> {
+    let (mu, nu, x, y) = (mu.mapv(T::of), nu.mapv(T::of), x.mapv(T::of), y.mapv(T::of));
+    let cost = PointCloudCost::new(x.view(), y.view()).unwrap();
+    let problem = Problem::batch(mu.view(), nu.view(), cost).unwrap();
+    let params = SinkhornParams::fixed_iterations(0.05, iters);
+    Solver::new(be, params).solve(&problem).unwrap()
+}
+
+#[test]
+fn cuda_cluster_point_clouds_equal_one_gpu() {
+    let (Some(one), Some(many)) = (gpu(), gpu_cluster()) else {
+        return;
+    };
+    eprintln!("{} members", many.size());
+    for (n, m, d, iters) in [(3001, 2777, 3, 30), (1500, 1709, 64, 20)] {
+        let (x, y) = clouds(n, m, d, 40 + d as u64);
+        let scale = 1.0 / (d as f64).sqrt();
+        let (x, y) = (x * scale, y * scale);
+        // Two problems; the second has zero-mass bins in both marginals.
+        let (mu, mut nu) = (weights(2, n, 0, 1), weights(2, m, 0, 2));
+        nu.row_mut(1).iter_mut().take(40).for_each(|v| *v = 0.0);
+        let s = nu.row(1).sum();
+        nu.row_mut(1).mapv_inplace(|v| v / s);
+        let reference = solve::<f64, _>(CpuBackend, &mu, &nu, &x, &y, iters);
+        let single = solve::<f32, _>(one.clone(), &mu, &nu, &x, &y, iters);
+        let split = solve::<f32, _>(
+            CudaCluster::new(many.members().to_vec()).unwrap(),
+            &mu,
+            &nu,
+            &x,
+            &y,
+            iters,
+        );
+        // Splitting changes the f32 rounding, not the accuracy: the cluster is as close to
+        // the f64 result as one GPU is.
+        compare(
+            &single,
+            &split,
+            (1e-6, 4e-6),
+            &format!("d = {d}, f32, cluster vs one GPU"),
+        );
+        let e1 = diff(
+            &reference,
+            &single,
+            &format!("d = {d}, f32 one GPU vs CPU f64"),
+        );
+        let e2 = diff(
+            &reference,
+            &split,
+            &format!("d = {d}, f32 cluster vs CPU f64"),
+        );
+        for (a, b) in e1.iter().zip(&e2) {
+            assert!(
+                *b <= 2.0 * a + 1e-6,
+                "d = {d}: the cluster's error {b:e} against one GPU's {a:e}"
+            );
+        }
+        let split64 = solve::<f64, _>(
+            CudaCluster::new(many.members().to_vec()).unwrap(),
+            &mu,
+            &nu,
+            &x,
+            &y,
+            iters,
+        );
+        compare(
+            &reference,
+            &split64,
+            (1e-11, 1e-11),
+            &format!("d = {d}, f64 cluster vs CPU f64"),
+        );
+    }
+}
+
+#[test]
+fn cuda_cluster_dense_costs_equal_one_gpu() {
+    let (Some(one), Some(many)) = (gpu(), gpu_cluster()) else {
+        return;
+    };
+    let (b, n, m) = (5, 700, 900);
+    let mut r = Lcg(9);
+    let shared = Array2::from_shape_vec((n, m), r.vec(n * m, 0.0, 1.0)).unwrap();
+    let costs = Array3::from_shape_vec((b, n, m), r.vec(b * n * m, 0.0, 1.0)).unwrap();
+    let (mu, nu) = (weights(b, n, 3, 10), weights(b, m, 0, 11));
+    let params = SinkhornParams::new(0.02);
+    for (what, shared_cost) in [
+        ("shared cost (columns)", true),
+        ("batch of costs (problems)", false),
+    ] {
+        let run = |be: &dyn Fn(&Problem<'_, f32>) -> SinkhornResult<f32>| {
+            let (mu, nu) = (mu.mapv(|v| v as f32), nu.mapv(|v| v as f32));
+            let (s, c) = (shared.mapv(|v| v as f32), costs.mapv(|v| v as f32));
+            let problem = if shared_cost {
+                Problem::batch(mu.view(), nu.view(), s.view()).unwrap()
+            } else {
+                Problem::batch(mu.view(), nu.view(), c.view()).unwrap()
+            };
+            be(&problem)
+        };
+        let single = run(&|p| Solver::new(one.clone(), params.clone()).solve(p).unwrap());
+        let split = run(&|p| {
+            let cluster = CudaCluster::new(many.members().to_vec()).unwrap();
+            Solver::new(cluster, params.clone()).solve(p).unwrap()
+        });
+        assert_eq!(
+            single.convergence.converged, split.convergence.converged,
+            "{what}"
+        );
+        let (ea, eb) = (
+            single.convergence.marginal_error,
+            split.convergence.marginal_error,
+        );
+        assert!(
+            (ea - eb).abs() <= 0.05 * ea + 1e-7,
+            "{what}: marginal errors {ea:e} / {eb:e}"
+        );
+        compare(&single, &split, (1e-6, 4e-6), what);
+    }
+}
+
+#[test]
+fn cuda_cluster_half_steps_and_errors() {
+    let Some(many) = gpu_cluster() else {
+        return;
+    };
+    // One half-step of a batch on both sides against the CPU in f64.
+    let (b, n, m, d) = (3, 1111, 1234, 5);
+    let (x, y) = clouds(n, m, d, 3);
+    let mut r = Lcg(4);
+    let f = r.vec(b * n, -0.3, 0.3);
+    let g = r.vec(b * m, -0.3, 0.3);
+    let lm = |len, s| {
+        weights(b, len, 2, s)
+            .mapv(f64::ln)
+            .into_raw_vec_and_offset()
+            .0
+    };
+    let (log_mu, log_nu) = (lm(n, 5), lm(m, 6));
+    let cpu = CpuBackend;
+    let cost = PointCloudCost::new(x.view(), y.view()).unwrap().into();
+    let c1 = cpu.prepare_cost(&cost).unwrap();
+    let c = many.prepare_cost(&cost).unwrap();
+    for (side, other, lmv, len) in [(Side::Col, &f, &log_nu, m), (Side::Row, &g, &log_mu, n)] {
+        let mut want = vec![0.0; b * len];
+        cpu.sinkstep(&c1, side, 0.1, other, lmv, &mut want).unwrap();
+        let (o, l) = (many.upload(other).unwrap(), many.upload(lmv).unwrap());
+        let mut out = many.filled(b * len, 0.0).unwrap();
+        many.sinkstep(&c, side, 0.1, &o, &l, &mut out).unwrap();
+        let got = many.download(&out).unwrap();
+        let e = rel_diff(&want, &got, 0.0);
+        assert!(e < 1e-12, "{side:?}: {e:e}");
+        for (k, member) in many.members().iter().enumerate() {
+            let copy = member.download(&out.copies()[k]).unwrap();
+            assert_eq!(copy, got, "{side:?}: member {k}'s copy differs");
+        }
+    }
+    // A GPU named twice is refused before NCCL is asked.
+    let err =
+        CudaCluster::new(vec![many.members()[0].clone(), many.members()[0].clone()]).unwrap_err();
+    assert!(err.to_string().contains("twice"), "{err}");
+}
