@@ -176,12 +176,13 @@ pub fn flow<T: Real, B: PointCloudKernels<T> + GradKernels<T>>(
 }
 
 /// The solver of the flow: ε-scaling from the clouds' squared diameter down to ε, then up
-/// to 20000 iterations to a marginal error of 1e-6 of the mass (the gradients' accuracy).
+/// to 20000 iterations to a marginal error of 1e-6 of the mass (the gradients' accuracy;
+/// 1e-4 in f32, whose rounding of costs up to ~10³·ε leaves about 1e-5).
 pub fn solver<T: Real, B>(backend: B, x: &Array2<T>, y: &Array2<T>, eps: f64) -> Result<Solver<B>> {
     let scaling = PointCloudCost::new(x.view(), y.view())?.eps_scaling();
     let params = SinkhornParams {
         max_iters: 20_000,
-        tol: Some(1e-6),
+        tol: Some((10.0 * T::DEFAULT_TOL).max(1e-6)),
         ..SinkhornParams::new(eps).with_eps_scaling(scaling)
     };
     Ok(Solver::new(backend, params))
