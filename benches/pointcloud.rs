@@ -93,9 +93,7 @@ fn divergence(c: &mut Criterion) {
                 .sinkhorn_divergence(
                     a.view(),
                     b.view(),
-                    x.view(),
-                    y.view(),
-                    logot::PointMetric::SqEuclidean,
+                    PointCloudCost::new(x.view(), y.view()).unwrap(),
                     logot::DivergenceConvention::Objective,
                 )
                 .unwrap()

@@ -70,9 +70,7 @@
 //! `ρ = r²`; by homogeneity logot's value for `|x − y|²` with `ε = 2σ²`, `ρ = 2r²` is twice
 //! GeomLoss's.
 
-use crate::backend::{
-    grad::GradKernels, CostSource, PointCloudCost, PointCloudKernels, PointMetric, Side,
-};
+use crate::backend::{grad::GradKernels, CostSource, PointCloudCost, PointCloudKernels, Side};
 use crate::grad::ot::{solve_adjoint_with, PlanMatvec};
 use crate::grad::{CgParams, CgReport};
 use crate::sinkhorn::{
@@ -599,24 +597,26 @@ impl<Bk> Solver<Bk> {
     }
 
     /// The Sinkhorn divergence `S_ε(μ, ν)` between the clouds `x` (`n×d`, weights `mu`) and
-    /// `y` (`m×d`, weights `nu`) for the cost `metric`, in the given `convention`, with its
-    /// gradients with respect to the points ([`DivergenceConvention::Objective`]). Three
-    /// problems are solved with this solver's parameters (ε-scaling included): `(μ, ν)` on
-    /// `x × y` by Sinkhorn, and the debiasing terms `(μ, μ)` on `x × x` and `(ν, ν)` on
-    /// `y × y` by the symmetric iteration `f ← ½(f + T(f))`.
+    /// `y` (`m×d`, weights `nu`) of `clouds` (with its metric and cross-term precision), in
+    /// the given `convention`, with its gradients with respect to the points
+    /// ([`DivergenceConvention::Objective`]). Three problems are solved with this solver's
+    /// parameters (ε-scaling included): `(μ, ν)` on `x × y` by Sinkhorn, and the debiasing
+    /// terms `(μ, μ)` on `x × x` and `(ν, ν)` on `y × y` (same metric and precision) by the
+    /// symmetric iteration `f ← ½(f + T(f))`.
     ///
     /// With a relaxation ([`SinkhornParams::relaxation`], one `ρ` on both sides) this is the
     /// unbalanced divergence of the module docs (objective convention only): the masses may
     /// differ, and the three solves use the relaxed half-step.
     ///
     /// ```
-    /// use logot::{CpuBackend, DivergenceConvention, PointMetric, SinkhornParams, Solver};
+    /// use logot::{CpuBackend, DivergenceConvention, PointCloudCost, SinkhornParams, Solver};
     /// use ndarray::{array, Array1};
     /// let x = array![[0.0f64, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]];
     /// let y = &x * 1.5; // a dilation: S_ε > 0, and the gradient pulls x outwards
     /// let a = Array1::from_elem(4, 0.25);
+    /// let clouds = PointCloudCost::new(x.view(), y.view())?;
     /// let solver = Solver::new(CpuBackend, SinkhornParams::new(0.01));
-    /// let s = solver.sinkhorn_divergence(a.view(), a.view(), x.view(), y.view(), PointMetric::SqEuclidean, DivergenceConvention::Objective)?;
+    /// let s = solver.sinkhorn_divergence(a.view(), a.view(), clouds.clone(), DivergenceConvention::Objective)?;
     /// assert!(s.converged() && s.value > 0.0);
     /// // ∂S/∂x at (1, 1) points towards −(1, 1)·(positive): moving x towards y lowers S.
     /// let gx = s.grad_x.unwrap();
@@ -624,8 +624,8 @@ impl<Bk> Solver<Bk> {
     /// // POT's convention combines the transport costs ⟨P, C⟩ of the same three plans: at a
     /// // large ε the entropy terms make it a different number.
     /// let solver = Solver::new(CpuBackend, SinkhornParams::new(1.0));
-    /// let obj = solver.sinkhorn_divergence(a.view(), a.view(), x.view(), y.view(), PointMetric::SqEuclidean, DivergenceConvention::Objective)?;
-    /// let lin = solver.sinkhorn_divergence(a.view(), a.view(), x.view(), y.view(), PointMetric::SqEuclidean, DivergenceConvention::Linear)?;
+    /// let obj = solver.sinkhorn_divergence(a.view(), a.view(), clouds.clone(), DivergenceConvention::Objective)?;
+    /// let lin = solver.sinkhorn_divergence(a.view(), a.view(), clouds, DivergenceConvention::Linear)?;
     /// assert!(lin.grad_x.is_none() && (lin.value - obj.value).abs() > 1e-3);
     /// assert!((lin.value - (lin.terms[0] - 0.5 * (lin.terms[1] + lin.terms[2]))).abs() < 1e-12);
     /// # Ok::<(), logot::Error>(())
@@ -634,16 +634,15 @@ impl<Bk> Solver<Bk> {
         &self,
         mu: ArrayView1<'_, T>,
         nu: ArrayView1<'_, T>,
-        x: ArrayView2<'_, T>,
-        y: ArrayView2<'_, T>,
-        metric: PointMetric,
+        clouds: PointCloudCost<'_, T>,
         convention: DivergenceConvention,
     ) -> Result<SinkhornDivergence<T>>
     where
         Bk: PointCloudKernels<T> + GradKernels<T>,
     {
         let rho = divergence_reach(self.params(), convention)?;
-        let xy = PointCloudCost::with_metric(x, y, metric)?;
+        let (x, y, metric, precision) =
+            (clouds.x(), clouds.y(), clouds.metric(), clouds.precision());
         let (a2, b2) = (mu.insert_axis(Axis(0)), nu.insert_axis(Axis(0)));
         let mass_a = check_histograms("mu", &a2)?;
         let mass_b = check_histograms("nu", &b2)?;
@@ -662,10 +661,10 @@ impl<Bk> Solver<Bk> {
         if rho.is_none() {
             check_equal_mass::<T>(&mass_a, &mass_b)?;
         }
-        let xx = PointCloudCost::with_metric(x, x, metric)?;
-        let yy = PointCloudCost::with_metric(y, y, metric)?;
+        let xx = PointCloudCost::with_metric(x, x, metric)?.with_precision(precision);
+        let yy = PointCloudCost::with_metric(y, y, metric)?.with_precision(precision);
         let objective = convention == DivergenceConvention::Objective;
-        let problem = Problem::batch(a2, b2, xy)?;
+        let problem = Problem::batch(a2.reborrow(), b2.reborrow(), clouds.reborrow())?;
         let s_xx = self_transport(self, xx, mu, objective, rho)?;
         let s_yy = self_transport(self, yy, nu, objective, rho)?;
         let combine = |own: &Array3<T>, half: &Option<Array2<T>>| -> Option<Array2<T>> {
@@ -753,8 +752,8 @@ pub fn wasserstein_points<T: Real>(
 /// The Sinkhorn divergence `S_ε` between `x` (weights `mu`) and `y` (weights `nu`) for the
 /// squared Euclidean cost, in the regularised-objective convention (GeomLoss's), with its
 /// gradients with respect to the points, on the CPU with default [`SinkhornParams`]
-/// ([`Solver::sinkhorn_divergence`] for parameters, other backends, metrics and POT's
-/// linear convention).
+/// ([`Solver::sinkhorn_divergence`] for parameters, other backends, metrics, the GPU's
+/// cross-term precision and POT's linear convention).
 ///
 /// ```
 /// use ndarray::array;
@@ -778,9 +777,7 @@ pub fn sinkhorn_divergence<T: Real>(
     Solver::new(CpuBackend, SinkhornParams::new(eps.f64())).sinkhorn_divergence(
         mu,
         nu,
-        x,
-        y,
-        PointMetric::SqEuclidean,
+        PointCloudCost::new(x, y)?,
         DivergenceConvention::Objective,
     )
 }

@@ -28,6 +28,33 @@ fn check_timing(j: &serde_json::Value, problem: &str, runs: usize) {
     assert!(ms > 0.0 && min > 0.0 && min <= ms, "{j}");
 }
 
+/// One timed run of the point-cloud `problem` at N = M = `n` (and dimension `dim` when
+/// given): it succeeds, reports its timing and the size it ran (`d` = `want_d`).
+fn bench_points(problem: &str, n: usize, dim: Option<usize>, want_d: usize) -> serde_json::Value {
+    let (pts, d) = (n.to_string(), dim.map(|d| d.to_string()));
+    let mut args = vec![
+        "--problem",
+        problem,
+        "--json",
+        "--runs",
+        "1",
+        "--points",
+        &pts,
+    ];
+    if let Some(d) = &d {
+        args.extend(["--dim", d]);
+    }
+    let (code, j, err) = bench(&args);
+    assert_eq!(code, 0, "{problem}: {err}");
+    check_timing(&j, problem, 1);
+    assert_eq!(
+        (j["n"].as_u64(), j["m"].as_u64(), j["d"].as_u64()),
+        (Some(n as u64), Some(n as u64), Some(want_d as u64)),
+        "{j}"
+    );
+    j
+}
+
 #[test]
 fn ot_a_reports_the_median_of_the_timed_runs() {
     let (code, j, err) = bench(&["--problem", "otA", "--json", "--runs", "3"]);
@@ -180,25 +207,6 @@ fn reg_m_times_the_unbalanced_problem() {
     }
 }
 
-/// `--precision` belongs to the point-cloud problems: a bad value names the flag and its
-/// values, and another problem refuses it by name (both before any work).
-#[test]
-fn precision_is_checked_and_named() {
-    let (code, _, err) = bench(&["--problem", "otC64", "--json", "--precision", "half"]);
-    assert_ne!(code, 0);
-    assert!(
-        err.contains("--precision") && err.contains("tf32x3"),
-        "{err}"
-    );
-    let (code, _, err) = bench(&["--problem", "otA", "--json", "--precision", "tf32"]);
-    assert_ne!(code, 0);
-    assert!(
-        err.contains("--precision") && err.contains("otC64"),
-        "{err}"
-    );
-    assert!(!err.contains("panicked"), "{err}");
-}
-
 /// otC10 and otCbig (10 point-cloud iterations at d = 3, ε = 0.05) made small by
 /// `--points`: the JSON names the problem and its shape, and `f_first` is the first entry
 /// of `f` after 10 iterations from zero potentials by the library on the same clouds.
@@ -207,23 +215,7 @@ fn otc10_and_otcbig_run_small_with_points() {
     use logot::backend::{Marginals, Potentials};
     use logot::{Backend, CpuBackend, PointCloudCost};
     for (problem, n) in [("otC10", 300usize), ("otCbig", 257)] {
-        let pts = n.to_string();
-        let (code, j, err) = bench(&[
-            "--problem",
-            problem,
-            "--json",
-            "--runs",
-            "1",
-            "--points",
-            &pts,
-        ]);
-        assert_eq!(code, 0, "{err}");
-        check_timing(&j, problem, 1);
-        assert_eq!(
-            (j["n"].as_u64(), j["m"].as_u64(), j["d"].as_u64()),
-            (Some(n as u64), Some(n as u64), Some(3)),
-            "{j}"
-        );
+        let j = bench_points(problem, n, None, 3);
         assert_eq!(
             (j["iterations"].as_u64(), j["eps"].as_f64()),
             (Some(10), Some(0.05))
@@ -251,13 +243,6 @@ fn otc10_and_otcbig_run_small_with_points() {
         let got = j["f_first"].as_f64().unwrap();
         assert_eq!(got, pot.f[0] as f64, "{j}");
     }
-    // --points belongs to the sized point-cloud problems, and is at least 1.
-    let (code, _, err) = bench(&["--problem", "otA", "--json", "--points", "10"]);
-    assert_ne!(code, 0);
-    assert!(err.contains("--points"), "{err}");
-    let (code, _, err) = bench(&["--problem", "otC10", "--json", "--points", "0"]);
-    assert_ne!(code, 0);
-    assert!(err.contains("--points"), "{err}");
 }
 
 /// `--points`/`--dim` resize the point-cloud problems: otC's half-step from `f = 0` at
@@ -266,24 +251,7 @@ fn otc10_and_otcbig_run_small_with_points() {
 #[test]
 fn point_cloud_problems_take_a_size_override() {
     let (n, d) = (300usize, 40usize);
-    let (code, j, err) = bench(&[
-        "--problem",
-        "otC",
-        "--points",
-        &n.to_string(),
-        "--dim",
-        &d.to_string(),
-        "--runs",
-        "1",
-        "--json",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    check_timing(&j, "otC", 1);
-    assert_eq!(
-        (j["n"].as_u64(), j["d"].as_u64()),
-        (Some(300), Some(40)),
-        "{j}"
-    );
+    let j = bench_points("otC", n, Some(d), d);
     let (_, _, x, y) = logot::problems::ot_c::<f32>(n, d);
     let eps = logot::problems::OTC_EPS;
     let args: Vec<f64> = (0..n)
@@ -300,33 +268,43 @@ fn point_cloud_problems_take_a_size_override() {
     let got = j["g_first"].as_f64().unwrap();
     assert!((got - want).abs() <= 1e-4 * want.abs(), "{got} vs {want}");
 
-    let (code, j, err) = bench(&[
-        "--problem",
-        "otC64",
-        "--points",
-        "200",
-        "--dim",
-        "16",
-        "--runs",
-        "1",
-        "--json",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    check_timing(&j, "otC64", 1);
-    assert_eq!(
-        (j["n"].as_u64(), j["d"].as_u64()),
-        (Some(200), Some(16)),
-        "{j}"
-    );
+    let j = bench_points("otC64", 200, Some(16), 16);
     assert!(j["f_first"].as_f64().unwrap().is_finite(), "{j}");
+}
 
-    // Refusals name the flag: a size of 0, and a size for a problem without points.
-    for (args, flag) in [
-        (vec!["--problem", "otC64", "--points", "0"], "--points"),
-        (vec!["--problem", "otA", "--dim", "5"], "--dim"),
+/// The point-cloud options are checked before any work and refused naming the flag:
+/// `--points`/`--dim` of 0 or on a problem without points, `--precision` with a bad value
+/// (the message lists the values) or on a problem other than otC64/otC1024 (the message
+/// names them).
+#[test]
+fn point_cloud_options_are_refused_by_name() {
+    for (args, words) in [
+        (vec!["--problem", "otA", "--points", "10"], vec!["--points"]),
+        (
+            vec!["--problem", "otC10", "--points", "0"],
+            vec!["--points"],
+        ),
+        (
+            vec!["--problem", "otC64", "--points", "0"],
+            vec!["--points"],
+        ),
+        (vec!["--problem", "otA", "--dim", "5"], vec!["--dim"]),
+        (
+            vec!["--problem", "otC64", "--precision", "half"],
+            vec!["--precision", "tf32x3"],
+        ),
+        (
+            vec!["--problem", "otA", "--precision", "tf32"],
+            vec!["--precision", "otC64"],
+        ),
     ] {
+        let mut args = args;
+        args.push("--json");
         let (code, _, err) = bench(&args);
-        assert_ne!(code, 0);
-        assert!(err.contains(flag), "{err}");
+        assert_ne!(code, 0, "{args:?}");
+        for w in words {
+            assert!(err.contains(w), "{args:?}: {err}");
+        }
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
 }

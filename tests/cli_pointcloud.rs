@@ -234,8 +234,9 @@ fn bad_point_clouds_are_refused_naming_the_flag() {
     assert!(err.contains("--y"), "{err}");
 }
 
-/// `--precision` (how the GPU forms x·y): accepted with point clouds, the CPU's exact answer
-/// whatever the choice; a bad value or a dense cost is refused naming the flag.
+/// `--precision` (how the GPU forms x·y), on `wasserstein` and `divergence`: accepted with
+/// point clouds, the CPU's exact answer whatever the choice; a bad value or a dense cost is
+/// refused naming the flag.
 #[test]
 fn precision_flag_parses_and_bad_values_name_it() {
     let d = dir("precision");
@@ -246,35 +247,34 @@ fn precision_flag_parses_and_bad_values_name_it() {
         p(&d, "x.npy"),
         p(&d, "y.npy"),
     );
-    let base = [
-        "wasserstein",
-        "--mu",
-        &mu,
-        "--nu",
-        &nu,
-        "--x",
-        &x,
-        "--y",
-        &y,
-        "--eps",
-        "0.05",
-    ];
-    let (code, out, err) = logot(&base);
-    assert_eq!(code, 0, "{err}");
-    let want = json(&out)["distance"][0].as_f64().unwrap();
-    for mode in ["exact", "tf32x3", "tf32"] {
+    for (cmd, value) in [
+        ("wasserstein", "/distance/0"),
+        ("divergence", "/divergence"),
+    ] {
+        let base = [
+            cmd, "--mu", &mu, "--nu", &nu, "--x", &x, "--y", &y, "--eps", "0.05",
+        ];
+        let (code, out, err) = logot(&base);
+        assert_eq!(code, 0, "{cmd}: {err}");
+        let want = json(&out).pointer(value).and_then(|v| v.as_f64()).unwrap();
+        assert!(want > 0.0, "{cmd}: {want}");
+        for mode in ["exact", "tf32x3", "tf32"] {
+            let mut args = base.to_vec();
+            args.extend(["--precision", mode]);
+            let (code, out, err) = logot(&args);
+            assert_eq!(code, 0, "{cmd} --precision {mode}: {err}");
+            let got = json(&out).pointer(value).and_then(|v| v.as_f64());
+            assert_eq!(got, Some(want), "{cmd} --precision {mode} on the CPU");
+        }
         let mut args = base.to_vec();
-        args.extend(["--precision", mode]);
-        let (code, out, err) = logot(&args);
-        assert_eq!(code, 0, "--precision {mode}: {err}");
-        let got = json(&out)["distance"][0].as_f64().unwrap();
-        assert_eq!(got, want, "--precision {mode} on the CPU");
+        args.extend(["--precision", "fp16"]);
+        let (code, _, err) = logot(&args);
+        assert_ne!(code, 0, "{cmd}");
+        assert!(
+            err.contains("--precision") && err.contains("fp16") && err.contains("tf32x3"),
+            "{cmd}: {err}"
+        );
     }
-    let mut args = base.to_vec();
-    args.extend(["--precision", "fp16"]);
-    let (code, _, err) = logot(&args);
-    assert_ne!(code, 0);
-    assert!(err.contains("--precision") && err.contains("fp16"), "{err}");
     let (code, _, err) = logot(&[
         "coupling",
         "--mu",

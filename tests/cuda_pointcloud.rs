@@ -7,36 +7,15 @@
 #![cfg(feature = "cuda")]
 
 mod common;
+use common::clouds::{cast, f64s, step_inputs};
 use common::gpu::gpu;
+use common::Lcg;
 
 use logot::{
     Backend, CpuBackend, PointCloudCost, PointCloudKernels, PointMetric, Problem, Side,
     SinkhornParams, Solver,
 };
 use ndarray::{Array1, Array2, Axis};
-
-/// 64-bit LCG (Knuth's constants), uniform in [0, 1).
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self) -> f64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((self.0 >> 11) as f64) / ((1u64 << 53) as f64)
-    }
-    fn vec(&mut self, len: usize, lo: f64, hi: f64) -> Vec<f64> {
-        (0..len).map(|_| lo + (hi - lo) * self.next()).collect()
-    }
-}
-
-fn cast<T: logot::Real>(v: &[f64]) -> Vec<T> {
-    v.iter().map(|&x| T::of(x)).collect()
-}
-
-fn f64s<T: logot::Real>(v: &[T]) -> Vec<f64> {
-    v.iter().map(|x| x.f64()).collect()
-}
 
 /// Largest |a − b| relative to max(1, |b|); −∞ entries must coincide.
 fn worst(a: &[f64], b: &[f64]) -> f64 {
@@ -71,13 +50,7 @@ fn half_steps_match_the_cpu() {
         let mut r = Lcg((n * 31 + m) as u64);
         let x = Array2::from_shape_vec((n, d), r.vec(n * d, 0.0, 1.0)).unwrap();
         let y = Array2::from_shape_vec((m, d), r.vec(m * d, 0.0, 1.0)).unwrap();
-        let mut f = r.vec(batch * n, -0.2, 0.2);
-        let mut g = r.vec(batch * m, -0.2, 0.2);
-        let mut lmu = r.vec(batch * n, -9.0, -6.0);
-        let lnu = r.vec(batch * m, -9.0, -6.0);
-        f[1] = f64::NEG_INFINITY;
-        g[2] = f64::NEG_INFINITY;
-        lmu[3] = f64::NEG_INFINITY;
+        let (f, g, lmu, lnu) = step_inputs(&mut r, (n, m, batch));
         let cost = PointCloudCost::with_metric(x.view(), y.view(), metric).unwrap();
         let pc = cpu.prepare_cost(&cost.clone().into()).unwrap();
         for (side, other, lm, len) in [(Side::Col, &f, &lnu, m), (Side::Row, &g, &lmu, n)] {

@@ -16,7 +16,7 @@
 #![cfg(feature = "cuda")]
 
 mod common;
-use common::clouds::{cast, clouds, f64s, gpu_step, mean_cost, tol32, worst};
+use common::clouds::{cast, clouds, f64s, gpu_step, mean_cost, step_case, tol32, worst, StepCase};
 use common::gpu::gpu;
 use common::Lcg;
 
@@ -46,7 +46,6 @@ fn sizes(d: usize) -> (usize, usize) {
 #[test]
 fn half_steps_match_the_cpu_at_any_dimension() {
     let Some(gpu) = gpu() else { return };
-    let cpu = CpuBackend;
     let mut cases: Vec<(usize, usize, usize, usize)> = DIMS
         .iter()
         .map(|&d| {
@@ -61,29 +60,17 @@ fn half_steps_match_the_cpu_at_any_dimension() {
             (PointMetric::SqEuclidean, 0.1),
             (PointMetric::Euclidean, 0.05),
         ] {
-            let eps = ratio * mean_cost(d, metric);
-            let (x, y) = clouds(n, m, d, (d * 1009 + n) as u64);
-            let mut r = Lcg((n * 31 + m + d) as u64);
-            let mut f = r.vec(batch * n, -0.2, 0.2);
-            let mut g = r.vec(batch * m, -0.2, 0.2);
-            let mut lmu = r.vec(batch * n, -9.0, -6.0);
-            let lnu = r.vec(batch * m, -9.0, -6.0);
-            f[1] = f64::NEG_INFINITY;
-            g[2] = f64::NEG_INFINITY;
-            lmu[3] = f64::NEG_INFINITY;
-            let cost = PointCloudCost::with_metric(x.view(), y.view(), metric).unwrap();
-            let pc = cpu.prepare_cost(&cost.into()).unwrap();
-            for (side, other, lm, len) in [(Side::Col, &f, &lnu, m), (Side::Row, &g, &lmu, n)] {
-                let mut want = vec![0.0; batch * len];
-                cpu.sinkstep(&pc, side, eps, other, lm, &mut want).unwrap();
+            let seeds = ((d * 1009 + n) as u64, (n * 31 + m + d) as u64);
+            let StepCase { x, y, eps, steps } = step_case((n, m, d, batch), metric, ratio, seeds);
+            for h in &steps {
+                let (side, other, lm, len, want) = (h.side, &h.other, &h.lm, h.len, &h.want);
                 let what = format!("n={n} m={m} d={d} B={batch} {metric:?} {side:?}");
-                let len = batch * len;
                 let exact = CrossPrecision::Exact;
                 let got = gpu_step::<f64>(&gpu, &x, &y, metric, exact, side, eps, other, lm, len);
-                let w = worst(&got, &want);
+                let w = worst(&got, want);
                 assert!(w < 1e-11, "f64 {what}: {w:e}");
                 let got = gpu_step::<f32>(&gpu, &x, &y, metric, exact, side, eps, other, lm, len);
-                let w = worst(&got, &want);
+                let w = worst(&got, want);
                 assert!(w < tol32(d), "f32 {what}: {w:e} (tolerance {:e})", tol32(d));
             }
         }

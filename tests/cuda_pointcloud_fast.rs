@@ -24,7 +24,7 @@ use common::Lcg;
 
 use logot::backend::cuda::{CloudForm, CudaBackend, Tuning};
 use logot::{
-    Backend, CpuBackend, PointCloudCost, PointMetric, Problem, Side, SinkhornParams, Solver,
+    Backend, CpuBackend, PointCloudCost, PointMetric, Problem, Real, Side, SinkhornParams, Solver,
 };
 use ndarray::{Array1, Array2, Axis};
 
@@ -83,10 +83,10 @@ fn log_weights(r: &mut Lcg, batch: usize, len: usize, uniform: bool, zeros: &[us
     out
 }
 
-/// One f32 half-step on the GPU of the cost of `x`, `y` (rounded to f32), as f64, with the
-/// form the backend chose.
+/// One half-step on `side` of the cost of `x`, `y` rounded to f32: on the GPU in f32 and on
+/// the CPU in f64 (from the same rounded clouds), both as f64, with the form the GPU chose.
 #[allow(clippy::too_many_arguments)]
-fn gpu_step(
+fn half_steps(
     gpu: &CudaBackend,
     x: &Array2<f64>,
     y: &Array2<f64>,
@@ -95,7 +95,7 @@ fn gpu_step(
     eps: f64,
     other: &[f64],
     lm: &[f64],
-) -> (Vec<f64>, Option<CloudForm>) {
+) -> (Vec<f64>, Vec<f64>, Option<CloudForm>) {
     let (x32, y32) = (x.mapv(|v| v as f32), y.mapv(|v| v as f32));
     let cost = PointCloudCost::with_metric(x32.view(), y32.view(), metric).unwrap();
     let gc = gpu.prepare_cost(&cost.into()).unwrap();
@@ -107,29 +107,15 @@ fn gpu_step(
     let mut out = gpu.filled(lm.len(), 0.0f32).unwrap();
     gpu.sinkstep(&gc, side, eps as f32, &o, &l, &mut out)
         .unwrap();
-    (f64s(&gpu.download(&out).unwrap()), form)
-}
-
-/// The CPU's f64 half-step on the f32-rounded clouds (the GPU's inputs).
-#[allow(clippy::too_many_arguments)]
-fn cpu_step(
-    x: &Array2<f64>,
-    y: &Array2<f64>,
-    metric: PointMetric,
-    side: Side,
-    eps: f64,
-    other: &[f64],
-    lm: &[f64],
-) -> Vec<f64> {
-    let (x, y) = (x.mapv(|v| v as f32 as f64), y.mapv(|v| v as f32 as f64));
+    let (xr, yr) = (x32.mapv(|v| v as f64), y32.mapv(|v| v as f64));
     let cpu = CpuBackend;
-    let cost = PointCloudCost::with_metric(x.view(), y.view(), metric).unwrap();
+    let cost = PointCloudCost::with_metric(xr.view(), yr.view(), metric).unwrap();
     let pc = cpu.prepare_cost(&cost.into()).unwrap();
     let mut want = vec![0.0; lm.len()];
     let (other, lm) = (other.to_vec(), lm.to_vec());
     cpu.sinkstep(&pc, side, eps, &other, &lm, &mut want)
         .unwrap();
-    want
+    (f64s(&gpu.download(&out).unwrap()), want, form)
 }
 
 /// Both sides, batch 2 with random weights or batch 1 with uniform ones, zero-mass points
@@ -159,8 +145,7 @@ fn check_steps(
     let mut worst_all = 0.0f64;
     let mut form = None;
     for (side, other, lm) in [(Side::Col, &f, &lnu), (Side::Row, &g, &lmu)] {
-        let want = cpu_step(x, y, metric, side, eps, other, lm);
-        let (got, fm) = gpu_step(gpu, x, y, metric, side, eps, other, lm);
+        let (got, want, fm) = half_steps(gpu, x, y, metric, side, eps, other, lm);
         let w = worst(&got, &want);
         eprintln!("{what} {side:?} ({fm:?}): {w:e}");
         assert!(w < TOL32, "{what} {side:?} ({fm:?}): {w:e}");
@@ -202,6 +187,23 @@ fn small_d_half_steps_match_the_cpu() {
     }
 }
 
+/// The distance of one problem (`mu`, `nu` on the clouds' cost) solved in precision `T` on
+/// `backend`: (distance, converged, iterations).
+fn solve<T: Real, B: Backend<T>>(
+    backend: B,
+    params: &SinkhornParams,
+    (x, y, metric): (&Array2<f64>, &Array2<f64>, PointMetric),
+    (mu, nu): (&Array1<f64>, &Array1<f64>),
+) -> (f64, bool, usize) {
+    let (x, y, mu, nu) = (x.mapv(T::of), y.mapv(T::of), mu.mapv(T::of), nu.mapv(T::of));
+    let cost = PointCloudCost::with_metric(x.view(), y.view(), metric).unwrap();
+    let (mu, nu) = (mu.insert_axis(Axis(0)), nu.insert_axis(Axis(0)));
+    let p = Problem::batch(mu.view(), nu.view(), cost).unwrap();
+    let r = Solver::new(backend, params.clone()).solve(&p).unwrap();
+    let c = r.convergence;
+    (r.distance[0].f64(), c.converged, c.iterations)
+}
+
 #[test]
 fn small_d_distances_match_the_cpu() {
     let Some(gpu) = gpu() else { return };
@@ -218,31 +220,16 @@ fn small_d_distances_match_the_cpu() {
             nu /= nu.sum();
             let eps = eps_for(d, metric);
             let params = SinkhornParams::new(eps);
-            let (x32, y32) = (x.mapv(|v| v as f32), y.mapv(|v| v as f32));
-            let (xr, yr) = (x32.mapv(|v| v as f64), y32.mapv(|v| v as f64));
-            let cost = PointCloudCost::with_metric(xr.view(), yr.view(), metric).unwrap();
-            let p = Problem::batch(
-                mu.view().insert_axis(Axis(0)),
-                nu.view().insert_axis(Axis(0)),
-                cost,
-            )
-            .unwrap();
-            let want = Solver::new(CpuBackend, params.clone()).solve(&p).unwrap();
-            assert!(want.convergence.converged, "CPU d={d} {metric:?}");
-            let (mu32, nu32) = (mu.mapv(|v| v as f32), nu.mapv(|v| v as f32));
-            let c32 = PointCloudCost::with_metric(x32.view(), y32.view(), metric).unwrap();
-            let p32 = Problem::batch(
-                mu32.view().insert_axis(Axis(0)),
-                nu32.view().insert_axis(Axis(0)),
-                c32,
-            )
-            .unwrap();
-            let got = Solver::new(gpu.clone(), params).solve(&p32).unwrap();
-            let (g, w) = (got.distance[0] as f64, want.distance[0]);
+            // The CPU in f64 on the clouds the GPU sees (rounded to f32).
+            let (x, y) = (x.mapv(|v| v as f32 as f64), y.mapv(|v| v as f32 as f64));
+            let clouds = (&x, &y, metric);
+            let want = solve::<f64, _>(CpuBackend, &params, clouds, (&mu, &nu));
+            assert!(want.1, "CPU d={d} {metric:?}");
+            let got = solve::<f32, _>(gpu.clone(), &params, clouds, (&mu, &nu));
+            let ((g, _, got_its), (w, _, want_its)) = (got, want);
             let rel = (g - w).abs() / w.abs();
             eprintln!(
-                "d={d} {metric:?} ε={eps:.4}: distance {g} vs {w} (rel {rel:e}), {} vs {} iterations",
-                got.convergence.iterations, want.convergence.iterations
+                "d={d} {metric:?} ε={eps:.4}: distance {g} vs {w} (rel {rel:e}), {got_its} vs {want_its} iterations"
             );
             assert!(rel < 10.0 * TOL32, "d={d} {metric:?}: {g} vs {w}: {rel:e}");
         }

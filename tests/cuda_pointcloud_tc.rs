@@ -18,7 +18,7 @@
 #![cfg(feature = "cuda")]
 
 mod common;
-use common::clouds::{clouds, gpu_step, mean_cost, tol32, worst};
+use common::clouds::{clouds, gpu_step, mean_cost, step_case, tol32, worst, StepCase};
 use common::gpu::gpu;
 use common::Lcg;
 
@@ -90,7 +90,6 @@ fn largest(v: &[f64]) -> f64 {
 #[test]
 fn half_steps_match_the_cpu_within_each_mode_bound() {
     let Some(gpu) = gpu() else { return };
-    let cpu = CpuBackend;
     let mut cases: Vec<(usize, usize, usize, usize)> = [16, 17, 64, 100, 512, 1024]
         .iter()
         .map(|&d| (300, 257, d, if d == 100 { 3 } else { 1 }))
@@ -104,29 +103,17 @@ fn half_steps_match_the_cpu_within_each_mode_bound() {
             (PointMetric::SqEuclidean, 0.1),
             (PointMetric::Euclidean, 0.05),
         ] {
-            let eps = ratio * mean_cost(d, metric);
-            let (x, y) = clouds(n, m, d, (d * 1013 + n) as u64);
+            let seeds = ((d * 1013 + n) as u64, (n * 37 + m + d) as u64);
+            let StepCase { x, y, eps, steps } = step_case((n, m, d, batch), metric, ratio, seeds);
             let norms = centred_norm_product(&x, &y);
-            let mut r = Lcg((n * 37 + m + d) as u64);
-            let mut f = r.vec(batch * n, -0.2, 0.2);
-            let mut g = r.vec(batch * m, -0.2, 0.2);
-            let mut lmu = r.vec(batch * n, -9.0, -6.0);
-            let lnu = r.vec(batch * m, -9.0, -6.0);
-            f[1] = f64::NEG_INFINITY;
-            g[2] = f64::NEG_INFINITY;
-            lmu[3] = f64::NEG_INFINITY;
-            let cost = PointCloudCost::with_metric(x.view(), y.view(), metric).unwrap();
-            let pc = cpu.prepare_cost(&cost.into()).unwrap();
-            for (side, other, lm, len) in [(Side::Col, &f, &lnu, m), (Side::Row, &g, &lmu, n)] {
-                let mut want = vec![0.0; batch * len];
-                cpu.sinkstep(&pc, side, eps, other, lm, &mut want).unwrap();
-                let scale = largest(&want);
-                let len = batch * len;
+            for h in &steps {
+                let (side, other, lm, len, want) = (h.side, &h.other, &h.lm, h.len, &h.want);
+                let scale = largest(want);
                 for mode in MODES {
                     let what = format!("{mode:?} n={n} m={m} d={d} B={batch} {metric:?} {side:?}");
                     let got =
                         gpu_step::<f32>(&gpu, &x, &y, metric, mode, side, eps, other, lm, len);
-                    let w = worst(&got, &want);
+                    let w = worst(&got, want);
                     // At d ≤ 16 every mode is the exact difference form.
                     let tol = if d <= 16 {
                         tol32(d)

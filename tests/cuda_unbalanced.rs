@@ -405,7 +405,12 @@ fn unbalanced_divergence_matches_the_cpu() {
                     b.mapv(|v| v as $t),
                 );
                 let s = Solver::new($be, p.clone())
-                    .sinkhorn_divergence(a.view(), b.view(), x.view(), y.view(), metric, conv)
+                    .sinkhorn_divergence(
+                        a.view(),
+                        b.view(),
+                        PointCloudCost::with_metric(x.view(), y.view(), metric).unwrap(),
+                        conv,
+                    )
                     .unwrap();
                 assert!(s.converged(), "{:?}", s.convergence);
                 (

@@ -212,9 +212,7 @@ fn sinkhorn_rows() -> Vec<Case> {
                 .sinkhorn_divergence(
                     mu.view(),
                     mu.view(),
-                    x.view(),
-                    x.view(),
-                    logot::PointMetric::SqEuclidean,
+                    PointCloudCost::new(x.view(), x.view()).unwrap(),
                     logot::DivergenceConvention::Objective,
                 )
                 .map(|_| ())
@@ -230,9 +228,7 @@ fn sinkhorn_rows() -> Vec<Case> {
                 .sinkhorn_divergence(
                     mu.view(),
                     mu.view(),
-                    x.view(),
-                    x.view(),
-                    logot::PointMetric::SqEuclidean,
+                    PointCloudCost::new(x.view(), x.view()).unwrap(),
                     logot::DivergenceConvention::Linear,
                 )
                 .map(|_| ())
@@ -554,9 +550,7 @@ fn divergence(
         .sinkhorn_divergence(
             mu,
             nu,
-            x,
-            y,
-            logot::PointMetric::SqEuclidean,
+            PointCloudCost::new(x, y)?,
             logot::DivergenceConvention::Objective,
         )
         .map(|_| ())

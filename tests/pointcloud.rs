@@ -24,9 +24,7 @@ fn divergence(
     Solver::new(CpuBackend, params.clone()).sinkhorn_divergence(
         mu,
         nu,
-        x,
-        y,
-        logot::PointMetric::SqEuclidean,
+        PointCloudCost::new(x, y)?,
         logot::DivergenceConvention::Objective,
     )
 }
@@ -685,9 +683,7 @@ fn linear_divergence_matches_pot() {
             .sinkhorn_divergence(
                 a.view(),
                 b.view(),
-                x.view(),
-                y.view(),
-                logot::PointMetric::SqEuclidean,
+                PointCloudCost::new(x.view(), y.view()).unwrap(),
                 logot::DivergenceConvention::Linear,
             )
             .unwrap();

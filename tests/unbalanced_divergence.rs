@@ -9,8 +9,8 @@ mod common;
 use common::Lcg;
 use logot::grad::{check_gradient, GradCheckOptions};
 use logot::{
-    CpuBackend, DivergenceConvention, EpsScaling, Error, PointMetric, Relaxation, SinkhornParams,
-    Solver,
+    CpuBackend, DivergenceConvention, EpsScaling, Error, PointCloudCost, PointMetric, Relaxation,
+    SinkhornParams, Solver,
 };
 use ndarray::{Array1, Array2, ArrayView1, ArrayView2};
 
@@ -119,9 +119,7 @@ fn divergence<T: logot::Real>(
     Solver::new(CpuBackend, p.clone()).sinkhorn_divergence(
         a,
         b,
-        x,
-        y,
-        metric,
+        PointCloudCost::with_metric(x, y, metric)?,
         DivergenceConvention::Objective,
     )
 }
@@ -321,9 +319,7 @@ fn refusals_name_the_problem() {
             .sinkhorn_divergence(
                 a.view(),
                 b.view(),
-                x.view(),
-                x.view(),
-                PointMetric::SqEuclidean,
+                PointCloudCost::new(x.view(), x.view()).unwrap(),
                 conv,
             )
             .unwrap_err()

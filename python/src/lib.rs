@@ -635,9 +635,10 @@ fn sinkhorn_divergence<'py>(
             PointCloudCost::with_metric(xv, yv, metric).map_or(1.0, |c| c.max_cost())
         })?;
         p.relaxation = reg_m.map(|(rho_mu, rho_nu)| Relaxation::kl_each(rho_mu, rho_nu));
+        let clouds = PointCloudCost::with_metric(xv, yv, metric).py()?;
         let s = by_backend!(&dev, be => {
             let solver = Solver::new(be, p);
-            compute(py, cpu, || solver.sinkhorn_divergence(av, bv, xv, yv, metric, convention)).py()?
+            compute(py, cpu, || solver.sinkhorn_divergence(av, bv, clouds.clone(), convention)).py()?
         });
         let convs = (
             convergence(py, &s.convergence[0])?,

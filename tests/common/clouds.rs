@@ -59,6 +59,73 @@ pub fn mean_cost(d: usize, metric: PointMetric) -> f64 {
     }
 }
 
+/// One half-step to check on a side: its input potentials (`other`), log-weights (`lm`),
+/// output length (`batch` times the side's points) and the f64 CPU result.
+pub struct HalfStep {
+    pub side: logot::Side,
+    pub other: Vec<f64>,
+    pub lm: Vec<f64>,
+    pub len: usize,
+    pub want: Vec<f64>,
+}
+
+/// A half-step case of the any-d GPU tests: seeded clouds `n×d`, `m×d` (seed `seeds.0`),
+/// ε = `ratio`·the mean cost, random potentials and log-weights for a batch of `batch`
+/// (seed `seeds.1`) with a −∞ potential on each side and a zero-mass source point, and the
+/// f64 CPU half-steps on both sides (the column side first).
+pub struct StepCase {
+    pub x: Array2<f64>,
+    pub y: Array2<f64>,
+    pub eps: f64,
+    pub steps: [HalfStep; 2],
+}
+
+/// Inputs of half-steps on both sides for a batch of `batch`: potentials `f` (`batch·n`) and
+/// `g` (`batch·m`) in [−0.2, 0.2) with `f[1] = g[2] = −∞`, and log-weights `lmu`, `lnu` in
+/// [−9, −6) with a zero-mass source point (`lmu[3] = −∞`).
+pub fn step_inputs(
+    r: &mut Lcg,
+    (n, m, batch): (usize, usize, usize),
+) -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>) {
+    let mut f = r.vec(batch * n, -0.2, 0.2);
+    let mut g = r.vec(batch * m, -0.2, 0.2);
+    let mut lmu = r.vec(batch * n, -9.0, -6.0);
+    let lnu = r.vec(batch * m, -9.0, -6.0);
+    f[1] = f64::NEG_INFINITY;
+    g[2] = f64::NEG_INFINITY;
+    lmu[3] = f64::NEG_INFINITY;
+    (f, g, lmu, lnu)
+}
+
+pub fn step_case(
+    (n, m, d, batch): (usize, usize, usize, usize),
+    metric: PointMetric,
+    ratio: f64,
+    seeds: (u64, u64),
+) -> StepCase {
+    use logot::{Backend, CpuBackend, PointCloudCost, Side};
+    let eps = ratio * mean_cost(d, metric);
+    let (x, y) = clouds(n, m, d, seeds.0);
+    let (f, g, lmu, lnu) = step_inputs(&mut Lcg(seeds.1), (n, m, batch));
+    let cpu = CpuBackend;
+    let cost = PointCloudCost::with_metric(x.view(), y.view(), metric).unwrap();
+    let pc = cpu.prepare_cost(&cost.into()).unwrap();
+    let step = |side: Side, other: Vec<f64>, lm: Vec<f64>, len: usize| {
+        let mut want = vec![0.0; batch * len];
+        cpu.sinkstep(&pc, side, eps, &other, &lm, &mut want)
+            .unwrap();
+        HalfStep {
+            side,
+            other,
+            lm,
+            len: batch * len,
+            want,
+        }
+    };
+    let steps = [step(Side::Col, f, lnu, m), step(Side::Row, g, lmu, n)];
+    StepCase { x, y, eps, steps }
+}
+
 /// One half-step on `side` on the GPU in precision `T` with the cross term in `precision`,
 /// as f64.
 #[cfg(feature = "cuda")]

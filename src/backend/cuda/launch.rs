@@ -107,6 +107,31 @@ kernel_args!(A a, B b, C c, D d, E e, F f, G g, H h, I i, J j, K k, L l, M m, N 
 kernel_args!(A a, B b, C c, D d, E e, F f, G g, H h, I i, J j, K k, L l, M m, N n, O o, P p, Q q, S1 r);
 kernel_args!(A a, B b, C c, D d, E e, F f, G g, H h, I i, J j, K k, L l, M m, N n, O o, P p, Q q, S1 r, S2 s);
 
+/// The most parameters a [`Join`] passes.
+const JOIN_MAX: usize = 32;
+
+/// Two parameter lists one after the other: a part several entry points share, built once,
+/// joined to what each adds before or after it (`Join(head, Join(shared, tail))`).
+pub struct Join<A, B>(pub A, pub B);
+
+// SAFETY: the pointers of `A`'s elements then `B`'s, each to its element, borrowed for the
+// call (both halves are borrowed while `f` runs).
+unsafe impl<A: KernelArgs, B: KernelArgs> KernelArgs for Join<A, B> {
+    fn with_params<R>(&mut self, f: impl FnOnce(&mut [*mut c_void]) -> R) -> R {
+        let Join(a, b) = self;
+        a.with_params(|pa| {
+            b.with_params(|pb| {
+                let n = pa.len() + pb.len();
+                assert!(n <= JOIN_MAX, "{n} kernel parameters (at most {JOIN_MAX})");
+                let mut all = [std::ptr::null_mut(); JOIN_MAX];
+                all[..pa.len()].copy_from_slice(pa);
+                all[pa.len()..n].copy_from_slice(pb);
+                f(&mut all[..n])
+            })
+        })
+    }
+}
+
 /// The error context of a driver call: `Error::Cuda("{what}: …")`, out-of-memory spelled
 /// out.
 pub trait Context<V> {
@@ -301,12 +326,11 @@ impl CudaBackend {
 mod tests {
     use super::*;
 
-    #[test]
-    fn arguments_are_passed_as_pointers_to_each_element_in_order() {
-        let mut args = (1u64, -2i32, 3.5f32, 4i64);
-        let seen = args.with_params(|p| {
+    /// The four parameters `(u64, i32, f32, i64)` that `args` passes.
+    fn passed(args: &mut impl KernelArgs) -> (u64, i32, f32, i64) {
+        args.with_params(|p| {
             assert_eq!(p.len(), 4);
-            // SAFETY: the pointers point at the tuple's elements, of these types.
+            // SAFETY: the pointers point at the arguments' elements, of these types.
             unsafe {
                 (
                     *(p[0] as *const u64),
@@ -315,8 +339,21 @@ mod tests {
                     *(p[3] as *const i64),
                 )
             }
-        });
-        assert_eq!(seen, (1, -2, 3.5, 4));
+        })
+    }
+
+    #[test]
+    fn arguments_are_passed_as_pointers_to_each_element_in_order() {
+        assert_eq!(passed(&mut (1u64, -2i32, 3.5f32, 4i64)), (1, -2, 3.5, 4));
+        // Joined lists: the head's elements, then the tail's, however nested.
+        assert_eq!(
+            passed(&mut Join((1u64,), Join((-2i32, 3.5f32), (4i64,)))),
+            (1, -2, 3.5, 4)
+        );
+        assert_eq!(
+            passed(&mut Join((1u64, -2i32, 3.5f32), (4i64,))),
+            (1, -2, 3.5, 4)
+        );
     }
 
     #[test]

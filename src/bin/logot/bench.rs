@@ -239,9 +239,7 @@ fn run_otc_iters<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
     let iters = 10;
     let eps = OTC_EPS;
     let (mu, nu, x, y) = ot_c::<T>(n, d);
-    let precision = a
-        .precision
-        .map_or(CrossPrecision::default(), Precision::cross);
+    let precision = Precision::or_default(a.precision);
     let cloud = logot::PointCloudCost::new(x.view(), y.view())?.with_precision(precision);
     let cost = backend.prepare_cost(&cloud.into())?;
     let logs = |v: &ndarray::Array1<T>| v.iter().map(|p| p.ln()).collect::<Vec<T>>();

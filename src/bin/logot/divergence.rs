@@ -9,7 +9,7 @@
 use crate::npy::{self, Dtype};
 use crate::output::Outputs;
 use crate::relax::RelaxArgs;
-use crate::wasserstein::Metric;
+use crate::wasserstein::{Metric, PrecisionArgs};
 use crate::{input, BackendChoice, Json};
 use logot::{
     DivergenceConvention, EpsScaling, Error, GradKernels, PointCloudCost, PointCloudKernels, Real,
@@ -35,6 +35,8 @@ pub struct DivergenceArgs {
     /// Ground cost between points (default: sqeuclidean).
     #[arg(long, value_enum, default_value_t = Metric::Sqeuclidean)]
     pub metric: Metric,
+    #[command(flatten)]
+    pub precision: PrecisionArgs,
     /// What the divergence debiases: `objective` (OT_ε, GeomLoss's; with point gradients)
     /// or `linear` (the transport costs ⟨P, C⟩, POT's empirical_sinkhorn_divergence; no
     /// gradients).
@@ -154,6 +156,9 @@ fn run<T: Real, B: PointCloudKernels<T> + GradKernels<T>>(
         (None, None) => (uniform(x.nrows(), 1.0), uniform(y.nrows(), 1.0)),
     };
     let metric = a.metric.point_metric();
+    let clouds = PointCloudCost::with_metric(x.view(), y.view(), metric)
+        .map_err(flags)?
+        .with_precision(a.precision.cross());
     let mut params = SinkhornParams {
         eps: a.eps,
         max_iters: a.iters,
@@ -164,18 +169,10 @@ fn run<T: Real, B: PointCloudKernels<T> + GradKernels<T>>(
     };
     if a.eps_scaling {
         // The bounding box of x ∪ y covers the three problems' costs.
-        let cloud = PointCloudCost::with_metric(x.view(), y.view(), metric).map_err(flags)?;
-        params = params.with_eps_scaling(EpsScaling::from_max_cost(cloud.max_cost()));
+        params = params.with_eps_scaling(EpsScaling::from_max_cost(clouds.max_cost()));
     }
     let s = Solver::new(backend, params)
-        .sinkhorn_divergence(
-            mu.view(),
-            nu.view(),
-            x.view(),
-            y.view(),
-            metric,
-            a.convention.library(),
-        )
+        .sinkhorn_divergence(mu.view(), nu.view(), clouds, a.convention.library())
         .map_err(|e| flags(a.relax.cli_error(e, "")))?;
     if let Some(g) = &s.grad_x {
         outs.write("--grad-x", g.view())?;

@@ -35,13 +35,8 @@ pub struct SolveArgs {
     /// Ground cost between the points of --x/--y (default: sqeuclidean).
     #[arg(long, value_enum, requires = "x")]
     pub metric: Option<Metric>,
-    /// How the CUDA backend forms x·y for float32 clouds above 16 dimensions: exact (f32
-    /// products; the default, distances within 1e-5 of float64), tf32x3 (split TF32 on
-    /// tensor cores, about 2^-21 per product, about 2× faster) or tf32 (one TF32 product,
-    /// fastest, about 1e-3 relative per product). The CPU backend
-    /// and float64 always use exact products.
-    #[arg(long, value_enum, requires = "x")]
-    pub precision: Option<Precision>,
+    #[command(flatten)]
+    pub precision: PrecisionArgs,
     /// Anneal ε from the largest cost (the squared diameter of --x/--y, or the largest
     /// entry of --cost) down to --eps, halving it every few iterations, before the main
     /// loop: much faster at small ε (iterations differ from POT's plain loop).
@@ -139,6 +134,26 @@ pub enum Metric {
     Euclidean,
 }
 
+/// `--precision` of the point-cloud commands (`wasserstein`, `coupling` with `--x/--y`, and
+/// `divergence`).
+#[derive(clap::Args, Debug)]
+pub struct PrecisionArgs {
+    /// How the CUDA backend forms x·y for float32 clouds above 16 dimensions: exact (f32
+    /// products; the default, distances within 1e-5 of float64), tf32x3 (split TF32 on
+    /// tensor cores, about 2^-21 per product, about 2× faster) or tf32 (one TF32 product,
+    /// fastest, about 1e-3 relative per product). The CPU backend
+    /// and float64 always use exact products.
+    #[arg(long, value_enum, requires = "x")]
+    pub precision: Option<Precision>,
+}
+
+impl PrecisionArgs {
+    /// The cross-term precision asked for (exact when `--precision` is absent).
+    pub fn cross(&self) -> CrossPrecision {
+        Precision::or_default(self.precision)
+    }
+}
+
 /// `--precision`: the cross term of point-cloud costs on the GPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Precision {
@@ -151,6 +166,11 @@ pub enum Precision {
 }
 
 impl Precision {
+    /// The cross-term precision of an optional `--precision` (exact when absent).
+    pub fn or_default(p: Option<Precision>) -> CrossPrecision {
+        p.map_or(CrossPrecision::default(), Precision::cross)
+    }
+
     pub fn cross(self) -> CrossPrecision {
         match self {
             Precision::Exact => CrossPrecision::Exact,
@@ -261,7 +281,7 @@ impl<T: Real> Inputs<T> {
                 "applies to point clouds (--x/--y) only",
             ));
         }
-        if let (Some(m), None) = (a.precision, &a.x) {
+        if let (Some(m), None) = (a.precision.precision, &a.x) {
             return Err(Error::parameter(
                 "--precision",
                 format!("{m:?}").to_lowercase(),
@@ -335,9 +355,7 @@ impl<T: Real> Inputs<T> {
             nu,
             cost,
             points,
-            precision: a
-                .precision
-                .map_or(CrossPrecision::default(), Precision::cross),
+            precision: a.precision.cross(),
             single,
         })
     }

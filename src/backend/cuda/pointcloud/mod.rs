@@ -357,17 +357,7 @@ impl<T: CudaReal> PointCloudKernels<T> for CudaBackend {
         eps: T,
     ) -> Result<(CudaBuffer<T>, CudaBuffer<T>)> {
         let cl = cloud_of(cost, "point_gradient")?;
-        let (mass, grad, batch, len) = self.cloud_rows(cl, side, f, g, eps, RowSums::Gradient)?;
-        Ok((
-            CudaBuffer {
-                data: mass,
-                len: batch * len,
-            },
-            CudaBuffer {
-                data: grad,
-                len: batch * len * cl.d,
-            },
-        ))
+        self.cloud_rows(cl, side, f, g, eps, RowSums::Gradient)
     }
 
     fn plan_apply(
@@ -401,11 +391,7 @@ impl<T: CudaReal> PointCloudKernels<T> for CudaBackend {
             ));
         };
         let sums = RowSums::Apply { values, k, stride };
-        let (_, res, batch, len) = self.cloud_rows(cl, side, f, g, eps, sums)?;
-        Ok(CudaBuffer {
-            data: res,
-            len: batch * len * k,
-        })
+        Ok(self.cloud_rows(cl, side, f, g, eps, sums)?.1)
     }
 
     fn cost_marginals(
@@ -417,17 +403,7 @@ impl<T: CudaReal> PointCloudKernels<T> for CudaBackend {
         eps: T,
     ) -> Result<(CudaBuffer<T>, CudaBuffer<T>)> {
         let cl = cloud_of(cost, "cost_marginals")?;
-        let (mass, sums, batch, len) = self.cloud_rows(cl, side, f, g, eps, RowSums::Cost)?;
-        Ok((
-            CudaBuffer {
-                data: mass,
-                len: batch * len,
-            },
-            CudaBuffer {
-                data: sums,
-                len: batch * len,
-            },
-        ))
+        self.cloud_rows(cl, side, f, g, eps, RowSums::Cost)
     }
 
     fn adjoint_point_gradient(
@@ -456,10 +432,6 @@ impl<T: CudaReal> PointCloudKernels<T> for CudaBackend {
             Side::Col => (b, a),
         };
         let sums = RowSums::Adjoint { own, red, alpha };
-        let (_, grad, batch, len) = self.cloud_rows(cl, side, f, g, eps, sums)?;
-        Ok(CudaBuffer {
-            data: grad,
-            len: batch * len * cl.d,
-        })
+        Ok(self.cloud_rows(cl, side, f, g, eps, sums)?.1)
     }
 }

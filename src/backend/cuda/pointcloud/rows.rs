@@ -41,7 +41,7 @@ impl<T> RowSums<'_, T> {
 
 impl CudaBackend {
     /// Plan-weighted row sums on `side` (`pc_rows`): the plan's marginal (`B×len`) and the
-    /// `sums` (`B×len×channels`). Returns them with the batch and `len`.
+    /// `sums` (`B×len×channels`: 1 for the cost, `d` for gradients, `k` for `k` values).
     pub(super) fn cloud_rows<T: CudaReal>(
         &self,
         cl: &CudaCloud<T>,
@@ -50,7 +50,7 @@ impl CudaBackend {
         g: &CudaBuffer<T>,
         eps: T,
         sums: RowSums<'_, T>,
-    ) -> Result<(CudaSlice<T>, CudaSlice<T>, usize, usize)> {
+    ) -> Result<(CudaBuffer<T>, CudaBuffer<T>)> {
         let batch = check_fg(&cl.dims(), f.len, g.len)?;
         let (out_pts, len_out, red_pts, len_red) = cl.sides(side);
         let (own, other) = match side {
@@ -132,7 +132,7 @@ impl CudaBackend {
                 ),
             )
         }?;
-        Ok((mass, res, batch, len_out))
+        Ok(row_buffers((mass, res), batch * len_out, channels))
     }
 
     /// [`Self::cloud_rows`] by the any-d kernels, in two passes: `h = −ε·LSE_k((other_k −
@@ -150,7 +150,7 @@ impl CudaBackend {
         sums: RowSums<'_, T>,
         batch: usize,
         channels: usize,
-    ) -> Result<(CudaSlice<T>, CudaSlice<T>, usize, usize)> {
+    ) -> Result<(CudaBuffer<T>, CudaBuffer<T>)> {
         let (out_pts, len_out, red_pts, len_red) = cl.sides(side);
         let rows = batch * len_out;
         let mut zeros = self.alloc::<T>(rows, "zero log-marginals")?;
@@ -228,7 +228,7 @@ impl CudaBackend {
         }?;
         // The scratch buffers are freed in stream order after the kernels.
         drop((zeros, h));
-        Ok((mass, res, batch, len_out))
+        Ok(row_buffers((mass, res), rows, channels))
     }
 
     /// `⟨P_b, C⟩` per problem: per-row sums on the GPU, then one block per problem.
@@ -239,14 +239,16 @@ impl CudaBackend {
         g: &CudaBuffer<T>,
         eps: T,
     ) -> Result<Vec<T>> {
-        let (_, shares, batch, len) = self.cloud_rows(cl, Side::Row, f, g, eps, RowSums::Cost)?;
+        let (_, shares) = self.cloud_rows(cl, Side::Row, f, g, eps, RowSums::Cost)?;
+        let len = cl.n;
+        let batch = shares.len / len;
         let sums = self.alloc_f64(batch, "transport costs")?;
         // SAFETY: pc_reduce(x, out, L): one block per problem over `len` shares.
         unsafe {
             self.launch(
                 &kernel_name::<T>("pc_reduce"),
                 Launch::linear(batch as u32, 256),
-                (self.ptr(&shares), self.ptr(&sums), to_i32(len, "x")?),
+                (self.ptr(&shares.data), self.ptr(&sums), to_i32(len, "x")?),
             )
         }?;
         let host = self.download_slice(&sums, batch, "transport costs")?;
@@ -300,4 +302,22 @@ impl CudaBackend {
             len: total,
         })
     }
+}
+
+/// The plan's marginal over `rows` outputs and its sums of `channels` per output as buffers.
+fn row_buffers<T>(
+    (mass, sums): (CudaSlice<T>, CudaSlice<T>),
+    rows: usize,
+    channels: usize,
+) -> (CudaBuffer<T>, CudaBuffer<T>) {
+    (
+        CudaBuffer {
+            data: mass,
+            len: rows,
+        },
+        CudaBuffer {
+            data: sums,
+            len: rows * channels,
+        },
+    )
 }

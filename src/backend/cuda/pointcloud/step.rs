@@ -2,6 +2,7 @@
 //! and form, the split of the reduction over blocks, the launch and its finish.
 
 use super::*;
+use crate::backend::cuda::launch::Join;
 
 /// `(kslice, splits)` for `blocks` blocks (all the same work) over `len_red` reduced points
 /// when the GPU holds `slots` blocks at once: below 4 waves, the fewest splits (at most 64, each at least
@@ -160,6 +161,10 @@ impl CudaBackend {
         let cfg =
             Launch::new((gx, batch as u32, splits as u32), (PC_BLOCK as u32, 1, 1)).shared(smem);
         let (po, pr, pother) = (self.ptr(out_pts), self.ptr(red_pts), self.ptr(&other.data));
+        // The middle of every entry point's parameter list: the other side's potentials, the
+        // log-marginals, the output, the K-split partials, B, K (reduced) and L (outputs).
+        let shared = (pother, plm, pout, pm, ps, bi, ki, li);
+        let root = cl.root as i32;
         if let Some((tc, (resident, _))) = tc_plan {
             let [ob, os, rb, rs] = tc.sides(side);
             let (on, rn) = cl
@@ -173,26 +178,19 @@ impl CudaBackend {
                 self.launch(
                     &kernel,
                     cfg,
-                    (
-                        self.ptr(ob),
-                        self.ptr(os),
-                        self.ptr(rb),
-                        self.ptr(rs),
-                        self.ptr(on),
-                        self.ptr(rn),
-                        pother,
-                        plm,
-                        pout,
-                        pm,
-                        ps,
-                        bi,
-                        ki,
-                        li,
-                        to_i32(tc.dp, "x")?,
-                        eps,
-                        kslice,
-                        cl.root as i32,
-                        resident as i32,
+                    Join(
+                        (
+                            self.ptr(ob),
+                            self.ptr(os),
+                            self.ptr(rb),
+                            self.ptr(rs),
+                            self.ptr(on),
+                            self.ptr(rn),
+                        ),
+                        Join(
+                            shared,
+                            (to_i32(tc.dp, "x")?, eps, kslice, root, resident as i32),
+                        ),
                     ),
                 )
             }?;
@@ -204,22 +202,9 @@ impl CudaBackend {
                     self.launch(
                         &kernel,
                         cfg,
-                        (
-                            po,
-                            pr,
-                            pother,
-                            plm,
-                            pout,
-                            pm,
-                            ps,
-                            bi,
-                            ki,
-                            li,
-                            cl.d as i32,
-                            eps,
-                            cl.scale(eps),
-                            kslice,
-                            cl.root as i32,
+                        Join(
+                            (po, pr),
+                            Join(shared, (cl.d as i32, eps, cl.scale(eps), kslice, root)),
                         ),
                     )
                 }?,
@@ -229,23 +214,9 @@ impl CudaBackend {
                     self.launch(
                         &kernel,
                         cfg,
-                        (
-                            po,
-                            pr,
-                            self.ptr(on),
-                            self.ptr(rn),
-                            pother,
-                            plm,
-                            pout,
-                            pm,
-                            ps,
-                            bi,
-                            ki,
-                            li,
-                            cl.d as i32,
-                            eps,
-                            kslice,
-                            cl.root as i32,
+                        Join(
+                            (po, pr, self.ptr(on), self.ptr(rn)),
+                            Join(shared, (cl.d as i32, eps, kslice, root)),
                         ),
                     )
                 }?,
