@@ -1040,6 +1040,18 @@ __device__ __forceinline__ void shard_softmin(const T *__restrict__ parts, T *__
   }
 }
 
+// Partial sums of column shards added in shard order: out[i] = Σ_k parts[k·len + i].
+template <typename T>
+__device__ __forceinline__ void shard_sum(const T *__restrict__ parts, T *__restrict__ out,
+                                          long long len, int shards) {
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < len;
+       e += (long long)gridDim.x * blockDim.x) {
+    T sum = T(0);
+    for (int k = 0; k < shards; ++k) sum += parts[k * len + e];
+    out[e] = sum;
+  }
+}
+
 // out[b][j][i] = in[b][i][j] for a batch of n×m matrices; 32×32 tiles, 32×8 threads.
 template <typename T>
 __device__ __forceinline__ void transpose(const T *__restrict__ in, T *__restrict__ out, int n,
@@ -1169,6 +1181,10 @@ __device__ __forceinline__ void report_sum(const T *__restrict__ nu, const T *__
   extern "C" __global__ void shard_softmin_##SUF(const T *parts, T *out, long long len,        \
                                                  int shards, T eps) {                        \
     shard_softmin<T>(parts, out, len, shards, eps);                                          \
+  }                                                                                          \
+  extern "C" __global__ void shard_sum_##SUF(const T *parts, T *out, long long len,            \
+                                             int shards) {                                   \
+    shard_sum<T>(parts, out, len, shards);                                                   \
   }                                                                                          \
   extern "C" __global__ void relaxed_side_##SUF(const T *a, const T *pot, const T *half,      \
                                                  double *out, int per, double eps, double rho, \

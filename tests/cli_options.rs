@@ -944,11 +944,15 @@ fn help_says_what_converged_means_with_tol_zero() {
 }
 
 /// `--devices` lists GPUs to join: refused without `--backend cuda`, empty, with gradient
-/// outputs (which run on one device), and on the bench problems that are not solves.
+/// outputs of the CPU-only kinds (`--grad-mu/--grad-nu/--grad-cost`), and on the bench
+/// problems that are not solves.
 #[test]
 fn devices_are_refused_where_they_do_not_apply() {
     let d = fresh("cli_devices");
-    let (mu, c) = (Array1::from_vec(vec![0.5f64, 0.5]), Array2::from_elem((2, 2), 1.0f64));
+    let (mu, c) = (
+        Array1::from_vec(vec![0.5f64, 0.5]),
+        Array2::from_elem((2, 2), 1.0f64),
+    );
     write_npy(d.join("mu.npy"), &mu).unwrap();
     write_npy(d.join("c.npy"), &c).unwrap();
     let (mu, c) = (p(&d, "mu.npy"), p(&d, "c.npy"));
@@ -958,16 +962,42 @@ fn devices_are_refused_where_they_do_not_apply() {
     }
     refused(&with(&solve, &["--devices", "0,1"]), "--backend cuda");
     refused(
-        &[&["coupling", "--out", &p(&d, "plan.npy")][..], &solve, &["--devices", "0"]].concat(),
+        &[
+            &["coupling", "--out", &p(&d, "plan.npy")][..],
+            &solve,
+            &["--devices", "0"],
+        ]
+        .concat(),
         "--backend cuda",
     );
     refused(
-        &with(&solve, &["--backend", "cuda", "--devices", "0,1", "--grad-mu", &p(&d, "g.npy")]),
-        "gradients run on one device",
+        &with(
+            &solve,
+            &[
+                "--backend",
+                "cuda",
+                "--devices",
+                "0,1",
+                "--grad-mu",
+                &p(&d, "g.npy"),
+            ],
+        ),
+        "run on the CPU backend",
     );
-    refused(&["bench", "--problem", "otB", "--devices", "0,1"], "--backend cuda");
     refused(
-        &["bench", "--problem", "mhc16", "--backend", "cuda", "--devices", "0,1"],
+        &["bench", "--problem", "otB", "--devices", "0,1"],
+        "--backend cuda",
+    );
+    refused(
+        &[
+            "bench",
+            "--problem",
+            "mhc16",
+            "--backend",
+            "cuda",
+            "--devices",
+            "0,1",
+        ],
         "solver problems",
     );
     // Nothing was written by the refused runs.

@@ -274,3 +274,71 @@ fn a_cluster_needs_a_member() {
     let err = Cluster::<CpuBackend>::new(vec![]).unwrap_err();
     assert!(err.to_string().contains("members"), "{err}");
 }
+
+/// Point gradients (envelope and implicit) and the Sinkhorn divergence on a cluster: the
+/// row sums of the plan add up over the members' target points, the column sums are the
+/// members' own, and the implicit solve's kernels run on every member's copy.
+#[test]
+fn point_gradients_and_the_divergence_split_by_target_points() {
+    use logot::{CgParams, DivergenceConvention};
+    let (n, m, d) = (26, 33, 3);
+    let (x, y) = clouds(n, m, d, 31);
+    let (mu, nu) = (weights(2, n, 0, 32), weights(2, m, 3, 33));
+    let cost = PointCloudCost::new(x.view(), y.view()).unwrap();
+    let problem = Problem::batch(mu.view(), nu.view(), cost.clone()).unwrap();
+    let params = SinkhornParams::new(0.05);
+    let one = Solver::new(CpuBackend, params.clone());
+    let env = one.point_gradients(&problem).unwrap();
+    let imp = one
+        .transport_point_gradients(&problem, &CgParams::default())
+        .unwrap();
+    let div = one
+        .sinkhorn_divergence(
+            mu.row(0),
+            nu.row(0),
+            cost.clone(),
+            DivergenceConvention::Objective,
+        )
+        .unwrap();
+    let flat = |a: &ndarray::Array3<f64>| a.iter().copied().collect::<Vec<_>>();
+    for p in [2, 3] {
+        let many = Solver::new(cluster(p), params.clone());
+        let e = many.point_gradients(&problem).unwrap();
+        let i = many
+            .transport_point_gradients(&problem, &CgParams::default())
+            .unwrap();
+        let v = many
+            .sinkhorn_divergence(
+                mu.row(0),
+                nu.row(0),
+                cost.clone(),
+                DivergenceConvention::Objective,
+            )
+            .unwrap();
+        for (what, a, b, tol) in [
+            ("envelope x", flat(&env.x), flat(&e.x), 1e-11),
+            ("envelope y", flat(&env.y), flat(&e.y), 1e-11),
+            ("implicit x", flat(&imp.x), flat(&i.x), 1e-8),
+            ("implicit y", flat(&imp.y), flat(&i.y), 1e-8),
+            ("values", env.value.to_vec(), e.value.to_vec(), 1e-11),
+            (
+                "transport costs",
+                imp.value.to_vec(),
+                i.value.to_vec(),
+                1e-11,
+            ),
+        ] {
+            let diff = rel_diff(&a, &b);
+            assert!(diff <= tol, "{p} members, {what}: {diff:e}");
+        }
+        assert!(
+            (div.value - v.value).abs() <= 1e-11 * div.value.abs(),
+            "{p}: divergence"
+        );
+        let gx = rel_diff(
+            div.grad_x.as_ref().unwrap().as_slice().unwrap(),
+            v.grad_x.as_ref().unwrap().as_slice().unwrap(),
+        );
+        assert!(gx <= 1e-10, "{p} members, divergence gradient: {gx:e}");
+    }
+}

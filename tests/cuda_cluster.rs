@@ -243,3 +243,93 @@ fn cuda_cluster_half_steps_and_errors() {
         CudaCluster::new(vec![many.members()[0].clone(), many.members()[0].clone()]).unwrap_err();
     assert!(err.to_string().contains("twice"), "{err}");
 }
+
+/// Point gradients (envelope and implicit) and the Sinkhorn divergence with its gradient on
+/// the cluster, against one GPU (f32) and the CPU in f64.
+#[test]
+fn cuda_cluster_point_gradients_equal_one_gpu() {
+    use logot::{CgParams, DivergenceConvention};
+    let (Some(one), Some(many)) = (gpu(), gpu_cluster()) else {
+        return;
+    };
+    let (n, m, d) = (1200, 1500, 3);
+    let (x, y) = clouds(n, m, d, 77);
+    let (mu, nu) = (weights(1, n, 0, 78), weights(1, m, 5, 79));
+    let params = SinkhornParams::new(0.05);
+    let flat = |a: &ndarray::Array3<f32>| a.iter().copied().collect::<Vec<f32>>();
+    let (x32, y32, mu32, nu32) = (
+        x.mapv(|v| v as f32),
+        y.mapv(|v| v as f32),
+        mu.mapv(|v| v as f32),
+        nu.mapv(|v| v as f32),
+    );
+    let cost = PointCloudCost::new(x32.view(), y32.view()).unwrap();
+    let problem = Problem::batch(mu32.view(), nu32.view(), cost.clone()).unwrap();
+    let single = Solver::new(one, params.clone());
+    let split = Solver::new(
+        CudaCluster::new(many.members().to_vec()).unwrap(),
+        params.clone(),
+    );
+    let (e1, e2) = (
+        single.point_gradients(&problem).unwrap(),
+        split.point_gradients(&problem).unwrap(),
+    );
+    let cg = CgParams::default();
+    let (i1, i2) = (
+        single.transport_point_gradients(&problem, &cg).unwrap(),
+        split.transport_point_gradients(&problem, &cg).unwrap(),
+    );
+    let conv = DivergenceConvention::Objective;
+    let (d1, d2) = (
+        single
+            .sinkhorn_divergence(mu32.row(0), nu32.row(0), cost.clone(), conv)
+            .unwrap(),
+        split
+            .sinkhorn_divergence(mu32.row(0), nu32.row(0), cost.clone(), conv)
+            .unwrap(),
+    );
+    // The f64 reference on the CPU.
+    let cpu = Solver::new(CpuBackend, params.clone());
+    let cost64 = PointCloudCost::new(x.view(), y.view()).unwrap();
+    let e64 = cpu
+        .point_gradients(&Problem::batch(mu.view(), nu.view(), cost64.clone()).unwrap())
+        .unwrap();
+    for (what, a, b, r) in [
+        (
+            "envelope x",
+            flat(&e1.x),
+            flat(&e2.x),
+            e64.x.iter().copied().collect::<Vec<f64>>(),
+        ),
+        (
+            "envelope y",
+            flat(&e1.y),
+            flat(&e2.y),
+            e64.y.iter().copied().collect(),
+        ),
+    ] {
+        let (ab, rb, ra) = (
+            rel_diff(&a, &b, 0.0),
+            rel_diff(&r, &b, 0.0),
+            rel_diff(&r, &a, 0.0),
+        );
+        eprintln!("{what}: cluster vs one GPU {ab:.2e}, vs CPU f64 {rb:.2e} (one GPU: {ra:.2e})");
+        assert!(ab <= 1e-5 && rb <= 2.0 * ra + 1e-5, "{what}");
+    }
+    for (what, a, b) in [
+        ("implicit x", flat(&i1.x), flat(&i2.x)),
+        ("implicit y", flat(&i1.y), flat(&i2.y)),
+    ] {
+        let ab = rel_diff(&a, &b, 0.0);
+        eprintln!("{what}: cluster vs one GPU {ab:.2e}");
+        assert!(ab <= 1e-4, "{what}: {ab:e}");
+    }
+    let dv = (d1.value - d2.value).abs() / d1.value.abs();
+    let dg = rel_diff(
+        d1.grad_x.as_ref().unwrap().as_slice().unwrap(),
+        d2.grad_x.as_ref().unwrap().as_slice().unwrap(),
+        0.0,
+    );
+    eprintln!("divergence: value {dv:.2e}, gradient {dg:.2e}");
+    assert!(dv <= 1e-5 && dg <= 1e-5, "divergence");
+}

@@ -77,6 +77,20 @@ impl<T: Real> Member<T> for CpuBackend {
         }
         Ok(())
     }
+
+    fn shard_sum(&self, parts: &Vec<T>, shards: usize, out: &mut Vec<T>) -> Result<()> {
+        let len = out.len();
+        if parts.len() != shards * len {
+            return Err(Error::shape(
+                "parts",
+                format!("has {} values, not {shards}×{len}", parts.len()),
+            ));
+        }
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = (0..shards).fold(T::zero(), |s, k| s + parts[k * len + i]);
+        }
+        Ok(())
+    }
 }
 
 /// `−ε·log Σ_k exp(−p_k/ε)`, from the smallest part: `+∞` parts add nothing, `−∞` wins.

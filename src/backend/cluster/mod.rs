@@ -22,6 +22,8 @@
 //! split nothing.
 
 mod cpu;
+mod grad;
+mod pointcloud;
 mod split;
 
 use super::{Backend, CostDims, CostSource, Marginals, PlanReport, Potentials, Side};
@@ -118,6 +120,10 @@ pub trait Member<T: Real>: Backend<T> + Collective {
         eps: T,
         out: &mut Self::Buffer,
     ) -> Result<()>;
+
+    /// The sum of `shards` stacked partial sums (`shards × out.len()`), in shard order:
+    /// `out[i] = Σ_k parts[k,i]` (row sums of a plan split by columns).
+    fn shard_sum(&self, parts: &Self::Buffer, shards: usize, out: &mut Self::Buffer) -> Result<()>;
 }
 
 /// Several devices of one host as one backend (see the [module](self) documentation).

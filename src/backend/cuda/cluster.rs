@@ -195,4 +195,37 @@ impl<T: CudaReal + NcclType> Member<T> for CudaBackend {
             )
         }
     }
+
+    fn shard_sum(
+        &self,
+        parts: &CudaBuffer<T>,
+        shards: usize,
+        out: &mut CudaBuffer<T>,
+    ) -> Result<()> {
+        let len = out.len;
+        if parts.len != shards * len {
+            return Err(Error::shape(
+                "parts",
+                format!("has {} values, not {shards}×{len}", parts.len),
+            ));
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let cfg = Launch::linear(self.stride_blocks(len, 256, 16), 256);
+        // SAFETY: shard_sum(const T *parts, T *out, long long len, int shards) reads
+        // shards·len values of `parts` and writes len of `out` (checked above).
+        unsafe {
+            self.launch(
+                &kernel_name::<T>("shard_sum"),
+                cfg,
+                (
+                    self.ptr(&parts.data),
+                    self.ptr(&out.data),
+                    len as i64,
+                    shards as i32,
+                ),
+            )
+        }
+    }
 }

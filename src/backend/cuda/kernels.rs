@@ -153,6 +153,7 @@ impl Module {
                 ("relax", Both),
                 ("copy_block", Both),
                 ("shard_softmin", Both),
+                ("shard_sum", Both),
                 ("relaxed_side", Both),
                 ("transpose", Both),
             ],

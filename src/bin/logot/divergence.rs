@@ -71,6 +71,10 @@ pub struct DivergenceArgs {
     /// Where to compute.
     #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]
     pub backend: BackendChoice,
+    /// With --backend cuda: the GPUs to compute on, e.g. 0,1 (default: GPU 0), each
+    /// holding a share of the target points, joined by NCCL.
+    #[arg(long, value_delimiter = ',')]
+    pub devices: Option<Vec<usize>>,
     /// Compute in float32 whatever the input dtypes.
     #[arg(long, conflicts_with = "f64")]
     pub f32: bool,
@@ -231,7 +235,7 @@ pub fn divergence(a: &DivergenceArgs) -> Json {
         ],
     )?;
     let dtype: Dtype = input::precision(a.f32, a.f64, &a.inputs())?;
-    let mut out = dispatch!(dtype, a.backend, run, a, &mut outs)?;
+    let mut out = dispatch!(dtype, a.backend, devices: &a.devices, run, a, &mut outs)?;
     out["outputs"] = outs.commit()?;
     Ok(out)
 }

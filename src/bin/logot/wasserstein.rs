@@ -642,13 +642,11 @@ pub fn wasserstein(a: &WassersteinArgs) -> Json {
             "cannot be combined with --grad-mu/--grad-nu/--grad-cost",
         ));
     }
-    if a.solve.devices.is_some()
-        && (a.wants_gradients() || a.grad_x.is_some() || a.grad_y.is_some())
-    {
+    if a.solve.devices.is_some() && a.wants_gradients() {
         return Err(Error::parameter(
             "--devices",
-            "given with a gradient output",
-            "gradients run on one device for now: leave out --devices",
+            "given with --grad-mu/--grad-nu/--grad-cost",
+            "those gradients run on the CPU backend: leave out --devices",
         ));
     }
     if a.wants_gradients() && a.solve.backend != BackendChoice::Cpu {
@@ -659,7 +657,7 @@ pub fn wasserstein(a: &WassersteinArgs) -> Json {
     let mut outs = Outputs::prepare(&a.solve.inputs(), &a.outputs())?;
     let dtype = a.solve.dtype()?;
     let mut out = if a.grad_x.is_some() || a.grad_y.is_some() {
-        dispatch!(dtype, a.solve.backend, run_point_gradients, a, &mut outs)?
+        dispatch!(dtype, a.solve.backend, devices: &a.solve.devices, run_point_gradients, a, &mut outs)?
     } else if a.wants_gradients() {
         match dtype {
             Dtype::F32 => run_gradients::<f32>(a, &mut outs)?,
