@@ -359,14 +359,8 @@ impl<T: CudaReal> PointCloudKernels<T> for CudaBackend {
         let cl = cloud_of(cost, "point_gradient")?;
         let (mass, grad, batch, len) = self.cloud_rows(cl, side, f, g, eps, RowSums::Gradient)?;
         Ok((
-            CudaBuffer {
-                data: mass,
-                len: batch * len,
-            },
-            CudaBuffer {
-                data: grad,
-                len: batch * len * cl.d,
-            },
+            CudaBuffer::new(mass, batch * len),
+            CudaBuffer::new(grad, batch * len * cl.d),
         ))
     }
 
@@ -402,10 +396,7 @@ impl<T: CudaReal> PointCloudKernels<T> for CudaBackend {
         };
         let sums = RowSums::Apply { values, k, stride };
         let (_, res, batch, len) = self.cloud_rows(cl, side, f, g, eps, sums)?;
-        Ok(CudaBuffer {
-            data: res,
-            len: batch * len * k,
-        })
+        Ok(CudaBuffer::new(res, batch * len * k))
     }
 
     fn cost_marginals(
@@ -419,14 +410,8 @@ impl<T: CudaReal> PointCloudKernels<T> for CudaBackend {
         let cl = cloud_of(cost, "cost_marginals")?;
         let (mass, sums, batch, len) = self.cloud_rows(cl, side, f, g, eps, RowSums::Cost)?;
         Ok((
-            CudaBuffer {
-                data: mass,
-                len: batch * len,
-            },
-            CudaBuffer {
-                data: sums,
-                len: batch * len,
-            },
+            CudaBuffer::new(mass, batch * len),
+            CudaBuffer::new(sums, batch * len),
         ))
     }
 
@@ -457,9 +442,6 @@ impl<T: CudaReal> PointCloudKernels<T> for CudaBackend {
         };
         let sums = RowSums::Adjoint { own, red, alpha };
         let (_, grad, batch, len) = self.cloud_rows(cl, side, f, g, eps, sums)?;
-        Ok(CudaBuffer {
-            data: grad,
-            len: batch * len * cl.d,
-        })
+        Ok(CudaBuffer::new(grad, batch * len * cl.d))
     }
 }
