@@ -89,7 +89,7 @@ fn transpose<T: Copy + Send + Sync>(c: &[T], n: usize, m: usize) -> Vec<T> {
 }
 
 /// Minimum number of exponentials a rayon task should hold so that scheduling stays cheap.
-const MIN_TASK_WORK: usize = 1 << 15;
+pub(super) const MIN_TASK_WORK: usize = 1 << 15;
 
 impl<T: Real> Backend<T> for CpuBackend {
     type Buffer = Vec<T>;
@@ -332,6 +332,7 @@ impl<T: Real> Backend<T> for CpuBackend {
                 // whatever the number of threads.
                 let rows: Vec<f64> = (0..n)
                     .into_par_iter()
+                    .with_min_len((MIN_TASK_WORK / m.max(1)).max(1))
                     .map(|i| {
                         let fi = f[b * n + i];
                         if fi == T::neg_infinity() {
