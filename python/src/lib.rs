@@ -154,13 +154,29 @@ macro_rules! by_backend {
 }
 
 /// The GIL released around `f`; on the CPU, `f` runs on a rayon worker (saves a thread
-/// hand-off per kernel on small problems, as the library's own top-level functions do).
+/// hand-off per kernel on problems large enough for the kernels to split, as the library's
+/// own top-level functions do).
 fn compute<R: Send>(py: Python<'_>, cpu: bool, f: impl FnOnce() -> R + Send) -> R {
     if cpu {
         py.detach(|| rayon::scope(|_| f()))
     } else {
         py.detach(f)
     }
+}
+
+/// Below this many cost entries per half-step (`B·n·m`) no CPU kernel of a dense solve
+/// splits its work (each task holds at least 2¹⁵ exponentials), so the solve never enters
+/// rayon's pool and runs best on the calling thread: handing it to a worker would only add a
+/// wake-up and a sleep (tens of microseconds on a busy machine) to a call of a few hundred.
+const SMALL_DENSE: usize = 1 << 16;
+
+fn small_dense<T>(cost: &CostSource<'_, T>, batch: usize) -> bool {
+    let entries = match cost {
+        CostSource::Dense(c) => c.len().saturating_mul(batch),
+        CostSource::DenseBatch(c) => c.len(),
+        _ => return false,
+    };
+    entries < SMALL_DENSE
 }
 
 // ---------------------------------------------------------------------------------------
@@ -347,6 +363,8 @@ fn sinkhorn_result<'py, T: Element + Real>(
 /// What a Sinkhorn entry point computes.
 #[derive(Clone, Copy, PartialEq)]
 enum Want {
+    /// Distances and the convergence summary only.
+    Distance,
     /// Distances, potentials, convergence.
     Solve,
     /// And the plans.
@@ -385,12 +403,15 @@ fn sinkhorn_entry<'py>(
         p.warm_start = warm;
         p.relaxation = reg_m.map(|(rho_mu, rho_nu)| Relaxation::kl_each(rho_mu, rho_nu));
         let (mu, nu) = (mu.as_array(), nu.as_array());
+        let on_pool = cpu && !small_dense(&source, mu.nrows());
         by_backend!(&dev, be => {
             let solver = Solver::new(be, p);
             let run = || -> logot::Result<_> {
                 let problem = Problem::batch(mu, nu, source)?;
                 Ok(match want {
-                    Want::Solve => (Some(solver.solve(&problem)?), None, None, None),
+                    Want::Solve | Want::Distance => {
+                        (Some(solver.solve(&problem)?), None, None, None)
+                    }
                     Want::Coupling => (None, Some(solver.coupling(&problem)?), None, None),
                     Want::Gradients => {
                         (None, None, Some(solver.wasserstein_gradients(&problem, &cg)?), None)
@@ -400,8 +421,13 @@ fn sinkhorn_entry<'py>(
                     }
                 })
             };
-            let out = compute(py, cpu, run).py()?;
+            let out = compute(py, on_pool, run).py()?;
             match out {
+                (Some(r), ..) if want == Want::Distance => {
+                    let c = &r.convergence;
+                    (r.distance.into_pyarray(py), c.converged, c.marginal_error, c.tol, c.iterations)
+                        .into_pyobject(py)
+                }
                 (Some(r), ..) => sinkhorn_result(py, r),
                 (_, Some(c), ..) => {
                     let r = sinkhorn_result(py, c.result)?;
@@ -455,6 +481,37 @@ fn solve<'py>(
     sinkhorn_entry(
         py,
         Want::Solve,
+        mu,
+        nu,
+        cost,
+        params,
+        reg_m,
+        warm_start,
+        cg,
+        backend,
+    )
+}
+
+/// `(distance B, converged, marginal_error, tol, iterations)`: the distances of [`solve`]
+/// with the convergence summary, no potentials nor per-problem lists (what
+/// `logot.wasserstein` returns, with the least work per call).
+#[pyfunction]
+#[pyo3(signature = (mu, nu, cost, params, warm_start=None, backend="cpu", reg_m=None))]
+#[allow(clippy::too_many_arguments)]
+fn wasserstein<'py>(
+    py: Python<'py>,
+    mu: &Bound<'py, PyAny>,
+    nu: &Bound<'py, PyAny>,
+    cost: &Bound<'py, PyAny>,
+    params: ParamsArg<'py>,
+    warm_start: Option<(PyReadonlyArray2<'py, f64>, PyReadonlyArray2<'py, f64>)>,
+    backend: &str,
+    reg_m: Option<(f64, f64)>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let cg = CgParams::default();
+    sinkhorn_entry(
+        py,
+        Want::Distance,
         mu,
         nu,
         cost,
@@ -831,7 +888,8 @@ fn _bistochastic_cuda(
         // SAFETY: the caller's contract (above): `x` and `r` address `len` values of T of
         // this GPU, live for the call; `r` aliases nothing. The call ends with the stream
         // past every use (the statistics are read back after the kernel).
-        let (xb, mut rb) = unsafe { (be.borrow_buffer::<T>(x, len), be.borrow_buffer::<T>(r, len)) };
+        let (xb, mut rb) =
+            unsafe { (be.borrow_buffer::<T>(x, len), be.borrow_buffer::<T>(r, len)) };
         Bistochastic::new(be, params).forward_buffers::<T>(n, &xb, &mut rb)
     }
     // SAFETY: the caller's contract: a stream of this GPU, live for the call.
@@ -1001,6 +1059,7 @@ fn _time_wasserstein(
 #[pymodule]
 fn _logot(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(solve, m)?)?;
+    m.add_function(wrap_pyfunction!(wasserstein, m)?)?;
     m.add_function(wrap_pyfunction!(coupling, m)?)?;
     m.add_function(wrap_pyfunction!(wasserstein_gradients, m)?)?;
     m.add_function(wrap_pyfunction!(point_gradients, m)?)?;
