@@ -1,5 +1,8 @@
-//! The device: a CUDA context with one stream, the kernels loaded from every module of the
-//! registry, the device's limits and the backend's tuning; buffers, allocation and copies.
+//! The device: a CUDA context (the device's primary one) and the stream the backend
+//! launches on (its own, or a caller's: [`CudaBackend::on_stream`]), the kernels loaded from
+//! every module of the registry, the device's limits and the backend's tuning; buffers
+//! (the backend's own, or a caller's memory: [`CudaBackend::borrow_buffer`]), allocation
+//! and copies.
 
 use super::kernels::{kernel_name, CudaReal, Module};
 use super::launch::{ClusterKey, Context, Launch};
