@@ -187,6 +187,7 @@ impl<T: Real> Backend<T> for CpuBackend {
             Vec::new()
         } else {
             c.par_chunks(per)
+                .with_min_len((MIN_TASK_WORK / per.max(1)).max(1))
                 .flat_map_iter(|c| transpose(c, dims.n, dims.m))
                 .collect()
         };
@@ -290,6 +291,7 @@ impl<T: Real> Backend<T> for CpuBackend {
             .par_chunks(per)
             .zip(old.par_chunks(per))
             .zip(new.par_chunks(per))
+            .with_min_len((MIN_TASK_WORK / per.max(1)).max(1))
             .map(|((a, o), n)| {
                 let mut s = 0.0f64;
                 for k in 0..per {
