@@ -354,9 +354,9 @@ impl<B> Bistochastic<B> {
 
     /// [`Bistochastic::forward`] on buffers of the backend (`x` and `r`: `B×n×n`,
     /// row-major): no copy, nothing read back but the batch's [`ProjectionStats`] — the
-    /// path for data already on the device (on a GPU, with
-    /// [`CudaBackend::borrow_buffer`](crate::CudaBackend::borrow_buffer), the caller's
-    /// tensors on the caller's stream). Writes `r`, the same matrices the host-array path
+    /// path for data already on the device (on a GPU, with `CudaBackend::borrow_buffer` and
+    /// `CudaBackend::on_stream`, feature `cuda`: the caller's tensors on the caller's
+    /// stream). Writes `r`, the same matrices the host-array path
     /// returns. `x` is not checked entry by entry: non-finite logits surface as a
     /// non-finite column error, which is an [`Error::Numerical`] (as are non-finite
     /// entries of `r`, whose columns then do not sum to a finite value).
