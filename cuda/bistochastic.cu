@@ -336,13 +336,15 @@ __device__ __forceinline__ void bisto_forward(const T *__restrict__ x, T *__rest
       }
     }
   } else {
-    // Log domain in base 2: a = α·log2(e), b = β·log2(e), exactly the CPU's iteration.
+    // Log domain in base 2: a = α·log2(e), b = β·log2(e), exactly the CPU's iteration, on
+    // X − max X (R does not change; the potentials do not carry the offset, so X + α keeps
+    // X's variation; 0 for logits already centred, as the host-array entry points pass them).
     const T l2e = (T)LOGOT_LOG2E;
     to_rows<T, N>(kc, kr, tile, tid, t, own, n, xm);
 #pragma unroll
     for (int j = 0; j < N; ++j) {
-      kr[j] *= l2e;
-      kc[j] *= l2e;
+      kr[j] = (kr[j] - mx) * l2e;
+      kc[j] = (kc[j] - mx) * l2e;
     }
     T a = T(0), b = T(0);
     su[tid] = a;

@@ -5,8 +5,10 @@ same library call timed in Rust.
 
 The Rust side (`logot._logot._time_wasserstein`) times `Solver::solve(&Problem::new(..))`
 per call with `std::time::Instant`, either from a plain thread (as a Rust program calls the
-library) or on a rayon worker (`--on-pool`: the path the Python call takes, which saves a
-thread hand-off per kernel, so it is the like-for-like reference); the Python side
+library, and as the Python call runs small dense problems, B·n·m < 2^16, where no kernel
+splits: the like-for-like reference at n = 100) or on a rayon worker (`--on-pool`: the path
+the Python call takes for larger problems, which saves a thread hand-off per kernel); the
+Python side
 times `logot.wasserstein(mu, nu, cost, eps)` per call with `time.perf_counter_ns`, which adds
 the argument handling, the conversions, the GIL release and the result. The two are
 measured in alternating pairs (one Python call, then one Rust-timed call) so that both see

@@ -339,12 +339,13 @@ def wasserstein(mu, nu, cost, eps, *, max_iters=1000, tol=None, check_every=10, 
     Warns :class:`ConvergenceWarning` when the tolerance was not met (use :func:`solve` for
     the full report).
     """
-    rho = _reg_m(reg_m)
+    rho = None if reg_m is None else _reg_m(reg_m)
     mu, nu, cost, single = _problem(mu, nu, cost)
     params = _params(eps, max_iters, tol, check_every, eps_scaling)
-    distance, _, _, conv, _ = _logot.solve(mu, nu, cost, params, _warm(warm_start, single), backend, rho)
-    if not conv["converged"]:
-        _warn_unconverged(conv, tol)
+    warm = None if warm_start is None else _warm(warm_start, single)
+    distance, converged, error, conv_tol, iterations = _logot.wasserstein(mu, nu, cost, params, warm, backend, rho)
+    if not converged:
+        _warn_unconverged(dict(converged=converged, marginal_error=error, tol=conv_tol, iterations=iterations), tol)
     return float(distance[0]) if single else distance
 
 

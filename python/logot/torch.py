@@ -14,7 +14,8 @@ Import it explicitly (``import logot.torch``); ``import logot`` alone never impo
 
 Tensors: float32 and float64. CPU tensors share memory with the numpy arrays the library
 reads (no copy). CUDA tensors run on the CUDA backend of their device
-(``backend="cuda:N"``); see ``CUDA_ZERO_COPY``.
+(``backend="cuda:N"``); :func:`bistochastic` computes them in place on the current
+stream, the others through a host copy (see ``CUDA_ZERO_COPY``).
 """
 
 from __future__ import annotations
@@ -42,13 +43,13 @@ __all__ = [
     "CUDA_ZERO_COPY",
 ]
 
-#: Whether CUDA tensors reach the library without a host copy. ``False`` for now: CUDA
-#: tensors are copied to the host, solved on the CUDA backend (which uploads them again),
-#: and the results copied back to the tensors' device — an INTERIM path, correct but not
-#: zero-copy, until the CUDA backend accepts external device pointers and the caller's
-#: stream (see python/ZERO_COPY.md). The tests flag it (``test_cuda_zero_copy`` is an
-#: expected failure while this is False).
-CUDA_ZERO_COPY = False
+#: Whether CUDA tensors reach the library without a host copy. True for
+#: :func:`bistochastic` (forward and backward): the library reads and writes the tensors'
+#: device memory in place and launches on the caller's current CUDA stream
+#: (``torch.cuda.current_stream(device)``); the host waits only on that stream, to read back
+#: a few statistics. The other functions still copy CUDA tensors to the host and back
+#: (python/ZERO_COPY.md lists what the library needs for them).
+CUDA_ZERO_COPY = True
 
 
 # ---------------------------------------------------------------------------------------
@@ -358,23 +359,64 @@ def sinkhorn_divergence(x, y, eps: float, a=None, b=None, *, metric="sqeuclidean
 # ---------------------------------------------------------------------------------------
 
 
+def _in_place_device(t: torch.Tensor, backend: Optional[str]) -> Optional[int]:
+    """The GPU ordinal when ``t`` is a CUDA tensor that the library computes in place
+    (``backend`` unset or naming its device), else None (the host-copy path)."""
+    if not t.is_cuda:
+        return None
+    idx = t.device.index if t.device.index is not None else torch.cuda.current_device()
+    if backend is None or backend == f"cuda:{idx}" or (backend == "cuda" and idx == 0):
+        return idx
+    return None
+
+
+def _stream(device: int) -> int:
+    return torch.cuda.current_stream(device).cuda_stream
+
+
 class _Bistochastic(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, iters, tol, cg_tol, cg_max_iters, backend):
-        backend = _backend((x,), backend)
         n = x.shape[-1]
-        flat = x.reshape(-1, n, n)
-        r = _lg.bistochastic(_np(flat), iters, tol, backend=backend).r
-        out = _tensor(r, x).reshape(x.shape)
+        device = _in_place_device(x, backend)
+        if device is None:
+            backend = _backend((x,), backend)
+        ctx.options = (cg_tol, cg_max_iters, backend, device)
+        if device is not None:
+            # In place on the device: contiguous logits (a stream-ordered copy when needed),
+            # R allocated by torch, kernels on the current stream.
+            flat = x.detach().reshape(-1, n, n).contiguous()
+            r = torch.empty_like(flat)
+            if flat.numel():
+                try:
+                    _lg._logot._bistochastic_cuda(flat.data_ptr(), r.data_ptr(), flat.shape[0], n,
+                                                  flat.dtype == torch.float64, iters, tol, device, _stream(device))
+                except RuntimeError:
+                    if not bool(torch.isfinite(flat).all()):
+                        raise ValueError("x: non-finite entries (the logits must be finite)") from None
+                    raise
+            out = r.reshape(x.shape)
+        else:
+            r = _lg.bistochastic(_np(x.reshape(-1, n, n)), iters, tol, backend=backend).r
+            out = _tensor(r, x).reshape(x.shape)
         ctx.save_for_backward(out)
-        ctx.options = (cg_tol, cg_max_iters, backend)
         return out
 
     @staticmethod
     def backward(ctx, grad):
         (r,) = ctx.saved_tensors
-        cg_tol, cg_max_iters, backend = ctx.options
+        cg_tol, cg_max_iters, backend, device = ctx.options
         n = r.shape[-1]
+        if device is not None:
+            rf = r.reshape(-1, n, n).contiguous()
+            g = grad.reshape(-1, n, n).to(rf.dtype).contiguous()
+            dx = torch.empty_like(rf)
+            if rf.numel():
+                cg = _lg._logot._bistochastic_backward_cuda(rf.data_ptr(), g.data_ptr(), dx.data_ptr(), rf.shape[0], n,
+                                                            rf.dtype == torch.float64, cg_tol, int(cg_max_iters),
+                                                            device, _stream(device))
+                _warn_cg(_lg.CgReport(**cg))
+            return dx.reshape(r.shape), None, None, None, None, None
         g = _lg.bistochastic_backward(_np(r.reshape(-1, n, n)), _np(grad.reshape(-1, n, n)), cg_tol=cg_tol,
                                       cg_max_iters=cg_max_iters, backend=backend)
         _warn_cg(g.cg)
@@ -388,7 +430,11 @@ def bistochastic(x: torch.Tensor, iters: int = 20, tol: float = 0.0, *, cg_tol=N
     is ``≤ tol`` when ``tol > 0``). The backward is the implicit gradient
     ``∂L/∂X = (G − a1ᵀ − 1bᵀ)⊙R`` with ``(I − RᵀR) b = (G⊙R)ᵀ1 − Rᵀ(G⊙R)1`` solved by
     matrix-free CG: the exact gradient of the exact projection (with a fixed ``iters``, R
-    is bistochastic to its column error, and so is the gradient)."""
+    is bistochastic to its column error, and so is the gradient).
+
+    CUDA tensors are computed in place (no host copy) on the current CUDA stream of their
+    device, forward and backward; the host waits for that stream only, to read back a few
+    statistics."""
     if not isinstance(x, torch.Tensor):
         x = torch.as_tensor(np.asarray(x))
     if x.dtype not in (torch.float32, torch.float64):

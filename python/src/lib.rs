@@ -7,6 +7,8 @@
 //! and every [`logot::Error`] becomes a `ValueError` (bad input) or a `RuntimeError`
 //! (numerical, device, memory, availability) carrying the library's message.
 
+use logot::backend::bistochastic::ProjectionStats;
+use logot::backend::cuda::CudaReal;
 use logot::grad::{Bistochastic, BistochasticParams, CgParams, CgSummary};
 use logot::linalg::{newton_schulz_on, svd3_batch_on, NewtonSchulzParams};
 use logot::{
@@ -152,13 +154,29 @@ macro_rules! by_backend {
 }
 
 /// The GIL released around `f`; on the CPU, `f` runs on a rayon worker (saves a thread
-/// hand-off per kernel on small problems, as the library's own top-level functions do).
+/// hand-off per kernel on problems large enough for the kernels to split, as the library's
+/// own top-level functions do).
 fn compute<R: Send>(py: Python<'_>, cpu: bool, f: impl FnOnce() -> R + Send) -> R {
     if cpu {
         py.detach(|| rayon::scope(|_| f()))
     } else {
         py.detach(f)
     }
+}
+
+/// Below this many cost entries per half-step (`B·n·m`) no CPU kernel of a dense solve
+/// splits its work (each task holds at least 2¹⁵ exponentials), so the solve never enters
+/// rayon's pool and runs best on the calling thread: handing it to a worker would only add a
+/// wake-up and a sleep (tens of microseconds on a busy machine) to a call of a few hundred.
+const SMALL_DENSE: usize = 1 << 16;
+
+fn small_dense<T>(cost: &CostSource<'_, T>, batch: usize) -> bool {
+    let entries = match cost {
+        CostSource::Dense(c) => c.len().saturating_mul(batch),
+        CostSource::DenseBatch(c) => c.len(),
+        _ => return false,
+    };
+    entries < SMALL_DENSE
 }
 
 // ---------------------------------------------------------------------------------------
@@ -345,6 +363,8 @@ fn sinkhorn_result<'py, T: Element + Real>(
 /// What a Sinkhorn entry point computes.
 #[derive(Clone, Copy, PartialEq)]
 enum Want {
+    /// Distances and the convergence summary only.
+    Distance,
     /// Distances, potentials, convergence.
     Solve,
     /// And the plans.
@@ -383,12 +403,15 @@ fn sinkhorn_entry<'py>(
         p.warm_start = warm;
         p.relaxation = reg_m.map(|(rho_mu, rho_nu)| Relaxation::kl_each(rho_mu, rho_nu));
         let (mu, nu) = (mu.as_array(), nu.as_array());
+        let on_pool = cpu && !small_dense(&source, mu.nrows());
         by_backend!(&dev, be => {
             let solver = Solver::new(be, p);
             let run = || -> logot::Result<_> {
                 let problem = Problem::batch(mu, nu, source)?;
                 Ok(match want {
-                    Want::Solve => (Some(solver.solve(&problem)?), None, None, None),
+                    Want::Solve | Want::Distance => {
+                        (Some(solver.solve(&problem)?), None, None, None)
+                    }
                     Want::Coupling => (None, Some(solver.coupling(&problem)?), None, None),
                     Want::Gradients => {
                         (None, None, Some(solver.wasserstein_gradients(&problem, &cg)?), None)
@@ -398,8 +421,13 @@ fn sinkhorn_entry<'py>(
                     }
                 })
             };
-            let out = compute(py, cpu, run).py()?;
+            let out = compute(py, on_pool, run).py()?;
             match out {
+                (Some(r), ..) if want == Want::Distance => {
+                    let c = &r.convergence;
+                    (r.distance.into_pyarray(py), c.converged, c.marginal_error, c.tol, c.iterations)
+                        .into_pyobject(py)
+                }
                 (Some(r), ..) => sinkhorn_result(py, r),
                 (_, Some(c), ..) => {
                     let r = sinkhorn_result(py, c.result)?;
@@ -453,6 +481,37 @@ fn solve<'py>(
     sinkhorn_entry(
         py,
         Want::Solve,
+        mu,
+        nu,
+        cost,
+        params,
+        reg_m,
+        warm_start,
+        cg,
+        backend,
+    )
+}
+
+/// `(distance B, converged, marginal_error, tol, iterations)`: the distances of [`solve`]
+/// with the convergence summary, no potentials nor per-problem lists (what
+/// `logot.wasserstein` returns, with the least work per call).
+#[pyfunction]
+#[pyo3(signature = (mu, nu, cost, params, warm_start=None, backend="cpu", reg_m=None))]
+#[allow(clippy::too_many_arguments)]
+fn wasserstein<'py>(
+    py: Python<'py>,
+    mu: &Bound<'py, PyAny>,
+    nu: &Bound<'py, PyAny>,
+    cost: &Bound<'py, PyAny>,
+    params: ParamsArg<'py>,
+    warm_start: Option<(PyReadonlyArray2<'py, f64>, PyReadonlyArray2<'py, f64>)>,
+    backend: &str,
+    reg_m: Option<(f64, f64)>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let cg = CgParams::default();
+    sinkhorn_entry(
+        py,
+        Want::Distance,
         mu,
         nu,
         cost,
@@ -765,6 +824,144 @@ fn bistochastic_backward<'py>(
     })
 }
 
+// ---------------------------------------------------------------------------------------
+// CUDA tensors in place (logot.torch): device addresses and the caller's stream
+// ---------------------------------------------------------------------------------------
+
+/// The shared CUDA backend of GPU `device` launching on the caller's stream `stream` (a
+/// `CUstream` as an integer, `torch.cuda.current_stream(device).cuda_stream`).
+///
+/// # Safety
+/// `stream` is a live stream of GPU `device`'s primary context (every stream PyTorch hands
+/// out is) that outlives the returned backend (the bindings drop it before returning).
+unsafe fn cuda_on_stream(py: Python<'_>, device: usize, stream: usize) -> PyResult<CudaBackend> {
+    let be = py.detach(|| cuda_backend(device)).py()?;
+    // SAFETY: this function's contract.
+    Ok(unsafe { be.on_stream(stream as *mut _) })
+}
+
+/// `len = batch·n·n` elements, or a `ValueError` when it overflows.
+fn matrices_len(batch: usize, n: usize) -> PyResult<usize> {
+    batch
+        .checked_mul(n)
+        .and_then(|v| v.checked_mul(n))
+        .ok_or_else(|| PyValueError::new_err(format!("x: {batch} matrices {n}×{n} overflow")))
+}
+
+/// `(iterations, marginal_error, unconverged)`: [`bistochastic`] on CUDA memory, without a
+/// copy: reads the `batch×n×n` logits at device address `x`, writes `R` at `r`, on the
+/// caller's stream; only the three statistics are read back (the host waits for that
+/// stream, not the device). `double`: float64 data, else float32.
+///
+/// Private to `logot.torch`, which passes the `data_ptr()` of live, contiguous CUDA tensors
+/// of GPU `device` of that dtype and size (`r` freshly allocated, aliasing nothing), and
+/// `torch.cuda.current_stream(device).cuda_stream`; other arguments are undefined
+/// behaviour (Python cannot mark a function unsafe: this one is).
+#[pyfunction]
+#[pyo3(signature = (x, r, batch, n, double, iters, tol, device, stream))]
+#[allow(clippy::too_many_arguments)]
+fn _bistochastic_cuda(
+    py: Python<'_>,
+    x: u64,
+    r: u64,
+    batch: usize,
+    n: usize,
+    double: bool,
+    iters: usize,
+    tol: f64,
+    device: usize,
+    stream: usize,
+) -> PyResult<(usize, f64, usize)> {
+    let len = matrices_len(batch, n)?;
+    let params = BistochasticParams {
+        iters,
+        tol,
+        ..Default::default()
+    };
+    fn run<T: CudaReal>(
+        be: CudaBackend,
+        params: BistochasticParams,
+        n: usize,
+        x: u64,
+        r: u64,
+        len: usize,
+    ) -> logot::Result<ProjectionStats> {
+        // SAFETY: the caller's contract (above): `x` and `r` address `len` values of T of
+        // this GPU, live for the call; `r` aliases nothing. The call ends with the stream
+        // past every use (the statistics are read back after the kernel).
+        let (xb, mut rb) =
+            unsafe { (be.borrow_buffer::<T>(x, len), be.borrow_buffer::<T>(r, len)) };
+        Bistochastic::new(be, params).forward_buffers::<T>(n, &xb, &mut rb)
+    }
+    // SAFETY: the caller's contract: a stream of this GPU, live for the call.
+    let be = unsafe { cuda_on_stream(py, device, stream)? };
+    let stats = py
+        .detach(|| {
+            if double {
+                run::<f64>(be, params, n, x, r, len)
+            } else {
+                run::<f32>(be, params, n, x, r, len)
+            }
+        })
+        .py()?;
+    Ok((stats.iterations, stats.marginal_error, stats.unconverged))
+}
+
+/// `cg`: [`bistochastic_backward`] on CUDA memory, without a copy: reads `R` at `r` and
+/// `g = ∂L/∂R` at `g` (`batch×n×n`), writes `∂L/∂X` at `dx`, on the caller's stream; only
+/// the CG summary is read back. Contract as [`_bistochastic_cuda`] (`dx` fresh).
+#[pyfunction]
+#[pyo3(signature = (r, g, dx, batch, n, double, cg_tol, cg_max_iters, device, stream))]
+#[allow(clippy::too_many_arguments)]
+fn _bistochastic_backward_cuda<'py>(
+    py: Python<'py>,
+    r: u64,
+    g: u64,
+    dx: u64,
+    batch: usize,
+    n: usize,
+    double: bool,
+    cg_tol: Option<f64>,
+    cg_max_iters: usize,
+    device: usize,
+    stream: usize,
+) -> PyResult<Bound<'py, PyDict>> {
+    let len = matrices_len(batch, n)?;
+    let cg = cg_params(cg_tol, cg_max_iters);
+    fn run<T: CudaReal>(
+        be: CudaBackend,
+        cg: &CgParams,
+        n: usize,
+        [r, g, dx]: [u64; 3],
+        len: usize,
+    ) -> logot::Result<CgSummary> {
+        // SAFETY: the caller's contract: three addresses of `len` values of T of this GPU,
+        // live for the call; `dx` aliases neither input. The call ends with the stream past
+        // every use (the summary is read back after the kernels).
+        let (rb, gb, mut db) = unsafe {
+            (
+                be.borrow_buffer::<T>(r, len),
+                be.borrow_buffer::<T>(g, len),
+                be.borrow_buffer::<T>(dx, len),
+            )
+        };
+        Bistochastic::new(be, BistochasticParams::default())
+            .backward_buffers::<T>(n, &rb, &gb, cg, &mut db)
+    }
+    // SAFETY: the caller's contract: a stream of this GPU, live for the call.
+    let be = unsafe { cuda_on_stream(py, device, stream)? };
+    let summary = py
+        .detach(|| {
+            if double {
+                run::<f64>(be, &cg, n, [r, g, dx], len)
+            } else {
+                run::<f32>(be, &cg, n, [r, g, dx], len)
+            }
+        })
+        .py()?;
+    cg_summary(py, &summary)
+}
+
 /// `(U B×M×3, S B×3, Vt B×3×3)`: thin SVDs of a batch of `M×3` matrices.
 #[pyfunction]
 #[pyo3(signature = (a, backend="cpu"))]
@@ -863,6 +1060,7 @@ fn _time_wasserstein(
 #[pymodule]
 fn _logot(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(solve, m)?)?;
+    m.add_function(wrap_pyfunction!(wasserstein, m)?)?;
     m.add_function(wrap_pyfunction!(coupling, m)?)?;
     m.add_function(wrap_pyfunction!(wasserstein_gradients, m)?)?;
     m.add_function(wrap_pyfunction!(point_gradients, m)?)?;
@@ -871,6 +1069,8 @@ fn _logot(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(barycenter, m)?)?;
     m.add_function(wrap_pyfunction!(bistochastic, m)?)?;
     m.add_function(wrap_pyfunction!(bistochastic_backward, m)?)?;
+    m.add_function(wrap_pyfunction!(_bistochastic_cuda, m)?)?;
+    m.add_function(wrap_pyfunction!(_bistochastic_backward_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(svd3, m)?)?;
     m.add_function(wrap_pyfunction!(newton_schulz, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_device_name, m)?)?;

@@ -40,7 +40,7 @@
 //! ```
 
 use super::cg::{CgOutcome, CgParams, CgSummary};
-use crate::backend::bistochastic::BistochasticKernels;
+use crate::backend::bistochastic::{BistochasticKernels, ProjectionStats};
 use crate::sinkhorn::{Convergence, ProblemReport};
 use crate::validate::check_finite;
 use crate::{CpuBackend, Error, Real, Result};
@@ -350,6 +350,75 @@ impl<B> Bistochastic<B> {
             cg: summary,
             cg_outcomes: outcomes,
         })
+    }
+
+    /// [`Bistochastic::forward`] on buffers of the backend (`x` and `r`: `B×n×n`,
+    /// row-major): no copy, nothing read back but the batch's [`ProjectionStats`] — the
+    /// path for data already on the device (on a GPU, with `CudaBackend::borrow_buffer` and
+    /// `CudaBackend::on_stream`, feature `cuda`: the caller's tensors on the caller's
+    /// stream). Writes `r`, the same matrices the host-array path
+    /// returns. `x` is not checked entry by entry: non-finite logits surface as a
+    /// non-finite column error, which is an [`Error::Numerical`] (as are non-finite
+    /// entries of `r`, whose columns then do not sum to a finite value).
+    pub fn forward_buffers<T: Real>(
+        &self,
+        n: usize,
+        x: &B::Buffer,
+        r: &mut B::Buffer,
+    ) -> Result<ProjectionStats>
+    where
+        B: BistochasticKernels<T>,
+    {
+        self.params.validate()?;
+        self.check_n(n, "x")?;
+        let stats =
+            self.backend
+                .bistochastic_forward(n, x, self.params.iters, self.params.tol, r)?;
+        if !stats.marginal_error.is_finite() {
+            return Err(Error::Numerical(format!(
+                "bistochastic forward: the column error is {} (non-finite logits?)",
+                stats.marginal_error
+            )));
+        }
+        Ok(stats)
+    }
+
+    /// [`Bistochastic::backward`] on buffers of the backend (`r`, `g`, `dx`: `B×n×n`,
+    /// row-major): no copy, nothing read back but the [`CgSummary`]. Writes `dx`. `r` is
+    /// not checked entry by entry (pass the `r` of [`Bistochastic::forward_buffers`]); a
+    /// non-finite right-hand side (non-finite `g`) is an [`Error::Numerical`] naming the
+    /// first such matrix, as on the host-array path.
+    pub fn backward_buffers<T: Real>(
+        &self,
+        n: usize,
+        r: &B::Buffer,
+        g: &B::Buffer,
+        cg: &CgParams,
+        dx: &mut B::Buffer,
+    ) -> Result<CgSummary>
+    where
+        B: BistochasticKernels<T>,
+    {
+        cg.validate()?;
+        self.check_n(n, "r")?;
+        let tol = cg.effective_tol::<T>();
+        self.backend
+            .bistochastic_backward(n, r, g, tol, cg.max_iters, dx, None)
+    }
+
+    fn check_n<T: Real>(&self, n: usize, arg: &str) -> Result<()>
+    where
+        B: BistochasticKernels<T>,
+    {
+        let max_n = BistochasticKernels::<T>::bistochastic_max_n(&self.backend);
+        if n == 0 || n > max_n {
+            return Err(Error::parameter(
+                arg,
+                format!("{n}×{n} matrices"),
+                format!("this backend handles 1 ≤ n ≤ {max_n}"),
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -89,7 +89,7 @@ fn transpose<T: Copy + Send + Sync>(c: &[T], n: usize, m: usize) -> Vec<T> {
 }
 
 /// Minimum number of exponentials a rayon task should hold so that scheduling stays cheap.
-const MIN_TASK_WORK: usize = 1 << 15;
+pub(super) const MIN_TASK_WORK: usize = 1 << 15;
 
 impl<T: Real> Backend<T> for CpuBackend {
     type Buffer = Vec<T>;
@@ -187,6 +187,7 @@ impl<T: Real> Backend<T> for CpuBackend {
             Vec::new()
         } else {
             c.par_chunks(per)
+                .with_min_len((MIN_TASK_WORK / per.max(1)).max(1))
                 .flat_map_iter(|c| transpose(c, dims.n, dims.m))
                 .collect()
         };
@@ -290,6 +291,7 @@ impl<T: Real> Backend<T> for CpuBackend {
             .par_chunks(per)
             .zip(old.par_chunks(per))
             .zip(new.par_chunks(per))
+            .with_min_len((MIN_TASK_WORK / per.max(1)).max(1))
             .map(|((a, o), n)| {
                 let mut s = 0.0f64;
                 for k in 0..per {
@@ -332,6 +334,7 @@ impl<T: Real> Backend<T> for CpuBackend {
                 // whatever the number of threads.
                 let rows: Vec<f64> = (0..n)
                     .into_par_iter()
+                    .with_min_len((MIN_TASK_WORK / m.max(1)).max(1))
                     .map(|i| {
                         let fi = f[b * n + i];
                         if fi == T::neg_infinity() {

@@ -39,7 +39,10 @@ fn sums<T: Real>(
     let dims = cost.dims;
     let (len, len_other) = (dims.len(side), dims.len(other(side)));
     let mut out = vec![(0.0, 0.0); own.len()];
+    // Small problems stay on the calling thread (no hand-off to the pool).
+    let min_chunks = (super::MIN_TASK_WORK / (ROWS_PER_TASK * len_other).max(1)).max(1);
     out.par_chunks_mut(ROWS_PER_TASK)
+        .with_min_len(min_chunks)
         .enumerate()
         .for_each(|(chunk, vals)| {
             for (k, v) in vals.iter_mut().enumerate() {

@@ -148,10 +148,9 @@ impl CudaBackend {
         let dst = unsafe { std::slice::from_raw_parts_mut(pinned.ptr, len) };
         let src = self.ptr(words) + (offset * std::mem::size_of::<u64>()) as u64;
         // SAFETY: `words` holds `offset + len` elements (checked) on this backend's stream.
-        unsafe { cu::memcpy_dtoh_async(dst, src, self.inner.stream.cu_stream()) }
+        unsafe { cu::memcpy_dtoh_async(dst, src, self.stream.cu_stream()) }
             .context("reading a report back")?;
-        self.inner
-            .stream
+        self.stream
             .synchronize()
             .context("waiting for the bistochastic kernels")?;
         Ok(read(dst))
@@ -189,7 +188,6 @@ impl<T: CudaReal> BistochasticKernels<T> for CudaBackend {
         let iters = i32::try_from(iters)
             .map_err(|_| Error::parameter("iters", iters, "at most 2^31 − 1 iterations"))?;
         let stats = self
-            .inner
             .stream
             .alloc_zeros::<u64>(3)
             .context("allocating the projection stats")?;
@@ -247,9 +245,8 @@ impl<T: CudaReal> BistochasticKernels<T> for CudaBackend {
         // SAFETY: list entries below the count (summary word 0, zeroed) are written before
         // they are read; outcome words, when asked for, are written for every matrix.
         let mut report =
-            unsafe { self.inner.stream.alloc::<u64>(len) }.context("allocating the CG report")?;
-        self.inner
-            .stream
+            unsafe { self.stream.alloc::<u64>(len) }.context("allocating the CG report")?;
+        self.stream
             .memset_zeros(&mut report.slice_mut(0..CG_WORDS))
             .context("clearing the CG summary")?;
         let word = std::mem::size_of::<u64>() as u64;

@@ -65,7 +65,7 @@ impl Collective for CudaBackend {
                     .into(),
             ));
         }
-        let streams = members.iter().map(|m| m.inner.stream.clone()).collect();
+        let streams = members.iter().map(|m| m.stream.clone()).collect();
         match std::panic::catch_unwind(|| Comm::from_devices(streams)) {
             Ok(Ok(comms)) => Ok(NcclGroup { comms }),
             Ok(Err(e)) => Err(nccl_error(

@@ -175,8 +175,7 @@ impl CudaBackend {
             None => Cow::Owned(elements().collect()),
         };
         let mut c = self.alloc::<T>(host.len(), "the cost")?;
-        self.inner
-            .stream
+        self.stream
             .memcpy_htod(host.as_ref(), &mut c)
             .context("copying the cost")?;
         let ct = self.alloc::<T>(host.len(), "the transposed cost")?;

@@ -188,10 +188,7 @@ impl CudaBackend {
                 ),
             )
         }?;
-        Ok(CudaBuffer {
-            data: plan,
-            len: total,
-        })
+        Ok(CudaBuffer::new(plan, total))
     }
 
     /// See [`Backend::marginal_error`](crate::Backend::marginal_error): one block per

@@ -1,5 +1,8 @@
-//! The device: a CUDA context with one stream, the kernels loaded from every module of the
-//! registry, the device's limits and the backend's tuning; buffers, allocation and copies.
+//! The device: a CUDA context (the device's primary one) and the stream the backend
+//! launches on (its own, or a caller's: [`CudaBackend::on_stream`]), the kernels loaded from
+//! every module of the registry, the device's limits and the backend's tuning; buffers
+//! (the backend's own, or a caller's memory: [`CudaBackend::borrow_buffer`]), allocation
+//! and copies.
 
 use super::kernels::{kernel_name, CudaReal, Module};
 use super::launch::{ClusterKey, Context, Launch};
@@ -8,12 +11,12 @@ use super::tuning::Tuning;
 use crate::{Error, Result};
 use cudarc::driver::{sys, CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr};
 use std::collections::HashMap;
+use std::mem::ManuallyDrop;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 pub(super) struct Inner {
     pub ctx: Arc<CudaContext>,
-    pub stream: Arc<CudaStream>,
     /// Every entry point of the registry, by full name.
     pub funcs: HashMap<String, CudaFunction>,
     pub device: String,
@@ -27,10 +30,13 @@ pub(super) struct Inner {
 }
 
 /// Computes on an NVIDIA GPU through the CUDA driver API. Cheap to clone (shares the
-/// context, stream and loaded kernels).
+/// context, stream and loaded kernels). Everything runs in order on one stream: the
+/// backend's own, or a caller's ([`CudaBackend::on_stream`]).
 #[derive(Clone)]
 pub struct CudaBackend {
     pub(super) inner: Arc<Inner>,
+    /// The stream every launch, allocation, copy and free of this backend goes to.
+    pub(super) stream: Arc<CudaStream>,
 }
 
 impl std::fmt::Debug for CudaBackend {
@@ -43,10 +49,43 @@ impl std::fmt::Debug for CudaBackend {
     }
 }
 
-/// A 1-D array of `T` in GPU memory.
+/// A 1-D array of `T` in GPU memory: the backend's own (freed, stream-ordered, on drop) or
+/// a caller's ([`CudaBackend::borrow_buffer`], never freed by logot).
 pub struct CudaBuffer<T> {
-    pub(super) data: CudaSlice<T>,
+    pub(super) data: ManuallyDrop<CudaSlice<T>>,
     pub(super) len: usize,
+    /// Memory of the caller's: dropping the buffer forgets it instead of freeing it.
+    borrowed: bool,
+}
+
+impl<T> CudaBuffer<T> {
+    /// The backend's own buffer over the first `len` elements of `data`.
+    pub(super) fn new(data: CudaSlice<T>, len: usize) -> Self {
+        CudaBuffer {
+            data: ManuallyDrop::new(data),
+            len,
+            borrowed: false,
+        }
+    }
+
+    /// Whether the memory is the caller's ([`CudaBackend::borrow_buffer`]).
+    pub fn is_borrowed(&self) -> bool {
+        self.borrowed
+    }
+}
+
+impl<T> Drop for CudaBuffer<T> {
+    fn drop(&mut self) {
+        // SAFETY: `data` is not used after this point.
+        let data = unsafe { ManuallyDrop::take(&mut self.data) };
+        if self.borrowed {
+            // Forget the caller's memory (no free; event tracking is off, so no event
+            // waits are queued either).
+            let _ = data.leak();
+        } else {
+            drop(data);
+        }
+    }
 }
 
 impl<T> CudaBuffer<T> {
@@ -160,9 +199,9 @@ impl CudaBackend {
         let device = ctx.name().unwrap_or_else(|_| "CUDA GPU".into());
         let funcs = load_kernels(&ctx, &format!("sm_{major}{minor}"), &tuning, max_smem)?;
         Ok(CudaBackend {
+            stream,
             inner: Arc::new(Inner {
                 ctx,
-                stream,
                 funcs,
                 device,
                 sm_count,
@@ -183,9 +222,72 @@ impl CudaBackend {
         self.inner.sm_count
     }
 
+    /// The same backend (same GPU, context and compiled kernels) launching on the caller's
+    /// stream `stream`: every kernel, scratch allocation (stream-ordered), copy and free of
+    /// the returned backend goes to `stream`, in order after the work already queued there,
+    /// and the host waits only on that stream (`cuStreamSynchronize`) when it reads a report
+    /// back; nothing synchronises the whole device. Cheap (no compilation, no driver call).
+    /// This is how a framework's tensors are computed on in place (PyTorch's
+    /// `torch.cuda.current_stream().cuda_stream`), together with
+    /// [`CudaBackend::borrow_buffer`].
+    ///
+    /// # Safety
+    /// `stream` must be a valid stream of this backend's context — the device's primary
+    /// context, which the CUDA runtime (and so PyTorch) uses — or one of the special handles
+    /// (null: the legacy default stream; `0x2`: the per-thread default stream), and must
+    /// stay valid as long as the returned backend, a clone of it, or a buffer it allocated
+    /// exists. logot never destroys it.
+    pub unsafe fn on_stream(&self, stream: sys::CUstream) -> CudaBackend {
+        CudaBackend {
+            inner: self.inner.clone(),
+            // SAFETY: the caller's contract above; a borrowed stream is not destroyed on drop.
+            stream: unsafe { self.inner.ctx.wrap_borrowed_stream(stream) },
+        }
+    }
+
+    /// The stream this backend launches on (its own, or the one of [`CudaBackend::on_stream`]).
+    pub fn cu_stream(&self) -> sys::CUstream {
+        self.stream.cu_stream()
+    }
+
+    /// The ordinal of the backend's GPU.
+    pub fn ordinal(&self) -> usize {
+        self.inner.ctx.ordinal()
+    }
+
+    /// A buffer over `len` elements of `T` of the caller's GPU memory at `ptr`, to pass to
+    /// the kernel traits ([`BistochasticKernels`](crate::backend::bistochastic::BistochasticKernels),
+    /// …) as input or output without a copy. Dropping it does not free the memory.
+    ///
+    /// # Safety
+    /// * `ptr` is the address of `len` contiguous, initialised values of `T` (row-major in the
+    ///   layout the kernel documents), aligned for `T`, in memory of this backend's device
+    ///   that this backend's context can address (the primary context's allocations,
+    ///   including PyTorch's);
+    /// * the memory stays allocated, and is neither written nor freed by anyone else, until
+    ///   the work this backend queued on it has completed (the buffer dropped and the
+    ///   backend's stream past that work) — work queued on the same stream before and after
+    ///   is ordered with it;
+    /// * a buffer passed as an output (`&mut`) is memory the caller lets logot write, and it
+    ///   aliases no other buffer of the same call.
+    pub unsafe fn borrow_buffer<T: CudaReal>(
+        &self,
+        ptr: sys::CUdeviceptr,
+        len: usize,
+    ) -> CudaBuffer<T> {
+        // SAFETY: the caller's contract above; event tracking is off on this context, so
+        // the slice records no events, and `CudaBuffer::drop` leaks it instead of freeing.
+        let data = unsafe { self.stream.upgrade_device_ptr::<T>(ptr, len) };
+        CudaBuffer {
+            data: ManuallyDrop::new(data),
+            len,
+            borrowed: true,
+        }
+    }
+
     /// Wait for all queued work (kernel failures surface here at the latest).
     pub fn synchronize(&self) -> Result<()> {
-        self.inner.stream.synchronize().context("kernel execution")
+        self.stream.synchronize().context("kernel execution")
     }
 
     /// A timer on the backend's stream: CUDA events around `f`, in milliseconds of GPU time.
@@ -197,12 +299,9 @@ impl CudaBackend {
                 .context("creating an event")
         };
         let (start, stop) = (event()?, event()?);
-        start
-            .record(&self.inner.stream)
-            .context("recording an event")?;
+        start.record(&self.stream).context("recording an event")?;
         let r = f()?;
-        stop.record(&self.inner.stream)
-            .context("recording an event")?;
+        stop.record(&self.stream).context("recording an event")?;
         stop.synchronize().context("kernel execution")?;
         let ms = start.elapsed_ms(&stop).context("reading an event")?;
         Ok((r, ms as f64))
@@ -244,7 +343,7 @@ impl CudaBackend {
             )));
         }
         // SAFETY: the memory is written before it is read (every caller's contract).
-        unsafe { self.inner.stream.alloc::<T>(len.max(1)) }.with_context(|| {
+        unsafe { self.stream.alloc::<T>(len.max(1)) }.with_context(|| {
             let gib = (len * std::mem::size_of::<T>()) as f64 / (1u64 << 30) as f64;
             format!("allocating {what} ({len} {type_name} values, {gib:.3} GiB)")
         })
@@ -254,8 +353,7 @@ impl CudaBackend {
     pub(super) fn upload_slice<T: CudaReal>(&self, host: &[T], what: &str) -> Result<CudaSlice<T>> {
         let mut s = self.alloc::<T>(host.len(), what)?;
         if !host.is_empty() {
-            self.inner
-                .stream
+            self.stream
                 .memcpy_htod(host, &mut s)
                 .with_context(|| format!("copying {what} to the GPU"))?;
         }
@@ -270,7 +368,6 @@ impl CudaBackend {
         what: &str,
     ) -> Result<Vec<T>> {
         let mut v = self
-            .inner
             .stream
             .clone_dtoh(s)
             .with_context(|| format!("reading {what}"))?;
@@ -280,7 +377,7 @@ impl CudaBackend {
 
     /// The device address of `s`, as the kernels take it.
     pub(super) fn ptr<T>(&self, s: &CudaSlice<T>) -> u64 {
-        s.device_ptr(&self.inner.stream).0
+        s.device_ptr(&self.stream).0
     }
 
     /// `s[..len] = value`.

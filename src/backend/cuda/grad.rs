@@ -104,7 +104,6 @@ impl CudaBackend {
             return Ok(());
         }
         let c = self
-            .inner
             .stream
             .clone_htod(coef)
             .context("copying CG coefficients to the GPU")?;
@@ -207,14 +206,8 @@ impl<T: CudaReal> GradKernels<T> for CudaBackend {
         self.grad_reduce(Along::Rows, (plan, batch, n, m), None, w, &mut rows)?;
         self.grad_reduce(Along::Cols, (plan, batch, n, m), None, w, &mut cols)?;
         Ok((
-            CudaBuffer {
-                data: rows,
-                len: batch * n,
-            },
-            CudaBuffer {
-                data: cols,
-                len: batch * m,
-            },
+            CudaBuffer::new(rows, batch * n),
+            CudaBuffer::new(cols, batch * m),
         ))
     }
 
@@ -256,10 +249,7 @@ impl<T: CudaReal> GradKernels<T> for CudaBackend {
                 ),
             )
         }?;
-        Ok(CudaBuffer {
-            data: out,
-            len: plan.len,
-        })
+        Ok(CudaBuffer::new(out, plan.len))
     }
 
     fn batched_dot(&self, batch: usize, x: &CudaBuffer<T>, y: &CudaBuffer<T>) -> Result<Vec<f64>> {
@@ -315,18 +305,12 @@ impl<T: CudaReal> GradKernels<T> for CudaBackend {
     fn recip_or_zero(&self, x: &CudaBuffer<T>) -> Result<CudaBuffer<T>> {
         let mut out = self.alloc::<T>(x.len, "reciprocals")?;
         self.grad_elementwise(None, x, T::zero(), &mut out, Elementwise::RecipOrZero)?;
-        Ok(CudaBuffer {
-            data: out,
-            len: x.len,
-        })
+        Ok(CudaBuffer::new(out, x.len))
     }
 
     fn support(&self, x: &CudaBuffer<T>) -> Result<CudaBuffer<T>> {
         let mut out = self.alloc::<T>(x.len, "the support")?;
         self.grad_elementwise(None, x, T::zero(), &mut out, Elementwise::Support)?;
-        Ok(CudaBuffer {
-            data: out,
-            len: x.len,
-        })
+        Ok(CudaBuffer::new(out, x.len))
     }
 }

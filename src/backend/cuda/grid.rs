@@ -121,7 +121,6 @@ impl CudaBackend {
             .map_err(|_| Error::shape("transport_cost", "too many problems for one launch"))?;
         let scratch = self.alloc::<T>(f.len, "grid scratch")?;
         let sums = self
-            .inner
             .stream
             .alloc_zeros::<f64>(batch)
             .context("allocating grid cost sums")?;

@@ -216,7 +216,7 @@ impl CudaBackend {
         mut args: A,
     ) -> Result<()> {
         let func = self.func(name)?.cu_function();
-        let stream = self.inner.stream.cu_stream();
+        let stream = self.stream.cu_stream();
         self.inner
             .ctx
             .bind_to_thread()
@@ -298,7 +298,7 @@ impl CudaBackend {
             if allowed == sys::CUresult::CUDA_SUCCESS {
                 let mut attr = cluster_attribute(cand as u32);
                 let cfg = Launch::new((cand as u32, 1, 1), (threads, 1, 1)).shared(smem as usize);
-                let lc = driver_config(&cfg, self.inner.stream.cu_stream(), &mut attr);
+                let lc = driver_config(&cfg, self.stream.cu_stream(), &mut attr);
                 let mut clusters = 0i32;
                 // SAFETY: a valid function and config whose attribute outlives the query.
                 let r = unsafe { sys::cuOccupancyMaxActiveClusters(&mut clusters, func, &lc) };

@@ -28,7 +28,10 @@
 //!   (n ≤ 32), and [`GradKernels`](crate::backend::grad::GradKernels) (cuda/grad.cu), so the
 //!   implicit OT gradients run on the GPU.
 //!
-//! Everything runs on one CUDA stream per backend, in order. Driver, compiler and kernel
+//! Everything runs on one CUDA stream per backend, in order: the backend's own, or a
+//! caller's ([`CudaBackend::on_stream`], e.g. PyTorch's current stream), and the kernel
+//! traits run on the caller's device memory as well ([`CudaBackend::borrow_buffer`]: a
+//! [`CudaBuffer`] that is never freed by logot). Driver, compiler and kernel
 //! failures are [`Error::Cuda`](crate::Error::Cuda); a machine without driver, NVRTC or
 //! GPU gives [`Error::Unavailable`](crate::Error::Unavailable) from [`CudaBackend::new`].
 //! The kernels are compiled by NVRTC once per process, or once per machine with

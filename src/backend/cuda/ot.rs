@@ -23,10 +23,10 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
     }
 
     fn upload(&self, data: &[T]) -> Result<CudaBuffer<T>> {
-        Ok(CudaBuffer {
-            data: self.upload_slice(data, "a buffer")?,
-            len: data.len(),
-        })
+        Ok(CudaBuffer::new(
+            self.upload_slice(data, "a buffer")?,
+            data.len(),
+        ))
     }
 
     fn download(&self, buf: &CudaBuffer<T>) -> Result<Vec<T>> {
@@ -39,7 +39,7 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
     fn filled(&self, len: usize, value: T) -> Result<CudaBuffer<T>> {
         let mut data = self.alloc::<T>(len, "a buffer")?;
         self.fill_slice(&mut data, len, value)?;
-        Ok(CudaBuffer { data, len })
+        Ok(CudaBuffer::new(data, len))
     }
 
     fn len(&self, buf: &CudaBuffer<T>) -> usize {

@@ -155,14 +155,8 @@ impl CudaBackend {
         let rows = batch * len_out;
         let mut zeros = self.alloc::<T>(rows, "zero log-marginals")?;
         self.fill_slice(&mut zeros, rows, T::zero())?;
-        let zeros = CudaBuffer {
-            data: zeros,
-            len: rows,
-        };
-        let mut h = CudaBuffer {
-            data: self.alloc::<T>(rows, "row normalisers")?,
-            len: rows,
-        };
+        let zeros = CudaBuffer::new(zeros, rows);
+        let mut h = CudaBuffer::new(self.alloc::<T>(rows, "row normalisers")?, rows);
         // Exact products, as the weights below: then they sum to one over each row whatever
         // precision the solver's half-steps used.
         self.cloud_sinkstep_by(cl, side, eps, other, &zeros, &mut h, None)?;
@@ -297,10 +291,7 @@ impl CudaBackend {
                 ),
             )
         }?;
-        Ok(CudaBuffer {
-            data: plan,
-            len: total,
-        })
+        Ok(CudaBuffer::new(plan, total))
     }
 }
 
@@ -311,13 +302,7 @@ fn row_buffers<T>(
     channels: usize,
 ) -> (CudaBuffer<T>, CudaBuffer<T>) {
     (
-        CudaBuffer {
-            data: mass,
-            len: rows,
-        },
-        CudaBuffer {
-            data: sums,
-            len: rows * channels,
-        },
+        CudaBuffer::new(mass, rows),
+        CudaBuffer::new(sums, rows * channels),
     )
 }

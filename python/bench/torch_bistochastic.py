@@ -1,0 +1,140 @@
+"""`logot.torch.bistochastic` forward + backward on CUDA tensors (the hyper-connection shape:
+B = 65536 matrices 16×16, float32), timed with CUDA events on the current stream.
+
+    python python/bench/torch_bistochastic.py [--batch 65536] [--n 16] [--iters 20]
+                                              [--dtype float32] [--repeats 50] [--warmup 10]
+                                              [--host]
+
+Prints one JSON object (times in milliseconds, medians over `repeats` after `warmup` calls):
+
+* ``forward_ms``: ``r = lt.bistochastic(x)`` (autograd graph recorded);
+* ``backward_ms``: ``r.backward(g)`` (the implicit backward);
+* ``total_ms``: forward and backward in one timed region;
+* ``forward_kernel_ms`` / ``backward_kernel_ms``: the compiled module's in-place entry
+  points called directly on preallocated tensors (the library's kernels and the statistics
+  read back, without autograd or the Python layer): the reference for the layer's cost;
+* with ``--host``: ``host_total_ms``, the same forward and backward through numpy arrays and
+  the CUDA backend (two host round trips: the path logot.torch took before zero-copy);
+* ``max_abs_diff_vs_host`` (with ``--host``): the largest difference between the two paths'
+  R and dX (0 expected: the same kernels on the same data).
+
+Needs only torch, numpy and logot (the wheel of python/scripts/build-gpu-wheel.sh).
+"""
+
+import argparse
+import json
+import statistics
+
+import torch
+
+import logot
+import logot.torch as lt
+from logot import _logot
+
+
+def timed(fn, repeats, warmup):
+    """Median GPU time of `fn()` in ms (CUDA events on the current stream)."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return statistics.median(times), times
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--batch", type=int, default=65536)
+    p.add_argument("--n", type=int, default=16)
+    p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    p.add_argument("--repeats", type=int, default=50)
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--host", action="store_true", help="also time the host-copy path")
+    args = p.parse_args()
+    dtype = getattr(torch, args.dtype)
+    dev = torch.device("cuda")
+    gen = torch.Generator(device=dev).manual_seed(0)
+    b, n = args.batch, args.n
+    # mhc16: X ~ U[0, 4), G ~ N(0, 1).
+    x = (4 * torch.rand(b, n, n, device=dev, dtype=dtype, generator=gen)).requires_grad_()
+    g = torch.randn(b, n, n, device=dev, dtype=dtype, generator=gen)
+
+    def forward():
+        return lt.bistochastic(x, args.iters)
+
+    r = forward()
+
+    def backward():
+        x.grad = None
+        r.backward(g, retain_graph=True)
+
+    def total():
+        x.grad = None
+        lt.bistochastic(x, args.iters).backward(g)
+
+    fwd, _ = timed(forward, args.repeats, args.warmup)
+    bwd, _ = timed(backward, args.repeats, args.warmup)
+    tot, tot_all = timed(total, args.repeats, args.warmup)
+
+    # The in-place entry points alone, on preallocated tensors.
+    xd, rd, dxd = x.detach().contiguous(), torch.empty_like(x), torch.empty_like(x)
+    device = x.device.index or 0
+    double = dtype == torch.float64
+
+    def stream():
+        return torch.cuda.current_stream(device).cuda_stream
+
+    def fwd_kernel():
+        _logot._bistochastic_cuda(xd.data_ptr(), rd.data_ptr(), b, n, double, args.iters, 0.0, device, stream())
+
+    def bwd_kernel():
+        _logot._bistochastic_backward_cuda(rd.data_ptr(), g.data_ptr(), dxd.data_ptr(), b, n, double, None, 1000,
+                                           device, stream())
+
+    fwd_k, _ = timed(fwd_kernel, args.repeats, args.warmup)
+    bwd_k, _ = timed(bwd_kernel, args.repeats, args.warmup)
+
+    out = {
+        "device": torch.cuda.get_device_name(dev),
+        "torch": torch.__version__,
+        "logot": logot.__version__,
+        "batch": b,
+        "n": n,
+        "iters": args.iters,
+        "dtype": args.dtype,
+        "repeats": args.repeats,
+        "zero_copy": lt.CUDA_ZERO_COPY,
+        "forward_ms": fwd,
+        "backward_ms": bwd,
+        "total_ms": tot,
+        "total_ms_min": min(tot_all),
+        "forward_kernel_ms": fwd_k,
+        "backward_kernel_ms": bwd_k,
+        "layer_overhead_ms": tot - (fwd_k + bwd_k),
+    }
+    if args.host:
+        xh, gh = x.detach().cpu().numpy(), g.cpu().numpy()
+
+        def host():
+            rh = logot.bistochastic(xh, args.iters, backend="cuda").r
+            dxh = logot.bistochastic_backward(rh, gh, backend="cuda").dx
+            return torch.from_numpy(rh).to(dev), torch.from_numpy(dxh).to(dev)
+
+        out["host_total_ms"], _ = timed(host, max(5, args.repeats // 5), 2)
+        rh, dxh = host()
+        x.grad = None
+        r = lt.bistochastic(x, args.iters)
+        r.backward(g)
+        out["max_abs_diff_vs_host"] = max(float((r.detach() - rh).abs().max()), float((x.grad - dxh).abs().max()))
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

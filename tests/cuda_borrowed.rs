@@ -1,0 +1,237 @@
+//! The CUDA backend on memory and a stream it does not own, as a framework (PyTorch) hands
+//! them over: buffers allocated by another owner of the device's primary context
+//! (`CudaContext::new`, as the CUDA runtime retains it), a stream created there, and
+//! [`CudaBackend::on_stream`] + [`CudaBackend::borrow_buffer`] over them. The bistochastic
+//! forward and backward written into the caller's buffers equal the backend's own path
+//! (host arrays uploaded to its own stream) and the CPU in f64; dropping a borrowed buffer
+//! frees nothing (the owner reads the memory afterwards and frees it once, with no driver
+//! error recorded); the legacy default stream (null) works too. Each test skips with a
+//! printed reason when no GPU is usable, and fails instead when `LOGOT_REQUIRE_GPU=1`.
+#![cfg(feature = "cuda")]
+use common::gpu::gpu;
+
+mod common;
+
+use common::Lcg;
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
+use logot::backend::cuda::{CudaBackend, CudaBuffer, CudaReal};
+use logot::grad::{Bistochastic, BistochasticParams, CgParams};
+use logot::{Backend, BistochasticKernels, CpuBackend, Real};
+use ndarray::Array3;
+use std::sync::Arc;
+
+/// The device's primary context and a stream of its own, as a framework holds them.
+fn foreign(be: &CudaBackend) -> (Arc<CudaContext>, Arc<CudaStream>) {
+    let ctx = CudaContext::new(be.ordinal()).unwrap();
+    // SAFETY: before any allocation of this context object.
+    unsafe { ctx.disable_event_tracking() };
+    let stream = ctx.new_stream().unwrap();
+    (ctx, stream)
+}
+
+fn address<T>(s: &CudaSlice<T>, stream: &Arc<CudaStream>) -> u64 {
+    s.device_ptr(stream).0
+}
+
+/// `b` matrices `n×n` with entries uniform in `[lo, hi)`, rounded to `T`.
+fn logits<T: Real>(b: usize, n: usize, lo: f64, hi: f64, seed: u64) -> Array3<T> {
+    let mut g = Lcg(seed);
+    Array3::from_shape_simple_fn((b, n, n), || T::of(g.uniform(lo, hi)))
+}
+
+fn max_abs<T: Real>(a: &[T], b: &[T]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| {
+            assert!(x.f64().is_finite(), "non-finite entry {x}");
+            (x.f64() - y.f64()).abs()
+        })
+        .fold(0.0, f64::max)
+}
+
+/// Forward and backward on the caller's buffers and stream against the backend's own path.
+fn borrowed_matches_owned<T: CudaReal>(gpu: &CudaBackend, b: usize, n: usize, lo: f64, hi: f64)
+where
+    CudaBackend: BistochasticKernels<T> + Backend<T, Buffer = CudaBuffer<T>>,
+{
+    let (ctx, stream) = foreign(gpu);
+    let x = logits::<T>(b, n, lo, hi, 11 + n as u64);
+    let g = logits::<T>(b, n, -1.0, 1.0, 5 + n as u64);
+    let len = b * n * n;
+    let xd = stream.clone_htod(x.as_slice().unwrap()).unwrap();
+    let gd = stream.clone_htod(g.as_slice().unwrap()).unwrap();
+    // Outputs start as NaN: every entry must be written.
+    let nan = vec![T::nan(); len];
+    let rd = stream.clone_htod(&nan).unwrap();
+    let dxd = stream.clone_htod(&nan).unwrap();
+    let params = BistochasticParams::fixed(20);
+    let cg = CgParams::default();
+    let tol = cg.effective_tol::<T>();
+    // SAFETY: the stream belongs to the primary context and outlives `be`; the four slices
+    // hold `len` values of T each, outlive the borrowed buffers (dropped below, before the
+    // stream is synchronised and the slices read), and the outputs alias nothing.
+    let (stats, summary) = unsafe {
+        let be = gpu.on_stream(stream.cu_stream());
+        assert_eq!(be.cu_stream(), stream.cu_stream());
+        let xb = be.borrow_buffer::<T>(address(&xd, &stream), len);
+        let mut rb = be.borrow_buffer::<T>(address(&rd, &stream), len);
+        assert!(xb.is_borrowed() && rb.is_borrowed());
+        let proj = Bistochastic::new(be.clone(), params.clone());
+        let stats = proj.forward_buffers(n, &xb, &mut rb).unwrap();
+        let gb = be.borrow_buffer::<T>(address(&gd, &stream), len);
+        let mut dxb = be.borrow_buffer::<T>(address(&dxd, &stream), len);
+        let summary = proj.backward_buffers(n, &rb, &gb, &cg, &mut dxb).unwrap();
+        // The kernel trait directly gives the same summary.
+        let direct = be
+            .bistochastic_backward(n, &rb, &gb, tol, cg.max_iters, &mut dxb, None)
+            .unwrap();
+        assert_eq!(direct, summary);
+        (stats, summary)
+    };
+    let r = stream.clone_dtoh(&rd).unwrap();
+    let dx = stream.clone_dtoh(&dxd).unwrap();
+    // The caller's inputs are untouched.
+    assert_eq!(stream.clone_dtoh(&xd).unwrap(), x.as_slice().unwrap());
+    // The backend's own path: host arrays uploaded to its own stream.
+    let proj = Bistochastic::new(gpu.clone(), params.clone());
+    let own = proj.forward(x.view()).unwrap();
+    let own_dx = proj.backward(own.r.view(), g.view(), &cg).unwrap();
+    let same = if T::NAME == "float64" { 1e-14 } else { 1e-6 };
+    // The same kernel on the same logits (centred on the device as on the host): equal.
+    let er = max_abs(&r, own.r.as_slice().unwrap());
+    assert!(er <= same, "n={n}: R differs from the owned path by {er:e}");
+    assert_eq!(stats.iterations, own.convergence.iterations);
+    assert!(stats.marginal_error.is_finite());
+    // Same R (up to `same`) and G: the backward on the owned path from the borrowed R.
+    let r_arr = Array3::from_shape_vec((b, n, n), r.clone()).unwrap();
+    let from_r = proj.backward(r_arr.view(), g.view(), &cg).unwrap();
+    assert_eq!(summary, from_r.cg, "CG summary");
+    assert_eq!(
+        dx,
+        from_r.dx.as_slice().unwrap(),
+        "dX from the same R and G"
+    );
+    let scale = own_dx.dx.iter().fold(1e-30f64, |s, v| s.max(v.f64().abs()));
+    let ed = max_abs(&dx, own_dx.dx.as_slice().unwrap()) / scale;
+    assert!(ed <= 1e3 * same, "n={n}: dX differs by {ed:e} (relative)");
+    // And the CPU in f64.
+    let x64 = x.mapv(|v| v.f64());
+    let cpu = Bistochastic::new(CpuBackend, params)
+        .forward(x64.view())
+        .unwrap();
+    let e = max_abs(
+        &r.iter().map(|v| v.f64()).collect::<Vec<_>>(),
+        cpu.r.as_slice().unwrap(),
+    );
+    let floor = if T::NAME == "float64" { 1e-12 } else { 1e-5 };
+    assert!(e <= floor, "n={n}: R differs from the CPU by {e:e}");
+    drop((xd, gd, rd, dxd));
+    stream.synchronize().unwrap();
+    ctx.check_err().unwrap();
+}
+
+#[test]
+fn bistochastic_on_borrowed_buffers_and_stream_matches_the_owned_path() {
+    let Some(gpu) = gpu() else { return };
+    for (n, b) in [(4, 1000), (16, 3000), (7, 100)] {
+        borrowed_matches_owned::<f32>(&gpu, b, n, 0.0, 4.0);
+        borrowed_matches_owned::<f64>(&gpu, b, n, 0.0, 4.0);
+    }
+    // Spread beyond the scaling path: the log-domain fallback.
+    borrowed_matches_owned::<f32>(&gpu, 200, 8, -50.0, 50.0);
+}
+
+#[test]
+fn dropping_a_borrowed_buffer_frees_nothing() {
+    let Some(gpu) = gpu() else { return };
+    let (ctx, stream) = foreign(&gpu);
+    let host: Vec<f32> = (0..4096).map(|i| i as f32).collect();
+    let mem = stream.clone_htod(&host).unwrap();
+    for _ in 0..3 {
+        // SAFETY: `mem` holds 4096 f32 and outlives the buffer; the stream is valid.
+        let be = unsafe { gpu.on_stream(stream.cu_stream()) };
+        let buf = unsafe { be.borrow_buffer::<f32>(address(&mem, &stream), host.len()) };
+        assert_eq!(buf.len(), host.len());
+        drop(buf);
+        drop(be);
+        // A new allocation of the same pool on the same stream must not reuse `mem`.
+        let other = stream.clone_htod(&vec![-1.0f32; host.len()]).unwrap();
+        assert_eq!(stream.clone_dtoh(&mem).unwrap(), host);
+        drop(other);
+    }
+    // Freed once, by its owner.
+    drop(mem);
+    stream.synchronize().unwrap();
+    ctx.check_err().unwrap();
+    // The backend's own stream and buffers are unaffected.
+    let r = Bistochastic::new(gpu.clone(), BistochasticParams::fixed(5))
+        .forward(logits::<f32>(10, 3, 0.0, 1.0, 1).view())
+        .unwrap();
+    assert!(r.r.iter().all(|v| v.is_finite()));
+}
+
+#[test]
+fn backend_on_the_legacy_default_stream() {
+    let Some(gpu) = gpu() else { return };
+    let (ctx, stream) = foreign(&gpu);
+    let (b, n) = (500, 16);
+    let x = logits::<f32>(b, n, 0.0, 4.0, 3);
+    let xd = stream.clone_htod(x.as_slice().unwrap()).unwrap();
+    let rd = stream.alloc_zeros::<f32>(b * n * n).unwrap();
+    // Everything the foreign stream holds is done before the null stream's work starts.
+    stream.synchronize().unwrap();
+    // SAFETY: the null handle is the legacy default stream of the current (primary)
+    // context; the slices hold b·n·n f32 and outlive the borrowed buffers.
+    unsafe {
+        let be = gpu.on_stream(std::ptr::null_mut());
+        let xb = be.borrow_buffer::<f32>(address(&xd, &stream), b * n * n);
+        let mut rb = be.borrow_buffer::<f32>(address(&rd, &stream), b * n * n);
+        be.bistochastic_forward(n, &xb, 20, 0.0, &mut rb).unwrap();
+        be.synchronize().unwrap();
+    }
+    let r = stream.clone_dtoh(&rd).unwrap();
+    let own = Bistochastic::new(gpu.clone(), BistochasticParams::fixed(20))
+        .forward(x.view())
+        .unwrap();
+    assert!(max_abs(&r, own.r.as_slice().unwrap()) <= 1e-6);
+    drop((xd, rd));
+    stream.synchronize().unwrap();
+    ctx.check_err().unwrap();
+}
+
+#[test]
+fn non_finite_logits_on_buffers_are_an_error() {
+    let Some(gpu) = gpu() else { return };
+    let (ctx, stream) = foreign(&gpu);
+    let (b, n) = (64, 5);
+    let mut x = logits::<f32>(b, n, 0.0, 1.0, 9);
+    x[[17, 2, 3]] = f32::NAN;
+    x[[40, 0, 0]] = f32::INFINITY;
+    let xd = stream.clone_htod(x.as_slice().unwrap()).unwrap();
+    let rd = stream.alloc_zeros::<f32>(b * n * n).unwrap();
+    // SAFETY: as in the tests above.
+    let err = unsafe {
+        let be = gpu.on_stream(stream.cu_stream());
+        let xb = be.borrow_buffer::<f32>(address(&xd, &stream), b * n * n);
+        let mut rb = be.borrow_buffer::<f32>(address(&rd, &stream), b * n * n);
+        Bistochastic::new(be.clone(), BistochasticParams::default())
+            .forward_buffers(n, &xb, &mut rb)
+            .unwrap_err()
+    };
+    assert!(matches!(err, logot::Error::Numerical(_)), "{err}");
+    // And n out of range names the argument before any launch.
+    // SAFETY: as above.
+    let err = unsafe {
+        let be = gpu.on_stream(stream.cu_stream());
+        let xb = be.borrow_buffer::<f32>(address(&xd, &stream), b * n * n);
+        let mut rb = be.borrow_buffer::<f32>(address(&rd, &stream), b * n * n);
+        Bistochastic::new(be.clone(), BistochasticParams::default())
+            .forward_buffers(33, &xb, &mut rb)
+            .unwrap_err()
+    };
+    assert!(err.to_string().starts_with("x"), "{err}");
+    drop((xd, rd));
+    stream.synchronize().unwrap();
+    ctx.check_err().unwrap();
+}
