@@ -342,3 +342,43 @@ fn point_gradients_and_the_divergence_split_by_target_points() {
         assert!(gx <= 1e-10, "{p} members, divergence gradient: {gx:e}");
     }
 }
+
+/// Barycenters on a cluster: the loop's half-steps split (a dense cost by target points, a
+/// grid by problems), the log means on every member's copy; the same histograms, errors and
+/// iteration counts as one backend, balanced and unbalanced.
+#[test]
+fn barycenters_split_as_one() {
+    use logot::{BarycenterParams, BarycenterSolver};
+    let grid = GridCost::image(9, 8).unwrap();
+    let dense = grid.to_dense::<f64>();
+    let imgs = weights(3, 72, 0, 41);
+    let w = ndarray::array![0.2, 0.5, 0.3];
+    for params in [
+        BarycenterParams::new(0.02),
+        BarycenterParams::new(0.02).with_relaxation(Relaxation::kl(1.0)),
+    ] {
+        for cost in [
+            CostSource::Grid(grid.clone()),
+            CostSource::Dense(dense.view()),
+        ] {
+            let one = BarycenterSolver::new(CpuBackend, params.clone())
+                .solve(imgs.view(), w.view(), cost.clone())
+                .unwrap();
+            for p in [2, 3] {
+                let many = BarycenterSolver::new(cluster(p), params.clone())
+                    .solve(imgs.view(), w.view(), cost.clone())
+                    .unwrap();
+                assert_eq!(
+                    (one.iterations, one.converged),
+                    (many.iterations, many.converged)
+                );
+                let d = rel_diff(
+                    one.histogram.as_slice().unwrap(),
+                    many.histogram.as_slice().unwrap(),
+                );
+                assert!(d <= 1e-10, "{p} members: histograms differ by {d:e}");
+                assert!((one.error - many.error).abs() <= 1e-9 * one.error.max(1e-12));
+            }
+        }
+    }
+}

@@ -333,3 +333,37 @@ fn cuda_cluster_point_gradients_equal_one_gpu() {
     eprintln!("divergence: value {dv:.2e}, gradient {dg:.2e}");
     assert!(dv <= 1e-5 && dg <= 1e-5, "divergence");
 }
+
+/// Barycenters on the cluster (a dense cost split by target points, a grid by problems)
+/// against one GPU, f32.
+#[test]
+fn cuda_cluster_barycenters_equal_one_gpu() {
+    use logot::{BarycenterParams, BarycenterSolver, CostSource, GridCost};
+    let (Some(one), Some(many)) = (gpu(), gpu_cluster()) else {
+        return;
+    };
+    let grid = GridCost::image(24, 20).unwrap();
+    let dense = grid.to_dense::<f32>();
+    let imgs = weights(3, 480, 0, 51).mapv(|v| v as f32);
+    let w = ndarray::array![0.2f32, 0.5, 0.3];
+    let params = BarycenterParams::fixed_iterations(0.01, 50);
+    for cost in [
+        CostSource::Grid(grid.clone()),
+        CostSource::Dense(dense.view()),
+    ] {
+        let a = BarycenterSolver::new(one.clone(), params.clone())
+            .solve(imgs.view(), w.view(), cost.clone())
+            .unwrap();
+        let cluster = CudaCluster::new(many.members().to_vec()).unwrap();
+        let b = BarycenterSolver::new(cluster, params.clone())
+            .solve(imgs.view(), w.view(), cost.clone())
+            .unwrap();
+        let d = rel_diff(
+            a.histogram.as_slice().unwrap(),
+            b.histogram.as_slice().unwrap(),
+            0.0,
+        );
+        eprintln!("barycenter: cluster vs one GPU {d:.2e}");
+        assert!(d <= 1e-4, "histograms differ by {d:e}");
+    }
+}

@@ -21,21 +21,6 @@ impl<B: super::Collective> Cluster<B> {
             copies: self.each(|(k, be)| op(k, be))?,
         })
     }
-
-    /// `op(member k, its copy of y)` on every member.
-    fn update_copies<T: Real>(
-        &self,
-        y: &mut Replicated<B::Buffer>,
-        op: impl Fn(usize, &B, &mut B::Buffer) -> Result<()>,
-    ) -> Result<()>
-    where
-        B: Member<T>,
-    {
-        for (k, (be, copy)) in self.members.iter().zip(&mut y.copies).enumerate() {
-            op(k, be, copy)?;
-        }
-        Ok(())
-    }
 }
 
 impl<T: Real, B: Member<T> + GradKernels<T>> GradKernels<T> for Cluster<B> {
@@ -47,7 +32,7 @@ impl<T: Real, B: Member<T> + GradKernels<T>> GradKernels<T> for Cluster<B> {
         x: &Self::Buffer,
         y: &mut Self::Buffer,
     ) -> Result<()> {
-        self.update_copies(y, |k, be, y| {
+        self.each_copy(y, |k, be, y| {
             be.plan_matvec(&plan.copies[k], n, m, &x.copies[k], y)
         })
     }
@@ -60,7 +45,7 @@ impl<T: Real, B: Member<T> + GradKernels<T>> GradKernels<T> for Cluster<B> {
         x: &Self::Buffer,
         y: &mut Self::Buffer,
     ) -> Result<()> {
-        self.update_copies(y, |k, be, y| {
+        self.each_copy(y, |k, be, y| {
             be.plan_matvec_t(&plan.copies[k], n, m, &x.copies[k], y)
         })
     }
@@ -105,11 +90,11 @@ impl<T: Real, B: Member<T> + GradKernels<T>> GradKernels<T> for Cluster<B> {
     }
 
     fn batched_axpy(&self, alpha: &[f64], x: &Self::Buffer, y: &mut Self::Buffer) -> Result<()> {
-        self.update_copies(y, |k, be, y| be.batched_axpy(alpha, &x.copies[k], y))
+        self.each_copy(y, |k, be, y| be.batched_axpy(alpha, &x.copies[k], y))
     }
 
     fn batched_xpby(&self, x: &Self::Buffer, beta: &[f64], y: &mut Self::Buffer) -> Result<()> {
-        self.update_copies(y, |k, be, y| be.batched_xpby(&x.copies[k], beta, y))
+        self.each_copy(y, |k, be, y| be.batched_xpby(&x.copies[k], beta, y))
     }
 
     fn hadamard(
@@ -119,7 +104,7 @@ impl<T: Real, B: Member<T> + GradKernels<T>> GradKernels<T> for Cluster<B> {
         beta: T,
         y: &mut Self::Buffer,
     ) -> Result<()> {
-        self.update_copies(y, |k, be, y| {
+        self.each_copy(y, |k, be, y| {
             be.hadamard(&a.copies[k], &x.copies[k], beta, y)
         })
     }

@@ -21,6 +21,7 @@
 //! the `f` half-step's sum (one soft minimum over `P` partial log-sum-exps), the problem
 //! split nothing.
 
+mod barycenter;
 mod cpu;
 mod grad;
 mod pointcloud;
