@@ -4,8 +4,8 @@
 //! shares and members left without a share.
 mod common;
 
-use common::clouds::clouds;
-use common::Lcg;
+use common::clouds::{clouds, f64s, worst};
+use common::{bin_weights, Lcg};
 use logot::backend::{Backend, Marginals, Potentials, Side};
 use logot::{
     Cluster, CostSource, CpuBackend, EpsScaling, GridCost, PointCloudCost, Problem, Real,
@@ -17,36 +17,9 @@ fn cluster(p: usize) -> Cluster<CpuBackend> {
     Cluster::new(vec![CpuBackend; p]).unwrap()
 }
 
-/// Normalised positive weights, `rows × len`, with `zeros` leading zero-mass bins per row.
-fn weights(rows: usize, len: usize, zeros: usize, seed: u64) -> Array2<f64> {
-    let mut r = Lcg(seed);
-    let mut w = Array2::from_shape_vec((rows, len), r.vec(rows * len, 0.2, 1.0)).unwrap();
-    for mut row in w.rows_mut() {
-        row.iter_mut().take(zeros).for_each(|v| *v = 0.0);
-        let s = row.sum();
-        row.mapv_inplace(|v| v / s);
-    }
-    w
-}
-
-/// Largest difference relative to the largest magnitude (`−∞` must match `−∞`).
+/// The largest difference relative to the largest magnitude of `b` ([`worst`]).
 fn rel_diff<T: Real>(a: &[T], b: &[T]) -> f64 {
-    assert_eq!(a.len(), b.len());
-    let scale = a
-        .iter()
-        .filter(|v| v.is_finite())
-        .fold(1e-300f64, |s, v| s.max(v.f64().abs()));
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| {
-            if x.is_finite() || y.is_finite() {
-                (x.f64() - y.f64()).abs() / scale
-            } else {
-                assert_eq!(x, y, "non-finite entries differ");
-                0.0
-            }
-        })
-        .fold(0.0, f64::max)
+    worst(&f64s(a), &f64s(b))
 }
 
 fn same_result<T: Real>(one: &SinkhornResult<T>, many: &SinkhornResult<T>, tol: f64, what: &str) {
@@ -93,7 +66,7 @@ fn solve_both<T: Real>(
 fn point_clouds_split_by_target_points_solve_as_one() {
     let (n, m, d) = (37, 29, 3);
     let (x, y) = clouds(n, m, d, 7);
-    let (mu, nu) = (weights(1, n, 0, 1), weights(1, m, 0, 2));
+    let (mu, nu) = (bin_weights(1, n, 0, 1), bin_weights(1, m, 0, 2));
     let cost = PointCloudCost::new(x.view(), y.view()).unwrap();
     let problem = Problem::batch(mu.view(), nu.view(), cost.clone()).unwrap();
     // To convergence (checks every 10 iterations), with ε-scaling, and unbalanced.
@@ -113,7 +86,7 @@ fn a_member_whose_target_points_have_no_mass_adds_nothing() {
     // partial half-steps are +∞ and the source bins 0..4 have no mass either (−∞ potentials).
     let (n, m) = (20, 30);
     let (x, y) = clouds(n, m, 2, 11);
-    let (mu, nu) = (weights(2, n, 4, 3), weights(2, m, 12, 4));
+    let (mu, nu) = (bin_weights(2, n, 4, 3), bin_weights(2, m, 12, 4));
     let cost = PointCloudCost::new(x.view(), y.view()).unwrap();
     let problem = Problem::batch(mu.view(), nu.view(), cost).unwrap();
     solve_both(
@@ -130,7 +103,7 @@ fn shared_dense_costs_split_by_columns_and_batches_by_problems() {
     let (n, m) = (23, 19);
     let mut r = Lcg(5);
     let shared = Array2::from_shape_vec((n, m), r.vec(n * m, 0.0, 1.0)).unwrap();
-    let (mu, nu) = (weights(3, n, 0, 6), weights(3, m, 2, 7));
+    let (mu, nu) = (bin_weights(3, n, 0, 6), bin_weights(3, m, 2, 7));
     let params = SinkhornParams::new(0.03);
     let problem = Problem::batch(mu.view(), nu.view(), shared.view()).unwrap();
     solve_both(&params, &problem, &[2, 4], 1e-11, "shared dense");
@@ -156,7 +129,7 @@ fn shared_dense_costs_split_by_columns_and_batches_by_problems() {
 #[test]
 fn grid_batches_split_by_problems() {
     let grid = GridCost::image(6, 5).unwrap();
-    let (mu, nu) = (weights(3, 30, 0, 8), weights(3, 30, 0, 9));
+    let (mu, nu) = (bin_weights(3, 30, 0, 8), bin_weights(3, 30, 0, 9));
     let problem = Problem::batch(mu.view(), nu.view(), grid).unwrap();
     solve_both(&SinkhornParams::new(0.01), &problem, &[2, 4], 1e-13, "grid");
 }
@@ -172,7 +145,7 @@ fn half_steps_match<T: Real>(tol: f64) {
     let f: Vec<T> = r.vec(b * n, -0.5, 0.5).into_iter().map(T::of).collect();
     let g: Vec<T> = r.vec(b * m, -0.5, 0.5).into_iter().map(T::of).collect();
     let lm = |len: usize, s| -> Vec<T> {
-        weights(b, len, 3, s)
+        bin_weights(b, len, 3, s)
             .iter()
             .map(|&w| T::of(w.ln()))
             .collect()
@@ -283,7 +256,7 @@ fn point_gradients_and_the_divergence_split_by_target_points() {
     use logot::{CgParams, DivergenceConvention};
     let (n, m, d) = (26, 33, 3);
     let (x, y) = clouds(n, m, d, 31);
-    let (mu, nu) = (weights(2, n, 0, 32), weights(2, m, 3, 33));
+    let (mu, nu) = (bin_weights(2, n, 0, 32), bin_weights(2, m, 3, 33));
     let cost = PointCloudCost::new(x.view(), y.view()).unwrap();
     let problem = Problem::batch(mu.view(), nu.view(), cost.clone()).unwrap();
     let params = SinkhornParams::new(0.05);
@@ -351,7 +324,7 @@ fn barycenters_split_as_one() {
     use logot::{BarycenterParams, BarycenterSolver};
     let grid = GridCost::image(9, 8).unwrap();
     let dense = grid.to_dense::<f64>();
-    let imgs = weights(3, 72, 0, 41);
+    let imgs = bin_weights(3, 72, 0, 41);
     let w = ndarray::array![0.2, 0.5, 0.3];
     for params in [
         BarycenterParams::new(0.02),

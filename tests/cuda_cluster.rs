@@ -6,44 +6,19 @@
 #![cfg(feature = "cuda")]
 mod common;
 
-use common::clouds::clouds;
+use common::clouds::{clouds, f64s, worst_above};
 use common::gpu::{gpu, gpu_cluster};
-use common::Lcg;
+use common::{bin_weights, Lcg};
 use logot::backend::{Backend, Side};
 use logot::{
     CpuBackend, CudaCluster, PointCloudCost, Problem, Real, SinkhornParams, SinkhornResult, Solver,
 };
 use ndarray::{Array2, Array3};
 
-fn weights(rows: usize, len: usize, zeros: usize, seed: u64) -> Array2<f64> {
-    let mut r = Lcg(seed);
-    let mut w = Array2::from_shape_vec((rows, len), r.vec(rows * len, 0.2, 1.0)).unwrap();
-    for mut row in w.rows_mut() {
-        row.iter_mut().take(zeros).for_each(|v| *v = 0.0);
-        let s = row.sum();
-        row.mapv_inplace(|v| v / s);
-    }
-    w
-}
-
-/// Largest difference relative to the largest finite magnitude, or to `floor` when that is
-/// larger; non-finite entries must match exactly.
+/// The largest difference relative to the largest magnitude of `b`, or to `floor`
+/// ([`worst_above`]).
 fn rel_diff<T: Real, U: Real>(a: &[T], b: &[U], floor: f64) -> f64 {
-    let scale = a
-        .iter()
-        .filter(|v| v.is_finite())
-        .fold(floor.max(1e-300), |s, v| s.max(v.f64().abs()));
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| {
-            if x.is_finite() || y.is_finite() {
-                (x.f64() - y.f64()).abs() / scale
-            } else {
-                assert_eq!(x.f64(), y.f64(), "non-finite entries differ");
-                0.0
-            }
-        })
-        .fold(0.0, f64::max)
+    worst_above(&f64s(a), &f64s(b), floor)
 }
 
 /// (distance, f, g) differences: distances relative to themselves; potentials (defined up
@@ -101,7 +76,7 @@ fn cuda_cluster_point_clouds_equal_one_gpu() {
         let scale = 1.0 / (d as f64).sqrt();
         let (x, y) = (x * scale, y * scale);
         // Two problems; the second has zero-mass bins in both marginals.
-        let (mu, mut nu) = (weights(2, n, 0, 1), weights(2, m, 0, 2));
+        let (mu, mut nu) = (bin_weights(2, n, 0, 1), bin_weights(2, m, 0, 2));
         nu.row_mut(1).iter_mut().take(40).for_each(|v| *v = 0.0);
         let s = nu.row(1).sum();
         nu.row_mut(1).mapv_inplace(|v| v / s);
@@ -165,7 +140,7 @@ fn cuda_cluster_dense_costs_equal_one_gpu() {
     let mut r = Lcg(9);
     let shared = Array2::from_shape_vec((n, m), r.vec(n * m, 0.0, 1.0)).unwrap();
     let costs = Array3::from_shape_vec((b, n, m), r.vec(b * n * m, 0.0, 1.0)).unwrap();
-    let (mu, nu) = (weights(b, n, 3, 10), weights(b, m, 0, 11));
+    let (mu, nu) = (bin_weights(b, n, 3, 10), bin_weights(b, m, 0, 11));
     let params = SinkhornParams::new(0.02);
     for (what, shared_cost) in [
         ("shared cost (columns)", true),
@@ -214,7 +189,7 @@ fn cuda_cluster_half_steps_and_errors() {
     let f = r.vec(b * n, -0.3, 0.3);
     let g = r.vec(b * m, -0.3, 0.3);
     let lm = |len, s| {
-        weights(b, len, 2, s)
+        bin_weights(b, len, 2, s)
             .mapv(f64::ln)
             .into_raw_vec_and_offset()
             .0
@@ -254,7 +229,7 @@ fn cuda_cluster_point_gradients_equal_one_gpu() {
     };
     let (n, m, d) = (1200, 1500, 3);
     let (x, y) = clouds(n, m, d, 77);
-    let (mu, nu) = (weights(1, n, 0, 78), weights(1, m, 5, 79));
+    let (mu, nu) = (bin_weights(1, n, 0, 78), bin_weights(1, m, 5, 79));
     let params = SinkhornParams::new(0.05);
     let flat = |a: &ndarray::Array3<f32>| a.iter().copied().collect::<Vec<f32>>();
     let (x32, y32, mu32, nu32) = (
@@ -344,7 +319,7 @@ fn cuda_cluster_barycenters_equal_one_gpu() {
     };
     let grid = GridCost::image(24, 20).unwrap();
     let dense = grid.to_dense::<f32>();
-    let imgs = weights(3, 480, 0, 51).mapv(|v| v as f32);
+    let imgs = bin_weights(3, 480, 0, 51).mapv(|v| v as f32);
     let w = ndarray::array![0.2f32, 0.5, 0.3];
     let params = BarycenterParams::fixed_iterations(0.01, 50);
     for cost in [

@@ -16,8 +16,14 @@ pub fn f64s<T: Real>(v: &[T]) -> Vec<f64> {
 
 /// Largest |a − b| over the largest |b| (at least 1e-300); −∞ entries must coincide.
 pub fn worst(a: &[f64], b: &[f64]) -> f64 {
+    worst_above(a, b, 1e-300)
+}
+
+/// [`worst`] relative to the largest |b| or `floor`, whichever is larger (potentials, defined
+/// up to a constant and often near 0, against the cost's scale).
+pub fn worst_above(a: &[f64], b: &[f64], floor: f64) -> f64 {
     assert_eq!(a.len(), b.len());
-    let mut scale = 1e-300f64;
+    let mut scale = floor.max(1e-300);
     for &y in b {
         if y.is_finite() {
             scale = scale.max(y.abs());

@@ -12,6 +12,19 @@ pub mod stability;
 
 use std::ops::{Add, Div, Mul, Neg, Sub};
 
+/// `rows` seeded histograms of `len` bins, each normalised to 1, with its first `zeros` bins
+/// empty (zero-mass bins).
+pub fn bin_weights(rows: usize, len: usize, zeros: usize, seed: u64) -> ndarray::Array2<f64> {
+    let mut r = Lcg(seed);
+    let mut w = ndarray::Array2::from_shape_vec((rows, len), r.vec(rows * len, 0.2, 1.0)).unwrap();
+    for mut row in w.rows_mut() {
+        row.iter_mut().take(zeros).for_each(|v| *v = 0.0);
+        let s = row.sum();
+        row.mapv_inplace(|v| v / s);
+    }
+    w
+}
+
 /// 64-bit LCG (Knuth's constants), uniform in [0, 1).
 pub struct Lcg(pub u64);
 impl Lcg {
