@@ -2,7 +2,7 @@
 //! copies. A `Cluster<CpuBackend>` computes what a GPU cluster computes, in the same order,
 //! which is how the splitting is tested without GPUs.
 
-use super::{check_block, Collective, Member, Strided};
+use super::{check_block, check_shards, Collective, Member, Strided};
 use crate::backend::cpu::CpuBackend;
 use crate::{Error, Real, Result};
 
@@ -66,12 +66,7 @@ impl<T: Real> Member<T> for CpuBackend {
 
     fn shard_softmin(&self, parts: &Vec<T>, shards: usize, eps: T, out: &mut Vec<T>) -> Result<()> {
         let len = out.len();
-        if parts.len() != shards * len {
-            return Err(Error::shape(
-                "parts",
-                format!("has {} values, not {shards}×{len}", parts.len()),
-            ));
-        }
+        check_shards(parts.len(), shards, len)?;
         for (i, o) in out.iter_mut().enumerate() {
             *o = softmin((0..shards).map(|k| parts[k * len + i]), eps);
         }
@@ -80,12 +75,7 @@ impl<T: Real> Member<T> for CpuBackend {
 
     fn shard_sum(&self, parts: &Vec<T>, shards: usize, out: &mut Vec<T>) -> Result<()> {
         let len = out.len();
-        if parts.len() != shards * len {
-            return Err(Error::shape(
-                "parts",
-                format!("has {} values, not {shards}×{len}", parts.len()),
-            ));
-        }
+        check_shards(parts.len(), shards, len)?;
         for (i, o) in out.iter_mut().enumerate() {
             *o = (0..shards).fold(T::zero(), |s, k| s + parts[k * len + i]);
         }

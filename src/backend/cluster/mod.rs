@@ -77,6 +77,18 @@ pub(crate) fn check_block(
     }
 }
 
+/// `parts` stacks `shards` partial results of `len` values each ([`Member::shard_softmin`],
+/// [`Member::shard_sum`]).
+pub(crate) fn check_shards(parts: usize, shards: usize, len: usize) -> Result<()> {
+    if parts != shards * len {
+        return Err(Error::shape(
+            "parts",
+            format!("has {parts} values, not {shards}×{len}"),
+        ));
+    }
+    Ok(())
+}
+
 /// What the members of a [`Cluster`] share: the communicator their collectives run over
 /// (NCCL's for CUDA; nothing on the CPU, where the members share memory).
 pub trait Collective: Sized {
@@ -207,6 +219,12 @@ impl<C> std::fmt::Debug for ClusterCost<C> {
 /// Member-local buffers of one call.
 type Locals<Buf> = Vec<Option<Buf>>;
 
+/// The buffers of the `f` join ([`Cluster::row_join_buffers`]).
+struct RowJoin<Buf> {
+    parts: Vec<Buf>,
+    recv: Vec<Buf>,
+}
+
 impl<B: Collective> Cluster<B> {
     fn each<R>(&self, f: impl FnMut((usize, &B)) -> Result<R>) -> Result<Vec<R>> {
         self.members.iter().enumerate().map(f).collect()
@@ -331,12 +349,31 @@ impl<B: Collective> Cluster<B> {
         Ok(())
     }
 
-    /// `out = f` half-step from every member's partial one over its columns (`parts[k]`,
-    /// `B×n`; `None`: no columns, a part of `+∞`).
+    /// The buffers of the `f` join, allocated once per call: each member's partial
+    /// half-step (`len` values; `+∞`, which adds nothing, for a member without target
+    /// points, which never writes it) and each member's all-gather receive (`P·len`).
+    fn row_join_buffers<T: Real>(
+        &self,
+        cost: &ClusterCost<B::Cost>,
+        len: usize,
+    ) -> Result<RowJoin<B::Buffer>>
+    where
+        B: Member<T>,
+    {
+        let p = self.size();
+        let parts = self.each(|(k, be)| match cost.parts[k] {
+            Some(_) => be.filled(len, T::zero()),
+            None => be.filled(len, T::infinity()),
+        })?;
+        let recv = self.each(|(_, be)| be.filled(p * len, T::zero()))?;
+        Ok(RowJoin { parts, recv })
+    }
+
+    /// `out = f` half-step from every member's partial one over its columns
+    /// (`join.parts[k]`, `B×n`): an all-gather, then the soft minimum on every member.
     fn join_row_parts<T: Real>(
         &self,
-        parts: &Locals<B::Buffer>,
-        len: usize,
+        join: &mut RowJoin<B::Buffer>,
         eps: T,
         out: &mut Replicated<B::Buffer>,
     ) -> Result<()>
@@ -344,17 +381,10 @@ impl<B: Collective> Cluster<B> {
         B: Member<T>,
     {
         let p = self.size();
-        let empty: Locals<B::Buffer> = self.each(|(k, be)| match &parts[k] {
-            Some(_) => Ok(None),
-            None => be.filled(len, T::infinity()).map(Some),
-        })?;
-        let send: Vec<&B::Buffer> = (0..p)
-            .map(|k| parts[k].as_ref().or(empty[k].as_ref()).expect("part"))
-            .collect();
-        let mut recv = self.each(|(_, be)| be.filled(p * len, T::zero()))?;
-        B::all_gather(&self.group, &self.members, &send, &mut recv)?;
+        let send: Vec<&B::Buffer> = join.parts.iter().collect();
+        B::all_gather(&self.group, &self.members, &send, &mut join.recv)?;
         for (k, be) in self.members.iter().enumerate() {
-            be.shard_softmin(&recv[k], p, eps, &mut out.copies[k])?;
+            be.shard_softmin(&join.recv[k], p, eps, &mut out.copies[k])?;
         }
         Ok(())
     }
@@ -391,17 +421,13 @@ impl<B: Collective> Cluster<B> {
                         .columns(k, &potentials.g, batch, m, &ranges[k])
                         .map(Some),
                 })?;
-                let mut parts: Locals<B::Buffer> = self.each(|(k, be)| match g[k] {
-                    None => Ok(None),
-                    Some(_) => be.filled(batch * n, T::zero()).map(Some),
-                })?;
+                let mut join = self.row_join_buffers::<T>(cost, batch * n)?;
                 for _ in 0..iters {
                     for (k, be) in self.members.iter().enumerate() {
-                        let (Some(part), Some(gk), Some(out)) =
-                            (&cost.parts[k], g[k].as_mut(), parts[k].as_mut())
-                        else {
+                        let (Some(part), Some(gk)) = (&cost.parts[k], g[k].as_mut()) else {
                             continue;
                         };
+                        let out = &mut join.parts[k];
                         let f = &potentials.f.copies[k];
                         be.sinkstep(part, Side::Col, eps, f, &log_nu[k], gk)?;
                         if phi_nu != T::one() {
@@ -409,7 +435,7 @@ impl<B: Collective> Cluster<B> {
                         }
                         be.sinkstep(part, Side::Row, eps, gk, &marginals.log_mu.copies[k], out)?;
                     }
-                    self.join_row_parts(&parts, batch * n, eps, &mut potentials.f)?;
+                    self.join_row_parts(&mut join, eps, &mut potentials.f)?;
                     if phi_mu != T::one() {
                         self.relax(&mut potentials.f, marginals.log_mu, eps, phi_mu)?;
                     }
@@ -535,18 +561,14 @@ impl<T: Real, B: Member<T>> Backend<T> for Cluster<B> {
                 self.join(&g, ranges, batch, len, out)
             }
             (Split::Columns(ranges), Side::Row) => {
-                let mut parts: Locals<B::Buffer> = vec![];
+                let mut join = self.row_join_buffers::<T>(cost, batch * len)?;
                 for (k, be) in self.members.iter().enumerate() {
-                    let Some(part) = &cost.parts[k] else {
-                        parts.push(None);
-                        continue;
-                    };
+                    let Some(part) = &cost.parts[k] else { continue };
                     let gk = self.columns(k, other, batch, len_other, &ranges[k])?;
-                    let mut fk = be.filled(batch * len, T::zero())?;
-                    be.sinkstep(part, side, eps, &gk, &log_marginal.copies[k], &mut fk)?;
-                    parts.push(Some(fk));
+                    let lm = &log_marginal.copies[k];
+                    be.sinkstep(part, side, eps, &gk, lm, &mut join.parts[k])?;
                 }
-                self.join_row_parts(&parts, batch * len, eps, out)
+                self.join_row_parts(&mut join, eps, out)
             }
             (Split::Problems, _) => {
                 let ranges = even_ranges(batch, self.size());

@@ -5,7 +5,7 @@
 use super::device::{CudaBackend, CudaBuffer};
 use super::kernels::{kernel_name, CudaReal};
 use super::launch::Launch;
-use crate::backend::cluster::{check_block, Cluster, Collective, Member, Strided};
+use crate::backend::cluster::{check_block, check_shards, Cluster, Collective, Member, Strided};
 use crate::{Error, Result};
 use cudarc::nccl::{group_end, group_start, result::NcclError, Comm, NcclType};
 
@@ -169,12 +169,7 @@ impl<T: CudaReal + NcclType> Member<T> for CudaBackend {
         out: &mut CudaBuffer<T>,
     ) -> Result<()> {
         let len = out.len;
-        if parts.len != shards * len {
-            return Err(Error::shape(
-                "parts",
-                format!("has {} values, not {shards}×{len}", parts.len),
-            ));
-        }
+        check_shards(parts.len, shards, len)?;
         if len == 0 {
             return Ok(());
         }
@@ -203,12 +198,7 @@ impl<T: CudaReal + NcclType> Member<T> for CudaBackend {
         out: &mut CudaBuffer<T>,
     ) -> Result<()> {
         let len = out.len;
-        if parts.len != shards * len {
-            return Err(Error::shape(
-                "parts",
-                format!("has {} values, not {shards}×{len}", parts.len),
-            ));
-        }
+        check_shards(parts.len, shards, len)?;
         if len == 0 {
             return Ok(());
         }
