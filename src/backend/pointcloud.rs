@@ -44,11 +44,12 @@ impl PointMetric {
 /// dimensions (the exact difference form) always compute exact products: there the choice
 /// changes nothing.
 ///
-/// The default is [`CrossPrecision::Exact`], which keeps distances within 1e-5 of an f64
-/// reference. [`CrossPrecision::Tf32x3`] (products within about 2^-21) and
-/// [`CrossPrecision::Tf32`] (2^-10, moving each cost by about `2^-10·|x||y|/√d`, which
-/// `exp(−c/ε)` amplifies by `1/ε`) trade accuracy for speed; measured on an H100 at
-/// N = M = 50000, d = 64, 10 iterations: 349 ms exact, 163 ms TF32x3, 88 ms TF32.
+/// The default is [`CrossPrecision::Tf32x3`], which keeps distances within 1e-5 of an f64
+/// reference (measured on an H100: at most 1.9e-6 at d = 17 to 3072). [`CrossPrecision::Exact`]
+/// (2^-24 per product on the FP32 units) is about twice as slow; [`CrossPrecision::Tf32`]
+/// (2^-10, moving each cost by about `2^-10·|x||y|/√d`, which `exp(−c/ε)` amplifies by `1/ε`)
+/// is about twice as fast. Measured on an H100 at N = M = 50000, d = 64, 10 iterations:
+/// 348 ms exact, 184 ms TF32x3, 88 ms TF32.
 ///
 /// ```
 /// use logot::{CrossPrecision, PointCloudCost};
@@ -60,13 +61,14 @@ impl PointMetric {
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum CrossPrecision {
-    /// Exact f32 products on the FP32 units (rounding about 2^-24 per product). The default:
-    /// it keeps distances within 1e-5 of f64 (measured on an H100: 1.6e-7 at d = 64).
-    #[default]
+    /// Exact f32 products on the FP32 units (rounding about 2^-24 per product; measured on
+    /// an H100: a distance error of 1.6e-7 at d = 64).
     Exact,
     /// Split TF32 on tensor cores, three products per pair (`a_big·b_small + a_small·b_big +
-    /// a_big·b_big`): about 2^-21 per product (measured on an H100: a distance error of
-    /// 1.2e-5 at d = 64, 1000×1031 points, ε = 0.01·mean cost), about twice as fast.
+    /// a_big·b_big`), summed from zero over each 16 coordinates and then added in f32: about
+    /// 2^-21 per product. The default (measured on an H100: a distance error of 1.9e-6 at
+    /// d = 64, 1000×1031 points, ε = 0.01·mean cost), about twice as fast as exact.
+    #[default]
     Tf32x3,
     /// One TF32 tensor-core product (10-bit mantissas): about 2^-10 per product, fastest.
     Tf32,

@@ -133,7 +133,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub f64: bool,
     /// otC64, otC1024 on CUDA in float32: how x·y is formed (exact, tf32x3, tf32; default
-    /// exact); the JSON names it.
+    /// tf32x3); the JSON names it.
     #[arg(long, value_enum)]
     pub precision: Option<Precision>,
     /// Point-cloud problems (otC, otC10, otCbig, otC64, otC1024): N = M points instead of

@@ -138,17 +138,17 @@ pub enum Metric {
 /// `divergence`).
 #[derive(clap::Args, Debug)]
 pub struct PrecisionArgs {
-    /// How the CUDA backend forms x·y for float32 clouds above 16 dimensions: exact (f32
-    /// products; the default, distances within 1e-5 of float64), tf32x3 (split TF32 on
-    /// tensor cores, about 2^-21 per product, about 2× faster) or tf32 (one TF32 product,
-    /// fastest, about 1e-3 relative per product). The CPU backend
-    /// and float64 always use exact products.
+    /// How the CUDA backend forms x·y for float32 clouds above 16 dimensions: tf32x3 (split
+    /// TF32 on tensor cores, about 2^-21 per product; the default, distances within 1e-5 of
+    /// float64), exact (f32 products, about 2× slower) or tf32 (one TF32 product, about 2×
+    /// faster, about 1e-3 relative per product). The CPU backend and float64 always use
+    /// exact products.
     #[arg(long, value_enum, requires = "x")]
     pub precision: Option<Precision>,
 }
 
 impl PrecisionArgs {
-    /// The cross-term precision asked for (exact when `--precision` is absent).
+    /// The cross-term precision asked for (tf32x3 when `--precision` is absent).
     pub fn cross(&self) -> CrossPrecision {
         Precision::or_default(self.precision)
     }
@@ -159,14 +159,14 @@ impl PrecisionArgs {
 pub enum Precision {
     /// Exact f32 products.
     Exact,
-    /// Split TF32 on tensor cores (three products, about f32 accuracy).
+    /// Split TF32 on tensor cores (three products, about f32 accuracy; the default).
     Tf32x3,
     /// One TF32 product (fastest).
     Tf32,
 }
 
 impl Precision {
-    /// The cross-term precision of an optional `--precision` (exact when absent).
+    /// The cross-term precision of an optional `--precision` (tf32x3 when absent).
     pub fn or_default(p: Option<Precision>) -> CrossPrecision {
         p.map_or(CrossPrecision::default(), Precision::cross)
     }

@@ -33,14 +33,16 @@
 //!     exact FP32/FP64 FMA products (`pc_dot_tile`), then folded into the same online
 //!     base-2 (max, sum) as the small-d kernels; the 16 threads of a row merge their pairs
 //!     by shuffles. Memory: the clouds, two norm vectors, and the split partials. This is
-//!     the f64 kernel, and the f32 one for [`CrossPrecision::Exact`], the default.
+//!     the f64 kernel, and the f32 one for [`CrossPrecision::Exact`].
 //!   - Half-step on tensor cores (`pc_sinkstep_tc`, `pc_sinkstep_tc3`; f32 with
 //!     [`CrossPrecision::Tf32`] or [`CrossPrecision::Tf32x3`]): when the cost
 //!     is prepared, `pc_tc_split` writes both clouds point-major, padded to a multiple of
 //!     32 coordinates, rounded to TF32 (and, for TF32x3, the TF32 rounding of the
 //!     remainder: extra memory `(n + m)·dp` floats per part). A block of 8 warps owns 128
 //!     outputs and streams stages of 128 reduced points; each warp computes a 64×32 block
-//!     of dot products by `mma.m16n8k8` TF32 fragments (three MMAs per tile for TF32x3),
+//!     of dot products by `mma.m16n8k8` TF32 fragments (three MMAs per tile for TF32x3,
+//!     the default, summed from zero over each 16 coordinates and then added in f32, as the
+//!     MMA's own sums truncate),
 //!     from chunks of 32 coordinates copied by `cp.async` into two shared slots (the output
 //!     tile stays resident for the whole reduction when it takes ≤ 96 KiB). The epilogue
 //!     folds `s·(other_k − |q_k|²) + 2s·p·q` (one FMA; the row's `|p|²` leaves the LSE) into
