@@ -29,7 +29,7 @@ pub mod words {
     /// Words of [`ProjectionStats`](super::ProjectionStats): the largest iteration count,
     /// the column error (`f64` bits), the unconverged count.
     pub const PROJECTION: usize = 3;
-    /// Words of the [`CgSummary`](crate::cg::CgSummary) at the start of the backward's words:
+    /// Words of the [`CgSummary`](crate::grad::CgSummary) at the start of the backward's words:
     pub const CG_SUMMARY: usize = 7;
     /// (the backend's scratch count,)
     pub const CG_REDO: usize = 0;
@@ -205,7 +205,7 @@ pub trait BistochasticKernels<T: Real>: Backend<T> {
     /// Returns the batch's [`CgSummary`], reduced by the backend (a GPU reads back a few
     /// numbers). With `outcomes` (one slot per matrix) each matrix's [`CgOutcome`] is written
     /// there as well (a GPU then reads back one word per matrix). A right-hand side that is not
-    /// finite, or a NaN residual, is an [`Error::Numerical`](crate::Error::Numerical) naming
+    /// finite, or a NaN residual, is an [`Error::Numerical`] naming
     /// the first such matrix.
     #[allow(clippy::too_many_arguments)]
     fn bistochastic_backward(
