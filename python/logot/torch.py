@@ -372,10 +372,6 @@ def _in_place_device(t: torch.Tensor, backend: Optional[str]) -> Optional[int]:
     return None
 
 
-def _stream(device: int) -> int:
-    return torch.cuda.current_stream(device).cuda_stream
-
-
 # Statistics of the in-place CUDA calls, deferred: each call leaves its statistics words in a
 # small int64 device tensor, copies them (non_blocking, stream-ordered) into pinned host
 # memory and records an event; nothing waits. Entries are decoded, and warned about, once
