@@ -320,11 +320,14 @@ where
         stream.clone_dtoh(&d1).unwrap(),
         stream.clone_dtoh(&d2).unwrap()
     );
-    // 3 CG iterations to 1e-12: some matrices are reported unconverged.
-    assert!(
-        summary.unconverged > 0 && summary.max_iterations == 3,
-        "{summary:?}"
-    );
+    // 3 CG iterations to 1e-12 (n > 4: the Schur system has rank n − 1 > 3): some
+    // matrices are reported unconverged.
+    if n > 4 {
+        assert!(
+            summary.unconverged > 0 && summary.max_iterations == 3,
+            "{summary:?}"
+        );
+    }
     drop((xd, gd, r1, r2, d1, d2, sw, bw));
     stream.synchronize().unwrap();
     ctx.check_err().unwrap();
