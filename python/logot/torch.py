@@ -20,6 +20,7 @@ stream, the others through a host copy (see ``CUDA_ZERO_COPY``).
 
 from __future__ import annotations
 
+import threading
 import warnings
 from typing import Optional
 
@@ -377,7 +378,9 @@ def _in_place_device(t: torch.Tensor, backend: Optional[str]) -> Optional[int]:
 # memory and records an event; nothing waits. Entries are decoded, and warned about, once
 # their event has completed: polled at the start of every bistochastic call and by
 # bistochastic_stats(), which waits for them all.
+# The backward runs on autograd's device threads: the list is changed under a lock.
 _PENDING: list = []
+_PENDING_LOCK = threading.Lock()
 _WORDS: dict = {}
 
 
@@ -431,9 +434,11 @@ def _poll():
     """Report the deferred statistics whose copies have completed (never waits)."""
     if not _PENDING:
         return
-    done = [p for p in _PENDING if p.event.query()]
+    with _PENDING_LOCK:
+        done = [p for p in _PENDING if p.event.query()]
+        if done:
+            _PENDING[:] = [p for p in _PENDING if p not in done]
     if done:
-        _PENDING[:] = [p for p in _PENDING if p not in done]
         _report(done, stacklevel=5)
 
 
@@ -448,7 +453,8 @@ def bistochastic_stats() -> dict:
     copied back asynchronously, so they are reported at the first :func:`bistochastic` call
     after their copy has completed, or here. Waits only for those copies (events on the
     streams the calls ran on), never for the whole device."""
-    entries, _PENDING[:] = list(_PENDING), []
+    with _PENDING_LOCK:
+        entries, _PENDING[:] = list(_PENDING), []
     return _report(entries, stacklevel=3)
 
 
@@ -481,7 +487,9 @@ class _Bistochastic(torch.autograd.Function):
                 stats = torch.empty(_words(batch, device)[0], dtype=torch.int64, device=flat.device)
                 _lg._logot._bistochastic_cuda(flat.data_ptr(), r.data_ptr(), stats.data_ptr(), batch, n,
                                               flat.dtype == torch.float64, iters, tol, device, stream.cuda_stream)
-                _PENDING.append(_Pending("forward", stats, stream, batch, flat.dtype == torch.float64, tol=tol))
+                pending = _Pending("forward", stats, stream, batch, flat.dtype == torch.float64, tol=tol)
+                with _PENDING_LOCK:
+                    _PENDING.append(pending)
             out = r.reshape(x.shape)
         else:
             r = _lg.bistochastic(_np(x.reshape(-1, n, n)), iters, tol, backend=backend).r
@@ -508,8 +516,9 @@ class _Bistochastic(torch.autograd.Function):
                 _lg._logot._bistochastic_backward_cuda(rf.data_ptr(), g.data_ptr(), dx.data_ptr(), words.data_ptr(),
                                                        nwords, batch, n, double, cg_tol, int(cg_max_iters), device,
                                                        stream.cuda_stream)
-                _PENDING.append(_Pending("backward", words, stream, batch, double, cg_tol=cg_tol,
-                                         count=summary))
+                pending = _Pending("backward", words, stream, batch, double, cg_tol=cg_tol, count=summary)
+                with _PENDING_LOCK:
+                    _PENDING.append(pending)
             return dx.reshape(r.shape), None, None, None, None, None
         g = _lg.bistochastic_backward(_np(r.reshape(-1, n, n)), _np(grad.reshape(-1, n, n)), cg_tol=cg_tol,
                                       cg_max_iters=cg_max_iters, backend=backend)
