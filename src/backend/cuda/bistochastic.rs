@@ -20,6 +20,10 @@
 //!   residuals, so it equals [`CgSummary::of`] the outcomes exactly.
 //!
 //! Reports are read back through one page-locked host buffer (a pageable copy costs more).
+//! The deferred entry points (`bistochastic_*_deferred`) leave the statistics words in a
+//! device buffer, the backend's or a caller's ([`CudaBackend::borrow_words`]), and read
+//! nothing back; the backward's redo list then lives in that buffer too, so a caller that
+//! owns it allocates nothing per call.
 
 use super::device::{CudaBackend, CudaBuffer};
 use super::kernels::{define, kernel_name, CudaReal, Module, Precision};
