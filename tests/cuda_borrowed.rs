@@ -14,6 +14,7 @@ mod common;
 
 use common::Lcg;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
+use logot::backend::bistochastic::{cg_summary_from_words, words, ProjectionStats};
 use logot::backend::cuda::{CudaBackend, CudaBuffer, CudaReal};
 use logot::grad::{Bistochastic, BistochasticParams, CgParams};
 use logot::{Backend, BistochasticKernels, CpuBackend, Real};
@@ -232,6 +233,160 @@ fn non_finite_logits_on_buffers_are_an_error() {
     };
     assert!(err.to_string().starts_with("x"), "{err}");
     drop((xd, rd));
+    stream.synchronize().unwrap();
+    ctx.check_err().unwrap();
+}
+
+/// The deferred forward and backward on the caller's buffers, their statistics left in the
+/// caller's words: the same `R`, `dX` (bit for bit) and statistics as the synchronous
+/// buffer path; the call returns while a long kernel queued before it still runs (nothing
+/// waits for the stream); the words decode to what the synchronous path reads back.
+fn deferred_matches_sync<T: CudaReal>(gpu: &CudaBackend, b: usize, n: usize, tol: f64)
+where
+    CudaBackend:
+        BistochasticKernels<T, Words = CudaBuffer<u64>> + Backend<T, Buffer = CudaBuffer<T>>,
+{
+    let (ctx, stream) = foreign(gpu);
+    let x = logits::<T>(b, n, 0.0, 4.0, 21 + n as u64);
+    let g = logits::<T>(b, n, -1.0, 1.0, 23 + n as u64);
+    let len = b * n * n;
+    let xd = stream.clone_htod(x.as_slice().unwrap()).unwrap();
+    let gd = stream.clone_htod(g.as_slice().unwrap()).unwrap();
+    let nan = vec![T::nan(); len];
+    let (r1, r2) = (
+        stream.clone_htod(&nan).unwrap(),
+        stream.clone_htod(&nan).unwrap(),
+    );
+    let (d1, d2) = (
+        stream.clone_htod(&nan).unwrap(),
+        stream.clone_htod(&nan).unwrap(),
+    );
+    // The caller's words start as garbage: the launches clear what they use.
+    let nwords = BistochasticKernels::<T>::bistochastic_backward_words(gpu, b);
+    assert!(nwords >= words::CG_SUMMARY);
+    let sw = stream.clone_htod(&[u64::MAX; words::PROJECTION]).unwrap();
+    let bw = stream.clone_htod(&vec![u64::MAX; nwords]).unwrap();
+    let params = BistochasticParams {
+        iters: 30,
+        tol,
+        ..Default::default()
+    };
+    let cg = CgParams {
+        max_iters: 3,
+        tol: Some(1e-12),
+    };
+    // SAFETY: as in the tests above; the words are `u64`s of the same stream.
+    let (stats, summary, stats_words, summary_words) = unsafe {
+        let be = gpu.on_stream(stream.cu_stream());
+        let proj = Bistochastic::new(be.clone(), params.clone());
+        let xb = be.borrow_buffer::<T>(address(&xd, &stream), len);
+        let gb = be.borrow_buffer::<T>(address(&gd, &stream), len);
+        let (mut rb1, mut rb2) = (
+            be.borrow_buffer::<T>(address(&r1, &stream), len),
+            be.borrow_buffer::<T>(address(&r2, &stream), len),
+        );
+        let (mut db1, mut db2) = (
+            be.borrow_buffer::<T>(address(&d1, &stream), len),
+            be.borrow_buffer::<T>(address(&d2, &stream), len),
+        );
+        let mut sb = be.borrow_words(address(&sw, &stream), words::PROJECTION);
+        let mut wb = be.borrow_words(address(&bw, &stream), nwords);
+        let stats = proj.forward_buffers(n, &xb, &mut rb1).unwrap();
+        let summary = proj.backward_buffers(n, &rb1, &gb, &cg, &mut db1).unwrap();
+        proj.forward_buffers_deferred(n, &xb, &mut rb2, &mut sb)
+            .unwrap();
+        proj.backward_buffers_deferred(n, &rb2, &gb, &cg, &mut db2, &mut wb)
+            .unwrap();
+        // Read through the backend (waits for the stream).
+        let sw = proj.forward_stats(&sb).unwrap();
+        let w = BistochasticKernels::<T>::read_words(&be, &wb, words::CG_SUMMARY).unwrap();
+        (stats, summary, sw, w)
+    };
+    assert_eq!(stats, stats_words);
+    let tol_cg = cg.effective_tol::<T>();
+    assert_eq!(
+        cg_summary_from_words(&summary_words, b, tol_cg).unwrap(),
+        summary
+    );
+    // The caller's own copy of the words decodes the same.
+    let host = stream.clone_dtoh(&sw).unwrap();
+    assert_eq!(ProjectionStats::from_words(&host).unwrap(), stats);
+    assert_eq!(host, stats.to_words());
+    assert_eq!(
+        stream.clone_dtoh(&r1).unwrap(),
+        stream.clone_dtoh(&r2).unwrap()
+    );
+    assert_eq!(
+        stream.clone_dtoh(&d1).unwrap(),
+        stream.clone_dtoh(&d2).unwrap()
+    );
+    // 3 CG iterations to 1e-12 (n > 4: the Schur system has rank n − 1 > 3): some
+    // matrices are reported unconverged.
+    if n > 4 {
+        assert!(
+            summary.unconverged > 0 && summary.max_iterations == 3,
+            "{summary:?}"
+        );
+    }
+    drop((xd, gd, r1, r2, d1, d2, sw, bw));
+    stream.synchronize().unwrap();
+    ctx.check_err().unwrap();
+}
+
+#[test]
+fn deferred_statistics_in_the_callers_words_match_the_synchronous_path() {
+    let Some(gpu) = gpu() else { return };
+    for (n, b) in [(4, 1000), (16, 3000), (7, 100)] {
+        deferred_matches_sync::<f32>(&gpu, b, n, 0.0);
+        deferred_matches_sync::<f64>(&gpu, b, n, 1e-6);
+    }
+}
+
+#[test]
+fn deferred_launches_do_not_wait_for_the_stream() {
+    let Some(gpu) = gpu() else { return };
+    let (ctx, stream) = foreign(&gpu);
+    let (b, n) = (1 << 16, 16);
+    let len = b * n * n;
+    let xd = stream.alloc_zeros::<f32>(len).unwrap();
+    let rd = stream.alloc_zeros::<f32>(len).unwrap();
+    let dd = stream.alloc_zeros::<f32>(len).unwrap();
+    let nwords = BistochasticKernels::<f32>::bistochastic_backward_words(&gpu, b);
+    let sw = stream.alloc_zeros::<u64>(words::PROJECTION).unwrap();
+    let bw = stream.alloc_zeros::<u64>(nwords).unwrap();
+    stream.synchronize().unwrap();
+    // SAFETY: as in the tests above.
+    unsafe {
+        let be = gpu.on_stream(stream.cu_stream());
+        let proj = Bistochastic::new(be.clone(), BistochasticParams::fixed(20));
+        let xb = be.borrow_buffer::<f32>(address(&xd, &stream), len);
+        let mut rb = be.borrow_buffer::<f32>(address(&rd, &stream), len);
+        let mut db = be.borrow_buffer::<f32>(address(&dd, &stream), len);
+        let mut sb = be.borrow_words(address(&sw, &stream), words::PROJECTION);
+        let mut wb = be.borrow_words(address(&bw, &stream), nwords);
+        // Time the synchronous pair, then queue 50 deferred pairs: the host must be back
+        // long before the GPU is done with them (a wait per call would take as long).
+        let t = std::time::Instant::now();
+        proj.forward_buffers(n, &xb, &mut rb).unwrap();
+        proj.backward_buffers(n, &rb, &rb, &CgParams::default(), &mut db)
+            .unwrap();
+        let one = t.elapsed();
+        let t = std::time::Instant::now();
+        for _ in 0..50 {
+            proj.forward_buffers_deferred(n, &xb, &mut rb, &mut sb)
+                .unwrap();
+            proj.backward_buffers_deferred(n, &rb, &rb, &CgParams::default(), &mut db, &mut wb)
+                .unwrap();
+        }
+        let queued = t.elapsed();
+        be.synchronize().unwrap();
+        let all = t.elapsed();
+        assert!(
+            queued < all / 4,
+            "queueing 50 deferred pairs took {queued:?} of {all:?} (one synchronous pair: {one:?})"
+        );
+    }
+    drop((xd, rd, dd, sw, bw));
     stream.synchronize().unwrap();
     ctx.check_err().unwrap();
 }

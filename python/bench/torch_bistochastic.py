@@ -3,16 +3,20 @@ B = 65536 matrices 16×16, float32), timed with CUDA events on the current strea
 
     python python/bench/torch_bistochastic.py [--batch 65536] [--n 16] [--iters 20]
                                               [--dtype float32] [--repeats 50] [--warmup 10]
-                                              [--host]
+                                              [--chain 20] [--host]
 
 Prints one JSON object (times in milliseconds, medians over `repeats` after `warmup` calls):
 
 * ``forward_ms``: ``r = lt.bistochastic(x)`` (autograd graph recorded);
 * ``backward_ms``: ``r.backward(g)`` (the implicit backward);
 * ``total_ms``: forward and backward in one timed region;
+* ``total_pipelined_ms``: ``--chain`` forward + backward pairs queued back to back in one
+  timed region, per pair (no call waits for the GPU, so the host's per-call work overlaps
+  the kernels: the cost in a training loop);
 * ``forward_kernel_ms`` / ``backward_kernel_ms``: the compiled module's in-place entry
-  points called directly on preallocated tensors (the library's kernels and the statistics
-  read back, without autograd or the Python layer): the reference for the layer's cost;
+  points called directly on preallocated tensors (the library's kernels, the statistics
+  left on the device, without autograd or the Python layer): the reference for the layer's
+  cost;
 * with ``--host``: ``host_total_ms``, the same forward and backward through numpy arrays and
   the CUDA backend (two host round trips: the path logot.torch took before zero-copy);
 * ``max_abs_diff_vs_host`` (with ``--host``): the largest difference between the two paths'
@@ -56,6 +60,7 @@ def main():
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     p.add_argument("--repeats", type=int, default=50)
     p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--chain", type=int, default=20, help="pairs queued per timed region (pipelined)")
     p.add_argument("--host", action="store_true", help="also time the host-copy path")
     args = p.parse_args()
     dtype = getattr(torch, args.dtype)
@@ -83,6 +88,13 @@ def main():
     bwd, _ = timed(backward, args.repeats, args.warmup)
     tot, tot_all = timed(total, args.repeats, args.warmup)
 
+    def chain():
+        for _ in range(args.chain):
+            total()
+
+    piped, _ = timed(chain, max(5, args.repeats // 5), 2)
+    lt.bistochastic_stats()
+
     # The in-place entry points alone, on preallocated tensors.
     xd, rd, dxd = x.detach().contiguous(), torch.empty_like(x), torch.empty_like(x)
     device = x.device.index or 0
@@ -91,12 +103,17 @@ def main():
     def stream():
         return torch.cuda.current_stream(device).cuda_stream
 
+    fwd_words, bwd_words, _ = _logot._bistochastic_words(b, device)
+    sw = torch.empty(fwd_words, dtype=torch.int64, device=dev)
+    bw = torch.empty(bwd_words, dtype=torch.int64, device=dev)
+
     def fwd_kernel():
-        _logot._bistochastic_cuda(xd.data_ptr(), rd.data_ptr(), b, n, double, args.iters, 0.0, device, stream())
+        _logot._bistochastic_cuda(xd.data_ptr(), rd.data_ptr(), sw.data_ptr(), b, n, double, args.iters, 0.0, device,
+                                  stream())
 
     def bwd_kernel():
-        _logot._bistochastic_backward_cuda(rd.data_ptr(), g.data_ptr(), dxd.data_ptr(), b, n, double, None, 1000,
-                                           device, stream())
+        _logot._bistochastic_backward_cuda(rd.data_ptr(), g.data_ptr(), dxd.data_ptr(), bw.data_ptr(), bwd_words, b,
+                                           n, double, None, 1000, device, stream())
 
     fwd_k, _ = timed(fwd_kernel, args.repeats, args.warmup)
     bwd_k, _ = timed(bwd_kernel, args.repeats, args.warmup)
@@ -115,9 +132,11 @@ def main():
         "backward_ms": bwd,
         "total_ms": tot,
         "total_ms_min": min(tot_all),
+        "total_pipelined_ms": piped / args.chain,
         "forward_kernel_ms": fwd_k,
         "backward_kernel_ms": bwd_k,
         "layer_overhead_ms": tot - (fwd_k + bwd_k),
+        "pipelined_vs_kernels": piped / args.chain / (fwd_k + bwd_k),
     }
     if args.host:
         xh, gh = x.detach().cpu().numpy(), g.cpu().numpy()

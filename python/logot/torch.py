@@ -20,6 +20,7 @@ stream, the others through a host copy (see ``CUDA_ZERO_COPY``).
 
 from __future__ import annotations
 
+import threading
 import warnings
 from typing import Optional
 
@@ -39,6 +40,7 @@ __all__ = [
     "wasserstein_points",
     "sinkhorn_divergence",
     "bistochastic",
+    "bistochastic_stats",
     "sqeuclidean",
     "CUDA_ZERO_COPY",
 ]
@@ -46,9 +48,10 @@ __all__ = [
 #: Whether CUDA tensors reach the library without a host copy. True for
 #: :func:`bistochastic` (forward and backward): the library reads and writes the tensors'
 #: device memory in place and launches on the caller's current CUDA stream
-#: (``torch.cuda.current_stream(device)``); the host waits only on that stream, to read back
-#: a few statistics. The other functions still copy CUDA tensors to the host and back
-#: (python/ZERO_COPY.md lists what the library needs for them).
+#: (``torch.cuda.current_stream(device)``), and the call never waits for the GPU (the
+#: statistics are reported later: :func:`bistochastic_stats`). The other functions still
+#: copy CUDA tensors to the host and back (python/ZERO_COPY.md lists what the library needs
+#: for them).
 CUDA_ZERO_COPY = True
 
 
@@ -370,8 +373,97 @@ def _in_place_device(t: torch.Tensor, backend: Optional[str]) -> Optional[int]:
     return None
 
 
-def _stream(device: int) -> int:
-    return torch.cuda.current_stream(device).cuda_stream
+# Statistics of the in-place CUDA calls, deferred: each call leaves its statistics words in a
+# small int64 device tensor, copies them (non_blocking, stream-ordered) into pinned host
+# memory and records an event; nothing waits. Entries are decoded, and warned about, once
+# their event has completed: polled at the start of every bistochastic call and by
+# bistochastic_stats(), which waits for them all.
+# The backward runs on autograd's device threads: the list is changed under a lock.
+_PENDING: list = []
+_PENDING_LOCK = threading.Lock()
+_WORDS: dict = {}
+
+
+class _Pending:
+    __slots__ = ("kind", "host", "event", "batch", "double", "tol", "cg_tol")
+
+    def __init__(self, kind, words, stream, batch, double, tol=0.0, cg_tol=None, count=None):
+        count = words.numel() if count is None else count
+        self.host = torch.empty(count, dtype=torch.int64, pin_memory=True)
+        self.host.copy_(words[:count], non_blocking=True)
+        self.event = torch.cuda.Event()
+        self.event.record(stream)
+        self.kind, self.batch, self.double, self.tol, self.cg_tol = kind, batch, double, tol, cg_tol
+
+    def read(self):
+        """The decoded statistics (waits for the event), and the warning they call for."""
+        self.event.synchronize()
+        words = self.host.tolist()
+        try:
+            out = _lg._logot._bistochastic_decode(self.kind, words, self.batch, self.double, self.cg_tol)
+        except (ValueError, RuntimeError) as e:
+            return None, str(e)
+        if self.kind == "forward":
+            iterations, marginal_error, unconverged = out
+            stats = dict(iterations=iterations, marginal_error=marginal_error, unconverged=unconverged)
+            if self.tol > 0 and unconverged:
+                return stats, (f"the bistochastic projection did not converge for {unconverged} of "
+                               f"{self.batch} matrices (column error {marginal_error:.3g} > tol {self.tol:.3g} "
+                               f"after {iterations} iterations)")
+            return stats, None
+        cg = _lg.CgReport(**out)
+        if cg.unconverged:
+            return cg, (f"the implicit backward's CG did not converge for {cg.unconverged} of {cg.problems} "
+                        f"problem(s) (relative residual {cg.max_residual:.3g} > {cg.tol:.3g}); the gradients "
+                        "are approximate")
+        return cg, None
+
+
+def _report(entries, stacklevel):
+    last = {}
+    for p in entries:
+        stats, message = p.read()
+        last[p.kind] = stats
+        if message is not None:
+            warnings.warn(f"logot.torch.bistochastic ({p.kind}, reported late): {message}", ConvergenceWarning,
+                          stacklevel=stacklevel)
+    return last
+
+
+def _poll():
+    """Report the deferred statistics whose copies have completed (never waits)."""
+    if not _PENDING:
+        return
+    with _PENDING_LOCK:
+        done = [p for p in _PENDING if p.event.query()]
+        if done:
+            _PENDING[:] = [p for p in _PENDING if p not in done]
+    if done:
+        _report(done, stacklevel=5)
+
+
+def bistochastic_stats() -> dict:
+    """Wait for the statistics of every in-place CUDA :func:`bistochastic` call (forward and
+    backward) not yet reported, issue their warnings (:class:`logot.ConvergenceWarning`) and
+    return the latest of each kind: ``{"forward": {"iterations", "marginal_error",
+    "unconverged"}, "backward": CgReport}`` (a kind absent when none was pending; ``None``
+    when that call's statistics were an error, which is then the warning's text).
+
+    The in-place calls never wait for the GPU: their statistics stay on the device and are
+    copied back asynchronously, so they are reported at the first :func:`bistochastic` call
+    after their copy has completed, or here. Waits only for those copies (events on the
+    streams the calls ran on), never for the whole device."""
+    with _PENDING_LOCK:
+        entries, _PENDING[:] = list(_PENDING), []
+    return _report(entries, stacklevel=3)
+
+
+def _words(batch: int, device: int):
+    key = (batch, device)
+    w = _WORDS.get(key)
+    if w is None:
+        w = _WORDS[key] = _lg._logot._bistochastic_words(batch, device)
+    return w
 
 
 class _Bistochastic(torch.autograd.Function):
@@ -384,17 +476,20 @@ class _Bistochastic(torch.autograd.Function):
         ctx.options = (cg_tol, cg_max_iters, backend, device)
         if device is not None:
             # In place on the device: contiguous logits (a stream-ordered copy when needed),
-            # R allocated by torch, kernels on the current stream.
+            # R and the statistics words allocated by torch, kernels on the current stream,
+            # the statistics copied back without waiting (see bistochastic_stats).
+            _poll()
             flat = x.detach().reshape(-1, n, n).contiguous()
             r = torch.empty_like(flat)
             if flat.numel():
-                try:
-                    _lg._logot._bistochastic_cuda(flat.data_ptr(), r.data_ptr(), flat.shape[0], n,
-                                                  flat.dtype == torch.float64, iters, tol, device, _stream(device))
-                except RuntimeError:
-                    if not bool(torch.isfinite(flat).all()):
-                        raise ValueError("x: non-finite entries (the logits must be finite)") from None
-                    raise
+                batch = flat.shape[0]
+                stream = torch.cuda.current_stream(device)
+                stats = torch.empty(_words(batch, device)[0], dtype=torch.int64, device=flat.device)
+                _lg._logot._bistochastic_cuda(flat.data_ptr(), r.data_ptr(), stats.data_ptr(), batch, n,
+                                              flat.dtype == torch.float64, iters, tol, device, stream.cuda_stream)
+                pending = _Pending("forward", stats, stream, batch, flat.dtype == torch.float64, tol=tol)
+                with _PENDING_LOCK:
+                    _PENDING.append(pending)
             out = r.reshape(x.shape)
         else:
             r = _lg.bistochastic(_np(x.reshape(-1, n, n)), iters, tol, backend=backend).r
@@ -408,14 +503,22 @@ class _Bistochastic(torch.autograd.Function):
         cg_tol, cg_max_iters, backend, device = ctx.options
         n = r.shape[-1]
         if device is not None:
+            _poll()
             rf = r.reshape(-1, n, n).contiguous()
             g = grad.reshape(-1, n, n).to(rf.dtype).contiguous()
             dx = torch.empty_like(rf)
             if rf.numel():
-                cg = _lg._logot._bistochastic_backward_cuda(rf.data_ptr(), g.data_ptr(), dx.data_ptr(), rf.shape[0], n,
-                                                            rf.dtype == torch.float64, cg_tol, int(cg_max_iters),
-                                                            device, _stream(device))
-                _warn_cg(_lg.CgReport(**cg))
+                batch = rf.shape[0]
+                double = rf.dtype == torch.float64
+                stream = torch.cuda.current_stream(device)
+                _, nwords, summary = _words(batch, device)
+                words = torch.empty(nwords, dtype=torch.int64, device=rf.device)
+                _lg._logot._bistochastic_backward_cuda(rf.data_ptr(), g.data_ptr(), dx.data_ptr(), words.data_ptr(),
+                                                       nwords, batch, n, double, cg_tol, int(cg_max_iters), device,
+                                                       stream.cuda_stream)
+                pending = _Pending("backward", words, stream, batch, double, cg_tol=cg_tol, count=summary)
+                with _PENDING_LOCK:
+                    _PENDING.append(pending)
             return dx.reshape(r.shape), None, None, None, None, None
         g = _lg.bistochastic_backward(_np(r.reshape(-1, n, n)), _np(grad.reshape(-1, n, n)), cg_tol=cg_tol,
                                       cg_max_iters=cg_max_iters, backend=backend)
@@ -433,8 +536,12 @@ def bistochastic(x: torch.Tensor, iters: int = 20, tol: float = 0.0, *, cg_tol=N
     is bistochastic to its column error, and so is the gradient).
 
     CUDA tensors are computed in place (no host copy) on the current CUDA stream of their
-    device, forward and backward; the host waits for that stream only, to read back a few
-    statistics."""
+    device, forward and backward, and the call never waits for the GPU (as a torch operator):
+    the statistics (the projection's convergence when ``tol > 0``, the backward's CG, and
+    errors such as non-finite logits or gradients, which leave NaN in the result) stay on the
+    device and are copied back asynchronously; they are reported, as
+    :class:`logot.ConvergenceWarning`, by the first call after their copy has completed, or
+    at once by :func:`bistochastic_stats` (which waits for them)."""
     if not isinstance(x, torch.Tensor):
         x = torch.as_tensor(np.asarray(x))
     if x.dtype not in (torch.float32, torch.float64):

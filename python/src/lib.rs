@@ -7,14 +7,14 @@
 //! and every [`logot::Error`] becomes a `ValueError` (bad input) or a `RuntimeError`
 //! (numerical, device, memory, availability) carrying the library's message.
 
-use logot::backend::bistochastic::ProjectionStats;
+use logot::backend::bistochastic::{cg_summary_from_words, words, ProjectionStats};
 use logot::backend::cuda::CudaReal;
 use logot::grad::{Bistochastic, BistochasticParams, CgParams, CgSummary};
 use logot::linalg::{newton_schulz_on, svd3_batch_on, NewtonSchulzParams};
 use logot::{
-    BarycenterParams, BarycenterSolver, Convergence, CostSource, CpuBackend, CudaBackend,
-    DivergenceConvention, EpsScaling, GridCost, PointCloudCost, PointMetric, Problem, Real,
-    Relaxation, SinkhornParams, SinkhornResult, Solver, WarmStart,
+    BarycenterParams, BarycenterSolver, BistochasticKernels, Convergence, CostSource, CpuBackend,
+    CudaBackend, DivergenceConvention, EpsScaling, GridCost, PointCloudCost, PointMetric, Problem,
+    Real, Relaxation, SinkhornParams, SinkhornResult, Solver, WarmStart,
 };
 use ndarray::{Array2, ArrayView2, ArrayView3};
 use numpy::{
@@ -834,8 +834,8 @@ fn bistochastic_backward<'py>(
 /// # Safety
 /// `stream` is a live stream of GPU `device`'s primary context (every stream PyTorch hands
 /// out is) that outlives the returned backend (the bindings drop it before returning).
-unsafe fn cuda_on_stream(py: Python<'_>, device: usize, stream: usize) -> PyResult<CudaBackend> {
-    let be = py.detach(|| cuda_backend(device)).py()?;
+unsafe fn cuda_on_stream(device: usize, stream: usize) -> logot::Result<CudaBackend> {
+    let be = cuda_backend(device)?;
     // SAFETY: this function's contract.
     Ok(unsafe { be.on_stream(stream as *mut _) })
 }
@@ -848,22 +848,24 @@ fn matrices_len(batch: usize, n: usize) -> PyResult<usize> {
         .ok_or_else(|| PyValueError::new_err(format!("x: {batch} matrices {n}×{n} overflow")))
 }
 
-/// `(iterations, marginal_error, unconverged)`: [`bistochastic`] on CUDA memory, without a
-/// copy: reads the `batch×n×n` logits at device address `x`, writes `R` at `r`, on the
-/// caller's stream; only the three statistics are read back (the host waits for that
-/// stream, not the device). `double`: float64 data, else float32.
+/// [`bistochastic`] on CUDA memory, without a copy and without waiting: reads the
+/// `batch×n×n` logits at device address `x`, writes `R` at `r` and the three statistics
+/// words ([`logot::backend::bistochastic::words`]) at `stats`, all on the caller's stream;
+/// returns with the kernel queued (nothing is read back: [`_bistochastic_decode`] reads the
+/// words once the caller has copied them). `double`: float64 data, else float32.
 ///
 /// Private to `logot.torch`, which passes the `data_ptr()` of live, contiguous CUDA tensors
-/// of GPU `device` of that dtype and size (`r` freshly allocated, aliasing nothing), and
-/// `torch.cuda.current_stream(device).cuda_stream`; other arguments are undefined
-/// behaviour (Python cannot mark a function unsafe: this one is).
+/// of GPU `device` of that dtype and size (`r` freshly allocated, aliasing nothing; `stats`
+/// three int64), and `torch.cuda.current_stream(device).cuda_stream`; other arguments are
+/// undefined behaviour (Python cannot mark a function unsafe: this one is).
 #[pyfunction]
-#[pyo3(signature = (x, r, batch, n, double, iters, tol, device, stream))]
+#[pyo3(signature = (x, r, stats, batch, n, double, iters, tol, device, stream))]
 #[allow(clippy::too_many_arguments)]
 fn _bistochastic_cuda(
     py: Python<'_>,
     x: u64,
     r: u64,
+    stats: u64,
     batch: usize,
     n: usize,
     double: bool,
@@ -871,7 +873,7 @@ fn _bistochastic_cuda(
     tol: f64,
     device: usize,
     stream: usize,
-) -> PyResult<(usize, f64, usize)> {
+) -> PyResult<()> {
     let len = matrices_len(batch, n)?;
     let params = BistochasticParams {
         iters,
@@ -882,42 +884,48 @@ fn _bistochastic_cuda(
         be: CudaBackend,
         params: BistochasticParams,
         n: usize,
-        x: u64,
-        r: u64,
+        [x, r, stats]: [u64; 3],
         len: usize,
-    ) -> logot::Result<ProjectionStats> {
+    ) -> logot::Result<()> {
         // SAFETY: the caller's contract (above): `x` and `r` address `len` values of T of
-        // this GPU, live for the call; `r` aliases nothing. The call ends with the stream
-        // past every use (the statistics are read back after the kernel).
-        let (xb, mut rb) =
-            unsafe { (be.borrow_buffer::<T>(x, len), be.borrow_buffer::<T>(r, len)) };
-        Bistochastic::new(be, params).forward_buffers::<T>(n, &xb, &mut rb)
+        // this GPU and `stats` three words, live until the stream is past this work (torch's
+        // stream-ordered allocator keeps them so); `r` and `stats` alias nothing.
+        let (xb, mut rb, mut sb) = unsafe {
+            (
+                be.borrow_buffer::<T>(x, len),
+                be.borrow_buffer::<T>(r, len),
+                be.borrow_words(stats, words::PROJECTION),
+            )
+        };
+        Bistochastic::new(be, params).forward_buffers_deferred::<T>(n, &xb, &mut rb, &mut sb)
     }
-    // SAFETY: the caller's contract: a stream of this GPU, live for the call.
-    let be = unsafe { cuda_on_stream(py, device, stream)? };
-    let stats = py
-        .detach(|| {
-            if double {
-                run::<f64>(be, params, n, x, r, len)
-            } else {
-                run::<f32>(be, params, n, x, r, len)
-            }
-        })
-        .py()?;
-    Ok((stats.iterations, stats.marginal_error, stats.unconverged))
+    py.detach(|| {
+        // SAFETY: the caller's contract: a stream of this GPU, live for the call.
+        let be = unsafe { cuda_on_stream(device, stream)? };
+        if double {
+            run::<f64>(be, params, n, [x, r, stats], len)
+        } else {
+            run::<f32>(be, params, n, [x, r, stats], len)
+        }
+    })
+    .py()
 }
 
-/// `cg`: [`bistochastic_backward`] on CUDA memory, without a copy: reads `R` at `r` and
-/// `g = ∂L/∂R` at `g` (`batch×n×n`), writes `∂L/∂X` at `dx`, on the caller's stream; only
-/// the CG summary is read back. Contract as [`_bistochastic_cuda`] (`dx` fresh).
+/// [`bistochastic_backward`] on CUDA memory, without a copy and without waiting: reads `R`
+/// at `r` and `g = ∂L/∂R` at `g` (`batch×n×n`), writes `∂L/∂X` at `dx` and the CG summary
+/// in the first words of the `words` int64 (as many as [`_bistochastic_words`] says: the
+/// summary, then scratch), on the caller's stream. Contract as [`_bistochastic_cuda`]
+/// (`dx` and `words` fresh).
 #[pyfunction]
-#[pyo3(signature = (r, g, dx, batch, n, double, cg_tol, cg_max_iters, device, stream))]
+#[pyo3(signature = (r, g, dx, words, nwords, batch, n, double, cg_tol, cg_max_iters, device, stream))]
 #[allow(clippy::too_many_arguments)]
-fn _bistochastic_backward_cuda<'py>(
-    py: Python<'py>,
+fn _bistochastic_backward_cuda(
+    py: Python<'_>,
     r: u64,
     g: u64,
     dx: u64,
+    words: u64,
+    nwords: usize,
     batch: usize,
     n: usize,
     double: bool,
@@ -925,41 +933,94 @@ fn _bistochastic_backward_cuda<'py>(
     cg_max_iters: usize,
     device: usize,
     stream: usize,
-) -> PyResult<Bound<'py, PyDict>> {
+) -> PyResult<()> {
     let len = matrices_len(batch, n)?;
     let cg = cg_params(cg_tol, cg_max_iters);
     fn run<T: CudaReal>(
         be: CudaBackend,
         cg: &CgParams,
         n: usize,
-        [r, g, dx]: [u64; 3],
+        [r, g, dx, words]: [u64; 4],
         len: usize,
-    ) -> logot::Result<CgSummary> {
-        // SAFETY: the caller's contract: three addresses of `len` values of T of this GPU,
-        // live for the call; `dx` aliases neither input. The call ends with the stream past
-        // every use (the summary is read back after the kernels).
-        let (rb, gb, mut db) = unsafe {
+        nwords: usize,
+    ) -> logot::Result<()> {
+        // SAFETY: the caller's contract: three addresses of `len` values of T of this GPU and
+        // `nwords` words, live until the stream is past this work; `dx` and `words` alias
+        // nothing.
+        let (rb, gb, mut db, mut wb) = unsafe {
             (
                 be.borrow_buffer::<T>(r, len),
                 be.borrow_buffer::<T>(g, len),
                 be.borrow_buffer::<T>(dx, len),
+                be.borrow_words(words, nwords),
             )
         };
         Bistochastic::new(be, BistochasticParams::default())
-            .backward_buffers::<T>(n, &rb, &gb, cg, &mut db)
+            .backward_buffers_deferred::<T>(n, &rb, &gb, cg, &mut db, &mut wb)
     }
-    // SAFETY: the caller's contract: a stream of this GPU, live for the call.
-    let be = unsafe { cuda_on_stream(py, device, stream)? };
-    let summary = py
-        .detach(|| {
-            if double {
-                run::<f64>(be, &cg, n, [r, g, dx], len)
+    py.detach(|| {
+        // SAFETY: the caller's contract: a stream of this GPU, live for the call.
+        let be = unsafe { cuda_on_stream(device, stream)? };
+        if double {
+            run::<f64>(be, &cg, n, [r, g, dx, words], len, nwords)
+        } else {
+            run::<f32>(be, &cg, n, [r, g, dx, words], len, nwords)
+        }
+    })
+    .py()
+}
+
+/// `(forward, backward, summary)`: how many int64 words [`_bistochastic_cuda`] and
+/// [`_bistochastic_backward_cuda`] need for `batch` matrices on GPU `device`, and how many
+/// of the backward's hold the CG summary (the rest is scratch).
+#[pyfunction]
+fn _bistochastic_words(
+    py: Python<'_>,
+    batch: usize,
+    device: usize,
+) -> PyResult<(usize, usize, usize)> {
+    let be = py.detach(|| cuda_backend(device)).py()?;
+    let backward = BistochasticKernels::<f32>::bistochastic_backward_words(&be, batch);
+    Ok((words::PROJECTION, backward, words::CG_SUMMARY))
+}
+
+/// The statistics words a deferred call left, copied back by the caller (int64 values):
+/// `"forward"`: `(iterations, marginal_error, unconverged)`; `"backward"`: the CG summary
+/// of `batch` matrices as `bistochastic_backward` returns it (the tolerance from `cg_tol` and
+/// `double` as the backward took it). Errors (a non-finite right-hand side, a NaN residual,
+/// a non-finite column error) are raised as the synchronous calls raise them.
+#[pyfunction]
+#[pyo3(signature = (kind, words, batch=0, double=true, cg_tol=None))]
+fn _bistochastic_decode<'py>(
+    py: Python<'py>,
+    kind: &str,
+    words: Vec<i64>,
+    batch: usize,
+    double: bool,
+    cg_tol: Option<f64>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let w: Vec<u64> = words.iter().map(|&v| v as u64).collect();
+    match kind {
+        "forward" => {
+            let s = ProjectionStats::from_words(&w).py()?.checked().py()?;
+            Ok((s.iterations, s.marginal_error, s.unconverged)
+                .into_pyobject(py)?
+                .into_any())
+        }
+        "backward" => {
+            let cg = cg_params(cg_tol, 1);
+            let tol = if double {
+                cg.effective_tol::<f64>()
             } else {
-                run::<f32>(be, &cg, n, [r, g, dx], len)
-            }
-        })
-        .py()?;
-    cg_summary(py, &summary)
+                cg.effective_tol::<f32>()
+            };
+            let s = cg_summary_from_words(&w, batch, tol).py()?;
+            Ok(cg_summary(py, &s)?.into_any())
+        }
+        _ => Err(PyValueError::new_err(format!(
+            "kind = {kind:?}: expected \"forward\" or \"backward\""
+        ))),
+    }
 }
 
 /// `(U B×M×3, S B×3, Vt B×3×3)`: thin SVDs of a batch of `M×3` matrices.
@@ -1071,6 +1132,8 @@ fn _logot(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bistochastic_backward, m)?)?;
     m.add_function(wrap_pyfunction!(_bistochastic_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(_bistochastic_backward_cuda, m)?)?;
+    m.add_function(wrap_pyfunction!(_bistochastic_words, m)?)?;
+    m.add_function(wrap_pyfunction!(_bistochastic_decode, m)?)?;
     m.add_function(wrap_pyfunction!(svd3, m)?)?;
     m.add_function(wrap_pyfunction!(newton_schulz, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_device_name, m)?)?;

@@ -169,20 +169,22 @@ needs_gpu = pytest.mark.skipif(not torch.cuda.is_available() or not logot.cuda_a
 
 @contextlib.contextmanager
 def no_host_copies():
-    """Any host copy of a tensor through torch's Python API (``.cpu()``, ``.numpy()``,
-    ``.to("cpu")``, ``.tolist()``, ``.item()``) fails the test inside this block."""
+    """Any host copy of a CUDA tensor through torch's Python API (``.cpu()``, ``.numpy()``,
+    ``.to("cpu")``, ``.tolist()``, ``.item()``) fails the test inside this block (reading a
+    host tensor, such as the pinned copy of the deferred statistics, is not a copy)."""
     with pytest.MonkeyPatch.context() as mp:
-        def forbid(name, original=None):
+        def forbid(name, original):
             def check(self, *args, **kwargs):
+                if not self.is_cuda:
+                    return original(self, *args, **kwargs)
                 if name == "to" and not any(str(a).startswith("cpu") for a in list(args) + list(kwargs.values())):
                     return original(self, *args, **kwargs)
                 raise AssertionError(f"host copy through Tensor.{name} during an in-place CUDA call")
 
             mp.setattr(torch.Tensor, name, check)
 
-        for name in ("cpu", "numpy", "tolist", "item"):
-            forbid(name)
-        forbid("to", torch.Tensor.to)
+        for name in ("cpu", "numpy", "tolist", "item", "to"):
+            forbid(name, getattr(torch.Tensor, name))
         yield
 
 
@@ -232,7 +234,8 @@ def test_cuda_zero_copy(dtype):
 def test_cuda_in_place_on_a_side_stream_and_with_batch_axes():
     """The work goes to the caller's current stream, ordered after what is queued there (the
     logits are produced on a side stream just before the call); leading batch axes and
-    non-contiguous inputs and gradients; non-finite logits are a ValueError naming x."""
+    non-contiguous inputs and gradients; non-finite logits leave NaN in R and are reported
+    (deferred) as a warning naming them."""
     gen = torch.Generator(device="cuda").manual_seed(3)
     base = torch.rand(3, 700, 16, 16, device="cuda", generator=gen)
     g = torch.randn(3, 700, 16, 16, device="cuda", generator=gen)
@@ -244,10 +247,14 @@ def test_cuda_in_place_on_a_side_stream_and_with_batch_axes():
             r = lt.bistochastic(x)
             (r * g.transpose(-1, -2)).sum().backward()  # a non-contiguous upstream gradient
         side.synchronize()
-        with pytest.raises(ValueError, match=r"^x"):
-            bad = base.clone()
-            bad[1, 5, 2, 3] = float("nan")
-            lt.bistochastic(bad)
+        lt.bistochastic_stats()
+        bad = base.clone()
+        bad[1, 5, 2, 3] = float("nan")
+        r_bad = lt.bistochastic(bad)
+        with pytest.warns(logot.ConvergenceWarning, match="non-finite logits"):
+            stats = lt.bistochastic_stats()
+        assert stats["forward"] is None
+        assert not bool(torch.isfinite(r_bad[1, 5]).all())
     assert r.shape == x.shape and x.grad.shape == x.shape
     want_r, want_dx = _host_path(x.detach().contiguous(), g.transpose(-1, -2).contiguous())
     np.testing.assert_array_equal(r.detach().cpu().numpy(), want_r)
@@ -261,3 +268,68 @@ def _time_one_copy(x):
     stop.record()
     torch.cuda.synchronize()
     return start.elapsed_time(stop) * 1000.0
+
+
+@needs_gpu
+def test_cuda_calls_do_not_wait_for_the_gpu():
+    """Forward and backward return while a long kernel queued before them still runs (no
+    stream or device synchronisation per call); their statistics arrive later, truthfully:
+    non-convergence of the projection (tol > 0) and of the backward's CG is warned about by
+    bistochastic_stats(), and by a later call once the copies have completed."""
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    x = (4 * torch.rand(4096, 16, 16, device="cuda", generator=gen)).requires_grad_()
+    g = torch.randn(x.shape, device="cuda", generator=gen)
+    lt.bistochastic(x).sum().backward()  # compile outside the timing
+    lt.bistochastic_stats()
+    torch.cuda.synchronize()
+    import time
+
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(200_000_000)  # a few tenths of a second of GPU time
+    stop.record()
+    t = time.perf_counter()
+    r = lt.bistochastic(x, iters=2, tol=1e-9)
+    (r * g).sum().backward()
+    host_s = time.perf_counter() - t
+    assert not stop.query(), "the sleep kernel ended before the calls returned: raise its length"
+    torch.cuda.synchronize()
+    sleep_s = start.elapsed_time(stop) / 1000.0
+    assert host_s < 0.5 * sleep_s, (host_s, sleep_s)
+    x.grad = None
+    # 2 iterations cannot reach 1e-9; 1 CG iteration cannot reach 1e-12.
+    r = lt.bistochastic(x, iters=2, tol=1e-9, cg_max_iters=1, cg_tol=1e-12)
+    (r * g).sum().backward()
+    with pytest.warns(logot.ConvergenceWarning) as record:
+        stats = lt.bistochastic_stats()
+    messages = " ".join(str(w.message) for w in record)
+    assert "projection did not converge" in messages and "CG did not converge" in messages
+    assert stats["forward"]["unconverged"] > 0 and stats["forward"]["iterations"] == 2
+    assert stats["backward"].unconverged > 0 and stats["backward"].problems == x.shape[0]
+    # A later call reports what completed in the meantime, without being asked.
+    r = lt.bistochastic(x, iters=2, tol=1e-9)
+    torch.cuda.synchronize()
+    with pytest.warns(logot.ConvergenceWarning, match="projection did not converge"):
+        lt.bistochastic(x, iters=2, tol=1e-9)
+    lt.bistochastic_stats()
+
+
+@needs_gpu
+def test_cuda_statistics_equal_the_host_path():
+    """The deferred statistics are the ones the host-array path reports: the projection's
+    iteration count and the CG summary of the same R and G."""
+    gen = torch.Generator(device="cuda").manual_seed(9)
+    x = (3 * torch.rand(500, 8, 8, device="cuda", dtype=torch.float64, generator=gen)).requires_grad_()
+    g = torch.randn(x.shape, device="cuda", dtype=torch.float64, generator=gen)
+    lt.bistochastic_stats()
+    r = lt.bistochastic(x, iters=1000, tol=1e-12, cg_max_iters=4, cg_tol=1e-13)
+    (r * g).sum().backward()
+    with pytest.warns(logot.ConvergenceWarning, match="CG did not converge"):
+        stats = lt.bistochastic_stats()
+    want = logot.bistochastic_backward(r.detach().cpu().numpy(), g.cpu().numpy(), cg_tol=1e-13, cg_max_iters=4,
+                                       backend="cuda").cg
+    got = stats["backward"]
+    assert (got.problems, got.max_iterations, got.unconverged, got.first_unconverged) == (
+        want.problems, want.max_iterations, want.unconverged, want.first_unconverged)
+    assert got.max_residual == want.max_residual
+    assert stats["forward"]["unconverged"] == 0 and stats["forward"]["marginal_error"] <= 1e-12

@@ -40,7 +40,7 @@
 //! ```
 
 use super::cg::{CgOutcome, CgParams, CgSummary};
-use crate::backend::bistochastic::{BistochasticKernels, ProjectionStats};
+use crate::backend::bistochastic::{words, BistochasticKernels, ProjectionStats};
 use crate::sinkhorn::{Convergence, ProblemReport};
 use crate::validate::check_finite;
 use crate::{CpuBackend, Error, Real, Result};
@@ -360,6 +360,8 @@ impl<B> Bistochastic<B> {
     /// returns. `x` is not checked entry by entry: non-finite logits surface as a
     /// non-finite column error, which is an [`Error::Numerical`] (as are non-finite
     /// entries of `r`, whose columns then do not sum to a finite value).
+    ///
+    /// [`Bistochastic::forward_buffers_deferred`] is the same without the wait.
     pub fn forward_buffers<T: Real>(
         &self,
         n: usize,
@@ -371,16 +373,47 @@ impl<B> Bistochastic<B> {
     {
         self.params.validate()?;
         self.check_n(n, "x")?;
-        let stats =
-            self.backend
-                .bistochastic_forward(n, x, self.params.iters, self.params.tol, r)?;
-        if !stats.marginal_error.is_finite() {
-            return Err(Error::Numerical(format!(
-                "bistochastic forward: the column error is {} (non-finite logits?)",
-                stats.marginal_error
-            )));
-        }
-        Ok(stats)
+        self.backend
+            .bistochastic_forward(n, x, self.params.iters, self.params.tol, r)?
+            .checked()
+    }
+
+    /// [`Bistochastic::forward_buffers`] without reading anything back: the statistics stay
+    /// in the first [`words::PROJECTION`] words of `stats` (on a GPU: device memory, the
+    /// backend's or a caller's, written in stream order), for the caller to read when it
+    /// chooses ([`Bistochastic::forward_stats`], or its own copy and
+    /// [`ProjectionStats::from_words`]). Nothing waits for the device: the call returns with
+    /// the kernel queued, as a framework's operator does.
+    pub fn forward_buffers_deferred<T: Real>(
+        &self,
+        n: usize,
+        x: &B::Buffer,
+        r: &mut B::Buffer,
+        stats: &mut B::Words,
+    ) -> Result<()>
+    where
+        B: BistochasticKernels<T>,
+    {
+        self.params.validate()?;
+        self.check_n(n, "x")?;
+        self.backend.bistochastic_forward_deferred(
+            n,
+            x,
+            self.params.iters,
+            self.params.tol,
+            r,
+            stats,
+        )
+    }
+
+    /// The [`ProjectionStats`] a deferred forward left in `stats` (a GPU waits for its
+    /// stream); a non-finite column error (non-finite logits) is an [`Error::Numerical`].
+    pub fn forward_stats<T: Real>(&self, stats: &B::Words) -> Result<ProjectionStats>
+    where
+        B: BistochasticKernels<T>,
+    {
+        let w = BistochasticKernels::<T>::read_words(&self.backend, stats, words::PROJECTION)?;
+        ProjectionStats::from_words(&w)?.checked()
     }
 
     /// [`Bistochastic::backward`] on buffers of the backend (`r`, `g`, `dx`: `B×n×n`,
@@ -388,6 +421,8 @@ impl<B> Bistochastic<B> {
     /// not checked entry by entry (pass the `r` of [`Bistochastic::forward_buffers`]); a
     /// non-finite right-hand side (non-finite `g`) is an [`Error::Numerical`] naming the
     /// first such matrix, as on the host-array path.
+    ///
+    /// [`Bistochastic::backward_buffers_deferred`] is the same without the wait.
     pub fn backward_buffers<T: Real>(
         &self,
         n: usize,
@@ -404,6 +439,30 @@ impl<B> Bistochastic<B> {
         let tol = cg.effective_tol::<T>();
         self.backend
             .bistochastic_backward(n, r, g, tol, cg.max_iters, dx, None)
+    }
+
+    /// [`Bistochastic::backward_buffers`] without reading anything back: the [`CgSummary`]
+    /// stays in the first [`words::CG_SUMMARY`] words of `words`, which holds
+    /// [`BistochasticKernels::bistochastic_backward_words`] (the rest is the backend's
+    /// scratch), for the caller to decode when it chooses ([`cg_summary_from_words`](crate::backend::bistochastic::cg_summary_from_words), with
+    /// the tolerance [`CgParams::effective_tol`]). Nothing waits for the device.
+    pub fn backward_buffers_deferred<T: Real>(
+        &self,
+        n: usize,
+        r: &B::Buffer,
+        g: &B::Buffer,
+        cg: &CgParams,
+        dx: &mut B::Buffer,
+        words: &mut B::Words,
+    ) -> Result<()>
+    where
+        B: BistochasticKernels<T>,
+    {
+        cg.validate()?;
+        self.check_n(n, "r")?;
+        let tol = cg.effective_tol::<T>();
+        self.backend
+            .bistochastic_backward_deferred(n, r, g, tol, cg.max_iters, dx, words)
     }
 
     fn check_n<T: Real>(&self, n: usize, arg: &str) -> Result<()>

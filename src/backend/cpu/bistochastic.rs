@@ -9,7 +9,9 @@
 use super::isa::isa_dispatch;
 use super::CpuBackend;
 use crate::backend::batch_of;
-use crate::backend::bistochastic::{BistochasticKernels, ProjectionStats};
+use crate::backend::bistochastic::{
+    cg_summary_to_words, words, BistochasticKernels, ProjectionStats,
+};
 use crate::backend::shape::check_len;
 use crate::cg::{conjugate_gradient, CgOperator, CgOutcome, CgSummary, SmallSpace, SMALL_MAX};
 use crate::real::{MulAdd, LANES};
@@ -248,9 +250,65 @@ fn check_n(n: usize) -> Result<()> {
     Ok(())
 }
 
+/// Copy `src` into the start of `dst`, which must hold it.
+fn put_words(dst: &mut [u64], src: &[u64], arg: &str) -> Result<()> {
+    if dst.len() < src.len() {
+        return Err(Error::shape(
+            arg,
+            format!("has {} words, {} needed", dst.len(), src.len()),
+        ));
+    }
+    dst[..src.len()].copy_from_slice(src);
+    Ok(())
+}
+
 impl<T: Real> BistochasticKernels<T> for CpuBackend {
+    /// The words on the host (the kernels have finished when the deferred call returns).
+    type Words = Vec<u64>;
+
     fn bistochastic_max_n(&self) -> usize {
         MAX_N
+    }
+
+    fn words(&self, len: usize) -> Result<Vec<u64>> {
+        Ok(vec![0; len])
+    }
+
+    fn read_words(&self, w: &Vec<u64>, len: usize) -> Result<Vec<u64>> {
+        w.get(..len)
+            .map(<[u64]>::to_vec)
+            .ok_or_else(|| Error::shape("words", format!("has {} words, {len} asked for", w.len())))
+    }
+
+    fn bistochastic_backward_words(&self, _batch: usize) -> usize {
+        words::CG_SUMMARY
+    }
+
+    fn bistochastic_forward_deferred(
+        &self,
+        n: usize,
+        x: &Vec<T>,
+        iters: usize,
+        tol: f64,
+        r: &mut Vec<T>,
+        stats: &mut Vec<u64>,
+    ) -> Result<()> {
+        let s = BistochasticKernels::<T>::bistochastic_forward(self, n, x, iters, tol, r)?;
+        put_words(stats, &s.to_words(), "stats")
+    }
+
+    fn bistochastic_backward_deferred(
+        &self,
+        n: usize,
+        r: &Vec<T>,
+        g: &Vec<T>,
+        tol: f64,
+        max_iters: usize,
+        dx: &mut Vec<T>,
+        words: &mut Vec<u64>,
+    ) -> Result<()> {
+        let s = self.bistochastic_backward(n, r, g, tol, max_iters, dx, None)?;
+        put_words(words, &cg_summary_to_words(&s), "words")
     }
 
     fn bistochastic_forward(

@@ -20,12 +20,18 @@
 //!   residuals, so it equals [`CgSummary::of`] the outcomes exactly.
 //!
 //! Reports are read back through one page-locked host buffer (a pageable copy costs more).
+//! The deferred entry points (`bistochastic_*_deferred`) leave the statistics words in a
+//! device buffer, the backend's or a caller's ([`CudaBackend::borrow_words`]), and read
+//! nothing back; the backward's redo list then lives in that buffer too, so a caller that
+//! owns it allocates nothing per call.
 
 use super::device::{CudaBackend, CudaBuffer};
 use super::kernels::{define, kernel_name, CudaReal, Module, Precision};
 use super::launch::{Context, Launch};
 use crate::backend::batch_of;
-use crate::backend::bistochastic::{BistochasticKernels, ProjectionStats};
+use crate::backend::bistochastic::{
+    cg_summary_from_words, words, BistochasticKernels, ProjectionStats,
+};
 use crate::backend::shape::check_len;
 use crate::cg::{CgOutcome, CgSummary};
 use crate::{Error, Result};
@@ -41,13 +47,18 @@ const MAX_N: usize = 32;
 /// Largest CG iteration count the outcome word holds (29 bits).
 const MAX_CG_ITERS: usize = (1 << 29) - 1;
 /// The summary words of the backward.
-const CG_ITERS: usize = define(SOURCE, "CG_ITERS");
-const CG_RESIDUAL: usize = define(SOURCE, "CG_RESIDUAL");
-const CG_UNCONVERGED: usize = define(SOURCE, "CG_UNCONVERGED");
-const CG_FIRST_UNCONV: usize = define(SOURCE, "CG_FIRST_UNCONV");
-const CG_FIRST_BAD_RHS: usize = define(SOURCE, "CG_FIRST_BAD_RHS");
-const CG_FIRST_NAN: usize = define(SOURCE, "CG_FIRST_NAN");
 const CG_WORDS: usize = define(SOURCE, "CG_WORDS");
+// The kernels reduce the summary in the library's word layout.
+const _: () = assert!(
+    CG_WORDS == words::CG_SUMMARY
+        && define(SOURCE, "CG_REDO") == words::CG_REDO
+        && define(SOURCE, "CG_ITERS") == words::CG_ITERS
+        && define(SOURCE, "CG_RESIDUAL") == words::CG_RESIDUAL
+        && define(SOURCE, "CG_UNCONVERGED") == words::CG_UNCONVERGED
+        && define(SOURCE, "CG_FIRST_UNCONV") == words::CG_FIRST_UNCONV
+        && define(SOURCE, "CG_FIRST_BAD_RHS") == words::CG_FIRST_BAD_RHS
+        && define(SOURCE, "CG_FIRST_NAN") == words::CG_FIRST_NAN
+);
 
 /// Lanes per matrix: the power of two ≥ n (at least 2).
 fn group(n: usize) -> Result<usize> {
@@ -89,15 +100,10 @@ static PINNED: Mutex<PinnedWords> = Mutex::new(PinnedWords {
     ctx: None,
 });
 
-/// A word of the summary that holds `!index` (0: none).
-fn first_index(word: u64) -> Option<usize> {
-    (word != 0).then_some((!word) as usize)
-}
-
 impl CudaBackend {
     /// Wait for the stream, copy `len` words of `words` from `offset` on to the host through
     /// [`PINNED`] and hand them to `read`.
-    fn read_words<R>(
+    fn read_back<R>(
         &self,
         words: &CudaSlice<u64>,
         offset: usize,
@@ -169,28 +175,38 @@ fn decode_outcomes(words: &[u64], out: &mut [CgOutcome]) {
     }
 }
 
-impl<T: CudaReal> BistochasticKernels<T> for CudaBackend {
-    fn bistochastic_max_n(&self) -> usize {
-        MAX_N
+/// `len` words of `w` exist.
+fn check_words(w: &CudaBuffer<u64>, len: usize, arg: &str) -> Result<()> {
+    if w.len < len {
+        return Err(Error::shape(
+            arg,
+            format!("has {} words, {len} needed", w.len),
+        ));
     }
+    Ok(())
+}
 
-    fn bistochastic_forward(
+impl CudaBackend {
+    /// The forward kernel for `T`, its statistics at device address `stats` (three words,
+    /// cleared here).
+    fn launch_forward<T: CudaReal>(
         &self,
         n: usize,
         x: &CudaBuffer<T>,
         iters: usize,
         tol: f64,
         r: &mut CudaBuffer<T>,
-    ) -> Result<ProjectionStats> {
+        stats: &mut CudaBuffer<u64>,
+    ) -> Result<()> {
         let lanes = group(n)?;
         let batch = batch_of(x.len, n * n, "x")?;
         check_len("r", r.len, x.len)?;
+        check_words(stats, words::PROJECTION, "stats")?;
         let iters = i32::try_from(iters)
             .map_err(|_| Error::parameter("iters", iters, "at most 2^31 − 1 iterations"))?;
-        let stats = self
-            .stream
-            .alloc_zeros::<u64>(3)
-            .context("allocating the projection stats")?;
+        self.stream
+            .memset_zeros(&mut stats.data.slice_mut(0..words::PROJECTION))
+            .context("clearing the projection stats")?;
         let cfg = Launch::linear(blocks(batch, lanes)?, THREADS as u32);
         // SAFETY: bisto_fwd_n*(x, r, batch, n, iters, tol, stats) over the checked
         // batch·n·n entries of x and r; three (zeroed) stats words.
@@ -205,18 +221,17 @@ impl<T: CudaReal> BistochasticKernels<T> for CudaBackend {
                     n as i32,
                     iters,
                     tol,
-                    self.ptr(&stats),
+                    self.ptr(&stats.data),
                 ),
             )
-        }?;
-        self.read_words(&stats, 0, 3, |host| ProjectionStats {
-            iterations: host[0] as usize,
-            marginal_error: f64::from_bits(host[1]),
-            unconverged: host[2] as usize,
-        })
+        }
     }
 
-    fn bistochastic_backward(
+    /// The backward kernels for `T` (and the f64 redo of f32 data): `report` holds the
+    /// summary words (cleared here), the redo list (one word per matrix) and, with
+    /// `outcomes`, one outcome word per matrix after them.
+    #[allow(clippy::too_many_arguments)]
+    fn launch_backward<T: CudaReal>(
         &self,
         n: usize,
         r: &CudaBuffer<T>,
@@ -224,41 +239,30 @@ impl<T: CudaReal> BistochasticKernels<T> for CudaBackend {
         tol: f64,
         max_iters: usize,
         dx: &mut CudaBuffer<T>,
-        outcomes: Option<&mut [CgOutcome]>,
-    ) -> Result<CgSummary> {
+        report: &mut CudaBuffer<u64>,
+        outcomes: bool,
+    ) -> Result<()> {
         let lanes = group(n)?;
         let batch = batch_of(r.len, n * n, "r")?;
         check_len("g", g.len, r.len)?;
         check_len("dx", dx.len, r.len)?;
-        if let Some(o) = &outcomes {
-            if o.len() != batch {
-                return Err(Error::shape(
-                    "outcomes",
-                    format!("has {} slots for {batch} matrices", o.len()),
-                ));
-            }
-        }
-        // One allocation: the summary words (zeroed), the redo list (one u64 per matrix) and,
-        // when asked for, one outcome word per matrix.
         let words_at = CG_WORDS + batch;
-        let len = words_at + if outcomes.is_some() { batch } else { 0 };
-        // SAFETY: list entries below the count (summary word 0, zeroed) are written before
-        // they are read; outcome words, when asked for, are written for every matrix.
-        let mut report =
-            unsafe { self.stream.alloc::<u64>(len) }.context("allocating the CG report")?;
+        check_words(report, words_at + if outcomes { batch } else { 0 }, "words")?;
+        // List entries below the count (summary word 0, zeroed) are written before they are
+        // read; outcome words, when asked for, are written for every matrix.
         self.stream
-            .memset_zeros(&mut report.slice_mut(0..CG_WORDS))
+            .memset_zeros(&mut report.data.slice_mut(0..CG_WORDS))
             .context("clearing the CG summary")?;
         let word = std::mem::size_of::<u64>() as u64;
         let (pr, pg, pd, ps) = (
             self.ptr(&r.data),
             self.ptr(&g.data),
             self.ptr(&dx.data),
-            self.ptr(&report),
+            self.ptr(&report.data),
         );
         let pl = ps + CG_WORDS as u64 * word;
         // A null pointer tells the kernels not to write per-matrix words.
-        let pw = if outcomes.is_some() {
+        let pw = if outcomes {
             ps + words_at as u64 * word
         } else {
             0
@@ -290,31 +294,112 @@ impl<T: CudaReal> BistochasticKernels<T> for CudaBackend {
                 )
             }?;
         }
-        let sum = self.read_words(&report, 0, CG_WORDS, |w| {
-            let mut s = [0u64; CG_WORDS];
-            s.copy_from_slice(w);
-            s
-        })?;
-        if let Some(k) = first_index(sum[CG_FIRST_BAD_RHS]) {
-            return Err(Error::Numerical(format!(
-                "CG: the right-hand side of problem {k} is not finite"
-            )));
+        Ok(())
+    }
+}
+
+impl<T: CudaReal> BistochasticKernels<T> for CudaBackend {
+    /// Device memory: the backend's own ([`BistochasticKernels::words`]) or a caller's
+    /// ([`CudaBackend::borrow_words`]).
+    type Words = CudaBuffer<u64>;
+
+    fn bistochastic_max_n(&self) -> usize {
+        MAX_N
+    }
+
+    fn words(&self, len: usize) -> Result<CudaBuffer<u64>> {
+        let data = self
+            .stream
+            .alloc_zeros::<u64>(len.max(1))
+            .context("allocating report words")?;
+        Ok(CudaBuffer::new(data, len))
+    }
+
+    fn read_words(&self, w: &CudaBuffer<u64>, len: usize) -> Result<Vec<u64>> {
+        check_words(w, len, "words")?;
+        self.read_back(&w.data, 0, len, <[u64]>::to_vec)
+    }
+
+    fn bistochastic_backward_words(&self, batch: usize) -> usize {
+        CG_WORDS + batch
+    }
+
+    fn bistochastic_forward_deferred(
+        &self,
+        n: usize,
+        x: &CudaBuffer<T>,
+        iters: usize,
+        tol: f64,
+        r: &mut CudaBuffer<T>,
+        stats: &mut CudaBuffer<u64>,
+    ) -> Result<()> {
+        self.launch_forward(n, x, iters, tol, r, stats)
+    }
+
+    fn bistochastic_forward(
+        &self,
+        n: usize,
+        x: &CudaBuffer<T>,
+        iters: usize,
+        tol: f64,
+        r: &mut CudaBuffer<T>,
+    ) -> Result<ProjectionStats> {
+        let mut stats = BistochasticKernels::<T>::words(self, words::PROJECTION)?;
+        self.launch_forward(n, x, iters, tol, r, &mut stats)?;
+        self.read_back(
+            &stats.data,
+            0,
+            words::PROJECTION,
+            ProjectionStats::from_words,
+        )?
+    }
+
+    fn bistochastic_backward_deferred(
+        &self,
+        n: usize,
+        r: &CudaBuffer<T>,
+        g: &CudaBuffer<T>,
+        tol: f64,
+        max_iters: usize,
+        dx: &mut CudaBuffer<T>,
+        words: &mut CudaBuffer<u64>,
+    ) -> Result<()> {
+        self.launch_backward(n, r, g, tol, max_iters, dx, words, false)
+    }
+
+    fn bistochastic_backward(
+        &self,
+        n: usize,
+        r: &CudaBuffer<T>,
+        g: &CudaBuffer<T>,
+        tol: f64,
+        max_iters: usize,
+        dx: &mut CudaBuffer<T>,
+        outcomes: Option<&mut [CgOutcome]>,
+    ) -> Result<CgSummary> {
+        let batch = batch_of(r.len, n * n, "r")?;
+        if let Some(o) = &outcomes {
+            if o.len() != batch {
+                return Err(Error::shape(
+                    "outcomes",
+                    format!("has {} slots for {batch} matrices", o.len()),
+                ));
+            }
         }
-        if let Some(k) = first_index(sum[CG_FIRST_NAN]) {
-            return Err(Error::Numerical(format!(
-                "CG: the residual of problem {k} is NaN"
-            )));
-        }
+        // One allocation: the summary words, the redo list (one u64 per matrix) and, when
+        // asked for, one outcome word per matrix.
+        let words_at = CG_WORDS + batch;
+        let len = words_at + if outcomes.is_some() { batch } else { 0 };
+        // SAFETY: `launch_backward` clears the summary; the rest is written before it is read.
+        let data = unsafe { self.stream.alloc::<u64>(len) }.context("allocating the CG report")?;
+        let mut report = CudaBuffer::new(data, len);
+        self.launch_backward(n, r, g, tol, max_iters, dx, &mut report, outcomes.is_some())?;
+        let summary = self.read_back(&report.data, 0, CG_WORDS, |w| {
+            cg_summary_from_words(w, batch, tol)
+        })??;
         if let Some(out) = outcomes {
-            self.read_words(&report, words_at, batch, |w| decode_outcomes(w, out))?;
+            self.read_back(&report.data, words_at, batch, |w| decode_outcomes(w, out))?;
         }
-        Ok(CgSummary {
-            problems: batch,
-            max_iterations: sum[CG_ITERS] as usize,
-            max_residual: f32::from_bits(sum[CG_RESIDUAL] as u32) as f64,
-            unconverged: sum[CG_UNCONVERGED] as usize,
-            first_unconverged: first_index(sum[CG_FIRST_UNCONV]),
-            tol,
-        })
+        Ok(summary)
     }
 }

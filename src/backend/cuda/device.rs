@@ -275,8 +275,30 @@ impl CudaBackend {
         ptr: sys::CUdeviceptr,
         len: usize,
     ) -> CudaBuffer<T> {
-        // SAFETY: the caller's contract above; event tracking is off on this context, so
-        // the slice records no events, and `CudaBuffer::drop` leaks it instead of freeing.
+        // SAFETY: the caller's contract above.
+        unsafe { self.borrow_raw(ptr, len) }
+    }
+
+    /// [`CudaBackend::borrow_buffer`] for 64-bit words: where the deferred bistochastic
+    /// launches leave their statistics
+    /// ([`BistochasticKernels::Words`](crate::backend::bistochastic::BistochasticKernels::Words);
+    /// a framework's `int64` tensor), read by the caller when it chooses.
+    ///
+    /// # Safety
+    /// As [`CudaBackend::borrow_buffer`], for `len` `u64`s (8-byte aligned; their initial
+    /// values are not read).
+    pub unsafe fn borrow_words(&self, ptr: sys::CUdeviceptr, len: usize) -> CudaBuffer<u64> {
+        // SAFETY: the caller's contract above.
+        unsafe { self.borrow_raw(ptr, len) }
+    }
+
+    unsafe fn borrow_raw<T: cudarc::driver::DeviceRepr>(
+        &self,
+        ptr: sys::CUdeviceptr,
+        len: usize,
+    ) -> CudaBuffer<T> {
+        // SAFETY: the callers' contract; event tracking is off on this context, so the slice
+        // records no events, and `CudaBuffer::drop` leaks it instead of freeing.
         let data = unsafe { self.stream.upgrade_device_ptr::<T>(ptr, len) };
         CudaBuffer {
             data: ManuallyDrop::new(data),
