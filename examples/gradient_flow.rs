@@ -7,7 +7,7 @@
 //! ```sh
 //! cargo run --release --example gradient_flow                   # d = 2: PNG frames in out/gradient_flow/
 //! cargo run --release --example gradient_flow -- --dim 64       # prints S_ε going down
-//! cargo run --release --features cuda --example gradient_flow -- --backend cuda --dim 64 --f32 --precision tf32x3
+//! cargo run --release --features cuda --example gradient_flow -- --backend cuda --dim 64 --f32
 //! ```
 //!
 //! The clouds (seeded): `x` a Gaussian blob of standard deviation 0.3 around `−1.5·e₁`, `y`
@@ -16,8 +16,8 @@
 //! the starting cloud and the flowing one, on the same axes in every frame) and `loss.png`
 //! plots `S_ε` against the step. Options: `--dim D`, `--n N` (points per cloud), `--steps K`,
 //! `--lr LR`, `--eps E` (default `0.01·d`), `--seed S`, `--backend cpu|cuda`, `--f32`,
-//! `--precision exact|tf32x3|tf32` (the GPU's cross term of f32 clouds above 16 dimensions),
-//! `--out DIR`, `--every K`.
+//! `--precision exact|tf32x3|tf32` (the GPU's cross term of f32 clouds above 16 dimensions;
+//! tf32x3 by default), `--out DIR`, `--every K`.
 
 use logot::plot::{Axes, Scale};
 use logot::{
@@ -59,7 +59,7 @@ impl Default for Settings {
             seed: 7,
             backend: "cpu".into(),
             f32: false,
-            precision: CrossPrecision::Exact,
+            precision: CrossPrecision::default(),
             out: PathBuf::from("out/gradient_flow"),
             every: 5,
         }
