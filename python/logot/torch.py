@@ -381,6 +381,7 @@ def _in_place_device(t: torch.Tensor, backend: Optional[str]) -> Optional[int]:
 # The backward runs on autograd's device threads: the list is changed under a lock.
 _PENDING: list = []
 _PENDING_LOCK = threading.Lock()
+_LATEST: dict = {}  # the latest reported statistics of each kind (by a poll or by bistochastic_stats)
 _WORDS: dict = {}
 
 
@@ -420,14 +421,13 @@ class _Pending:
 
 
 def _report(entries, stacklevel):
-    last = {}
     for p in entries:
         stats, message = p.read()
-        last[p.kind] = stats
+        with _PENDING_LOCK:
+            _LATEST[p.kind] = stats
         if message is not None:
             warnings.warn(f"logot.torch.bistochastic ({p.kind}, reported late): {message}", ConvergenceWarning,
                           stacklevel=stacklevel)
-    return last
 
 
 def _poll():
@@ -445,9 +445,10 @@ def _poll():
 def bistochastic_stats() -> dict:
     """Wait for the statistics of every in-place CUDA :func:`bistochastic` call (forward and
     backward) not yet reported, issue their warnings (:class:`logot.ConvergenceWarning`) and
-    return the latest of each kind: ``{"forward": {"iterations", "marginal_error",
-    "unconverged"}, "backward": CgReport}`` (a kind absent when none was pending; ``None``
-    when that call's statistics were an error, which is then the warning's text).
+    return the latest of each kind, whether reported here or by an earlier call:
+    ``{"forward": {"iterations", "marginal_error", "unconverged"}, "backward": CgReport}``
+    (a kind absent when no such call has run; ``None`` when that call's statistics were an
+    error, which is then the warning's text).
 
     The in-place calls never wait for the GPU: their statistics stay on the device and are
     copied back asynchronously, so they are reported at the first :func:`bistochastic` call
@@ -455,7 +456,9 @@ def bistochastic_stats() -> dict:
     streams the calls ran on), never for the whole device."""
     with _PENDING_LOCK:
         entries, _PENDING[:] = list(_PENDING), []
-    return _report(entries, stacklevel=3)
+    _report(entries, stacklevel=3)
+    with _PENDING_LOCK:
+        return dict(_LATEST)
 
 
 def _words(batch: int, device: int):
