@@ -763,7 +763,7 @@ impl<Bk> Solver<Bk> {
         if let Some(bc) = clouds.batch().filter(|&bc| bc != b) {
             return Err(Error::shape(
                 "x",
-                format!("holds {bc} pairs of point clouds but mu has {b} problems"),
+                format!("holds {bc} pairs of point clouds but there are {b} problems"),
             ));
         }
         if nu.nrows() != b {
