@@ -470,4 +470,22 @@ mod tests {
         assert_eq!(e.cost(0, 0), 5.0);
         assert_eq!(e.to_dense()[[1, 0]], 8.0f64.sqrt());
     }
+
+    #[test]
+    fn batched_costs_are_per_problem() {
+        // Problem 0: the pair above; problem 1: x moved by (10, 0), y unchanged.
+        let x = ndarray::array![[[0.0f64, 0.0], [1.0, 2.0]], [[10.0, 0.0], [11.0, 2.0]]];
+        let y = ndarray::array![[[3.0f64, 4.0]], [[3.0, 4.0]]];
+        let c = PointCloudCost::batched(x.view(), y.view()).unwrap();
+        assert_eq!((c.batch(), c.n(), c.m(), c.dim()), (Some(2), 2, 1, 2));
+        assert_eq!(c.cost_of(0, 0, 0), 25.0);
+        assert_eq!(c.cost_of(1, 0, 0), 49.0 + 16.0);
+        assert_eq!(c.problem(1).to_dense()[[1, 0]], 64.0 + 4.0);
+        assert_eq!(c.problem(1).batch(), None);
+        // The bound covers the worse pair (box [3, 11]×[0, 4] of problem 1: 64 + 16).
+        assert_eq!(c.max_cost(), 80.0);
+        // Shared clouds: every problem reads the same pair.
+        let s = PointCloudCost::new(x.index_axis(Axis(0), 0), y.index_axis(Axis(0), 0)).unwrap();
+        assert_eq!((s.batch(), s.cost_of(5, 0, 0)), (None, 25.0));
+    }
 }
