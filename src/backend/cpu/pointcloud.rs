@@ -198,9 +198,19 @@ impl<T: Real> CpuPointCloud<T> {
         }
     }
 
-    /// The pair of clouds of problem `b` (the shared one when not batched).
+    /// The index of problem `b`'s pair in `pairs` (and in [`Self::pass_points`]): `b` when
+    /// batched, 0 for the shared pair.
+    fn pair_index(&self, b: usize) -> usize {
+        if self.batch.is_some() {
+            b
+        } else {
+            0
+        }
+    }
+
+    /// The pair of clouds of problem `b`.
     fn pair(&self, b: usize) -> &CloudPair<T> {
-        &self.pairs[if self.batch.is_some() { b } else { 0 }]
+        &self.pairs[self.pair_index(b)]
     }
 
     /// The points of a half-step on `side`, one entry per pair.
@@ -291,7 +301,7 @@ impl<T: Real> CpuPointCloud<T> {
             .zip(pot.par_chunks(len_red))
             .enumerate()
             .for_each(|(b, ((ob, lb), pb))| {
-                let pass = &passes[if self.batch.is_some() { b } else { 0 }];
+                let pass = &passes[self.pair_index(b)];
                 ob.par_chunks_mut(ROWS)
                     .zip(lb.par_chunks(ROWS))
                     .enumerate()
@@ -344,7 +354,7 @@ impl<T: Real> CpuPointCloud<T> {
             .zip(pot.par_chunks(len_red))
             .enumerate()
             .for_each(|(b, ((rb, ob), pb))| {
-                let pass = &passes[if self.batch.is_some() { b } else { 0 }];
+                let pass = &passes[self.pair_index(b)];
                 let ((out_raw, _), (red_raw, _)) = self.sides(side, b);
                 let weights = WeightCtx {
                     what,
