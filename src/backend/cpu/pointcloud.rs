@@ -216,7 +216,10 @@ impl<T: Real> CpuPointCloud<T> {
     /// The points of a half-step on `side`, one entry per pair.
     fn pass_points(&self, side: Side, eps: T) -> Vec<PassPoints<'_, T>> {
         let s = self.coordinate_scale(eps.f64());
-        self.pairs.iter().map(|p| p.points(side, eps, s)).collect()
+        self.pairs
+            .par_iter()
+            .map(|p| p.points(side, eps, s))
+            .collect()
     }
 
     /// The [`Pass`] of each pair on `side` over the points of [`Self::pass_points`].
