@@ -890,7 +890,10 @@ __device__ __forceinline__ void pc_rows_dn_body(
 // one after the other (`len` points of `width` values each: coordinates, norms or TF32
 // operands); with `pair` = 0 every problem reads the shared pair. Every entry point whose
 // grid has the problems along y moves its cloud pointers to its problem's pair with this.
-#define PC_PAIR(P, LEN, WIDTH) P += (long long)pair * blockIdx.y * (long long)(LEN) * (WIDTH)
+// (The select, rather than pair·offset, lets ptxas keep the registers and occupancy of the
+// shared-pair kernels: measured with `cu-check -v`, no kernel spills, the small-d ones are
+// unchanged, the any-d and tensor-core ones take ≤ 18 more registers at the same blocks/SM.)
+#define PC_PAIR(P, LEN, WIDTH) P += pair ? (long long)blockIdx.y * (long long)(LEN) * (WIDTH) : 0LL
 
 // ---------------------------------------------------------------------------------------
 // Entry points: D3 (exactly 3 coordinates), D4 (at most 4) and D16 (at most 16); `root`
