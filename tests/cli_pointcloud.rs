@@ -453,6 +453,17 @@ fn three_dimensional_clouds_are_one_pair_per_problem() {
     }
     // Distinct pairs: distinct distances.
     assert!((dist(&all, 0) - dist(&all, 2)).abs() > 1e-3);
+    // `coupling`: one n×m plan per problem, whose rows carry that problem's weights.
+    let plan_path = file("plans.npy");
+    run(&[
+        "coupling", "--x", &x3, "--y", &y3, "--mu", &mu2, "--nu", &nu2, "--eps", "0.05", "--out",
+        &plan_path,
+    ]);
+    let plans: Array3<f64> = read_npy(&plan_path).unwrap();
+    assert_eq!(plans.dim(), (b, n, m));
+    let rows = plans.sum_axis(ndarray::Axis(2));
+    let err = (&rows - &mu).iter().fold(0.0f64, |s, v| s.max(v.abs()));
+    assert!(err < 1e-12, "plan rows against mu: {err}");
     // A 3-D --x with a 2-D --y; weights for 1 problem against 3 pairs (1-D and 2-D).
     let x0 = file("x0.npy");
     let mu0 = file("mu0.npy");
