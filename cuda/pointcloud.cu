@@ -530,20 +530,22 @@ __device__ __forceinline__ void pc_reduce(const T *__restrict__ x, double *__res
   if (threadIdx.x == 0) out[blockIdx.x] = acc;
 }
 
-// P[b,i,j] = exp((f_i + g_j − c(x_i, y_j))/eps) from the raw structure-of-arrays clouds.
+// P[b,i,j] = exp((f_i + g_j − c(x_i, y_j))/eps) from the raw structure-of-arrays clouds
+// (problem b's pair at x + pair·b·n·d, y + pair·b·m·d: `pair` = 1 for batched clouds).
 template <typename T>
 __device__ __forceinline__ void pc_plan(const T *__restrict__ x, const T *__restrict__ y,
                                         const T *__restrict__ f, const T *__restrict__ g,
                                         T *__restrict__ P, int B, int n, int m, int d, int root,
-                                        T eps) {
+                                        T eps, int pair) {
   const long long per = (long long)n * m, total = per * B;
   for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
        e += (long long)gridDim.x * blockDim.x) {
     const long long b = e / per, r = e % per;
     const int i = (int)(r / m), j = (int)(r % m);
+    const T *xb = x + pair * b * n * d, *yb = y + pair * b * m * d;
     T c = T(0);
     for (int t = 0; t < d; ++t) {
-      const T w = x[(long long)t * n + i] - y[(long long)t * m + j];
+      const T w = xb[(long long)t * n + i] - yb[(long long)t * m + j];
       c = fma(w, w, c);
     }
     if (root) c = sqrt(c);
@@ -640,17 +642,22 @@ __device__ __forceinline__ T pc_dn_cost(T dot, T np, T nq) {
   return ROOT ? sqrt(c) : c;
 }
 
-// |p|² per point of a structure-of-arrays cloud of `len` points.
+// |p|² per point of `B` structure-of-arrays clouds of `len` points each (cloud b at
+// pts + b·len·d): out[b·len + i].
 template <typename T>
 __device__ __forceinline__ void pc_sqnorms(const T *__restrict__ pts, T *__restrict__ out,
-                                           int len, int d) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < len; i += gridDim.x * blockDim.x) {
+                                           int len, int d, int B) {
+  const long long total = (long long)len * B;
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
+       e += (long long)gridDim.x * blockDim.x) {
+    const long long b = e / len, i = e % len;
+    const T *p = pts + b * len * d;
     T acc = T(0);
     for (int t = 0; t < d; ++t) {
-      const T v = pts[(long long)t * len + i];
+      const T v = p[(long long)t * len + i];
       acc = fma(v, v, acc);
     }
-    out[i] = acc;
+    out[e] = acc;
   }
 }
 
@@ -879,20 +886,33 @@ __device__ __forceinline__ void pc_rows_dn_body(
 }
 
 // ---------------------------------------------------------------------------------------
+// Batched clouds: with `pair` = 1, problem b = blockIdx.y has its own pair of clouds, stored
+// one after the other (`len` points of `width` values each: coordinates, norms or TF32
+// operands); with `pair` = 0 every problem reads the shared pair. Every entry point whose
+// grid has the problems along y moves its cloud pointers to its problem's pair with this.
+// (The select, rather than pair·offset, lets ptxas keep the registers and occupancy of the
+// shared-pair kernels: measured with `cu-check -v`, no kernel spills, the small-d ones are
+// unchanged, the any-d and tensor-core ones take ≤ 18 more registers at the same blocks/SM.)
+#define PC_PAIR(P, LEN, WIDTH) P += pair ? (long long)blockIdx.y * (long long)(LEN) * (WIDTH) : 0LL
+
+// ---------------------------------------------------------------------------------------
 // Entry points: D3 (exactly 3 coordinates), D4 (at most 4) and D16 (at most 16); `root`
-// picks |x−y| over |x−y|² (both bodies are compiled, the branch is uniform).
+// picks |x−y| over |x−y|² (both bodies are compiled, the branch is uniform); `pair` as
+// PC_PAIR.
 #define PC_STEP_ARGS(T)                                                                 \
   const T *out_pts, const T *red_pts, const T *other, const T *lm, T *out, T *part_m,   \
-      T *part_s, int B, int K, int L, int d, T eps, T scale, int kslice, int root
+      T *part_s, int B, int K, int L, int d, T eps, T scale, int kslice, int root, int pair
 #define PC_STEP_PASS out_pts, red_pts, other, lm, out, part_m, part_s, B, K, L, d, eps, scale, kslice
 #define PC_ROWS_ARGS(T)                                                                 \
   const T *out_pts, const T *red_pts, const T *own, const T *other, const T *vals,      \
       long long vstride, T *mass, T *res, int K, int L, int d, int kv, T eps, T scale,  \
-      int root, int mode, const T *own_adj, T alpha
+      int root, int mode, const T *own_adj, T alpha, int pair
 
 #define PC_STEP(T, SUF, NAME, DMAX, DARG, TJ)                                           \
   extern "C" __global__ void __launch_bounds__(PC_BLOCK) NAME##_##SUF(PC_STEP_ARGS(T)) {     \
     const int dd = DARG;                                                                     \
+    PC_PAIR(out_pts, L, d);                                                                  \
+    PC_PAIR(red_pts, K, d);                                                                  \
     if (root)                                                                                \
       pc_sinkstep_body<T, DMAX, TJ, true, false>(out_pts, red_pts, other, lm, out, part_m,   \
                                                  part_s, B, K, L, dd, eps, scale, kslice);   \
@@ -905,6 +925,8 @@ __device__ __forceinline__ void pc_rows_dn_body(
 #define PC_STEP_NORM(NAME, DMAX, DARG, TJ)                                                   \
   extern "C" __global__ void __launch_bounds__(PC_BLOCK) NAME##_f32(PC_STEP_ARGS(float)) {   \
     const int dd = DARG;                                                                     \
+    PC_PAIR(out_pts, L, d);                                                                  \
+    PC_PAIR(red_pts, K, d);                                                                  \
     pc_sinkstep_body<float, DMAX, TJ, false, true>(out_pts, red_pts, other, lm, out, part_m, \
                                                    part_s, B, K, L, dd, eps, scale, kslice); \
   }
@@ -916,6 +938,8 @@ __device__ __forceinline__ void pc_rows_dn_body(
 #define PC_ROWS(T, SUF, NAME, DMAX, DARG, CH)                                                \
   extern "C" __global__ void __launch_bounds__(PC_BLOCK) NAME##_##SUF(PC_ROWS_ARGS(T)) {     \
     const int dd = DARG;                                                                     \
+    PC_PAIR(out_pts, L, d);                                                                  \
+    PC_PAIR(red_pts, K, d);                                                                  \
     if (mode == 0) {                                                                         \
       if (root)                                                                              \
         PC_ROWS_BODY(T, DMAX, 1, true, 0);                                                   \
@@ -939,6 +963,8 @@ __device__ __forceinline__ void pc_rows_dn_body(
 #define PC_ADJ(T, SUF, NAME, DMAX, DARG)                                                     \
   extern "C" __global__ void __launch_bounds__(PC_BLOCK) NAME##_##SUF(PC_ROWS_ARGS(T)) {     \
     const int dd = DARG;                                                                     \
+    PC_PAIR(out_pts, L, d);                                                                  \
+    PC_PAIR(red_pts, K, d);                                                                  \
     if (root)                                                                                \
       PC_ROWS_BODY(T, DMAX, DMAX, true, 3);                                                  \
     else                                                                                     \
@@ -958,8 +984,8 @@ __device__ __forceinline__ void pc_rows_dn_body(
   }                                                                                          \
   extern "C" __global__ void pc_plan_##SUF(const T *x, const T *y, const T *f, const T *g,   \
                                            T *P, int B, int n, int m, int d, int root,  \
-                                           T eps) {                                     \
-    pc_plan<T>(x, y, f, g, P, B, n, m, d, root, eps);                                   \
+                                           T eps, int pair) {                           \
+    pc_plan<T>(x, y, f, g, P, B, n, m, d, root, eps, pair);                             \
   }
 // Any dimension: the half-step, the row sums (`diff` picks the exact difference form, for
 // many channels at d ≤ PC_DMAX on uncentred clouds) and the squared norms.
@@ -978,7 +1004,11 @@ __device__ __forceinline__ void pc_rows_dn_body(
       pc_sinkstep_dn_##SUF(const T *out_pts, const T *red_pts, const T *out_nrm,             \
                            const T *red_nrm, const T *other, const T *lm, T *out, T *part_m, \
                            T *part_s, int B, int K, int L, int d, T eps, int kslice,         \
-                           int root) {                                                       \
+                           int root, int pair) {                                             \
+    PC_PAIR(out_pts, L, d);                                                                  \
+    PC_PAIR(red_pts, K, d);                                                                  \
+    PC_PAIR(out_nrm, L, 1);                                                                  \
+    PC_PAIR(red_nrm, K, 1);                                                                  \
     if (root)                                                                                \
       pc_sinkstep_dn_body<T, true>(out_pts, red_pts, out_nrm, red_nrm, other, lm, out,       \
                                    part_m, part_s, B, K, L, d, eps, kslice);                 \
@@ -990,15 +1020,19 @@ __device__ __forceinline__ void pc_rows_dn_body(
       pc_rows_dn_##SUF(const T *out_pts, const T *red_pts, const T *out_nrm,                 \
                        const T *red_nrm, const T *own, const T *other, const T *h,           \
                        const T *vals, long long vstride, T *mass, T *res, int K, int L,      \
-                       int d, int kv, T eps, int root, int mode, int diff) {                 \
+                       int d, int kv, T eps, int root, int mode, int diff, int pair) {       \
+    PC_PAIR(out_pts, L, d);                                                                  \
+    PC_PAIR(red_pts, K, d);                                                                  \
+    PC_PAIR(out_nrm, L, diff ? d : 1);                                                       \
+    PC_PAIR(red_nrm, K, diff ? d : 1);                                                       \
     if (root) {                                                                              \
       PC_DN_ROWS(T, true)                                                                    \
     } else {                                                                                 \
       PC_DN_ROWS(T, false)                                                                   \
     }                                                                                        \
   }                                                                                          \
-  extern "C" __global__ void pc_sqnorms_##SUF(const T *pts, T *out, int len, int d) {       \
-    pc_sqnorms<T>(pts, out, len, d);                                                         \
+  extern "C" __global__ void pc_sqnorms_##SUF(const T *pts, T *out, int len, int d, int B) { \
+    pc_sqnorms<T>(pts, out, len, d, B);                                                      \
   }
 // Outputs per thread for d ≤ 4: 4 in f32 (76 registers for d = 3), 2 in f64.
 PC_ALL(float, f32, 4)
@@ -1065,17 +1099,18 @@ __device__ __forceinline__ void pc_mma(float (&d)[4], float a0, float a1, float 
         "r"(__float_as_uint(a3)), "r"(__float_as_uint(b0)), "r"(__float_as_uint(b1)));
 }
 
-// Structure-of-arrays coordinates (pts[t·len + i]) to point-major TF32 parts padded with
-// zeros to dp coordinates: big[i·dp + t] = tf32(v), and with `x3` small[i·dp + t] =
-// tf32(v − big) (v − big is exact in f32).
+// Structure-of-arrays coordinates (pts[t·len + i], `B` clouds one after the other) to
+// point-major TF32 parts padded with zeros to dp coordinates: big[(b·len + i)·dp + t] =
+// tf32(v), and with `x3` small[...] = tf32(v − big) (v − big is exact in f32).
 __device__ __forceinline__ void pc_tc_split(const float *__restrict__ pts,
                                             float *__restrict__ big, float *__restrict__ small,
-                                            int len, int d, int dp, int x3) {
-  const long long total = (long long)len * dp;
+                                            int len, int d, int dp, int x3, int B) {
+  const long long total = (long long)len * dp * B;
   for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
        e += (long long)gridDim.x * blockDim.x) {
-    const int i = (int)(e / dp), t = (int)(e % dp);
-    const float v = t < d ? pts[(long long)t * len + i] : 0.0f;
+    const long long pt = e / dp, b = pt / len, i = pt % len;
+    const int t = (int)(e % dp);
+    const float v = t < d ? pts[b * len * d + (long long)t * len + i] : 0.0f;
     const float hi = pc_tf32(v);
     big[e] = hi;
     if (x3) small[e] = pc_tf32(v - hi);
@@ -1333,12 +1368,19 @@ __device__ __forceinline__ void pc_sinkstep_tc_body(
 #define PC_TC_ARGS                                                                           \
   const float *ob, const float *os, const float *rb, const float *rs, const float *out_nrm,  \
       const float *red_nrm, const float *other, const float *lm, float *out, float *part_m,  \
-      float *part_s, int B, int K, int L, int dp, float eps, int kslice, int root, int res
+      float *part_s, int B, int K, int L, int dp, float eps, int kslice, int root, int res,    \
+      int pair
 #define PC_TC_BODY(R, X, S)                                                                  \
   pc_sinkstep_tc_body<R, X, S>(ob, os, rb, rs, out_nrm, red_nrm, other, lm, out, part_m,     \
                                part_s, B, K, L, dp, eps, kslice)
 #define PC_TC_ENTRY(NAME, X, MINB)                                                           \
   extern "C" __global__ void __launch_bounds__(256, MINB) NAME(PC_TC_ARGS) {                 \
+    PC_PAIR(ob, L, dp);                                                                      \
+    PC_PAIR(os, L, dp);                                                                      \
+    PC_PAIR(rb, K, dp);                                                                      \
+    PC_PAIR(rs, K, dp);                                                                      \
+    PC_PAIR(out_nrm, L, 1);                                                                  \
+    PC_PAIR(red_nrm, K, 1);                                                                  \
     if (root) {                                                                              \
       if (res)                                                                               \
         PC_TC_BODY(true, X, true);                                                           \
@@ -1354,6 +1396,6 @@ __device__ __forceinline__ void pc_sinkstep_tc_body(
 PC_TC_ENTRY(pc_sinkstep_tc_f32, false, 1)
 PC_TC_ENTRY(pc_sinkstep_tc3_f32, true, 1)
 extern "C" __global__ void pc_tc_split_f32(const float *pts, float *big, float *small, int len,
-                                           int d, int dp, int x3) {
-  pc_tc_split(pts, big, small, len, d, dp, x3);
+                                           int d, int dp, int x3, int B) {
+  pc_tc_split(pts, big, small, len, d, dp, x3, B);
 }

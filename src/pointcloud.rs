@@ -641,8 +641,21 @@ impl<Bk> Solver<Bk> {
         Bk: PointCloudKernels<T> + GradKernels<T>,
     {
         let rho = divergence_reach(self.params(), convention)?;
-        let (x, y, metric, precision) =
-            (clouds.x(), clouds.y(), clouds.metric(), clouds.precision());
+        if let Some(b) = clouds.batch() {
+            return Err(Error::shape(
+                "clouds",
+                format!(
+                    "holds {b} pairs of point clouds; the divergences of a batch are \
+                     Solver::sinkhorn_divergence_batch"
+                ),
+            ));
+        }
+        let (x, y, metric, precision) = (
+            clouds.x().index_axis_move(Axis(0), 0),
+            clouds.y().index_axis_move(Axis(0), 0),
+            clouds.metric(),
+            clouds.precision(),
+        );
         let (a2, b2) = (mu.insert_axis(Axis(0)), nu.insert_axis(Axis(0)));
         let mass_a = check_histograms("mu", &a2)?;
         let mass_b = check_histograms("nu", &b2)?;
@@ -716,6 +729,53 @@ impl<Bk> Solver<Bk> {
             convention,
             convergence: [convergence, s_xx.convergence, s_yy.convergence],
         })
+    }
+
+    /// The Sinkhorn divergences of a batch: problem `k` is
+    /// [`Solver::sinkhorn_divergence`]`(mu[k], nu[k], clouds.problem(k), convention)`, with
+    /// `mu` `B×n`, `nu` `B×m` and `clouds` one pair per problem
+    /// ([`PointCloudCost::batched`]) or one pair shared by all; the gradients of each are
+    /// with respect to its own clouds (`n×d`, `m×d`).
+    ///
+    /// ```
+    /// use logot::{CpuBackend, DivergenceConvention, PointCloudCost, SinkhornParams, Solver};
+    /// use ndarray::{array, Array2};
+    /// let x = array![[[0.0f64], [1.0]], [[0.0], [1.0]]];
+    /// let y = array![[[0.0f64], [1.0]], [[0.5], [1.5]]]; // problem 1 translated by 0.5
+    /// let w = Array2::from_elem((2, 2), 0.5);
+    /// let clouds = PointCloudCost::batched(x.view(), y.view())?;
+    /// let s = Solver::new(CpuBackend, SinkhornParams::new(0.5))
+    ///     .sinkhorn_divergence_batch(w.view(), w.view(), clouds, DivergenceConvention::Objective)?;
+    /// // Equal clouds: S_ε = 0; a translation by t: S_ε = |t|².
+    /// assert!(s[0].value.abs() < 1e-8 && (s[1].value - 0.25).abs() < 1e-8, "{} {}", s[0].value, s[1].value);
+    /// # Ok::<(), logot::Error>(())
+    /// ```
+    pub fn sinkhorn_divergence_batch<T: Real>(
+        &self,
+        mu: ArrayView2<'_, T>,
+        nu: ArrayView2<'_, T>,
+        clouds: PointCloudCost<'_, T>,
+        convention: DivergenceConvention,
+    ) -> Result<Vec<SinkhornDivergence<T>>>
+    where
+        Bk: PointCloudKernels<T> + GradKernels<T>,
+    {
+        let b = mu.nrows();
+        if let Some(bc) = clouds.batch().filter(|&bc| bc != b) {
+            return Err(Error::shape(
+                "x",
+                format!("holds {bc} pairs of point clouds but there are {b} problems"),
+            ));
+        }
+        if nu.nrows() != b {
+            return Err(Error::shape(
+                "nu",
+                format!("batch of {} problems but mu has {b}", nu.nrows()),
+            ));
+        }
+        (0..b)
+            .map(|k| self.sinkhorn_divergence(mu.row(k), nu.row(k), clouds.problem(k), convention))
+            .collect()
     }
 }
 

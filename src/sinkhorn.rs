@@ -542,9 +542,14 @@ impl<'a, T: Real> Problem<'a, T> {
         }
         if let Some(bc) = dims.batch {
             if bc != b {
+                // Batched point clouds: the clouds are the argument at fault.
+                let (arg, what) = match &self.cost {
+                    CostSource::PointCloud(_) => ("x", "pairs of point clouds"),
+                    _ => ("cost", "matrices"),
+                };
                 return Err(Error::shape(
-                    "cost",
-                    format!("holds {bc} matrices but there are {b} problems"),
+                    arg,
+                    format!("holds {bc} {what} but there are {b} problems"),
                 ));
             }
         }
@@ -1318,7 +1323,7 @@ fn cost_entry<T: Real>(cost: &CostSource<'_, T>, b: usize, i: usize, j: usize) -
         CostSource::Dense(c) => c[[i, j]].f64(),
         CostSource::DenseBatch(c) => c[[b, i, j]].f64(),
         CostSource::Grid(g) => g.cost(i, j),
-        CostSource::PointCloud(p) => p.cost(i, j),
+        CostSource::PointCloud(p) => p.cost_of(b, i, j),
     }
 }
 

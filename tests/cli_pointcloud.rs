@@ -294,3 +294,250 @@ fn precision_flag_parses_and_bad_values_name_it() {
     assert!(err.contains("--precision"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// 3-D clouds (`B×n×d`, `B×m×d`: one pair per problem) on `wasserstein`, `coupling` and
+/// `divergence`: per-problem values equal to separate runs on each pair's 2-D files,
+/// uniform weights when none are given, gradients `B×n×d`, and the mismatches refused
+/// naming the flag.
+#[test]
+fn three_dimensional_clouds_are_one_pair_per_problem() {
+    use ndarray::{s, Array3};
+    let d = dir("batched");
+    let (b, n, m, dim) = (3, 8, 6, 2);
+    let x = Array3::from_shape_fn((b, n, dim), |(k, i, t)| {
+        0.3 * k as f64 + ((i * 7 + t * 3 + k) % 11) as f64 / 10.0
+    });
+    let y = Array3::from_shape_fn((b, m, dim), |(k, j, t)| {
+        0.1 + ((j * 5 + t * 4 + 2 * k) % 9) as f64 / 8.0
+    });
+    let mu = Array2::from_shape_fn((b, n), |(k, i)| 1.0 + ((i + k) % 4) as f64);
+    let mu = &mu / &mu.sum_axis(ndarray::Axis(1)).insert_axis(ndarray::Axis(1));
+    let nu = Array2::from_shape_fn((b, m), |(k, j)| 2.0 + ((j * k) % 3) as f64);
+    let nu = &nu / &nu.sum_axis(ndarray::Axis(1)).insert_axis(ndarray::Axis(1));
+    let file = |name: &str| p(&d, name);
+    write_npy(file("x3.npy"), &x).unwrap();
+    write_npy(file("y3.npy"), &y).unwrap();
+    write_npy(file("mu_batch.npy"), &mu).unwrap();
+    write_npy(file("nu_batch.npy"), &nu).unwrap();
+    for k in 0..b {
+        write_npy(
+            file(&format!("x{k}.npy")),
+            &x.slice(s![k, .., ..]).to_owned(),
+        )
+        .unwrap();
+        write_npy(
+            file(&format!("y{k}.npy")),
+            &y.slice(s![k, .., ..]).to_owned(),
+        )
+        .unwrap();
+        write_npy(file(&format!("mu{k}.npy")), &mu.row(k).to_owned()).unwrap();
+        write_npy(file(&format!("nu{k}.npy")), &nu.row(k).to_owned()).unwrap();
+    }
+    let run = |args: &[&str]| {
+        let (code, out, err) = logot(args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        json(&out)
+    };
+    let (x3, y3, mu2, nu2) = (
+        file("x3.npy"),
+        file("y3.npy"),
+        file("mu_batch.npy"),
+        file("nu_batch.npy"),
+    );
+    let (gx, dgx) = (file("gx.npy"), file("dgx.npy"));
+    let all = run(&[
+        "wasserstein",
+        "--x",
+        &x3,
+        "--y",
+        &y3,
+        "--mu",
+        &mu2,
+        "--nu",
+        &nu2,
+        "--eps",
+        "0.05",
+        "--grad-x",
+        &gx,
+    ]);
+    let dist = |v: &serde_json::Value, k: usize| v["distance"][k].as_f64().unwrap();
+    assert_eq!(all["distance"].as_array().unwrap().len(), b);
+    let gx_all: Array3<f64> = read_npy(&gx).unwrap();
+    assert_eq!(gx_all.dim(), (b, n, dim));
+    // Uniform weights when none are given: the same as writing them.
+    let uni = run(&["wasserstein", "--x", &x3, "--y", &y3, "--eps", "0.05"]);
+    write_npy(file("mu_u.npy"), &Array2::from_elem((b, n), 1.0 / n as f64)).unwrap();
+    write_npy(file("nu_u.npy"), &Array2::from_elem((b, m), 1.0 / m as f64)).unwrap();
+    let explicit = run(&[
+        "wasserstein",
+        "--x",
+        &x3,
+        "--y",
+        &y3,
+        "--mu",
+        &file("mu_u.npy"),
+        "--nu",
+        &file("nu_u.npy"),
+        "--eps",
+        "0.05",
+    ]);
+    let div = run(&[
+        "divergence",
+        "--x",
+        &x3,
+        "--y",
+        &y3,
+        "--mu",
+        &mu2,
+        "--nu",
+        &nu2,
+        "--eps",
+        "0.05",
+        "--grad-x",
+        &dgx,
+    ]);
+    assert_eq!(div["batch"], 3);
+    let dgx_all: Array3<f64> = read_npy(&dgx).unwrap();
+    for k in 0..b {
+        let (xk, yk) = (file(&format!("x{k}.npy")), file(&format!("y{k}.npy")));
+        let (mk, nk) = (file(&format!("mu{k}.npy")), file(&format!("nu{k}.npy")));
+        let gk = file(&format!("g{k}.npy"));
+        let one = run(&[
+            "wasserstein",
+            "--x",
+            &xk,
+            "--y",
+            &yk,
+            "--mu",
+            &mk,
+            "--nu",
+            &nk,
+            "--eps",
+            "0.05",
+            "--grad-x",
+            &gk,
+        ]);
+        // All problems of the batch run until the last converges: equal to the tolerance.
+        let (a, w) = (dist(&all, k), dist(&one, 0));
+        assert!((a - w).abs() < 1e-8 * w, "problem {k}: {a} vs {w}");
+        let g1: Array2<f64> = read_npy(&gk).unwrap();
+        let diff = (&gx_all.slice(s![k, .., ..]) - &g1)
+            .iter()
+            .fold(0.0f64, |s, v| s.max(v.abs()));
+        assert!(diff < 1e-7, "problem {k}: gradients differ by {diff}");
+        let u1 = run(&["wasserstein", "--x", &xk, "--y", &yk, "--eps", "0.05"]);
+        assert!(
+            (dist(&uni, k) - dist(&u1, 0)).abs() < 1e-8 * dist(&u1, 0),
+            "uniform {k}"
+        );
+        assert!((dist(&uni, k) - dist(&explicit, k)).abs() < 1e-12 * dist(&u1, 0));
+        let dk = file(&format!("dg{k}.npy"));
+        let d1 = run(&[
+            "divergence",
+            "--x",
+            &xk,
+            "--y",
+            &yk,
+            "--mu",
+            &mk,
+            "--nu",
+            &nk,
+            "--eps",
+            "0.05",
+            "--grad-x",
+            &dk,
+        ]);
+        assert_eq!(div["divergence"][k], d1["divergence"], "divergence {k}");
+        let g1: Array2<f64> = read_npy(&dk).unwrap();
+        assert_eq!(dgx_all.slice(s![k, .., ..]), g1, "divergence gradient {k}");
+    }
+    // Distinct pairs: distinct distances.
+    assert!((dist(&all, 0) - dist(&all, 2)).abs() > 1e-3);
+    // `coupling`: one n×m plan per problem, whose rows carry that problem's weights.
+    let plan_path = file("plans.npy");
+    run(&[
+        "coupling", "--x", &x3, "--y", &y3, "--mu", &mu2, "--nu", &nu2, "--eps", "0.05", "--out",
+        &plan_path,
+    ]);
+    let plans: Array3<f64> = read_npy(&plan_path).unwrap();
+    assert_eq!(plans.dim(), (b, n, m));
+    let rows = plans.sum_axis(ndarray::Axis(2));
+    let err = (&rows - &mu).iter().fold(0.0f64, |s, v| s.max(v.abs()));
+    assert!(err < 1e-12, "plan rows against mu: {err}");
+    // A 3-D --x with a 2-D --y; weights for 1 problem against 3 pairs (1-D and 2-D).
+    let x0 = file("x0.npy");
+    let mu0 = file("mu0.npy");
+    write_npy(file("mu_two.npy"), &mu.slice(s![..2, ..]).to_owned()).unwrap();
+    let mu_two = file("mu_two.npy");
+    for (args, needle) in [
+        (
+            vec!["wasserstein", "--x", &x3, "--y", &x0, "--eps", "0.1"],
+            "--y",
+        ),
+        (
+            vec![
+                "wasserstein",
+                "--x",
+                &x3,
+                "--y",
+                &y3,
+                "--mu",
+                &mu0,
+                "--eps",
+                "0.1",
+            ],
+            "--x",
+        ),
+        (
+            vec![
+                "wasserstein",
+                "--x",
+                &x3,
+                "--y",
+                &y3,
+                "--mu",
+                &mu_two,
+                "--eps",
+                "0.1",
+            ],
+            "--x",
+        ),
+        (
+            vec!["divergence", "--x", &x3, "--y", &x0, "--eps", "0.1"],
+            "--y",
+        ),
+        (
+            vec![
+                "divergence",
+                "--x",
+                &x3,
+                "--y",
+                &y3,
+                "--mu",
+                &mu0,
+                "--eps",
+                "0.1",
+            ],
+            "--mu",
+        ),
+        (
+            vec![
+                "divergence",
+                "--x",
+                &x3,
+                "--y",
+                &y3,
+                "--mu",
+                &mu_two,
+                "--eps",
+                "0.1",
+            ],
+            "--x",
+        ),
+    ] {
+        let (code, out, err) = logot(&args);
+        assert_ne!(code, 0, "accepted {args:?}: {out}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}

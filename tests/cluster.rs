@@ -1,5 +1,5 @@
 //! A cluster of CPU members against one CPU backend: the splitting (point clouds and shared
-//! dense costs by target points, batches of costs and grids by problems) must give the single
+//! dense costs by target points, batches of costs, batched clouds and grids by problems) must give the single
 //! backend's potentials, distances, plans and reports, for every number of members, uneven
 //! shares and members left without a share.
 mod common;
@@ -313,6 +313,70 @@ fn point_gradients_and_the_divergence_split_by_target_points() {
             v.grad_x.as_ref().unwrap().as_slice().unwrap(),
         );
         assert!(gx <= 1e-10, "{p} members, divergence gradient: {gx:e}");
+    }
+}
+
+/// Batched clouds (one pair per problem) split by problems: the solve, the coupling, both
+/// point gradients and the divergences equal one backend's, with 2 and 3 members (3
+/// problems: one each; 2 members: 2 + 1) and with more members than problems.
+#[test]
+fn batched_point_clouds_split_by_problems_solve_as_one() {
+    use logot::{CgParams, DivergenceConvention};
+    let (b, n, m, d) = (3, 21, 17, 3);
+    let mut r = Lcg(77);
+    let x = Array3::from_shape_fn((b, n, d), |(k, _, _)| 0.3 * k as f64 + r.next());
+    let y = Array3::from_shape_fn((b, m, d), |_| r.next());
+    let (mu, nu) = (bin_weights(b, n, 0, 78), bin_weights(b, m, 2, 79));
+    let cost = PointCloudCost::batched(x.view(), y.view()).unwrap();
+    let problem = Problem::batch(mu.view(), nu.view(), cost.clone()).unwrap();
+    let params = SinkhornParams::new(0.05);
+    solve_both(&params, &problem, &[1, 2, 3, 4], 1e-11, "batched clouds");
+    let relaxed = SinkhornParams::new(0.05).with_relaxation(Relaxation::kl(0.5));
+    solve_both(
+        &relaxed,
+        &problem,
+        &[2, 3],
+        1e-11,
+        "batched clouds, unbalanced",
+    );
+    let one = Solver::new(CpuBackend, params.clone());
+    let plan = one.coupling(&problem).unwrap().plan;
+    let env = one.point_gradients(&problem).unwrap();
+    let imp = one
+        .transport_point_gradients(&problem, &CgParams::default())
+        .unwrap();
+    let conv = DivergenceConvention::Objective;
+    let div = one
+        .sinkhorn_divergence_batch(mu.view(), nu.view(), cost.clone(), conv)
+        .unwrap();
+    let flat = |a: &Array3<f64>| a.iter().copied().collect::<Vec<_>>();
+    for p in [2, 3, 4] {
+        let many = Solver::new(cluster(p), params.clone());
+        let pl = many.coupling(&problem).unwrap().plan;
+        let e = many.point_gradients(&problem).unwrap();
+        let i = many
+            .transport_point_gradients(&problem, &CgParams::default())
+            .unwrap();
+        let v = many
+            .sinkhorn_divergence_batch(mu.view(), nu.view(), cost.clone(), conv)
+            .unwrap();
+        for (what, a, b, tol) in [
+            ("plans", flat(&plan), flat(&pl), 1e-11),
+            ("envelope x", flat(&env.x), flat(&e.x), 1e-11),
+            ("envelope y", flat(&env.y), flat(&e.y), 1e-11),
+            ("implicit x", flat(&imp.x), flat(&i.x), 1e-8),
+            ("implicit y", flat(&imp.y), flat(&i.y), 1e-8),
+            ("values", env.value.to_vec(), e.value.to_vec(), 1e-11),
+            (
+                "divergences",
+                div.iter().map(|s| s.value).collect(),
+                v.iter().map(|s| s.value).collect(),
+                1e-11,
+            ),
+        ] {
+            let diff = rel_diff(&a, &b);
+            assert!(diff <= tol, "{p} members, {what}: {diff:e}");
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 //! Every GPU of the machine joined by NCCL against one GPU and against the CPU in f64: point
 //! clouds (d = 3 and d = 64) and a shared dense cost split by target points, a batch of
-//! dense costs split by problems. Skips without a GPU or NCCL (fails under
+//! dense costs and batched point clouds (a pair per problem) split by problems. Skips without a GPU or NCCL (fails under
 //! `LOGOT_REQUIRE_GPU=1`); on a one-GPU machine the cluster has one member and the test
 //! still runs NCCL.
 #![cfg(feature = "cuda")]
@@ -340,5 +340,54 @@ fn cuda_cluster_barycenters_equal_one_gpu() {
         );
         eprintln!("barycenter: cluster vs one GPU {d:.2e}");
         assert!(d <= 1e-4, "histograms differ by {d:e}");
+    }
+}
+
+/// Batched clouds (one pair per problem, d = 3 and 64) split by problems: the cluster's
+/// potentials, distances, plans' point gradients (envelope, and exact at d = 3) equal one
+/// GPU's in f64.
+#[test]
+fn cuda_cluster_batched_point_clouds_equal_one_gpu() {
+    use logot::CgParams;
+    let (Some(one), Some(many)) = (gpu(), gpu_cluster()) else {
+        return;
+    };
+    for d in [3, 64] {
+        let (b, n, m) = (5, 300, 257);
+        let mut r = Lcg(600 + d as u64);
+        let x = Array3::from_shape_fn((b, n, d), |(k, _, _)| 0.2 * k as f64 + r.next());
+        let y = Array3::from_shape_fn((b, m, d), |_| r.next());
+        let (mu, nu) = (bin_weights(b, n, 0, 601), bin_weights(b, m, 4, 602));
+        let cost = PointCloudCost::batched(x.view(), y.view()).unwrap();
+        let problem = Problem::batch(mu.view(), nu.view(), cost).unwrap();
+        let params = SinkhornParams::fixed_iterations(0.05 * d as f64 / 6.0, 100);
+        let single = Solver::new(one.clone(), params.clone());
+        let split = Solver::new(CudaCluster::new(many.members().to_vec()).unwrap(), params);
+        let what = format!("batched clouds d={d}");
+        compare(
+            &single.solve(&problem).unwrap(),
+            &split.solve(&problem).unwrap(),
+            (1e-10, 1e-10),
+            &what,
+        );
+        let flat = |a: &Array3<f64>| a.iter().copied().collect::<Vec<f64>>();
+        let (e1, e2) = (
+            single.point_gradients(&problem).unwrap(),
+            split.point_gradients(&problem).unwrap(),
+        );
+        let ex = rel_diff(&flat(&e2.x), &flat(&e1.x), 0.0);
+        let ey = rel_diff(&flat(&e2.y), &flat(&e1.y), 0.0);
+        eprintln!("{what}: envelope gradients {ex:.2e} {ey:.2e}");
+        assert!(ex < 1e-10 && ey < 1e-10, "{what}: envelope gradients");
+        if d <= 16 {
+            let cg = CgParams::default();
+            let (i1, i2) = (
+                single.transport_point_gradients(&problem, &cg).unwrap(),
+                split.transport_point_gradients(&problem, &cg).unwrap(),
+            );
+            let ix = rel_diff(&flat(&i2.x), &flat(&i1.x), 0.0);
+            eprintln!("{what}: transport gradients {ix:.2e}");
+            assert!(ix < 1e-8, "{what}: transport gradients");
+        }
     }
 }

@@ -460,6 +460,10 @@ fn pointcloud_rows() -> Vec<Case> {
     let mut ynan = y.clone();
     ynan[[1, 0]] = f64::INFINITY;
     let p = SinkhornParams::new(0.1);
+    // Two pairs of clouds (x and x + 1 against y).
+    let x3 = ndarray::stack(Axis(0), &[x.view(), (&x + 1.0).view()]).unwrap();
+    let y3b = ndarray::stack(Axis(0), &[y.view(), y.view()]).unwrap();
+    let batched = PointCloudCost::batched(x3.view(), y3b.view()).unwrap();
     vec![
         case(
             "L22",
@@ -504,6 +508,53 @@ fn pointcloud_rows() -> Vec<Case> {
                 let far = array![[-1e200, 0.0], [1e200, 0.0]];
                 wasserstein_points(b.view(), b.view(), far.view(), y.view(), 1.0)
             },
+        ),
+        case(
+            "L77",
+            "Empty",
+            "x: empty input (a batch of 0 point clouds)",
+            PointCloudCost::batched(
+                Array3::<f64>::zeros((0, 3, 2)).view(),
+                Array3::<f64>::zeros((0, 2, 2)).view(),
+            ),
+        ),
+        case(
+            "L77",
+            "Shape",
+            "y: holds 1 point clouds but x holds 2",
+            PointCloudCost::batched(x3.view(), y.view().insert_axis(Axis(0))),
+        ),
+        case(
+            "L78",
+            "Shape",
+            "x: holds 2 pairs of point clouds but there are 1 problems",
+            Problem::batch(
+                a.view().insert_axis(Axis(0)),
+                b.view().insert_axis(Axis(0)),
+                batched.clone(),
+            ),
+        ),
+        case(
+            "L78",
+            "Shape",
+            "x: holds 2 pairs of point clouds but there are 1 problems",
+            Solver::new(CpuBackend, p.clone()).sinkhorn_divergence_batch(
+                a.view().insert_axis(Axis(0)),
+                b.view().insert_axis(Axis(0)),
+                batched.clone(),
+                logot::DivergenceConvention::Objective,
+            ),
+        ),
+        case(
+            "L79",
+            "Shape",
+            "clouds: holds 2 pairs of point clouds",
+            Solver::new(CpuBackend, p.clone()).sinkhorn_divergence(
+                a.view(),
+                b.view(),
+                batched,
+                logot::DivergenceConvention::Objective,
+            ),
         ),
         case(
             "L26",

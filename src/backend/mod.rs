@@ -77,8 +77,9 @@ pub enum CostSource<'a, T> {
     /// every problem. Never stored: `exp(−C/ε)` is a product of 1-D kernels, so a half-step
     /// is one 1-D log-convolution per axis (O(n·ΣN_d) instead of O(n²)).
     Grid(GridCost),
-    /// A cost between two point clouds (`n×d` and `m×d`), shared by every problem, computed
-    /// on the fly inside the kernels and never stored (memory `O((n + m)·d)`).
+    /// A cost between two point clouds (`n×d` and `m×d`), shared by every problem or one
+    /// pair per problem (`B×n×d`, `B×m×d`, [`PointCloudCost::batched`]), computed on the fly
+    /// inside the kernels and never stored (memory `O((n + m)·d)` per pair).
     PointCloud(PointCloudCost<'a, T>),
 }
 
@@ -105,9 +106,9 @@ impl<T> CostSource<'_, T> {
                 batch: None,
             },
             CostSource::PointCloud(p) => CostDims {
-                n: p.x().nrows(),
-                m: p.y().nrows(),
-                batch: None,
+                n: p.n(),
+                m: p.m(),
+                batch: p.batch(),
             },
         }
     }

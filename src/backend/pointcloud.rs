@@ -15,7 +15,7 @@
 use super::{Backend, Side};
 use crate::validate::check_finite;
 use crate::{Error, Real, Result};
-use ndarray::{Array2, ArrayView2};
+use ndarray::{Array2, ArrayView2, ArrayView3, Axis};
 
 /// The ground cost between two points of a [`PointCloudCost`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -87,7 +87,9 @@ impl CrossPrecision {
 
 /// Two point clouds, `X` (`n×d`, sources, rows of the plan) and `Y` (`m×d`, targets,
 /// columns), with the cost `C_ij = c(x_i, y_j)` of a [`PointMetric`] (squared Euclidean by
-/// default), shared by every problem of a batch and never stored.
+/// default), never stored: shared by every problem of a batch ([`PointCloudCost::new`]), or
+/// one pair per problem ([`PointCloudCost::batched`], `X` `B×n×d` and `Y` `B×m×d`, problem
+/// `k` with `C^k_ij = c(x^k_i, y^k_j)`, as GeomLoss's batch mode).
 ///
 /// ```
 /// use logot::{PointCloudCost, Problem, SinkhornParams, Solver, CpuBackend};
@@ -104,20 +106,44 @@ impl CrossPrecision {
 /// ```
 #[derive(Clone, Debug)]
 pub struct PointCloudCost<'a, T> {
-    x: ArrayView2<'a, T>,
-    y: ArrayView2<'a, T>,
+    /// `clouds×n×d`: one cloud when shared, `B` when batched.
+    x: ArrayView3<'a, T>,
+    /// `clouds×m×d`.
+    y: ArrayView3<'a, T>,
+    batched: bool,
     metric: PointMetric,
     precision: CrossPrecision,
 }
 
 impl<'a, T> PointCloudCost<'a, T> {
-    /// Source points, `n×d`.
-    pub fn x(&self) -> ArrayView2<'a, T> {
+    /// Source points, `clouds×n×d`: one cloud when shared by the batch, `B` when batched.
+    pub fn x(&self) -> ArrayView3<'a, T> {
         self.x
     }
-    /// Target points, `m×d`.
-    pub fn y(&self) -> ArrayView2<'a, T> {
+    /// Target points, `clouds×m×d` (as [`PointCloudCost::x`]).
+    pub fn y(&self) -> ArrayView3<'a, T> {
         self.y
+    }
+    /// `Some(B)` for one pair of clouds per problem ([`PointCloudCost::batched`]), `None`
+    /// when the pair is shared by every problem.
+    pub fn batch(&self) -> Option<usize> {
+        self.batched.then(|| self.x.dim().0)
+    }
+    /// The pair of clouds of problem `k` as a shared cost (same metric and precision): the
+    /// clouds themselves when they are shared, `x[k]`, `y[k]` when batched.
+    ///
+    /// # Panics
+    /// If the clouds are batched and `k ≥ B` (as indexing an array).
+    pub fn problem(&self, k: usize) -> PointCloudCost<'a, T> {
+        let k = if self.batched { k } else { 0 };
+        let one = |c: &ArrayView3<'a, T>| c.slice_move(ndarray::s![k..k + 1, .., ..]);
+        PointCloudCost {
+            x: one(&self.x),
+            y: one(&self.y),
+            batched: false,
+            metric: self.metric,
+            precision: self.precision,
+        }
     }
     /// The ground cost.
     pub fn metric(&self) -> PointMetric {
@@ -139,21 +165,22 @@ impl<'a, T> PointCloudCost<'a, T> {
         PointCloudCost {
             x: self.x.reborrow(),
             y: self.y.reborrow(),
+            batched: self.batched,
             metric: self.metric,
             precision: self.precision,
         }
     }
-    /// Number of source points `n`.
+    /// Number of source points `n` (per problem).
     pub fn n(&self) -> usize {
-        self.x.nrows()
+        self.x.dim().1
     }
-    /// Number of target points `m`.
+    /// Number of target points `m` (per problem).
     pub fn m(&self) -> usize {
-        self.y.nrows()
+        self.y.dim().1
     }
     /// Dimension `d` of the points.
     pub fn dim(&self) -> usize {
-        self.x.ncols()
+        self.x.dim().2
     }
 }
 
@@ -184,8 +211,62 @@ impl<'a, T: Real> PointCloudCost<'a, T> {
         y: ArrayView2<'a, T>,
         metric: PointMetric,
     ) -> Result<Self> {
+        Self::checked(
+            x.insert_axis(Axis(0)),
+            y.insert_axis(Axis(0)),
+            false,
+            metric,
+        )
+    }
+
+    /// One pair of clouds per problem, squared Euclidean: problem `k` transports `x[k]`
+    /// (`n×d`) to `y[k]` (`m×d`), `C^k_ij = |x^k_i − y^k_j|²`; `x` is `B×n×d`, `y` `B×m×d`,
+    /// and a [`Problem`](crate::Problem) on it needs `B` rows of weights.
+    ///
+    /// Errors name the argument: `B = 0`, an empty cloud or `d = 0` ([`Error::Empty`]),
+    /// another batch size or dimension in `y` ([`Error::Shape`], `"y"`), a NaN or infinite
+    /// coordinate ([`Error::NonFinite`]).
+    ///
+    /// ```
+    /// use logot::{CpuBackend, PointCloudCost, Problem, SinkhornParams, Solver};
+    /// use ndarray::{array, Array2};
+    /// // Two problems in 1-D: {0, 1} → {0.5, 1.5} and {0, 1} → {0, 1}.
+    /// let x = array![[[0.0f64], [1.0]], [[0.0], [1.0]]];
+    /// let y = array![[[0.5f64], [1.5]], [[0.0], [1.0]]];
+    /// let w = Array2::from_elem((2, 2), 0.5);
+    /// let cost = PointCloudCost::batched(x.view(), y.view())?;
+    /// assert_eq!((cost.batch(), cost.problem(0).cost(0, 0)), (Some(2), 0.25));
+    /// let r = Solver::new(CpuBackend, SinkhornParams::new(1e-3)).solve(&Problem::batch(w.view(), w.view(), cost)?)?;
+    /// assert!((r.distance[0] - 0.25).abs() < 1e-3 && r.distance[1] < 1e-3);
+    /// # Ok::<(), logot::Error>(())
+    /// ```
+    pub fn batched(x: ArrayView3<'a, T>, y: ArrayView3<'a, T>) -> Result<Self> {
+        Self::batched_with_metric(x, y, PointMetric::SqEuclidean)
+    }
+
+    /// [`PointCloudCost::batched`] with the given metric.
+    pub fn batched_with_metric(
+        x: ArrayView3<'a, T>,
+        y: ArrayView3<'a, T>,
+        metric: PointMetric,
+    ) -> Result<Self> {
+        Self::checked(x, y, true, metric)
+    }
+
+    fn checked(
+        x: ArrayView3<'a, T>,
+        y: ArrayView3<'a, T>,
+        batched: bool,
+        metric: PointMetric,
+    ) -> Result<Self> {
         for (arg, p) in [("x", &x), ("y", &y)] {
-            let (rows, d) = p.dim();
+            let (b, rows, d) = p.dim();
+            if b == 0 {
+                return Err(Error::Empty {
+                    arg: arg.into(),
+                    detail: "a batch of 0 point clouds".into(),
+                });
+            }
             if rows == 0 || d == 0 {
                 return Err(Error::Empty {
                     arg: arg.into(),
@@ -193,13 +274,19 @@ impl<'a, T: Real> PointCloudCost<'a, T> {
                 });
             }
         }
-        if x.ncols() != y.ncols() {
+        if x.dim().0 != y.dim().0 {
+            return Err(Error::shape(
+                "y",
+                format!("holds {} point clouds but x holds {}", y.dim().0, x.dim().0),
+            ));
+        }
+        if x.dim().2 != y.dim().2 {
             return Err(Error::shape(
                 "y",
                 format!(
                     "points have {} coordinates but those of x have {}",
-                    y.ncols(),
-                    x.ncols()
+                    y.dim().2,
+                    x.dim().2
                 ),
             ));
         }
@@ -208,18 +295,21 @@ impl<'a, T: Real> PointCloudCost<'a, T> {
         Ok(PointCloudCost {
             x,
             y,
+            batched,
             metric,
             precision: CrossPrecision::default(),
         })
     }
 
-    /// `C_ij` in f64, from the direct form `Σ_k (x_ik − y_jk)²` (exact up to rounding).
-    pub fn cost(&self, i: usize, j: usize) -> f64 {
+    /// `C^k_ij` of problem `k` in f64 (`k` ignored for shared clouds), from the direct form
+    /// `Σ_t (x_it − y_jt)²` (exact up to rounding).
+    pub fn cost_of(&self, k: usize, i: usize, j: usize) -> f64 {
+        let k = if self.batched { k } else { 0 };
         let s: f64 = self
             .x
-            .row(i)
+            .slice(ndarray::s![k, i, ..])
             .iter()
-            .zip(self.y.row(j))
+            .zip(self.y.slice(ndarray::s![k, j, ..]))
             .map(|(a, b)| {
                 let d = a.f64() - b.f64();
                 d * d
@@ -231,13 +321,21 @@ impl<'a, T: Real> PointCloudCost<'a, T> {
         }
     }
 
-    /// The dense `n×m` cost matrix (small clouds only: tests, comparisons, plots).
+    /// `C_ij` in f64 of the shared clouds (of the first problem when batched: see
+    /// [`PointCloudCost::cost_of`]).
+    pub fn cost(&self, i: usize, j: usize) -> f64 {
+        self.cost_of(0, i, j)
+    }
+
+    /// The dense `n×m` cost matrix (small clouds only: tests, comparisons, plots) of the
+    /// shared clouds (of the first problem when batched: `problem(k).to_dense()`).
     pub fn to_dense(&self) -> Array2<T> {
         Array2::from_shape_fn((self.n(), self.m()), |(i, j)| T::of(self.cost(i, j)))
     }
 
-    /// An upper bound on every `C_ij`: the cost across the diagonal of the bounding box of
-    /// both clouds, `(Σ_k (max_k − min_k)²)^{p/2}`, in `O((n + m)·d)`.
+    /// An upper bound on every `C_ij` (of every problem): the cost across the diagonal of the
+    /// bounding box of both clouds, `(Σ_k (max_k − min_k)²)^{p/2}`, in `O((n + m)·d)`
+    /// (batched: the largest over the problems' pairs).
     ///
     /// ```
     /// let x = ndarray::array![[0.0f64, 0.0], [1.0, 0.0]];
@@ -249,18 +347,22 @@ impl<'a, T: Real> PointCloudCost<'a, T> {
     /// ```
     pub fn max_cost(&self) -> f64 {
         let d = self.dim();
-        let mut lo = vec![f64::INFINITY; d];
-        let mut hi = vec![f64::NEG_INFINITY; d];
-        for row in self.x.rows().into_iter().chain(self.y.rows()) {
-            for (k, v) in row.iter().enumerate() {
-                lo[k] = lo[k].min(v.f64());
-                hi[k] = hi[k].max(v.f64());
+        let mut worst = 0.0f64;
+        for (xk, yk) in self.x.outer_iter().zip(self.y.outer_iter()) {
+            let mut lo = vec![f64::INFINITY; d];
+            let mut hi = vec![f64::NEG_INFINITY; d];
+            for row in xk.rows().into_iter().chain(yk.rows()) {
+                for (k, v) in row.iter().enumerate() {
+                    lo[k] = lo[k].min(v.f64());
+                    hi[k] = hi[k].max(v.f64());
+                }
             }
+            let diam2: f64 = lo.iter().zip(&hi).map(|(a, b)| (b - a) * (b - a)).sum();
+            worst = worst.max(diam2);
         }
-        let diam2: f64 = lo.iter().zip(&hi).map(|(a, b)| (b - a) * (b - a)).sum();
         match self.metric {
-            PointMetric::SqEuclidean => diam2,
-            PointMetric::Euclidean => diam2.sqrt(),
+            PointMetric::SqEuclidean => worst,
+            PointMetric::Euclidean => worst.sqrt(),
         }
     }
 }
@@ -369,5 +471,23 @@ mod tests {
         let e = PointCloudCost::euclidean(x.view(), y.view()).unwrap();
         assert_eq!(e.cost(0, 0), 5.0);
         assert_eq!(e.to_dense()[[1, 0]], 8.0f64.sqrt());
+    }
+
+    #[test]
+    fn batched_costs_are_per_problem() {
+        // Problem 0: the pair above; problem 1: x moved by (10, 0), y unchanged.
+        let x = ndarray::array![[[0.0f64, 0.0], [1.0, 2.0]], [[10.0, 0.0], [11.0, 2.0]]];
+        let y = ndarray::array![[[3.0f64, 4.0]], [[3.0, 4.0]]];
+        let c = PointCloudCost::batched(x.view(), y.view()).unwrap();
+        assert_eq!((c.batch(), c.n(), c.m(), c.dim()), (Some(2), 2, 1, 2));
+        assert_eq!(c.cost_of(0, 0, 0), 25.0);
+        assert_eq!(c.cost_of(1, 0, 0), 49.0 + 16.0);
+        assert_eq!(c.problem(1).to_dense()[[1, 0]], 64.0 + 4.0);
+        assert_eq!(c.problem(1).batch(), None);
+        // The bound covers the worse pair (box [3, 11]×[0, 4] of problem 1: 64 + 16).
+        assert_eq!(c.max_cost(), 80.0);
+        // Shared clouds: every problem reads the same pair.
+        let s = PointCloudCost::new(x.index_axis(Axis(0), 0), y.index_axis(Axis(0), 0)).unwrap();
+        assert_eq!((s.batch(), s.cost_of(5, 0, 0)), (None, 25.0));
     }
 }

@@ -1,9 +1,11 @@
 //! Point gradients and plan products of a cluster split by target points: on
 //! [`Side::Row`] each member sums its plan's columns, and the partial sums add up
 //! ([`Member::shard_sum`] after an all-gather); on [`Side::Col`] each member's target points
-//! are its own, and the shares are joined.
+//! are its own, and the shares are joined. Batched clouds (one pair per problem) are split
+//! by problems: each member runs the kernels on its problems and the outputs are joined in
+//! problem order.
 
-use super::split::Split;
+use super::split::{even_ranges, Split};
 use super::{Cluster, ClusterCost, Locals, Member, Replicated, Strided};
 use crate::backend::{Backend, PointCloudKernels, Side};
 use crate::{Error, Real, Result};
@@ -78,6 +80,61 @@ impl<B: super::Collective> Cluster<B> {
         }
     }
 
+    /// Batched clouds split by problems: `share(k, member's cost, its problems' f, g)` on
+    /// every member holding problems, each output (a whole number of values per problem)
+    /// joined in problem order on every member.
+    #[allow(clippy::type_complexity)]
+    fn on_problems<T: Real, const N: usize>(
+        &self,
+        cost: &ClusterCost<B::Cost>,
+        f: &Replicated<B::Buffer>,
+        g: &Replicated<B::Buffer>,
+        share: &dyn Fn(
+            usize,
+            &Range<usize>,
+            &B::Cost,
+            &B::Buffer,
+            &B::Buffer,
+        ) -> Result<[B::Buffer; N]>,
+    ) -> Result<[Replicated<B::Buffer>; N]>
+    where
+        B: Member<T>,
+    {
+        let (n, m) = (cost.dims.n, cost.dims.m);
+        let batch = crate::backend::shape::check_fg(&cost.dims, self.len(f), self.len(g))?;
+        let ranges = even_ranges(batch, self.size());
+        let mut outs: [Locals<B::Buffer>; N] = std::array::from_fn(|_| vec![]);
+        // Values per problem of each output (from any member's share).
+        let mut per = [0usize; N];
+        for (k, part) in cost.parts.iter().enumerate() {
+            let r = &ranges[k];
+            let got = match part.as_ref().filter(|_| !r.is_empty()) {
+                Some(part) => {
+                    let (fk, gk) = (self.problems(k, f, n, r)?, self.problems(k, g, m, r)?);
+                    let got = share(k, r, part, &fk, &gk)?;
+                    for (w, o) in per.iter_mut().zip(&got) {
+                        *w = self.members[k].len(o) / r.len();
+                    }
+                    got.map(Some)
+                }
+                None => std::array::from_fn(|_| None),
+            };
+            for (o, x) in outs.iter_mut().zip(got) {
+                o.push(x);
+            }
+        }
+        let mut joined = Vec::with_capacity(N);
+        for (o, w) in outs.into_iter().zip(per) {
+            let scaled: Vec<Range<usize>> = ranges.iter().map(|r| r.start * w..r.end * w).collect();
+            let mut out = self.filled_any::<T>(batch * w)?;
+            self.join(&o, &scaled, 1, batch * w, &mut out)?;
+            joined.push(out);
+        }
+        joined
+            .try_into()
+            .map_err(|_| Error::shape("cluster", "one output per kernel result"))
+    }
+
     fn filled_any<T: Real>(&self, len: usize) -> Result<Replicated<B::Buffer>>
     where
         B: Member<T>,
@@ -134,6 +191,13 @@ impl<T: Real, B: Member<T> + PointCloudKernels<T>> PointCloudKernels<T> for Clus
         g: &Self::Buffer,
         eps: T,
     ) -> Result<(Self::Buffer, Self::Buffer)> {
+        if cost.split == Split::Problems {
+            let [mass, grad] = self.on_problems(cost, f, g, &|k, _, part, fk, gk| {
+                let (mass, grad) = self.members[k].point_gradient(part, side, fk, gk, eps)?;
+                Ok([mass, grad])
+            })?;
+            return Ok((mass, grad));
+        }
         let [mass, grad] = self.on_columns(cost, side, f, g, &|k, part, gk| {
             let (mass, grad) = self.members[k].point_gradient(part, side, &f.copies[k], gk, eps)?;
             Ok([mass, grad])
@@ -151,6 +215,24 @@ impl<T: Real, B: Member<T> + PointCloudKernels<T>> PointCloudKernels<T> for Clus
         values: &Self::Buffer,
         k: usize,
     ) -> Result<Self::Buffer> {
+        if cost.split == Split::Problems {
+            let len_red = match side {
+                Side::Row => cost.dims.m,
+                Side::Col => cost.dims.n,
+            };
+            let per = len_red * k;
+            let shared = self.len(values) == per;
+            let [out] = self.on_problems(cost, f, g, &|q, r, part, fq, gq| {
+                let vq = if shared {
+                    None
+                } else {
+                    Some(self.problems(q, values, per, r)?)
+                };
+                let vals = vq.as_ref().unwrap_or(&values.copies[q]);
+                Ok([self.members[q].plan_apply(part, side, fq, gq, eps, vals, k)?])
+            })?;
+            return Ok(out);
+        }
         let (batch, ranges) = self.cloud_columns::<T, _>(cost, self.len(f), self.len(g))?;
         let (n, m) = (cost.dims.n, cost.dims.m);
         let len = self.len(values);
@@ -195,6 +277,13 @@ impl<T: Real, B: Member<T> + PointCloudKernels<T>> PointCloudKernels<T> for Clus
         g: &Self::Buffer,
         eps: T,
     ) -> Result<(Self::Buffer, Self::Buffer)> {
+        if cost.split == Split::Problems {
+            let [mass, weighted] = self.on_problems(cost, f, g, &|k, _, part, fk, gk| {
+                let (mass, c) = self.members[k].cost_marginals(part, side, fk, gk, eps)?;
+                Ok([mass, c])
+            })?;
+            return Ok((mass, weighted));
+        }
         let [mass, weighted] = self.on_columns(cost, side, f, g, &|k, part, gk| {
             let (mass, c) = self.members[k].cost_marginals(part, side, &f.copies[k], gk, eps)?;
             Ok([mass, c])
@@ -213,13 +302,22 @@ impl<T: Real, B: Member<T> + PointCloudKernels<T>> PointCloudKernels<T> for Clus
         b: &Self::Buffer,
         alpha: T,
     ) -> Result<Self::Buffer> {
-        let (batch, ranges) = self.cloud_columns::<T, _>(cost, self.len(f), self.len(g))?;
         if self.len(b) != self.len(g) || self.len(a) != self.len(f) {
             return Err(Error::shape(
                 "adjoint",
                 "a and b must have the lengths of f and g",
             ));
         }
+        if cost.split == Split::Problems {
+            let (n, m) = (cost.dims.n, cost.dims.m);
+            let [out] = self.on_problems(cost, f, g, &|k, r, part, fk, gk| {
+                let (ak, bk) = (self.problems(k, a, n, r)?, self.problems(k, b, m, r)?);
+                Ok([self.members[k]
+                    .adjoint_point_gradient(part, side, fk, gk, eps, &ak, &bk, alpha)?])
+            })?;
+            return Ok(out);
+        }
+        let (batch, ranges) = self.cloud_columns::<T, _>(cost, self.len(f), self.len(g))?;
         let m = cost.dims.m;
         let [out] =
             self.on_columns(cost, side, f, g, &|k, part, gk| {

@@ -3,7 +3,7 @@
 use super::{ClusterCost, Member};
 use crate::backend::{CostSource, PointCloudCost};
 use crate::{Real, Result};
-use ndarray::s;
+use ndarray::{s, Axis};
 use std::ops::Range;
 
 /// The share of each member.
@@ -12,7 +12,7 @@ pub(super) enum Split {
     /// Member `k` holds the target points (columns of `C`) `ranges[k]` of every problem.
     Columns(Vec<Range<usize>>),
     /// Member `k` holds problems `even_ranges(B, P)[k]` (with the whole cost when it is
-    /// shared).
+    /// shared; batched point clouds: that member's pairs).
     Problems,
 }
 
@@ -44,12 +44,32 @@ pub(super) fn prepare<T: Real, B: Member<T>>(
             .collect::<Result<Vec<_>>>()
     };
     let (parts, split) = match cost {
+        // One pair per problem: each member holds its problems' pairs, as for DenseBatch.
+        CostSource::PointCloud(pc) if pc.batch().is_some() => {
+            let ranges = even_ranges(pc.x().dim().0, p);
+            let parts = each(&ranges, &|be, r| {
+                let (x, y) = (pc.x(), pc.y());
+                let share = PointCloudCost::batched_with_metric(
+                    x.slice(s![r.clone(), .., ..]),
+                    y.slice(s![r.clone(), .., ..]),
+                    pc.metric(),
+                )?
+                .with_precision(pc.precision());
+                be.prepare_cost(&share.into())
+            })?;
+            (parts, Split::Problems)
+        }
         CostSource::PointCloud(pc) => {
             let ranges = even_ranges(dims.m, p);
             let parts = each(&ranges, &|be, r| {
-                let y = pc.y().slice_move(s![r.clone(), ..]);
-                let share = PointCloudCost::with_metric(pc.x(), y, pc.metric())?
-                    .with_precision(pc.precision());
+                let shared = pc.problem(0);
+                let (x, y) = (shared.x(), shared.y());
+                let share = PointCloudCost::with_metric(
+                    x.index_axis_move(Axis(0), 0),
+                    y.index_axis_move(Axis(0), 0).slice_move(s![r.clone(), ..]),
+                    pc.metric(),
+                )?
+                .with_precision(pc.precision());
                 be.prepare_cost(&share.into())
             })?;
             (parts, Split::Columns(ranges))

@@ -134,11 +134,7 @@ impl<T: Real> Backend<T> for CpuBackend {
             }
             CostSource::PointCloud(p) => {
                 let cloud = CpuPointCloud::new(p);
-                let dims = CostDims {
-                    n: cloud.n(),
-                    m: cloud.m(),
-                    batch: None,
-                };
+                let dims = cloud.dims();
                 return Ok(CpuCost {
                     dims,
                     c: Vec::new(),

@@ -55,19 +55,35 @@ const MAX_PLAN_ENTRIES: usize = 1 << 27;
 /// Minimum number of pairs a rayon task should hold.
 const MIN_TASK_PAIRS: usize = 1 << 15;
 
-/// Two point clouds prepared for the CPU: coordinates centred on the mean of both clouds,
-/// as structure-of-arrays, `x[k·n + i]` and `y[k·m + j]`, and for `d ≥ CROSS_MIN_D` packed
-/// again for the cross-term kernel. Memory `O((n + m)·d)`.
+/// Point clouds prepared for the CPU: one [`CloudPair`] shared by every problem, or one
+/// per problem (batched clouds; `batch = Some(B)`). Memory `O((n + m)·d)` per pair.
 #[derive(Debug)]
 pub(crate) struct CpuPointCloud<T> {
     n: usize,
     m: usize,
     d: usize,
     metric: PointMetric,
+    batch: Option<usize>,
+    pairs: Vec<CloudPair<T>>,
+}
+
+/// One pair of clouds: coordinates centred on the mean of both clouds, as
+/// structure-of-arrays, `x[k·n + i]` and `y[k·m + j]`, and for `d ≥ CROSS_MIN_D` packed
+/// again for the cross-term kernel.
+#[derive(Debug)]
+struct CloudPair<T> {
     x: Vec<T>,
     y: Vec<T>,
     /// `(x, y)` packed for the cross-term kernel when `d ≥ CROSS_MIN_D`.
     panels: Option<(Panels<T>, Panels<T>)>,
+}
+
+/// A half-step's points of one pair ([`CloudPair::points`]): scaled copies for the direct
+/// form, or the packed clouds (then both copies are empty).
+struct PassPoints<'a, T> {
+    out: Vec<T>,
+    red: Vec<T>,
+    cross: Option<CrossPass<'a, T>>,
 }
 
 /// One cloud's coordinates (structure-of-arrays) and its number of points.
@@ -126,65 +142,129 @@ fn tile_len<T>(d: usize) -> usize {
     t / L * L
 }
 
-impl<T: Real> CpuPointCloud<T> {
-    pub(crate) fn new(p: &PointCloudCost<'_, T>) -> Self {
-        let (n, m, d) = (p.n(), p.m(), p.dim());
-        let centre = union_mean(p.x(), p.y());
-        let (x, y) = (soa(p.x(), &centre), soa(p.y(), &centre));
+impl<T: Real> CloudPair<T> {
+    /// The pair `(x, y)` (`n×d`, `m×d`) centred on the mean of its union.
+    fn new(x: ndarray::ArrayView2<'_, T>, y: ndarray::ArrayView2<'_, T>) -> Self {
+        let (n, m, d) = (x.nrows(), y.nrows(), x.ncols());
+        let centre = union_mean(x, y);
+        let (x, y) = (soa(x, &centre), soa(y, &centre));
         let panels = (d >= CROSS_MIN_D).then(|| (Panels::new(&x, n, d), Panels::new(&y, m, d)));
-        CpuPointCloud {
-            n,
-            m,
-            d,
-            metric: p.metric(),
-            x,
-            y,
-            panels,
-        }
+        CloudPair { x, y, panels }
     }
 
-    /// The half-step's points: scaled copies for the direct form, or the packed clouds
-    /// (`(out_pts, red_pts)` then empty).
-    fn pass_points(&self, side: Side, eps: T) -> (Vec<T>, Vec<T>, Option<CrossPass<'_, T>>) {
-        let ((out_raw, _), (red_raw, _)) = self.sides(side);
+    /// The half-step's points on `side`, the coordinates multiplied by `scale` (see
+    /// [`CpuPointCloud::coordinate_scale`]).
+    fn points(&self, side: Side, eps: T, scale: T) -> PassPoints<'_, T> {
+        let (out_raw, red_raw) = match side {
+            Side::Row => (&self.x, &self.y),
+            Side::Col => (&self.y, &self.x),
+        };
         if let Some((px, py)) = &self.panels {
             let (out, red) = match side {
                 Side::Row => (px, py),
                 Side::Col => (py, px),
             };
             let inv_eps = T::one() / eps;
-            return (
-                Vec::new(),
-                Vec::new(),
-                Some(CrossPass { out, red, inv_eps }),
-            );
+            return PassPoints {
+                out: Vec::new(),
+                red: Vec::new(),
+                cross: Some(CrossPass { out, red, inv_eps }),
+            };
         }
-        let s = self.coordinate_scale(eps.f64());
-        let out_pts: Vec<T> = out_raw.iter().map(|&v| v * s).collect();
-        let red_pts: Vec<T> = red_raw.iter().map(|&v| v * s).collect();
-        (out_pts, red_pts, None)
+        PassPoints {
+            out: out_raw.iter().map(|&v| v * scale).collect(),
+            red: red_raw.iter().map(|&v| v * scale).collect(),
+            cross: None,
+        }
+    }
+}
+
+impl<T: Real> CpuPointCloud<T> {
+    pub(crate) fn new(p: &PointCloudCost<'_, T>) -> Self {
+        let pairs = p
+            .x()
+            .outer_iter()
+            .into_par_iter()
+            .zip(p.y().outer_iter().into_par_iter())
+            .map(|(x, y)| CloudPair::new(x, y))
+            .collect();
+        CpuPointCloud {
+            n: p.n(),
+            m: p.m(),
+            d: p.dim(),
+            metric: p.metric(),
+            batch: p.batch(),
+            pairs,
+        }
     }
 
-    fn dims(&self) -> CostDims {
+    /// The index of problem `b`'s pair in `pairs` (and in [`Self::pass_points`]): `b` when
+    /// batched, 0 for the shared pair.
+    fn pair_index(&self, b: usize) -> usize {
+        if self.batch.is_some() {
+            b
+        } else {
+            0
+        }
+    }
+
+    /// The pair of clouds of problem `b`.
+    fn pair(&self, b: usize) -> &CloudPair<T> {
+        &self.pairs[self.pair_index(b)]
+    }
+
+    /// The points of a half-step on `side`, one entry per pair.
+    fn pass_points(&self, side: Side, eps: T) -> Vec<PassPoints<'_, T>> {
+        let s = self.coordinate_scale(eps.f64());
+        self.pairs
+            .par_iter()
+            .map(|p| p.points(side, eps, s))
+            .collect()
+    }
+
+    /// The [`Pass`] of each pair on `side` over the points of [`Self::pass_points`].
+    fn passes<'a>(&self, side: Side, points: &'a [PassPoints<'a, T>]) -> Vec<Pass<'a, T>> {
+        let (len_out, len_red) = self.lens(side);
+        points
+            .iter()
+            .map(|pp| Pass {
+                d: self.d,
+                root: self.metric == PointMetric::Euclidean,
+                len_out,
+                len_red,
+                out_pts: &pp.out,
+                red_pts: &pp.red,
+                cross: pp.cross.as_ref().map(|c| CrossPass {
+                    out: c.out,
+                    red: c.red,
+                    inv_eps: c.inv_eps,
+                }),
+            })
+            .collect()
+    }
+
+    pub(crate) fn dims(&self) -> CostDims {
         CostDims {
             n: self.n,
             m: self.m,
-            batch: None,
+            batch: self.batch,
         }
     }
 
-    pub(crate) fn n(&self) -> usize {
-        self.n
-    }
-    pub(crate) fn m(&self) -> usize {
-        self.m
+    /// `(output length, reduced length)` of a half-step on `side`.
+    fn lens(&self, side: Side) -> (usize, usize) {
+        match side {
+            Side::Row => (self.n, self.m),
+            Side::Col => (self.m, self.n),
+        }
     }
 
-    /// `(output cloud, reduced cloud)` of a half-step on `side`, unscaled.
-    fn sides(&self, side: Side) -> (Cloud<'_, T>, Cloud<'_, T>) {
+    /// `(output cloud, reduced cloud)` of problem `b`'s half-step on `side`, unscaled.
+    fn sides(&self, side: Side, b: usize) -> (Cloud<'_, T>, Cloud<'_, T>) {
+        let p = self.pair(b);
         match side {
-            Side::Row => ((&self.x, self.n), (&self.y, self.m)),
-            Side::Col => ((&self.y, self.m), (&self.x, self.n)),
+            Side::Row => ((&p.x, self.n), (&p.y, self.m)),
+            Side::Col => ((&p.y, self.m), (&p.x, self.n)),
         }
     }
 
@@ -206,7 +286,7 @@ impl<T: Real> CpuPointCloud<T> {
         log_marginal: &[T],
         out: &mut [T],
     ) -> Result<()> {
-        let ((_, len_out), (_, len_red)) = self.sides(side);
+        let (len_out, len_red) = self.lens(side);
         check_sinkstep(
             &self.dims(),
             side,
@@ -214,29 +294,23 @@ impl<T: Real> CpuPointCloud<T> {
             log_marginal.len(),
             out.len(),
         )?;
-        let (out_pts, red_pts, cross) = self.pass_points(side, eps);
+        let points = self.pass_points(side, eps);
+        let passes = self.passes(side, &points);
         let inv_eps = T::one() / eps;
         let pot: Vec<T> = other.iter().map(|&v| v * inv_eps).collect();
-        let pass = Pass {
-            d: self.d,
-            root: self.metric == PointMetric::Euclidean,
-            len_out,
-            len_red,
-            out_pts: &out_pts,
-            red_pts: &red_pts,
-            cross,
-        };
         let min_blocks = (MIN_TASK_PAIRS / (ROWS * len_red).max(1)).max(1);
         out.par_chunks_mut(len_out)
             .zip(log_marginal.par_chunks(len_out))
             .zip(pot.par_chunks(len_red))
-            .for_each(|((ob, lb), pb)| {
+            .enumerate()
+            .for_each(|(b, ((ob, lb), pb))| {
+                let pass = &passes[self.pair_index(b)];
                 ob.par_chunks_mut(ROWS)
                     .zip(lb.par_chunks(ROWS))
                     .enumerate()
                     .with_min_len(min_blocks)
                     .for_each(|(blk, (o, lm))| {
-                        block_lse(&pass, blk * ROWS, pb, o);
+                        block_lse(pass, blk * ROWS, pb, o);
                         for (v, &l) in o.iter_mut().zip(lm) {
                             *v = if l == T::neg_infinity() {
                                 l
@@ -268,26 +342,12 @@ impl<T: Real> CpuPointCloud<T> {
             Side::Row => (f, g),
             Side::Col => (g, f),
         };
-        let ((out_raw, len_out), (red_raw, len_red)) = self.sides(side);
-        let (out_pts, red_pts, cross) = self.pass_points(side, eps);
+        let (len_out, len_red) = self.lens(side);
+        let points = self.pass_points(side, eps);
+        let passes = self.passes(side, &points);
         let inv_eps = T::one() / eps;
         let pot: Vec<T> = red.iter().map(|&v| v * inv_eps).collect();
-        let pass = Pass {
-            d: self.d,
-            root: self.metric == PointMetric::Euclidean,
-            len_out,
-            len_red,
-            out_pts: &out_pts,
-            red_pts: &red_pts,
-            cross,
-        };
         let ch = 1 + what.channels(self.d);
-        let weights = WeightCtx {
-            what,
-            out_raw,
-            red_raw,
-            eps: eps.f64(),
-        };
         let mut res = vec![0.0f64; batch * len_out * ch];
         let min_blocks = (MIN_TASK_PAIRS / (ROWS * len_red).max(1)).max(1);
         let per_vals = what.values_per_problem(len_out, len_red);
@@ -297,6 +357,14 @@ impl<T: Real> CpuPointCloud<T> {
             .zip(pot.par_chunks(len_red))
             .enumerate()
             .for_each(|(b, ((rb, ob), pb))| {
+                let pass = &passes[self.pair_index(b)];
+                let ((out_raw, _), (red_raw, _)) = self.sides(side, b);
+                let weights = WeightCtx {
+                    what,
+                    out_raw,
+                    red_raw,
+                    eps: eps.f64(),
+                };
                 let vb = match what {
                     Weights::Values(_) | Weights::Adjoint if shared => vals,
                     Weights::Values(_) | Weights::Adjoint => {
@@ -309,7 +377,7 @@ impl<T: Real> CpuPointCloud<T> {
                     .enumerate()
                     .with_min_len(min_blocks)
                     .for_each(|(blk, (r, own))| {
-                        block_weighted(&pass, &weights, blk * ROWS, own, pb, vb, r);
+                        block_weighted(pass, &weights, blk * ROWS, own, pb, vb, r);
                     });
             });
         Ok(res)
@@ -430,7 +498,7 @@ impl<T: Real> CpuPointCloud<T> {
         k: usize,
     ) -> Result<Vec<T>> {
         let batch = batch_of(f.len(), self.n, "f")?;
-        let ((_, len_out), (_, len_red)) = self.sides(side);
+        let (len_out, len_red) = self.lens(side);
         let per = len_red * k;
         if k == 0 || (values.len() != per && values.len() != batch * per) {
             return Err(Error::shape(
@@ -477,10 +545,11 @@ impl<T: Real> CpuPointCloud<T> {
         p.par_chunks_mut(m).enumerate().for_each(|(bi, row)| {
             let (b, i) = (bi / n, bi % n);
             let fi = f[bi];
+            let pair = self.pair(b);
             for (j, slot) in row.iter_mut().enumerate() {
                 let mut c = T::zero();
                 for k in 0..d {
-                    let t = self.x[k * n + i] - self.y[k * m + j];
+                    let t = pair.x[k * n + i] - pair.y[k * m + j];
                     c = c + t * t;
                 }
                 if root {

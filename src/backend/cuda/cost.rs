@@ -38,11 +38,7 @@ impl<T> CudaCost<T> {
                 m: g.len(),
                 batch: None,
             },
-            CostKind::Cloud(c) => CostDims {
-                n: c.n,
-                m: c.m,
-                batch: None,
-            },
+            CostKind::Cloud(c) => c.dims(),
         }
     }
 }

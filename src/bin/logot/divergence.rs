@@ -5,31 +5,35 @@
 //! `⟨P, C⟩` (`--convention linear`, POT's `empirical_sinkhorn_divergence`; value only).
 //! `--reg-m R` gives the unbalanced divergence (one penalty on both marginals, the objective
 //! convention, `+ (ε/2)(Σμ − Σν)²`; see `logot::pointcloud`).
+//! With 3-D clouds (`B×n×d`, `B×m×d`: one pair per problem, weights `B×n`, `B×m`) each
+//! problem's divergence is computed and reported (`"divergence": [B values]`).
 
 use crate::npy::{self, Dtype};
 use crate::output::Outputs;
 use crate::relax::RelaxArgs;
-use crate::wasserstein::{Metric, PrecisionArgs};
+use crate::wasserstein::{Clouds, Metric, PrecisionArgs};
 use crate::{input, BackendChoice, Json};
 use logot::{
-    DivergenceConvention, EpsScaling, Error, GradKernels, PointCloudCost, PointCloudKernels, Real,
-    Result, SinkhornParams, Solver,
+    DivergenceConvention, EpsScaling, Error, GradKernels, PointCloudKernels, Real, Result,
+    SinkhornDivergence, SinkhornParams, Solver,
 };
-use ndarray::{Array1, Ix1, Ix2};
+use ndarray::{Array2, Axis, Ix1, Ix2};
 use serde_json::json;
 
 #[derive(clap::Args, Debug)]
 pub struct DivergenceArgs {
-    /// Source point cloud (n×d), .npy float32/float64 (or FILE.npz:NAME).
+    /// Source point cloud (n×d), .npy float32/float64 (or FILE.npz:NAME); or B×n×d, one
+    /// cloud per problem (a batch of B divergences).
     #[arg(long)]
     pub x: String,
-    /// Target point cloud (m×d).
+    /// Target point cloud (m×d, or B×m×d with a 3-D --x).
     #[arg(long)]
     pub y: String,
-    /// Weights of --x (n; default uniform, 1/n each, or --nu's mass spread evenly).
+    /// Weights of --x (n, or B×n for 3-D clouds; default uniform, 1/n each, or --nu's
+    /// mass spread evenly).
     #[arg(long)]
     pub mu: Option<String>,
-    /// Weights of --y (m; default uniform, as --mu).
+    /// Weights of --y (m, or B×m; default uniform, as --mu).
     #[arg(long)]
     pub nu: Option<String>,
     /// Ground cost between points (default: sqeuclidean).
@@ -57,10 +61,10 @@ pub struct DivergenceArgs {
     /// final potentials meet the default tolerance of the precision.
     #[arg(long, allow_negative_numbers = true)]
     pub tol: Option<f64>,
-    /// Write ∂S_ε/∂X (n×d).
+    /// Write ∂S_ε/∂X (n×d, or B×n×d).
     #[arg(long)]
     pub grad_x: Option<String>,
-    /// Write ∂S_ε/∂Y (m×d).
+    /// Write ∂S_ε/∂Y (m×d, or B×m×d).
     #[arg(long)]
     pub grad_y: Option<String>,
     /// Unbalanced divergence: `--reg-m R` relaxes both marginals with one penalty ρ
@@ -119,14 +123,19 @@ impl DivergenceArgs {
     }
 }
 
-/// Weights from `path`, or uniform on `k` points carrying `mass`.
-fn weights<T: Real>(path: Option<&str>, arg: &str) -> Result<Option<Array1<T>>> {
-    path.map(|p| npy::fixed::<T, Ix1>(input::read::<T>(p, arg, &[1])?, arg))
-        .transpose()
+/// Weights from `path` as `problems×k` rows: 1-D for shared clouds, `B×k` for batched ones.
+fn weights<T: Real>(path: Option<&str>, arg: &str, batched: bool) -> Result<Option<Array2<T>>> {
+    let Some(p) = path else { return Ok(None) };
+    Ok(Some(if batched {
+        npy::fixed::<T, Ix2>(input::read::<T>(p, arg, &[2])?, arg)?
+    } else {
+        npy::fixed::<T, Ix1>(input::read::<T>(p, arg, &[1])?, arg)?.insert_axis(Axis(0))
+    }))
 }
 
-fn uniform<T: Real>(k: usize, mass: f64) -> Array1<T> {
-    Array1::from_elem(k, T::of(mass / k as f64))
+/// `problems` rows of uniform weights on `k` points, row `b` carrying `mass[b]`.
+fn uniform<T: Real>(k: usize, mass: &[f64]) -> Array2<T> {
+    Array2::from_shape_fn((mass.len(), k), |(b, _)| T::of(mass[b] / k as f64))
 }
 
 /// Rename the library's argument names to the command line's flags.
@@ -145,24 +154,29 @@ fn run<T: Real, B: PointCloudKernels<T> + GradKernels<T>>(
     a: &DivergenceArgs,
     outs: &mut Outputs,
 ) -> Json {
-    let x = npy::fixed::<T, Ix2>(input::read::<T>(&a.x, "--x", &[2])?, "--x")?;
-    let y = npy::fixed::<T, Ix2>(input::read::<T>(&a.y, "--y", &[2])?, "--y")?;
-    let mu = weights::<T>(a.mu.as_deref(), "--mu")?;
-    let nu = weights::<T>(a.nu.as_deref(), "--nu")?;
-    let mass = |w: &Array1<T>| w.iter().map(|v| v.f64()).sum::<f64>();
+    let pts = Clouds::<T>::read(&a.x, &a.y, a.metric.point_metric())?;
+    let (problems, n, m) = pts.dims();
+    let mu = weights::<T>(a.mu.as_deref(), "--mu", pts.batched)?;
+    let nu = weights::<T>(a.nu.as_deref(), "--nu", pts.batched)?;
+    let mass = |w: &Array2<T>| -> Vec<f64> {
+        w.rows()
+            .into_iter()
+            .map(|r| r.iter().map(|v| v.f64()).sum())
+            .collect()
+    };
     let (mu, nu) = match (mu, nu) {
         (Some(mu), Some(nu)) => (mu, nu),
         (Some(mu), None) => {
-            let nu = uniform(y.nrows(), mass(&mu));
+            let nu = uniform(m, &mass(&mu));
             (mu, nu)
         }
-        (None, Some(nu)) => (uniform(x.nrows(), mass(&nu)), nu),
-        (None, None) => (uniform(x.nrows(), 1.0), uniform(y.nrows(), 1.0)),
+        (None, Some(nu)) => (uniform(n, &mass(&nu)), nu),
+        (None, None) => (
+            uniform(n, &vec![1.0; problems]),
+            uniform(m, &vec![1.0; problems]),
+        ),
     };
-    let metric = a.metric.point_metric();
-    let clouds = PointCloudCost::with_metric(x.view(), y.view(), metric)
-        .map_err(flags)?
-        .with_precision(a.precision.cross());
+    let clouds = pts.cost()?.with_precision(a.precision.cross());
     let mut params = SinkhornParams {
         eps: a.eps,
         max_iters: a.iters,
@@ -175,44 +189,80 @@ fn run<T: Real, B: PointCloudKernels<T> + GradKernels<T>>(
         // The bounding box of x ∪ y covers the three problems' costs.
         params = params.with_eps_scaling(EpsScaling::from_max_cost(clouds.max_cost()));
     }
-    let s = Solver::new(backend, params)
-        .sinkhorn_divergence(mu.view(), nu.view(), clouds, a.convention.library())
-        .map_err(|e| flags(a.relax.cli_error(e, "")))?;
-    if let Some(g) = &s.grad_x {
-        outs.write("--grad-x", g.view())?;
+    let solver = Solver::new(backend, params);
+    let conv = a.convention.library();
+    let all = if pts.batched {
+        solver.sinkhorn_divergence_batch(mu.view(), nu.view(), clouds, conv)
+    } else {
+        let (mu, nu) = (mu.row(0), nu.row(0));
+        solver
+            .sinkhorn_divergence(mu, nu, clouds, conv)
+            .map(|s| vec![s])
     }
-    if let Some(g) = &s.grad_y {
-        outs.write("--grad-y", g.view())?;
-    }
-    if !s.converged() {
+    .map_err(|e| flags(a.relax.cli_error(e, "")))?;
+    // The gradients as one array: n×d for one pair, B×n×d for batched clouds.
+    let write_grads = |outs: &mut Outputs,
+                       flag: &str,
+                       get: &dyn Fn(&SinkhornDivergence<T>) -> Option<&Array2<T>>|
+     -> Result<()> {
+        let grads: Option<Vec<_>> = all.iter().map(|s| get(s).map(|g| g.view())).collect();
+        let Some(grads) = grads else { return Ok(()) };
+        if pts.batched {
+            let stacked = ndarray::stack(Axis(0), &grads).map_err(|e| Error::shape(flag, e))?;
+            outs.write(flag, stacked.view())
+        } else {
+            outs.write(flag, grads[0])
+        }
+    };
+    write_grads(outs, "--grad-x", &|s| s.grad_x.as_ref())?;
+    write_grads(outs, "--grad-y", &|s| s.grad_y.as_ref())?;
+    for (b, s) in all.iter().enumerate().filter(|(_, s)| !s.converged()) {
+        let which = if pts.batched {
+            format!(" of divergence {b}")
+        } else {
+            String::new()
+        };
         eprintln!(
-            "logot: warning: not every problem converged (marginal errors {:.3e}, {:.3e}, {:.3e})",
+            "logot: warning: not every problem{which} converged (marginal errors {:.3e}, {:.3e}, {:.3e})",
             s.convergence[0].marginal_error,
             s.convergence[1].marginal_error,
             s.convergence[2].marginal_error
         );
     }
-    let problems: Vec<serde_json::Value> = ["xy", "xx", "yy"]
-        .iter()
-        .zip(&s.terms)
-        .zip(&s.convergence)
-        .map(|((name, term), c)| {
-            json!({
-                "problem": name,
-                "value": term.f64(),
-                "iterations": c.iterations,
-                "marginal_error": c.marginal_error,
-                "converged": c.converged,
+    let terms = |s: &SinkhornDivergence<T>| -> Vec<serde_json::Value> {
+        ["xy", "xx", "yy"]
+            .iter()
+            .zip(&s.terms)
+            .zip(&s.convergence)
+            .map(|((name, term), c)| {
+                json!({
+                    "problem": name,
+                    "value": term.f64(),
+                    "iterations": c.iterations,
+                    "marginal_error": c.marginal_error,
+                    "converged": c.converged,
+                })
             })
-        })
-        .collect();
+            .collect()
+    };
+    let convergence = || all.iter().flat_map(|s| s.convergence.iter());
+    // One pair: scalars and the three problems; batched: one entry per divergence.
+    let (divergence, problems) = if pts.batched {
+        (
+            json!(all.iter().map(|s| s.value.f64()).collect::<Vec<_>>()),
+            json!(all.iter().map(terms).collect::<Vec<_>>()),
+        )
+    } else {
+        (json!(all[0].value.f64()), json!(terms(&all[0])))
+    };
     Ok(json!({
-        "divergence": s.value.f64(),
+        "divergence": divergence,
         "convention": a.convention.name(),
         "problems": problems,
-        "iterations": s.convergence.iter().map(|c| c.iterations).max().unwrap_or(0),
-        "marginal_error": s.convergence.iter().map(|c| c.marginal_error).fold(0.0, f64::max),
-        "converged": s.converged(),
+        "batch": if pts.batched { json!(all.len()) } else { serde_json::Value::Null },
+        "iterations": convergence().map(|c| c.iterations).max().unwrap_or(0),
+        "marginal_error": convergence().map(|c| c.marginal_error).fold(0.0, f64::max),
+        "converged": all.iter().all(|s| s.converged()),
         "eps": a.eps,
         "reg_m": a.relax.reg_m,
         "dtype": T::NAME,

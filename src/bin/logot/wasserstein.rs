@@ -8,7 +8,7 @@ use logot::{
     Backend, CgParams, CostSource, CpuBackend, CrossPrecision, EpsScaling, Error, PointCloudCost,
     PointCloudKernels, PointMetric, Problem, Real, Result, SinkhornParams, SinkhornResult, Solver,
 };
-use ndarray::{Array2, ArrayD, Axis, Ix2, Ix3};
+use ndarray::{Array2, Array3, ArrayD, Axis, Ix2, Ix3};
 use rayon::prelude::*;
 use serde_json::json;
 
@@ -241,12 +241,70 @@ pub struct Inputs<T> {
     pub nu: Array2<T>,
     /// The dense cost (empty when the cost comes from point clouds).
     pub cost: ArrayD<T>,
-    /// Point clouds `X` (n×d), `Y` (m×d) and their metric, for `--x/--y`.
-    pub points: Option<(Array2<T>, Array2<T>, PointMetric)>,
+    /// Point clouds for `--x/--y`.
+    pub points: Option<Clouds<T>>,
     /// How the GPU forms their cross term (`--precision`).
     pub precision: CrossPrecision,
     /// `mu` was 1-D (a single problem): outputs drop the batch axis.
     pub single: bool,
+}
+
+/// The point clouds of `--x/--y`: one pair shared by the batch (`n×d`, `m×d` files, stored
+/// here as `1×n×d`, `1×m×d`) or one pair per problem (`B×n×d`, `B×m×d` files).
+pub struct Clouds<T> {
+    pub x: Array3<T>,
+    pub y: Array3<T>,
+    /// The files were 3-D: one pair per problem.
+    pub batched: bool,
+    pub metric: PointMetric,
+}
+
+impl<T: Real> Clouds<T> {
+    /// Read `--x` and `--y`: both 2-D or both 3-D.
+    pub fn read(xp: &str, yp: &str, metric: PointMetric) -> Result<Self> {
+        let x = input::read::<T>(xp, "--x", &[2, 3])?;
+        let y = input::read::<T>(yp, "--y", &[2, 3])?;
+        if x.ndim() != y.ndim() {
+            return Err(Error::shape(
+                "--y",
+                format!(
+                    "is {}-D but --x is {}-D (both n×d and m×d, or both B×n×d and B×m×d)",
+                    y.ndim(),
+                    x.ndim()
+                ),
+            ));
+        }
+        let batched = x.ndim() == 3;
+        let three = |a: ArrayD<T>, arg: &str| -> Result<Array3<T>> {
+            let a = if batched { a } else { a.insert_axis(Axis(0)) };
+            npy::fixed::<T, Ix3>(a, arg)
+        };
+        Ok(Clouds {
+            x: three(x, "--x")?,
+            y: three(y, "--y")?,
+            batched,
+            metric,
+        })
+    }
+
+    /// `(problems, n, m)`: `B` pairs when batched (1 when shared), and the points per cloud.
+    pub fn dims(&self) -> (usize, usize, usize) {
+        (self.x.dim().0, self.x.dim().1, self.y.dim().1)
+    }
+
+    /// The cost (errors name `--x`/`--y`).
+    pub fn cost(&self) -> Result<PointCloudCost<'_, T>> {
+        let cost = if self.batched {
+            PointCloudCost::batched_with_metric(self.x.view(), self.y.view(), self.metric)
+        } else {
+            PointCloudCost::with_metric(
+                self.x.index_axis(Axis(0), 0),
+                self.y.index_axis(Axis(0), 0),
+                self.metric,
+            )
+        };
+        cost.map_err(flag_names)
+    }
 }
 
 /// A histogram file as `B×k` (a 1-D file is one problem); `true` when it was 1-D.
@@ -308,11 +366,10 @@ impl<T: Real> Inputs<T> {
         let (cost, points) = match (&a.cost, &a.x, &a.y) {
             (Some(path), _, _) => (input::read::<T>(path, "--cost", &[2, 3])?, None),
             (None, Some(xp), Some(yp)) => {
-                let x = npy::fixed::<T, Ix2>(input::read::<T>(xp, "--x", &[2])?, "--x")?;
-                let y = npy::fixed::<T, Ix2>(input::read::<T>(yp, "--y", &[2])?, "--y")?;
+                let metric = a.metric.unwrap_or(Metric::Sqeuclidean).point_metric();
                 (
                     ArrayD::zeros(vec![0, 0]),
-                    Some((x, y, a.metric.unwrap_or(Metric::Sqeuclidean).point_metric())),
+                    Some(Clouds::read(xp, yp, metric)?),
                 )
             }
             _ => {
@@ -323,24 +380,21 @@ impl<T: Real> Inputs<T> {
                 ))
             }
         };
-        // Weights left out (point clouds only): uniform over the points.
-        let (mu, nu, single) = match (mu, nu, &points) {
+        // Weights left out (point clouds only): uniform over the points (one row per pair
+        // of batched clouds).
+        let (mu, nu, single) = match (mu, nu, points.as_ref().map(|c| (c.dims(), c.batched))) {
             (Some((mu, s)), Some((nu, _)), _) => (mu, nu, s),
-            (Some((mu, s)), None, Some((_, y, _))) => {
-                let nu = uniform_like(&mu, y.nrows());
+            (Some((mu, s)), None, Some(((_, _, m), _))) => {
+                let nu = uniform_like(&mu, m);
                 (mu, nu, s)
             }
-            (None, Some((nu, s)), Some((x, _, _))) => {
-                let mu = uniform_like(&nu, x.nrows());
+            (None, Some((nu, s)), Some(((_, n, _), _))) => {
+                let mu = uniform_like(&nu, n);
                 (mu, nu, s)
             }
-            (None, None, Some((x, y, _))) => {
-                let one = Array2::from_elem((1, 1), T::one());
-                (
-                    uniform_like(&one, x.nrows()),
-                    uniform_like(&one, y.nrows()),
-                    true,
-                )
+            (None, None, Some(((problems, n, m), batched))) => {
+                let one = Array2::from_elem((problems, 1), T::one());
+                (uniform_like(&one, n), uniform_like(&one, m), !batched)
             }
             _ => {
                 return Err(Error::parameter(
@@ -361,21 +415,16 @@ impl<T: Real> Inputs<T> {
     }
 
     pub fn problem(&self) -> Result<Problem<'_, T>> {
-        if let Some((x, y, metric)) = &self.points {
+        if let Some(clouds) = &self.points {
             // Errors name the CLI flags.
-            let cloud = PointCloudCost::with_metric(x.view(), y.view(), *metric)
-                .map_err(flag_names)?
-                .with_precision(self.precision);
+            let cloud = clouds.cost()?.with_precision(self.precision);
+            let (_, n, m) = clouds.dims();
             return Problem::batch(self.mu.view(), self.nu.view(), cloud).map_err(|e| match e {
                 Error::Shape { arg, detail } if arg == "cost" => Error::shape(
                     "--x/--y",
-                    format!(
-                        "{detail} (the clouds have {} and {} points)",
-                        x.nrows(),
-                        y.nrows()
-                    ),
+                    format!("{detail} (the clouds have {n} and {m} points)"),
                 ),
-                other => other,
+                other => flag_names(other),
             });
         }
         let cost: CostSource<'_, T> = match self.cost.ndim() {

@@ -66,6 +66,10 @@
 //!   [`crate::Solver::transport_point_gradients`]): kernels of their own beside `pc_rows`,
 //!   `d ≤ 16` only (beyond, [`Error::Unavailable`]: use the CPU backend).
 //! * Dense plans (`pc_plan`, difference form, any `d`) only up to `2^27` entries.
+//! * Batched clouds ([`PointCloudCost::batched`]): the `B` pairs are stored one after the
+//!   other (each centred on its own mean; norms and tensor-core operands likewise), and every
+//!   kernel, whose grid already has the problems along `y`, moves its cloud pointers to its
+//!   problem's pair (`pair = 1`; 0 for a shared pair: `PC_PAIR` in cuda/pointcloud.cu).
 
 use super::cost::{CostKind, CudaCost};
 use super::device::{CudaBackend, CudaBuffer};
@@ -115,11 +119,14 @@ const TC_RESIDENT_BYTES: usize = 96 * 1024;
 /// Plans with more entries than this are not materialised.
 const MAX_PLAN_ENTRIES: usize = 1 << 27;
 
-/// Two clouds in GPU memory as structure-of-arrays (`x[t·n + i]`, `y[t·m + j]`).
+/// Two clouds in GPU memory as structure-of-arrays (`x[t·n + i]`, `y[t·m + j]`), or `B`
+/// such pairs one after the other (batched clouds: `x[b·n·d + t·n + i]`).
 pub(super) struct CudaCloud<T> {
     pub n: usize,
     pub m: usize,
     d: usize,
+    /// `Some(B)` for one pair per problem (`B` fits the launch grid's `u32`).
+    batch: Option<u32>,
     /// The Euclidean distance (else its square).
     root: bool,
     x: CudaSlice<T>,
@@ -134,12 +141,17 @@ pub(super) struct CudaCloud<T> {
 }
 
 impl<T> CudaCloud<T> {
-    fn dims(&self) -> CostDims {
+    pub(super) fn dims(&self) -> CostDims {
         CostDims {
             n: self.n,
             m: self.m,
-            batch: None,
+            batch: self.batch.map(|b| b as usize),
         }
+    }
+
+    /// The kernels' `pair` argument: 1 when each problem has its own pair of clouds.
+    fn pair(&self) -> i32 {
+        self.batch.is_some() as i32
     }
 
     /// `(output cloud, its length, reduced cloud, its length)` of a half-step on `side`.
@@ -236,20 +248,32 @@ impl CudaBackend {
         p: &PointCloudCost<'_, T>,
     ) -> Result<CudaCloud<T>> {
         let (n, m, d) = (p.n(), p.m(), p.dim());
+        let pairs = p.x().dim().0;
         to_i32(n, "x")?;
         to_i32(m, "y")?;
         to_i32(d, "x")?;
+        to_i32(pairs, "x")?;
         let any_d = d > PC_DMAX;
-        // Centred at every d: the any-d kernels and the small-d norm form need it, and it
-        // changes no cost.
-        let (xs, ys) = centred_soa(p.x(), p.y());
-        let sq_radii = (max_sq_norm(&xs, n), max_sq_norm(&ys, m));
+        // Centred at every d (each pair on its own mean): the any-d kernels and the small-d
+        // norm form need it, and it changes no cost.
+        let (mut xs, mut ys) = (
+            Vec::with_capacity(p.x().len()),
+            Vec::with_capacity(p.y().len()),
+        );
+        let mut sq_radii = (0.0f64, 0.0f64);
+        for (xk, yk) in p.x().outer_iter().zip(p.y().outer_iter()) {
+            let (a, b) = centred_soa(xk, yk);
+            sq_radii.0 = sq_radii.0.max(max_sq_norm(&a, n));
+            sq_radii.1 = sq_radii.1.max(max_sq_norm(&b, m));
+            xs.extend(a);
+            ys.extend(b);
+        }
         let x = self.upload_slice(&xs, "the points x")?;
         let y = self.upload_slice(&ys, "the points y")?;
         let norms = if any_d {
             Some((
-                self.cloud_sqnorms(&x, n, d, "the norms of x")?,
-                self.cloud_sqnorms(&y, m, d, "the norms of y")?,
+                self.cloud_sqnorms(&x, n, d, pairs, "the norms of x")?,
+                self.cloud_sqnorms(&y, m, d, pairs, "the norms of y")?,
             ))
         } else {
             None
@@ -262,8 +286,8 @@ impl CudaBackend {
                 Some(TcOperands {
                     kernel,
                     dp,
-                    x: self.tc_split(&x, n, d, dp, x3, "the TF32 operands of x")?,
-                    y: self.tc_split(&y, m, d, dp, x3, "the TF32 operands of y")?,
+                    x: self.tc_split(&x, (n, pairs), d, dp, x3, "the TF32 operands of x")?,
+                    y: self.tc_split(&y, (m, pairs), d, dp, x3, "the TF32 operands of y")?,
                 })
             }
         };
@@ -271,6 +295,7 @@ impl CudaBackend {
             n,
             m,
             d,
+            batch: p.batch().map(|_| pairs as u32),
             root: p.metric() == PointMetric::Euclidean,
             x,
             y,
@@ -313,17 +338,21 @@ impl CudaBackend {
         self.download_slice(&y, n, "the exponentials")
     }
 
-    /// `|p|²` of each of the `len` points of a structure-of-arrays cloud (`pc_sqnorms`).
+    /// `|p|²` of each of the `len` points of `pairs` structure-of-arrays clouds stored one
+    /// after the other (`pc_sqnorms`).
     fn cloud_sqnorms<T: CudaReal>(
         &self,
         pts: &CudaSlice<T>,
         len: usize,
         d: usize,
+        pairs: usize,
         what: &str,
     ) -> Result<CudaSlice<T>> {
-        let out = self.alloc::<T>(len, what)?;
-        let blocks = self.stride_blocks(len, 256, 8);
-        // SAFETY: pc_sqnorms(pts, out, len, d) reads len·d coordinates, writes len norms.
+        let total = len * pairs;
+        let out = self.alloc::<T>(total, what)?;
+        let blocks = self.stride_blocks(total, 256, 8);
+        // SAFETY: pc_sqnorms(pts, out, len, d, B) reads B·len·d coordinates, writes B·len
+        // norms.
         unsafe {
             self.launch(
                 &kernel_name::<T>("pc_sqnorms"),
@@ -333,6 +362,7 @@ impl CudaBackend {
                     self.ptr(&out),
                     to_i32(len, "x")?,
                     to_i32(d, "x")?,
+                    to_i32(pairs, "x")?,
                 ),
             )
         }?;

@@ -3,6 +3,7 @@
 //! materialised plan.
 
 use super::*;
+use crate::backend::cuda::launch::Join;
 
 /// What the plan-weighted row sums (`pc_rows`) accumulate besides the plan's marginal.
 #[derive(Clone, Copy)]
@@ -129,6 +130,7 @@ impl CudaBackend {
                     sums.mode(),
                     pown_adj,
                     alpha,
+                    cl.pair(),
                 ),
             )
         }?;
@@ -197,26 +199,31 @@ impl CudaBackend {
             self.launch(
                 &kernel_name::<T>("pc_rows_dn"),
                 cfg,
-                (
-                    self.ptr(out_pts),
-                    self.ptr(red_pts),
-                    pon,
-                    prn,
-                    pown,
-                    self.ptr(&other.data),
-                    self.ptr(&h.data),
-                    pvals,
-                    vstride as i64,
-                    self.ptr(&mass),
-                    self.ptr(&res),
-                    to_i32(len_red, "cost")?,
-                    to_i32(len_out, "cost")?,
-                    cl.d as i32,
-                    kv as i32,
-                    eps,
-                    cl.root as i32,
-                    sums.mode(),
-                    diff,
+                Join(
+                    (
+                        self.ptr(out_pts),
+                        self.ptr(red_pts),
+                        pon,
+                        prn,
+                        pown,
+                        self.ptr(&other.data),
+                        self.ptr(&h.data),
+                        pvals,
+                        vstride as i64,
+                        self.ptr(&mass),
+                        self.ptr(&res),
+                    ),
+                    (
+                        to_i32(len_red, "cost")?,
+                        to_i32(len_out, "cost")?,
+                        cl.d as i32,
+                        kv as i32,
+                        eps,
+                        cl.root as i32,
+                        sums.mode(),
+                        diff,
+                        cl.pair(),
+                    ),
                 ),
             )
         }?;
@@ -271,7 +278,8 @@ impl CudaBackend {
         };
         let plan = self.alloc::<T>(total, "the plans")?;
         let blocks = self.stride_blocks(total, 256, 32);
-        // SAFETY: pc_plan(x, y, f, g, P, B, n, m, d, root, eps) writes B×n×m entries.
+        // SAFETY: pc_plan(x, y, f, g, P, B, n, m, d, root, eps, pair) writes B×n×m entries
+        // and reads the pair of each problem (batched: B pairs, checked by check_fg).
         unsafe {
             self.launch(
                 &kernel_name::<T>("pc_plan"),
@@ -288,6 +296,7 @@ impl CudaBackend {
                     cl.d as i32,
                     cl.root as i32,
                     eps,
+                    cl.pair(),
                 ),
             )
         }?;

@@ -171,7 +171,7 @@ impl CudaBackend {
                 .side_norms(side)
                 .expect("clouds above PC_DMAX dimensions have norms");
             // SAFETY: PC_TC_ARGS in cuda/pointcloud.cu: the TF32 parts hold len·dp values per
-            // cloud (the small ones unread without x3), the norms len_out and len_red, the
+            // cloud and pair (the small ones unread without x3), the norms len per pair, the norms len_out and len_red, the
             // potentials were checked against the clouds, the partials hold
             // 2·splits·batch·len_out elements; `smem` is the kernel's layout for `resident`.
             unsafe {
@@ -189,7 +189,14 @@ impl CudaBackend {
                         ),
                         Join(
                             shared,
-                            (to_i32(tc.dp, "x")?, eps, kslice, root, resident as i32),
+                            (
+                                to_i32(tc.dp, "x")?,
+                                eps,
+                                kslice,
+                                root,
+                                resident as i32,
+                                cl.pair(),
+                            ),
                         ),
                     ),
                 )
@@ -204,7 +211,10 @@ impl CudaBackend {
                         cfg,
                         Join(
                             (po, pr),
-                            Join(shared, (cl.d as i32, eps, cl.scale(eps), kslice, root)),
+                            Join(
+                                shared,
+                                (cl.d as i32, eps, cl.scale(eps), kslice, root, cl.pair()),
+                            ),
                         ),
                     )
                 }?,
@@ -216,7 +226,7 @@ impl CudaBackend {
                         cfg,
                         Join(
                             (po, pr, self.ptr(on), self.ptr(rn)),
-                            Join(shared, (cl.d as i32, eps, kslice, root)),
+                            Join(shared, (cl.d as i32, eps, kslice, root, cl.pair())),
                         ),
                     )
                 }?,

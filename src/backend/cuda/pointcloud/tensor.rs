@@ -58,12 +58,13 @@ impl<T> TcOperands<T> {
 }
 
 impl CudaBackend {
-    /// The TF32 parts of a structure-of-arrays cloud of `len` points (`pc_tc_split`):
-    /// point-major, `dp` coordinates each; the second part only for `x3`.
+    /// The TF32 parts of `pairs` structure-of-arrays clouds of `len` points each, stored one
+    /// after the other (`pc_tc_split`): point-major, `dp` coordinates each, in the same order;
+    /// the second part only for `x3`.
     pub(super) fn tc_split<T: CudaReal>(
         &self,
         pts: &CudaSlice<T>,
-        len: usize,
+        (len, pairs): (usize, usize),
         d: usize,
         dp: usize,
         x3: bool,
@@ -71,6 +72,7 @@ impl CudaBackend {
     ) -> Result<(CudaSlice<T>, Option<CudaSlice<T>>)> {
         let total = len
             .checked_mul(dp)
+            .and_then(|t| t.checked_mul(pairs))
             .filter(|&t| i64::try_from(t).is_ok())
             .ok_or_else(|| Error::shape("x", format!("{len} points of {dp} coordinates")))?;
         let big = self.alloc::<T>(total, what)?;
@@ -81,8 +83,8 @@ impl CudaBackend {
         };
         let psmall = small.as_ref().map_or(self.ptr(&big), |v| self.ptr(v));
         let blocks = self.stride_blocks(total, 256, 8);
-        // SAFETY: pc_tc_split(pts, big, small, len, d, dp, x3) reads len·d coordinates and
-        // writes len·dp values to big (and to small when x3).
+        // SAFETY: pc_tc_split(pts, big, small, len, d, dp, x3, B) reads B·len·d coordinates
+        // and writes B·len·dp values to big (and to small when x3).
         unsafe {
             self.launch(
                 &kernel_name::<T>("pc_tc_split"),
@@ -95,6 +97,7 @@ impl CudaBackend {
                     to_i32(d, "x")?,
                     to_i32(dp, "x")?,
                     x3 as i32,
+                    to_i32(pairs, "x")?,
                 ),
             )
         }?;
