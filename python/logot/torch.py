@@ -383,14 +383,36 @@ _PENDING: list = []
 _PENDING_LOCK = threading.Lock()
 _LATEST: dict = {}  # the latest reported statistics of each kind (by a poll or by bistochastic_stats)
 _WORDS: dict = {}
+# The pinned copies: rows of one page-locked array allocated at the first call, reused once
+# read. A page-locked allocation synchronises the device (CUDA's implicit synchronisation
+# rules), so one per call (torch.empty(pin_memory=True) whenever its cache had no block of
+# that size) made calls wait for the GPU. Only when every row awaits its read does a call
+# wait: for the oldest entry's copy.
+_SLOT_WORDS = 8  # ≥ the projection's 3 and the CG summary's 7 words
+_SLOTS = 512
+_PINNED: dict = {}  # "rows": the array, "free": the free row indices
+
+
+def _take_slot() -> int:
+    while True:
+        with _PENDING_LOCK:
+            if "rows" not in _PINNED:
+                _PINNED["rows"] = torch.empty((_SLOTS, _SLOT_WORDS), dtype=torch.int64, pin_memory=True)
+                _PINNED["free"] = list(range(_SLOTS))
+            if _PINNED["free"]:
+                return _PINNED["free"].pop()
+            oldest = _PENDING.pop(0)  # every row is held by a pending entry
+        _report([oldest], stacklevel=6)
 
 
 class _Pending:
-    __slots__ = ("kind", "host", "event", "batch", "double", "tol", "cg_tol")
+    __slots__ = ("kind", "host", "slot", "event", "batch", "double", "tol", "cg_tol")
 
     def __init__(self, kind, words, stream, batch, double, tol=0.0, cg_tol=None, count=None):
         count = words.numel() if count is None else count
-        self.host = torch.empty(count, dtype=torch.int64, pin_memory=True)
+        assert count <= _SLOT_WORDS
+        self.slot = _take_slot()
+        self.host = _PINNED["rows"][self.slot, :count]
         self.host.copy_(words[:count], non_blocking=True)
         self.event = torch.cuda.Event()
         self.event.record(stream)
@@ -425,6 +447,7 @@ def _report(entries, stacklevel):
         stats, message = p.read()
         with _PENDING_LOCK:
             _LATEST[p.kind] = stats
+            _PINNED["free"].append(p.slot)
         if message is not None:
             warnings.warn(f"logot.torch.bistochastic ({p.kind}, reported late): {message}", ConvergenceWarning,
                           stacklevel=stacklevel)

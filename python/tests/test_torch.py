@@ -279,9 +279,14 @@ def test_cuda_calls_do_not_wait_for_the_gpu():
     gen = torch.Generator(device="cuda").manual_seed(5)
     x = (4 * torch.rand(4096, 16, 16, device="cuda", generator=gen)).requires_grad_()
     g = torch.randn(x.shape, device="cuda", generator=gen)
-    lt.bistochastic(x).sum().backward()  # compile outside the timing
+    # The timed sequence twice beforehand: kernels compiled, and torch's caching allocator
+    # holding every block it needs (growing it is a cudaMalloc, which synchronises).
+    for _ in range(2):
+        x.grad = None
+        (lt.bistochastic(x, iters=2, tol=1e-9) * g).sum().backward()
     lt.bistochastic_stats()
     torch.cuda.synchronize()
+    x.grad = None
     import time
 
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -298,9 +303,11 @@ def test_cuda_calls_do_not_wait_for_the_gpu():
     assert host_s < 0.5 * sleep_s, (host_s, sleep_s)
     x.grad = None
     # 2 iterations cannot reach 1e-9; 1 CG iteration cannot reach 1e-12.
-    r = lt.bistochastic(x, iters=2, tol=1e-9, cg_max_iters=1, cg_tol=1e-12)
-    (r * g).sum().backward()
+    lt.bistochastic_stats()
+    # The forward's statistics may be reported by the backward's poll, the rest here.
     with pytest.warns(logot.ConvergenceWarning) as record:
+        r = lt.bistochastic(x, iters=2, tol=1e-9, cg_max_iters=1, cg_tol=1e-12)
+        (r * g).sum().backward()
         stats = lt.bistochastic_stats()
     messages = " ".join(str(w.message) for w in record)
     assert "projection did not converge" in messages and "CG did not converge" in messages
