@@ -12,9 +12,11 @@ error is ``‖Pᵀ1 − ν‖₁``.
 
 * :func:`wasserstein`, :func:`solve`, :func:`coupling` — one problem or a batch (μ B×n,
   ν B×m, one cost n×m or B costs B×n×m); the cost may also be a :class:`PointCloud`
-  (computed on the fly, never stored) or a :class:`Grid`.
+  (computed on the fly, never stored; one pair of clouds, or one pair per problem) or a
+  :class:`Grid`.
 * :func:`wasserstein_gradients`, :func:`plan_gradients`, :func:`point_gradients`,
-  :func:`sinkhorn_divergence` — exact gradients.
+  :func:`sinkhorn_divergence` — exact gradients (the last two also on batches of pairs of
+  clouds, x B×n×d and y B×m×d, as GeomLoss's batch mode).
 * :func:`barycenter`, :func:`grid_barycenter` — fixed-support and image barycenters.
 * :func:`bistochastic`, :func:`bistochastic_backward`, :func:`svd3`,
   :func:`newton_schulz` — the supporting kernels.

@@ -9,6 +9,8 @@ Import it explicitly (``import logot.torch``); ``import logot`` alone never impo
 * :func:`wasserstein_points` — OT_ε of two clouds (cost never stored) with envelope
   gradients for the points and weights, or ⟨P, C⟩ through a dense cost.
 * :func:`sinkhorn_divergence` — S_ε of two clouds, differentiable in the points.
+
+  Both point-cloud functions take batches of pairs too (x B×n×d, y B×m×d): a (B,) tensor.
 * :func:`bistochastic` — ``SinkhornKnopp(exp(X))`` over the last two axes, with the
   implicit backward (hyper-connection mixing matrices).
 
