@@ -12,9 +12,11 @@ error is ``‖Pᵀ1 − ν‖₁``.
 
 * :func:`wasserstein`, :func:`solve`, :func:`coupling` — one problem or a batch (μ B×n,
   ν B×m, one cost n×m or B costs B×n×m); the cost may also be a :class:`PointCloud`
-  (computed on the fly, never stored) or a :class:`Grid`.
+  (computed on the fly, never stored; one pair of clouds, or one pair per problem) or a
+  :class:`Grid`.
 * :func:`wasserstein_gradients`, :func:`plan_gradients`, :func:`point_gradients`,
-  :func:`sinkhorn_divergence` — exact gradients.
+  :func:`sinkhorn_divergence` — exact gradients (the last two also on batches of pairs of
+  clouds, x B×n×d and y B×m×d, as GeomLoss's batch mode).
 * :func:`barycenter`, :func:`grid_barycenter` — fixed-support and image barycenters.
 * :func:`bistochastic`, :func:`bistochastic_backward`, :func:`svd3`,
   :func:`newton_schulz` — the supporting kernels.
@@ -122,7 +124,10 @@ class PointCloud:
     POT's default) or ``|x_i − y_j|`` (``"euclidean"``), computed on the fly by the
     library and never stored: memory O((n + m)·d) whatever n·m.
 
-    ``x`` is n×d (the rows of the plan, weights μ), ``y`` m×d (columns, weights ν).
+    ``x`` is n×d (the rows of the plan, weights μ), ``y`` m×d (columns, weights ν): one
+    pair shared by every problem of a batch. ``x`` B×n×d with ``y`` B×m×d is one pair per
+    problem (GeomLoss's batch mode): problem k transports ``x[k]`` to ``y[k]``, and a 1-D
+    ``mu`` or ``nu`` is shared by the B problems.
     """
 
     __slots__ = ("x", "y", "metric")
@@ -136,10 +141,11 @@ class PointCloud:
         return f"PointCloud(x={self.x.shape}, y={self.y.shape}, metric={self.metric!r})"
 
     def dense(self) -> np.ndarray:
-        """The n×m cost matrix (small clouds: plots, comparisons)."""
+        """The n×m cost matrix, or the B×n×m costs of a batch of pairs (small clouds: plots,
+        comparisons)."""
         x = np.asarray(self.x, dtype=np.float64)
         y = np.asarray(self.y, dtype=np.float64)
-        d2 = ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1)
+        d2 = ((x[..., :, None, :] - y[..., None, :, :]) ** 2).sum(-1)
         return d2 if self.metric == "sqeuclidean" else np.sqrt(d2)
 
 
@@ -163,18 +169,18 @@ class Grid:
 
 
 def _cost_arg(cost, arrays: list):
-    """The cost as the compiled module takes it, and whether it is one matrix per problem.
-    Appends the cost's arrays to ``arrays`` (for the dtype)."""
+    """The cost as the compiled module takes it, and its number of problems when it has one
+    per problem (B×n×m, or a batch of point-cloud pairs), else None. Appends the cost's
+    arrays to ``arrays`` (for the dtype)."""
     if isinstance(cost, PointCloud):
-        _ndim(cost.x, "x", (2,), "points n×d")
-        _ndim(cost.y, "y", (2,), "points m×d")
+        _check_clouds(cost.x, cost.y)
         arrays += [cost.x, cost.y]
-        return ("points", cost.x, cost.y, cost.metric), False
+        return ("points", cost.x, cost.y, cost.metric), (cost.x.shape[0] if cost.x.ndim == 3 else None)
     if isinstance(cost, Grid):
-        return ("grid", cost.shape), False
+        return ("grid", cost.shape), None
     cost = np.asarray(cost)
     arrays.append(cost)
-    return cost, cost.ndim == 3
+    return cost, (cost.shape[0] if cost.ndim == 3 else None)
 
 
 def _retype_cost(arg, dtype):
@@ -202,15 +208,14 @@ def _problem(mu, nu, cost):
     mu = np.asarray(mu)
     nu = np.asarray(nu)
     arrays = [mu, nu]
-    cost_arg, per_problem = _cost_arg(cost, arrays)
+    cost_arg, batch = _cost_arg(cost, arrays)
     dtype = _dtype(*arrays)
-    single = mu.ndim == 1 and nu.ndim == 1 and not per_problem
+    single = mu.ndim == 1 and nu.ndim == 1 and batch is None
     mu = _array(mu, dtype)
     nu = _array(nu, dtype)
     if mu.ndim == 1 and nu.ndim == 1:
-        if per_problem:
-            b = cost_arg.shape[0]
-            mu, nu = np.broadcast_to(mu, (b, mu.size)), np.broadcast_to(nu, (b, nu.size))
+        if batch is not None:
+            mu, nu = np.broadcast_to(mu, (batch, mu.size)), np.broadcast_to(nu, (batch, nu.size))
         else:
             mu, nu = mu[None, :], nu[None, :]
     elif mu.ndim == 1 and nu.ndim == 2:
@@ -419,18 +424,41 @@ def _weights(w, n, dtype):
     return _array(w, dtype)
 
 
+def _check_clouds(x: np.ndarray, y: np.ndarray) -> None:
+    """``x`` n×d with ``y`` m×d, or ``x`` B×n×d with ``y`` B×m×d (the library checks the
+    sizes)."""
+    _ndim(x, "x", (2, 3), "points n×d or a batch of clouds B×n×d")
+    if x.ndim == 2:
+        _ndim(y, "y", (2,), "points m×d (x is n×d)")
+    else:
+        _ndim(y, "y", (3,), "a batch of clouds B×m×d (x is B×n×d)")
+
+
+def _batch_weights(w, arg: str, points: np.ndarray):
+    """Weights of the clouds ``points`` (n×d: n weights; B×n×d: B×n, or n shared by the B
+    problems, broadcast)."""
+    n = points.shape[-2]
+    if points.ndim == 2:
+        _ndim(w, arg, (1,), f"one weight per point of {'x' if arg == 'a' else 'y'}")
+        return w
+    batch = points.shape[0]
+    _ndim(w, arg, (1, 2), f"weights {n} or {batch}×{n} for clouds {points.shape}")
+    if w.shape[-1] != n or (w.ndim == 2 and w.shape[0] != batch):
+        raise ValueError(f"{arg}: expected weights {n} or {batch}×{n} for clouds {points.shape}, got shape {w.shape}")
+    return np.broadcast_to(w, (batch, n))
+
+
 def _clouds(x, y, a, b):
+    """Points and weights of one dtype: ``x`` n×d, ``y`` m×d, ``a`` n, ``b`` m; or a batch
+    ``x`` B×n×d, ``y`` B×m×d, ``a`` B×n, ``b`` B×m (weights of n or m broadcast)."""
     x = np.asarray(x)
     y = np.asarray(y)
-    _ndim(x, "x", (2,), "points n×d")
-    _ndim(y, "y", (2,), "points m×d")
+    _check_clouds(x, y)
     arrays = [x, y] + [np.asarray(w) for w in (a, b) if w is not None]
     dtype = _dtype(*arrays)
     x, y = _array(x, dtype), _array(y, dtype)
-    a, b = _weights(a, x.shape[0], dtype), _weights(b, y.shape[0], dtype)
-    _ndim(a, "a", (1,), "one weight per point of x")
-    _ndim(b, "b", (1,), "one weight per point of y")
-    return x, y, a, b
+    a, b = _weights(a, x.shape[-2], dtype), _weights(b, y.shape[-2], dtype)
+    return x, y, _batch_weights(a, "a", x), _batch_weights(b, "b", y)
 
 
 def point_gradients(x, y, eps, a=None, b=None, *, metric="sqeuclidean", max_iters=1000, tol=None,
@@ -440,13 +468,23 @@ def point_gradients(x, y, eps, a=None, b=None, *, metric="sqeuclidean", max_iter
     gradients with respect to the points, ``∂OT_ε/∂x_i = Σ_j P_ij ∇_x c(x_i, y_j)``
     (envelope theorem: exact at convergence), with ``P`` applied on the fly, never stored.
     ``result`` holds ⟨P, C⟩, the potentials (``∂OT_ε/∂a = f``, ``∂OT_ε/∂b = g``) and the
-    convergence report."""
+    convergence report.
+
+    A batch of pairs (GeomLoss's batch mode): ``x`` B×n×d and ``y`` B×m×d, weights B×n and
+    B×m (or n and m shared by the B problems); problem k transports ``x[k]`` to ``y[k]``,
+    ``value`` has one entry per problem and the gradients are B×n×d and B×m×d (each
+    problem's with respect to its own clouds)."""
     x, y, mu, nu = _clouds(x, y, a, b)
+    single = x.ndim == 2
     params = _params(eps, max_iters, tol, check_every, eps_scaling)
+    if single:
+        mu, nu = mu[None], nu[None]
     value, gx, gy, out = _logot.point_gradients(
-        mu[None], nu[None], ("points", x, y, metric), params, _warm(warm_start, True), backend
+        mu, nu, ("points", x, y, metric), params, _warm(warm_start, single), backend
     )
-    return PointGradients(value=float(value[0]), x=gx[0], y=gy[0], result=_result(out, eps, True))
+    if single:
+        return PointGradients(value=float(value[0]), x=gx[0], y=gy[0], result=_result(out, eps, True))
+    return PointGradients(value=value, x=gx, y=gy, result=_result(out, eps, False))
 
 
 def sinkhorn_divergence(x, y, eps, a=None, b=None, *, metric="sqeuclidean", convention="objective",
@@ -468,6 +506,11 @@ def sinkhorn_divergence(x, y, eps, a=None, b=None, *, metric="sqeuclidean", conv
     masses may differ and ``S_ε(a, a) = 0``. GeomLoss's ``SamplesLoss("sinkhorn", p=2,
     blur=σ, reach=r)`` (cost ``|x − y|²/2``) is half of this with ``eps = 2σ²``,
     ``reg_m = 2r²``. Objective convention only; one ρ for both sides.
+
+    A batch of pairs (GeomLoss's batch mode): ``x`` B×n×d and ``y`` B×m×d, weights B×n and
+    B×m (or n and m shared by the B problems); problem k compares ``x[k]`` with ``y[k]``.
+    ``value`` is then an array of B, ``grad_x`` B×n×d, ``grad_y`` B×m×d, ``terms`` B×3 and
+    ``convergence`` one triple of reports per problem.
     """
     x, y, a, b = _clouds(x, y, a, b)
     params = _params(eps, max_iters, tol, check_every, eps_scaling)
@@ -476,9 +519,12 @@ def sinkhorn_divergence(x, y, eps, a=None, b=None, *, metric="sqeuclidean", conv
         value, gx, gy, terms, convs = _logot.sinkhorn_divergence(
             x, y, a, b, metric, params, backend, convention, rho
         )
+        if x.ndim == 2:
+            convergence = tuple(Convergence(**c) for c in convs)
+        else:
+            convergence = tuple(tuple(Convergence(**c) for c in triple) for triple in convs)
         return SinkhornDivergence(
-            value=value, grad_x=gx, grad_y=gy, terms=terms,
-            convergence=tuple(Convergence(**c) for c in convs), convention=convention,
+            value=value, grad_x=gx, grad_y=gy, terms=terms, convergence=convergence, convention=convention,
         )
     raise ValueError(f"convention = {convention!r}: expected \"objective\" or \"linear\"")
 
@@ -515,8 +561,8 @@ def barycenter(histograms, weights, cost, eps, *, max_iters=None, tol=1e-4, chec
     histograms = np.asarray(histograms)
     _ndim(histograms, "histograms", (2, 3), "K×n histograms (or P×K×n)")
     arrays = [histograms]
-    cost_arg, per_problem = _cost_arg(cost, arrays)
-    if per_problem:
+    cost_arg, batch = _cost_arg(cost, arrays)
+    if batch is not None:
         raise ValueError("cost: a barycenter needs one n×m cost shared by its inputs")
     if weights is not None:
         arrays.append(np.asarray(weights))

@@ -119,17 +119,21 @@ class PlanGradients(Result):
 
 class PointGradients(Result):
     """``value`` = OT_ε = ⟨f, μ⟩ + ⟨g, ν⟩ − ε ΣP (regularised objective) and its gradients
-    with respect to the points ``x`` (n×d) and ``y`` (m×d), with the solved ``result``."""
+    with respect to the points ``x`` (n×d) and ``y`` (m×d), with the solved ``result``
+    (for a batch of pairs: ``value`` B, ``x`` B×n×d, ``y`` B×m×d)."""
 
 
 class SinkhornDivergence(Result):
     """``value`` = S_ε(μ, ν), its gradients ``grad_x`` and ``grad_y`` (None where not
     computed), the three ``terms`` (μν, μμ, νν), their ``convergence`` reports and the
-    ``convention`` ("objective" or "linear")."""
+    ``convention`` ("objective" or "linear"). For a batch of pairs: ``value`` B, gradients
+    B×n×d and B×m×d, ``terms`` B×3 and one triple of reports per problem."""
 
     @property
     def converged(self) -> bool:
-        return all(c.converged for c in self.convergence)
+        """Every solve met its tolerance (all three terms, of every problem of a batch)."""
+        return all(c.converged if isinstance(c, Convergence) else all(t.converged for t in c)
+                   for c in self.convergence)
 
 
 class Barycenter(Result):

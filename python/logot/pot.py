@@ -287,6 +287,9 @@ def empirical_sinkhorn_divergence(X_s, X_t, reg, a=None, b=None, metric="sqeucli
     X_s = np.asarray(X_s)
     X_t = np.asarray(X_t)
     with _names(x="X_s", y="X_t", mu="a", nu="b", eps="reg", max_iters="numIterMax", tol="stopThr"):
+        # POT's samples are one pair of clouds (no batch of pairs).
+        _lg._ndim(X_s, "x", (2,), "points n×d")
+        _lg._ndim(X_t, "y", (2,), "points m×d")
         x, y, wa, wb = _lg._clouds(X_s, X_t, a, b)
         warm = [None, None, None]
         if warmstart is not None:

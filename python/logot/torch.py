@@ -9,6 +9,8 @@ Import it explicitly (``import logot.torch``); ``import logot`` alone never impo
 * :func:`wasserstein_points` — OT_ε of two clouds (cost never stored) with envelope
   gradients for the points and weights, or ⟨P, C⟩ through a dense cost.
 * :func:`sinkhorn_divergence` — S_ε of two clouds, differentiable in the points.
+
+  Both point-cloud functions take batches of pairs too (x B×n×d, y B×m×d): a (B,) tensor.
 * :func:`bistochastic` — ``SinkhornKnopp(exp(X))`` over the last two axes, with the
   implicit backward (hyper-connection mixing matrices).
 
@@ -194,9 +196,10 @@ def wasserstein(mu, nu, cost, eps: float, *, max_iters=1000, tol=None, check_eve
 
 
 def sqeuclidean(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """The squared Euclidean cost matrix ``|x_i − y_j|²`` (n×m) in torch, differentiable
-    (the direct form: exact, never negative)."""
-    return ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1)
+    """The squared Euclidean cost matrix ``|x_i − y_j|²`` (n×m, or B×n×m for batches of
+    clouds ``x`` B×n×d and ``y`` B×m×d) in torch, differentiable (the direct form: exact,
+    never negative)."""
+    return ((x[..., :, None, :] - y[..., None, :, :]) ** 2).sum(-1)
 
 
 # ---------------------------------------------------------------------------------------
@@ -254,22 +257,31 @@ class _PointOT(torch.autograd.Function):
         backend = _backend((x, y), options.pop("backend", None))
         g = _lg.point_gradients(_np(x), _np(y), eps, _np(a), _np(b), backend=backend, **options)
         _warn(g.result.convergence)
-        f, gpot = g.result.f, g.result.g
         # ∂OT_ε/∂a = f, ∂OT_ε/∂b = g, up to a shift c on f and −c on g (admissible
-        # perturbations keep the masses equal): f centred over the support.
-        shift = f[np.isfinite(f)].mean() if np.isfinite(f).any() else 0.0
-        ctx.save_for_backward(_tensor(g.x, x), _tensor(g.y, y), _tensor(f - shift, x), _tensor(gpot + shift, y))
-        return torch.tensor(g.value, dtype=x.dtype, device=x.device)
+        # perturbations keep the masses equal): f centred over the support, per problem.
+        f, gpot = np.atleast_2d(g.result.f), np.atleast_2d(g.result.g)
+        finite = np.isfinite(f)
+        shift = (np.where(finite, f, 0).sum(-1, keepdims=True) / np.maximum(finite.sum(-1, keepdims=True), 1)).astype(f.dtype)
+        f, gpot = f - shift, gpot + shift
+        if x.dim() == 2:
+            f, gpot = f[0], gpot[0]
+        ctx.save_for_backward(_tensor(g.x, x), _tensor(g.y, y), _tensor(f, x), _tensor(gpot, y))
+        ctx.shapes = (a.shape, b.shape)
+        return torch.as_tensor(np.asarray(g.value), dtype=x.dtype, device=x.device)
 
     @staticmethod
     def backward(ctx, grad):
         gx, gy, fa, gb = ctx.saved_tensors
+        a_shape, b_shape = ctx.shapes
         need = ctx.needs_input_grad
+        # One value per problem for a batch of pairs: grad (B,) scales problem k's gradients.
+        gp = grad[:, None, None] if grad.dim() == 1 else grad
+        gw = grad[:, None] if grad.dim() == 1 else grad
         return (
-            grad * gx if need[0] else None,
-            grad * gy if need[1] else None,
-            grad * fa if need[2] else None,
-            grad * gb if need[3] else None,
+            gp * gx if need[0] else None,
+            gp * gy if need[1] else None,
+            _sum_to(gw * fa, a_shape) if need[2] else None,
+            _sum_to(gw * gb, b_shape) if need[3] else None,
             None,
             None,
         )
@@ -281,10 +293,31 @@ def _uniform(w, n, like):
     return w
 
 
+def _shape(t: torch.Tensor) -> np.ndarray:
+    """A numpy array of ``t``'s shape holding no memory (for the numpy layer's checks)."""
+    return np.broadcast_to(np.empty(()), tuple(t.shape))
+
+
+def _clouds(x, y, a, b):
+    """Tensors of one dtype, uniform weights where None (those of one cloud: shared by a
+    batch). ``x`` and ``y`` are checked as :func:`logot.point_gradients` checks them: n×d
+    and m×d, or B×n×d and B×m×d with weights B×n or n (B×m or m)."""
+    x, y, a, b = _as_tensors(x, y, a, b)
+    _lg._check_clouds(_shape(x), _shape(y))
+    a, b = _uniform(a, x.shape[-2], x), _uniform(b, y.shape[-2], y)
+    if x.dim() == 3:
+        # ValueError naming a or b for weights that fit neither n nor B×n.
+        _lg._batch_weights(_shape(a), "a", _shape(x))
+        _lg._batch_weights(_shape(b), "b", _shape(y))
+    return x, y, a, b
+
+
 def wasserstein_points(x, y, eps: float, a=None, b=None, *, metric="sqeuclidean", convention="objective",
                        max_iters=1000, tol=None, check_every=10, eps_scaling=None, backend=None) -> torch.Tensor:
     """Entropic OT between the clouds ``x`` (n×d, weights ``a``, uniform by default) and
-    ``y`` (m×d, weights ``b``), a 0-d tensor.
+    ``y`` (m×d, weights ``b``), a 0-d tensor; for a batch of pairs (``x`` B×n×d, ``y``
+    B×m×d, weights B×n and B×m or n and m shared, GeomLoss's batch mode) a (B,) tensor,
+    problem k on ``x[k]``, ``y[k]``, each value differentiable in its own clouds.
 
     ``convention="objective"`` (default): ``OT_ε = ⟨f, a⟩ + ⟨g, b⟩ − ε ΣP``, the regularised
     objective, with the cost computed on the fly (memory O((n + m)·d)); gradients by the
@@ -293,8 +326,7 @@ def wasserstein_points(x, y, eps: float, a=None, b=None, *, metric="sqeuclidean"
     ``convention="linear"``: the transport cost ⟨P, C⟩, through a dense cost built in torch
     (memory O(n·m)) and :func:`wasserstein`'s implicit gradients.
     """
-    x, y, a, b = _as_tensors(x, y, a, b)
-    a, b = _uniform(a, x.shape[0], x), _uniform(b, y.shape[0], y)
+    x, y, a, b = _clouds(x, y, a, b)
     if convention == "objective":
         options = dict(metric=metric, max_iters=max_iters, tol=tol, check_every=check_every,
                        eps_scaling=eps_scaling, backend=backend)
@@ -321,29 +353,33 @@ class _Divergence(torch.autograd.Function):
         backend = _backend((x, y), options.pop("backend", None))
         s = _lg.sinkhorn_divergence(_np(x), _np(y), eps, _np(a), _np(b), backend=backend, **options)
         for conv in s.convergence:
-            _warn(conv)
+            for c in (conv,) if isinstance(conv, _lg.Convergence) else conv:
+                _warn(c)
         ctx.save_for_backward(_tensor(s.grad_x, x), _tensor(s.grad_y, y))
-        return torch.tensor(s.value, dtype=x.dtype, device=x.device)
+        return torch.as_tensor(np.asarray(s.value), dtype=x.dtype, device=x.device)
 
     @staticmethod
     def backward(ctx, grad):
         gx, gy = ctx.saved_tensors
         need = ctx.needs_input_grad
-        return (grad * gx if need[0] else None, grad * gy if need[1] else None, None, None, None, None)
+        # One value per problem for a batch of pairs: grad (B,) scales problem k's gradients.
+        g = grad[:, None, None] if grad.dim() == 1 else grad
+        return (g * gx if need[0] else None, g * gy if need[1] else None, None, None, None, None)
 
 
 def sinkhorn_divergence(x, y, eps: float, a=None, b=None, *, metric="sqeuclidean", convention="objective",
                         max_iters=1000, tol=None, check_every=10, eps_scaling=None, backend=None) -> torch.Tensor:
     """The Sinkhorn divergence ``S_ε = W(a, b) − ½ W(a, a) − ½ W(b, b)`` of the clouds ``x``
-    (n×d, weights ``a``) and ``y`` (m×d, weights ``b``), a 0-d tensor.
+    (n×d, weights ``a``) and ``y`` (m×d, weights ``b``), a 0-d tensor; for a batch of pairs
+    (``x`` B×n×d, ``y`` B×m×d, weights B×n and B×m or n and m shared, GeomLoss's batch
+    mode) a (B,) tensor, problem k on ``x[k]``, ``y[k]``.
 
     ``convention="objective"`` (default, GeomLoss's): ``W = OT_ε``, cost on the fly, the
     library's gradients with respect to the points (not the weights). ``"linear"`` (POT's
     ``empirical_sinkhorn_divergence``, without its clipping at 0): ``W = ⟨P, C⟩`` through
     dense costs, differentiable in points and weights (implicit gradients).
     """
-    x, y, a, b = _as_tensors(x, y, a, b)
-    a, b = _uniform(a, x.shape[0], x), _uniform(b, y.shape[0], y)
+    x, y, a, b = _clouds(x, y, a, b)
     if convention == "objective":
         options = dict(metric=metric, max_iters=max_iters, tol=tol, check_every=check_every,
                        eps_scaling=eps_scaling, backend=backend)

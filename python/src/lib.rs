@@ -14,9 +14,9 @@ use logot::linalg::{newton_schulz_on, svd3_batch_on, NewtonSchulzParams};
 use logot::{
     BarycenterParams, BarycenterSolver, BistochasticKernels, Convergence, CostSource, CpuBackend,
     CudaBackend, DivergenceConvention, EpsScaling, GridCost, PointCloudCost, PointMetric, Problem,
-    Real, Relaxation, SinkhornParams, SinkhornResult, Solver, WarmStart,
+    Real, Relaxation, SinkhornDivergence, SinkhornParams, SinkhornResult, Solver, WarmStart,
 };
-use ndarray::{Array2, ArrayView2, ArrayView3};
+use ndarray::{Array1, Array2, Array3, ArrayView2, ArrayView3};
 use numpy::{
     Element, IntoPyArray, PyArrayDescrMethods, PyReadonlyArray1, PyReadonlyArray2,
     PyReadonlyArray3, PyUntypedArray, PyUntypedArrayMethods,
@@ -184,7 +184,8 @@ fn small_dense<T>(cost: &CostSource<'_, T>, batch: usize) -> bool {
 // ---------------------------------------------------------------------------------------
 
 /// A cost as the Python layer passes it: a dense `n×m` or `B×n×m` array, `("grid", shape)`
-/// or `("points", x, y, metric)`.
+/// or `("points", x, y, metric)` with one pair of clouds (`n×d`, `m×d`) shared by the batch
+/// or one pair per problem (`B×n×d`, `B×m×d`).
 enum CostArg<'py, T: Element> {
     Dense(PyReadonlyArray2<'py, T>),
     DenseBatch(PyReadonlyArray3<'py, T>),
@@ -194,6 +195,44 @@ enum CostArg<'py, T: Element> {
         PyReadonlyArray2<'py, T>,
         PointMetric,
     ),
+    PointsBatch(
+        PyReadonlyArray3<'py, T>,
+        PyReadonlyArray3<'py, T>,
+        PointMetric,
+    ),
+}
+
+/// `"sqeuclidean"` or `"euclidean"`.
+fn point_metric(metric: &str) -> PyResult<PointMetric> {
+    match metric {
+        "sqeuclidean" => Ok(PointMetric::SqEuclidean),
+        "euclidean" => Ok(PointMetric::Euclidean),
+        m => Err(PyValueError::new_err(format!(
+            "metric = {m:?}: expected \"sqeuclidean\" or \"euclidean\""
+        ))),
+    }
+}
+
+/// Whether the clouds `x` and `y` are one pair (`n×d`, `m×d`: false) or a batch of pairs
+/// (`B×n×d`, `B×m×d`: true); other dimensions are a `ValueError` naming the argument.
+fn clouds_batched(x: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let ndim = |a: &Bound<'_, PyAny>, arg: &str| -> PyResult<usize> {
+        a.cast::<PyUntypedArray>()
+            .map(|a| a.ndim())
+            .map_err(|_| PyTypeError::new_err(format!("{arg}: expected a numpy array")))
+    };
+    let (dx, dy) = (ndim(x, "x")?, ndim(y, "y")?);
+    match (dx, dy) {
+        (2, 2) => Ok(false),
+        (3, 3) => Ok(true),
+        (2 | 3, d) => Err(PyValueError::new_err(format!(
+            "y: expected {} points like x, got {d} dimensions",
+            if dx == 2 { "m×d" } else { "B×m×d" }
+        ))),
+        (d, _) => Err(PyValueError::new_err(format!(
+            "x: expected points n×d or a batch B×n×d, got {d} dimensions"
+        ))),
+    }
 }
 
 impl<'py, T: Element + Real> CostArg<'py, T> {
@@ -207,20 +246,13 @@ impl<'py, T: Element + Real> CostArg<'py, T> {
                 }
                 "points" => {
                     let metric: String = t.get_item(3)?.extract()?;
-                    let metric = match metric.as_str() {
-                        "sqeuclidean" => PointMetric::SqEuclidean,
-                        "euclidean" => PointMetric::Euclidean,
-                        m => {
-                            return Err(PyValueError::new_err(format!(
-                                "metric = {m:?}: expected \"sqeuclidean\" or \"euclidean\""
-                            )))
-                        }
-                    };
-                    Ok(CostArg::Points(
-                        t.get_item(1)?.extract()?,
-                        t.get_item(2)?.extract()?,
-                        metric,
-                    ))
+                    let metric = point_metric(&metric)?;
+                    let (x, y) = (t.get_item(1)?, t.get_item(2)?);
+                    Ok(if clouds_batched(&x, &y)? {
+                        CostArg::PointsBatch(x.extract()?, y.extract()?, metric)
+                    } else {
+                        CostArg::Points(x.extract()?, y.extract()?, metric)
+                    })
                 }
                 _ => Err(PyValueError::new_err(format!("cost: unknown kind {tag:?}"))),
             };
@@ -242,6 +274,9 @@ impl<'py, T: Element + Real> CostArg<'py, T> {
             CostArg::Grid(g) => CostSource::Grid(g.clone()),
             CostArg::Points(x, y, metric) => CostSource::PointCloud(
                 PointCloudCost::with_metric(x.as_array(), y.as_array(), *metric).py()?,
+            ),
+            CostArg::PointsBatch(x, y, metric) => CostSource::PointCloud(
+                PointCloudCost::batched_with_metric(x.as_array(), y.as_array(), *metric).py()?,
             ),
         })
     }
@@ -649,6 +684,8 @@ fn plan_gradients<'py>(
 /// `S_ε = W(a, b) − ½ W(a, a) − ½ W(b, b)` of two weighted clouds, `W` the regularised
 /// objective (`convention = "objective"`, with gradients) or `⟨P, C⟩` (`"linear"`, without);
 /// with `reg_m` the unbalanced divergence (one ρ on both sides, `+ (ε/2)(Σa − Σb)²`).
+/// `x` `B×n×d`, `y` `B×m×d` with `a` `B×n`, `b` `B×m`: a batch of pairs, problem `k` on
+/// `x[k]`, `y[k]` (see [`divergence_batch`] for the result).
 #[pyfunction]
 #[pyo3(signature = (x, y, a, b, metric, params, backend="cpu", convention="objective", reg_m=None))]
 #[allow(clippy::too_many_arguments)]
@@ -675,15 +712,25 @@ fn sinkhorn_divergence<'py>(
     };
     let dev = device(py, backend)?;
     let cpu = matches!(dev, Device::Cpu);
-    let metric = match metric {
-        "sqeuclidean" => PointMetric::SqEuclidean,
-        "euclidean" => PointMetric::Euclidean,
-        m => {
-            return Err(PyValueError::new_err(format!(
-                "metric = {m:?}: expected \"sqeuclidean\" or \"euclidean\""
-            )))
-        }
-    };
+    let metric = point_metric(metric)?;
+    let relaxation = reg_m.map(|(rho_mu, rho_nu)| Relaxation::kl_each(rho_mu, rho_nu));
+    if clouds_batched(x, y)? {
+        return by_dtype!(x, "x", T => {
+            let x: PyReadonlyArray3<'py, T> = x.extract()?;
+            let y: PyReadonlyArray3<'py, T> = y.extract()?;
+            let a: PyReadonlyArray2<'py, T> = a.extract()?;
+            let b: PyReadonlyArray2<'py, T> = b.extract()?;
+            let (av, bv) = (a.as_array(), b.as_array());
+            let clouds = PointCloudCost::batched_with_metric(x.as_array(), y.as_array(), metric).py()?;
+            let mut p = params.params(|| clouds.max_cost())?;
+            p.relaxation = relaxation;
+            let s = by_backend!(&dev, be => {
+                let solver = Solver::new(be, p);
+                compute(py, cpu, || solver.sinkhorn_divergence_batch(av, bv, clouds, convention)).py()?
+            });
+            divergence_batch(py, s, x.as_array().dim(), y.as_array().dim())
+        });
+    }
     by_dtype!(x, "x", T => {
         let x: PyReadonlyArray2<'py, T> = x.extract()?;
         let y: PyReadonlyArray2<'py, T> = y.extract()?;
@@ -693,7 +740,7 @@ fn sinkhorn_divergence<'py>(
         let mut p = params.params(|| {
             PointCloudCost::with_metric(xv, yv, metric).map_or(1.0, |c| c.max_cost())
         })?;
-        p.relaxation = reg_m.map(|(rho_mu, rho_nu)| Relaxation::kl_each(rho_mu, rho_nu));
+        p.relaxation = relaxation;
         let clouds = PointCloudCost::with_metric(xv, yv, metric).py()?;
         let s = by_backend!(&dev, be => {
             let solver = Solver::new(be, p);
@@ -714,6 +761,46 @@ fn sinkhorn_divergence<'py>(
         )
             .into_pyobject(py)
     })
+}
+
+/// `(value B, grad_x B×n×d, grad_y B×m×d, terms B×3, [(conv_xy, conv_xx, conv_yy); B])`:
+/// the divergences of a batch of pairs (`x` `B×n×d`, `y` `B×m×d`), the gradients `None`
+/// without them (`"linear"`).
+fn divergence_batch<'py, T: Element + Real>(
+    py: Python<'py>,
+    s: Vec<SinkhornDivergence<T>>,
+    (batch, n, d): (usize, usize, usize),
+    (_, m, _): (usize, usize, usize),
+) -> PyResult<Bound<'py, PyTuple>> {
+    let stacked = |rows: usize, grad: fn(&SinkhornDivergence<T>) -> Option<&Array2<T>>| {
+        let mut out = Array3::<T>::zeros((batch, rows, d));
+        for (mut slot, sk) in out.outer_iter_mut().zip(&s) {
+            slot.assign(grad(sk)?);
+        }
+        Some(out)
+    };
+    let grad_x = stacked(n, |sk| sk.grad_x.as_ref());
+    let grad_y = stacked(m, |sk| sk.grad_y.as_ref());
+    let value = Array1::from_iter(s.iter().map(|sk| sk.value));
+    let terms = Array2::from_shape_fn((s.len(), 3), |(k, t)| s[k].terms[t]);
+    let convs = s
+        .iter()
+        .map(|sk| {
+            Ok((
+                convergence(py, &sk.convergence[0])?,
+                convergence(py, &sk.convergence[1])?,
+                convergence(py, &sk.convergence[2])?,
+            ))
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    (
+        value.into_pyarray(py),
+        grad_x.map(|g| g.into_pyarray(py)),
+        grad_y.map(|g| g.into_pyarray(py)),
+        terms.into_pyarray(py),
+        convs,
+    )
+        .into_pyobject(py)
 }
 
 // ---------------------------------------------------------------------------------------

@@ -346,6 +346,150 @@ def test_sinkhorn_divergence_both_conventions(rng):
 
 
 # ---------------------------------------------------------------------------------------
+# Batches of point-cloud pairs (x B×n×d, y B×m×d: problem k on x[k], y[k])
+# ---------------------------------------------------------------------------------------
+
+
+def cloud_batch(rng, batch=3, n=6, m=5, d=2):
+    """Seeded pairs with different content per problem and positive weights B×n, B×m."""
+    x = rng.uniform(size=(batch, n, d)) + 0.25 * np.arange(batch)[:, None, None]
+    y = rng.uniform(size=(batch, m, d)) * (1 + 0.2 * np.arange(batch))[:, None, None] + 0.1
+    a = rng.uniform(0.5, 1, size=(batch, n))
+    b = rng.uniform(0.5, 1, size=(batch, m))
+    return x, y, a / a.sum(1, keepdims=True), b / b.sum(1, keepdims=True)
+
+
+def test_batched_point_gradients_equal_separate_calls_and_pot(rng):
+    x, y, a, b = cloud_batch(rng)
+    eps = 0.1
+    g = logot.point_gradients(x, y, eps, a, b, **TIGHT)
+    assert g.value.shape == (3,) and g.x.shape == x.shape and g.y.shape == y.shape
+    assert g.result.convergence.converged
+    for k in range(3):
+        one = logot.point_gradients(x[k], y[k], eps, a[k], b[k], **TIGHT)
+        assert g.value[k] == pytest.approx(one.value, rel=1e-13, abs=1e-15)
+        np.testing.assert_allclose(g.x[k], one.x, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(g.y[k], one.y, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(g.result.f[k], one.result.f, rtol=1e-12, atol=1e-14)
+        # POT per problem on the dense cost: ⟨P, C⟩ (sinkhorn2) and the objective.
+        cost = ot.dist(x[k], y[k])
+        want = ot.sinkhorn2(a[k], b[k], cost, eps, method="sinkhorn_log", stopThr=1e-14, numItermax=100_000)
+        assert g.result.distance[k] == pytest.approx(float(want), rel=1e-10)
+        plan = pot_plan(a[k], b[k], cost, eps)
+        assert g.value[k] == pytest.approx(regularised_objective(plan, cost, eps), rel=1e-10)
+    # Each problem's gradient is with respect to its own clouds: moving x[1] moves value[1]
+    # alone, by g.x[1] (central difference).
+    h = 1e-6
+    up, down = x.copy(), x.copy()
+    up[1, 2, 0] += h
+    down[1, 2, 0] -= h
+    v_up = logot.point_gradients(up, y, eps, a, b, **TIGHT).value
+    v_down = logot.point_gradients(down, y, eps, a, b, **TIGHT).value
+    np.testing.assert_array_equal(v_up[[0, 2]], g.value[[0, 2]])
+    assert (v_up[1] - v_down[1]) / (2 * h) == pytest.approx(g.x[1, 2, 0], abs=1e-7)
+
+
+def test_batched_point_weights_broadcast_and_uniform(rng):
+    x, y, a, b = cloud_batch(rng)
+    eps = 0.1
+    shared = logot.point_gradients(x, y, eps, a[0], b[1], **TIGHT)
+    tiled = logot.point_gradients(x, y, eps, np.tile(a[0], (3, 1)), np.tile(b[1], (3, 1)), **TIGHT)
+    np.testing.assert_allclose(shared.value, tiled.value, rtol=1e-14)
+    np.testing.assert_allclose(shared.x, tiled.x, rtol=1e-14, atol=1e-16)
+    uniform = logot.point_gradients(x, y, eps, **TIGHT)
+    explicit = logot.point_gradients(x, y, eps, np.full(6, 1 / 6), np.full((3, 5), 1 / 5), **TIGHT)
+    np.testing.assert_allclose(uniform.value, explicit.value, rtol=1e-14)
+    np.testing.assert_allclose(uniform.y, explicit.y, rtol=1e-14, atol=1e-16)
+    for k in range(3):
+        one = logot.point_gradients(x[k], y[k], eps, **TIGHT)
+        assert uniform.value[k] == pytest.approx(one.value, rel=1e-13)
+    # float32 in, float32 out.
+    g32 = logot.point_gradients(x.astype(np.float32), y.astype(np.float32), eps)
+    assert g32.value.dtype == np.float32 and g32.x.dtype == np.float32
+    np.testing.assert_allclose(g32.value, uniform.value, rtol=1e-4)
+
+
+@pytest.mark.parametrize("metric", ["sqeuclidean", "euclidean"])
+def test_batched_point_cloud_cost_in_wasserstein_and_coupling(rng, metric):
+    x, y, a, b = cloud_batch(rng)
+    eps = 0.1
+    cloud = logot.PointCloud(x, y, metric)
+    dense = cloud.dense()
+    assert dense.shape == (3, 6, 5)
+    # One histogram shared by the batch (1-D) or one per problem (B×n).
+    w = logot.wasserstein(a[0], b, cloud, eps, **TIGHT)
+    c = logot.coupling(a, b, cloud, eps, **TIGHT)
+    assert w.shape == (3,) and c.plan.shape == (3, 6, 5)
+    for k in range(3):
+        cost = ot.dist(x[k], y[k], metric=metric)
+        np.testing.assert_allclose(dense[k], cost, rtol=1e-12, atol=1e-15)
+        one = logot.wasserstein(a[0], b[k], logot.PointCloud(x[k], y[k], metric), eps, **TIGHT)
+        assert w[k] == pytest.approx(one, rel=1e-13)
+        want = ot.sinkhorn2(a[0], b[k], cost, eps, method="sinkhorn_log", stopThr=1e-14, numItermax=100_000)
+        assert w[k] == pytest.approx(float(want), rel=1e-10)
+        np.testing.assert_allclose(c.plan[k], pot_plan(a[k], b[k], cost, eps), atol=1e-13)
+
+
+def test_batched_sinkhorn_divergence_equals_separate_calls(rng):
+    x, y, a, b = cloud_batch(rng, n=7, m=5, d=3)
+    eps = 0.5
+    s = logot.sinkhorn_divergence(x, y, eps, a, b, **TIGHT)
+    assert s.value.shape == (3,) and s.grad_x.shape == x.shape and s.grad_y.shape == y.shape
+    assert s.terms.shape == (3, 3) and len(s.convergence) == 3 and s.converged
+    for k in range(3):
+        one = logot.sinkhorn_divergence(x[k], y[k], eps, a[k], b[k], **TIGHT)
+        assert s.value[k] == pytest.approx(one.value, rel=1e-12)
+        np.testing.assert_allclose(s.terms[k], one.terms, rtol=1e-13)
+        np.testing.assert_allclose(s.grad_x[k], one.grad_x, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(s.grad_y[k], one.grad_y, rtol=1e-12, atol=1e-15)
+        assert [c.iterations for c in s.convergence[k]] == [c.iterations for c in one.convergence]
+    # Uniform weights and a shared 1-D b; a translation by t_k gives S = |t_k|² per problem.
+    t = rng.normal(size=(3, 1, 3)) * 0.3
+    tr = logot.sinkhorn_divergence(x, x + t, eps, None, np.full(7, 1 / 7), **TIGHT)
+    np.testing.assert_allclose(tr.value, (t[:, 0] ** 2).sum(1), rtol=1e-9)
+    # POT's convention per problem (empirical_sinkhorn_divergence on ot.dist costs).
+    lin = logot.sinkhorn_divergence(x, y, 1.0, convention="linear", tol=1e-11, max_iters=20_000)
+    assert lin.grad_x is None and lin.value.shape == (3,)
+    for k in range(3):
+        want = ot.bregman.empirical_sinkhorn_divergence(x[k], y[k], 1.0, stopThr=1e-11, numIterMax=20_000, warn=False)
+        assert lin.value[k] == pytest.approx(want, rel=1e-8)
+    # Unbalanced (reg_m), per problem.
+    u = logot.sinkhorn_divergence(x, y, eps, a, 2 * b, reg_m=2.0, **TIGHT)
+    for k in range(3):
+        one = logot.sinkhorn_divergence(x[k], y[k], eps, a[k], 2 * b[k], reg_m=2.0, **TIGHT)
+        assert u.value[k] == pytest.approx(one.value, rel=1e-12)
+        np.testing.assert_allclose(u.grad_x[k], one.grad_x, rtol=1e-12, atol=1e-15)
+
+
+def test_batched_point_clouds_bad_shapes(rng):
+    x, y, a, b = cloud_batch(rng)
+    with pytest.raises(ValueError, match=r"^y: expected a batch of clouds B×m×d"):
+        logot.point_gradients(x, y[0], 0.1)
+    with pytest.raises(ValueError, match=r"^y: expected points m×d"):
+        logot.sinkhorn_divergence(x[0], y, 0.1)
+    with pytest.raises(ValueError, match=r"^x: expected points n×d or a batch"):
+        logot.sinkhorn_divergence(x[None], y[None], 0.1)
+    # The library's messages: another number of pairs, another dimension.
+    with pytest.raises(ValueError, match=r"^y: holds 2 point clouds but x holds 3"):
+        logot.point_gradients(x, y[:2], 0.1)
+    with pytest.raises(ValueError, match=r"^y: points have 1 coordinates but those of x have 2"):
+        logot.sinkhorn_divergence(x, y[..., :1], 0.1)
+    with pytest.raises(ValueError, match=r"^y: holds 2 point clouds"):
+        logot.wasserstein(a[0], b[0], logot.PointCloud(x, y[:2]), 0.1)
+    with pytest.raises(ValueError, match=r"^x: holds 3 pairs of point clouds but there are 2 problems"):
+        logot.wasserstein(a[:2], b[0], logot.PointCloud(x, y), 0.1)
+    # Weights: n or B×n.
+    with pytest.raises(ValueError, match=r"^a: expected weights 6 or 3×6"):
+        logot.point_gradients(x, y, 0.1, a[:2])
+    with pytest.raises(ValueError, match=r"^b: expected weights 5 or 3×5"):
+        logot.sinkhorn_divergence(x, y, 0.1, None, np.ones(4) / 4)
+    with pytest.raises(ValueError, match=r"^a: expected weights"):
+        logot.sinkhorn_divergence(x, y, 0.1, a[None])
+    with pytest.raises(ValueError, match=r"^cost: a barycenter needs one"):
+        logot.barycenter(np.stack([b[0], b[1]]), None, logot.PointCloud(x, y), 0.1)
+
+
+# ---------------------------------------------------------------------------------------
 # Barycenters
 # ---------------------------------------------------------------------------------------
 

@@ -160,6 +160,9 @@ def test_empirical_sinkhorn_divergence_as_pot(rng):
     assert set(log) >= {"sinkhorn_loss_ab", "sinkhorn_loss_a", "sinkhorn_loss_b"}
     with pytest.raises(ValueError, match=r"^X_t"):
         pot.empirical_sinkhorn_divergence(xs, xt[:, :1], 1.0)
+    # POT's samples are one pair of clouds: a batch of pairs (logot.sinkhorn_divergence's) is not.
+    with pytest.raises(ValueError, match=r"^X_s: expected points n×d"):
+        pot.empirical_sinkhorn_divergence(np.stack([xs, xs]), np.stack([xt, xt]), 1.0)
 
 
 def test_helpers(rng):
