@@ -188,6 +188,9 @@ pub trait BistochasticKernels<T: Real>: Backend<T> {
     /// (`log R = X + α·1ᵀ + 1·βᵀ`): `β ← −LSE_i(X_ij + α_i)`, then `α ← −LSE_j(X_ij + β_j)`,
     /// at most `iters` times; a matrix stops early once its column error is `≤ tol`
     /// (`tol = 0`: always `iters`). Writes `r` (same layout as `x`).
+    ///
+    /// Provided: [`BistochasticKernels::bistochastic_forward_deferred`], then its words
+    /// read back (a GPU waits for its stream).
     fn bistochastic_forward(
         &self,
         n: usize,
@@ -195,7 +198,11 @@ pub trait BistochasticKernels<T: Real>: Backend<T> {
         iters: usize,
         tol: f64,
         r: &mut Self::Buffer,
-    ) -> Result<ProjectionStats>;
+    ) -> Result<ProjectionStats> {
+        let mut stats = self.words(words::PROJECTION)?;
+        self.bistochastic_forward_deferred(n, x, iters, tol, r, &mut stats)?;
+        ProjectionStats::from_words(&self.read_words(&stats, words::PROJECTION)?)
+    }
 
     /// `∂L/∂X = (G − a·1ᵀ − 1·bᵀ) ⊙ R` for each matrix, where `b` solves the Schur system
     /// `(diag(c) − Rᵀ diag(1/r) R)·b = (G⊙R)ᵀ1 − Rᵀ diag(1/r)(G⊙R)1` (`r`, `c`: the row and

@@ -293,7 +293,20 @@ impl<T: Real> BistochasticKernels<T> for CpuBackend {
         r: &mut Vec<T>,
         stats: &mut Vec<u64>,
     ) -> Result<()> {
-        let s = BistochasticKernels::<T>::bistochastic_forward(self, n, x, iters, tol, r)?;
+        check_n(n)?;
+        let per = n * n;
+        batch_of(x.len(), per, "x")?;
+        check_len("r", r.len(), x.len())?;
+        let chunk = per * min_task(n);
+        let s = x
+            .par_chunks(chunk)
+            .zip(r.par_chunks_mut(chunk))
+            .map(|(xc, rc)| forward_dispatch(n, xc, iters, tol, rc))
+            .reduce(ProjectionStats::default, |a, b| ProjectionStats {
+                iterations: a.iterations.max(b.iterations),
+                marginal_error: a.marginal_error.max(b.marginal_error),
+                unconverged: a.unconverged + b.unconverged,
+            });
         put_words(stats, &s.to_words(), "stats")
     }
 
@@ -309,29 +322,6 @@ impl<T: Real> BistochasticKernels<T> for CpuBackend {
     ) -> Result<()> {
         let s = self.bistochastic_backward(n, r, g, tol, max_iters, dx, None)?;
         put_words(words, &cg_summary_to_words(&s), "words")
-    }
-
-    fn bistochastic_forward(
-        &self,
-        n: usize,
-        x: &Vec<T>,
-        iters: usize,
-        tol: f64,
-        r: &mut Vec<T>,
-    ) -> Result<ProjectionStats> {
-        check_n(n)?;
-        let per = n * n;
-        batch_of(x.len(), per, "x")?;
-        check_len("r", r.len(), x.len())?;
-        let chunk = per * min_task(n);
-        Ok(x.par_chunks(chunk)
-            .zip(r.par_chunks_mut(chunk))
-            .map(|(xc, rc)| forward_dispatch(n, xc, iters, tol, rc))
-            .reduce(ProjectionStats::default, |a, b| ProjectionStats {
-                iterations: a.iterations.max(b.iterations),
-                marginal_error: a.marginal_error.max(b.marginal_error),
-                unconverged: a.unconverged + b.unconverged,
-            }))
     }
 
     fn bistochastic_backward(

@@ -29,9 +29,7 @@ use super::device::{CudaBackend, CudaBuffer};
 use super::kernels::{define, kernel_name, CudaReal, Module, Precision};
 use super::launch::{Context, Launch};
 use crate::backend::batch_of;
-use crate::backend::bistochastic::{
-    cg_summary_from_words, words, BistochasticKernels, ProjectionStats,
-};
+use crate::backend::bistochastic::{cg_summary_from_words, words, BistochasticKernels};
 use crate::backend::shape::check_len;
 use crate::cg::{CgOutcome, CgSummary};
 use crate::{Error, Result};
@@ -334,24 +332,6 @@ impl<T: CudaReal> BistochasticKernels<T> for CudaBackend {
         stats: &mut CudaBuffer<u64>,
     ) -> Result<()> {
         self.launch_forward(n, x, iters, tol, r, stats)
-    }
-
-    fn bistochastic_forward(
-        &self,
-        n: usize,
-        x: &CudaBuffer<T>,
-        iters: usize,
-        tol: f64,
-        r: &mut CudaBuffer<T>,
-    ) -> Result<ProjectionStats> {
-        let mut stats = BistochasticKernels::<T>::words(self, words::PROJECTION)?;
-        self.launch_forward(n, x, iters, tol, r, &mut stats)?;
-        self.read_back(
-            &stats.data,
-            0,
-            words::PROJECTION,
-            ProjectionStats::from_words,
-        )?
     }
 
     fn bistochastic_backward_deferred(
