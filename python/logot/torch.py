@@ -598,7 +598,9 @@ def bistochastic(x: torch.Tensor, iters: int = 20, tol: float = 0.0, *, cg_tol=N
     is bistochastic to its column error, and so is the gradient).
 
     CUDA tensors are computed in place (no host copy) on the current CUDA stream of their
-    device, forward and backward, and the call never waits for the GPU (as a torch operator):
+    device, forward and backward, and the call does not wait for the GPU (as a torch operator:
+    like any, it waits when torch's caching allocator must grow, cudaMalloc synchronising, and
+    the first call allocates the page-locked rows the statistics come back through):
     the statistics (the projection's convergence when ``tol > 0``, the backward's CG, and
     errors such as non-finite logits or gradients, which leave NaN in the result) stay on the
     device and are copied back asynchronously; they are reported, as
