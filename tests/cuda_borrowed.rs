@@ -297,9 +297,22 @@ where
             .unwrap();
         proj.backward_buffers_deferred(n, &rb2, &gb, &cg, &mut db2, &mut wb)
             .unwrap();
+        // The caller's page-locked copy, queued on the stream (as logot.torch collects them).
+        let (p, c) = (words::PROJECTION, words::CG_SUMMARY);
+        let mut pinned = ctx.alloc_pinned_with_flags::<u64>(p + c, 0).unwrap();
+        let host = pinned.as_mut_ptr().unwrap();
+        be.queue_words_to_host(&sb, p, host).unwrap();
+        be.queue_words_to_host(&wb, c, host.add(p)).unwrap();
+        assert!(matches!(
+            be.queue_words_to_host(&sb, p + 1, host),
+            Err(logot::Error::Parameter { ref arg, .. }) if arg == "len"
+        ));
         // Read through the backend (waits for the stream).
         let sw = proj.forward_stats(&sb).unwrap();
         let w = BistochasticKernels::<T>::read_words(&be, &wb, words::CG_SUMMARY).unwrap();
+        let queued = pinned.as_slice().unwrap();
+        assert_eq!(&queued[..p], &sw.to_words()[..]);
+        assert_eq!(&queued[p..], &w[..]);
         (stats, summary, sw, w)
     };
     assert_eq!(stats, stats_words);

@@ -410,8 +410,8 @@ def _in_place_device(t: torch.Tensor, backend: Optional[str]) -> Optional[int]:
 
 
 # Statistics of the in-place CUDA calls, deferred: each call leaves its statistics words in a
-# small int64 device tensor, copies them (non_blocking, stream-ordered) into pinned host
-# memory and records an event; nothing waits. Entries are decoded, and warned about, once
+# small int64 device tensor, and the binding queues their copy (stream-ordered, asynchronous)
+# into a row of pinned host memory; the call records an event after it; nothing waits. Entries are decoded, and warned about, once
 # their event has completed: polled at the start of every bistochastic call and by
 # bistochastic_stats(), which waits for them all.
 # The backward runs on autograd's device threads: the list is changed under a lock.
@@ -426,38 +426,45 @@ _WORDS: dict = {}
 # wait: for the oldest entry's copy.
 _SLOT_WORDS = 8  # ≥ the projection's 3 and the CG summary's 7 words
 _SLOTS = 512
-_PINNED: dict = {}  # "rows": the array, "free": the free row indices
+_PINNED: dict = {}  # "rows": the array, "ptr": its host address, "free": the free row indices
 
 
-def _take_slot() -> int:
+def _take_slot():
+    """A free pinned row: its index and host address (the binding copies the words there)."""
     while True:
         with _PENDING_LOCK:
             if "rows" not in _PINNED:
                 _PINNED["rows"] = torch.empty((_SLOTS, _SLOT_WORDS), dtype=torch.int64, pin_memory=True)
+                _PINNED["ptr"] = _PINNED["rows"].data_ptr()
                 _PINNED["free"] = list(range(_SLOTS))
             if _PINNED["free"]:
-                return _PINNED["free"].pop()
+                slot = _PINNED["free"].pop()
+                return slot, _PINNED["ptr"] + slot * 8 * _SLOT_WORDS
             oldest = _PENDING.pop(0)  # every row is held by a pending entry
         _report([oldest], stacklevel=6)
 
 
-class _Pending:
-    __slots__ = ("kind", "host", "slot", "event", "batch", "double", "tol", "cg_tol")
+def _free_slot(slot: int):
+    with _PENDING_LOCK:
+        _PINNED["free"].append(slot)
 
-    def __init__(self, kind, words, stream, batch, double, tol=0.0, cg_tol=None, count=None):
-        count = words.numel() if count is None else count
-        assert count <= _SLOT_WORDS
-        self.slot = _take_slot()
-        self.host = _PINNED["rows"][self.slot, :count]
-        self.host.copy_(words[:count], non_blocking=True)
+
+class _Pending:
+    """A deferred call's statistics: the binding queued their copy into pinned row ``slot``
+    on ``stream``; the event recorded after it says when the row holds them."""
+
+    __slots__ = ("kind", "slot", "count", "event", "batch", "double", "tol", "cg_tol")
+
+    def __init__(self, kind, slot, count, stream, batch, double, tol=0.0, cg_tol=None):
         self.event = torch.cuda.Event()
         self.event.record(stream)
-        self.kind, self.batch, self.double, self.tol, self.cg_tol = kind, batch, double, tol, cg_tol
+        self.kind, self.slot, self.count = kind, slot, count
+        self.batch, self.double, self.tol, self.cg_tol = batch, double, tol, cg_tol
 
     def read(self):
         """The decoded statistics (waits for the event), and the warning they call for."""
         self.event.synchronize()
-        words = self.host.tolist()
+        words = _PINNED["rows"][self.slot, : self.count].tolist()
         try:
             out = _lg._logot._bistochastic_decode(self.kind, words, self.batch, self.double, self.cg_tol)
         except (ValueError, RuntimeError) as e:
@@ -490,15 +497,20 @@ def _report(entries, stacklevel):
 
 
 def _poll():
-    """Report the deferred statistics whose copies have completed (never waits)."""
+    """Report the deferred statistics whose copies have completed (never waits). Entries
+    are taken in the order of their calls, up to the first whose copy is still pending (one
+    event query per call in the steady state; on one stream, the later ones cannot have
+    completed either)."""
     if not _PENDING:
         return
     with _PENDING_LOCK:
-        done = [p for p in _PENDING if p.event.query()]
-        if done:
-            _PENDING[:] = [p for p in _PENDING if p not in done]
-    if done:
-        _report(done, stacklevel=5)
+        done = 0
+        while done < len(_PENDING) and _PENDING[done].event.query():
+            done += 1
+        entries = _PENDING[:done]
+        del _PENDING[:done]
+    if entries:
+        _report(entries, stacklevel=5)
 
 
 def bistochastic_stats() -> dict:
@@ -546,10 +558,17 @@ class _Bistochastic(torch.autograd.Function):
             if flat.numel():
                 batch = flat.shape[0]
                 stream = torch.cuda.current_stream(device)
-                stats = torch.empty(_words(batch, device)[0], dtype=torch.int64, device=flat.device)
-                _lg._logot._bistochastic_cuda(flat.data_ptr(), r.data_ptr(), stats.data_ptr(), batch, n,
-                                              flat.dtype == torch.float64, iters, tol, device, stream.cuda_stream)
-                pending = _Pending("forward", stats, stream, batch, flat.dtype == torch.float64, tol=tol)
+                nwords = _words(batch, device)[0]
+                stats = torch.empty(nwords, dtype=torch.int64, device=flat.device)
+                slot, host = _take_slot()
+                try:
+                    _lg._logot._bistochastic_cuda(flat.data_ptr(), r.data_ptr(), stats.data_ptr(), batch, n,
+                                                  flat.dtype == torch.float64, iters, tol, device, stream.cuda_stream,
+                                                  host)
+                except BaseException:
+                    _free_slot(slot)
+                    raise
+                pending = _Pending("forward", slot, nwords, stream, batch, flat.dtype == torch.float64, tol=tol)
                 with _PENDING_LOCK:
                     _PENDING.append(pending)
             out = r.reshape(x.shape)
@@ -575,10 +594,15 @@ class _Bistochastic(torch.autograd.Function):
                 stream = torch.cuda.current_stream(device)
                 _, nwords, summary = _words(batch, device)
                 words = torch.empty(nwords, dtype=torch.int64, device=rf.device)
-                _lg._logot._bistochastic_backward_cuda(rf.data_ptr(), g.data_ptr(), dx.data_ptr(), words.data_ptr(),
-                                                       nwords, batch, n, double, cg_tol, int(cg_max_iters), device,
-                                                       stream.cuda_stream)
-                pending = _Pending("backward", words, stream, batch, double, cg_tol=cg_tol, count=summary)
+                slot, host = _take_slot()
+                try:
+                    _lg._logot._bistochastic_backward_cuda(rf.data_ptr(), g.data_ptr(), dx.data_ptr(),
+                                                           words.data_ptr(), nwords, batch, n, double, cg_tol,
+                                                           int(cg_max_iters), device, stream.cuda_stream, host)
+                except BaseException:
+                    _free_slot(slot)
+                    raise
+                pending = _Pending("backward", slot, summary, stream, batch, double, cg_tol=cg_tol)
                 with _PENDING_LOCK:
                     _PENDING.append(pending)
             return dx.reshape(r.shape), None, None, None, None, None

@@ -8,7 +8,7 @@
 //! (numerical, device, memory, availability) carrying the library's message.
 
 use logot::backend::bistochastic::{cg_summary_from_words, words, ProjectionStats};
-use logot::backend::cuda::CudaReal;
+use logot::backend::cuda::{CudaBuffer, CudaReal};
 use logot::grad::{Bistochastic, BistochasticParams, CgParams, CgSummary};
 use logot::linalg::{newton_schulz_on, svd3_batch_on, NewtonSchulzParams};
 use logot::{
@@ -927,6 +927,25 @@ unsafe fn cuda_on_stream(device: usize, stream: usize) -> logot::Result<CudaBack
     Ok(unsafe { be.on_stream(stream as *mut _) })
 }
 
+/// Queue the copy of the first `count` statistics words to the caller's page-locked host
+/// memory at `host` (nothing when `host` is 0), on the backend's stream, without waiting.
+///
+/// # Safety (the bindings' contract)
+/// A non-zero `host` addresses `count` int64 of page-locked memory that nobody touches
+/// until the caller's event after this call has completed.
+fn queue_to_host(
+    be: &CudaBackend,
+    w: &CudaBuffer<u64>,
+    count: usize,
+    host: u64,
+) -> logot::Result<()> {
+    if host == 0 {
+        return Ok(());
+    }
+    // SAFETY: the bindings' contract above.
+    unsafe { be.queue_words_to_host(w, count, host as *mut u64) }
+}
+
 /// `len = batch·n·n` elements, or a `ValueError` when it overflows.
 fn matrices_len(batch: usize, n: usize) -> PyResult<usize> {
     batch
@@ -946,7 +965,7 @@ fn matrices_len(batch: usize, n: usize) -> PyResult<usize> {
 /// three int64), and `torch.cuda.current_stream(device).cuda_stream`; other arguments are
 /// undefined behaviour (Python cannot mark a function unsafe: this one is).
 #[pyfunction]
-#[pyo3(signature = (x, r, stats, batch, n, double, iters, tol, device, stream))]
+#[pyo3(signature = (x, r, stats, batch, n, double, iters, tol, device, stream, host=0))]
 #[allow(clippy::too_many_arguments)]
 fn _bistochastic_cuda(
     py: Python<'_>,
@@ -960,6 +979,7 @@ fn _bistochastic_cuda(
     tol: f64,
     device: usize,
     stream: usize,
+    host: u64,
 ) -> PyResult<()> {
     let len = matrices_len(batch, n)?;
     let params = BistochasticParams {
@@ -971,7 +991,7 @@ fn _bistochastic_cuda(
         be: CudaBackend,
         params: BistochasticParams,
         n: usize,
-        [x, r, stats]: [u64; 3],
+        [x, r, stats, host]: [u64; 4],
         len: usize,
     ) -> logot::Result<()> {
         // SAFETY: the caller's contract (above): `x` and `r` address `len` values of T of
@@ -984,15 +1004,17 @@ fn _bistochastic_cuda(
                 be.borrow_words(stats, words::PROJECTION),
             )
         };
-        Bistochastic::new(be, params).forward_buffers_deferred::<T>(n, &xb, &mut rb, &mut sb)
+        let proj = Bistochastic::new(be.clone(), params);
+        proj.forward_buffers_deferred::<T>(n, &xb, &mut rb, &mut sb)?;
+        queue_to_host(&be, &sb, words::PROJECTION, host)
     }
     py.detach(|| {
         // SAFETY: the caller's contract: a stream of this GPU, live for the call.
         let be = unsafe { cuda_on_stream(device, stream)? };
         if double {
-            run::<f64>(be, params, n, [x, r, stats], len)
+            run::<f64>(be, params, n, [x, r, stats, host], len)
         } else {
-            run::<f32>(be, params, n, [x, r, stats], len)
+            run::<f32>(be, params, n, [x, r, stats, host], len)
         }
     })
     .py()
@@ -1004,7 +1026,7 @@ fn _bistochastic_cuda(
 /// summary, then scratch), on the caller's stream. Contract as [`_bistochastic_cuda`]
 /// (`dx` and `words` fresh).
 #[pyfunction]
-#[pyo3(signature = (r, g, dx, words, nwords, batch, n, double, cg_tol, cg_max_iters, device, stream))]
+#[pyo3(signature = (r, g, dx, words, nwords, batch, n, double, cg_tol, cg_max_iters, device, stream, host=0))]
 #[allow(clippy::too_many_arguments)]
 fn _bistochastic_backward_cuda(
     py: Python<'_>,
@@ -1020,6 +1042,7 @@ fn _bistochastic_backward_cuda(
     cg_max_iters: usize,
     device: usize,
     stream: usize,
+    host: u64,
 ) -> PyResult<()> {
     let len = matrices_len(batch, n)?;
     let cg = cg_params(cg_tol, cg_max_iters);
@@ -1027,7 +1050,7 @@ fn _bistochastic_backward_cuda(
         be: CudaBackend,
         cg: &CgParams,
         n: usize,
-        [r, g, dx, words]: [u64; 4],
+        [r, g, dx, words, host]: [u64; 5],
         len: usize,
         nwords: usize,
     ) -> logot::Result<()> {
@@ -1042,16 +1065,17 @@ fn _bistochastic_backward_cuda(
                 be.borrow_words(words, nwords),
             )
         };
-        Bistochastic::new(be, BistochasticParams::default())
-            .backward_buffers_deferred::<T>(n, &rb, &gb, cg, &mut db, &mut wb)
+        let proj = Bistochastic::new(be.clone(), BistochasticParams::default());
+        proj.backward_buffers_deferred::<T>(n, &rb, &gb, cg, &mut db, &mut wb)?;
+        queue_to_host(&be, &wb, words::CG_SUMMARY, host)
     }
     py.detach(|| {
         // SAFETY: the caller's contract: a stream of this GPU, live for the call.
         let be = unsafe { cuda_on_stream(device, stream)? };
         if double {
-            run::<f64>(be, &cg, n, [r, g, dx, words], len, nwords)
+            run::<f64>(be, &cg, n, [r, g, dx, words, host], len, nwords)
         } else {
-            run::<f32>(be, &cg, n, [r, g, dx, words], len, nwords)
+            run::<f32>(be, &cg, n, [r, g, dx, words, host], len, nwords)
         }
     })
     .py()

@@ -292,6 +292,43 @@ impl CudaBackend {
         unsafe { self.borrow_raw(ptr, len) }
     }
 
+    /// Queue a copy of the first `len` words of `words` to the host memory at `host`, on
+    /// the backend's stream, and return without waiting: how a caller collects the
+    /// statistics a deferred launch left on the device when it chooses (it records an event
+    /// on the same stream after this call, and reads `host` once the event has completed).
+    ///
+    /// # Safety
+    /// `host` addresses `len` writable, 8-byte aligned `u64`s of page-locked host memory
+    /// (for pageable memory the driver copies synchronously), neither read, written nor
+    /// freed by anyone else until the stream is past the copy.
+    pub unsafe fn queue_words_to_host(
+        &self,
+        words: &CudaBuffer<u64>,
+        len: usize,
+        host: *mut u64,
+    ) -> Result<()> {
+        if len > words.len {
+            return Err(Error::parameter(
+                "len",
+                len,
+                format!("the buffer holds {} words", words.len),
+            ));
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        // SAFETY: the caller's contract for `host`; `words` holds at least `len` words.
+        unsafe {
+            let dst = std::slice::from_raw_parts_mut(host, len);
+            cudarc::driver::result::memcpy_dtoh_async(
+                dst,
+                self.ptr(&words.data),
+                self.stream.cu_stream(),
+            )
+        }
+        .context("queueing the statistics words' copy to the host")
+    }
+
     unsafe fn borrow_raw<T: cudarc::driver::DeviceRepr>(
         &self,
         ptr: sys::CUdeviceptr,
