@@ -13,6 +13,9 @@ Prints one JSON object (times in milliseconds, medians over `repeats` after `war
 * ``total_pipelined_ms``: ``--chain`` forward + backward pairs queued back to back in one
   timed region, per pair (no call waits for the GPU, so the host's per-call work overlaps
   the kernels: the cost in a training loop);
+* ``total_graph_ms``: the pair captured once into a CUDA graph (``torch.cuda.graph``),
+  replayed ``--chain`` times per timed region, per pair (no host work per call: the cost in a
+  captured training step, e.g. ``torch.compile(mode="reduce-overhead")``);
 * ``forward_kernel_ms`` / ``backward_kernel_ms``: the compiled module's in-place entry
   points called directly on preallocated tensors (the library's kernels, the statistics
   left on the device, without autograd or the Python layer): the reference for the layer's
@@ -95,6 +98,25 @@ def main():
     piped, _ = timed(chain, max(5, args.repeats // 5), 2)
     lt.bistochastic_stats()
 
+    # The pair captured into a CUDA graph (torch's recipe: warm-up on a side stream), replayed
+    # `chain` times per timed region: the layer without host work per call.
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            total()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    x.grad = None
+    with torch.cuda.graph(graph):
+        lt.bistochastic(x, args.iters).backward(g)
+
+    def replays():
+        for _ in range(args.chain):
+            graph.replay()
+
+    graphed, _ = timed(replays, max(5, args.repeats // 5), 2)
+
     # The in-place entry points alone, on preallocated tensors.
     xd, rd, dxd = x.detach().contiguous(), torch.empty_like(x), torch.empty_like(x)
     device = x.device.index or 0
@@ -137,6 +159,8 @@ def main():
         "backward_kernel_ms": bwd_k,
         "layer_overhead_ms": tot - (fwd_k + bwd_k),
         "pipelined_vs_kernels": piped / args.chain / (fwd_k + bwd_k),
+        "total_graph_ms": graphed / args.chain,
+        "graph_vs_kernels": graphed / args.chain / (fwd_k + bwd_k),
     }
     if args.host:
         xh, gh = x.detach().cpu().numpy(), g.cpu().numpy()

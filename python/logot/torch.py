@@ -552,7 +552,9 @@ class _Bistochastic(torch.autograd.Function):
             # In place on the device: contiguous logits (a stream-ordered copy when needed),
             # R and the statistics words allocated by torch, kernels on the current stream,
             # the statistics copied back without waiting (see bistochastic_stats).
-            _poll()
+            capturing = torch.cuda.is_current_stream_capturing()
+            if not capturing:
+                _poll()
             flat = x.detach().reshape(-1, n, n).contiguous()
             r = torch.empty_like(flat)
             if flat.numel():
@@ -560,17 +562,21 @@ class _Bistochastic(torch.autograd.Function):
                 stream = torch.cuda.current_stream(device)
                 nwords = _words(batch, device)[0]
                 stats = torch.empty(nwords, dtype=torch.int64, device=flat.device)
-                slot, host = _take_slot()
+                # Captured into a CUDA graph: only the kernels (replayed with the graph); no
+                # statistics come back.
+                slot, host = (None, 0) if capturing else _take_slot()
                 try:
                     _lg._logot._bistochastic_cuda(flat.data_ptr(), r.data_ptr(), stats.data_ptr(), batch, n,
                                                   flat.dtype == torch.float64, iters, tol, device, stream.cuda_stream,
                                                   host)
                 except BaseException:
-                    _free_slot(slot)
+                    if slot is not None:
+                        _free_slot(slot)
                     raise
-                pending = _Pending("forward", slot, nwords, stream, batch, flat.dtype == torch.float64, tol=tol)
-                with _PENDING_LOCK:
-                    _PENDING.append(pending)
+                if not capturing:
+                    pending = _Pending("forward", slot, nwords, stream, batch, flat.dtype == torch.float64, tol=tol)
+                    with _PENDING_LOCK:
+                        _PENDING.append(pending)
             out = r.reshape(x.shape)
         else:
             r = _lg.bistochastic(_np(x.reshape(-1, n, n)), iters, tol, backend=backend).r
@@ -584,7 +590,9 @@ class _Bistochastic(torch.autograd.Function):
         cg_tol, cg_max_iters, backend, device = ctx.options
         n = r.shape[-1]
         if device is not None:
-            _poll()
+            capturing = torch.cuda.is_current_stream_capturing()
+            if not capturing:
+                _poll()
             rf = r.reshape(-1, n, n).contiguous()
             g = grad.reshape(-1, n, n).to(rf.dtype).contiguous()
             dx = torch.empty_like(rf)
@@ -594,17 +602,19 @@ class _Bistochastic(torch.autograd.Function):
                 stream = torch.cuda.current_stream(device)
                 _, nwords, summary = _words(batch, device)
                 words = torch.empty(nwords, dtype=torch.int64, device=rf.device)
-                slot, host = _take_slot()
+                slot, host = (None, 0) if capturing else _take_slot()
                 try:
                     _lg._logot._bistochastic_backward_cuda(rf.data_ptr(), g.data_ptr(), dx.data_ptr(),
                                                            words.data_ptr(), nwords, batch, n, double, cg_tol,
                                                            int(cg_max_iters), device, stream.cuda_stream, host)
                 except BaseException:
-                    _free_slot(slot)
+                    if slot is not None:
+                        _free_slot(slot)
                     raise
-                pending = _Pending("backward", slot, summary, stream, batch, double, cg_tol=cg_tol)
-                with _PENDING_LOCK:
-                    _PENDING.append(pending)
+                if not capturing:
+                    pending = _Pending("backward", slot, summary, stream, batch, double, cg_tol=cg_tol)
+                    with _PENDING_LOCK:
+                        _PENDING.append(pending)
             return dx.reshape(r.shape), None, None, None, None, None
         g = _lg.bistochastic_backward(_np(r.reshape(-1, n, n)), _np(grad.reshape(-1, n, n)), cg_tol=cg_tol,
                                       cg_max_iters=cg_max_iters, backend=backend)
@@ -629,7 +639,13 @@ def bistochastic(x: torch.Tensor, iters: int = 20, tol: float = 0.0, *, cg_tol=N
     errors such as non-finite logits or gradients, which leave NaN in the result) stay on the
     device and are copied back asynchronously; they are reported, as
     :class:`logot.ConvergenceWarning`, by the first call after their copy has completed, or
-    at once by :func:`bistochastic_stats` (which waits for them)."""
+    at once by :func:`bistochastic_stats` (which waits for them).
+
+    CUDA graphs: the in-place calls can be captured (``torch.cuda.graph``, e.g. a whole
+    training step, forward and backward, after warm-up calls outside the capture): the
+    replays run the same kernels on the captured tensors with no host work per call.
+    Captured calls report no statistics (set ``iters`` and use ``tol = 0``, the usual
+    setting); run the step eagerly to check them."""
     if not isinstance(x, torch.Tensor):
         x = torch.as_tensor(np.asarray(x))
     if x.dtype not in (torch.float32, torch.float64):
