@@ -65,7 +65,7 @@
 
 use super::cg::{conjugate_gradient, BackendSpace, CgOperator, CgOutcome, CgParams, CgReport};
 use crate::backend::{grad::GradKernels, Backend, CostSource, Side};
-use crate::sinkhorn::{relax_side, Problem, SinkhornResult, Solver};
+use crate::sinkhorn::{relax_side, BufferSolution, Prepared, Problem, SinkhornResult, Solver};
 use crate::unbalanced::{dual_side, phi};
 use crate::validate::{check_eps, check_finite};
 use crate::{CpuBackend, Error, Real, Result};
@@ -127,6 +127,68 @@ pub struct EnvelopeGradients<T> {
     pub mu: Array2<T>,
     /// `∂OT_ε/∂ν = g`, shifted by the opposite constant (unbalanced: as `mu`, for `ν`).
     pub nu: Array2<T>,
+}
+
+/// The caller's buffers [`Solver::wasserstein_gradients_into`] writes.
+#[derive(Debug)]
+pub struct GradientBuffers<'a, Buf> {
+    /// `∂/∂C`, `B×n×m`.
+    pub cost: &'a mut Buf,
+    /// `∂/∂μ`, `B×n`.
+    pub mu: &'a mut Buf,
+    /// `∂/∂ν`, `B×m`.
+    pub nu: &'a mut Buf,
+}
+
+/// Gradients of a prepared batch, on the backend.
+struct PreparedGradients<T: Real, B: Backend<T>> {
+    /// Potentials (`g` without the cost offsets) and the offsets.
+    f: B::Buffer,
+    g: B::Buffer,
+    shift: Vec<f64>,
+    solution: BufferSolution,
+    cost: B::Buffer,
+    a: B::Buffer,
+    b: B::Buffer,
+    cg: CgReport,
+}
+
+/// [`centre`] on the backend: each problem's `(a, b)` shifted by `(−k, +k)`, `k = mean(a)`
+/// (the sum in f64 from [`Backend::row_stats`]).
+fn centre_on<T: Real, B: Backend<T>>(
+    be: &B,
+    a: &mut B::Buffer,
+    b: &mut B::Buffer,
+    batch: usize,
+) -> Result<()> {
+    let n = be.len(a) / batch;
+    let mean: Vec<f64> = be
+        .row_stats(a, batch)?
+        .iter()
+        .map(|s| s.sum / n as f64)
+        .collect();
+    let minus: Vec<f64> = mean.iter().map(|k| -k).collect();
+    let mut a_new = be.filled(be.len(a), T::zero())?;
+    be.offset_rows(a, &minus, &mut a_new)?;
+    *a = a_new;
+    let mut b_new = be.filled(be.len(b), T::zero())?;
+    be.offset_rows(b, &mean, &mut b_new)?;
+    *b = b_new;
+    Ok(())
+}
+
+/// [`check_output`] on the backend: the non-finite count per problem, the buffer read only
+/// for the error.
+fn check_output_on<T: Real, B: Backend<T>>(
+    be: &B,
+    what: &str,
+    v: &B::Buffer,
+    batch: usize,
+) -> Result<()> {
+    if be.row_stats(v, batch)?.iter().any(|s| s.non_finite > 0) {
+        check_output(what, &be.download(v)?)?;
+    }
+    Ok(())
 }
 
 /// A batch of plans (`B×n×m`) as the adjoint solve sees them: `P·x` and `Pᵀ·u`, however
@@ -540,9 +602,8 @@ impl<Bk> Solver<Bk> {
         self.gradients_with(problem, g.iter().copied().collect(), T::zero(), cg)
     }
 
-    /// Shared core: solve, build the plan, adjoint solve, assemble
-    /// `∂L/∂C = (explicit − (1/ε)(G − a − b))⊙P`, the marginal gradients (balanced: `(a, b)`
-    /// centred; unbalanced: `(a ⊙ P·1/(φ_μ μ), b ⊙ Pᵀ·1/(φ_ν ν))`), fix zero-mass bins.
+    /// Shared core of the host entry points: upload, [`Solver::gradients_prepared`],
+    /// download.
     fn gradients_with<T: Real>(
         &self,
         problem: &Problem<'_, T>,
@@ -555,95 +616,163 @@ impl<Bk> Solver<Bk> {
     {
         cg.validate()?;
         let be = self.backend();
+        let prepared = self.prepare(problem)?;
+        let g = be.upload(&upstream)?;
+        let d = self.gradients_prepared(&prepared, &g, explicit, cg)?;
+        let (batch, n, m) = prepared.dims();
+        let result = self.finish_parts(
+            (batch, n, m),
+            &d.f,
+            &d.g,
+            &d.shift,
+            &d.solution.convergence,
+            &d.solution.distance,
+            d.solution.objective.as_deref(),
+        )?;
+        Ok(OtGradients {
+            result,
+            cost: array3((batch, n, m), be.download(&d.cost)?)?,
+            mu: array2(batch, n, be.download(&d.a)?)?,
+            nu: array2(batch, m, be.download(&d.b)?)?,
+            cg: d.cg,
+        })
+    }
+
+    /// [`Solver::wasserstein_gradients`] for a batch already on the backend
+    /// ([`Solver::prepare_buffers`]; `cost` the same dense cost buffer, the upstream `G = C`),
+    /// written into the caller's buffers: `∂⟨P,C⟩/∂C` (`B×n×m`), `∂/∂μ` (`B×n`) and `∂/∂ν`
+    /// (`B×m`). Only per-problem numbers cross to the host (reports, distances, CG's
+    /// coefficients); for unbalanced problems, also `μ`, `ν` and the marginal gradients.
+    pub fn wasserstein_gradients_into<T: Real>(
+        &self,
+        prepared: &Prepared<T, Bk>,
+        cost: &Bk::Buffer,
+        cg: &CgParams,
+        out: GradientBuffers<'_, Bk::Buffer>,
+    ) -> Result<(BufferSolution, CgReport)>
+    where
+        Bk: GradKernels<T>,
+    {
+        cg.validate()?;
+        let be = self.backend();
+        let (batch, n, m) = prepared.dims();
+        let d = self.gradients_prepared(prepared, cost, T::one(), cg)?;
+        crate::backend::check_buffer_len("grad_cost", be.len(out.cost), batch * n * m)?;
+        crate::backend::check_buffer_len("grad_mu", be.len(out.mu), batch * n)?;
+        crate::backend::check_buffer_len("grad_nu", be.len(out.nu), batch * m)?;
+        be.offset_rows(&d.cost, &[], out.cost)?;
+        be.offset_rows(&d.a, &[], out.mu)?;
+        be.offset_rows(&d.b, &[], out.nu)?;
+        Ok((d.solution, d.cg))
+    }
+
+    /// Solve a prepared batch, build the plan, adjoint solve, assemble
+    /// `∂L/∂C = (explicit − (1/ε)(G − a − b))⊙P`, the marginal gradients (balanced: `(a, b)`
+    /// centred; unbalanced: `(a ⊙ P·1/(φ_μ μ), b ⊙ Pᵀ·1/(φ_ν ν))`), fix zero-mass bins; all
+    /// on the backend. `upstream` is `G` (`B×n×m`, or one `n×m` shared).
+    fn gradients_prepared<T: Real>(
+        &self,
+        pr: &Prepared<T, Bk>,
+        upstream: &Bk::Buffer,
+        explicit: T,
+        cg: &CgParams,
+    ) -> Result<PreparedGradients<T, Bk>>
+    where
+        Bk: GradKernels<T>,
+    {
+        cg.validate()?;
+        let be = self.backend();
         let relax = self.params().unbalanced();
         let eps_f = self.params().eps;
         let phis = relax.map(|r| (phi(r.rho_mu, eps_f), phi(r.rho_nu, eps_f)));
-        let s = self.run(problem)?;
-        let result = self.finish(problem, &s)?;
-        let (batch, n) = problem.mu().dim();
-        let m = problem.nu().ncols();
+        let (batch, n, m) = pr.dims();
+        let (f, g_pot, convergence, distance, objective) = self.iterate_prepared(pr)?;
+        self.check_distances::<T>(&distance)?;
+        let cost_ref = pr.cost();
         let eps = T::of(eps_f);
-        let plan = be.plan(&s.cost, &s.f, &s.g, eps)?;
-        let g = be.upload(&upstream)?;
-        let adj = solve_adjoint(be, &plan, (batch, n, m), &g, phis, cg)?;
-        let cost = be.download(&be.assemble_gradient(
-            &plan,
-            n,
-            m,
-            &g,
-            &adj.a,
-            &adj.b,
-            explicit,
-            -T::one() / eps,
-        )?)?;
-        let mut a = be.download(&adj.a)?;
-        let mut b = be.download(&adj.b)?;
+        let plan = be.plan(cost_ref, &f, &g_pot, eps)?;
+        let g = upstream;
+        let adj = solve_adjoint(be, &plan, (batch, n, m), g, phis, cg)?;
+        let cost =
+            be.assemble_gradient(&plan, n, m, g, &adj.a, &adj.b, explicit, -T::one() / eps)?;
+        let minus_one = vec![-1.0; batch];
+        // One-sided derivatives on empty bins, from the unscaled adjoint: on an empty row,
+        // ∂L/∂μ_i = Σ_j w_ij (G_ij − b_j), with w_i· the row an infinitesimal mass at i would
+        // get, `exp((f⁰_i + g_j − C_ij)/ε)`, f⁰ the half-step with log μ = 0 (balanced: a
+        // softmax; unbalanced: relaxed); on an empty column alike.
+        let empty_rows = if pr.empty_mu {
+            let zeros = be.filled(batch * n, T::zero())?;
+            let mut f0 = be.filled(batch * n, T::zero())?;
+            be.sinkstep(cost_ref, Side::Row, eps, &g_pot, &zeros, &mut f0)?;
+            if let Some(r) = relax {
+                relax_side(be, &mut f0, &zeros, eps_f, r.rho_mu)?;
+            }
+            let w = be.plan(cost_ref, &f0, &g_pot, eps)?;
+            let (sw, _) = be.weighted_marginals(&w, n, m, Some(g))?;
+            let mut t = be.filled(batch * n, T::zero())?;
+            be.plan_matvec(&w, n, m, &adj.b, &mut t)?;
+            be.batched_xpby(&sw, &minus_one, &mut t)?;
+            Some(t)
+        } else {
+            None
+        };
+        let empty_cols = if pr.empty_nu {
+            let zeros = be.filled(batch * m, T::zero())?;
+            let mut g0 = be.filled(batch * m, T::zero())?;
+            be.sinkstep(cost_ref, Side::Col, eps, &f, &zeros, &mut g0)?;
+            if let Some(r) = relax {
+                relax_side(be, &mut g0, &zeros, eps_f, r.rho_nu)?;
+            }
+            let w = be.plan(cost_ref, &f, &g0, eps)?;
+            let (_, sw) = be.weighted_marginals(&w, n, m, Some(g))?;
+            let mut t = be.filled(batch * m, T::zero())?;
+            be.plan_matvec_t(&w, n, m, &adj.a, &mut t)?;
+            be.batched_xpby(&sw, &minus_one, &mut t)?;
+            Some(t)
+        } else {
+            None
+        };
+        let (mut a, mut b) = (adj.a, adj.b);
         if let Some((phi_mu, phi_nu)) = phis {
             // ∂L/∂μ_i = (P·1)_i·a_i/(φ_μ μ_i), ∂L/∂ν_j = (Pᵀ·1)_j·b_j/(φ_ν ν_j).
             let (rows, cols) = be.weighted_marginals(&plan, n, m, None)?;
-            let scale = |v: &mut [T], mass: Vec<T>, w: &ArrayView2<'_, T>, phi: f64| {
-                for ((v, r), &w) in v.iter_mut().zip(mass).zip(w.iter()) {
+            let scale = |v: &mut Bk::Buffer, mass: &Bk::Buffer, w: &Bk::Buffer, phi: f64| {
+                let (mut h, mass, w) = (be.download(v)?, be.download(mass)?, be.download(w)?);
+                for ((v, r), &w) in h.iter_mut().zip(mass).zip(w.iter()) {
                     if w > T::zero() {
                         *v = T::of(v.f64() * r.f64() / (phi * w.f64()));
                     }
                 }
+                *v = be.upload(&h)?;
+                Ok::<(), Error>(())
             };
-            scale(&mut a, be.download(&rows)?, &problem.mu(), phi_mu);
-            scale(&mut b, be.download(&cols)?, &problem.nu(), phi_nu);
+            scale(&mut a, &rows, pr.mu(), phi_mu)?;
+            scale(&mut b, &cols, pr.nu(), phi_nu)?;
         }
-        let minus_one = vec![-1.0; batch];
-        if problem.mu().iter().any(|&v| v == T::zero()) {
-            // One-sided derivative on empty rows: ∂L/∂μ_i = Σ_j w_ij (G_ij − b_j), with
-            // w_i· the row an infinitesimal mass at i would get, `exp((f⁰_i + g_j − C_ij)/ε)`,
-            // f⁰ the half-step with log μ = 0 (balanced: a softmax; unbalanced: relaxed).
-            let zeros = be.filled(batch * n, T::zero())?;
-            let mut f0 = be.filled(batch * n, T::zero())?;
-            be.sinkstep(&s.cost, Side::Row, eps, &s.g, &zeros, &mut f0)?;
-            if let Some(r) = relax {
-                relax_side(be, &mut f0, &zeros, eps_f, r.rho_mu)?;
-            }
-            let w = be.plan(&s.cost, &f0, &s.g, eps)?;
-            let (sw, _) = be.weighted_marginals(&w, n, m, Some(&g))?;
-            let mut t = be.filled(batch * n, T::zero())?;
-            be.plan_matvec(&w, n, m, &adj.b, &mut t)?;
-            be.batched_xpby(&sw, &minus_one, &mut t)?;
-            let a0 = be.download(&t)?;
-            for (k, &v) in problem.mu().iter().enumerate() {
-                if v == T::zero() {
-                    a[k] = a0[k];
-                }
-            }
+        if let Some(t) = empty_rows {
+            be.where_empty(pr.mu(), &t, &mut a)?;
         }
-        if problem.nu().iter().any(|&v| v == T::zero()) {
-            let zeros = be.filled(batch * m, T::zero())?;
-            let mut g0 = be.filled(batch * m, T::zero())?;
-            be.sinkstep(&s.cost, Side::Col, eps, &s.f, &zeros, &mut g0)?;
-            if let Some(r) = relax {
-                relax_side(be, &mut g0, &zeros, eps_f, r.rho_nu)?;
-            }
-            let w = be.plan(&s.cost, &s.f, &g0, eps)?;
-            let (_, sw) = be.weighted_marginals(&w, n, m, Some(&g))?;
-            let mut t = be.filled(batch * m, T::zero())?;
-            be.plan_matvec_t(&w, n, m, &adj.a, &mut t)?;
-            be.batched_xpby(&sw, &minus_one, &mut t)?;
-            let b0 = be.download(&t)?;
-            for (k, &v) in problem.nu().iter().enumerate() {
-                if v == T::zero() {
-                    b[k] = b0[k];
-                }
-            }
+        if let Some(t) = empty_cols {
+            be.where_empty(pr.nu(), &t, &mut b)?;
         }
         if relax.is_none() {
-            centre(&mut a, &mut b, batch);
+            centre_on(be, &mut a, &mut b, batch)?;
         }
-        check_output("cost", &cost)?;
-        check_output("mu", &a)?;
-        check_output("nu", &b)?;
-        Ok(OtGradients {
-            result,
-            cost: array3((batch, n, m), cost)?,
-            mu: array2(batch, n, a)?,
-            nu: array2(batch, m, b)?,
+        check_output_on(be, "cost", &cost, batch)?;
+        check_output_on(be, "mu", &a, batch)?;
+        check_output_on(be, "nu", &b, batch)?;
+        Ok(PreparedGradients {
+            shift: pr.shifts().to_vec(),
+            f,
+            g: g_pot,
+            solution: BufferSolution {
+                distance,
+                objective,
+                convergence,
+            },
+            cost,
+            a,
+            b,
             cg: adj.cg,
         })
     }

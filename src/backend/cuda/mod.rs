@@ -54,6 +54,7 @@
 
 mod barycenter;
 mod bistochastic;
+mod buffers;
 mod cluster;
 mod cost;
 mod dense;
