@@ -897,8 +897,8 @@ impl<B> Solver<B> {
         B: Backend<T>,
     {
         let be = &self.backend;
-        let mu_masses = buffer_histograms(be, "mu", &mu, batch, n)?;
-        let masses = buffer_histograms(be, "nu", &nu, batch, m)?;
+        let (mu_masses, empty_mu) = buffer_histograms(be, "mu", &mu, batch, n)?;
+        let (masses, empty_nu) = buffer_histograms(be, "nu", &nu, batch, m)?;
         let matrices = if batched_cost { batch } else { 1 };
         let cost_len = be.len(cost);
         if cost_len != matrices * n * m {
@@ -945,11 +945,6 @@ impl<B> Solver<B> {
             Vec::new()
         };
         let cost = be.prepare_dense_buffer(cost, dims, &shift)?;
-        let empty = |s: &[crate::backend::RowStats]| s.iter().any(|s| s.min <= 0.0);
-        let (empty_mu, empty_nu) = (
-            empty(&be.row_stats(&mu, batch)?),
-            empty(&be.row_stats(&nu, batch)?),
-        );
         self.prepare_parts(
             cost,
             mu,
@@ -1507,14 +1502,15 @@ pub struct BufferSolution {
 
 /// The checks of [`Problem::batch`] for a batch of histograms on the backend (`batch` rows of
 /// `per`): non-empty, finite, non-negative (the same errors, naming the first offending entry,
-/// from the buffer downloaded only then), finite positive totals, returned.
+/// from the buffer downloaded only then), finite positive totals, returned with whether any
+/// bin is empty.
 fn buffer_histograms<T: Real, B: Backend<T>>(
     be: &B,
     arg: &str,
     buf: &B::Buffer,
     batch: usize,
     per: usize,
-) -> Result<Vec<f64>> {
+) -> Result<(Vec<f64>, bool)> {
     if batch == 0 || per == 0 {
         return Err(Error::Empty {
             arg: arg.into(),
@@ -1529,7 +1525,8 @@ fn buffer_histograms<T: Real, B: Backend<T>>(
             .map_err(|e| Error::shape(arg, e.to_string()))?;
         check_histograms(arg, &view)?;
     }
-    crate::validate::check_masses(arg, stats.iter().map(|s| s.sum).collect())
+    let masses = crate::validate::check_masses(arg, stats.iter().map(|s| s.sum).collect())?;
+    Ok((masses, stats.iter().any(|s| s.min <= 0.0)))
 }
 
 /// A batch uploaded to a backend by [`Solver::prepare`]: the prepared cost, `ν`, `log μ`
