@@ -865,7 +865,7 @@ impl<B> Solver<B> {
     }
 
     /// As [`Solver::prepare`] for a batch already on the backend (e.g. a caller's device
-    /// memory, [`CudaBackend::borrow_buffer`](crate::CudaBackend::borrow_buffer)): `μ` (`B×n`),
+    /// memory, `CudaBackend::borrow_buffer`): `μ` (`B×n`),
     /// `ν` (`B×m`) and a dense cost, `n×m` shared (`batched_cost` false) or `B×n×m`, all
     /// row-major. The input checks are those of [`Problem::batch`] and give the same errors
     /// (finite, non-negative, positive and — balanced — equal masses), from one reduction per
