@@ -436,7 +436,9 @@ def test_cuda_wasserstein_zero_copy(dtype):
     path on the CUDA backend bit for bit."""
     from torch.profiler import ProfilerActivity, profile
 
-    mu, nu, cost = _dense_batch(8, 1024, 1024, dtype, 5)
+    # 64 MiB of f32 cost: the per-problem numbers read back (input checks, convergence checks,
+    # the backward's CG dot products: a few bytes each) stay far below half a copy of it.
+    mu, nu, cost = _dense_batch(16, 1024, 1024, dtype, 5)
     leaves = [t.clone().requires_grad_() for t in (mu, nu, cost)]
     lt.wasserstein(*[t.detach() for t in leaves], 0.05)  # compile the kernels outside the profile
     torch.cuda.synchronize()
@@ -445,7 +447,7 @@ def test_cuda_wasserstein_zero_copy(dtype):
             value = lt.wasserstein(*leaves, 0.05)
             value.sum().backward()
             torch.cuda.synchronize()
-    assert value.device == cost.device and value.dtype == dtype and value.shape == (8,)
+    assert value.device == cost.device and value.dtype == dtype and value.shape == (16,)
     assert all(t.grad.device == cost.device and t.grad.dtype == dtype for t in leaves)
     copies = [e for e in prof.events() if "Memcpy DtoH" in e.name or "Memcpy HtoD" in e.name]
     total_us = sum(e.device_time_total for e in copies)
