@@ -978,6 +978,33 @@ impl<B> Solver<B> {
         })
     }
 
+    /// As [`Solver::solve_prepared_into`], and the plans `P_b = exp((f_b ⊕ g_b − C_b)/ε)`
+    /// (`B×n×m`) written into the caller's buffer `plan` (the same entries as
+    /// [`Solver::coupling`]'s). The report and distances are those of the potentials
+    /// ([`Solver::solve`]'s), not re-measured on the array as [`Solver::coupling`] does on
+    /// the host.
+    pub fn coupling_into<T: Real>(
+        &self,
+        prepared: &Prepared<T, B>,
+        plan: &mut B::Buffer,
+    ) -> Result<BufferSolution>
+    where
+        B: Backend<T>,
+    {
+        let be = &self.backend;
+        let (batch, n, m) = prepared.dims();
+        crate::backend::check_buffer_len("plan", be.len(plan), batch * n * m)?;
+        let (f, g, convergence, distance, objective) = self.iterate_prepared(prepared)?;
+        self.check_distances::<T>(&distance)?;
+        let p = be.plan(&prepared.cost, &f, &g, T::of(self.params.eps))?;
+        be.offset_rows(&p, &[], plan)?;
+        Ok(BufferSolution {
+            distance,
+            objective,
+            convergence,
+        })
+    }
+
     /// Copy solved potentials into the caller's buffers, the offsets added to `g`.
     pub(crate) fn write_potentials<T: Real>(
         &self,

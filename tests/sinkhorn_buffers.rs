@@ -353,3 +353,89 @@ fn bad_buffers_give_the_host_errors_naming_the_argument() {
         .unwrap_err();
     assert!(err.to_string().contains("mu"), "{err}");
 }
+
+/// `coupling_into` writes `Solver::coupling`'s plan bit for bit; `plan_gradients_into` on
+/// that plan writes `plan_gradients_on`'s gradients bit for bit, and refuses a bad plan or
+/// upstream with its errors.
+fn coupling_matches_host<T: Real>(data: &Batch<T>, params: SinkhornParams) {
+    let be = CpuBackend;
+    let solver = Solver::new(be, params.clone());
+    let want = solver.coupling(&data.problem()).unwrap();
+    let (mu, nu, cost) = data.upload(&be);
+    let (b, n, m) = data.dims();
+    let prepared = solver
+        .prepare_buffers(mu, nu, &cost, (b, n, m), data.batched)
+        .unwrap();
+    let mut plan = be.filled(b * n * m, T::zero()).unwrap();
+    let sol = solver.coupling_into(&prepared, &mut plan).unwrap();
+    let bits = |v: &[T]| v.iter().map(|x| x.f64().to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&plan), bits(want.plan.as_slice().unwrap()), "plan");
+    assert_eq!(
+        sol.convergence.iterations,
+        want.result.convergence.iterations
+    );
+    // An upstream gradient: a seeded field.
+    let mut r = Lcg(41);
+    let up = Array3::from_shape_fn((b, n, m), |_| T::of(r.uniform(-1.0, 1.0)));
+    let cg = CgParams::default();
+    let host =
+        logot::grad::plan_gradients_on(&be, want.plan.view(), params.eps, up.view(), &cg).unwrap();
+    let g = be.upload(up.as_slice().unwrap()).unwrap();
+    let (mut dc, mut dmu, mut dnu) = (
+        be.filled(b * n * m, T::zero()).unwrap(),
+        be.filled(b * n, T::zero()).unwrap(),
+        be.filled(b * m, T::zero()).unwrap(),
+    );
+    let out = GradientBuffers {
+        cost: &mut dc,
+        mu: &mut dmu,
+        nu: &mut dnu,
+    };
+    let report =
+        logot::grad::plan_gradients_into(&be, &plan, (b, n, m), params.eps, &g, &cg, out).unwrap();
+    assert_eq!(bits(&dc), bits(host.cost.as_slice().unwrap()), "cost");
+    assert_eq!(bits(&dmu), bits(host.mu.as_slice().unwrap()), "mu");
+    assert_eq!(bits(&dnu), bits(host.nu.as_slice().unwrap()), "nu");
+    assert_eq!(report.summary(), host.cg.summary());
+    // Zero mean per problem.
+    for row in host.mu.rows() {
+        let s: f64 = row.iter().map(|v| v.f64()).sum();
+        assert!(s.abs() <= 10.0 * n as f64 * T::epsilon().f64(), "{s}");
+    }
+    // Bad plans and upstreams: the host errors, naming the argument and the entry.
+    for (what, k, v) in [
+        ("plan", 5, T::nan()),
+        ("plan", 7, -T::one()),
+        ("upstream", 3, T::infinity()),
+    ] {
+        let (mut p, mut u) = (want.plan.clone(), up.clone());
+        let target = if what == "plan" { &mut p } else { &mut u };
+        target.as_slice_mut().unwrap()[k] = v;
+        let host =
+            logot::grad::plan_gradients_on(&be, p.view(), params.eps, u.view(), &cg).unwrap_err();
+        let (pb, ub) = (
+            be.upload(p.as_slice().unwrap()).unwrap(),
+            be.upload(u.as_slice().unwrap()).unwrap(),
+        );
+        let (mut dc, mut dmu, mut dnu) = (dc.clone(), dmu.clone(), dnu.clone());
+        let out = GradientBuffers {
+            cost: &mut dc,
+            mu: &mut dmu,
+            nu: &mut dnu,
+        };
+        let got = logot::grad::plan_gradients_into(&be, &pb, (b, n, m), params.eps, &ub, &cg, out)
+            .unwrap_err();
+        assert_eq!(got.to_string(), host.to_string());
+        assert!(got.to_string().starts_with(what), "{got}");
+    }
+}
+
+#[test]
+fn cpu_coupling_and_plan_gradient_buffers_equal_the_host_path() {
+    let p = SinkhornParams {
+        tol: Some(1e-7),
+        ..SinkhornParams::new(0.1)
+    };
+    coupling_matches_host::<f64>(&batch(3, 9, 7, 1, 20.0, false), p.clone());
+    coupling_matches_host::<f32>(&batch(2, 6, 8, 0, 0.0, true), p);
+}

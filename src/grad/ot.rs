@@ -153,8 +153,8 @@ struct PreparedGradients<T: Real, B: Backend<T>> {
     cg: CgReport,
 }
 
-/// [`centre`] on the backend: each problem's `(a, b)` shifted by `(−k, +k)`, `k = mean(a)`
-/// (the sum in f64 from [`Backend::row_stats`]).
+/// The zero-mean representative: each problem's `(a, b)` shifted by `(−k, +k)`,
+/// `k = mean(a)` (the sum in f64 from [`Backend::row_stats`]), on the backend.
 fn centre_on<T: Real, B: Backend<T>>(
     be: &B,
     a: &mut B::Buffer,
@@ -365,19 +365,6 @@ pub(crate) fn solve_adjoint_with<T: Real, B: GradKernels<T>, P: PlanMatvec<T, B>
     })
 }
 
-/// Shift each problem's `(a, b)` by `(−k, +k)`, `k = mean(a)`: the zero-mean representative.
-fn centre<T: Real>(a: &mut [T], b: &mut [T], batch: usize) {
-    let (n, m) = (a.len() / batch, b.len() / batch);
-    for k in 0..batch {
-        let ak = &mut a[k * n..(k + 1) * n];
-        let mean = T::of(ak.iter().map(|v| v.f64()).sum::<f64>() / n as f64);
-        ak.iter_mut().for_each(|v| *v = *v - mean);
-        b[k * m..(k + 1) * m]
-            .iter_mut()
-            .for_each(|v| *v = *v + mean);
-    }
-}
-
 fn array2<T>(rows: usize, cols: usize, v: Vec<T>) -> Result<Array2<T>> {
     Array2::from_shape_vec((rows, cols), v).map_err(|e| Error::Numerical(e.to_string()))
 }
@@ -458,40 +445,95 @@ pub fn plan_gradients_on<T: Real, B: GradKernels<T>>(
             format!("is {:?} but the plan is {:?}", upstream.dim(), plan.dim()),
         ));
     }
-    check_finite("plan", &plan)?;
-    check_finite("upstream", &upstream)?;
-    if let Some((idx, v)) = plan.indexed_iter().find(|(_, v)| **v < T::zero()) {
-        return Err(Error::NegativeMass {
-            arg: "plan".into(),
-            index: format!("{idx:?}"),
-            value: v.to_string(),
-        });
-    }
     let p = be.upload(&plan.iter().copied().collect::<Vec<T>>())?;
     let g = be.upload(&upstream.iter().copied().collect::<Vec<T>>())?;
-    let adj = implicit_adjoint(be, &p, batch, n, m, &g, cg)?;
-    let cost = be.download(&be.assemble_gradient(
-        &p,
+    let mut cost = be.filled(batch * n * m, T::zero())?;
+    let mut a = be.filled(batch * n, T::zero())?;
+    let mut b = be.filled(batch * m, T::zero())?;
+    let out = GradientBuffers {
+        cost: &mut cost,
+        mu: &mut a,
+        nu: &mut b,
+    };
+    let cg = plan_gradients_into(be, &p, (batch, n, m), eps, &g, cg, out)?;
+    Ok(PlanGradients {
+        cost: array3((batch, n, m), be.download(&cost)?)?,
+        mu: array2(batch, n, be.download(&a)?)?,
+        nu: array2(batch, m, be.download(&b)?)?,
+        cg,
+    })
+}
+
+/// [`plan_gradients_on`] for a plan and an upstream gradient already on the backend
+/// (`B×n×m` each, e.g. a caller's device memory), the gradients written into the caller's
+/// buffers: `∂L/∂C` (`B×n×m`), `∂L/∂μ` (`B×n`, zero-mean per problem), `∂L/∂ν` (`B×m`).
+/// The checks (finite, non-negative plan; finite upstream) are per-row reductions on the
+/// backend with [`plan_gradients_on`]'s errors; only per-problem numbers cross to the host.
+pub fn plan_gradients_into<T: Real, B: GradKernels<T>>(
+    be: &B,
+    plan: &B::Buffer,
+    (batch, n, m): (usize, usize, usize),
+    eps: f64,
+    upstream: &B::Buffer,
+    cg: &CgParams,
+    out: GradientBuffers<'_, B::Buffer>,
+) -> Result<CgReport> {
+    check_eps("eps", eps)?;
+    if batch == 0 || n == 0 || m == 0 {
+        return Err(Error::Empty {
+            arg: "plan".into(),
+            detail: format!("shape {batch}×{n}×{m}"),
+        });
+    }
+    let len = batch * n * m;
+    crate::backend::check_buffer_len("plan", be.len(plan), len)?;
+    crate::backend::check_buffer_len("upstream", be.len(upstream), len)?;
+    let (ps, us) = (be.row_stats(plan, batch)?, be.row_stats(upstream, batch)?);
+    let bad = |s: &[crate::backend::RowStats], neg: bool| {
+        s.iter()
+            .any(|s| s.non_finite > 0 || (neg && s.negative > 0))
+    };
+    if bad(&ps, true) || bad(&us, false) {
+        // The errors of the host checks, naming the first offending entry.
+        let (ph, uh) = (be.download(plan)?, be.download(upstream)?);
+        let shape = |v| {
+            ArrayView3::from_shape((batch, n, m), v)
+                .map_err(|e| Error::shape("plan", e.to_string()))
+        };
+        let (pv, uv) = (shape(&ph)?, shape(&uh)?);
+        check_finite("plan", &pv)?;
+        check_finite("upstream", &uv)?;
+        if let Some((idx, v)) = pv.indexed_iter().find(|(_, v)| **v < T::zero()) {
+            return Err(Error::NegativeMass {
+                arg: "plan".into(),
+                index: format!("{idx:?}"),
+                value: v.to_string(),
+            });
+        }
+    }
+    let adj = implicit_adjoint(be, plan, batch, n, m, upstream, cg)?;
+    let cost = be.assemble_gradient(
+        plan,
         n,
         m,
-        &g,
+        upstream,
         &adj.a,
         &adj.b,
         T::zero(),
         T::of(-1.0 / eps),
-    )?)?;
-    let mut a = be.download(&adj.a)?;
-    let mut b = be.download(&adj.b)?;
-    centre(&mut a, &mut b, batch);
-    check_output("cost", &cost)?;
-    check_output("mu", &a)?;
-    check_output("nu", &b)?;
-    Ok(PlanGradients {
-        cost: array3((batch, n, m), cost)?,
-        mu: array2(batch, n, a)?,
-        nu: array2(batch, m, b)?,
-        cg: adj.cg,
-    })
+    )?;
+    let (mut a, mut b) = (adj.a, adj.b);
+    centre_on(be, &mut a, &mut b, batch)?;
+    check_output_on(be, "cost", &cost, batch)?;
+    check_output_on(be, "mu", &a, batch)?;
+    check_output_on(be, "nu", &b, batch)?;
+    crate::backend::check_buffer_len("grad_cost", be.len(out.cost), len)?;
+    crate::backend::check_buffer_len("grad_mu", be.len(out.mu), batch * n)?;
+    crate::backend::check_buffer_len("grad_nu", be.len(out.nu), batch * m)?;
+    be.offset_rows(&cost, &[], out.cost)?;
+    be.offset_rows(&a, &[], out.mu)?;
+    be.offset_rows(&b, &[], out.nu)?;
+    Ok(adj.cg)
 }
 
 /// The cost as a host vector: one `n×m` matrix (shared) or `B×n×m`.
