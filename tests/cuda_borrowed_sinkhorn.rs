@@ -336,3 +336,97 @@ fn bad_borrowed_input_gives_the_host_errors() {
     stream.synchronize().unwrap();
     ctx.check_err().unwrap();
 }
+
+/// `coupling_into` and `plan_gradients_into` on borrowed buffers and a foreign stream: the
+/// owned path's plan and gradients bit for bit, f32 and f64.
+fn coupling_matches_owned<T: CudaReal>(
+    gpu: &CudaBackend,
+    (b, n, m): (usize, usize, usize),
+    batched: bool,
+) where
+    CudaBackend: GradKernels<T> + Backend<T, Buffer = CudaBuffer<T>>,
+{
+    let (ctx, stream) = foreign(gpu);
+    let (mu, nu, cost) = data::<T>(b, n, m, 1, batched);
+    let params = SinkhornParams::fixed_iterations(0.05, 50);
+    let cg = CgParams::default();
+    let mut r = Lcg(77);
+    let up = Array3::from_shape_fn((b, n, m), |_| T::of(r.uniform(-1.0, 1.0)));
+    let (mud, nud, cd, upd) = (
+        stream.clone_htod(mu.as_slice().unwrap()).unwrap(),
+        stream.clone_htod(nu.as_slice().unwrap()).unwrap(),
+        stream.clone_htod(cost.as_slice().unwrap()).unwrap(),
+        stream.clone_htod(up.as_slice().unwrap()).unwrap(),
+    );
+    let nan = |len: usize| stream.clone_htod(&vec![T::nan(); len]).unwrap();
+    let (pd, dcd, dmud, dnud) = (nan(b * n * m), nan(b * n * m), nan(b * n), nan(b * m));
+    // SAFETY: as in `borrowed_matches_owned`.
+    let report = unsafe {
+        let be = gpu.on_stream(stream.cu_stream());
+        let borrow = |s: &CudaSlice<T>, len| be.borrow_buffer::<T>(address(s, &stream), len);
+        let solver = Solver::new(be.clone(), params.clone());
+        let prepared = solver
+            .prepare_buffers(
+                borrow(&mud, b * n),
+                borrow(&nud, b * m),
+                &borrow(&cd, cost.len()),
+                (b, n, m),
+                batched,
+            )
+            .unwrap();
+        let mut pb = borrow(&pd, b * n * m);
+        solver.coupling_into(&prepared, &mut pb).unwrap();
+        let (mut dc, mut dmu, mut dnu) = (
+            borrow(&dcd, b * n * m),
+            borrow(&dmud, b * n),
+            borrow(&dnud, b * m),
+        );
+        let out = GradientBuffers {
+            cost: &mut dc,
+            mu: &mut dmu,
+            nu: &mut dnu,
+        };
+        let g = borrow(&upd, b * n * m);
+        logot::grad::plan_gradients_into(&be, &pb, (b, n, m), params.eps, &g, &cg, out).unwrap()
+    };
+    let read = |s: &CudaSlice<T>| stream.clone_dtoh(s).unwrap();
+    let want = Solver::new(gpu.clone(), params.clone())
+        .coupling(&problem(&mu, &nu, &cost, batched))
+        .unwrap();
+    let what = format!("{} B={b} n={n} m={m} batched={batched}", T::NAME);
+    assert_eq!(
+        bits(&read(&pd)),
+        bits(want.plan.as_slice().unwrap()),
+        "plan, {what}"
+    );
+    let wg =
+        logot::grad::plan_gradients_on(gpu, want.plan.view(), params.eps, up.view(), &cg).unwrap();
+    assert_eq!(
+        bits(&read(&dcd)),
+        bits(wg.cost.as_slice().unwrap()),
+        "∂C, {what}"
+    );
+    assert_eq!(
+        bits(&read(&dmud)),
+        bits(wg.mu.as_slice().unwrap()),
+        "∂μ, {what}"
+    );
+    assert_eq!(
+        bits(&read(&dnud)),
+        bits(wg.nu.as_slice().unwrap()),
+        "∂ν, {what}"
+    );
+    assert_eq!(report.summary(), wg.cg.summary(), "{what}");
+    drop((mud, nud, cd, upd, pd, dcd, dmud, dnud));
+    stream.synchronize().unwrap();
+    ctx.check_err().unwrap();
+}
+
+#[test]
+fn coupling_and_plan_gradients_on_borrowed_buffers_match_the_owned_path() {
+    let Some(gpu) = gpu() else { return };
+    for (dims, batched) in [((1, 40, 30), false), ((4, 48, 64), true)] {
+        coupling_matches_owned::<f32>(&gpu, dims, batched);
+        coupling_matches_owned::<f64>(&gpu, dims, batched);
+    }
+}
