@@ -521,3 +521,24 @@ def test_cuda_coupling_in_place(dtype):
     assert one.shape == cost.shape[1:]
     want_one = lt.coupling(mu[0].cpu(), nu[0].cpu(), cost[0].cpu(), 0.05, backend="cuda")
     np.testing.assert_array_equal(one.cpu().numpy(), want_one.numpy())
+
+
+def test_in_place_inputs_broadcast_like_the_host_path():
+    """The in-place path's inputs (checked on CPU tensors, the same torch code): marginals
+    broadcast to B×n and B×m as the host path's ``_problem`` does, contiguous; mismatched
+    shapes are left to the host path (whose checks name the argument)."""
+    mu, nu = torch.rand(5), torch.rand(3, 4)
+    cost = torch.rand(4, 5).t()  # 5×4, not contiguous
+    assert lt._dense_fits(mu, nu, cost)
+    a, b, c, dims, single = lt._dense_inputs(mu, nu, cost)
+    assert dims == (3, 5, 4) and not single
+    assert a.shape == (3, 5) and b.shape == (3, 4) and c.shape == (5, 4)
+    assert a.is_contiguous() and b.is_contiguous() and c.is_contiguous()
+    torch.testing.assert_close(a, mu.expand(3, 5), rtol=0, atol=0)
+    torch.testing.assert_close(c, cost, rtol=0, atol=0)
+    a, b, c, dims, single = lt._dense_inputs(mu, nu[0], cost)
+    assert dims == (1, 5, 4) and single
+    assert lt._dense_fits(torch.rand(2, 5), torch.rand(2, 4), torch.rand(2, 5, 4))
+    assert not lt._dense_fits(torch.rand(2, 5), torch.rand(3, 4), cost)  # batch sizes differ
+    assert not lt._dense_fits(torch.rand(6), nu, cost)  # n differs
+    assert not lt._dense_fits(torch.rand(2, 5), torch.rand(2, 4), torch.rand(3, 5, 4))
