@@ -1078,6 +1078,94 @@ __device__ __forceinline__ void transpose(const T *__restrict__ in, T *__restric
 #define TILED_PASS \
   R, cost_stride, other, lm, out, part_m, part_s, B, K, L, eps, kslice, split_hints, phi
 
+// The input checks' numbers of each row (one block per row of `per` entries), in f64:
+// out[5r..] = (Σ x, min x, max x, #non-finite, #negative); NaN takes no part in min/max.
+template <typename T>
+__device__ __forceinline__ void row_stats(const T *__restrict__ x, double *__restrict__ out,
+                                          long long per) {
+  __shared__ double scratch[32];
+  __shared__ double lo_s[32], hi_s[32];
+  const double inf = -(double)Num<double>::neg_inf();
+  const T *r = x + (long long)blockIdx.x * per;
+  double sum = 0.0, lo = inf, hi = -inf, bad = 0.0, neg = 0.0;
+  for (long long k = threadIdx.x; k < per; k += blockDim.x) {
+    const double v = (double)r[k];
+    sum += v;
+    lo = fmin(lo, v);
+    hi = fmax(hi, v);
+    bad += isfinite(v) ? 0.0 : 1.0;
+    neg += v < 0.0 ? 1.0 : 0.0;
+  }
+  for (int off = 16; off > 0; off >>= 1) {
+    lo = fmin(lo, __shfl_xor_sync(0xffffffffu, lo, off));
+    hi = fmax(hi, __shfl_xor_sync(0xffffffffu, hi, off));
+  }
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+  if (lane == 0) {
+    lo_s[warp] = lo;
+    hi_s[warp] = hi;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < nw; ++w) {
+      lo = fmin(lo, lo_s[w]);
+      hi = fmax(hi, hi_s[w]);
+    }
+  }
+  sum = block_sum(sum, scratch);
+  __syncthreads();
+  bad = block_sum(bad, scratch);
+  __syncthreads();
+  neg = block_sum(neg, scratch);
+  if (threadIdx.x == 0) {
+    double *o = out + 5 * (long long)blockIdx.x;
+    o[0] = sum;
+    o[1] = lo;
+    o[2] = hi;
+    o[3] = bad;
+    o[4] = neg;
+  }
+}
+
+// y = ln x (−∞ for x = 0).
+template <typename T>
+__device__ __forceinline__ void elem_log(const T *__restrict__ x, T *__restrict__ y,
+                                         long long len) {
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < len;
+       e += (long long)gridDim.x * blockDim.x)
+    y[e] = log(x[e]);
+}
+
+// The start potential of a marginal: 0 where a > 0, −∞ elsewhere (zero-mass bins).
+template <typename T>
+__device__ __forceinline__ void start_potential(const T *__restrict__ a, T *__restrict__ out,
+                                                long long len) {
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < len;
+       e += (long long)gridDim.x * blockDim.x)
+    out[e] = a[e] > T(0) ? T(0) : Num<T>::neg_inf();
+}
+
+// dst[e] = T(src[e] + delta[e / per]) with the sum in f64 (a zero delta copies).
+template <typename T>
+__device__ __forceinline__ void offset_rows(const T *__restrict__ src, T *__restrict__ dst,
+                                            const double *__restrict__ delta, long long per,
+                                            long long len) {
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < len;
+       e += (long long)gridDim.x * blockDim.x) {
+    const double d = delta[e / per];
+    dst[e] = d == 0.0 ? src[e] : (T)((double)src[e] + d);
+  }
+}
+
+// dst[e] = src[e] where a[e] = 0 (a marginal's zero-mass bins), unchanged elsewhere.
+template <typename T>
+__device__ __forceinline__ void where_empty(const T *__restrict__ a, const T *__restrict__ src,
+                                            T *__restrict__ dst, long long len) {
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < len;
+       e += (long long)gridDim.x * blockDim.x)
+    if (a[e] == T(0)) dst[e] = src[e];
+}
+
 // The tiles of the entry points below: TB, TJ, WB, WJ, WARPS, KW of TiledCfg (8 warps,
 // 256 threads, in each). The host reads these lines (src/backend/cuda/tiled.rs) for the
 // launch shapes and the shared memory.
@@ -1197,6 +1285,23 @@ __device__ __forceinline__ void report_sum(const T *__restrict__ nu, const T *__
   }                                                                                          \
   extern "C" __global__ void transpose_##SUF(const T *in, T *out, int n, int m) {            \
     transpose<T>(in, out, n, m);                                                             \
+  }                                                                                          \
+  extern "C" __global__ void row_stats_##SUF(const T *x, double *out, long long per) {       \
+    row_stats<T>(x, out, per);                                                               \
+  }                                                                                          \
+  extern "C" __global__ void elem_log_##SUF(const T *x, T *y, long long len) {               \
+    elem_log<T>(x, y, len);                                                                  \
+  }                                                                                          \
+  extern "C" __global__ void start_potential_##SUF(const T *a, T *out, long long len) {      \
+    start_potential<T>(a, out, len);                                                         \
+  }                                                                                          \
+  extern "C" __global__ void offset_rows_##SUF(const T *src, T *dst, const double *delta,    \
+                                               long long per, long long len) {               \
+    offset_rows<T>(src, dst, delta, per, len);                                               \
+  }                                                                                          \
+  extern "C" __global__ void where_empty_##SUF(const T *a, const T *src, T *dst,             \
+                                               long long len) {                              \
+    where_empty<T>(a, src, dst, len);                                                        \
   }
 OTHERS(float, f32)
 OTHERS(double, f64)

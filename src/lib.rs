@@ -89,8 +89,8 @@ pub use pointcloud::{
 pub use progress::{HistoryEntry, Observer, Progress};
 pub use real::Real;
 pub use sinkhorn::{
-    Convergence, Coupling, EpsScaling, Prepared, Problem, ProblemReport, SinkhornParams,
-    SinkhornResult, Solver, WarmStart,
+    BufferSolution, Convergence, Coupling, EpsScaling, Prepared, Problem, ProblemReport,
+    SinkhornParams, SinkhornResult, Solver, WarmStart,
 };
 pub use unbalanced::{Relaxation, RelaxedSide};
 

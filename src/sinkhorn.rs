@@ -351,11 +351,6 @@ pub(crate) struct CostOffsets {
 impl CostOffsets {
     /// The offsets of a cost source (dense costs are checked finite in the same pass).
     pub(crate) fn of<T: Real>(cost: &CostSource<'_, T>) -> Result<Self> {
-        let centre = |(lo, hi): (f64, f64)| {
-            let mid = 0.5 * lo + 0.5 * hi;
-            let shift = if mid.abs() > hi - lo { mid } else { 0.0 };
-            (shift, (lo - shift).abs().max((hi - shift).abs()))
-        };
         let ranges = match cost {
             CostSource::Dense(c) => vec![crate::validate::check_finite_range("cost", c)?],
             CostSource::DenseBatch(c) => {
@@ -373,15 +368,25 @@ impl CostOffsets {
                 });
             }
         };
+        Ok(Self::of_ranges(ranges))
+    }
+
+    /// The offsets of dense cost matrices from their `[min, max]` ranges (one per matrix).
+    pub(crate) fn of_ranges(ranges: Vec<(f64, f64)>) -> Self {
+        let centre = |(lo, hi): (f64, f64)| {
+            let mid = 0.5 * lo + 0.5 * hi;
+            let shift = if mid.abs() > hi - lo { mid } else { 0.0 };
+            (shift, (lo - shift).abs().max((hi - shift).abs()))
+        };
         let max_abs_raw = ranges
             .iter()
             .fold(0.0f64, |m, &(lo, hi)| m.max(lo.abs()).max(hi.abs()));
         let (shift, sizes): (Vec<f64>, Vec<f64>) = ranges.into_iter().map(centre).unzip();
-        Ok(CostOffsets {
+        CostOffsets {
             max_abs: sizes.into_iter().fold(0.0, f64::max),
             max_abs_raw,
             shift,
-        })
+        }
     }
 
     /// Whether any cost is shifted.
@@ -717,7 +722,7 @@ impl<B> Solver<B> {
 
     /// The potentials to the host (the cost offsets added to `g`), with the distances.
     #[allow(clippy::too_many_arguments)]
-    fn finish_parts<T: Real>(
+    pub(crate) fn finish_parts<T: Real>(
         &self,
         (b, n, m): (usize, usize, usize),
         f: &B::Buffer,
@@ -730,14 +735,7 @@ impl<B> Solver<B> {
     where
         B: Backend<T>,
     {
-        if let Some(k) = distance.iter().position(|d| !d.is_finite()) {
-            return Err(Error::Numerical(format!(
-                "the transport cost of problem {k} is {} (eps = {} may be too small for {})",
-                distance[k],
-                self.params.eps,
-                T::NAME
-            )));
-        }
+        self.check_distances::<T>(distance)?;
         let f = Array2::from_shape_vec((b, n), self.backend.download(f)?)
             .map_err(|e| Error::Numerical(e.to_string()))?;
         let mut g = Array2::from_shape_vec((b, m), self.backend.download(g)?)
@@ -817,44 +815,231 @@ impl<B> Solver<B> {
             None => be.prepare_cost(&problem.cost)?,
         };
         let host = |a: &ArrayView2<'_, T>| a.iter().copied().collect::<Vec<T>>();
-        let log = |a: &ArrayView2<'_, T>| a.iter().map(|v| v.ln()).collect::<Vec<T>>();
-        let mu = be.upload(&host(&problem.mu))?;
-        let nu = be.upload(&host(&problem.nu))?;
-        let log_mu = be.upload(&log(&problem.mu))?;
-        let log_nu = be.upload(&log(&problem.nu))?;
-        // Zero potentials, −∞ on zero-mass bins (so they take no part from the first
-        // half-step on: the problem is exactly the one without those bins).
-        let init = |a: &ArrayView2<'_, T>| {
-            // None when every bin has mass: the backend fills zeros without an upload.
-            a.iter().any(|&v| v <= T::zero()).then(|| {
-                a.iter()
-                    .map(|&v| {
-                        if v > T::zero() {
-                            T::zero()
-                        } else {
-                            T::neg_infinity()
-                        }
-                    })
-                    .collect::<Vec<T>>()
-            })
-        };
-        let (init_f, init_g) = (init(&problem.mu), init(&problem.nu));
+        let empty = |a: &ArrayView2<'_, T>| a.iter().any(|&v| v <= T::zero());
+        self.prepare_parts(
+            cost,
+            be.upload(&host(&problem.mu))?,
+            be.upload(&host(&problem.nu))?,
+            (batch, n, m),
+            offsets,
+            (problem.mu_masses.clone(), problem.masses.clone()),
+            (empty(&problem.mu), empty(&problem.nu)),
+        )
+    }
+
+    /// The marginals' logarithms on the device, and the rest of a [`Prepared`].
+    #[allow(clippy::too_many_arguments)]
+    fn prepare_parts<T: Real>(
+        &self,
+        cost: B::Cost,
+        mu: B::Buffer,
+        nu: B::Buffer,
+        (batch, n, m): (usize, usize, usize),
+        offsets: &CostOffsets,
+        (mu_masses, masses): (Vec<f64>, Vec<f64>),
+        (empty_mu, empty_nu): (bool, bool),
+    ) -> Result<Prepared<T, B>>
+    where
+        B: Backend<T>,
+    {
+        let be = &self.backend;
+        let log_mu = be.ln(&mu)?;
+        let log_nu = be.ln(&nu)?;
         Ok(Prepared {
             cost,
             mu,
             nu,
             log_mu,
             log_nu,
-            init_f,
-            init_g,
+            empty_mu,
+            empty_nu,
             batch,
             n,
             m,
             max_abs_cost: offsets.max_abs,
+            max_abs_raw: offsets.max_abs_raw,
             shift: (0..batch).map(|b| offsets.of_problem(b)).collect(),
-            masses: problem.masses.clone(),
-            mu_masses: problem.mu_masses.clone(),
+            masses,
+            mu_masses,
         })
+    }
+
+    /// As [`Solver::prepare`] for a batch already on the backend (e.g. a caller's device
+    /// memory, `CudaBackend::borrow_buffer`): `μ` (`B×n`),
+    /// `ν` (`B×m`) and a dense cost, `n×m` shared (`batched_cost` false) or `B×n×m`, all
+    /// row-major. The input checks are those of [`Problem::batch`] and give the same errors
+    /// (finite, non-negative, positive and — balanced — equal masses), from one reduction per
+    /// row on the backend ([`Backend::row_stats`]: only those numbers are read back; the
+    /// buffers themselves only when an error must name an entry). `μ`, `ν` are kept by the
+    /// [`Prepared`]; `cost` is only read ([`Backend::prepare_dense_buffer`]).
+    ///
+    /// ```
+    /// use logot::{Backend, CpuBackend, Problem, SinkhornParams, Solver};
+    /// use ndarray::array;
+    /// let (mu, nu, cost) = (array![0.5f64, 0.5], array![0.25, 0.75], array![[0.0, 1.0], [1.0, 0.0]]);
+    /// let solver = Solver::new(CpuBackend, SinkhornParams::new(0.05));
+    /// let be = solver.backend();
+    /// let (a, b, c) = (be.upload(mu.as_slice().unwrap())?, be.upload(nu.as_slice().unwrap())?, be.upload(cost.as_slice().unwrap())?);
+    /// let prepared = solver.prepare_buffers(a, b, &c, (1, 2, 2), false)?;
+    /// let host = solver.solve(&Problem::new(mu.view(), nu.view(), cost.view())?)?;
+    /// assert_eq!(solver.solve_prepared(&prepared)?.distance, host.distance);
+    /// # Ok::<(), logot::Error>(())
+    /// ```
+    pub fn prepare_buffers<T: Real>(
+        &self,
+        mu: B::Buffer,
+        nu: B::Buffer,
+        cost: &B::Buffer,
+        (batch, n, m): (usize, usize, usize),
+        batched_cost: bool,
+    ) -> Result<Prepared<T, B>>
+    where
+        B: Backend<T>,
+    {
+        let be = &self.backend;
+        let (mu_masses, empty_mu) = buffer_histograms(be, "mu", &mu, batch, n)?;
+        let (masses, empty_nu) = buffer_histograms(be, "nu", &nu, batch, m)?;
+        let matrices = if batched_cost { batch } else { 1 };
+        let cost_len = be.len(cost);
+        if cost_len != matrices * n * m {
+            let shape = if batched_cost {
+                format!("{batch}×{n}×{m}")
+            } else {
+                format!("{n}×{m}")
+            };
+            return Err(Error::shape(
+                "cost",
+                format!("has {cost_len} entries but {shape} are needed"),
+            ));
+        }
+        let stats = be.row_stats(cost, matrices)?;
+        if stats.iter().any(|s| s.non_finite > 0) {
+            let host = be.download(cost)?;
+            let view = ndarray::ArrayView3::from_shape((matrices, n, m), &host)
+                .map_err(|e| Error::shape("cost", e.to_string()))?;
+            if batched_cost {
+                crate::validate::check_finite("cost", &view)?;
+            } else {
+                crate::validate::check_finite("cost", &view.index_axis(Axis(0), 0))?;
+            }
+        }
+        let offsets = CostOffsets::of_ranges(stats.iter().map(|s| (s.min, s.max)).collect());
+        let unbalanced = self.params.unbalanced().is_some();
+        if !unbalanced {
+            check_equal_mass::<T>(&mu_masses, &masses)?;
+        }
+        let no_offsets = CostOffsets {
+            shift: Vec::new(),
+            max_abs: offsets.max_abs_raw,
+            max_abs_raw: offsets.max_abs_raw,
+        };
+        let offsets = if unbalanced { &no_offsets } else { &offsets };
+        let dims = crate::backend::CostDims {
+            n,
+            m,
+            batch: batched_cost.then_some(batch),
+        };
+        let shift = if offsets.any() {
+            offsets.shift.clone()
+        } else {
+            Vec::new()
+        };
+        let cost = be.prepare_dense_buffer(cost, dims, &shift)?;
+        self.prepare_parts(
+            cost,
+            mu,
+            nu,
+            (batch, n, m),
+            offsets,
+            (mu_masses, masses),
+            (empty_mu, empty_nu),
+        )
+    }
+
+    /// As [`Solver::solve_prepared`], with the potentials written into the caller's buffers
+    /// `f` (`B×n`) and `g` (`B×m`, the cost offsets added back on the device): only the
+    /// per-problem report and distances come back to the host.
+    pub fn solve_prepared_into<T: Real>(
+        &self,
+        prepared: &Prepared<T, B>,
+        f: &mut B::Buffer,
+        g: &mut B::Buffer,
+    ) -> Result<BufferSolution>
+    where
+        B: Backend<T>,
+    {
+        let (pf, pg, convergence, distance, objective) = self.iterate_prepared(prepared)?;
+        self.check_distances::<T>(&distance)?;
+        self.write_potentials(prepared, &pf, &pg, f, g)?;
+        Ok(BufferSolution {
+            distance,
+            objective,
+            convergence,
+        })
+    }
+
+    /// As [`Solver::solve_prepared_into`], and the plans `P_b = exp((f_b ⊕ g_b − C_b)/ε)`
+    /// (`B×n×m`) written into the caller's buffer `plan` (the same entries as
+    /// [`Solver::coupling`]'s). The report and distances are those of the potentials
+    /// ([`Solver::solve`]'s), not re-measured on the array as [`Solver::coupling`] does on
+    /// the host.
+    pub fn coupling_into<T: Real>(
+        &self,
+        prepared: &Prepared<T, B>,
+        plan: &mut B::Buffer,
+    ) -> Result<BufferSolution>
+    where
+        B: Backend<T>,
+    {
+        let be = &self.backend;
+        let (batch, n, m) = prepared.dims();
+        crate::backend::check_buffer_len("plan", be.len(plan), batch * n * m)?;
+        let (f, g, convergence, distance, objective) = self.iterate_prepared(prepared)?;
+        self.check_distances::<T>(&distance)?;
+        let p = be.plan(&prepared.cost, &f, &g, T::of(self.params.eps))?;
+        be.offset_rows(&p, &[], plan)?;
+        Ok(BufferSolution {
+            distance,
+            objective,
+            convergence,
+        })
+    }
+
+    /// Copy solved potentials into the caller's buffers, the offsets added to `g`.
+    pub(crate) fn write_potentials<T: Real>(
+        &self,
+        prepared: &Prepared<T, B>,
+        pf: &B::Buffer,
+        pg: &B::Buffer,
+        f: &mut B::Buffer,
+        g: &mut B::Buffer,
+    ) -> Result<()>
+    where
+        B: Backend<T>,
+    {
+        let be = &self.backend;
+        crate::backend::check_buffer_len("f", be.len(f), prepared.batch * prepared.n)?;
+        crate::backend::check_buffer_len("g", be.len(g), prepared.batch * prepared.m)?;
+        be.offset_rows(pf, &[], f)?;
+        let shift = if prepared.shift.iter().any(|&c| c != 0.0) {
+            prepared.shift.clone()
+        } else {
+            Vec::new()
+        };
+        be.offset_rows(pg, &shift, g)
+    }
+
+    /// A non-finite transport cost is an error (ε too small for the precision).
+    pub(crate) fn check_distances<T: Real>(&self, distance: &[f64]) -> Result<()> {
+        if let Some(k) = distance.iter().position(|d| !d.is_finite()) {
+            return Err(Error::Numerical(format!(
+                "the transport cost of problem {k} is {} (eps = {} may be too small for {})",
+                distance[k],
+                self.params.eps,
+                T::NAME
+            )));
+        }
+        Ok(())
     }
 
     /// As [`Solver::solve`] for a batch already on the backend: only the potentials, `B`
@@ -895,7 +1080,7 @@ impl<B> Solver<B> {
     /// report of the plan they define, its transport costs (offsets included) and, for
     /// unbalanced problems, its objectives.
     #[allow(clippy::type_complexity)]
-    fn iterate_prepared<T: Real>(
+    pub(crate) fn iterate_prepared<T: Real>(
         &self,
         pr: &Prepared<T, B>,
     ) -> Result<(
@@ -938,11 +1123,14 @@ impl<B> Solver<B> {
             // Zero potentials, −∞ on zero-mass bins (so they take no part from the first
             // half-step on: the problem is exactly the one without those bins).
             None => {
-                let start = |init: &Option<Vec<T>>, len: usize| match init {
-                    Some(v) => be.upload(v),
-                    None => be.filled(len, T::zero()),
+                let start = |a: &B::Buffer, empty: bool, len: usize| match empty {
+                    true => be.start_potential(a),
+                    false => be.filled(len, T::zero()),
                 };
-                (start(&pr.init_f, batch * n)?, start(&pr.init_g, batch * m)?)
+                (
+                    start(&pr.mu, pr.empty_mu, batch * n)?,
+                    start(nu, pr.empty_nu, batch * m)?,
+                )
             }
             Some(w) => {
                 let (f0, g0) = warm_potentials::<T>(w, batch, n, m, &pr.shift, relax.is_none())?;
@@ -1327,6 +1515,47 @@ fn cost_entry<T: Real>(cost: &CostSource<'_, T>, b: usize, i: usize, j: usize) -
     }
 }
 
+/// What [`Solver::solve_prepared_into`] reads back: per problem, the distance `⟨P, C⟩`
+/// (offsets included), the unbalanced objective, and the report.
+#[derive(Clone, Debug)]
+pub struct BufferSolution {
+    /// `⟨P_b, C_b⟩` of each problem.
+    pub distance: Vec<f64>,
+    /// Unbalanced problems only: the objective ([`SinkhornResult::objective`]).
+    pub objective: Option<Vec<f64>>,
+    /// Iterations, marginal errors and whether the tolerance was met.
+    pub convergence: Convergence,
+}
+
+/// The checks of [`Problem::batch`] for a batch of histograms on the backend (`batch` rows of
+/// `per`): non-empty, finite, non-negative (the same errors, naming the first offending entry,
+/// from the buffer downloaded only then), finite positive totals, returned with whether any
+/// bin is empty.
+fn buffer_histograms<T: Real, B: Backend<T>>(
+    be: &B,
+    arg: &str,
+    buf: &B::Buffer,
+    batch: usize,
+    per: usize,
+) -> Result<(Vec<f64>, bool)> {
+    if batch == 0 || per == 0 {
+        return Err(Error::Empty {
+            arg: arg.into(),
+            detail: format!("shape {batch}×{per}"),
+        });
+    }
+    crate::backend::check_buffer_len(arg, be.len(buf), batch * per)?;
+    let stats = be.row_stats(buf, batch)?;
+    if stats.iter().any(|s| s.non_finite > 0 || s.negative > 0) {
+        let host = be.download(buf)?;
+        let view = ArrayView2::from_shape((batch, per), &host)
+            .map_err(|e| Error::shape(arg, e.to_string()))?;
+        check_histograms(arg, &view)?;
+    }
+    let masses = crate::validate::check_masses(arg, stats.iter().map(|s| s.sum).collect())?;
+    Ok((masses, stats.iter().any(|s| s.min <= 0.0)))
+}
+
 /// A batch uploaded to a backend by [`Solver::prepare`]: the prepared cost, `ν`, `log μ`
 /// and `log ν`, resident on the device.
 pub struct Prepared<T: Real, B: Backend<T>> {
@@ -1335,14 +1564,16 @@ pub struct Prepared<T: Real, B: Backend<T>> {
     nu: B::Buffer,
     log_mu: B::Buffer,
     log_nu: B::Buffer,
-    /// Starting potentials on the host (0, or −∞ on zero-mass bins); `None`: all 0.
-    init_f: Option<Vec<T>>,
-    init_g: Option<Vec<T>>,
+    /// Whether `μ` (`ν`) has zero-mass bins (start potentials −∞ there; else all 0).
+    pub(crate) empty_mu: bool,
+    pub(crate) empty_nu: bool,
     batch: usize,
     n: usize,
     m: usize,
     /// Largest |cost| without its offsets, for the ε resolution check.
     max_abs_cost: f64,
+    /// Largest |cost| as given.
+    max_abs_raw: f64,
     /// Each problem's cost offset ([`CostOffsets`]).
     shift: Vec<f64>,
     /// `Σ ν` of each problem.
@@ -1355,6 +1586,23 @@ impl<T: Real, B: Backend<T>> Prepared<T, B> {
     /// Number of problems, source points and target points.
     pub fn dims(&self) -> (usize, usize, usize) {
         (self.batch, self.n, self.m)
+    }
+    /// The largest `|C_ij|` of the cost as given (the start of
+    /// [`EpsScaling::from_max_cost`]).
+    pub fn max_cost(&self) -> f64 {
+        self.max_abs_raw
+    }
+    pub(crate) fn cost(&self) -> &B::Cost {
+        &self.cost
+    }
+    pub(crate) fn mu(&self) -> &B::Buffer {
+        &self.mu
+    }
+    pub(crate) fn nu(&self) -> &B::Buffer {
+        &self.nu
+    }
+    pub(crate) fn shifts(&self) -> &[f64] {
+        &self.shift
     }
 }
 

@@ -126,6 +126,13 @@ pub(crate) fn check_histograms<T: Real>(arg: &str, a: &ArrayView2<'_, T>) -> Res
         .into_iter()
         .map(|r| r.iter().map(|v| v.f64()).sum())
         .collect();
+    check_masses(arg, sums)
+}
+
+/// The totals of a batch of `sums.len()` histograms already checked finite and
+/// non-negative: finite (no f64 overflow) and positive. Returns them.
+pub(crate) fn check_masses(arg: &str, sums: Vec<f64>) -> Result<Vec<f64>> {
+    let b = sums.len();
     if let Some(k) = sums.iter().position(|s| !s.is_finite()) {
         // Finite entries whose sum overflows f64.
         return Err(Error::NonFinite {

@@ -16,8 +16,9 @@ Import it explicitly (``import logot.torch``); ``import logot`` alone never impo
 
 Tensors: float32 and float64. CPU tensors share memory with the numpy arrays the library
 reads (no copy). CUDA tensors run on the CUDA backend of their device
-(``backend="cuda:N"``); :func:`bistochastic` computes them in place on the current
-stream, the others through a host copy (see ``CUDA_ZERO_COPY``).
+(``backend="cuda:N"``); :func:`bistochastic`, the dense :func:`wasserstein` (forward and
+its exact gradients) and :func:`coupling` (forward and backward) compute them in place on
+the current stream, the point-cloud functions through a host copy (see ``CUDA_ZERO_COPY``).
 """
 
 from __future__ import annotations
@@ -51,9 +52,15 @@ __all__ = [
 #: :func:`bistochastic` (forward and backward): the library reads and writes the tensors'
 #: device memory in place and launches on the caller's current CUDA stream
 #: (``torch.cuda.current_stream(device)``), and the call never waits for the GPU (the
-#: statistics are reported later: :func:`bistochastic_stats`). The other functions still
-#: copy CUDA tensors to the host and back (python/ZERO_COPY.md lists what the library needs
-#: for them).
+#: statistics are reported later: :func:`bistochastic_stats`). True for the dense
+#: :func:`wasserstein` too (one problem or a batch, the value and the gradients with respect
+#: to the cost and both marginals, computed with the forward into tensors torch allocated):
+#: only per-problem numbers (the input checks' row sums and ranges, the convergence checks,
+#: the distances, the backward's CG coefficients) cross to the host, by a wait on that
+#: stream only. So does :func:`coupling` (the plans, and in the backward the implicit
+#: gradients, into tensors torch allocated). :func:`wasserstein_points` and
+#: :func:`sinkhorn_divergence` still copy CUDA tensors to the host and back
+#: (python/ZERO_COPY.md lists what the library needs for them).
 CUDA_ZERO_COPY = True
 
 
@@ -141,10 +148,75 @@ def _sum_to(g: torch.Tensor, shape) -> torch.Tensor:
 # ---------------------------------------------------------------------------------------
 
 
+def _dense_fits(mu, nu, cost) -> bool:
+    """Whether a dense problem takes the in-place path: tensors on one device with matching
+    shapes (anything else takes the host path, whose checks name the argument at fault)."""
+    if not (mu.device == nu.device == cost.device and mu.dim() in (1, 2) and nu.dim() in (1, 2)
+            and cost.dim() in (2, 3)):
+        return False
+    n, m = cost.shape[-2], cost.shape[-1]
+    if mu.shape[-1] != n or nu.shape[-1] != m:
+        return False
+    batches = {t.shape[0] for t in (mu, nu) if t.dim() == 2} | ({cost.shape[0]} if cost.dim() == 3 else set())
+    return len(batches) <= 1
+
+
+def _dense_inputs(mu, nu, cost):
+    """Contiguous ``μ`` (B×n), ``ν`` (B×m) and cost of a problem that ``_dense_fits`` (a
+    stream-ordered device copy only where a tensor is broadcast or not contiguous), the sizes
+    ``(B, n, m)`` and whether it is one problem."""
+    single = mu.dim() == 1 and nu.dim() == 1 and cost.dim() == 2
+    batch = cost.shape[0] if cost.dim() == 3 else max(mu.shape[0] if mu.dim() == 2 else 1,
+                                                      nu.shape[0] if nu.dim() == 2 else 1)
+    n, m = cost.shape[-2], cost.shape[-1]
+    a = mu.detach().expand(batch, n).contiguous()
+    b = nu.detach().expand(batch, m).contiguous()
+    return a, b, cost.detach().contiguous(), (batch, n, m), single
+
+
+def _dense_on_device(mu, nu, cost, device, options, grads):
+    """``_Wasserstein``'s forward in place on GPU ``device``: contiguous inputs (broadcast to
+    B×n and B×m; a stream-ordered copy only when needed), the gradients allocated by torch,
+    the library on the current stream; only per-problem numbers come back (distances, the
+    reports: the call waits for that stream, never for the whole device). Returns the
+    distances as a tensor and the three gradients (None when not asked for)."""
+    a, b, c, (batch, n, m), single = _dense_inputs(mu, nu, cost)
+    stream = torch.cuda.current_stream(device)
+    params = _lg._params(options["eps"], options["max_iters"], options["tol"], options["check_every"],
+                         options["eps_scaling"])
+    out = None
+    if grads:
+        out = (torch.empty(batch, n, m, dtype=c.dtype, device=c.device), torch.empty_like(a), torch.empty_like(b))
+        ptrs = tuple(t.data_ptr() for t in out)
+    else:
+        ptrs = None
+    distance, conv, cg = _lg._logot._wasserstein_cuda(
+        a.data_ptr(), b.data_ptr(), c.data_ptr(), ptrs, batch, n, m, c.dim() == 3, c.dtype == torch.float64,
+        params, options["cg_tol"], int(options["cg_max_iters"]), device, stream.cuda_stream)
+    _warn(_lg.Convergence(**conv))
+    if cg is not None:
+        _warn_cg(_lg.CgReport(**cg))
+    value = torch.tensor(distance, dtype=c.dtype).to(c.device, non_blocking=True)
+    if single:
+        value = value[0]
+        if out is not None:
+            out = (out[0][0], out[1][0], out[2][0])
+    return value, out
+
+
 class _Wasserstein(torch.autograd.Function):
     @staticmethod
     def forward(ctx, mu, nu, cost, eps, options):
-        backend = _backend((mu, nu, cost), options.pop("backend", None))
+        ctx.shapes = (mu.shape, nu.shape, cost.shape)
+        backend = options.pop("backend", None)
+        device = _in_place_device(cost, backend)
+        if device is not None and _dense_fits(mu, nu, cost):
+            grads = any(ctx.needs_input_grad[:3])
+            value, out = _dense_on_device(mu, nu, cost, device, dict(options, eps=eps), grads)
+            if out is not None:
+                ctx.save_for_backward(*out)
+            return value
+        backend = _backend((mu, nu, cost), backend)
         a, b, c = _np(mu), _np(nu), _np(cost)
         if any(ctx.needs_input_grad[:3]):
             g = _lg.wasserstein_gradients(a, b, c, eps, backend=backend, **options)
@@ -157,7 +229,6 @@ class _Wasserstein(torch.autograd.Function):
                           **{k: v for k, v in options.items() if not k.startswith("cg_")})
             _warn(r.convergence)
             distance = r.distance
-        ctx.shapes = (mu.shape, nu.shape, cost.shape)
         return torch.as_tensor(np.asarray(distance), dtype=cost.dtype, device=cost.device)
 
     @staticmethod
@@ -188,6 +259,11 @@ def wasserstein(mu, nu, cost, eps: float, *, max_iters=1000, tol=None, check_eve
     For points, build the cost in torch: ``wasserstein(a, b, sqeuclidean(x, y), eps)``
     differentiates through ``x`` and ``y`` by the chain rule. Options as
     :func:`logot.solve`; ``cg_tol``/``cg_max_iters`` control the backward's CG.
+
+    CUDA tensors (``backend`` unset or naming their device) are computed in place on the
+    current CUDA stream: no host copy of the marginals, the cost or the gradients; the call
+    waits for that stream (not the device) to read back the per-problem reports, and warns
+    :class:`logot.ConvergenceWarning` from them as the host path does.
     """
     mu, nu, cost = _as_tensors(mu, nu, cost)
     options = dict(max_iters=max_iters, tol=tol, check_every=check_every, eps_scaling=eps_scaling,
@@ -210,20 +286,56 @@ def sqeuclidean(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 class _Coupling(torch.autograd.Function):
     @staticmethod
     def forward(ctx, mu, nu, cost, eps, options):
-        backend = _backend((mu, nu, cost), options.pop("backend", None))
+        backend = options.pop("backend", None)
         cg = (options.pop("cg_tol"), options.pop("cg_max_iters"))
+        ctx.shapes = (mu.shape, nu.shape, cost.shape)
+        ctx.device = _in_place_device(cost, backend)
+        if ctx.device is not None and _dense_fits(mu, nu, cost):
+            # In place on the device: the plans into a tensor torch allocated, the current
+            # stream; the report of the potentials read back for the warning.
+            a, b, c, (batch, n, m), single = _dense_inputs(mu, nu, cost)
+            plan = torch.empty(batch, n, m, dtype=c.dtype, device=c.device)
+            params = _lg._params(eps, options["max_iters"], options["tol"], options["check_every"],
+                                 options["eps_scaling"])
+            stream = torch.cuda.current_stream(ctx.device)
+            conv = _lg._logot._coupling_cuda(a.data_ptr(), b.data_ptr(), c.data_ptr(), plan.data_ptr(), batch, n,
+                                             m, c.dim() == 3, c.dtype == torch.float64, params, ctx.device,
+                                             stream.cuda_stream)
+            _warn(_lg.Convergence(**conv))
+            plan = plan[0] if single else plan
+            ctx.save_for_backward(plan)
+            ctx.eps, ctx.backend, ctx.cg = eps, backend, cg
+            return plan
+        ctx.device = None
+        backend = _backend((mu, nu, cost), backend)
         c = _lg.coupling(_np(mu), _np(nu), _np(cost), eps, backend=backend, **options)
         _warn(c.convergence)
         plan = _tensor(c.plan, cost)
         ctx.save_for_backward(plan)
         ctx.eps, ctx.backend, ctx.cg = eps, backend, cg
-        ctx.shapes = (mu.shape, nu.shape, cost.shape)
         return plan
 
     @staticmethod
     def backward(ctx, grad):
         (plan,) = ctx.saved_tensors
         mu_shape, nu_shape, cost_shape = ctx.shapes
+        if ctx.device is not None:
+            # In place: the plans and ∂L/∂P read on the device, the gradients into tensors
+            # torch allocated, on the current stream.
+            p = plan.reshape(-1, plan.shape[-2], plan.shape[-1]).contiguous()
+            g = grad.reshape(p.shape).to(p.dtype).contiguous()
+            batch, n, m = p.shape
+            out = (torch.empty_like(p), torch.empty(batch, n, dtype=p.dtype, device=p.device),
+                   torch.empty(batch, m, dtype=p.dtype, device=p.device))
+            stream = torch.cuda.current_stream(ctx.device)
+            cg = _lg._logot._plan_gradients_cuda(p.data_ptr(), g.data_ptr(), tuple(t.data_ptr() for t in out), batch,
+                                                 n, m, p.dtype == torch.float64, ctx.eps, ctx.cg[0],
+                                                 int(ctx.cg[1]), ctx.device, stream.cuda_stream)
+            _warn_cg(_lg.CgReport(**cg))
+            d_cost, d_mu, d_nu = out if plan.dim() == 3 else (out[0][0], out[1][0], out[2][0])
+            return (_sum_to(d_mu, mu_shape) if ctx.needs_input_grad[0] else None,
+                    _sum_to(d_nu, nu_shape) if ctx.needs_input_grad[1] else None,
+                    _sum_to(d_cost, cost_shape) if ctx.needs_input_grad[2] else None, None, None)
         g = _lg.plan_gradients(_np(plan), ctx.eps, _np(grad), cg_tol=ctx.cg[0], cg_max_iters=ctx.cg[1],
                                backend=ctx.backend)
         _warn_cg(g.cg)
@@ -237,7 +349,12 @@ def coupling(mu, nu, cost, eps: float, *, max_iters=1000, tol=None, check_every=
              cg_tol=None, cg_max_iters=1000, backend=None) -> torch.Tensor:
     """The entropic plan ``P = exp((f ⊕ g − C)/ε)`` (n×m, or B×n×m), differentiable with
     respect to ``cost``, ``mu`` and ``nu`` for any loss of ``P`` (implicit differentiation:
-    one adjoint CG solve per backward). Zero-mass bins get a zero marginal gradient."""
+    one adjoint CG solve per backward). Zero-mass bins get a zero marginal gradient.
+
+    CUDA tensors (``backend`` unset or naming their device) are computed in place on the
+    current CUDA stream, forward and backward: the plans and the gradients are written into
+    tensors torch allocated, only per-problem numbers are read back (the forward's warning
+    comes from the report of the potentials)."""
     mu, nu, cost = _as_tensors(mu, nu, cost)
     options = dict(max_iters=max_iters, tol=tol, check_every=check_every, eps_scaling=eps_scaling,
                    cg_tol=cg_tol, cg_max_iters=cg_max_iters, backend=backend)

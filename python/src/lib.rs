@@ -1020,6 +1020,284 @@ fn _bistochastic_cuda(
     .py()
 }
 
+/// `⟨P, C⟩` of a dense batch on CUDA memory, without a copy, on the caller's stream, and
+/// (when `grads` is given, three device addresses `(∂C, ∂μ, ∂ν)`) its exact gradients
+/// ([`Solver::wasserstein_gradients_into`]) written there: reads `μ` (`batch×n`) at `mu`,
+/// `ν` (`batch×m`) at `nu` and the cost (`n×m`, or `batch×n×m` when `batched_cost`) at
+/// `cost`; `double`: float64, else float32. Waits on that stream only, for the per-problem
+/// numbers it reads back. Returns `(distances, convergence, cg summary or None)`.
+///
+/// Private to `logot.torch`, which passes the `data_ptr()` of live, contiguous CUDA tensors
+/// of GPU `device` of that dtype and size (the gradients freshly allocated, aliasing
+/// nothing) and `torch.cuda.current_stream(device).cuda_stream`; other arguments are
+/// undefined behaviour (Python cannot mark a function unsafe: this one is).
+#[pyfunction]
+#[pyo3(signature = (mu, nu, cost, grads, batch, n, m, batched_cost, double, params, cg_tol, cg_max_iters, device, stream))]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+fn _wasserstein_cuda<'py>(
+    py: Python<'py>,
+    mu: u64,
+    nu: u64,
+    cost: u64,
+    grads: Option<(u64, u64, u64)>,
+    batch: usize,
+    n: usize,
+    m: usize,
+    batched_cost: bool,
+    double: bool,
+    params: ParamsArg<'py>,
+    cg_tol: Option<f64>,
+    cg_max_iters: usize,
+    device: usize,
+    stream: usize,
+) -> PyResult<(Vec<f64>, Bound<'py, PyDict>, Option<Bound<'py, PyDict>>)> {
+    let overflow = || PyValueError::new_err(format!("cost: {batch}×{n}×{m} overflows"));
+    let per_cost = n.checked_mul(m).ok_or_else(overflow)?;
+    let lens = [
+        batch.checked_mul(n).ok_or_else(overflow)?,
+        batch.checked_mul(m).ok_or_else(overflow)?,
+        if batched_cost {
+            batch.checked_mul(per_cost).ok_or_else(overflow)?
+        } else {
+            per_cost
+        },
+        batch.checked_mul(per_cost).ok_or_else(overflow)?,
+    ];
+    let auto_scaling = std::cell::Cell::new(false);
+    let params = params.params(|| {
+        auto_scaling.set(true);
+        1.0
+    })?;
+    let auto_scaling = auto_scaling.get();
+    let cg = cg_params(cg_tol, cg_max_iters);
+    #[allow(clippy::too_many_arguments)]
+    fn run<T: CudaReal>(
+        be: CudaBackend,
+        mut params: SinkhornParams,
+        auto_scaling: bool,
+        cg: CgParams,
+        [mu, nu, cost]: [u64; 3],
+        grads: Option<(u64, u64, u64)>,
+        (batch, n, m, batched_cost): (usize, usize, usize, bool),
+        [mu_len, nu_len, cost_len, grad_len]: [usize; 4],
+    ) -> logot::Result<(logot::BufferSolution, Option<CgSummary>)> {
+        // SAFETY: the caller's contract (above): the addresses hold these many values of T
+        // of this GPU, live until the stream is past this work (torch's stream-ordered
+        // allocator keeps them so); the gradients alias nothing.
+        let (mub, nub, cb) = unsafe {
+            (
+                be.borrow_buffer::<T>(mu, mu_len),
+                be.borrow_buffer::<T>(nu, nu_len),
+                be.borrow_buffer::<T>(cost, cost_len),
+            )
+        };
+        let dims = (batch, n, m);
+        let prepared = Solver::new(be.clone(), params.clone()).prepare_buffers(
+            mub,
+            nub,
+            &cb,
+            dims,
+            batched_cost,
+        )?;
+        if auto_scaling {
+            params.eps_scaling = Some(EpsScaling::from_max_cost(prepared.max_cost()));
+        }
+        let solver = Solver::new(be.clone(), params);
+        match grads {
+            Some((dc, dmu, dnu)) => {
+                // SAFETY: as above; fresh outputs of these lengths.
+                let (mut dc, mut dmu, mut dnu) = unsafe {
+                    (
+                        be.borrow_buffer::<T>(dc, grad_len),
+                        be.borrow_buffer::<T>(dmu, mu_len),
+                        be.borrow_buffer::<T>(dnu, nu_len),
+                    )
+                };
+                let out = logot::grad::GradientBuffers {
+                    cost: &mut dc,
+                    mu: &mut dmu,
+                    nu: &mut dnu,
+                };
+                let (sol, report) = solver.wasserstein_gradients_into(&prepared, &cb, &cg, out)?;
+                Ok((sol, Some(report.summary())))
+            }
+            None => {
+                let mut f = logot::Backend::<T>::filled(&be, mu_len, T::zero())?;
+                let mut g = logot::Backend::<T>::filled(&be, nu_len, T::zero())?;
+                Ok((solver.solve_prepared_into(&prepared, &mut f, &mut g)?, None))
+            }
+        }
+    }
+    let (sol, summary) = py
+        .detach(|| {
+            // SAFETY: the caller's contract: a stream of this GPU, live for the call.
+            let be = unsafe { cuda_on_stream(device, stream)? };
+            let shape = (batch, n, m, batched_cost);
+            let ptrs = [mu, nu, cost];
+            if double {
+                run::<f64>(be, params, auto_scaling, cg, ptrs, grads, shape, lens)
+            } else {
+                run::<f32>(be, params, auto_scaling, cg, ptrs, grads, shape, lens)
+            }
+        })
+        .py()?;
+    let conv = convergence(py, &sol.convergence)?;
+    let cg = summary.map(|c| cg_summary(py, &c)).transpose()?;
+    Ok((sol.distance, conv, cg))
+}
+
+/// The plans of a dense batch on CUDA memory ([`Solver::coupling_into`]), written at `plan`
+/// (`batch×n×m`); inputs and contract as [`_wasserstein_cuda`] (`plan` fresh). Returns the
+/// convergence report of the potentials.
+#[pyfunction]
+#[pyo3(signature = (mu, nu, cost, plan, batch, n, m, batched_cost, double, params, device, stream))]
+#[allow(clippy::too_many_arguments)]
+fn _coupling_cuda<'py>(
+    py: Python<'py>,
+    mu: u64,
+    nu: u64,
+    cost: u64,
+    plan: u64,
+    batch: usize,
+    n: usize,
+    m: usize,
+    batched_cost: bool,
+    double: bool,
+    params: ParamsArg<'py>,
+    device: usize,
+    stream: usize,
+) -> PyResult<Bound<'py, PyDict>> {
+    let overflow = || PyValueError::new_err(format!("cost: {batch}×{n}×{m} overflows"));
+    let per_cost = n.checked_mul(m).ok_or_else(overflow)?;
+    let plan_len = batch.checked_mul(per_cost).ok_or_else(overflow)?;
+    let lens = [
+        batch.checked_mul(n).ok_or_else(overflow)?,
+        batch.checked_mul(m).ok_or_else(overflow)?,
+        if batched_cost { plan_len } else { per_cost },
+        plan_len,
+    ];
+    let auto_scaling = std::cell::Cell::new(false);
+    let params = params.params(|| {
+        auto_scaling.set(true);
+        1.0
+    })?;
+    let auto_scaling = auto_scaling.get();
+    fn run<T: CudaReal>(
+        be: CudaBackend,
+        mut params: SinkhornParams,
+        auto_scaling: bool,
+        [mu, nu, cost, plan]: [u64; 4],
+        (batch, n, m, batched_cost): (usize, usize, usize, bool),
+        [mu_len, nu_len, cost_len, plan_len]: [usize; 4],
+    ) -> logot::Result<logot::BufferSolution> {
+        // SAFETY: the caller's contract (as `_wasserstein_cuda`); `plan` aliases nothing.
+        let (mub, nub, cb, mut pb) = unsafe {
+            (
+                be.borrow_buffer::<T>(mu, mu_len),
+                be.borrow_buffer::<T>(nu, nu_len),
+                be.borrow_buffer::<T>(cost, cost_len),
+                be.borrow_buffer::<T>(plan, plan_len),
+            )
+        };
+        let prepared = Solver::new(be.clone(), params.clone()).prepare_buffers(
+            mub,
+            nub,
+            &cb,
+            (batch, n, m),
+            batched_cost,
+        )?;
+        if auto_scaling {
+            params.eps_scaling = Some(EpsScaling::from_max_cost(prepared.max_cost()));
+        }
+        Solver::new(be, params).coupling_into(&prepared, &mut pb)
+    }
+    let sol = py
+        .detach(|| {
+            // SAFETY: the caller's contract: a stream of this GPU, live for the call.
+            let be = unsafe { cuda_on_stream(device, stream)? };
+            let shape = (batch, n, m, batched_cost);
+            let ptrs = [mu, nu, cost, plan];
+            if double {
+                run::<f64>(be, params, auto_scaling, ptrs, shape, lens)
+            } else {
+                run::<f32>(be, params, auto_scaling, ptrs, shape, lens)
+            }
+        })
+        .py()?;
+    convergence(py, &sol.convergence)
+}
+
+/// The implicit gradients of a loss of the plans on CUDA memory
+/// ([`logot::grad::plan_gradients_into`]): reads the plans at `plan` and `∂L/∂P` at
+/// `upstream` (`batch×n×m` each), writes `∂L/∂C` at `grads.0` (`batch×n×m`), `∂L/∂μ` at
+/// `grads.1` (`batch×n`) and `∂L/∂ν` at `grads.2` (`batch×m`), on the caller's stream;
+/// returns the CG summary. Contract as [`_wasserstein_cuda`] (the outputs fresh).
+#[pyfunction]
+#[pyo3(signature = (plan, upstream, grads, batch, n, m, double, eps, cg_tol, cg_max_iters, device, stream))]
+#[allow(clippy::too_many_arguments)]
+fn _plan_gradients_cuda<'py>(
+    py: Python<'py>,
+    plan: u64,
+    upstream: u64,
+    grads: (u64, u64, u64),
+    batch: usize,
+    n: usize,
+    m: usize,
+    double: bool,
+    eps: f64,
+    cg_tol: Option<f64>,
+    cg_max_iters: usize,
+    device: usize,
+    stream: usize,
+) -> PyResult<Bound<'py, PyDict>> {
+    let overflow = || PyValueError::new_err(format!("plan: {batch}×{n}×{m} overflows"));
+    let len = batch
+        .checked_mul(n)
+        .and_then(|v| v.checked_mul(m))
+        .ok_or_else(overflow)?;
+    let cg = cg_params(cg_tol, cg_max_iters);
+    fn run<T: CudaReal>(
+        be: CudaBackend,
+        [plan, upstream, dc, dmu, dnu]: [u64; 5],
+        (batch, n, m, len): (usize, usize, usize, usize),
+        eps: f64,
+        cg: CgParams,
+    ) -> logot::Result<CgSummary> {
+        // SAFETY: the caller's contract: these addresses hold these many values of T of
+        // this GPU, live until the stream is past this work; the outputs alias nothing.
+        let (p, g, mut dc, mut dmu, mut dnu) = unsafe {
+            (
+                be.borrow_buffer::<T>(plan, len),
+                be.borrow_buffer::<T>(upstream, len),
+                be.borrow_buffer::<T>(dc, len),
+                be.borrow_buffer::<T>(dmu, batch * n),
+                be.borrow_buffer::<T>(dnu, batch * m),
+            )
+        };
+        let out = logot::grad::GradientBuffers {
+            cost: &mut dc,
+            mu: &mut dmu,
+            nu: &mut dnu,
+        };
+        let report = logot::grad::plan_gradients_into(&be, &p, (batch, n, m), eps, &g, &cg, out)?;
+        Ok(report.summary())
+    }
+    let summary = py
+        .detach(|| {
+            // SAFETY: the caller's contract: a stream of this GPU, live for the call.
+            let be = unsafe { cuda_on_stream(device, stream)? };
+            let ptrs = [plan, upstream, grads.0, grads.1, grads.2];
+            let shape = (batch, n, m, len);
+            if double {
+                run::<f64>(be, ptrs, shape, eps, cg)
+            } else {
+                run::<f32>(be, ptrs, shape, eps, cg)
+            }
+        })
+        .py()?;
+    cg_summary(py, &summary)
+}
+
 /// [`bistochastic_backward`] on CUDA memory, without a copy and without waiting: reads `R`
 /// at `r` and `g = ∂L/∂R` at `g` (`batch×n×n`), writes `∂L/∂X` at `dx` and the CG summary
 /// in the first words of the `words` int64 (as many as [`_bistochastic_words`] says: the
@@ -1245,6 +1523,9 @@ fn _logot(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_bistochastic_backward_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(_bistochastic_words, m)?)?;
     m.add_function(wrap_pyfunction!(_bistochastic_decode, m)?)?;
+    m.add_function(wrap_pyfunction!(_wasserstein_cuda, m)?)?;
+    m.add_function(wrap_pyfunction!(_coupling_cuda, m)?)?;
+    m.add_function(wrap_pyfunction!(_plan_gradients_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(svd3, m)?)?;
     m.add_function(wrap_pyfunction!(newton_schulz, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_device_name, m)?)?;

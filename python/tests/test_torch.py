@@ -449,3 +449,141 @@ def test_cuda_graph_capture_replays_forward_and_backward(dtype):
         assert (r.detach().sum(-1) - 1).abs().max() < (1e-5 if dtype == torch.float32 else 1e-12)
     assert len(lt._PENDING) <= before + 6  # the eager calls' entries only
     lt.bistochastic_stats()
+
+
+def _dense_batch(b, n, m, dtype, seed, device="cuda"):
+    """Seeded marginals (rows summing to 1, a few empty bins) and costs U[0, 1) on the GPU."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    mu = torch.rand(b, n, device=device, dtype=dtype, generator=gen) + 0.1
+    nu = torch.rand(b, m, device=device, dtype=dtype, generator=gen) + 0.1
+    mu[:, :2] = 0
+    mu, nu = mu / mu.sum(-1, keepdim=True), nu / nu.sum(-1, keepdim=True)
+    cost = torch.rand(b, n, m, device=device, dtype=dtype, generator=gen)
+    return mu, nu, cost
+
+
+def _dense_host_path(mu, nu, cost, eps, **options):
+    """Value and gradients through the host-array path on the CUDA backend (the copy path):
+    CPU tensors with backend="cuda"."""
+    leaves = [t.detach().cpu().requires_grad_() for t in (mu, nu, cost)]
+    value = lt.wasserstein(*leaves, eps, backend="cuda", **options)
+    value.sum().backward()
+    return value.detach().numpy(), [t.grad.numpy() for t in leaves]
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cuda_wasserstein_zero_copy(dtype):
+    """A dense batch of CUDA tensors is computed in place: no host copy through torch while
+    the forward and backward run (no_host_copies), the profiler's host<->device copies take
+    less GPU time than half of one copy of the cost (only per-problem numbers cross), and the
+    value and the gradients with respect to the cost and both marginals equal the host-array
+    path on the CUDA backend bit for bit."""
+    from torch.profiler import ProfilerActivity, profile
+
+    # 64 MiB of f32 cost: the per-problem numbers read back (input checks, convergence checks,
+    # the backward's CG dot products: a few bytes each) stay far below half a copy of it.
+    mu, nu, cost = _dense_batch(16, 1024, 1024, dtype, 5)
+    leaves = [t.clone().requires_grad_() for t in (mu, nu, cost)]
+    lt.wasserstein(*[t.detach() for t in leaves], 0.05)  # compile the kernels outside the profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        with no_host_copies():
+            value = lt.wasserstein(*leaves, 0.05)
+            value.sum().backward()
+            torch.cuda.synchronize()
+    assert value.device == cost.device and value.dtype == dtype and value.shape == (16,)
+    assert all(t.grad.device == cost.device and t.grad.dtype == dtype for t in leaves)
+    copies = [e for e in prof.events() if "Memcpy DtoH" in e.name or "Memcpy HtoD" in e.name]
+    total_us = sum(e.device_time_total for e in copies)
+    cost_copy_us = _time_one_copy(cost)
+    assert total_us < 0.5 * cost_copy_us, (total_us, cost_copy_us)
+    want_value, want_grads = _dense_host_path(mu, nu, cost, 0.05)
+    np.testing.assert_array_equal(value.detach().cpu().numpy(), want_value)
+    for name, t, want in zip(("mu", "nu", "cost"), leaves, want_grads):
+        np.testing.assert_array_equal(t.grad.cpu().numpy(), want, err_msg=name)
+
+
+@needs_gpu
+def test_cuda_wasserstein_on_a_side_stream_with_shared_cost_and_one_problem():
+    """The work goes to the caller's current stream, ordered after what is queued there (the
+    inputs are produced on a side stream just before the call; the cost is not contiguous);
+    one shared cost for a batch and a single problem give the host path's results; the
+    convergence warning comes from the reports read back; bad input is a ValueError naming
+    the argument."""
+    mu, nu, cost = _dense_batch(4, 300, 200, torch.float64, 11)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with no_host_copies():
+        with torch.cuda.stream(side):
+            shared = (cost[0].t() * 2).t().requires_grad_()  # queued on `side`, not contiguous
+            a, b = (mu * 1).requires_grad_(), (nu * 1).requires_grad_()
+            value = lt.wasserstein(a, b, shared, 0.05)
+            value.sum().backward()
+            one = lt.wasserstein(mu[1], nu[1], cost[1], 0.05)
+        side.synchronize()
+    want_value, want_grads = _dense_host_path(mu, nu, shared.detach(), 0.05)
+    np.testing.assert_array_equal(value.detach().cpu().numpy(), want_value)
+    np.testing.assert_array_equal(a.grad.cpu().numpy(), want_grads[0])
+    np.testing.assert_array_equal(b.grad.cpu().numpy(), want_grads[1])
+    # The shared cost's gradient is summed over the batch by torch (on the GPU or the CPU).
+    np.testing.assert_allclose(shared.grad.cpu().numpy(), want_grads[2], rtol=1e-12, atol=1e-15)
+    assert one.shape == ()
+    want_one = logot.wasserstein(mu[1].cpu().numpy(), nu[1].cpu().numpy(), cost[1].cpu().numpy(), 0.05,
+                                 backend="cuda")
+    assert float(one) == want_one
+    with pytest.warns(logot.ConvergenceWarning, match="did not converge"):
+        lt.wasserstein(mu, nu, cost, 1e-3, max_iters=3)
+    bad = mu.clone()
+    bad[2, 7] = float("nan")
+    with pytest.raises(ValueError, match=r"^mu: .*\(2, 7\)"):
+        lt.wasserstein(bad, nu, cost, 0.05)
+    with pytest.raises(ValueError, match=r"^nu: negative mass"):
+        lt.wasserstein(mu, -nu, cost, 0.05)
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cuda_coupling_in_place(dtype):
+    """The plans and their implicit backward on CUDA tensors run in place (no host copy
+    through torch, on the current stream) and equal the host-array path on the CUDA backend
+    bit for bit: the plan, and ∂C, ∂μ, ∂ν of a loss ⟨G, P⟩ with a seeded G."""
+    mu, nu, cost = _dense_batch(3, 200, 150, dtype, 21)
+    g = torch.randn(cost.shape, device="cuda", dtype=dtype, generator=torch.Generator(device="cuda").manual_seed(4))
+    leaves = [t.clone().requires_grad_() for t in (mu, nu, cost)]
+    with no_host_copies():
+        plan = lt.coupling(*leaves, 0.05)
+        (plan * g).sum().backward()
+        torch.cuda.synchronize()
+    assert plan.device == cost.device and plan.dtype == dtype and plan.shape == cost.shape
+    host = [t.detach().cpu().requires_grad_() for t in (mu, nu, cost)]
+    want = lt.coupling(*host, 0.05, backend="cuda")
+    (want * g.cpu()).sum().backward()
+    np.testing.assert_array_equal(plan.detach().cpu().numpy(), want.detach().numpy())
+    for name, t, w in zip(("mu", "nu", "cost"), leaves, host):
+        np.testing.assert_array_equal(t.grad.cpu().numpy(), w.grad.numpy(), err_msg=name)
+    one = lt.coupling(mu[0], nu[0], cost[0], 0.05)
+    assert one.shape == cost.shape[1:]
+    want_one = lt.coupling(mu[0].cpu(), nu[0].cpu(), cost[0].cpu(), 0.05, backend="cuda")
+    np.testing.assert_array_equal(one.cpu().numpy(), want_one.numpy())
+
+
+def test_in_place_inputs_broadcast_like_the_host_path():
+    """The in-place path's inputs (checked on CPU tensors, the same torch code): marginals
+    broadcast to B×n and B×m as the host path's ``_problem`` does, contiguous; mismatched
+    shapes are left to the host path (whose checks name the argument)."""
+    mu, nu = torch.rand(5), torch.rand(3, 4)
+    cost = torch.rand(4, 5).t()  # 5×4, not contiguous
+    assert lt._dense_fits(mu, nu, cost)
+    a, b, c, dims, single = lt._dense_inputs(mu, nu, cost)
+    assert dims == (3, 5, 4) and not single
+    assert a.shape == (3, 5) and b.shape == (3, 4) and c.shape == (5, 4)
+    assert a.is_contiguous() and b.is_contiguous() and c.is_contiguous()
+    torch.testing.assert_close(a, mu.expand(3, 5), rtol=0, atol=0)
+    torch.testing.assert_close(c, cost, rtol=0, atol=0)
+    a, b, c, dims, single = lt._dense_inputs(mu, nu[0], cost)
+    assert dims == (1, 5, 4) and single
+    assert lt._dense_fits(torch.rand(2, 5), torch.rand(2, 4), torch.rand(2, 5, 4))
+    assert not lt._dense_fits(torch.rand(2, 5), torch.rand(3, 4), cost)  # batch sizes differ
+    assert not lt._dense_fits(torch.rand(6), nu, cost)  # n differs
+    assert not lt._dense_fits(torch.rand(2, 5), torch.rand(2, 4), torch.rand(3, 5, 4))

@@ -335,6 +335,165 @@ pub trait Backend<T: Real> {
         g: &Self::Buffer,
         eps: T,
     ) -> Result<Self::Buffer>;
+
+    /// The input checks' numbers of each of `rows` equal rows of `buf` ([`RowStats`]): `Σ`
+    /// (f64), min, max, and the counts of non-finite and of negative entries. Only these
+    /// `5·rows` numbers cross to the host. The default downloads `buf` ([`row_stats_of`]).
+    fn row_stats(&self, buf: &Self::Buffer, rows: usize) -> Result<Vec<RowStats>> {
+        row_stats_of(&self.download(buf)?, rows)
+    }
+
+    /// Element-wise `ln x` into a new buffer (`−∞` for `x = 0`). The default goes through
+    /// the host.
+    fn ln(&self, buf: &Self::Buffer) -> Result<Self::Buffer> {
+        let v: Vec<T> = self.download(buf)?.iter().map(|v| v.ln()).collect();
+        self.upload(&v)
+    }
+
+    /// The start potential of a marginal `a`: `0` where `a > 0`, `−∞` elsewhere (zero-mass
+    /// bins take no part from the first half-step on). The default goes through the host.
+    fn start_potential(&self, a: &Self::Buffer) -> Result<Self::Buffer> {
+        let v: Vec<T> = self
+            .download(a)?
+            .iter()
+            .map(|&v| {
+                if v > T::zero() {
+                    T::zero()
+                } else {
+                    T::neg_infinity()
+                }
+            })
+            .collect();
+        self.upload(&v)
+    }
+
+    /// `dst[b,k] = T(src[b,k] + delta[b])` (the sum in f64) for the `delta.len()` equal rows
+    /// of `src`; one `delta` is shared by every row; an empty `delta` copies. `src` and `dst`
+    /// have the same length. The default goes through the host.
+    fn offset_rows(&self, src: &Self::Buffer, delta: &[f64], dst: &mut Self::Buffer) -> Result<()> {
+        let mut v = self.download(src)?;
+        shape::check_len("dst", v.len(), self.len(dst))?;
+        offset_rows_of(&mut v, delta)?;
+        *dst = self.upload(&v)?;
+        Ok(())
+    }
+
+    /// `dst[k] = src[k]` where `a[k] = 0` (the zero-mass bins of a marginal `a`), `dst`
+    /// unchanged elsewhere; the three have the same length. The default goes through the host.
+    fn where_empty(
+        &self,
+        a: &Self::Buffer,
+        src: &Self::Buffer,
+        dst: &mut Self::Buffer,
+    ) -> Result<()> {
+        let (a, s, mut d) = (self.download(a)?, self.download(src)?, self.download(dst)?);
+        shape::check_len("src", s.len(), a.len())?;
+        shape::check_len("dst", d.len(), a.len())?;
+        for ((d, &s), &a) in d.iter_mut().zip(&s).zip(&a) {
+            if a == T::zero() {
+                *d = s;
+            }
+        }
+        *dst = self.upload(&d)?;
+        Ok(())
+    }
+
+    /// A dense cost prepared from a buffer (`[B×]n×m` row-major as `dims` says) with each
+    /// matrix shifted, `C_b − shift[b]` (in f64, one shift per matrix or one shared; empty:
+    /// none), as [`Backend::prepare_cost`] of the shifted host array. `cost` is only read
+    /// (it may be the caller's memory). The default goes through the host.
+    fn prepare_dense_buffer(
+        &self,
+        cost: &Self::Buffer,
+        dims: CostDims,
+        shift: &[f64],
+    ) -> Result<Self::Cost> {
+        let mut v = self.download(cost)?;
+        let neg: Vec<f64> = shift.iter().map(|s| -s).collect();
+        offset_rows_of(&mut v, &neg)?;
+        let wrong = |e: ndarray::ShapeError| crate::Error::shape("cost", e.to_string());
+        match dims.batch {
+            None => {
+                let c = ArrayView2::from_shape((dims.n, dims.m), &v).map_err(wrong)?;
+                self.prepare_cost(&CostSource::Dense(c))
+            }
+            Some(b) => {
+                let c = ArrayView3::from_shape((b, dims.n, dims.m), &v).map_err(wrong)?;
+                self.prepare_cost(&CostSource::DenseBatch(c))
+            }
+        }
+    }
+}
+
+/// Per-row numbers of a buffer for the input checks ([`Backend::row_stats`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RowStats {
+    /// `Σ_k x_k` in f64 (summed in order on the host; a device sums in its own order).
+    pub sum: f64,
+    /// Smallest entry (NaN skipped; `+∞` for an empty or all-NaN row).
+    pub min: f64,
+    /// Largest entry (NaN skipped; `−∞` for an empty or all-NaN row).
+    pub max: f64,
+    /// Entries that are NaN or ±∞.
+    pub non_finite: u64,
+    /// Entries `< 0`.
+    pub negative: u64,
+}
+
+/// [`Backend::row_stats`] of a host slice of `rows` equal rows.
+pub fn row_stats_of<T: Real>(v: &[T], rows: usize) -> Result<Vec<RowStats>> {
+    if rows == 0 || v.len() % rows != 0 {
+        return Err(crate::Error::shape(
+            "rows",
+            format!("{} entries do not split into {rows} rows", v.len()),
+        ));
+    }
+    let per = v.len() / rows;
+    Ok(v.chunks(per.max(1))
+        .take(rows)
+        .map(|r| {
+            let (mut min, mut max, mut non_finite, mut negative) =
+                (f64::INFINITY, f64::NEG_INFINITY, 0u64, 0u64);
+            for x in r.iter().map(|x| x.f64()) {
+                min = if x < min { x } else { min };
+                max = if x > max { x } else { max };
+                non_finite += u64::from(!x.is_finite());
+                negative += u64::from(x < 0.0);
+            }
+            RowStats {
+                sum: r.iter().map(|x| x.f64()).sum(),
+                min,
+                max,
+                non_finite,
+                negative,
+            }
+        })
+        .collect())
+}
+
+/// A caller's buffer of exactly `want` elements (the error names it).
+pub(crate) fn check_buffer_len(arg: &str, len: usize, want: usize) -> Result<()> {
+    shape::check_len(arg, len, want)
+}
+
+/// [`Backend::offset_rows`] in place on a host slice.
+pub fn offset_rows_of<T: Real>(v: &mut [T], delta: &[f64]) -> Result<()> {
+    if delta.is_empty() {
+        return Ok(());
+    }
+    if v.len() % delta.len() != 0 {
+        return Err(crate::Error::shape(
+            "delta",
+            format!("{} rows do not divide {} entries", delta.len(), v.len()),
+        ));
+    }
+    let per = v.len() / delta.len();
+    for (row, &d) in v.chunks_mut(per.max(1)).zip(delta) {
+        if d != 0.0 {
+            row.iter_mut().for_each(|x| *x = T::of(x.f64() + d));
+        }
+    }
+    Ok(())
 }
 
 /// One entry of [`Backend::relax`]: `(1 − φ)·ε·lm + φ·out`, `−∞` where `lm = −∞`.

@@ -28,6 +28,6 @@ pub use cg::{
 };
 pub use finite_diff::{check_gradient, numerical_gradient, GradCheckOptions, GradCheckReport};
 pub use ot::{
-    implicit_adjoint, plan_gradients, plan_gradients_on, Adjoint, EnvelopeGradients, OtGradients,
-    PlanGradients,
+    implicit_adjoint, plan_gradients, plan_gradients_into, plan_gradients_on, Adjoint,
+    EnvelopeGradients, GradientBuffers, OtGradients, PlanGradients,
 };

@@ -65,7 +65,7 @@
 
 use super::cg::{conjugate_gradient, BackendSpace, CgOperator, CgOutcome, CgParams, CgReport};
 use crate::backend::{grad::GradKernels, Backend, CostSource, Side};
-use crate::sinkhorn::{relax_side, Problem, SinkhornResult, Solver};
+use crate::sinkhorn::{relax_side, BufferSolution, Prepared, Problem, SinkhornResult, Solver};
 use crate::unbalanced::{dual_side, phi};
 use crate::validate::{check_eps, check_finite};
 use crate::{CpuBackend, Error, Real, Result};
@@ -127,6 +127,68 @@ pub struct EnvelopeGradients<T> {
     pub mu: Array2<T>,
     /// `∂OT_ε/∂ν = g`, shifted by the opposite constant (unbalanced: as `mu`, for `ν`).
     pub nu: Array2<T>,
+}
+
+/// The caller's buffers [`Solver::wasserstein_gradients_into`] writes.
+#[derive(Debug)]
+pub struct GradientBuffers<'a, Buf> {
+    /// `∂/∂C`, `B×n×m`.
+    pub cost: &'a mut Buf,
+    /// `∂/∂μ`, `B×n`.
+    pub mu: &'a mut Buf,
+    /// `∂/∂ν`, `B×m`.
+    pub nu: &'a mut Buf,
+}
+
+/// Gradients of a prepared batch, on the backend.
+struct PreparedGradients<T: Real, B: Backend<T>> {
+    /// Potentials (`g` without the cost offsets) and the offsets.
+    f: B::Buffer,
+    g: B::Buffer,
+    shift: Vec<f64>,
+    solution: BufferSolution,
+    cost: B::Buffer,
+    a: B::Buffer,
+    b: B::Buffer,
+    cg: CgReport,
+}
+
+/// The zero-mean representative: each problem's `(a, b)` shifted by `(−k, +k)`,
+/// `k = mean(a)` (the sum in f64 from [`Backend::row_stats`]), on the backend.
+fn centre_on<T: Real, B: Backend<T>>(
+    be: &B,
+    a: &mut B::Buffer,
+    b: &mut B::Buffer,
+    batch: usize,
+) -> Result<()> {
+    let n = be.len(a) / batch;
+    let mean: Vec<f64> = be
+        .row_stats(a, batch)?
+        .iter()
+        .map(|s| s.sum / n as f64)
+        .collect();
+    let minus: Vec<f64> = mean.iter().map(|k| -k).collect();
+    let mut a_new = be.filled(be.len(a), T::zero())?;
+    be.offset_rows(a, &minus, &mut a_new)?;
+    *a = a_new;
+    let mut b_new = be.filled(be.len(b), T::zero())?;
+    be.offset_rows(b, &mean, &mut b_new)?;
+    *b = b_new;
+    Ok(())
+}
+
+/// [`check_output`] on the backend: the non-finite count per problem, the buffer read only
+/// for the error.
+fn check_output_on<T: Real, B: Backend<T>>(
+    be: &B,
+    what: &str,
+    v: &B::Buffer,
+    batch: usize,
+) -> Result<()> {
+    if be.row_stats(v, batch)?.iter().any(|s| s.non_finite > 0) {
+        check_output(what, &be.download(v)?)?;
+    }
+    Ok(())
 }
 
 /// A batch of plans (`B×n×m`) as the adjoint solve sees them: `P·x` and `Pᵀ·u`, however
@@ -303,19 +365,6 @@ pub(crate) fn solve_adjoint_with<T: Real, B: GradKernels<T>, P: PlanMatvec<T, B>
     })
 }
 
-/// Shift each problem's `(a, b)` by `(−k, +k)`, `k = mean(a)`: the zero-mean representative.
-fn centre<T: Real>(a: &mut [T], b: &mut [T], batch: usize) {
-    let (n, m) = (a.len() / batch, b.len() / batch);
-    for k in 0..batch {
-        let ak = &mut a[k * n..(k + 1) * n];
-        let mean = T::of(ak.iter().map(|v| v.f64()).sum::<f64>() / n as f64);
-        ak.iter_mut().for_each(|v| *v = *v - mean);
-        b[k * m..(k + 1) * m]
-            .iter_mut()
-            .for_each(|v| *v = *v + mean);
-    }
-}
-
 fn array2<T>(rows: usize, cols: usize, v: Vec<T>) -> Result<Array2<T>> {
     Array2::from_shape_vec((rows, cols), v).map_err(|e| Error::Numerical(e.to_string()))
 }
@@ -396,40 +445,95 @@ pub fn plan_gradients_on<T: Real, B: GradKernels<T>>(
             format!("is {:?} but the plan is {:?}", upstream.dim(), plan.dim()),
         ));
     }
-    check_finite("plan", &plan)?;
-    check_finite("upstream", &upstream)?;
-    if let Some((idx, v)) = plan.indexed_iter().find(|(_, v)| **v < T::zero()) {
-        return Err(Error::NegativeMass {
-            arg: "plan".into(),
-            index: format!("{idx:?}"),
-            value: v.to_string(),
-        });
-    }
     let p = be.upload(&plan.iter().copied().collect::<Vec<T>>())?;
     let g = be.upload(&upstream.iter().copied().collect::<Vec<T>>())?;
-    let adj = implicit_adjoint(be, &p, batch, n, m, &g, cg)?;
-    let cost = be.download(&be.assemble_gradient(
-        &p,
+    let mut cost = be.filled(batch * n * m, T::zero())?;
+    let mut a = be.filled(batch * n, T::zero())?;
+    let mut b = be.filled(batch * m, T::zero())?;
+    let out = GradientBuffers {
+        cost: &mut cost,
+        mu: &mut a,
+        nu: &mut b,
+    };
+    let cg = plan_gradients_into(be, &p, (batch, n, m), eps, &g, cg, out)?;
+    Ok(PlanGradients {
+        cost: array3((batch, n, m), be.download(&cost)?)?,
+        mu: array2(batch, n, be.download(&a)?)?,
+        nu: array2(batch, m, be.download(&b)?)?,
+        cg,
+    })
+}
+
+/// [`plan_gradients_on`] for a plan and an upstream gradient already on the backend
+/// (`B×n×m` each, e.g. a caller's device memory), the gradients written into the caller's
+/// buffers: `∂L/∂C` (`B×n×m`), `∂L/∂μ` (`B×n`, zero-mean per problem), `∂L/∂ν` (`B×m`).
+/// The checks (finite, non-negative plan; finite upstream) are per-row reductions on the
+/// backend with [`plan_gradients_on`]'s errors; only per-problem numbers cross to the host.
+pub fn plan_gradients_into<T: Real, B: GradKernels<T>>(
+    be: &B,
+    plan: &B::Buffer,
+    (batch, n, m): (usize, usize, usize),
+    eps: f64,
+    upstream: &B::Buffer,
+    cg: &CgParams,
+    out: GradientBuffers<'_, B::Buffer>,
+) -> Result<CgReport> {
+    check_eps("eps", eps)?;
+    if batch == 0 || n == 0 || m == 0 {
+        return Err(Error::Empty {
+            arg: "plan".into(),
+            detail: format!("shape {batch}×{n}×{m}"),
+        });
+    }
+    let len = batch * n * m;
+    crate::backend::check_buffer_len("plan", be.len(plan), len)?;
+    crate::backend::check_buffer_len("upstream", be.len(upstream), len)?;
+    let (ps, us) = (be.row_stats(plan, batch)?, be.row_stats(upstream, batch)?);
+    let bad = |s: &[crate::backend::RowStats], neg: bool| {
+        s.iter()
+            .any(|s| s.non_finite > 0 || (neg && s.negative > 0))
+    };
+    if bad(&ps, true) || bad(&us, false) {
+        // The errors of the host checks, naming the first offending entry.
+        let (ph, uh) = (be.download(plan)?, be.download(upstream)?);
+        let shape = |v| {
+            ArrayView3::from_shape((batch, n, m), v)
+                .map_err(|e| Error::shape("plan", e.to_string()))
+        };
+        let (pv, uv) = (shape(&ph)?, shape(&uh)?);
+        check_finite("plan", &pv)?;
+        check_finite("upstream", &uv)?;
+        if let Some((idx, v)) = pv.indexed_iter().find(|(_, v)| **v < T::zero()) {
+            return Err(Error::NegativeMass {
+                arg: "plan".into(),
+                index: format!("{idx:?}"),
+                value: v.to_string(),
+            });
+        }
+    }
+    let adj = implicit_adjoint(be, plan, batch, n, m, upstream, cg)?;
+    let cost = be.assemble_gradient(
+        plan,
         n,
         m,
-        &g,
+        upstream,
         &adj.a,
         &adj.b,
         T::zero(),
         T::of(-1.0 / eps),
-    )?)?;
-    let mut a = be.download(&adj.a)?;
-    let mut b = be.download(&adj.b)?;
-    centre(&mut a, &mut b, batch);
-    check_output("cost", &cost)?;
-    check_output("mu", &a)?;
-    check_output("nu", &b)?;
-    Ok(PlanGradients {
-        cost: array3((batch, n, m), cost)?,
-        mu: array2(batch, n, a)?,
-        nu: array2(batch, m, b)?,
-        cg: adj.cg,
-    })
+    )?;
+    let (mut a, mut b) = (adj.a, adj.b);
+    centre_on(be, &mut a, &mut b, batch)?;
+    check_output_on(be, "cost", &cost, batch)?;
+    check_output_on(be, "mu", &a, batch)?;
+    check_output_on(be, "nu", &b, batch)?;
+    crate::backend::check_buffer_len("grad_cost", be.len(out.cost), len)?;
+    crate::backend::check_buffer_len("grad_mu", be.len(out.mu), batch * n)?;
+    crate::backend::check_buffer_len("grad_nu", be.len(out.nu), batch * m)?;
+    be.offset_rows(&cost, &[], out.cost)?;
+    be.offset_rows(&a, &[], out.mu)?;
+    be.offset_rows(&b, &[], out.nu)?;
+    Ok(adj.cg)
 }
 
 /// The cost as a host vector: one `n×m` matrix (shared) or `B×n×m`.
@@ -540,9 +644,8 @@ impl<Bk> Solver<Bk> {
         self.gradients_with(problem, g.iter().copied().collect(), T::zero(), cg)
     }
 
-    /// Shared core: solve, build the plan, adjoint solve, assemble
-    /// `∂L/∂C = (explicit − (1/ε)(G − a − b))⊙P`, the marginal gradients (balanced: `(a, b)`
-    /// centred; unbalanced: `(a ⊙ P·1/(φ_μ μ), b ⊙ Pᵀ·1/(φ_ν ν))`), fix zero-mass bins.
+    /// Shared core of the host entry points: upload, [`Solver::gradients_prepared`],
+    /// download.
     fn gradients_with<T: Real>(
         &self,
         problem: &Problem<'_, T>,
@@ -555,95 +658,163 @@ impl<Bk> Solver<Bk> {
     {
         cg.validate()?;
         let be = self.backend();
+        let prepared = self.prepare(problem)?;
+        let g = be.upload(&upstream)?;
+        let d = self.gradients_prepared(&prepared, &g, explicit, cg)?;
+        let (batch, n, m) = prepared.dims();
+        let result = self.finish_parts(
+            (batch, n, m),
+            &d.f,
+            &d.g,
+            &d.shift,
+            &d.solution.convergence,
+            &d.solution.distance,
+            d.solution.objective.as_deref(),
+        )?;
+        Ok(OtGradients {
+            result,
+            cost: array3((batch, n, m), be.download(&d.cost)?)?,
+            mu: array2(batch, n, be.download(&d.a)?)?,
+            nu: array2(batch, m, be.download(&d.b)?)?,
+            cg: d.cg,
+        })
+    }
+
+    /// [`Solver::wasserstein_gradients`] for a batch already on the backend
+    /// ([`Solver::prepare_buffers`]; `cost` the same dense cost buffer, the upstream `G = C`),
+    /// written into the caller's buffers: `∂⟨P,C⟩/∂C` (`B×n×m`), `∂/∂μ` (`B×n`) and `∂/∂ν`
+    /// (`B×m`). Only per-problem numbers cross to the host (reports, distances, CG's
+    /// coefficients); for unbalanced problems, also `μ`, `ν` and the marginal gradients.
+    pub fn wasserstein_gradients_into<T: Real>(
+        &self,
+        prepared: &Prepared<T, Bk>,
+        cost: &Bk::Buffer,
+        cg: &CgParams,
+        out: GradientBuffers<'_, Bk::Buffer>,
+    ) -> Result<(BufferSolution, CgReport)>
+    where
+        Bk: GradKernels<T>,
+    {
+        cg.validate()?;
+        let be = self.backend();
+        let (batch, n, m) = prepared.dims();
+        let d = self.gradients_prepared(prepared, cost, T::one(), cg)?;
+        crate::backend::check_buffer_len("grad_cost", be.len(out.cost), batch * n * m)?;
+        crate::backend::check_buffer_len("grad_mu", be.len(out.mu), batch * n)?;
+        crate::backend::check_buffer_len("grad_nu", be.len(out.nu), batch * m)?;
+        be.offset_rows(&d.cost, &[], out.cost)?;
+        be.offset_rows(&d.a, &[], out.mu)?;
+        be.offset_rows(&d.b, &[], out.nu)?;
+        Ok((d.solution, d.cg))
+    }
+
+    /// Solve a prepared batch, build the plan, adjoint solve, assemble
+    /// `∂L/∂C = (explicit − (1/ε)(G − a − b))⊙P`, the marginal gradients (balanced: `(a, b)`
+    /// centred; unbalanced: `(a ⊙ P·1/(φ_μ μ), b ⊙ Pᵀ·1/(φ_ν ν))`), fix zero-mass bins; all
+    /// on the backend. `upstream` is `G` (`B×n×m`, or one `n×m` shared).
+    fn gradients_prepared<T: Real>(
+        &self,
+        pr: &Prepared<T, Bk>,
+        upstream: &Bk::Buffer,
+        explicit: T,
+        cg: &CgParams,
+    ) -> Result<PreparedGradients<T, Bk>>
+    where
+        Bk: GradKernels<T>,
+    {
+        cg.validate()?;
+        let be = self.backend();
         let relax = self.params().unbalanced();
         let eps_f = self.params().eps;
         let phis = relax.map(|r| (phi(r.rho_mu, eps_f), phi(r.rho_nu, eps_f)));
-        let s = self.run(problem)?;
-        let result = self.finish(problem, &s)?;
-        let (batch, n) = problem.mu().dim();
-        let m = problem.nu().ncols();
+        let (batch, n, m) = pr.dims();
+        let (f, g_pot, convergence, distance, objective) = self.iterate_prepared(pr)?;
+        self.check_distances::<T>(&distance)?;
+        let cost_ref = pr.cost();
         let eps = T::of(eps_f);
-        let plan = be.plan(&s.cost, &s.f, &s.g, eps)?;
-        let g = be.upload(&upstream)?;
-        let adj = solve_adjoint(be, &plan, (batch, n, m), &g, phis, cg)?;
-        let cost = be.download(&be.assemble_gradient(
-            &plan,
-            n,
-            m,
-            &g,
-            &adj.a,
-            &adj.b,
-            explicit,
-            -T::one() / eps,
-        )?)?;
-        let mut a = be.download(&adj.a)?;
-        let mut b = be.download(&adj.b)?;
+        let plan = be.plan(cost_ref, &f, &g_pot, eps)?;
+        let g = upstream;
+        let adj = solve_adjoint(be, &plan, (batch, n, m), g, phis, cg)?;
+        let cost =
+            be.assemble_gradient(&plan, n, m, g, &adj.a, &adj.b, explicit, -T::one() / eps)?;
+        let minus_one = vec![-1.0; batch];
+        // One-sided derivatives on empty bins, from the unscaled adjoint: on an empty row,
+        // ∂L/∂μ_i = Σ_j w_ij (G_ij − b_j), with w_i· the row an infinitesimal mass at i would
+        // get, `exp((f⁰_i + g_j − C_ij)/ε)`, f⁰ the half-step with log μ = 0 (balanced: a
+        // softmax; unbalanced: relaxed); on an empty column alike.
+        let empty_rows = if pr.empty_mu {
+            let zeros = be.filled(batch * n, T::zero())?;
+            let mut f0 = be.filled(batch * n, T::zero())?;
+            be.sinkstep(cost_ref, Side::Row, eps, &g_pot, &zeros, &mut f0)?;
+            if let Some(r) = relax {
+                relax_side(be, &mut f0, &zeros, eps_f, r.rho_mu)?;
+            }
+            let w = be.plan(cost_ref, &f0, &g_pot, eps)?;
+            let (sw, _) = be.weighted_marginals(&w, n, m, Some(g))?;
+            let mut t = be.filled(batch * n, T::zero())?;
+            be.plan_matvec(&w, n, m, &adj.b, &mut t)?;
+            be.batched_xpby(&sw, &minus_one, &mut t)?;
+            Some(t)
+        } else {
+            None
+        };
+        let empty_cols = if pr.empty_nu {
+            let zeros = be.filled(batch * m, T::zero())?;
+            let mut g0 = be.filled(batch * m, T::zero())?;
+            be.sinkstep(cost_ref, Side::Col, eps, &f, &zeros, &mut g0)?;
+            if let Some(r) = relax {
+                relax_side(be, &mut g0, &zeros, eps_f, r.rho_nu)?;
+            }
+            let w = be.plan(cost_ref, &f, &g0, eps)?;
+            let (_, sw) = be.weighted_marginals(&w, n, m, Some(g))?;
+            let mut t = be.filled(batch * m, T::zero())?;
+            be.plan_matvec_t(&w, n, m, &adj.a, &mut t)?;
+            be.batched_xpby(&sw, &minus_one, &mut t)?;
+            Some(t)
+        } else {
+            None
+        };
+        let (mut a, mut b) = (adj.a, adj.b);
         if let Some((phi_mu, phi_nu)) = phis {
             // ∂L/∂μ_i = (P·1)_i·a_i/(φ_μ μ_i), ∂L/∂ν_j = (Pᵀ·1)_j·b_j/(φ_ν ν_j).
             let (rows, cols) = be.weighted_marginals(&plan, n, m, None)?;
-            let scale = |v: &mut [T], mass: Vec<T>, w: &ArrayView2<'_, T>, phi: f64| {
-                for ((v, r), &w) in v.iter_mut().zip(mass).zip(w.iter()) {
+            let scale = |v: &mut Bk::Buffer, mass: &Bk::Buffer, w: &Bk::Buffer, phi: f64| {
+                let (mut h, mass, w) = (be.download(v)?, be.download(mass)?, be.download(w)?);
+                for ((v, r), &w) in h.iter_mut().zip(mass).zip(w.iter()) {
                     if w > T::zero() {
                         *v = T::of(v.f64() * r.f64() / (phi * w.f64()));
                     }
                 }
+                *v = be.upload(&h)?;
+                Ok::<(), Error>(())
             };
-            scale(&mut a, be.download(&rows)?, &problem.mu(), phi_mu);
-            scale(&mut b, be.download(&cols)?, &problem.nu(), phi_nu);
+            scale(&mut a, &rows, pr.mu(), phi_mu)?;
+            scale(&mut b, &cols, pr.nu(), phi_nu)?;
         }
-        let minus_one = vec![-1.0; batch];
-        if problem.mu().iter().any(|&v| v == T::zero()) {
-            // One-sided derivative on empty rows: ∂L/∂μ_i = Σ_j w_ij (G_ij − b_j), with
-            // w_i· the row an infinitesimal mass at i would get, `exp((f⁰_i + g_j − C_ij)/ε)`,
-            // f⁰ the half-step with log μ = 0 (balanced: a softmax; unbalanced: relaxed).
-            let zeros = be.filled(batch * n, T::zero())?;
-            let mut f0 = be.filled(batch * n, T::zero())?;
-            be.sinkstep(&s.cost, Side::Row, eps, &s.g, &zeros, &mut f0)?;
-            if let Some(r) = relax {
-                relax_side(be, &mut f0, &zeros, eps_f, r.rho_mu)?;
-            }
-            let w = be.plan(&s.cost, &f0, &s.g, eps)?;
-            let (sw, _) = be.weighted_marginals(&w, n, m, Some(&g))?;
-            let mut t = be.filled(batch * n, T::zero())?;
-            be.plan_matvec(&w, n, m, &adj.b, &mut t)?;
-            be.batched_xpby(&sw, &minus_one, &mut t)?;
-            let a0 = be.download(&t)?;
-            for (k, &v) in problem.mu().iter().enumerate() {
-                if v == T::zero() {
-                    a[k] = a0[k];
-                }
-            }
+        if let Some(t) = empty_rows {
+            be.where_empty(pr.mu(), &t, &mut a)?;
         }
-        if problem.nu().iter().any(|&v| v == T::zero()) {
-            let zeros = be.filled(batch * m, T::zero())?;
-            let mut g0 = be.filled(batch * m, T::zero())?;
-            be.sinkstep(&s.cost, Side::Col, eps, &s.f, &zeros, &mut g0)?;
-            if let Some(r) = relax {
-                relax_side(be, &mut g0, &zeros, eps_f, r.rho_nu)?;
-            }
-            let w = be.plan(&s.cost, &s.f, &g0, eps)?;
-            let (_, sw) = be.weighted_marginals(&w, n, m, Some(&g))?;
-            let mut t = be.filled(batch * m, T::zero())?;
-            be.plan_matvec_t(&w, n, m, &adj.a, &mut t)?;
-            be.batched_xpby(&sw, &minus_one, &mut t)?;
-            let b0 = be.download(&t)?;
-            for (k, &v) in problem.nu().iter().enumerate() {
-                if v == T::zero() {
-                    b[k] = b0[k];
-                }
-            }
+        if let Some(t) = empty_cols {
+            be.where_empty(pr.nu(), &t, &mut b)?;
         }
         if relax.is_none() {
-            centre(&mut a, &mut b, batch);
+            centre_on(be, &mut a, &mut b, batch)?;
         }
-        check_output("cost", &cost)?;
-        check_output("mu", &a)?;
-        check_output("nu", &b)?;
-        Ok(OtGradients {
-            result,
-            cost: array3((batch, n, m), cost)?,
-            mu: array2(batch, n, a)?,
-            nu: array2(batch, m, b)?,
+        check_output_on(be, "cost", &cost, batch)?;
+        check_output_on(be, "mu", &a, batch)?;
+        check_output_on(be, "nu", &b, batch)?;
+        Ok(PreparedGradients {
+            shift: pr.shifts().to_vec(),
+            f,
+            g: g_pot,
+            solution: BufferSolution {
+                distance,
+                objective,
+                convergence,
+            },
+            cost,
+            a,
+            b,
             cg: adj.cg,
         })
     }

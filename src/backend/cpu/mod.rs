@@ -111,6 +111,10 @@ impl<T: Real> Backend<T> for CpuBackend {
         Ok(vec![value; len])
     }
 
+    fn row_stats(&self, buf: &Vec<T>, rows: usize) -> Result<Vec<crate::backend::RowStats>> {
+        crate::backend::row_stats_of(buf, rows)
+    }
+
     fn len(&self, buf: &Vec<T>) -> usize {
         buf.len()
     }

@@ -103,7 +103,7 @@ pub(super) struct SplitHints<T> {
 }
 
 impl<T> SplitHints<T> {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         SplitHints {
             slots: [Mutex::new(None), Mutex::new(None)],
         }
@@ -186,7 +186,7 @@ impl CudaBackend {
 
     /// `ct[b] = c[b]ᵀ` for each of the cost's matrices: 32×32 tiles of 32×8 threads, at
     /// most 65535 matrices (the grid's z dimension) per launch.
-    fn transpose_batch<T: CudaReal>(
+    pub(super) fn transpose_batch<T: CudaReal>(
         &self,
         c: &CudaSlice<T>,
         ct: &CudaSlice<T>,

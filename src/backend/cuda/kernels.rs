@@ -156,6 +156,11 @@ impl Module {
                 ("shard_sum", Both),
                 ("relaxed_side", Both),
                 ("transpose", Both),
+                ("row_stats", Both),
+                ("elem_log", Both),
+                ("start_potential", Both),
+                ("offset_rows", Both),
+                ("where_empty", Both),
             ],
             Module::PointCloud => &[
                 ("pc_sinkstep_d3", Both),

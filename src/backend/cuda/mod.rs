@@ -46,6 +46,9 @@
 //! * `device` (context, stream, loaded kernels, buffers), `nvrtc` (compilation and module
 //!   caches), `tuning` (kernel choices, not public API).
 //! * `cost`: prepared costs (dense, grid, point clouds).
+//! * `buffers`: the per-row input checks, `ln`, start potentials, per-row offsets and a
+//!   dense cost from a buffer, for Sinkhorn on a caller's device memory
+//!   ([`Solver::prepare_buffers`](crate::Solver::prepare_buffers)).
 //! * `ot`: the [`Backend`](crate::Backend) impl, which dispatches to `dense`, `tiled` and
 //!   `fused` (dense costs), `grid` and `pointcloud`; the other kernel traits in
 //!   `barycenter`, `bistochastic`, `grad` and `linalg`.
@@ -54,6 +57,7 @@
 
 mod barycenter;
 mod bistochastic;
+mod buffers;
 mod cluster;
 mod cost;
 mod dense;

@@ -9,7 +9,7 @@ use crate::backend::shape::{check_fg, check_nu};
 use crate::backend::{
     column_error_and_cost_by_half_step, iterate_half_steps, iterate_relaxed_half_steps,
     plan_report_from_half_steps, Backend, CostDims, CostSource, Marginals, PlanReport, Potentials,
-    Side,
+    RowStats, Side,
 };
 use crate::unbalanced::RelaxedSide;
 use crate::{Error, Result};
@@ -52,6 +52,45 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
 
     fn cost_dims(&self, cost: &CudaCost<T>) -> CostDims {
         cost.dims()
+    }
+
+    fn row_stats(&self, buf: &CudaBuffer<T>, rows: usize) -> Result<Vec<RowStats>> {
+        self.buffer_row_stats(buf, rows)
+    }
+
+    fn ln(&self, buf: &CudaBuffer<T>) -> Result<CudaBuffer<T>> {
+        self.buffer_ln(buf)
+    }
+
+    fn start_potential(&self, a: &CudaBuffer<T>) -> Result<CudaBuffer<T>> {
+        self.buffer_start(a)
+    }
+
+    fn offset_rows(
+        &self,
+        src: &CudaBuffer<T>,
+        delta: &[f64],
+        dst: &mut CudaBuffer<T>,
+    ) -> Result<()> {
+        self.buffer_offset_rows(src, delta, dst)
+    }
+
+    fn where_empty(
+        &self,
+        a: &CudaBuffer<T>,
+        src: &CudaBuffer<T>,
+        dst: &mut CudaBuffer<T>,
+    ) -> Result<()> {
+        self.buffer_where_empty(a, src, dst)
+    }
+
+    fn prepare_dense_buffer(
+        &self,
+        cost: &CudaBuffer<T>,
+        dims: CostDims,
+        shift: &[f64],
+    ) -> Result<CudaCost<T>> {
+        self.buffer_dense_cost(cost, dims, shift)
     }
 
     fn sinkstep(
