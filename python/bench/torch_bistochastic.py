@@ -99,17 +99,25 @@ def main():
     lt.bistochastic_stats()
 
     # The pair captured into a CUDA graph (torch's recipe: warm-up on a side stream), replayed
-    # `chain` times per timed region: the layer without host work per call.
+    # `chain` times per timed region: the layer without host work per call. A leaf of its
+    # own: the graphs above keep `x`'s gradient accumulator on the default stream, which a
+    # capture cannot depend on.
+    xg = x.detach().clone().requires_grad_()
+
+    def step():
+        xg.grad = None
+        lt.bistochastic(xg, args.iters).backward(g)
+
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for _ in range(3):
-            total()
+            step()
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    x.grad = None
+    xg.grad = None
     with torch.cuda.graph(graph):
-        lt.bistochastic(x, args.iters).backward(g)
+        lt.bistochastic(xg, args.iters).backward(g)
 
     def replays():
         for _ in range(args.chain):
