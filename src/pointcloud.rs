@@ -251,18 +251,8 @@ fn self_transport<T: Real, Bk: PointCloudKernels<T> + GradKernels<T>>(
     let cost = be.prepare_cost(&cloud.into())?;
     let host: Vec<T> = mu.iter().copied().collect();
     let weights = be.upload(&host)?;
-    let log_mu = be.upload(&host.iter().map(|v| v.ln()).collect::<Vec<T>>())?;
-    let init: Vec<T> = host
-        .iter()
-        .map(|&v| {
-            if v > T::zero() {
-                T::zero()
-            } else {
-                T::neg_infinity()
-            }
-        })
-        .collect();
-    let mut f = be.upload(&init)?;
+    let log_mu = be.ln(&weights)?;
+    let mut f = be.start_potential(&weights)?;
     let mut t = be.filled(n, T::zero())?;
     let halves = be.filled(n, T::of(0.5))?;
     // f ← ½(f + T(f)) with the balanced half-step T(f) in `t` (relaxed first when

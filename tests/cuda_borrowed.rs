@@ -8,31 +8,16 @@
 //! error recorded); the legacy default stream (null) works too. Each test skips with a
 //! printed reason when no GPU is usable, and fails instead when `LOGOT_REQUIRE_GPU=1`.
 #![cfg(feature = "cuda")]
-use common::gpu::gpu;
+use common::gpu::{address, foreign, gpu};
 
 mod common;
 
 use common::Lcg;
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use logot::backend::bistochastic::{cg_summary_from_words, words, ProjectionStats};
 use logot::backend::cuda::{CudaBackend, CudaBuffer, CudaReal};
 use logot::grad::{Bistochastic, BistochasticParams, CgParams};
 use logot::{Backend, BistochasticKernels, CpuBackend, Real};
 use ndarray::Array3;
-use std::sync::Arc;
-
-/// The device's primary context and a stream of its own, as a framework holds them.
-fn foreign(be: &CudaBackend) -> (Arc<CudaContext>, Arc<CudaStream>) {
-    let ctx = CudaContext::new(be.ordinal()).unwrap();
-    // SAFETY: before any allocation of this context object.
-    unsafe { ctx.disable_event_tracking() };
-    let stream = ctx.new_stream().unwrap();
-    (ctx, stream)
-}
-
-fn address<T>(s: &CudaSlice<T>, stream: &Arc<CudaStream>) -> u64 {
-    s.device_ptr(stream).0
-}
 
 /// `b` matrices `n×n` with entries uniform in `[lo, hi)`, rounded to `T`.
 fn logits<T: Real>(b: usize, n: usize, lo: f64, hi: f64, seed: u64) -> Array3<T> {

@@ -9,30 +9,17 @@
 //! bad input with the host path's errors. Each test skips with a printed reason when no GPU
 //! is usable, and fails instead when `LOGOT_REQUIRE_GPU=1`.
 #![cfg(feature = "cuda")]
-use common::gpu::gpu;
+use common::gpu::{address, foreign, gpu};
 
 mod common;
 
 use common::{bin_weights, Lcg};
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::{CudaSlice, CudaStream};
 use logot::backend::cuda::{CudaBackend, CudaBuffer, CudaReal};
 use logot::grad::{CgParams, GradientBuffers};
-use logot::{Backend, CpuBackend, GradKernels, Problem, Real, SinkhornParams, Solver};
+use logot::{Backend, CpuBackend, GradKernels, Prepared, Problem, Real, SinkhornParams, Solver};
 use ndarray::{Array2, Array3, Axis};
 use std::sync::Arc;
-
-/// The device's primary context and a stream of its own, as a framework holds them.
-fn foreign(be: &CudaBackend) -> (Arc<CudaContext>, Arc<CudaStream>) {
-    let ctx = CudaContext::new(be.ordinal()).unwrap();
-    // SAFETY: before any allocation of this context object.
-    unsafe { ctx.disable_event_tracking() };
-    let stream = ctx.new_stream().unwrap();
-    (ctx, stream)
-}
-
-fn address<T>(s: &CudaSlice<T>, stream: &Arc<CudaStream>) -> u64 {
-    s.device_ptr(stream).0
-}
 
 fn bits<T: Real>(v: &[T]) -> Vec<u64> {
     v.iter().map(|x| x.f64().to_bits()).collect()
@@ -69,6 +56,57 @@ fn problem<'a, T: Real>(
     }
 }
 
+/// The caller's copies of `μ`, `ν` and the cost, in device memory of `stream`'s context.
+fn upload<T: CudaReal>(
+    stream: &Arc<CudaStream>,
+    mu: &Array2<T>,
+    nu: &Array2<T>,
+    cost: &Array3<T>,
+) -> [CudaSlice<T>; 3] {
+    [mu.as_slice(), nu.as_slice(), cost.as_slice()].map(|s| stream.clone_htod(s.unwrap()).unwrap())
+}
+
+/// `Solver::prepare_buffers` over borrowed views of the caller's `[μ, ν, cost]`, and the
+/// borrowed cost (the gradients read it again).
+///
+/// # Safety
+/// The solver's backend launches on `stream`, a stream of the device's primary context, and
+/// the slices outlive the returned buffers.
+unsafe fn prepare_borrowed<T: CudaReal>(
+    solver: &Solver<CudaBackend>,
+    stream: &Arc<CudaStream>,
+    [mu, nu, cost]: &[CudaSlice<T>; 3],
+    dims: (usize, usize, usize),
+    batched: bool,
+) -> (logot::Result<Prepared<T, CudaBackend>>, CudaBuffer<T>)
+where
+    CudaBackend: Backend<T, Buffer = CudaBuffer<T>>,
+{
+    let be = solver.backend();
+    // SAFETY: the caller's contract.
+    let borrow = |s: &CudaSlice<T>| unsafe { be.borrow_buffer::<T>(address(s, stream), s.len()) };
+    let cost_b = borrow(cost);
+    let prepared = solver.prepare_buffers(borrow(mu), borrow(nu), &cost_b, dims, batched);
+    (prepared, cost_b)
+}
+
+/// `∂C`, `∂μ`, `∂ν` in the caller's buffers equal `want`'s bit for bit.
+fn assert_gradients_equal<T: CudaReal>(
+    stream: &Arc<CudaStream>,
+    got: [&CudaSlice<T>; 3],
+    (cost, mu, nu): (&Array3<T>, &Array2<T>, &Array2<T>),
+    what: &str,
+) {
+    let want = [cost.as_slice(), mu.as_slice(), nu.as_slice()].map(Option::unwrap);
+    for ((s, w), name) in got.into_iter().zip(want).zip(["∂C", "∂μ", "∂ν"]) {
+        assert_eq!(
+            bits(&stream.clone_dtoh(s).unwrap()),
+            bits(w),
+            "{name}, {what}"
+        );
+    }
+}
+
 fn borrowed_matches_owned<T: CudaReal>(
     gpu: &CudaBackend,
     (b, n, m): (usize, usize, usize),
@@ -81,11 +119,7 @@ fn borrowed_matches_owned<T: CudaReal>(
     let (mu, nu, cost) = data::<T>(b, n, m, zeros, batched);
     let params = SinkhornParams::fixed_iterations(0.05, 60);
     let cg = CgParams::default();
-    let (mud, nud, cd) = (
-        stream.clone_htod(mu.as_slice().unwrap()).unwrap(),
-        stream.clone_htod(nu.as_slice().unwrap()).unwrap(),
-        stream.clone_htod(cost.as_slice().unwrap()).unwrap(),
-    );
+    let inputs = upload(&stream, &mu, &nu, &cost);
     // Outputs start as NaN: every entry must be written.
     let nan = |len: usize| stream.clone_htod(&vec![T::nan(); len]).unwrap();
     let (fd, gd, dcd, dmud, dnud) = (
@@ -102,16 +136,8 @@ fn borrowed_matches_owned<T: CudaReal>(
         let be = gpu.on_stream(stream.cu_stream());
         let borrow = |s: &CudaSlice<T>, len| be.borrow_buffer::<T>(address(s, &stream), len);
         let solver = Solver::new(be.clone(), params.clone());
-        let cost_b = borrow(&cd, cost.len());
-        let prepared = solver
-            .prepare_buffers(
-                borrow(&mud, b * n),
-                borrow(&nud, b * m),
-                &cost_b,
-                (b, n, m),
-                batched,
-            )
-            .unwrap();
+        let (prepared, cost_b) = prepare_borrowed(&solver, &stream, &inputs, (b, n, m), batched);
+        let prepared = prepared.unwrap();
         let (mut fb, mut gb) = (borrow(&fd, b * n), borrow(&gd, b * m));
         let sol = solver
             .solve_prepared_into(&prepared, &mut fb, &mut gb)
@@ -133,9 +159,10 @@ fn borrowed_matches_owned<T: CudaReal>(
     };
     let read = |s: &CudaSlice<T>| stream.clone_dtoh(s).unwrap();
     // The caller's inputs are untouched.
-    assert_eq!(read(&mud), mu.as_slice().unwrap());
-    assert_eq!(read(&nud), nu.as_slice().unwrap());
-    assert_eq!(read(&cd), cost.as_slice().unwrap());
+    let [mud, nud, cd] = &inputs;
+    assert_eq!(read(mud), mu.as_slice().unwrap());
+    assert_eq!(read(nud), nu.as_slice().unwrap());
+    assert_eq!(read(cd), cost.as_slice().unwrap());
     // The host-array path on the backend's own stream.
     let solver = Solver::new(gpu.clone(), params.clone());
     let p = problem(&mu, &nu, &cost, batched);
@@ -163,20 +190,11 @@ fn borrowed_matches_owned<T: CudaReal>(
         "{what}"
     );
     let wg = solver.wasserstein_gradients(&p, &cg).unwrap();
-    assert_eq!(
-        bits(&read(&dcd)),
-        bits(wg.cost.as_slice().unwrap()),
-        "∂C, {what}"
-    );
-    assert_eq!(
-        bits(&read(&dmud)),
-        bits(wg.mu.as_slice().unwrap()),
-        "∂μ, {what}"
-    );
-    assert_eq!(
-        bits(&read(&dnud)),
-        bits(wg.nu.as_slice().unwrap()),
-        "∂ν, {what}"
+    assert_gradients_equal(
+        &stream,
+        [&dcd, &dmud, &dnud],
+        (&wg.cost, &wg.mu, &wg.nu),
+        &what,
     );
     assert_eq!(cg_report.summary(), wg.cg.summary(), "{what}");
     let gdist: Vec<T> = grad_sol.distance.iter().map(|&d| T::of(d)).collect();
@@ -201,7 +219,7 @@ fn borrowed_matches_owned<T: CudaReal>(
             "{what}: distance {k}: {d} vs CPU {c}"
         );
     }
-    drop((mud, nud, cd, fd, gd, dcd, dmud, dnud));
+    drop((inputs, fd, gd, dcd, dmud, dnud));
     stream.synchronize().unwrap();
     ctx.check_err().unwrap();
 }
@@ -229,11 +247,7 @@ fn shifted_costs_on_borrowed_buffers_match_the_cpu() {
     cost.mapv_inplace(|v| v + 400.0);
     let params = SinkhornParams::fixed_iterations(0.05, 80);
     let (ctx, stream) = foreign(&gpu);
-    let (mud, nud, cd) = (
-        stream.clone_htod(mu.as_slice().unwrap()).unwrap(),
-        stream.clone_htod(nu.as_slice().unwrap()).unwrap(),
-        stream.clone_htod(cost.as_slice().unwrap()).unwrap(),
-    );
+    let inputs = upload(&stream, &mu, &nu, &cost);
     let (fd, gd) = (
         stream.alloc_zeros::<f64>(b * n).unwrap(),
         stream.alloc_zeros::<f64>(b * m).unwrap(),
@@ -243,16 +257,9 @@ fn shifted_costs_on_borrowed_buffers_match_the_cpu() {
         let be = gpu.on_stream(stream.cu_stream());
         let borrow = |s: &CudaSlice<f64>, len| be.borrow_buffer::<f64>(address(s, &stream), len);
         let solver = Solver::new(be.clone(), params.clone());
-        let prepared = solver
-            .prepare_buffers(
-                borrow(&mud, b * n),
-                borrow(&nud, b * m),
-                &borrow(&cd, cost.len()),
-                (b, n, m),
-                true,
-            )
-            .unwrap();
+        let (prepared, _) = prepare_borrowed(&solver, &stream, &inputs, (b, n, m), true);
         let (mut fb, mut gb) = (borrow(&fd, b * n), borrow(&gd, b * m));
+        let prepared = prepared.unwrap();
         solver
             .solve_prepared_into(&prepared, &mut fb, &mut gb)
             .unwrap()
@@ -273,7 +280,7 @@ fn shifted_costs_on_borrowed_buffers_match_the_cpu() {
             "g: {x} vs CPU {y}"
         );
     }
-    drop((mud, nud, cd, fd, gd));
+    drop((inputs, fd, gd));
     stream.synchronize().unwrap();
     ctx.check_err().unwrap();
 }
@@ -301,24 +308,12 @@ fn bad_borrowed_input_gives_the_host_errors() {
     let (ctx, stream) = foreign(&gpu);
     let params = SinkhornParams::new(0.1);
     for (what, mu, nu, cost) in &cases {
-        let (mud, nud, cd) = (
-            stream.clone_htod(mu.as_slice().unwrap()).unwrap(),
-            stream.clone_htod(nu.as_slice().unwrap()).unwrap(),
-            stream.clone_htod(cost.as_slice().unwrap()).unwrap(),
-        );
+        let inputs = upload(&stream, mu, nu, cost);
         // SAFETY: as in `borrowed_matches_owned`.
         let got = unsafe {
-            let be = gpu.on_stream(stream.cu_stream());
-            let borrow =
-                |s: &CudaSlice<f32>, len| be.borrow_buffer::<f32>(address(s, &stream), len);
-            Solver::new(be.clone(), params.clone())
-                .prepare_buffers(
-                    borrow(&mud, b * n),
-                    borrow(&nud, b * m),
-                    &borrow(&cd, cost.len()),
-                    (b, n, m),
-                    true,
-                )
+            let solver = Solver::new(gpu.on_stream(stream.cu_stream()), params.clone());
+            prepare_borrowed(&solver, &stream, &inputs, (b, n, m), true)
+                .0
                 .unwrap_err()
                 .to_string()
         };
@@ -331,7 +326,7 @@ fn bad_borrowed_input_gives_the_host_errors() {
         };
         assert_eq!(got, want, "{what}");
         assert!(got.contains(what), "{what}: {got}");
-        drop((mud, nud, cd));
+        drop(inputs);
     }
     stream.synchronize().unwrap();
     ctx.check_err().unwrap();
@@ -352,12 +347,8 @@ fn coupling_matches_owned<T: CudaReal>(
     let cg = CgParams::default();
     let mut r = Lcg(77);
     let up = Array3::from_shape_fn((b, n, m), |_| T::of(r.uniform(-1.0, 1.0)));
-    let (mud, nud, cd, upd) = (
-        stream.clone_htod(mu.as_slice().unwrap()).unwrap(),
-        stream.clone_htod(nu.as_slice().unwrap()).unwrap(),
-        stream.clone_htod(cost.as_slice().unwrap()).unwrap(),
-        stream.clone_htod(up.as_slice().unwrap()).unwrap(),
-    );
+    let inputs = upload(&stream, &mu, &nu, &cost);
+    let upd = stream.clone_htod(up.as_slice().unwrap()).unwrap();
     let nan = |len: usize| stream.clone_htod(&vec![T::nan(); len]).unwrap();
     let (pd, dcd, dmud, dnud) = (nan(b * n * m), nan(b * n * m), nan(b * n), nan(b * m));
     // SAFETY: as in `borrowed_matches_owned`.
@@ -365,15 +356,8 @@ fn coupling_matches_owned<T: CudaReal>(
         let be = gpu.on_stream(stream.cu_stream());
         let borrow = |s: &CudaSlice<T>, len| be.borrow_buffer::<T>(address(s, &stream), len);
         let solver = Solver::new(be.clone(), params.clone());
-        let prepared = solver
-            .prepare_buffers(
-                borrow(&mud, b * n),
-                borrow(&nud, b * m),
-                &borrow(&cd, cost.len()),
-                (b, n, m),
-                batched,
-            )
-            .unwrap();
+        let (prepared, _) = prepare_borrowed(&solver, &stream, &inputs, (b, n, m), batched);
+        let prepared = prepared.unwrap();
         let mut pb = borrow(&pd, b * n * m);
         solver.coupling_into(&prepared, &mut pb).unwrap();
         let (mut dc, mut dmu, mut dnu) = (
@@ -401,23 +385,14 @@ fn coupling_matches_owned<T: CudaReal>(
     );
     let wg =
         logot::grad::plan_gradients_on(gpu, want.plan.view(), params.eps, up.view(), &cg).unwrap();
-    assert_eq!(
-        bits(&read(&dcd)),
-        bits(wg.cost.as_slice().unwrap()),
-        "∂C, {what}"
-    );
-    assert_eq!(
-        bits(&read(&dmud)),
-        bits(wg.mu.as_slice().unwrap()),
-        "∂μ, {what}"
-    );
-    assert_eq!(
-        bits(&read(&dnud)),
-        bits(wg.nu.as_slice().unwrap()),
-        "∂ν, {what}"
+    assert_gradients_equal(
+        &stream,
+        [&dcd, &dmud, &dnud],
+        (&wg.cost, &wg.mu, &wg.nu),
+        &what,
     );
     assert_eq!(report.summary(), wg.cg.summary(), "{what}");
-    drop((mud, nud, cd, upd, pd, dcd, dmud, dnud));
+    drop((inputs, upd, pd, dcd, dmud, dnud));
     stream.synchronize().unwrap();
     ctx.check_err().unwrap();
 }

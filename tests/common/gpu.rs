@@ -1,7 +1,9 @@
 //! The CUDA backend for the GPU tests: `None` (with the reason printed) when no GPU is
 //! usable, so the test skips; a panic instead under `LOGOT_REQUIRE_GPU=1`, so a skip can
 //! never pass for a run on the GPU machine.
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use logot::backend::cuda::{CudaBackend, Tuning};
+use std::sync::Arc;
 
 /// The first GPU with the kernel choices of `tuning`, and the build settings of the
 /// `LOGOT_CUDA_CACHE` / `LOGOT_CUDA_DEFINES` variables (read here: the library reads none).
@@ -43,4 +45,19 @@ pub fn gpu_cluster() -> Option<logot::CudaCluster> {
             None
         }
     }
+}
+
+/// The device's primary context and a stream of its own, as a framework (PyTorch) holds
+/// them: the owner of the memory and stream the borrowed-buffer tests hand to the backend.
+pub fn foreign(be: &CudaBackend) -> (Arc<CudaContext>, Arc<CudaStream>) {
+    let ctx = CudaContext::new(be.ordinal()).unwrap();
+    // SAFETY: before any allocation of this context object.
+    unsafe { ctx.disable_event_tracking() };
+    let stream = ctx.new_stream().unwrap();
+    (ctx, stream)
+}
+
+/// The device address of `s`, as a framework's `data_ptr()`.
+pub fn address<T>(s: &CudaSlice<T>, stream: &Arc<CudaStream>) -> u64 {
+    s.device_ptr(stream).0
 }
