@@ -389,6 +389,20 @@ impl CostOffsets {
         }
     }
 
+    /// The offsets a solve applies: these, or none for an unbalanced one (its plan's mass
+    /// depends on a constant added to the cost), whose ε check then uses the raw `|C|`.
+    pub(crate) fn applied(&self, unbalanced: bool) -> CostOffsets {
+        if unbalanced {
+            CostOffsets {
+                shift: Vec::new(),
+                max_abs: self.max_abs_raw,
+                max_abs_raw: self.max_abs_raw,
+            }
+        } else {
+            self.clone()
+        }
+    }
+
     /// Whether any cost is shifted.
     pub(crate) fn any(&self) -> bool {
         self.shift.iter().any(|&s| s != 0.0)
@@ -799,17 +813,7 @@ impl<B> Solver<B> {
         if !unbalanced {
             check_equal_mass::<T>(&problem.mu_masses, &problem.masses)?;
         }
-        // An unbalanced plan's mass depends on a constant added to the cost: no offsets.
-        let no_offsets = CostOffsets {
-            shift: Vec::new(),
-            max_abs: problem.offsets.max_abs_raw,
-            max_abs_raw: problem.offsets.max_abs_raw,
-        };
-        let offsets = if unbalanced {
-            &no_offsets
-        } else {
-            &problem.offsets
-        };
+        let offsets = &problem.offsets.applied(unbalanced);
         let cost = match offsets.shifted(&problem.cost) {
             Some(shifted) => be.prepare_cost(&shifted.source())?,
             None => be.prepare_cost(&problem.cost)?,
@@ -928,12 +932,7 @@ impl<B> Solver<B> {
         if !unbalanced {
             check_equal_mass::<T>(&mu_masses, &masses)?;
         }
-        let no_offsets = CostOffsets {
-            shift: Vec::new(),
-            max_abs: offsets.max_abs_raw,
-            max_abs_raw: offsets.max_abs_raw,
-        };
-        let offsets = if unbalanced { &no_offsets } else { &offsets };
+        let offsets = &offsets.applied(unbalanced);
         let dims = crate::backend::CostDims {
             n,
             m,

@@ -140,6 +140,24 @@ pub struct GradientBuffers<'a, Buf> {
     pub nu: &'a mut Buf,
 }
 
+impl<Buf> GradientBuffers<'_, Buf> {
+    /// Copy `∂C` (`B×n×m`), `∂μ` (`B×n`) and `∂ν` (`B×m`) into the caller's buffers,
+    /// each checked for its length first.
+    fn write<T: Real, B: Backend<T, Buffer = Buf>>(
+        self,
+        be: &B,
+        (batch, n, m): (usize, usize, usize),
+        [cost, mu, nu]: [&Buf; 3],
+    ) -> Result<()> {
+        crate::backend::check_buffer_len("grad_cost", be.len(self.cost), batch * n * m)?;
+        crate::backend::check_buffer_len("grad_mu", be.len(self.mu), batch * n)?;
+        crate::backend::check_buffer_len("grad_nu", be.len(self.nu), batch * m)?;
+        be.offset_rows(cost, &[], self.cost)?;
+        be.offset_rows(mu, &[], self.mu)?;
+        be.offset_rows(nu, &[], self.nu)
+    }
+}
+
 /// Gradients of a prepared batch, on the backend.
 struct PreparedGradients<T: Real, B: Backend<T>> {
     /// Potentials (`g` without the cost offsets) and the offsets.
@@ -527,12 +545,7 @@ pub fn plan_gradients_into<T: Real, B: GradKernels<T>>(
     check_output_on(be, "cost", &cost, batch)?;
     check_output_on(be, "mu", &a, batch)?;
     check_output_on(be, "nu", &b, batch)?;
-    crate::backend::check_buffer_len("grad_cost", be.len(out.cost), len)?;
-    crate::backend::check_buffer_len("grad_mu", be.len(out.mu), batch * n)?;
-    crate::backend::check_buffer_len("grad_nu", be.len(out.nu), batch * m)?;
-    be.offset_rows(&cost, &[], out.cost)?;
-    be.offset_rows(&a, &[], out.mu)?;
-    be.offset_rows(&b, &[], out.nu)?;
+    out.write(be, (batch, n, m), [&cost, &a, &b])?;
     Ok(adj.cg)
 }
 
@@ -699,12 +712,7 @@ impl<Bk> Solver<Bk> {
         let be = self.backend();
         let (batch, n, m) = prepared.dims();
         let d = self.gradients_prepared(prepared, cost, T::one(), cg)?;
-        crate::backend::check_buffer_len("grad_cost", be.len(out.cost), batch * n * m)?;
-        crate::backend::check_buffer_len("grad_mu", be.len(out.mu), batch * n)?;
-        crate::backend::check_buffer_len("grad_nu", be.len(out.nu), batch * m)?;
-        be.offset_rows(&d.cost, &[], out.cost)?;
-        be.offset_rows(&d.a, &[], out.mu)?;
-        be.offset_rows(&d.b, &[], out.nu)?;
+        out.write(be, (batch, n, m), [&d.cost, &d.a, &d.b])?;
         Ok((d.solution, d.cg))
     }
 
