@@ -938,12 +938,7 @@ impl<B> Solver<B> {
             m,
             batch: batched_cost.then_some(batch),
         };
-        let shift = if offsets.any() {
-            offsets.shift.clone()
-        } else {
-            Vec::new()
-        };
-        let cost = be.prepare_dense_buffer(cost, dims, &shift)?;
+        let cost = be.prepare_dense_buffer(cost, dims, &offsets.shift)?;
         self.prepare_parts(
             cost,
             mu,
@@ -1020,12 +1015,8 @@ impl<B> Solver<B> {
         crate::backend::check_buffer_len("f", be.len(f), prepared.batch * prepared.n)?;
         crate::backend::check_buffer_len("g", be.len(g), prepared.batch * prepared.m)?;
         be.offset_rows(pf, &[], f)?;
-        let shift = if prepared.shift.iter().any(|&c| c != 0.0) {
-            prepared.shift.clone()
-        } else {
-            Vec::new()
-        };
-        be.offset_rows(pg, &shift, g)
+        // Zero offsets make a copy (`offset_rows` skips them).
+        be.offset_rows(pg, &prepared.shift, g)
     }
 
     /// A non-finite transport cost is an error (ε too small for the precision).
