@@ -139,11 +139,11 @@ def main():
 
     def fwd_kernel():
         _logot._bistochastic_cuda(xd.data_ptr(), rd.data_ptr(), sw.data_ptr(), b, n, double, args.iters, 0.0, device,
-                                  stream())
+                                  stream(), False)
 
     def bwd_kernel():
         _logot._bistochastic_backward_cuda(rd.data_ptr(), g.data_ptr(), dxd.data_ptr(), bw.data_ptr(), bwd_words, b,
-                                           n, double, None, 1000, device, stream())
+                                           n, double, None, 1000, device, stream(), False)
 
     fwd_k, _ = timed(fwd_kernel, args.repeats, args.warmup)
     bwd_k, _ = timed(bwd_kernel, args.repeats, args.warmup)

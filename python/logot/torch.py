@@ -520,7 +520,7 @@ def _in_place_device(t: torch.Tensor, backend: Optional[str]) -> Optional[int]:
     (``backend`` unset or naming its device), else None (the host-copy path)."""
     if not t.is_cuda:
         return None
-    idx = t.device.index if t.device.index is not None else torch.cuda.current_device()
+    idx = t.get_device()
     if backend is None or backend == f"cuda:{idx}" or (backend == "cuda" and idx == 0):
         return idx
     return None
@@ -528,106 +528,40 @@ def _in_place_device(t: torch.Tensor, backend: Optional[str]) -> Optional[int]:
 
 # Statistics of the in-place CUDA calls, deferred: each call leaves its statistics words in a
 # small int64 device tensor, and the binding queues their copy (stream-ordered, asynchronous)
-# into a row of pinned host memory; the call records an event after it; nothing waits. Entries are decoded, and warned about, once
-# their event has completed: polled at the start of every bistochastic call and by
-# bistochastic_stats(), which waits for them all.
-# The backward runs on autograd's device threads: the list is changed under a lock.
-_PENDING: list = []
-_PENDING_LOCK = threading.Lock()
-_LATEST: dict = {}  # the latest reported statistics of each kind (by a poll or by bistochastic_stats)
+# into a row of page-locked memory (the library's WordsMailbox, one per GPU) with an event
+# after it; nothing waits. Every call returns the reports of the earlier calls whose copy has
+# completed (in call order); bistochastic_stats() waits for the rest. The decoding, the rows
+# and the events live in the compiled module, under its own lock (the backward runs on
+# autograd's device threads).
+_LATEST: dict = {}  # the latest reported statistics of each kind (by a call or by bistochastic_stats)
 _WORDS: dict = {}
-# The pinned copies: rows of one page-locked array allocated at the first call, reused once
-# read. A page-locked allocation synchronises the device (CUDA's implicit synchronisation
-# rules), so one per call (torch.empty(pin_memory=True) whenever its cache had no block of
-# that size) made calls wait for the GPU. Only when every row awaits its read does a call
-# wait: for the oldest entry's copy.
-_SLOT_WORDS = 8  # ≥ the projection's 3 and the CG summary's 7 words
-_SLOTS = 512
-_PINNED: dict = {}  # "rows": the array, "ptr": its host address, "free": the free row indices
+# torch's current stream of a device as a raw CUstream (the private accessor Triton uses:
+# no Stream object per call), else through torch.cuda.current_stream.
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+    lambda device: torch.cuda.current_stream(device).cuda_stream)
 
 
-def _take_slot():
-    """A free pinned row: its index and host address (the binding copies the words there)."""
-    while True:
-        with _PENDING_LOCK:
-            if "rows" not in _PINNED:
-                _PINNED["rows"] = torch.empty((_SLOTS, _SLOT_WORDS), dtype=torch.int64, pin_memory=True)
-                _PINNED["ptr"] = _PINNED["rows"].data_ptr()
-                _PINNED["free"] = list(range(_SLOTS))
-            if _PINNED["free"]:
-                slot = _PINNED["free"].pop()
-                return slot, _PINNED["ptr"] + slot * 8 * _SLOT_WORDS
-            oldest = _PENDING.pop(0)  # every row is held by a pending entry
-        _report([oldest], stacklevel=6)
-
-
-def _free_slot(slot: int):
-    with _PENDING_LOCK:
-        _PINNED["free"].append(slot)
-
-
-class _Pending:
-    """A deferred call's statistics: the binding queued their copy into pinned row ``slot``
-    on ``stream``; the event recorded after it says when the row holds them."""
-
-    __slots__ = ("kind", "slot", "count", "event", "batch", "double", "tol", "cg_tol")
-
-    def __init__(self, kind, slot, count, stream, batch, double, tol=0.0, cg_tol=None):
-        self.event = torch.cuda.Event()
-        self.event.record(stream)
-        self.kind, self.slot, self.count = kind, slot, count
-        self.batch, self.double, self.tol, self.cg_tol = batch, double, tol, cg_tol
-
-    def read(self):
-        """The decoded statistics (waits for the event), and the warning they call for."""
-        self.event.synchronize()
-        words = _PINNED["rows"][self.slot, : self.count].tolist()
-        try:
-            out = _lg._logot._bistochastic_decode(self.kind, words, self.batch, self.double, self.cg_tol)
-        except (ValueError, RuntimeError) as e:
-            return None, str(e)
-        if self.kind == "forward":
-            iterations, marginal_error, unconverged = out
+def _report(reports, stacklevel):
+    """Record the latest statistics of each kind and warn about the reports that call for it
+    (`(kind, statistics or None, error or None, tol, batch)` from the compiled module)."""
+    for kind, stats, error, tol, batch in reports:
+        message = error
+        if kind == "forward" and stats is not None:
+            iterations, marginal_error, unconverged = stats
             stats = dict(iterations=iterations, marginal_error=marginal_error, unconverged=unconverged)
-            if self.tol > 0 and unconverged:
-                return stats, (f"the bistochastic projection did not converge for {unconverged} of "
-                               f"{self.batch} matrices (column error {marginal_error:.3g} > tol {self.tol:.3g} "
-                               f"after {iterations} iterations)")
-            return stats, None
-        cg = _lg.CgReport(**out)
-        if cg.unconverged:
-            return cg, (f"the implicit backward's CG did not converge for {cg.unconverged} of {cg.problems} "
-                        f"problem(s) (relative residual {cg.max_residual:.3g} > {cg.tol:.3g}); the gradients "
-                        "are approximate")
-        return cg, None
-
-
-def _report(entries, stacklevel):
-    for p in entries:
-        stats, message = p.read()
-        with _PENDING_LOCK:
-            _LATEST[p.kind] = stats
-            _PINNED["free"].append(p.slot)
+            if tol > 0 and unconverged:
+                message = (f"the bistochastic projection did not converge for {unconverged} of {batch} matrices "
+                           f"(column error {marginal_error:.3g} > tol {tol:.3g} after {iterations} iterations)")
+        elif kind == "backward" and stats is not None:
+            stats = _lg.CgReport(**stats)
+            if stats.unconverged:
+                message = (f"the implicit backward's CG did not converge for {stats.unconverged} of {stats.problems} "
+                           f"problem(s) (relative residual {stats.max_residual:.3g} > {stats.tol:.3g}); the "
+                           "gradients are approximate")
+        _LATEST[kind] = stats
         if message is not None:
-            warnings.warn(f"logot.torch.bistochastic ({p.kind}, reported late): {message}", ConvergenceWarning,
+            warnings.warn(f"logot.torch.bistochastic ({kind}, reported late): {message}", ConvergenceWarning,
                           stacklevel=stacklevel)
-
-
-def _poll():
-    """Report the deferred statistics whose copies have completed (never waits). Entries
-    are taken in the order of their calls, up to the first whose copy is still pending (one
-    event query per call in the steady state; on one stream, the later ones cannot have
-    completed either)."""
-    if not _PENDING:
-        return
-    with _PENDING_LOCK:
-        done = 0
-        while done < len(_PENDING) and _PENDING[done].event.query():
-            done += 1
-        entries = _PENDING[:done]
-        del _PENDING[:done]
-    if entries:
-        _report(entries, stacklevel=5)
 
 
 def bistochastic_stats() -> dict:
@@ -642,11 +576,8 @@ def bistochastic_stats() -> dict:
     copied back asynchronously, so they are reported at the first :func:`bistochastic` call
     after their copy has completed, or here. Waits only for those copies (events on the
     streams the calls ran on), never for the whole device."""
-    with _PENDING_LOCK:
-        entries, _PENDING[:] = list(_PENDING), []
-    _report(entries, stacklevel=3)
-    with _PENDING_LOCK:
-        return dict(_LATEST)
+    _report(_lg._logot._bistochastic_reports(True), stacklevel=3)
+    return dict(_LATEST)
 
 
 def _words(batch: int, device: int):
@@ -654,6 +585,27 @@ def _words(batch: int, device: int):
     w = _WORDS.get(key)
     if w is None:
         w = _WORDS[key] = _lg._logot._bistochastic_words(batch, device)
+    return w
+
+
+# The statistics words (and the backward's scratch) of eager in-place calls, reused per thread,
+# device, stream and length: a call's kernels and the words' copy are queued on its stream
+# before it returns, so the next call of the thread on that stream finds them free (stream
+# order); calls captured into a CUDA graph take tensors of their own from torch (the graph's
+# pool), which the replays keep.
+_SCRATCH = threading.local()
+
+
+def _scratch(nwords: int, device: int, stream: int, like: torch.Tensor, capturing: bool) -> torch.Tensor:
+    if capturing:
+        return torch.empty(nwords, dtype=torch.int64, device=like.device)
+    cache = getattr(_SCRATCH, "words", None)
+    if cache is None or len(cache) > 64:
+        cache = _SCRATCH.words = {}
+    key = (nwords, device, stream)
+    w = cache.get(key)
+    if w is None:
+        w = cache[key] = torch.empty(nwords, dtype=torch.int64, device=like.device)
     return w
 
 
@@ -667,34 +619,21 @@ class _Bistochastic(torch.autograd.Function):
         ctx.options = (cg_tol, cg_max_iters, backend, device)
         if device is not None:
             # In place on the device: contiguous logits (a stream-ordered copy when needed),
-            # R and the statistics words allocated by torch, kernels on the current stream,
-            # the statistics copied back without waiting (see bistochastic_stats).
-            capturing = torch.cuda.is_current_stream_capturing()
-            if not capturing:
-                _poll()
-            flat = x.detach().reshape(-1, n, n).contiguous()
-            r = torch.empty_like(flat)
-            if flat.numel():
-                batch = flat.shape[0]
-                stream = torch.cuda.current_stream(device)
-                nwords = _words(batch, device)[0]
-                stats = torch.empty(nwords, dtype=torch.int64, device=flat.device)
-                # Captured into a CUDA graph: only the kernels (replayed with the graph); no
-                # statistics come back.
-                slot, host = (None, 0) if capturing else _take_slot()
-                try:
-                    _lg._logot._bistochastic_cuda(flat.data_ptr(), r.data_ptr(), stats.data_ptr(), batch, n,
-                                                  flat.dtype == torch.float64, iters, tol, device, stream.cuda_stream,
-                                                  host)
-                except BaseException:
-                    if slot is not None:
-                        _free_slot(slot)
-                    raise
-                if not capturing:
-                    pending = _Pending("forward", slot, nwords, stream, batch, flat.dtype == torch.float64, tol=tol)
-                    with _PENDING_LOCK:
-                        _PENDING.append(pending)
-            out = r.reshape(x.shape)
+            # R allocated by torch in x's shape, kernels on the current stream, the
+            # statistics copied back without waiting (see bistochastic_stats). Captured into
+            # a CUDA graph: only the kernels (replayed with the graph); no statistics.
+            xc = x if x.is_contiguous() else x.contiguous()
+            out = torch.empty_like(xc)
+            if xc.numel():
+                batch = xc.numel() // (n * n)
+                stream = _raw_stream(device)
+                capturing = torch.cuda.is_current_stream_capturing()
+                stats = _scratch(_words(batch, device)[0], device, stream, xc, capturing)
+                reports = _lg._logot._bistochastic_cuda(xc.data_ptr(), out.data_ptr(), stats.data_ptr(), batch, n,
+                                                        xc.dtype == torch.float64, iters, tol, device, stream,
+                                                        not capturing)
+                if reports:
+                    _report(reports, stacklevel=5)
         else:
             r = _lg.bistochastic(_np(x.reshape(-1, n, n)), iters, tol, backend=backend).r
             out = _tensor(r, x).reshape(x.shape)
@@ -707,32 +646,21 @@ class _Bistochastic(torch.autograd.Function):
         cg_tol, cg_max_iters, backend, device = ctx.options
         n = r.shape[-1]
         if device is not None:
-            capturing = torch.cuda.is_current_stream_capturing()
-            if not capturing:
-                _poll()
-            rf = r.reshape(-1, n, n).contiguous()
-            g = grad.reshape(-1, n, n).to(rf.dtype).contiguous()
-            dx = torch.empty_like(rf)
-            if rf.numel():
-                batch = rf.shape[0]
-                double = rf.dtype == torch.float64
-                stream = torch.cuda.current_stream(device)
-                _, nwords, summary = _words(batch, device)
-                words = torch.empty(nwords, dtype=torch.int64, device=rf.device)
-                slot, host = (None, 0) if capturing else _take_slot()
-                try:
-                    _lg._logot._bistochastic_backward_cuda(rf.data_ptr(), g.data_ptr(), dx.data_ptr(),
-                                                           words.data_ptr(), nwords, batch, n, double, cg_tol,
-                                                           int(cg_max_iters), device, stream.cuda_stream, host)
-                except BaseException:
-                    if slot is not None:
-                        _free_slot(slot)
-                    raise
-                if not capturing:
-                    pending = _Pending("backward", slot, summary, stream, batch, double, cg_tol=cg_tol)
-                    with _PENDING_LOCK:
-                        _PENDING.append(pending)
-            return dx.reshape(r.shape), None, None, None, None, None
+            g = grad if grad.dtype == r.dtype else grad.to(r.dtype)
+            g = g if g.is_contiguous() else g.contiguous()
+            dx = torch.empty_like(r)
+            if r.numel():
+                batch = r.numel() // (n * n)
+                stream = _raw_stream(device)
+                capturing = torch.cuda.is_current_stream_capturing()
+                nwords = _words(batch, device)[1]
+                words = _scratch(nwords, device, stream, r, capturing)
+                reports = _lg._logot._bistochastic_backward_cuda(
+                    r.data_ptr(), g.data_ptr(), dx.data_ptr(), words.data_ptr(), nwords, batch, n,
+                    r.dtype == torch.float64, cg_tol, int(cg_max_iters), device, stream, not capturing)
+                if reports:
+                    _report(reports, stacklevel=3)
+            return dx, None, None, None, None, None
         g = _lg.bistochastic_backward(_np(r.reshape(-1, n, n)), _np(grad.reshape(-1, n, n)), cg_tol=cg_tol,
                                       cg_max_iters=cg_max_iters, backend=backend)
         _warn_cg(g.cg)

@@ -8,7 +8,7 @@
 //! (numerical, device, memory, availability) carrying the library's message.
 
 use logot::backend::bistochastic::{cg_summary_from_words, words, ProjectionStats};
-use logot::backend::cuda::{CudaBuffer, CudaReal};
+use logot::backend::cuda::{CudaBuffer, CudaReal, WordsMailbox};
 use logot::grad::{Bistochastic, BistochasticParams, CgParams, CgSummary};
 use logot::linalg::{newton_schulz_on, svd3_batch_on, NewtonSchulzParams};
 use logot::{
@@ -24,6 +24,7 @@ use numpy::{
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -927,23 +928,118 @@ unsafe fn cuda_on_stream(device: usize, stream: usize) -> logot::Result<CudaBack
     Ok(unsafe { be.on_stream(stream as *mut _) })
 }
 
-/// Queue the copy of the first `count` statistics words to the caller's page-locked host
-/// memory at `host` (nothing when `host` is 0), on the backend's stream, without waiting.
-///
-/// # Safety (the bindings' contract)
-/// A non-zero `host` addresses `count` int64 of page-locked memory that nobody touches
-/// until the caller's event after this call has completed.
-fn queue_to_host(
+/// What a deferred bistochastic call left in its statistics words, to decode them once they
+/// are back: the kind of call and how it ran.
+#[derive(Clone, Copy, Debug)]
+enum Deferred {
+    Forward {
+        batch: usize,
+        tol: f64,
+    },
+    Backward {
+        batch: usize,
+        double: bool,
+        cg_tol: Option<f64>,
+    },
+}
+
+/// Rows of page-locked memory per GPU that the deferred calls' words come back through: a
+/// call waits (for the oldest) only when this many are in flight.
+const MAILBOX_ROWS: usize = 512;
+
+/// The statistics mailboxes of the in-place bistochastic calls, one per GPU, created at the
+/// first call (a page-locked allocation: it synchronises the device once).
+static MAILBOXES: Mutex<Option<HashMap<usize, WordsMailbox<Deferred>>>> = Mutex::new(None);
+
+/// Collected `(tag, words)` of the deferred calls: those whose copy has completed (`wait`:
+/// all, waiting for their events), every GPU's.
+fn collect_deferred(wait: bool) -> logot::Result<Vec<(Deferred, Vec<u64>)>> {
+    let mut boxes = MAILBOXES.lock().unwrap_or_else(|p| p.into_inner());
+    let mut out = Vec::new();
+    for mail in boxes.get_or_insert_with(HashMap::new).values_mut() {
+        out.extend(if wait { mail.drain()? } else { mail.ready()? });
+    }
+    Ok(out)
+}
+
+/// After a deferred launch on `be`'s stream: the statistics whose copy has completed, then
+/// the copy of this call's first `count` words queued into GPU `device`'s mailbox (with the
+/// oldest entry, when every row was in flight).
+fn post_deferred(
     be: &CudaBackend,
+    device: usize,
     w: &CudaBuffer<u64>,
     count: usize,
-    host: u64,
-) -> logot::Result<()> {
-    if host == 0 {
-        return Ok(());
+    tag: Deferred,
+) -> logot::Result<Vec<(Deferred, Vec<u64>)>> {
+    let mut boxes = MAILBOXES.lock().unwrap_or_else(|p| p.into_inner());
+    let boxes = boxes.get_or_insert_with(HashMap::new);
+    let mail = match boxes.entry(device) {
+        Entry::Occupied(e) => e.into_mut(),
+        Entry::Vacant(e) => {
+            let width = words::PROJECTION.max(words::CG_SUMMARY);
+            e.insert(WordsMailbox::new(be, MAILBOX_ROWS, width)?)
+        }
+    };
+    let mut out = mail.ready()?;
+    // SAFETY: `w` is a borrowed buffer of `count` words of this stream, live until the
+    // stream is past the copy (the bindings' contract).
+    out.extend(unsafe { mail.post(be, w, count, tag)? });
+    Ok(out)
+}
+
+/// Decoded statistics for Python: `(kind, statistics or None, error or None, tol, batch)`;
+/// `"forward"`: `(iterations, marginal_error, unconverged)`, `"backward"`: the CG summary
+/// as `bistochastic_backward` returns it; an error (a non-finite column error, right-hand
+/// side or residual) is the message the synchronous call raises.
+fn decoded_reports<'py>(
+    py: Python<'py>,
+    entries: Vec<(Deferred, Vec<u64>)>,
+) -> PyResult<Vec<Bound<'py, PyTuple>>> {
+    let mut out = Vec::with_capacity(entries.len());
+    for (tag, w) in entries {
+        let (kind, (tol, batch), stats) = match tag {
+            Deferred::Forward { batch, tol } => (
+                "forward",
+                (Some(tol), batch),
+                match ProjectionStats::from_words(&w).and_then(|s| s.checked()) {
+                    Ok(s) => Ok((s.iterations, s.marginal_error, s.unconverged)
+                        .into_pyobject(py)?
+                        .into_any()),
+                    Err(e) => Err(e),
+                },
+            ),
+            Deferred::Backward {
+                batch,
+                double,
+                cg_tol,
+            } => {
+                let cg = cg_params(cg_tol, 1);
+                let tol = if double {
+                    cg.effective_tol::<f64>()
+                } else {
+                    cg.effective_tol::<f32>()
+                };
+                let stats = match cg_summary_from_words(&w, batch, tol) {
+                    Ok(s) => Ok(cg_summary(py, &s)?.into_any()),
+                    Err(e) => Err(e),
+                };
+                ("backward", (cg_tol, batch), stats)
+            }
+        };
+        out.push(match stats {
+            Ok(stats) => (kind, Some(stats), None::<String>, tol, batch).into_pyobject(py)?,
+            Err(e) => (
+                kind,
+                None::<Bound<'py, PyAny>>,
+                Some(e.to_string()),
+                tol,
+                batch,
+            )
+                .into_pyobject(py)?,
+        });
     }
-    // SAFETY: the bindings' contract above.
-    unsafe { be.queue_words_to_host(w, count, host as *mut u64) }
+    Ok(out)
 }
 
 /// `len = batch·n·n` elements, or a `ValueError` when it overflows.
@@ -956,19 +1052,22 @@ fn matrices_len(batch: usize, n: usize) -> PyResult<usize> {
 
 /// [`bistochastic`] on CUDA memory, without a copy and without waiting: reads the
 /// `batch×n×n` logits at device address `x`, writes `R` at `r` and the three statistics
-/// words ([`logot::backend::bistochastic::words`]) at `stats`, all on the caller's stream;
-/// returns with the kernel queued (nothing is read back: [`_bistochastic_decode`] reads the
-/// words once the caller has copied them). `double`: float64 data, else float32.
+/// words ([`logot::backend::bistochastic::words`]) at `stats`, all on the caller's stream,
+/// and returns with the kernel queued. With `report`, the words' copy to the host is queued
+/// into GPU `device`'s mailbox ([`WordsMailbox`]), and the call returns the reports
+/// (decoded as [`_bistochastic_reports`] gives them) of the earlier calls whose copy has
+/// completed; without (a call captured into a CUDA graph), nothing comes back.
+/// `double`: float64 data, else float32.
 ///
 /// Private to `logot.torch`, which passes the `data_ptr()` of live, contiguous CUDA tensors
 /// of GPU `device` of that dtype and size (`r` freshly allocated, aliasing nothing; `stats`
 /// three int64), and `torch.cuda.current_stream(device).cuda_stream`; other arguments are
 /// undefined behaviour (Python cannot mark a function unsafe: this one is).
 #[pyfunction]
-#[pyo3(signature = (x, r, stats, batch, n, double, iters, tol, device, stream, host=0))]
+#[pyo3(signature = (x, r, stats, batch, n, double, iters, tol, device, stream, report))]
 #[allow(clippy::too_many_arguments)]
-fn _bistochastic_cuda(
-    py: Python<'_>,
+fn _bistochastic_cuda<'py>(
+    py: Python<'py>,
     x: u64,
     r: u64,
     stats: u64,
@@ -979,8 +1078,8 @@ fn _bistochastic_cuda(
     tol: f64,
     device: usize,
     stream: usize,
-    host: u64,
-) -> PyResult<()> {
+    report: bool,
+) -> PyResult<Vec<Bound<'py, PyTuple>>> {
     let len = matrices_len(batch, n)?;
     let params = BistochasticParams {
         iters,
@@ -991,9 +1090,10 @@ fn _bistochastic_cuda(
         be: CudaBackend,
         params: BistochasticParams,
         n: usize,
-        [x, r, stats, host]: [u64; 4],
+        [x, r, stats]: [u64; 3],
         len: usize,
-    ) -> logot::Result<()> {
+        report: Option<(usize, Deferred)>,
+    ) -> logot::Result<Vec<(Deferred, Vec<u64>)>> {
         // SAFETY: the caller's contract (above): `x` and `r` address `len` values of T of
         // this GPU and `stats` three words, live until the stream is past this work (torch's
         // stream-ordered allocator keeps them so); `r` and `stats` alias nothing.
@@ -1006,18 +1106,24 @@ fn _bistochastic_cuda(
         };
         let proj = Bistochastic::new(be.clone(), params);
         proj.forward_buffers_deferred::<T>(n, &xb, &mut rb, &mut sb)?;
-        queue_to_host(&be, &sb, words::PROJECTION, host)
-    }
-    py.detach(|| {
-        // SAFETY: the caller's contract: a stream of this GPU, live for the call.
-        let be = unsafe { cuda_on_stream(device, stream)? };
-        if double {
-            run::<f64>(be, params, n, [x, r, stats, host], len)
-        } else {
-            run::<f32>(be, params, n, [x, r, stats, host], len)
+        match report {
+            Some((device, tag)) => post_deferred(&be, device, &sb, words::PROJECTION, tag),
+            None => Ok(Vec::new()),
         }
-    })
-    .py()
+    }
+    let report = report.then_some((device, Deferred::Forward { batch, tol }));
+    let entries = py
+        .detach(|| {
+            // SAFETY: the caller's contract: a stream of this GPU, live for the call.
+            let be = unsafe { cuda_on_stream(device, stream)? };
+            if double {
+                run::<f64>(be, params, n, [x, r, stats], len, report)
+            } else {
+                run::<f32>(be, params, n, [x, r, stats], len, report)
+            }
+        })
+        .py()?;
+    decoded_reports(py, entries)
 }
 
 /// `⟨P, C⟩` of a dense batch on CUDA memory, without a copy, on the caller's stream, and
@@ -1301,13 +1407,13 @@ fn _plan_gradients_cuda<'py>(
 /// [`bistochastic_backward`] on CUDA memory, without a copy and without waiting: reads `R`
 /// at `r` and `g = ∂L/∂R` at `g` (`batch×n×n`), writes `∂L/∂X` at `dx` and the CG summary
 /// in the first words of the `words` int64 (as many as [`_bistochastic_words`] says: the
-/// summary, then scratch), on the caller's stream. Contract as [`_bistochastic_cuda`]
-/// (`dx` and `words` fresh).
+/// summary, then scratch), on the caller's stream. Contract and `report` as
+/// [`_bistochastic_cuda`] (`dx` and `words` fresh).
 #[pyfunction]
-#[pyo3(signature = (r, g, dx, words, nwords, batch, n, double, cg_tol, cg_max_iters, device, stream, host=0))]
+#[pyo3(signature = (r, g, dx, words, nwords, batch, n, double, cg_tol, cg_max_iters, device, stream, report))]
 #[allow(clippy::too_many_arguments)]
-fn _bistochastic_backward_cuda(
-    py: Python<'_>,
+fn _bistochastic_backward_cuda<'py>(
+    py: Python<'py>,
     r: u64,
     g: u64,
     dx: u64,
@@ -1320,18 +1426,18 @@ fn _bistochastic_backward_cuda(
     cg_max_iters: usize,
     device: usize,
     stream: usize,
-    host: u64,
-) -> PyResult<()> {
+    report: bool,
+) -> PyResult<Vec<Bound<'py, PyTuple>>> {
     let len = matrices_len(batch, n)?;
     let cg = cg_params(cg_tol, cg_max_iters);
     fn run<T: CudaReal>(
         be: CudaBackend,
         cg: &CgParams,
         n: usize,
-        [r, g, dx, words, host]: [u64; 5],
-        len: usize,
-        nwords: usize,
-    ) -> logot::Result<()> {
+        [r, g, dx, words]: [u64; 4],
+        (len, nwords): (usize, usize),
+        report: Option<(usize, Deferred)>,
+    ) -> logot::Result<Vec<(Deferred, Vec<u64>)>> {
         // SAFETY: the caller's contract: three addresses of `len` values of T of this GPU and
         // `nwords` words, live until the stream is past this work; `dx` and `words` alias
         // nothing.
@@ -1345,18 +1451,30 @@ fn _bistochastic_backward_cuda(
         };
         let proj = Bistochastic::new(be.clone(), BistochasticParams::default());
         proj.backward_buffers_deferred::<T>(n, &rb, &gb, cg, &mut db, &mut wb)?;
-        queue_to_host(&be, &wb, words::CG_SUMMARY, host)
-    }
-    py.detach(|| {
-        // SAFETY: the caller's contract: a stream of this GPU, live for the call.
-        let be = unsafe { cuda_on_stream(device, stream)? };
-        if double {
-            run::<f64>(be, &cg, n, [r, g, dx, words, host], len, nwords)
-        } else {
-            run::<f32>(be, &cg, n, [r, g, dx, words, host], len, nwords)
+        match report {
+            Some((device, tag)) => post_deferred(&be, device, &wb, words::CG_SUMMARY, tag),
+            None => Ok(Vec::new()),
         }
-    })
-    .py()
+    }
+    let tag = Deferred::Backward {
+        batch,
+        double,
+        cg_tol,
+    };
+    let report = report.then_some((device, tag));
+    let entries = py
+        .detach(|| {
+            // SAFETY: the caller's contract: a stream of this GPU, live for the call.
+            let be = unsafe { cuda_on_stream(device, stream)? };
+            let addresses = [r, g, dx, words];
+            if double {
+                run::<f64>(be, &cg, n, addresses, (len, nwords), report)
+            } else {
+                run::<f32>(be, &cg, n, addresses, (len, nwords), report)
+            }
+        })
+        .py()?;
+    decoded_reports(py, entries)
 }
 
 /// `(forward, backward, summary)`: how many int64 words [`_bistochastic_cuda`] and
@@ -1373,43 +1491,18 @@ fn _bistochastic_words(
     Ok((words::PROJECTION, backward, words::CG_SUMMARY))
 }
 
-/// The statistics words a deferred call left, copied back by the caller (int64 values):
-/// `"forward"`: `(iterations, marginal_error, unconverged)`; `"backward"`: the CG summary
-/// of `batch` matrices as `bistochastic_backward` returns it (the tolerance from `cg_tol` and
-/// `double` as the backward took it). Errors (a non-finite right-hand side, a NaN residual,
-/// a non-finite column error) are raised as the synchronous calls raise them.
+/// The reports of the in-place bistochastic calls (every GPU's) whose statistics have come
+/// back: those whose copy has completed, or with `wait` all of them (waiting for their
+/// copies' events, never the device), in call order per GPU. Each is
+/// `(kind, statistics or None, error or None, tol, batch)`: `"forward"` with
+/// `(iterations, marginal_error, unconverged)` and the projection's `tol`, `"backward"` with
+/// the CG summary as `bistochastic_backward` returns it and the call's `cg_tol`; an error
+/// (non-finite logits, right-hand side or residual) is the message the synchronous call
+/// raises.
 #[pyfunction]
-#[pyo3(signature = (kind, words, batch=0, double=true, cg_tol=None))]
-fn _bistochastic_decode<'py>(
-    py: Python<'py>,
-    kind: &str,
-    words: Vec<i64>,
-    batch: usize,
-    double: bool,
-    cg_tol: Option<f64>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let w: Vec<u64> = words.iter().map(|&v| v as u64).collect();
-    match kind {
-        "forward" => {
-            let s = ProjectionStats::from_words(&w).py()?.checked().py()?;
-            Ok((s.iterations, s.marginal_error, s.unconverged)
-                .into_pyobject(py)?
-                .into_any())
-        }
-        "backward" => {
-            let cg = cg_params(cg_tol, 1);
-            let tol = if double {
-                cg.effective_tol::<f64>()
-            } else {
-                cg.effective_tol::<f32>()
-            };
-            let s = cg_summary_from_words(&w, batch, tol).py()?;
-            Ok(cg_summary(py, &s)?.into_any())
-        }
-        _ => Err(PyValueError::new_err(format!(
-            "kind = {kind:?}: expected \"forward\" or \"backward\""
-        ))),
-    }
+fn _bistochastic_reports(py: Python<'_>, wait: bool) -> PyResult<Vec<Bound<'_, PyTuple>>> {
+    let entries = py.detach(|| collect_deferred(wait)).py()?;
+    decoded_reports(py, entries)
 }
 
 /// `(U B×M×3, S B×3, Vt B×3×3)`: thin SVDs of a batch of `M×3` matrices.
@@ -1522,7 +1615,7 @@ fn _logot(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_bistochastic_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(_bistochastic_backward_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(_bistochastic_words, m)?)?;
-    m.add_function(wrap_pyfunction!(_bistochastic_decode, m)?)?;
+    m.add_function(wrap_pyfunction!(_bistochastic_reports, m)?)?;
     m.add_function(wrap_pyfunction!(_wasserstein_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(_coupling_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(_plan_gradients_cuda, m)?)?;

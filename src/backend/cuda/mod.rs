@@ -46,6 +46,8 @@
 //! * `device` (context, stream, loaded kernels, buffers), `nvrtc` (compilation and module
 //!   caches), `tuning` (kernel choices, not public API).
 //! * `cost`: prepared costs (dense, grid, point clouds).
+//! * `mailbox`: statistics words copied back to page-locked rows without waiting
+//!   ([`WordsMailbox`]), collected once their events have completed.
 //! * `buffers`: the per-row input checks, `ln`, start potentials, per-row offsets and a
 //!   dense cost from a buffer, for Sinkhorn on a caller's device memory
 //!   ([`Solver::prepare_buffers`](crate::Solver::prepare_buffers)).
@@ -68,6 +70,7 @@ mod grid;
 mod kernels;
 mod launch;
 mod linalg;
+mod mailbox;
 mod nvrtc;
 mod ot;
 mod pointcloud;
@@ -79,5 +82,6 @@ pub use cluster::{CudaCluster, NcclGroup};
 pub use cost::CudaCost;
 pub use device::{CudaBackend, CudaBuffer};
 pub use kernels::{CudaReal, Precision};
+pub use mailbox::WordsMailbox;
 #[doc(hidden)]
 pub use tuning::{CloudForm, Tuning};
