@@ -114,14 +114,12 @@ impl<Tag> WordsMailbox<Tag> {
         let row = self.free.pop().expect("a row was freed");
         // SAFETY: row < rows, so the row's `width ≥ len` words lie in `pinned`; nobody
         // reads it until its event has completed; the caller's contract for `words`.
-        let queued = unsafe {
-            be.queue_words_to_host(words, len, self.host.add(row * self.width))
-        }
-        .and_then(|()| {
-            self.events[row]
-                .record(&be.stream)
-                .context("recording a statistics event")
-        });
+        let queued = unsafe { be.queue_words_to_host(words, len, self.host.add(row * self.width)) }
+            .and_then(|()| {
+                self.events[row]
+                    .record(&be.stream)
+                    .context("recording a statistics event")
+            });
         match queued {
             Ok(()) => {
                 self.pending.push_back((row, len, tag));
