@@ -609,6 +609,17 @@ def _scratch(nwords: int, device: int, stream: int, like: torch.Tensor, capturin
     return w
 
 
+def _launch(t: torch.Tensor, n: int, device: int, which: int):
+    """``(batch, stream, capturing, words, nwords)`` of an in-place call on the n×n matrices
+    of ``t``: the current raw stream, whether it is capturing a CUDA graph, and the statistics
+    words of the forward (``which = 0``) or the backward (1) with their length."""
+    batch = t.numel() // (n * n)
+    stream = _raw_stream(device)
+    capturing = torch.cuda.is_current_stream_capturing()
+    nwords = _words(batch, device)[which]
+    return batch, stream, capturing, _scratch(nwords, device, stream, t, capturing), nwords
+
+
 class _Bistochastic(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, iters, tol, cg_tol, cg_max_iters, backend):
@@ -625,10 +636,7 @@ class _Bistochastic(torch.autograd.Function):
             xc = x if x.is_contiguous() else x.contiguous()
             out = torch.empty_like(xc)
             if xc.numel():
-                batch = xc.numel() // (n * n)
-                stream = _raw_stream(device)
-                capturing = torch.cuda.is_current_stream_capturing()
-                stats = _scratch(_words(batch, device)[0], device, stream, xc, capturing)
+                batch, stream, capturing, stats, _ = _launch(xc, n, device, 0)
                 reports = _lg._logot._bistochastic_cuda(xc.data_ptr(), out.data_ptr(), stats.data_ptr(), batch, n,
                                                         xc.dtype == torch.float64, iters, tol, device, stream,
                                                         not capturing)
@@ -650,11 +658,7 @@ class _Bistochastic(torch.autograd.Function):
             g = g if g.is_contiguous() else g.contiguous()
             dx = torch.empty_like(r)
             if r.numel():
-                batch = r.numel() // (n * n)
-                stream = _raw_stream(device)
-                capturing = torch.cuda.is_current_stream_capturing()
-                nwords = _words(batch, device)[1]
-                words = _scratch(nwords, device, stream, r, capturing)
+                batch, stream, capturing, words, nwords = _launch(r, n, device, 1)
                 reports = _lg._logot._bistochastic_backward_cuda(
                     r.data_ptr(), g.data_ptr(), dx.data_ptr(), words.data_ptr(), nwords, batch, n,
                     r.dtype == torch.float64, cg_tol, int(cg_max_iters), device, stream, not capturing)
