@@ -922,8 +922,17 @@ __device__ __forceinline__ void pc_rows_dn_body(
   }
 
 // The norm form (|x−y|² of centred clouds, f32): `scale` and `root` are not read.
-#define PC_STEP_NORM(NAME, DMAX, DARG, TJ)                                                   \
-  extern "C" __global__ void __launch_bounds__(PC_BLOCK) NAME##_f32(PC_STEP_ARGS(float)) {   \
+// MINB: blocks per SM the kernel is compiled for (registers ≤ 65536 / (PC_BLOCK · MINB)).
+// PC_NF_MINB (d = 3): 4 blocks (at most 64 registers; 80 at the default, 3 blocks resident)
+// took otC10 from 27.90–28.02 to 27.19–27.24 ms in one H100 call (the same f), 5 blocks
+// 27.47–27.58 (ncu at 3 blocks: 4.3 warps per scheduler, 1.7 eligible, issue slots 65 %
+// busy: latency-bound below the MUFU limit). The d ≤ 4 and d ≤ 16 ones were not measured.
+#ifndef PC_NF_MINB
+#define PC_NF_MINB 4
+#endif
+#define PC_STEP_NORM(NAME, DMAX, DARG, TJ, MINB)                                             \
+  extern "C" __global__ void __launch_bounds__(PC_BLOCK, MINB)                               \
+      NAME##_f32(PC_STEP_ARGS(float)) {                                                       \
     const int dd = DARG;                                                                     \
     PC_PAIR(out_pts, L, d);                                                                  \
     PC_PAIR(red_pts, K, d);                                                                  \
@@ -1042,9 +1051,9 @@ extern "C" __global__ void pc_exp2_poly_f32(const float *x, float *y, int n) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
     y[i] = pc_exp2_poly(x[i]);
 }
-PC_STEP_NORM(pc_sinkstep_nf_d3, 3, 3, 4)
-PC_STEP_NORM(pc_sinkstep_nf_d4, 4, d, 4)
-PC_STEP_NORM(pc_sinkstep_nf_d16, PC_DMAX, d, 2)
+PC_STEP_NORM(pc_sinkstep_nf_d3, 3, 3, 4, PC_NF_MINB)
+PC_STEP_NORM(pc_sinkstep_nf_d4, 4, d, 4, 1)
+PC_STEP_NORM(pc_sinkstep_nf_d16, PC_DMAX, d, 2, 1)
 PC_DN(float, f32)
 PC_DN(double, f64)
 
