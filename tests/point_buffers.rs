@@ -211,7 +211,8 @@ fn host_error<T: Real>(solver: &Solver<CpuBackend>, c: &Clouds<T>) -> String {
 fn bad_input_gives_the_host_path_errors() {
     let solver = Solver::new(CpuBackend, SinkhornParams::new(0.1));
     let base = || clouds::<f64>(2, (5, 4, 3), true, PointMetric::SqEuclidean);
-    let cases: Vec<(&str, Box<dyn Fn(&mut Clouds<f64>)>)> = vec![
+    type Spoil = Box<dyn Fn(&mut Clouds<f64>)>;
+    let cases: Vec<(&str, Spoil)> = vec![
         ("NaN in x", Box::new(|c| c.x[[1, 2, 0]] = f64::NAN)),
         ("∞ in y", Box::new(|c| c.y[[0, 3, 2]] = f64::INFINITY)),
         ("negative weight", Box::new(|c| c.mu[[1, 2]] = -0.1)),
