@@ -460,7 +460,7 @@ impl<Bk> Solver<Bk> {
     /// ```
     pub fn point_gradients<T: Real>(&self, problem: &Problem<'_, T>) -> Result<PointGradients<T>>
     where
-        Bk: PointCloudKernels<T>,
+        Bk: PointCloudKernels<T> + GradKernels<T>,
     {
         let CostSource::PointCloud(cloud) = problem.cost() else {
             return Err(Error::shape(
@@ -524,7 +524,7 @@ impl<Bk> Solver<Bk> {
         grad_y: &mut Bk::Buffer,
     ) -> Result<PointBufferSolution>
     where
-        Bk: PointCloudKernels<T>,
+        Bk: PointCloudKernels<T> + GradKernels<T>,
     {
         let be = self.backend();
         let (batch, n, m) = prepared.dims();
@@ -553,7 +553,7 @@ impl<Bk> Solver<Bk> {
     /// [`Solver::point_gradients_into`]).
     fn point_parts<T: Real>(&self, prepared: &Prepared<T, Bk>) -> Result<PointParts<T, Bk>>
     where
-        Bk: PointCloudKernels<T>,
+        Bk: PointCloudKernels<T> + GradKernels<T>,
     {
         let (f, g, convergence, distance, objective) = self.iterate_prepared(prepared)?;
         self.check_distances::<T>(&distance)?;
@@ -563,33 +563,48 @@ impl<Bk> Solver<Bk> {
         let cost = prepared.cost();
         let (mass, gx) = be.point_gradient(cost, Side::Row, &f, &g, T::of(eps))?;
         let (_, gy) = be.point_gradient(cost, Side::Col, &f, &g, T::of(eps))?;
-        let mass = be.download(&mass)?;
-        let (fh, gh) = (be.download(&f)?, be.download(&g)?);
-        let (mus, nus) = (be.download(prepared.mu())?, be.download(prepared.nu())?);
-        let mut value = vec![0.0f64; batch];
-        for (k, v) in value.iter_mut().enumerate() {
-            let total: f64 = mass[k * n..(k + 1) * n].iter().map(|v| v.f64()).sum();
-            let (mu, nu) = (row(&mus, k, n), row(&nus, k, m));
-            let (fk, gk) = (row(&fh, k, n), row(&gh, k, m));
-            // (The potentials of point clouds carry no cost offset.)
-            *v = T::of(match self.params().unbalanced() {
-                None => weighted_sum(fk, mu) + weighted_sum(gk, nu) - eps * total,
-                Some(r) => {
-                    // The unbalanced dual (crate::unbalanced::dual_side): only its value.
-                    let side = |w: ArrayView1<'_, T>, pot: ArrayView1<'_, T>, rho: f64| -> f64 {
-                        let (w, pot): (Vec<T>, Vec<T>) = (w.to_vec(), pot.to_vec());
-                        dual_side(&w, &pot, &vec![0.0; w.len()], None, 0.0, eps, rho).0
-                    };
-                    let (mu_mass, nu_mass) = (
-                        mu.iter().map(|v| v.f64()).sum::<f64>(),
-                        nu.iter().map(|v| v.f64()).sum::<f64>(),
-                    );
-                    side(mu, fk, r.rho_mu) + side(nu, gk, r.rho_nu)
-                        - eps * (total - mu_mass * nu_mass)
-                }
-            })
-            .f64();
-        }
+        // Σ_i P_ij per problem (f64), then ⟨f, μ⟩ + ⟨g, ν⟩ over the bins of positive mass
+        // (zero-mass bins carry −∞ potentials), on the backend: B numbers each.
+        let total: Vec<f64> = be.row_stats(&mass, batch)?.iter().map(|s| s.sum).collect();
+        let value: Vec<f64> = match self.params().unbalanced() {
+            None => {
+                let on_support = |w: &Bk::Buffer, p: &Bk::Buffer| -> Result<Vec<f64>> {
+                    let mut q = be.filled(be.len(p), T::zero())?;
+                    be.offset_rows(p, &[], &mut q)?;
+                    be.where_empty(w, &be.filled(be.len(p), T::zero())?, &mut q)?;
+                    be.batched_dot(batch, w, &q)
+                };
+                let (fa, gb) = (
+                    on_support(prepared.mu(), &f)?,
+                    on_support(prepared.nu(), &g)?,
+                );
+                (0..batch)
+                    .map(|k| T::of(fa[k] + gb[k] - eps * total[k]).f64())
+                    .collect()
+            }
+            Some(r) => {
+                // The unbalanced dual (crate::unbalanced::dual_side) from the host.
+                let (fh, gh) = (be.download(&f)?, be.download(&g)?);
+                let (mus, nus) = (be.download(prepared.mu())?, be.download(prepared.nu())?);
+                let side = |w: ArrayView1<'_, T>, pot: ArrayView1<'_, T>, rho: f64| -> f64 {
+                    let (w, pot): (Vec<T>, Vec<T>) = (w.to_vec(), pot.to_vec());
+                    dual_side(&w, &pot, &vec![0.0; w.len()], None, 0.0, eps, rho).0
+                };
+                (0..batch)
+                    .map(|k| {
+                        let (mu, nu) = (row(&mus, k, n), row(&nus, k, m));
+                        let (mu_mass, nu_mass) = (
+                            mu.iter().map(|v| v.f64()).sum::<f64>(),
+                            nu.iter().map(|v| v.f64()).sum::<f64>(),
+                        );
+                        let d = side(mu, row(&fh, k, n), r.rho_mu)
+                            + side(nu, row(&gh, k, m), r.rho_nu)
+                            - eps * (total[k] - mu_mass * nu_mass);
+                        T::of(d).f64()
+                    })
+                    .collect()
+            }
+        };
         if let Some(k) = value.iter().position(|v| !v.is_finite()) {
             return Err(Error::Numerical(format!(
                 "OT_ε of problem {k} is {} (eps = {eps} may be too small for {})",
