@@ -17,8 +17,9 @@ Import it explicitly (``import logot.torch``); ``import logot`` alone never impo
 Tensors: float32 and float64. CPU tensors share memory with the numpy arrays the library
 reads (no copy). CUDA tensors run on the CUDA backend of their device
 (``backend="cuda:N"``); :func:`bistochastic`, the dense :func:`wasserstein` (forward and
-its exact gradients) and :func:`coupling` (forward and backward) compute them in place on
-the current stream, the point-cloud functions through a host copy (see ``CUDA_ZERO_COPY``).
+its exact gradients), :func:`coupling` (forward and backward) and :func:`wasserstein_points`
+(``convention="objective"``) compute them in place on the current stream,
+:func:`sinkhorn_divergence` through a host copy (see ``CUDA_ZERO_COPY``).
 """
 
 from __future__ import annotations
@@ -58,9 +59,10 @@ __all__ = [
 #: only per-problem numbers (the input checks' row sums and ranges, the convergence checks,
 #: the distances, the backward's CG coefficients) cross to the host, by a wait on that
 #: stream only. So does :func:`coupling` (the plans, and in the backward the implicit
-#: gradients, into tensors torch allocated). :func:`wasserstein_points` and
-#: :func:`sinkhorn_divergence` still copy CUDA tensors to the host and back
-#: (python/ZERO_COPY.md lists what the library needs for them).
+#: gradients, into tensors torch allocated), and :func:`wasserstein_points` (the clouds
+#: centred and checked on the device; the value, the point gradients and the potentials into
+#: tensors torch allocated). :func:`sinkhorn_divergence` still copies CUDA tensors to the host
+#: and back (python/ZERO_COPY.md lists what the library needs for it).
 CUDA_ZERO_COPY = True
 
 
@@ -494,6 +496,11 @@ def wasserstein_points(x, y, eps: float, a=None, b=None, *, metric="sqeuclidean"
     ``∂/∂a = f``, ``∂/∂b = g`` (zero-mass weights give −∞ there, the one-sided derivative).
     ``convention="linear"``: the transport cost ⟨P, C⟩, through a dense cost built in torch
     (memory O(n·m)) and :func:`wasserstein`'s implicit gradients.
+
+    CUDA tensors (``backend`` unset or naming their device) are computed in place on the
+    current CUDA stream (``convention="objective"``): no host copy of the clouds, the weights
+    or the gradients; the call waits for that stream (not the device) to read back the
+    per-problem numbers, and warns :class:`logot.ConvergenceWarning` from them.
     """
     x, y, a, b = _clouds(x, y, a, b)
     if convention == "objective":
