@@ -622,7 +622,9 @@ def test_cuda_wasserstein_points_zero_copy(dtype, d):
     CUDA backend bit for bit."""
     from torch.profiler import ProfilerActivity, profile
 
-    x, y, a, b = _cloud_batch(8, 4096, 3000, d, dtype, 7)
+    # 12 to 36 MB of x and a small y: one copy of x takes far longer than the per-problem
+    # numbers read back (input checks, ranges, convergence checks: a few bytes each).
+    x, y, a, b = _cloud_batch(4, 2**18 if d == 3 else 2**16, 256, d, dtype, 7)
     leaves = [t.clone().requires_grad_() for t in (x, y, a, b)]
     lt.wasserstein_points(*[t.detach() for t in leaves[:2]], 0.5, *[t.detach() for t in leaves[2:]])
     torch.cuda.synchronize()
@@ -631,7 +633,7 @@ def test_cuda_wasserstein_points_zero_copy(dtype, d):
             value = lt.wasserstein_points(leaves[0], leaves[1], 0.5, leaves[2], leaves[3])
             value.sum().backward()
             torch.cuda.synchronize()
-    assert value.device == x.device and value.dtype == dtype and value.shape == (8,)
+    assert value.device == x.device and value.dtype == dtype and value.shape == (4,)
     copies = [e for e in prof.events() if "Memcpy DtoH" in e.name or "Memcpy HtoD" in e.name]
     total_us = sum(e.device_time_total for e in copies)
     clouds_copy_us = _time_one_copy(x)
