@@ -528,13 +528,12 @@ impl<Bk> Solver<Bk> {
     {
         let be = self.backend();
         let (batch, n, m) = prepared.dims();
-        let d_x = be.len(grad_x);
-        // (The dimension is the cost's: check the gradients against it after the solve.)
+        crate::backend::check_buffer_len("f", be.len(f), batch * n)?;
+        crate::backend::check_buffer_len("g", be.len(g), batch * m)?;
         let s = self.point_parts(prepared)?;
-        crate::backend::check_buffer_len("grad_x", d_x, be.len(&s.gx))?;
+        // (The gradients' lengths, B×n×d and B×m×d, are those the cost's kernels return.)
+        crate::backend::check_buffer_len("grad_x", be.len(grad_x), be.len(&s.gx))?;
         crate::backend::check_buffer_len("grad_y", be.len(grad_y), be.len(&s.gy))?;
-        debug_assert_eq!(be.len(&s.gx) % (batch * n).max(1), 0);
-        debug_assert_eq!(be.len(&s.gy) % (batch * m).max(1), 0);
         self.write_potentials(prepared, &s.f, &s.g, f, g)?;
         be.offset_rows(&s.gx, &[], grad_x)?;
         be.offset_rows(&s.gy, &[], grad_y)?;

@@ -248,6 +248,30 @@ fn bad_input_gives_the_host_path_errors() {
                 .contains("holds 2 pairs of point clouds but there are 1 problems"),
         "{e}"
     );
+    // Outputs of the wrong length are refused, naming them.
+    let prepared = solver
+        .prepare_points_buffers::<f64>(up(&mu), up(&nu), &up(&x), &up(&y), 2, c.layout())
+        .unwrap();
+    let z = |len: usize| be.filled(len, 0.0).unwrap();
+    let (mut f, mut g, mut gx, mut gy) = (z(10), z(8), z(30), z(24));
+    for (arg, lens) in [
+        ("f", [9, 8, 30, 24]),
+        ("g", [10, 9, 30, 24]),
+        ("grad_x", [10, 8, 29, 24]),
+        ("grad_y", [10, 8, 30, 25]),
+    ] {
+        let [mut f2, mut g2, mut gx2, mut gy2] = lens.map(z);
+        let e = solver
+            .point_gradients_into(&prepared, &mut f2, &mut g2, &mut gx2, &mut gy2)
+            .unwrap_err();
+        assert!(
+            matches!(&e, logot::Error::Shape { arg: a, .. } if a == arg),
+            "{arg}: {e}"
+        );
+    }
+    solver
+        .point_gradients_into(&prepared, &mut f, &mut g, &mut gx, &mut gy)
+        .unwrap();
     let empty = CloudLayout { d: 0, ..c.layout() };
     let e = solver
         .prepare_points_buffers::<f64>(up(&mu), up(&nu), &up(&[]), &up(&[]), 2, empty)
