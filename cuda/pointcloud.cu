@@ -15,7 +15,7 @@
 // PC_KT points, and each output folds chunks of PC_CH arguments into a running (shift,
 // sum) pair (the half-step raises its shift lazily, the row sums at each larger chunk
 // maximum). -inf potentials (zero-mass bins) and the padding of the last stage give
-// exp2(-inf) = 0 and never NaN. The host centres both clouds on their common mean.
+// exp2(-inf) = 0 and never NaN. Both clouds are centred on their common mean (pc_centre_soa).
 
 #define PC_BLOCK 256
 #define PC_KT 128
@@ -555,7 +555,7 @@ __device__ __forceinline__ void pc_plan(const T *__restrict__ x, const T *__rest
 
 // ---------------------------------------------------------------------------------------
 // Any dimension (the host uses these for d > PC_DMAX, and the row sums also for more than
-// PC_DMAX value channels). The clouds were centred by the host (a common mean of x and y
+// PC_DMAX value channels). The clouds were centred (pc_centre_soa: a common mean of x and y
 // subtracted, which leaves every cost unchanged) and their squared norms precomputed
 // (pc_sqnorms), so c = max(|p|² + |q|² − 2·p·q, 0) (its square root for |p − q|).
 //
@@ -1056,6 +1056,119 @@ PC_STEP_NORM(pc_sinkstep_nf_d4, 4, d, 4, 1)
 PC_STEP_NORM(pc_sinkstep_nf_d16, PC_DMAX, d, 2, 1)
 PC_DN(float, f32)
 PC_DN(double, f64)
+
+// ---------------------------------------------------------------------------------------
+// Preparing clouds on the device (from row-major points, the caller's memory or an
+// upload): per-coordinate numbers, the centring with the structure-of-arrays transpose, and
+// the largest squared norms, so that a cloud from host arrays and one from device buffers
+// go through the same steps.
+
+// Per pair b and coordinate t of B row-major pairs x (B×n×d), y (B×m×d), over the n + m
+// points (one block per (t, b), blockIdx.x = t, blockIdx.y = b), in f64:
+// out[4·(b·d + t)..] = (Σ, min, max, #non-finite), mean[b·d + t] = Σ/(n + m); NaN takes
+// no part in min/max.
+template <typename T>
+__device__ __forceinline__ void pc_coord_stats(const T *__restrict__ x, const T *__restrict__ y,
+                                               double *__restrict__ out,
+                                               double *__restrict__ mean, int n, int m, int d) {
+  __shared__ double scratch[32];
+  __shared__ double lo_s[32], hi_s[32];
+  const double inf = -(double)Num<double>::neg_inf();
+  const int t = blockIdx.x;
+  const long long b = blockIdx.y;
+  const T *xb = x + b * n * (long long)d, *yb = y + b * m * (long long)d;
+  double sum = 0.0, lo = inf, hi = -inf, bad = 0.0;
+  for (long long k = threadIdx.x; k < (long long)n + m; k += blockDim.x) {
+    const double v = (double)(k < n ? xb[k * d + t] : yb[(k - n) * d + t]);
+    sum += v;
+    lo = fmin(lo, v);
+    hi = fmax(hi, v);
+    bad += isfinite(v) ? 0.0 : 1.0;
+  }
+  for (int off = 16; off > 0; off >>= 1) {
+    lo = fmin(lo, __shfl_xor_sync(0xffffffffu, lo, off));
+    hi = fmax(hi, __shfl_xor_sync(0xffffffffu, hi, off));
+  }
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+  if (lane == 0) {
+    lo_s[warp] = lo;
+    hi_s[warp] = hi;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < nw; ++w) {
+      lo = fmin(lo, lo_s[w]);
+      hi = fmax(hi, hi_s[w]);
+    }
+  }
+  sum = block_sum(sum, scratch);
+  __syncthreads();
+  bad = block_sum(bad, scratch);
+  if (threadIdx.x == 0) {
+    double *o = out + 4 * (b * d + t);
+    o[0] = sum;
+    o[1] = lo;
+    o[2] = hi;
+    o[3] = bad;
+    mean[b * d + t] = sum / (double)((long long)n + m);
+  }
+}
+
+// B row-major clouds of len points (pts, B×len×d) less the per-pair means (mean[b·d + t],
+// f64), written structure-of-arrays: out[b·len·d + t·len + i] = T(pts[b,i,t] − mean[b,t])
+// (the difference in f64, rounded once).
+template <typename T>
+__device__ __forceinline__ void pc_centre_soa(const T *__restrict__ pts,
+                                              const double *__restrict__ mean,
+                                              T *__restrict__ out, int len, int d, int B) {
+  const long long per = (long long)len * d, total = per * B;
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
+       e += (long long)gridDim.x * blockDim.x) {
+    const long long b = e / per, r = e % per, t = r / len, i = r % len;
+    out[e] = (T)__dsub_rn((double)pts[b * per + i * d + t], mean[b * d + t]);
+  }
+}
+
+// The largest |p|² (f64, summed over t in order, unfused as on the host) of the len points
+// of each of B structure-of-arrays clouds (one block per cloud): out[b].
+template <typename T>
+__device__ __forceinline__ void pc_max_sqnorm(const T *__restrict__ pts, double *__restrict__ out,
+                                              int len, int d) {
+  __shared__ double hi_s[32];
+  const T *p = pts + (long long)blockIdx.x * len * d;
+  double hi = 0.0;
+  for (int i = threadIdx.x; i < len; i += blockDim.x) {
+    double acc = 0.0;
+    for (int t = 0; t < d; ++t) {
+      const double v = (double)p[(long long)t * len + i];
+      acc = __dadd_rn(acc, __dmul_rn(v, v));
+    }
+    hi = fmax(hi, acc);
+  }
+  for (int off = 16; off > 0; off >>= 1) hi = fmax(hi, __shfl_xor_sync(0xffffffffu, hi, off));
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+  if (lane == 0) hi_s[warp] = hi;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < nw; ++w) hi = fmax(hi, hi_s[w]);
+    out[blockIdx.x] = hi;
+  }
+}
+
+#define PC_PREP(T, SUF)                                                                      \
+  extern "C" __global__ void pc_coord_stats_##SUF(const T *x, const T *y, double *out,       \
+                                                  double *mean, int n, int m, int d) {       \
+    pc_coord_stats<T>(x, y, out, mean, n, m, d);                                             \
+  }                                                                                          \
+  extern "C" __global__ void pc_centre_soa_##SUF(const T *pts, const double *mean, T *out,   \
+                                                 int len, int d, int B) {                    \
+    pc_centre_soa<T>(pts, mean, out, len, d, B);                                             \
+  }                                                                                          \
+  extern "C" __global__ void pc_max_sqnorm_##SUF(const T *pts, double *out, int len, int d) { \
+    pc_max_sqnorm<T>(pts, out, len, d);                                                      \
+  }
+PC_PREP(float, f32)
+PC_PREP(double, f64)
 
 // ---------------------------------------------------------------------------------------
 // Tensor-core cross term (f32 only, any d > PC_DMAX): the half-step of pc_sinkstep_dn with

@@ -70,8 +70,8 @@ mod validate;
 pub use backend::cuda::{CudaBackend, CudaCluster};
 pub use backend::{
     bistochastic::BistochasticKernels, cluster::Cluster, cpu::CpuBackend, grad::GradKernels,
-    linalg::LinalgKernels, Backend, BarycenterKernels, CostSource, CrossPrecision, GridCost,
-    PointCloudCost, PointCloudKernels, PointMetric, Side,
+    linalg::LinalgKernels, Backend, BarycenterKernels, CloudLayout, CostSource, CrossPrecision,
+    GridCost, PointCloudCost, PointCloudKernels, PointMetric, Side,
 };
 pub use barycenter::{
     barycenter, barycenter_batch, grid_barycenter, grid_barycenter_on, Barycenter,
@@ -83,8 +83,8 @@ pub use grad::{
     GradCheckOptions, OtGradients,
 };
 pub use pointcloud::{
-    sinkhorn_divergence, wasserstein_points, DivergenceConvention, PointGradients,
-    PointTransportGradients, SinkhornDivergence,
+    sinkhorn_divergence, wasserstein_points, DivergenceConvention, PointBufferSolution,
+    PointGradients, PointTransportGradients, SinkhornDivergence,
 };
 pub use progress::{HistoryEntry, Observer, Progress};
 pub use real::Real;

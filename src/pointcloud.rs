@@ -70,11 +70,14 @@
 //! `ρ = r²`; by homogeneity logot's value for `|x − y|²` with `ε = 2σ²`, `ρ = 2r²` is twice
 //! GeomLoss's.
 
-use crate::backend::{grad::GradKernels, CostSource, PointCloudCost, PointCloudKernels, Side};
+use crate::backend::{
+    grad::GradKernels, Backend, CostSource, PointCloudCost, PointCloudKernels, Side,
+};
 use crate::grad::ot::{solve_adjoint_with, PlanMatvec};
 use crate::grad::{CgParams, CgReport};
 use crate::sinkhorn::{
-    relax_side, Convergence, EpsScaling, Problem, SinkhornParams, SinkhornResult, Solver,
+    relax_side, BufferSolution, Convergence, EpsScaling, Prepared, Problem, SinkhornParams,
+    SinkhornResult, Solver,
 };
 use crate::unbalanced::dual_side;
 use crate::unbalanced::phi;
@@ -121,6 +124,29 @@ pub struct PointGradients<T> {
     pub x: Array3<T>,
     /// `∂OT_ε/∂Y`, `B×m×d`.
     pub y: Array3<T>,
+}
+
+/// What [`Solver::point_gradients_into`] reads back: `OT_ε` of each problem (rounded to
+/// the precision of the data, as [`PointGradients::value`]) and the solve's distances and
+/// report.
+#[derive(Clone, Debug)]
+pub struct PointBufferSolution {
+    /// `OT_ε` of each problem (unbalanced: the dual `D`, see the module docs).
+    pub value: Vec<f64>,
+    /// The transport costs `⟨P, C⟩`, the unbalanced objectives and the report.
+    pub solution: BufferSolution,
+}
+
+/// The potentials, `OT_ε` and point gradients of a solved point-cloud batch, on the backend.
+struct PointParts<T: Real, Bk: Backend<T>> {
+    f: Bk::Buffer,
+    g: Bk::Buffer,
+    convergence: Convergence,
+    distance: Vec<f64>,
+    objective: Option<Vec<f64>>,
+    value: Vec<f64>,
+    gx: Bk::Buffer,
+    gy: Bk::Buffer,
 }
 
 /// A solved batch of point-cloud problems with the transport costs `⟨P, C⟩` and their
@@ -198,6 +224,11 @@ impl<T> SinkhornDivergence<T> {
     pub fn converged(&self) -> bool {
         self.convergence.iter().all(|c| c.converged)
     }
+}
+
+/// Row `k` of `len` entries of a flat batch.
+fn row<T>(a: &[T], k: usize, len: usize) -> ArrayView1<'_, T> {
+    ArrayView1::from(&a[k * len..(k + 1) * len])
 }
 
 /// `Σ_k w_k·p_k` over `w_k > 0` (zero-mass bins carry `p = −∞`), in f64.
@@ -429,7 +460,7 @@ impl<Bk> Solver<Bk> {
     /// ```
     pub fn point_gradients<T: Real>(&self, problem: &Problem<'_, T>) -> Result<PointGradients<T>>
     where
-        Bk: PointCloudKernels<T>,
+        Bk: PointCloudKernels<T> + GradKernels<T>,
     {
         let CostSource::PointCloud(cloud) = problem.cost() else {
             return Err(Error::shape(
@@ -438,53 +469,157 @@ impl<Bk> Solver<Bk> {
             ));
         };
         let (n, m, d) = (cloud.n(), cloud.m(), cloud.dim());
-        let s = self.run(problem)?;
-        let result = self.finish(problem, &s)?;
+        let prepared = self.prepare(problem)?;
+        let s = self.point_parts(&prepared)?;
+        let be = self.backend();
+        let result = self.finish_parts(
+            prepared.dims(),
+            &s.f,
+            &s.g,
+            prepared.shifts(),
+            &s.convergence,
+            &s.distance,
+            s.objective.as_deref(),
+        )?;
+        let batch = problem.batch_size();
+        let x = array3((batch, n, d), be.download(&s.gx)?)?;
+        let y = array3((batch, m, d), be.download(&s.gy)?)?;
+        Ok(PointGradients {
+            result,
+            value: s.value.iter().map(|&v| T::of(v)).collect(),
+            x,
+            y,
+        })
+    }
+
+    /// As [`Solver::point_gradients`] for a batch prepared on the backend
+    /// ([`Solver::prepare_points_buffers`]): the potentials `f` (`B×n`), `g` (`B×m`) and the
+    /// gradients `∂OT_ε/∂X` (`grad_x`, `B×n×d`) and `∂OT_ε/∂Y` (`grad_y`, `B×m×d`) written
+    /// into the caller's buffers; `OT_ε` of each problem, the transport costs and the report
+    /// come back. The same numbers as [`Solver::point_gradients`] on the same data.
+    ///
+    /// ```
+    /// use logot::{Backend, CloudLayout, CpuBackend, PointCloudCost, Problem, SinkhornParams, Solver};
+    /// use ndarray::array;
+    /// let (x, y, w) = (array![[0.0f64, 0.0], [1.0, 0.0]], array![[0.0, 1.0], [1.0, 1.0]], array![[0.5, 0.5]]);
+    /// let solver = Solver::new(CpuBackend, SinkhornParams::new(0.01));
+    /// let be = solver.backend();
+    /// let layout = CloudLayout { n: 2, m: 2, d: 2, batch: None, metric: Default::default(), precision: Default::default() };
+    /// let up = |a: &[f64]| be.upload(a);
+    /// let prepared = solver.prepare_points_buffers(
+    ///     up(w.as_slice().unwrap())?, up(w.as_slice().unwrap())?,
+    ///     &up(x.as_slice().unwrap())?, &up(y.as_slice().unwrap())?, 1, layout)?;
+    /// let (mut f, mut g, mut gx, mut gy) = (be.filled(2, 0.0)?, be.filled(2, 0.0)?, be.filled(4, 0.0)?, be.filled(4, 0.0)?);
+    /// let out = solver.point_gradients_into(&prepared, &mut f, &mut g, &mut gx, &mut gy)?;
+    /// let host = solver.point_gradients(&Problem::batch(w.view(), w.view(), PointCloudCost::new(x.view(), y.view())?)?)?;
+    /// assert_eq!((out.value[0], be.download(&gx)?), (host.value[0], host.x.into_raw_vec_and_offset().0));
+    /// # Ok::<(), logot::Error>(())
+    /// ```
+    pub fn point_gradients_into<T: Real>(
+        &self,
+        prepared: &Prepared<T, Bk>,
+        f: &mut Bk::Buffer,
+        g: &mut Bk::Buffer,
+        grad_x: &mut Bk::Buffer,
+        grad_y: &mut Bk::Buffer,
+    ) -> Result<PointBufferSolution>
+    where
+        Bk: PointCloudKernels<T> + GradKernels<T>,
+    {
+        let be = self.backend();
+        let (batch, n, m) = prepared.dims();
+        crate::backend::check_buffer_len("f", be.len(f), batch * n)?;
+        crate::backend::check_buffer_len("g", be.len(g), batch * m)?;
+        let s = self.point_parts(prepared)?;
+        // (The gradients' lengths, B×n×d and B×m×d, are those the cost's kernels return.)
+        crate::backend::check_buffer_len("grad_x", be.len(grad_x), be.len(&s.gx))?;
+        crate::backend::check_buffer_len("grad_y", be.len(grad_y), be.len(&s.gy))?;
+        self.write_potentials(prepared, &s.f, &s.g, f, g)?;
+        be.offset_rows(&s.gx, &[], grad_x)?;
+        be.offset_rows(&s.gy, &[], grad_y)?;
+        Ok(PointBufferSolution {
+            value: s.value,
+            solution: BufferSolution {
+                distance: s.distance,
+                objective: s.objective,
+                convergence: s.convergence,
+            },
+        })
+    }
+
+    /// Sinkhorn on a prepared point-cloud batch, then `OT_ε` of each problem and the point
+    /// gradients on the backend (the one computation behind [`Solver::point_gradients`] and
+    /// [`Solver::point_gradients_into`]).
+    fn point_parts<T: Real>(&self, prepared: &Prepared<T, Bk>) -> Result<PointParts<T, Bk>>
+    where
+        Bk: PointCloudKernels<T> + GradKernels<T>,
+    {
+        let (f, g, convergence, distance, objective) = self.iterate_prepared(prepared)?;
+        self.check_distances::<T>(&distance)?;
         let be = self.backend();
         let eps = self.params().eps;
-        let (mass, gx) = be.point_gradient(&s.cost, Side::Row, &s.f, &s.g, T::of(eps))?;
-        let (_, gy) = be.point_gradient(&s.cost, Side::Col, &s.f, &s.g, T::of(eps))?;
-        let mass = be.download(&mass)?;
-        let batch = problem.batch_size();
-        let mut value = Array1::zeros(batch);
-        let (mus, nus) = (problem.mu(), problem.nu());
-        for k in 0..batch {
-            let total: f64 = mass[k * n..(k + 1) * n].iter().map(|v| v.f64()).sum();
-            let (mu, nu) = (mus.row(k), nus.row(k));
-            value[k] = T::of(match self.params().unbalanced() {
-                None => {
-                    weighted_sum(result.f.row(k), mu) + weighted_sum(result.g.row(k), nu)
-                        - eps * total
-                }
-                Some(r) => {
-                    // The unbalanced dual (crate::unbalanced::dual_side): only its value.
-                    let side = |w: ArrayView1<'_, T>, pot: ArrayView1<'_, T>, rho: f64| -> f64 {
-                        let (w, pot): (Vec<T>, Vec<T>) = (w.to_vec(), pot.to_vec());
-                        dual_side(&w, &pot, &vec![0.0; w.len()], None, 0.0, eps, rho).0
-                    };
-                    let (mu_mass, nu_mass) = (
-                        mu.iter().map(|v| v.f64()).sum::<f64>(),
-                        nu.iter().map(|v| v.f64()).sum::<f64>(),
-                    );
-                    side(mu, result.f.row(k), r.rho_mu) + side(nu, result.g.row(k), r.rho_nu)
-                        - eps * (total - mu_mass * nu_mass)
-                }
-            });
-        }
+        let (batch, n, m) = prepared.dims();
+        let cost = prepared.cost();
+        let (mass, gx) = be.point_gradient(cost, Side::Row, &f, &g, T::of(eps))?;
+        let (_, gy) = be.point_gradient(cost, Side::Col, &f, &g, T::of(eps))?;
+        // Σ_i P_ij per problem (f64), then ⟨f, μ⟩ + ⟨g, ν⟩ over the bins of positive mass
+        // (zero-mass bins carry −∞ potentials), on the backend: B numbers each.
+        let total: Vec<f64> = be.row_stats(&mass, batch)?.iter().map(|s| s.sum).collect();
+        let value: Vec<f64> = match self.params().unbalanced() {
+            None => {
+                let on_support = |w: &Bk::Buffer, p: &Bk::Buffer| -> Result<Vec<f64>> {
+                    let mut q = be.filled(be.len(p), T::zero())?;
+                    be.offset_rows(p, &[], &mut q)?;
+                    be.where_empty(w, &be.filled(be.len(p), T::zero())?, &mut q)?;
+                    be.batched_dot(batch, w, &q)
+                };
+                let (fa, gb) = (
+                    on_support(prepared.mu(), &f)?,
+                    on_support(prepared.nu(), &g)?,
+                );
+                (0..batch)
+                    .map(|k| T::of(fa[k] + gb[k] - eps * total[k]).f64())
+                    .collect()
+            }
+            Some(r) => {
+                // The unbalanced dual (crate::unbalanced::dual_side) from the host.
+                let (fh, gh) = (be.download(&f)?, be.download(&g)?);
+                let (mus, nus) = (be.download(prepared.mu())?, be.download(prepared.nu())?);
+                let side = |w: ArrayView1<'_, T>, pot: ArrayView1<'_, T>, rho: f64| -> f64 {
+                    let (w, pot): (Vec<T>, Vec<T>) = (w.to_vec(), pot.to_vec());
+                    dual_side(&w, &pot, &vec![0.0; w.len()], None, 0.0, eps, rho).0
+                };
+                (0..batch)
+                    .map(|k| {
+                        let (mu, nu) = (row(&mus, k, n), row(&nus, k, m));
+                        let (mu_mass, nu_mass) = (
+                            mu.iter().map(|v| v.f64()).sum::<f64>(),
+                            nu.iter().map(|v| v.f64()).sum::<f64>(),
+                        );
+                        let d = side(mu, row(&fh, k, n), r.rho_mu)
+                            + side(nu, row(&gh, k, m), r.rho_nu)
+                            - eps * (total[k] - mu_mass * nu_mass);
+                        T::of(d).f64()
+                    })
+                    .collect()
+            }
+        };
         if let Some(k) = value.iter().position(|v| !v.is_finite()) {
             return Err(Error::Numerical(format!(
                 "OT_ε of problem {k} is {} (eps = {eps} may be too small for {})",
-                value[k],
+                T::of(value[k]),
                 T::NAME
             )));
         }
-        let x = array3((batch, n, d), be.download(&gx)?)?;
-        let y = array3((batch, m, d), be.download(&gy)?)?;
-        Ok(PointGradients {
-            result,
+        Ok(PointParts {
+            f,
+            g,
+            convergence,
+            distance,
+            objective,
             value,
-            x,
-            y,
+            gx,
+            gy,
         })
     }
 

@@ -950,6 +950,71 @@ impl<B> Solver<B> {
         )
     }
 
+    /// As [`Solver::prepare`] for a batch of point-cloud problems already on the backend:
+    /// `μ` (`B×n`), `ν` (`B×m`) and the clouds `x`, `y` as `layout` says (row-major, one pair
+    /// per problem or one shared pair; `x` and `y` are only read,
+    /// [`Backend::prepare_cloud_buffer`]). The checks and errors are those of
+    /// [`PointCloudCost`](crate::PointCloudCost)'s constructors and of [`Problem::batch`];
+    /// the ε check and [`Prepared::max_cost`] use [`PointCloudCost::max_cost`](crate::PointCloudCost::max_cost).
+    ///
+    /// ```
+    /// use logot::{Backend, CloudLayout, CpuBackend, PointCloudCost, Problem, SinkhornParams, Solver};
+    /// use ndarray::array;
+    /// let (x, y, w) = (array![[0.0f64], [1.0]], array![[0.5f64], [1.5]], array![[0.5, 0.5]]);
+    /// let solver = Solver::new(CpuBackend, SinkhornParams::new(0.01));
+    /// let be = solver.backend();
+    /// let layout = CloudLayout { n: 2, m: 2, d: 1, batch: None, metric: Default::default(), precision: Default::default() };
+    /// let up = |a: &[f64]| be.upload(a);
+    /// let prepared = solver.prepare_points_buffers(
+    ///     up(w.as_slice().unwrap())?, up(w.as_slice().unwrap())?,
+    ///     &up(x.as_slice().unwrap())?, &up(y.as_slice().unwrap())?, 1, layout)?;
+    /// let host = Problem::batch(w.view(), w.view(), PointCloudCost::new(x.view(), y.view())?)?;
+    /// assert_eq!(solver.solve_prepared(&prepared)?.distance, solver.solve(&host)?.distance);
+    /// # Ok::<(), logot::Error>(())
+    /// ```
+    #[allow(clippy::too_many_arguments)]
+    pub fn prepare_points_buffers<T: Real>(
+        &self,
+        mu: B::Buffer,
+        nu: B::Buffer,
+        x: &B::Buffer,
+        y: &B::Buffer,
+        batch: usize,
+        layout: crate::backend::CloudLayout,
+    ) -> Result<Prepared<T, B>>
+    where
+        B: Backend<T>,
+    {
+        let be = &self.backend;
+        let (cost, max_cost) = be.prepare_cloud_buffer(x, y, layout)?;
+        let (n, m) = (layout.n, layout.m);
+        let (mu_masses, empty_mu) = buffer_histograms(be, "mu", &mu, batch, n)?;
+        let (masses, empty_nu) = buffer_histograms(be, "nu", &nu, batch, m)?;
+        if let Some(bc) = layout.batch.filter(|&bc| bc != batch) {
+            return Err(Error::shape(
+                "x",
+                format!("holds {bc} pairs of point clouds but there are {batch} problems"),
+            ));
+        }
+        if self.params.unbalanced().is_none() {
+            check_equal_mass::<T>(&mu_masses, &masses)?;
+        }
+        let offsets = CostOffsets {
+            shift: Vec::new(),
+            max_abs: max_cost,
+            max_abs_raw: max_cost,
+        };
+        self.prepare_parts(
+            cost,
+            mu,
+            nu,
+            (batch, n, m),
+            &offsets,
+            (mu_masses, masses),
+            (empty_mu, empty_nu),
+        )
+    }
+
     /// As [`Solver::solve_prepared`], with the potentials written into the caller's buffers
     /// `f` (`B×n`) and `g` (`B×m`, the cost offsets added back on the device): only the
     /// per-problem report and distances come back to the host.

@@ -233,7 +233,7 @@ fn cuda_unbalanced_dense_gradients_match_cpu_f32() {
 /// d = 2 on the device in `T` against the CPU in f64: the value, ∂/∂X and ∂/∂Y.
 fn point_cases<T: Real>(gpu: &CudaBackend)
 where
-    CudaBackend: PointCloudKernels<T>,
+    CudaBackend: PointCloudKernels<T> + GradKernels<T>,
 {
     let (b, n, m, d) = (3, 50, 37, 2);
     let tol = tolerance::<T>(n, m);

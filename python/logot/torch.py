@@ -17,8 +17,9 @@ Import it explicitly (``import logot.torch``); ``import logot`` alone never impo
 Tensors: float32 and float64. CPU tensors share memory with the numpy arrays the library
 reads (no copy). CUDA tensors run on the CUDA backend of their device
 (``backend="cuda:N"``); :func:`bistochastic`, the dense :func:`wasserstein` (forward and
-its exact gradients) and :func:`coupling` (forward and backward) compute them in place on
-the current stream, the point-cloud functions through a host copy (see ``CUDA_ZERO_COPY``).
+its exact gradients), :func:`coupling` (forward and backward) and :func:`wasserstein_points`
+(``convention="objective"``) compute them in place on the current stream,
+:func:`sinkhorn_divergence` through a host copy (see ``CUDA_ZERO_COPY``).
 """
 
 from __future__ import annotations
@@ -58,9 +59,10 @@ __all__ = [
 #: only per-problem numbers (the input checks' row sums and ranges, the convergence checks,
 #: the distances, the backward's CG coefficients) cross to the host, by a wait on that
 #: stream only. So does :func:`coupling` (the plans, and in the backward the implicit
-#: gradients, into tensors torch allocated). :func:`wasserstein_points` and
-#: :func:`sinkhorn_divergence` still copy CUDA tensors to the host and back
-#: (python/ZERO_COPY.md lists what the library needs for them).
+#: gradients, into tensors torch allocated), and :func:`wasserstein_points` (the clouds
+#: centred and checked on the device; the value, the point gradients and the potentials into
+#: tensors torch allocated). :func:`sinkhorn_divergence` still copies CUDA tensors to the host
+#: and back (python/ZERO_COPY.md lists what the library needs for it).
 CUDA_ZERO_COPY = True
 
 
@@ -366,25 +368,77 @@ def coupling(mu, nu, cost, eps: float, *, max_iters=1000, tol=None, check_every=
 # ---------------------------------------------------------------------------------------
 
 
+def _points_fit(x, y, a, b) -> bool:
+    """Whether a point-cloud problem takes the in-place path: tensors on one device, one
+    pair (``x`` n×d, weights n and m) or a batch of pairs (``x`` B×n×d, weights n or B×n);
+    anything else takes the host path."""
+    if not (x.device == y.device == a.device == b.device):
+        return False
+    if x.dim() == 2:
+        return a.dim() == 1 and b.dim() == 1
+    return x.dim() == 3 and a.dim() in (1, 2) and b.dim() in (1, 2)
+
+
+def _points_on_device(x, y, a, b, device, options):
+    """``_PointOT``'s forward in place on GPU ``device``: contiguous clouds and weights
+    (broadcast to B×n and B×m; a stream-ordered copy only when needed), the potentials and
+    gradients allocated by torch, the library on the current stream (the clouds centred and
+    checked there); only per-problem numbers come back (values, distances, the reports: the
+    call waits for that stream, never for the whole device). Returns the values as a tensor
+    and ``(∂x, ∂y, f, g)``, shaped as the host path's."""
+    single = x.dim() == 2
+    batch = 1 if single else x.shape[0]
+    n, m, d = x.shape[-2], y.shape[-2], x.shape[-1]
+    xs, ys = x.detach().contiguous(), y.detach().contiguous()
+    wa = a.detach().expand(batch, n).contiguous()
+    wb = b.detach().expand(batch, m).contiguous()
+    f, g = torch.empty_like(wa), torch.empty_like(wb)
+    gx = torch.empty(batch, n, d, dtype=x.dtype, device=x.device)
+    gy = torch.empty(batch, m, d, dtype=x.dtype, device=x.device)
+    stream = torch.cuda.current_stream(device)
+    params = _lg._params(options["eps"], options["max_iters"], options["tol"], options["check_every"],
+                         options["eps_scaling"])
+    value, _, conv = _lg._logot._point_gradients_cuda(
+        wa.data_ptr(), wb.data_ptr(), xs.data_ptr(), ys.data_ptr(),
+        (f.data_ptr(), g.data_ptr(), gx.data_ptr(), gy.data_ptr()), batch, n, m, d, not single,
+        options["metric"], x.dtype == torch.float64, params, device, stream.cuda_stream)
+    _warn(_lg.Convergence(**conv))
+    value = torch.tensor(value, dtype=x.dtype).to(x.device, non_blocking=True)
+    if single:
+        return value[0], (gx[0], gy[0], f[0], g[0])
+    return value, (gx, gy, f, g)
+
+
+def _centred_potentials(f, g):
+    """``∂OT_ε/∂a = f``, ``∂OT_ε/∂b = g`` hold up to a shift c on f and −c on g (admissible
+    perturbations keep the masses equal): f centred over the support (its finite entries),
+    per problem, in torch (one computation for both paths)."""
+    finite = torch.isfinite(f)
+    shift = torch.where(finite, f, torch.zeros((), dtype=f.dtype, device=f.device)).sum(-1, keepdim=True)
+    shift = shift / finite.sum(-1, keepdim=True).clamp_min(1).to(f.dtype)
+    return f - shift, g + shift
+
+
 class _PointOT(torch.autograd.Function):
     """OT_ε of two clouds and its envelope gradients (points and weights)."""
 
     @staticmethod
     def forward(ctx, x, y, a, b, eps, options):
-        backend = _backend((x, y), options.pop("backend", None))
-        g = _lg.point_gradients(_np(x), _np(y), eps, _np(a), _np(b), backend=backend, **options)
-        _warn(g.result.convergence)
-        # ∂OT_ε/∂a = f, ∂OT_ε/∂b = g, up to a shift c on f and −c on g (admissible
-        # perturbations keep the masses equal): f centred over the support, per problem.
-        f, gpot = np.atleast_2d(g.result.f), np.atleast_2d(g.result.g)
-        finite = np.isfinite(f)
-        shift = (np.where(finite, f, 0).sum(-1, keepdims=True) / np.maximum(finite.sum(-1, keepdims=True), 1)).astype(f.dtype)
-        f, gpot = f - shift, gpot + shift
-        if x.dim() == 2:
-            f, gpot = f[0], gpot[0]
-        ctx.save_for_backward(_tensor(g.x, x), _tensor(g.y, y), _tensor(f, x), _tensor(gpot, y))
+        backend = options.pop("backend", None)
+        device = _in_place_device(x, backend)
+        if device is not None and _points_fit(x, y, a, b):
+            value, (gx, gy, f, gpot) = _points_on_device(x, y, a, b, device, dict(options, eps=eps))
+        else:
+            backend = _backend((x, y), backend)
+            g = _lg.point_gradients(_np(x), _np(y), eps, _np(a), _np(b), backend=backend, **options)
+            _warn(g.result.convergence)
+            f, gpot = _tensor(g.result.f, x), _tensor(g.result.g, y)
+            gx, gy = _tensor(g.x, x), _tensor(g.y, y)
+            value = torch.as_tensor(np.asarray(g.value), dtype=x.dtype, device=x.device)
+        f, gpot = _centred_potentials(f, gpot)
+        ctx.save_for_backward(gx, gy, f, gpot)
         ctx.shapes = (a.shape, b.shape)
-        return torch.as_tensor(np.asarray(g.value), dtype=x.dtype, device=x.device)
+        return value
 
     @staticmethod
     def backward(ctx, grad):
@@ -442,6 +496,11 @@ def wasserstein_points(x, y, eps: float, a=None, b=None, *, metric="sqeuclidean"
     ``∂/∂a = f``, ``∂/∂b = g`` (zero-mass weights give −∞ there, the one-sided derivative).
     ``convention="linear"``: the transport cost ⟨P, C⟩, through a dense cost built in torch
     (memory O(n·m)) and :func:`wasserstein`'s implicit gradients.
+
+    CUDA tensors (``backend`` unset or naming their device) are computed in place on the
+    current CUDA stream (``convention="objective"``): no host copy of the clouds, the weights
+    or the gradients; the call waits for that stream (not the device) to read back the
+    per-problem numbers, and warns :class:`logot.ConvergenceWarning` from them.
     """
     x, y, a, b = _clouds(x, y, a, b)
     if convention == "objective":

@@ -1252,6 +1252,116 @@ fn _wasserstein_cuda<'py>(
     Ok((sol.distance, conv, cg))
 }
 
+/// `OT_ε` of a batch of point-cloud problems on CUDA memory, without a copy, on the caller's
+/// stream ([`Solver::prepare_points_buffers`], [`Solver::point_gradients_into`]): reads `μ`
+/// (`batch×n`) at `mu`, `ν` (`batch×m`) at `nu`, the clouds `x` (`n×d`, or `batch×n×d` when
+/// `batched`) and `y` (`m×d` or `batch×m×d`), row-major; writes the potentials and the
+/// envelope gradients at `out = (f, g, ∂x, ∂y)` (`batch×n`, `batch×m`, `batch×n×d`,
+/// `batch×m×d`); `double`: float64, else float32. Waits on that stream only, for the
+/// per-problem numbers it reads back. Returns `(values, distances, convergence)`.
+///
+/// Private to `logot.torch`, which passes the `data_ptr()` of live, contiguous CUDA tensors
+/// of GPU `device` of that dtype and size (the outputs freshly allocated, aliasing nothing)
+/// and `torch.cuda.current_stream(device).cuda_stream`; other arguments are undefined
+/// behaviour (Python cannot mark a function unsafe: this one is).
+#[pyfunction]
+#[pyo3(signature = (mu, nu, x, y, out, batch, n, m, d, batched, metric, double, params, device, stream))]
+#[allow(clippy::too_many_arguments)]
+fn _point_gradients_cuda<'py>(
+    py: Python<'py>,
+    mu: u64,
+    nu: u64,
+    x: u64,
+    y: u64,
+    out: (u64, u64, u64, u64),
+    batch: usize,
+    n: usize,
+    m: usize,
+    d: usize,
+    batched: bool,
+    metric: &str,
+    double: bool,
+    params: ParamsArg<'py>,
+    device: usize,
+    stream: usize,
+) -> PyResult<(Vec<f64>, Vec<f64>, Bound<'py, PyDict>)> {
+    let overflow = || PyValueError::new_err(format!("x: {batch}×{n}×{d} overflows"));
+    let pairs = if batched { batch } else { 1 };
+    let mul = |a: usize, b: usize| a.checked_mul(b).ok_or_else(overflow);
+    let lens = [
+        mul(batch, n)?,
+        mul(batch, m)?,
+        mul(mul(pairs, n)?, d)?,
+        mul(mul(pairs, m)?, d)?,
+        mul(mul(batch, n)?, d)?,
+        mul(mul(batch, m)?, d)?,
+    ];
+    let layout = logot::CloudLayout {
+        n,
+        m,
+        d,
+        batch: batched.then_some(batch),
+        metric: point_metric(metric)?,
+        precision: Default::default(),
+    };
+    let auto_scaling = std::cell::Cell::new(false);
+    let params = params.params(|| {
+        auto_scaling.set(true);
+        1.0
+    })?;
+    let auto_scaling = auto_scaling.get();
+    fn run<T: CudaReal>(
+        be: CudaBackend,
+        mut params: SinkhornParams,
+        auto_scaling: bool,
+        [mu, nu, x, y, f, g, gx, gy]: [u64; 8],
+        (batch, layout): (usize, logot::CloudLayout),
+        [mu_len, nu_len, x_len, y_len, gx_len, gy_len]: [usize; 6],
+    ) -> logot::Result<logot::PointBufferSolution> {
+        // SAFETY: the caller's contract (above): the addresses hold these many values of T
+        // of this GPU, live until the stream is past this work (torch's stream-ordered
+        // allocator keeps them so); the outputs alias nothing.
+        let (mub, nub, xb, yb) = unsafe {
+            (
+                be.borrow_buffer::<T>(mu, mu_len),
+                be.borrow_buffer::<T>(nu, nu_len),
+                be.borrow_buffer::<T>(x, x_len),
+                be.borrow_buffer::<T>(y, y_len),
+            )
+        };
+        let prepared = Solver::new(be.clone(), params.clone())
+            .prepare_points_buffers(mub, nub, &xb, &yb, batch, layout)?;
+        if auto_scaling {
+            params.eps_scaling = Some(EpsScaling::from_max_cost(prepared.max_cost()));
+        }
+        // SAFETY: as above; fresh outputs of these lengths.
+        let (mut f, mut g, mut gx, mut gy) = unsafe {
+            (
+                be.borrow_buffer::<T>(f, mu_len),
+                be.borrow_buffer::<T>(g, nu_len),
+                be.borrow_buffer::<T>(gx, gx_len),
+                be.borrow_buffer::<T>(gy, gy_len),
+            )
+        };
+        Solver::new(be, params).point_gradients_into(&prepared, &mut f, &mut g, &mut gx, &mut gy)
+    }
+    let sol = py
+        .detach(|| {
+            // SAFETY: the caller's contract: a stream of this GPU, live for the call.
+            let be = unsafe { cuda_on_stream(device, stream)? };
+            let (f, g, gx, gy) = out;
+            let ptrs = [mu, nu, x, y, f, g, gx, gy];
+            if double {
+                run::<f64>(be, params, auto_scaling, ptrs, (batch, layout), lens)
+            } else {
+                run::<f32>(be, params, auto_scaling, ptrs, (batch, layout), lens)
+            }
+        })
+        .py()?;
+    let conv = convergence(py, &sol.solution.convergence)?;
+    Ok((sol.value, sol.solution.distance, conv))
+}
+
 /// The plans of a dense batch on CUDA memory ([`Solver::coupling_into`]), written at `plan`
 /// (`batch×n×m`); inputs and contract as [`_wasserstein_cuda`] (`plan` fresh). Returns the
 /// convergence report of the potentials.
@@ -1617,6 +1727,7 @@ fn _logot(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_bistochastic_words, m)?)?;
     m.add_function(wrap_pyfunction!(_bistochastic_reports, m)?)?;
     m.add_function(wrap_pyfunction!(_wasserstein_cuda, m)?)?;
+    m.add_function(wrap_pyfunction!(_point_gradients_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(_coupling_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(_plan_gradients_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(svd3, m)?)?;

@@ -588,3 +588,87 @@ def test_in_place_inputs_broadcast_like_the_host_path():
     assert not lt._dense_fits(torch.rand(2, 5), torch.rand(3, 4), cost)  # batch sizes differ
     assert not lt._dense_fits(torch.rand(6), nu, cost)  # n differs
     assert not lt._dense_fits(torch.rand(2, 5), torch.rand(2, 4), torch.rand(3, 5, 4))
+
+
+def _cloud_batch(b, n, m, d, dtype, seed, device="cuda"):
+    """Seeded clouds x in [2, 3)^d and y in [2.1, 3.1)^d (B×n×d, B×m×d: far from the origin,
+    where the device's centring matters) and weights (rows summing to 1, a few empty bins)."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    x = 2 + torch.rand(b, n, d, device=device, dtype=dtype, generator=gen)
+    y = 2.1 + torch.rand(b, m, d, device=device, dtype=dtype, generator=gen)
+    a = torch.rand(b, n, device=device, dtype=dtype, generator=gen) + 0.1
+    w = torch.rand(b, m, device=device, dtype=dtype, generator=gen) + 0.1
+    a[:, :2] = 0
+    return x, y, a / a.sum(-1, keepdim=True), w / w.sum(-1, keepdim=True)
+
+
+def _points_host_path(x, y, a, b, eps, **options):
+    """OT_ε and its gradients through the host-array path on the CUDA backend (the copy path:
+    numpy arrays with backend="cuda:0"), the weights' gradients centred as logot.torch does."""
+    g = logot.point_gradients(*[t.detach().cpu().numpy() for t in (x, y)], eps,
+                              *[t.detach().cpu().numpy() for t in (a, b)], backend="cuda:0", **options)
+    f, gp = lt._centred_potentials(torch.from_numpy(np.ascontiguousarray(g.result.f)).cuda(),
+                                   torch.from_numpy(np.ascontiguousarray(g.result.g)).cuda())
+    return np.asarray(g.value), [g.x, g.y, f.cpu().numpy(), gp.cpu().numpy()]
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("d", [3, 17])
+def test_cuda_wasserstein_points_zero_copy(dtype, d):
+    """A batch of pairs of CUDA clouds is computed in place: no host copy through torch while
+    the forward and backward run, the profiler's host<->device copies take less GPU time than
+    half of one copy of the clouds (only per-problem numbers cross), and the value and the
+    gradients with respect to both clouds and both weights equal the host-array path on the
+    CUDA backend bit for bit."""
+    from torch.profiler import ProfilerActivity, profile
+
+    # 12 to 36 MB of x and a small y: one copy of x takes far longer than the per-problem
+    # numbers read back (input checks, ranges, convergence checks: a few bytes each).
+    x, y, a, b = _cloud_batch(4, 2**18 if d == 3 else 2**16, 256, d, dtype, 7)
+    leaves = [t.clone().requires_grad_() for t in (x, y, a, b)]
+    lt.wasserstein_points(*[t.detach() for t in leaves[:2]], 0.5, *[t.detach() for t in leaves[2:]])
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        with no_host_copies():
+            value = lt.wasserstein_points(leaves[0], leaves[1], 0.5, leaves[2], leaves[3])
+            value.sum().backward()
+            torch.cuda.synchronize()
+    assert value.device == x.device and value.dtype == dtype and value.shape == (4,)
+    copies = [e for e in prof.events() if "Memcpy DtoH" in e.name or "Memcpy HtoD" in e.name]
+    total_us = sum(e.device_time_total for e in copies)
+    clouds_copy_us = _time_one_copy(x)
+    assert total_us < 0.5 * clouds_copy_us, (total_us, clouds_copy_us)
+    want_value, want_grads = _points_host_path(x, y, a, b, 0.5)
+    np.testing.assert_array_equal(value.detach().cpu().numpy(), want_value)
+    for name, t, want in zip(("x", "y", "a", "b"), leaves, want_grads):
+        np.testing.assert_array_equal(t.grad.cpu().numpy(), want, err_msg=name)
+
+
+@needs_gpu
+def test_cuda_wasserstein_points_one_pair_and_shared_weights_on_a_side_stream():
+    """One pair (a 0-d value) and a batch with weights shared by the pairs, produced on a
+    side stream just before the call (the clouds not contiguous), give the host path's
+    results; the convergence warning comes from the reports read back; a NaN coordinate is a
+    ValueError naming the cloud."""
+    x, y, a, b = _cloud_batch(3, 300, 200, 5, torch.float64, 13)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with no_host_copies():
+        with torch.cuda.stream(side):
+            xs = (x.transpose(1, 2) * 1).transpose(1, 2).requires_grad_()  # not contiguous
+            one = lt.wasserstein_points(x[1], y[1], 0.3, a[1], b[1])
+            shared = lt.wasserstein_points(xs, y, 0.3, a[0], b[0])
+            shared.sum().backward()
+        side.synchronize()
+    want_one, _ = _points_host_path(x[1], y[1], a[1], b[1], 0.3)
+    assert one.shape == () and float(one) == float(want_one)
+    want, grads = _points_host_path(x, y, a[0], b[0], 0.3)
+    np.testing.assert_array_equal(shared.detach().cpu().numpy(), want)
+    np.testing.assert_array_equal(xs.grad.cpu().numpy(), grads[0])
+    with pytest.warns(logot.ConvergenceWarning, match="did not converge"):
+        lt.wasserstein_points(x, y, 1e-3, a, b, max_iters=3)
+    bad = x.clone()
+    bad[2, 7, 1] = float("nan")
+    with pytest.raises(ValueError, match="x"):
+        lt.wasserstein_points(bad, y, 0.3, a, b)

@@ -27,7 +27,7 @@ pub use barycenter::{
     bary_iterations_unfused, log_power_mean, BaryBuffers, BaryLayout, BarycenterKernels,
 };
 pub use grid::GridCost;
-pub use pointcloud::{CrossPrecision, PointCloudCost, PointCloudKernels, PointMetric};
+pub use pointcloud::{CloudLayout, CrossPrecision, PointCloudCost, PointCloudKernels, PointMetric};
 
 pub(crate) use shape::batch_of;
 
@@ -396,6 +396,23 @@ pub trait Backend<T: Real> {
         }
         *dst = self.upload(&d)?;
         Ok(())
+    }
+
+    /// A point-cloud cost prepared from two buffers of row-major points (`x`, `y` as
+    /// `layout` says), as [`Backend::prepare_cost`] of the [`PointCloudCost`] of the same
+    /// host arrays (the same checks and errors), with its [`PointCloudCost::max_cost`].
+    /// `x` and `y` are only read (they may be the caller's memory). The default goes
+    /// through the host.
+    fn prepare_cloud_buffer(
+        &self,
+        x: &Self::Buffer,
+        y: &Self::Buffer,
+        layout: CloudLayout,
+    ) -> Result<(Self::Cost, f64)> {
+        let (xh, yh) = (self.download(x)?, self.download(y)?);
+        let cost = layout.cost(&xh, &yh)?;
+        let max_cost = cost.max_cost();
+        Ok((self.prepare_cost(&cost.into())?, max_cost))
     }
 
     /// A dense cost prepared from a buffer (`[B×]n×m` row-major as `dims` says) with each

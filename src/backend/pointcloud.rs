@@ -347,23 +347,98 @@ impl<'a, T: Real> PointCloudCost<'a, T> {
     /// ```
     pub fn max_cost(&self) -> f64 {
         let d = self.dim();
-        let mut worst = 0.0f64;
-        for (xk, yk) in self.x.outer_iter().zip(self.y.outer_iter()) {
-            let mut lo = vec![f64::INFINITY; d];
-            let mut hi = vec![f64::NEG_INFINITY; d];
-            for row in xk.rows().into_iter().chain(yk.rows()) {
-                for (k, v) in row.iter().enumerate() {
-                    lo[k] = lo[k].min(v.f64());
-                    hi[k] = hi[k].max(v.f64());
+        let boxes = self
+            .x
+            .outer_iter()
+            .zip(self.y.outer_iter())
+            .map(|(xk, yk)| {
+                let mut lo = vec![f64::INFINITY; d];
+                let mut hi = vec![f64::NEG_INFINITY; d];
+                for row in xk.rows().into_iter().chain(yk.rows()) {
+                    for (k, v) in row.iter().enumerate() {
+                        lo[k] = lo[k].min(v.f64());
+                        hi[k] = hi[k].max(v.f64());
+                    }
                 }
+                lo.into_iter().zip(hi).collect::<Vec<_>>()
+            });
+        box_cost(self.metric, boxes)
+    }
+}
+
+/// The cost across the diagonal of the largest of bounding boxes given per pair as
+/// `[(min, max)]` per coordinate: `max_pairs (Σ_t (max_t − min_t)²)^{p/2}` (summed in `t`
+/// order, so that every backend's [`PointCloudCost::max_cost`] gives the same bits).
+pub(crate) fn box_cost(metric: PointMetric, boxes: impl Iterator<Item = Vec<(f64, f64)>>) -> f64 {
+    let worst = boxes.fold(0.0f64, |worst, b| {
+        let diam2: f64 = b.iter().map(|(a, b)| (b - a) * (b - a)).sum();
+        worst.max(diam2)
+    });
+    match metric {
+        PointMetric::SqEuclidean => worst,
+        PointMetric::Euclidean => worst.sqrt(),
+    }
+}
+
+/// Two clouds held in backend buffers ([`Backend::prepare_cloud_buffer`]): `x` `[B×]n×d`
+/// and `y` `[B×]m×d`, row-major, one pair per problem (`batch: Some(B)`) or one shared pair,
+/// with the cost's metric and cross-term precision (as [`PointCloudCost`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CloudLayout {
+    /// Points of `x` per pair.
+    pub n: usize,
+    /// Points of `y` per pair.
+    pub m: usize,
+    /// Coordinates per point.
+    pub d: usize,
+    /// `Some(B)`: `B` pairs, one per problem ([`PointCloudCost::batched`]); `None`: one pair.
+    pub batch: Option<usize>,
+    /// The ground cost.
+    pub metric: PointMetric,
+    /// How the CUDA backend forms `x·y` in f32 above 16 dimensions.
+    pub precision: CrossPrecision,
+}
+
+impl CloudLayout {
+    /// The number of pairs stored (`B`, or 1 for a shared pair).
+    pub fn pairs(&self) -> usize {
+        self.batch.unwrap_or(1)
+    }
+
+    /// The checks of [`PointCloudCost`]'s constructors that need no coordinate (the same
+    /// errors), and the buffers' lengths `x_len`, `y_len` against the layout.
+    pub fn check(&self, x_len: usize, y_len: usize) -> Result<()> {
+        if self.batch == Some(0) {
+            return Err(Error::Empty {
+                arg: "x".into(),
+                detail: "a batch of 0 point clouds".into(),
+            });
+        }
+        for (arg, rows) in [("x", self.n), ("y", self.m)] {
+            if rows == 0 || self.d == 0 {
+                return Err(Error::Empty {
+                    arg: arg.into(),
+                    detail: format!("a point cloud of {rows} points in dimension {}", self.d),
+                });
             }
-            let diam2: f64 = lo.iter().zip(&hi).map(|(a, b)| (b - a) * (b - a)).sum();
-            worst = worst.max(diam2);
         }
-        match self.metric {
-            PointMetric::SqEuclidean => worst,
-            PointMetric::Euclidean => worst.sqrt(),
-        }
+        let p = self.pairs();
+        super::check_buffer_len("x", x_len, p * self.n * self.d)?;
+        super::check_buffer_len("y", y_len, p * self.m * self.d)
+    }
+
+    /// The clouds of host slices laid out as this says, checked as by
+    /// [`PointCloudCost::batched_with_metric`] (or [`PointCloudCost::with_metric`]).
+    pub fn cost<'a, T: Real>(&self, x: &'a [T], y: &'a [T]) -> Result<PointCloudCost<'a, T>> {
+        self.check(x.len(), y.len())?;
+        let p = self.pairs();
+        let wrong = |arg: &str, e: ndarray::ShapeError| Error::shape(arg, e.to_string());
+        let xv = ArrayView3::from_shape((p, self.n, self.d), x).map_err(|e| wrong("x", e))?;
+        let yv = ArrayView3::from_shape((p, self.m, self.d), y).map_err(|e| wrong("y", e))?;
+        Ok(
+            PointCloudCost::checked(xv, yv, self.batch.is_some(), self.metric)?
+                .with_precision(self.precision),
+        )
     }
 }
 

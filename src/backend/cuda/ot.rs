@@ -84,6 +84,21 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
         self.buffer_where_empty(a, src, dst)
     }
 
+    fn prepare_cloud_buffer(
+        &self,
+        x: &CudaBuffer<T>,
+        y: &CudaBuffer<T>,
+        layout: crate::backend::CloudLayout,
+    ) -> Result<(CudaCost<T>, f64)> {
+        let (cloud, max_cost) = self.buffer_cloud(x, y, layout)?;
+        Ok((
+            CudaCost {
+                kind: CostKind::Cloud(cloud),
+            },
+            max_cost,
+        ))
+    }
+
     fn prepare_dense_buffer(
         &self,
         cost: &CudaBuffer<T>,

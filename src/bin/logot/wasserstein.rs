@@ -600,7 +600,7 @@ fn run_coupling<T: Real, B: Backend<T>>(backend: B, a: &CouplingArgs, outs: &mut
 
 /// `wasserstein --x --y` with `--grad-x/--grad-y`: envelope gradients of OT_ε with respect
 /// to the points (P applied on the fly), written as .npy.
-fn run_point_gradients<T: Real, B: PointCloudKernels<T>>(
+fn run_point_gradients<T: Real, B: PointCloudKernels<T> + logot::GradKernels<T>>(
     backend: B,
     a: &WassersteinArgs,
     outs: &mut Outputs,

@@ -22,8 +22,14 @@
 //!   - Plan-weighted row sums (transport cost, point gradients, `P·V` with at most 16
 //!     channels): one output per thread, the whole reduction per block.
 //! * At every `d`, the two clouds are centred on their common mean when the cost is
-//!   prepared (computed in f64 on the host; a translation changes no cost, and it keeps
-//!   `|x|² + |y|² − 2·x·y` from cancelling the digits of clouds far from the origin).
+//!   prepared, on the device from row-major points (host arrays uploaded as they are, or
+//!   the caller's buffers: [`CudaBackend::buffer_cloud`]): the mean per pair and coordinate
+//!   summed in f64 (`pc_coord_stats`, with the range and the non-finite count that the
+//!   input checks and the ε-scaling's largest cost need), the difference taken in f64 and
+//!   transposed to structure-of-arrays (`pc_centre_soa`), and the largest squared norms
+//!   (`pc_max_sqnorm`, f64) read back for [`CloudForm::choose`]. A translation changes no
+//!   cost, and it keeps `|x|² + |y|² − 2·x·y` from cancelling the digits of clouds far from
+//!   the origin.
 //! * `d > 16`, dot-product form: the squared norms are computed on the device
 //!   (`pc_sqnorms`); then
 //!   `c = max(|x|² + |y|² − 2·x·y, 0)` (its square root for [`PointMetric::Euclidean`]).
@@ -79,8 +85,10 @@ use super::tiled::TiledArgs;
 use super::tuning::CloudForm;
 use crate::backend::shape::{check_fg, check_sinkstep};
 use crate::backend::CrossPrecision;
-use crate::backend::{batch_of, CostDims, PointCloudCost, PointCloudKernels, PointMetric, Side};
-use crate::{Error, Real, Result};
+use crate::backend::{
+    batch_of, CloudLayout, CostDims, PointCloudCost, PointCloudKernels, PointMetric, Side,
+};
+use crate::{Error, Result};
 use cudarc::driver::CudaSlice;
 
 mod rows;
@@ -195,41 +203,6 @@ impl<T: CudaReal> CudaCloud<T> {
     }
 }
 
-/// Both clouds as structure-of-arrays, each coordinate less the mean of that coordinate
-/// over the `n + m` points of both (in f64). A common translation leaves every cost and
-/// displacement unchanged, and keeps `|x|² + |y|² − 2·x·y` from cancelling more than the
-/// spread of the clouds requires: clouds far from the origin compared with their size would
-/// otherwise lose the digits of `|x − y|²` to those of `|x|²`.
-fn centred_soa<T: Real>(
-    x: ndarray::ArrayView2<'_, T>,
-    y: ndarray::ArrayView2<'_, T>,
-) -> (Vec<T>, Vec<T>) {
-    let total = (x.nrows() + y.nrows()) as f64;
-    let mut xs = Vec::with_capacity(x.len());
-    let mut ys = Vec::with_capacity(y.len());
-    for (cx, cy) in x.columns().into_iter().zip(y.columns()) {
-        let mean = (cx.iter().map(|v| v.f64()).sum::<f64>()
-            + cy.iter().map(|v| v.f64()).sum::<f64>())
-            / total;
-        xs.extend(cx.iter().map(|v| T::of(v.f64() - mean)));
-        ys.extend(cy.iter().map(|v| T::of(v.f64() - mean)));
-    }
-    (xs, ys)
-}
-
-/// The largest squared norm of the `len` points of a structure-of-arrays cloud (f64).
-fn max_sq_norm<T: Real>(pts: &[T], len: usize) -> f64 {
-    let mut n2 = vec![0.0f64; len];
-    if len > 0 {
-        for col in pts.chunks(len) {
-            for (a, v) in n2.iter_mut().zip(col) {
-                *a += v.f64() * v.f64();
-            }
-        }
-    }
-    n2.into_iter().fold(0.0, f64::max)
-}
-
 /// Kernel family for dimension `d`: (base name, compiled maximum dimension), or `None`
 /// above `PC_DMAX` (the any-d kernels).
 fn by_dim(prefix: &str, d: usize, exact3: bool) -> Option<(String, usize)> {
@@ -242,13 +215,121 @@ fn by_dim(prefix: &str, d: usize, exact3: bool) -> Option<(String, usize)> {
 }
 
 impl CudaBackend {
-    /// Upload two clouds (the cost itself is never formed).
+    /// Upload two clouds (the cost itself is never formed): their points row-major, then
+    /// the steps of [`CudaBackend::buffer_cloud`] on the device.
     pub(super) fn upload_cloud<T: CudaReal>(
         &self,
         p: &PointCloudCost<'_, T>,
     ) -> Result<CudaCloud<T>> {
-        let (n, m, d) = (p.n(), p.m(), p.dim());
-        let pairs = p.x().dim().0;
+        let layout = CloudLayout {
+            n: p.n(),
+            m: p.m(),
+            d: p.dim(),
+            batch: p.batch(),
+            metric: p.metric(),
+            precision: p.precision(),
+        };
+        let xs: Vec<T> = p.x().iter().copied().collect();
+        let ys: Vec<T> = p.y().iter().copied().collect();
+        let x = self.upload_slice(&xs, "the points x")?;
+        let y = self.upload_slice(&ys, "the points y")?;
+        // (Checked finite by PointCloudCost's constructors.)
+        let (_, mean) = self.cloud_coord_stats(&x, &y, layout)?;
+        self.centred_cloud(&x, &y, &mean, layout)
+    }
+
+    /// A point-cloud cost from two buffers of row-major points (the caller's memory: only
+    /// read), checked as [`PointCloudCost`]'s constructors check host arrays (the same
+    /// errors; the buffers are downloaded only when one must name a non-finite entry), and
+    /// its [`PointCloudCost::max_cost`]. Per pair and coordinate, one reduction gives the
+    /// sum (f64), the range and the non-finite count (`4·B·d` numbers read back, with the
+    /// mean left on the device); then as [`CudaBackend::upload_cloud`].
+    pub(super) fn buffer_cloud<T: CudaReal>(
+        &self,
+        x: &CudaBuffer<T>,
+        y: &CudaBuffer<T>,
+        layout: CloudLayout,
+    ) -> Result<(CudaCloud<T>, f64)> {
+        layout.check(x.len, y.len)?;
+        let (stats, mean) = self.cloud_coord_stats(&x.data, &y.data, layout)?;
+        if stats.chunks(4).any(|s| s[3] > 0.0) {
+            let (xh, yh) = (
+                self.download_slice(&x.data, x.len, "the points x")?,
+                self.download_slice(&y.data, y.len, "the points y")?,
+            );
+            layout.cost(&xh, &yh)?;
+            return Err(Error::Numerical(
+                "a non-finite coordinate on the device was not found on the host".into(),
+            ));
+        }
+        let d = layout.d;
+        let boxes = stats
+            .chunks(4 * d)
+            .map(|pair| pair.chunks(4).map(|s| (s[1], s[2])).collect::<Vec<_>>());
+        let max_cost = crate::backend::pointcloud::box_cost(layout.metric, boxes);
+        Ok((
+            self.centred_cloud(&x.data, &y.data, &mean, layout)?,
+            max_cost,
+        ))
+    }
+
+    /// Per pair `b` and coordinate `t` of row-major clouds, over the `n + m` points of the
+    /// pair (`pc_coord_stats`): `(Σ, min, max, non-finite count)` read back (`4·B·d` f64),
+    /// and the means `Σ/(n + m)` (`B·d`, f64) left on the device.
+    fn cloud_coord_stats<T: CudaReal>(
+        &self,
+        x: &CudaSlice<T>,
+        y: &CudaSlice<T>,
+        layout: CloudLayout,
+    ) -> Result<(Vec<f64>, CudaSlice<f64>)> {
+        let (n, m, d, pairs) = (layout.n, layout.m, layout.d, layout.pairs());
+        let grid = (
+            u32::try_from(to_i32(d, "x")?).unwrap_or(u32::MAX),
+            u32::try_from(pairs)
+                .ok()
+                .filter(|&p| p <= 65535)
+                .ok_or_else(|| {
+                    Error::shape("x", format!("{pairs} pairs of clouds are too many"))
+                })?,
+            1,
+        );
+        let stats = self.alloc_f64(4 * pairs * d, "the clouds' coordinate statistics")?;
+        let mean = self.alloc_f64(pairs * d, "the clouds' means")?;
+        // SAFETY: pc_coord_stats(x, y, out, mean, n, m, d): block (t, b) reads coordinate t
+        // of the n points of x[b] and the m of y[b] (pairs·n·d and pairs·m·d entries), writes
+        // out[4(b·d + t) .. + 4) and mean[b·d + t].
+        unsafe {
+            self.launch(
+                &kernel_name::<T>("pc_coord_stats"),
+                Launch::new(grid, (256, 1, 1)),
+                (
+                    self.ptr(x),
+                    self.ptr(y),
+                    self.ptr(&stats),
+                    self.ptr(&mean),
+                    to_i32(n, "x")?,
+                    to_i32(m, "y")?,
+                    to_i32(d, "x")?,
+                ),
+            )
+        }?;
+        let host =
+            self.download_slice(&stats, 4 * pairs * d, "the clouds' coordinate statistics")?;
+        Ok((host, mean))
+    }
+
+    /// The prepared cloud of row-major `x`, `y` less their per-pair means `mean` (`B×d`,
+    /// f64): centred and transposed to structure-of-arrays (`pc_centre_soa`), the largest
+    /// squared norms read back (`pc_max_sqnorm`, `2·B` numbers), the norms (`d > PC_DMAX`)
+    /// and the tensor-core operands (where [`CrossKernel::of`] picks one).
+    fn centred_cloud<T: CudaReal>(
+        &self,
+        x_rows: &CudaSlice<T>,
+        y_rows: &CudaSlice<T>,
+        mean: &CudaSlice<f64>,
+        layout: CloudLayout,
+    ) -> Result<CudaCloud<T>> {
+        let (n, m, d, pairs) = (layout.n, layout.m, layout.d, layout.pairs());
         to_i32(n, "x")?;
         to_i32(m, "y")?;
         to_i32(d, "x")?;
@@ -256,20 +337,23 @@ impl CudaBackend {
         let any_d = d > PC_DMAX;
         // Centred at every d (each pair on its own mean): the any-d kernels and the small-d
         // norm form need it, and it changes no cost.
-        let (mut xs, mut ys) = (
-            Vec::with_capacity(p.x().len()),
-            Vec::with_capacity(p.y().len()),
-        );
-        let mut sq_radii = (0.0f64, 0.0f64);
-        for (xk, yk) in p.x().outer_iter().zip(p.y().outer_iter()) {
-            let (a, b) = centred_soa(xk, yk);
-            sq_radii.0 = sq_radii.0.max(max_sq_norm(&a, n));
-            sq_radii.1 = sq_radii.1.max(max_sq_norm(&b, m));
-            xs.extend(a);
-            ys.extend(b);
-        }
-        let x = self.upload_slice(&xs, "the points x")?;
-        let y = self.upload_slice(&ys, "the points y")?;
+        let x = self.centre_soa(x_rows, mean, n, d, pairs, "the points x")?;
+        let y = self.centre_soa(y_rows, mean, m, d, pairs, "the points y")?;
+        let radius = |pts: &CudaSlice<T>, len: usize| -> Result<f64> {
+            let out = self.alloc_f64(pairs, "the clouds' radii")?;
+            // SAFETY: pc_max_sqnorm(pts, out, len, d): block b reads the len·d coordinates
+            // of cloud b (pairs·len·d in all) and writes out[b].
+            unsafe {
+                self.launch(
+                    &kernel_name::<T>("pc_max_sqnorm"),
+                    Launch::linear(pairs as u32, 256),
+                    (self.ptr(pts), self.ptr(&out), len as i32, d as i32),
+                )
+            }?;
+            let host = self.download_slice(&out, pairs, "the clouds' radii")?;
+            Ok(host.into_iter().fold(0.0, f64::max))
+        };
+        let sq_radii = (radius(&x, n)?, radius(&y, m)?);
         let norms = if any_d {
             Some((
                 self.cloud_sqnorms(&x, n, d, pairs, "the norms of x")?,
@@ -278,7 +362,7 @@ impl CudaBackend {
         } else {
             None
         };
-        let tc = match CrossKernel::of(p.precision(), T::PRECISION, d) {
+        let tc = match CrossKernel::of(layout.precision, T::PRECISION, d) {
             CrossKernel::Fma => None,
             kernel => {
                 let dp = d.div_ceil(PC_TC_DC) * PC_TC_DC;
@@ -295,14 +379,47 @@ impl CudaBackend {
             n,
             m,
             d,
-            batch: p.batch().map(|_| pairs as u32),
-            root: p.metric() == PointMetric::Euclidean,
+            batch: layout.batch.map(|_| pairs as u32),
+            root: layout.metric == PointMetric::Euclidean,
             x,
             y,
             norms,
             tc,
             sq_radii,
         })
+    }
+
+    /// `pairs` row-major clouds of `len` points less their pair's mean, structure-of-arrays
+    /// (`pc_centre_soa`).
+    fn centre_soa<T: CudaReal>(
+        &self,
+        rows: &CudaSlice<T>,
+        mean: &CudaSlice<f64>,
+        len: usize,
+        d: usize,
+        pairs: usize,
+        what: &str,
+    ) -> Result<CudaSlice<T>> {
+        let total = len * d * pairs;
+        let out = self.alloc::<T>(total, what)?;
+        let blocks = self.stride_blocks(total, 256, 8);
+        // SAFETY: pc_centre_soa(pts, mean, out, len, d, B) reads B·len·d points and B·d
+        // means, writes B·len·d coordinates.
+        unsafe {
+            self.launch(
+                &kernel_name::<T>("pc_centre_soa"),
+                Launch::linear(blocks, 256),
+                (
+                    self.ptr(rows),
+                    self.ptr(mean),
+                    self.ptr(&out),
+                    len as i32,
+                    d as i32,
+                    pairs as i32,
+                ),
+            )
+        }?;
+        Ok(out)
     }
 
     /// How a half-step at `eps` on this point-cloud cost forms its exponents (`None` for
