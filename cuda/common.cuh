@@ -97,6 +97,29 @@ __device__ __forceinline__ double block_sum(double v, double *scratch32) {
   return v;
 }
 
+// The block's minimum and maximum of (lo, hi), valid in thread 0 (others: their warp's);
+// `lo_s`, `hi_s`: 32 doubles each of shared memory. Ends with the block synchronised
+// once (call before reusing the scratch).
+__device__ __forceinline__ void block_min_max(double &lo, double &hi, double *lo_s,
+                                              double *hi_s) {
+  for (int off = 16; off > 0; off >>= 1) {
+    lo = fmin(lo, __shfl_xor_sync(0xffffffffu, lo, off));
+    hi = fmax(hi, __shfl_xor_sync(0xffffffffu, hi, off));
+  }
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+  if (lane == 0) {
+    lo_s[warp] = lo;
+    hi_s[warp] = hi;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < nw; ++w) {
+      lo = fmin(lo, lo_s[w]);
+      hi = fmax(hi, hi_s[w]);
+    }
+  }
+}
+
 // Thread-block clusters (sm_90). Without a cluster launch a CTA is a cluster of one.
 __device__ __forceinline__ void cluster_barrier() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n"

@@ -1096,22 +1096,7 @@ __device__ __forceinline__ void row_stats(const T *__restrict__ x, double *__res
     bad += isfinite(v) ? 0.0 : 1.0;
     neg += v < 0.0 ? 1.0 : 0.0;
   }
-  for (int off = 16; off > 0; off >>= 1) {
-    lo = fmin(lo, __shfl_xor_sync(0xffffffffu, lo, off));
-    hi = fmax(hi, __shfl_xor_sync(0xffffffffu, hi, off));
-  }
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
-  if (lane == 0) {
-    lo_s[warp] = lo;
-    hi_s[warp] = hi;
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < nw; ++w) {
-      lo = fmin(lo, lo_s[w]);
-      hi = fmax(hi, hi_s[w]);
-    }
-  }
+  block_min_max(lo, hi, lo_s, hi_s);
   sum = block_sum(sum, scratch);
   __syncthreads();
   bad = block_sum(bad, scratch);
