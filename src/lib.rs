@@ -83,8 +83,9 @@ pub use grad::{
     GradCheckOptions, OtGradients,
 };
 pub use pointcloud::{
-    sinkhorn_divergence, wasserstein_points, DivergenceConvention, PointBufferSolution,
-    PointGradients, PointTransportGradients, SinkhornDivergence,
+    sinkhorn_divergence, wasserstein_points, DivergenceBufferSolution, DivergenceConvention,
+    PointBufferSolution, PointGradients, PointTransportGradients, PreparedDivergence,
+    SinkhornDivergence,
 };
 pub use progress::{HistoryEntry, Observer, Progress};
 pub use real::Real;

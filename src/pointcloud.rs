@@ -71,7 +71,7 @@
 //! GeomLoss's.
 
 use crate::backend::{
-    grad::GradKernels, Backend, CostSource, PointCloudCost, PointCloudKernels, Side,
+    grad::GradKernels, Backend, CloudLayout, CostSource, PointCloudCost, PointCloudKernels, Side,
 };
 use crate::grad::ot::{solve_adjoint_with, PlanMatvec};
 use crate::grad::{CgParams, CgReport};
@@ -231,66 +231,66 @@ fn row<T>(a: &[T], k: usize, len: usize) -> ArrayView1<'_, T> {
     ArrayView1::from(&a[k * len..(k + 1) * len])
 }
 
-/// `Σ_k w_k·p_k` over `w_k > 0` (zero-mass bins carry `p = −∞`), in f64.
-fn weighted_sum<T: Real>(p: ArrayView1<'_, T>, w: ArrayView1<'_, T>) -> f64 {
-    p.iter()
-        .zip(w)
-        .filter(|(_, &w)| w > T::zero())
-        .map(|(p, w)| p.f64() * w.f64())
-        .sum()
-}
-
 fn array3<T>(shape: (usize, usize, usize), v: Vec<T>) -> Result<Array3<T>> {
     Array3::from_shape_vec(shape, v).map_err(|e| Error::Numerical(e.to_string()))
 }
 
-/// `OT_ε(μ, μ)` on one cloud and its gradient with respect to the points, by the
-/// symmetric fixed-point iteration `f ← ½(f + T(f))`, `T(f)_i = ε log μ_i − ε LSE_j((f_j −
-/// C_ij)/ε)` (GeomLoss's debiasing solver). The problem is symmetric, so its potentials are
-/// equal, `f = g`; alternating Sinkhorn updates would also drift along the nearly neutral
-/// direction `f − g` (slow when the plan is close to diagonal), which the averaged
+/// `Σ_k w[b,k]·p[b,k]` of each of `batch` problems over the bins of positive weight
+/// (zero-mass bins carry −∞ potentials), on the backend: `B` numbers come back.
+fn support_dot<T: Real, Bk: GradKernels<T>>(
+    be: &Bk,
+    batch: usize,
+    w: &Bk::Buffer,
+    p: &Bk::Buffer,
+) -> Result<Vec<f64>> {
+    let zeros = be.filled(be.len(p), T::zero())?;
+    let mut q = be.filled(be.len(p), T::zero())?;
+    be.offset_rows(p, &[], &mut q)?;
+    be.where_empty(w, &zeros, &mut q)?;
+    be.batched_dot(batch, w, &q)
+}
+
+/// `OT_ε(μ_b, μ_b)` of each cloud of a batch and its gradient with respect to the points, by
+/// the symmetric fixed-point iteration `f ← ½(f + T(f))`, `T(f)_i = ε log μ_i − ε LSE_j((f_j
+/// − C_ij)/ε)` (GeomLoss's debiasing solver). The problem is symmetric, so its potentials
+/// are equal, `f = g`; alternating Sinkhorn updates would also drift along the nearly
+/// neutral direction `f − g` (slow when the plan is close to diagonal), which the averaged
 /// iteration never leaves.
-struct SelfTransport<T> {
-    /// `OT_ε(μ, μ)`.
-    value: T,
-    /// `⟨P, C⟩` of the symmetric plan (balanced only: the linear convention is not
+struct SelfTransport<Buf> {
+    /// `OT_ε(μ_b, μ_b)` of each problem (rounded to the precision).
+    value: Vec<f64>,
+    /// `⟨P_b, C_b⟩` of each symmetric plan (balanced only: the linear convention is not
     /// defined for unbalanced divergences).
-    linear: Option<T>,
-    /// `∂OT_ε(μ, μ)/∂X`, when asked for.
-    grad: Option<Array2<T>>,
+    linear: Option<Vec<f64>>,
+    /// `½ ∂OT_ε(μ_b, μ_b)/∂X_b` (`B×n×d`), when asked for: `P` is symmetric (`C` is, bit for
+    /// bit, and both potentials are `f`), so `x_i`'s gradient is twice the row side's.
+    half_grad: Option<Buf>,
     convergence: Convergence,
 }
 
+/// The self-transport terms of a batch on the prepared cost `x × x` with the weights `μ`
+/// (`B×n`), their logarithms and masses `Σμ_b` (see [`SelfTransport`]).
 fn self_transport<T: Real, Bk: PointCloudKernels<T> + GradKernels<T>>(
     solver: &Solver<Bk>,
-    cloud: PointCloudCost<'_, T>,
-    mu: ArrayView1<'_, T>,
+    cost: &Bk::Cost,
+    (weights, log_w): (&Bk::Buffer, &Bk::Buffer),
+    masses: &[f64],
     with_grad: bool,
     rho: Option<f64>,
-) -> Result<SelfTransport<T>> {
+) -> Result<SelfTransport<Bk::Buffer>> {
     let p = solver.params();
-    p.validate()?;
-    if p.warm_start.is_some() {
-        return Err(Error::parameter(
-            "warm_start",
-            "set",
-            "the Sinkhorn divergence starts its three problems from zero potentials",
-        ));
-    }
     let be = solver.backend();
-    let (n, d) = (cloud.n(), cloud.dim());
-    let cost = be.prepare_cost(&cloud.into())?;
-    let host: Vec<T> = mu.iter().copied().collect();
-    let weights = be.upload(&host)?;
-    let log_mu = be.ln(&weights)?;
-    let mut f = be.start_potential(&weights)?;
-    let mut t = be.filled(n, T::zero())?;
-    let halves = be.filled(n, T::of(0.5))?;
+    let batch = masses.len();
+    let len = be.len(weights);
+    let n = len / batch.max(1);
+    let mut f = be.start_potential(weights)?;
+    let mut t = be.filled(len, T::zero())?;
+    let halves = be.filled(len, T::of(0.5))?;
     // f ← ½(f + T(f)) with the balanced half-step T(f) in `t` (relaxed first when
     // unbalanced, at the stage's ε); leaves the average in `f`.
     let step = |f: &mut Bk::Buffer, t: &mut Bk::Buffer, e: f64| -> Result<()> {
         if let Some(rho) = rho {
-            relax_side(be, t, &log_mu, e, rho)?;
+            relax_side(be, t, log_w, e, rho)?;
         }
         be.batched_axpy(&[1.0], f, t)?;
         be.hadamard(&halves, t, T::zero(), f)
@@ -299,7 +299,7 @@ fn self_transport<T: Real, Bk: PointCloudKernels<T> + GradKernels<T>>(
     if let Some(s) = &p.eps_scaling {
         for e in s.stages_within(p.eps, p.max_iters) {
             for _ in 0..s.iters_per_stage {
-                be.sinkstep(&cost, Side::Row, T::of(e), &f, &log_mu, &mut t)?;
+                be.sinkstep(cost, Side::Row, T::of(e), &f, log_w, &mut t)?;
                 step(&mut f, &mut t, e)?;
                 iterations += 1;
             }
@@ -308,109 +308,222 @@ fn self_transport<T: Real, Bk: PointCloudKernels<T> + GradKernels<T>>(
     let eps = T::of(p.eps);
     let asked = p.tol.unwrap_or(T::DEFAULT_TOL);
     let tol = if asked > 0.0 { asked } else { T::DEFAULT_TOL };
-    let mass_mu: f64 = host.iter().map(|v| v.f64()).sum();
-    // The violation of the optimality condition of the plan exp((f ⊕ f − C)/ε), from f and
+    // The violation of the optimality condition of each plan exp((f ⊕ f − C)/ε), from f and
     // its balanced half-step: ‖P·1 − μ‖₁ (P·1 = μ·exp((f − T(f))/ε)), or unbalanced the
     // residual of P·1 = μ·exp(−(f − ε log μ)/ρ) (RelaxedSide).
-    let violation = |f: &Bk::Buffer, t: &Bk::Buffer| -> Result<f64> {
+    let violation = |f: &Bk::Buffer, t: &Bk::Buffer| -> Result<Vec<f64>> {
         Ok(match rho {
-            None => be.marginal_error(1, &weights, f, t, eps)?[0].f64(),
-            Some(rho) => be.relaxed_sides(1, &weights, f, t, eps, rho)?[0].residual,
+            None => be
+                .marginal_error(batch, weights, f, t, eps)?
+                .iter()
+                .map(|v| v.f64())
+                .collect(),
+            Some(rho) => be
+                .relaxed_sides(batch, weights, f, t, eps, rho)?
+                .iter()
+                .map(|s| s.residual)
+                .collect(),
         })
     };
-    let mut met = None;
+    // The iteration at which each problem first met its tolerance; the batch stops when all
+    // have.
+    let mut met: Vec<Option<usize>> = vec![None; batch];
     for it in 0..p.max_iters - iterations {
-        be.sinkstep(&cost, Side::Row, eps, &f, &log_mu, &mut t)?;
-        if asked > 0.0 && it > 0 && it % p.check_every == 0 && violation(&f, &t)? <= tol * mass_mu {
-            met = Some(iterations);
-            break;
+        be.sinkstep(cost, Side::Row, eps, &f, log_w, &mut t)?;
+        if asked > 0.0 && it > 0 && it % p.check_every == 0 {
+            let v = violation(&f, &t)?;
+            for ((k, seen), &mass) in met.iter_mut().enumerate().zip(masses) {
+                if seen.is_none() && v[k] <= tol * mass {
+                    *seen = Some(iterations);
+                }
+            }
+            if met.iter().all(Option::is_some) {
+                break;
+            }
         }
         step(&mut f, &mut t, p.eps)?;
         iterations += 1;
     }
-    let (f, err, plan_mass, linear) = match rho {
+    let (f, errors, plan_mass, linear) = match rho {
         None => {
-            // The report of the plan exp((f ⊕ f − C)/ε) handed back (both marginals are μ;
-            // both potentials are f: a copy of n values, as Potentials owns its buffers).
+            // The report of the plans exp((f ⊕ f − C)/ε) handed back (both marginals are μ;
+            // both potentials are f: a device copy, as Potentials owns its buffers).
             let marginals = crate::backend::Marginals {
-                mu: &weights,
-                nu: &weights,
-                log_mu: &log_mu,
-                log_nu: &log_mu,
+                mu: weights,
+                nu: weights,
+                log_mu: log_w,
+                log_nu: log_w,
             };
-            let pot = crate::backend::Potentials {
-                g: be.upload(&be.download(&f)?)?,
-                f,
-            };
-            let report = be.plan_report(&cost, &pot, &marginals, eps)?[0];
-            let err = report.row_error.max(report.col_error);
-            (pot.f, err, report.mass, Some(T::of(report.cost)))
+            let mut g = be.filled(len, T::zero())?;
+            be.offset_rows(&f, &[], &mut g)?;
+            let pot = crate::backend::Potentials { f, g };
+            let reports = be.plan_report(cost, &pot, &marginals, eps)?;
+            (
+                pot.f,
+                reports
+                    .iter()
+                    .map(|r| r.row_error.max(r.col_error))
+                    .collect::<Vec<_>>(),
+                reports.iter().map(|r| r.mass).collect::<Vec<_>>(),
+                Some(
+                    reports
+                        .iter()
+                        .map(|r| T::of(r.cost).f64())
+                        .collect::<Vec<_>>(),
+                ),
+            )
         }
         Some(rho) => {
             // Unbalanced: the residual of the optimality condition (both sides are the same).
-            be.sinkstep(&cost, Side::Row, eps, &f, &log_mu, &mut t)?;
-            let side = be.relaxed_sides(1, &weights, &f, &t, eps, rho)?[0];
-            (f, side.residual, Some(side.mass), None)
+            be.sinkstep(cost, Side::Row, eps, &f, log_w, &mut t)?;
+            let sides = be.relaxed_sides(batch, weights, &f, &t, eps, rho)?;
+            (
+                f,
+                sides.iter().map(|s| s.residual).collect(),
+                sides.iter().map(|s| Some(s.mass)).collect(),
+                None,
+            )
         }
     };
-    if err.is_nan() {
+    let of_problem = |k: usize| {
+        if batch > 1 {
+            format!(" of problem {k}")
+        } else {
+            String::new()
+        }
+    };
+    if let Some(k) = errors.iter().position(|e| e.is_nan()) {
         return Err(Error::Numerical(format!(
-            "the marginal error of OT_ε(μ, μ) is NaN (eps = {} may be too small for {})",
+            "the marginal error of OT_ε(μ, μ){} is NaN (eps = {} may be too small for {})",
+            of_problem(k),
             p.eps,
             T::NAME
         )));
     }
-    let converged = err <= tol * mass_mu;
-    let convergence = Convergence::of_problems(
-        iterations,
-        tol,
-        vec![crate::sinkhorn::ProblemReport {
-            marginal_error: err,
-            converged,
-            iterations: met.filter(|_| converged).unwrap_or(iterations),
-        }],
-    );
-    // P is symmetric (C is, bit for bit, and both potentials are f): x_i's gradient is
-    // twice the row side's.
-    let (mass, grad) = if with_grad {
-        let (mass, grad) = be.point_gradient(&cost, Side::Row, &f, &f, eps)?;
-        let mass: f64 = be.download(&mass)?.iter().map(|v| v.f64()).sum();
+    let reports = errors
+        .iter()
+        .zip(masses)
+        .zip(&met)
+        .map(|((&err, &mass), &seen)| {
+            let converged = err <= tol * mass;
+            crate::sinkhorn::ProblemReport {
+                marginal_error: err,
+                converged,
+                iterations: seen.filter(|_| converged).unwrap_or(iterations),
+            }
+        })
+        .collect();
+    let convergence = Convergence::of_problems(iterations, tol, reports);
+    let (mass, half_grad): (Vec<f64>, _) = if with_grad {
+        let (mass, grad) = be.point_gradient(cost, Side::Row, &f, &f, eps)?;
+        let mass = be.row_stats(&mass, batch)?.iter().map(|s| s.sum).collect();
         (mass, Some(grad))
     } else {
-        (plan_mass.unwrap_or(mass_mu), None)
+        let mass = plan_mass
+            .iter()
+            .zip(masses)
+            .map(|(p, &m)| p.unwrap_or(m))
+            .collect();
+        (mass, None)
     };
-    let fh = be.download(&f)?;
-    let value = match rho {
-        None => 2.0 * weighted_sum(ArrayView1::from(&fh), mu) - p.eps * mass,
+    let value: Vec<f64> = match rho {
+        None => {
+            let fw = support_dot(be, batch, weights, &f)?;
+            (0..batch)
+                .map(|k| T::of(2.0 * fw[k] - p.eps * mass[k]).f64())
+                .collect()
+        }
         // D(μ, μ) = 2 Σ μ ψ_ρ(f − ε log μ) − ε (Σ P − (Σμ)²).
         Some(rho) => {
-            let sum_psi = dual_side(&host, &fh, &vec![0.0; n], None, 0.0, p.eps, rho).0;
-            2.0 * sum_psi - p.eps * (mass - mass_mu * mass_mu)
+            let (fh, wh) = (be.download(&f)?, be.download(weights)?);
+            let zeros = vec![0.0; n];
+            (0..batch)
+                .map(|k| {
+                    let (w, fk) = (&wh[k * n..(k + 1) * n], &fh[k * n..(k + 1) * n]);
+                    let sum_psi = dual_side(w, fk, &zeros, None, 0.0, p.eps, rho).0;
+                    T::of(2.0 * sum_psi - p.eps * (mass[k] - masses[k] * masses[k])).f64()
+                })
+                .collect()
         }
     };
-    if !value.is_finite() {
+    if let Some(k) = value.iter().position(|v| !v.is_finite()) {
         return Err(Error::Numerical(format!(
-            "OT_ε(μ, μ) is {value} (eps = {} may be too small for {})",
+            "OT_ε(μ, μ){} is {} (eps = {} may be too small for {})",
+            of_problem(k),
+            value[k],
             p.eps,
             T::NAME
         )));
     }
-    let grad = match grad {
-        Some(g) => Some(
-            Array2::from_shape_vec(
-                (n, d),
-                be.download(&g)?.into_iter().map(|v| v + v).collect(),
-            )
-            .map_err(|e| Error::Numerical(e.to_string()))?,
-        ),
-        None => None,
-    };
     Ok(SelfTransport {
-        value: T::of(value),
+        value,
         linear,
-        grad,
+        half_grad,
         convergence,
     })
+}
+
+/// The three problems of a batch of Sinkhorn divergences prepared on the backend
+/// ([`Solver::prepare_divergence_buffers`]): `(μ, ν)` on `x × y`, and the self-transport
+/// costs `x × x` and `y × y` (the same metric and precision).
+pub struct PreparedDivergence<T: Real, B: Backend<T>> {
+    xy: Prepared<T, B>,
+    xx: B::Cost,
+    yy: B::Cost,
+    /// Coordinates per point.
+    d: usize,
+}
+
+impl<T: Real, B: Backend<T>> PreparedDivergence<T, B> {
+    /// Number of problems, points of `x` and points of `y`.
+    pub fn dims(&self) -> (usize, usize, usize) {
+        self.xy.dims()
+    }
+    /// The largest cost between `x` and `y` (the start of [`EpsScaling::from_max_cost`]).
+    pub fn max_cost(&self) -> f64 {
+        self.xy.max_cost()
+    }
+}
+
+impl<T: Real, B: Backend<T>> std::fmt::Debug for PreparedDivergence<T, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (batch, n, m) = self.dims();
+        write!(
+            f,
+            "PreparedDivergence {{ batch: {batch}, n: {n}, m: {m}, d: {} }}",
+            self.d
+        )
+    }
+}
+
+/// A batch of Sinkhorn divergences whose point gradients went into the caller's buffers
+/// ([`Solver::sinkhorn_divergence_into`]).
+#[derive(Clone, Debug)]
+pub struct DivergenceBufferSolution {
+    /// `S_ε` of each problem (rounded to the precision).
+    pub value: Vec<f64>,
+    /// `OT_ε(μ, ν)`, `OT_ε(μ, μ)`, `OT_ε(ν, ν)` of each problem.
+    pub terms: Vec<[f64; 3]>,
+    /// How the three solves of the batch ended (in the order of `terms`).
+    pub convergence: [Convergence; 3],
+}
+
+/// What [`Solver::sinkhorn_divergence`] and [`Solver::sinkhorn_divergence_into`] compute
+/// on the backend.
+struct DivergenceParts<Buf> {
+    value: Vec<f64>,
+    terms: Vec<[f64; 3]>,
+    /// `∂S_ε/∂X` and `∂S_ε/∂Y` ([`DivergenceConvention::Objective`]).
+    grad: Option<(Buf, Buf)>,
+    convergence: [Convergence; 3],
+}
+
+/// Problem `k`'s part of a batch's report (the report itself for one problem).
+fn problem_convergence(c: &Convergence, k: usize) -> Convergence {
+    if c.problems.len() == 1 {
+        return c.clone();
+    }
+    Convergence::of_problems(c.iterations, c.tol, vec![c.problems[k]])
 }
 
 /// The reach `ρ` of an unbalanced Sinkhorn divergence (`None`: balanced): one penalty on
@@ -567,15 +680,9 @@ impl<Bk> Solver<Bk> {
         let total: Vec<f64> = be.row_stats(&mass, batch)?.iter().map(|s| s.sum).collect();
         let value: Vec<f64> = match self.params().unbalanced() {
             None => {
-                let on_support = |w: &Bk::Buffer, p: &Bk::Buffer| -> Result<Vec<f64>> {
-                    let mut q = be.filled(be.len(p), T::zero())?;
-                    be.offset_rows(p, &[], &mut q)?;
-                    be.where_empty(w, &be.filled(be.len(p), T::zero())?, &mut q)?;
-                    be.batched_dot(batch, w, &q)
-                };
                 let (fa, gb) = (
-                    on_support(prepared.mu(), &f)?,
-                    on_support(prepared.nu(), &g)?,
+                    support_dot(be, batch, prepared.mu(), &f)?,
+                    support_dot(be, batch, prepared.nu(), &g)?,
                 );
                 (0..batch)
                     .map(|k| T::of(fa[k] + gb[k] - eps * total[k]).f64())
@@ -775,11 +882,9 @@ impl<Bk> Solver<Bk> {
                 ),
             ));
         }
-        let (x, y, metric, precision) = (
+        let (x, y) = (
             clouds.x().index_axis_move(Axis(0), 0),
             clouds.y().index_axis_move(Axis(0), 0),
-            clouds.metric(),
-            clouds.precision(),
         );
         let (a2, b2) = (mu.insert_axis(Axis(0)), nu.insert_axis(Axis(0)));
         let mass_a = check_histograms("mu", &a2)?;
@@ -799,61 +904,9 @@ impl<Bk> Solver<Bk> {
         if rho.is_none() {
             check_equal_mass::<T>(&mass_a, &mass_b)?;
         }
-        let xx = PointCloudCost::with_metric(x, x, metric)?.with_precision(precision);
-        let yy = PointCloudCost::with_metric(y, y, metric)?.with_precision(precision);
-        let objective = convention == DivergenceConvention::Objective;
-        let problem = Problem::batch(a2.reborrow(), b2.reborrow(), clouds.reborrow())?;
-        let s_xx = self_transport(self, xx, mu, objective, rho)?;
-        let s_yy = self_transport(self, yy, nu, objective, rho)?;
-        let combine = |own: &Array3<T>, half: &Option<Array2<T>>| -> Option<Array2<T>> {
-            let half = half.as_ref()?;
-            let mut out = own.index_axis(Axis(0), 0).to_owned();
-            ndarray::Zip::from(&mut out)
-                .and(half)
-                .for_each(|o, &h| *o = T::of(o.f64() - 0.5 * h.f64()));
-            Some(out)
-        };
-        let (terms, grad_x, grad_y, convergence) = if objective {
-            let g_xy = self.point_gradients(&problem)?;
-            (
-                [g_xy.value[0], s_xx.value, s_yy.value],
-                combine(&g_xy.x, &s_xx.grad),
-                combine(&g_xy.y, &s_yy.grad),
-                g_xy.result.convergence,
-            )
-        } else {
-            let r = self.solve(&problem)?;
-            // (divergence_reach refuses the linear convention of unbalanced problems.)
-            let linear = |s: &SelfTransport<T>| {
-                s.linear.ok_or_else(|| {
-                    Error::parameter("convention", "Linear", "needs balanced self-terms")
-                })
-            };
-            (
-                [r.distance[0], linear(&s_xx)?, linear(&s_yy)?],
-                None,
-                None,
-                r.convergence,
-            )
-        };
-        // Unbalanced: the masses' term (ε/2)(Σμ − Σν)² that makes S_ε(μ, μ) = 0 exact
-        // (module docs); it is 0 when the masses are equal.
-        let masses = match rho {
-            None => 0.0,
-            Some(_) => {
-                let (ma, mb) = (mass_a[0], mass_b[0]);
-                0.5 * self.params().eps * (ma - mb) * (ma - mb)
-            }
-        };
-        let value = T::of(terms[0].f64() - 0.5 * (terms[1].f64() + terms[2].f64()) + masses);
-        Ok(SinkhornDivergence {
-            value,
-            grad_x,
-            grad_y,
-            terms,
-            convention,
-            convergence: [convergence, s_xx.convergence, s_yy.convergence],
-        })
+        let problem = Problem::batch(a2.reborrow(), b2.reborrow(), clouds.clone().reborrow())?;
+        let mut s = self.divergences(&problem, &clouds, convention)?;
+        Ok(s.remove(0))
     }
 
     /// The Sinkhorn divergences of a batch: problem `k` is
@@ -898,9 +951,250 @@ impl<Bk> Solver<Bk> {
                 format!("batch of {} problems but mu has {b}", nu.nrows()),
             ));
         }
-        (0..b)
-            .map(|k| self.sinkhorn_divergence(mu.row(k), nu.row(k), clouds.problem(k), convention))
+        let problem = Problem::batch(mu, nu, clouds.clone().reborrow())?;
+        self.divergences(&problem, &clouds, convention)
+    }
+
+    /// The divergences of a batch on the host's clouds: the three problems prepared (as
+    /// [`Solver::prepare_divergence_buffers`] does from backend buffers), then
+    /// [`Solver::divergence_parts`].
+    fn divergences<T: Real>(
+        &self,
+        problem: &Problem<'_, T>,
+        clouds: &PointCloudCost<'_, T>,
+        convention: DivergenceConvention,
+    ) -> Result<Vec<SinkhornDivergence<T>>>
+    where
+        Bk: PointCloudKernels<T> + GradKernels<T>,
+    {
+        let be = self.backend();
+        let (xx, yy) = clouds.self_pairs();
+        let prepared = PreparedDivergence {
+            xy: self.prepare(problem)?,
+            xx: be.prepare_cost(&xx.into())?,
+            yy: be.prepare_cost(&yy.into())?,
+            d: clouds.dim(),
+        };
+        let parts = self.divergence_parts(&prepared, convention)?;
+        let (batch, n, m) = prepared.dims();
+        let d = prepared.d;
+        let grads = match &parts.grad {
+            Some((gx, gy)) => Some((be.download(gx)?, be.download(gy)?)),
+            None => None,
+        };
+        (0..batch)
+            .map(|k| {
+                let rows = |v: &[T], rows: usize| {
+                    Array2::from_shape_vec((rows, d), v[k * rows * d..(k + 1) * rows * d].to_vec())
+                        .map_err(|e| Error::Numerical(e.to_string()))
+                };
+                let (grad_x, grad_y) = match &grads {
+                    Some((gx, gy)) => (Some(rows(gx, n)?), Some(rows(gy, m)?)),
+                    None => (None, None),
+                };
+                let t = parts.terms[k];
+                Ok(SinkhornDivergence {
+                    value: T::of(parts.value[k]),
+                    grad_x,
+                    grad_y,
+                    terms: [T::of(t[0]), T::of(t[1]), T::of(t[2])],
+                    convention,
+                    convergence: [0, 1, 2].map(|i| problem_convergence(&parts.convergence[i], k)),
+                })
+            })
             .collect()
+    }
+
+    /// A batch of Sinkhorn divergences prepared from backend buffers: the weights `mu`
+    /// (`B×n`) and `nu` (`B×m`), and the clouds `x`, `y` laid out as `layout` says (row-major,
+    /// only read: they may be the caller's memory), with the checks and errors of
+    /// [`Solver::sinkhorn_divergence_batch`]; the problem `(μ, ν)` on `x × y` as
+    /// [`Solver::prepare_points_buffers`], and the self-transport costs `x × x`, `y × y` as
+    /// [`Backend::prepare_cloud_buffer`].
+    pub fn prepare_divergence_buffers<T: Real>(
+        &self,
+        mu: Bk::Buffer,
+        nu: Bk::Buffer,
+        x: &Bk::Buffer,
+        y: &Bk::Buffer,
+        batch: usize,
+        layout: CloudLayout,
+    ) -> Result<PreparedDivergence<T, Bk>>
+    where
+        Bk: PointCloudKernels<T> + GradKernels<T>,
+    {
+        divergence_reach(self.params(), DivergenceConvention::Objective)?;
+        let xy = self.prepare_points_buffers(mu, nu, x, y, batch, layout)?;
+        let be = self.backend();
+        let (xx, _) = be.prepare_cloud_buffer(
+            x,
+            x,
+            CloudLayout {
+                m: layout.n,
+                ..layout
+            },
+        )?;
+        let (yy, _) = be.prepare_cloud_buffer(
+            y,
+            y,
+            CloudLayout {
+                n: layout.m,
+                ..layout
+            },
+        )?;
+        Ok(PreparedDivergence {
+            xy,
+            xx,
+            yy,
+            d: layout.d,
+        })
+    }
+
+    /// The Sinkhorn divergences of a batch prepared on the backend
+    /// ([`Solver::prepare_divergence_buffers`]), in the objective convention, with
+    /// `∂S_ε/∂X` (`grad_x`, `B×n×d`) and `∂S_ε/∂Y` (`grad_y`, `B×m×d`) written into the
+    /// caller's buffers; the values, the three terms and the reports come back. The same
+    /// numbers as [`Solver::sinkhorn_divergence_batch`] on the same data.
+    ///
+    /// ```
+    /// use logot::{Backend, CloudLayout, CpuBackend, DivergenceConvention, PointCloudCost, SinkhornParams, Solver};
+    /// use ndarray::array;
+    /// let (x, y, w) = (array![[0.0f64, 0.0], [1.0, 0.0]], array![[0.0, 1.0], [1.5, 1.0]], array![[0.5, 0.5]]);
+    /// let solver = Solver::new(CpuBackend, SinkhornParams::new(0.1));
+    /// let be = solver.backend();
+    /// let layout = CloudLayout { n: 2, m: 2, d: 2, batch: None, metric: Default::default(), precision: Default::default() };
+    /// let up = |a: &[f64]| be.upload(a);
+    /// let prepared = solver.prepare_divergence_buffers(
+    ///     up(w.as_slice().unwrap())?, up(w.as_slice().unwrap())?,
+    ///     &up(x.as_slice().unwrap())?, &up(y.as_slice().unwrap())?, 1, layout)?;
+    /// let (mut gx, mut gy) = (be.filled(4, 0.0)?, be.filled(4, 0.0)?);
+    /// let out = solver.sinkhorn_divergence_into(&prepared, &mut gx, &mut gy)?;
+    /// let host = solver.sinkhorn_divergence_batch(w.view(), w.view(),
+    ///     PointCloudCost::new(x.view(), y.view())?, DivergenceConvention::Objective)?;
+    /// assert_eq!((out.value[0], be.download(&gx)?), (host[0].value, host[0].grad_x.clone().unwrap().into_raw_vec_and_offset().0));
+    /// # Ok::<(), logot::Error>(())
+    /// ```
+    pub fn sinkhorn_divergence_into<T: Real>(
+        &self,
+        prepared: &PreparedDivergence<T, Bk>,
+        grad_x: &mut Bk::Buffer,
+        grad_y: &mut Bk::Buffer,
+    ) -> Result<DivergenceBufferSolution>
+    where
+        Bk: PointCloudKernels<T> + GradKernels<T>,
+    {
+        let be = self.backend();
+        let (batch, n, m) = prepared.dims();
+        crate::backend::check_buffer_len("grad_x", be.len(grad_x), batch * n * prepared.d)?;
+        crate::backend::check_buffer_len("grad_y", be.len(grad_y), batch * m * prepared.d)?;
+        let parts = self.divergence_parts(prepared, DivergenceConvention::Objective)?;
+        if let Some((gx, gy)) = &parts.grad {
+            be.offset_rows(gx, &[], grad_x)?;
+            be.offset_rows(gy, &[], grad_y)?;
+        }
+        Ok(DivergenceBufferSolution {
+            value: parts.value,
+            terms: parts.terms,
+            convergence: parts.convergence,
+        })
+    }
+
+    /// The three solves of a prepared batch of divergences, their values and (objective
+    /// convention) the points' gradients `∂S/∂X = ∂OT_ε(μ, ν)/∂X − ½ ∂OT_ε(μ, μ)/∂X`, on the
+    /// backend (the one computation behind [`Solver::sinkhorn_divergence`],
+    /// [`Solver::sinkhorn_divergence_batch`] and [`Solver::sinkhorn_divergence_into`]).
+    fn divergence_parts<T: Real>(
+        &self,
+        prepared: &PreparedDivergence<T, Bk>,
+        convention: DivergenceConvention,
+    ) -> Result<DivergenceParts<Bk::Buffer>>
+    where
+        Bk: PointCloudKernels<T> + GradKernels<T>,
+    {
+        let p = self.params();
+        p.validate()?;
+        let rho = divergence_reach(p, convention)?;
+        if p.warm_start.is_some() {
+            return Err(Error::parameter(
+                "warm_start",
+                "set",
+                "the Sinkhorn divergence starts its three problems from zero potentials",
+            ));
+        }
+        let be = self.backend();
+        let xy = &prepared.xy;
+        let (batch, _, _) = xy.dims();
+        let (mass_mu, mass_nu) = xy.masses();
+        let objective = convention == DivergenceConvention::Objective;
+        let s_xx = self_transport(
+            self,
+            &prepared.xx,
+            (xy.mu(), xy.log_mu()),
+            mass_mu,
+            objective,
+            rho,
+        )?;
+        let s_yy = self_transport(
+            self,
+            &prepared.yy,
+            (xy.nu(), xy.log_nu()),
+            mass_nu,
+            objective,
+            rho,
+        )?;
+        let (cross, grad, cross_convergence, own) = if objective {
+            let s = self.point_parts(xy)?;
+            let (mut gx, mut gy) = (s.gx, s.gy);
+            for (g, half) in [(&mut gx, &s_xx.half_grad), (&mut gy, &s_yy.half_grad)] {
+                if let Some(half) = half {
+                    be.batched_axpy(&[-1.0], half, g)?;
+                }
+            }
+            (
+                s.value,
+                Some((gx, gy)),
+                s.convergence,
+                [s_xx.value, s_yy.value],
+            )
+        } else {
+            let (_, _, convergence, distance, _) = self.iterate_prepared(xy)?;
+            self.check_distances::<T>(&distance)?;
+            // (divergence_reach refuses the linear convention of unbalanced problems.)
+            let linear = |s: &SelfTransport<Bk::Buffer>| {
+                s.linear.clone().ok_or_else(|| {
+                    Error::parameter("convention", "Linear", "needs balanced self-terms")
+                })
+            };
+            let distance = distance.iter().map(|&v| T::of(v).f64()).collect();
+            (
+                distance,
+                None,
+                convergence,
+                [linear(&s_xx)?, linear(&s_yy)?],
+            )
+        };
+        let terms: Vec<[f64; 3]> = (0..batch)
+            .map(|k| [cross[k], own[0][k], own[1][k]])
+            .collect();
+        // Unbalanced: the masses' term (ε/2)(Σμ − Σν)² that makes S_ε(μ, μ) = 0 exact
+        // (module docs); it is 0 when the masses are equal.
+        let value = terms
+            .iter()
+            .enumerate()
+            .map(|(k, t)| {
+                let masses = match rho {
+                    None => 0.0,
+                    Some(_) => 0.5 * p.eps * (mass_mu[k] - mass_nu[k]).powi(2),
+                };
+                T::of(t[0] - 0.5 * (t[1] + t[2]) + masses).f64()
+            })
+            .collect();
+        Ok(DivergenceParts {
+            value,
+            terms,
+            grad,
+            convergence: [cross_convergence, s_xx.convergence, s_yy.convergence],
+        })
     }
 }
 

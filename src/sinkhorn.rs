@@ -1656,6 +1656,16 @@ impl<T: Real, B: Backend<T>> Prepared<T, B> {
     pub(crate) fn nu(&self) -> &B::Buffer {
         &self.nu
     }
+    pub(crate) fn log_mu(&self) -> &B::Buffer {
+        &self.log_mu
+    }
+    pub(crate) fn log_nu(&self) -> &B::Buffer {
+        &self.log_nu
+    }
+    /// `Σ μ` and `Σ ν` of each problem.
+    pub(crate) fn masses(&self) -> (&[f64], &[f64]) {
+        (&self.mu_masses, &self.masses)
+    }
     pub(crate) fn shifts(&self) -> &[f64] {
         &self.shift
     }

@@ -271,3 +271,169 @@ fn bad_borrowed_clouds_give_the_host_path_errors() {
     stream.synchronize().unwrap();
     ctx.check_err().unwrap();
 }
+
+/// The Sinkhorn divergence on borrowed buffers and stream (`prepare_divergence_buffers`,
+/// `sinkhorn_divergence_into`, as `logot.torch.sinkhorn_divergence` calls them) against
+/// `Solver::sinkhorn_divergence_batch` on the backend's own stream (bit for bit) and the CPU
+/// in f64.
+fn divergence_borrowed_matches_owned<T: CudaReal>(
+    gpu: &CudaBackend,
+    (b, n, m, d): (usize, usize, usize, usize),
+    batched: bool,
+    metric: PointMetric,
+    params: &SinkhornParams,
+    cpu_tol: f64,
+) where
+    CudaBackend: PointCloudKernels<T> + Backend<T, Buffer = CudaBuffer<T>>,
+{
+    let (ctx, stream) = foreign(gpu);
+    let c = clouds::<T>(b, (n, m, d), batched);
+    let precision = CrossPrecision::default();
+    let inputs = upload(&stream, &c);
+    let nan = |len: usize| stream.clone_htod(&vec![T::nan(); len]).unwrap();
+    let outputs = [nan(b * n * d), nan(b * m * d)];
+    let layout = c.layout(metric, precision);
+    let sol = {
+        // SAFETY: the stream belongs to the primary context; the slices outlive the call.
+        let be = unsafe { gpu.on_stream(stream.cu_stream()) };
+        let borrow =
+            |s: &CudaSlice<T>| unsafe { be.borrow_buffer::<T>(address(s, &stream), s.len()) };
+        let solver = Solver::new(be.clone(), params.clone());
+        let [mu, nu, x, y] = &inputs;
+        let prepared = solver
+            .prepare_divergence_buffers(borrow(mu), borrow(nu), &borrow(x), &borrow(y), b, layout)
+            .unwrap();
+        let [mut gx, mut gy] = outputs.each_ref().map(borrow);
+        solver
+            .sinkhorn_divergence_into(&prepared, &mut gx, &mut gy)
+            .unwrap()
+    };
+    let read = |s: &CudaSlice<T>| stream.clone_dtoh(s).unwrap();
+    let what = format!(
+        "divergence {} B={b} n={n} m={m} d={d} batched={batched} {metric:?}",
+        T::NAME
+    );
+    let want_in = [
+        c.mu.as_slice(),
+        c.nu.as_slice(),
+        c.x.as_slice(),
+        c.y.as_slice(),
+    ];
+    for (s, w) in inputs.iter().zip(want_in) {
+        assert_eq!(bits(&read(s)), bits(w.unwrap()), "inputs, {what}");
+    }
+    let conv = logot::DivergenceConvention::Objective;
+    let want = Solver::new(gpu.clone(), params.clone())
+        .sinkhorn_divergence_batch(c.mu.view(), c.nu.view(), c.cost(metric, precision), conv)
+        .unwrap();
+    let of = |v: &[f64]| -> Vec<T> { v.iter().map(|&v| T::of(v)).collect() };
+    let values: Vec<T> = want.iter().map(|s| s.value).collect();
+    assert_eq!(bits(&of(&sol.value)), bits(&values), "S_ε, {what}");
+    for (k, s) in want.iter().enumerate() {
+        assert_eq!(
+            bits(&of(&sol.terms[k])),
+            bits(&s.terms),
+            "terms {k}, {what}"
+        );
+    }
+    let stacked = |g: fn(&logot::SinkhornDivergence<T>) -> &Option<Array2<T>>| -> Vec<T> {
+        want.iter()
+            .flat_map(|s| g(s).as_ref().unwrap().iter().copied())
+            .collect()
+    };
+    let (gx, gy) = (read(&outputs[0]), read(&outputs[1]));
+    assert_eq!(bits(&gx), bits(&stacked(|s| &s.grad_x)), "∂x, {what}");
+    assert_eq!(bits(&gy), bits(&stacked(|s| &s.grad_y)), "∂y, {what}");
+    // The CPU in f64: the three terms to T's rounding, S_ε and ∂x to that of the terms.
+    let c64 = c.f64();
+    let cpu = Solver::new(CpuBackend, params.clone())
+        .sinkhorn_divergence_batch(
+            c64.mu.view(),
+            c64.nu.view(),
+            c64.cost(metric, precision),
+            conv,
+        )
+        .unwrap();
+    for (k, s) in cpu.iter().enumerate() {
+        let scale = s.terms.iter().fold(params.eps, |a, v| a.max(v.abs()));
+        for t in 0..3 {
+            let (v, w) = (sol.terms[k][t], s.terms[t]);
+            assert!(
+                (v - w).abs() <= cpu_tol * scale,
+                "{what}: term {t} of {k}: {v} vs CPU {w}"
+            );
+        }
+        let (v, w) = (sol.value[k], s.value);
+        assert!(
+            (v - w).abs() <= 2.0 * cpu_tol * scale,
+            "{what}: S_ε {k}: {v} vs CPU {w}"
+        );
+        assert!(w > 0.0, "{what}: S_ε {k} = {w}");
+    }
+    let cpu_gx: Vec<f64> = cpu
+        .iter()
+        .flat_map(|s| s.grad_x.as_ref().unwrap().iter().copied())
+        .collect();
+    let scale = cpu_gx.iter().fold(0.0f64, |a, v| a.max(v.abs()));
+    for (k, (g, w)) in gx.iter().zip(&cpu_gx).enumerate() {
+        assert!(
+            (g.f64() - w).abs() <= 10.0 * cpu_tol * scale,
+            "{what}: ∂x[{k}] {g:?} vs CPU {w} (scale {scale})"
+        );
+    }
+    drop((inputs, outputs));
+    stream.synchronize().unwrap();
+    ctx.check_err().unwrap();
+}
+
+#[test]
+fn divergence_on_borrowed_buffers_and_stream_matches_the_owned_path() {
+    let Some(gpu) = gpu() else { return };
+    use PointMetric::{Euclidean, SqEuclidean};
+    for (b, batched) in [(1, false), (3, false), (3, true)] {
+        for (d, metric) in [(3, SqEuclidean), (17, Euclidean), (64, SqEuclidean)] {
+            let eps = 0.05 * (d as f64 / 6.0 + 0.01 * d as f64);
+            let fixed = SinkhornParams::fixed_iterations(eps, 60);
+            divergence_borrowed_matches_owned::<f64>(
+                &gpu,
+                (b, 40, 33, d),
+                batched,
+                metric,
+                &fixed,
+                1e-9,
+            );
+            divergence_borrowed_matches_owned::<f32>(
+                &gpu,
+                (b, 40, 33, d),
+                batched,
+                metric,
+                &fixed,
+                2e-4,
+            );
+        }
+    }
+    // Stopping at the tolerance (the convergence checks on the device), and ε-scaling.
+    let c = clouds::<f64>(2, (40, 33, 3), true);
+    let cost = c.cost(PointMetric::SqEuclidean, CrossPrecision::default());
+    for params in [
+        SinkhornParams::new(0.05),
+        SinkhornParams::new(0.01).with_eps_scaling(cost.eps_scaling()),
+    ] {
+        divergence_borrowed_matches_owned::<f64>(
+            &gpu,
+            (2, 40, 33, 3),
+            true,
+            PointMetric::SqEuclidean,
+            &params,
+            1e-8,
+        );
+        divergence_borrowed_matches_owned::<f32>(
+            &gpu,
+            (2, 40, 33, 3),
+            true,
+            PointMetric::SqEuclidean,
+            &params,
+            2e-4,
+        );
+    }
+}

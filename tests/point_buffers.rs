@@ -8,8 +8,8 @@ mod common;
 
 use common::{bin_weights, Lcg};
 use logot::{
-    Backend, CloudLayout, CpuBackend, PointCloudCost, PointMetric, Problem, Real, SinkhornParams,
-    Solver,
+    Backend, CloudLayout, CpuBackend, DivergenceConvention, PointCloudCost, PointMetric, Problem,
+    Real, SinkhornParams, Solver,
 };
 use ndarray::{Array2, Array3, Axis};
 
@@ -278,6 +278,183 @@ fn bad_input_gives_the_host_path_errors() {
         .unwrap_err();
     assert!(
         matches!(&e, logot::Error::Empty { arg, .. } if arg == "x"),
+        "{e}"
+    );
+}
+
+// --- The Sinkhorn divergence on buffers (`prepare_divergence_buffers`,
+// `sinkhorn_divergence_into`) against `Solver::sinkhorn_divergence_batch`. ---
+
+/// The divergence's buffer path: its solution and `[∂x, ∂y]`, or its error.
+fn divergence_on_buffers<T: Real>(
+    solver: &Solver<CpuBackend>,
+    c: &Clouds<T>,
+) -> logot::Result<(logot::DivergenceBufferSolution, [Vec<T>; 2])> {
+    let be = solver.backend();
+    let (b, n) = c.mu.dim();
+    let (m, d) = (c.nu.ncols(), c.x.dim().2);
+    let prepared = solver.prepare_divergence_buffers(
+        be.upload(&flat(c.mu.iter().copied()))?,
+        be.upload(&flat(c.nu.iter().copied()))?,
+        &be.upload(&flat(c.x.iter().copied()))?,
+        &be.upload(&flat(c.y.iter().copied()))?,
+        b,
+        c.layout(),
+    )?;
+    assert_eq!(prepared.dims(), (b, n, m));
+    let nan = T::nan();
+    let (mut gx, mut gy) = (be.filled(b * n * d, nan)?, be.filled(b * m * d, nan)?);
+    let out = solver.sinkhorn_divergence_into(&prepared, &mut gx, &mut gy)?;
+    Ok((out, [gx, gy]))
+}
+
+fn check_divergence_equal<T: Real>(solver: &Solver<CpuBackend>, c: &Clouds<T>, what: &str) {
+    let host = solver
+        .sinkhorn_divergence_batch(
+            c.mu.view(),
+            c.nu.view(),
+            c.cost(),
+            DivergenceConvention::Objective,
+        )
+        .unwrap();
+    let (out, [gx, gy]) = divergence_on_buffers(solver, c).unwrap();
+    let of = |v: &[f64]| -> Vec<T> { v.iter().map(|&v| T::of(v)).collect() };
+    let host_values: Vec<T> = host.iter().map(|s| s.value).collect();
+    assert_eq!(bits(&of(&out.value)), bits(&host_values), "{what}: S_ε");
+    for (k, s) in host.iter().enumerate() {
+        assert_eq!(
+            bits(&of(&out.terms[k])),
+            bits(&s.terms),
+            "{what}: terms of problem {k}"
+        );
+        for (i, c) in s.convergence.iter().enumerate() {
+            assert_eq!(
+                c.problems,
+                [out.convergence[i].problems[k]],
+                "{what}: report {i} of {k}"
+            );
+            assert_eq!(
+                c.iterations, out.convergence[i].iterations,
+                "{what}: iterations {i}"
+            );
+        }
+    }
+    let stacked = |g: fn(&logot::SinkhornDivergence<T>) -> &Option<Array2<T>>| -> Vec<T> {
+        host.iter()
+            .flat_map(|s| g(s).as_ref().unwrap().iter().copied())
+            .collect()
+    };
+    assert_eq!(bits(&gx), bits(&stacked(|s| &s.grad_x)), "{what}: ∂x");
+    assert_eq!(bits(&gy), bits(&stacked(|s| &s.grad_y)), "{what}: ∂y");
+    // Not trivially equal: real solves, moving points, S_ε > 0 between different clouds.
+    assert!(out.convergence.iter().all(|c| c.iterations > 1), "{what}");
+    assert!(gx.iter().any(|v| v.f64().abs() > 1e-4), "{what}");
+    assert!(
+        out.value.iter().all(|&v| v > 0.0),
+        "{what}: {:?}",
+        out.value
+    );
+}
+
+fn all_divergence_cases<T: Real>() {
+    for metric in [PointMetric::SqEuclidean, PointMetric::Euclidean] {
+        for d in [3, 17] {
+            let solver = Solver::new(CpuBackend, SinkhornParams::new(0.05 * d as f64 / 6.0));
+            for (b, batched) in [(1, false), (2, false), (3, true)] {
+                let c = clouds::<T>(b, (9, 7, d), batched, metric);
+                let what = format!(
+                    "divergence {} {metric:?} d={d} B={b} batched={batched}",
+                    T::NAME
+                );
+                check_divergence_equal(&solver, &c, &what);
+            }
+        }
+    }
+}
+
+#[test]
+fn divergence_buffers_give_the_host_path_bit_for_bit_f64() {
+    all_divergence_cases::<f64>();
+}
+
+#[test]
+fn divergence_buffers_give_the_host_path_bit_for_bit_f32() {
+    all_divergence_cases::<f32>();
+}
+
+#[test]
+fn divergence_buffers_with_eps_scaling_and_unbalanced_match_too() {
+    let c = clouds::<f64>(2, (8, 6, 2), true, PointMetric::SqEuclidean);
+    let annealed = SinkhornParams::new(1e-2).with_eps_scaling(c.cost().eps_scaling());
+    check_divergence_equal(&Solver::new(CpuBackend, annealed), &c, "ε-scaling");
+    // Unbalanced: different masses on the two sides.
+    let mut c = c;
+    c.nu.mapv_inplace(|v| 1.5 * v);
+    let relaxed = SinkhornParams::new(0.05).with_relaxation(logot::Relaxation::kl(0.5));
+    check_divergence_equal(&Solver::new(CpuBackend, relaxed), &c, "unbalanced");
+}
+
+#[test]
+fn divergence_buffers_refuse_bad_input_as_the_host_path() {
+    let solver = Solver::new(CpuBackend, SinkhornParams::new(0.1));
+    let base = || clouds::<f64>(2, (5, 4, 3), true, PointMetric::SqEuclidean);
+    type Spoil = Box<dyn Fn(&mut Clouds<f64>)>;
+    let cases: Vec<(&str, Spoil)> = vec![
+        ("NaN in x", Box::new(|c| c.x[[1, 2, 0]] = f64::NAN)),
+        ("∞ in y", Box::new(|c| c.y[[0, 3, 2]] = f64::INFINITY)),
+        ("negative weight", Box::new(|c| c.mu[[1, 2]] = -0.1)),
+        ("unequal masses", Box::new(|c| c.nu[[1, 0]] += 0.5)),
+    ];
+    for (what, spoil) in cases {
+        let mut c = base();
+        spoil(&mut c);
+        let want = host_error(&solver, &c);
+        let got = divergence_on_buffers(&solver, &c)
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(got, want, "{what}");
+    }
+    // Gradients of the wrong length are refused before any solve, naming them.
+    let c = base();
+    let be = solver.backend();
+    let up = |a: &[f64]| be.upload(a).unwrap();
+    let prepared = solver
+        .prepare_divergence_buffers::<f64>(
+            up(&flat(c.mu.iter().copied())),
+            up(&flat(c.nu.iter().copied())),
+            &up(&flat(c.x.iter().copied())),
+            &up(&flat(c.y.iter().copied())),
+            2,
+            c.layout(),
+        )
+        .unwrap();
+    let z = |len: usize| be.filled(len, 0.0).unwrap();
+    for (arg, [lx, ly]) in [("grad_x", [29, 24]), ("grad_y", [30, 25])] {
+        let e = solver
+            .sinkhorn_divergence_into(&prepared, &mut z(lx), &mut z(ly))
+            .unwrap_err();
+        assert!(
+            matches!(&e, logot::Error::Shape { arg: a, .. } if a == arg),
+            "{arg}: {e}"
+        );
+    }
+    // A warm start is refused, as by the host path.
+    let warm = Solver::new(
+        CpuBackend,
+        SinkhornParams {
+            warm_start: Some(logot::WarmStart {
+                f: Array2::zeros((2, 5)),
+                g: Array2::zeros((2, 4)),
+            }),
+            ..SinkhornParams::new(0.1)
+        },
+    );
+    let e = warm
+        .sinkhorn_divergence_into(&prepared, &mut z(30), &mut z(24))
+        .unwrap_err();
+    assert!(
+        matches!(&e, logot::Error::Parameter { arg, .. } if arg == "warm_start"),
         "{e}"
     );
 }

@@ -323,10 +323,19 @@ fn batched_point_gradients_match_separate_ones_and_central_differences() {
 }
 
 #[test]
-fn batched_divergences_equal_separate_calls() {
+fn batched_divergences_match_separate_calls() {
     let (n, m, d) = (12, 10, 2);
     let (x, y, mu, nu) = batch(n, m, d, 9);
-    let solver = Solver::new(CpuBackend, SinkhornParams::new(0.05));
+    // The batch iterates until every problem has met the tolerance, so a problem that met it
+    // earlier ran more iterations than alone: the two agree to the tolerance, not the bit.
+    let tol = 1e-12;
+    let solver = Solver::new(
+        CpuBackend,
+        SinkhornParams {
+            tol: Some(tol),
+            ..SinkhornParams::new(0.05)
+        },
+    );
     let cost = PointCloudCost::batched(x.view(), y.view()).unwrap();
     for conv in [
         DivergenceConvention::Objective,
@@ -341,8 +350,23 @@ fn batched_divergences_equal_separate_calls() {
             let sep = solver
                 .sinkhorn_divergence(mu.row(k), nu.row(k), one, conv)
                 .unwrap();
-            assert_eq!(all[k].value, sep.value, "{conv:?} problem {k}");
-            assert_eq!(all[k].grad_x, sep.grad_x);
+            let close = |a: f64, b: f64| (a - b).abs() <= 100.0 * tol * (1.0 + b.abs());
+            assert!(
+                close(all[k].value, sep.value),
+                "{conv:?} problem {k}: {} vs {}",
+                all[k].value,
+                sep.value
+            );
+            for (a, b) in [(&all[k].grad_x, &sep.grad_x), (&all[k].grad_y, &sep.grad_y)] {
+                assert_eq!(a.is_some(), b.is_some());
+                if let (Some(a), Some(b)) = (a, b) {
+                    ndarray::Zip::from(a).and(b).for_each(|&a, &b| {
+                        assert!(close(a, b), "{conv:?} problem {k}: {a} vs {b}")
+                    });
+                }
+            }
+            // The three solves of problem k report on problem k alone.
+            assert!(all[k].convergence.iter().all(|c| c.problems.len() == 1));
             assert!(all[k].converged() && all[k].value > 0.0);
         }
     }

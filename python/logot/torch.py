@@ -17,9 +17,9 @@ Import it explicitly (``import logot.torch``); ``import logot`` alone never impo
 Tensors: float32 and float64. CPU tensors share memory with the numpy arrays the library
 reads (no copy). CUDA tensors run on the CUDA backend of their device
 (``backend="cuda:N"``); :func:`bistochastic`, the dense :func:`wasserstein` (forward and
-its exact gradients), :func:`coupling` (forward and backward) and :func:`wasserstein_points`
-(``convention="objective"``) compute them in place on the current stream,
-:func:`sinkhorn_divergence` through a host copy (see ``CUDA_ZERO_COPY``).
+its exact gradients), :func:`coupling` (forward and backward), :func:`wasserstein_points`
+and :func:`sinkhorn_divergence` (``convention="objective"``) compute them in place on the
+current stream (see ``CUDA_ZERO_COPY``).
 """
 
 from __future__ import annotations
@@ -61,8 +61,10 @@ __all__ = [
 #: stream only. So does :func:`coupling` (the plans, and in the backward the implicit
 #: gradients, into tensors torch allocated), and :func:`wasserstein_points` (the clouds
 #: centred and checked on the device; the value, the point gradients and the potentials into
-#: tensors torch allocated). :func:`sinkhorn_divergence` still copies CUDA tensors to the host
-#: and back (python/ZERO_COPY.md lists what the library needs for it).
+#: tensors torch allocated), and :func:`sinkhorn_divergence` (its three problems prepared
+#: and solved on the device; the points' gradients into tensors torch allocated).
+#: ``backend="cpu"`` or another device's name, and the ``"linear"`` conventions' dense costs,
+#: take the host path.
 CUDA_ZERO_COPY = True
 
 
@@ -386,27 +388,71 @@ def _points_on_device(x, y, a, b, device, options):
     checked there); only per-problem numbers come back (values, distances, the reports: the
     call waits for that stream, never for the whole device). Returns the values as a tensor
     and ``(∂x, ∂y, f, g)``, shaped as the host path's."""
-    single = x.dim() == 2
-    batch = 1 if single else x.shape[0]
-    n, m, d = x.shape[-2], y.shape[-2], x.shape[-1]
-    xs, ys = x.detach().contiguous(), y.detach().contiguous()
-    wa = a.detach().expand(batch, n).contiguous()
-    wb = b.detach().expand(batch, m).contiguous()
-    f, g = torch.empty_like(wa), torch.empty_like(wb)
-    gx = torch.empty(batch, n, d, dtype=x.dtype, device=x.device)
-    gy = torch.empty(batch, m, d, dtype=x.dtype, device=x.device)
-    stream = torch.cuda.current_stream(device)
-    params = _lg._params(options["eps"], options["max_iters"], options["tol"], options["check_every"],
-                         options["eps_scaling"])
+    c = _DeviceClouds(x, y, a, b)
+    f, g = torch.empty_like(c.wa), torch.empty_like(c.wb)
+    gx, gy = c.gradients()
     value, _, conv = _lg._logot._point_gradients_cuda(
-        wa.data_ptr(), wb.data_ptr(), xs.data_ptr(), ys.data_ptr(),
-        (f.data_ptr(), g.data_ptr(), gx.data_ptr(), gy.data_ptr()), batch, n, m, d, not single,
-        options["metric"], x.dtype == torch.float64, params, device, stream.cuda_stream)
+        *c.inputs(), (f.data_ptr(), g.data_ptr(), gx.data_ptr(), gy.data_ptr()), *c.shape(),
+        options["metric"], x.dtype == torch.float64, _device_params(options), device,
+        torch.cuda.current_stream(device).cuda_stream)
     _warn(_lg.Convergence(**conv))
-    value = torch.tensor(value, dtype=x.dtype).to(x.device, non_blocking=True)
-    if single:
+    value = c.values(value)
+    if c.single:
         return value[0], (gx[0], gy[0], f[0], g[0])
     return value, (gx, gy, f, g)
+
+
+class _DeviceClouds:
+    """A point-cloud call's CUDA tensors as the compiled module reads them: the clouds
+    contiguous (a stream-ordered copy only when needed), the weights broadcast to B×n and
+    B×m; one pair (``single``) or a batch."""
+
+    def __init__(self, x, y, a, b):
+        self.single = x.dim() == 2
+        self.batch = 1 if self.single else x.shape[0]
+        self.n, self.m, self.d = x.shape[-2], y.shape[-2], x.shape[-1]
+        self.x, self.y = x.detach().contiguous(), y.detach().contiguous()
+        self.wa = a.detach().expand(self.batch, self.n).contiguous()
+        self.wb = b.detach().expand(self.batch, self.m).contiguous()
+
+    def inputs(self):
+        return self.wa.data_ptr(), self.wb.data_ptr(), self.x.data_ptr(), self.y.data_ptr()
+
+    def shape(self):
+        return self.batch, self.n, self.m, self.d, not self.single
+
+    def gradients(self):
+        """Fresh B×n×d and B×m×d tensors for the points' gradients."""
+        like = dict(dtype=self.x.dtype, device=self.x.device)
+        return torch.empty(self.batch, self.n, self.d, **like), torch.empty(self.batch, self.m, self.d, **like)
+
+    def values(self, numbers):
+        """The B numbers read back, as a tensor on the clouds' device."""
+        return torch.tensor(numbers, dtype=self.x.dtype).to(self.x.device, non_blocking=True)
+
+
+def _device_params(options):
+    return _lg._params(options["eps"], options["max_iters"], options["tol"], options["check_every"],
+                       options["eps_scaling"])
+
+
+def _divergence_on_device(x, y, a, b, device, options):
+    """``_Divergence``'s forward in place on GPU ``device`` (as :func:`_points_on_device`):
+    the three problems on the current stream, ``∂S/∂x`` and ``∂S/∂y`` written into tensors
+    torch allocated; only per-problem numbers come back. Returns the values as a tensor and
+    ``(∂x, ∂y)``, shaped as the host path's."""
+    c = _DeviceClouds(x, y, a, b)
+    gx, gy = c.gradients()
+    value, _, convs = _lg._logot._sinkhorn_divergence_cuda(
+        *c.inputs(), (gx.data_ptr(), gy.data_ptr()), *c.shape(), options["metric"],
+        x.dtype == torch.float64, _device_params(options), device,
+        torch.cuda.current_stream(device).cuda_stream)
+    for conv in convs:
+        _warn(_lg.Convergence(**conv))
+    value = c.values(value)
+    if c.single:
+        return value[0], (gx[0], gy[0])
+    return value, (gx, gy)
 
 
 def _centred_potentials(f, g):
@@ -526,7 +572,13 @@ class _Divergence(torch.autograd.Function):
                 "a, b: gradients with respect to the weights are not available with "
                 "convention='objective' (use convention='linear', or weights without grad)"
             )
-        backend = _backend((x, y), options.pop("backend", None))
+        backend = options.pop("backend", None)
+        device = _in_place_device(x, backend)
+        if device is not None and _points_fit(x, y, a, b):
+            value, (gx, gy) = _divergence_on_device(x, y, a, b, device, dict(options, eps=eps))
+            ctx.save_for_backward(gx, gy)
+            return value
+        backend = _backend((x, y), backend)
         s = _lg.sinkhorn_divergence(_np(x), _np(y), eps, _np(a), _np(b), backend=backend, **options)
         for conv in s.convergence:
             for c in (conv,) if isinstance(conv, _lg.Convergence) else conv:
@@ -551,7 +603,9 @@ def sinkhorn_divergence(x, y, eps: float, a=None, b=None, *, metric="sqeuclidean
     mode) a (B,) tensor, problem k on ``x[k]``, ``y[k]``.
 
     ``convention="objective"`` (default, GeomLoss's): ``W = OT_ε``, cost on the fly, the
-    library's gradients with respect to the points (not the weights). ``"linear"`` (POT's
+    library's gradients with respect to the points (not the weights); CUDA tensors
+    (``backend`` unset or naming their device) are computed in place on the current CUDA
+    stream, as :func:`wasserstein_points`. ``"linear"`` (POT's
     ``empirical_sinkhorn_divergence``, without its clipping at 0): ``W = ⟨P, C⟩`` through
     dense costs, differentiable in points and weights (implicit gradients).
     """

@@ -330,6 +330,37 @@ impl ParamsArg<'_> {
     }
 }
 
+/// The parameters of a call on device memory: `eps_scaling=True` starts from the largest
+/// cost, known once the cost is prepared on the device ([`DeviceParams::for_cost`]).
+struct DeviceParams {
+    params: SinkhornParams,
+    /// `eps_scaling=True`: the schedule is left unset in `params` until then.
+    from_max_cost: bool,
+}
+
+impl DeviceParams {
+    fn new(arg: &ParamsArg<'_>) -> PyResult<Self> {
+        let from_max_cost = std::cell::Cell::new(false);
+        let params = arg.params(|| {
+            from_max_cost.set(true);
+            1.0
+        })?;
+        Ok(DeviceParams {
+            params,
+            from_max_cost: from_max_cost.get(),
+        })
+    }
+
+    /// The parameters for a prepared cost whose largest entry is `max_cost`.
+    fn for_cost(&self, max_cost: f64) -> SinkhornParams {
+        let mut p = self.params.clone();
+        if self.from_max_cost {
+            p.eps_scaling = Some(EpsScaling::from_max_cost(max_cost));
+        }
+        p
+    }
+}
+
 fn cg_params(tol: Option<f64>, max_iters: usize) -> CgParams {
     CgParams { max_iters, tol }
 }
@@ -1169,18 +1200,12 @@ fn _wasserstein_cuda<'py>(
         },
         batch.checked_mul(per_cost).ok_or_else(overflow)?,
     ];
-    let auto_scaling = std::cell::Cell::new(false);
-    let params = params.params(|| {
-        auto_scaling.set(true);
-        1.0
-    })?;
-    let auto_scaling = auto_scaling.get();
+    let params = DeviceParams::new(&params)?;
     let cg = cg_params(cg_tol, cg_max_iters);
     #[allow(clippy::too_many_arguments)]
     fn run<T: CudaReal>(
         be: CudaBackend,
-        mut params: SinkhornParams,
-        auto_scaling: bool,
+        params: DeviceParams,
         cg: CgParams,
         [mu, nu, cost]: [u64; 3],
         grads: Option<(u64, u64, u64)>,
@@ -1198,16 +1223,14 @@ fn _wasserstein_cuda<'py>(
             )
         };
         let dims = (batch, n, m);
-        let prepared = Solver::new(be.clone(), params.clone()).prepare_buffers(
+        let prepared = Solver::new(be.clone(), params.params.clone()).prepare_buffers(
             mub,
             nub,
             &cb,
             dims,
             batched_cost,
         )?;
-        if auto_scaling {
-            params.eps_scaling = Some(EpsScaling::from_max_cost(prepared.max_cost()));
-        }
+        let params = params.for_cost(prepared.max_cost());
         let solver = Solver::new(be.clone(), params);
         match grads {
             Some((dc, dmu, dnu)) => {
@@ -1241,9 +1264,9 @@ fn _wasserstein_cuda<'py>(
             let shape = (batch, n, m, batched_cost);
             let ptrs = [mu, nu, cost];
             if double {
-                run::<f64>(be, params, auto_scaling, cg, ptrs, grads, shape, lens)
+                run::<f64>(be, params, cg, ptrs, grads, shape, lens)
             } else {
-                run::<f32>(be, params, auto_scaling, cg, ptrs, grads, shape, lens)
+                run::<f32>(be, params, cg, ptrs, grads, shape, lens)
             }
         })
         .py()?;
@@ -1285,6 +1308,66 @@ fn _point_gradients_cuda<'py>(
     device: usize,
     stream: usize,
 ) -> PyResult<(Vec<f64>, Vec<f64>, Bound<'py, PyDict>)> {
+    let (lens, layout) = cloud_buffers(batch, (n, m, d), batched, metric)?;
+    let params = DeviceParams::new(&params)?;
+    fn run<T: CudaReal>(
+        be: CudaBackend,
+        params: DeviceParams,
+        [mu, nu, x, y, f, g, gx, gy]: [u64; 8],
+        (batch, layout): (usize, logot::CloudLayout),
+        [mu_len, nu_len, x_len, y_len, gx_len, gy_len]: [usize; 6],
+    ) -> logot::Result<logot::PointBufferSolution> {
+        // SAFETY: the caller's contract (above): the addresses hold these many values of T
+        // of this GPU, live until the stream is past this work (torch's stream-ordered
+        // allocator keeps them so); the outputs alias nothing.
+        let (mub, nub, xb, yb) = unsafe {
+            (
+                be.borrow_buffer::<T>(mu, mu_len),
+                be.borrow_buffer::<T>(nu, nu_len),
+                be.borrow_buffer::<T>(x, x_len),
+                be.borrow_buffer::<T>(y, y_len),
+            )
+        };
+        let prepared = Solver::new(be.clone(), params.params.clone())
+            .prepare_points_buffers(mub, nub, &xb, &yb, batch, layout)?;
+        let params = params.for_cost(prepared.max_cost());
+        // SAFETY: as above; fresh outputs of these lengths.
+        let (mut f, mut g, mut gx, mut gy) = unsafe {
+            (
+                be.borrow_buffer::<T>(f, mu_len),
+                be.borrow_buffer::<T>(g, nu_len),
+                be.borrow_buffer::<T>(gx, gx_len),
+                be.borrow_buffer::<T>(gy, gy_len),
+            )
+        };
+        Solver::new(be, params).point_gradients_into(&prepared, &mut f, &mut g, &mut gx, &mut gy)
+    }
+    let sol = py
+        .detach(|| {
+            // SAFETY: the caller's contract: a stream of this GPU, live for the call.
+            let be = unsafe { cuda_on_stream(device, stream)? };
+            let (f, g, gx, gy) = out;
+            let ptrs = [mu, nu, x, y, f, g, gx, gy];
+            if double {
+                run::<f64>(be, params, ptrs, (batch, layout), lens)
+            } else {
+                run::<f32>(be, params, ptrs, (batch, layout), lens)
+            }
+        })
+        .py()?;
+    let conv = convergence(py, &sol.solution.convergence)?;
+    Ok((sol.value, sol.solution.distance, conv))
+}
+
+/// A point-cloud batch on device memory as the Python layer describes it: the lengths of
+/// `[μ, ν, x, y, ∂x, ∂y]` (`batch×n`, `batch×m`, `[batch×]n×d`, `[batch×]m×d`, `batch×n×d`,
+/// `batch×m×d`) and the clouds' layout.
+fn cloud_buffers(
+    batch: usize,
+    (n, m, d): (usize, usize, usize),
+    batched: bool,
+    metric: &str,
+) -> PyResult<([usize; 6], logot::CloudLayout)> {
     let overflow = || PyValueError::new_err(format!("x: {batch}×{n}×{d} overflows"));
     let pairs = if batched { batch } else { 1 };
     let mul = |a: usize, b: usize| a.checked_mul(b).ok_or_else(overflow);
@@ -1304,23 +1387,54 @@ fn _point_gradients_cuda<'py>(
         metric: point_metric(metric)?,
         precision: Default::default(),
     };
-    let auto_scaling = std::cell::Cell::new(false);
-    let params = params.params(|| {
-        auto_scaling.set(true);
-        1.0
-    })?;
-    let auto_scaling = auto_scaling.get();
+    Ok((lens, layout))
+}
+
+/// The Sinkhorn divergences `S_ε` (objective convention) of a batch of point-cloud pairs on
+/// CUDA memory, without a copy, on the caller's stream ([`Solver::prepare_divergence_buffers`],
+/// [`Solver::sinkhorn_divergence_into`]): inputs as [`_point_gradients_cuda`]; writes
+/// `∂S/∂x` and `∂S/∂y` at `out = (∂x, ∂y)` (`batch×n×d`, `batch×m×d`). Waits on that stream
+/// only, for the per-problem numbers it reads back. Returns `(values, terms, (conv_xy,
+/// conv_xx, conv_yy))`, `terms` one `(OT_ε(μ, ν), OT_ε(μ, μ), OT_ε(ν, ν))` per problem.
+///
+/// Private to `logot.torch`, under [`_point_gradients_cuda`]'s contract.
+#[pyfunction]
+#[pyo3(signature = (mu, nu, x, y, out, batch, n, m, d, batched, metric, double, params, device, stream))]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+fn _sinkhorn_divergence_cuda<'py>(
+    py: Python<'py>,
+    mu: u64,
+    nu: u64,
+    x: u64,
+    y: u64,
+    out: (u64, u64),
+    batch: usize,
+    n: usize,
+    m: usize,
+    d: usize,
+    batched: bool,
+    metric: &str,
+    double: bool,
+    params: ParamsArg<'py>,
+    device: usize,
+    stream: usize,
+) -> PyResult<(
+    Vec<f64>,
+    Vec<[f64; 3]>,
+    (Bound<'py, PyDict>, Bound<'py, PyDict>, Bound<'py, PyDict>),
+)> {
+    let (lens, layout) = cloud_buffers(batch, (n, m, d), batched, metric)?;
+    let params = DeviceParams::new(&params)?;
     fn run<T: CudaReal>(
         be: CudaBackend,
-        mut params: SinkhornParams,
-        auto_scaling: bool,
-        [mu, nu, x, y, f, g, gx, gy]: [u64; 8],
+        params: DeviceParams,
+        [mu, nu, x, y, gx, gy]: [u64; 6],
         (batch, layout): (usize, logot::CloudLayout),
         [mu_len, nu_len, x_len, y_len, gx_len, gy_len]: [usize; 6],
-    ) -> logot::Result<logot::PointBufferSolution> {
-        // SAFETY: the caller's contract (above): the addresses hold these many values of T
-        // of this GPU, live until the stream is past this work (torch's stream-ordered
-        // allocator keeps them so); the outputs alias nothing.
+    ) -> logot::Result<logot::DivergenceBufferSolution> {
+        // SAFETY: the caller's contract (`_point_gradients_cuda`): the addresses hold these
+        // many values of T of this GPU, live until the stream is past this work; the outputs
+        // alias nothing.
         let (mub, nub, xb, yb) = unsafe {
             (
                 be.borrow_buffer::<T>(mu, mu_len),
@@ -1329,37 +1443,37 @@ fn _point_gradients_cuda<'py>(
                 be.borrow_buffer::<T>(y, y_len),
             )
         };
-        let prepared = Solver::new(be.clone(), params.clone())
-            .prepare_points_buffers(mub, nub, &xb, &yb, batch, layout)?;
-        if auto_scaling {
-            params.eps_scaling = Some(EpsScaling::from_max_cost(prepared.max_cost()));
-        }
+        let prepared = Solver::new(be.clone(), params.params.clone())
+            .prepare_divergence_buffers(mub, nub, &xb, &yb, batch, layout)?;
+        let params = params.for_cost(prepared.max_cost());
         // SAFETY: as above; fresh outputs of these lengths.
-        let (mut f, mut g, mut gx, mut gy) = unsafe {
+        let (mut gx, mut gy) = unsafe {
             (
-                be.borrow_buffer::<T>(f, mu_len),
-                be.borrow_buffer::<T>(g, nu_len),
                 be.borrow_buffer::<T>(gx, gx_len),
                 be.borrow_buffer::<T>(gy, gy_len),
             )
         };
-        Solver::new(be, params).point_gradients_into(&prepared, &mut f, &mut g, &mut gx, &mut gy)
+        Solver::new(be, params).sinkhorn_divergence_into(&prepared, &mut gx, &mut gy)
     }
     let sol = py
         .detach(|| {
             // SAFETY: the caller's contract: a stream of this GPU, live for the call.
             let be = unsafe { cuda_on_stream(device, stream)? };
-            let (f, g, gx, gy) = out;
-            let ptrs = [mu, nu, x, y, f, g, gx, gy];
+            let ptrs = [mu, nu, x, y, out.0, out.1];
             if double {
-                run::<f64>(be, params, auto_scaling, ptrs, (batch, layout), lens)
+                run::<f64>(be, params, ptrs, (batch, layout), lens)
             } else {
-                run::<f32>(be, params, auto_scaling, ptrs, (batch, layout), lens)
+                run::<f32>(be, params, ptrs, (batch, layout), lens)
             }
         })
         .py()?;
-    let conv = convergence(py, &sol.solution.convergence)?;
-    Ok((sol.value, sol.solution.distance, conv))
+    let [xy, xx, yy] = &sol.convergence;
+    let convs = (
+        convergence(py, xy)?,
+        convergence(py, xx)?,
+        convergence(py, yy)?,
+    );
+    Ok((sol.value, sol.terms, convs))
 }
 
 /// The plans of a dense batch on CUDA memory ([`Solver::coupling_into`]), written at `plan`
@@ -1392,16 +1506,10 @@ fn _coupling_cuda<'py>(
         if batched_cost { plan_len } else { per_cost },
         plan_len,
     ];
-    let auto_scaling = std::cell::Cell::new(false);
-    let params = params.params(|| {
-        auto_scaling.set(true);
-        1.0
-    })?;
-    let auto_scaling = auto_scaling.get();
+    let params = DeviceParams::new(&params)?;
     fn run<T: CudaReal>(
         be: CudaBackend,
-        mut params: SinkhornParams,
-        auto_scaling: bool,
+        params: DeviceParams,
         [mu, nu, cost, plan]: [u64; 4],
         (batch, n, m, batched_cost): (usize, usize, usize, bool),
         [mu_len, nu_len, cost_len, plan_len]: [usize; 4],
@@ -1415,16 +1523,14 @@ fn _coupling_cuda<'py>(
                 be.borrow_buffer::<T>(plan, plan_len),
             )
         };
-        let prepared = Solver::new(be.clone(), params.clone()).prepare_buffers(
+        let prepared = Solver::new(be.clone(), params.params.clone()).prepare_buffers(
             mub,
             nub,
             &cb,
             (batch, n, m),
             batched_cost,
         )?;
-        if auto_scaling {
-            params.eps_scaling = Some(EpsScaling::from_max_cost(prepared.max_cost()));
-        }
+        let params = params.for_cost(prepared.max_cost());
         Solver::new(be, params).coupling_into(&prepared, &mut pb)
     }
     let sol = py
@@ -1434,9 +1540,9 @@ fn _coupling_cuda<'py>(
             let shape = (batch, n, m, batched_cost);
             let ptrs = [mu, nu, cost, plan];
             if double {
-                run::<f64>(be, params, auto_scaling, ptrs, shape, lens)
+                run::<f64>(be, params, ptrs, shape, lens)
             } else {
-                run::<f32>(be, params, auto_scaling, ptrs, shape, lens)
+                run::<f32>(be, params, ptrs, shape, lens)
             }
         })
         .py()?;
@@ -1728,6 +1834,7 @@ fn _logot(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_bistochastic_reports, m)?)?;
     m.add_function(wrap_pyfunction!(_wasserstein_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(_point_gradients_cuda, m)?)?;
+    m.add_function(wrap_pyfunction!(_sinkhorn_divergence_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(_coupling_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(_plan_gradients_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(svd3, m)?)?;

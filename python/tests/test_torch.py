@@ -645,6 +645,71 @@ def test_cuda_wasserstein_points_zero_copy(dtype, d):
         np.testing.assert_array_equal(t.grad.cpu().numpy(), want, err_msg=name)
 
 
+def _divergence_host_path(x, y, a, b, eps, **options):
+    """S_ε and its point gradients through the host-array path on the CUDA backend."""
+    s = logot.sinkhorn_divergence(*[t.detach().cpu().numpy() for t in (x, y)], eps,
+                                  *[t.detach().cpu().numpy() for t in (a, b)], backend="cuda:0", **options)
+    return np.asarray(s.value), [s.grad_x, s.grad_y]
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("d", [17, 40])
+def test_cuda_sinkhorn_divergence_zero_copy(dtype, d):
+    """A batch of Sinkhorn divergences of CUDA clouds is computed in place: no host copy
+    through torch while the forward and backward run, the profiler's host<->device copies
+    take less GPU time than half of one copy of the clouds (only per-problem numbers cross),
+    and the values and the gradients with respect to both clouds equal the host-array path on
+    the CUDA backend bit for bit. One pair (a 0-d value) and weights shared by a batch, on a
+    side stream with a non-contiguous cloud, too; a NaN coordinate is a ValueError naming the
+    cloud; an unconverged solve warns."""
+    from torch.profiler import ProfilerActivity, profile
+
+    # 2.2 to 10 MB of x and a small y: one copy of x takes far longer than the numbers read
+    # back (input checks, ranges, convergence checks of the three solves).
+    x, y, a, b = _cloud_batch(2, 16384, 256, d, dtype, 19)
+    leaves = [t.clone().requires_grad_() for t in (x, y)]
+    lt.sinkhorn_divergence(x, y, 2.0, a, b)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        with no_host_copies():
+            value = lt.sinkhorn_divergence(leaves[0], leaves[1], 2.0, a, b)
+            value.sum().backward()
+            torch.cuda.synchronize()
+    assert value.device == x.device and value.dtype == dtype and value.shape == (2,)
+    copies = [e for e in prof.events() if "Memcpy DtoH" in e.name or "Memcpy HtoD" in e.name]
+    total_us = sum(e.device_time_total for e in copies)
+    clouds_copy_us = _time_one_copy(x)
+    assert total_us < 0.5 * clouds_copy_us, (total_us, clouds_copy_us)
+    want_value, want_grads = _divergence_host_path(x, y, a, b, 2.0)
+    np.testing.assert_array_equal(value.detach().cpu().numpy(), want_value)
+    assert (want_value > 0).all()
+    for name, t, want in zip(("x", "y"), leaves, want_grads):
+        np.testing.assert_array_equal(t.grad.cpu().numpy(), want, err_msg=name)
+    # One pair and shared weights, on a side stream, a non-contiguous cloud.
+    x, y, a, b = _cloud_batch(3, 300, 200, 5, dtype, 23)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with no_host_copies():
+        with torch.cuda.stream(side):
+            xs = (x.transpose(1, 2) * 1).transpose(1, 2).requires_grad_()
+            one = lt.sinkhorn_divergence(x[1], y[1], 0.3, a[1], b[1])
+            shared = lt.sinkhorn_divergence(xs, y, 0.3, a[0], b[0])
+            shared.sum().backward()
+        side.synchronize()
+    want_one, _ = _divergence_host_path(x[1], y[1], a[1], b[1], 0.3)
+    assert one.shape == () and float(one) == float(want_one)
+    want, grads = _divergence_host_path(x, y, a[0], b[0], 0.3)
+    np.testing.assert_array_equal(shared.detach().cpu().numpy(), want)
+    np.testing.assert_array_equal(xs.grad.cpu().numpy(), grads[0])
+    with pytest.warns(logot.ConvergenceWarning, match="did not converge"):
+        lt.sinkhorn_divergence(x, y, 1e-3, a, b, max_iters=3)
+    bad = y.clone()
+    bad[2, 7, 1] = float("nan")
+    with pytest.raises(ValueError, match="y"):
+        lt.sinkhorn_divergence(x, bad, 0.3, a, b)
+
+
 @needs_gpu
 def test_cuda_wasserstein_points_one_pair_and_shared_weights_on_a_side_stream():
     """One pair (a 0-d value) and a batch with weights shared by the pairs, produced on a

@@ -153,6 +153,14 @@ impl<'a, T> PointCloudCost<'a, T> {
     pub fn precision(&self) -> CrossPrecision {
         self.precision
     }
+    /// The self-transport clouds of a Sinkhorn divergence: `(x, x)` and `(y, y)` with this
+    /// cost's pairing (batched or shared), metric and precision.
+    pub(crate) fn self_pairs(&self) -> (PointCloudCost<'a, T>, PointCloudCost<'a, T>) {
+        (
+            PointCloudCost { y: self.x, ..*self },
+            PointCloudCost { x: self.y, ..*self },
+        )
+    }
     /// The same clouds with the cross-term precision `precision` (see [`CrossPrecision`]).
     pub fn with_precision(self, precision: CrossPrecision) -> Self {
         PointCloudCost { precision, ..self }
