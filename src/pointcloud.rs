@@ -913,7 +913,9 @@ impl<Bk> Solver<Bk> {
     /// [`Solver::sinkhorn_divergence`]`(mu[k], nu[k], clouds.problem(k), convention)`, with
     /// `mu` `B×n`, `nu` `B×m` and `clouds` one pair per problem
     /// ([`PointCloudCost::batched`]) or one pair shared by all; the gradients of each are
-    /// with respect to its own clouds (`n×d`, `m×d`).
+    /// with respect to its own clouds (`n×d`, `m×d`). The three solves run as batches that
+    /// stop when every problem has met the tolerance, so a problem agrees with its separate
+    /// call to the tolerance (not the bit); each report is its problem's.
     ///
     /// ```
     /// use logot::{CpuBackend, DivergenceConvention, PointCloudCost, SinkhornParams, Solver};
