@@ -129,6 +129,25 @@ where
     solver.point_gradients_into(&prepared, &mut f, &mut g, &mut gx, &mut gy)
 }
 
+/// `∂x` within `rel` of the largest CPU entry of every CPU entry (f64, same order).
+fn assert_gradient_near_cpu<'a, T: Real>(
+    got: &[T],
+    cpu: impl Iterator<Item = &'a f64> + Clone,
+    rel: f64,
+    what: &str,
+) {
+    let scale = cpu.clone().fold(0.0f64, |a, v| a.max(v.abs()));
+    let mut count = 0;
+    for (k, (g, w)) in got.iter().zip(cpu).enumerate() {
+        assert!(
+            (g.f64() - w).abs() <= rel * scale,
+            "{what}: ∂x[{k}] {g:?} vs CPU {w} (scale {scale})"
+        );
+        count += 1;
+    }
+    assert_eq!(count, got.len(), "{what}: ∂x lengths");
+}
+
 fn borrowed_matches_owned<T: CudaReal>(
     gpu: &CudaBackend,
     (b, n, m, d): (usize, usize, usize, usize),
@@ -208,14 +227,7 @@ fn borrowed_matches_owned<T: CudaReal>(
             "{what}: OT_ε {k}: {v} vs CPU {w}"
         );
     }
-    let scale = cpu.x.iter().fold(0.0f64, |a, v| a.max(v.abs()));
-    let gx = read(&outputs[2]);
-    for (k, (g, w)) in gx.iter().zip(&cpu.x).enumerate() {
-        assert!(
-            (g.f64() - w).abs() <= 10.0 * cpu_tol * scale,
-            "{what}: ∂x[{k}] {g:?} vs CPU {w} (scale {scale})"
-        );
-    }
+    assert_gradient_near_cpu(&read(&outputs[2]), cpu.x.iter(), 10.0 * cpu_tol, &what);
     drop((inputs, outputs));
     stream.synchronize().unwrap();
     ctx.check_err().unwrap();
@@ -370,17 +382,8 @@ fn divergence_borrowed_matches_owned<T: CudaReal>(
         );
         assert!(w > 0.0, "{what}: S_ε {k} = {w}");
     }
-    let cpu_gx: Vec<f64> = cpu
-        .iter()
-        .flat_map(|s| s.grad_x.as_ref().unwrap().iter().copied())
-        .collect();
-    let scale = cpu_gx.iter().fold(0.0f64, |a, v| a.max(v.abs()));
-    for (k, (g, w)) in gx.iter().zip(&cpu_gx).enumerate() {
-        assert!(
-            (g.f64() - w).abs() <= 10.0 * cpu_tol * scale,
-            "{what}: ∂x[{k}] {g:?} vs CPU {w} (scale {scale})"
-        );
-    }
+    let cpu_gx = cpu.iter().flat_map(|s| s.grad_x.as_ref().unwrap().iter());
+    assert_gradient_near_cpu(&gx, cpu_gx, 10.0 * cpu_tol, &what);
     drop((inputs, outputs));
     stream.synchronize().unwrap();
     ctx.check_err().unwrap();

@@ -57,6 +57,13 @@ impl<T: Real> Clouds<T> {
         .unwrap()
     }
 
+    /// `[μ, ν, x, y]` in CPU backend buffers.
+    fn uploaded(&self) -> logot::Result<[Vec<T>; 4]> {
+        let up = |a: &Array3<T>| CpuBackend.upload(&flat(a.iter().copied()));
+        let up2 = |a: &Array2<T>| CpuBackend.upload(&flat(a.iter().copied()));
+        Ok([up2(&self.mu)?, up2(&self.nu)?, up(&self.x)?, up(&self.y)?])
+    }
+
     fn layout(&self) -> CloudLayout {
         let (pairs, n, d) = self.x.dim();
         CloudLayout {
@@ -83,14 +90,8 @@ fn on_buffers<T: Real>(
     let be = solver.backend();
     let (b, n) = c.mu.dim();
     let (m, d) = (c.nu.ncols(), c.x.dim().2);
-    let prepared = solver.prepare_points_buffers(
-        be.upload(&flat(c.mu.iter().copied()))?,
-        be.upload(&flat(c.nu.iter().copied()))?,
-        &be.upload(&flat(c.x.iter().copied()))?,
-        &be.upload(&flat(c.y.iter().copied()))?,
-        b,
-        c.layout(),
-    )?;
+    let [mu, nu, x, y] = c.uploaded()?;
+    let prepared = solver.prepare_points_buffers(mu, nu, &x, &y, b, c.layout())?;
     let nan = T::nan();
     let (mut f, mut g) = (be.filled(b * n, nan)?, be.filled(b * m, nan)?);
     let (mut gx, mut gy) = (be.filled(b * n * d, nan)?, be.filled(b * m * d, nan)?);
@@ -293,14 +294,8 @@ fn divergence_on_buffers<T: Real>(
     let be = solver.backend();
     let (b, n) = c.mu.dim();
     let (m, d) = (c.nu.ncols(), c.x.dim().2);
-    let prepared = solver.prepare_divergence_buffers(
-        be.upload(&flat(c.mu.iter().copied()))?,
-        be.upload(&flat(c.nu.iter().copied()))?,
-        &be.upload(&flat(c.x.iter().copied()))?,
-        &be.upload(&flat(c.y.iter().copied()))?,
-        b,
-        c.layout(),
-    )?;
+    let [mu, nu, x, y] = c.uploaded()?;
+    let prepared = solver.prepare_divergence_buffers(mu, nu, &x, &y, b, c.layout())?;
     assert_eq!(prepared.dims(), (b, n, m));
     let nan = T::nan();
     let (mut gx, mut gy) = (be.filled(b * n * d, nan)?, be.filled(b * m * d, nan)?);

@@ -1317,17 +1317,9 @@ fn _point_gradients_cuda<'py>(
         (batch, layout): (usize, logot::CloudLayout),
         [mu_len, nu_len, x_len, y_len, gx_len, gy_len]: [usize; 6],
     ) -> logot::Result<logot::PointBufferSolution> {
-        // SAFETY: the caller's contract (above): the addresses hold these many values of T
-        // of this GPU, live until the stream is past this work (torch's stream-ordered
-        // allocator keeps them so); the outputs alias nothing.
-        let (mub, nub, xb, yb) = unsafe {
-            (
-                be.borrow_buffer::<T>(mu, mu_len),
-                be.borrow_buffer::<T>(nu, nu_len),
-                be.borrow_buffer::<T>(x, x_len),
-                be.borrow_buffer::<T>(y, y_len),
-            )
-        };
+        // SAFETY: the caller's contract (above).
+        let [mub, nub, xb, yb] =
+            unsafe { borrow_inputs::<T>(&be, [mu, nu, x, y], [mu_len, nu_len, x_len, y_len]) };
         let prepared = Solver::new(be.clone(), params.params.clone())
             .prepare_points_buffers(mub, nub, &xb, &yb, batch, layout)?;
         let params = params.for_cost(prepared.max_cost());
@@ -1390,6 +1382,21 @@ fn cloud_buffers(
     Ok((lens, layout))
 }
 
+/// The inputs `[μ, ν, x, y]` of a point-cloud call, borrowed at these addresses with these
+/// lengths.
+///
+/// # Safety
+/// The addresses hold these many values of `T` of `be`'s GPU, live until its stream is past
+/// the call's work (torch's stream-ordered allocator keeps them so), and are only read.
+unsafe fn borrow_inputs<T: CudaReal>(
+    be: &CudaBackend,
+    ptrs: [u64; 4],
+    lens: [usize; 4],
+) -> [CudaBuffer<T>; 4] {
+    // SAFETY: the caller's contract.
+    std::array::from_fn(|k| unsafe { be.borrow_buffer::<T>(ptrs[k], lens[k]) })
+}
+
 /// The Sinkhorn divergences `S_ε` (objective convention) of a batch of point-cloud pairs on
 /// CUDA memory, without a copy, on the caller's stream ([`Solver::prepare_divergence_buffers`],
 /// [`Solver::sinkhorn_divergence_into`]): inputs as [`_point_gradients_cuda`]; writes
@@ -1432,17 +1439,9 @@ fn _sinkhorn_divergence_cuda<'py>(
         (batch, layout): (usize, logot::CloudLayout),
         [mu_len, nu_len, x_len, y_len, gx_len, gy_len]: [usize; 6],
     ) -> logot::Result<logot::DivergenceBufferSolution> {
-        // SAFETY: the caller's contract (`_point_gradients_cuda`): the addresses hold these
-        // many values of T of this GPU, live until the stream is past this work; the outputs
-        // alias nothing.
-        let (mub, nub, xb, yb) = unsafe {
-            (
-                be.borrow_buffer::<T>(mu, mu_len),
-                be.borrow_buffer::<T>(nu, nu_len),
-                be.borrow_buffer::<T>(x, x_len),
-                be.borrow_buffer::<T>(y, y_len),
-            )
-        };
+        // SAFETY: the caller's contract (`_point_gradients_cuda`).
+        let [mub, nub, xb, yb] =
+            unsafe { borrow_inputs::<T>(&be, [mu, nu, x, y], [mu_len, nu_len, x_len, y_len]) };
         let prepared = Solver::new(be.clone(), params.params.clone())
             .prepare_divergence_buffers(mub, nub, &xb, &yb, batch, layout)?;
         let params = params.for_cost(prepared.max_cost());

@@ -686,28 +686,35 @@ def test_cuda_sinkhorn_divergence_zero_copy(dtype, d):
     assert (want_value > 0).all()
     for name, t, want in zip(("x", "y"), leaves, want_grads):
         np.testing.assert_array_equal(t.grad.cpu().numpy(), want, err_msg=name)
-    # One pair and shared weights, on a side stream, a non-contiguous cloud.
-    x, y, a, b = _cloud_batch(3, 300, 200, 5, dtype, 23)
+    _one_pair_and_shared_weights_on_a_side_stream(lt.sinkhorn_divergence, _divergence_host_path, dtype, 23, "y")
+
+
+def _one_pair_and_shared_weights_on_a_side_stream(loss, host_path, dtype, seed, spoil):
+    """``loss`` on one pair (a 0-d value) and on a batch with weights shared by the pairs,
+    produced on a side stream just before the call (a cloud not contiguous), gives
+    ``host_path``'s results; the convergence warning comes from the reports read back; a NaN
+    coordinate in cloud ``spoil`` is a ValueError naming it."""
+    x, y, a, b = _cloud_batch(3, 300, 200, 5, dtype, seed)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with no_host_copies():
         with torch.cuda.stream(side):
-            xs = (x.transpose(1, 2) * 1).transpose(1, 2).requires_grad_()
-            one = lt.sinkhorn_divergence(x[1], y[1], 0.3, a[1], b[1])
-            shared = lt.sinkhorn_divergence(xs, y, 0.3, a[0], b[0])
+            xs = (x.transpose(1, 2) * 1).transpose(1, 2).requires_grad_()  # not contiguous
+            one = loss(x[1], y[1], 0.3, a[1], b[1])
+            shared = loss(xs, y, 0.3, a[0], b[0])
             shared.sum().backward()
         side.synchronize()
-    want_one, _ = _divergence_host_path(x[1], y[1], a[1], b[1], 0.3)
+    want_one, _ = host_path(x[1], y[1], a[1], b[1], 0.3)
     assert one.shape == () and float(one) == float(want_one)
-    want, grads = _divergence_host_path(x, y, a[0], b[0], 0.3)
+    want, grads = host_path(x, y, a[0], b[0], 0.3)
     np.testing.assert_array_equal(shared.detach().cpu().numpy(), want)
     np.testing.assert_array_equal(xs.grad.cpu().numpy(), grads[0])
     with pytest.warns(logot.ConvergenceWarning, match="did not converge"):
-        lt.sinkhorn_divergence(x, y, 1e-3, a, b, max_iters=3)
-    bad = y.clone()
-    bad[2, 7, 1] = float("nan")
-    with pytest.raises(ValueError, match="y"):
-        lt.sinkhorn_divergence(x, bad, 0.3, a, b)
+        loss(x, y, 1e-3, a, b, max_iters=3)
+    clouds = dict(x=x.clone(), y=y.clone())
+    clouds[spoil][2, 7, 1] = float("nan")
+    with pytest.raises(ValueError, match=spoil):
+        loss(clouds["x"], clouds["y"], 0.3, a, b)
 
 
 @needs_gpu
@@ -716,24 +723,4 @@ def test_cuda_wasserstein_points_one_pair_and_shared_weights_on_a_side_stream():
     side stream just before the call (the clouds not contiguous), give the host path's
     results; the convergence warning comes from the reports read back; a NaN coordinate is a
     ValueError naming the cloud."""
-    x, y, a, b = _cloud_batch(3, 300, 200, 5, torch.float64, 13)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with no_host_copies():
-        with torch.cuda.stream(side):
-            xs = (x.transpose(1, 2) * 1).transpose(1, 2).requires_grad_()  # not contiguous
-            one = lt.wasserstein_points(x[1], y[1], 0.3, a[1], b[1])
-            shared = lt.wasserstein_points(xs, y, 0.3, a[0], b[0])
-            shared.sum().backward()
-        side.synchronize()
-    want_one, _ = _points_host_path(x[1], y[1], a[1], b[1], 0.3)
-    assert one.shape == () and float(one) == float(want_one)
-    want, grads = _points_host_path(x, y, a[0], b[0], 0.3)
-    np.testing.assert_array_equal(shared.detach().cpu().numpy(), want)
-    np.testing.assert_array_equal(xs.grad.cpu().numpy(), grads[0])
-    with pytest.warns(logot.ConvergenceWarning, match="did not converge"):
-        lt.wasserstein_points(x, y, 1e-3, a, b, max_iters=3)
-    bad = x.clone()
-    bad[2, 7, 1] = float("nan")
-    with pytest.raises(ValueError, match="x"):
-        lt.wasserstein_points(bad, y, 0.3, a, b)
+    _one_pair_and_shared_weights_on_a_side_stream(lt.wasserstein_points, _points_host_path, torch.float64, 13, "x")
