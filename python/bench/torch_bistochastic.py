@@ -133,7 +133,7 @@ def main():
     def stream():
         return torch.cuda.current_stream(device).cuda_stream
 
-    fwd_words, bwd_words, _ = _logot._bistochastic_words(b, device)
+    fwd_words, bwd_words = _logot._bistochastic_words(b, device)
     sw = torch.empty(fwd_words, dtype=torch.int64, device=dev)
     bw = torch.empty(bwd_words, dtype=torch.int64, device=dev)
 

@@ -1692,18 +1692,14 @@ fn _bistochastic_backward_cuda<'py>(
     decoded_reports(py, entries)
 }
 
-/// `(forward, backward, summary)`: how many int64 words [`_bistochastic_cuda`] and
-/// [`_bistochastic_backward_cuda`] need for `batch` matrices on GPU `device`, and how many
-/// of the backward's hold the CG summary (the rest is scratch).
+/// `(forward, backward)`: how many int64 words [`_bistochastic_cuda`] and
+/// [`_bistochastic_backward_cuda`] need for `batch` matrices on GPU `device` (the
+/// backward's: its CG summary, then scratch).
 #[pyfunction]
-fn _bistochastic_words(
-    py: Python<'_>,
-    batch: usize,
-    device: usize,
-) -> PyResult<(usize, usize, usize)> {
+fn _bistochastic_words(py: Python<'_>, batch: usize, device: usize) -> PyResult<(usize, usize)> {
     let be = py.detach(|| cuda_backend(device)).py()?;
     let backward = BistochasticKernels::<f32>::bistochastic_backward_words(&be, batch);
-    Ok((words::PROJECTION, backward, words::CG_SUMMARY))
+    Ok((words::PROJECTION, backward))
 }
 
 /// The reports of the in-place bistochastic calls (every GPU's) whose statistics have come

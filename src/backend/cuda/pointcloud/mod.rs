@@ -229,11 +229,17 @@ impl CudaBackend {
             metric: p.metric(),
             precision: p.precision(),
         };
-        let xs: Vec<T> = p.x().iter().copied().collect();
-        let ys: Vec<T> = p.y().iter().copied().collect();
-        let x = self.upload_slice(&xs, "the points x")?;
-        let y = self.upload_slice(&ys, "the points y")?;
-        // (Checked finite by PointCloudCost's constructors.)
+        // Row-major views are uploaded as they are; others through a contiguous copy.
+        fn rows<T: Copy>(a: ndarray::ArrayView3<'_, T>) -> std::borrow::Cow<'_, [T]> {
+            match a.to_slice() {
+                Some(s) => std::borrow::Cow::Borrowed(s),
+                None => std::borrow::Cow::Owned(a.iter().copied().collect()),
+            }
+        }
+        let x = self.upload_slice(&rows(p.x()), "the points x")?;
+        let y = self.upload_slice(&rows(p.y()), "the points y")?;
+        // (Checked finite by PointCloudCost's constructors: the statistics stay on the
+        // device, only the means are used.)
         let (_, mean) = self.cloud_coord_stats(&x, &y, layout)?;
         self.centred_cloud(&x, &y, &mean, layout)
     }
@@ -252,6 +258,11 @@ impl CudaBackend {
     ) -> Result<(CudaCloud<T>, f64)> {
         layout.check(x.len, y.len)?;
         let (stats, mean) = self.cloud_coord_stats(&x.data, &y.data, layout)?;
+        let stats = self.download_slice(
+            &stats,
+            4 * layout.pairs() * layout.d,
+            "the clouds' coordinate statistics",
+        )?;
         if stats.chunks(4).any(|s| s[3] > 0.0) {
             let (xh, yh) = (
                 self.download_slice(&x.data, x.len, "the points x")?,
@@ -274,14 +285,14 @@ impl CudaBackend {
     }
 
     /// Per pair `b` and coordinate `t` of row-major clouds, over the `n + m` points of the
-    /// pair (`pc_coord_stats`): `(Σ, min, max, non-finite count)` read back (`4·B·d` f64),
-    /// and the means `Σ/(n + m)` (`B·d`, f64) left on the device.
+    /// pair (`pc_coord_stats`): `(Σ, min, max, non-finite count)` (`4·B·d` f64) and the
+    /// means `Σ/(n + m)` (`B·d`, f64), both left on the device.
     fn cloud_coord_stats<T: CudaReal>(
         &self,
         x: &CudaSlice<T>,
         y: &CudaSlice<T>,
         layout: CloudLayout,
-    ) -> Result<(Vec<f64>, CudaSlice<f64>)> {
+    ) -> Result<(CudaSlice<f64>, CudaSlice<f64>)> {
         let (n, m, d, pairs) = (layout.n, layout.m, layout.d, layout.pairs());
         let grid = (
             u32::try_from(to_i32(d, "x")?).unwrap_or(u32::MAX),
@@ -313,9 +324,7 @@ impl CudaBackend {
                 ),
             )
         }?;
-        let host =
-            self.download_slice(&stats, 4 * pairs * d, "the clouds' coordinate statistics")?;
-        Ok((host, mean))
+        Ok((stats, mean))
     }
 
     /// The prepared cloud of row-major `x`, `y` less their per-pair means `mean` (`B×d`,
