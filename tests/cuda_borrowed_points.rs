@@ -79,6 +79,23 @@ impl<T: Real> Clouds<T> {
         }
     }
 
+    /// The caller's copies `[μ, ν, x, y]` still hold these clouds, bit for bit.
+    fn assert_untouched(&self, stream: &Arc<CudaStream>, inputs: &[CudaSlice<T>; 4], what: &str)
+    where
+        T: CudaReal,
+    {
+        let want = [
+            &self.mu.as_slice(),
+            &self.nu.as_slice(),
+            &self.x.as_slice(),
+            &self.y.as_slice(),
+        ];
+        for (s, w) in inputs.iter().zip(want) {
+            let got = stream.clone_dtoh(s).unwrap();
+            assert_eq!(bits(&got), bits(w.unwrap()), "inputs, {what}");
+        }
+    }
+
     fn f64(&self) -> Clouds<f64> {
         Clouds {
             mu: self.mu.mapv(|v| v.f64()),
@@ -174,16 +191,7 @@ fn borrowed_matches_owned<T: CudaReal>(
         "{} B={b} n={n} m={m} d={d} batched={batched} {metric:?} {precision:?}",
         T::NAME
     );
-    // The caller's inputs are untouched.
-    let want_in = [
-        c.mu.as_slice(),
-        c.nu.as_slice(),
-        c.x.as_slice(),
-        c.y.as_slice(),
-    ];
-    for (s, w) in inputs.iter().zip(want_in) {
-        assert_eq!(bits(&read(s)), bits(w.unwrap()), "inputs, {what}");
-    }
+    c.assert_untouched(&stream, &inputs, &what);
     // The host-array path on the backend's own stream.
     let solver = Solver::new(gpu.clone(), params.clone());
     let p = Problem::batch(c.mu.view(), c.nu.view(), c.cost(metric, precision)).unwrap();
@@ -325,15 +333,7 @@ fn divergence_borrowed_matches_owned<T: CudaReal>(
         "divergence {} B={b} n={n} m={m} d={d} batched={batched} {metric:?}",
         T::NAME
     );
-    let want_in = [
-        c.mu.as_slice(),
-        c.nu.as_slice(),
-        c.x.as_slice(),
-        c.y.as_slice(),
-    ];
-    for (s, w) in inputs.iter().zip(want_in) {
-        assert_eq!(bits(&read(s)), bits(w.unwrap()), "inputs, {what}");
-    }
+    c.assert_untouched(&stream, &inputs, &what);
     let conv = logot::DivergenceConvention::Objective;
     let want = Solver::new(gpu.clone(), params.clone())
         .sinkhorn_divergence_batch(c.mu.view(), c.nu.view(), c.cost(metric, precision), conv)

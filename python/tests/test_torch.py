@@ -602,6 +602,20 @@ def _cloud_batch(b, n, m, d, dtype, seed, device="cuda"):
     return x, y, a / a.sum(-1, keepdim=True), w / w.sum(-1, keepdim=True)
 
 
+def _host_copies_of(loss):
+    """``loss()`` and the backward of its sum under the profiler, with no host copy through
+    torch allowed: the value and the GPU time (µs) of the host<->device copies that ran."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        with no_host_copies():
+            value = loss()
+            value.sum().backward()
+            torch.cuda.synchronize()
+    copies = [e for e in prof.events() if "Memcpy DtoH" in e.name or "Memcpy HtoD" in e.name]
+    return value, sum(e.device_time_total for e in copies)
+
+
 def _points_host_path(x, y, a, b, eps, **options):
     """OT_ε and its gradients through the host-array path on the CUDA backend (the copy path:
     numpy arrays with backend="cuda:0"), the weights' gradients centred as logot.torch does."""
@@ -621,22 +635,14 @@ def test_cuda_wasserstein_points_zero_copy(dtype, d):
     half of one copy of the clouds (only per-problem numbers cross), and the value and the
     gradients with respect to both clouds and both weights equal the host-array path on the
     CUDA backend bit for bit."""
-    from torch.profiler import ProfilerActivity, profile
-
     # 12 to 36 MB of x and a small y: one copy of x takes far longer than the per-problem
     # numbers read back (input checks, ranges, convergence checks: a few bytes each).
     x, y, a, b = _cloud_batch(4, 2**18 if d == 3 else 2**16, 256, d, dtype, 7)
     leaves = [t.clone().requires_grad_() for t in (x, y, a, b)]
     lt.wasserstein_points(*[t.detach() for t in leaves[:2]], 0.5, *[t.detach() for t in leaves[2:]])
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        with no_host_copies():
-            value = lt.wasserstein_points(leaves[0], leaves[1], 0.5, leaves[2], leaves[3])
-            value.sum().backward()
-            torch.cuda.synchronize()
+    value, total_us = _host_copies_of(lambda: lt.wasserstein_points(leaves[0], leaves[1], 0.5, leaves[2], leaves[3]))
     assert value.device == x.device and value.dtype == dtype and value.shape == (4,)
-    copies = [e for e in prof.events() if "Memcpy DtoH" in e.name or "Memcpy HtoD" in e.name]
-    total_us = sum(e.device_time_total for e in copies)
     clouds_copy_us = _time_one_copy(x)
     assert total_us < 0.5 * clouds_copy_us, (total_us, clouds_copy_us)
     want_value, want_grads = _points_host_path(x, y, a, b, 0.5)
@@ -663,22 +669,14 @@ def test_cuda_sinkhorn_divergence_zero_copy(dtype, d):
     the CUDA backend bit for bit. One pair (a 0-d value) and weights shared by a batch, on a
     side stream with a non-contiguous cloud, too; a NaN coordinate is a ValueError naming the
     cloud; an unconverged solve warns."""
-    from torch.profiler import ProfilerActivity, profile
-
     # 2.2 to 10 MB of x and a small y: one copy of x takes far longer than the numbers read
     # back (input checks, ranges, convergence checks of the three solves).
     x, y, a, b = _cloud_batch(2, 16384, 256, d, dtype, 19)
     leaves = [t.clone().requires_grad_() for t in (x, y)]
     lt.sinkhorn_divergence(x, y, 2.0, a, b)
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        with no_host_copies():
-            value = lt.sinkhorn_divergence(leaves[0], leaves[1], 2.0, a, b)
-            value.sum().backward()
-            torch.cuda.synchronize()
+    value, total_us = _host_copies_of(lambda: lt.sinkhorn_divergence(leaves[0], leaves[1], 2.0, a, b))
     assert value.device == x.device and value.dtype == dtype and value.shape == (2,)
-    copies = [e for e in prof.events() if "Memcpy DtoH" in e.name or "Memcpy HtoD" in e.name]
-    total_us = sum(e.device_time_total for e in copies)
     clouds_copy_us = _time_one_copy(x)
     assert total_us < 0.5 * clouds_copy_us, (total_us, clouds_copy_us)
     want_value, want_grads = _divergence_host_path(x, y, a, b, 2.0)
