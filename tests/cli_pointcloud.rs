@@ -447,9 +447,21 @@ fn three_dimensional_clouds_are_one_pair_per_problem() {
             "--grad-x",
             &dk,
         ]);
-        assert_eq!(div["divergence"][k], d1["divergence"], "divergence {k}");
+        // The batch's three solves also run until the last problem converges: equal to the
+        // tolerance.
+        let (a, w) = (
+            div["divergence"][k].as_f64().unwrap(),
+            d1["divergence"].as_f64().unwrap(),
+        );
+        assert!((a - w).abs() < 1e-8 * w, "divergence {k}: {a} vs {w}");
         let g1: Array2<f64> = read_npy(&dk).unwrap();
-        assert_eq!(dgx_all.slice(s![k, .., ..]), g1, "divergence gradient {k}");
+        let diff = (&dgx_all.slice(s![k, .., ..]) - &g1)
+            .iter()
+            .fold(0.0f64, |s, v| s.max(v.abs()));
+        assert!(
+            diff < 1e-7,
+            "problem {k}: divergence gradients differ by {diff}"
+        );
     }
     // Distinct pairs: distinct distances.
     assert!((dist(&all, 0) - dist(&all, 2)).abs() > 1e-3);
