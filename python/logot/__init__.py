@@ -205,6 +205,12 @@ def _params(eps, max_iters, tol, check_every, eps_scaling):
 def _problem(mu, nu, cost):
     """Marginals as B×n, B×m arrays of one dtype, the cost argument, and whether the caller
     asked for one problem (results are then squeezed)."""
+    # The common call (1-D weights and a dense n×m cost, native float64 or float32 arrays of
+    # one dtype) needs no conversion: answered first, in a few attribute reads.
+    if (type(mu) is np.ndarray and type(nu) is np.ndarray and type(cost) is np.ndarray
+            and mu.ndim == 1 and nu.ndim == 1 and cost.ndim == 2
+            and (mu.dtype == _F64 or mu.dtype == _F32) and nu.dtype == mu.dtype and cost.dtype == mu.dtype):
+        return mu[None, :], nu[None, :], cost, True
     mu = np.asarray(mu)
     nu = np.asarray(nu)
     arrays = [mu, nu]

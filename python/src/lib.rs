@@ -157,12 +157,36 @@ macro_rules! by_backend {
 /// The GIL released around `f`; on the CPU, `f` runs on a rayon worker (saves a thread
 /// hand-off per kernel on problems large enough for the kernels to split, as the library's
 /// own top-level functions do).
+///
+/// The wall-clock time of `f` itself (the library calls: building the problem and solving
+/// it) is kept per calling thread for [`_last_compute_seconds`], so that the bindings'
+/// overhead can be measured inside the same call rather than against a separate one.
 fn compute<R: Send>(py: Python<'_>, cpu: bool, f: impl FnOnce() -> R + Send) -> R {
-    if cpu {
-        py.detach(|| rayon::scope(|_| f()))
+    let timed = || {
+        let start = std::time::Instant::now();
+        let out = f();
+        (out, start.elapsed())
+    };
+    let (out, took) = if cpu {
+        py.detach(|| rayon::scope(|_| timed()))
     } else {
-        py.detach(f)
-    }
+        py.detach(timed)
+    };
+    LAST_COMPUTE.set(took);
+    out
+}
+
+thread_local! {
+    /// The time the last [`compute`] of this thread spent in the library.
+    static LAST_COMPUTE: std::cell::Cell<std::time::Duration> = const { std::cell::Cell::new(std::time::Duration::ZERO) };
+}
+
+/// Seconds the calling thread's last call spent inside the library (building the problem
+/// and solving it, without the argument handling, the conversions and the GIL): the
+/// reference of `python/bench/overhead.py`.
+#[pyfunction]
+fn _last_compute_seconds() -> f64 {
+    LAST_COMPUTE.get().as_secs_f64()
 }
 
 /// Below this many cost entries per half-step (`B·n·m`) no CPU kernel of a dense solve
@@ -1836,6 +1860,7 @@ fn _logot(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(newton_schulz, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_device_name, m)?)?;
     m.add_function(wrap_pyfunction!(_time_wasserstein, m)?)?;
+    m.add_function(wrap_pyfunction!(_last_compute_seconds, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -230,6 +230,31 @@ def test_the_gil_is_released(rng):
     assert elapsed > 0.01 and ticks > 1000, (elapsed, ticks)
 
 
+def test_the_library_time_of_a_call_is_kept_per_thread(rng):
+    # The reference of python/bench/overhead.py: the time a call spent in the library,
+    # kept for the calling thread only.
+    mu, nu, cost = random_problem(rng, 400, 400)
+    small = random_problem(rng, 5, 5)
+    start = time.perf_counter()
+    logot.wasserstein(*small, 0.5)
+    small_wall = time.perf_counter() - start
+    own = {}
+
+    def work():
+        start = time.perf_counter()
+        logot.solve(mu, nu, cost, 1e-3, max_iters=300, tol=0)
+        own["wall"] = time.perf_counter() - start
+        own["inside"] = logot._logot._last_compute_seconds()
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    # 300 iterations of 400×400 are most of that call; the bindings' own work is not in it.
+    assert 0.5 * own["wall"] < own["inside"] < own["wall"], own
+    # The main thread still reads its own small call, not the other thread's.
+    assert 0 < logot._logot._last_compute_seconds() < min(small_wall, 0.5 * own["inside"]), (small_wall, own)
+
+
 # ---------------------------------------------------------------------------------------
 # Gradients
 # ---------------------------------------------------------------------------------------
