@@ -89,6 +89,18 @@ def test_any_strides_give_the_same_answer(rng):
     # Big-endian input is converted.
     got = logot.coupling(mu.astype(">f8"), nu, cost.astype(">f8"), 0.05)
     np.testing.assert_array_equal(got.plan, want.plan)
+    # Native float arrays of one dtype take the wrapper's fast path; lists and a batch of
+    # one take the general one: the same numbers.
+    fast = logot.solve(mu, nu, cost, 0.05)
+    lists = logot.solve(mu.tolist(), nu.tolist(), cost.tolist(), 0.05)
+    np.testing.assert_array_equal(lists.f, fast.f)
+    assert lists.distance == fast.distance
+    for dtype in (np.float64, np.float32):
+        a, b, c = (np.asarray(v, dtype=dtype) for v in (mu, nu, cost))
+        single, batch = logot.solve(a, b, c, 0.05), logot.solve(a[None], b[None], c, 0.05)
+        assert single.f.dtype == batch.f.dtype == dtype
+        np.testing.assert_array_equal(batch.f[0], single.f)
+        assert batch.distance[0] == single.distance
 
 
 def test_batches(rng):
