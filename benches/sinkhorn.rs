@@ -1,10 +1,11 @@
 //! Criterion benches of the CPU backend: one `sinkstep` half-iteration, otA and otBcpu
 //! (the canonical problems of DESIGN.md, built by `logot::problems`), and otB at full size
-//! (B = 64, n = 2048: tens of seconds per solve on a small CPU) when `LOGOT_BENCH_FULL=1`.
-//! See benches/README.md.
+//! (B = 64, n = 2048: tens of seconds per solve on a small CPU) when `LOGOT_BENCH_FULL=1`;
+//! the final plan report of a solve against the same f64 sums with std's `exp` (the
+//! baseline, written here). See benches/README.md.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use logot::backend::{Backend, CostSource, Side};
+use logot::backend::{Backend, CostSource, Marginals, Potentials, Side};
 use logot::{problems, CpuBackend, Problem, SinkhornParams, Solver};
 use std::hint::black_box;
 use std::time::Duration;
@@ -74,5 +75,71 @@ fn ot_problems(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, sinkstep, ot_problems);
+/// `Backend::plan_report` of the CPU backend (row and column sums of `P = exp((f ⊕ g −
+/// C)/ε)` and `⟨P, C⟩` in f64, vectorised) against the same sums with std's scalar `exp`,
+/// on converged otB-like potentials (B = 1, n = 1024, f64), both on one thread.
+fn plan_report(c: &mut Criterion) {
+    let mut g = c.benchmark_group("plan_report");
+    let n = 1024;
+    let (mu, nu, cost) = problems::ot_b::<f64>(1, n);
+    let eps = 1e-2;
+    let be = CpuBackend;
+    let solved = Solver::new(CpuBackend, SinkhornParams::new(eps))
+        .solve(&Problem::batch(mu.view(), nu.view(), cost.view()).unwrap())
+        .unwrap();
+    let (f, gp) = (solved.f.row(0).to_vec(), solved.g.row(0).to_vec());
+    let prepared = be.prepare_cost(&CostSource::Dense(cost.view())).unwrap();
+    let up = |v: Vec<f64>| be.upload(&v).unwrap();
+    let (mu_b, nu_b) = (up(mu.row(0).to_vec()), up(nu.row(0).to_vec()));
+    let (lmu, lnu) = (
+        up(mu.row(0).iter().map(|v| v.ln()).collect()),
+        up(nu.row(0).iter().map(|v| v.ln()).collect()),
+    );
+    let marginals = Marginals {
+        mu: &mu_b,
+        nu: &nu_b,
+        log_mu: &lmu,
+        log_nu: &lnu,
+    };
+    let pot = Potentials {
+        f: up(f.clone()),
+        g: up(gp.clone()),
+    };
+    g.throughput(Throughput::Elements((2 * n * n) as u64));
+    let one = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    g.bench_function("report_f64_n1024", |bench| {
+        one.install(|| {
+            bench.iter(|| {
+                be.plan_report(&prepared, black_box(&pot), &marginals, eps)
+                    .unwrap()
+            })
+        })
+    });
+    let ct = cost.t().as_standard_layout().to_owned();
+    g.bench_function("std_exp_f64_n1024", |bench| {
+        bench.iter(|| {
+            let sums = |p: &[f64], q: &[f64], c: ndarray::ArrayView2<'_, f64>| -> Vec<(f64, f64)> {
+                p.iter()
+                    .zip(c.rows())
+                    .map(|(&pi, row)| {
+                        row.iter().zip(q).fold((0.0, 0.0), |(s, t), (&ck, &qk)| {
+                            let e = ((pi + qk - ck) / eps).exp();
+                            (s + e, t + e * ck)
+                        })
+                    })
+                    .collect()
+            };
+            black_box((
+                sums(black_box(&f), &gp, cost.view()),
+                sums(&gp, &f, ct.view()),
+            ))
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, sinkstep, ot_problems, plan_report);
 criterion_main!(benches);

@@ -494,3 +494,80 @@ proptest! {
         check_case::<f32, _>(&CpuBackend, &c)?;
     }
 }
+
+/// The CPU backend's plan report of a dense batch (vectorised f64 exponentials) against the
+/// same sums with std's `exp`: arbitrary potentials (plan entries above 1 included), −∞
+/// potentials of zero-mass bins on both sides, sizes that are not multiples of the lanes,
+/// f32 and f64 inputs. Every figure within 1e-13 relative of the reference.
+#[test]
+fn the_dense_plan_report_matches_a_brute_force_with_std_exp() {
+    use logot::backend::{Backend, CostSource, Marginals, Potentials};
+    fn check<T: Real>(seed: u64) {
+        let (b, n, m, eps) = (2, 37, 29, 0.07);
+        let mut rng = Lcg(seed);
+        let cost = Array3::from_shape_vec((b, n, m), rng.vec(b * n * m, 0.0, 1.0)).unwrap();
+        let mut f = rng.vec(b * n, -0.3, 0.4);
+        let mut g = rng.vec(b * m, -0.3, 0.4);
+        let (mut mu, mut nu) = (rng.vec(b * n, 0.0, 0.1), rng.vec(b * m, 0.0, 0.1));
+        for (pot, w, k) in [(&mut f, &mut mu, 5), (&mut g, &mut nu, 2 * m - 1)] {
+            pot[k] = f64::NEG_INFINITY;
+            w[k] = 0.0;
+        }
+        let t = |v: &[f64]| v.iter().map(|&x| T::of(x)).collect::<Vec<T>>();
+        let (f, g, mu, nu, cost) = (t(&f), t(&g), t(&mu), t(&nu), cost.mapv(T::of));
+        let be = CpuBackend;
+        let prepared = be
+            .prepare_cost(&CostSource::DenseBatch(cost.view()))
+            .unwrap();
+        let ln = |v: &[T]| v.iter().map(|x| x.ln()).collect::<Vec<T>>();
+        let (lmu, lnu) = (ln(&mu), ln(&nu));
+        let marginals = Marginals {
+            mu: &mu,
+            nu: &nu,
+            log_mu: &lmu,
+            log_nu: &lnu,
+        };
+        let pot = Potentials {
+            f: f.clone(),
+            g: g.clone(),
+        };
+        let reports = be
+            .plan_report(&prepared, &pot, &marginals, T::of(eps))
+            .unwrap();
+        for (k, r) in reports.iter().enumerate() {
+            let (mut rows, mut cols) = (vec![0.0f64; n], vec![0.0f64; m]);
+            let (mut total, mut mass, mut big) = (0.0f64, 0.0f64, 0.0f64);
+            for i in 0..n {
+                for j in 0..m {
+                    let c = cost[[k, i, j]].f64();
+                    let p =
+                        ((f[k * n + i].f64() + g[k * m + j].f64() - c) / T::of(eps).f64()).exp();
+                    rows[i] += p;
+                    cols[j] += p;
+                    total += p * c;
+                    mass += p;
+                    big = big.max(p);
+                }
+            }
+            let err = |s: &[f64], w: &[T]| -> f64 {
+                s.iter().zip(w).map(|(s, w)| (s - w.f64()).abs()).sum()
+            };
+            let (row_error, col_error) = (err(&rows, &mu[k * n..]), err(&cols, &nu[k * m..]));
+            assert!(big > 1.0, "the case should hold plan entries above 1");
+            for (what, got, want) in [
+                ("row_error", r.row_error, row_error),
+                ("col_error", r.col_error, col_error),
+                ("cost", r.cost, total),
+                ("mass", r.mass.unwrap(), mass),
+            ] {
+                assert!(
+                    (got - want).abs() <= 1e-13 * want.abs(),
+                    "{} problem {k} {what}: {got} against {want}",
+                    T::NAME
+                );
+            }
+        }
+    }
+    check::<f64>(11);
+    check::<f32>(12);
+}

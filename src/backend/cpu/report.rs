@@ -2,30 +2,49 @@
 //! C_ij)/ε)` in `f64` from the stored `f`, `g` and `C`, so the errors are those of the plan
 //! the potentials define, not of a half-step that approximates it in `T`. Row sums, then
 //! column sums (from `Cᵀ`), each output summed in a fixed order: the result does not depend
-//! on the number of threads.
+//! on the number of threads. The exponentials are [`exp_f64`] (vectorised, within 2 ulp).
 
+use super::isa::isa_dispatch;
 use super::{check_fg, other, CpuCost};
 use crate::backend::{Marginals, PlanReport, Side};
+use crate::real::{exp_f64, MulAdd, LANES};
 use crate::{Real, Result};
 use rayon::prelude::*;
 
 /// Rows (or columns) per rayon task.
 const ROWS_PER_TASK: usize = 16;
 
-/// `Σ_k exp((p + q_k − c_k)/ε)` and `Σ_k exp(…)·c_k` over one row of the cost, in `f64`
-/// (`p = −∞` or `q_k = −∞`: the entry is 0).
-fn row_sums<T: Real>(p: T, q: &[T], c: &[T], inv_eps: f64) -> (f64, f64) {
+isa_dispatch! {
+    /// `Σ_k exp((p + q_k − c_k)/ε)` and `Σ_k exp(…)·c_k` over one row of the cost, in `f64`
+    /// (`p = −∞` or `q_k = −∞`: the entry is 0), lane by lane in a fixed order.
+    fn row_sums<T: Real>(p: T, q: &[T], c: &[T], inv_eps: f64) -> (f64, f64) = row_sums_kernel up to AVX2;
+}
+
+#[inline(always)]
+fn row_sums_kernel<T: Real, M: MulAdd>(p: T, q: &[T], c: &[T], inv_eps: f64) -> (f64, f64) {
+    debug_assert_eq!(q.len(), c.len());
     if p == T::neg_infinity() {
         return (0.0, 0.0);
     }
     let p = p.f64();
-    let (mut s, mut t) = (0.0f64, 0.0f64);
-    for (&qk, &ck) in q.iter().zip(c) {
-        let e = ((p + qk.f64() - ck.f64()) * inv_eps).exp();
-        s += e;
-        t += e * ck.f64();
+    let (mut s, mut t) = ([0.0f64; LANES], [0.0f64; LANES]);
+    let mut add = |l: usize, qk: T, ck: T| {
+        let ck = ck.f64();
+        let e = exp_f64::<M>((p + qk.f64() - ck) * inv_eps);
+        s[l] += e;
+        t[l] += e * ck;
+    };
+    let (qs, cs) = (q.chunks_exact(LANES), c.chunks_exact(LANES));
+    let (q_tail, c_tail) = (qs.remainder(), cs.remainder());
+    for (qg, cg) in qs.zip(cs) {
+        for l in 0..LANES {
+            add(l, qg[l], cg[l]);
+        }
     }
-    (s, t)
+    for (&qk, &ck) in q_tail.iter().zip(c_tail) {
+        add(0, qk, ck);
+    }
+    (s.iter().sum(), t.iter().sum())
 }
 
 /// Per problem and output of `side`: `(Σ P, Σ P·C)` along the other side.
