@@ -156,7 +156,7 @@ fn exp_reduced<M: MulAdd>(x: f64) -> (f64, i64) {
 }
 
 /// `exp(x)` in `f64` over the whole range, branch-free (it vectorises, unlike the library
-/// call): within 2 ulp of the correctly rounded value for `x` in [−708, 709.78]; `∞` above
+/// call): relative error at most 2·2^−52 for `x` in [−708, 709.78]; `∞` above
 /// (overflow), exactly 0 below −708 (results under 2^−1021, `−∞` included: the denormal
 /// range is flushed); NaN gives NaN.
 #[inline(always)]

@@ -2,7 +2,8 @@
 //! C_ij)/ε)` in `f64` from the stored `f`, `g` and `C`, so the errors are those of the plan
 //! the potentials define, not of a half-step that approximates it in `T`. Row sums, then
 //! column sums (from `Cᵀ`), each output summed in a fixed order: the result does not depend
-//! on the number of threads. The exponentials are [`exp_f64`] (vectorised, within 2 ulp).
+//! on the number of threads. The exponentials are [`exp_f64`] (vectorised, relative error
+//! at most 2·2^−52).
 
 use super::isa::isa_dispatch;
 use super::{check_fg, other, CpuCost};
