@@ -105,38 +105,39 @@ __device__ __forceinline__ void pc_chunk_cost(T (&c)[PC_CH], const T (&p)[DMAX],
 //   costs d FMAs. Rounding puts an error of about (d+3)·u·s·(|x|+|y|)² on v, which the
 //   host bounds before choosing this form.
 //
-// Lazily raised maximum: each output keeps a shift m and its sum of exp2(v − m). A chunk of
-// PC_CH arguments is exponentiated against the current m without looking at its maximum;
-// only when the chunk's sum exceeds PC_LAZY_MAX = 2^64 (or is inf/NaN) is the chunk redone with m
-// raised to the chunk maximum (sum rescaled). So every term stays ≤ 2^64 and a sum of
-// up to 2^31 of them far from overflow, and most chunks cost one compare in all. m starts
-// at the finite PC_M0, far below any argument: the first chunk with mass raises it, −inf
-// arguments (zero-mass bins, padding) give exactly 0, and no −inf − −inf NaN can arise.
+// Lazily raised maximum, tested once per stage: each output keeps a shift m and its sum of
+// exp2(v − m). The PC_KT arguments of a stage are exponentiated against the current m with
+// no test and no branch (pc_fold_stage); one test per stage then finds the rare sum that
+// overflowed (a term above 2^127 of its shift: the stage is redone with m raised to the
+// stage maximum) or grew past PC_LAZY_MAX = 2^64 (renormalised exactly by a power of two).
+// m starts at its first chunk's maximum (at the finite PC_M0 when that chunk has no mass),
+// −inf arguments (zero-mass bins, padding) give exactly 0, and no −inf − −inf NaN can arise.
 //
 // Exponentials past the MUFU throughput: in f32, PC_POLY of the TJ·PC_CH exponentials of
 // each thread's chunk are evaluated by pc_exp2_poly on the FMA pipe instead of MUFU.EX2.
 #define PC_LAZY_MAX 1.8446744073709552e19 /* 2^64 */
 #define PC_M0 (-1e30)
-// Default 2 of 32 (d ≤ 4): the norm-form d = 3 chunk loop is 216 instructions and 32
-// MUFU.EX2 per 32 pairs (MUFU-bound: 256 cycles of the 4-lane unit against 216 issues per
-// scheduler); with 2 polynomials it is 237 instructions and 30 MUFU (about 240 cycles),
-// 3 would make it issue-bound (~247). Counted in the sm_90 SASS; the GPU's measurement
-// (LOGOT_CUDA_DEFINES="PC_POLY=N") decides. Overridable as an NVRTC definition.
+// Off by default: the norm-form d = 3 stage loop is 409 instructions and 64 MUFU.EX2 per
+// 64 pairs (counted in the sm_90 SASS): MUFU-bound in theory (512 cycles of the 4-lane unit
+// against 409 issues per scheduler), and each polynomial costs about 10 issues more than
+// one MUFU. The GPU's measurement (LOGOT_CUDA_DEFINES="PC_POLY=N") decides. Overridable as
+// an NVRTC definition.
 #ifndef PC_POLY
 #define PC_POLY 0 /* polynomial exponentials per thread and chunk, of TJ·PC_CH (f32) */
 #endif
 
 // 2^x by a polynomial on the FMA pipe (FlashAttention-3's trick for the exponential unit's
-// throughput): x clamped to [−127, 65], x = j + f with j = rint(x) (the 1.5·2^23 rounding
+// throughput): x clamped to [−127, 128], x = j + f with j = rint(x) (the 1.5·2^23 rounding
 // constant leaves j in the low mantissa bits), 2^f on [−1/2, 1/2] by a degree-5 polynomial
 // with p(0) = 1 (Lawson minimax of the relative error, 9.1e-8 in exact arithmetic), and j
 // added to the exponent field. Relative error 1.7e-7 (2.8·2^-24, measured in an f32
 // emulation over 2·10^7 arguments in [−126, 64]; tests/cuda_pointcloud_fast.rs checks
-// ≤ 4·2^-24 on the GPU); below −126 the result is a denormal or
-// 0 (absolute error < 2^-126), −inf and x ≤ −127 give +0; x ≥ 65 gives 2^65 (arguments
-// that large make the caller redo the chunk). NaN gives 2^−127 (callers never pass one).
+// ≤ 4·2^-24 on the GPU up to 128); below −126 the result is a denormal or 0 (absolute error
+// < 2^-126), −inf and x ≤ −127 give +0; x ≥ 128 gives +inf as MUFU.EX2 does (the clamp
+// makes f = 0 and p = 1, and 127 + 128 in the exponent field is the bit pattern of +inf),
+// which the stage test reads as an overflow. NaN gives 2^−127 (callers never pass one).
 __device__ __forceinline__ float pc_exp2_poly(float x) {
-  x = fminf(fmaxf(x, -127.0f), 65.0f);
+  x = fminf(fmaxf(x, -127.0f), 128.0f);
   const float r = x + 12582912.0f;
   const float f = x - (r - 12582912.0f);
   float p = 0.0013264728477224708f;
@@ -234,11 +235,11 @@ __device__ __forceinline__ void pc_chunk_args(T (&v)[PC_CH], const T (&pv)[PC_CH
   }
 }
 
-// Σ_q exp2(v[q]) of output J's chunk (the first PC_POLY pairs of the thread's chunk by the
-// polynomial).
+// acc + Σ_q exp2(v[q]) of output J's chunk (the first PC_POLY pairs of the thread's chunk
+// by the polynomial).
 template <typename T, int J>
-__device__ __forceinline__ T pc_chunk_sum(const T (&v)[PC_CH]) {
-  T cs = T(0);
+__device__ __forceinline__ T pc_chunk_sum(const T (&v)[PC_CH], T acc) {
+  T cs = acc;
   if constexpr (J * PC_CH < PC_POLY) {
     // Unrolled by pair index so that each one's exponential is chosen at compile time.
     cs += pc_exp2_pair<T, J * PC_CH + 0>(v[0]);
@@ -256,59 +257,143 @@ __device__ __forceinline__ T pc_chunk_sum(const T (&v)[PC_CH]) {
   return cs;
 }
 
-// The chunk sums cs[J] = Σ_q exp2(v_Jq − m_J) of the TJ outputs against their current shifts.
-template <typename T, int DMAX, int TJ, bool ROOT, bool NORM, int J = 0>
-__device__ __forceinline__ void pc_chunk_sums(T (&cs)[TJ], const T (&m)[TJ], const T (&pv)[PC_CH],
-                                              const T (&qv)[DMAX <= 4 ? DMAX : 1][PC_CH],
-                                              const T (&p)[TJ][DMAX], const T *__restrict__ sq,
+// The chunk at column c0 of the stage: its potential terms pv (q_k in the norm form) and, for
+// d ≤ 4, its coordinates qv (once into registers for all TJ outputs).
+template <typename T, int DMAX>
+__device__ __forceinline__ void pc_chunk_load(T (&pv)[PC_CH],
+                                              T (&qv)[DMAX <= 4 ? DMAX : 1][PC_CH],
+                                              const T *__restrict__ sp, const T *__restrict__ sq,
                                               int c0, int d) {
-  if constexpr (J < TJ) {
-    T v[PC_CH];
-    pc_chunk_args<T, DMAX, ROOT, NORM, (DMAX <= 4)>(v, pv, qv, p[J], sq, c0, d, m[J]);
-    cs[J] = pc_chunk_sum<T, J>(v);
-    pc_chunk_sums<T, DMAX, TJ, ROOT, NORM, J + 1>(cs, m, pv, qv, p, sq, c0, d);
+#pragma unroll
+  for (int h = 0; h < PC_CH; h += 4) {
+    T t4[4];
+    Vec4<T>::load(t4, sp + c0 + h);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) pv[h + u] = t4[u];
   }
-}
-
-// Fold one chunk into the TJ (shift, sum) pairs. One test for all TJ outputs; an output whose
-// chunk sum is above PC_LAZY_MAX (or inf/NaN) is redone (rarely) with its shift raised to
-// the chunk maximum.
-template <typename T, int DMAX, int TJ, bool ROOT, bool NORM>
-__device__ __forceinline__ void pc_fold_outputs(T (&m)[TJ], T (&sum)[TJ], const T (&pv)[PC_CH],
-                                                const T (&qv)[DMAX <= 4 ? DMAX : 1][PC_CH],
-                                                const T (&p)[TJ][DMAX],
-                                                const T *__restrict__ sq, int c0, int d) {
-  constexpr bool PRE = DMAX <= 4;
-  T cs[TJ];
-  pc_chunk_sums<T, DMAX, TJ, ROOT, NORM>(cs, m, pv, qv, p, sq, c0, d);
-  // The sums are ≥ 0, so their total is ≤ PC_LAZY_MAX only when each one is (inf and NaN
-  // propagate; none arise from valid input, as m is finite).
-  T total = cs[0];
+  if constexpr (DMAX <= 4) {
 #pragma unroll
-  for (int j = 1; j < TJ; ++j) total += cs[j];
-  if (!(total <= T(PC_LAZY_MAX))) {
+    for (int t = 0; t < DMAX; ++t) {
+      if (t < d) {
 #pragma unroll
-    for (int j = 0; j < TJ; ++j) {
-      if (!(cs[j] <= T(PC_LAZY_MAX))) {
-        T v[PC_CH];
-        pc_chunk_args<T, DMAX, ROOT, NORM, PRE>(v, pv, qv, p[j], sq, c0, d, T(0));
-        T cm = Num<T>::neg_inf();
+        for (int h = 0; h < PC_CH; h += 4) {
+          T t4[4];
+          Vec4<T>::load(t4, sq + t * PC_KT + c0 + h);
 #pragma unroll
-        for (int q = 0; q < PC_CH; ++q) cm = pc_max(cm, v[q]);
-        cs[j] = T(0);
-        if (cm != Num<T>::neg_inf()) {  // else no mass in the chunk: it adds 0
-          if (cm > m[j]) {
-            sum[j] *= Num<T>::exp2(m[j] - cm);
-            m[j] = cm;
-          }
-#pragma unroll
-          for (int q = 0; q < PC_CH; ++q) cs[j] += Num<T>::exp2(v[q] - m[j]);
+          for (int u = 0; u < 4; ++u) qv[t][h + u] = t4[u];
         }
       }
     }
   }
+}
+
+// sum[J] += Σ_q exp2(v_Jq − m_J) over the chunk, for the TJ outputs against their current
+// shifts (no test).
+template <typename T, int DMAX, int TJ, bool ROOT, bool NORM, int J = 0>
+__device__ __forceinline__ void pc_chunk_add(T (&sum)[TJ], const T (&m)[TJ], const T (&pv)[PC_CH],
+                                             const T (&qv)[DMAX <= 4 ? DMAX : 1][PC_CH],
+                                             const T (&p)[TJ][DMAX], const T *__restrict__ sq,
+                                             int c0, int d) {
+  if constexpr (J < TJ) {
+    T v[PC_CH];
+    pc_chunk_args<T, DMAX, ROOT, NORM, (DMAX <= 4)>(v, pv, qv, p[J], sq, c0, d, m[J]);
+    sum[J] = pc_chunk_sum<T, J>(v, sum[J]);
+    pc_chunk_add<T, DMAX, TJ, ROOT, NORM, J + 1>(sum, m, pv, qv, p, sq, c0, d);
+  }
+}
+
+// cm[j] = the largest exponent of own point j over columns [c0, c1) of the stage (−inf
+// where none has mass), for the TJ outputs.
+template <typename T, int DMAX, int TJ, bool ROOT, bool NORM>
+__device__ __forceinline__ void pc_columns_max(T (&cm)[TJ], const T (&p)[TJ][DMAX],
+                                               const T *__restrict__ sp,
+                                               const T *__restrict__ sq, int c0, int c1,
+                                               int d) {
+  constexpr bool PRE = DMAX <= 4;
 #pragma unroll
-  for (int j = 0; j < TJ; ++j) sum[j] += cs[j];
+  for (int j = 0; j < TJ; ++j) cm[j] = Num<T>::neg_inf();
+#pragma unroll 1
+  for (int c = c0; c < c1; c += PC_CH) {
+    T pv[PC_CH], qv[PRE ? DMAX : 1][PC_CH];
+    pc_chunk_load<T, DMAX>(pv, qv, sp, sq, c, d);
+#pragma unroll
+    for (int j = 0; j < TJ; ++j) {
+      T v[PC_CH];
+      pc_chunk_args<T, DMAX, ROOT, NORM, PRE>(v, pv, qv, p[j], sq, c, d, T(0));
+#pragma unroll
+      for (int q = 0; q < PC_CH; ++q) cm[j] = pc_max(cm[j], v[q]);
+    }
+  }
+}
+
+// Fold one stage (PC_KT columns in shared memory) into the TJ (shift m, sum) pairs. Every
+// chunk is summed against the current shifts with no test; one test per stage follows. A
+// sum that stayed finite is exact whatever its size (every term and partial sum was a
+// normal float), and above PC_LAZY_MAX it is renormalised to [1/2, 1) by a power of two
+// (its exponent moves into m). A sum that overflowed (a term above 2^127 of its shift) is
+// redone from its value before the stage, with m raised to the stage's largest exponent.
+// So m never exceeds the running log-sum-exp by more than 1 and no term that counts
+// underflows. The redo handles the TJ outputs together (one copy of the chunk code, so the
+// fast loop keeps its registers) and keeps the sums of those that need it.
+template <typename T, int DMAX, int TJ, bool ROOT, bool NORM>
+__device__ __forceinline__ void pc_fold_stage(T (&m)[TJ], T (&sum)[TJ], const T (&p)[TJ][DMAX],
+                                              const T *__restrict__ sp,
+                                              const T *__restrict__ sq, int d) {
+  constexpr bool PRE = DMAX <= 4;
+  T before[TJ];
+#pragma unroll
+  for (int j = 0; j < TJ; ++j) before[j] = sum[j];
+  // Two chunks at a time where registers allow (d = 2 and 3 in f32; the wider kernels would
+  // lose occupancy or spill).
+  constexpr int UNROLL = (DMAX <= 3 && sizeof(T) == 4) ? 2 : 1;
+#pragma unroll UNROLL
+  for (int c0 = 0; c0 < PC_KT; c0 += PC_CH) {
+    T pv[PC_CH], qv[PRE ? DMAX : 1][PC_CH];
+    pc_chunk_load<T, DMAX>(pv, qv, sp, sq, c0, d);
+    pc_chunk_add<T, DMAX, TJ, ROOT, NORM>(sum, m, pv, qv, p, sq, c0, d);
+  }
+  // The sums are ≥ 0, so their total is ≤ PC_LAZY_MAX only when each one is (inf and NaN
+  // propagate).
+  T total = sum[0];
+#pragma unroll
+  for (int j = 1; j < TJ; ++j) total += sum[j];
+  if (!(total <= T(PC_LAZY_MAX))) {
+    bool redo[TJ], any = false;
+#pragma unroll
+    for (int j = 0; j < TJ; ++j) {
+      redo[j] = !(sum[j] <= T(PC_LAZY_MAX)) && !Num<T>::is_finite(sum[j]);
+      any |= redo[j];
+      if (sum[j] > T(PC_LAZY_MAX) && !redo[j]) {
+        int e;
+        sum[j] = frexp(sum[j], &e);
+        m[j] += T(e);
+      }
+    }
+    if (any) {
+      T cm[TJ], add[TJ];
+      pc_columns_max<T, DMAX, TJ, ROOT, NORM>(cm, p, sp, sq, 0, PC_KT, d);
+#pragma unroll
+      for (int j = 0; j < TJ; ++j) {
+        add[j] = T(0);
+        if (redo[j]) {
+          sum[j] = before[j];
+          if (cm[j] > m[j]) {
+            sum[j] *= Num<T>::exp2(m[j] - cm[j]);
+            m[j] = cm[j];
+          }
+        }
+      }
+#pragma unroll 1
+      for (int c0 = 0; c0 < PC_KT; c0 += PC_CH) {
+        T pv[PC_CH], qv[PRE ? DMAX : 1][PC_CH];
+        pc_chunk_load<T, DMAX>(pv, qv, sp, sq, c0, d);
+        pc_chunk_add<T, DMAX, TJ, ROOT, NORM>(add, m, pv, qv, p, sq, c0, d);
+      }
+#pragma unroll
+      for (int j = 0; j < TJ; ++j)
+        if (redo[j]) sum[j] += add[j];
+    }
+  }
 }
 
 template <typename T, int DMAX, int TJ, bool ROOT, bool NORM>
@@ -352,34 +437,16 @@ __device__ __forceinline__ void pc_sinkstep_body(const T *__restrict__ out_pts,
       pc_load_stage<T, DMAX>(sq, sp, red_pts, pot, K, k0, min(PC_KT, kend - k0), d, scale, s);
     }
     __syncthreads();
-    for (int c0 = 0; c0 < PC_KT; c0 += PC_CH) {
-      T pv[PC_CH];
+    if (k0 == kbeg) {
+      // First stage: each shift starts at its first chunk's largest exponent (kept at PC_M0
+      // when the chunk has no mass), so that the stage test rarely finds an overflow.
+      T cm[TJ];
+      pc_columns_max<T, DMAX, TJ, ROOT, NORM>(cm, p, sp, sq, 0, PC_CH, d);
 #pragma unroll
-      for (int h = 0; h < PC_CH; h += 4) {
-        T t4[4];
-        Vec4<T>::load(t4, sp + c0 + h);
-#pragma unroll
-        for (int u = 0; u < 4; ++u) pv[h + u] = t4[u];
-      }
-      // Low dimensions: the chunk's coordinates once into registers for all TJ outputs.
-      constexpr bool PRE = DMAX <= 4;
-      T qv[PRE ? DMAX : 1][PC_CH];
-      if constexpr (PRE) {
-#pragma unroll
-        for (int t = 0; t < DMAX; ++t) {
-          if (t < d) {
-#pragma unroll
-            for (int h = 0; h < PC_CH; h += 4) {
-              T t4[4];
-              Vec4<T>::load(t4, sq + t * PC_KT + c0 + h);
-#pragma unroll
-              for (int u = 0; u < 4; ++u) qv[t][h + u] = t4[u];
-            }
-          }
-        }
-      }
-      pc_fold_outputs<T, DMAX, TJ, ROOT, NORM>(m, sum, pv, qv, p, sq, c0, d);
+      for (int j = 0; j < TJ; ++j)
+        if (cm[j] > m[j]) m[j] = cm[j];
     }
+    pc_fold_stage<T, DMAX, TJ, ROOT, NORM>(m, sum, p, sp, sq, d);
   }
 #pragma unroll
   for (int j = 0; j < TJ; ++j) {
@@ -896,7 +963,7 @@ __device__ __forceinline__ void pc_rows_dn_body(
 #define PC_PAIR(P, LEN, WIDTH) P += pair ? (long long)blockIdx.y * (long long)(LEN) * (WIDTH) : 0LL
 
 // ---------------------------------------------------------------------------------------
-// Entry points: D3 (exactly 3 coordinates), D4 (at most 4) and D16 (at most 16); `root`
+// Entry points: D1 to D4 (exactly that many coordinates) and D16 (at most 16); `root`
 // picks |x−y| over |x−y|² (both bodies are compiled, the branch is uniform); `pair` as
 // PC_PAIR.
 #define PC_STEP_ARGS(T)                                                                 \
@@ -908,8 +975,9 @@ __device__ __forceinline__ void pc_rows_dn_body(
       long long vstride, T *mass, T *res, int K, int L, int d, int kv, T eps, T scale,  \
       int root, int mode, const T *own_adj, T alpha, int pair
 
-#define PC_STEP(T, SUF, NAME, DMAX, DARG, TJ)                                           \
-  extern "C" __global__ void __launch_bounds__(PC_BLOCK) NAME##_##SUF(PC_STEP_ARGS(T)) {     \
+#define PC_STEP(T, SUF, NAME, DMAX, DARG, TJ, MINB)                                     \
+  extern "C" __global__ void __launch_bounds__(PC_BLOCK, MINB)                               \
+      NAME##_##SUF(PC_STEP_ARGS(T)) {                                                        \
     const int dd = DARG;                                                                     \
     PC_PAIR(out_pts, L, d);                                                                  \
     PC_PAIR(red_pts, K, d);                                                                  \
@@ -923,10 +991,11 @@ __device__ __forceinline__ void pc_rows_dn_body(
 
 // The norm form (|x−y|² of centred clouds, f32): `scale` and `root` are not read.
 // MINB: blocks per SM the kernel is compiled for (registers ≤ 65536 / (PC_BLOCK · MINB)).
-// PC_NF_MINB (d = 3): 4 blocks (at most 64 registers; 80 at the default, 3 blocks resident)
+// PC_NF_MINB (d ≤ 3): 4 blocks (at most 64 registers; 80 at the default, 3 blocks resident)
 // took otC10 from 27.90–28.02 to 27.19–27.24 ms in one H100 call (the same f), 5 blocks
 // 27.47–27.58 (ncu at 3 blocks: 4.3 warps per scheduler, 1.7 eligible, issue slots 65 %
-// busy: latency-bound below the MUFU limit). The d ≤ 4 and d ≤ 16 ones were not measured.
+// busy: latency-bound below the MUFU limit). With the stage-tested fold, 3 blocks took
+// 28.7 ms against 26.7 ms at 4. The d = 4 and d ≤ 16 ones were not measured.
 #ifndef PC_NF_MINB
 #define PC_NF_MINB 4
 #endif
@@ -980,10 +1049,13 @@ __device__ __forceinline__ void pc_rows_dn_body(
       PC_ROWS_BODY(T, DMAX, DMAX, false, 3);                                                 \
   }
 
-#define PC_ALL(T, SUF, TJ)                                                              \
-  PC_STEP(T, SUF, pc_sinkstep_d3, 3, 3, TJ)                                             \
-  PC_STEP(T, SUF, pc_sinkstep_d4, 4, d, TJ)                                             \
-  PC_STEP(T, SUF, pc_sinkstep_d16, PC_DMAX, d, 2)                                       \
+// MB3, MB4, MB16: blocks per SM the d ≤ 3, d = 4 and d ≤ 16 half-steps are compiled for.
+#define PC_ALL(T, SUF, TJ, MB3, MB4, MB16)                                              \
+  PC_STEP(T, SUF, pc_sinkstep_d1, 1, 1, TJ, MB3)                                        \
+  PC_STEP(T, SUF, pc_sinkstep_d2, 2, 2, TJ, MB3)                                        \
+  PC_STEP(T, SUF, pc_sinkstep_d3, 3, 3, TJ, MB3)                                        \
+  PC_STEP(T, SUF, pc_sinkstep_d4, 4, 4, TJ, MB4)                                        \
+  PC_STEP(T, SUF, pc_sinkstep_d16, PC_DMAX, d, 2, MB16)                                 \
   PC_ROWS(T, SUF, pc_rows_d4, 4, d, PC_DMAX)                                            \
   PC_ROWS(T, SUF, pc_rows_d16, PC_DMAX, d, PC_DMAX)                                     \
   PC_ADJ(T, SUF, pc_adjoint_d4, 4, d)                                                   \
@@ -1043,16 +1115,18 @@ __device__ __forceinline__ void pc_rows_dn_body(
   extern "C" __global__ void pc_sqnorms_##SUF(const T *pts, T *out, int len, int d, int B) { \
     pc_sqnorms<T>(pts, out, len, d, B);                                                      \
   }
-// Outputs per thread for d ≤ 4: 4 in f32 (76 registers for d = 3), 2 in f64.
-PC_ALL(float, f32, 4)
-PC_ALL(double, f64, 2)
+// Outputs per thread for d ≤ 4: 4 in f32 (79 registers for d = 3), 2 in f64.
+PC_ALL(float, f32, 4, 3, 2, 3)
+PC_ALL(double, f64, 2, 1, 1, 1)
 // pc_exp2_poly on n arguments (for the tests of the polynomial).
 extern "C" __global__ void pc_exp2_poly_f32(const float *x, float *y, int n) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
     y[i] = pc_exp2_poly(x[i]);
 }
+PC_STEP_NORM(pc_sinkstep_nf_d1, 1, 1, 4, PC_NF_MINB)
+PC_STEP_NORM(pc_sinkstep_nf_d2, 2, 2, 4, PC_NF_MINB)
 PC_STEP_NORM(pc_sinkstep_nf_d3, 3, 3, 4, PC_NF_MINB)
-PC_STEP_NORM(pc_sinkstep_nf_d4, 4, d, 4, 1)
+PC_STEP_NORM(pc_sinkstep_nf_d4, 4, 4, 4, 1)
 PC_STEP_NORM(pc_sinkstep_nf_d16, PC_DMAX, d, 2, 1)
 PC_DN(float, f32)
 PC_DN(double, f64)

@@ -37,11 +37,14 @@ fn worst(a: &[f64], b: &[f64]) -> f64 {
 fn half_steps_match_the_cpu() {
     let Some(gpu) = gpu() else { return };
     let cpu = CpuBackend;
-    // (n, m, d, metric, batch, eps): d = 3 (exact kernel), 2 (d ≤ 4), 7 and 16 (d ≤ 16);
-    // large reductions with few outputs force split reductions.
+    // (n, m, d, metric, batch, eps): d = 1 to 4 (a kernel each), 7 and 16 (d ≤ 16); large
+    // reductions with few outputs force split reductions; ε = 1e-3 makes the shifts'
+    // overflow test redo stages and renormalise sums.
     for (n, m, d, metric, batch, eps) in [
         (1000, 1300, 3, PointMetric::SqEuclidean, 1, 0.05),
         (257, 3000, 2, PointMetric::Euclidean, 3, 0.02),
+        (500, 610, 1, PointMetric::SqEuclidean, 2, 0.05),
+        (300, 410, 4, PointMetric::Euclidean, 1, 0.1),
         (40, 20000, 3, PointMetric::SqEuclidean, 1, 0.01),
         (300, 700, 7, PointMetric::SqEuclidean, 2, 0.5),
         (129, 130, 16, PointMetric::Euclidean, 1, 1.0),

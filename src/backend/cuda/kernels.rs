@@ -163,9 +163,13 @@ impl Module {
                 ("where_empty", Both),
             ],
             Module::PointCloud => &[
+                ("pc_sinkstep_d1", Both),
+                ("pc_sinkstep_d2", Both),
                 ("pc_sinkstep_d3", Both),
                 ("pc_sinkstep_d4", Both),
                 ("pc_sinkstep_d16", Both),
+                ("pc_sinkstep_nf_d1", F32),
+                ("pc_sinkstep_nf_d2", F32),
                 ("pc_sinkstep_nf_d3", F32),
                 ("pc_sinkstep_nf_d4", F32),
                 ("pc_sinkstep_nf_d16", F32),

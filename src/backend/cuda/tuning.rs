@@ -43,7 +43,7 @@ pub struct Tuning {
     /// Extra `NAME=VALUE` macro definitions for NVRTC (kernel variants, e.g.
     /// `KW_UNROLL=8`, or `PC_POLY=N`: how many of the 32 exponentials of each f32 small-d
     /// point-cloud chunk (per thread) use the FMA-pipe polynomial instead of MUFU.EX2,
-    /// default 0: on an H100, otC10 took 27.4 ms with 0, 29.3 ms with 2 and 30.4 ms with 4,
+    /// default 0: on an H100, otC10 took 26.7 ms with 0, 28.9 ms with 2 and 28.3 ms with 4,
     /// see cuda/pointcloud.cu); part of the compiled-module cache keys.
     pub nvrtc_defines: Vec<String>,
     /// Where compiled modules are kept between processes (`None`: compiled once per

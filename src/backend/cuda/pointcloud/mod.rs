@@ -204,10 +204,11 @@ impl<T: CudaReal> CudaCloud<T> {
 }
 
 /// Kernel family for dimension `d`: (base name, compiled maximum dimension), or `None`
-/// above `PC_DMAX` (the any-d kernels).
-fn by_dim(prefix: &str, d: usize, exact3: bool) -> Option<(String, usize)> {
+/// above `PC_DMAX` (the any-d kernels). With `exact`, each d ≤ 4 has an entry point of its
+/// own (the half-steps).
+fn by_dim(prefix: &str, d: usize, exact: bool) -> Option<(String, usize)> {
     match d {
-        3 if exact3 => Some((format!("{prefix}_d3"), 3)),
+        1..=4 if exact => Some((format!("{prefix}_d{d}"), d)),
         1..=4 => Some((format!("{prefix}_d4"), 4)),
         5..=PC_DMAX => Some((format!("{prefix}_d{PC_DMAX}"), PC_DMAX)),
         _ => None,
