@@ -991,7 +991,7 @@ __device__ __forceinline__ void pc_rows_dn_body(
 
 // The norm form (|x−y|² of centred clouds, f32): `scale` and `root` are not read.
 // MINB: blocks per SM the kernel is compiled for (registers ≤ 65536 / (PC_BLOCK · MINB)).
-// PC_NF_MINB (d ≤ 3): 4 blocks (at most 64 registers; 80 at the default, 3 blocks resident)
+// PC_NF_MINB (d = 3): 4 blocks (at most 64 registers; 80 at the default, 3 blocks resident)
 // took otC10 from 27.90–28.02 to 27.19–27.24 ms in one H100 call (the same f), 5 blocks
 // 27.47–27.58 (ncu at 3 blocks: 4.3 warps per scheduler, 1.7 eligible, issue slots 65 %
 // busy: latency-bound below the MUFU limit). With the stage-tested fold, 3 blocks took
@@ -1115,7 +1115,8 @@ __device__ __forceinline__ void pc_rows_dn_body(
   extern "C" __global__ void pc_sqnorms_##SUF(const T *pts, T *out, int len, int d, int B) { \
     pc_sqnorms<T>(pts, out, len, d, B);                                                      \
   }
-// Outputs per thread for d ≤ 4: 4 in f32 (79 registers for d = 3), 2 in f64.
+// Outputs per thread for d ≤ 4: 4 in f32 (79 registers for d = 3), 2 in f64 (the norm-form
+// entry points below take their own).
 PC_ALL(float, f32, 4, 3, 2, 3)
 PC_ALL(double, f64, 2, 1, 1, 1)
 // pc_exp2_poly on n arguments (for the tests of the polynomial).
@@ -1123,8 +1124,11 @@ extern "C" __global__ void pc_exp2_poly_f32(const float *x, float *y, int n) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
     y[i] = pc_exp2_poly(x[i]);
 }
-PC_STEP_NORM(pc_sinkstep_nf_d1, 1, 1, 4, PC_NF_MINB)
-PC_STEP_NORM(pc_sinkstep_nf_d2, 2, 2, 4, PC_NF_MINB)
+// d ≤ 2: 8 outputs per thread at 2 blocks per SM (128 registers) halve the shared loads per
+// pair: otC10 at d = 1 took 22.98 ms against 23.77 ms with 4 outputs at 4 blocks, at d = 2
+// 24.69 against 25.12 ms; at d = 3 it was slower (26.93 against 26.78 ms; H100, one call).
+PC_STEP_NORM(pc_sinkstep_nf_d1, 1, 1, 8, 2)
+PC_STEP_NORM(pc_sinkstep_nf_d2, 2, 2, 8, 2)
 PC_STEP_NORM(pc_sinkstep_nf_d3, 3, 3, 4, PC_NF_MINB)
 PC_STEP_NORM(pc_sinkstep_nf_d4, 4, 4, 4, 1)
 PC_STEP_NORM(pc_sinkstep_nf_d16, PC_DMAX, d, 2, 1)

@@ -117,10 +117,10 @@ impl CudaBackend {
             }
             (Some((base, dmax)), _) => {
                 // Outputs per thread (TJ of the kernel's entry point).
-                let tj = if dmax <= 4 && T::PRECISION == Precision::F32 {
-                    4
-                } else {
-                    2
+                let tj = match (prefix, dmax, T::PRECISION) {
+                    ("pc_sinkstep_nf", ..=2, Precision::F32) => 8,
+                    (_, ..=4, Precision::F32) => 4,
+                    _ => 2,
                 };
                 let smem = (dmax * PC_KT + PC_KT) * size;
                 (kernel_name::<T>(&base), PC_BLOCK * tj, PC_KT, smem)
