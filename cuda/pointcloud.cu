@@ -328,9 +328,9 @@ __device__ __forceinline__ void pc_columns_max(T (&cm)[TJ], const T (&p)[TJ][DMA
 
 // Fold one stage (PC_KT columns in shared memory) into the TJ (shift m, sum) pairs. Every
 // chunk is summed against the current shifts with no test; one test per stage follows. A
-// sum that stayed finite is exact whatever its size (every term and partial sum was a
-// normal float), and above PC_LAZY_MAX it is renormalised to [1/2, 1) by a power of two
-// (its exponent moves into m). A sum that overflowed (a term above 2^127 of its shift) is
+// sum that stayed finite has full f32 (f64) accuracy whatever its size (every term and
+// partial sum was a normal float), and above PC_LAZY_MAX it is renormalised to [1/2, 1) by
+// a power of two, exactly (its exponent moves into m). A sum that overflowed (a term above 2^127 of its shift) is
 // redone from its value before the stage, with m raised to the stage's largest exponent.
 // So m never exceeds the running log-sum-exp by more than 1 and no term that counts
 // underflows. The redo handles the TJ outputs together (one copy of the chunk code, so the
@@ -343,8 +343,8 @@ __device__ __forceinline__ void pc_fold_stage(T (&m)[TJ], T (&sum)[TJ], const T 
   T before[TJ];
 #pragma unroll
   for (int j = 0; j < TJ; ++j) before[j] = sum[j];
-  // Two chunks at a time where registers allow (d = 2 and 3 in f32; the wider kernels would
-  // lose occupancy or spill).
+  // Two chunks at a time where registers allow (d ≤ 3 in f32; the wider kernels would lose
+  // occupancy or spill).
   constexpr int UNROLL = (DMAX <= 3 && sizeof(T) == 4) ? 2 : 1;
 #pragma unroll UNROLL
   for (int c0 = 0; c0 < PC_KT; c0 += PC_CH) {
