@@ -63,6 +63,8 @@ pub mod problems;
 pub mod progress;
 mod real;
 pub mod sinkhorn;
+#[cfg(test)]
+mod test_rng;
 pub mod unbalanced;
 mod validate;
 

@@ -100,13 +100,8 @@ mod tests {
         let n = 6;
         let mut a = vec![0.0; 2 * n * n];
         // Problem 0: SPD, A = M Mᵀ + I.
-        let mut s = 7u64;
-        let mut next = || {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 11) as f64) / ((1u64 << 53) as f64) - 0.5
-        };
+        let mut uniform = crate::test_rng::uniforms(7);
+        let mut next = || uniform() - 0.5;
         let mmat: Vec<f64> = (0..n * n).map(|_| next()).collect();
         for i in 0..n {
             for j in 0..n {

@@ -266,15 +266,8 @@ mod tests {
     use crate::backend::cpu::isa::Isa;
 
     fn soa(len: usize, d: usize, seed: u64) -> Vec<f64> {
-        let mut s = seed;
-        (0..len * d)
-            .map(|_| {
-                s = s
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                ((s >> 11) as f64) / ((1u64 << 53) as f64) * 2.0 - 1.0
-            })
-            .collect()
+        let mut next = crate::test_rng::uniforms(seed);
+        (0..len * d).map(|_| next() * 2.0 - 1.0).collect()
     }
 
     /// Every instruction-set variant of the micro-kernel against f64 dot products, on

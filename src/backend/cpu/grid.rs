@@ -667,19 +667,9 @@ mod tests {
         out
     }
 
-    fn lcg(seed: u64) -> impl FnMut() -> f64 {
-        let mut s = seed;
-        move || {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 11) as f64) / ((1u64 << 53) as f64)
-        }
-    }
-
     #[test]
     fn log_convolution_matches_brute_force_in_1d_2d_3d_with_large_dynamic_range() {
-        let mut rnd = lcg(7);
+        let mut rnd = crate::test_rng::uniforms(7);
         for (shape, eps, scale) in [
             (vec![37usize], 1e-3, 5.0),
             (vec![9, 70], 4e-3, 900.0), // range ≫ 708: forces the exact fallback

@@ -83,13 +83,7 @@ mod tests {
     #[test]
     fn matches_two_pass_reference_across_lengths() {
         // Deterministic pseudo-random data; lengths cover partial lanes and chunks.
-        let mut state = 12345u64;
-        let mut next = || {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((state >> 11) as f64) / ((1u64 << 53) as f64)
-        };
+        let mut next = crate::test_rng::uniforms(12345);
         for &len in &[1usize, 3, 8, 9, 255, 256, 257, 1000, 3001] {
             let p: Vec<f64> = (0..len).map(|_| next() * 4.0 - 2.0).collect();
             let c: Vec<f64> = (0..len).map(|_| next()).collect();

@@ -1153,13 +1153,7 @@ mod tests {
             (20, false, true),
             (37, true, true),
         ] {
-            let mut s = 99u64;
-            let mut rnd = move || {
-                s = s
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                ((s >> 11) as f64) / ((1u64 << 53) as f64)
-            };
+            let mut rnd = crate::test_rng::uniforms(99);
             let out_raw: Vec<T> = (0..n * d).map(|_| T::of(rnd())).collect();
             let red_raw: Vec<T> = (0..m * d).map(|_| T::of(rnd())).collect();
             let eps = 0.03f64;
