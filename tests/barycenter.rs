@@ -3,6 +3,7 @@
 //! Fixed values: tests/data/pot_*.npy, written by `python3 tests/data/make_pot_barycenters.py`
 //! (POT 0.9.7); each test names the call that produced its file.
 
+mod common;
 use logot::problems::bary64_images;
 use logot::{barycenter, barycenter_batch, grid_barycenter, BarycenterParams, Error, GridCost};
 use ndarray::{array, s, Array1, Array2, Array3, Axis};
@@ -239,13 +240,7 @@ fn mass_is_one_and_swapping_inputs_with_weights_is_a_symmetry() {
 
 #[test]
 fn grid_and_dense_agree_on_the_same_grid_in_1d_2d_and_3d() {
-    let mut state = 99u64;
-    let mut rnd = move || {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((state >> 11) as f64) / ((1u64 << 53) as f64)
-    };
+    let mut rnd = common::uniforms(99);
     for shape in [vec![40usize], vec![12, 9], vec![5, 4, 6]] {
         let grid = GridCost::new(&shape).unwrap();
         let n = grid.len();

@@ -123,19 +123,9 @@ fn bits64(v: impl IntoIterator<Item = f64>) -> Vec<u64> {
     v.into_iter().map(f64::to_bits).collect()
 }
 
-fn lcg(seed: u64) -> impl FnMut() -> f64 {
-    let mut s = seed;
-    move || {
-        s = s
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (s >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
 /// Histograms `b×n` with rows summing to 1 and a zero bin in each row.
 fn histograms(b: usize, n: usize, seed: u64) -> Array2<f64> {
-    let mut r = lcg(seed);
+    let mut r = common::uniforms(seed);
     let mut h = Array2::from_shape_fn((b, n), |_| 0.05 + r());
     for (k, mut row) in h.rows_mut().into_iter().enumerate() {
         row[(3 * k + 1) % n] = 0.0;
@@ -188,7 +178,7 @@ fn assert_bitwise_repeats<K: PartialEq>(
 fn repeated_solves_are_bitwise_equal() {
     let Some(gpu) = gpu() else { return };
     let second = common::gpu::gpu().unwrap();
-    let mut r = lcg(7);
+    let mut r = common::uniforms(7);
     let dense =
         |n: usize, m: usize, r: &mut dyn FnMut() -> f64| Array2::from_shape_fn((n, m), |_| r());
     // (label, batch, n, m, per-problem costs)
@@ -325,7 +315,7 @@ fn bistochastic_and_linalg_kernels_are_deterministic() {
     use logot::grad::{Bistochastic, BistochasticParams, CgParams};
     use logot::linalg::{matmul_on, newton_schulz_on, svd3_batch_on, xxt_on, NewtonSchulzParams};
     let Some(gpu) = gpu() else { return };
-    let mut r = lcg(21);
+    let mut r = common::uniforms(21);
     let (b, n) = if small() { (64, 8) } else { (4096, 16) };
     let x = Array3::from_shape_fn((b, n, n), |_| (4.0 * r()) as f32);
     let g = Array3::from_shape_fn((b, n, n), |_| (2.0 * r() - 1.0) as f32);

@@ -1,22 +1,13 @@
 //! Sinkhorn on a [`GridCost`] (separable log-convolutions) against the same problem with
 //! the dense cost matrix of the grid (the existing, independent dense kernels).
 
+mod common;
 use logot::{CpuBackend, Error, GridCost, Problem, SinkhornParams, Solver};
 use ndarray::{Array2, Axis};
 
-fn lcg(seed: u64) -> impl FnMut() -> f64 {
-    let mut s = seed;
-    move || {
-        s = s
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((s >> 11) as f64) / ((1u64 << 53) as f64)
-    }
-}
-
 /// `b` random histograms of `n` bins; bins listed in `zeros` are empty.
 fn histograms(b: usize, n: usize, seed: u64, zeros: &[usize]) -> Array2<f64> {
-    let mut rnd = lcg(seed);
+    let mut rnd = common::uniforms(seed);
     let mut h = Array2::from_shape_fn((b, n), |_| rnd() + 0.05);
     for mut row in h.rows_mut() {
         for &z in zeros {

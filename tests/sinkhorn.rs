@@ -1,6 +1,7 @@
 //! Sinkhorn solver against independent references: POT values, a plain f64 scaling-domain
 //! Sinkhorn, the exact 1-D transport cost, marginal constraints, batch/precision agreement.
 
+mod common;
 use logot::{
     CpuBackend, EpsScaling, Error, Problem, Real, SinkhornParams, SinkhornResult, Solver, WarmStart,
 };
@@ -149,18 +150,8 @@ fn scaling_sinkhorn(
     p
 }
 
-fn lcg(seed: u64) -> impl FnMut() -> f64 {
-    let mut s = seed;
-    move || {
-        s = s
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((s >> 11) as f64) / ((1u64 << 53) as f64)
-    }
-}
-
 fn random_problem(n: usize, m: usize, seed: u64) -> (Array1<f64>, Array1<f64>, Array2<f64>) {
-    let mut r = lcg(seed);
+    let mut r = common::uniforms(seed);
     let mut mu = Array1::from_shape_fn(n, |_| 0.1 + r());
     mu /= mu.sum();
     let mut nu = Array1::from_shape_fn(m, |_| 0.1 + r());
@@ -314,7 +305,7 @@ fn small_eps_in_f32_stays_finite_and_close_to_f64() {
 #[test]
 fn batch_equals_one_by_one_shared_and_per_problem_costs() {
     let (b, n, m) = (5, 40, 30);
-    let mut r = lcg(99);
+    let mut r = common::uniforms(99);
     let mut mu = Array2::from_shape_fn((b, n), |_| 0.05 + r());
     let mut nu = Array2::from_shape_fn((b, m), |_| 0.05 + r());
     for k in 0..b {

@@ -25,6 +25,13 @@ pub fn bin_weights(rows: usize, len: usize, zeros: usize, seed: u64) -> ndarray:
     w
 }
 
+/// The generator as a closure: uniforms in [0, 1) from `seed`, the sequence of
+/// `Lcg(seed).next()`.
+pub fn uniforms(seed: u64) -> impl FnMut() -> f64 {
+    let mut g = Lcg(seed);
+    move || g.next()
+}
+
 /// 64-bit LCG (Knuth's constants), uniform in [0, 1).
 pub struct Lcg(pub u64);
 impl Lcg {

@@ -53,13 +53,7 @@ pub fn families() -> Vec<Family> {
     nu_z[2] = 1e-30;
     nu_z[m - 2] = 1e-12;
     // Deterministic log-uniform costs in [1e-9, 1] (an LCG, seeded).
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut next = || {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (state >> 11) as f64 / (1u64 << 53) as f64
-    };
+    let mut next = super::uniforms(0x2545_f491_4f6c_dd1d);
     let wide = Array2::from_shape_fn((n, m), |_| 10f64.powf(-9.0 * next()));
     vec![
         Family {
