@@ -534,25 +534,18 @@ fn the_dense_plan_report_matches_a_brute_force_with_std_exp() {
         let reports = be
             .plan_report(&prepared, &pot, &marginals, T::of(eps))
             .unwrap();
+        let f64s = |v: &[T]| v.iter().map(|x| x.f64()).collect::<Vec<f64>>();
         for (k, r) in reports.iter().enumerate() {
-            let (mut rows, mut cols) = (vec![0.0f64; n], vec![0.0f64; m]);
-            let (mut total, mut mass, mut big) = (0.0f64, 0.0f64, 0.0f64);
-            for i in 0..n {
-                for j in 0..m {
-                    let c = cost[[k, i, j]].f64();
-                    let p =
-                        ((f[k * n + i].f64() + g[k * m + j].f64() - c) / T::of(eps).f64()).exp();
-                    rows[i] += p;
-                    cols[j] += p;
-                    total += p * c;
-                    mass += p;
-                    big = big.max(p);
-                }
-            }
-            let err = |s: &[f64], w: &[T]| -> f64 {
-                s.iter().zip(w).map(|(s, w)| (s - w.f64()).abs()).sum()
-            };
-            let (row_error, col_error) = (err(&rows, &mu[k * n..]), err(&cols, &nu[k * m..]));
+            let ck = cost.index_axis(Axis(0), k);
+            let (fk, gk) = (&f[k * n..(k + 1) * n], &g[k * m..(k + 1) * m]);
+            let plan = plan_of(fk, gk, ck, T::of(eps).f64());
+            let (row_error, col_error) = plan_errors(
+                plan.view(),
+                &f64s(&mu[k * n..(k + 1) * n]),
+                &f64s(&nu[k * m..(k + 1) * m]),
+            );
+            let total: f64 = plan.iter().zip(ck).map(|(p, c)| p * c.f64()).sum();
+            let (mass, big) = (plan.sum(), plan.fold(0.0f64, |a, &p| a.max(p)));
             assert!(big > 1.0, "the case should hold plan entries above 1");
             for (what, got, want) in [
                 ("row_error", r.row_error, row_error),
