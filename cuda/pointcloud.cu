@@ -1193,8 +1193,9 @@ __device__ __forceinline__ void pc_centre_soa(const T *__restrict__ pts,
 }
 
 // The largest |p|² (f64, summed over t in order, unfused as on the host) of the len points
-// of each of B structure-of-arrays clouds (one block per cloud): out[b].
-template <typename T>
+// of each of B structure-of-arrays clouds (one block per cloud): out[b]; with ABS the
+// largest |p_t| instead (the scale of the F16 tensor-core operands).
+template <typename T, bool ABS>
 __device__ __forceinline__ void pc_max_sqnorm(const T *__restrict__ pts, double *__restrict__ out,
                                               int len, int d) {
   __shared__ double hi_s[32];
@@ -1204,7 +1205,7 @@ __device__ __forceinline__ void pc_max_sqnorm(const T *__restrict__ pts, double 
     double acc = 0.0;
     for (int t = 0; t < d; ++t) {
       const double v = (double)p[(long long)t * len + i];
-      acc = __dadd_rn(acc, __dmul_rn(v, v));
+      acc = ABS ? fmax(acc, fabs(v)) : __dadd_rn(acc, __dmul_rn(v, v));
     }
     hi = fmax(hi, acc);
   }
@@ -1228,34 +1229,53 @@ __device__ __forceinline__ void pc_max_sqnorm(const T *__restrict__ pts, double 
     pc_centre_soa<T>(pts, mean, out, len, d, B);                                             \
   }                                                                                          \
   extern "C" __global__ void pc_max_sqnorm_##SUF(const T *pts, double *out, int len, int d) { \
-    pc_max_sqnorm<T>(pts, out, len, d);                                                      \
+    pc_max_sqnorm<T, false>(pts, out, len, d);                                               \
+  }                                                                                          \
+  extern "C" __global__ void pc_max_abs_##SUF(const T *pts, double *out, int len, int d) {   \
+    pc_max_sqnorm<T, true>(pts, out, len, d);                                                \
   }
 PC_PREP(float, f32)
 PC_PREP(double, f64)
 
 // ---------------------------------------------------------------------------------------
 // Tensor-core cross term (f32 only, any d > PC_DMAX): the half-step of pc_sinkstep_dn with
-// x·y on mma.sync.m16n8k8 TF32 fragments. Two precisions:
+// x·y on mma.sync fragments, TF32 (m16n8k8) or F16 (m16n8k16, twice the TF32 rate). Four
+// precisions:
 //   TF32   one product of the operands rounded to TF32 (cvt.rna: 10 explicit mantissa
 //          bits), a relative error up to about 2^-10 per product;
 //   TF32x3 each operand split a = a_big + a_small (a_big = tf32(a), a_small = tf32(a −
 //          a_big)) and a_big·b_small + a_small·b_big + a_big·b_big accumulated: the dropped
 //          a_small·b_small and the rounding of a_small leave about 2^-21 per product, near
-//          f32's own rounding (3× the MMA work).
-// The operands come split and rounded by pc_tc_split into point-major arrays padded to
-// `dp` (a multiple of PC_TC_DC) coordinates, so that chunks go to shared memory by 16-byte
-// cp.async and fragments come out of it by 16-byte loads.
+//          f32's own rounding (3× the MMA work);
+//   F16    each cloud scaled by a power of two S (its largest |coordinate| to (2^13, 2^14],
+//          in f16's range) and rounded to f16 (10 explicit bits): an error up to 2^-11 of
+//          the cloud's largest |coordinate| per coordinate; the dot product is S_x·S_y·x·y,
+//          exact in f32 products and undone by `dot_scale` = 1/(S_x·S_y) in the epilogue;
+//   F16x2  the scaled coordinate split as TF32x3 (a_big = f16(a), a_small = f16(a − a_big)),
+//          three products: about 2^-22 of the largest |coordinate| per coordinate, at 1.5×
+//          the work of TF32 and half that of TF32x3.
+// The operands come split and rounded by pc_tc_split into point-major arrays of 32-bit
+// words (one f32, or two f16 coordinates 2w and 2w+1) padded to `dp` (a multiple of
+// PC_TC_DC) words, so that chunks go to shared memory by 16-byte cp.async and fragments come
+// out of it by 16-byte loads.
 //
-// Tiles. A block (8 warps) owns PC_TC_BL outputs and streams stages of PC_TC_BK reduced
-// points; warp w computes the 64×32 dot products of rows (w & 1)·64 and columns (w >> 1)·32
-// of the stage (4 × 4 tiles of 16×8). Shared chunks of PC_TC_DC coordinates are stored as
-// two sub-blocks of 16 coordinates, each [point][16], so lane (g = lane >> 2, t = lane & 3)
-// reads coordinates 4t .. 4t+3 of a point in one load. The k index of the MMA is permuted
-// within each sub-block (A and B alike, so the dot products are unchanged): step j of the
-// sub-block gives k = t the coordinate 4t + 2j and k = t + 4 the coordinate 4t + 2j + 1.
-// Fragments (PTX ISA, mma.m16n8k8 .tf32): A a0 (g, t), a1 (g+8, t), a2 (g, t+4),
-// a3 (g+8, t+4); B b0 (k = t, n = g), b1 (k = t+4, n = g); C c0 (g, 2t), c1 (g, 2t+1),
-// c2 (g+8, 2t), c3 (g+8, 2t+1).
+// Tiles. A block (8 warps) owns PC_TC_BL outputs and streams stages of reduced points. Two
+// shapes: with the output tile resident in shared memory (small dp, where the epilogue
+// weighs most), stages of PC_TC_BK points and warp w computing the 32×32 dot products of
+// rows (w % 4)·32 and columns (w / 4)·32 (2 × 4 tiles of 16×8), two blocks per SM; with the
+// output tile streamed by chunks (large dp, where the products weigh most), stages of
+// PC_TC_BKS points and 64×32 per warp, rows (w % 2)·64 and columns (w / 2)·32 (4 × 4
+// tiles), which loads fewer bytes of shared memory per product, one block per SM. Shared
+// chunks of PC_TC_DC words are stored as two
+// sub-blocks of 16 words, each [point][16], so lane (g = lane >> 2, t = lane & 3) reads
+// words 4t .. 4t+3 of a point in one load: two MMA steps of its fragments. The k index of
+// the MMA is permuted within each sub-block (A and B alike, so the dot products are
+// unchanged): step j of the sub-block takes words 4t + 2j and 4t + 2j + 1. Fragments (PTX
+// ISA): TF32 m16n8k8, one coordinate a word: A a0 (g, t), a1 (g+8, t), a2 (g, t+4),
+// a3 (g+8, t+4), B b0 (k = t, n = g), b1 (k = t+4, n = g); F16 m16n8k16, two coordinates a
+// word: A a0 (g, 2t..2t+1), a1 (g+8, 2t..), a2 (g, 2t+8..), a3 (g+8, 2t+8..), B b0
+// (k = 2t..2t+1, n = g), b1 (k = 2t+8.., n = g); so the same words feed both. C (both):
+// c0 (g, 2t), c1 (g, 2t+1), c2 (g+8, 2t), c3 (g+8, 2t+1).
 //
 // Epilogue. |p − q|²: the row constant |p|² leaves the log-sum-exp, so the argument of
 // column k is s·(other_k − |q_k|²) + 2s·p·q (one FMA; the row's s·|p|² is subtracted from
@@ -1264,7 +1284,8 @@ PC_PREP(double, f64)
 // lanes of a group merge by shuffles and the 4 column warps through shared memory. Outputs
 // and split partials as pc_sinkstep_dn (the partial maxima include the −s·|p|² shift).
 #define PC_TC_BL 128 /* output points per block of the tensor-core half-step */
-#define PC_TC_BK 128 /* reduced points per stage */
+#define PC_TC_BK 64   /* reduced points per stage, resident output tile */
+#define PC_TC_BKS 128 /* reduced points per stage, streamed output tile */
 #define PC_TC_DC 32  /* coordinates per shared chunk; dp is a multiple */
 
 __device__ __forceinline__ float pc_tf32(float v) {
@@ -1273,32 +1294,71 @@ __device__ __forceinline__ float pc_tf32(float v) {
   return __uint_as_float(r);
 }
 
-// d += a·b on one 16×8×8 tile (operands already TF32 values in f32 registers).
+// d += a·b on one 16×8×8 TF32 tile (HALF: one 16×8×16 f16 tile, two f16 a word); the
+// operands are TF32 values (HALF: f16 pairs) in 32-bit registers.
+template <bool HALF>
 __device__ __forceinline__ void pc_mma(float (&d)[4], float a0, float a1, float a2, float a3,
                                        float b0, float b1) {
-  asm(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(__float_as_uint(a0)), "r"(__float_as_uint(a1)), "r"(__float_as_uint(a2)),
-        "r"(__float_as_uint(a3)), "r"(__float_as_uint(b0)), "r"(__float_as_uint(b1)));
+  if (HALF)
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(__float_as_uint(a0)), "r"(__float_as_uint(a1)), "r"(__float_as_uint(a2)),
+          "r"(__float_as_uint(a3)), "r"(__float_as_uint(b0)), "r"(__float_as_uint(b1)));
+  else
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(__float_as_uint(a0)), "r"(__float_as_uint(a1)), "r"(__float_as_uint(a2)),
+          "r"(__float_as_uint(a3)), "r"(__float_as_uint(b0)), "r"(__float_as_uint(b1)));
+}
+
+// f16(a) in the high and f16(b) in the low half of a word (round to nearest even,
+// subnormals kept), and a word's two halves back to f32.
+__device__ __forceinline__ u32 pc_f16x2(float a, float b) {
+  u32 r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(a), "f"(b));
+  return r;
+}
+__device__ __forceinline__ float2 pc_f16x2_back(u32 w) {
+  unsigned short hi, lo;
+  float a, b;
+  asm("mov.b32 {%0, %1}, %2;" : "=h"(lo), "=h"(hi) : "r"(w));
+  asm("cvt.f32.f16 %0, %1;" : "=f"(a) : "h"(hi));
+  asm("cvt.f32.f16 %0, %1;" : "=f"(b) : "h"(lo));
+  return make_float2(a, b);
 }
 
 // Structure-of-arrays coordinates (pts[t·len + i], `B` clouds one after the other) to
-// point-major TF32 parts padded with zeros to dp coordinates: big[(b·len + i)·dp + t] =
-// tf32(v), and with `x3` small[...] = tf32(v − big) (v − big is exact in f32).
-__device__ __forceinline__ void pc_tc_split(const float *__restrict__ pts,
-                                            float *__restrict__ big, float *__restrict__ small,
-                                            int len, int d, int dp, int x3, int B) {
+// point-major parts padded with zeros to dp words: TF32, big[(b·len + i)·dp + t] =
+// tf32(v_t), and with `x3` small[...] = tf32(v_t − big) (v − big is exact in f32); `half`,
+// word w of each part holds coordinates 2w (high half) and 2w + 1 of v·scale (a power of
+// two) as f16, big = f16(v·scale) and small = f16(v·scale − big).
+__device__ __forceinline__ void pc_tc_split(const float *__restrict__ pts, u32 *__restrict__ big,
+                                            u32 *__restrict__ small, int len, int d, int dp,
+                                            int x3, int B, int half, float scale) {
   const long long total = (long long)len * dp * B;
   for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
        e += (long long)gridDim.x * blockDim.x) {
     const long long pt = e / dp, b = pt / len, i = pt % len;
-    const int t = (int)(e % dp);
-    const float v = t < d ? pts[b * len * d + (long long)t * len + i] : 0.0f;
-    const float hi = pc_tf32(v);
-    big[e] = hi;
-    if (x3) small[e] = pc_tf32(v - hi);
+    const int w = (int)(e % dp);
+    const float *p = pts + b * len * d + i;
+    if (half) {
+      const int t = 2 * w;
+      const float v0 = t < d ? p[(long long)t * len] * scale : 0.0f;
+      const float v1 = t + 1 < d ? p[(long long)(t + 1) * len] * scale : 0.0f;
+      const u32 hi = pc_f16x2(v0, v1);
+      big[e] = hi;
+      if (x3) {
+        const float2 back = pc_f16x2_back(hi);
+        small[e] = pc_f16x2(v0 - back.x, v1 - back.y);
+      }
+    } else {
+      const float v = w < d ? p[(long long)w * len] : 0.0f;
+      const float hi = pc_tf32(v);
+      big[e] = __float_as_uint(hi);
+      if (x3) small[e] = __float_as_uint(pc_tf32(v - hi));
+    }
   }
 }
 
@@ -1308,8 +1368,11 @@ template <int P>
 __device__ __forceinline__ void pc_tc_stage(float *__restrict__ dst, const float *__restrict__ src,
                                             int len, int p0, int c, int dp) {
   constexpr int QUADS = P * (PC_TC_DC / 4);
-  for (int e = threadIdx.x; e < QUADS; e += 256) {
+  static_assert(QUADS % 256 == 0 && (P & (P - 1)) == 0, "whole passes of 256 threads");
+#pragma unroll
+  for (int j = 0; j < QUADS / 256; ++j) {
     // Eight consecutive lanes: one sub-block, two points, four quads each (conflict-free).
+    const int e = threadIdx.x + 256 * j;
     const int w = e & 3, p = (e >> 2) % P, sub = (e >> 2) / P;
     const int i = p0 + p;
     const bool in = i < len;
@@ -1318,27 +1381,30 @@ __device__ __forceinline__ void pc_tc_stage(float *__restrict__ dst, const float
   }
 }
 
-template <bool ROOT, bool X3, bool RES>
+template <bool ROOT, bool X3, bool RES, bool HALF>
 __device__ __forceinline__ void pc_sinkstep_tc_body(
     const float *__restrict__ ob, const float *__restrict__ os, const float *__restrict__ rb,
     const float *__restrict__ rs, const float *__restrict__ out_nrm,
     const float *__restrict__ red_nrm, const float *__restrict__ other,
     const float *__restrict__ lm, float *__restrict__ out, float *__restrict__ part_m,
-    float *__restrict__ part_s, int B, int K, int L, int dp, float eps, int kslice) {
-  constexpr int BL = PC_TC_BL, BK = PC_TC_BK, DC = PC_TC_DC;
+    float *__restrict__ part_s, int B, int K, int L, int dp, float eps, float dot_scale,
+    int kslice) {
+  constexpr int BL = PC_TC_BL, BK = RES ? PC_TC_BK : PC_TC_BKS, DC = PC_TC_DC;
   constexpr int NP = X3 ? 2 : 1;       // parts per operand
-  constexpr int MI = 4, NI = 4;        // 16-row and 8-column tiles per warp
+  constexpr int MI = RES ? 2 : 4, NI = 4;  // 16-row and 8-column tiles per warp
+  constexpr int WR = BL / (16 * MI), WC = 8 / WR;  // row and column warps
+  static_assert(WR * WC == 8 && WC * NI * 8 == BK, "8 warps tile BL × BK");
   constexpr int ACH = BL * DC, BCH = BK * DC;  // floats of one chunk of one part
   extern __shared__ __align__(16) unsigned char pc_smem[];
   const int nch = dp / DC;
   // A: RES, every chunk of both parts ([part][chunk]); else two slots ([slot][part]).
   float *sA = reinterpret_cast<float *>(pc_smem);
   float *sB = sA + NP * ACH * (RES ? nch : 2);  // [slot][part]
-  float *sP = sB + 2 * NP * BCH;                // [stage parity][BK] column terms
-  float *sN = sP + 2 * BK;                      // [stage parity][BK] |q|² (ROOT)
+  float *sP = sB + 2 * NP * BCH;                // [stage parity][BK] potentials
+  float *sN = sP + 2 * BK;                      // [stage parity][BK] |q|²
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
-  const int wr = (warp & 1) * 64, wc = (warp >> 1) * 32;
+  const int wr = (warp % WR) * 16 * MI, wc = (warp / WR) * NI * 8;
   const int b = blockIdx.y, z = blockIdx.z;
   const int kbeg = z * kslice, kend = min(K, kbeg + kslice);
   const int l0 = blockIdx.x * BL;
@@ -1360,9 +1426,9 @@ __device__ __forceinline__ void pc_sinkstep_tc_body(
       sum[mi][h] = 0.0f;
     }
 
-  // Issue the copies of pipeline step `it` (stage it / nch, chunk it % nch) into slot it & 1.
-  auto issue = [&](int it) {
-    const int st = it / nch, c = it - st * nch, slot = it & 1;
+  // Issue the copies of pipeline step `it` (stage st, chunk c) into slot it & 1.
+  auto issue = [&](int it, int st, int c) {
+    const int slot = it & 1;
     const int k0 = kbeg + st * BK;
     pc_tc_stage<BK>(sB + (slot * NP) * BCH, rb, kend, k0, c, dp);
     if (X3) pc_tc_stage<BK>(sB + (slot * NP + 1) * BCH, rs, kend, k0, c, dp);
@@ -1370,16 +1436,15 @@ __device__ __forceinline__ void pc_sinkstep_tc_body(
       pc_tc_stage<BL>(sA + (slot * NP) * ACH, ob, L, l0, c, dp);
       if (X3) pc_tc_stage<BL>(sA + (slot * NP + 1) * ACH, os, L, l0, c, dp);
     }
-    if (c == 0) {
-      float *pp = sP + (st & 1) * BK, *pn = sN + (st & 1) * BK;
-      for (int e = threadIdx.x; e < BK; e += 256) {
-        const int k = k0 + e;
-        const bool in = k < kend;
-        const float nq = in ? red_nrm[k] : 0.0f;
-        const float pv = in ? pot[k] * s : ninf;
-        pp[e] = ROOT ? pv : pv - s * nq;  // −inf stays −inf
-        if (ROOT) pn[e] = nq;
-      }
+    if (c == 0 && threadIdx.x < 2 * BK) {
+      // The stage's potentials (threads 0 .. BK−1) and |q|² (BK .. 2BK−1), copied as they
+      // are (zeros past kend, masked in the epilogue).
+      static_assert(2 * BK <= 256, "one copy per thread");
+      const int e = threadIdx.x % BK, k = k0 + e;
+      const bool nrm = threadIdx.x >= BK;
+      float *dst = (nrm ? sN : sP) + (st & 1) * BK + e;
+      const float *src = nrm ? red_nrm : pot;
+      cp_async4(dst, k < kend ? src + k : src, k < kend ? 4 : 0);
     }
     cp_async_commit();
   };
@@ -1390,19 +1455,21 @@ __device__ __forceinline__ void pc_sinkstep_tc_body(
         if (X3) pc_tc_stage<BL>(sA + (nch + c) * ACH, os, L, l0, c, dp);
       }
     }
-    issue(0);  // commits the resident tile with the first step
+    issue(0, 0, 0);  // commits the resident tile with the first step
   }
 
   float acc[MI][NI][4];
-  for (int it = 0; it < total; ++it) {
+  // Step it computes chunk c of stage st and issues step it + 1 (chunk nc of stage ns).
+  for (int it = 0, st = 0, c = 0; it < total; ++it) {
+    const int nc = c + 1 == nch ? 0 : c + 1, ns = nc == 0 ? st + 1 : st;
     if (it + 1 < total) {
-      issue(it + 1);
+      issue(it + 1, ns, nc);
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
     }
     __syncthreads();
-    const int st = it / nch, c = it - st * nch, slot = it & 1;
+    const int slot = it & 1;
     if (c == 0) {
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi)
@@ -1438,44 +1505,47 @@ __device__ __forceinline__ void pc_sinkstep_tc_body(
         for (int ni = 0; ni < NI; ++ni) {
           // Step 0: k = t ↔ coordinate 4t (.x), k = t + 4 ↔ 4t + 1 (.y); step 1: .z, .w.
           if (X3) {
-            // The sub-block's 16 coordinates from zero (small parts first), then one f32
+            // The sub-block's 16 words from zero (small parts first), then one f32
             // add: the MMA's internal sums truncate (round toward zero), a bias that grows
             // with the accumulator and the number of steps; summed over the whole d it was
             // TF32x3's largest error (1.2e-5 of the distance at d = 64, 2.4e-5 at d = 1024,
             // against 1.9e-6 and 3e-7 so). TF32's operand rounding dominates its own error.
             float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            pc_mma(part, lo.x, hi.x, lo.y, hi.y, bs[ni].x, bs[ni].y);
-            pc_mma(part, slo.x, shi.x, slo.y, shi.y, bb[ni].x, bb[ni].y);
-            pc_mma(part, lo.z, hi.z, lo.w, hi.w, bs[ni].z, bs[ni].w);
-            pc_mma(part, slo.z, shi.z, slo.w, shi.w, bb[ni].z, bb[ni].w);
-            pc_mma(part, lo.x, hi.x, lo.y, hi.y, bb[ni].x, bb[ni].y);
-            pc_mma(part, lo.z, hi.z, lo.w, hi.w, bb[ni].z, bb[ni].w);
+            pc_mma<HALF>(part, lo.x, hi.x, lo.y, hi.y, bs[ni].x, bs[ni].y);
+            pc_mma<HALF>(part, slo.x, shi.x, slo.y, shi.y, bb[ni].x, bb[ni].y);
+            pc_mma<HALF>(part, lo.z, hi.z, lo.w, hi.w, bs[ni].z, bs[ni].w);
+            pc_mma<HALF>(part, slo.z, shi.z, slo.w, shi.w, bb[ni].z, bb[ni].w);
+            pc_mma<HALF>(part, lo.x, hi.x, lo.y, hi.y, bb[ni].x, bb[ni].y);
+            pc_mma<HALF>(part, lo.z, hi.z, lo.w, hi.w, bb[ni].z, bb[ni].w);
 #pragma unroll
             for (int q = 0; q < 4; ++q) acc[mi][ni][q] += part[q];
           } else {
-            pc_mma(acc[mi][ni], lo.x, hi.x, lo.y, hi.y, bb[ni].x, bb[ni].y);
-            pc_mma(acc[mi][ni], lo.z, hi.z, lo.w, hi.w, bb[ni].z, bb[ni].w);
+            pc_mma<HALF>(acc[mi][ni], lo.x, hi.x, lo.y, hi.y, bb[ni].x, bb[ni].y);
+            pc_mma<HALF>(acc[mi][ni], lo.z, hi.z, lo.w, hi.w, bb[ni].z, bb[ni].w);
           }
         }
       }
     }
     if (c == nch - 1) {
       // Epilogue of stage st: columns wc + ni·8 + 2t + e, rows wr + mi·16 + g + 8h.
+      // Column terms: s·other_k (ROOT) or s·other_k − s·|q_k|², −inf past kend.
       const float *pp = sP + (st & 1) * BK, *pn = sN + (st & 1) * BK;
+      const int k0 = kbeg + st * BK;
       float pv[NI][2], nq[ROOT ? NI : 1][2];
 #pragma unroll
       for (int ni = 0; ni < NI; ++ni) {
         const int col = wc + ni * 8 + 2 * t;
         const float2 p2 = *reinterpret_cast<const float2 *>(pp + col);
-        pv[ni][0] = p2.x;
-        pv[ni][1] = p2.y;
-        if (ROOT) {
-          const float2 n2 = *reinterpret_cast<const float2 *>(pn + col);
-          nq[ni][0] = n2.x;
-          nq[ni][1] = n2.y;
+        const float2 n2 = *reinterpret_cast<const float2 *>(pn + col);
+        const float pk[2] = {p2.x, p2.y}, nk[2] = {n2.x, n2.y};
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float p = pk[e] * s;
+          pv[ni][e] = k0 + col + e < kend ? (ROOT ? p : p - s * nk[e]) : ninf;  // −inf stays
+          if (ROOT) nq[ni][e] = nk[e];
         }
       }
-      const float s2 = 2.0f * s;
+      const float two = 2.0f * dot_scale, s2 = s * two;  // the operands' scales undone
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
@@ -1488,7 +1558,7 @@ __device__ __forceinline__ void pc_sinkstep_tc_body(
             for (int e = 0; e < 2; ++e) {
               const float dot = acc[mi][ni][2 * h + e];
               if (ROOT) {
-                const float cst = fmaxf(np[mi][h] + nq[ni][e] - 2.0f * dot, 0.0f);
+                const float cst = fmaxf(np[mi][h] + nq[ni][e] - two * dot, 0.0f);
                 v[ni][e] = pv[ni][e] - s * sqrtf(cst);
               } else {
                 v[ni][e] = fmaf(s2, dot, pv[ni][e]);
@@ -1509,23 +1579,25 @@ __device__ __forceinline__ void pc_sinkstep_tc_body(
       }
     }
     __syncthreads();  // the slots of this step may be refilled by the next issue
+    st = ns;
+    c = nc;
   }
-  // The 4 lanes of a group hold the same rows: merge by shuffles, then the 4 column warps
+  // The 4 lanes of a group hold the same rows: merge by shuffles, then the WC column warps
   // through shared memory (free: every copy has landed and every thread is past the loop).
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
     for (int h = 0; h < 2; ++h) lse_merge_lanes(m[mi][h], sum[mi][h], 4);
-  float *xm = reinterpret_cast<float *>(pc_smem);  // [4 column warps][BL]
-  float *xs = xm + 4 * BL;
+  float *xm = reinterpret_cast<float *>(pc_smem);  // [WC column warps][BL]
+  float *xs = xm + WC * BL;
   if (t == 0) {
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = wr + mi * 16 + g + 8 * h;
-        xm[(warp >> 1) * BL + r] = m[mi][h];
-        xs[(warp >> 1) * BL + r] = sum[mi][h];
+        xm[(warp / WR) * BL + r] = m[mi][h];
+        xs[(warp / WR) * BL + r] = sum[mi][h];
       }
   }
   __syncthreads();
@@ -1534,7 +1606,7 @@ __device__ __forceinline__ void pc_sinkstep_tc_body(
     if (l >= L) continue;
     float M = xm[r], S = xs[r];
 #pragma unroll
-    for (int q = 1; q < 4; ++q) lse_merge(M, S, xm[q * BL + r], xs[q * BL + r]);
+    for (int q = 1; q < WC; ++q) lse_merge(M, S, xm[q * BL + r], xs[q * BL + r]);
     if (!ROOT) M -= s * out_nrm[l];  // −inf stays −inf
     const long long o = (long long)b * L + l;
     if (gridDim.z == 1) {
@@ -1548,17 +1620,18 @@ __device__ __forceinline__ void pc_sinkstep_tc_body(
   }
 }
 
-// Entry points: TF32 (two blocks per SM) and TF32x3 (one); `root` picks |x − y| over
-// |x − y|², `res` keeps the whole output tile in shared memory (small dp).
+// Entry points: TF32, TF32x3, F16 and F16x2, each with the output tile resident (two
+// blocks per SM) and streamed (`_stream`, one); `root` picks |x − y| over |x − y|²;
+// `dot_scale` undoes the operands' scales (1 for TF32).
 #define PC_TC_ARGS                                                                           \
   const float *ob, const float *os, const float *rb, const float *rs, const float *out_nrm,  \
       const float *red_nrm, const float *other, const float *lm, float *out, float *part_m,  \
-      float *part_s, int B, int K, int L, int dp, float eps, int kslice, int root, int res,    \
-      int pair
-#define PC_TC_BODY(R, X, S)                                                                  \
-  pc_sinkstep_tc_body<R, X, S>(ob, os, rb, rs, out_nrm, red_nrm, other, lm, out, part_m,     \
-                               part_s, B, K, L, dp, eps, kslice)
-#define PC_TC_ENTRY(NAME, X, MINB)                                                           \
+      float *part_s, int B, int K, int L, int dp, float eps, float dot_scale, int kslice,     \
+      int root, int pair
+#define PC_TC_BODY(R, X, S, H)                                                                \
+  pc_sinkstep_tc_body<R, X, S, H>(ob, os, rb, rs, out_nrm, red_nrm, other, lm, out, part_m,  \
+                                  part_s, B, K, L, dp, eps, dot_scale, kslice)
+#define PC_TC_ENTRY(NAME, X, H, S, MINB)                                                     \
   extern "C" __global__ void __launch_bounds__(256, MINB) NAME(PC_TC_ARGS) {                 \
     PC_PAIR(ob, L, dp);                                                                      \
     PC_PAIR(os, L, dp);                                                                      \
@@ -1566,21 +1639,21 @@ __device__ __forceinline__ void pc_sinkstep_tc_body(
     PC_PAIR(rs, K, dp);                                                                      \
     PC_PAIR(out_nrm, L, 1);                                                                  \
     PC_PAIR(red_nrm, K, 1);                                                                  \
-    if (root) {                                                                              \
-      if (res)                                                                               \
-        PC_TC_BODY(true, X, true);                                                           \
-      else                                                                                   \
-        PC_TC_BODY(true, X, false);                                                          \
-    } else {                                                                                 \
-      if (res)                                                                               \
-        PC_TC_BODY(false, X, true);                                                          \
-      else                                                                                   \
-        PC_TC_BODY(false, X, false);                                                         \
-    }                                                                                        \
+    if (root)                                                                                \
+      PC_TC_BODY(true, X, S, H);                                                             \
+    else                                                                                     \
+      PC_TC_BODY(false, X, S, H);                                                            \
   }
-PC_TC_ENTRY(pc_sinkstep_tc_f32, false, 1)
-PC_TC_ENTRY(pc_sinkstep_tc3_f32, true, 1)
-extern "C" __global__ void pc_tc_split_f32(const float *pts, float *big, float *small, int len,
-                                           int d, int dp, int x3, int B) {
-  pc_tc_split(pts, big, small, len, d, dp, x3, B);
+PC_TC_ENTRY(pc_sinkstep_tc_f32, false, false, true, 2)
+PC_TC_ENTRY(pc_sinkstep_tc3_f32, true, false, true, 2)
+PC_TC_ENTRY(pc_sinkstep_h_f32, false, true, true, 2)
+PC_TC_ENTRY(pc_sinkstep_h2_f32, true, true, true, 2)
+PC_TC_ENTRY(pc_sinkstep_tc_stream_f32, false, false, false, 1)
+PC_TC_ENTRY(pc_sinkstep_tc3_stream_f32, true, false, false, 1)
+PC_TC_ENTRY(pc_sinkstep_h_stream_f32, false, true, false, 1)
+PC_TC_ENTRY(pc_sinkstep_h2_stream_f32, true, true, false, 1)
+extern "C" __global__ void pc_tc_split_f32(const float *pts, u32 *big, u32 *small, int len,
+                                           int d, int dp, int x3, int B, int half,
+                                           float scale) {
+  pc_tc_split(pts, big, small, len, d, dp, x3, B, half, scale);
 }

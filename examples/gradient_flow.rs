@@ -16,8 +16,8 @@
 //! the starting cloud and the flowing one, on the same axes in every frame) and `loss.png`
 //! plots `S_ε` against the step. Options: `--dim D`, `--n N` (points per cloud), `--steps K`,
 //! `--lr LR`, `--eps E` (default `0.01·d`), `--seed S`, `--backend cpu|cuda`, `--f32`,
-//! `--precision exact|tf32x3|tf32` (the GPU's cross term of f32 clouds above 16 dimensions;
-//! tf32x3 by default), `--out DIR`, `--every K`.
+//! `--precision exact|tf32x3|tf32|f16x2|f16` (the GPU's cross term of f32 clouds above 16
+//! dimensions; f16x2 by default), `--out DIR`, `--every K`.
 
 use logot::plot::{Axes, Scale};
 use logot::{
@@ -97,7 +97,9 @@ impl Settings {
                         "exact" => CrossPrecision::Exact,
                         "tf32x3" => CrossPrecision::Tf32x3,
                         "tf32" => CrossPrecision::Tf32,
-                        _ => return Err(bad(&"expected exact, tf32x3 or tf32")),
+                        "f16x2" => CrossPrecision::F16x2,
+                        "f16" => CrossPrecision::F16,
+                        _ => return Err(bad(&"expected exact, tf32x3, tf32, f16x2 or f16")),
                     }
                 }
                 _ => return Err(format!("unknown option {a}")),
@@ -280,7 +282,7 @@ fn run_cuda(_s: &Settings) -> Result<Vec<PathBuf>> {
 
 fn main() -> ExitCode {
     let usage = "usage: gradient_flow [--dim D] [--n N] [--steps K] [--lr LR] [--eps E] [--seed S] \
-                 [--backend cpu|cuda] [--f32] [--precision exact|tf32x3|tf32] [--out DIR] [--every K]";
+                 [--backend cpu|cuda] [--f32] [--precision exact|tf32x3|tf32|f16x2|f16] [--out DIR] [--every K]";
     let outcome = Settings::parse(std::env::args().skip(1))
         .map_err(|e| format!("{e}\n{usage}"))
         .and_then(|s| {

@@ -1,6 +1,7 @@
 //! The tensor-core cross term of f32 point clouds above 16 dimensions
-//! ([`CrossPrecision::Tf32`] and [`CrossPrecision::Tf32x3`], `pc_sinkstep_tc`/`_tc3`), against
-//! the CPU backend in f64 (which computes exact products whatever the choice).
+//! ([`CrossPrecision::Tf32`], [`CrossPrecision::Tf32x3`], `pc_sinkstep_tc`/`_tc3`, and
+//! [`CrossPrecision::F16`], [`CrossPrecision::F16x2`], `pc_sinkstep_h`/`_h2`), against the
+//! CPU backend in f64 (which computes exact products whatever the choice).
 //!
 //! Bounds, from the error of one product of operands rounded to TF32 (`cvt.rna`, 10
 //! explicit mantissa bits, relative rounding ≤ 2^-11 each):
@@ -11,6 +12,13 @@
 //! * Tf32x3: `a = a_big + a_small` with `|a_small| ≤ 2^-11|a|`; dropping `a_small·b_small`
 //!   and rounding `a_small`, `b_small` leave `≤ 3·2^-22|ab|` per product, so
 //!   `|δc| ≤ 6·2^-22·|x||y|`, on top of the f32 rounding of the exact kernel (`tol32`).
+//! * F16: each centred cloud is scaled by a power of two that takes its largest |coordinate|
+//!   `A` into (2^13, 2^14] and rounded to f16 (half an ulp ≤ 2^2 there), so `|δx_t| ≤
+//!   2^-11·A_x` and `|δ(x·y)| ≤ 2^-11(A_y|x|₁ + A_x|y|₁) + d·2^-22·A_x·A_y`, and with
+//!   `|x|₁ ≤ d·A_x`, `|δc| ≤ 1.01·d·2^-9·A_x·A_y`.
+//! * F16x2: the residual `x·S − f16(x·S)` (at most 2^2) rounded to f16 leaves `2^-23·A_x`,
+//!   dropping the small parts' product `2^-22·A_x·A_y` per coordinate, and the MMA's own sums
+//!   over each 32 coordinates as much again: `|δc| ≤ d·2^-19·A_x·A_y`.
 //!
 //! `worst` is relative to the largest output, so each bound is divided by it and added to
 //! the f32 tolerance of the exact products. Every case prints its measured error and its
@@ -28,46 +36,57 @@ use logot::{
 };
 use ndarray::Array2;
 
-const MODES: [CrossPrecision; 3] = [
+const MODES: [CrossPrecision; 5] = [
     CrossPrecision::Exact,
     CrossPrecision::Tf32x3,
     CrossPrecision::Tf32,
+    CrossPrecision::F16x2,
+    CrossPrecision::F16,
 ];
 
-/// `max_i |x_i − c|·max_j |y_j − c|` for the common mean `c` of both clouds (the kernels
-/// work on the centred clouds).
-fn centred_norm_product(x: &Array2<f64>, y: &Array2<f64>) -> f64 {
+/// Sizes of the centred clouds (the kernels work on the clouds less their common mean `c`):
+/// `max_i |x_i − c|·max_j |y_j − c|` (norms) and `max_{i,t} |x_it − c_t|·max_{j,t} |y_jt −
+/// c_t|` (largest coordinates).
+#[derive(Clone, Copy)]
+struct Sizes {
+    norms: f64,
+    coords: f64,
+}
+
+fn centred_sizes(x: &Array2<f64>, y: &Array2<f64>) -> Sizes {
     let total = (x.nrows() + y.nrows()) as f64;
     let mean: Vec<f64> = (0..x.ncols())
         .map(|k| (x.column(k).sum() + y.column(k).sum()) / total)
         .collect();
-    let max_norm = |p: &Array2<f64>| {
+    let max_over = |p: &Array2<f64>, size: &dyn Fn(&mut dyn Iterator<Item = f64>) -> f64| {
         p.rows()
             .into_iter()
-            .map(|r| {
-                r.iter()
-                    .zip(&mean)
-                    .map(|(v, c)| (v - c) * (v - c))
-                    .sum::<f64>()
-                    .sqrt()
-            })
+            .map(|r| size(&mut r.iter().zip(&mean).map(|(v, c)| v - c)))
             .fold(0.0f64, f64::max)
     };
-    max_norm(x) * max_norm(y)
+    let norm = |v: &mut dyn Iterator<Item = f64>| v.map(|e| e * e).sum::<f64>().sqrt();
+    let coord = |v: &mut dyn Iterator<Item = f64>| v.fold(0.0f64, |m, e| m.max(e.abs()));
+    Sizes {
+        norms: max_over(x, &norm) * max_over(y, &norm),
+        coords: max_over(x, &coord) * max_over(y, &coord),
+    }
 }
 
-/// The bound on `|δc|` of one cost entry (natural units) from the products of `mode`.
-fn cost_bound(mode: CrossPrecision, norms: f64) -> f64 {
+/// The bound on `|δc|` of one cost entry (natural units) from the products of `mode` at `d`.
+fn cost_bound(mode: CrossPrecision, d: usize, sizes: Sizes) -> f64 {
+    let d = d as f64;
     match mode {
         CrossPrecision::Exact => 0.0,
-        CrossPrecision::Tf32x3 => 6.0 * 2f64.powi(-22) * norms,
-        CrossPrecision::Tf32 => 2f64.powi(-9) * norms,
+        CrossPrecision::Tf32x3 => 6.0 * 2f64.powi(-22) * sizes.norms,
+        CrossPrecision::Tf32 => 2f64.powi(-9) * sizes.norms,
+        CrossPrecision::F16x2 => d * 2f64.powi(-19) * sizes.coords,
+        CrossPrecision::F16 => 1.01 * d * 2f64.powi(-9) * sizes.coords,
     }
 }
 
 /// The half-step tolerance (relative to the largest output `scale`) of `mode` at `d`.
-fn step_tol(mode: CrossPrecision, metric: PointMetric, d: usize, norms: f64, scale: f64) -> f64 {
-    let dc = cost_bound(mode, norms);
+fn step_tol(mode: CrossPrecision, metric: PointMetric, d: usize, sizes: Sizes, scale: f64) -> f64 {
+    let dc = cost_bound(mode, d, sizes);
     let dg = match metric {
         PointMetric::SqEuclidean => dc,
         PointMetric::Euclidean => dc.sqrt(),
@@ -105,7 +124,7 @@ fn half_steps_match_the_cpu_within_each_mode_bound() {
         ] {
             let seeds = ((d * 1013 + n) as u64, (n * 37 + m + d) as u64);
             let StepCase { x, y, eps, steps } = step_case((n, m, d, batch), metric, ratio, seeds);
-            let norms = centred_norm_product(&x, &y);
+            let sizes = centred_sizes(&x, &y);
             for h in &steps {
                 let (side, other, lm, len, want) = (h.side, &h.other, &h.lm, h.len, &h.want);
                 let scale = largest(want);
@@ -118,7 +137,7 @@ fn half_steps_match_the_cpu_within_each_mode_bound() {
                     let tol = if d <= 16 {
                         tol32(d)
                     } else {
-                        step_tol(mode, metric, d, norms, scale)
+                        step_tol(mode, metric, d, sizes, scale)
                     };
                     eprintln!("{what}: half-step error {w:.3e} (bound {tol:.3e})");
                     assert!(w < tol, "{what}: {w:e} exceeds the bound {tol:e}");
@@ -128,11 +147,12 @@ fn half_steps_match_the_cpu_within_each_mode_bound() {
     }
 }
 
-/// TF32 really is the less exact mode: at d = 64, 512 and 1024 its half-step error is at
-/// least ten times TF32x3's (about 2^-10 against 2^-21 per product), and TF32x3's is within
-/// the f32 tolerance of exact products (all three printed).
+/// The single products really are the less exact modes: at d = 64, 512 and 1024 TF32's
+/// half-step error is above 2.5 times TF32x3's (about 2^-10 against 2^-21 per product) and
+/// F16's above 2.5 times F16x2's, and TF32x3's is within the f32 tolerance of exact products
+/// (all five printed).
 #[test]
-fn tf32_is_measurably_less_exact_than_tf32x3() {
+fn single_products_are_measurably_less_exact_than_split_ones() {
     let Some(gpu) = gpu() else { return };
     let cpu = CpuBackend;
     for d in [64, 512, 1024] {
@@ -157,7 +177,12 @@ fn tf32_is_measurably_less_exact_than_tf32x3() {
             err(CrossPrecision::Tf32x3),
             err(CrossPrecision::Tf32),
         );
-        eprintln!("d={d}: half-step errors exact {exact:.3e}, tf32x3 {x3:.3e}, tf32 {tf32:.3e}");
+        let (h2, h1) = (err(CrossPrecision::F16x2), err(CrossPrecision::F16));
+        eprintln!(
+            "d={d}: half-step errors exact {exact:.3e}, tf32x3 {x3:.3e}, tf32 {tf32:.3e}, \
+             f16x2 {h2:.3e}, f16 {h1:.3e}"
+        );
+        assert!(h1 > 2.5 * h2, "d={d}: f16 {h1:e} vs f16x2 {h2:e}");
         // (Measured on an H100: 98× at d = 64, 10× at 512, 3.8× at 1024, where f32's own
         // rounding of the long sums takes over.)
         assert!(tf32 > 2.5 * x3, "d={d}: tf32 {tf32:e} vs tf32x3 {x3:e}");
@@ -207,16 +232,17 @@ fn distance_error(
 
 /// Distances (60 iterations at ε = 0.01·mean cost, the regime of the otC benchmarks) at
 /// d ∈ {17, 64, 100, 1024, 3072} and both metrics, every mode, on seeds held out from the
-/// kernels' development: the default (TF32x3) and the exact mode keep 1e-5 relative to the
-/// f64 CPU result (TF32x3 measured on an H100: 1.3e-7 to 4.6e-6, the largest at d = 17, exact
+/// kernels' development: the default (F16x2), TF32x3 and the exact mode keep 1e-5 relative to
+/// the f64 CPU result (F16x2 measured on an H100: 1.8e-7 to 4.8e-6, the largest at d = 17;
+/// TF32x3 1.3e-7 to 4.6e-6, exact
 /// 4.8e-8 to 9.7e-7; since TF32x3's partial sums are flushed per 16 coordinates, at d = 64
 /// and 1024 it measured 1.7e-6 and 3e-7 where it had 1.2e-5 and 2.4e-5 before); TF32 stays within
 /// 1e-2 (its per-entry bound, `2^-9·|x||y|`, is about 1e-3 of the mean cost; printed for the
-/// notes).
+/// notes), and so does F16.
 #[test]
 fn distances_of_each_mode_and_the_default_keeps_1e5() {
     let Some(gpu) = gpu() else { return };
-    assert_eq!(CrossPrecision::default(), CrossPrecision::Tf32x3);
+    assert_eq!(CrossPrecision::default(), CrossPrecision::F16x2);
     let sq = PointMetric::SqEuclidean;
     let cases = [
         ((1000, 1031, 64), sq, [9001, 9002, 9003]),
@@ -234,8 +260,8 @@ fn distances_of_each_mode_and_the_default_keeps_1e5() {
                 want = Some(reference);
                 eprintln!("{mode:?} {shape:?} {metric:?} seed {seed}: distance error {w:.3e}");
                 let tol = match mode {
-                    CrossPrecision::Tf32 => 1e-2,
-                    CrossPrecision::Tf32x3 | CrossPrecision::Exact => 1e-5,
+                    CrossPrecision::Tf32 | CrossPrecision::F16 => 1e-2,
+                    CrossPrecision::Tf32x3 | CrossPrecision::Exact | CrossPrecision::F16x2 => 1e-5,
                 };
                 assert!(w < tol, "{mode:?} {shape:?} seed {seed}: {w:e} ≥ {tol:e}");
             }

@@ -44,12 +44,15 @@ impl PointMetric {
 /// dimensions (the exact difference form) always compute exact products: there the choice
 /// changes nothing.
 ///
-/// The default is [`CrossPrecision::Tf32x3`], which keeps distances within 1e-5 of an f64
-/// reference (measured on an H100 at d = 17 to 3072: at most 4.6e-6, at d = 17). [`CrossPrecision::Exact`]
-/// (2^-24 per product on the FP32 units) is about twice as slow; [`CrossPrecision::Tf32`]
-/// (2^-10, moving each cost by about `2^-10·|x||y|/√d`, which `exp(−c/ε)` amplifies by `1/ε`)
-/// is about twice as fast. Measured on an H100 at N = M = 50000, d = 64, 10 iterations:
-/// 348 ms exact, 184 ms TF32x3, 88 ms TF32.
+/// The default is [`CrossPrecision::F16x2`], which keeps distances within 1e-5 of an f64
+/// reference (measured on an H100 at d = 17 to 3072: at most 4.8e-6, at d = 17, as
+/// [`CrossPrecision::Tf32x3`] with 4.6e-6) at about half the tensor-core work of TF32x3; its
+/// error is relative to each cloud's largest |coordinate| rather than to each coordinate, so
+/// clouds whose coordinates differ in scale by many orders of magnitude keep more with
+/// TF32x3. [`CrossPrecision::Exact`] (2^-24 per product on the FP32 units) is the slowest;
+/// [`CrossPrecision::Tf32`] and [`CrossPrecision::F16`] (about 2^-10, moving each cost by
+/// about `2^-10·|x||y|/√d`, which `exp(−c/ε)` amplifies by `1/ε`) the fastest. The
+/// figures of each mode are in benches/README.md.
 ///
 /// ```
 /// use logot::{CrossPrecision, PointCloudCost};
@@ -66,21 +69,33 @@ pub enum CrossPrecision {
     Exact,
     /// Split TF32 on tensor cores, three products per pair (`a_big·b_small + a_small·b_big +
     /// a_big·b_big`), summed from zero over each 16 coordinates and then added in f32: about
-    /// 2^-21 per product. The default (measured on an H100: a distance error of 1.9e-6 at
-    /// d = 64, 1000×1031 points, ε = 0.01·mean cost), about twice as fast as exact.
-    #[default]
+    /// 2^-21 per product (measured on an H100: a distance error of 1.9e-6 at d = 64,
+    /// 1000×1031 points, ε = 0.01·mean cost), about twice as fast as exact.
     Tf32x3,
-    /// One TF32 tensor-core product (10-bit mantissas): about 2^-10 per product, fastest.
+    /// One TF32 tensor-core product (10-bit mantissas): about 2^-10 per product.
     Tf32,
+    /// Split f16 on tensor cores: each cloud scaled by a power of two (its largest
+    /// |coordinate| to at most 2^14) and split `a = a_big + a_small` in f16, three products
+    /// as [`CrossPrecision::Tf32x3`] at half its tensor-core work; each coordinate is kept to
+    /// about 2^-22 of the cloud's largest |coordinate| (relative to that, not to itself).
+    /// The default (measured on an H100: a distance error of 2.0e-6 at d = 64, 1000×1031
+    /// points, ε = 0.01·mean cost).
+    #[default]
+    F16x2,
+    /// One f16 tensor-core product of the scaled coordinates (10-bit mantissas, about 2^-11
+    /// of the cloud's largest |coordinate| per coordinate), at twice the TF32 rate: fastest.
+    F16,
 }
 
 impl CrossPrecision {
-    /// Its name on the command line (`exact`, `tf32x3`, `tf32`).
+    /// Its name on the command line (`exact`, `tf32x3`, `tf32`, `f16x2`, `f16`).
     pub fn name(self) -> &'static str {
         match self {
             CrossPrecision::Exact => "exact",
             CrossPrecision::Tf32x3 => "tf32x3",
             CrossPrecision::Tf32 => "tf32",
+            CrossPrecision::F16x2 => "f16x2",
+            CrossPrecision::F16 => "f16",
         }
     }
 }

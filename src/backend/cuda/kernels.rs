@@ -188,6 +188,13 @@ impl Module {
                 ("pc_max_sqnorm", Both),
                 ("pc_sinkstep_tc", F32),
                 ("pc_sinkstep_tc3", F32),
+                ("pc_sinkstep_h", F32),
+                ("pc_sinkstep_h2", F32),
+                ("pc_sinkstep_tc_stream", F32),
+                ("pc_sinkstep_tc3_stream", F32),
+                ("pc_sinkstep_h_stream", F32),
+                ("pc_sinkstep_h2_stream", F32),
+                ("pc_max_abs", Both),
                 ("pc_tc_split", F32),
             ],
             Module::Grid => &[

@@ -132,8 +132,8 @@ pub struct BenchArgs {
     /// Compute in float64 (default float32).
     #[arg(long)]
     pub f64: bool,
-    /// otC64, otC1024 on CUDA in float32: how x·y is formed (exact, tf32x3, tf32; default
-    /// tf32x3); the JSON names it.
+    /// otC64, otC1024 on CUDA in float32: how x·y is formed (exact, tf32x3, tf32, f16x2,
+    /// f16; default f16x2); the JSON names it.
     #[arg(long, value_enum)]
     pub precision: Option<Precision>,
     /// Point-cloud problems (otC, otC10, otCbig, otC64, otC1024): N = M points instead of

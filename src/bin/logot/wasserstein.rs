@@ -138,17 +138,18 @@ pub enum Metric {
 /// `divergence`).
 #[derive(clap::Args, Debug)]
 pub struct PrecisionArgs {
-    /// How the CUDA backend forms x·y for float32 clouds above 16 dimensions: tf32x3 (split
-    /// TF32 on tensor cores, about 2^-21 per product; the default, distances within 1e-5 of
-    /// float64), exact (f32 products, about 2× slower) or tf32 (one TF32 product, about 2×
-    /// faster, about 1e-3 relative per product). The CPU backend and float64 always use
-    /// exact products.
+    /// How the CUDA backend forms x·y for float32 clouds above 16 dimensions: f16x2 (split
+    /// f16 of coordinates scaled by a power of two, about 2^-22 of the largest coordinate;
+    /// the default, distances within 1e-5 of float64), tf32x3 (split TF32, about 2^-21 per
+    /// product, slower), exact (f32 products, slowest), tf32 (one TF32 product, about 1e-3
+    /// relative per product) or f16 (one f16 product, fastest). The CPU backend and float64
+    /// always use exact products.
     #[arg(long, value_enum, requires = "x")]
     pub precision: Option<Precision>,
 }
 
 impl PrecisionArgs {
-    /// The cross-term precision asked for (tf32x3 when `--precision` is absent).
+    /// The cross-term precision asked for (f16x2 when `--precision` is absent).
     pub fn cross(&self) -> CrossPrecision {
         Precision::or_default(self.precision)
     }
@@ -159,14 +160,19 @@ impl PrecisionArgs {
 pub enum Precision {
     /// Exact f32 products.
     Exact,
-    /// Split TF32 on tensor cores (three products, about f32 accuracy; the default).
+    /// Split TF32 on tensor cores (three products, about f32 accuracy).
     Tf32x3,
-    /// One TF32 product (fastest).
+    /// One TF32 product.
     Tf32,
+    /// Split f16 on tensor cores (three products of scaled coordinates, about 2^-22 of the
+    /// largest coordinate; the default).
+    F16x2,
+    /// One f16 product of scaled coordinates (fastest).
+    F16,
 }
 
 impl Precision {
-    /// The cross-term precision of an optional `--precision` (tf32x3 when absent).
+    /// The cross-term precision of an optional `--precision` (f16x2 when absent).
     pub fn or_default(p: Option<Precision>) -> CrossPrecision {
         p.map_or(CrossPrecision::default(), Precision::cross)
     }
@@ -176,6 +182,8 @@ impl Precision {
             Precision::Exact => CrossPrecision::Exact,
             Precision::Tf32x3 => CrossPrecision::Tf32x3,
             Precision::Tf32 => CrossPrecision::Tf32,
+            Precision::F16x2 => CrossPrecision::F16x2,
+            Precision::F16 => CrossPrecision::F16,
         }
     }
 }

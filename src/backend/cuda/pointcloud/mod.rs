@@ -96,7 +96,7 @@ mod step;
 mod tensor;
 
 use rows::RowSums;
-use tensor::{CrossKernel, TcOperands};
+use tensor::{f16_scale, CrossKernel, TcOperands};
 
 /// Threads per block of the point-cloud kernels.
 const PC_BLOCK: usize = define(Module::PointCloud.source(), "PC_BLOCK");
@@ -116,14 +116,17 @@ const PC_DN_RTK: usize = define(Module::PointCloud.source(), "PC_DN_RTK");
 const PC_DN_CC: usize = define(Module::PointCloud.source(), "PC_DN_CC");
 /// Output points per block of the tensor-core half-step.
 const PC_TC_BL: usize = define(Module::PointCloud.source(), "PC_TC_BL");
-/// Reduced points per stage of the tensor-core half-step.
+/// Reduced points per stage of the tensor-core half-step with a resident output tile.
 const PC_TC_BK: usize = define(Module::PointCloud.source(), "PC_TC_BK");
+/// Reduced points per stage of the tensor-core half-step with a streamed output tile.
+const PC_TC_BKS: usize = define(Module::PointCloud.source(), "PC_TC_BKS");
 /// Coordinates per shared chunk of the tensor-core operands (their padded dimension is a
 /// multiple).
 const PC_TC_DC: usize = define(Module::PointCloud.source(), "PC_TC_DC");
 /// Largest shared tile of output points the tensor-core half-step keeps for a whole
-/// reduction (both parts), in bytes; larger tiles are streamed by chunks.
-const TC_RESIDENT_BYTES: usize = 96 * 1024;
+/// reduction (both parts), in bytes; larger tiles are streamed by chunks. With the two
+/// slots of reduced chunks this keeps two blocks on an SM.
+const TC_RESIDENT_BYTES: usize = 64 * 1024;
 /// Plans with more entries than this are not materialised.
 const MAX_PLAN_ENTRIES: usize = 1 << 27;
 
@@ -349,13 +352,15 @@ impl CudaBackend {
         // norm form need it, and it changes no cost.
         let x = self.centre_soa(x_rows, mean, n, d, pairs, "the points x")?;
         let y = self.centre_soa(y_rows, mean, m, d, pairs, "the points y")?;
-        let radius = |pts: &CudaSlice<T>, len: usize| -> Result<f64> {
+        // The largest of a per-cloud statistic over the pairs: `pc_max_sqnorm` (|p|²) or
+        // `pc_max_abs` (|p_t|).
+        let largest = |entry: &str, pts: &CudaSlice<T>, len: usize| -> Result<f64> {
             let out = self.alloc_f64(pairs, "the clouds' radii")?;
-            // SAFETY: pc_max_sqnorm(pts, out, len, d): block b reads the len·d coordinates
-            // of cloud b (pairs·len·d in all) and writes out[b].
+            // SAFETY: pc_max_sqnorm / pc_max_abs(pts, out, len, d): block b reads the len·d
+            // coordinates of cloud b (pairs·len·d in all) and writes out[b].
             unsafe {
                 self.launch(
-                    &kernel_name::<T>("pc_max_sqnorm"),
+                    &kernel_name::<T>(entry),
                     Launch::linear(pairs as u32, 256),
                     (self.ptr(pts), self.ptr(&out), len as i32, d as i32),
                 )
@@ -363,7 +368,10 @@ impl CudaBackend {
             let host = self.download_slice(&out, pairs, "the clouds' radii")?;
             Ok(host.into_iter().fold(0.0, f64::max))
         };
-        let sq_radii = (radius(&x, n)?, radius(&y, m)?);
+        let sq_radii = (
+            largest("pc_max_sqnorm", &x, n)?,
+            largest("pc_max_sqnorm", &y, m)?,
+        );
         let norms = if any_d {
             Some((
                 self.cloud_sqnorms(&x, n, d, pairs, "the norms of x")?,
@@ -375,13 +383,23 @@ impl CudaBackend {
         let tc = match CrossKernel::of(layout.precision, T::PRECISION, d) {
             CrossKernel::Fma => None,
             kernel => {
-                let dp = d.div_ceil(PC_TC_DC) * PC_TC_DC;
-                let x3 = kernel == CrossKernel::Tf32x3;
+                let dp = kernel.words(d);
+                // f16 operands: each cloud scaled by a power of two into f16's range.
+                let (sx, sy) = if kernel.half() {
+                    (
+                        f16_scale(largest("pc_max_abs", &x, n)?),
+                        f16_scale(largest("pc_max_abs", &y, m)?),
+                    )
+                } else {
+                    (1.0, 1.0)
+                };
+                let op = (kernel, dp);
                 Some(TcOperands {
                     kernel,
                     dp,
-                    x: self.tc_split(&x, (n, pairs), d, dp, x3, "the TF32 operands of x")?,
-                    y: self.tc_split(&y, (m, pairs), d, dp, x3, "the TF32 operands of y")?,
+                    dot_scale: T::of(1.0 / (sx * sy)),
+                    x: self.tc_split(&x, (n, pairs), d, op, T::of(sx), "the operands of x")?,
+                    y: self.tc_split(&y, (m, pairs), d, op, T::of(sy), "the operands of y")?,
                 })
             }
         };

@@ -107,13 +107,13 @@ impl CudaBackend {
             _ => "pc_sinkstep",
         };
         let (kernel, per_block, kt, smem) = match (by_dim(prefix, cl.d, true), tc_plan) {
-            (None, Some((tc, (_, smem)))) => {
-                let base = if tc.kernel == CrossKernel::Tf32x3 {
-                    "pc_sinkstep_tc3"
+            (None, Some((tc, (resident, bk, smem)))) => {
+                let entry = if resident {
+                    tc.kernel.entry().to_string()
                 } else {
-                    "pc_sinkstep_tc"
+                    format!("{}_stream", tc.kernel.entry())
                 };
-                (kernel_name::<T>(base), PC_TC_BL, PC_TC_BK, smem)
+                (kernel_name::<T>(&entry), PC_TC_BL, bk, smem)
             }
             (Some((base, dmax)), _) => {
                 // Outputs per thread (TJ of the kernel's entry point).
@@ -165,7 +165,7 @@ impl CudaBackend {
         // log-marginals, the output, the K-split partials, B, K (reduced) and L (outputs).
         let shared = (pother, plm, pout, pm, ps, bi, ki, li);
         let root = cl.root as i32;
-        if let Some((tc, (resident, _))) = tc_plan {
+        if let Some((tc, _)) = tc_plan {
             let [ob, os, rb, rs] = tc.sides(side);
             let (on, rn) = cl
                 .side_norms(side)
@@ -192,9 +192,9 @@ impl CudaBackend {
                             (
                                 to_i32(tc.dp, "x")?,
                                 eps,
+                                tc.dot_scale,
                                 kslice,
                                 root,
-                                resident as i32,
                                 cl.pair(),
                             ),
                         ),

@@ -1,5 +1,6 @@
 //! The tensor-core operands of f32 clouds above `PC_DMAX` dimensions: the cross-term
-//! kernel a cloud uses ([`CrossKernel`]), its split TF32 operands and their layout.
+//! kernel a cloud uses ([`CrossKernel`]), its split TF32 or scaled f16 operands and their
+//! layout.
 
 use super::*;
 
@@ -12,6 +13,10 @@ pub(super) enum CrossKernel {
     Tf32,
     /// Split TF32, three MMAs per product (`pc_sinkstep_tc3`, f32).
     Tf32x3,
+    /// One f16 MMA per product of the scaled coordinates (`pc_sinkstep_h`, f32).
+    F16,
+    /// Split f16, three MMAs per product (`pc_sinkstep_h2`, f32).
+    F16x2,
 }
 
 impl CrossKernel {
@@ -26,16 +31,60 @@ impl CrossKernel {
             CrossPrecision::Exact => CrossKernel::Fma,
             CrossPrecision::Tf32 => CrossKernel::Tf32,
             CrossPrecision::Tf32x3 => CrossKernel::Tf32x3,
+            CrossPrecision::F16 => CrossKernel::F16,
+            CrossPrecision::F16x2 => CrossKernel::F16x2,
         }
+    }
+
+    /// Whether the operands are split in two parts (three products).
+    pub(super) fn split(self) -> bool {
+        matches!(self, CrossKernel::Tf32x3 | CrossKernel::F16x2)
+    }
+
+    /// Whether the operands are f16 pairs (two coordinates a 32-bit word).
+    pub(super) fn half(self) -> bool {
+        matches!(self, CrossKernel::F16 | CrossKernel::F16x2)
+    }
+
+    /// The half-step's entry point (without its type suffix).
+    pub(super) fn entry(self) -> &'static str {
+        match self {
+            CrossKernel::Fma => "pc_sinkstep_dn",
+            CrossKernel::Tf32 => "pc_sinkstep_tc",
+            CrossKernel::Tf32x3 => "pc_sinkstep_tc3",
+            CrossKernel::F16 => "pc_sinkstep_h",
+            CrossKernel::F16x2 => "pc_sinkstep_h2",
+        }
+    }
+
+    /// 32-bit words per point of `d` coordinates: one coordinate a word (two with f16),
+    /// rounded up to a multiple of `PC_TC_DC`.
+    pub(super) fn words(self, d: usize) -> usize {
+        let w = if self.half() { d.div_ceil(2) } else { d };
+        w.div_ceil(PC_TC_DC) * PC_TC_DC
     }
 }
 
-/// The two clouds as TF32 operands (`pc_tc_split`): point-major, `dp` coordinates per point
-/// (`d` rounded up to `PC_TC_DC`, zero-padded), the TF32 rounding of each coordinate and,
-/// for [`CrossKernel::Tf32x3`], the TF32 rounding of what it leaves.
+/// The power of two `2^k` that takes a cloud's largest |coordinate| `max_abs` into
+/// (2^13, 2^14] (f16's range with room for the split); `k` at most 60, so that the product
+/// of two clouds' inverse scales stays a normal f32 (a cloud below 2^-46 keeps fewer bits);
+/// 1 for an all-zero cloud.
+pub(super) fn f16_scale(max_abs: f64) -> f64 {
+    if max_abs <= 0.0 || !max_abs.is_finite() {
+        return 1.0;
+    }
+    let k = 14 - max_abs.log2().ceil() as i32;
+    2f64.powi(k.min(60))
+}
+
+/// The two clouds as tensor-core operands (`pc_tc_split`): point-major, `dp` 32-bit words
+/// per point ([`CrossKernel::words`], zero-padded), the TF32 (or scaled f16) rounding of
+/// each coordinate and, for the split kernels, the rounding of what it leaves; `dot_scale`
+/// undoes the scales of the f16 operands (1 for TF32).
 pub(super) struct TcOperands<T> {
     pub(super) kernel: CrossKernel,
     pub(super) dp: usize,
+    pub(super) dot_scale: T,
     pub(super) x: (CudaSlice<T>, Option<CudaSlice<T>>),
     pub(super) y: (CudaSlice<T>, Option<CudaSlice<T>>),
 }
@@ -58,18 +107,21 @@ impl<T> TcOperands<T> {
 }
 
 impl CudaBackend {
-    /// The TF32 parts of `pairs` structure-of-arrays clouds of `len` points each, stored one
-    /// after the other (`pc_tc_split`): point-major, `dp` coordinates each, in the same order;
-    /// the second part only for `x3`.
+    /// The operand parts of `pairs` structure-of-arrays clouds of `len` points each, stored
+    /// one after the other (`pc_tc_split`): point-major, `dp` words each, in the same order;
+    /// f16 pairs of the coordinates times `scale` for an f16 `kernel` (else TF32); the
+    /// second part only for a split kernel.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn tc_split<T: CudaReal>(
         &self,
         pts: &CudaSlice<T>,
         (len, pairs): (usize, usize),
         d: usize,
-        dp: usize,
-        x3: bool,
+        (kernel, dp): (CrossKernel, usize),
+        scale: T,
         what: &str,
     ) -> Result<(CudaSlice<T>, Option<CudaSlice<T>>)> {
+        let x3 = kernel.split();
         let total = len
             .checked_mul(dp)
             .and_then(|t| t.checked_mul(pairs))
@@ -83,8 +135,8 @@ impl CudaBackend {
         };
         let psmall = small.as_ref().map_or(self.ptr(&big), |v| self.ptr(v));
         let blocks = self.stride_blocks(total, 256, 8);
-        // SAFETY: pc_tc_split(pts, big, small, len, d, dp, x3, B) reads B·len·d coordinates
-        // and writes B·len·dp values to big (and to small when x3).
+        // SAFETY: pc_tc_split(pts, big, small, len, d, dp, x3, B, half, scale) reads B·len·d
+        // coordinates and writes B·len·dp words to big (and to small when x3).
         unsafe {
             self.launch(
                 &kernel_name::<T>("pc_tc_split"),
@@ -98,29 +150,64 @@ impl CudaBackend {
                     to_i32(dp, "x")?,
                     x3 as i32,
                     to_i32(pairs, "x")?,
+                    kernel.half() as i32,
+                    scale,
                 ),
             )
         }?;
         Ok((big, small))
     }
 
-    /// `(resident, shared bytes)` of the tensor-core half-step on `tc`: the output tile (of
-    /// both parts with TF32x3) stays in shared memory for the whole reduction when it takes at
-    /// most `TC_RESIDENT_BYTES` (and fits), else it is streamed by chunks in two slots like
-    /// the reduced tile. Layout as `pc_sinkstep_tc_body`: A tile, two slots of B chunks, and
-    /// two stages of column terms and norms.
-    pub(super) fn tc_layout<T>(&self, tc: &TcOperands<T>, size: usize) -> (bool, usize) {
-        let parts = if tc.kernel == CrossKernel::Tf32x3 {
-            2
-        } else {
-            1
-        };
+    /// `(resident, reduced points per stage, shared bytes)` of the tensor-core half-step on
+    /// `tc`: the output tile (of both parts with a split kernel) stays in shared memory for
+    /// the whole reduction when it takes at most `TC_RESIDENT_BYTES` (and fits; stages of
+    /// `PC_TC_BK` points, the kernel without suffix), else it is streamed by chunks in two
+    /// slots like the reduced tile (stages of `PC_TC_BKS`, `_stream`). Layout as
+    /// `pc_sinkstep_tc_body`: A tile, two slots of B chunks, and two stages of potentials and
+    /// norms.
+    pub(super) fn tc_layout<T>(&self, tc: &TcOperands<T>, size: usize) -> (bool, usize, usize) {
+        let parts = if tc.kernel.split() { 2 } else { 1 };
         let chunks = tc.dp / PC_TC_DC;
         let a_chunk = parts * PC_TC_BL * PC_TC_DC * size;
-        let rest = (2 * parts * PC_TC_BK * PC_TC_DC + 4 * PC_TC_BK) * size;
-        let resident =
-            a_chunk * chunks <= TC_RESIDENT_BYTES && a_chunk * chunks + rest <= self.inner.max_smem;
-        let a = a_chunk * if resident { chunks } else { 2 };
-        (resident, a + rest)
+        let rest = |bk: usize| (2 * parts * bk * PC_TC_DC + 4 * bk) * size;
+        let resident = a_chunk * chunks <= TC_RESIDENT_BYTES
+            && a_chunk * chunks + rest(PC_TC_BK) <= self.inner.max_smem;
+        if resident {
+            (true, PC_TC_BK, a_chunk * chunks + rest(PC_TC_BK))
+        } else {
+            (false, PC_TC_BKS, a_chunk * 2 + rest(PC_TC_BKS))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn f16_scales_take_the_largest_coordinate_into_the_top_binades() {
+        let top = [0.5, 1.0, 3.0, 0.3, 7.9e3, 1e-9, 1e12, 1e30, 3e38];
+        for a in top.into_iter().chain([2f64.powi(-46)]) {
+            let s = f16_scale(a);
+            assert_eq!(s.log2().fract(), 0.0, "{a}: a power of two");
+            assert!(a * s > 8192.0 && a * s <= 16384.0, "{a}·{s} = {}", a * s);
+        }
+        // Tiny clouds: the exponent stops at 60 (still in f16's range, fewer bits).
+        assert_eq!(f16_scale(1e-30), 2f64.powi(60));
+        assert!(1e-30 * f16_scale(1e-30) < 1.0);
+        for a in [0.0, f64::NAN, f64::INFINITY] {
+            assert_eq!(f16_scale(a), 1.0);
+        }
+    }
+
+    #[test]
+    fn f16_operands_take_half_the_words() {
+        assert_eq!(CrossKernel::F16x2.words(17), PC_TC_DC);
+        assert_eq!(CrossKernel::Tf32.words(17), PC_TC_DC);
+        assert_eq!(CrossKernel::F16.words(64), PC_TC_DC);
+        assert_eq!(CrossKernel::Tf32x3.words(64), 2 * PC_TC_DC);
+        assert_eq!(CrossKernel::F16.words(1025), 17 * PC_TC_DC);
+        assert!(CrossKernel::F16x2.split() && CrossKernel::F16x2.half());
+        assert!(!CrossKernel::Tf32.split() && !CrossKernel::Tf32.half());
     }
 }
