@@ -1297,20 +1297,17 @@ __device__ __forceinline__ float pc_tf32(float v) {
 // d += a·b on one 16×8×8 TF32 tile (HALF: one 16×8×16 f16 tile, two f16 a word); the
 // operands are TF32 values (HALF: f16 pairs) in 32-bit registers.
 template <bool HALF>
-__device__ __forceinline__ void pc_mma(float (&d)[4], float a0, float a1, float a2, float a3,
-                                       float b0, float b1) {
+__device__ __forceinline__ void pc_mma(float (&d)[4], const u32 (&a)[4], const u32 *b) {
   if (HALF)
     asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
         "{%8,%9}, {%0,%1,%2,%3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(__float_as_uint(a0)), "r"(__float_as_uint(a1)), "r"(__float_as_uint(a2)),
-          "r"(__float_as_uint(a3)), "r"(__float_as_uint(b0)), "r"(__float_as_uint(b1)));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
   else
     asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
         "{%8,%9}, {%0,%1,%2,%3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(__float_as_uint(a0)), "r"(__float_as_uint(a1)), "r"(__float_as_uint(a2)),
-          "r"(__float_as_uint(a3)), "r"(__float_as_uint(b0)), "r"(__float_as_uint(b1)));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
 // f16(a) in the high and f16(b) in the low half of a word (round to nearest even,
@@ -1362,8 +1359,23 @@ __device__ __forceinline__ void pc_tc_split(const float *__restrict__ pts, u32 *
   }
 }
 
+// Where 16-byte segment `seg` (0..3) of row (point) p of a [P][16] sub-block lies: the
+// segments of each row are permuted by (p >> 1) & 3, so that the eight 16-byte rows an
+// ldmatrix reads (8 consecutive points, one segment) fall in distinct bank groups.
+__device__ __forceinline__ int pc_tc_seg(int p, int seg) { return (seg ^ ((p >> 1) & 3)) << 2; }
+
+// Four 8×8 b16 matrices from shared memory (lanes 8i .. 8i+7 give the rows of matrix i):
+// lane (g, t) receives word t of row g of each, in r[0..3].
+__device__ __forceinline__ void pc_ldsm4(u32 (&r)[4], const float *p) {
+  const u32 a = (u32)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
 // Chunk `c` (PC_TC_DC coordinates) of points p0 .. p0+P−1 of a point-major part into
-// shared memory as two [P][16] sub-blocks; points at or past `len` are zero-filled.
+// shared memory as two [P][16] sub-blocks (segments placed by pc_tc_seg); points at or past
+// `len` are zero-filled.
 template <int P>
 __device__ __forceinline__ void pc_tc_stage(float *__restrict__ dst, const float *__restrict__ src,
                                             int len, int p0, int c, int dp) {
@@ -1377,7 +1389,7 @@ __device__ __forceinline__ void pc_tc_stage(float *__restrict__ dst, const float
     const int i = p0 + p;
     const bool in = i < len;
     const float *g = in ? src + (long long)i * dp + c * PC_TC_DC + sub * 16 + w * 4 : src;
-    cp_async16(dst + (sub * P + p) * 16 + w * 4, g, in ? 16 : 0);
+    cp_async16(dst + (sub * P + p) * 16 + pc_tc_seg(p, w), g, in ? 16 : 0);
   }
 }
 
@@ -1405,6 +1417,12 @@ __device__ __forceinline__ void pc_sinkstep_tc_body(
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
   const int wr = (warp % WR) * 16 * MI, wc = (warp / WR) * NI * 8;
+  // ldmatrix rows of this lane (matrix i = lane >> 3, row lane & 7): A matrices (rows 0-7,
+  // segment 2j), (rows 8-15, 2j), (rows 0-7, 2j+1), (rows 8-15, 2j+1) give a0..a3 of step j;
+  // B matrices (tile 2q, 2j), (2q, 2j+1), (2q+1, 2j), (2q+1, 2j+1) give b0, b1 of two tiles.
+  const int a_row = wr + (lane & 7) + ((lane >> 3) & 1) * 8, b_row = wc + (lane & 7) + (lane >> 4) * 8;
+  const int a_seg[2] = {pc_tc_seg(a_row, lane >> 4), pc_tc_seg(a_row, 2 + (lane >> 4))};
+  const int b_seg[2] = {pc_tc_seg(b_row, (lane >> 3) & 1), pc_tc_seg(b_row, 2 + ((lane >> 3) & 1))};
   const int b = blockIdx.y, z = blockIdx.z;
   const int kbeg = z * kslice, kend = min(K, kbeg + kslice);
   const int l0 = blockIdx.x * BL;
@@ -1484,26 +1502,35 @@ __device__ __forceinline__ void pc_sinkstep_tc_body(
     const float *Bs = Bb + BCH;
 #pragma unroll
     for (int sub = 0; sub < 2; ++sub) {
-      float4 bb[NI], bs[NI];
+      // Fragments of MMA steps j = 0, 1 (words 8j .. 8j+7 of the sub-block, segments 2j and
+      // 2j + 1): b[j][ni] for each 8-column tile, big and small parts.
+      u32 bb[2][NI][2], bs[2][NI][2];
 #pragma unroll
-      for (int ni = 0; ni < NI; ++ni) {
-        const int o = (sub * BK + wc + ni * 8 + g) * 16 + 4 * t;
-        bb[ni] = *reinterpret_cast<const float4 *>(Bb + o);
-        if (X3) bs[ni] = *reinterpret_cast<const float4 *>(Bs + o);
-      }
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int q = 0; q < NI / 2; ++q) {
+          const int o = (sub * BK + b_row + q * 16) * 16 + b_seg[j];
+          u32 r[4];
+          pc_ldsm4(r, Bb + o);
+          bb[j][2 * q][0] = r[0], bb[j][2 * q][1] = r[1];
+          bb[j][2 * q + 1][0] = r[2], bb[j][2 * q + 1][1] = r[3];
+          if (X3) {
+            pc_ldsm4(r, Bs + o);
+            bs[j][2 * q][0] = r[0], bs[j][2 * q][1] = r[1];
+            bs[j][2 * q + 1][0] = r[2], bs[j][2 * q + 1][1] = r[3];
+          }
+        }
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi) {
-        const int o = (sub * BL + wr + mi * 16 + g) * 16 + 4 * t;  // row g; row g+8 at +128
-        const float4 lo = *reinterpret_cast<const float4 *>(Ab + o);
-        const float4 hi = *reinterpret_cast<const float4 *>(Ab + o + 128);
-        float4 slo, shi;
-        if (X3) {
-          slo = *reinterpret_cast<const float4 *>(As + o);
-          shi = *reinterpret_cast<const float4 *>(As + o + 128);
+        u32 ab[2][4], as[2][4];
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int o = (sub * BL + a_row + mi * 16) * 16 + a_seg[j];
+          pc_ldsm4(ab[j], Ab + o);
+          if (X3) pc_ldsm4(as[j], As + o);
         }
 #pragma unroll
         for (int ni = 0; ni < NI; ++ni) {
-          // Step 0: k = t ↔ coordinate 4t (.x), k = t + 4 ↔ 4t + 1 (.y); step 1: .z, .w.
           if (X3) {
             // The sub-block's 16 words from zero (small parts first), then one f32
             // add: the MMA's internal sums truncate (round toward zero), a bias that grows
@@ -1511,17 +1538,18 @@ __device__ __forceinline__ void pc_sinkstep_tc_body(
             // TF32x3's largest error (1.2e-5 of the distance at d = 64, 2.4e-5 at d = 1024,
             // against 1.9e-6 and 3e-7 so). TF32's operand rounding dominates its own error.
             float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            pc_mma<HALF>(part, lo.x, hi.x, lo.y, hi.y, bs[ni].x, bs[ni].y);
-            pc_mma<HALF>(part, slo.x, shi.x, slo.y, shi.y, bb[ni].x, bb[ni].y);
-            pc_mma<HALF>(part, lo.z, hi.z, lo.w, hi.w, bs[ni].z, bs[ni].w);
-            pc_mma<HALF>(part, slo.z, shi.z, slo.w, shi.w, bb[ni].z, bb[ni].w);
-            pc_mma<HALF>(part, lo.x, hi.x, lo.y, hi.y, bb[ni].x, bb[ni].y);
-            pc_mma<HALF>(part, lo.z, hi.z, lo.w, hi.w, bb[ni].z, bb[ni].w);
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+              pc_mma<HALF>(part, ab[j], bs[j][ni]);
+              pc_mma<HALF>(part, as[j], bb[j][ni]);
+            }
+#pragma unroll
+            for (int j = 0; j < 2; ++j) pc_mma<HALF>(part, ab[j], bb[j][ni]);
 #pragma unroll
             for (int q = 0; q < 4; ++q) acc[mi][ni][q] += part[q];
           } else {
-            pc_mma<HALF>(acc[mi][ni], lo.x, hi.x, lo.y, hi.y, bb[ni].x, bb[ni].y);
-            pc_mma<HALF>(acc[mi][ni], lo.z, hi.z, lo.w, hi.w, bb[ni].z, bb[ni].w);
+#pragma unroll
+            for (int j = 0; j < 2; ++j) pc_mma<HALF>(acc[mi][ni], ab[j], bb[j][ni]);
           }
         }
       }
