@@ -1266,22 +1266,22 @@ PC_PREP(double, f64)
 // output tile streamed by chunks (large dp, where the products weigh most), stages of
 // PC_TC_BKS points and 64×32 per warp, rows (w % 2)·64 and columns (w / 2)·32 (4 × 4
 // tiles), which loads fewer bytes of shared memory per product, one block per SM. Shared
-// chunks of PC_TC_DC words are stored as two
-// sub-blocks of 16 words, each [point][16], so lane (g = lane >> 2, t = lane & 3) reads
-// words 4t .. 4t+3 of a point in one load: two MMA steps of its fragments. The k index of
-// the MMA is permuted within each sub-block (A and B alike, so the dot products are
-// unchanged): step j of the sub-block takes words 4t + 2j and 4t + 2j + 1. Fragments (PTX
-// ISA): TF32 m16n8k8, one coordinate a word: A a0 (g, t), a1 (g+8, t), a2 (g, t+4),
-// a3 (g+8, t+4), B b0 (k = t, n = g), b1 (k = t+4, n = g); F16 m16n8k16, two coordinates a
-// word: A a0 (g, 2t..2t+1), a1 (g+8, 2t..), a2 (g, 2t+8..), a3 (g+8, 2t+8..), B b0
-// (k = 2t..2t+1, n = g), b1 (k = 2t+8.., n = g); so the same words feed both. C (both):
+// chunks of PC_TC_DC words are stored as two sub-blocks of 16 words, each [point][16] with
+// the four 16-byte segments of each point permuted (pc_tc_seg). MMA step j of a sub-block
+// takes its words 8j .. 8j+7 (segments 2j, 2j+1), and one ldmatrix.x4 gives a lane
+// (g = lane >> 2, t = lane & 3) word t of a row of four 8-row matrices: the A fragments of a
+// 16-row tile, or the B fragments of two 8-column tiles. Fragments (PTX ISA): TF32 m16n8k8,
+// one coordinate a word: A a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4), B b0
+// (k = t, n = g), b1 (k = t+4, n = g); F16 m16n8k16, two coordinates a word: A a0
+// (g, 2t..2t+1), a1 (g+8, 2t..), a2 (g, 2t+8..), a3 (g+8, 2t+8..), B b0 (k = 2t..2t+1,
+// n = g), b1 (k = 2t+8.., n = g); so the same words feed both. C (both):
 // c0 (g, 2t), c1 (g, 2t+1), c2 (g+8, 2t), c3 (g+8, 2t+1).
 //
 // Epilogue. |p − q|²: the row constant |p|² leaves the log-sum-exp, so the argument of
 // column k is s·(other_k − |q_k|²) + 2s·p·q (one FMA; the row's s·|p|² is subtracted from
 // its maximum at the end); |p − q|: c = max(|p|² + |q|² − 2·p·q, 0) and its square root as
-// in pc_sinkstep_dn. Each thread keeps a (max, sum) pair for each of its 8 rows; the 4
-// lanes of a group merge by shuffles and the 4 column warps through shared memory. Outputs
+// in pc_sinkstep_dn. Each thread keeps a (max, sum) pair for each of its 2·MI rows; the
+// 4 lanes of a group merge by shuffles and the column warps through shared memory. Outputs
 // and split partials as pc_sinkstep_dn (the partial maxima include the −s·|p|² shift).
 #define PC_TC_BL 128 /* output points per block of the tensor-core half-step */
 #define PC_TC_BK 64   /* reduced points per stage, resident output tile */

@@ -40,20 +40,25 @@
 //!     base-2 (max, sum) as the small-d kernels; the 16 threads of a row merge their pairs
 //!     by shuffles. Memory: the clouds, two norm vectors, and the split partials. This is
 //!     the f64 kernel, and the f32 one for [`CrossPrecision::Exact`].
-//!   - Half-step on tensor cores (`pc_sinkstep_tc`, `pc_sinkstep_tc3`; f32 with
-//!     [`CrossPrecision::Tf32`] or [`CrossPrecision::Tf32x3`]): when the cost
-//!     is prepared, `pc_tc_split` writes both clouds point-major, padded to a multiple of
-//!     32 coordinates, rounded to TF32 (and, for TF32x3, the TF32 rounding of the
-//!     remainder: extra memory `(n + m)·dp` floats per part). A block of 8 warps owns 128
-//!     outputs and streams stages of 128 reduced points; each warp computes a 64×32 block
-//!     of dot products by `mma.m16n8k8` TF32 fragments (three MMAs per tile for TF32x3,
-//!     the default, summed from zero over each 16 coordinates and then added in f32, as the
-//!     MMA's own sums truncate),
-//!     from chunks of 32 coordinates copied by `cp.async` into two shared slots (the output
-//!     tile stays resident for the whole reduction when it takes ≤ 96 KiB). The epilogue
-//!     folds `s·(other_k − |q_k|²) + 2s·p·q` (one FMA; the row's `|p|²` leaves the LSE) into
-//!     per-row (max, sum) pairs, merged across the lanes of a group by shuffles and across
-//!     the 4 column warps through shared memory. Same outputs and split partials as
+//!   - Half-step on tensor cores (`pc_sinkstep_tc`, `_tc3`, `_h`, `_h2`; f32 with
+//!     [`CrossPrecision::Tf32`], [`CrossPrecision::Tf32x3`], [`CrossPrecision::F16`] or
+//!     [`CrossPrecision::F16x2`], the default): when the cost is prepared, `pc_tc_split`
+//!     writes both clouds point-major as 32-bit words, padded to a multiple of 32 words:
+//!     TF32 roundings (one coordinate a word), or f16 pairs of the coordinates times a power
+//!     of two per cloud that takes its largest |coordinate| (`pc_max_abs`) into
+//!     (2^13, 2^14]; the split modes add the rounding of the remainder (extra memory
+//!     `(n + m)·dp` words per part). A block of 8 warps owns 128 outputs; the warps
+//!     compute dot products by `mma.m16n8k8` TF32 or `mma.m16n8k16` f16 fragments loaded
+//!     by `ldmatrix` (three MMAs per tile for the split modes, summed from zero over each 16
+//!     words and then added in f32, as the MMA's own sums truncate), from chunks of 32
+//!     words copied by `cp.async` into two shared slots. When the output tile takes at most
+//!     64 KiB it stays resident for the whole reduction: stages of 64 reduced points, 32×32
+//!     products per warp, two blocks per SM; else it is streamed like the reduced tile
+//!     (`_stream`): stages of 128, 64×32 per warp, one block per SM. The epilogue
+//!     folds `s·(other_k − |q_k|²) + 2s·p·q` (one FMA, with the operands' scales undone in
+//!     `s`; the row's `|p|²` leaves the LSE) into per-row (max, sum) pairs, merged across
+//!     the lanes of a group by shuffles and across
+//!     the column warps through shared memory. Same outputs and split partials as
 //!     `pc_sinkstep_dn`.
 //!   - Row sums (`pc_rows_dn`), for `d > 16` or more than 16 `plan_apply` channels (then
 //!     at any `d`, in the exact difference form below 17 dimensions): two passes. A
