@@ -258,7 +258,7 @@ fn precision_flag_parses_and_bad_values_name_it() {
         assert_eq!(code, 0, "{cmd}: {err}");
         let want = json(&out).pointer(value).and_then(|v| v.as_f64()).unwrap();
         assert!(want > 0.0, "{cmd}: {want}");
-        for mode in ["exact", "tf32x3", "tf32"] {
+        for mode in ["exact", "tf32x3", "tf32", "f16x2", "f16"] {
             let mut args = base.to_vec();
             args.extend(["--precision", mode]);
             let (code, out, err) = logot(&args);
