@@ -1286,7 +1286,7 @@ PC_PREP(double, f64)
 #define PC_TC_BL 128 /* output points per block of the tensor-core half-step */
 #define PC_TC_BK 64   /* reduced points per stage, resident output tile */
 #define PC_TC_BKS 128 /* reduced points per stage, streamed output tile */
-#define PC_TC_DC 32  /* coordinates per shared chunk; dp is a multiple */
+#define PC_TC_DC 32  /* 32-bit words per shared chunk; dp is a multiple */
 
 __device__ __forceinline__ float pc_tf32(float v) {
   u32 r;

@@ -125,8 +125,8 @@ const PC_TC_BL: usize = define(Module::PointCloud.source(), "PC_TC_BL");
 const PC_TC_BK: usize = define(Module::PointCloud.source(), "PC_TC_BK");
 /// Reduced points per stage of the tensor-core half-step with a streamed output tile.
 const PC_TC_BKS: usize = define(Module::PointCloud.source(), "PC_TC_BKS");
-/// Coordinates per shared chunk of the tensor-core operands (their padded dimension is a
-/// multiple).
+/// 32-bit words (one TF32 or two f16 coordinates each) per shared chunk of the tensor-core
+/// operands (their padded width is a multiple).
 const PC_TC_DC: usize = define(Module::PointCloud.source(), "PC_TC_DC");
 /// Largest shared tile of output points the tensor-core half-step keeps for a whole
 /// reduction (both parts), in bytes; larger tiles are streamed by chunks. With the two
