@@ -1196,8 +1196,8 @@ __device__ __forceinline__ void pc_centre_soa(const T *__restrict__ pts,
 // of each of B structure-of-arrays clouds (one block per cloud): out[b]; with ABS the
 // largest |p_t| instead (the scale of the F16 tensor-core operands).
 template <typename T, bool ABS>
-__device__ __forceinline__ void pc_max_sqnorm(const T *__restrict__ pts, double *__restrict__ out,
-                                              int len, int d) {
+__device__ __forceinline__ void pc_max_size(const T *__restrict__ pts, double *__restrict__ out,
+                                            int len, int d) {
   __shared__ double hi_s[32];
   const T *p = pts + (long long)blockIdx.x * len * d;
   double hi = 0.0;
@@ -1229,10 +1229,10 @@ __device__ __forceinline__ void pc_max_sqnorm(const T *__restrict__ pts, double 
     pc_centre_soa<T>(pts, mean, out, len, d, B);                                             \
   }                                                                                          \
   extern "C" __global__ void pc_max_sqnorm_##SUF(const T *pts, double *out, int len, int d) { \
-    pc_max_sqnorm<T, false>(pts, out, len, d);                                               \
+    pc_max_size<T, false>(pts, out, len, d);                                                 \
   }                                                                                          \
   extern "C" __global__ void pc_max_abs_##SUF(const T *pts, double *out, int len, int d) {   \
-    pc_max_sqnorm<T, true>(pts, out, len, d);                                                \
+    pc_max_size<T, true>(pts, out, len, d);                                                  \
   }
 PC_PREP(float, f32)
 PC_PREP(double, f64)
@@ -1257,7 +1257,7 @@ PC_PREP(double, f64)
 // The operands come split and rounded by pc_tc_split into point-major arrays of 32-bit
 // words (one f32, or two f16 coordinates 2w and 2w+1) padded to `dp` (a multiple of
 // PC_TC_DC) words, so that chunks go to shared memory by 16-byte cp.async and fragments come
-// out of it by 16-byte loads.
+// out of it by ldmatrix.
 //
 // Tiles. A block (8 warps) owns PC_TC_BL outputs and streams stages of reduced points. Two
 // shapes: with the output tile resident in shared memory (small dp, where the epilogue
@@ -1373,7 +1373,7 @@ __device__ __forceinline__ void pc_ldsm4(u32 (&r)[4], const float *p) {
                : "r"(a));
 }
 
-// Chunk `c` (PC_TC_DC coordinates) of points p0 .. p0+P−1 of a point-major part into
+// Chunk `c` (PC_TC_DC words) of points p0 .. p0+P−1 of a point-major part into
 // shared memory as two [P][16] sub-blocks (segments placed by pc_tc_seg); points at or past
 // `len` are zero-filled.
 template <int P>
@@ -1420,9 +1420,11 @@ __device__ __forceinline__ void pc_sinkstep_tc_body(
   // ldmatrix rows of this lane (matrix i = lane >> 3, row lane & 7): A matrices (rows 0-7,
   // segment 2j), (rows 8-15, 2j), (rows 0-7, 2j+1), (rows 8-15, 2j+1) give a0..a3 of step j;
   // B matrices (tile 2q, 2j), (2q, 2j+1), (2q+1, 2j), (2q+1, 2j+1) give b0, b1 of two tiles.
-  const int a_row = wr + (lane & 7) + ((lane >> 3) & 1) * 8, b_row = wc + (lane & 7) + (lane >> 4) * 8;
-  const int a_seg[2] = {pc_tc_seg(a_row, lane >> 4), pc_tc_seg(a_row, 2 + (lane >> 4))};
-  const int b_seg[2] = {pc_tc_seg(b_row, (lane >> 3) & 1), pc_tc_seg(b_row, 2 + ((lane >> 3) & 1))};
+  const int a_row = wr + (lane & 7) + ((lane >> 3) & 1) * 8;
+  const int b_row = wc + (lane & 7) + (lane >> 4) * 8;
+  const int a_half = lane >> 4, b_half = (lane >> 3) & 1;  // segment 2j or 2j + 1
+  const int a_seg[2] = {pc_tc_seg(a_row, a_half), pc_tc_seg(a_row, 2 + a_half)};
+  const int b_seg[2] = {pc_tc_seg(b_row, b_half), pc_tc_seg(b_row, 2 + b_half)};
   const int b = blockIdx.y, z = blockIdx.z;
   const int kbeg = z * kslice, kend = min(K, kbeg + kslice);
   const int l0 = blockIdx.x * BL;
