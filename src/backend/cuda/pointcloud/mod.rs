@@ -57,9 +57,11 @@
 //!     (`_stream`): stages of 128, 64×32 per warp, one block per SM. The epilogue
 //!     folds `s·(other_k − |q_k|²) + 2s·p·q` (one FMA, with the operands' scales undone in
 //!     `s`; the row's `|p|²` leaves the LSE) into per-row (max, sum) pairs, merged across
-//!     the lanes of a group by shuffles and across
-//!     the column warps through shared memory. Same outputs and split partials as
-//!     `pc_sinkstep_dn`.
+//!     the lanes of a group by shuffles and across the column warps through shared memory.
+//!     Resident tiles with single products (F16, TF32) and `|x − y|²` take no maximum: each
+//!     stage's products start from the row's shift (the first MMA's C operand) and the
+//!     shifts are raised lazily, one test per stage, so that a pair costs an FMA, an
+//!     exponential and an add. Same outputs and split partials as `pc_sinkstep_dn`.
 //!   - Row sums (`pc_rows_dn`), for `d > 16` or more than 16 `plan_apply` channels (then
 //!     at any `d`, in the exact difference form below 17 dimensions): two passes. A
 //!     half-step with zero log-marginals gives `h_l = −ε·LSE_k((other_k − c_lk)/ε)`, so
