@@ -72,6 +72,7 @@ __all__ = [
     "Grid",
     "MUON_COEFFICIENTS",
     "CUBIC_COEFFICIENTS",
+    "PRECISIONS",
     "Convergence",
     "CgReport",
     "SinkhornResult",
@@ -91,6 +92,13 @@ __all__ = [
 MUON_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
 #: ``(a, b, c)`` of the cubic step that converges to the polar factor.
 CUBIC_COEFFICIENTS = (1.5, -0.5, 0.0)
+#: The CUDA backend's cross-term precisions for float32 point clouds above 16 dimensions
+#: (``precision=``), most to least exact: exact float32 products; split TF32 (three
+#: tensor-core products, about 2^-21 per product); one TF32 product (about 2^-10); split f16
+#: of each cloud scaled by a power of two (the default: about 2^-22 of the cloud's largest
+#: |coordinate|); one f16 product (about 2^-11 of it, the fastest). benches/README.md has
+#: each one's measured error and speed.
+PRECISIONS = ("exact", "tf32x3", "tf32", "f16x2", "f16")
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
@@ -128,17 +136,23 @@ class PointCloud:
     pair shared by every problem of a batch. ``x`` B×n×d with ``y`` B×m×d is one pair per
     problem (GeomLoss's batch mode): problem k transports ``x[k]`` to ``y[k]``, and a 1-D
     ``mu`` or ``nu`` is shared by the B problems.
+
+    ``precision``: how the CUDA backend forms x·y in float32 above 16 dimensions (see
+    ``PRECISIONS``); None is the library's default, ``"f16x2"`` (within 1e-5 of the float64
+    distance). The CPU and float64 always compute exact products.
     """
 
-    __slots__ = ("x", "y", "metric")
+    __slots__ = ("x", "y", "metric", "precision")
 
-    def __init__(self, x, y, metric: str = "sqeuclidean"):
+    def __init__(self, x, y, metric: str = "sqeuclidean", precision: Optional[str] = None):
         self.x = np.asarray(x)
         self.y = np.asarray(y)
         self.metric = metric
+        self.precision = precision
 
     def __repr__(self) -> str:
-        return f"PointCloud(x={self.x.shape}, y={self.y.shape}, metric={self.metric!r})"
+        extra = "" if self.precision is None else f", precision={self.precision!r}"
+        return f"PointCloud(x={self.x.shape}, y={self.y.shape}, metric={self.metric!r}{extra})"
 
     def dense(self) -> np.ndarray:
         """The n×m cost matrix, or the B×n×m costs of a batch of pairs (small clouds: plots,
@@ -175,7 +189,8 @@ def _cost_arg(cost, arrays: list):
     if isinstance(cost, PointCloud):
         _check_clouds(cost.x, cost.y)
         arrays += [cost.x, cost.y]
-        return ("points", cost.x, cost.y, cost.metric), (cost.x.shape[0] if cost.x.ndim == 3 else None)
+        arg = ("points", cost.x, cost.y, cost.metric, cost.precision)
+        return arg, (cost.x.shape[0] if cost.x.ndim == 3 else None)
     if isinstance(cost, Grid):
         return ("grid", cost.shape), None
     cost = np.asarray(cost)
@@ -186,7 +201,7 @@ def _cost_arg(cost, arrays: list):
 def _retype_cost(arg, dtype):
     if isinstance(arg, tuple):
         if arg[0] == "points":
-            return ("points", _array(arg[1], dtype), _array(arg[2], dtype), arg[3])
+            return ("points", _array(arg[1], dtype), _array(arg[2], dtype), arg[3], arg[4])
         return arg
     return _array(arg, dtype)
 
@@ -467,8 +482,9 @@ def _clouds(x, y, a, b):
     return x, y, _batch_weights(a, "a", x), _batch_weights(b, "b", y)
 
 
-def point_gradients(x, y, eps, a=None, b=None, *, metric="sqeuclidean", max_iters=1000, tol=None,
-                    check_every=10, eps_scaling=None, warm_start=None, backend="cpu") -> PointGradients:
+def point_gradients(x, y, eps, a=None, b=None, *, metric="sqeuclidean", precision=None, max_iters=1000,
+                    tol=None, check_every=10, eps_scaling=None, warm_start=None,
+                    backend="cpu") -> PointGradients:
     """The regularised objective ``OT_ε = ⟨f, a⟩ + ⟨g, b⟩ − ε ΣP`` between the clouds ``x``
     (n×d, weights ``a``, uniform by default) and ``y`` (m×d, weights ``b``) and its
     gradients with respect to the points, ``∂OT_ε/∂x_i = Σ_j P_ij ∇_x c(x_i, y_j)``
@@ -479,23 +495,24 @@ def point_gradients(x, y, eps, a=None, b=None, *, metric="sqeuclidean", max_iter
     A batch of pairs (GeomLoss's batch mode): ``x`` B×n×d and ``y`` B×m×d, weights B×n and
     B×m (or n and m shared by the B problems); problem k transports ``x[k]`` to ``y[k]``,
     ``value`` has one entry per problem and the gradients are B×n×d and B×m×d (each
-    problem's with respect to its own clouds)."""
+    problem's with respect to its own clouds). ``precision``: the CUDA cross term, as
+    :class:`PointCloud`'s."""
     x, y, mu, nu = _clouds(x, y, a, b)
     single = x.ndim == 2
     params = _params(eps, max_iters, tol, check_every, eps_scaling)
     if single:
         mu, nu = mu[None], nu[None]
     value, gx, gy, out = _logot.point_gradients(
-        mu, nu, ("points", x, y, metric), params, _warm(warm_start, single), backend
+        mu, nu, ("points", x, y, metric, precision), params, _warm(warm_start, single), backend
     )
     if single:
         return PointGradients(value=float(value[0]), x=gx[0], y=gy[0], result=_result(out, eps, True))
     return PointGradients(value=value, x=gx, y=gy, result=_result(out, eps, False))
 
 
-def sinkhorn_divergence(x, y, eps, a=None, b=None, *, metric="sqeuclidean", convention="objective",
-                        max_iters=1000, tol=None, check_every=10, eps_scaling=None,
-                        backend="cpu", reg_m=None) -> SinkhornDivergence:
+def sinkhorn_divergence(x, y, eps, a=None, b=None, *, metric="sqeuclidean", precision=None,
+                        convention="objective", max_iters=1000, tol=None, check_every=10,
+                        eps_scaling=None, backend="cpu", reg_m=None) -> SinkhornDivergence:
     """The Sinkhorn divergence ``S_ε = W(a, b) − ½ W(a, a) − ½ W(b, b)`` between the clouds
     ``x`` (n×d, weights ``a``, uniform by default) and ``y`` (m×d, weights ``b``), with the
     cost computed on the fly.
@@ -516,14 +533,15 @@ def sinkhorn_divergence(x, y, eps, a=None, b=None, *, metric="sqeuclidean", conv
     A batch of pairs (GeomLoss's batch mode): ``x`` B×n×d and ``y`` B×m×d, weights B×n and
     B×m (or n and m shared by the B problems); problem k compares ``x[k]`` with ``y[k]``.
     ``value`` is then an array of B, ``grad_x`` B×n×d, ``grad_y`` B×m×d, ``terms`` B×3 and
-    ``convergence`` one triple of reports per problem.
+    ``convergence`` one triple of reports per problem. ``precision``: the CUDA cross term, as
+    :class:`PointCloud`'s.
     """
     x, y, a, b = _clouds(x, y, a, b)
     params = _params(eps, max_iters, tol, check_every, eps_scaling)
     rho = _reg_m(reg_m)
     if convention in ("objective", "linear"):
         value, gx, gy, terms, convs = _logot.sinkhorn_divergence(
-            x, y, a, b, metric, params, backend, convention, rho
+            x, y, a, b, metric, precision, params, backend, convention, rho
         )
         if x.ndim == 2:
             convergence = tuple(Convergence(**c) for c in convs)

@@ -393,7 +393,7 @@ def _points_on_device(x, y, a, b, device, options):
     gx, gy = c.gradients()
     value, _, conv = _lg._logot._point_gradients_cuda(
         *c.inputs(), (f.data_ptr(), g.data_ptr(), gx.data_ptr(), gy.data_ptr()), *c.shape(),
-        options["metric"], x.dtype == torch.float64, _device_params(options), device,
+        options["metric"], options["precision"], x.dtype == torch.float64, _device_params(options), device,
         torch.cuda.current_stream(device).cuda_stream)
     _warn(_lg.Convergence(**conv))
     value = c.values(value)
@@ -444,7 +444,7 @@ def _divergence_on_device(x, y, a, b, device, options):
     c = _DeviceClouds(x, y, a, b)
     gx, gy = c.gradients()
     value, _, convs = _lg._logot._sinkhorn_divergence_cuda(
-        *c.inputs(), (gx.data_ptr(), gy.data_ptr()), *c.shape(), options["metric"],
+        *c.inputs(), (gx.data_ptr(), gy.data_ptr()), *c.shape(), options["metric"], options["precision"],
         x.dtype == torch.float64, _device_params(options), device,
         torch.cuda.current_stream(device).cuda_stream)
     for conv in convs:
@@ -529,8 +529,9 @@ def _clouds(x, y, a, b):
     return x, y, a, b
 
 
-def wasserstein_points(x, y, eps: float, a=None, b=None, *, metric="sqeuclidean", convention="objective",
-                       max_iters=1000, tol=None, check_every=10, eps_scaling=None, backend=None) -> torch.Tensor:
+def wasserstein_points(x, y, eps: float, a=None, b=None, *, metric="sqeuclidean", precision=None,
+                       convention="objective", max_iters=1000, tol=None, check_every=10, eps_scaling=None,
+                       backend=None) -> torch.Tensor:
     """Entropic OT between the clouds ``x`` (n×d, weights ``a``, uniform by default) and
     ``y`` (m×d, weights ``b``), a 0-d tensor; for a batch of pairs (``x`` B×n×d, ``y``
     B×m×d, weights B×n and B×m or n and m shared, GeomLoss's batch mode) a (B,) tensor,
@@ -547,11 +548,13 @@ def wasserstein_points(x, y, eps: float, a=None, b=None, *, metric="sqeuclidean"
     current CUDA stream (``convention="objective"``): no host copy of the clouds, the weights
     or the gradients; the call waits for that stream (not the device) to read back the
     per-problem numbers, and warns :class:`logot.ConvergenceWarning` from them.
+    ``precision`` (one of :data:`logot.PRECISIONS`, None for the default ``"f16x2"``): how
+    the CUDA backend forms x·y in float32 above 16 dimensions with ``"objective"``.
     """
     x, y, a, b = _clouds(x, y, a, b)
     if convention == "objective":
-        options = dict(metric=metric, max_iters=max_iters, tol=tol, check_every=check_every,
-                       eps_scaling=eps_scaling, backend=backend)
+        options = dict(metric=metric, precision=precision, max_iters=max_iters, tol=tol,
+                       check_every=check_every, eps_scaling=eps_scaling, backend=backend)
         return _PointOT.apply(x, y, a, b, float(eps), options)
     if convention == "linear":
         cost = sqeuclidean(x, y)
@@ -595,8 +598,9 @@ class _Divergence(torch.autograd.Function):
         return (g * gx if need[0] else None, g * gy if need[1] else None, None, None, None, None)
 
 
-def sinkhorn_divergence(x, y, eps: float, a=None, b=None, *, metric="sqeuclidean", convention="objective",
-                        max_iters=1000, tol=None, check_every=10, eps_scaling=None, backend=None) -> torch.Tensor:
+def sinkhorn_divergence(x, y, eps: float, a=None, b=None, *, metric="sqeuclidean", precision=None,
+                        convention="objective", max_iters=1000, tol=None, check_every=10, eps_scaling=None,
+                        backend=None) -> torch.Tensor:
     """The Sinkhorn divergence ``S_ε = W(a, b) − ½ W(a, a) − ½ W(b, b)`` of the clouds ``x``
     (n×d, weights ``a``) and ``y`` (m×d, weights ``b``), a 0-d tensor; for a batch of pairs
     (``x`` B×n×d, ``y`` B×m×d, weights B×n and B×m or n and m shared, GeomLoss's batch
@@ -607,12 +611,13 @@ def sinkhorn_divergence(x, y, eps: float, a=None, b=None, *, metric="sqeuclidean
     (``backend`` unset or naming their device) are computed in place on the current CUDA
     stream, as :func:`wasserstein_points`. ``"linear"`` (POT's
     ``empirical_sinkhorn_divergence``, without its clipping at 0): ``W = ⟨P, C⟩`` through
-    dense costs, differentiable in points and weights (implicit gradients).
+    dense costs, differentiable in points and weights (implicit gradients). ``precision``:
+    as :func:`wasserstein_points`'s.
     """
     x, y, a, b = _clouds(x, y, a, b)
     if convention == "objective":
-        options = dict(metric=metric, max_iters=max_iters, tol=tol, check_every=check_every,
-                       eps_scaling=eps_scaling, backend=backend)
+        options = dict(metric=metric, precision=precision, max_iters=max_iters, tol=tol,
+                       check_every=check_every, eps_scaling=eps_scaling, backend=backend)
         return _Divergence.apply(x, y, a, b, float(eps), options)
     if convention == "linear":
         kw = dict(metric=metric, convention="linear", max_iters=max_iters, tol=tol, check_every=check_every,

@@ -13,8 +13,9 @@ use logot::grad::{Bistochastic, BistochasticParams, CgParams, CgSummary};
 use logot::linalg::{newton_schulz_on, svd3_batch_on, NewtonSchulzParams};
 use logot::{
     BarycenterParams, BarycenterSolver, BistochasticKernels, Convergence, CostSource, CpuBackend,
-    CudaBackend, DivergenceConvention, EpsScaling, GridCost, PointCloudCost, PointMetric, Problem,
-    Real, Relaxation, SinkhornDivergence, SinkhornParams, SinkhornResult, Solver, WarmStart,
+    CrossPrecision, CudaBackend, DivergenceConvention, EpsScaling, GridCost, PointCloudCost,
+    PointMetric, Problem, Real, Relaxation, SinkhornDivergence, SinkhornParams, SinkhornResult,
+    Solver, WarmStart,
 };
 use ndarray::{Array1, Array2, Array3, ArrayView2, ArrayView3};
 use numpy::{
@@ -209,8 +210,8 @@ fn small_dense<T>(cost: &CostSource<'_, T>, batch: usize) -> bool {
 // ---------------------------------------------------------------------------------------
 
 /// A cost as the Python layer passes it: a dense `n×m` or `B×n×m` array, `("grid", shape)`
-/// or `("points", x, y, metric)` with one pair of clouds (`n×d`, `m×d`) shared by the batch
-/// or one pair per problem (`B×n×d`, `B×m×d`).
+/// or `("points", x, y, metric, precision)` with one pair of clouds (`n×d`, `m×d`) shared by
+/// the batch or one pair per problem (`B×n×d`, `B×m×d`).
 enum CostArg<'py, T: Element> {
     Dense(PyReadonlyArray2<'py, T>),
     DenseBatch(PyReadonlyArray3<'py, T>),
@@ -219,11 +220,13 @@ enum CostArg<'py, T: Element> {
         PyReadonlyArray2<'py, T>,
         PyReadonlyArray2<'py, T>,
         PointMetric,
+        CrossPrecision,
     ),
     PointsBatch(
         PyReadonlyArray3<'py, T>,
         PyReadonlyArray3<'py, T>,
         PointMetric,
+        CrossPrecision,
     ),
 }
 
@@ -236,6 +239,28 @@ fn point_metric(metric: &str) -> PyResult<PointMetric> {
             "metric = {m:?}: expected \"sqeuclidean\" or \"euclidean\""
         ))),
     }
+}
+
+/// `"exact"`, `"tf32x3"`, `"tf32"`, `"f16x2"` or `"f16"` ([`CrossPrecision::name`]); `None`:
+/// the library's default.
+fn cross_precision(precision: Option<&str>) -> PyResult<CrossPrecision> {
+    const ALL: [CrossPrecision; 5] = [
+        CrossPrecision::Exact,
+        CrossPrecision::Tf32x3,
+        CrossPrecision::Tf32,
+        CrossPrecision::F16x2,
+        CrossPrecision::F16,
+    ];
+    let Some(name) = precision else {
+        return Ok(CrossPrecision::default());
+    };
+    ALL.into_iter().find(|p| p.name() == name).ok_or_else(|| {
+        let names: Vec<String> = ALL.iter().map(|p| format!("{:?}", p.name())).collect();
+        PyValueError::new_err(format!(
+            "precision = {name:?}: expected one of {}",
+            names.join(", ")
+        ))
+    })
 }
 
 /// Whether the clouds `x` and `y` are one pair (`n×d`, `m×d`: false) or a batch of pairs
@@ -272,11 +297,13 @@ impl<'py, T: Element + Real> CostArg<'py, T> {
                 "points" => {
                     let metric: String = t.get_item(3)?.extract()?;
                     let metric = point_metric(&metric)?;
+                    let precision: Option<String> = t.get_item(4)?.extract()?;
+                    let precision = cross_precision(precision.as_deref())?;
                     let (x, y) = (t.get_item(1)?, t.get_item(2)?);
                     Ok(if clouds_batched(&x, &y)? {
-                        CostArg::PointsBatch(x.extract()?, y.extract()?, metric)
+                        CostArg::PointsBatch(x.extract()?, y.extract()?, metric, precision)
                     } else {
-                        CostArg::Points(x.extract()?, y.extract()?, metric)
+                        CostArg::Points(x.extract()?, y.extract()?, metric, precision)
                     })
                 }
                 _ => Err(PyValueError::new_err(format!("cost: unknown kind {tag:?}"))),
@@ -297,11 +324,15 @@ impl<'py, T: Element + Real> CostArg<'py, T> {
             CostArg::Dense(c) => CostSource::Dense(c.as_array()),
             CostArg::DenseBatch(c) => CostSource::DenseBatch(c.as_array()),
             CostArg::Grid(g) => CostSource::Grid(g.clone()),
-            CostArg::Points(x, y, metric) => CostSource::PointCloud(
-                PointCloudCost::with_metric(x.as_array(), y.as_array(), *metric).py()?,
+            CostArg::Points(x, y, metric, precision) => CostSource::PointCloud(
+                PointCloudCost::with_metric(x.as_array(), y.as_array(), *metric)
+                    .py()?
+                    .with_precision(*precision),
             ),
-            CostArg::PointsBatch(x, y, metric) => CostSource::PointCloud(
-                PointCloudCost::batched_with_metric(x.as_array(), y.as_array(), *metric).py()?,
+            CostArg::PointsBatch(x, y, metric, precision) => CostSource::PointCloud(
+                PointCloudCost::batched_with_metric(x.as_array(), y.as_array(), *metric)
+                    .py()?
+                    .with_precision(*precision),
             ),
         })
     }
@@ -743,7 +774,7 @@ fn plan_gradients<'py>(
 /// `x` `B×n×d`, `y` `B×m×d` with `a` `B×n`, `b` `B×m`: a batch of pairs, problem `k` on
 /// `x[k]`, `y[k]` (see [`divergence_batch`] for the result).
 #[pyfunction]
-#[pyo3(signature = (x, y, a, b, metric, params, backend="cpu", convention="objective", reg_m=None))]
+#[pyo3(signature = (x, y, a, b, metric, precision, params, backend="cpu", convention="objective", reg_m=None))]
 #[allow(clippy::too_many_arguments)]
 fn sinkhorn_divergence<'py>(
     py: Python<'py>,
@@ -752,6 +783,7 @@ fn sinkhorn_divergence<'py>(
     a: &Bound<'py, PyAny>,
     b: &Bound<'py, PyAny>,
     metric: &str,
+    precision: Option<&str>,
     params: ParamsArg<'py>,
     backend: &str,
     convention: &str,
@@ -769,6 +801,7 @@ fn sinkhorn_divergence<'py>(
     let dev = device(py, backend)?;
     let cpu = matches!(dev, Device::Cpu);
     let metric = point_metric(metric)?;
+    let precision = cross_precision(precision)?;
     let relaxation = reg_m.map(|(rho_mu, rho_nu)| Relaxation::kl_each(rho_mu, rho_nu));
     if clouds_batched(x, y)? {
         return by_dtype!(x, "x", T => {
@@ -777,7 +810,9 @@ fn sinkhorn_divergence<'py>(
             let a: PyReadonlyArray2<'py, T> = a.extract()?;
             let b: PyReadonlyArray2<'py, T> = b.extract()?;
             let (av, bv) = (a.as_array(), b.as_array());
-            let clouds = PointCloudCost::batched_with_metric(x.as_array(), y.as_array(), metric).py()?;
+            let clouds = PointCloudCost::batched_with_metric(x.as_array(), y.as_array(), metric)
+                .py()?
+                .with_precision(precision);
             let mut p = params.params(|| clouds.max_cost())?;
             p.relaxation = relaxation;
             let s = by_backend!(&dev, be => {
@@ -797,7 +832,9 @@ fn sinkhorn_divergence<'py>(
             PointCloudCost::with_metric(xv, yv, metric).map_or(1.0, |c| c.max_cost())
         })?;
         p.relaxation = relaxation;
-        let clouds = PointCloudCost::with_metric(xv, yv, metric).py()?;
+        let clouds = PointCloudCost::with_metric(xv, yv, metric)
+            .py()?
+            .with_precision(precision);
         let s = by_backend!(&dev, be => {
             let solver = Solver::new(be, p);
             compute(py, cpu, || solver.sinkhorn_divergence(av, bv, clouds.clone(), convention)).py()?
@@ -1312,7 +1349,7 @@ fn _wasserstein_cuda<'py>(
 /// and `torch.cuda.current_stream(device).cuda_stream`; other arguments are undefined
 /// behaviour (Python cannot mark a function unsafe: this one is).
 #[pyfunction]
-#[pyo3(signature = (mu, nu, x, y, out, batch, n, m, d, batched, metric, double, params, device, stream))]
+#[pyo3(signature = (mu, nu, x, y, out, batch, n, m, d, batched, metric, precision, double, params, device, stream))]
 #[allow(clippy::too_many_arguments)]
 fn _point_gradients_cuda<'py>(
     py: Python<'py>,
@@ -1327,12 +1364,13 @@ fn _point_gradients_cuda<'py>(
     d: usize,
     batched: bool,
     metric: &str,
+    precision: Option<&str>,
     double: bool,
     params: ParamsArg<'py>,
     device: usize,
     stream: usize,
 ) -> PyResult<(Vec<f64>, Vec<f64>, Bound<'py, PyDict>)> {
-    let (lens, layout) = cloud_buffers(batch, (n, m, d), batched, metric)?;
+    let (lens, layout) = cloud_buffers(batch, (n, m, d), batched, metric, precision)?;
     let params = DeviceParams::new(&params)?;
     fn run<T: CudaReal>(
         be: CudaBackend,
@@ -1383,6 +1421,7 @@ fn cloud_buffers(
     (n, m, d): (usize, usize, usize),
     batched: bool,
     metric: &str,
+    precision: Option<&str>,
 ) -> PyResult<([usize; 6], logot::CloudLayout)> {
     let overflow = || PyValueError::new_err(format!("x: {batch}×{n}×{d} overflows"));
     let pairs = if batched { batch } else { 1 };
@@ -1401,7 +1440,7 @@ fn cloud_buffers(
         d,
         batch: batched.then_some(batch),
         metric: point_metric(metric)?,
-        precision: Default::default(),
+        precision: cross_precision(precision)?,
     };
     Ok((lens, layout))
 }
@@ -1430,7 +1469,7 @@ unsafe fn borrow_inputs<T: CudaReal>(
 ///
 /// Private to `logot.torch`, under [`_point_gradients_cuda`]'s contract.
 #[pyfunction]
-#[pyo3(signature = (mu, nu, x, y, out, batch, n, m, d, batched, metric, double, params, device, stream))]
+#[pyo3(signature = (mu, nu, x, y, out, batch, n, m, d, batched, metric, precision, double, params, device, stream))]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
 fn _sinkhorn_divergence_cuda<'py>(
     py: Python<'py>,
@@ -1445,6 +1484,7 @@ fn _sinkhorn_divergence_cuda<'py>(
     d: usize,
     batched: bool,
     metric: &str,
+    precision: Option<&str>,
     double: bool,
     params: ParamsArg<'py>,
     device: usize,
@@ -1454,7 +1494,7 @@ fn _sinkhorn_divergence_cuda<'py>(
     Vec<[f64; 3]>,
     (Bound<'py, PyDict>, Bound<'py, PyDict>, Bound<'py, PyDict>),
 )> {
-    let (lens, layout) = cloud_buffers(batch, (n, m, d), batched, metric)?;
+    let (lens, layout) = cloud_buffers(batch, (n, m, d), batched, metric, precision)?;
     let params = DeviceParams::new(&params)?;
     fn run<T: CudaReal>(
         be: CudaBackend,

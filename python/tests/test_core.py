@@ -356,6 +356,42 @@ def test_point_gradients_match_pot(rng):
     np.testing.assert_allclose(c.plan, plan, atol=1e-13)
 
 
+def test_cross_precision_is_a_gpu_choice_the_cpu_ignores(rng):
+    """Every name of logot.PRECISIONS reaches the library through PointCloud,
+    point_gradients and sinkhorn_divergence, one pair and a batch, float32 and float64; the
+    CPU forms exact products whatever the choice, so each gives the default's numbers bit for
+    bit; an unknown name is a ValueError naming precision."""
+    x, y = rng.normal(size=(30, 20)), rng.normal(size=(25, 20)) + 0.3
+    xb, yb = rng.normal(size=(3, 10, 18)), rng.normal(size=(3, 12, 18))
+    a, b = np.full(30, 1 / 30), np.full(25, 1 / 25)
+    assert logot.PRECISIONS == ("exact", "tf32x3", "tf32", "f16x2", "f16")
+    for dtype in (np.float64, np.float32):
+        xs, ys, xbs, ybs = (v.astype(dtype) for v in (x, y, xb, yb))
+        w = logot.wasserstein(a.astype(dtype), b.astype(dtype), logot.PointCloud(xs, ys), 4.0)
+        g = logot.point_gradients(xbs, ybs, 4.0)
+        s = logot.sinkhorn_divergence(xs, ys, 4.0)
+        sb = logot.sinkhorn_divergence(xbs, ybs, 4.0)
+        for p in logot.PRECISIONS:
+            cloud = logot.PointCloud(xs, ys, precision=p)
+            assert logot.wasserstein(a.astype(dtype), b.astype(dtype), cloud, 4.0) == w, p
+            gp = logot.point_gradients(xbs, ybs, 4.0, precision=p)
+            np.testing.assert_array_equal(gp.value, g.value, err_msg=p)
+            np.testing.assert_array_equal(gp.x, g.x, err_msg=p)
+            sp = logot.sinkhorn_divergence(xs, ys, 4.0, precision=p)
+            assert sp.value == s.value, p
+            np.testing.assert_array_equal(sp.grad_y, s.grad_y, err_msg=p)
+            np.testing.assert_array_equal(logot.sinkhorn_divergence(xbs, ybs, 4.0, precision=p).value,
+                                          sb.value, err_msg=p)
+    assert "precision='f16'" in repr(logot.PointCloud(x, y, precision="f16"))
+    for bad in ("f32", "F16", "bf16"):
+        with pytest.raises(ValueError, match="precision"):
+            logot.wasserstein(a, b, logot.PointCloud(x, y, precision=bad), 4.0)
+        with pytest.raises(ValueError, match="precision"):
+            logot.point_gradients(x, y, 4.0, precision=bad)
+        with pytest.raises(ValueError, match="precision"):
+            logot.sinkhorn_divergence(x, y, 4.0, precision=bad)
+
+
 def test_sinkhorn_divergence_both_conventions(rng):
     x = rng.normal(size=(12, 3))
     y = rng.normal(size=(10, 3)) * 1.3 + 0.5

@@ -651,6 +651,24 @@ def test_cuda_wasserstein_points_zero_copy(dtype, d):
         np.testing.assert_array_equal(t.grad.cpu().numpy(), want, err_msg=name)
 
 
+@needs_gpu
+def test_cuda_precision_reaches_the_tensor_core_kernels():
+    """float32 CUDA clouds above 16 dimensions, in place: ``precision`` picks the cross
+    term's kernel, so one f16 product gives a value that differs from exact products and
+    stays near it (F16's distance errors reach 5.1e-4 relative in benches/README.md; 5e-3
+    here), as does the host-array path with the same choice."""
+    x, y, a, b = _cloud_batch(2, 3000, 2500, 40, torch.float32, 29)
+    value = {p: lt.wasserstein_points(x, y, 2.0, a, b, precision=p) for p in ("exact", "f16")}
+    exact, f16 = (value[p].detach().cpu().numpy().astype(np.float64) for p in ("exact", "f16"))
+    assert (exact != f16).any()
+    np.testing.assert_allclose(f16, exact, rtol=5e-3)
+    host = logot.point_gradients(*[t.cpu().numpy() for t in (x, y)], 2.0, *[t.cpu().numpy() for t in (a, b)],
+                                 precision="f16", backend="cuda:0")
+    np.testing.assert_allclose(np.asarray(host.value), exact, rtol=5e-3)
+    s = lt.sinkhorn_divergence(x, y, 2.0, a, b, precision="f16")
+    assert torch.isfinite(s).all() and s.shape == (2,)
+
+
 def _divergence_host_path(x, y, a, b, eps, **options):
     """S_ε and its point gradients through the host-array path on the CUDA backend."""
     s = logot.sinkhorn_divergence(*[t.detach().cpu().numpy() for t in (x, y)], eps,
