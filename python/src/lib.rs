@@ -244,18 +244,14 @@ fn point_metric(metric: &str) -> PyResult<PointMetric> {
 /// `"exact"`, `"tf32x3"`, `"tf32"`, `"f16x2"` or `"f16"` ([`CrossPrecision::name`]); `None`:
 /// the library's default.
 fn cross_precision(precision: Option<&str>) -> PyResult<CrossPrecision> {
-    const ALL: [CrossPrecision; 5] = [
-        CrossPrecision::Exact,
-        CrossPrecision::Tf32x3,
-        CrossPrecision::Tf32,
-        CrossPrecision::F16x2,
-        CrossPrecision::F16,
-    ];
     let Some(name) = precision else {
         return Ok(CrossPrecision::default());
     };
-    ALL.into_iter().find(|p| p.name() == name).ok_or_else(|| {
-        let names: Vec<String> = ALL.iter().map(|p| format!("{:?}", p.name())).collect();
+    CrossPrecision::from_name(name).ok_or_else(|| {
+        let names: Vec<String> = CrossPrecision::ALL
+            .iter()
+            .map(|p| format!("{:?}", p.name()))
+            .collect();
         PyValueError::new_err(format!(
             "precision = {name:?}: expected one of {}",
             names.join(", ")

@@ -88,6 +88,29 @@ pub enum CrossPrecision {
 }
 
 impl CrossPrecision {
+    /// Every precision, from the most to the least exact.
+    pub const ALL: [CrossPrecision; 5] = [
+        CrossPrecision::Exact,
+        CrossPrecision::Tf32x3,
+        CrossPrecision::Tf32,
+        CrossPrecision::F16x2,
+        CrossPrecision::F16,
+    ];
+
+    /// The precision of this [name](CrossPrecision::name), if any.
+    ///
+    /// ```
+    /// use logot::CrossPrecision;
+    /// for p in CrossPrecision::ALL {
+    ///     assert_eq!(CrossPrecision::from_name(p.name()), Some(p));
+    /// }
+    /// assert_eq!(CrossPrecision::from_name("f16"), Some(CrossPrecision::F16));
+    /// assert_eq!(CrossPrecision::from_name("bf16"), None);
+    /// ```
+    pub fn from_name(name: &str) -> Option<CrossPrecision> {
+        CrossPrecision::ALL.into_iter().find(|p| p.name() == name)
+    }
+
     /// Its name on the command line (`exact`, `tf32x3`, `tf32`, `f16x2`, `f16`).
     pub fn name(self) -> &'static str {
         match self {
