@@ -93,14 +93,8 @@ impl Settings {
                 "--backend" => s.backend = v,
                 "--out" => s.out = PathBuf::from(v),
                 "--precision" => {
-                    s.precision = match v.as_str() {
-                        "exact" => CrossPrecision::Exact,
-                        "tf32x3" => CrossPrecision::Tf32x3,
-                        "tf32" => CrossPrecision::Tf32,
-                        "f16x2" => CrossPrecision::F16x2,
-                        "f16" => CrossPrecision::F16,
-                        _ => return Err(bad(&"expected exact, tf32x3, tf32, f16x2 or f16")),
-                    }
+                    s.precision = CrossPrecision::from_name(&v)
+                        .ok_or_else(|| bad(&"expected exact, tf32x3, tf32, f16x2 or f16"))?
                 }
                 _ => return Err(format!("unknown option {a}")),
             }
