@@ -1299,28 +1299,13 @@ __device__ __forceinline__ float pc_tf32(float v) {
   return __uint_as_float(r);
 }
 
-// d += a·b on one 16×8×8 TF32 tile (HALF: one 16×8×16 f16 tile, two f16 a word); the
-// operands are TF32 values (HALF: f16 pairs) in 32-bit registers.
-template <bool HALF>
-__device__ __forceinline__ void pc_mma(float (&d)[4], const u32 (&a)[4], const u32 *b) {
-  if (HALF)
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  else
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
 // A compile-time flag passed to a generic lambda (NVRTC has no <type_traits>).
 template <bool V> struct PcFlag {
   static constexpr bool value = V;
 };
 
-// d = a·b + c, the same tile with the accumulator starting from c.
+// d = a·b + c on one 16×8×8 TF32 tile (HALF: one 16×8×16 f16 tile, two f16 a word); the
+// operands are TF32 values (HALF: f16 pairs) in 32-bit registers.
 template <bool HALF>
 __device__ __forceinline__ void pc_mma_c(float (&d)[4], const u32 (&a)[4], const u32 *b,
                                          const float (&c)[4]) {
@@ -1336,6 +1321,12 @@ __device__ __forceinline__ void pc_mma_c(float (&d)[4], const u32 (&a)[4], const
         : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]),
           "f"(c[1]), "f"(c[2]), "f"(c[3]));
+}
+
+// d += a·b, the same tile accumulating in place.
+template <bool HALF>
+__device__ __forceinline__ void pc_mma(float (&d)[4], const u32 (&a)[4], const u32 *b) {
+  pc_mma_c<HALF>(d, a, b, d);
 }
 
 // f16(a) in the high and f16(b) in the low half of a word (round to nearest even,
