@@ -1263,9 +1263,12 @@ PC_PREP(double, f64)
 // shapes: with the output tile resident in shared memory (small dp, where the epilogue
 // weighs most), stages of PC_TC_BK points and warp w computing the 32×32 dot products of
 // rows (w % 4)·32 and columns (w / 4)·32 (2 × 4 tiles of 16×8), two blocks per SM; with the
-// output tile streamed by chunks (large dp, where the products weigh most), stages of
-// PC_TC_BKS points and 64×32 per warp, rows (w % 2)·64 and columns (w / 2)·32 (4 × 4
-// tiles), which loads fewer bytes of shared memory per product, one block per SM. Shared
+// output tile streamed by chunks (large dp, where the products weigh most), one block per
+// SM, rows (w % 2)·64 per warp: split products take stages of PC_TC_BKS points, 64×32 per
+// warp, columns (w / 2)·32 (4 × 4 tiles); single products PC_TC_BKS1 = 256, 64×64 per warp,
+// columns (w / 2)·64 (4 × 8 tiles). Both shapes are bound by the bytes of operands streamed
+// through L2 (both tiles reloaded every stage): 256 columns load 3/4 of 128's per product
+// (otC1024 F16 on an H200: 164 ms against 198). Shared
 // chunks of PC_TC_DC words are stored as two sub-blocks of 16 words, each [point][16] with
 // the four 16-byte segments of each point permuted (pc_tc_seg). MMA step j of a sub-block
 // takes its words 8j .. 8j+7 (segments 2j, 2j+1), and one ldmatrix.x4 gives a lane
@@ -1290,7 +1293,13 @@ PC_PREP(double, f64)
 // the −s·|p|² shift).
 #define PC_TC_BL 128 /* output points per block of the tensor-core half-step */
 #define PC_TC_BK 64   /* reduced points per stage, resident output tile */
-#define PC_TC_BKS 128 /* reduced points per stage, streamed output tile */
+#define PC_TC_BKS 128 /* reduced points per stage, streamed output tile, split products */
+// Single products with the output tile streamed: stages of 256 points, 64×64 products per
+// warp (100 KiB of shared memory); the host compiles 128 (64×32, as the split kernels) for a
+// GPU with less (CudaBackend's `tc_stream_stage`).
+#ifndef PC_TC_BKS1
+#define PC_TC_BKS1 256 /* reduced points per stage, streamed output tile, single products */
+#endif
 #define PC_TC_DC 32  /* 32-bit words per shared chunk; dp is a multiple */
 
 __device__ __forceinline__ float pc_tf32(float v) {
@@ -1420,15 +1429,17 @@ __device__ __forceinline__ void pc_sinkstep_tc_body(
     const float *__restrict__ lm, float *__restrict__ out, float *__restrict__ part_m,
     float *__restrict__ part_s, int B, int K, int L, int dp, float eps, float dot_scale,
     int kslice) {
-  constexpr int BL = PC_TC_BL, BK = RES ? PC_TC_BK : PC_TC_BKS, DC = PC_TC_DC;
+  constexpr int BL = PC_TC_BL, DC = PC_TC_DC;
+  constexpr int BK = RES ? PC_TC_BK : X3 ? PC_TC_BKS : PC_TC_BKS1;
   constexpr int NP = X3 ? 2 : 1;       // parts per operand
   // LAZY (|p − q|², resident tile, single products: where the epilogue weighs most): the
   // column terms come finished, each stage's products start from the row shifts, and the
   // epilogue raises the shifts lazily (see the epilogue). Measured on an H100 (otC64, F16):
   // 9 % faster; the same epilogue made the split and streamed kernels 2–6 % slower.
   constexpr bool LAZY = RES && !X3 && !ROOT;
-  constexpr int MI = RES ? 2 : 4, NI = 4;  // 16-row and 8-column tiles per warp
+  constexpr int MI = RES ? 2 : 4;                  // 16-row tiles per warp
   constexpr int WR = BL / (16 * MI), WC = 8 / WR;  // row and column warps
+  constexpr int NI = BK / (8 * WC);                // 8-column tiles per warp
   static_assert(WR * WC == 8 && WC * NI * 8 == BK, "8 warps tile BL × BK");
   constexpr int ACH = BL * DC, BCH = BK * DC;  // floats of one chunk of one part
   extern __shared__ __align__(16) unsigned char pc_smem[];
@@ -1480,15 +1491,23 @@ __device__ __forceinline__ void pc_sinkstep_tc_body(
       pc_tc_stage<BL>(sA + (slot * NP) * ACH, ob, L, l0, c, dp);
       if (X3) pc_tc_stage<BL>(sA + (slot * NP + 1) * ACH, os, L, l0, c, dp);
     }
-    if (!LAZY && c == 0 && threadIdx.x < 2 * BK) {
-      // The stage's potentials (threads 0 .. BK−1) and |q|² (BK .. 2BK−1), copied as they
-      // are (zeros past kend, masked in the epilogue).
-      static_assert(2 * BK <= 256, "one copy per thread");
-      const int e = threadIdx.x % BK, k = k0 + e;
-      const bool nrm = threadIdx.x >= BK;
+    // The stage's potentials (copies 0 .. BK−1) and |q|² (BK .. 2BK−1), copied as they are
+    // (zeros past kend, masked in the epilogue): one per thread, or two (BK = 256).
+    auto column_copy = [&](unsigned q) {
+      const int e = q % BK, k = k0 + e;
+      const bool nrm = q >= BK;
       float *dst = (nrm ? sN : sP) + (st & 1) * BK + e;
       const float *src = nrm ? red_nrm : pot;
       cp_async4(dst, k < kend ? src + k : src, k < kend ? 4 : 0);
+    };
+    if constexpr (2 * BK <= 256) {
+      if (!LAZY && c == 0 && threadIdx.x < 2 * BK) column_copy(threadIdx.x);
+    } else {
+      static_assert(2 * BK == 512, "two copies per thread");
+      if (!LAZY && c == 0) {
+        column_copy(threadIdx.x);
+        column_copy(threadIdx.x + 256);
+      }
     }
     cp_async_commit();
   };

@@ -27,8 +27,9 @@
 
 mod common;
 use common::clouds::{clouds, gpu_step, mean_cost, step_case, tol32, worst, StepCase};
-use common::gpu::gpu;
+use common::gpu::{gpu, gpu_with};
 use common::Lcg;
+use logot::backend::cuda::{CudaBackend, Tuning};
 
 use logot::{
     Backend, CpuBackend, CrossPrecision, PointCloudCost, PointMetric, Problem, Side,
@@ -117,7 +118,32 @@ fn half_steps_match_the_cpu_within_each_mode_bound() {
     cases.push((1000, 1031, 64, 1));
     cases.push((20, 5000, 64, 1));
     cases.push((9, 3000, 1024, 2));
-    for (n, m, d, batch) in cases {
+    assert_half_steps(&gpu, &cases, &MODES);
+}
+
+/// The single-product kernels with the output tile streamed as a GPU with less shared memory
+/// than Hopper's runs them (stages of 128 reduced points, 64×32 products per warp, where the
+/// default takes 256 and 64×64): the same bounds at d = 512 and 1024, a batch of two and a
+/// split reduction among them.
+#[test]
+fn narrow_streamed_stages_match_the_cpu_within_each_mode_bound() {
+    let narrow = Tuning {
+        wide_stream: false,
+        ..Tuning::default()
+    };
+    let Some(gpu) = gpu_with(narrow) else { return };
+    let cases = [(300, 257, 512, 1), (300, 257, 1024, 1), (9, 3000, 1024, 2)];
+    assert_half_steps(&gpu, &cases, &[CrossPrecision::Tf32, CrossPrecision::F16]);
+}
+
+/// Half-steps of each of `modes` on both sides of each `(n, m, d, batch)` case, both metrics
+/// and a small ε, against the CPU in f64 within the mode's bound.
+fn assert_half_steps(
+    gpu: &CudaBackend,
+    cases: &[(usize, usize, usize, usize)],
+    modes: &[CrossPrecision],
+) {
+    for &(n, m, d, batch) in cases {
         // The small ε spreads a row's exponents over hundreds of log2 units, so the lazily
         // raised shifts of the |p − q|² epilogue redo stages and renormalise sums.
         for (metric, ratio) in [
@@ -131,10 +157,9 @@ fn half_steps_match_the_cpu_within_each_mode_bound() {
             for h in &steps {
                 let (side, other, lm, len, want) = (h.side, &h.other, &h.lm, h.len, &h.want);
                 let scale = largest(want);
-                for mode in MODES {
+                for &mode in modes {
                     let what = format!("{mode:?} n={n} m={m} d={d} B={batch} {metric:?} {side:?}");
-                    let got =
-                        gpu_step::<f32>(&gpu, &x, &y, metric, mode, side, eps, other, lm, len);
+                    let got = gpu_step::<f32>(gpu, &x, &y, metric, mode, side, eps, other, lm, len);
                     let w = worst(&got, want);
                     // At d ≤ 16 every mode is the exact difference form.
                     let tol = if d <= 16 {

@@ -7,6 +7,7 @@
 use super::kernels::{kernel_name, CudaReal, Module};
 use super::launch::{ClusterKey, Context, Launch};
 use super::nvrtc;
+use super::pointcloud;
 use super::tuning::Tuning;
 use crate::{Error, Result};
 use cudarc::driver::{sys, CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr};
@@ -23,6 +24,9 @@ pub(super) struct Inner {
     pub sm_count: usize,
     /// Opt-in shared memory per block, in bytes.
     pub max_smem: usize,
+    /// Reduced points per stage of the single-product tensor-core half-steps with a
+    /// streamed output tile, as compiled for this GPU.
+    pub tc_stream_stage: usize,
     /// The tuning, as this device supports it ([`Tuning::for_device`]).
     pub tuning: Tuning,
     /// Cluster sizes found schedulable ([`CudaBackend::cluster_size`]).
@@ -197,7 +201,10 @@ impl CudaBackend {
             attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?
                 as usize;
         let device = ctx.name().unwrap_or_else(|_| "CUDA GPU".into());
-        let funcs = load_kernels(&ctx, &format!("sm_{major}{minor}"), &tuning, max_smem)?;
+        // The single-product streamed stage this GPU's shared memory holds, compiled in.
+        let tc_stream_stage = pointcloud::tc_stream_stage(tuning.wide_stream, max_smem);
+        let arch = format!("sm_{major}{minor}");
+        let funcs = load_kernels(&ctx, &arch, &tuning, tc_stream_stage, max_smem)?;
         Ok(CudaBackend {
             stream,
             inner: Arc::new(Inner {
@@ -206,6 +213,7 @@ impl CudaBackend {
                 device,
                 sm_count,
                 max_smem,
+                tc_stream_stage,
                 tuning: tuning.for_device(major),
                 cluster_sizes: Mutex::new(HashMap::new()),
             }),
@@ -485,22 +493,23 @@ impl CudaBackend {
     }
 }
 
-/// Compile (or load from the caches) and load every module of the registry, and let each
+/// Compile (or load from the caches) and load every module of the registry, the point-cloud
+/// kernels with single-product streamed stages of `tc_stream_stage` points, and let each
 /// kernel use the device's whole opt-in shared memory, less its static part.
 fn load_kernels(
     ctx: &Arc<CudaContext>,
     arch: &str,
     tuning: &Tuning,
+    tc_stream_stage: usize,
     max_smem: usize,
 ) -> Result<HashMap<String, CudaFunction>> {
     let mut funcs = HashMap::new();
     for module in Module::ALL {
-        let bin = nvrtc::cubin(
-            module,
-            arch,
-            &tuning.nvrtc_defines,
-            tuning.kernel_cache.as_deref(),
-        )?;
+        let mut defines = tuning.nvrtc_defines.clone();
+        if module == Module::PointCloud {
+            defines.extend(pointcloud::tc_stream_define(tc_stream_stage));
+        }
+        let bin = nvrtc::cubin(module, arch, &defines, tuning.kernel_cache.as_deref())?;
         let m = ctx
             .load_module(cudarc::nvrtc::Ptx::from_binary(bin.as_ref().clone()))
             .context("loading the kernels")?;

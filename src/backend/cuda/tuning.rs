@@ -38,6 +38,11 @@ pub struct Tuning {
     /// 11% slower than the kernel that `false` selects (otB on an H200 with every fit
     /// refused: 18.6 ms against 16.8 ms; factored: 8.25 ms).
     pub factored: bool,
+    /// Single-product tensor-core half-steps (F16, TF32) with a streamed output tile take
+    /// stages of 256 reduced points, 64×64 products per warp, where the GPU's shared memory
+    /// holds their 100 KiB; `false`, or a GPU with less, 128 (64×32, the split kernels'
+    /// shape). On an H200, otC1024 with F16 took 164 ms with 256 and 198 ms with 128.
+    pub wide_stream: bool,
     /// Print each fused launch's shape to standard error.
     pub verbose: bool,
     /// Extra `NAME=VALUE` macro definitions for NVRTC (kernel variants, e.g.
@@ -61,6 +66,7 @@ impl Default for Tuning {
             bary_cluster: 16,
             fused_cluster: 8,
             factored: true,
+            wide_stream: true,
             verbose: false,
             nvrtc_defines: Vec::new(),
             kernel_cache: None,
@@ -73,7 +79,8 @@ impl Tuning {
     /// read by the caller: `Tuning::from_vars(|k| std::env::var(k).ok())`):
     /// `LOGOT_CUDA_FUSED=0|1`, `LOGOT_CUDA_FUSED_LANES=G`, `LOGOT_CUDA_FUSED_OUTPUTS=4|8`,
     /// `LOGOT_CUDA_PDL=0|1`, `LOGOT_CUDA_BARY_CLUSTER=C`, `LOGOT_CUDA_FUSED_CLUSTER=C`,
-    /// `LOGOT_CUDA_FACTORED=0|1`, `LOGOT_CUDA_VERBOSE` (set: verbose), and the build
+    /// `LOGOT_CUDA_FACTORED=0|1`, `LOGOT_CUDA_TC_WIDE=0|1`, `LOGOT_CUDA_VERBOSE` (set:
+    /// verbose), and the build
     /// settings of [`Tuning::with_build_vars`].
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Tuning {
         let d = Tuning::default();
@@ -88,6 +95,7 @@ impl Tuning {
             bary_cluster: number("LOGOT_CUDA_BARY_CLUSTER", d.bary_cluster),
             fused_cluster: number("LOGOT_CUDA_FUSED_CLUSTER", d.fused_cluster),
             factored: flag("LOGOT_CUDA_FACTORED", d.factored),
+            wide_stream: flag("LOGOT_CUDA_TC_WIDE", d.wide_stream),
             verbose: var("LOGOT_CUDA_VERBOSE").is_some(),
             ..d
         }
@@ -207,11 +215,12 @@ mod tests {
             ("LOGOT_CUDA_BARY_CLUSTER", "4"),
             ("LOGOT_CUDA_FUSED_CLUSTER", "2"),
             ("LOGOT_CUDA_FACTORED", "0"),
+            ("LOGOT_CUDA_TC_WIDE", "0"),
             ("LOGOT_CUDA_VERBOSE", ""),
             ("LOGOT_CUDA_DEFINES", "KW_UNROLL=8  FIT_SPREAD=-1"),
             ("HOME", "/home/u"),
         ]);
-        assert!(!t.fused && !t.overlap_launches && !t.factored && t.verbose);
+        assert!(!t.fused && !t.overlap_launches && !t.factored && !t.wide_stream && t.verbose);
         assert_eq!(
             (
                 t.fused_lanes,

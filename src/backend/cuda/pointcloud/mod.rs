@@ -54,7 +54,10 @@
 //!     words copied by `cp.async` into two shared slots. When the output tile takes at most
 //!     64 KiB it stays resident for the whole reduction: stages of 64 reduced points, 32×32
 //!     products per warp, two blocks per SM; else it is streamed like the reduced tile
-//!     (`_stream`): stages of 128, 64×32 per warp, one block per SM. The epilogue
+//!     (`_stream`), one block per SM: stages of 128 and 64×32 products per warp with split
+//!     products; with single ones stages of 256 and 64×64 (100 KiB, so that each operand
+//!     byte streamed through L2 feeds more products), or 128 and 64×32 on a GPU with less
+//!     shared memory (compiled in as the backend starts: `tc_stream_stage`). The epilogue
 //!     folds `s·(other_k − |q_k|²) + 2s·p·q` (one FMA, with the operands' scales undone in
 //!     `s`; the row's `|p|²` leaves the LSE) into per-row (max, sum) pairs, merged across
 //!     the lanes of a group by shuffles and across the column warps through shared memory.
@@ -104,6 +107,7 @@ mod tensor;
 
 use rows::RowSums;
 use tensor::{f16_scale, CrossKernel, TcOperands};
+pub(super) use tensor::{tc_stream_define, tc_stream_stage};
 
 /// Threads per block of the point-cloud kernels.
 const PC_BLOCK: usize = define(Module::PointCloud.source(), "PC_BLOCK");
@@ -125,8 +129,12 @@ const PC_DN_CC: usize = define(Module::PointCloud.source(), "PC_DN_CC");
 const PC_TC_BL: usize = define(Module::PointCloud.source(), "PC_TC_BL");
 /// Reduced points per stage of the tensor-core half-step with a resident output tile.
 const PC_TC_BK: usize = define(Module::PointCloud.source(), "PC_TC_BK");
-/// Reduced points per stage of the tensor-core half-step with a streamed output tile.
+/// Reduced points per stage of the tensor-core half-step with a streamed output tile, split
+/// products (TF32x3, F16x2).
 const PC_TC_BKS: usize = define(Module::PointCloud.source(), "PC_TC_BKS");
+/// Reduced points per stage of the tensor-core half-step with a streamed output tile, single
+/// products (TF32, F16).
+const PC_TC_BKS1: usize = define(Module::PointCloud.source(), "PC_TC_BKS1");
 /// 32-bit words (one TF32 or two f16 coordinates each) per shared chunk of the tensor-core
 /// operands (their padded width is a multiple).
 const PC_TC_DC: usize = define(Module::PointCloud.source(), "PC_TC_DC");
