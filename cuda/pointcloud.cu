@@ -1301,6 +1301,7 @@ PC_PREP(double, f64)
 #define PC_TC_BKS1 256 /* reduced points per stage, streamed output tile, single products */
 #endif
 #define PC_TC_DC 32  /* 32-bit words per shared chunk; dp is a multiple */
+#define PC_TC_RSLOTS 3 /* slots of reduced chunks, single products on a resident tile (else 2) */
 
 __device__ __forceinline__ float pc_tf32(float v) {
   u32 r;
@@ -1444,11 +1445,18 @@ __device__ __forceinline__ void pc_sinkstep_tc_body(
   constexpr int ACH = BL * DC, BCH = BK * DC;  // floats of one chunk of one part
   extern __shared__ __align__(16) unsigned char pc_smem[];
   const int nch = dp / DC;
+  // Slots of reduced chunks (and of stages' column terms): single products on a resident
+  // tile take three, so that a step's copies go to the slot read two steps before, which
+  // every warp left before the barrier of the step before, and a step needs one barrier;
+  // the others two and a second barrier a step (three slots of the streamed kernels' larger
+  // chunks were slower, and would leave one split resident block per SM).
+  constexpr int NS = RES && !X3 ? PC_TC_RSLOTS : 2;
   // A: RES, every chunk of both parts ([part][chunk]); else two slots ([slot][part]).
   float *sA = reinterpret_cast<float *>(pc_smem);
   float *sB = sA + NP * ACH * (RES ? nch : 2);  // [slot][part]
-  float *sP = sB + 2 * NP * BCH;                // [stage parity][BK] potentials (LAZY: terms)
-  float *sN = sP + 2 * BK;                      // [stage parity][BK] |q|²
+  float *sP = sB + NS * NP * BCH;               // [stage slot][BK] potentials (LAZY: terms)
+  float *sN = sP + NS * BK;                     // [stage slot][BK] |q|²
+  auto slot_of = [](int i) { return NS == 2 ? i & 1 : i % NS; };
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
   const int wr = (warp % WR) * 16 * MI, wc = (warp / WR) * NI * 8;
@@ -1481,9 +1489,9 @@ __device__ __forceinline__ void pc_sinkstep_tc_body(
       sum[mi][h] = 0.0f;
     }
 
-  // Issue the copies of pipeline step `it` (stage st, chunk c) into slot it & 1.
+  // Issue the copies of pipeline step `it` (stage st, chunk c) into slot it mod NS.
   auto issue = [&](int it, int st, int c) {
-    const int slot = it & 1;
+    const int slot = slot_of(it);
     const int k0 = kbeg + st * BK;
     pc_tc_stage<BK>(sB + (slot * NP) * BCH, rb, kend, k0, c, dp);
     if (X3) pc_tc_stage<BK>(sB + (slot * NP + 1) * BCH, rs, kend, k0, c, dp);
@@ -1496,7 +1504,7 @@ __device__ __forceinline__ void pc_sinkstep_tc_body(
     auto column_copy = [&](unsigned q) {
       const int e = q % BK, k = k0 + e;
       const bool nrm = q >= BK;
-      float *dst = (nrm ? sN : sP) + (st & 1) * BK + e;
+      float *dst = (nrm ? sN : sP) + slot_of(st) * BK + e;
       const float *src = nrm ? red_nrm : pot;
       cp_async4(dst, k < kend ? src + k : src, k < kend ? 4 : 0);
     };
@@ -1526,7 +1534,7 @@ __device__ __forceinline__ void pc_sinkstep_tc_body(
     const int k = kbeg + st * BK + threadIdx.x;
     if (threadIdx.x < BK) {
       const float p = col_p * s;
-      sP[(st & 1) * BK + threadIdx.x] = k < kend ? p - s * col_n : ninf;
+      sP[slot_of(st) * BK + threadIdx.x] = k < kend ? p - s * col_n : ninf;
     }
   };
   if (total > 0) {
@@ -1565,7 +1573,7 @@ __device__ __forceinline__ void pc_sinkstep_tc_body(
 #pragma unroll
           for (int q = 0; q < 4; ++q) acc[mi][ni][q] = 0.0f;
     }
-    const int slot = it & 1;
+    const int slot = slot_of(it);
     const float *Ab = RES ? sA + c * ACH : sA + slot * NP * ACH;
     const float *As = Ab + (RES ? nch * ACH : ACH);  // the small part (X3)
     const float *Bb = sB + slot * NP * BCH;
@@ -1640,7 +1648,7 @@ __device__ __forceinline__ void pc_sinkstep_tc_body(
 #pragma unroll
     for (int ni = 0; ni < NI; ++ni) {
       const int col = wc + ni * 8 + 2 * t;
-      const float2 p2 = *reinterpret_cast<const float2 *>(sP + (st & 1) * BK + col);
+      const float2 p2 = *reinterpret_cast<const float2 *>(sP + slot_of(st) * BK + col);
       pv[ni][0] = p2.x, pv[ni][1] = p2.y;
     }
     // Shifts raised lazily as pc_fold_stage, every term 2^(v − mb) is summed with
@@ -1725,7 +1733,7 @@ __device__ __forceinline__ void pc_sinkstep_tc_body(
     } else if (c == nch - 1) {
       // Epilogue of stage st: columns wc + ni·8 + 2t + e, rows wr + mi·16 + g + 8h.
       // Column terms: s·other_k (ROOT) or s·other_k − s·|q_k|², −inf past kend.
-      const float *pp = sP + (st & 1) * BK, *pn = sN + (st & 1) * BK;
+      const float *pp = sP + slot_of(st) * BK, *pn = sN + slot_of(st) * BK;
       const int k0 = kbeg + st * BK;
       float pv[NI][2], nq[ROOT ? NI : 1][2];
 #pragma unroll
@@ -1774,10 +1782,11 @@ __device__ __forceinline__ void pc_sinkstep_tc_body(
         }
       }
     }
-    __syncthreads();  // the slots of this step may be refilled by the next issue
+    if (NS == 2) __syncthreads();  // the slots of this step may be refilled by the next issue
     st = ns;
     c = nc;
   }
+  if (NS > 2) __syncthreads();  // every warp is past its last step's reads
   // The 4 lanes of a group hold the same rows: merge by shuffles, then the WC column warps
   // through shared memory (free: every copy has landed and every thread is past the loop).
 #pragma unroll

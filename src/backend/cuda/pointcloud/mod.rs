@@ -51,7 +51,8 @@
 //!     compute dot products by `mma.m16n8k8` TF32 or `mma.m16n8k16` f16 fragments loaded
 //!     by `ldmatrix` (three MMAs per tile for the split modes, summed from zero over each 16
 //!     words and then added in f32, as the MMA's own sums truncate), from chunks of 32
-//!     words copied by `cp.async` into two shared slots. When the output tile takes at most
+//!     words copied by `cp.async` into two shared slots (three for single products on a
+//!     resident tile: each step then needs one barrier). When the output tile takes at most
 //!     64 KiB it stays resident for the whole reduction: stages of 64 reduced points, 32×32
 //!     products per warp, two blocks per SM; else it is streamed like the reduced tile
 //!     (`_stream`), one block per SM: stages of 128 and 64×32 products per warp with split
@@ -138,6 +139,9 @@ const PC_TC_BKS1: usize = define(Module::PointCloud.source(), "PC_TC_BKS1");
 /// 32-bit words (one TF32 or two f16 coordinates each) per shared chunk of the tensor-core
 /// operands (their padded width is a multiple).
 const PC_TC_DC: usize = define(Module::PointCloud.source(), "PC_TC_DC");
+/// Slots of reduced chunks (and of stages' column terms) of the tensor-core half-step with
+/// single products and a resident output tile (two in the other kernels).
+const PC_TC_RSLOTS: usize = define(Module::PointCloud.source(), "PC_TC_RSLOTS");
 /// Largest shared tile of output points the tensor-core half-step keeps for a whole
 /// reduction (both parts), in bytes; larger tiles are streamed by chunks. With the two
 /// slots of reduced chunks this keeps two blocks on an SM.

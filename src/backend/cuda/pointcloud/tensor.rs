@@ -161,13 +161,15 @@ impl CudaBackend {
     /// `(resident, reduced points per stage, shared bytes)` of the tensor-core half-step on
     /// `tc`: the output tile (of both parts with a split kernel) stays in shared memory for
     /// the whole reduction when it takes at most `TC_RESIDENT_BYTES` (and fits; stages of
-    /// `PC_TC_BK` points, the kernel without suffix), else it is streamed by chunks in two
+    /// `PC_TC_BK` points, `PC_TC_RSLOTS` slots of reduced chunks with single products and
+    /// two with split ones, the kernel without suffix), else it is streamed by chunks in two
     /// slots like the reduced tile (stages of `PC_TC_BKS` with split products, of the
     /// device's `tc_stream_stage` with single ones; `_stream`).
     pub(super) fn tc_layout<T>(&self, tc: &TcOperands<T>, size: usize) -> (bool, usize, usize) {
         let parts = if tc.kernel.split() { 2 } else { 1 };
         let chunks = tc.dp / PC_TC_DC;
-        let resident = tc_smem(parts, chunks, PC_TC_BK, size);
+        let slots = if tc.kernel.split() { 2 } else { PC_TC_RSLOTS };
+        let resident = tc_smem(parts, chunks, slots, PC_TC_BK, size);
         if parts * PC_TC_BL * PC_TC_DC * size * chunks <= TC_RESIDENT_BYTES
             && resident <= self.inner.max_smem
         {
@@ -178,23 +180,24 @@ impl CudaBackend {
             } else {
                 self.inner.tc_stream_stage
             };
-            (false, bk, tc_smem(parts, 2, bk, size))
+            (false, bk, tc_smem(parts, 2, 2, bk, size))
         }
     }
 }
 
 /// Shared bytes of `pc_sinkstep_tc_body` with `parts` parts an operand, `a_chunks` chunks of
-/// the output tile (all of them resident, or two slots streamed) and stages of `bk` reduced
-/// points: the A chunks, two slots of B chunks, two stages of potentials and of norms.
-fn tc_smem(parts: usize, a_chunks: usize, bk: usize, size: usize) -> usize {
-    (parts * PC_TC_BL * PC_TC_DC * a_chunks + 2 * parts * bk * PC_TC_DC + 4 * bk) * size
+/// the output tile (all of them resident, or two slots streamed), `slots` slots of reduced
+/// chunks and stages of `bk` reduced points: the A chunks, the B chunks, and the potentials
+/// and norms of `slots` stages.
+fn tc_smem(parts: usize, a_chunks: usize, slots: usize, bk: usize, size: usize) -> usize {
+    (parts * PC_TC_BL * PC_TC_DC * a_chunks + slots * (parts * bk * PC_TC_DC + 2 * bk)) * size
 }
 
 /// Reduced points per stage of the single-product tensor-core half-steps with a streamed
 /// output tile on a GPU with `max_smem` bytes of shared memory a block: `PC_TC_BKS1` (64×64
 /// products per warp) where `wide` and its layout fits, else `PC_TC_BKS` (64×32).
 pub(in crate::backend::cuda) fn tc_stream_stage(wide: bool, max_smem: usize) -> usize {
-    if wide && tc_smem(1, 2, PC_TC_BKS1, 4) <= max_smem {
+    if wide && tc_smem(1, 2, 2, PC_TC_BKS1, 4) <= max_smem {
         PC_TC_BKS1
     } else {
         PC_TC_BKS
@@ -216,13 +219,13 @@ mod tests {
         // 16 KiB of output chunks and 32 KiB of reduced ones a slot, two slots, and 4 KiB
         // of potentials and norms: 100 KiB. An H100 (227 KiB) takes it; an RTX 4090's
         // 99 KiB and `wide = false` take the split kernels' 128 points (66 KiB).
-        assert_eq!(tc_smem(1, 2, PC_TC_BKS1, 4), 100 * 1024);
+        assert_eq!(tc_smem(1, 2, 2, PC_TC_BKS1, 4), 100 * 1024);
         assert_eq!(tc_stream_stage(true, 227 * 1024), 256);
         assert_eq!(tc_stream_define(256), None);
         for (wide, smem) in [(true, 99 * 1024), (false, 227 * 1024)] {
             let stage = tc_stream_stage(wide, smem);
             assert_eq!(stage, 128);
-            assert!(tc_smem(1, 2, stage, 4) <= 99 * 1024);
+            assert!(tc_smem(1, 2, 2, stage, 4) <= 99 * 1024);
             assert_eq!(tc_stream_define(stage).as_deref(), Some("PC_TC_BKS1=128"));
         }
     }
