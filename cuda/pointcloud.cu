@@ -1192,30 +1192,36 @@ __device__ __forceinline__ void pc_centre_soa(const T *__restrict__ pts,
   }
 }
 
-// The largest |p|² (f64, summed over t in order, unfused as on the host) of the len points
-// of each of B structure-of-arrays clouds (one block per cloud): out[b]; with ABS the
-// largest |p_t| instead (the scale of the F16 tensor-core operands).
-template <typename T, bool ABS>
-__device__ __forceinline__ void pc_max_size(const T *__restrict__ pts, double *__restrict__ out,
-                                            int len, int d) {
-  __shared__ double hi_s[32];
+// The largest |p|² (f64, summed over t in order, unfused as on the host) and the largest
+// |p_t| (the scale of the F16 tensor-core operands) of the len points of structure-of-arrays
+// cloud blockIdx.x of `pts` (B clouds one after the other): out[0] and out[1].
+template <typename T>
+__device__ __forceinline__ void pc_cloud_radii(const T *__restrict__ pts, double *__restrict__ out,
+                                               int len, int d) {
+  __shared__ double hi_s[2][32];
   const T *p = pts + (long long)blockIdx.x * len * d;
-  double hi = 0.0;
+  double sq = 0.0, ab = 0.0;
   for (int i = threadIdx.x; i < len; i += blockDim.x) {
-    double acc = 0.0;
+    double acc = 0.0, big = 0.0;
     for (int t = 0; t < d; ++t) {
       const double v = (double)p[(long long)t * len + i];
-      acc = ABS ? fmax(acc, fabs(v)) : __dadd_rn(acc, __dmul_rn(v, v));
+      acc = __dadd_rn(acc, __dmul_rn(v, v));
+      big = fmax(big, fabs(v));
     }
-    hi = fmax(hi, acc);
+    sq = fmax(sq, acc);
+    ab = fmax(ab, big);
   }
-  for (int off = 16; off > 0; off >>= 1) hi = fmax(hi, __shfl_xor_sync(0xffffffffu, hi, off));
+  for (int off = 16; off > 0; off >>= 1) {
+    sq = fmax(sq, __shfl_xor_sync(0xffffffffu, sq, off));
+    ab = fmax(ab, __shfl_xor_sync(0xffffffffu, ab, off));
+  }
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
-  if (lane == 0) hi_s[warp] = hi;
+  if (lane == 0) hi_s[0][warp] = sq, hi_s[1][warp] = ab;
   __syncthreads();
   if (threadIdx.x == 0) {
-    for (int w = 1; w < nw; ++w) hi = fmax(hi, hi_s[w]);
-    out[blockIdx.x] = hi;
+    for (int w = 1; w < nw; ++w) sq = fmax(sq, hi_s[0][w]), ab = fmax(ab, hi_s[1][w]);
+    out[0] = sq;
+    out[1] = ab;
   }
 }
 
@@ -1228,11 +1234,12 @@ __device__ __forceinline__ void pc_max_size(const T *__restrict__ pts, double *_
                                                  int len, int d, int B) {                    \
     pc_centre_soa<T>(pts, mean, out, len, d, B);                                             \
   }                                                                                          \
-  extern "C" __global__ void pc_max_sqnorm_##SUF(const T *pts, double *out, int len, int d) { \
-    pc_max_size<T, false>(pts, out, len, d);                                                 \
-  }                                                                                          \
-  extern "C" __global__ void pc_max_abs_##SUF(const T *pts, double *out, int len, int d) {   \
-    pc_max_size<T, true>(pts, out, len, d);                                                  \
+  /* block (b, c): pair b's x (c = 0, n points) or y (m), out[2·(c·B + b) .. + 2) */          \
+  extern "C" __global__ void pc_cloud_radii_##SUF(const T *x, const T *y, double *out, int n, \
+                                                  int m, int d) {                            \
+    const bool ys = blockIdx.y == 1;                                                         \
+    pc_cloud_radii<T>(ys ? y : x, out + 2 * (blockIdx.y * gridDim.x + blockIdx.x), ys ? m : n, \
+                      d);                                                                    \
   }
 PC_PREP(float, f32)
 PC_PREP(double, f64)

@@ -185,7 +185,7 @@ impl Module {
                 ("pc_sqnorms", Both),
                 ("pc_coord_stats", Both),
                 ("pc_centre_soa", Both),
-                ("pc_max_sqnorm", Both),
+                ("pc_cloud_radii", Both),
                 ("pc_sinkstep_tc", F32),
                 ("pc_sinkstep_tc3", F32),
                 ("pc_sinkstep_h", F32),
@@ -194,7 +194,6 @@ impl Module {
                 ("pc_sinkstep_tc3_stream", F32),
                 ("pc_sinkstep_h_stream", F32),
                 ("pc_sinkstep_h2_stream", F32),
-                ("pc_max_abs", Both),
                 ("pc_tc_split", F32),
             ],
             Module::Grid => &[

@@ -27,7 +27,7 @@
 //!   summed in f64 (`pc_coord_stats`, with the range and the non-finite count that the
 //!   input checks and the ε-scaling's largest cost need), the difference taken in f64 and
 //!   transposed to structure-of-arrays (`pc_centre_soa`), and the largest squared norms
-//!   (`pc_max_sqnorm`, f64) read back for [`CloudForm::choose`]. A translation changes no
+//!   (`pc_cloud_radii`, f64) read back for [`CloudForm::choose`]. A translation changes no
 //!   cost, and it keeps `|x|² + |y|² − 2·x·y` from cancelling the digits of clouds far from
 //!   the origin.
 //! * `d > 16`, dot-product form: the squared norms are computed on the device
@@ -45,7 +45,7 @@
 //!     [`CrossPrecision::F16x2`], the default): when the cost is prepared, `pc_tc_split`
 //!     writes both clouds point-major as 32-bit words, padded to a multiple of 32 words:
 //!     TF32 roundings (one coordinate a word), or f16 pairs of the coordinates times a power
-//!     of two per cloud that takes its largest |coordinate| (`pc_max_abs`) into
+//!     of two per cloud that takes its largest |coordinate| (`pc_cloud_radii`) into
 //!     (2^13, 2^14]; the split modes add the rounding of the remainder (extra memory
 //!     `(n + m)·dp` words per part). A block of 8 warps owns 128 outputs; the warps
 //!     compute dot products by `mma.m16n8k8` TF32 or `mma.m16n8k16` f16 fragments loaded
@@ -352,7 +352,8 @@ impl CudaBackend {
 
     /// The prepared cloud of row-major `x`, `y` less their per-pair means `mean` (`B×d`,
     /// f64): centred and transposed to structure-of-arrays (`pc_centre_soa`), the largest
-    /// squared norms read back (`pc_max_sqnorm`, `2·B` numbers), the norms (`d > PC_DMAX`)
+    /// squared norms and coordinates read back (`pc_cloud_radii`, `4·B` numbers), the norms
+    /// (`d > PC_DMAX`)
     /// and the tensor-core operands (where [`CrossKernel::of`] picks one).
     fn centred_cloud<T: CudaReal>(
         &self,
@@ -371,26 +372,38 @@ impl CudaBackend {
         // norm form need it, and it changes no cost.
         let x = self.centre_soa(x_rows, mean, n, d, pairs, "the points x")?;
         let y = self.centre_soa(y_rows, mean, m, d, pairs, "the points y")?;
-        // The largest of a per-cloud statistic over the pairs: `pc_max_sqnorm` (|p|²) or
-        // `pc_max_abs` (|p_t|).
-        let largest = |entry: &str, pts: &CudaSlice<T>, len: usize| -> Result<f64> {
-            let out = self.alloc_f64(pairs, "the clouds' radii")?;
-            // SAFETY: pc_max_sqnorm / pc_max_abs(pts, out, len, d): block b reads the len·d
-            // coordinates of cloud b (pairs·len·d in all) and writes out[b].
-            unsafe {
-                self.launch(
-                    &kernel_name::<T>(entry),
-                    Launch::linear(pairs as u32, 256),
-                    (self.ptr(pts), self.ptr(&out), len as i32, d as i32),
-                )
-            }?;
-            let host = self.download_slice(&out, pairs, "the clouds' radii")?;
-            Ok(host.into_iter().fold(0.0, f64::max))
+        // The largest |p|² and |p_t| of x and of y over the pairs (`pc_cloud_radii`, one
+        // launch and one download): the squared radii choose the small-d form, the largest
+        // coordinates scale f16 operands.
+        let radii = self.alloc_f64(4 * pairs, "the clouds' radii")?;
+        let grid = (pairs as u32, 2, 1);
+        // SAFETY: pc_cloud_radii(x, y, out, n, m, d): block (b, c) reads the n·d (c = 0) or
+        // m·d coordinates of cloud b of x or y (pairs clouds each) and writes
+        // out[2(c·pairs + b)] and the entry after it, in 4·pairs.
+        unsafe {
+            self.launch(
+                &kernel_name::<T>("pc_cloud_radii"),
+                Launch::new(grid, (256, 1, 1)),
+                (
+                    self.ptr(&x),
+                    self.ptr(&y),
+                    self.ptr(&radii),
+                    n as i32,
+                    m as i32,
+                    d as i32,
+                ),
+            )
+        }?;
+        let radii = self.download_slice(&radii, 4 * pairs, "the clouds' radii")?;
+        // Entry e (0: |p|², 1: |p_t|) of cloud c (0: x, 1: y), the largest over the pairs.
+        let largest = |c: usize, e: usize| {
+            radii[c * 2 * pairs..(c + 1) * 2 * pairs]
+                .iter()
+                .skip(e)
+                .step_by(2)
+                .fold(0.0, |a: f64, &v| a.max(v))
         };
-        let sq_radii = (
-            largest("pc_max_sqnorm", &x, n)?,
-            largest("pc_max_sqnorm", &y, m)?,
-        );
+        let sq_radii = (largest(0, 0), largest(1, 0));
         let norms = if any_d {
             Some((
                 self.cloud_sqnorms(&x, n, d, pairs, "the norms of x")?,
@@ -405,10 +418,7 @@ impl CudaBackend {
                 let dp = kernel.words(d);
                 // f16 operands: each cloud scaled by a power of two into f16's range.
                 let (sx, sy) = if kernel.half() {
-                    (
-                        f16_scale(largest("pc_max_abs", &x, n)?),
-                        f16_scale(largest("pc_max_abs", &y, m)?),
-                    )
+                    (f16_scale(largest(0, 1)), f16_scale(largest(1, 1)))
                 } else {
                     (1.0, 1.0)
                 };
