@@ -1273,9 +1273,9 @@ PC_PREP(double, f64)
 // output tile streamed by chunks (large dp, where the products weigh most), one block per
 // SM, rows (w % 2)·64 per warp: split products take stages of PC_TC_BKS points, 64×32 per
 // warp, columns (w / 2)·32 (4 × 4 tiles); single products PC_TC_BKS1 = 256, 64×64 per warp,
-// columns (w / 2)·64 (4 × 8 tiles). Both shapes are bound by the bytes of operands streamed
-// through L2 (both tiles reloaded every stage): 256 columns load 3/4 of 128's per product
-// (otC1024 F16 on an H200: 164 ms against 198). Shared
+// columns (w / 2)·64 (4 × 8 tiles). Both tiles are reloaded every stage, so the operand
+// bytes per product set the pace: 256 columns load 3/4 of 128's (otC1024 F16 on an H200:
+// 164 ms against 198). Shared
 // chunks of PC_TC_DC words are stored as two sub-blocks of 16 words, each [point][16] with
 // the four 16-byte segments of each point permuted (pc_tc_seg). MMA step j of a sub-block
 // takes its words 8j .. 8j+7 (segments 2j, 2j+1), and one ldmatrix.x4 gives a lane

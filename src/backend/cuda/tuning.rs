@@ -80,8 +80,7 @@ impl Tuning {
     /// `LOGOT_CUDA_FUSED=0|1`, `LOGOT_CUDA_FUSED_LANES=G`, `LOGOT_CUDA_FUSED_OUTPUTS=4|8`,
     /// `LOGOT_CUDA_PDL=0|1`, `LOGOT_CUDA_BARY_CLUSTER=C`, `LOGOT_CUDA_FUSED_CLUSTER=C`,
     /// `LOGOT_CUDA_FACTORED=0|1`, `LOGOT_CUDA_TC_WIDE=0|1`, `LOGOT_CUDA_VERBOSE` (set:
-    /// verbose), and the build
-    /// settings of [`Tuning::with_build_vars`].
+    /// verbose), and the build settings of [`Tuning::with_build_vars`].
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Tuning {
         let d = Tuning::default();
         let flag = |name: &str, default: bool| var(name).map_or(default, |v| v != "0");
