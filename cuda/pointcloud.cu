@@ -1321,6 +1321,7 @@ template <bool V> struct PcFlag {
   static constexpr bool value = V;
 };
 
+
 // d = a·b + c on one 16×8×8 TF32 tile (HALF: one 16×8×16 f16 tile, two f16 a word); the
 // operands are TF32 values (HALF: f16 pairs) in 32-bit registers.
 template <bool HALF>
@@ -1427,6 +1428,73 @@ __device__ __forceinline__ void pc_tc_stage(float *__restrict__ dst, const float
     const float *g = in ? src + (long long)i * dp + c * PC_TC_DC + sub * 16 + w * 4 : src;
     cp_async16(dst + (sub * P + p) * 16 + pc_tc_seg(p, w), g, in ? 16 : 0);
   }
+}
+
+// The lazy epilogue of one stage of a single-product tensor-core half-step: each thread's
+// rows (mi, h) hold the stage's products acc[mi][ni][2h + e], started from −mb/s2 (mb the
+// row's shift m as the stage started, 0 before it has one; m moves only here), against
+// columns with terms pv[ni][e] = s·other_k − s·|q_k|² (−inf past the slice), so that
+// fma(s2, acc, pv) is v − mb. Shifts raised lazily as pc_fold_stage: every term 2^(v − mb)
+// is summed with no maximum and no test (an FMA, an exponential and an add a pair); one test
+// a stage then finds the rare row that started without a shift or whose sum overflowed or
+// grew past PC_LAZY_MAX, and fixes it from the accumulators.
+template <int MI, int NI>
+__device__ __forceinline__ void pc_lazy_fold(float (&m)[MI][2], float (&sum)[MI][2],
+                                             const float (&acc)[MI][NI][4],
+                                             const float (&pv)[NI][2], float s2) {
+  const float ninf = Num<float>::neg_inf();
+  float before[MI][2], all = 0.0f;
+  bool shifted = true;
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      before[mi][h] = sum[mi][h];
+      float a = sum[mi][h];
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          a += Num<float>::exp2(fmaf(s2, acc[mi][ni][2 * h + e], pv[ni][e]));
+      sum[mi][h] = a;
+      all += a;
+      shifted &= m[mi][h] != ninf;
+    }
+  if (shifted && all <= float(PC_LAZY_MAX)) return;  // inf and NaN fail the test
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (m[mi][h] != ninf && sum[mi][h] <= float(PC_LAZY_MAX)) continue;
+      if (m[mi][h] != ninf && Num<float>::is_finite(sum[mi][h])) {
+        int ex;  // a finite sum past PC_LAZY_MAX: renormalised exactly
+        sum[mi][h] = frexpf(sum[mi][h], &ex);
+        m[mi][h] += float(ex);
+        continue;
+      }
+      // Redo the row's stage from its sum before it, against max(m, the stage maximum).
+      const float mb = m[mi][h] == ninf ? 0.0f : m[mi][h];
+      float cm = ninf;
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) cm = fmaxf(cm, fmaf(s2, acc[mi][ni][2 * h + e], pv[ni][e]));
+      cm += mb;
+      float a = before[mi][h];
+      if (cm > m[mi][h]) {
+        a *= Num<float>::exp2(m[mi][h] - cm);  // m = −inf: a is 0
+        m[mi][h] = cm;
+      }
+      if (m[mi][h] != ninf) {
+        const float off = m[mi][h] - mb;
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            a += Num<float>::exp2(fmaf(s2, acc[mi][ni][2 * h + e], pv[ni][e]) - off);
+      }
+      sum[mi][h] = a;
+    }
 }
 
 template <bool ROOT, bool X3, bool RES, bool HALF>
@@ -1650,7 +1718,6 @@ __device__ __forceinline__ void pc_sinkstep_tc_body(
 
   // LAZY epilogue of stage st (columns wc + ni·8 + 2t + e, rows wr + mi·16 + g + 8h).
   auto lazy_epilogue = [&](int st) {
-    const float s2 = s * (2.0f * dot_scale);
     float pv[NI][2];
 #pragma unroll
     for (int ni = 0; ni < NI; ++ni) {
@@ -1658,63 +1725,7 @@ __device__ __forceinline__ void pc_sinkstep_tc_body(
       const float2 p2 = *reinterpret_cast<const float2 *>(sP + slot_of(st) * BK + col);
       pv[ni][0] = p2.x, pv[ni][1] = p2.y;
     }
-    // Shifts raised lazily as pc_fold_stage, every term 2^(v − mb) is summed with
-    // no maximum and no test (an FMA, an exponential and an add a pair); one test a stage
-    // then finds the rare row that started without a shift or whose sum overflowed or grew
-    // past PC_LAZY_MAX, and fixes it from the accumulators.
-    float before[MI][2], all = 0.0f;
-    bool shifted = true;
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        before[mi][h] = sum[mi][h];
-        float a = sum[mi][h];
-#pragma unroll
-        for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-          for (int e = 0; e < 2; ++e)
-            a += Num<float>::exp2(fmaf(s2, acc[mi][ni][2 * h + e], pv[ni][e]));
-        sum[mi][h] = a;
-        all += a;
-        shifted &= m[mi][h] != ninf;
-      }
-    if (shifted && all <= float(PC_LAZY_MAX)) return;  // inf and NaN fail the test
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        if (m[mi][h] != ninf && sum[mi][h] <= float(PC_LAZY_MAX)) continue;
-        if (m[mi][h] != ninf && Num<float>::is_finite(sum[mi][h])) {
-          int ex;  // a finite sum past PC_LAZY_MAX: renormalised exactly
-          sum[mi][h] = frexpf(sum[mi][h], &ex);
-          m[mi][h] += float(ex);
-          continue;
-        }
-        // Redo the row's stage from its sum before it, against max(m, the stage maximum).
-        const float mb = shift(m[mi][h]);
-        float cm = ninf;
-#pragma unroll
-        for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-          for (int e = 0; e < 2; ++e)
-            cm = fmaxf(cm, fmaf(s2, acc[mi][ni][2 * h + e], pv[ni][e]));
-        cm += mb;
-        float a = before[mi][h];
-        if (cm > m[mi][h]) {
-          a *= Num<float>::exp2(m[mi][h] - cm);  // m = −inf: a is 0
-          m[mi][h] = cm;
-        }
-        if (m[mi][h] != ninf) {
-          const float off = m[mi][h] - mb;
-#pragma unroll
-          for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-            for (int e = 0; e < 2; ++e)
-              a += Num<float>::exp2(fmaf(s2, acc[mi][ni][2 * h + e], pv[ni][e]) - off);
-        }
-        sum[mi][h] = a;
-      }
+    pc_lazy_fold<MI, NI>(m, sum, acc, pv, s * (2.0f * dot_scale));
   };
 
   // Step it computes chunk c of stage st and issues step it + 1 (chunk nc of stage ns).
@@ -1864,6 +1875,247 @@ PC_TC_ENTRY(pc_sinkstep_tc_stream_f32, false, false, false, 1)
 PC_TC_ENTRY(pc_sinkstep_tc3_stream_f32, true, false, false, 1)
 PC_TC_ENTRY(pc_sinkstep_h_stream_f32, false, true, false, 1)
 PC_TC_ENTRY(pc_sinkstep_h2_stream_f32, true, true, false, 1)
+// ---------------------------------------------------------------------------------------
+// The F16 half-step by warpgroup MMAs (Hopper, sm_90a: `wgmma.mma_async`), for |p − q|² with
+// the output tile resident: what pc_sinkstep_h computes with the lazy epilogue, but the
+// products of a stage are one asynchronous MMA per 16 coordinates for a warpgroup's 64 rows
+// and the stage's 64 columns, read by the tensor cores straight from shared memory (no
+// fragment loads, no per-tile MMA instructions: the issue slots go to the epilogue's FMA,
+// exponential and add). A block of two warpgroups owns 128 outputs (PC_TC_BL); the output
+// tile is copied once, the reduced cloud in stages of PC_WG_BK points through PC_WG_SLOTS
+// slots (copies two stages ahead, one barrier a stage). Both tiles are K-major with
+// 128-byte swizzling, the layout the MMA's shared-memory descriptors name: row p's 128-byte
+// block kb (32 words, 64 f16 coordinates) at kb·(rows·128) + p·128, its 16-byte segment w
+// at (w ^ (p mod 8))·16 within it. Each thread then holds rows g and g + 8 of its warp's 16
+// and columns 8·ni + 2t + {0, 1}, as an m16n8 tile of mma.sync: pc_lazy_fold applies.
+// Compiled only for sm_90a (the host runs it only there); elsewhere the entry point traps.
+#define PC_WG_BK 64   /* reduced points per stage of the warpgroup kernel (the MMA's N) */
+#define PC_WG_SLOTS 3 /* stages in flight */
+#define PC_WG_KB_MAX 4 /* most 128-byte blocks (64 f16 coordinates) a point */
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define PC_WGMMA 1
+#else
+#define PC_WGMMA 0
+#endif
+
+// The shared-memory matrix descriptor of a K-major tile with 128-byte swizzling at shared
+// address `addr`: address / 16 (bits 0-13), leading offset unused (1), stride offset 1024
+// bytes / 16 between groups of 8 rows (bits 32-45), swizzle mode 1 = 128 bytes (bits 62-63).
+__device__ __forceinline__ unsigned long long pc_wg_desc(u32 addr) {
+  return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) |
+         (1ull << 62);
+}
+
+// d (64×64, f32, the m16n8 fragments of each warp's 16 rows) += a·b over 16 coordinates.
+__device__ __forceinline__ void pc_wgmma_f16(float (&d)[8][4], unsigned long long da,
+                                             unsigned long long db) {
+#if PC_WGMMA
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+               : "l"(da), "l"(db));
+#endif
+}
+
+// The accumulators as operands of nothing: the compiler keeps their reads and writes on
+// their side of the asynchronous MMAs (CUTLASS's warpgroup_fence_operand).
+__device__ __forceinline__ void pc_wg_pin(float (&d)[8][4]) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) asm volatile("" : "+f"(d[i][q])::"memory");
+}
+
+__device__ __forceinline__ void pc_wg_arrive() {
+#if PC_WGMMA
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pc_wg_commit() {
+#if PC_WGMMA
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+// Every committed group of this warpgroup's MMAs but the last N complete.
+template <int N> __device__ __forceinline__ void pc_wg_wait() {
+#if PC_WGMMA
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+// This thread's generic-proxy writes of shared memory (cp.async), visible to the MMAs'
+// asynchronous proxy.
+__device__ __forceinline__ void pc_fence_async_shared() {
+#if PC_WGMMA
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+// Points p0 .. p0+P−1 (zeros at or past `len`) of a point-major part of dp words into the
+// swizzled K-major layout above.
+template <int P>
+__device__ __forceinline__ void pc_wg_stage(unsigned char *__restrict__ dst,
+                                            const float *__restrict__ src, int len, int p0,
+                                            int nkb, int dp) {
+  const int n = P * nkb * 8;
+  for (int e = threadIdx.x; e < n; e += blockDim.x) {
+    // Eight consecutive lanes: the eight segments of one 128-byte block.
+    const int w = e & 7, p = (e >> 3) % P, kb = (e >> 3) / P;
+    const int i = p0 + p;
+    const bool in = i < len;
+    const float *g = in ? src + (long long)i * dp + kb * PC_TC_DC + w * 4 : src;
+    cp_async16(dst + kb * (P * 128) + p * 128 + ((w ^ (p & 7)) << 4), g, in ? 16 : 0);
+  }
+}
+
+template <int NKB>
+__device__ __forceinline__ void pc_sinkstep_wg_body(
+    const float *__restrict__ ob, const float *__restrict__ rb,
+    const float *__restrict__ out_nrm, const float *__restrict__ red_nrm,
+    const float *__restrict__ other, const float *__restrict__ lm, float *__restrict__ out,
+    float *__restrict__ part_m, float *__restrict__ part_s, int B, int K, int L, int dp,
+    float eps, float dot_scale, int kslice) {
+  constexpr int BL = PC_TC_BL, BK = PC_WG_BK, NS = PC_WG_SLOTS, NI = BK / 8;
+  static_assert(BL == 128 && BK == 64, "two warpgroups of m64n64 products");
+  extern __shared__ __align__(1024) unsigned char pc_smem[];
+  // The swizzle repeats every 1024 bytes of the shared address: the tiles start on such a
+  // boundary (the host adds 1024 bytes of room).
+  const u32 raw = (u32)__cvta_generic_to_shared(pc_smem);
+  unsigned char *sA = pc_smem + (((raw + 1023u) & ~1023u) - raw);  // [kb][BL][128 B]
+  constexpr int nkb = NKB;  // 128-byte blocks a point (dp / PC_TC_DC), known at compile time
+  unsigned char *sB = sA + nkb * BL * 128;                           // [slot][kb][BK][128 B]
+  float *sP = reinterpret_cast<float *>(sB + NS * nkb * BK * 128);   // [slot][BK] terms
+  const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const int b = blockIdx.y, z = blockIdx.z;
+  const int kbeg = z * kslice, kend = min(K, kbeg + kslice);
+  const int l0 = blockIdx.x * BL;
+  const float s = float(LOGOT_LOG2E) / eps;
+  const float ninf = Num<float>::neg_inf();
+  const float *pot = other + (long long)b * K;
+  const int stages = kend > kbeg ? (kend - kbeg + BK - 1) / BK : 0;
+  float m[1][2] = {{ninf, ninf}}, sum[1][2] = {{0.0f, 0.0f}};
+
+  // Stage st's reduced points into its slot (an empty group past the last stage, so that
+  // every step waits for the same count).
+  auto issue = [&](int st) {
+    if (st < stages)
+      pc_wg_stage<BK>(sB + (st % NS) * nkb * BK * 128, rb, kend, kbeg + st * BK, nkb, dp);
+    cp_async_commit();
+  };
+  // Column terms s·other_k − s·|q_k|² (−inf past kend): loaded into registers by threads
+  // 0 .. BK−1 a stage ahead (`fetch`), stored in the stage's slot before its barrier (`put`).
+  float col_p = 0.0f, col_n = 0.0f;
+  auto fetch = [&](int st) {
+    const int k = kbeg + st * BK + threadIdx.x;
+    if (threadIdx.x < BK && k < kend) {
+      col_p = pot[k];
+      col_n = red_nrm[k];
+    }
+  };
+  auto put = [&](int st) {
+    const int k = kbeg + st * BK + threadIdx.x;
+    if (threadIdx.x < BK) {
+      const float p = col_p * s;
+      sP[(st % NS) * BK + threadIdx.x] = k < kend ? p - s * col_n : ninf;
+    }
+  };
+  if (stages > 0) {
+    pc_wg_stage<BL>(sA, ob, L, l0, nkb, dp);  // committed with stage 0
+    issue(0);
+    issue(1);
+    fetch(0);
+  }
+  const float s2 = s * (2.0f * dot_scale), nis2 = -1.0f / s2;
+  const u32 a_base = (u32)__cvta_generic_to_shared(sA) + wg * 64 * 128;
+  for (int st = 0; st < stages; ++st) {
+    const int slot = st % NS;
+    cp_async_wait<1>();  // stage st (and the output tile) landed; st + 1 may be in flight
+    put(st);
+    fetch(st + 1);
+    pc_fence_async_shared();  // this thread's copies, visible to the MMAs' async proxy
+    __syncthreads();          // everyone's; and every warp is past stage st − 1
+    issue(st + 2);            // into the slot of stage st − 1
+    // The products start from −mb/s2, mb the row's shift (0 before it has one).
+    float acc[1][NI][4];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float bias = (m[0][h] == ninf ? 0.0f : m[0][h]) * nis2;
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni) acc[0][ni][2 * h] = acc[0][ni][2 * h + 1] = bias;
+    }
+    pc_wg_pin(acc[0]);
+    pc_wg_arrive();
+    const u32 b_base = (u32)__cvta_generic_to_shared(sB) + slot * nkb * BK * 128;
+#pragma unroll
+    for (int kb = 0; kb < nkb; ++kb)
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks)
+        pc_wgmma_f16(acc[0], pc_wg_desc(a_base + kb * BL * 128 + ks * 32),
+                     pc_wg_desc(b_base + kb * BK * 128 + ks * 32));
+    pc_wg_commit();
+    pc_wg_wait<0>();
+    pc_wg_pin(acc[0]);
+    float pv[NI][2];
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni) {
+      const float2 p2 = *reinterpret_cast<const float2 *>(sP + slot * BK + ni * 8 + 2 * t);
+      pv[ni][0] = p2.x, pv[ni][1] = p2.y;
+    }
+    pc_lazy_fold<1, NI>(m, sum, acc, pv, s2);
+  }
+  // The 4 lanes of a group hold the same rows, and a warp all of its rows' columns.
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    lse_merge_lanes(m[0][h], sum[0][h], 4);
+    const int l = l0 + wg * 64 + warp * 16 + g + 8 * h;
+    if (t != 0 || l >= L) continue;
+    const float M = m[0][h] - s * out_nrm[l];  // −inf stays −inf
+    const float S = sum[0][h];
+    const long long o = (long long)b * L + l;
+    if (gridDim.z == 1) {
+      const float lmv = lm[o];
+      out[o] = lmv == ninf ? lmv : eps * lmv - eps * float(LOGOT_LN2) * (M + Num<float>::log2(S));
+    } else {
+      const long long tot = (long long)B * L;
+      part_m[z * tot + o] = M;
+      part_s[z * tot + o] = S;
+    }
+  }
+}
+
+// Entry point: PC_TC_ARGS (os, rs unread: single products; root must be 0).
+// Three blocks per SM (at most 80 registers, no spills): on an H100, otC64 F16 27.3 ms
+// against 28.5 with two (115 registers), d = 17 27.0 against 27.3, d = 256 86.5 against 89.4;
+// d = 128 40.7 against 38.8 (its shared tiles leave room for two blocks only).
+#ifndef PC_WG_MINB
+#define PC_WG_MINB 3 /* blocks per SM the warpgroup kernel is compiled for */
+#endif
+extern "C" __global__ void __launch_bounds__(256, PC_WG_MINB) pc_sinkstep_hw_f32(PC_TC_ARGS) {
+#if PC_WGMMA
+  PC_PAIR(ob, L, dp);
+  PC_PAIR(rb, K, dp);
+  PC_PAIR(out_nrm, L, 1);
+  PC_PAIR(red_nrm, K, 1);
+  // The 128-byte blocks a point: 1 to PC_WG_KB_MAX (the host's resident tiles).
+  switch (dp / PC_TC_DC) {
+#define PC_WG_CASE(N)                                                                        \
+  case N:                                                                                    \
+    pc_sinkstep_wg_body<N>(ob, rb, out_nrm, red_nrm, other, lm, out, part_m, part_s, B, K, L, \
+                           dp, eps, dot_scale, kslice);                                      \
+    break;
+    PC_WG_CASE(1)
+    PC_WG_CASE(2)
+    PC_WG_CASE(3)
+    PC_WG_CASE(4)
+#undef PC_WG_CASE
+  default:
+    __trap();
+  }
+#else
+  __trap();
+#endif
+}
 extern "C" __global__ void pc_tc_split_f32(const float *pts, u32 *big, u32 *small, int len,
                                            int d, int dp, int x3, int B, int half,
                                            float scale) {

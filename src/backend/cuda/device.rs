@@ -203,8 +203,10 @@ impl CudaBackend {
         let device = ctx.name().unwrap_or_else(|_| "CUDA GPU".into());
         // The single-product streamed stage this GPU's shared memory holds, compiled in.
         let tc_stream_stage = pointcloud::tc_stream_stage(tuning.wide_stream, max_smem);
-        let arch = format!("sm_{major}{minor}");
+        let arch = nvrtc_arch(major, minor);
         let funcs = load_kernels(&ctx, &arch, &tuning, tc_stream_stage, max_smem)?;
+        let mut tuning = tuning.for_device(major);
+        tuning.warpgroup_mma &= arch == "sm_90a";
         Ok(CudaBackend {
             stream,
             inner: Arc::new(Inner {
@@ -214,7 +216,7 @@ impl CudaBackend {
                 sm_count,
                 max_smem,
                 tc_stream_stage,
-                tuning: tuning.for_device(major),
+                tuning,
                 cluster_sizes: Mutex::new(HashMap::new()),
             }),
         })
@@ -493,6 +495,17 @@ impl CudaBackend {
     }
 }
 
+/// The NVRTC target of a GPU of compute capability `major.minor`: its own `sm_XY`, and
+/// `sm_90a` for Hopper (9.0), whose warpgroup MMAs (`wgmma`) exist only in that
+/// architecture-specific target.
+fn nvrtc_arch(major: i32, minor: i32) -> String {
+    if (major, minor) == (9, 0) {
+        "sm_90a".to_string()
+    } else {
+        format!("sm_{major}{minor}")
+    }
+}
+
 /// Compile (or load from the caches) and load every module of the registry, the point-cloud
 /// kernels with single-product streamed stages of `tc_stream_stage` points, and let each
 /// kernel use the device's whole opt-in shared memory, less its static part.
@@ -531,4 +544,17 @@ fn load_kernels(
             .context("raising the shared-memory limit")?;
     }
     Ok(funcs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::nvrtc_arch;
+
+    #[test]
+    fn hopper_compiles_for_its_architecture_specific_target() {
+        assert_eq!(nvrtc_arch(9, 0), "sm_90a");
+        assert_eq!(nvrtc_arch(8, 9), "sm_89");
+        assert_eq!(nvrtc_arch(8, 0), "sm_80");
+        assert_eq!(nvrtc_arch(10, 0), "sm_100");
+    }
 }

@@ -190,6 +190,7 @@ impl Module {
                 ("pc_sinkstep_tc3", F32),
                 ("pc_sinkstep_h", F32),
                 ("pc_sinkstep_h2", F32),
+                ("pc_sinkstep_hw", F32),
                 ("pc_sinkstep_tc_stream", F32),
                 ("pc_sinkstep_tc3_stream", F32),
                 ("pc_sinkstep_h_stream", F32),

@@ -43,6 +43,10 @@ pub struct Tuning {
     /// holds their 100 KiB; `false`, or a GPU with less, 128 (64×32, the split kernels'
     /// shape). On an H200, otC1024 with F16 took 164 ms with 256 and 198 ms with 128.
     pub wide_stream: bool,
+    /// The F16 half-step of `|x − y|²` with a resident output tile by warpgroup MMAs
+    /// (`wgmma.mma_async`, Hopper's sm_90a: `pc_sinkstep_hw`) instead of `mma.sync`
+    /// (`pc_sinkstep_h`); only where the kernels are compiled for sm_90a.
+    pub warpgroup_mma: bool,
     /// Print each fused launch's shape to standard error.
     pub verbose: bool,
     /// Extra `NAME=VALUE` macro definitions for NVRTC (kernel variants, e.g.
@@ -67,6 +71,7 @@ impl Default for Tuning {
             fused_cluster: 8,
             factored: true,
             wide_stream: true,
+            warpgroup_mma: true,
             verbose: false,
             nvrtc_defines: Vec::new(),
             kernel_cache: None,
@@ -79,7 +84,8 @@ impl Tuning {
     /// read by the caller: `Tuning::from_vars(|k| std::env::var(k).ok())`):
     /// `LOGOT_CUDA_FUSED=0|1`, `LOGOT_CUDA_FUSED_LANES=G`, `LOGOT_CUDA_FUSED_OUTPUTS=4|8`,
     /// `LOGOT_CUDA_PDL=0|1`, `LOGOT_CUDA_BARY_CLUSTER=C`, `LOGOT_CUDA_FUSED_CLUSTER=C`,
-    /// `LOGOT_CUDA_FACTORED=0|1`, `LOGOT_CUDA_TC_WIDE=0|1`, `LOGOT_CUDA_VERBOSE` (set:
+    /// `LOGOT_CUDA_FACTORED=0|1`, `LOGOT_CUDA_TC_WIDE=0|1`, `LOGOT_CUDA_WGMMA=0|1`,
+    /// `LOGOT_CUDA_VERBOSE` (set:
     /// verbose), and the build settings of [`Tuning::with_build_vars`].
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Tuning {
         let d = Tuning::default();
@@ -95,6 +101,7 @@ impl Tuning {
             fused_cluster: number("LOGOT_CUDA_FUSED_CLUSTER", d.fused_cluster),
             factored: flag("LOGOT_CUDA_FACTORED", d.factored),
             wide_stream: flag("LOGOT_CUDA_TC_WIDE", d.wide_stream),
+            warpgroup_mma: flag("LOGOT_CUDA_WGMMA", d.warpgroup_mma),
             verbose: var("LOGOT_CUDA_VERBOSE").is_some(),
             ..d
         }
@@ -215,11 +222,13 @@ mod tests {
             ("LOGOT_CUDA_FUSED_CLUSTER", "2"),
             ("LOGOT_CUDA_FACTORED", "0"),
             ("LOGOT_CUDA_TC_WIDE", "0"),
+            ("LOGOT_CUDA_WGMMA", "0"),
             ("LOGOT_CUDA_VERBOSE", ""),
             ("LOGOT_CUDA_DEFINES", "KW_UNROLL=8  FIT_SPREAD=-1"),
             ("HOME", "/home/u"),
         ]);
         assert!(!t.fused && !t.overlap_launches && !t.factored && !t.wide_stream && t.verbose);
+        assert!(!t.warpgroup_mma);
         assert_eq!(
             (
                 t.fused_lanes,

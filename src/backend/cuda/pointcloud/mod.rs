@@ -66,6 +66,13 @@
 //!     stage's products start from the row's shift (the first MMA's C operand) and the
 //!     shifts are raised lazily, one test per stage, so that a pair costs an FMA, an
 //!     exponential and an add. Same outputs and split partials as `pc_sinkstep_dn`.
+//!   - On Hopper (the kernels compiled for `sm_90a`), F16 with `|x − y|²` and a resident
+//!     output tile runs `pc_sinkstep_hw` instead of `_h`: two warpgroups of a block each
+//!     multiply their 64 rows by a stage of 64 reduced points with asynchronous warpgroup
+//!     MMAs (`wgmma.mma_async`) that read both tiles from shared memory (K-major, 128-byte
+//!     swizzling), so no fragment loads or per-tile MMA instructions take issue slots from
+//!     the epilogue; the same lazy epilogue (`pc_lazy_fold`) follows
+//!     ([`Tuning::warpgroup_mma`](super::Tuning::warpgroup_mma)).
 //!   - Row sums (`pc_rows_dn`), for `d > 16` or more than 16 `plan_apply` channels (then
 //!     at any `d`, in the exact difference form below 17 dimensions): two passes. A
 //!     half-step with zero log-marginals gives `h_l = −ε·LSE_k((other_k − c_lk)/ε)`, so
@@ -146,6 +153,12 @@ const PC_TC_RSLOTS: usize = define(Module::PointCloud.source(), "PC_TC_RSLOTS");
 /// reduction (both parts), in bytes; larger tiles are streamed by chunks. With the two
 /// slots of reduced chunks this keeps two blocks on an SM.
 const TC_RESIDENT_BYTES: usize = 64 * 1024;
+/// Reduced points per stage of the F16 half-step by warpgroup MMAs (`pc_sinkstep_hw`).
+const PC_WG_BK: usize = define(Module::PointCloud.source(), "PC_WG_BK");
+/// Stages in flight (shared slots) of `pc_sinkstep_hw`.
+const PC_WG_SLOTS: usize = define(Module::PointCloud.source(), "PC_WG_SLOTS");
+/// Most 128-byte blocks (64 f16 coordinates) a point of `pc_sinkstep_hw`.
+const PC_WG_KB_MAX: usize = define(Module::PointCloud.source(), "PC_WG_KB_MAX");
 /// Plans with more entries than this are not materialised.
 const MAX_PLAN_ENTRIES: usize = 1 << 27;
 

@@ -98,7 +98,7 @@ impl CudaBackend {
         // The tensor-core kernel: its entry point and whether the output tile stays in
         // shared memory.
         let tc_plan = match (by_dim("pc_sinkstep", cl.d, true), tc) {
-            (None, Some(tc)) => Some((tc, self.tc_layout(tc, size))),
+            (None, Some(tc)) => Some((tc, self.tc_layout(tc, size, cl.root))),
             _ => None,
         };
         // (entry point, outputs per block, reduced points per stage, shared bytes)
@@ -106,15 +106,8 @@ impl CudaBackend {
             Some(CloudForm::Norm) => "pc_sinkstep_nf",
             _ => "pc_sinkstep",
         };
-        let (kernel, per_block, kt, smem) = match (by_dim(prefix, cl.d, true), tc_plan) {
-            (None, Some((tc, (resident, bk, smem)))) => {
-                let entry = if resident {
-                    tc.kernel.entry().to_string()
-                } else {
-                    format!("{}_stream", tc.kernel.entry())
-                };
-                (kernel_name::<T>(&entry), PC_TC_BL, bk, smem)
-            }
+        let (kernel, per_block, kt, smem) = match (by_dim(prefix, cl.d, true), &tc_plan) {
+            (None, Some((_, tl))) => (kernel_name::<T>(&tl.entry), PC_TC_BL, tl.stage, tl.smem),
             (Some((base, dmax)), _) => {
                 // Outputs per thread (TJ of the kernel's entry point).
                 let tj = match (prefix, dmax, T::PRECISION) {

@@ -158,31 +158,68 @@ impl CudaBackend {
         Ok((big, small))
     }
 
-    /// `(resident, reduced points per stage, shared bytes)` of the tensor-core half-step on
-    /// `tc`: the output tile (of both parts with a split kernel) stays in shared memory for
-    /// the whole reduction when it takes at most `TC_RESIDENT_BYTES` (and fits; stages of
-    /// `PC_TC_BK` points, `PC_TC_RSLOTS` slots of reduced chunks with single products and
-    /// two with split ones, the kernel without suffix), else it is streamed by chunks in two
-    /// slots like the reduced tile (stages of `PC_TC_BKS` with split products, of the
-    /// device's `tc_stream_stage` with single ones; `_stream`).
-    pub(super) fn tc_layout<T>(&self, tc: &TcOperands<T>, size: usize) -> (bool, usize, usize) {
+    /// The launch of the tensor-core half-step on `tc` (`root`: `|x − y|`): the output tile
+    /// (of both parts with a split kernel) stays in shared memory for the whole reduction
+    /// when it takes at most `TC_RESIDENT_BYTES` (and fits; stages of `PC_TC_BK` points,
+    /// `PC_TC_RSLOTS` slots of reduced chunks with single products and two with split ones,
+    /// the kernel without suffix; for F16 and `|x − y|²` on a GPU compiled for sm_90a,
+    /// warpgroup MMAs: `pc_sinkstep_hw`), else it is streamed by chunks in two slots like
+    /// the reduced tile (stages of `PC_TC_BKS` with split products, of the device's
+    /// `tc_stream_stage` with single ones; `_stream`).
+    pub(super) fn tc_layout<T>(&self, tc: &TcOperands<T>, size: usize, root: bool) -> TcLaunch {
         let parts = if tc.kernel.split() { 2 } else { 1 };
         let chunks = tc.dp / PC_TC_DC;
         let slots = if tc.kernel.split() { 2 } else { PC_TC_RSLOTS };
         let resident = tc_smem(parts, chunks, slots, PC_TC_BK, size);
-        if parts * PC_TC_BL * PC_TC_DC * size * chunks <= TC_RESIDENT_BYTES
-            && resident <= self.inner.max_smem
+        let max_smem = self.inner.max_smem;
+        if parts * PC_TC_BL * PC_TC_DC * size * chunks <= TC_RESIDENT_BYTES && resident <= max_smem
         {
-            (true, PC_TC_BK, resident)
+            let wg = wg_smem(tc.dp);
+            if tc.kernel == CrossKernel::F16
+                && !root
+                && self.inner.tuning.warpgroup_mma
+                && chunks <= PC_WG_KB_MAX
+                && wg <= max_smem
+            {
+                return TcLaunch {
+                    entry: "pc_sinkstep_hw".into(),
+                    stage: PC_WG_BK,
+                    smem: wg,
+                };
+            }
+            TcLaunch {
+                entry: tc.kernel.entry().into(),
+                stage: PC_TC_BK,
+                smem: resident,
+            }
         } else {
             let bk = if tc.kernel.split() {
                 PC_TC_BKS
             } else {
                 self.inner.tc_stream_stage
             };
-            (false, bk, tc_smem(parts, 2, 2, bk, size))
+            TcLaunch {
+                entry: format!("{}_stream", tc.kernel.entry()),
+                stage: bk,
+                smem: tc_smem(parts, 2, 2, bk, size),
+            }
         }
     }
+}
+
+/// How a tensor-core half-step is launched: its entry point (without the type suffix), the
+/// reduced points of a stage and the shared bytes.
+pub(super) struct TcLaunch {
+    pub entry: String,
+    pub stage: usize,
+    pub smem: usize,
+}
+
+/// Shared bytes of `pc_sinkstep_wg_body` for points of `dp` words: 1024 bytes of room to
+/// align the tiles, the output tile, `PC_WG_SLOTS` stages of reduced points and their
+/// column terms.
+fn wg_smem(dp: usize) -> usize {
+    1024 + (PC_TC_BL + PC_WG_SLOTS * PC_WG_BK) * dp * 4 + PC_WG_SLOTS * PC_WG_BK * 4
 }
 
 /// Shared bytes of `pc_sinkstep_tc_body` with `parts` parts an operand, `a_chunks` chunks of
@@ -213,6 +250,20 @@ pub(in crate::backend::cuda) fn tc_stream_define(stage: usize) -> Option<String>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn warpgroup_tiles_fit_hopper_at_every_resident_width() {
+        // The widest resident F16 point (d = 256: four 128-byte blocks) takes 1 KiB of
+        // alignment room, a 64 KiB output tile and three 32 KiB stages with their terms.
+        let widest = PC_WG_KB_MAX * PC_TC_DC;
+        assert_eq!(
+            wg_smem(widest),
+            1024 + 64 * 1024 + 3 * 32 * 1024 + 3 * 64 * 4
+        );
+        assert!(wg_smem(widest) <= 227 * 1024);
+        // Every resident F16 tile (at most TC_RESIDENT_BYTES) has at most that many blocks.
+        assert_eq!(TC_RESIDENT_BYTES / (PC_TC_BL * PC_TC_DC * 4), PC_WG_KB_MAX);
+    }
 
     #[test]
     fn streamed_single_products_take_wide_stages_where_shared_memory_allows() {
