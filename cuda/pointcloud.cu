@@ -1892,6 +1892,13 @@ PC_TC_ENTRY(pc_sinkstep_h2_stream_f32, true, true, false, 1)
 #define PC_WG_BK 64   /* reduced points per stage of the warpgroup kernel (the MMA's N) */
 #define PC_WG_SLOTS 3 /* stages in flight */
 #define PC_WG_KB_MAX 4 /* most 128-byte blocks (64 f16 coordinates) a point */
+// Split products summed from zero over 32 coordinates (two MMA steps) per f32 add, as the
+// mma.sync kernel's sub-blocks: on an H100, otC64's distance error (tests/cuda_pointcloud_tc.rs,
+// 1000×1031 points, three seeds) 2.5e-6 to 2.7e-6 against 3.7e-6 to 4.0e-6 over 64 (4),
+// for 44.9–46.1 ms against 44.0–44.2.
+#ifndef PC_WG2_KS
+#define PC_WG2_KS 2 /* MMA steps of 16 coordinates summed from zero per f32 add (2 or 4) */
+#endif
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define PC_WGMMA 1
 #else
@@ -1906,15 +1913,17 @@ __device__ __forceinline__ unsigned long long pc_wg_desc(u32 addr) {
          (1ull << 62);
 }
 
-// d (64×64, f32, the m16n8 fragments of each warp's 16 rows) += a·b over 16 coordinates.
+// d (64×64, f32, the m16n8 fragments of each warp's 16 rows) = a·b (+ d with ACC) over 16
+// coordinates.
+template <bool ACC = true>
 __device__ __forceinline__ void pc_wgmma_f16(float (&d)[8][4], unsigned long long da,
                                              unsigned long long db) {
 #if PC_WGMMA
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
                "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
                : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-               : "l"(da), "l"(db));
+               : "l"(da), "l"(db), "n"(ACC ? 1 : 0));
 #endif
 }
 
@@ -1968,9 +1977,10 @@ __device__ __forceinline__ void pc_wg_stage(unsigned char *__restrict__ dst,
   }
 }
 
-template <int NKB>
+template <int NKB, bool X3>
 __device__ __forceinline__ void pc_sinkstep_wg_body(
-    const float *__restrict__ ob, const float *__restrict__ rb,
+    const float *__restrict__ ob, const float *__restrict__ os, const float *__restrict__ rb,
+    const float *__restrict__ rs,
     const float *__restrict__ out_nrm, const float *__restrict__ red_nrm,
     const float *__restrict__ other, const float *__restrict__ lm, float *__restrict__ out,
     float *__restrict__ part_m, float *__restrict__ part_s, int B, int K, int L, int dp,
@@ -1981,10 +1991,13 @@ __device__ __forceinline__ void pc_sinkstep_wg_body(
   // The swizzle repeats every 1024 bytes of the shared address: the tiles start on such a
   // boundary (the host adds 1024 bytes of room).
   const u32 raw = (u32)__cvta_generic_to_shared(pc_smem);
-  unsigned char *sA = pc_smem + (((raw + 1023u) & ~1023u) - raw);  // [kb][BL][128 B]
   constexpr int nkb = NKB;  // 128-byte blocks a point (dp / PC_TC_DC), known at compile time
-  unsigned char *sB = sA + nkb * BL * 128;                           // [slot][kb][BK][128 B]
-  float *sP = reinterpret_cast<float *>(sB + NS * nkb * BK * 128);   // [slot][BK] terms
+  constexpr int NP = X3 ? 2 : 1;         // parts per operand (X3: f16 big and small)
+  constexpr int AP = nkb * BL * 128;     // bytes of one part of the output tile
+  constexpr int BP = nkb * BK * 128;     // bytes of one part of a stage
+  unsigned char *sA = pc_smem + (((raw + 1023u) & ~1023u) - raw);  // [part][kb][BL][128 B]
+  unsigned char *sB = sA + NP * AP;                                  // [slot][part][kb][BK][128 B]
+  float *sP = reinterpret_cast<float *>(sB + NS * NP * BP);          // [slot][BK] terms
   const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
   const int b = blockIdx.y, z = blockIdx.z;
@@ -1999,8 +2012,11 @@ __device__ __forceinline__ void pc_sinkstep_wg_body(
   // Stage st's reduced points into its slot (an empty group past the last stage, so that
   // every step waits for the same count).
   auto issue = [&](int st) {
-    if (st < stages)
-      pc_wg_stage<BK>(sB + (st % NS) * nkb * BK * 128, rb, kend, kbeg + st * BK, nkb, dp);
+    if (st < stages) {
+      unsigned char *dst = sB + (st % NS) * NP * BP;
+      pc_wg_stage<BK>(dst, rb, kend, kbeg + st * BK, nkb, dp);
+      if (X3) pc_wg_stage<BK>(dst + BP, rs, kend, kbeg + st * BK, nkb, dp);
+    }
     cp_async_commit();
   };
   // Column terms s·other_k − s·|q_k|² (−inf past kend): loaded into registers by threads
@@ -2022,6 +2038,7 @@ __device__ __forceinline__ void pc_sinkstep_wg_body(
   };
   if (stages > 0) {
     pc_wg_stage<BL>(sA, ob, L, l0, nkb, dp);  // committed with stage 0
+    if (X3) pc_wg_stage<BL>(sA + AP, os, L, l0, nkb, dp);
     issue(0);
     issue(1);
     fetch(0);
@@ -2038,24 +2055,62 @@ __device__ __forceinline__ void pc_sinkstep_wg_body(
     issue(st + 2);            // into the slot of stage st − 1
     // The products start from −mb/s2, mb the row's shift (0 before it has one).
     float acc[1][NI][4];
+    const float bias[2] = {(m[0][0] == ninf ? 0.0f : m[0][0]) * nis2,
+                           (m[0][1] == ninf ? 0.0f : m[0][1]) * nis2};
+    const u32 b_base = (u32)__cvta_generic_to_shared(sB) + slot * NP * BP;
+    auto da = [&](int part, int kb, int ks) {
+      return pc_wg_desc(a_base + part * AP + kb * BL * 128 + ks * 32);
+    };
+    auto db = [&](int part, int kb, int ks) {
+      return pc_wg_desc(b_base + part * BP + kb * BK * 128 + ks * 32);
+    };
+    // Unrolled: a loop would carry the accumulators through moves that the asynchronous
+    // MMAs forbid (ptxas would serialise them).
+    if constexpr (!X3) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float bias = (m[0][h] == ninf ? 0.0f : m[0][h]) * nis2;
+      for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
-      for (int ni = 0; ni < NI; ++ni) acc[0][ni][2 * h] = acc[0][ni][2 * h + 1] = bias;
+        for (int h = 0; h < 2; ++h) acc[0][ni][2 * h] = acc[0][ni][2 * h + 1] = bias[h];
+      pc_wg_pin(acc[0]);
+      pc_wg_arrive();
+#pragma unroll
+      for (int kb = 0; kb < nkb; ++kb)
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) pc_wgmma_f16(acc[0], da(0, kb, ks), db(0, kb, ks));
+      pc_wg_commit();
+      pc_wg_wait<0>();
+      pc_wg_pin(acc[0]);
+    } else {
+      // Split products, as pc_sinkstep_h2: the three products of each PC_WG2_KS steps
+      // (small parts first) from zero, then one f32 add, since the MMA's own sums truncate
+      // and the bias −mb/s2 would make each truncation as large as its magnitude.
+      float part[1][NI][4];
+      constexpr int KS = PC_WG2_KS;  // MMA steps (16 coordinates each) a group
+#pragma unroll
+      for (int grp = 0; grp < nkb * 4 / KS; ++grp) {
+        const int kb = grp * KS / 4, k0 = grp * KS % 4;
+        pc_wg_arrive();
+#pragma unroll
+        for (int ks = k0; ks < k0 + KS; ++ks) {
+          if (ks == k0)
+            pc_wgmma_f16<false>(part[0], da(0, kb, ks), db(1, kb, ks));
+          else
+            pc_wgmma_f16(part[0], da(0, kb, ks), db(1, kb, ks));
+          pc_wgmma_f16(part[0], da(1, kb, ks), db(0, kb, ks));
+        }
+#pragma unroll
+        for (int ks = k0; ks < k0 + KS; ++ks)
+          pc_wgmma_f16(part[0], da(0, kb, ks), db(0, kb, ks));
+        pc_wg_commit();
+        pc_wg_wait<0>();
+        pc_wg_pin(part[0]);
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+          for (int q = 0; q < 4; ++q)
+            acc[0][ni][q] = (grp == 0 ? bias[q >> 1] : acc[0][ni][q]) + part[0][ni][q];
+      }
     }
-    pc_wg_pin(acc[0]);
-    pc_wg_arrive();
-    const u32 b_base = (u32)__cvta_generic_to_shared(sB) + slot * nkb * BK * 128;
-#pragma unroll
-    for (int kb = 0; kb < nkb; ++kb)
-#pragma unroll
-      for (int ks = 0; ks < 4; ++ks)
-        pc_wgmma_f16(acc[0], pc_wg_desc(a_base + kb * BL * 128 + ks * 32),
-                     pc_wg_desc(b_base + kb * BK * 128 + ks * 32));
-    pc_wg_commit();
-    pc_wg_wait<0>();
-    pc_wg_pin(acc[0]);
     float pv[NI][2];
 #pragma unroll
     for (int ni = 0; ni < NI; ++ni) {
@@ -2101,14 +2156,44 @@ extern "C" __global__ void __launch_bounds__(256, PC_WG_MINB) pc_sinkstep_hw_f32
   switch (dp / PC_TC_DC) {
 #define PC_WG_CASE(N)                                                                        \
   case N:                                                                                    \
-    pc_sinkstep_wg_body<N>(ob, rb, out_nrm, red_nrm, other, lm, out, part_m, part_s, B, K, L, \
-                           dp, eps, dot_scale, kslice);                                      \
+    pc_sinkstep_wg_body<N, false>(ob, os, rb, rs, out_nrm, red_nrm, other, lm, out, part_m,  \
+                                  part_s, B, K, L, dp, eps, dot_scale, kslice);              \
     break;
     PC_WG_CASE(1)
     PC_WG_CASE(2)
     PC_WG_CASE(3)
     PC_WG_CASE(4)
 #undef PC_WG_CASE
+  default:
+    __trap();
+  }
+#else
+  __trap();
+#endif
+}
+
+// F16x2 (split products) by warpgroup MMAs: PC_TC_ARGS, root must be 0; the output tile of
+// both parts resident (1 or PC_WG_KB_MAX / 2 blocks a point).
+#ifndef PC_WG2_MINB
+#define PC_WG2_MINB 2 /* blocks per SM of the split warpgroup kernel */
+#endif
+extern "C" __global__ void __launch_bounds__(256, PC_WG2_MINB) pc_sinkstep_h2w_f32(PC_TC_ARGS) {
+#if PC_WGMMA
+  PC_PAIR(ob, L, dp);
+  PC_PAIR(os, L, dp);
+  PC_PAIR(rb, K, dp);
+  PC_PAIR(rs, K, dp);
+  PC_PAIR(out_nrm, L, 1);
+  PC_PAIR(red_nrm, K, 1);
+  switch (dp / PC_TC_DC) {
+  case 1:
+    pc_sinkstep_wg_body<1, true>(ob, os, rb, rs, out_nrm, red_nrm, other, lm, out, part_m,
+                                 part_s, B, K, L, dp, eps, dot_scale, kslice);
+    break;
+  case 2:
+    pc_sinkstep_wg_body<2, true>(ob, os, rb, rs, out_nrm, red_nrm, other, lm, out, part_m,
+                                 part_s, B, K, L, dp, eps, dot_scale, kslice);
+    break;
   default:
     __trap();
   }

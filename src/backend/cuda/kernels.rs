@@ -191,6 +191,7 @@ impl Module {
                 ("pc_sinkstep_h", F32),
                 ("pc_sinkstep_h2", F32),
                 ("pc_sinkstep_hw", F32),
+                ("pc_sinkstep_h2w", F32),
                 ("pc_sinkstep_tc_stream", F32),
                 ("pc_sinkstep_tc3_stream", F32),
                 ("pc_sinkstep_h_stream", F32),

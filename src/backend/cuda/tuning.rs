@@ -43,9 +43,9 @@ pub struct Tuning {
     /// holds their 100 KiB; `false`, or a GPU with less, 128 (64×32, the split kernels'
     /// shape). On an H200, otC1024 with F16 took 164 ms with 256 and 198 ms with 128.
     pub wide_stream: bool,
-    /// The F16 half-step of `|x − y|²` with a resident output tile by warpgroup MMAs
-    /// (`wgmma.mma_async`, Hopper's sm_90a: `pc_sinkstep_hw`) instead of `mma.sync`
-    /// (`pc_sinkstep_h`); only where the kernels are compiled for sm_90a.
+    /// The F16 and F16x2 half-steps of `|x − y|²` with a resident output tile by warpgroup
+    /// MMAs (`wgmma.mma_async`, Hopper's sm_90a: `pc_sinkstep_hw`, `_h2w`) instead of
+    /// `mma.sync` (`pc_sinkstep_h`, `_h2`); only where the kernels are compiled for sm_90a.
     pub warpgroup_mma: bool,
     /// Print each fused launch's shape to standard error.
     pub verbose: bool,

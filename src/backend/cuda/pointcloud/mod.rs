@@ -66,12 +66,14 @@
 //!     stage's products start from the row's shift (the first MMA's C operand) and the
 //!     shifts are raised lazily, one test per stage, so that a pair costs an FMA, an
 //!     exponential and an add. Same outputs and split partials as `pc_sinkstep_dn`.
-//!   - On Hopper (the kernels compiled for `sm_90a`), F16 with `|x − y|²` and a resident
-//!     output tile runs `pc_sinkstep_hw` instead of `_h`: two warpgroups of a block each
-//!     multiply their 64 rows by a stage of 64 reduced points with asynchronous warpgroup
-//!     MMAs (`wgmma.mma_async`) that read both tiles from shared memory (K-major, 128-byte
-//!     swizzling), so no fragment loads or per-tile MMA instructions take issue slots from
-//!     the epilogue; the same lazy epilogue (`pc_lazy_fold`) follows
+//!   - On Hopper (the kernels compiled for `sm_90a`), F16 and F16x2 with `|x − y|²` and a
+//!     resident output tile run `pc_sinkstep_hw` and `_h2w` instead of `_h` and `_h2`: two
+//!     warpgroups of a block each multiply their 64 rows by a stage of 64 reduced points
+//!     with asynchronous warpgroup MMAs (`wgmma.mma_async`) that read both tiles from
+//!     shared memory (K-major, 128-byte swizzling), so no fragment loads or per-tile MMA
+//!     instructions take issue slots from the epilogue; F16x2 sums the three products of
+//!     each 32 coordinates from zero and adds them in f32, as `_h2` does; the lazy epilogue
+//!     (`pc_lazy_fold`) follows for both
 //!     ([`Tuning::warpgroup_mma`](super::Tuning::warpgroup_mma)).
 //!   - Row sums (`pc_rows_dn`), for `d > 16` or more than 16 `plan_apply` channels (then
 //!     at any `d`, in the exact difference form below 17 dimensions): two passes. A

@@ -174,15 +174,20 @@ impl CudaBackend {
         let max_smem = self.inner.max_smem;
         if parts * PC_TC_BL * PC_TC_DC * size * chunks <= TC_RESIDENT_BYTES && resident <= max_smem
         {
-            let wg = wg_smem(tc.dp);
-            if tc.kernel == CrossKernel::F16
-                && !root
-                && self.inner.tuning.warpgroup_mma
-                && chunks <= PC_WG_KB_MAX
-                && wg <= max_smem
-            {
+            let wg = wg_smem(parts, tc.dp);
+            let entry = match tc.kernel {
+                CrossKernel::F16 => Some("pc_sinkstep_hw"),
+                CrossKernel::F16x2 => Some("pc_sinkstep_h2w"),
+                _ => None,
+            };
+            if let Some(entry) = entry.filter(|_| {
+                !root
+                    && self.inner.tuning.warpgroup_mma
+                    && parts * chunks <= PC_WG_KB_MAX
+                    && wg <= max_smem
+            }) {
                 return TcLaunch {
-                    entry: "pc_sinkstep_hw".into(),
+                    entry: entry.into(),
                     stage: PC_WG_BK,
                     smem: wg,
                 };
@@ -215,11 +220,11 @@ pub(super) struct TcLaunch {
     pub smem: usize,
 }
 
-/// Shared bytes of `pc_sinkstep_wg_body` for points of `dp` words: 1024 bytes of room to
-/// align the tiles, the output tile, `PC_WG_SLOTS` stages of reduced points and their
-/// column terms.
-fn wg_smem(dp: usize) -> usize {
-    1024 + (PC_TC_BL + PC_WG_SLOTS * PC_WG_BK) * dp * 4 + PC_WG_SLOTS * PC_WG_BK * 4
+/// Shared bytes of `pc_sinkstep_wg_body` for `parts` parts of points of `dp` words: 1024
+/// bytes of room to align the tiles, the output tile, `PC_WG_SLOTS` stages of reduced points
+/// and their column terms.
+fn wg_smem(parts: usize, dp: usize) -> usize {
+    1024 + parts * (PC_TC_BL + PC_WG_SLOTS * PC_WG_BK) * dp * 4 + PC_WG_SLOTS * PC_WG_BK * 4
 }
 
 /// Shared bytes of `pc_sinkstep_tc_body` with `parts` parts an operand, `a_chunks` chunks of
@@ -257,10 +262,12 @@ mod tests {
         // alignment room, a 64 KiB output tile and three 32 KiB stages with their terms.
         let widest = PC_WG_KB_MAX * PC_TC_DC;
         assert_eq!(
-            wg_smem(widest),
+            wg_smem(1, widest),
             1024 + 64 * 1024 + 3 * 32 * 1024 + 3 * 64 * 4
         );
-        assert!(wg_smem(widest) <= 227 * 1024);
+        assert!(wg_smem(1, widest) <= 227 * 1024);
+        // Split F16x2 points of two blocks (d = 128) take the same bytes in two parts.
+        assert_eq!(wg_smem(2, widest / 2), wg_smem(1, widest));
         // Every resident F16 tile (at most TC_RESIDENT_BYTES) has at most that many blocks.
         assert_eq!(TC_RESIDENT_BYTES / (PC_TC_BL * PC_TC_DC * 4), PC_WG_KB_MAX);
     }
