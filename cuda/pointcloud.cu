@@ -1430,6 +1430,28 @@ __device__ __forceinline__ void pc_tc_stage(float *__restrict__ dst, const float
   }
 }
 
+// Column terms s·other_k − s·|q_k|² (−inf past kend) of a stage of BK reduced points for
+// the lazy epilogues: thread e < BK loads other_k and |q_k|² of the stage's column e into
+// registers a stage ahead (`fetch`), while the copies of the stage before are in flight, and
+// stores its term in the stage's slot before the barrier that opens the stage (`put`).
+template <int BK> struct PcColumnTerms {
+  float p = 0.0f, n = 0.0f;
+  __device__ __forceinline__ void fetch(const float *pot, const float *nrm, int k0, int kend) {
+    const int k = k0 + threadIdx.x;
+    if (threadIdx.x < BK && k < kend) {
+      p = pot[k];
+      n = nrm[k];
+    }
+  }
+  __device__ __forceinline__ void put(float *dst, int k0, int kend, float s) const {
+    const int k = k0 + threadIdx.x;
+    if (threadIdx.x < BK) {
+      const float ps = p * s;
+      dst[threadIdx.x] = k < kend ? ps - s * n : Num<float>::neg_inf();
+    }
+  }
+};
+
 // The lazy epilogue of one stage of a single-product tensor-core half-step: each thread's
 // rows (mi, h) hold the stage's products acc[mi][ni][2h + e], started from −mb/s2 (mb the
 // row's shift m as the stage started, 0 before it has one; m moves only here), against
@@ -1594,24 +1616,11 @@ __device__ __forceinline__ void pc_sinkstep_tc_body(
     }
     cp_async_commit();
   };
-  // LAZY: a stage's column terms, loaded into registers by threads 0 .. BK−1 during the
-  // last step of the stage before (`fetch`) and stored as s·other_k − s·|q_k|² (−inf past
-  // kend) in the stage's parity of sP before the barrier that opens the stage (`put`).
-  float col_p = 0.0f, col_n = 0.0f;
-  auto fetch = [&](int st) {
-    const int k = kbeg + st * BK + threadIdx.x;
-    if (threadIdx.x < BK && k < kend) {
-      col_p = pot[k];
-      col_n = red_nrm[k];
-    }
-  };
-  auto put = [&](int st) {
-    const int k = kbeg + st * BK + threadIdx.x;
-    if (threadIdx.x < BK) {
-      const float p = col_p * s;
-      sP[slot_of(st) * BK + threadIdx.x] = k < kend ? p - s * col_n : ninf;
-    }
-  };
+  // LAZY: a stage's column terms, fetched during the last step of the stage before and put
+  // in the stage's slot of sP before the barrier that opens the stage.
+  PcColumnTerms<BK> cols;
+  auto fetch = [&](int st) { cols.fetch(pot, red_nrm, kbeg + st * BK, kend); };
+  auto put = [&](int st) { cols.put(sP + slot_of(st) * BK, kbeg + st * BK, kend, s); };
   if (total > 0) {
     if (RES) {
       for (int c = 0; c < nch; ++c) {
@@ -2019,23 +2028,10 @@ __device__ __forceinline__ void pc_sinkstep_wg_body(
     }
     cp_async_commit();
   };
-  // Column terms s·other_k − s·|q_k|² (−inf past kend): loaded into registers by threads
-  // 0 .. BK−1 a stage ahead (`fetch`), stored in the stage's slot before its barrier (`put`).
-  float col_p = 0.0f, col_n = 0.0f;
-  auto fetch = [&](int st) {
-    const int k = kbeg + st * BK + threadIdx.x;
-    if (threadIdx.x < BK && k < kend) {
-      col_p = pot[k];
-      col_n = red_nrm[k];
-    }
-  };
-  auto put = [&](int st) {
-    const int k = kbeg + st * BK + threadIdx.x;
-    if (threadIdx.x < BK) {
-      const float p = col_p * s;
-      sP[(st % NS) * BK + threadIdx.x] = k < kend ? p - s * col_n : ninf;
-    }
-  };
+  // Column terms, fetched a stage ahead and put in the stage's slot before its barrier.
+  PcColumnTerms<BK> cols;
+  auto fetch = [&](int st) { cols.fetch(pot, red_nrm, kbeg + st * BK, kend); };
+  auto put = [&](int st) { cols.put(sP + (st % NS) * BK, kbeg + st * BK, kend, s); };
   if (stages > 0) {
     pc_wg_stage<BL>(sA, ob, L, l0, nkb, dp);  // committed with stage 0
     if (X3) pc_wg_stage<BL>(sA + AP, os, L, l0, nkb, dp);
