@@ -155,11 +155,12 @@ const PC_TC_RSLOTS: usize = define(Module::PointCloud.source(), "PC_TC_RSLOTS");
 /// reduction (both parts), in bytes; larger tiles are streamed by chunks. With the two
 /// slots of reduced chunks this keeps two blocks on an SM.
 const TC_RESIDENT_BYTES: usize = 64 * 1024;
-/// Reduced points per stage of the F16 half-step by warpgroup MMAs (`pc_sinkstep_hw`).
+/// Reduced points per stage of the half-steps by warpgroup MMAs (`pc_sinkstep_hw`, `_h2w`).
 const PC_WG_BK: usize = define(Module::PointCloud.source(), "PC_WG_BK");
-/// Stages in flight (shared slots) of `pc_sinkstep_hw`.
+/// Stages in flight (shared slots) of `pc_sinkstep_hw` and `_h2w`.
 const PC_WG_SLOTS: usize = define(Module::PointCloud.source(), "PC_WG_SLOTS");
-/// Most 128-byte blocks (64 f16 coordinates) a point of `pc_sinkstep_hw`.
+/// Most 128-byte blocks (64 f16 coordinates) of a point's parts in `pc_sinkstep_hw` and
+/// `_h2w` (four of one part, or two of each of F16x2's two).
 const PC_WG_KB_MAX: usize = define(Module::PointCloud.source(), "PC_WG_KB_MAX");
 /// Plans with more entries than this are not materialised.
 const MAX_PLAN_ENTRIES: usize = 1 << 27;

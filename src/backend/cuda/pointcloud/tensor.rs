@@ -162,14 +162,16 @@ impl CudaBackend {
     /// (of both parts with a split kernel) stays in shared memory for the whole reduction
     /// when it takes at most `TC_RESIDENT_BYTES` (and fits; stages of `PC_TC_BK` points,
     /// `PC_TC_RSLOTS` slots of reduced chunks with single products and two with split ones,
-    /// the kernel without suffix; for F16 and `|x − y|²` on a GPU compiled for sm_90a,
-    /// warpgroup MMAs: `pc_sinkstep_hw`), else it is streamed by chunks in two slots like
+    /// the kernel without suffix; for F16 and F16x2 with `|x − y|²` on a GPU compiled for
+    /// sm_90a, warpgroup MMAs: `pc_sinkstep_hw`, `_h2w`), else it is streamed by chunks in
+    /// two slots like
     /// the reduced tile (stages of `PC_TC_BKS` with split products, of the device's
     /// `tc_stream_stage` with single ones; `_stream`).
     pub(super) fn tc_layout<T>(&self, tc: &TcOperands<T>, size: usize, root: bool) -> TcLaunch {
-        let parts = if tc.kernel.split() { 2 } else { 1 };
+        let split = tc.kernel.split();
+        let parts = if split { 2 } else { 1 };
         let chunks = tc.dp / PC_TC_DC;
-        let slots = if tc.kernel.split() { 2 } else { PC_TC_RSLOTS };
+        let slots = if split { 2 } else { PC_TC_RSLOTS };
         let resident = tc_smem(parts, chunks, slots, PC_TC_BK, size);
         let max_smem = self.inner.max_smem;
         if parts * PC_TC_BL * PC_TC_DC * size * chunks <= TC_RESIDENT_BYTES && resident <= max_smem
@@ -198,7 +200,7 @@ impl CudaBackend {
                 smem: resident,
             }
         } else {
-            let bk = if tc.kernel.split() {
+            let bk = if split {
                 PC_TC_BKS
             } else {
                 self.inner.tc_stream_stage
