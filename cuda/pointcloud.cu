@@ -1885,8 +1885,8 @@ PC_TC_ENTRY(pc_sinkstep_tc3_stream_f32, true, false, false, 1)
 PC_TC_ENTRY(pc_sinkstep_h_stream_f32, false, true, false, 1)
 PC_TC_ENTRY(pc_sinkstep_h2_stream_f32, true, true, false, 1)
 // ---------------------------------------------------------------------------------------
-// The F16 half-step by warpgroup MMAs (Hopper, sm_90a: `wgmma.mma_async`), for |p − q|² with
-// the output tile resident: what pc_sinkstep_h computes with the lazy epilogue, but the
+// F16 and F16x2 half-steps by warpgroup MMAs (Hopper, sm_90a: `wgmma.mma_async`), |p − q|²,
+// resident output tile: what pc_sinkstep_h(2) compute with the lazy epilogue, but the
 // products of a stage are one asynchronous MMA per 16 coordinates for a warpgroup's 64 rows
 // and the stage's 64 columns, read by the tensor cores straight from shared memory (no
 // fragment loads, no per-tile MMA instructions: the issue slots go to the epilogue's FMA,
