@@ -141,8 +141,9 @@ fn narrow_streamed_stages_match_the_cpu_within_each_mode_bound() {
 /// `mma.sync` kernels (`pc_sinkstep_h`, `_h2`; `warpgroup_mma: false`) do: the same f16
 /// operands and lazily shifted sums. F16's products are exact and summed in f32, so the two
 /// agree to a tenth of the exact products' f32 tolerance (far inside F16's own bound); F16x2
-/// groups its split products by 64 coordinates where `mma.sync` groups them by 32, so each
-/// is within F16x2's bound of the truth and the two within twice it. At d = 17 to 256 (one to
+/// sums its split products from zero over 32 coordinates as `mma.sync` does, but the MMAs'
+/// own truncating sums differ, so each is within F16x2's bound of the truth and the two
+/// within twice it. At d = 17 to 256 (one to
 /// four 128-byte blocks a point; F16x2 up to d = 128), with partial tiles, a batch of three,
 /// a split reduction, both sides and a small ε that makes the shifts move. On other GPUs
 /// both backends run the `mma.sync` kernels.
