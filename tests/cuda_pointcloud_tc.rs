@@ -121,14 +121,15 @@ fn half_steps_match_the_cpu_within_each_mode_bound() {
     assert_half_steps(&gpu, &cases, &MODES);
 }
 
-/// The single-product kernels with the output tile streamed as a GPU with less shared memory
-/// than Hopper's runs them (stages of 128 reduced points, 64×32 products per warp, where the
-/// default takes 256 and 64×64): the same bounds at d = 512 and 1024, a batch of two and a
-/// split reduction among them.
+/// The single-product `mma.sync` kernels with the output tile streamed as a GPU with less
+/// shared memory than Hopper's runs them (stages of 128 reduced points, 64×32 products per
+/// warp, where the default takes 256 and 64×64; Hopper's warpgroup MMAs off): the same
+/// bounds at d = 512 and 1024, a batch of two and a split reduction among them.
 #[test]
 fn narrow_streamed_stages_match_the_cpu_within_each_mode_bound() {
     let narrow = Tuning {
         wide_stream: false,
+        warpgroup_mma: false,
         ..Tuning::default()
     };
     let Some(gpu) = gpu_with(narrow) else { return };
@@ -136,17 +137,18 @@ fn narrow_streamed_stages_match_the_cpu_within_each_mode_bound() {
     assert_half_steps(&gpu, &cases, &[CrossPrecision::Tf32, CrossPrecision::F16]);
 }
 
-/// The F16 and F16x2 half-steps of `|x − y|²` with a resident output tile by warpgroup MMAs
-/// (`pc_sinkstep_hw`, `_h2w`, which Hopper's sm_90a runs by default) compute what the
-/// `mma.sync` kernels (`pc_sinkstep_h`, `_h2`; `warpgroup_mma: false`) do: the same f16
-/// operands and lazily shifted sums. F16's products are exact and summed in f32, so the two
-/// agree to a tenth of the exact products' f32 tolerance (far inside F16's own bound); F16x2
-/// sums its split products from zero over 32 coordinates as `mma.sync` does, but the MMAs'
-/// own truncating sums differ, so each is within F16x2's bound of the truth and the two
-/// within twice it. At d = 17 to 256 (one to
-/// four 128-byte blocks a point; F16x2 up to d = 128), with partial tiles, a batch of three,
-/// a split reduction, both sides and a small ε that makes the shifts move. On other GPUs
-/// both backends run the `mma.sync` kernels.
+/// The half-steps of `|x − y|²` by warpgroup MMAs (which Hopper's sm_90a runs by default:
+/// `pc_sinkstep_hw`, `_tcw` and `_h2w` with a resident output tile, `_hw_stream` and
+/// `_tcw_stream` with a streamed one) compute what the `mma.sync` kernels (`pc_sinkstep_h`,
+/// `_tc`, `_h2` and their `_stream`s; `warpgroup_mma: false`) do: the same operands and
+/// lazily shifted sums. F16's and TF32's products are exact and summed in f32, so the two
+/// agree to a tenth of the exact products' f32 tolerance (far inside the modes' own bounds);
+/// F16x2 sums its split products from zero over 32 coordinates as `mma.sync` does, but the
+/// MMAs' own truncating sums differ, so each is within F16x2's bound of the truth and the two
+/// within twice it. At d = 17 to 1024 (F16: resident up to 256, TF32 up to 100, F16x2 up to
+/// 128, streamed beyond), with partial tiles, batches, a split reduction, both sides and a
+/// small ε that makes the shifts move. On other GPUs both backends run the `mma.sync`
+/// kernels.
 #[test]
 fn warpgroup_products_match_the_mma_sync_kernels() {
     let Some(wg) = gpu() else { return };
@@ -164,6 +166,10 @@ fn warpgroup_products_match_the_mma_sync_kernels() {
         (130, 700, 256, 1),
         (500, 333, 130, 2),
         (400, 900, 128, 1),
+        (300, 700, 300, 1),
+        (700, 300, 513, 1),
+        (200, 600, 1024, 2),
+        (9, 3000, 1024, 1),
     ];
     for (n, m, d, batch) in cases {
         for ratio in [0.1, 0.0005] {
@@ -174,13 +180,19 @@ fn warpgroup_products_match_the_mma_sync_kernels() {
             for h in &steps {
                 let (side, other, lm, len) = (h.side, &h.other, &h.lm, h.len);
                 let scale = largest(&h.want);
-                for mode in [CrossPrecision::F16, CrossPrecision::F16x2] {
+                for mode in [
+                    CrossPrecision::F16,
+                    CrossPrecision::Tf32,
+                    CrossPrecision::F16x2,
+                ] {
                     let a = gpu_step::<f32>(&wg, &x, &y, metric, mode, side, eps, other, lm, len);
                     let b = gpu_step::<f32>(&sync, &x, &y, metric, mode, side, eps, other, lm, len);
                     let w = worst(&a, &b);
                     let tol = match mode {
-                        CrossPrecision::F16 => tol32(d) / 10.0,
-                        _ => tol32(d) / 10.0 + 2.0 * cost_bound(mode, d, sizes) / scale,
+                        CrossPrecision::F16x2 => {
+                            tol32(d) / 10.0 + 2.0 * cost_bound(mode, d, sizes) / scale
+                        }
+                        _ => tol32(d) / 10.0,
                     };
                     let what =
                         format!("{mode:?} n={n} m={m} d={d} B={batch} ratio={ratio} {side:?}");

@@ -66,14 +66,18 @@
 //!     stage's products start from the row's shift (the first MMA's C operand) and the
 //!     shifts are raised lazily, one test per stage, so that a pair costs an FMA, an
 //!     exponential and an add. Same outputs and split partials as `pc_sinkstep_dn`.
-//!   - On Hopper (the kernels compiled for `sm_90a`), F16 and F16x2 with `|x − y|²` and a
-//!     resident output tile run `pc_sinkstep_hw` and `_h2w` instead of `_h` and `_h2`: two
-//!     warpgroups of a block each multiply their 64 rows by a stage of 64 reduced points
-//!     with asynchronous warpgroup MMAs (`wgmma.mma_async`) that read both tiles from
-//!     shared memory (K-major, 128-byte swizzling), so no fragment loads or per-tile MMA
-//!     instructions take issue slots from the epilogue; F16x2 sums the three products of
-//!     each 32 coordinates from zero and adds them in f32, as `_h2` does; the lazy epilogue
-//!     (`pc_lazy_fold`) follows for both
+//!   - On Hopper (the kernels compiled for `sm_90a`), F16, TF32 and F16x2 with
+//!     `|x − y|²` and a resident output tile run `pc_sinkstep_hw`, `_tcw` and `_h2w`
+//!     instead of `_h`, `_tc` and `_h2`: two warpgroups of a block each multiply their 64
+//!     rows by a stage of 64 reduced points with asynchronous warpgroup MMAs
+//!     (`wgmma.mma_async`) that read both tiles from shared memory (K-major, 128-byte
+//!     swizzling), so no fragment loads or per-tile MMA instructions take issue slots from
+//!     the epilogue; F16x2 sums the three products of each 32 coordinates from zero and
+//!     adds them in f32, as `_h2` does; the lazy epilogue (`pc_lazy_fold`) follows for all.
+//!     F16 and TF32 with a streamed tile run `_hw_stream` and `_tcw_stream`: 64×256
+//!     products a warpgroup (stages of 256 reduced points), both tiles copied by chunks of
+//!     128 bytes a point through four slots, one chunk's MMAs in flight over the next
+//!     chunk's barrier, the same lazy epilogue
 //!     ([`Tuning::warpgroup_mma`](super::Tuning::warpgroup_mma)).
 //!   - Row sums (`pc_rows_dn`), for `d > 16` or more than 16 `plan_apply` channels (then
 //!     at any `d`, in the exact difference form below 17 dimensions): two passes. A
@@ -155,13 +159,20 @@ const PC_TC_RSLOTS: usize = define(Module::PointCloud.source(), "PC_TC_RSLOTS");
 /// reduction (both parts), in bytes; larger tiles are streamed by chunks. With the two
 /// slots of reduced chunks this keeps two blocks on an SM.
 const TC_RESIDENT_BYTES: usize = 64 * 1024;
-/// Reduced points per stage of the half-steps by warpgroup MMAs (`pc_sinkstep_hw`, `_h2w`).
+/// Reduced points per stage of the half-steps by warpgroup MMAs with a resident output tile
+/// (`pc_sinkstep_hw`, `_tcw`, `_h2w`).
 const PC_WG_BK: usize = define(Module::PointCloud.source(), "PC_WG_BK");
-/// Stages in flight (shared slots) of `pc_sinkstep_hw` and `_h2w`.
+/// Stages in flight (shared slots) of `pc_sinkstep_hw`, `_tcw` and `_h2w`.
 const PC_WG_SLOTS: usize = define(Module::PointCloud.source(), "PC_WG_SLOTS");
-/// Most 128-byte blocks (64 f16 coordinates) of a point's parts in `pc_sinkstep_hw` and
-/// `_h2w` (four of one part, or two of each of F16x2's two).
+/// Most 128-byte blocks (64 f16 or 32 TF32 coordinates) of a point's parts in
+/// `pc_sinkstep_hw`, `_tcw` and `_h2w` (four of one part, or two of each of F16x2's two).
 const PC_WG_KB_MAX: usize = define(Module::PointCloud.source(), "PC_WG_KB_MAX");
+/// Reduced points per stage of the half-steps by warpgroup MMAs with a streamed output tile
+/// (`pc_sinkstep_hw_stream`, `_tcw_stream`).
+const PC_WGS_BK: usize = define(Module::PointCloud.source(), "PC_WGS_BK");
+/// Chunk slots (128 bytes of each output and reduced point) of `pc_sinkstep_hw_stream` and
+/// `_tcw_stream`.
+const PC_WGS_SLOTS: usize = define(Module::PointCloud.source(), "PC_WGS_SLOTS");
 /// Plans with more entries than this are not materialised.
 const MAX_PLAN_ENTRIES: usize = 1 << 27;
 

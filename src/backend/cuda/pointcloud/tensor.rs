@@ -162,11 +162,12 @@ impl CudaBackend {
     /// (of both parts with a split kernel) stays in shared memory for the whole reduction
     /// when it takes at most `TC_RESIDENT_BYTES` (and fits; stages of `PC_TC_BK` points,
     /// `PC_TC_RSLOTS` slots of reduced chunks with single products and two with split ones,
-    /// the kernel without suffix; for F16 and F16x2 with `|x − y|²` on a GPU compiled for
-    /// sm_90a, warpgroup MMAs: `pc_sinkstep_hw`, `_h2w`), else it is streamed by chunks in
-    /// two slots like
-    /// the reduced tile (stages of `PC_TC_BKS` with split products, of the device's
-    /// `tc_stream_stage` with single ones; `_stream`).
+    /// the kernel without suffix), else it is streamed by chunks in two slots like the
+    /// reduced tile (stages of `PC_TC_BKS` with split products, of the device's
+    /// `tc_stream_stage` with single ones; `_stream`). With `|x − y|²` on a GPU compiled for
+    /// sm_90a, warpgroup MMAs instead: `pc_sinkstep_hw`, `_tcw` and `_h2w` for resident
+    /// tiles (F16, TF32, F16x2; stages of `PC_WG_BK`), `_hw_stream` and `_tcw_stream` for
+    /// streamed single products (stages of `PC_WGS_BK`).
     pub(super) fn tc_layout<T>(&self, tc: &TcOperands<T>, size: usize, root: bool) -> TcLaunch {
         let split = tc.kernel.split();
         let parts = if split { 2 } else { 1 };
@@ -174,22 +175,19 @@ impl CudaBackend {
         let slots = if split { 2 } else { PC_TC_RSLOTS };
         let resident = tc_smem(parts, chunks, slots, PC_TC_BK, size);
         let max_smem = self.inner.max_smem;
+        let wgmma = !root && self.inner.tuning.warpgroup_mma;
+        let warpgroup = match tc.kernel {
+            CrossKernel::F16 => "pc_sinkstep_hw",
+            CrossKernel::Tf32 => "pc_sinkstep_tcw",
+            CrossKernel::F16x2 => "pc_sinkstep_h2w",
+            CrossKernel::Tf32x3 | CrossKernel::Fma => "",
+        };
         if parts * PC_TC_BL * PC_TC_DC * size * chunks <= TC_RESIDENT_BYTES && resident <= max_smem
         {
             let wg = wg_smem(parts, tc.dp);
-            let entry = match tc.kernel {
-                CrossKernel::F16 => Some("pc_sinkstep_hw"),
-                CrossKernel::F16x2 => Some("pc_sinkstep_h2w"),
-                _ => None,
-            };
-            if let Some(entry) = entry.filter(|_| {
-                !root
-                    && self.inner.tuning.warpgroup_mma
-                    && parts * chunks <= PC_WG_KB_MAX
-                    && wg <= max_smem
-            }) {
+            if wgmma && !warpgroup.is_empty() && parts * chunks <= PC_WG_KB_MAX && wg <= max_smem {
                 return TcLaunch {
-                    entry: entry.into(),
+                    entry: warpgroup.into(),
                     stage: PC_WG_BK,
                     smem: wg,
                 };
@@ -198,6 +196,12 @@ impl CudaBackend {
                 entry: tc.kernel.entry().into(),
                 stage: PC_TC_BK,
                 smem: resident,
+            }
+        } else if wgmma && !split && !warpgroup.is_empty() && wgs_smem() <= max_smem {
+            TcLaunch {
+                entry: format!("{warpgroup}_stream"),
+                stage: PC_WGS_BK,
+                smem: wgs_smem(),
             }
         } else {
             let bk = if split {
@@ -227,6 +231,13 @@ pub(super) struct TcLaunch {
 /// and their column terms.
 fn wg_smem(parts: usize, dp: usize) -> usize {
     1024 + parts * (PC_TC_BL + PC_WG_SLOTS * PC_WG_BK) * dp * 4 + PC_WG_SLOTS * PC_WG_BK * 4
+}
+
+/// Shared bytes of `pc_sinkstep_wgs_body`: 1024 bytes of room to align the tiles,
+/// `PC_WGS_SLOTS` slots of a 128-byte chunk of each output and reduced point, and the
+/// column terms of two stages.
+fn wgs_smem() -> usize {
+    1024 + PC_WGS_SLOTS * (PC_TC_BL + PC_WGS_BK) * 128 + 2 * PC_WGS_BK * 4
 }
 
 /// Shared bytes of `pc_sinkstep_tc_body` with `parts` parts an operand, `a_chunks` chunks of
@@ -272,6 +283,10 @@ mod tests {
         assert_eq!(wg_smem(2, widest / 2), wg_smem(1, widest));
         // Every resident F16 tile (at most TC_RESIDENT_BYTES) has at most that many blocks.
         assert_eq!(TC_RESIDENT_BYTES / (PC_TC_BL * PC_TC_DC * 4), PC_WG_KB_MAX);
+        // Streamed: four slots of 128 output and 256 reduced 128-byte chunks (48 KiB each)
+        // and two stages' terms, 195 KiB: an H100 or H200 (227 KiB) holds one block.
+        assert_eq!(wgs_smem(), 1024 + 4 * 48 * 1024 + 2 * 256 * 4);
+        assert!(wgs_smem() <= 227 * 1024 && 2 * wgs_smem() > 228 * 1024);
     }
 
     #[test]
