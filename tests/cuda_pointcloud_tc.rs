@@ -145,7 +145,7 @@ fn narrow_streamed_stages_match_the_cpu_within_each_mode_bound() {
 /// agree to a tenth of the exact products' f32 tolerance (far inside the modes' own bounds);
 /// F16x2 sums its split products from zero over 32 coordinates as `mma.sync` does, but the
 /// MMAs' own truncating sums differ, so each is within F16x2's bound of the truth and the two
-/// within twice it. At d = 17 to 1024 (F16: resident up to 256, TF32 up to 100, F16x2 up to
+/// within twice it. At d = 17 to 1024 (F16: resident up to 256, TF32 and F16x2 up to
 /// 128, streamed beyond), with partial tiles, batches, a split reduction, both sides and a
 /// small ε that makes the shifts move. On other GPUs both backends run the `mma.sync`
 /// kernels.
