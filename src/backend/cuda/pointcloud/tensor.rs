@@ -158,62 +158,85 @@ impl CudaBackend {
         Ok((big, small))
     }
 
-    /// The launch of the tensor-core half-step on `tc` (`root`: `|x − y|`): the output tile
-    /// (of both parts with a split kernel) stays in shared memory for the whole reduction
-    /// when it takes at most `TC_RESIDENT_BYTES` (and fits; stages of `PC_TC_BK` points,
-    /// `PC_TC_RSLOTS` slots of reduced chunks with single products and two with split ones,
-    /// the kernel without suffix), else it is streamed by chunks in two slots like the
-    /// reduced tile (stages of `PC_TC_BKS` with split products, of the device's
-    /// `tc_stream_stage` with single ones; `_stream`). With `|x − y|²` on a GPU compiled for
-    /// sm_90a, warpgroup MMAs instead: `pc_sinkstep_hw`, `_tcw` and `_h2w` for resident
-    /// tiles (F16, TF32, F16x2; stages of `PC_WG_BK`), `_hw_stream` and `_tcw_stream` for
-    /// streamed single products (stages of `PC_WGS_BK`).
+    /// The launch of the tensor-core half-step on `tc` (`root`: `|x − y|`) on this GPU
+    /// ([`tc_launch`]).
     pub(super) fn tc_layout<T>(&self, tc: &TcOperands<T>, size: usize, root: bool) -> TcLaunch {
-        let split = tc.kernel.split();
-        let parts = if split { 2 } else { 1 };
-        let chunks = tc.dp / PC_TC_DC;
-        let slots = if split { 2 } else { PC_TC_RSLOTS };
-        let resident = tc_smem(parts, chunks, slots, PC_TC_BK, size);
-        let max_smem = self.inner.max_smem;
-        let wgmma = !root && self.inner.tuning.warpgroup_mma;
-        let warpgroup = match tc.kernel {
-            CrossKernel::F16 => "pc_sinkstep_hw",
-            CrossKernel::Tf32 => "pc_sinkstep_tcw",
-            CrossKernel::F16x2 => "pc_sinkstep_h2w",
-            CrossKernel::Tf32x3 | CrossKernel::Fma => "",
+        let gpu = TcGpu {
+            warpgroup_mma: self.inner.tuning.warpgroup_mma,
+            max_smem: self.inner.max_smem,
+            stream_stage: self.inner.tc_stream_stage,
         };
-        if parts * PC_TC_BL * PC_TC_DC * size * chunks <= TC_RESIDENT_BYTES && resident <= max_smem
-        {
-            let wg = wg_smem(parts, tc.dp);
-            if wgmma && !warpgroup.is_empty() && parts * chunks <= PC_WG_KB_MAX && wg <= max_smem {
-                return TcLaunch {
-                    entry: warpgroup.into(),
-                    stage: PC_WG_BK,
-                    smem: wg,
-                };
-            }
-            TcLaunch {
-                entry: tc.kernel.entry().into(),
-                stage: PC_TC_BK,
-                smem: resident,
-            }
-        } else if wgmma && !split && !warpgroup.is_empty() && wgs_smem() <= max_smem {
-            TcLaunch {
-                entry: format!("{warpgroup}_stream"),
-                stage: PC_WGS_BK,
-                smem: wgs_smem(),
-            }
-        } else {
-            let bk = if split {
-                PC_TC_BKS
-            } else {
-                self.inner.tc_stream_stage
+        tc_launch(tc.kernel, tc.dp, size, root, gpu)
+    }
+}
+
+/// What [`tc_launch`] asks of the GPU: whether its kernels are compiled with warpgroup MMAs
+/// (sm_90a and [`Tuning::warpgroup_mma`](crate::backend::cuda::Tuning::warpgroup_mma)), its
+/// shared bytes a block, and the stage of its single-product streamed `mma.sync` kernels
+/// (`tc_stream_stage`).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct TcGpu {
+    pub warpgroup_mma: bool,
+    pub max_smem: usize,
+    pub stream_stage: usize,
+}
+
+/// The launch of the tensor-core half-step of `kernel` on points of `dp` words (`size`-byte
+/// values; `root`: `|x − y|`): the output tile (of both parts with a split kernel) stays in
+/// shared memory for the whole reduction when it takes at most `TC_RESIDENT_BYTES` (and
+/// fits; stages of `PC_TC_BK` points, `PC_TC_RSLOTS` slots of reduced chunks with single
+/// products and two with split ones, the kernel without suffix), else it is streamed by
+/// chunks in two slots like the reduced tile (stages of `PC_TC_BKS` with split products, of
+/// the GPU's `stream_stage` with single ones; `_stream`). With `|x − y|²` and warpgroup
+/// MMAs, where their layouts fit: `pc_sinkstep_hw`, `_tcw` and `_h2w` for resident tiles
+/// (F16, TF32, F16x2; stages of `PC_WG_BK`), `_hw_stream` and `_tcw_stream` for streamed
+/// single products (stages of `PC_WGS_BK`).
+pub(super) fn tc_launch(
+    kernel: CrossKernel,
+    dp: usize,
+    size: usize,
+    root: bool,
+    gpu: TcGpu,
+) -> TcLaunch {
+    let split = kernel.split();
+    let parts = if split { 2 } else { 1 };
+    let chunks = dp / PC_TC_DC;
+    let slots = if split { 2 } else { PC_TC_RSLOTS };
+    let resident = tc_smem(parts, chunks, slots, PC_TC_BK, size);
+    let wgmma = !root && gpu.warpgroup_mma;
+    let warpgroup = match kernel {
+        CrossKernel::F16 => "pc_sinkstep_hw",
+        CrossKernel::Tf32 => "pc_sinkstep_tcw",
+        CrossKernel::F16x2 => "pc_sinkstep_h2w",
+        CrossKernel::Tf32x3 | CrossKernel::Fma => "",
+    };
+    if parts * PC_TC_BL * PC_TC_DC * size * chunks <= TC_RESIDENT_BYTES && resident <= gpu.max_smem
+    {
+        let wg = wg_smem(parts, dp);
+        if wgmma && !warpgroup.is_empty() && parts * chunks <= PC_WG_KB_MAX && wg <= gpu.max_smem {
+            return TcLaunch {
+                entry: warpgroup.into(),
+                stage: PC_WG_BK,
+                smem: wg,
             };
-            TcLaunch {
-                entry: format!("{}_stream", tc.kernel.entry()),
-                stage: bk,
-                smem: tc_smem(parts, 2, 2, bk, size),
-            }
+        }
+        TcLaunch {
+            entry: kernel.entry().into(),
+            stage: PC_TC_BK,
+            smem: resident,
+        }
+    } else if wgmma && !split && !warpgroup.is_empty() && wgs_smem() <= gpu.max_smem {
+        TcLaunch {
+            entry: format!("{warpgroup}_stream"),
+            stage: PC_WGS_BK,
+            smem: wgs_smem(),
+        }
+    } else {
+        let bk = if split { PC_TC_BKS } else { gpu.stream_stage };
+        TcLaunch {
+            entry: format!("{}_stream", kernel.entry()),
+            stage: bk,
+            smem: tc_smem(parts, 2, 2, bk, size),
         }
     }
 }
@@ -287,6 +310,111 @@ mod tests {
         // and two stages' terms, 195 KiB: an H100 or H200 (227 KiB) holds one block.
         assert_eq!(wgs_smem(), 1024 + 4 * 48 * 1024 + 2 * 256 * 4);
         assert!(wgs_smem() <= 227 * 1024 && 2 * wgs_smem() > 228 * 1024);
+    }
+
+    /// The kernel each mode, width and metric gets on Hopper (warpgroup MMAs, 227 KiB), on a
+    /// GPU without them (an A100's 163 KiB) and on one with less shared memory (99 KiB).
+    #[test]
+    fn each_mode_and_width_takes_its_kernel_and_layout() {
+        let hopper = TcGpu {
+            warpgroup_mma: true,
+            max_smem: 227 * 1024,
+            stream_stage: 256,
+        };
+        let ampere = TcGpu {
+            warpgroup_mma: false,
+            max_smem: 163 * 1024,
+            stream_stage: 256,
+        };
+        let small = TcGpu {
+            warpgroup_mma: true,
+            max_smem: 99 * 1024,
+            stream_stage: tc_stream_stage(true, 99 * 1024),
+        };
+        let pick = |kernel: CrossKernel, d: usize, root: bool, gpu: TcGpu| {
+            let l = tc_launch(kernel, kernel.words(d), 4, root, gpu);
+            (l.entry, l.stage, l.smem)
+        };
+        use CrossKernel::*;
+        let cases = [
+            // Hopper, |x − y|²: warpgroup MMAs, resident up to 256 (F16) and 128 (TF32, F16x2).
+            (
+                (F16, 64, false, hopper),
+                ("pc_sinkstep_hw", 64, wg_smem(1, 32)),
+            ),
+            (
+                (F16, 256, false, hopper),
+                ("pc_sinkstep_hw", 64, wg_smem(1, 128)),
+            ),
+            (
+                (F16, 300, false, hopper),
+                ("pc_sinkstep_hw_stream", 256, wgs_smem()),
+            ),
+            (
+                (F16, 1024, false, hopper),
+                ("pc_sinkstep_hw_stream", 256, wgs_smem()),
+            ),
+            (
+                (Tf32, 100, false, hopper),
+                ("pc_sinkstep_tcw", 64, wg_smem(1, 128)),
+            ),
+            (
+                (Tf32, 130, false, hopper),
+                ("pc_sinkstep_tcw_stream", 256, wgs_smem()),
+            ),
+            (
+                (F16x2, 128, false, hopper),
+                ("pc_sinkstep_h2w", 64, wg_smem(2, 64)),
+            ),
+            // Split products streamed, TF32x3 and |x − y| keep mma.sync.
+            (
+                (F16x2, 130, false, hopper),
+                ("pc_sinkstep_h2_stream", 128, tc_smem(2, 2, 2, 128, 4)),
+            ),
+            (
+                (Tf32x3, 64, false, hopper),
+                ("pc_sinkstep_tc3", 64, tc_smem(2, 2, 2, 64, 4)),
+            ),
+            (
+                (F16, 64, true, hopper),
+                ("pc_sinkstep_h", 64, tc_smem(1, 1, 3, 64, 4)),
+            ),
+            (
+                (F16, 1024, true, hopper),
+                ("pc_sinkstep_h_stream", 256, tc_smem(1, 2, 2, 256, 4)),
+            ),
+            // No warpgroup MMAs: the mma.sync kernels.
+            (
+                (F16, 1024, false, ampere),
+                ("pc_sinkstep_h_stream", 256, tc_smem(1, 2, 2, 256, 4)),
+            ),
+            (
+                (Tf32, 64, false, ampere),
+                ("pc_sinkstep_tc", 64, tc_smem(1, 2, 3, 64, 4)),
+            ),
+            // 99 KiB: the warpgroup layouts that do not fit fall back, with narrow stages.
+            (
+                (F16, 64, false, small),
+                ("pc_sinkstep_hw", 64, wg_smem(1, 32)),
+            ),
+            (
+                (F16, 256, false, small),
+                ("pc_sinkstep_h", 64, tc_smem(1, 4, 3, 64, 4)),
+            ),
+            (
+                (F16, 1024, false, small),
+                ("pc_sinkstep_h_stream", 128, tc_smem(1, 2, 2, 128, 4)),
+            ),
+        ];
+        for ((kernel, d, root, gpu), (entry, stage, smem)) in cases {
+            let got = pick(kernel, d, root, gpu);
+            assert_eq!(
+                got,
+                (entry.to_string(), stage, smem),
+                "{kernel:?} d={d} root={root} {gpu:?}"
+            );
+            assert!(smem <= gpu.max_smem, "{kernel:?} d={d}: {smem} bytes");
+        }
     }
 
     #[test]
