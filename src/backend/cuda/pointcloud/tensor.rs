@@ -203,19 +203,22 @@ pub(super) fn tc_launch(
     let chunks = dp / PC_TC_DC;
     let slots = if split { 2 } else { PC_TC_RSLOTS };
     let resident = tc_smem(parts, chunks, slots, PC_TC_BK, size);
-    let wgmma = !root && gpu.warpgroup_mma;
+    // The warpgroup-MMA kernel of `|x − y|²` where the GPU has them.
     let warpgroup = match kernel {
-        CrossKernel::F16 => "pc_sinkstep_hw",
-        CrossKernel::Tf32 => "pc_sinkstep_tcw",
-        CrossKernel::F16x2 => "pc_sinkstep_h2w",
-        CrossKernel::Tf32x3 | CrossKernel::Fma => "",
-    };
+        CrossKernel::F16 => Some("pc_sinkstep_hw"),
+        CrossKernel::Tf32 => Some("pc_sinkstep_tcw"),
+        CrossKernel::F16x2 => Some("pc_sinkstep_h2w"),
+        CrossKernel::Tf32x3 | CrossKernel::Fma => None,
+    }
+    .filter(|_| !root && gpu.warpgroup_mma);
     if parts * PC_TC_BL * PC_TC_DC * size * chunks <= TC_RESIDENT_BYTES && resident <= gpu.max_smem
     {
         let wg = wg_smem(parts, dp);
-        if wgmma && !warpgroup.is_empty() && parts * chunks <= PC_WG_KB_MAX && wg <= gpu.max_smem {
+        if let Some(entry) =
+            warpgroup.filter(|_| parts * chunks <= PC_WG_KB_MAX && wg <= gpu.max_smem)
+        {
             return TcLaunch {
-                entry: warpgroup.into(),
+                entry: entry.into(),
                 stage: PC_WG_BK,
                 smem: wg,
             };
@@ -225,9 +228,9 @@ pub(super) fn tc_launch(
             stage: PC_TC_BK,
             smem: resident,
         }
-    } else if wgmma && !split && !warpgroup.is_empty() && wgs_smem() <= gpu.max_smem {
+    } else if let Some(entry) = warpgroup.filter(|_| !split && wgs_smem() <= gpu.max_smem) {
         TcLaunch {
-            entry: format!("{warpgroup}_stream"),
+            entry: format!("{entry}_stream"),
             stage: PC_WGS_BK,
             smem: wgs_smem(),
         }
