@@ -2022,21 +2022,36 @@ __device__ __forceinline__ void pc_fence_async_shared() {
 #endif
 }
 
-// Points p0 .. p0+P−1 (zeros at or past `len`) of a point-major part of dp words into the
-// swizzled K-major layout above.
+// Chunk c (128 bytes: 32 words) of points p0 .. p0+P−1 of a point-major part of dp words
+// (zeros at or past `len`) into one block of the swizzled K-major layout above: thread e
+// copies segment e mod 8 of points e/8 + 32j, so that the addresses advance by constants.
+template <int P>
+__device__ __forceinline__ void pc_wg_chunk(unsigned char *__restrict__ dst,
+                                             const float *__restrict__ src, int len, int p0,
+                                             int c, int dp) {
+  static_assert(P % 32 == 0, "whole passes of 256 threads");
+  const int w = threadIdx.x & 7, p = threadIdx.x >> 3;
+  const float *g = src + (long long)(p0 + p) * dp + c * PC_TC_DC + w * 4;
+  unsigned char *d = dst + p * 128 + ((w ^ (p & 7)) << 4);
+  const long long pass = 32ll * dp;
+#pragma unroll
+  for (int j = 0; j < P / 32; ++j) {
+    const bool in = p0 + p + 32 * j < len;
+    cp_async16(d + j * 32 * 128, in ? g + j * pass : src, in ? 16 : 0);
+  }
+}
+
+// Points p0 .. p0+P−1 (zeros at or past `len`), all nkb chunks of a point-major part of dp
+// words, into the swizzled K-major layout above (chunk kb at dst + kb·P·128). Unrolled
+// chunk by chunk: as a loop over the block's threads (a division and a remainder an
+// iteration) otC64 took 27.2 ms with F16, 40.6–40.9 with TF32 and 46–46.8 with F16x2, against
+// 25.0, 34.4–34.5 and 39.8–41.0 now (one H100 call).
 template <int P>
 __device__ __forceinline__ void pc_wg_stage(unsigned char *__restrict__ dst,
                                             const float *__restrict__ src, int len, int p0,
                                             int nkb, int dp) {
-  const int n = P * nkb * 8;
-  for (int e = threadIdx.x; e < n; e += blockDim.x) {
-    // Eight consecutive lanes: the eight segments of one 128-byte block.
-    const int w = e & 7, p = (e >> 3) % P, kb = (e >> 3) / P;
-    const int i = p0 + p;
-    const bool in = i < len;
-    const float *g = in ? src + (long long)i * dp + kb * PC_TC_DC + w * 4 : src;
-    cp_async16(dst + kb * (P * 128) + p * 128 + ((w ^ (p & 7)) << 4), g, in ? 16 : 0);
-  }
+#pragma unroll
+  for (int kb = 0; kb < nkb; ++kb) pc_wg_chunk<P>(dst + kb * (P * 128), src, len, p0, kb, dp);
 }
 
 // A block of a warpgroup kernel (two warpgroups, PC_TC_BL outputs): this thread's
@@ -2052,6 +2067,15 @@ struct PcWgBlock {
     kbeg = z * kslice, kend = min(K, kbeg + kslice);
     l0 = blockIdx.x * PC_TC_BL;
     s = float(LOGOT_LOG2E) / eps;
+  }
+  // −mb/s2 for this thread's rows g and g + 8 (nis2 = −1/s2), mb the row's shift m (0
+  // before it has one): started from it, or added to, a stage's products make the lazy
+  // fold's fma(s2, acc, pv) v − mb.
+  static __device__ __forceinline__ void row_bias(float (&bias)[2], const float (&m)[1][2],
+                                                  float nis2) {
+    const float ninf = Num<float>::neg_inf();
+#pragma unroll
+    for (int h = 0; h < 2; ++h) bias[h] = (m[0][h] == ninf ? 0.0f : m[0][h]) * nis2;
   }
   // The outputs of this thread's rows g and g + 8 from their sums sum·2^m (m without the
   // −s·|p|² shift), merged over the 4 lanes of a group (a warp holds all of its rows'
@@ -2132,9 +2156,8 @@ __device__ __forceinline__ void pc_sinkstep_wg_body(
     __syncthreads();          // everyone's; and every warp is past stage st − 1
     issue(st + 2);            // into the slot of stage st − 1
     // The products start from −mb/s2, mb the row's shift (0 before it has one).
-    float acc[1][NI][4];
-    const float bias[2] = {(m[0][0] == ninf ? 0.0f : m[0][0]) * nis2,
-                           (m[0][1] == ninf ? 0.0f : m[0][1]) * nis2};
+    float acc[1][NI][4], bias[2];
+    PcWgBlock::row_bias(bias, m, nis2);
     const u32 b_base = (u32)__cvta_generic_to_shared(sB) + slot * NP * BP;
     auto da = [&](int part, int kb, int ks) {
       return pc_wg_desc(a_base + part * AP + kb * BL * 128 + ks * 32);
@@ -2208,10 +2231,11 @@ __device__ __forceinline__ void pc_sinkstep_wg_body(
 #ifndef PC_WG_MINB
 #define PC_WG_MINB 3 /* blocks per SM the warpgroup kernel is compiled for */
 #endif
-#define PC_WG_CASE(N, HALF)                                                                  \
+// One width (N blocks of 128 bytes a point) of a warpgroup entry point's switch.
+#define PC_WG_CASE(N, X3, HALF)                                                              \
   case N:                                                                                    \
-    pc_sinkstep_wg_body<N, false, HALF>(ob, os, rb, rs, out_nrm, red_nrm, other, lm, out,    \
-                                        part_m, part_s, B, K, L, dp, eps, dot_scale, kslice); \
+    pc_sinkstep_wg_body<N, X3, HALF>(ob, os, rb, rs, out_nrm, red_nrm, other, lm, out,       \
+                                     part_m, part_s, B, K, L, dp, eps, dot_scale, kslice);   \
     break;
 #if PC_WGMMA
 // The 128-byte blocks a point: 1 to PC_WG_KB_MAX (the host's resident tiles).
@@ -2222,10 +2246,10 @@ __device__ __forceinline__ void pc_sinkstep_wg_body(
     PC_PAIR(out_nrm, L, 1);                                                                  \
     PC_PAIR(red_nrm, K, 1);                                                                  \
     switch (dp / PC_TC_DC) {                                                                 \
-      PC_WG_CASE(1, HALF)                                                                    \
-      PC_WG_CASE(2, HALF)                                                                    \
-      PC_WG_CASE(3, HALF)                                                                    \
-      PC_WG_CASE(4, HALF)                                                                    \
+      PC_WG_CASE(1, false, HALF)                                                             \
+      PC_WG_CASE(2, false, HALF)                                                             \
+      PC_WG_CASE(3, false, HALF)                                                             \
+      PC_WG_CASE(4, false, HALF)                                                             \
     default:                                                                                 \
       __trap();                                                                              \
     }                                                                                        \
@@ -2236,7 +2260,6 @@ __device__ __forceinline__ void pc_sinkstep_wg_body(
 #endif
 PC_WG_ENTRY(pc_sinkstep_hw_f32, true)
 PC_WG_ENTRY(pc_sinkstep_tcw_f32, false)
-#undef PC_WG_CASE
 
 // F16x2 (split products) by warpgroup MMAs: PC_TC_ARGS, root must be 0; the output tile of
 // both parts resident (1 or PC_WG_KB_MAX / 2 blocks a point).
@@ -2252,14 +2275,8 @@ extern "C" __global__ void __launch_bounds__(256, PC_WG2_MINB) pc_sinkstep_h2w_f
   PC_PAIR(out_nrm, L, 1);
   PC_PAIR(red_nrm, K, 1);
   switch (dp / PC_TC_DC) {
-  case 1:
-    pc_sinkstep_wg_body<1, true, true>(ob, os, rb, rs, out_nrm, red_nrm, other, lm, out, part_m,
-                                       part_s, B, K, L, dp, eps, dot_scale, kslice);
-    break;
-  case 2:
-    pc_sinkstep_wg_body<2, true, true>(ob, os, rb, rs, out_nrm, red_nrm, other, lm, out, part_m,
-                                       part_s, B, K, L, dp, eps, dot_scale, kslice);
-    break;
+    PC_WG_CASE(1, true, true)
+    PC_WG_CASE(2, true, true)
   default:
     __trap();
   }
@@ -2267,6 +2284,7 @@ extern "C" __global__ void __launch_bounds__(256, PC_WG2_MINB) pc_sinkstep_h2w_f
   __trap();
 #endif
 }
+#undef PC_WG_CASE
 // ---------------------------------------------------------------------------------------
 // F16 and TF32 half-steps by warpgroup MMAs with the output tile streamed (|p − q|², single
 // products, points wider than the resident tiles): stages of PC_WGS_BK reduced points, one
@@ -2274,7 +2292,7 @@ extern "C" __global__ void __launch_bounds__(256, PC_WG2_MINB) pc_sinkstep_h2w_f
 // chunk of 128 bytes a point at a time (one block of the swizzled K-major layout above)
 // through PC_WGS_SLOTS slots, copied two chunks ahead; a chunk's MMAs stay in flight over
 // the next chunk's barrier, so that the tensor cores need not wait for it, and the copies
-// are issued after the MMAs, at addresses that advance by constants (pc_wgs_chunk): issued
+// are issued after the MMAs, at addresses that advance by constants (pc_wg_chunk): issued
 // before them, by a loop over the block's threads, they held every warp ~3000 cycles a
 // chunk and the tensor cores at a third of their rate (otC1024 F16 on an H100: 138 ms,
 // against 87.6–87.8 after; the mma.sync kernel 159). A stage's products are summed from
@@ -2283,25 +2301,6 @@ extern "C" __global__ void __launch_bounds__(256, PC_WG2_MINB) pc_sinkstep_h2w_f
 // SM were slower (164 ms against 138, both with the loop copies).
 #define PC_WGS_BK 256  /* reduced points per stage of the streamed warpgroup kernel (MMA's N) */
 #define PC_WGS_SLOTS 4 /* chunk slots: copies two chunks ahead, one chunk's MMAs in flight */
-
-// Chunk c (128 bytes: 32 words) of points p0 .. p0+P−1 of a point-major part of dp words
-// (zeros at or past `len`) into one block of the swizzled K-major layout above: thread e
-// copies segment e mod 8 of points e/8 + 32j, so that the addresses advance by constants.
-template <int P>
-__device__ __forceinline__ void pc_wgs_chunk(unsigned char *__restrict__ dst,
-                                             const float *__restrict__ src, int len, int p0,
-                                             int c, int dp) {
-  static_assert(P % 32 == 0, "whole passes of 256 threads");
-  const int w = threadIdx.x & 7, p = threadIdx.x >> 3;
-  const float *g = src + (long long)(p0 + p) * dp + c * PC_TC_DC + w * 4;
-  unsigned char *d = dst + p * 128 + ((w ^ (p & 7)) << 4);
-  const long long pass = 32ll * dp;
-#pragma unroll
-  for (int j = 0; j < P / 32; ++j) {
-    const bool in = p0 + p + 32 * j < len;
-    cp_async16(d + j * 32 * 128, in ? g + j * pass : src, in ? 16 : 0);
-  }
-}
 
 template <bool HALF>
 __device__ __forceinline__ void pc_sinkstep_wgs_body(
@@ -2334,8 +2333,8 @@ __device__ __forceinline__ void pc_sinkstep_wgs_body(
   auto issue = [&]() {
     if (is < total) {
       unsigned char *dst = sA + (is % NS) * SLOT;
-      pc_wgs_chunk<BL>(dst, ob, L, l0, ic, dp);
-      pc_wgs_chunk<BK>(dst + AC, rb, kend, kbeg + ist * BK, ic, dp);
+      pc_wg_chunk<BL>(dst, ob, L, l0, ic, dp);
+      pc_wg_chunk<BK>(dst + AC, rb, kend, kbeg + ist * BK, ic, dp);
       if (++ic == nch) ic = 0, ++ist;
     }
     ++is;
@@ -2390,8 +2389,8 @@ __device__ __forceinline__ void pc_sinkstep_wgs_body(
     pc_wg_pin(acc[0]);
     // Then −mb/s2 in one rounded f32 add, mb the row's shift (0 before it has one), so that
     // the fold's fma(s2, acc, pv) is v − mb.
-    const float bias[2] = {(m[0][0] == ninf ? 0.0f : m[0][0]) * nis2,
-                           (m[0][1] == ninf ? 0.0f : m[0][1]) * nis2};
+    float bias[2];
+    PcWgBlock::row_bias(bias, m, nis2);
 #pragma unroll
     for (int ni = 0; ni < NI; ++ni)
 #pragma unroll

@@ -35,7 +35,7 @@ use logot::{
     Backend, CpuBackend, CrossPrecision, PointCloudCost, PointMetric, Problem, Side,
     SinkhornParams, Solver,
 };
-use ndarray::Array2;
+use ndarray::{Array2, Axis};
 
 const MODES: [CrossPrecision; 5] = [
     CrossPrecision::Exact,
@@ -202,6 +202,76 @@ fn warpgroup_products_match_the_mma_sync_kernels() {
             }
         }
     }
+}
+
+/// Whole solves on otC1024's kind of clouds (uniform in [0, 1]^d, ε = 0.05, ten iterations
+/// from zero potentials, the `logot bench` problem at 2048 points a side) by the warpgroup
+/// kernels (streamed at d = 513 and 1024) and by `mma.sync`, in F16 and in TF32. The products
+/// are the same and exact in f32, and both kernels sum each stage's products from zero, so
+/// the potentials may differ only by the rounding of f32 sums whose largest terms are the
+/// rows' shifts, about `s·R²` bits (`s = log2(e)/ε`, `R²` the product of the clouds' largest
+/// centred norms: some 2700 bits at d = 1024 from zero potentials). Bound: 64 f32 ulps of
+/// that, `64·2^-24·s·R²·ln 2` in units of ε (3.7e-3 at d = 513, 7.1e-3 at 1024), and the
+/// distances within 4e-5 relative. Measured on an H200: 1.4e-3 to 3.1e-3 ε and 2.5e-6 to
+/// 8.9e-6. The half-step tests cannot see a bias in those sums (their potentials keep the
+/// shifts small); a build whose streamed stages started the MMAs' truncating sums at
+/// −shift/s2 moved otC1024's first potential by 2.7e-3 with F16 and 5.7e-3 with TF32, and
+/// fails here in every case: 2.3e-2 to 1.6e-1 ε, distances 4.1e-4 to 4.7e-3 apart.
+#[test]
+fn warpgroup_solves_match_the_mma_sync_kernels_from_zero_potentials() {
+    use logot::problems::{ot_c, OTC_EPS};
+    let Some(wg) = gpu() else { return };
+    let plain = Tuning {
+        warpgroup_mma: false,
+        ..Tuning::default()
+    };
+    let Some(sync) = gpu_with(plain) else { return };
+    eprintln!("{}", wg.device_name());
+    let n = 2048;
+    let params = SinkhornParams {
+        eps: OTC_EPS,
+        max_iters: 10,
+        tol: Some(0.0),
+        ..Default::default()
+    };
+    let mut failed = Vec::new();
+    for d in [513, 1024] {
+        let (mu, nu, x, y) = ot_c::<f32>(n, d);
+        let (xs, ys) = (x.mapv(f64::from), y.mapv(f64::from));
+        let r2 = centred_sizes(&xs, &ys).norms;
+        let tol = 64.0 * f64::from(f32::EPSILON) / 2.0 * std::f64::consts::LOG2_E / OTC_EPS
+            * r2
+            * std::f64::consts::LN_2;
+        let (mu, nu) = (mu.insert_axis(Axis(0)), nu.insert_axis(Axis(0)));
+        for mode in [CrossPrecision::F16, CrossPrecision::Tf32] {
+            let solve = |gpu: &CudaBackend| {
+                let cost = PointCloudCost::new(x.view(), y.view())
+                    .unwrap()
+                    .with_precision(mode);
+                let p = Problem::batch(mu.view(), nu.view(), cost).unwrap();
+                Solver::new(gpu.clone(), params.clone()).solve(&p).unwrap()
+            };
+            let (a, b) = (solve(&wg), solve(&sync));
+            let apart = |u: &Array2<f32>, v: &Array2<f32>| {
+                let diff = u.iter().zip(v).map(|(p, q)| f64::from((p - q).abs()));
+                diff.fold(0.0, f64::max) / OTC_EPS
+            };
+            let (df, dg) = (apart(&a.f, &b.f), apart(&a.g, &b.g));
+            let (da, db) = (f64::from(a.distance[0]), f64::from(b.distance[0]));
+            let dd = (da - db).abs() / db.abs();
+            let what = format!("{mode:?} d={d}");
+            eprintln!(
+                "{what}: warpgroup against mma.sync, max |Δf| {df:.3e} ε, max |Δg| {dg:.3e} ε \
+                 (bound {tol:.2e} ε), distance {da} against {db} ({dd:.2e} relative)"
+            );
+            if !(df < tol && dg < tol && dd < 4e-5) {
+                failed.push(format!(
+                    "{what}: {df:e}, {dg:e} ε (bound {tol:e}), distance {dd:e}"
+                ));
+            }
+        }
+    }
+    assert!(failed.is_empty(), "apart: {failed:?}");
 }
 
 /// Half-steps of each of `modes` on both sides of each `(n, m, d, batch)` case, both metrics
