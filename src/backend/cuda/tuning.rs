@@ -48,9 +48,10 @@ pub struct Tuning {
     /// tile (`pc_sinkstep_hw`, `_tcw`, `_h2w`), F16 and TF32 with a streamed one
     /// (`_hw_stream`, `_tcw_stream`); only where the kernels are compiled for sm_90a. On an
     /// H100, otC1024 with F16 took 87.6–87.8 ms against 159–161 with `false`, otC64 with
-    /// TF32 40.5 against 57.
+    /// TF32 34.4–34.5 against 57.
     pub warpgroup_mma: bool,
-    /// Print each fused launch's shape to standard error.
+    /// Print each fused launch's shape, and each point-cloud half-step's kernel, grid,
+    /// split and blocks an SM, to standard error.
     pub verbose: bool,
     /// Extra `NAME=VALUE` macro definitions for NVRTC (kernel variants, e.g.
     /// `KW_UNROLL=8`, or `PC_POLY=N`: how many of the 32 exponentials of each f32 small-d

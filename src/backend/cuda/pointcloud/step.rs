@@ -5,11 +5,12 @@ use super::*;
 use crate::backend::cuda::launch::Join;
 
 /// `(kslice, splits)` for `blocks` blocks (all the same work) over `len_red` reduced points
-/// when the GPU holds `slots` blocks at once: below 4 waves, the fewest splits (at most 64, each at least
-/// 4 stages of `PC_KT` points) whose last wave of blocks is nearly full, since a block
-/// count just past a multiple of `slots` leaves most of the GPU idle in its last wave
-/// (otC: 64 blocks of 1024 outputs, 396 slots on an H100: 6 splits fill 384 of them, where
-/// the 9 of a 4-blocks-per-SM target would run 1.45 waves).
+/// when the GPU holds `slots` blocks at once: below 4 waves, the fewest splits (at most 64,
+/// each at least 4 stages of `PC_KT` points) whose last wave of blocks is nearly full, since
+/// a block count just past a multiple of `slots` leaves most of the GPU idle in its last
+/// wave. otC10 (64 blocks of 1024 outputs, 528 slots on an H100 at 4 blocks an SM) takes 8
+/// splits, 512 blocks: 26.72 ms, where 7 and 9 splits (1.7 waves) took 30.2 and 29.5, and
+/// every other count from 4 to 64 26.25 (48) to 27.3 (4), one H100 call.
 pub(super) fn wave_split(blocks: usize, len_red: usize, slots: usize) -> (usize, usize) {
     // From 4 waves on, the last one costs at most a fifth: no split.
     let max_splits = if blocks >= 4 * slots {
@@ -54,15 +55,19 @@ impl CudaBackend {
         blocks: usize,
         len_red: usize,
     ) -> (usize, usize) {
-        let per_sm = self.func(kernel).ok().and_then(|f| {
-            self.inner.ctx.bind_to_thread().ok()?;
-            f.occupancy_max_active_blocks_per_multiprocessor(PC_BLOCK as u32, smem, None)
-                .ok()
-        });
-        match per_sm {
+        match self.blocks_per_sm(kernel, smem) {
             Some(r) if r >= 1 => wave_split(blocks, len_red, self.inner.sm_count * r as usize),
             _ => self.cloud_split(blocks, len_red, PC_KT),
         }
+    }
+
+    /// How many blocks of `PC_BLOCK` threads and `smem` dynamic shared bytes of `kernel` an
+    /// SM holds at once, by the driver's occupancy calculator (`None` if it cannot say).
+    fn blocks_per_sm(&self, kernel: &str, smem: usize) -> Option<u32> {
+        let f = self.func(kernel).ok()?;
+        self.inner.ctx.bind_to_thread().ok()?;
+        f.occupancy_max_active_blocks_per_multiprocessor(PC_BLOCK as u32, smem, None)
+            .ok()
     }
 
     /// One half-step on point clouds (see [`Backend::sinkstep`](crate::Backend::sinkstep)).
@@ -135,6 +140,14 @@ impl CudaBackend {
         } else {
             self.cloud_split(gx * batch, len_red, kt)
         };
+        if self.tuning().verbose {
+            let per_sm = self.blocks_per_sm(&kernel, smem);
+            eprintln!(
+                "logot: {kernel} grid {gx}x{batch}x{splits} of {PC_BLOCK} threads, {smem} shared bytes, \
+                 {kslice} reduced points a block, {per_sm:?} blocks an SM on {} SMs",
+                self.inner.sm_count
+            );
+        }
         let parts = if splits > 1 {
             Some(self.alloc::<T>(2 * splits * batch * len_out, "K-split partials")?)
         } else {
