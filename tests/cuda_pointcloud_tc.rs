@@ -151,13 +151,9 @@ fn narrow_streamed_stages_match_the_cpu_within_each_mode_bound() {
 /// kernels.
 #[test]
 fn warpgroup_products_match_the_mma_sync_kernels() {
-    let Some(wg) = gpu() else { return };
-    let plain = Tuning {
-        warpgroup_mma: false,
-        ..Tuning::default()
+    let Some((wg, sync)) = warpgroup_and_sync() else {
+        return;
     };
-    let Some(sync) = gpu_with(plain) else { return };
-    eprintln!("{}", wg.device_name());
     let cases = [
         (300, 257, 64, 1),
         (1000, 1031, 17, 1),
@@ -220,13 +216,9 @@ fn warpgroup_products_match_the_mma_sync_kernels() {
 #[test]
 fn warpgroup_solves_match_the_mma_sync_kernels_from_zero_potentials() {
     use logot::problems::{ot_c, OTC_EPS};
-    let Some(wg) = gpu() else { return };
-    let plain = Tuning {
-        warpgroup_mma: false,
-        ..Tuning::default()
+    let Some((wg, sync)) = warpgroup_and_sync() else {
+        return;
     };
-    let Some(sync) = gpu_with(plain) else { return };
-    eprintln!("{}", wg.device_name());
     let n = 2048;
     let params = SinkhornParams {
         eps: OTC_EPS,
@@ -272,6 +264,19 @@ fn warpgroup_solves_match_the_mma_sync_kernels_from_zero_potentials() {
         }
     }
     assert!(failed.is_empty(), "apart: {failed:?}");
+}
+
+/// The GPU twice: with the default kernels (warpgroup MMAs on Hopper) and with
+/// `warpgroup_mma: false` (`mma.sync`); its name printed. `None` (a skip) without a GPU.
+fn warpgroup_and_sync() -> Option<(CudaBackend, CudaBackend)> {
+    let wg = gpu()?;
+    let plain = Tuning {
+        warpgroup_mma: false,
+        ..Tuning::default()
+    };
+    let sync = gpu_with(plain)?;
+    eprintln!("{}", wg.device_name());
+    Some((wg, sync))
 }
 
 /// Half-steps of each of `modes` on both sides of each `(n, m, d, batch)` case, both metrics
