@@ -4,7 +4,7 @@
 
 use crate::npy::Dtype;
 use crate::relax::RelaxArgs;
-use crate::wasserstein::Precision;
+use crate::wasserstein::precision_parser;
 use crate::{BackendChoice, Json};
 use logot::{problems, Backend, CrossPrecision, Problem, Real, Result, SinkhornParams, Solver};
 use serde_json::json;
@@ -134,8 +134,8 @@ pub struct BenchArgs {
     pub f64: bool,
     /// otC64, otC1024 on CUDA in float32: how x·y is formed (exact, tf32x3, tf32, f16x2,
     /// f16; default f16x2); the JSON names it.
-    #[arg(long, value_enum)]
-    pub precision: Option<Precision>,
+    #[arg(long, value_parser = precision_parser())]
+    pub precision: Option<CrossPrecision>,
     /// Point-cloud problems (otC, otC10, otCbig, otC64, otC1024): N = M points instead of
     /// the canonical size (1 to 2²⁴), e.g. a size that suits a small CPU.
     #[arg(long, allow_negative_numbers = true)]
@@ -239,7 +239,7 @@ fn run_otc_iters<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
     let iters = 10;
     let eps = OTC_EPS;
     let (mu, nu, x, y) = ot_c::<T>(n, d);
-    let precision = Precision::or_default(a.precision);
+    let precision = a.precision.unwrap_or_default();
     let cloud = logot::PointCloudCost::new(x.view(), y.view())?.with_precision(precision);
     let cost = backend.prepare_cost(&cloud.into())?;
     let logs = |v: &ndarray::Array1<T>| v.iter().map(|p| p.ln()).collect::<Vec<T>>();

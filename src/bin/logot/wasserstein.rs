@@ -144,48 +144,26 @@ pub struct PrecisionArgs {
     /// product, slower), exact (f32 products, slowest), tf32 (one TF32 product, about 1e-3
     /// relative per product) or f16 (one f16 product, fastest). The CPU backend and float64
     /// always use exact products.
-    #[arg(long, value_enum, requires = "x")]
-    pub precision: Option<Precision>,
+    #[arg(long, value_parser = precision_parser(), requires = "x")]
+    pub precision: Option<CrossPrecision>,
 }
 
 impl PrecisionArgs {
     /// The cross-term precision asked for (f16x2 when `--precision` is absent).
     pub fn cross(&self) -> CrossPrecision {
-        Precision::or_default(self.precision)
+        self.precision.unwrap_or_default()
     }
 }
 
-/// `--precision`: the cross term of point-cloud costs on the GPU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Precision {
-    /// Exact f32 products.
-    Exact,
-    /// Split TF32 on tensor cores (three products, about f32 accuracy).
-    Tf32x3,
-    /// One TF32 product.
-    Tf32,
-    /// Split f16 on tensor cores (three products of scaled coordinates, about 2^-22 of the
-    /// largest coordinate; the default).
-    F16x2,
-    /// One f16 product of scaled coordinates (fastest).
-    F16,
-}
-
-impl Precision {
-    /// The cross-term precision of an optional `--precision` (f16x2 when absent).
-    pub fn or_default(p: Option<Precision>) -> CrossPrecision {
-        p.map_or(CrossPrecision::default(), Precision::cross)
-    }
-
-    pub fn cross(self) -> CrossPrecision {
-        match self {
-            Precision::Exact => CrossPrecision::Exact,
-            Precision::Tf32x3 => CrossPrecision::Tf32x3,
-            Precision::Tf32 => CrossPrecision::Tf32,
-            Precision::F16x2 => CrossPrecision::F16x2,
-            Precision::F16 => CrossPrecision::F16,
-        }
-    }
+/// `--precision`'s parser: the names of [`CrossPrecision::ALL`] ([`CrossPrecision::name`]),
+/// a bad value refused with the list.
+pub fn precision_parser() -> impl clap::builder::TypedValueParser<Value = CrossPrecision> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(CrossPrecision::ALL.map(CrossPrecision::name)).try_map(
+        |name| {
+            CrossPrecision::from_name(&name).ok_or_else(|| format!("no precision is named {name}"))
+        },
+    )
 }
 
 impl Metric {
