@@ -2027,8 +2027,8 @@ __device__ __forceinline__ void pc_fence_async_shared() {
 // copies segment e mod 8 of points e/8 + 32j, so that the addresses advance by constants.
 template <int P>
 __device__ __forceinline__ void pc_wg_chunk(unsigned char *__restrict__ dst,
-                                             const float *__restrict__ src, int len, int p0,
-                                             int c, int dp) {
+                                            const float *__restrict__ src, int len, int p0,
+                                            int c, int dp) {
   static_assert(P % 32 == 0, "whole passes of 256 threads");
   const int w = threadIdx.x & 7, p = threadIdx.x >> 3;
   const float *g = src + (long long)(p0 + p) * dp + c * PC_TC_DC + w * 4;

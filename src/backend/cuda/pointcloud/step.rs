@@ -10,7 +10,7 @@ use crate::backend::cuda::launch::Join;
 /// a block count just past a multiple of `slots` leaves most of the GPU idle in its last
 /// wave. otC10 (64 blocks of 1024 outputs, 528 slots on an H100 at 4 blocks an SM) takes 8
 /// splits, 512 blocks: 26.72 ms, where 7 and 9 splits (1.7 waves) took 30.2 and 29.5, and
-/// every other count from 4 to 64 26.25 (48) to 27.3 (4), one H100 call.
+/// 4, 6, 12, 16, 24, 32, 33, 48 and 64 splits 26.25 (48) to 27.3 (4), one H100 call.
 pub(super) fn wave_split(blocks: usize, len_red: usize, slots: usize) -> (usize, usize) {
     // From 4 waves on, the last one costs at most a fifth: no split.
     let max_splits = if blocks >= 4 * slots {
