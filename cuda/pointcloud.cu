@@ -2227,7 +2227,8 @@ __device__ __forceinline__ void pc_sinkstep_wg_body(
 // root must be 0). Three blocks per SM (at most 80 registers, no spills): on an H100, otC64
 // F16 27.3 ms against 28.5 with two (115 registers), d = 17 27.0 against 27.3, d = 256 86.5
 // against 89.4; d = 128 40.7 against 38.8 (its shared tiles leave room for two blocks only).
-// TF32 (the same setting): otC64 40.3–40.8 ms against 56.4–57.3 for pc_sinkstep_tc.
+// TF32 (the same setting): otC64 40.3–40.8 ms against 56.4–57.3 for pc_sinkstep_tc. All
+// measured with the earlier loop copier (see pc_wg_stage for the times since).
 #ifndef PC_WG_MINB
 #define PC_WG_MINB 3 /* blocks per SM the warpgroup kernel is compiled for */
 #endif
