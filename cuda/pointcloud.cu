@@ -1347,6 +1347,324 @@ __device__ __forceinline__ void pc_mma(float (&d)[4], const u32 (&a)[4], const u
   pc_mma_c<HALF>(d, a, b, d);
 }
 
+// ---------------------------------------------------------------------------------------
+// The norm form on tensor cores for d ≤ 4 (f32, |x−y|² of centred clouds): the half-step of
+// pc_sinkstep_nf_d*, with each thread's exponents formed by split-TF32 m16n8k8 MMAs instead
+// of d FMAs a pair, so that a pair costs an exponential and an add:
+//   v_lk − m_l = A_l·B_k + C_l,  A_l = (x'b, x'b, x's, x's, 1, 1, 1),
+//                                B_k = (yb, ys, yb, ys, qb, qs, qt),
+// with x' = 2s·x split as x'b = tf32(x'), x's = tf32(x' − x'b) (y likewise), the column term
+// q_k = s·(other_k − |y_k|²) in three TF32 parts that sum to it exactly, and C_l = −m_l, the
+// row's shift, as the MMA's accumulator input. The four products of a coordinate are
+// (x'b + x's)(yb + ys) exactly (d = 4 drops x's·ys, 2^-22 of |x'||y|), and each of x'b + x's,
+// yb + ys is within 2^-22 of its f32 value; the products are exact in f32 and summed with
+// the tensor core's f32 accumulation. Lane (g, t) of warp w keeps rows 16·r + g and
+// 16·r + g + 8 of its R tiles (A fragments: word 8·j + t and 8·j + t + 4 of each row, for the
+// NK MMAs j), and reads its B fragments of a chunk of 8 columns (column g, words 8·j + t and
+// 8·j + t + 4) with one shared load; the four lanes of a row each sum their own two columns
+// of every chunk against their own shifts, raised lazily as in pc_fold_stage, and merge by
+// shuffles at the end. Outputs and split partials as pc_sinkstep_body. PC_TN_POLY of each
+// thread's 16 exponentials a chunk go to the FMA pipe (the loop has 2.8 issues a pair, so
+// that pipe has room). Measured on an H100 (benches/README.md, session 15): otC10 25.76–26.23
+// ms against the FMA kernel's 26.57–26.76 in one call, d = 4 28.21 against 30.05, otCbig
+// 6298–6307 against 6681; with 0, 2, 3, 5 and 6 polynomials 29.0–29.9, 26.5, 27.3, 27.7–28.2
+// and 29.7; 2 tiles a warp 28.8–29.1 (none) and 35.4–35.8 (4 of 8); d = 1 and 2 slower than
+// their FMA kernels (24.1 against 23.0, 29.2 against 24.5), so the host runs d = 3 and 4 here.
+#define PC_TN_NOMASS (-4.2535295865117308e37f) /* −2^125: the column term without mass */
+#define PC_TN_R 4 /* m16 row tiles per warp of pc_sinkstep_tn */
+#ifndef PC_TN_KT
+#define PC_TN_KT 512 /* reduced points per stage of pc_sinkstep_tn (256: 29.5–30.1 ms against 29.0–29.7) */
+#endif
+#ifndef PC_TN_POLY
+#define PC_TN_POLY 4 /* of a thread's 4·R exponentials a chunk, by pc_exp2_poly */
+#endif
+
+// Products per coordinate (4 while 4·D + 3 words fit two MMAs) and MMAs (k = 8 words each).
+template <int D> struct PcTn {
+  static constexpr int P = 4 * D + 3 <= 16 ? 4 : 3;
+  static constexpr int NK = (P * D + 3 + 7) / 8;
+  static constexpr int KW = 2 * NK; /* B words a lane reads per chunk */
+};
+
+// Word k of A (own point, parts b, s of x') or of B (reduced point, parts b, s of y and the
+// three parts of q), 0 past the used words.
+template <int D, bool ROW>
+__device__ __forceinline__ float pc_tn_word(int k, const float (&b)[D], const float (&s)[D],
+                                            const float (&q)[3]) {
+  constexpr int P = PcTn<D>::P;
+  float r = 0.0f;
+#pragma unroll
+  for (int t = 0; t < D; ++t) {
+    if (k == t) r = b[t];
+    if (k == D + t) r = ROW ? b[t] : s[t];
+    if (k == 2 * D + t) r = ROW ? s[t] : b[t];
+    if (P == 4 && k == 3 * D + t) r = s[t];
+  }
+#pragma unroll
+  for (int e = 0; e < 3; ++e)
+    if (k == P * D + e) r = ROW ? 1.0f : q[e];
+  return r;
+}
+
+// D = A·B + C over the NK MMAs of one tile.
+template <int NK>
+__device__ __forceinline__ void pc_tn_mma(float (&d)[4], const u32 (&a)[NK][4], const u32 *b,
+                                          const float (&c)[4]) {
+  pc_mma_c<false>(d, a[0], b, c);
+#pragma unroll
+  for (int j = 1; j < NK; ++j) pc_mma<false>(d, a[j], b + 2 * j);
+}
+
+// The B words of a lane for chunk `c` of the stage.
+template <int KW>
+__device__ __forceinline__ void pc_tn_lds(u32 (&w)[KW], const float *sb, int c, int lane) {
+  const float *p = sb + (c * 32 + lane) * KW;
+  if constexpr (KW == 4) {
+    const uint4 v = *reinterpret_cast<const uint4 *>(p);
+    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+  } else {
+    const uint2 v = *reinterpret_cast<const uint2 *>(p);
+    w[0] = v.x, w[1] = v.y;
+  }
+}
+
+template <int D, int R>
+__device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ out_pts,
+                                                    const float *__restrict__ red_pts,
+                                                    const float *__restrict__ other,
+                                                    const float *__restrict__ lm,
+                                                    float *__restrict__ out,
+                                                    float *__restrict__ part_m,
+                                                    float *__restrict__ part_s, int B, int K,
+                                                    int L, float eps, int kslice) {
+  constexpr int NK = PcTn<D>::NK, KW = PcTn<D>::KW, KT = PC_TN_KT;
+  __shared__ __align__(16) float sb[KT / 8 * 32 * KW];
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int b = blockIdx.y, z = blockIdx.z;
+  const int kbeg = z * kslice, kend = min(K, kbeg + kslice);
+  const float s = float(LOGOT_LOG2E) / eps, ninf = Num<float>::neg_inf();
+  const int row0 = blockIdx.x * (PC_BLOCK / 2 * R) + (threadIdx.x >> 5) * 16 * R + g;
+  const float q0[3] = {0.0f, 0.0f, 0.0f};
+  // A fragments: a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4) of each MMA j.
+  u32 a[R][NK][4];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int l = row0 + 16 * r + 8 * h;
+      float xb[D], xs[D];
+#pragma unroll
+      for (int u = 0; u < D; ++u) {
+        const float x = l < L ? out_pts[(long long)u * L + l] * (2.0f * s) : 0.0f;
+        xb[u] = pc_tf32(x);
+        xs[u] = pc_tf32(x - xb[u]);
+      }
+      // `opaque` is 0, but the compiler cannot tell: the words that are the same in every
+      // row (the 1s and 0s) stay in registers of their own, not one shared value copied
+      // into each fragment at every use.
+      const u32 opaque = K < 0 ? (u32)l : 0u;
+#pragma unroll
+      for (int j = 0; j < NK; ++j) {
+        a[r][j][h] = __float_as_uint(pc_tn_word<D, true>(8 * j + t, xb, xs, q0)) | opaque;
+        a[r][j][2 + h] = __float_as_uint(pc_tn_word<D, true>(8 * j + t + 4, xb, xs, q0)) | opaque;
+      }
+    }
+  // nm: the C operand, −m of row g (0, 1) and g + 8 (2, 3) of each tile; sums of this lane's
+  // columns.
+  float nm[R][4], sum[R][2];
+  const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  // The two C words of a row are equal; `keep` (0, unknown to the compiler) keeps them in
+  // registers of their own rather than one value copied into the fragment at every MMA.
+  const u32 keep = K < 0 ? (u32)threadIdx.x : 0u;
+  auto set_shift = [&](float (&c)[4], int h, float m) {
+    c[2 * h] = -m;
+    c[2 * h + 1] = __uint_as_float(__float_as_uint(-m) | keep);
+  };
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    set_shift(nm[r], 0, PC_M0);
+    set_shift(nm[r], 1, PC_M0);
+    sum[r][0] = sum[r][1] = 0.0f;
+  }
+  const float *pot = other + (long long)b * K;
+  for (int k0 = kbeg; k0 < kend; k0 += KT) {
+    __syncthreads();
+    for (int e = threadIdx.x; e < KT; e += blockDim.x) {
+      const int k = k0 + e;
+      const bool in = k < kend;
+      float yb[D], ys[D], q[3], n2 = 0.0f;
+#pragma unroll
+      for (int u = 0; u < D; ++u) {
+        const float y = in ? red_pts[(long long)u * K + k] : 0.0f;
+        n2 = fmaf(y, y, n2);
+        yb[u] = pc_tf32(y);
+        ys[u] = pc_tf32(y - yb[u]);
+      }
+      float qv = in ? s * (pot[k] - n2) : ninf;
+      if (!(qv > PC_TN_NOMASS)) qv = PC_TN_NOMASS;  // no mass (−inf) or padding
+      q[0] = pc_tf32(qv);
+      const float r1 = qv - q[0];
+      q[1] = pc_tf32(r1);
+      q[2] = pc_tf32(r1 - q[1]);
+      float *col = sb + (e >> 3) * 32 * KW + (e & 7) * 4 * KW;
+#pragma unroll
+      for (int w = 0; w < 8 * NK; ++w)
+        col[(w & 3) * KW + 2 * (w >> 3) + ((w >> 2) & 1)] = pc_tn_word<D, false>(w, yb, ys, q);
+    }
+    __syncthreads();
+    if (k0 == kbeg) {
+      // First stage: each row's shift starts at the largest exponent of the first chunk
+      // (over the four lanes of the row; PC_M0 when the chunk has no mass).
+      u32 w[KW];
+      pc_tn_lds<KW>(w, sb, 0, lane);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        float v[4];
+        pc_tn_mma<NK>(v, a[r], w, zero);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float cm = fmaxf(v[2 * h], v[2 * h + 1]);
+          cm = fmaxf(cm, __shfl_xor_sync(0xffffffffu, cm, 1));
+          cm = fmaxf(cm, __shfl_xor_sync(0xffffffffu, cm, 2));
+          set_shift(nm[r], h, fmaxf(cm, PC_M0));
+        }
+      }
+    }
+    // Every chunk against the current shifts, no test; one test for the stage.
+    float before[R][2];
+#pragma unroll
+    for (int r = 0; r < R; ++r) before[r][0] = sum[r][0], before[r][1] = sum[r][1];
+#pragma unroll 2
+    for (int c = 0; c < KT / 8; ++c) {
+      u32 w[KW];
+      pc_tn_lds<KW>(w, sb, c, lane);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        float v[4];
+        pc_tn_mma<NK>(v, a[r], w, nm[r]);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float x = (4 * r + e < PC_TN_POLY) ? pc_exp2_poly(v[e]) : Num<float>::exp2(v[e]);
+          sum[r][e >> 1] += x;
+        }
+      }
+    }
+    float total = 0.0f;
+#pragma unroll
+    for (int r = 0; r < R; ++r) total += sum[r][0] + sum[r][1];
+    if (!(total <= float(PC_LAZY_MAX))) {
+      // A sum past PC_LAZY_MAX is renormalised exactly; one that overflowed is redone from
+      // its value before the stage against the stage's largest exponent.
+      bool redo[R][2], any = false;
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          redo[r][h] = !Num<float>::is_finite(sum[r][h]);
+          any |= redo[r][h];
+          if (!redo[r][h] && sum[r][h] > float(PC_LAZY_MAX)) {
+            int ex;
+            sum[r][h] = frexpf(sum[r][h], &ex);
+            set_shift(nm[r], h, float(ex) - nm[r][2 * h]);
+          }
+        }
+      if (any) {
+        float cm[R][2];
+#pragma unroll
+        for (int r = 0; r < R; ++r) cm[r][0] = cm[r][1] = ninf;
+#pragma unroll 1
+        for (int c = 0; c < KT / 8; ++c) {
+          u32 w[KW];
+          pc_tn_lds<KW>(w, sb, c, lane);
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            float v[4];
+            pc_tn_mma<NK>(v, a[r], w, zero);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) cm[r][e >> 1] = fmaxf(cm[r][e >> 1], v[e]);
+          }
+        }
+        float add[R][2];
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            add[r][h] = 0.0f;
+            if (redo[r][h]) {
+              sum[r][h] = before[r][h];
+              const float m = -nm[r][2 * h];
+              if (cm[r][h] > m) {
+                sum[r][h] *= Num<float>::exp2(m - cm[r][h]);
+                set_shift(nm[r], h, cm[r][h]);
+              }
+            }
+          }
+#pragma unroll 1
+        for (int c = 0; c < KT / 8; ++c) {
+          u32 w[KW];
+          pc_tn_lds<KW>(w, sb, c, lane);
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            float v[4];
+            pc_tn_mma<NK>(v, a[r], w, nm[r]);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) add[r][e >> 1] += Num<float>::exp2(v[e]);
+          }
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            if (redo[r][h]) sum[r][h] += add[r][h];
+      }
+    }
+  }
+  // The four lanes of each row merge their (shift, sum) pairs; lane t = 0 writes row g,
+  // t = 1 row g + 8.
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float m = sum[r][h] > 0.0f ? -nm[r][2 * h] : ninf;
+      float M = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+      M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, 2));
+      float S = m == ninf ? 0.0f : sum[r][h] * Num<float>::exp2(m - M);
+      S += __shfl_xor_sync(0xffffffffu, S, 1);
+      S += __shfl_xor_sync(0xffffffffu, S, 2);
+      const int l = row0 + 16 * r + 8 * h;
+      if (t != h || l >= L) continue;
+      float n2 = 0.0f;
+#pragma unroll
+      for (int u = 0; u < D; ++u) {
+        const float x = out_pts[(long long)u * L + l];
+        n2 = fmaf(x, x, n2);
+      }
+      const long long o = (long long)b * L + l;
+      const float mj = S > 0.0f ? M - s * n2 : ninf;
+      if (gridDim.z == 1) {
+        const float lmv = lm[o];
+        out[o] = lmv == ninf ? lmv : eps * lmv - eps * float(LOGOT_LN2) * (mj + Num<float>::log2(S));
+      } else {
+        const long long total = (long long)B * L;
+        part_m[z * total + o] = mj;
+        part_s[z * total + o] = S;
+      }
+    }
+}
+
+// Entry points pc_sinkstep_tn_d{D}_f32: PC_STEP_ARGS (scale, root unread), PC_BLOCK threads,
+// 16·PC_TN_R outputs a warp, two blocks an SM (120 registers at d = 3).
+#define PC_STEP_TN(D)                                                                        \
+  extern "C" __global__ void __launch_bounds__(PC_BLOCK, 2)                                  \
+      pc_sinkstep_tn_d##D##_f32(PC_STEP_ARGS(float)) {                                         \
+    PC_PAIR(out_pts, L, d);                                                                  \
+    PC_PAIR(red_pts, K, d);                                                                  \
+    pc_sinkstep_tn_body<D, PC_TN_R>(out_pts, red_pts, other, lm, out, part_m, part_s, B, K,  \
+                                    L, eps, kslice);                                         \
+  }
+PC_STEP_TN(3)
+PC_STEP_TN(4)
+
 // f16(a) in the high and f16(b) in the low half of a word (round to nearest even,
 // subnormals kept), and a word's two halves back to f32.
 __device__ __forceinline__ u32 pc_f16x2(float a, float b) {

@@ -9,7 +9,10 @@
 //! * the choice of form: clouds 1e3 from the origin (centring makes the norm form exact
 //!   enough), one cloud 1e3 from the other and ε = 1e-3 (the norm form is refused);
 //! * the polynomial 2^x against f64 on a dense grid, and half-steps with every fast-path
-//!   exponential by the polynomial (`PC_POLY=32`).
+//!   exponential by the polynomial (`PC_POLY=32`);
+//! * the split-TF32 MMA half-step of the norm form at d = 3 and 4 (`pc_sinkstep_tn`, the
+//!   default there) and the FMA kernels it replaces, with partial tiles, split reductions
+//!   and the stage test's renormalisations and redos.
 //!
 //! Tolerances: f32 half-steps within 2e-5 of max(1, |reference|) (the rounding of the f32
 //! potentials and costs, as tests/cuda_pointcloud.rs); distances within 2e-4 relative (the
@@ -19,7 +22,7 @@
 #![cfg(feature = "cuda")]
 
 mod common;
-use common::gpu::gpu;
+use common::gpu::{gpu, gpu_with};
 use common::Lcg;
 
 use logot::backend::cuda::{CloudForm, CudaBackend, Tuning};
@@ -181,6 +184,43 @@ fn small_d_half_steps_match_the_cpu() {
                         PointMetric::Euclidean => CloudForm::Direct,
                     };
                     assert_eq!(form, Some(expect), "{what}");
+                }
+            }
+        }
+    }
+}
+
+/// The split-TF32 MMA half-step of the norm form (`pc_sinkstep_tn_d*`, d = 3 and 4), and the
+/// FMA kernels it replaces there, against the CPU in f64 within the FMA kernels' bound: sizes
+/// that leave partial tiles and stages, a batch of two with zero-mass points, a split
+/// reduction (9 outputs over 3000 points), and ε = 0.02, where the first chunk's shift is
+/// often 128 bits short of a row's largest exponent, so the stage test renormalises and
+/// redoes sums. Measured on an H100: at most 3.2e-7.
+#[test]
+fn mma_half_steps_match_the_cpu() {
+    for mma in [true, false] {
+        let Some(gpu) = gpu_with(Tuning {
+            small_d_mma: mma,
+            ..Tuning::default()
+        }) else {
+            return;
+        };
+        for d in [3, 4] {
+            for (n, m, eps) in [(300, 257, 0.05), (1000, 1031, 0.02), (9, 3000, 0.05)] {
+                let (x, y) = clouds(n, m, d, (d * 7 + n) as u64);
+                for uniform in [true, false] {
+                    let what = format!("MMA={mma} d={d} {n}×{m} ε={eps} uniform={uniform}");
+                    let (_, form) = check_steps(
+                        &gpu,
+                        &x,
+                        &y,
+                        PointMetric::SqEuclidean,
+                        eps,
+                        uniform,
+                        n as u64 + 5,
+                        &what,
+                    );
+                    assert_eq!(form, Some(CloudForm::Norm), "{what}");
                 }
             }
         }

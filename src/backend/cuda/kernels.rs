@@ -173,6 +173,8 @@ impl Module {
                 ("pc_sinkstep_nf_d3", F32),
                 ("pc_sinkstep_nf_d4", F32),
                 ("pc_sinkstep_nf_d16", F32),
+                ("pc_sinkstep_tn_d3", F32),
+                ("pc_sinkstep_tn_d4", F32),
                 ("pc_exp2_poly", F32),
                 ("pc_rows_d4", Both),
                 ("pc_rows_d16", Both),

@@ -50,6 +50,12 @@ pub struct Tuning {
     /// H100, otC1024 with F16 took 87.6–87.8 ms against 159–161 with `false`, otC64 with
     /// TF32 34.4–34.5 against 57.
     pub warpgroup_mma: bool,
+    /// The f32 norm-form point-cloud half-step at d = 3 and 4 (`|x − y|²` of centred
+    /// clouds) by split-TF32 `mma.sync` (`pc_sinkstep_tn_d*`: an exponential and an add a
+    /// pair, a quarter of the exponentials on the FMA pipe) instead of d FMAs a pair
+    /// (`pc_sinkstep_nf_d*`). On an H100 (one call), otC10 took 25.76–26.23 ms against
+    /// 26.57–26.76, at d = 4 28.21 against 30.05, otCbig 6298–6307 against 6681.
+    pub small_d_mma: bool,
     /// Print each fused launch's shape, and each point-cloud half-step's kernel, grid,
     /// split and blocks an SM, to standard error.
     pub verbose: bool,
@@ -76,6 +82,7 @@ impl Default for Tuning {
             factored: true,
             wide_stream: true,
             warpgroup_mma: true,
+            small_d_mma: true,
             verbose: false,
             nvrtc_defines: Vec::new(),
             kernel_cache: None,
@@ -89,7 +96,7 @@ impl Tuning {
     /// `LOGOT_CUDA_FUSED=0|1`, `LOGOT_CUDA_FUSED_LANES=G`, `LOGOT_CUDA_FUSED_OUTPUTS=4|8`,
     /// `LOGOT_CUDA_PDL=0|1`, `LOGOT_CUDA_BARY_CLUSTER=C`, `LOGOT_CUDA_FUSED_CLUSTER=C`,
     /// `LOGOT_CUDA_FACTORED=0|1`, `LOGOT_CUDA_TC_WIDE=0|1`, `LOGOT_CUDA_WGMMA=0|1`,
-    /// `LOGOT_CUDA_VERBOSE` (set:
+    /// `LOGOT_CUDA_SMALL_MMA=0|1`, `LOGOT_CUDA_VERBOSE` (set:
     /// verbose), and the build settings of [`Tuning::with_build_vars`].
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Tuning {
         let d = Tuning::default();
@@ -106,6 +113,7 @@ impl Tuning {
             factored: flag("LOGOT_CUDA_FACTORED", d.factored),
             wide_stream: flag("LOGOT_CUDA_TC_WIDE", d.wide_stream),
             warpgroup_mma: flag("LOGOT_CUDA_WGMMA", d.warpgroup_mma),
+            small_d_mma: flag("LOGOT_CUDA_SMALL_MMA", d.small_d_mma),
             verbose: var("LOGOT_CUDA_VERBOSE").is_some(),
             ..d
         }
@@ -227,12 +235,13 @@ mod tests {
             ("LOGOT_CUDA_FACTORED", "0"),
             ("LOGOT_CUDA_TC_WIDE", "0"),
             ("LOGOT_CUDA_WGMMA", "0"),
+            ("LOGOT_CUDA_SMALL_MMA", "0"),
             ("LOGOT_CUDA_VERBOSE", ""),
             ("LOGOT_CUDA_DEFINES", "KW_UNROLL=8  FIT_SPREAD=-1"),
             ("HOME", "/home/u"),
         ]);
         assert!(!t.fused && !t.overlap_launches && !t.factored && !t.wide_stream && t.verbose);
-        assert!(!t.warpgroup_mma);
+        assert!(!t.warpgroup_mma && !t.small_d_mma);
         assert_eq!(
             (
                 t.fused_lanes,

@@ -16,7 +16,9 @@
 //!     call by [`CloudForm::choose`]: the exact difference form `Σ_t (x_t − y_t)²`, or (f32,
 //!     `|x − y|²`, where the rounding bound of [`CloudForm::norm_error_bound`] allows) the
 //!     norm form `q_k + Σ_t x'_t·y_t` with `q_k = s·(other_k − |y_k|²)` per stage and the
-//!     row term `−s·|x_l|²` taken out of the log-sum-exp: `d` FMAs per pair. When the grid
+//!     row term `−s·|x_l|²` taken out of the log-sum-exp: `d` FMAs per pair (at d = 3 and
+//!     4, split-TF32 MMAs instead, `pc_sinkstep_tn`: 512 outputs a block, an exponential and
+//!     an add a pair, [`Tuning::small_d_mma`](super::Tuning::small_d_mma)). When the grid
 //!     is short of a few waves the reduction is split so that the last wave is nearly full
 //!     ([`wave_split`], from the kernel's occupancy).
 //!   - Plan-weighted row sums (transport cost, point gradients, `P·V` with at most 16
@@ -127,6 +129,10 @@ pub(super) use tensor::{tc_stream_define, tc_stream_stage};
 const PC_BLOCK: usize = define(Module::PointCloud.source(), "PC_BLOCK");
 /// Reduced points per shared-memory stage.
 const PC_KT: usize = define(Module::PointCloud.source(), "PC_KT");
+/// Row tiles of 16 outputs per warp of the d = 3, 4 MMA half-step (`pc_sinkstep_tn`).
+const PC_TN_R: usize = define(Module::PointCloud.source(), "PC_TN_R");
+/// Reduced points per stage of `pc_sinkstep_tn`.
+const PC_TN_KT: usize = define(Module::PointCloud.source(), "PC_TN_KT");
 /// Largest dimension and number of `plan_apply` channels the kernels are compiled for.
 const PC_DMAX: usize = define(Module::PointCloud.source(), "PC_DMAX");
 /// Output points per block of the any-d kernels.

@@ -111,8 +111,15 @@ impl CudaBackend {
             Some(CloudForm::Norm) => "pc_sinkstep_nf",
             _ => "pc_sinkstep",
         };
+        let mma = self.tuning().small_d_mma;
         let (kernel, per_block, kt, smem) = match (by_dim(prefix, cl.d, true), &tc_plan) {
             (None, Some((_, tl))) => (kernel_name::<T>(&tl.entry), PC_TC_BL, tl.stage, tl.smem),
+            // The norm form at d = 3 and 4 on split-TF32 MMAs: PC_TN_R tiles of 16 outputs a
+            // warp, stages in static shared memory.
+            (Some(_), _) if mma && prefix == "pc_sinkstep_nf" && matches!(cl.d, 3 | 4) => {
+                let base = format!("pc_sinkstep_tn_d{}", cl.d);
+                (kernel_name::<T>(&base), PC_BLOCK / 2 * PC_TN_R, PC_TN_KT, 0)
+            }
             (Some((base, dmax)), _) => {
                 // Outputs per thread (TJ of the kernel's entry point).
                 let tj = match (prefix, dmax, T::PRECISION) {
