@@ -30,6 +30,52 @@ pub(super) fn wave_split(blocks: usize, len_red: usize, slots: usize) -> (usize,
     (kslice, len_red.div_ceil(kslice).max(1))
 }
 
+/// The small-d half-step (`d ≤ PC_DMAX`) for a form, dimension and precision: its entry
+/// point (without the precision suffix), outputs per block, reduced points per stage and
+/// dynamic shared bytes.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct SmallStep {
+    pub entry: String,
+    pub per_block: usize,
+    pub stage: usize,
+    pub smem: usize,
+}
+
+impl SmallStep {
+    /// The norm form at d = 3 and 4 in f32 on split-TF32 MMAs when `mma` (`PC_TN_R` tiles of
+    /// 16 outputs a warp, its stages in static shared memory; at d = 1 and 2 the FMA kernels
+    /// were faster), else the FMA kernel of the form with its outputs per thread (TJ of the
+    /// entry point).
+    pub fn choose(form: CloudForm, d: usize, precision: Precision, mma: bool) -> SmallStep {
+        let f32 = precision == Precision::F32;
+        if mma && f32 && form == CloudForm::Norm && matches!(d, 3 | 4) {
+            return SmallStep {
+                entry: format!("pc_sinkstep_tn_d{d}"),
+                per_block: PC_BLOCK / 2 * PC_TN_R,
+                stage: PC_TN_KT,
+                smem: 0,
+            };
+        }
+        let prefix = match form {
+            CloudForm::Norm => "pc_sinkstep_nf",
+            CloudForm::Direct => "pc_sinkstep",
+        };
+        let (entry, dmax) = by_dim(prefix, d, true).expect("small-d half-steps have d ≤ PC_DMAX");
+        let tj = match (form, dmax, f32) {
+            (CloudForm::Norm, ..=2, true) => 8,
+            (_, ..=4, true) => 4,
+            _ => 2,
+        };
+        let size = if f32 { 4 } else { 8 };
+        SmallStep {
+            entry,
+            per_block: PC_BLOCK * tj,
+            stage: PC_KT,
+            smem: (dmax * PC_KT + PC_KT) * size,
+        }
+    }
+}
+
 impl CudaBackend {
     /// `(kslice, splits)` of a reduction over `len_red` points in stages of `kt` by `blocks`
     /// blocks: split only when the grid alone would give the SMs fewer than 4 blocks each.
@@ -107,28 +153,12 @@ impl CudaBackend {
             _ => None,
         };
         // (entry point, outputs per block, reduced points per stage, shared bytes)
-        let prefix = match cl.form(eps) {
-            Some(CloudForm::Norm) => "pc_sinkstep_nf",
-            _ => "pc_sinkstep",
-        };
         let mma = self.tuning().small_d_mma;
-        let (kernel, per_block, kt, smem) = match (by_dim(prefix, cl.d, true), &tc_plan) {
+        let (kernel, per_block, kt, smem) = match (cl.form(eps), &tc_plan) {
             (None, Some((_, tl))) => (kernel_name::<T>(&tl.entry), PC_TC_BL, tl.stage, tl.smem),
-            // The norm form at d = 3 and 4 on split-TF32 MMAs: PC_TN_R tiles of 16 outputs a
-            // warp, stages in static shared memory.
-            (Some(_), _) if mma && prefix == "pc_sinkstep_nf" && matches!(cl.d, 3 | 4) => {
-                let base = format!("pc_sinkstep_tn_d{}", cl.d);
-                (kernel_name::<T>(&base), PC_BLOCK / 2 * PC_TN_R, PC_TN_KT, 0)
-            }
-            (Some((base, dmax)), _) => {
-                // Outputs per thread (TJ of the kernel's entry point).
-                let tj = match (prefix, dmax, T::PRECISION) {
-                    ("pc_sinkstep_nf", ..=2, Precision::F32) => 8,
-                    (_, ..=4, Precision::F32) => 4,
-                    _ => 2,
-                };
-                let smem = (dmax * PC_KT + PC_KT) * size;
-                (kernel_name::<T>(&base), PC_BLOCK * tj, PC_KT, smem)
+            (Some(form), _) => {
+                let s = SmallStep::choose(form, cl.d, T::PRECISION, mma);
+                (kernel_name::<T>(&s.entry), s.per_block, s.stage, s.smem)
             }
             (None, None) => {
                 let smem = (PC_DN_DC * (PC_DN_TL + PC_DN_TK) + 2 * PC_DN_TK) * size;
@@ -269,6 +299,52 @@ impl CudaBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn small_d_half_steps_take_their_kernels() {
+        use CloudForm::{Direct, Norm};
+        let f32 = Precision::F32;
+        // The MMA kernel: d = 3 and 4 of the f32 norm form only.
+        for d in [3, 4] {
+            let s = SmallStep::choose(Norm, d, f32, true);
+            assert_eq!(s.entry, format!("pc_sinkstep_tn_d{d}"));
+            assert_eq!((s.per_block, s.stage, s.smem), (512, 512, 0));
+            assert_eq!(
+                SmallStep::choose(Norm, d, f32, false).entry,
+                format!("pc_sinkstep_nf_d{d}")
+            );
+            assert_eq!(
+                SmallStep::choose(Direct, d, f32, true).entry,
+                format!("pc_sinkstep_d{d}")
+            );
+            assert_eq!(
+                SmallStep::choose(Direct, d, Precision::F64, true).entry,
+                format!("pc_sinkstep_d{d}")
+            );
+        }
+        // d = 1, 2: the FMA norm-form kernels, 8 outputs a thread; d = 3: 4, each with its
+        // stage of d coordinates and the column terms.
+        let s = SmallStep::choose(Norm, 2, f32, true);
+        assert_eq!(
+            s,
+            SmallStep {
+                entry: "pc_sinkstep_nf_d2".into(),
+                per_block: 2048,
+                stage: 128,
+                smem: 3 * 128 * 4
+            }
+        );
+        let s = SmallStep::choose(Norm, 3, f32, false);
+        assert_eq!((s.per_block, s.smem), (1024, 4 * 128 * 4));
+        // d ≤ 16: the d16 entry points, 2 outputs a thread; f64 takes 2 at every d.
+        let s = SmallStep::choose(Norm, 7, f32, true);
+        assert_eq!(
+            (s.entry.as_str(), s.per_block, s.smem),
+            ("pc_sinkstep_nf_d16", 512, 17 * 128 * 4)
+        );
+        let s = SmallStep::choose(Direct, 3, Precision::F64, true);
+        assert_eq!((s.per_block, s.smem), (512, 4 * 128 * 8));
+    }
 
     #[test]
     fn splits_fill_the_last_wave() {
