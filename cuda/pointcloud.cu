@@ -1347,6 +1347,23 @@ __device__ __forceinline__ void pc_mma(float (&d)[4], const u32 (&a)[4], const u
   pc_mma_c<HALF>(d, a, b, d);
 }
 
+// Output o of a tensor-core half-step (of B·L) from its row's sum S·2^M (M with the
+// −s·|p|² shift): ε·log μ_o − ε·ln 2·(M + log2 S), or split blockIdx.z's partials.
+__device__ __forceinline__ void pc_tc_put(float *__restrict__ out, float *__restrict__ part_m,
+                                          float *__restrict__ part_s,
+                                          const float *__restrict__ lm, long long o,
+                                          long long tot, float M, float S, float eps) {
+  if (gridDim.z == 1) {
+    const float lmv = lm[o];
+    out[o] = lmv == Num<float>::neg_inf()
+                 ? lmv
+                 : eps * lmv - eps * float(LOGOT_LN2) * (M + Num<float>::log2(S));
+  } else {
+    part_m[blockIdx.z * tot + o] = M;
+    part_s[blockIdx.z * tot + o] = S;
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // The norm form on tensor cores for d ≤ 4 (f32, |x−y|² of centred clouds): the half-step of
 // pc_sinkstep_nf_d*, with each thread's exponents formed by split-TF32 m16n8k8 MMAs instead
@@ -1639,16 +1656,8 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
         const float x = out_pts[(long long)u * L + l];
         n2 = fmaf(x, x, n2);
       }
-      const long long o = (long long)b * L + l;
-      const float mj = S > 0.0f ? M - s * n2 : ninf;
-      if (gridDim.z == 1) {
-        const float lmv = lm[o];
-        out[o] = lmv == ninf ? lmv : eps * lmv - eps * float(LOGOT_LN2) * (mj + Num<float>::log2(S));
-      } else {
-        const long long total = (long long)B * L;
-        part_m[z * total + o] = mj;
-        part_s[z * total + o] = S;
-      }
+      pc_tc_put(out, part_m, part_s, lm, (long long)b * L + l, (long long)B * L,
+                S > 0.0f ? M - s * n2 : ninf, S, eps);
     }
 }
 
@@ -1843,23 +1852,6 @@ __device__ __forceinline__ void pc_lazy_fold(float (&m)[MI][2], float (&sum)[MI]
       }
       sum[mi][h] = a;
     }
-}
-
-// Output o of a tensor-core half-step (of B·L) from its row's sum S·2^M (M with the
-// −s·|p|² shift): ε·log μ_o − ε·ln 2·(M + log2 S), or split blockIdx.z's partials.
-__device__ __forceinline__ void pc_tc_put(float *__restrict__ out, float *__restrict__ part_m,
-                                          float *__restrict__ part_s,
-                                          const float *__restrict__ lm, long long o,
-                                          long long tot, float M, float S, float eps) {
-  if (gridDim.z == 1) {
-    const float lmv = lm[o];
-    out[o] = lmv == Num<float>::neg_inf()
-                 ? lmv
-                 : eps * lmv - eps * float(LOGOT_LN2) * (M + Num<float>::log2(S));
-  } else {
-    part_m[blockIdx.z * tot + o] = M;
-    part_s[blockIdx.z * tot + o] = S;
-  }
 }
 
 template <bool ROOT, bool X3, bool RES, bool HALF>
