@@ -203,19 +203,20 @@ fn warpgroup_products_match_the_mma_sync_kernels() {
 /// Whole solves on otC1024's kind of clouds (uniform in [0, 1]^d, ε = 0.05, ten iterations
 /// from zero potentials, the `logot bench` problem at 2048 points a side) by the warpgroup
 /// kernels (resident at d = 128 and 256, streamed at 513 and 1024) and by `mma.sync`, in F16
-/// and in TF32 (TF32 is resident up to 128 only). The products
-/// are the same and exact in f32, and both kernels sum each stage's products from zero, so
-/// the potentials may differ only by the rounding of f32 sums whose largest terms are the
-/// rows' shifts, about `s·R²` bits (`s = log2(e)/ε`, `R²` the product of the clouds' largest
-/// centred norms: some 2700 bits at d = 1024 from zero potentials). Bound: 64 f32 ulps of
-/// that, `64·2^-24·s·R²·ln 2` in units of ε (3.7e-3 at d = 513, 7.1e-3 at 1024), and the
-/// distances within 4e-5 relative. Measured on an H200: 1.4e-3 to 3.1e-3 ε and 2.5e-6 to
-/// 8.9e-6 at d = 513 and 1024; on an H100, 4.3e-4 to 6.1e-4 ε at 128 (bound 1.07e-3) and
-/// 1.2e-3 at 256 (bound 1.98e-3), distances 1.3e-6 to 3.3e-6 (the resident kernels start
-/// their sums at the rows' shifts; at these widths it stays within the bound). The half-step tests cannot see a bias in those sums (their potentials keep the
-/// shifts small); a build whose streamed stages started the MMAs' truncating sums at
-/// −shift/s2 moved otC1024's first potential by 2.7e-3 with F16 and 5.7e-3 with TF32, and
-/// fails here in every case: 2.3e-2 to 1.6e-1 ε, distances 4.1e-4 to 4.7e-3 apart.
+/// and in TF32 (TF32 is resident up to 128 only). The products are the same and exact in
+/// f32, so the potentials may differ only by the rounding of f32 sums whose largest terms
+/// are the rows' shifts, about `s·R²` bits (`s = log2(e)/ε`, `R²` the product of the clouds'
+/// largest centred norms: some 2700 bits at d = 1024 from zero potentials). Bound: 64 f32
+/// ulps of that, `64·2^-24·s·R²·ln 2` in units of ε (1.07e-3 at d = 128, 1.98e-3 at 256,
+/// 3.7e-3 at 513, 7.1e-3 at 1024), and the distances within 4e-5 relative. The streamed
+/// kernels sum each stage's products from zero; the resident ones start them at the rows'
+/// shifts, over at most 16 MMA steps. Measured: on an H200, 1.4e-3 to 3.1e-3 ε and
+/// distances 2.5e-6 to 8.9e-6 apart at d = 513 and 1024; on an H100, 4.3e-4 to 6.1e-4 ε at
+/// 128, 1.2e-3 ε at 256, distances 1.3e-6 to 3.3e-6 apart. The half-step tests cannot see a
+/// bias in those sums (their potentials keep the shifts small); a build whose streamed
+/// stages started the MMAs' truncating sums at −shift/s2 moved otC1024's first potential by
+/// 2.7e-3 with F16 and 5.7e-3 with TF32, and fails here in every case: 2.3e-2 to 1.6e-1 ε,
+/// distances 4.1e-4 to 4.7e-3 apart.
 #[test]
 fn warpgroup_solves_match_the_mma_sync_kernels_from_zero_potentials() {
     use logot::problems::{ot_c, OTC_EPS};
