@@ -125,6 +125,14 @@ __device__ __forceinline__ void pc_chunk_cost(T (&c)[PC_CH], const T (&p)[DMAX],
 #ifndef PC_POLY
 #define PC_POLY 0 /* polynomial exponentials per thread and chunk, of TJ·PC_CH (f32) */
 #endif
+// The f32 kernels at d = 1 and 2 have issue slots to spare (about 4 and 5 a pair in the norm
+// form): PC_POLY_LOW of each thread's chunk by the polynomial. H100, otC10 (norm form,
+// session 16): d = 1 21.72–21.80 ms against 22.77–22.84 without, d = 2 23.65–23.74 against
+// 24.39–24.43; at d = 8 and 16 the same count was slower (92.9 against 81.3 ms, 165.3–165.7
+// against 148.8–148.9), so the other kernels keep PC_POLY.
+#ifndef PC_POLY_LOW
+#define PC_POLY_LOW 8
+#endif
 
 // 2^x by a polynomial on the FMA pipe (FlashAttention-3's trick for the exponential unit's
 // throughput): x clamped to [−127, 128], x = j + f with j = rint(x) (the 1.5·2^23 rounding
@@ -149,9 +157,9 @@ __device__ __forceinline__ float pc_exp2_poly(float x) {
   return __int_as_float(__float_as_int(p) + (__float_as_int(r) << 23));
 }
 
-// exp2 of pair `e` of a thread's chunk: the polynomial for the first PC_POLY (f32).
-template <typename T, int E> __device__ __forceinline__ T pc_exp2_pair(T x) {
-  if constexpr (sizeof(T) == 4 && E < PC_POLY) {
+// exp2 of pair `E` of a thread's chunk: the polynomial for the first POLY (f32).
+template <typename T, int E, int POLY> __device__ __forceinline__ T pc_exp2_pair(T x) {
+  if constexpr (sizeof(T) == 4 && E < POLY) {
     return pc_exp2_poly(x);
   } else {
     return Num<T>::exp2(x);
@@ -235,21 +243,21 @@ __device__ __forceinline__ void pc_chunk_args(T (&v)[PC_CH], const T (&pv)[PC_CH
   }
 }
 
-// acc + Σ_q exp2(v[q]) of output J's chunk (the first PC_POLY pairs of the thread's chunk
-// by the polynomial).
-template <typename T, int J>
+// acc + Σ_q exp2(v[q]) of output J's chunk (the first POLY pairs of the thread's chunk by
+// the polynomial).
+template <typename T, int J, int POLY>
 __device__ __forceinline__ T pc_chunk_sum(const T (&v)[PC_CH], T acc) {
   T cs = acc;
-  if constexpr (J * PC_CH < PC_POLY) {
+  if constexpr (J * PC_CH < POLY) {
     // Unrolled by pair index so that each one's exponential is chosen at compile time.
-    cs += pc_exp2_pair<T, J * PC_CH + 0>(v[0]);
-    cs += pc_exp2_pair<T, J * PC_CH + 1>(v[1]);
-    cs += pc_exp2_pair<T, J * PC_CH + 2>(v[2]);
-    cs += pc_exp2_pair<T, J * PC_CH + 3>(v[3]);
-    cs += pc_exp2_pair<T, J * PC_CH + 4>(v[4]);
-    cs += pc_exp2_pair<T, J * PC_CH + 5>(v[5]);
-    cs += pc_exp2_pair<T, J * PC_CH + 6>(v[6]);
-    cs += pc_exp2_pair<T, J * PC_CH + 7>(v[7]);
+    cs += pc_exp2_pair<T, J * PC_CH + 0, POLY>(v[0]);
+    cs += pc_exp2_pair<T, J * PC_CH + 1, POLY>(v[1]);
+    cs += pc_exp2_pair<T, J * PC_CH + 2, POLY>(v[2]);
+    cs += pc_exp2_pair<T, J * PC_CH + 3, POLY>(v[3]);
+    cs += pc_exp2_pair<T, J * PC_CH + 4, POLY>(v[4]);
+    cs += pc_exp2_pair<T, J * PC_CH + 5, POLY>(v[5]);
+    cs += pc_exp2_pair<T, J * PC_CH + 6, POLY>(v[6]);
+    cs += pc_exp2_pair<T, J * PC_CH + 7, POLY>(v[7]);
   } else {
 #pragma unroll
     for (int q = 0; q < PC_CH; ++q) cs += Num<T>::exp2(v[q]);
@@ -297,7 +305,8 @@ __device__ __forceinline__ void pc_chunk_add(T (&sum)[TJ], const T (&m)[TJ], con
   if constexpr (J < TJ) {
     T v[PC_CH];
     pc_chunk_args<T, DMAX, ROOT, NORM, (DMAX <= 4)>(v, pv, qv, p[J], sq, c0, d, m[J]);
-    sum[J] = pc_chunk_sum<T, J>(v, sum[J]);
+    constexpr int POLY = DMAX <= 2 ? PC_POLY_LOW : PC_POLY;
+    sum[J] = pc_chunk_sum<T, J, POLY>(v, sum[J]);
     pc_chunk_add<T, DMAX, TJ, ROOT, NORM, J + 1>(sum, m, pv, qv, p, sq, c0, d);
   }
 }
@@ -1387,8 +1396,26 @@ __device__ __forceinline__ void pc_tc_put(float *__restrict__ out, float *__rest
 // 6298–6307 against 6681; with 0, 2, 3, 5 and 6 polynomials 29.0–29.9, 26.5, 27.3, 27.7–28.2
 // and 29.7; 2 tiles a warp 28.8–29.1 (none) and 35.4–35.8 (4 of 8); d = 1 and 2 slower than
 // their FMA kernels (24.1 against 23.0, 29.2 against 24.5), so the host runs d = 3 and 4 here.
+//
+// The next stage's coordinates and column terms are copied into shared memory by cp.async
+// while the block sums the current one, so a stage change waits for no global load; and the
+// chunk loop stops at the slice's end, so the host may end slices at any 16 points
+// (fill_split in step.rs) without summing a padded stage. Session 16, same call each:
+// H100 otC10 25.39–25.61 ms against 26.01–26.21 without the copy, otCbig 6139.8–6140.9
+// against 6273.9–6280.2; H200 otC10 26.00–26.10 against 26.34–26.43, otCbig 6385.6 against
+// 6475.8 (6240.0 with 33 splits). Not kept (H100): 3 tiles a warp (80 registers, 3 blocks an
+// SM) and 2 (64, 4 blocks), slower at every polynomial count (otCbig 6490 and 6709 against
+// 6220 ms, d = 4 31.9–32.5 against 28.1–28.7; ncu: the exponential unit 64.7 % busy against
+// 66.8 %); the chunk loop unrolled by 1 (26.7 ms) or 4 (26.3; with the copy 28.0) at d = 3,
+// where d = 4 gains from 4 (27.27 against 28.01 with the copy; 29.13 with 2, H200).
 #define PC_TN_NOMASS (-4.2535295865117308e37f) /* −2^125: the column term without mass */
 #define PC_TN_R 4 /* m16 row tiles per warp of pc_sinkstep_tn */
+#ifndef PC_TN_UNROLL
+#define PC_TN_UNROLL 2 /* the chunk loop's unroll at d = 3 */
+#endif
+#ifndef PC_TN_UNROLL4
+#define PC_TN_UNROLL4 4 /* and at d = 4 */
+#endif
 #ifndef PC_TN_KT
 #define PC_TN_KT 512 /* reduced points per stage of pc_sinkstep_tn (256: 29.5–30.1 ms against 29.0–29.7) */
 #endif
@@ -1398,6 +1425,7 @@ __device__ __forceinline__ void pc_tc_put(float *__restrict__ out, float *__rest
 
 // Products per coordinate (4 while 4·D + 3 words fit two MMAs) and MMAs (k = 8 words each).
 template <int D> struct PcTn {
+  static constexpr int UNROLL = D == 3 ? PC_TN_UNROLL : PC_TN_UNROLL4;
   static constexpr int P = 4 * D + 3 <= 16 ? 4 : 3;
   static constexpr int NK = (P * D + 3 + 7) / 8;
   static constexpr int KW = 2 * NK; /* B words a lane reads per chunk */
@@ -1456,6 +1484,8 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
                                                     int L, float eps, int kslice) {
   constexpr int NK = PcTn<D>::NK, KW = PcTn<D>::KW, KT = PC_TN_KT;
   __shared__ __align__(16) float sb[KT / 8 * 32 * KW];
+  // The next stage's coordinates and column potentials, copied in while this one is summed.
+  __shared__ __align__(16) float raw[(D + 1) * KT];
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int b = blockIdx.y, z = blockIdx.z;
   const int kbeg = z * kslice, kend = min(K, kbeg + kslice);
@@ -1504,7 +1534,20 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
     sum[r][0] = sum[r][1] = 0.0f;
   }
   const float *pot = other + (long long)b * K;
+  auto fetch = [&](int k0) {
+    for (int e = threadIdx.x; e < KT; e += blockDim.x) {
+      const int k = k0 + e;
+      const bool in = k < kend;
+#pragma unroll
+      for (int u = 0; u < D; ++u)
+        cp_async4(raw + u * KT + e, in ? red_pts + (long long)u * K + k : red_pts, in ? 4 : 0);
+      cp_async4(raw + D * KT + e, in ? pot + k : pot, in ? 4 : 0);
+    }
+    cp_async_commit();
+  };
+  fetch(kbeg);
   for (int k0 = kbeg; k0 < kend; k0 += KT) {
+    cp_async_wait<0>();
     __syncthreads();
     for (int e = threadIdx.x; e < KT; e += blockDim.x) {
       const int k = k0 + e;
@@ -1512,12 +1555,12 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
       float yb[D], ys[D], q[3], n2 = 0.0f;
 #pragma unroll
       for (int u = 0; u < D; ++u) {
-        const float y = in ? red_pts[(long long)u * K + k] : 0.0f;
+        const float y = raw[u * KT + e];
         n2 = fmaf(y, y, n2);
         yb[u] = pc_tf32(y);
         ys[u] = pc_tf32(y - yb[u]);
       }
-      float qv = in ? s * (pot[k] - n2) : ninf;
+      float qv = in ? s * (raw[D * KT + e] - n2) : ninf;
       if (!(qv > PC_TN_NOMASS)) qv = PC_TN_NOMASS;  // no mass (−inf) or padding
       q[0] = pc_tf32(qv);
       const float r1 = qv - q[0];
@@ -1529,6 +1572,7 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
         col[(w & 3) * KW + 2 * (w >> 3) + ((w >> 2) & 1)] = pc_tn_word<D, false>(w, yb, ys, q);
     }
     __syncthreads();
+    if (k0 + KT < kend) fetch(k0 + KT);
     if (k0 == kbeg) {
       // First stage: each row's shift starts at the largest exponent of the first chunk
       // (over the four lanes of the row; PC_M0 when the chunk has no mass).
@@ -1547,12 +1591,14 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
         }
       }
     }
-    // Every chunk against the current shifts, no test; one test for the stage.
+    // Every chunk against the current shifts, no test; one test for the stage. Chunks past
+    // the slice's end (a last stage's padding) are not summed.
+    const int nc = min(KT, kend - k0 + 7) / 8;
     float before[R][2];
 #pragma unroll
     for (int r = 0; r < R; ++r) before[r][0] = sum[r][0], before[r][1] = sum[r][1];
-#pragma unroll 2
-    for (int c = 0; c < KT / 8; ++c) {
+#pragma unroll PcTn<D>::UNROLL
+    for (int c = 0; c < nc; ++c) {
       u32 w[KW];
       pc_tn_lds<KW>(w, sb, c, lane);
 #pragma unroll
@@ -1569,7 +1615,9 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
     float total = 0.0f;
 #pragma unroll
     for (int r = 0; r < R; ++r) total += sum[r][0] + sum[r][1];
-    if (!(total <= float(PC_LAZY_MAX))) {
+    // The MMAs below are warp-wide, so the whole warp takes the branch when any lane must
+    // (for the other lanes it changes nothing).
+    if (__any_sync(0xffffffffu, !(total <= float(PC_LAZY_MAX)))) {
       // A sum past PC_LAZY_MAX is renormalised exactly; one that overflowed is redone from
       // its value before the stage against the stage's largest exponent.
       bool redo[R][2], any = false;
@@ -1585,12 +1633,12 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
             set_shift(nm[r], h, float(ex) - nm[r][2 * h]);
           }
         }
-      if (any) {
+      if (__any_sync(0xffffffffu, any)) {
         float cm[R][2];
 #pragma unroll
         for (int r = 0; r < R; ++r) cm[r][0] = cm[r][1] = ninf;
 #pragma unroll 1
-        for (int c = 0; c < KT / 8; ++c) {
+        for (int c = 0; c < nc; ++c) {
           u32 w[KW];
           pc_tn_lds<KW>(w, sb, c, lane);
 #pragma unroll
@@ -1617,7 +1665,7 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
             }
           }
 #pragma unroll 1
-        for (int c = 0; c < KT / 8; ++c) {
+        for (int c = 0; c < nc; ++c) {
           u32 w[KW];
           pc_tn_lds<KW>(w, sb, c, lane);
 #pragma unroll
@@ -1662,9 +1710,9 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
 }
 
 // Entry points pc_sinkstep_tn_d{D}_f32: PC_STEP_ARGS (scale, root unread), PC_BLOCK threads,
-// 16·PC_TN_R outputs a warp, two blocks an SM (120 registers at d = 3).
+// 16·PC_TN_R outputs a warp, two blocks an SM (122 registers at d = 3, 126 at d = 4).
 #define PC_STEP_TN(D)                                                                        \
-  extern "C" __global__ void __launch_bounds__(PC_BLOCK, 2)                                  \
+  extern "C" __global__ void __launch_bounds__(PC_BLOCK, 2)                                 \
       pc_sinkstep_tn_d##D##_f32(PC_STEP_ARGS(float)) {                                         \
     PC_PAIR(out_pts, L, d);                                                                  \
     PC_PAIR(red_pts, K, d);                                                                  \

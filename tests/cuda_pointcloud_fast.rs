@@ -9,7 +9,7 @@
 //! * the choice of form: clouds 1e3 from the origin (centring makes the norm form exact
 //!   enough), one cloud 1e3 from the other and ε = 1e-3 (the norm form is refused);
 //! * the polynomial 2^x against f64 on a dense grid, and half-steps with every fast-path
-//!   exponential by the polynomial (`PC_POLY=32`);
+//!   exponential by the polynomial (`PC_POLY=32`, `PC_POLY_LOW=32`);
 //! * the split-TF32 MMA half-step of the norm form at d = 3 and 4 (`pc_sinkstep_tn`, the
 //!   default there) and the FMA kernels it replaces, with partial tiles, split reductions
 //!   and the stage test's renormalisations and redos.
@@ -367,7 +367,8 @@ fn polynomial_exp2_matches_f64() {
 }
 
 /// Half-steps with every fast-path exponential of the f32 kernels by the polynomial
-/// (`PC_POLY=32`, an NVRTC definition the tuning carries), against the CPU.
+/// (`PC_POLY=32` and, for d ≤ 2, `PC_POLY_LOW=32`: NVRTC definitions the tuning carries),
+/// against the CPU.
 #[test]
 fn polynomial_half_steps_match_the_cpu() {
     if gpu().is_none() {
@@ -375,7 +376,7 @@ fn polynomial_half_steps_match_the_cpu() {
     }
     let tuning = Tuning::default().with_build_vars(|k| std::env::var(k).ok());
     let tuning = Tuning {
-        nvrtc_defines: vec!["PC_POLY=32".into()],
+        nvrtc_defines: vec!["PC_POLY=32".into(), "PC_POLY_LOW=32".into()],
         ..tuning
     };
     let gpu = CudaBackend::with_tuning(0, tuning).unwrap();

@@ -30,6 +30,41 @@ pub(super) fn wave_split(blocks: usize, len_red: usize, slots: usize) -> (usize,
     (kslice, len_red.div_ceil(kslice).max(1))
 }
 
+/// Reduced points a slice of `pc_sinkstep_tn` is a multiple of: two chunks of 8 (its chunk
+/// loop is unrolled by 2 at d = 3).
+const PC_TN_GRANULE: usize = 16;
+
+/// `(kslice, splits)` for `blocks` blocks (all the same work) over `len_red` reduced points
+/// when the GPU holds `slots` blocks at once, for a kernel whose slices may end at any
+/// multiple of `granule` points: the fewest splits (at most 64, slices of at least two
+/// `PC_TN_KT` stages) whose waves are within 0.5 % of the fullest, at any block count; a
+/// last wave part full costs its share even after many. Measured on an H200 (session 16):
+/// otCbig (2048 blocks, 264 slots: 7.76 waves unsplit) 6385.6 ms unsplit against 6240.0 with
+/// 33 splits (256 full waves), and 6187.0–6190.9 with the 9 this picks (70 waves, 99.7 %
+/// full); otC10 (128 blocks) 25.88–26.10 ms with 2, 4, 8 and 33 splits (this picks 33),
+/// 26.21–26.32 with 16, 27.76–27.84 with 66 (slices of 1008 points). The partials cost
+/// 8 bytes an output a split, and many waves need none.
+pub(super) fn fill_split(
+    blocks: usize,
+    len_red: usize,
+    slots: usize,
+    granule: usize,
+) -> (usize, usize) {
+    let max_splits = (len_red / (2 * PC_TN_KT)).clamp(1, 64);
+    let slice = |s: usize| len_red.div_ceil(s).div_ceil(granule).max(1) * granule;
+    let efficiency = |s: usize| {
+        let total = (blocks * len_red.div_ceil(slice(s))) as f64;
+        let slots = slots.max(1) as f64;
+        total / ((total / slots).ceil() * slots)
+    };
+    let best = (1..=max_splits).map(efficiency).fold(0.0, f64::max);
+    let want = (1..=max_splits)
+        .find(|&s| efficiency(s) >= 0.995 * best)
+        .unwrap_or(1);
+    let kslice = slice(want);
+    (kslice, len_red.div_ceil(kslice).max(1))
+}
+
 /// The small-d half-step (`d ≤ PC_DMAX`) for a form, dimension and precision: its entry
 /// point (without the precision suffix), outputs per block, reduced points per stage and
 /// dynamic shared bytes.
@@ -39,6 +74,9 @@ pub(super) struct SmallStep {
     pub per_block: usize,
     pub stage: usize,
     pub smem: usize,
+    /// Where the kernel's reduction slices may end at any multiple of this many points (its
+    /// chunk loop stops at the slice's end): split by [`fill_split`], else by [`wave_split`].
+    pub slice_granule: Option<usize>,
 }
 
 impl SmallStep {
@@ -54,6 +92,7 @@ impl SmallStep {
                 per_block: PC_BLOCK / 2 * PC_TN_R,
                 stage: PC_TN_KT,
                 smem: 0,
+                slice_granule: Some(PC_TN_GRANULE),
             };
         }
         let prefix = match form {
@@ -72,6 +111,7 @@ impl SmallStep {
             per_block: PC_BLOCK * tj,
             stage: PC_KT,
             smem: (dmax * PC_KT + PC_KT) * size,
+            slice_granule: None,
         }
     }
 }
@@ -154,15 +194,25 @@ impl CudaBackend {
         };
         // (entry point, outputs per block, reduced points per stage, shared bytes)
         let mma = self.tuning().small_d_mma;
-        let (kernel, per_block, kt, smem) = match (cl.form(eps), &tc_plan) {
-            (None, Some((_, tl))) => (kernel_name::<T>(&tl.entry), PC_TC_BL, tl.stage, tl.smem),
+        let (kernel, per_block, kt, smem, slice_granule) = match (cl.form(eps), &tc_plan) {
+            (None, Some((_, tl))) => {
+                let entry = kernel_name::<T>(&tl.entry);
+                (entry, PC_TC_BL, tl.stage, tl.smem, None)
+            }
             (Some(form), _) => {
                 let s = SmallStep::choose(form, cl.d, T::PRECISION, mma);
-                (kernel_name::<T>(&s.entry), s.per_block, s.stage, s.smem)
+                let entry = kernel_name::<T>(&s.entry);
+                (entry, s.per_block, s.stage, s.smem, s.slice_granule)
             }
             (None, None) => {
                 let smem = (PC_DN_DC * (PC_DN_TL + PC_DN_TK) + 2 * PC_DN_TK) * size;
-                (kernel_name::<T>("pc_sinkstep_dn"), PC_DN_TL, PC_DN_TK, smem)
+                (
+                    kernel_name::<T>("pc_sinkstep_dn"),
+                    PC_DN_TL,
+                    PC_DN_TK,
+                    smem,
+                    None,
+                )
             }
         };
         let gx = len_out.div_ceil(per_block);
@@ -172,7 +222,17 @@ impl CudaBackend {
                 format!("{batch} problems exceed the launch grid (65535)"),
             ));
         }
-        let (kslice, splits) = if cl.d <= PC_DMAX {
+        let (kslice, splits) = if let Some(granule) = slice_granule {
+            match self.blocks_per_sm(&kernel, smem) {
+                Some(r) if r >= 1 => fill_split(
+                    gx * batch,
+                    len_red,
+                    self.inner.sm_count * r as usize,
+                    granule,
+                ),
+                _ => self.cloud_split(gx * batch, len_red, kt),
+            }
+        } else if cl.d <= PC_DMAX {
             self.wave_split(&kernel, smem, gx * batch, len_red)
         } else {
             self.cloud_split(gx * batch, len_red, kt)
@@ -309,6 +369,7 @@ mod tests {
             let s = SmallStep::choose(Norm, d, f32, true);
             assert_eq!(s.entry, format!("pc_sinkstep_tn_d{d}"));
             assert_eq!((s.per_block, s.stage, s.smem), (512, 512, 0));
+            assert_eq!(s.slice_granule, Some(16));
             assert_eq!(
                 SmallStep::choose(Norm, d, f32, false).entry,
                 format!("pc_sinkstep_nf_d{d}")
@@ -331,7 +392,8 @@ mod tests {
                 entry: "pc_sinkstep_nf_d2".into(),
                 per_block: 2048,
                 stage: 128,
-                smem: 3 * 128 * 4
+                smem: 3 * 128 * 4,
+                slice_granule: None,
             }
         );
         let s = SmallStep::choose(Norm, 3, f32, false);
@@ -344,6 +406,35 @@ mod tests {
         );
         let s = SmallStep::choose(Direct, 3, Precision::F64, true);
         assert_eq!((s.per_block, s.smem), (512, 4 * 128 * 8));
+    }
+
+    #[test]
+    fn fine_slices_fill_every_wave() {
+        // otCbig on an H100 or H200 (132 SMs × 2 blocks): 2048 blocks are 7.76 waves; 9
+        // slices of 116512 points make 70 waves, 99.7 % full.
+        assert_eq!(fill_split(2048, 1 << 20, 264, 16), (116_512, 9));
+        // otC10: 128 blocks; 33 slices of 2000 points fill 16 waves exactly.
+        assert_eq!(fill_split(128, 65536, 264, 16), (2000, 33));
+        // Short reductions: slices of at least two stages; a tiny one is not split.
+        assert_eq!(fill_split(1, 3000, 264, 16), (1504, 2));
+        assert_eq!(fill_split(1, 100, 264, 16), (112, 1));
+        // Every choice covers the reduction once, in whole granules, and is within 0.5 % of
+        // the fullest waves that any split count up to 64 gives.
+        for (blocks, len, slots) in [(7, 300_000, 264), (64, 1 << 20, 396), (1024, 1 << 20, 264)] {
+            let (kslice, splits) = fill_split(blocks, len, slots, 16);
+            assert!(kslice % 16 == 0 && kslice * splits >= len && kslice * (splits - 1) < len);
+            let fill = |n: usize| {
+                let total = (blocks * n) as f64;
+                total / ((total / slots as f64).ceil() * slots as f64)
+            };
+            let best = (1..=64)
+                .map(|s| fill(len.div_ceil(len.div_ceil(s).div_ceil(16) * 16)))
+                .fold(0.0, f64::max);
+            assert!(
+                fill(splits) >= 0.995 * best,
+                "{blocks} {len}: {splits} splits"
+            );
+        }
     }
 
     #[test]
