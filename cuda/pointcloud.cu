@@ -1712,7 +1712,7 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
 // Entry points pc_sinkstep_tn_d{D}_f32: PC_STEP_ARGS (scale, root unread), PC_BLOCK threads,
 // 16·PC_TN_R outputs a warp, two blocks an SM (122 registers at d = 3, 126 at d = 4).
 #define PC_STEP_TN(D)                                                                        \
-  extern "C" __global__ void __launch_bounds__(PC_BLOCK, 2)                                 \
+  extern "C" __global__ void __launch_bounds__(PC_BLOCK, 2)                                  \
       pc_sinkstep_tn_d##D##_f32(PC_STEP_ARGS(float)) {                                         \
     PC_PAIR(out_pts, L, d);                                                                  \
     PC_PAIR(red_pts, K, d);                                                                  \

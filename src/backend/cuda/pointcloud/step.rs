@@ -18,10 +18,7 @@ pub(super) fn wave_split(blocks: usize, len_red: usize, slots: usize) -> (usize,
     } else {
         (len_red / (4 * PC_KT)).clamp(1, 64)
     };
-    let efficiency = |s: usize| {
-        let (total, slots) = ((blocks * s) as f64, slots.max(1) as f64);
-        total / ((total / slots).ceil() * slots)
-    };
+    let efficiency = |s: usize| wave_fill(blocks * s, slots);
     let best = (1..=max_splits).map(efficiency).fold(0.0, f64::max);
     let want = (1..=max_splits)
         .find(|&s| efficiency(s) >= 0.95 * best)
@@ -30,8 +27,16 @@ pub(super) fn wave_split(blocks: usize, len_red: usize, slots: usize) -> (usize,
     (kslice, len_red.div_ceil(kslice).max(1))
 }
 
-/// Reduced points a slice of `pc_sinkstep_tn` is a multiple of: two chunks of 8 (its chunk
-/// loop is unrolled by 2 at d = 3).
+/// The busy share of the GPU's block slots over the waves that run `total` equal blocks on
+/// `slots` slots (the last wave may be part full).
+fn wave_fill(total: usize, slots: usize) -> f64 {
+    let (total, slots) = (total as f64, slots.max(1) as f64);
+    total / ((total / slots).ceil() * slots)
+}
+
+/// Reduced points a slice of `pc_sinkstep_tn` is a multiple of. The kernel takes a slice of
+/// any length (its stage loader pads, its chunk loop stops at the last chunk of 8 that holds
+/// a point); 16 keeps slices whole pairs of chunks.
 const PC_TN_GRANULE: usize = 16;
 
 /// `(kslice, splits)` for `blocks` blocks (all the same work) over `len_red` reduced points
@@ -52,11 +57,7 @@ pub(super) fn fill_split(
 ) -> (usize, usize) {
     let max_splits = (len_red / (2 * PC_TN_KT)).clamp(1, 64);
     let slice = |s: usize| len_red.div_ceil(s).div_ceil(granule).max(1) * granule;
-    let efficiency = |s: usize| {
-        let total = (blocks * len_red.div_ceil(slice(s))) as f64;
-        let slots = slots.max(1) as f64;
-        total / ((total / slots).ceil() * slots)
-    };
+    let efficiency = |s: usize| wave_fill(blocks * len_red.div_ceil(slice(s)), slots);
     let best = (1..=max_splits).map(efficiency).fold(0.0, f64::max);
     let want = (1..=max_splits)
         .find(|&s| efficiency(s) >= 0.995 * best)
@@ -130,20 +131,28 @@ impl CudaBackend {
         (kslice, len_red.div_ceil(kslice))
     }
 
-    /// `(kslice, splits)` of a small-d half-step (`kernel`, `smem` dynamic shared bytes) of
-    /// `blocks` blocks over `len_red` reduced points: [`wave_split`] with the kernel's
-    /// resident blocks per SM from the driver (the splits of [`Self::cloud_split`] if it
-    /// cannot say).
+    /// `(kslice, splits)` of a small-d half-step (`kernel`, `smem` dynamic shared bytes,
+    /// stages of `kt` points) of `blocks` blocks over `len_red` reduced points: with the
+    /// kernel's resident blocks per SM from the driver, [`fill_split`] where its slices may
+    /// end at any multiple of `slice_granule` points, else [`wave_split`]; the splits of
+    /// [`Self::cloud_split`] if the driver cannot say.
     pub(super) fn wave_split(
         &self,
         kernel: &str,
         smem: usize,
         blocks: usize,
         len_red: usize,
+        kt: usize,
+        slice_granule: Option<usize>,
     ) -> (usize, usize) {
-        match self.blocks_per_sm(kernel, smem) {
-            Some(r) if r >= 1 => wave_split(blocks, len_red, self.inner.sm_count * r as usize),
-            _ => self.cloud_split(blocks, len_red, PC_KT),
+        match (self.blocks_per_sm(kernel, smem), slice_granule) {
+            (Some(r), Some(granule)) if r >= 1 => {
+                fill_split(blocks, len_red, self.inner.sm_count * r as usize, granule)
+            }
+            (Some(r), None) if r >= 1 => {
+                wave_split(blocks, len_red, self.inner.sm_count * r as usize)
+            }
+            _ => self.cloud_split(blocks, len_red, kt),
         }
     }
 
@@ -222,18 +231,8 @@ impl CudaBackend {
                 format!("{batch} problems exceed the launch grid (65535)"),
             ));
         }
-        let (kslice, splits) = if let Some(granule) = slice_granule {
-            match self.blocks_per_sm(&kernel, smem) {
-                Some(r) if r >= 1 => fill_split(
-                    gx * batch,
-                    len_red,
-                    self.inner.sm_count * r as usize,
-                    granule,
-                ),
-                _ => self.cloud_split(gx * batch, len_red, kt),
-            }
-        } else if cl.d <= PC_DMAX {
-            self.wave_split(&kernel, smem, gx * batch, len_red)
+        let (kslice, splits) = if cl.d <= PC_DMAX {
+            self.wave_split(&kernel, smem, gx * batch, len_red, kt, slice_granule)
         } else {
             self.cloud_split(gx * batch, len_red, kt)
         };
