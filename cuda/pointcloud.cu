@@ -136,23 +136,33 @@ __device__ __forceinline__ void pc_chunk_cost(T (&c)[PC_CH], const T (&p)[DMAX],
 
 // 2^x by a polynomial on the FMA pipe (FlashAttention-3's trick for the exponential unit's
 // throughput): x clamped to [−127, 128], x = j + f with j = rint(x) (the 1.5·2^23 rounding
-// constant leaves j in the low mantissa bits), 2^f on [−1/2, 1/2] by a degree-5 polynomial
-// with p(0) = 1 (Lawson minimax of the relative error, 9.1e-8 in exact arithmetic), and j
-// added to the exponent field. Relative error 1.7e-7 (2.8·2^-24, measured in an f32
-// emulation over 2·10^7 arguments in [−126, 64]; tests/cuda_pointcloud_fast.rs checks
-// ≤ 4·2^-24 on the GPU up to 128); below −126 the result is a denormal or 0 (absolute error
-// < 2^-126), −inf and x ≤ −127 give +0; x ≥ 128 gives +inf as MUFU.EX2 does (the clamp
-// makes f = 0 and p = 1, and 127 + 128 in the exponent field is the bit pattern of +inf),
-// which the stage test reads as an overflow. NaN gives 2^−127 (callers never pass one).
-__device__ __forceinline__ float pc_exp2_poly(float x) {
+// constant leaves j in the low mantissa bits), 2^f on [−1/2, 1/2] by a polynomial of degree
+// DEG with p(0) = 1 (Lawson minimax of the relative error), and j added to the exponent
+// field. Relative error, measured in an f32 emulation over 2·10^7 arguments in [−126, 64]:
+// DEG = 5 1.7e-7 (2.8·2^-24; 9.1e-8 in exact arithmetic), DEG = 4 2.9e-6 (2.8e-6 exact, one
+// FMA fewer); tests/cuda_pointcloud_fast.rs checks ≤ 4·2^-24 and ≤ 3.2e-6 on the GPU up to
+// 128. Below −126 the result is a denormal or 0 (absolute error < 2^-126), −inf and
+// x ≤ −127 give +0; x ≥ 128 gives +inf as MUFU.EX2 does (the clamp makes f = 0 and p = 1,
+// and 127 + 128 in the exponent field is the bit pattern of +inf), which the stage test
+// reads as an overflow. NaN gives 2^−127 (callers never pass one).
+template <int DEG = 5> __device__ __forceinline__ float pc_exp2_poly(float x) {
+  static_assert(DEG == 4 || DEG == 5, "degree 4 or 5");
   x = fminf(fmaxf(x, -127.0f), 128.0f);
   const float r = x + 12582912.0f;
   const float f = x - (r - 12582912.0f);
-  float p = 0.0013264728477224708f;
-  p = fmaf(p, f, 0.009671512991189957f);
-  p = fmaf(p, f, 0.05550733581185341f);
-  p = fmaf(p, f, 0.24022242426872253f);
-  p = fmaf(p, f, 0.6931470036506653f);
+  float p;
+  if constexpr (DEG == 5) {
+    p = 0.0013264728477224708f;
+    p = fmaf(p, f, 0.009671512991189957f);
+    p = fmaf(p, f, 0.05550733581185341f);
+    p = fmaf(p, f, 0.24022242426872253f);
+    p = fmaf(p, f, 0.6931470036506653f);
+  } else {
+    p = 0.00958283618092537f;
+    p = fmaf(p, f, 0.05590641498565674f);
+    p = fmaf(p, f, 0.24024099111557007f);
+    p = fmaf(p, f, 0.6931241750717163f);
+  }
   p = fmaf(p, f, 1.0f);
   return __int_as_float(__float_as_int(p) + (__float_as_int(r) << 23));
 }
@@ -1128,10 +1138,10 @@ __device__ __forceinline__ void pc_rows_dn_body(
 // entry points below take their own).
 PC_ALL(float, f32, 4, 3, 2, 3)
 PC_ALL(double, f64, 2, 1, 1, 1)
-// pc_exp2_poly on n arguments (for the tests of the polynomial).
-extern "C" __global__ void pc_exp2_poly_f32(const float *x, float *y, int n) {
+// pc_exp2_poly of degree `deg` (4, else 5) on n arguments (for the tests of the polynomial).
+extern "C" __global__ void pc_exp2_poly_f32(const float *x, float *y, int n, int deg) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-    y[i] = pc_exp2_poly(x[i]);
+    y[i] = deg == 4 ? pc_exp2_poly<4>(x[i]) : pc_exp2_poly<5>(x[i]);
 }
 // d ≤ 2: 8 outputs per thread at 2 blocks per SM (128 registers) halve the shared loads per
 // pair: otC10 at d = 1 took 22.98 ms against 23.77 ms with 4 outputs at 4 blocks, at d = 2
@@ -1373,29 +1383,73 @@ __device__ __forceinline__ void pc_tc_put(float *__restrict__ out, float *__rest
   }
 }
 
+// f16(a) in the high and f16(b) in the low half of a word (round to nearest even,
+// subnormals kept), and a word's two halves back to f32.
+__device__ __forceinline__ u32 pc_f16x2(float a, float b) {
+  u32 r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(a), "f"(b));
+  return r;
+}
+__device__ __forceinline__ float2 pc_f16x2_back(u32 w) {
+  unsigned short hi, lo;
+  float a, b;
+  asm("mov.b32 {%0, %1}, %2;" : "=h"(lo), "=h"(hi) : "r"(w));
+  asm("cvt.f32.f16 %0, %1;" : "=f"(a) : "h"(hi));
+  asm("cvt.f32.f16 %0, %1;" : "=f"(b) : "h"(lo));
+  return make_float2(a, b);
+}
+
+// v rounded to f16 (nearest even, subnormals kept) and back to f32.
+__device__ __forceinline__ float pc_f16_round(float v) {
+  unsigned short h;
+  float r;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+  asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(h));
+  return r;
+}
+
 // ---------------------------------------------------------------------------------------
 // The norm form on tensor cores for d ≤ 4 (f32, |x−y|² of centred clouds): the half-step of
-// pc_sinkstep_nf_d*, with each thread's exponents formed by split-TF32 m16n8k8 MMAs instead
-// of d FMAs a pair, so that a pair costs an exponential and an add:
-//   v_lk − m_l = A_l·B_k + C_l,  A_l = (x'b, x'b, x's, x's, 1, 1, 1),
-//                                B_k = (yb, ys, yb, ys, qb, qs, qt),
-// with x' = 2s·x split as x'b = tf32(x'), x's = tf32(x' − x'b) (y likewise), the column term
-// q_k = s·(other_k − |y_k|²) in three TF32 parts that sum to it exactly, and C_l = −m_l, the
-// row's shift, as the MMA's accumulator input. The four products of a coordinate are
-// (x'b + x's)(yb + ys) exactly (d = 4 drops x's·ys, 2^-22 of |x'||y|), and each of x'b + x's,
-// yb + ys is within 2^-22 of its f32 value; the products are exact in f32 and summed with
-// the tensor core's f32 accumulation. Lane (g, t) of warp w keeps rows 16·r + g and
-// 16·r + g + 8 of its R tiles (A fragments: word 8·j + t and 8·j + t + 4 of each row, for the
-// NK MMAs j), and reads its B fragments of a chunk of 8 columns (column g, words 8·j + t and
-// 8·j + t + 4) with one shared load; the four lanes of a row each sum their own two columns
-// of every chunk against their own shifts, raised lazily as in pc_fold_stage, and merge by
-// shuffles at the end. Outputs and split partials as pc_sinkstep_body. PC_TN_POLY of each
-// thread's 16 exponentials a chunk go to the FMA pipe (the loop has 2.8 issues a pair, so
-// that pipe has room). Measured on an H100 (benches/README.md, session 15): otC10 25.76–26.23
-// ms against the FMA kernel's 26.57–26.76 in one call, d = 4 28.21 against 30.05, otCbig
-// 6298–6307 against 6681; with 0, 2, 3, 5 and 6 polynomials 29.0–29.9, 26.5, 27.3, 27.7–28.2
-// and 29.7; 2 tiles a warp 28.8–29.1 (none) and 35.4–35.8 (4 of 8); d = 1 and 2 slower than
-// their FMA kernels (24.1 against 23.0, 29.2 against 24.5), so the host runs d = 3 and 4 here.
+// pc_sinkstep_nf_d*, with each thread's exponents formed by one split-f16 m16n8k16 MMA a
+// tile instead of d FMAs a pair, so that a pair costs an exponential and an add:
+//   v_lk − m_l = A_l·B_k + C_l,  A_l = (x'b, x'b, x's, x's, 2^15, 2^4, 2^-7, 0),
+//                                B_k = (yb, ys, yb, ys, q0,   q1,  q2,   0),
+// with x' = 2s·x/S and y·S (S = 2^a from the host, `scale`, balancing the two clouds'
+// largest |coordinate|) split as x'b = f16(x'), x's = f16(x' − x'b) (y likewise); the column
+// term q_k = s·(other_k − |y_k|²) in three f16 parts q0 = f16(q/2^15), q1 = f16(r1/2^4),
+// q2 = f16(r2·2^7) of the exact remainders r1 = q − 2^15·q0, r2 = r1 − 2^4·q1, which leave
+// at most 2^-34·|q| + 2^-32 (for |q| < 2^29, far past f32's use for v; a column without
+// mass takes PC_TN_NOMASS, below every shift, and q is clamped to 2^30); and
+// C_l = −m_l, the row's shift, as the MMA's accumulator input. The four products of a
+// coordinate are (x'b + x's)(yb + ys) exactly (d = 4 drops x's·ys, 2^-22 of |x'||y|), each
+// of x'b + x's, yb + ys is within 2^-22 of its f32 value and 2^-25 of 0 (f16 subnormals;
+// the host's norm-form bound keeps |x'|, |y·S| below 2^5, far inside f16's range); the
+// products are exact in f32 and summed with the tensor core's f32 accumulation. Lane (g, t)
+// of warp w keeps rows 16·r + g and 16·r + g + 8 of its R tiles (A fragment: words 2t, 2t+1
+// and 2t+8, 2t+9 of each row, two f16 a register), and reads its B fragment of a chunk of 8
+// columns (column g, the same words) with one 8-byte shared load; the four lanes of a row
+// each sum their own two columns of every chunk against their own shifts, raised lazily as
+// in pc_fold_stage, and merge by shuffles at the end. Outputs and split partials as
+// pc_sinkstep_body. PC_TN_POLY of each thread's 16 exponentials a chunk go to the FMA pipe
+// by the degree-4 polynomial (2.9e-6 relative, on a quarter of the rows). Measured on an
+// H100 (benches/README.md, session 15, split TF32 on two m16n8k8 MMAs, the degree-5
+// polynomial): otC10 25.76–26.23 ms against the FMA kernel's 26.57–26.76 in one call, d = 4
+// 28.21 against 30.05, otCbig 6298–6307 against 6681; with 0, 2, 3, 5 and 6 polynomials
+// 29.0–29.9, 26.5, 27.3, 27.7–28.2 and 29.7; 2 tiles a warp 28.8–29.1 (none) and 35.4–35.8
+// (4 of 8); d = 1 and 2 slower than their FMA kernels (24.1 against 23.0, 29.2 against
+// 24.5), so the host runs d = 3 and 4 here.
+//
+// Split f16 on one m16n8k16 MMA a tile and the degree-4 polynomial (session 17; H200, call
+// 54, against split TF32 on two m16n8k8 and degree 5 in the same call): the sm_90 loop has
+// 153 instructions for 32 pairs a thread against 169 (8 HMMA and 8 FFMA fewer), 96
+// registers against 122, 24 KiB of static shared memory against 40. otC10 22.40–22.48 ms
+// against 25.74–25.94 (1.15×; f16 alone 23.45–23.61), d = 4 23.37–23.44 against 27.89–27.92
+// (1.19×), otCbig 5413.4–5413.7 against 6241.6–6241.8 (1.15×). Then (call 55, each
+// against the build above): stages of 1024 points at d = 3, 21.65–21.75 ms against
+// 22.16–22.21 (d = 4 gains as much, 22.48, but needs 52 KiB of static shared memory), and
+// the chunk loop unrolled by 2 at d = 4, 22.47–22.49 against 23.21. Not kept: 5
+// polynomials (24.08–24.14 ms) and 3 (22.81–22.90), 3 blocks an SM (80 registers with
+// spills: 24.55–24.68), unroll 4 at d = 3 (22.37–22.50).
 //
 // The next stage's coordinates and column terms are copied into shared memory by cp.async
 // while the block sums the current one, so a stage change waits for no global load; and the
@@ -1407,32 +1461,40 @@ __device__ __forceinline__ void pc_tc_put(float *__restrict__ out, float *__rest
 // SM) and 2 (64, 4 blocks), slower at every polynomial count (otCbig 6490 and 6709 against
 // 6220 ms, d = 4 31.9–32.5 against 28.1–28.7; ncu: the exponential unit 64.7 % busy against
 // 66.8 %); the chunk loop unrolled by 1 (26.7 ms) or 4 (26.3; with the copy 28.0) at d = 3,
-// where d = 4 gains from 4 (27.27 against 28.01 with the copy; 29.13 with 2, H200).
-#define PC_TN_NOMASS (-4.2535295865117308e37f) /* −2^125: the column term without mass */
+// where d = 4 gained from 4 then (27.27 against 28.01 with the copy; 29.13 with 2, H200).
+#define PC_TN_NOMASS (-2146435072.0f) /* −65504·2^15: the column term without mass */
+#define PC_TN_QMAX 1073741824.0f      /* 2^30: the largest |q| of a column with mass */
+#define PC_TN_M0 (-1073741824.0f)    /* −2^30: a first shift, above every massless term */
 #define PC_TN_R 4 /* m16 row tiles per warp of pc_sinkstep_tn */
 #ifndef PC_TN_UNROLL
 #define PC_TN_UNROLL 2 /* the chunk loop's unroll at d = 3 */
 #endif
 #ifndef PC_TN_UNROLL4
-#define PC_TN_UNROLL4 4 /* and at d = 4 */
+#define PC_TN_UNROLL4 2 /* and at d = 4 */
 #endif
+// Reduced points per stage of pc_sinkstep_tn at d = 4, and at d = 3 (its 48 KiB of static
+// shared memory; at d = 4 the same 1024 would take 52 KiB).
 #ifndef PC_TN_KT
-#define PC_TN_KT 512 /* reduced points per stage of pc_sinkstep_tn (256: 29.5–30.1 ms against 29.0–29.7) */
+#define PC_TN_KT 512
+#endif
+#ifndef PC_TN_KT3
+#define PC_TN_KT3 1024
 #endif
 #ifndef PC_TN_POLY
-#define PC_TN_POLY 4 /* of a thread's 4·R exponentials a chunk, by pc_exp2_poly */
+#define PC_TN_POLY 4 /* of a thread's 4·R exponentials a chunk, by pc_exp2_poly<4> */
 #endif
 
-// Products per coordinate (4 while 4·D + 3 words fit two MMAs) and MMAs (k = 8 words each).
+
+// Products per coordinate: 4 while 4·D + 3 words fit the MMA's 16.
 template <int D> struct PcTn {
   static constexpr int UNROLL = D == 3 ? PC_TN_UNROLL : PC_TN_UNROLL4;
+  static constexpr int KT = D == 3 ? PC_TN_KT3 : PC_TN_KT;
   static constexpr int P = 4 * D + 3 <= 16 ? 4 : 3;
-  static constexpr int NK = (P * D + 3 + 7) / 8;
-  static constexpr int KW = 2 * NK; /* B words a lane reads per chunk */
+  static_assert(P * D + 3 <= 16, "one m16n8k16 MMA a tile");
 };
 
-// Word k of A (own point, parts b, s of x') or of B (reduced point, parts b, s of y and the
-// three parts of q), 0 past the used words.
+// Word k of A (own point: parts b, s of x', and the scales of q's parts as `q`) or of B
+// (reduced point: parts b, s of y, and q's three parts), 0 past the used words.
 template <int D, bool ROW>
 __device__ __forceinline__ float pc_tn_word(int k, const float (&b)[D], const float (&s)[D],
                                             const float (&q)[3]) {
@@ -1447,30 +1509,27 @@ __device__ __forceinline__ float pc_tn_word(int k, const float (&b)[D], const fl
   }
 #pragma unroll
   for (int e = 0; e < 3; ++e)
-    if (k == P * D + e) r = ROW ? 1.0f : q[e];
+    if (k == P * D + e) r = q[e];
   return r;
 }
 
-// D = A·B + C over the NK MMAs of one tile.
-template <int NK>
-__device__ __forceinline__ void pc_tn_mma(float (&d)[4], const u32 (&a)[NK][4], const u32 *b,
-                                          const float (&c)[4]) {
-  pc_mma_c<false>(d, a[0], b, c);
-#pragma unroll
-  for (int j = 1; j < NK; ++j) pc_mma<false>(d, a[j], b + 2 * j);
+// Words k and k + 1 (f16 values) as one fragment register, word k in the low half.
+template <int D, bool ROW>
+__device__ __forceinline__ u32 pc_tn_pair(int k, const float (&b)[D], const float (&s)[D],
+                                          const float (&q)[3]) {
+  return pc_f16x2(pc_tn_word<D, ROW>(k + 1, b, s, q), pc_tn_word<D, ROW>(k, b, s, q));
 }
 
-// The B words of a lane for chunk `c` of the stage.
-template <int KW>
-__device__ __forceinline__ void pc_tn_lds(u32 (&w)[KW], const float *sb, int c, int lane) {
-  const float *p = sb + (c * 32 + lane) * KW;
-  if constexpr (KW == 4) {
-    const uint4 v = *reinterpret_cast<const uint4 *>(p);
-    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
-  } else {
-    const uint2 v = *reinterpret_cast<const uint2 *>(p);
-    w[0] = v.x, w[1] = v.y;
-  }
+// D = A·B + C on one tile.
+__device__ __forceinline__ void pc_tn_mma(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2],
+                                          const float (&c)[4]) {
+  pc_mma_c<true>(d, a, b, c);
+}
+
+// The B fragment of a lane for chunk `c` of the stage.
+__device__ __forceinline__ void pc_tn_lds(u32 (&w)[2], const u32 *sb, int c, int lane) {
+  const uint2 v = *reinterpret_cast<const uint2 *>(sb + (c * 32 + lane) * 2);
+  w[0] = v.x, w[1] = v.y;
 }
 
 template <int D, int R>
@@ -1481,9 +1540,9 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
                                                     float *__restrict__ out,
                                                     float *__restrict__ part_m,
                                                     float *__restrict__ part_s, int B, int K,
-                                                    int L, float eps, int kslice) {
-  constexpr int NK = PcTn<D>::NK, KW = PcTn<D>::KW, KT = PC_TN_KT;
-  __shared__ __align__(16) float sb[KT / 8 * 32 * KW];
+                                                    int L, float eps, float bal, int kslice) {
+  constexpr int KT = PcTn<D>::KT;
+  __shared__ __align__(16) u32 sb[KT / 8 * 32 * 2];
   // The next stage's coordinates and column potentials, copied in while this one is summed.
   __shared__ __align__(16) float raw[(D + 1) * KT];
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -1491,9 +1550,10 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
   const int kbeg = z * kslice, kend = min(K, kbeg + kslice);
   const float s = float(LOGOT_LOG2E) / eps, ninf = Num<float>::neg_inf();
   const int row0 = blockIdx.x * (PC_BLOCK / 2 * R) + (threadIdx.x >> 5) * 16 * R + g;
-  const float q0[3] = {0.0f, 0.0f, 0.0f};
-  // A fragments: a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4) of each MMA j.
-  u32 a[R][NK][4];
+  // The scales of q's three parts, and of the own points' coordinates.
+  const float qscale[3] = {32768.0f, 16.0f, 0.0078125f}, xscale = 2.0f * s / bal;
+  // A fragments: a0 (g, 2t..2t+1), a1 (g+8, 2t..), a2 (g, 2t+8..), a3 (g+8, 2t+8..).
+  u32 a[R][4];
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -1502,19 +1562,16 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
       float xb[D], xs[D];
 #pragma unroll
       for (int u = 0; u < D; ++u) {
-        const float x = l < L ? out_pts[(long long)u * L + l] * (2.0f * s) : 0.0f;
-        xb[u] = pc_tf32(x);
-        xs[u] = pc_tf32(x - xb[u]);
+        const float x = l < L ? out_pts[(long long)u * L + l] * xscale : 0.0f;
+        xb[u] = pc_f16_round(x);
+        xs[u] = pc_f16_round(x - xb[u]);
       }
       // `opaque` is 0, but the compiler cannot tell: the words that are the same in every
       // row (the 1s and 0s) stay in registers of their own, not one shared value copied
       // into each fragment at every use.
       const u32 opaque = K < 0 ? (u32)l : 0u;
-#pragma unroll
-      for (int j = 0; j < NK; ++j) {
-        a[r][j][h] = __float_as_uint(pc_tn_word<D, true>(8 * j + t, xb, xs, q0)) | opaque;
-        a[r][j][2 + h] = __float_as_uint(pc_tn_word<D, true>(8 * j + t + 4, xb, xs, q0)) | opaque;
-      }
+      a[r][h] = pc_tn_pair<D, true>(2 * t, xb, xs, qscale) | opaque;
+      a[r][2 + h] = pc_tn_pair<D, true>(2 * t + 8, xb, xs, qscale) | opaque;
     }
   // nm: the C operand, −m of row g (0, 1) and g + 8 (2, 3) of each tile; sums of this lane's
   // columns.
@@ -1557,37 +1614,40 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
       for (int u = 0; u < D; ++u) {
         const float y = raw[u * KT + e];
         n2 = fmaf(y, y, n2);
-        yb[u] = pc_tf32(y);
-        ys[u] = pc_tf32(y - yb[u]);
+        yb[u] = pc_f16_round(y * bal);
+        ys[u] = pc_f16_round(fmaf(y, bal, -yb[u]));
       }
       float qv = in ? s * (raw[D * KT + e] - n2) : ninf;
       if (!(qv > PC_TN_NOMASS)) qv = PC_TN_NOMASS;  // no mass (−inf) or padding
-      q[0] = pc_tf32(qv);
-      const float r1 = qv - q[0];
-      q[1] = pc_tf32(r1);
-      q[2] = pc_tf32(r1 - q[1]);
-      float *col = sb + (e >> 3) * 32 * KW + (e & 7) * 4 * KW;
+      qv = fminf(qv, PC_TN_QMAX);
+      q[0] = pc_f16_round(qv * (1.0f / 32768.0f));
+      const float r1 = fmaf(q[0], -32768.0f, qv);
+      q[1] = pc_f16_round(r1 * 0.0625f);
+      q[2] = pc_f16_round(fmaf(q[1], -16.0f, r1) * 128.0f);
+      // Column e of chunk e / 8 is n = e % 8 of its lanes 4n + t: words 2t, 2t+1 and 2t+8,
+      // 2t+9 of the point.
+      u32 *col = sb + ((e >> 3) * 32 + (e & 7) * 4) * 2;
 #pragma unroll
-      for (int w = 0; w < 8 * NK; ++w)
-        col[(w & 3) * KW + 2 * (w >> 3) + ((w >> 2) & 1)] = pc_tn_word<D, false>(w, yb, ys, q);
+      for (int w = 0; w < 8; ++w)
+        col[(w & 3) * 2 + (w >> 2)] = pc_tn_pair<D, false>(2 * w, yb, ys, q);
     }
     __syncthreads();
     if (k0 + KT < kend) fetch(k0 + KT);
     if (k0 == kbeg) {
       // First stage: each row's shift starts at the largest exponent of the first chunk
       // (over the four lanes of the row; PC_M0 when the chunk has no mass).
-      u32 w[KW];
-      pc_tn_lds<KW>(w, sb, 0, lane);
+      u32 w[2];
+      pc_tn_lds(w, sb, 0, lane);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         float v[4];
-        pc_tn_mma<NK>(v, a[r], w, zero);
+        pc_tn_mma(v, a[r], w, zero);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           float cm = fmaxf(v[2 * h], v[2 * h + 1]);
           cm = fmaxf(cm, __shfl_xor_sync(0xffffffffu, cm, 1));
           cm = fmaxf(cm, __shfl_xor_sync(0xffffffffu, cm, 2));
-          set_shift(nm[r], h, fmaxf(cm, PC_M0));
+          set_shift(nm[r], h, fmaxf(cm, PC_TN_M0));
         }
       }
     }
@@ -1599,15 +1659,15 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
     for (int r = 0; r < R; ++r) before[r][0] = sum[r][0], before[r][1] = sum[r][1];
 #pragma unroll PcTn<D>::UNROLL
     for (int c = 0; c < nc; ++c) {
-      u32 w[KW];
-      pc_tn_lds<KW>(w, sb, c, lane);
+      u32 w[2];
+      pc_tn_lds(w, sb, c, lane);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         float v[4];
-        pc_tn_mma<NK>(v, a[r], w, nm[r]);
+        pc_tn_mma(v, a[r], w, nm[r]);
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const float x = (4 * r + e < PC_TN_POLY) ? pc_exp2_poly(v[e]) : Num<float>::exp2(v[e]);
+          const float x = (4 * r + e < PC_TN_POLY) ? pc_exp2_poly<4>(v[e]) : Num<float>::exp2(v[e]);
           sum[r][e >> 1] += x;
         }
       }
@@ -1639,12 +1699,12 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
         for (int r = 0; r < R; ++r) cm[r][0] = cm[r][1] = ninf;
 #pragma unroll 1
         for (int c = 0; c < nc; ++c) {
-          u32 w[KW];
-          pc_tn_lds<KW>(w, sb, c, lane);
+          u32 w[2];
+          pc_tn_lds(w, sb, c, lane);
 #pragma unroll
           for (int r = 0; r < R; ++r) {
             float v[4];
-            pc_tn_mma<NK>(v, a[r], w, zero);
+            pc_tn_mma(v, a[r], w, zero);
 #pragma unroll
             for (int e = 0; e < 4; ++e) cm[r][e >> 1] = fmaxf(cm[r][e >> 1], v[e]);
           }
@@ -1666,12 +1726,12 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
           }
 #pragma unroll 1
         for (int c = 0; c < nc; ++c) {
-          u32 w[KW];
-          pc_tn_lds<KW>(w, sb, c, lane);
+          u32 w[2];
+          pc_tn_lds(w, sb, c, lane);
 #pragma unroll
           for (int r = 0; r < R; ++r) {
             float v[4];
-            pc_tn_mma<NK>(v, a[r], w, nm[r]);
+            pc_tn_mma(v, a[r], w, nm[r]);
 #pragma unroll
             for (int e = 0; e < 4; ++e) add[r][e >> 1] += Num<float>::exp2(v[e]);
           }
@@ -1717,26 +1777,10 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
     PC_PAIR(out_pts, L, d);                                                                  \
     PC_PAIR(red_pts, K, d);                                                                  \
     pc_sinkstep_tn_body<D, PC_TN_R>(out_pts, red_pts, other, lm, out, part_m, part_s, B, K,  \
-                                    L, eps, kslice);                                         \
+                                    L, eps, scale, kslice);                                  \
   }
 PC_STEP_TN(3)
 PC_STEP_TN(4)
-
-// f16(a) in the high and f16(b) in the low half of a word (round to nearest even,
-// subnormals kept), and a word's two halves back to f32.
-__device__ __forceinline__ u32 pc_f16x2(float a, float b) {
-  u32 r;
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(a), "f"(b));
-  return r;
-}
-__device__ __forceinline__ float2 pc_f16x2_back(u32 w) {
-  unsigned short hi, lo;
-  float a, b;
-  asm("mov.b32 {%0, %1}, %2;" : "=h"(lo), "=h"(hi) : "r"(w));
-  asm("cvt.f32.f16 %0, %1;" : "=f"(a) : "h"(hi));
-  asm("cvt.f32.f16 %0, %1;" : "=f"(b) : "h"(lo));
-  return make_float2(a, b);
-}
 
 // Structure-of-arrays coordinates (pts[t·len + i], `B` clouds one after the other) to
 // point-major parts padded with zeros to dp words: TF32, big[(b·len + i)·dp + t] =

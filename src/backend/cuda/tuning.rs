@@ -51,12 +51,11 @@ pub struct Tuning {
     /// TF32 34.4–34.5 against 57.
     pub warpgroup_mma: bool,
     /// The f32 norm-form point-cloud half-step at d = 3 and 4 (`|x − y|²` of centred
-    /// clouds) by split-TF32 `mma.sync` (`pc_sinkstep_tn_d*`: an exponential and an add a
+    /// clouds) by split-f16 `mma.sync` (`pc_sinkstep_tn_d*`: an exponential and an add a
     /// pair, a quarter of the exponentials on the FMA pipe) instead of d FMAs a pair
-    /// (`pc_sinkstep_nf_d*`). On an H100 (one call, session 15), otC10 took 25.76–26.23 ms
-    /// against 26.57–26.76, at d = 4 28.21 against 30.05, otCbig 6298–6307 against 6681; on an
-    /// H200 with the stage copy and the filled waves (session 16), otC10 25.89–26.03 against
-    /// 27.53–27.64.
+    /// (`pc_sinkstep_nf_d*`). On an H200 (session 17, call 55, same call), otC10 took
+    /// 22.16–22.21 ms against the FMA kernel's 27.61 (21.70–21.73 with the stages of 1024
+    /// points landed after, call 56).
     pub small_d_mma: bool,
     /// Print each fused launch's shape, and each point-cloud half-step's kernel, grid,
     /// split and blocks an SM, to standard error.

@@ -17,7 +17,7 @@
 //!     `|x − y|²`, where the rounding bound of [`CloudForm::norm_error_bound`] allows) the
 //!     norm form `q_k + Σ_t x'_t·y_t` with `q_k = s·(other_k − |y_k|²)` per stage and the
 //!     row term `−s·|x_l|²` taken out of the log-sum-exp: `d` FMAs per pair (at d = 3 and
-//!     4, split-TF32 MMAs instead, `pc_sinkstep_tn`: 512 outputs a block, an exponential and
+//!     4, split-f16 MMAs instead, `pc_sinkstep_tn`: 512 outputs a block, an exponential and
 //!     an add a pair, [`Tuning::small_d_mma`](super::Tuning::small_d_mma)). When the grid
 //!     is short of a few waves the reduction is split so that the last wave is nearly full
 //!     ([`wave_split`], from the kernel's occupancy).
@@ -131,8 +131,11 @@ const PC_BLOCK: usize = define(Module::PointCloud.source(), "PC_BLOCK");
 const PC_KT: usize = define(Module::PointCloud.source(), "PC_KT");
 /// Row tiles of 16 outputs per warp of the d = 3, 4 MMA half-step (`pc_sinkstep_tn`).
 const PC_TN_R: usize = define(Module::PointCloud.source(), "PC_TN_R");
-/// Reduced points per stage of `pc_sinkstep_tn`.
+/// Reduced points per stage of `pc_sinkstep_tn` at d = 4 (2·`PC_TN_KT` is the shortest
+/// slice `fill_split` makes).
 const PC_TN_KT: usize = define(Module::PointCloud.source(), "PC_TN_KT");
+/// Reduced points per stage of `pc_sinkstep_tn` at d = 3.
+const PC_TN_KT3: usize = define(Module::PointCloud.source(), "PC_TN_KT3");
 /// Largest dimension and number of `plan_apply` channels the kernels are compiled for.
 const PC_DMAX: usize = define(Module::PointCloud.source(), "PC_DMAX");
 /// Output points per block of the any-d kernels.
@@ -256,6 +259,48 @@ impl<T: CudaReal> CudaCloud<T> {
         let s = std::f64::consts::LOG2_E / eps.f64();
         T::of(if self.root { s } else { s.sqrt() })
     }
+
+    /// The power of two `2^a` by which `pc_sinkstep_tn` scales its f16 operands on `side`:
+    /// the output cloud enters as `2s·x/2^a`, the reduced one as `y·2^a` (their products
+    /// unchanged). See [`f16_balance`].
+    fn f16_balance(&self, side: Side, eps: T) -> T {
+        let (out, red) = match side {
+            Side::Row => self.sq_radii,
+            Side::Col => (self.sq_radii.1, self.sq_radii.0),
+        };
+        let s = std::f64::consts::LOG2_E / eps.f64();
+        T::of(f16_balance(2.0 * s * out.sqrt(), red.sqrt()))
+    }
+}
+
+/// `2^a` for operands of largest magnitudes `x` (divided by it) and `y` (multiplied): the
+/// integer `a` nearest `log2(x/y)/2`, so that both come out near `√(x·y)`, moved where
+/// one would exceed 2^14 (f16's largest value is 65504), and within ±100. Both are at most
+/// 2^14 whenever `x·y ≤ 2^27`; the norm form's error bound ([`CloudForm::choose`]) keeps
+/// `2s·|x|·|y|` below 2^9.
+pub(super) fn f16_balance(x: f64, y: f64) -> f64 {
+    let lx = if x > 0.0 && x.is_finite() {
+        x.log2()
+    } else {
+        f64::NAN
+    };
+    let ly = if y > 0.0 && y.is_finite() {
+        y.log2()
+    } else {
+        f64::NAN
+    };
+    let mut a = match (lx.is_nan(), ly.is_nan()) {
+        (false, false) => (0.5 * (lx - ly)).round(),
+        _ => 0.0,
+    };
+    // x/2^a ≤ 2^14 and y·2^a ≤ 2^14 (the upper limit wins when the two conflict).
+    if !lx.is_nan() {
+        a = a.max((lx - 14.0).ceil());
+    }
+    if !ly.is_nan() {
+        a = a.min((14.0 - ly).floor());
+    }
+    a.clamp(-100.0, 100.0).exp2()
 }
 
 /// Kernel family for dimension `d`: (base name, compiled maximum dimension), or `None`
@@ -522,10 +567,18 @@ impl CudaBackend {
         }
     }
 
-    /// `2^x` for each `x` by the polynomial that replaces some of the half-step's `MUFU.EX2`
-    /// exponentials (`pc_exp2_poly` in cuda/pointcloud.cu). For tests; not part of the API.
+    /// `2^x` for each `x` by the polynomial of `degree` 4 or 5 that replaces some of the
+    /// half-steps' `MUFU.EX2` exponentials (`pc_exp2_poly` in cuda/pointcloud.cu; degree 4
+    /// in `pc_sinkstep_tn`, 5 in the FMA kernels). For tests; not part of the API.
     #[doc(hidden)]
-    pub fn exp2_poly(&self, x: &[f32]) -> Result<Vec<f32>> {
+    pub fn exp2_poly(&self, x: &[f32], degree: usize) -> Result<Vec<f32>> {
+        if !matches!(degree, 4 | 5) {
+            return Err(Error::parameter(
+                "degree",
+                degree,
+                "the polynomials have degree 4 or 5",
+            ));
+        }
         let n = x.len();
         to_i32(n, "x")?;
         if n == 0 {
@@ -534,12 +587,12 @@ impl CudaBackend {
         let xd = self.upload_slice(x, "the arguments")?;
         let y = self.alloc::<f32>(n, "the exponentials")?;
         let blocks = self.stride_blocks(n, 256, 8);
-        // SAFETY: pc_exp2_poly_f32(x, y, n) reads and writes n floats.
+        // SAFETY: pc_exp2_poly_f32(x, y, n, deg) reads and writes n floats.
         unsafe {
             self.launch(
                 "pc_exp2_poly_f32",
                 Launch::linear(blocks, 256),
-                (self.ptr(&xd), self.ptr(&y), n as i32),
+                (self.ptr(&xd), self.ptr(&y), n as i32, degree as i32),
             )
         }?;
         self.download_slice(&y, n, "the exponentials")

@@ -41,8 +41,8 @@ const PC_TN_GRANULE: usize = 16;
 
 /// `(kslice, splits)` for `blocks` blocks (all the same work) over `len_red` reduced points
 /// when the GPU holds `slots` blocks at once, for a kernel whose slices may end at any
-/// multiple of `granule` points: the fewest splits (at most 64, slices of at least two
-/// `PC_TN_KT` stages) whose waves are within 0.5 % of the fullest, at any block count; a
+/// multiple of `granule` points: the fewest splits (at most 64, slices of at least
+/// 2·`PC_TN_KT` points) whose waves are within 0.5 % of the fullest, at any block count; a
 /// last wave part full costs its share even after many. Measured on an H200 (session 16):
 /// otCbig (2048 blocks, 264 slots: 7.76 waves unsplit) 6385.6 ms unsplit against 6240.0 with
 /// 33 splits (256 full waves), and 6187.0–6190.9 with the 9 this picks (70 waves, 99.7 %
@@ -78,10 +78,13 @@ pub(super) struct SmallStep {
     /// Where the kernel's reduction slices may end at any multiple of this many points (its
     /// chunk loop stops at the slice's end): split by [`fill_split`], else by [`wave_split`].
     pub slice_granule: Option<usize>,
+    /// Whether the kernel's `scale` argument is the f16 operands' balance
+    /// ([`CudaCloud::f16_balance`]) rather than [`CudaCloud::scale`].
+    pub f16_balance: bool,
 }
 
 impl SmallStep {
-    /// The norm form at d = 3 and 4 in f32 on split-TF32 MMAs when `mma` (`PC_TN_R` tiles of
+    /// The norm form at d = 3 and 4 in f32 on split-f16 MMAs when `mma` (`PC_TN_R` tiles of
     /// 16 outputs a warp, its stages in static shared memory; at d = 1 and 2 the FMA kernels
     /// were faster), else the FMA kernel of the form with its outputs per thread (TJ of the
     /// entry point).
@@ -91,9 +94,10 @@ impl SmallStep {
             return SmallStep {
                 entry: format!("pc_sinkstep_tn_d{d}"),
                 per_block: PC_BLOCK / 2 * PC_TN_R,
-                stage: PC_TN_KT,
+                stage: if d == 3 { PC_TN_KT3 } else { PC_TN_KT },
                 smem: 0,
                 slice_granule: Some(PC_TN_GRANULE),
+                f16_balance: true,
             };
         }
         let prefix = match form {
@@ -113,6 +117,7 @@ impl SmallStep {
             stage: PC_KT,
             smem: (dmax * PC_KT + PC_KT) * size,
             slice_granule: None,
+            f16_balance: false,
         }
     }
 }
@@ -203,6 +208,7 @@ impl CudaBackend {
         };
         // (entry point, outputs per block, reduced points per stage, shared bytes)
         let mma = self.tuning().small_d_mma;
+        let mut scale = cl.scale(eps);
         let (kernel, per_block, kt, smem, slice_granule) = match (cl.form(eps), &tc_plan) {
             (None, Some((_, tl))) => {
                 let entry = kernel_name::<T>(&tl.entry);
@@ -210,6 +216,9 @@ impl CudaBackend {
             }
             (Some(form), _) => {
                 let s = SmallStep::choose(form, cl.d, T::PRECISION, mma);
+                if s.f16_balance {
+                    scale = cl.f16_balance(side, eps);
+                }
                 let entry = kernel_name::<T>(&s.entry);
                 (entry, s.per_block, s.stage, s.smem, s.slice_granule)
             }
@@ -313,10 +322,7 @@ impl CudaBackend {
                         cfg,
                         Join(
                             (po, pr),
-                            Join(
-                                shared,
-                                (cl.d as i32, eps, cl.scale(eps), kslice, root, cl.pair()),
-                            ),
+                            Join(shared, (cl.d as i32, eps, scale, kslice, root, cl.pair())),
                         ),
                     )
                 }?,
@@ -367,8 +373,10 @@ mod tests {
         for d in [3, 4] {
             let s = SmallStep::choose(Norm, d, f32, true);
             assert_eq!(s.entry, format!("pc_sinkstep_tn_d{d}"));
-            assert_eq!((s.per_block, s.stage, s.smem), (512, 512, 0));
+            let stage = if d == 3 { 1024 } else { 512 };
+            assert_eq!((s.per_block, s.stage, s.smem), (512, stage, 0));
             assert_eq!(s.slice_granule, Some(16));
+            assert!(s.f16_balance);
             assert_eq!(
                 SmallStep::choose(Norm, d, f32, false).entry,
                 format!("pc_sinkstep_nf_d{d}")
@@ -393,6 +401,7 @@ mod tests {
                 stage: 128,
                 smem: 3 * 128 * 4,
                 slice_granule: None,
+                f16_balance: false,
             }
         );
         let s = SmallStep::choose(Norm, 3, f32, false);
@@ -405,6 +414,30 @@ mod tests {
         );
         let s = SmallStep::choose(Direct, 3, Precision::F64, true);
         assert_eq!((s.per_block, s.smem), (512, 4 * 128 * 8));
+    }
+
+    #[test]
+    fn f16_operands_meet_near_the_geometric_mean_inside_f16s_range() {
+        // Both near √(x·y): 2^10 and 1 meet at 2^5; 3 and 3 are left as they are.
+        assert_eq!(f16_balance(1024.0, 1.0), 32.0);
+        assert_eq!(f16_balance(3.0, 3.0), 1.0);
+        assert_eq!(f16_balance(1.0, 1024.0), 1.0 / 32.0);
+        // One side 0 (a cloud at its centre): the other brought to at most 2^14.
+        assert_eq!(f16_balance(1e6, 0.0), 64.0);
+        assert_eq!(f16_balance(0.0, 1e6), 1.0 / 64.0);
+        assert_eq!(f16_balance(0.0, 0.0), 1.0);
+        assert_eq!(f16_balance(f64::NAN, 2.0), 1.0);
+        // Every product up to 2^27 fits: both ≤ 2^14, and the scale is a power of two.
+        for (x, y) in [
+            (1e-9, 1e9),
+            (5e3, 2.6e4),
+            (2.0f64.powi(27), 1.0),
+            (7.3, 1e-30),
+        ] {
+            let b = f16_balance(x, y);
+            assert_eq!(b.log2().fract(), 0.0, "{x} {y}: {b}");
+            assert!(x / b <= 16384.0 && y * b <= 16384.0, "{x} {y}: {b}");
+        }
     }
 
     #[test]
