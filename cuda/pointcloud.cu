@@ -1520,12 +1520,6 @@ __device__ __forceinline__ u32 pc_tn_pair(int k, const float (&b)[D], const floa
   return pc_f16x2(pc_tn_word<D, ROW>(k + 1, b, s, q), pc_tn_word<D, ROW>(k, b, s, q));
 }
 
-// D = A·B + C on one tile.
-__device__ __forceinline__ void pc_tn_mma(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2],
-                                          const float (&c)[4]) {
-  pc_mma_c<true>(d, a, b, c);
-}
-
 // The B fragment of a lane for chunk `c` of the stage.
 __device__ __forceinline__ void pc_tn_lds(u32 (&w)[2], const u32 *sb, int c, int lane) {
   const uint2 v = *reinterpret_cast<const uint2 *>(sb + (c * 32 + lane) * 2);
@@ -1641,7 +1635,7 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         float v[4];
-        pc_tn_mma(v, a[r], w, zero);
+        pc_mma_c<true>(v, a[r], w, zero);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           float cm = fmaxf(v[2 * h], v[2 * h + 1]);
@@ -1664,7 +1658,7 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         float v[4];
-        pc_tn_mma(v, a[r], w, nm[r]);
+        pc_mma_c<true>(v, a[r], w, nm[r]);
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const float x = (4 * r + e < PC_TN_POLY) ? pc_exp2_poly<4>(v[e]) : Num<float>::exp2(v[e]);
@@ -1704,7 +1698,7 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
 #pragma unroll
           for (int r = 0; r < R; ++r) {
             float v[4];
-            pc_tn_mma(v, a[r], w, zero);
+            pc_mma_c<true>(v, a[r], w, zero);
 #pragma unroll
             for (int e = 0; e < 4; ++e) cm[r][e >> 1] = fmaxf(cm[r][e >> 1], v[e]);
           }
@@ -1731,7 +1725,7 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
 #pragma unroll
           for (int r = 0; r < R; ++r) {
             float v[4];
-            pc_tn_mma(v, a[r], w, nm[r]);
+            pc_mma_c<true>(v, a[r], w, nm[r]);
 #pragma unroll
             for (int e = 0; e < 4; ++e) add[r][e >> 1] += Num<float>::exp2(v[e]);
           }
@@ -1770,7 +1764,7 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
 }
 
 // Entry points pc_sinkstep_tn_d{D}_f32: PC_STEP_ARGS (scale, root unread), PC_BLOCK threads,
-// 16·PC_TN_R outputs a warp, two blocks an SM (122 registers at d = 3, 126 at d = 4).
+// 16·PC_TN_R outputs a warp, two blocks an SM (96 registers at d = 3, 104 at d = 4).
 #define PC_STEP_TN(D)                                                                        \
   extern "C" __global__ void __launch_bounds__(PC_BLOCK, 2)                                  \
       pc_sinkstep_tn_d##D##_f32(PC_STEP_ARGS(float)) {                                         \

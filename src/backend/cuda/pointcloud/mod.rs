@@ -279,25 +279,17 @@ impl<T: CudaReal> CudaCloud<T> {
 /// 2^14 whenever `x·y ≤ 2^27`; the norm form's error bound ([`CloudForm::choose`]) keeps
 /// `2s·|x|·|y|` below 2^9.
 pub(super) fn f16_balance(x: f64, y: f64) -> f64 {
-    let lx = if x > 0.0 && x.is_finite() {
-        x.log2()
-    } else {
-        f64::NAN
-    };
-    let ly = if y > 0.0 && y.is_finite() {
-        y.log2()
-    } else {
-        f64::NAN
-    };
-    let mut a = match (lx.is_nan(), ly.is_nan()) {
-        (false, false) => (0.5 * (lx - ly)).round(),
+    let log2 = |v: f64| (v > 0.0 && v.is_finite()).then(|| v.log2());
+    let (lx, ly) = (log2(x), log2(y));
+    let mut a = match (lx, ly) {
+        (Some(lx), Some(ly)) => (0.5 * (lx - ly)).round(),
         _ => 0.0,
     };
     // x/2^a ≤ 2^14 and y·2^a ≤ 2^14 (the upper limit wins when the two conflict).
-    if !lx.is_nan() {
+    if let Some(lx) = lx {
         a = a.max((lx - 14.0).ceil());
     }
-    if !ly.is_nan() {
+    if let Some(ly) = ly {
         a = a.min((14.0 - ly).floor());
     }
     a.clamp(-100.0, 100.0).exp2()
