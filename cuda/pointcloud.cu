@@ -1451,6 +1451,15 @@ __device__ __forceinline__ float pc_f16_round(float v) {
 // polynomials (24.08–24.14 ms) and 3 (22.81–22.90), 3 blocks an SM (80 registers with
 // spills: 24.55–24.68), unroll 4 at d = 3 (22.37–22.50).
 //
+// Where it stands (session 18, H200): ncu on the otC10 launch reads the SM clock at 1.80 GHz,
+// the exponential unit 79.8 % of its peak, issue 69.7 %, the FMA pipe 43 %; every variant
+// below was slower than this kernel's 21.6–21.9 ms in the same calls (1, 2 and 4): the next
+// chunk's MMAs issued before this chunk's exponentials (23.3), each chunk's exponentials
+// added one chunk later (23.1), the degree-3 polynomial (22.0; with 5 of 16 22.35), the
+// polynomials spread over the tiles (21.70, the same), 20 warps an SM in blocks of 128 with
+// 512-point stages (22.45–22.76, against 22.35–22.48 for 16 warps with the same stages).
+// ex2.approx.f16x2 is two MUFU.EX2.F16 on sm_90a, no faster.
+//
 // The next stage's coordinates and column terms are copied into shared memory by cp.async
 // while the block sums the current one, so a stage change waits for no global load; and the
 // chunk loop stops at the slice's end, so the host may end slices at any 16 points
@@ -1524,6 +1533,26 @@ __device__ __forceinline__ u32 pc_tn_pair(int k, const float (&b)[D], const floa
 __device__ __forceinline__ void pc_tn_lds(u32 (&w)[2], const u32 *sb, int c, int lane) {
   const uint2 v = *reinterpret_cast<const uint2 *>(sb + (c * 32 + lane) * 2);
   w[0] = v.x, w[1] = v.y;
+}
+
+// Every chunk c < nc of the stage in `sb`: v = A_r·B_c + C_r for each of the R tiles, then
+// f(r, e, v[e]) for its four entries (the chunk loop unrolled by UNROLL).
+template <int UNROLL, int R, typename F>
+__device__ __forceinline__ void pc_tn_chunks(int nc, const u32 *sb, int lane,
+                                             const u32 (&a)[R][4], const float (&c)[R][4],
+                                             F &&f) {
+#pragma unroll UNROLL
+  for (int k = 0; k < nc; ++k) {
+    u32 w[2];
+    pc_tn_lds(w, sb, k, lane);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float v[4];
+      pc_mma_c<true>(v, a[r], w, c[r]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) f(r, e, v[e]);
+    }
+  }
 }
 
 template <int D, int R>
@@ -1651,21 +1680,9 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
     float before[R][2];
 #pragma unroll
     for (int r = 0; r < R; ++r) before[r][0] = sum[r][0], before[r][1] = sum[r][1];
-#pragma unroll PcTn<D>::UNROLL
-    for (int c = 0; c < nc; ++c) {
-      u32 w[2];
-      pc_tn_lds(w, sb, c, lane);
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        float v[4];
-        pc_mma_c<true>(v, a[r], w, nm[r]);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float x = (4 * r + e < PC_TN_POLY) ? pc_exp2_poly<4>(v[e]) : Num<float>::exp2(v[e]);
-          sum[r][e >> 1] += x;
-        }
-      }
-    }
+    pc_tn_chunks<PcTn<D>::UNROLL>(nc, sb, lane, a, nm, [&](int r, int e, float v) {
+      sum[r][e >> 1] += 4 * r + e < PC_TN_POLY ? pc_exp2_poly<4>(v) : Num<float>::exp2(v);
+    });
     float total = 0.0f;
 #pragma unroll
     for (int r = 0; r < R; ++r) total += sum[r][0] + sum[r][1];
@@ -1688,21 +1705,12 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
           }
         }
       if (__any_sync(0xffffffffu, any)) {
-        float cm[R][2];
+        float cm[R][2], unshifted[R][4] = {};
 #pragma unroll
         for (int r = 0; r < R; ++r) cm[r][0] = cm[r][1] = ninf;
-#pragma unroll 1
-        for (int c = 0; c < nc; ++c) {
-          u32 w[2];
-          pc_tn_lds(w, sb, c, lane);
-#pragma unroll
-          for (int r = 0; r < R; ++r) {
-            float v[4];
-            pc_mma_c<true>(v, a[r], w, zero);
-#pragma unroll
-            for (int e = 0; e < 4; ++e) cm[r][e >> 1] = fmaxf(cm[r][e >> 1], v[e]);
-          }
-        }
+        pc_tn_chunks<1>(nc, sb, lane, a, unshifted, [&](int r, int e, float v) {
+          cm[r][e >> 1] = fmaxf(cm[r][e >> 1], v);
+        });
         float add[R][2];
 #pragma unroll
         for (int r = 0; r < R; ++r)
@@ -1718,18 +1726,9 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
               }
             }
           }
-#pragma unroll 1
-        for (int c = 0; c < nc; ++c) {
-          u32 w[2];
-          pc_tn_lds(w, sb, c, lane);
-#pragma unroll
-          for (int r = 0; r < R; ++r) {
-            float v[4];
-            pc_mma_c<true>(v, a[r], w, nm[r]);
-#pragma unroll
-            for (int e = 0; e < 4; ++e) add[r][e >> 1] += Num<float>::exp2(v[e]);
-          }
-        }
+        pc_tn_chunks<1>(nc, sb, lane, a, nm, [&](int r, int e, float v) {
+          add[r][e >> 1] += Num<float>::exp2(v);
+        });
 #pragma unroll
         for (int r = 0; r < R; ++r)
 #pragma unroll

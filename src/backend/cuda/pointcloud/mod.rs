@@ -256,7 +256,7 @@ impl<T: CudaReal> CudaCloud<T> {
     /// The factor that turns coordinates into ones whose squared (or plain) distance is
     /// `c·log2(e)/ε`.
     fn scale(&self, eps: T) -> T {
-        let s = std::f64::consts::LOG2_E / eps.f64();
+        let s = exponent_scale(eps.f64());
         T::of(if self.root { s } else { s.sqrt() })
     }
 
@@ -268,9 +268,16 @@ impl<T: CudaReal> CudaCloud<T> {
             Side::Row => self.sq_radii,
             Side::Col => (self.sq_radii.1, self.sq_radii.0),
         };
-        let s = std::f64::consts::LOG2_E / eps.f64();
-        T::of(f16_balance(2.0 * s * out.sqrt(), red.sqrt()))
+        T::of(f16_balance(
+            2.0 * exponent_scale(eps.f64()) * out.sqrt(),
+            red.sqrt(),
+        ))
     }
+}
+
+/// `s = log2(e)/ε`: the kernels take exponents in base 2, `c·s` for a cost `c`.
+fn exponent_scale(eps: f64) -> f64 {
+    std::f64::consts::LOG2_E / eps
 }
 
 /// `2^a` for operands of largest magnitudes `x` (divided by it) and `y` (multiplied): the
