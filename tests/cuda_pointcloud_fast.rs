@@ -260,6 +260,19 @@ fn solve<T: Real, B: Backend<T>>(
     (r.distance[0].f64(), c.converged, c.iterations)
 }
 
+/// Weights in [0.5, 1.5) from seed `seed`, `mu[zero.0]` and `nu[zero.1]` set to 0, each
+/// normalised to mass 1.
+fn weights(n: usize, m: usize, seed: u64, zero: (usize, usize)) -> (Array1<f64>, Array1<f64>) {
+    let mut r = Lcg(seed);
+    let mut mu = Array1::from_vec(r.vec(n, 0.5, 1.5));
+    let mut nu = Array1::from_vec(r.vec(m, 0.5, 1.5));
+    mu[zero.0] = 0.0;
+    nu[zero.1] = 0.0;
+    mu /= mu.sum();
+    nu /= nu.sum();
+    (mu, nu)
+}
+
 #[test]
 fn small_d_distances_match_the_cpu() {
     let Some(gpu) = gpu() else { return };
@@ -267,13 +280,7 @@ fn small_d_distances_match_the_cpu() {
         for metric in [PointMetric::SqEuclidean, PointMetric::Euclidean] {
             let (n, m) = if d == 3 { (1000, 1031) } else { (300, 257) };
             let (x, y) = clouds(n, m, d, d as u64 + 11);
-            let mut r = Lcg(d as u64 + 3);
-            let mut mu = Array1::from_vec(r.vec(n, 0.5, 1.5));
-            let mut nu = Array1::from_vec(r.vec(m, 0.5, 1.5));
-            mu[5] = 0.0;
-            nu[7] = 0.0;
-            mu /= mu.sum();
-            nu /= nu.sum();
+            let (mu, nu) = weights(n, m, d as u64 + 3, (5, 7));
             let eps = eps_for(d, metric);
             let params = SinkhornParams::new(eps);
             // The CPU in f64 on the clouds the GPU sees (rounded to f32).
@@ -312,13 +319,7 @@ fn small_d_distances_at_equal_iterations_keep_1e5() {
                 let (n, m) = (700, 650);
                 let seed = 31_000 + 10 * d as u64 + (metric == PointMetric::Euclidean) as u64;
                 let (x, y) = clouds(n, m, d, seed);
-                let mut r = Lcg(seed + 5);
-                let mut mu = Array1::from_vec(r.vec(n, 0.5, 1.5));
-                let mut nu = Array1::from_vec(r.vec(m, 0.5, 1.5));
-                mu[3] = 0.0;
-                nu[11] = 0.0;
-                mu /= mu.sum();
-                nu /= nu.sum();
+                let (mu, nu) = weights(n, m, seed + 5, (3, 11));
                 let params = SinkhornParams::fixed_iterations(eps, 400);
                 let (x, y) = (x.mapv(|v| v as f32 as f64), y.mapv(|v| v as f32 as f64));
                 let clouds = (&x, &y, metric);
