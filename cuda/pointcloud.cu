@@ -1460,6 +1460,16 @@ __device__ __forceinline__ float pc_f16_round(float v) {
 // 512-point stages (22.45–22.76, against 22.35–22.48 for 16 warps with the same stages).
 // ex2.approx.f16x2 is two MUFU.EX2.F16 on sm_90a, no faster.
 //
+// Session 19 (H200): a microbenchmark reads MUFU.EX2 at 16 lanes a clock an SM for f32, f16
+// and (per value) f16x2 and bf16x2, and cvt.rn.f16x2.f32 at about 64. Not kept, each against
+// this kernel in the same call: each tile's exponentials of two chunks rounded to f16 and
+// summed by an m16n8k16 MMA against ones (130 loop instructions against 153 with a
+// saturated degree-3 polynomial): otCbig 5404 ms against 5282, otC10 29.1–31.3 against
+// 21.6–21.8 (its split slices of two stages redo their first stage, whose f16 terms
+// overflow against the first chunk's shift), and 1.1e-5 to 3.9e-5 of error where this
+// kernel has 1.5e-7 to 2.7e-7; one f16 product on m16n8k8 (CrossPrecision::F16's
+// accuracy, 1.9e-4): 21.87–21.93 against 21.76–21.86, otCbig 5327 against 5278.
+//
 // The next stage's coordinates and column terms are copied into shared memory by cp.async
 // while the block sums the current one, so a stage change waits for no global load; and the
 // chunk loop stops at the slice's end, so the host may end slices at any 16 points
@@ -1648,10 +1658,17 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
       q[2] = pc_f16_round(fmaf(q[1], -16.0f, r1) * 128.0f);
       // Column e of chunk e / 8 is n = e % 8 of its lanes 4n + t: words 2t, 2t+1 and 2t+8,
       // 2t+9 of the point.
-      u32 *col = sb + ((e >> 3) * 32 + (e & 7) * 4) * 2;
+      // The point's 8 words are contiguous: two 16-byte stores. Eight 4-byte stores, 8
+      // lanes to a bank, were 1.2–1.9 % slower (H200, one call: otC10 21.75–21.77 ms
+      // against 21.49–21.50, d = 4 22.60–22.65 against 22.22–22.23, otCbig 5276.1 against
+      // 5214.8).
+      u32 wd[8];
 #pragma unroll
       for (int w = 0; w < 8; ++w)
-        col[(w & 3) * 2 + (w >> 2)] = pc_tn_pair<D, false>(2 * w, yb, ys, q);
+        wd[(w & 3) * 2 + (w >> 2)] = pc_tn_pair<D, false>(2 * w, yb, ys, q);
+      uint4 *col = reinterpret_cast<uint4 *>(sb + ((e >> 3) * 32 + (e & 7) * 4) * 2);
+      col[0] = make_uint4(wd[0], wd[1], wd[2], wd[3]);
+      col[1] = make_uint4(wd[4], wd[5], wd[6], wd[7]);
     }
     __syncthreads();
     if (k0 + KT < kend) fetch(k0 + KT);
