@@ -1466,8 +1466,8 @@ __device__ __forceinline__ float pc_f16_round(float v) {
 // summed by an m16n8k16 MMA against ones (130 loop instructions against 153 with a
 // saturated degree-3 polynomial): otCbig 5404 ms against 5282, otC10 29.1–31.3 against
 // 21.6–21.8 (its split slices of two stages redo their first stage, whose f16 terms
-// overflow against the first chunk's shift), and 1.1e-5 to 3.9e-5 of error where this
-// kernel has 1.5e-7 to 2.7e-7; one f16 product on m16n8k8 (CrossPrecision::F16's
+// overflow against the first chunk's shift), and 4.4e-6 to 3.9e-5 of error where this
+// kernel has 6.8e-8 to 2.7e-7; one f16 product on m16n8k8 (CrossPrecision::F16's
 // accuracy, 1.9e-4): 21.87–21.93 against 21.76–21.86, otCbig 5327 against 5278.
 //
 // The next stage's coordinates and column terms are copied into shared memory by cp.async
