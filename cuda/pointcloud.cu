@@ -1431,56 +1431,24 @@ __device__ __forceinline__ float pc_f16_round(float v) {
 // each sum their own two columns of every chunk against their own shifts, raised lazily as
 // in pc_fold_stage, and merge by shuffles at the end. Outputs and split partials as
 // pc_sinkstep_body. PC_TN_POLY of each thread's 16 exponentials a chunk go to the FMA pipe
-// by the degree-4 polynomial (2.9e-6 relative, on a quarter of the rows). Measured on an
-// H100 (benches/README.md, session 15, split TF32 on two m16n8k8 MMAs, the degree-5
-// polynomial): otC10 25.76–26.23 ms against the FMA kernel's 26.57–26.76 in one call, d = 4
-// 28.21 against 30.05, otCbig 6298–6307 against 6681; with 0, 2, 3, 5 and 6 polynomials
-// 29.0–29.9, 26.5, 27.3, 27.7–28.2 and 29.7; 2 tiles a warp 28.8–29.1 (none) and 35.4–35.8
-// (4 of 8); d = 1 and 2 slower than their FMA kernels (24.1 against 23.0, 29.2 against
-// 24.5), so the host runs d = 3 and 4 here.
-//
-// Split f16 on one m16n8k16 MMA a tile and the degree-4 polynomial (session 17; H200, call
-// 54, against split TF32 on two m16n8k8 and degree 5 in the same call): the sm_90 loop has
-// 153 instructions for 32 pairs a thread against 169 (8 HMMA and 8 FFMA fewer), 96
-// registers against 122, 24 KiB of static shared memory against 40. otC10 22.40–22.48 ms
-// against 25.74–25.94 (1.15×; f16 alone 23.45–23.61), d = 4 23.37–23.44 against 27.89–27.92
-// (1.19×), otCbig 5413.4–5413.7 against 6241.6–6241.8 (1.15×). Then (call 55, each
-// against the build above): stages of 1024 points at d = 3, 21.65–21.75 ms against
-// 22.16–22.21 (d = 4 gains as much, 22.48, but needs 52 KiB of static shared memory), and
-// the chunk loop unrolled by 2 at d = 4, 22.47–22.49 against 23.21. Not kept: 5
-// polynomials (24.08–24.14 ms) and 3 (22.81–22.90), 3 blocks an SM (80 registers with
-// spills: 24.55–24.68), unroll 4 at d = 3 (22.37–22.50).
-//
-// Where it stands (session 18, H200): ncu on the otC10 launch reads the SM clock at 1.80 GHz,
-// the exponential unit 79.8 % of its peak, issue 69.7 %, the FMA pipe 43 %; every variant
-// below was slower than this kernel's 21.6–21.9 ms in the same calls (1, 2 and 4): the next
-// chunk's MMAs issued before this chunk's exponentials (23.3), each chunk's exponentials
-// added one chunk later (23.1), the degree-3 polynomial (22.0; with 5 of 16 22.35), the
-// polynomials spread over the tiles (21.70, the same), 20 warps an SM in blocks of 128 with
-// 512-point stages (22.45–22.76, against 22.35–22.48 for 16 warps with the same stages).
-// ex2.approx.f16x2 is two MUFU.EX2.F16 on sm_90a, no faster.
-//
-// Session 19 (H200): a microbenchmark reads MUFU.EX2 at 16 lanes a clock an SM for f32, f16
-// and (per value) f16x2 and bf16x2, and cvt.rn.f16x2.f32 at about 64. Not kept, each against
-// this kernel in the same call: each tile's exponentials of two chunks rounded to f16 and
-// summed by an m16n8k16 MMA against ones (130 loop instructions against 153 with a
-// saturated degree-3 polynomial): otCbig 5404 ms against 5282, otC10 29.1–31.3 against
-// 21.6–21.8 (its split slices of two stages redo their first stage, whose f16 terms
-// overflow against the first chunk's shift), and 4.4e-6 to 3.9e-5 of error where this
-// kernel has 6.8e-8 to 2.7e-7; one f16 product on m16n8k8 (CrossPrecision::F16's
-// accuracy, 1.9e-4): 21.87–21.93 against 21.76–21.86, otCbig 5327 against 5278.
+// by the degree-4 polynomial (2.9e-6 relative, on a quarter of the rows).
 //
 // The next stage's coordinates and column terms are copied into shared memory by cp.async
 // while the block sums the current one, so a stage change waits for no global load; and the
 // chunk loop stops at the slice's end, so the host may end slices at any 16 points
-// (fill_split in step.rs) without summing a padded stage. Session 16, same call each:
-// H100 otC10 25.39–25.61 ms against 26.01–26.21 without the copy, otCbig 6139.8–6140.9
-// against 6273.9–6280.2; H200 otC10 26.00–26.10 against 26.34–26.43, otCbig 6385.6 against
-// 6475.8 (6240.0 with 33 splits). Not kept (H100): 3 tiles a warp (80 registers, 3 blocks an
-// SM) and 2 (64, 4 blocks), slower at every polynomial count (otCbig 6490 and 6709 against
-// 6220 ms, d = 4 31.9–32.5 against 28.1–28.7; ncu: the exponential unit 64.7 % busy against
-// 66.8 %); the chunk loop unrolled by 1 (26.7 ms) or 4 (26.3; with the copy 28.0) at d = 3,
-// where d = 4 gained from 4 then (27.27 against 28.01 with the copy; 29.13 with 2, H200).
+// (fill_split in step.rs) without summing a padded stage.
+//
+// The kernel is bound by the exponential unit: ncu on an H200 (otC10) reads MUFU.EX2 at
+// 81 % of its peak and issue at 70 %, and the warps' first stall is the MIO queue, which
+// MUFU goes through. Each choice here was measured against its alternatives in one call
+// (benches/README.md, the point-cloud sections of sessions 15–19):
+// - split f16 on one m16n8k16 against split TF32 on two m16n8k8: 1.15× at otC10 and otCbig;
+// - 4 polynomials of 16 against 0, 2, 3, 5 and 6; degree 4 against 3 and 5;
+// - 4 tiles a warp against 2 and 3; blocks of 256 threads against 128, 96 and 64;
+// - stages of 1024 points at d = 3; the chunk loop unrolled by 2; the cp.async copy.
+// d = 1 and 2 run faster on their FMA kernels. Also slower: software-pipelined MMAs,
+// exponentials added a chunk late, f16 row sums on tensor cores, one f16 product, and packed
+// f16 exponentials (two MUFU each on sm_90a).
 #define PC_TN_NOMASS (-2146435072.0f) /* −65504·2^15: the column term without mass */
 #define PC_TN_QMAX 1073741824.0f      /* 2^30: the largest |q| of a column with mass */
 #define PC_TN_M0 (-1073741824.0f)    /* −2^30: a first shift, above every massless term */
