@@ -17,7 +17,8 @@
 //!     `|x − y|²`, where the rounding bound of [`CloudForm::norm_error_bound`] allows) the
 //!     norm form `q_k + Σ_t x'_t·y_t` with `q_k = s·(other_k − |y_k|²)` per stage and the
 //!     row term `−s·|x_l|²` taken out of the log-sum-exp: `d` FMAs per pair (at d = 3 and
-//!     4, split-f16 MMAs instead, `pc_sinkstep_tn`: 512 outputs a block, an exponential and
+//!     4, split-f16 MMAs instead, `pc_sinkstep_tn`: 512 outputs a block, stages of 1024
+//!     reduced points at d = 3 and 512 at d = 4 copied in by `cp.async`, an exponential and
 //!     an add a pair, [`Tuning::small_d_mma`](super::Tuning::small_d_mma)). When the grid
 //!     is short of a few waves the reduction is split so that the last wave is nearly full
 //!     ([`wave_split`], from the kernel's occupancy).
