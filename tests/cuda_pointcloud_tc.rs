@@ -315,7 +315,7 @@ fn assert_half_steps(
                     let what = format!("{mode:?} n={n} m={m} d={d} B={batch} {metric:?} {side:?}");
                     let got = gpu_step::<f32>(gpu, &x, &y, metric, mode, side, eps, other, lm, len);
                     let w = worst(&got, want);
-                    // At d ≤ 16 every mode is the exact difference form.
+                    // At d ≤ 16 every mode runs the same small-d kernel.
                     let tol = if d <= 16 {
                         tol32(d)
                     } else {
