@@ -1576,7 +1576,7 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
   // nm: the C operand, −m of row g (0, 1) and g + 8 (2, 3) of each tile; sums of this lane's
   // columns.
   float nm[R][4], sum[R][2];
-  const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  const float zero[R][4] = {};  // the C operand of MMAs without a shift
   // The two C words of a row are equal; `keep` (0, unknown to the compiler) keeps them in
   // registers of their own rather than one value copied into the fragment at every MMA.
   const u32 keep = K < 0 ? (u32)threadIdx.x : 0u;
@@ -1650,7 +1650,7 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         float v[4];
-        pc_mma_c<true>(v, a[r], w, zero);
+        pc_mma_c<true>(v, a[r], w, zero[r]);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           float cm = fmaxf(v[2 * h], v[2 * h + 1]);
@@ -1691,10 +1691,10 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
           }
         }
       if (__any_sync(0xffffffffu, any)) {
-        float cm[R][2], unshifted[R][4] = {};
+        float cm[R][2];
 #pragma unroll
         for (int r = 0; r < R; ++r) cm[r][0] = cm[r][1] = ninf;
-        pc_tn_chunks<1>(nc, sb, lane, a, unshifted, [&](int r, int e, float v) {
+        pc_tn_chunks<1>(nc, sb, lane, a, zero, [&](int r, int e, float v) {
           cm[r][e >> 1] = fmaxf(cm[r][e >> 1], v);
         });
         float add[R][2];
