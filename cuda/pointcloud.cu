@@ -1440,15 +1440,20 @@ __device__ __forceinline__ float pc_f16_round(float v) {
 //
 // The kernel is bound by the exponential unit: ncu on an H200 (otC10) reads MUFU.EX2 at
 // 81 % of its peak and issue at 70 %, and the warps' first stall is the MIO queue, which
-// MUFU goes through. Each choice here was measured against its alternatives in one call
-// (benches/README.md, the point-cloud sections of sessions 15–19):
+// MUFU goes through. A kernel that executes MMAs runs at 1.80 GHz on the H200, not 1.98
+// (benches/probes/sm_clock.cu); the MMA-free FMA kernel keeps 1.98 GHz but spends 6.3
+// issues a pair against 4.8 here (otC10 27.7 ms against 21.5). Each choice here was
+// measured against its alternatives in one call (benches/README.md, the point-cloud
+// sections of sessions 15–20):
 // - split f16 on one m16n8k16 against split TF32 on two m16n8k8: 1.15× at otC10 and otCbig;
 // - 4 polynomials of 16 against 0, 2, 3, 5 and 6; degree 4 against 3 and 5;
-// - 4 tiles a warp against 2 and 3; blocks of 256 threads against 128, 96 and 64;
+// - 4 tiles a warp against 2 and 3 (also at 4 and 3 blocks an SM); blocks of 256 threads
+//   against 128, 96 and 64;
 // - stages of 1024 points at d = 3; the chunk loop unrolled by 2; the cp.async copy.
 // d = 1 and 2 run faster on their FMA kernels. Also slower: software-pipelined MMAs,
-// exponentials added a chunk late, f16 row sums on tensor cores, one f16 product, and packed
-// f16 exponentials (two MUFU each on sm_90a).
+// exponentials added a chunk late, f16 row sums on tensor cores, one f16 product, packed
+// f16 exponentials (two MUFU each on sm_90a), and warps given only MUFU or only polynomial
+// exponentials (two MUFU warps a scheduler kept the unit 69 % busy).
 #define PC_TN_NOMASS (-2146435072.0f) /* −65504·2^15: the column term without mass */
 #define PC_TN_QMAX 1073741824.0f      /* 2^30: the largest |q| of a column with mass */
 #define PC_TN_M0 (-1073741824.0f)    /* −2^30: a first shift, above every massless term */
