@@ -7,8 +7,8 @@
 //   ./sm_clock
 //
 // Why it is here: pc_sinkstep_tn (cuda/pointcloud.cu) forms its exponents with tensor-core
-// MMAs, and a kernel that executes any MMA (mma.sync or wgmma, however rare) runs at a lower
-// clock than one that does not (benches/README.md, session 20).
+// MMAs, and a kernel that executes MMAs (mma.sync or wgmma, even one to 264 FFMA) runs at a
+// lower clock than one that does not (benches/README.md, session 20).
 #include <cstdio>
 #include <cstring>
 typedef unsigned int u32;
