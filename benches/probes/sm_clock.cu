@@ -1,6 +1,6 @@
 // The SM clock a kernel runs at, by its instruction mix: clock64() cycles over %globaltimer
 // nanoseconds in thread 0 of block 0, while every SM runs 4 blocks of 256 threads for about
-// 0.1 s. nvidia-smi reports the application clock (1980 MHz on an H200) whatever the mix;
+// 40 ms. nvidia-smi reports the application clock (1980 MHz on an H200) whatever the mix;
 // this reads the clock the SMs keep.
 //
 //   nvcc -O3 -gencode arch=compute_90a,code=sm_90a -o sm_clock benches/probes/sm_clock.cu
@@ -10,7 +10,6 @@
 // MMAs, and a kernel that executes MMAs (mma.sync or wgmma, even one to 264 FFMA) runs at a
 // lower clock than one that does not (benches/README.md, session 20).
 #include <cstdio>
-#include <cstring>
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
@@ -118,6 +117,8 @@ int main() {
       printf("%-22s %7.1f ms  %.4f GHz  (%lld cycles in %lld ns)\n", c.name, ms,
              double(clk[0]) / double(clk[1]), clk[0], clk[1]);
     }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
   }
   return 0;
 }
