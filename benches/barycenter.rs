@@ -6,7 +6,8 @@
 //! seconds on a small machine); multiply by 10 for the bary64 figure.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use logot::{problems, BarycenterParams, BarycenterSolver, CpuBackend, GridCost, Real};
+use logot::{BarycenterParams, BarycenterSolver, CpuBackend, GridCost, Real};
+use logot_cli::problems;
 use ndarray::{Array1, Array2};
 use std::hint::black_box;
 use std::time::Duration;

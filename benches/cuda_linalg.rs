@@ -9,7 +9,8 @@ mod gpu {
     use logot::linalg::{
         newton_schulz_buffer, GemmShape, LinalgKernels, NewtonSchulzParams, SyrkShape, Transpose,
     };
-    use logot::{problems, Backend};
+    use logot::Backend;
+    use logot_cli::problems;
     use std::hint::black_box;
     use std::time::Duration;
 

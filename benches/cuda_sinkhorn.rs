@@ -7,7 +7,8 @@ mod gpu {
     use criterion::{BenchmarkId, Criterion, Throughput};
     use logot::backend::cuda::{CudaBackend, Tuning};
     use logot::backend::{Backend, CostSource, Side};
-    use logot::{problems, Problem, SinkhornParams, Solver};
+    use logot::{Problem, SinkhornParams, Solver};
+    use logot_cli::problems;
     use std::hint::black_box;
     use std::time::Duration;
 

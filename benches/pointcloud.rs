@@ -5,7 +5,8 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use logot::backend::{Backend, Side};
-use logot::{problems, CpuBackend, PointCloudCost, PointCloudKernels, SinkhornParams};
+use logot::{CpuBackend, PointCloudCost, PointCloudKernels, SinkhornParams};
+use logot_cli::problems;
 use std::hint::black_box;
 use std::time::Duration;
 

@@ -6,7 +6,8 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use logot::backend::{Backend, CostSource, Marginals, Potentials, Side};
-use logot::{problems, CpuBackend, Problem, SinkhornParams, Solver};
+use logot::{CpuBackend, Problem, SinkhornParams, Solver};
+use logot_cli::problems;
 use std::hint::black_box;
 use std::time::Duration;
 

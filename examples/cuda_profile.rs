@@ -7,7 +7,8 @@
 fn main() -> logot::Result<()> {
     use logot::backend::cuda::{CudaBackend, Tuning};
     use logot::backend::{Backend, CostSource, Marginals, Potentials, Side};
-    use logot::{problems, Problem, SinkhornParams, Solver};
+    use logot::{Problem, SinkhornParams, Solver};
+    use logot_cli::problems;
     use std::time::Instant;
 
     let which = std::env::args().nth(1).unwrap_or_else(|| "all".into());

@@ -40,6 +40,8 @@
 //! matrices with its backward ([`bistochastic()`], [`bistochastic_backward`]), and the
 //! finite-difference checker the tests use ([`check_gradient`]).
 
+#![warn(missing_docs)]
+
 /// The `ndarray` crate logot is built with (0.17): the array types of every signature.
 ///
 /// Use it instead of a separate `ndarray` dependency (`use logot::ndarray::{array, Array2};`),
@@ -59,7 +61,6 @@ pub mod linalg;
 #[cfg(feature = "plot")]
 pub mod plot;
 pub mod pointcloud;
-pub mod problems;
 pub mod progress;
 mod real;
 pub mod sinkhorn;

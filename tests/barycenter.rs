@@ -4,7 +4,7 @@
 //! (POT 0.9.7); each test names the call that produced its file.
 
 mod common;
-use logot::problems::bary64_images;
+use logot_cli::problems::bary64_images;
 use logot::{barycenter, barycenter_batch, grid_barycenter, BarycenterParams, Error, GridCost};
 use ndarray::{array, s, Array1, Array2, Array3, Axis};
 

@@ -173,7 +173,7 @@ fn solver_matches_the_cpu() {
 #[test]
 fn otc_half_step() {
     let Some(gpu) = gpu() else { return };
-    use logot::problems::{ot_c, OTC_D, OTC_EPS, OTC_N};
+    use logot_cli::problems::{ot_c, OTC_D, OTC_EPS, OTC_N};
     let (_, nu, x, y) = ot_c::<f32>(OTC_N, OTC_D);
     let cost = PointCloudCost::new(x.view(), y.view()).unwrap();
     let gc = gpu.prepare_cost(&cost.clone().into()).unwrap();

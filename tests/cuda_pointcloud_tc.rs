@@ -219,7 +219,7 @@ fn warpgroup_products_match_the_mma_sync_kernels() {
 /// distances 4.1e-4 to 4.7e-3 apart.
 #[test]
 fn warpgroup_solves_match_the_mma_sync_kernels_from_zero_potentials() {
-    use logot::problems::{ot_c, OTC_EPS};
+    use logot_cli::problems::{ot_c, OTC_EPS};
     let Some((wg, sync)) = warpgroup_and_sync() else {
         return;
     };

@@ -373,7 +373,7 @@ fn otb_shaped_solve_matches_cpu() {
     let Some(both) = factored_and_not() else {
         return;
     };
-    let (mu, nu, c) = logot::problems::ot_b::<f64>(20, 300);
+    let (mu, nu, c) = logot_cli::problems::ot_b::<f64>(20, 300);
     let params = SinkhornParams::fixed_iterations(1e-2, 100);
     let want = Solver::new(CpuBackend, params.clone())
         .solve(&Problem::batch(mu.view(), nu.view(), c.view()).unwrap())
@@ -805,7 +805,7 @@ fn ot_a_matches_cpu_and_has_gradient() {
     // The otA benchmark problem (ε = 1e-3): distance within 1e-4 of the CPU in f64, and the
     // gradient w.r.t. μ (f − mean f) within 1e-4 of the CPU's in absolute terms.
     let Some(gpu) = gpu() else { return };
-    let (mu, nu, c) = logot::problems::ot_a::<f64>();
+    let (mu, nu, c) = logot_cli::problems::ot_a::<f64>();
     let params = SinkhornParams::fixed_iterations(1e-3, 200);
     let want = Solver::new(CpuBackend, params.clone())
         .solve(&Problem::new(mu.view(), nu.view(), c.view()).unwrap())

@@ -106,7 +106,7 @@ fn point_clouds_grids_and_barycenters() {
                 .chain(g.result.convergence.marginal_errors()),
         )
     });
-    let images = logot::problems::bary64_images(48);
+    let images = logot_cli::problems::bary64_images(48);
     let w = ndarray::array![0.3, 0.3, 0.4];
     same_on_every_pool("grid barycenter", || {
         let bar =

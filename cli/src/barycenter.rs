@@ -7,9 +7,10 @@ use crate::npy::{self, Dtype};
 use crate::output::Outputs;
 use crate::{input, BackendChoice, Json};
 use logot::{
-    problems, BarycenterKernels, BarycenterParams, BarycenterSolver, CostSource, Error, GridCost,
+    BarycenterKernels, BarycenterParams, BarycenterSolver, CostSource, Error, GridCost,
     Real, Result,
 };
+use logot_cli::problems;
 use ndarray::{Array2, Array3, ArrayD, Axis, IxDyn};
 use serde_json::json;
 

@@ -6,7 +6,8 @@ use crate::npy::Dtype;
 use crate::relax::RelaxArgs;
 use crate::wasserstein::precision_parser;
 use crate::{BackendChoice, Json};
-use logot::{problems, Backend, CrossPrecision, Problem, Real, Result, SinkhornParams, Solver};
+use logot::{Backend, CrossPrecision, Problem, Real, Result, SinkhornParams, Solver};
+use logot_cli::problems;
 use serde_json::json;
 use std::time::Instant;
 
@@ -192,7 +193,7 @@ pub fn time_runs_for(
 /// otC: one half-step `g = ε log ν − ε LSE_i((f_i − |x_i − y_j|²)/ε)` from `f = 0`
 /// (cost preparation and uploads outside the timing; the result is read back each run).
 fn run_otc<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
-    use logot::problems::{ot_c, OTC_D, OTC_EPS, OTC_N};
+    use logot_cli::problems::{ot_c, OTC_D, OTC_EPS, OTC_N};
     let (n, d, eps) = (a.points.unwrap_or(OTC_N), a.dim.unwrap_or(OTC_D), OTC_EPS);
     let (mu, nu, x, y) = ot_c::<T>(n, d);
     let cost = backend.prepare_cost(&logot::PointCloudCost::new(x.view(), y.view())?.into())?;
@@ -228,7 +229,7 @@ fn run_otc<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
 /// potentials, uniform weights, ε = 0.05, all on the backend (`Backend::iterate`), then `f`
 /// read back (cost preparation and uploads outside the timing).
 fn run_otc_iters<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
-    use logot::problems::{ot_c, OTC_EPS};
+    use logot_cli::problems::{ot_c, OTC_EPS};
     let (name, n, d) = match a.problem {
         BenchProblem::OtC10 => ("otC10", 65_536, 3),
         BenchProblem::OtCBig => ("otCbig", 1 << 20, 3),

@@ -2,7 +2,7 @@
 //! `mhc4`, `mhc16` ([`BistochasticKernels`]) and `svd3`, `xxt`, `xxt8192`, `ns`, `gemm`
 //! ([`LinalgKernels`]).
 //!
-//! Inputs are built on the host from seeded generators ([`logot::problems`]) and uploaded
+//! Inputs are built on the host from seeded generators ([`logot_cli::problems`]) and uploaded
 //! once; only the kernels are timed. Every timed run ends with a read-back to the host (a
 //! kernel's own small report, or one element for the kernels that report nothing): the
 //! backends run their kernels in order on one stream and a download waits for them, so
@@ -14,9 +14,8 @@ use crate::{BackendChoice, Json};
 use logot::backend::linalg::{GemmShape, SyrkShape, Transpose};
 use logot::grad::CgParams;
 use logot::linalg::{newton_schulz_buffer, NewtonSchulzParams};
-use logot::{
-    problems, Backend, BistochasticKernels, CpuBackend, Error, LinalgKernels, Real, Result,
-};
+use logot::{Backend, BistochasticKernels, CpuBackend, Error, LinalgKernels, Real, Result};
+use logot_cli::problems;
 use serde_json::json;
 
 /// Run `body::<T, CpuBackend>` in the chosen precision, on a rayon worker thread (the

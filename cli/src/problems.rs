@@ -3,7 +3,8 @@
 //! `benches/README.md`).
 //!
 //! ```
-//! use logot::{problems, CpuBackend, Problem, SinkhornParams, Solver};
+//! use logot::{CpuBackend, Problem, SinkhornParams, Solver};
+//! use logot_cli::problems;
 //! // otA as `logot bench --problem otA` runs it: ε = 1e-3, 200 iterations, no early stop.
 //! let (mu, nu, cost) = problems::ot_a::<f32>();
 //! let solver = Solver::new(CpuBackend, SinkhornParams::fixed_iterations(1e-3, 200));
@@ -13,13 +14,13 @@
 //! # Ok::<(), logot::Error>(())
 //! ```
 
-use crate::Real;
+use logot::Real;
 use ndarray::{Array1, Array2, Array3};
 
 /// `n` points of `linspace(lo, hi, n)`.
 ///
 /// ```
-/// assert_eq!(logot::problems::linspace(0.0, 1.0, 5), vec![0.0, 0.25, 0.5, 0.75, 1.0]);
+/// assert_eq!(logot_cli::problems::linspace(0.0, 1.0, 5), vec![0.0, 0.25, 0.5, 0.75, 1.0]);
 /// ```
 pub fn linspace(lo: f64, hi: f64, n: usize) -> Vec<f64> {
     if n == 1 {
@@ -57,7 +58,7 @@ pub fn gaussian_histogram<T: Real>(x: &[f64], mean: f64, sd: f64, floor: f64) ->
 /// solved at ε = 1e-3 for 200 iterations.
 ///
 /// ```
-/// let (mu, nu, cost) = logot::problems::ot_a::<f64>();
+/// let (mu, nu, cost) = logot_cli::problems::ot_a::<f64>();
 /// assert!((mu.sum() - 1.0).abs() < 1e-12 && (nu.sum() - 1.0).abs() < 1e-12);
 /// assert_eq!(cost.dim(), (100, 100));
 /// assert_eq!(cost[[0, 99]], 1.0); // normalised by its maximum
@@ -90,7 +91,7 @@ pub fn bump_histograms<T: Real>(b: usize, n: usize, seed: u64) -> Array2<T> {
 /// `C = (xᵢ − xⱼ)²` (otB: b = 64, n = 2048; otBcpu: b = 8, n = 1024; ε = 1e-2, 100 iterations).
 ///
 /// ```
-/// let (mu, nu, cost) = logot::problems::ot_b::<f32>(8, 1024); // otBcpu
+/// let (mu, nu, cost) = logot_cli::problems::ot_b::<f32>(8, 1024); // otBcpu
 /// assert_eq!((mu.dim(), nu.dim(), cost.dim()), ((8, 1024), (8, 1024), (1024, 1024)));
 /// assert!(mu.rows().into_iter().all(|r| (r.sum() - 1.0).abs() < 1e-5));
 /// ```
@@ -108,7 +109,7 @@ pub fn ot_b<T: Real>(b: usize, n: usize) -> (Array2<T>, Array2<T>, Array2<T>) {
 /// `b×n×n`).
 ///
 /// ```
-/// let (mu, nu, cost) = logot::problems::ot_b_batch::<f32>(4, 16);
+/// let (mu, nu, cost) = logot_cli::problems::ot_b_batch::<f32>(4, 16);
 /// assert_eq!((mu.dim(), nu.dim(), cost.dim()), ((4, 16), (4, 16), (4, 16, 16)));
 /// assert_eq!(cost[[2, 0, 15]], 1.5); // (1 + 2/4)·(0 − 1)²
 /// ```
@@ -133,7 +134,7 @@ pub fn ot_b_batch<T: Real>(b: usize, n: usize) -> (Array2<T>, Array2<T>, Array3<
 /// every pixel is positive. Returns `3×n×n`.
 ///
 /// ```
-/// let images = logot::problems::bary64_images(64);
+/// let images = logot_cli::problems::bary64_images(64);
 /// assert_eq!(images.dim(), (3, 64, 64));
 /// assert!(images.iter().all(|&p| p > 0.0));
 /// // The square's centre is inside it, the ring's centre is not.
@@ -187,7 +188,7 @@ pub fn bary64_images(n: usize) -> Array3<f64> {
 /// `linspace(−5, 5)²`, divided by their maximum (POT's `M /= M.max()`), i.e. half the
 /// unit-grid cost of [`crate::GridCost`]. `n²×n²`: 128 MiB in f64 for n = 64.
 pub fn bary64_dense_cost<T: Real>(n: usize) -> Array2<T> {
-    let grid = crate::GridCost::image(n.max(1), n.max(1)).map(|g| g.to_dense::<f64>());
+    let grid = logot::GridCost::image(n.max(1), n.max(1)).map(|g| g.to_dense::<f64>());
     match grid {
         Ok(c) => c.mapv(|v| T::of(0.5 * v)),
         Err(_) => Array2::zeros((0, 0)),
@@ -207,7 +208,7 @@ pub const BARY64_ITERS: usize = 100;
 /// gradient `G ~ N(0, 1)` for the backward, from a seeded 64-bit LCG (Box–Muller normals).
 ///
 /// ```
-/// let (x, g) = logot::problems::mhc::<f32>(1000, 4, 1);
+/// let (x, g) = logot_cli::problems::mhc::<f32>(1000, 4, 1);
 /// assert_eq!(x.dim(), (1000, 4, 4));
 /// assert!(x.iter().all(|&v| (0.0..4.0).contains(&v)));
 /// assert!((g.iter().map(|v| v * v).sum::<f32>() / 16000.0 - 1.0).abs() < 0.1); // unit variance
@@ -233,11 +234,11 @@ pub fn mhc<T: Real>(b: usize, n: usize, seed: u64) -> (ndarray::Array3<T>, ndarr
 /// `B`, `dC` are `n×n`), reproducible across runs and platforms.
 ///
 /// ```
-/// let a = logot::problems::standard_normal::<f64>(10_000, 7);
+/// let a = logot_cli::problems::standard_normal::<f64>(10_000, 7);
 /// let mean = a.iter().sum::<f64>() / 1e4;
 /// let var = a.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / 1e4;
 /// assert!(mean.abs() < 0.05 && (var - 1.0).abs() < 0.05);
-/// assert_eq!(a, logot::problems::standard_normal::<f64>(10_000, 7));
+/// assert_eq!(a, logot_cli::problems::standard_normal::<f64>(10_000, 7));
 /// ```
 pub fn standard_normal<T: Real>(len: usize, seed: u64) -> Vec<T> {
     let mut state = seed.wrapping_mul(0xD1B5_4A32_D192_ED03) | 1;
@@ -263,7 +264,7 @@ pub fn standard_normal<T: Real>(len: usize, seed: u64) -> Vec<T> {
 /// `n` points uniform in `[0, 1)^d` (`n×d`) from a seeded 64-bit LCG.
 ///
 /// ```
-/// let x = logot::problems::uniform_cloud::<f32>(1000, 3, 1);
+/// let x = logot_cli::problems::uniform_cloud::<f32>(1000, 3, 1);
 /// assert_eq!(x.dim(), (1000, 3));
 /// assert!(x.iter().all(|&v| (0.0..1.0).contains(&v)));
 /// assert!((x.mean().unwrap() - 0.5).abs() < 0.05);
@@ -284,7 +285,7 @@ pub fn uniform_cloud<T: Real>(n: usize, d: usize, seed: u64) -> Array2<T> {
 /// Returns `(μ, ν, X, Y)`.
 ///
 /// ```
-/// use logot::problems::{ot_c, OTC_D, OTC_N};
+/// use logot_cli::problems::{ot_c, OTC_D, OTC_N};
 /// let (mu, nu, x, y) = ot_c::<f32>(OTC_N, OTC_D);
 /// assert_eq!((x.dim(), y.dim()), ((65_536, 3), (65_536, 3)));
 /// assert!((mu.sum() - 1.0).abs() < 1e-3 && mu == nu);

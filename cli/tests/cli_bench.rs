@@ -221,7 +221,7 @@ fn otc10_and_otcbig_run_small_with_points() {
             (Some(10), Some(0.05))
         );
         // The same 10 iterations by the library.
-        let (mu, nu, x, y) = logot::problems::ot_c::<f32>(n, 3);
+        let (mu, nu, x, y) = logot_cli::problems::ot_c::<f32>(n, 3);
         let cpu = CpuBackend;
         let cost = cpu
             .prepare_cost(&PointCloudCost::new(x.view(), y.view()).unwrap().into())
@@ -252,8 +252,8 @@ fn otc10_and_otcbig_run_small_with_points() {
 fn point_cloud_problems_take_a_size_override() {
     let (n, d) = (300usize, 40usize);
     let j = bench_points("otC", n, Some(d), d);
-    let (_, _, x, y) = logot::problems::ot_c::<f32>(n, d);
-    let eps = logot::problems::OTC_EPS;
+    let (_, _, x, y) = logot_cli::problems::ot_c::<f32>(n, d);
+    let eps = logot_cli::problems::OTC_EPS;
     let args: Vec<f64> = (0..n)
         .map(|i| {
             let c: f64 = (0..d)

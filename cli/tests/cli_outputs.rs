@@ -1,4 +1,4 @@
-//! The command line's outputs (src/bin/logot/output.rs), through the `logot` binary: a
+//! The command line's outputs (cli/src/output.rs), through the `logot` binary: a
 //! failed run leaves every existing file byte for byte as it was and no temporary behind
 //! (a write cut short by a file-size limit, an output that cannot be created, an error in
 //! the computation); an output naming an input or another output is refused before any

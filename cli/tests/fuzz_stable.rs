@@ -1,15 +1,15 @@
 //! The fuzz targets' bodies (fuzz/src/bodies.rs) on stable, over a seeded random corpus:
 //! mutations of valid .npy files through the command line's reader (compiled here from
-//! src/bin/logot/npy.rs), and fuzzed files and flags through the `logot` binary. The
+//! cli/src/npy.rs), and fuzzed files and flags through the `logot` binary. The
 //! default run is short; `LOGOT_FUZZ_CASES=N` (reader) and `LOGOT_FUZZ_CLI_CASES=N` (binary) scale it (scripts/fuzz does, when nightly or
 //! cargo-fuzz is missing). The coverage-guided version is `cargo +nightly fuzz run …`.
 
 #[allow(dead_code)]
-#[path = "../src/bin/logot/npy.rs"]
+#[path = "../src/npy.rs"]
 mod npy;
 
 #[allow(dead_code)]
-#[path = "../fuzz/src/bodies.rs"]
+#[path = "../../fuzz/src/bodies.rs"]
 mod bodies;
 
 mod common;

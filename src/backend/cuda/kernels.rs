@@ -13,7 +13,9 @@ use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 /// The precision of a kernel instantiation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Precision {
+    /// `float`.
     F32,
+    /// `double`.
     F64,
 }
 

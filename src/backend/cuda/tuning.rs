@@ -53,9 +53,8 @@ pub struct Tuning {
     /// The f32 norm-form point-cloud half-step at d = 3 and 4 (`|x − y|²` of centred
     /// clouds) by split-f16 `mma.sync` (`pc_sinkstep_tn_d*`: an exponential and an add a
     /// pair, a quarter of the exponentials on the FMA pipe) instead of d FMAs a pair
-    /// (`pc_sinkstep_nf_d*`). On an H200 (session 17, call 55, same call), otC10 took
-    /// 22.16–22.21 ms against the FMA kernel's 27.61 (21.70–21.73 with the stages of 1024
-    /// points landed after, call 56).
+    /// (`pc_sinkstep_nf_d*`). On an H200, otC10 took 22.16–22.21 ms against the FMA
+    /// kernel's 27.61 in the same run (21.70–21.73 with the stages of 1024 points).
     pub small_d_mma: bool,
     /// Print each fused launch's shape, and each point-cloud half-step's kernel, grid,
     /// split and blocks an SM, to standard error.
@@ -239,7 +238,7 @@ mod tests {
             ("LOGOT_CUDA_SMALL_MMA", "0"),
             ("LOGOT_CUDA_VERBOSE", ""),
             ("LOGOT_CUDA_DEFINES", "KW_UNROLL=8  FIT_SPREAD=-1"),
-            ("HOME", "/home/u"),
+            ("HOME", "/h/u"),
         ]);
         assert!(!t.fused && !t.overlap_launches && !t.factored && !t.wide_stream && t.verbose);
         assert!(!t.warpgroup_mma && !t.small_d_mma);
@@ -253,7 +252,7 @@ mod tests {
             (8, 8, 4, 2)
         );
         assert_eq!(t.nvrtc_defines, ["KW_UNROLL=8", "FIT_SPREAD=-1"]);
-        assert_eq!(t.kernel_cache, Some(PathBuf::from("/home/u/.cache/logot")));
+        assert_eq!(t.kernel_cache, Some(PathBuf::from("/h/u/.cache/logot")));
     }
 
     #[test]

@@ -43,7 +43,7 @@ const PC_TN_GRANULE: usize = 16;
 /// when the GPU holds `slots` blocks at once, for a kernel whose slices may end at any
 /// multiple of `granule` points: the fewest splits (at most 64, slices of at least
 /// 2·`PC_TN_KT` points) whose waves are within 0.5 % of the fullest, at any block count; a
-/// last wave part full costs its share even after many. Measured on an H200 (session 16):
+/// last wave part full costs its share even after many. Measured on an H200:
 /// otCbig (2048 blocks, 264 slots: 7.76 waves unsplit) 6385.6 ms unsplit against 6240.0 with
 /// 33 splits (256 full waves), and 6187.0–6190.9 with the 9 this picks (70 waves, 99.7 %
 /// full); otC10 (128 blocks) 25.88–26.10 ms with 2, 4, 8 and 33 splits (this picks 33),
