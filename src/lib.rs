@@ -49,54 +49,58 @@
 /// and the compiler reports "multiple different versions of crate `ndarray`".
 pub use ndarray;
 
+// The layers, bottom up: errors, numbers and input checks; the costs a user builds
+// (`cost`); the batched conjugate gradients the backends share (`cg`); the backends and
+// their kernel traits (`backend`); the algorithm families (`entropic`, then `linalg`, whose
+// alignment solves transport problems); the gradient toolkit's public face (`grad`); plots.
 pub mod backend;
-pub mod barycenter;
 mod cg;
+mod cost;
+mod entropic;
 mod error;
 pub mod grad;
+pub mod linalg;
+pub mod progress;
+mod real;
+mod validate;
 /// Every input check of the library and the command line (docs/input-checks.md).
 #[doc = include_str!("../docs/input-checks.md")]
 pub mod input_checks {}
-pub mod linalg;
 #[cfg(feature = "plot")]
 pub mod plot;
-pub mod pointcloud;
-pub mod progress;
-mod real;
-pub mod sinkhorn;
 #[cfg(test)]
 mod test_rng;
-pub mod unbalanced;
-mod validate;
+
+pub use entropic::{barycenter, pointcloud, sinkhorn, unbalanced};
 
 #[cfg(feature = "cuda")]
 pub use backend::cuda::{CudaBackend, CudaCluster};
 pub use backend::{
     bistochastic::BistochasticKernels, cluster::Cluster, cpu::CpuBackend, grad::GradKernels,
-    linalg::LinalgKernels, Backend, BarycenterKernels, CloudLayout, CostSource, CrossPrecision,
-    GridCost, PointCloudCost, PointCloudKernels, PointMetric, Side,
+    linalg::LinalgKernels, Backend, BarycenterKernels, PointCloudKernels, Side,
 };
-pub use barycenter::{
+pub use cost::{CloudLayout, CostSource, CrossPrecision, GridCost, PointCloudCost, PointMetric};
+pub use entropic::barycenter::{
     barycenter, barycenter_batch, grid_barycenter, grid_barycenter_on, Barycenter,
     BarycenterParams, BarycenterSolver, PreparedCost,
 };
+pub use entropic::pointcloud::{
+    sinkhorn_divergence, wasserstein_points, DivergenceBufferSolution, DivergenceConvention,
+    PointBufferSolution, PointGradients, PointTransportGradients, PreparedDivergence,
+    SinkhornDivergence,
+};
+pub use entropic::sinkhorn::{
+    BufferSolution, Convergence, Coupling, EpsScaling, Prepared, Problem, ProblemReport,
+    SinkhornParams, SinkhornResult, Solver, WarmStart,
+};
+pub use entropic::unbalanced::{Relaxation, RelaxedSide};
 pub use error::{Error, Result};
 pub use grad::{
     bistochastic, bistochastic_backward, check_gradient, BistochasticParams, CgParams,
     GradCheckOptions, OtGradients,
 };
-pub use pointcloud::{
-    sinkhorn_divergence, wasserstein_points, DivergenceBufferSolution, DivergenceConvention,
-    PointBufferSolution, PointGradients, PointTransportGradients, PreparedDivergence,
-    SinkhornDivergence,
-};
 pub use progress::{HistoryEntry, Observer, Progress};
 pub use real::Real;
-pub use sinkhorn::{
-    BufferSolution, Convergence, Coupling, EpsScaling, Prepared, Problem, ProblemReport,
-    SinkhornParams, SinkhornResult, Solver, WarmStart,
-};
-pub use unbalanced::{Relaxation, RelaxedSide};
 
 use ndarray::{ArrayView1, ArrayView2};
 

@@ -39,9 +39,9 @@
 //! # Ok::<(), logot::Error>(())
 //! ```
 
-use super::cg::{CgOutcome, CgParams, CgSummary};
 use crate::backend::bistochastic::{words, BistochasticKernels, ProjectionStats};
-use crate::sinkhorn::{Convergence, ProblemReport};
+use crate::cg::{CgOutcome, CgParams, CgSummary};
+use crate::entropic::sinkhorn::{Convergence, ProblemReport};
 use crate::validate::check_finite;
 use crate::{CpuBackend, Error, Real, Result};
 use ndarray::{Array3, ArrayView3};

@@ -14,6 +14,8 @@
 //! `Pᵀ·1 = ν ⊙ exp(−(g − ε log ν)/ρ_ν)`; the solver's error is the `ℓ₁` violation of these
 //! two conditions.
 
+pub use crate::backend::{relaxed_sides, RelaxedSide};
+
 use crate::{Error, Real, Result};
 
 /// KL relaxation of the marginals: `ρ_μ·KL(P·1 ‖ μ) + ρ_ν·KL(Pᵀ·1 ‖ ν)` replaces the
@@ -87,79 +89,6 @@ pub(crate) fn phi(rho: f64, eps: f64) -> f64 {
     } else {
         rho / (rho + eps)
     }
-}
-
-/// One side of each problem of an unbalanced plan, in f64, from a potential `pot` and the
-/// balanced half-step `half` of its partner, so that `r_k = a_k·exp((pot_k − half_k)/ε)` is
-/// the plan's marginal on that side (sums over `a_k > 0`):
-/// [`Backend::relaxed_sides`](crate::Backend::relaxed_sides).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct RelaxedSide {
-    /// `Σ_k a_k·|exp((pot_k − half_k)/ε) − exp(−(pot_k − ε log a_k)/ρ)|`: the `ℓ₁` violation
-    /// of the side's optimality condition (`‖r − a‖₁` for `ρ = ∞`).
-    pub residual: f64,
-    /// `Σ_k r_k`, the plan's mass.
-    pub mass: f64,
-    /// `Σ_k r_k·(pot_k − ε log a_k)`.
-    pub dual: f64,
-    /// `KL(r ‖ a) = Σ_k r_k log(r_k/a_k) − r_k + a_k`.
-    pub kl: f64,
-}
-
-impl RelaxedSide {
-    /// The side's terms of the objective: `dual + ρ·KL(r ‖ a)` (the KL term left out for
-    /// `ρ = ∞`).
-    pub(crate) fn objective(&self, rho: f64) -> f64 {
-        if rho == f64::INFINITY {
-            self.dual
-        } else {
-            self.dual + rho * self.kl
-        }
-    }
-}
-
-/// [`RelaxedSide`] of every problem (`per` entries each) on the host, problems in
-/// parallel, each summed in order.
-pub fn relaxed_sides<T: Real>(
-    per: usize,
-    a: &[T],
-    pot: &[T],
-    half: &[T],
-    eps: f64,
-    rho: f64,
-) -> Vec<RelaxedSide> {
-    use rayon::prelude::*;
-    if per == 0 {
-        return Vec::new();
-    }
-    a.par_chunks(per)
-        .zip(pot.par_chunks(per))
-        .zip(half.par_chunks(per))
-        .map(|((a, p), h)| {
-            let mut side = RelaxedSide::default();
-            for k in 0..per {
-                let ak = a[k].f64();
-                if ak > 0.0 {
-                    let (pk, hk) = (p[k].f64(), h[k].f64());
-                    // log(r_k / a_k)
-                    let log_ratio = (pk - hk) / eps;
-                    let got = log_ratio.exp();
-                    let dual = pk - eps * ak.ln();
-                    let want = if rho == f64::INFINITY {
-                        1.0
-                    } else {
-                        (-dual / rho).exp()
-                    };
-                    let r = ak * got;
-                    side.residual += ak * (got - want).abs();
-                    side.mass += r;
-                    side.dual += r * dual;
-                    side.kl += r * log_ratio - r + ak;
-                }
-            }
-            side
-        })
-        .collect()
 }
 
 /// A side's term of the unbalanced dual, per unit of mass: `ψ_ρ(t) = −ρ·(e^{−t/ρ} − 1)`

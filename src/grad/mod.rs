@@ -13,11 +13,32 @@
 //! * [`bistochastic`](mod@bistochastic): `R = SinkhornKnopp(exp(X))` for batches of `n×n` matrices and
 //!   `∂L/∂X`.
 //! * [`finite_diff`]: [`check_gradient`], used by the tests of every gradient in the crate.
+//!
+//! The gradients are algorithms of the entropic family and live with it (`src/entropic/`:
+//! `gradients/`, `bistochastic.rs`); the CG is in `src/cg.rs`, below the backends, with its
+//! vectors on a backend's buffers in `src/backend/grad.rs`. This module is their public face
+//! and the home of the finite-difference checker.
 
-pub mod bistochastic;
-pub mod cg;
+pub use crate::entropic::bistochastic;
+pub use crate::entropic::gradients as ot;
 pub mod finite_diff;
-pub mod ot;
+
+/// Batched, matrix-free conjugate gradients for symmetric positive semi-definite systems
+/// (`src/cg.rs`), and [`BackendSpace`]: its vectors on a backend's buffers.
+///
+/// Solves `A_b x_b = r_b` for every problem `b` of a batch at once; each problem has its
+/// own step sizes and stops on its own when `‖r_b − A_b x_b‖ ≤ tol·‖r_b‖`. `A` is only
+/// applied ([`CgOperator`]), never formed. A known null vector `w` (for the OT adjoint
+/// systems, the constant vector: potentials are defined up to `(+k, −k)`) is handled by
+/// projection — the right-hand side and every residual are made orthogonal to `w`, and
+/// the solution returned is the representative with `⟨x_b, w_b⟩ = 0` — never by adding a
+/// ridge.
+pub mod cg {
+    pub use crate::backend::grad::BackendSpace;
+    pub use crate::cg::{
+        conjugate_gradient, CgOperator, CgOutcome, CgParams, CgReport, CgSpace, CgSummary,
+    };
+}
 
 pub use bistochastic::{
     bistochastic, bistochastic_backward, Bistochastic, BistochasticGradient, BistochasticParams,

@@ -14,8 +14,8 @@ use super::newton_schulz::{newton_schulz_on, NewtonSchulzParams};
 use super::svd3::svd3;
 use super::{check_matrix, download2, upload2};
 use crate::backend::linalg::{GemmShape, LinalgKernels, Transpose};
+use crate::entropic::sinkhorn::{Problem, SinkhornParams, Solver, WarmStart};
 use crate::linalg::gemm::sq_euclidean_cost_on;
-use crate::sinkhorn::{Problem, SinkhornParams, Solver, WarmStart};
 use crate::{CpuBackend, Error, Real, Result};
 use ndarray::{Array1, Array2, ArrayView2, Axis};
 

@@ -28,7 +28,7 @@ mod pointcloud;
 mod split;
 
 use super::{Backend, CostDims, CostSource, Marginals, PlanReport, Potentials, Side};
-use crate::unbalanced::RelaxedSide;
+use crate::backend::RelaxedSide;
 use crate::{Error, Real, Result};
 use split::{even_ranges, Split};
 use std::ops::Range;

@@ -63,13 +63,22 @@
 //! `∂/∂μ_i = ψ_μ(f̂_i) − ε (r_i/μ_i − Σν)` (`r_i/μ_i = e^{−f̂_i/ρ_μ}` at the optimum), the same
 //! for `ν`; `value` is `D`.
 
-use super::cg::{conjugate_gradient, BackendSpace, CgOperator, CgOutcome, CgParams, CgReport};
+mod adjoint;
+mod envelope;
+
+pub use adjoint::implicit_adjoint;
+pub(crate) use adjoint::{solve_adjoint_with, PlanMatvec};
+
 use crate::backend::{grad::GradKernels, Backend, CostSource, Side};
-use crate::sinkhorn::{relax_side, BufferSolution, Prepared, Problem, SinkhornResult, Solver};
-use crate::unbalanced::{dual_side, phi};
+use crate::cg::{CgParams, CgReport};
+use crate::entropic::sinkhorn::{
+    relax_side, BufferSolution, Prepared, Problem, SinkhornResult, Solver,
+};
+use crate::entropic::unbalanced::phi;
 use crate::validate::{check_eps, check_finite};
 use crate::{CpuBackend, Error, Real, Result};
-use ndarray::{Array1, Array2, Array3, ArrayView2, ArrayView3};
+use adjoint::solve_adjoint;
+use ndarray::{Array1, Array2, Array3, ArrayView3};
 
 /// The adjoint potentials `(a, b)` of a batch of plans, on the backend.
 pub struct Adjoint<Buf> {
@@ -209,188 +218,14 @@ fn check_output_on<T: Real, B: Backend<T>>(
     Ok(())
 }
 
-/// A batch of plans (`B×n×m`) as the adjoint solve sees them: `P·x` and `Pᵀ·u`, however
-/// the plan is held (stored, or applied on the fly from a point-cloud cost).
-pub(crate) trait PlanMatvec<T: Real, B: GradKernels<T>> {
-    /// `y_b = P_b·x_b` (`x` `B×m`, `y` `B×n`).
-    fn matvec(&self, be: &B, x: &B::Buffer, y: &mut B::Buffer) -> Result<()>;
-    /// `y_b = P_bᵀ·x_b` (`x` `B×n`, `y` `B×m`).
-    fn matvec_t(&self, be: &B, x: &B::Buffer, y: &mut B::Buffer) -> Result<()>;
-}
-
-/// Plans stored `B×n×m` on the backend.
-struct StoredPlan<'a, Buf> {
-    plan: &'a Buf,
-    n: usize,
-    m: usize,
-}
-
-impl<T: Real, B: GradKernels<T>> PlanMatvec<T, B> for StoredPlan<'_, B::Buffer> {
-    fn matvec(&self, be: &B, x: &B::Buffer, y: &mut B::Buffer) -> Result<()> {
-        be.plan_matvec(self.plan, self.n, self.m, x, y)
-    }
-    fn matvec_t(&self, be: &B, x: &B::Buffer, y: &mut B::Buffer) -> Result<()> {
-        be.plan_matvec_t(self.plan, self.n, self.m, x, y)
-    }
-}
-
-/// The Schur operator `b ↦ diag(c)·b − Pᵀ diag(1/r) P·b`, matrix-free.
-struct SchurOperator<'a, T: Real, B: GradKernels<T>, P> {
-    plan: &'a P,
-    col_mass: &'a B::Buffer,
-    inv_row_mass: &'a B::Buffer,
-    tmp: B::Buffer,
-    tmp2: B::Buffer,
-}
-
-impl<'s, T: Real, B: GradKernels<T>, P: PlanMatvec<T, B>> CgOperator<BackendSpace<'s, T, B>>
-    for SchurOperator<'_, T, B, P>
-{
-    fn apply(
-        &mut self,
-        space: &BackendSpace<'s, T, B>,
-        x: &B::Buffer,
-        y: &mut B::Buffer,
-    ) -> Result<()> {
-        let be = space.backend();
-        self.plan.matvec(be, x, &mut self.tmp)?;
-        be.hadamard(self.inv_row_mass, &self.tmp, T::zero(), &mut self.tmp2)?;
-        self.plan.matvec_t(be, &self.tmp2, y)?;
-        be.hadamard(self.col_mass, x, -T::one(), y)
-    }
-}
-
-/// Solve the adjoint system of `batch` plans (`B×n×m` on the backend) for the upstream
-/// gradient `upstream` (`B` matrices or one shared `n×m`), by matrix-free CG on the Schur
-/// complement (see the module docs). Data stays on the backend; only `B` dot products per CG
-/// step come back to the host.
-///
-/// ```
-/// use logot::grad::{implicit_adjoint, CgParams};
-/// use logot::{Backend, CpuBackend};
-/// // Any positive matrix is the plan of its own marginals. G = 1 (L = ΣP, the mass) is
-/// // explained entirely by the potentials: a_i + b_j = 1, so ∂L/∂C = 0.
-/// let be = CpuBackend;
-/// let plan = be.upload(&[0.3f64, 0.1, 0.05, 0.15, 0.25, 0.15])?; // 1×2×3
-/// let ones = be.upload(&[1.0; 6])?;
-/// let adj = implicit_adjoint(&be, &plan, 1, 2, 3, &ones, &CgParams::default())?;
-/// let (a, b) = (be.download(&adj.a)?, be.download(&adj.b)?);
-/// assert!(adj.cg.all_converged());
-/// assert!(a.iter().all(|ai| b.iter().all(|bj| (ai + bj - 1.0).abs() < 1e-9)));
-/// # Ok::<(), logot::Error>(())
-/// ```
-pub fn implicit_adjoint<T: Real, B: GradKernels<T>>(
-    be: &B,
-    plan: &B::Buffer,
-    batch: usize,
-    n: usize,
-    m: usize,
-    upstream: &B::Buffer,
-    cg: &CgParams,
-) -> Result<Adjoint<B::Buffer>> {
-    solve_adjoint(be, plan, (batch, n, m), upstream, None, cg)
-}
-
-/// The adjoint system of [`implicit_adjoint`], balanced (`relaxed = None`: singular along
-/// `(1, −1)`, solved in the representative orthogonal to the support) or with the diagonal
-/// blocks divided by `(φ_μ, φ_ν)` (unbalanced, see the module docs: positive definite, no
-/// null space).
-fn solve_adjoint<T: Real, B: GradKernels<T>>(
-    be: &B,
-    plan: &B::Buffer,
-    (batch, n, m): (usize, usize, usize),
-    upstream: &B::Buffer,
-    relaxed: Option<(f64, f64)>,
-    cg: &CgParams,
-) -> Result<Adjoint<B::Buffer>> {
-    cg.validate()?;
-    if be.len(plan) != batch * n * m || batch == 0 || n == 0 || m == 0 {
-        return Err(Error::shape(
-            "plan",
-            format!("has length {} but {batch}×{n}×{m} is needed", be.len(plan)),
-        ));
-    }
-    let masses = be.weighted_marginals(plan, n, m, None)?;
-    let sums = be.weighted_marginals(plan, n, m, Some(upstream))?;
-    let ops = StoredPlan { plan, n, m };
-    solve_adjoint_with(be, &ops, (batch, n, m), masses, &sums, relaxed, cg)
-}
-
-/// The adjoint solve of [`solve_adjoint`] for plans given by their mat-vecs `plan`, their
-/// marginals `masses = (P·1, Pᵀ·1)` and the right-hand side `sums = ((G⊙P)·1, (G⊙P)ᵀ·1)`
-/// (`B×n`, `B×m` each).
-pub(crate) fn solve_adjoint_with<T: Real, B: GradKernels<T>, P: PlanMatvec<T, B>>(
-    be: &B,
-    plan: &P,
-    (batch, n, m): (usize, usize, usize),
-    (mut row_mass, mut col_mass): (B::Buffer, B::Buffer),
-    (sr, sc): &(B::Buffer, B::Buffer),
-    relaxed: Option<(f64, f64)>,
-    cg: &CgParams,
-) -> Result<Adjoint<B::Buffer>> {
-    cg.validate()?;
-    // Unbalanced: the diagonal blocks diag(P·1)/φ_μ and diag(Pᵀ·1)/φ_ν.
-    let support = match relaxed {
-        None => Some(be.support(&col_mass)?),
-        Some((phi_mu, phi_nu)) => {
-            for (mass, phi) in [(&mut row_mass, phi_mu), (&mut col_mass, phi_nu)] {
-                let mut scaled = be.filled(be.len(mass), T::zero())?;
-                be.batched_axpy(&vec![1.0 / phi; batch], mass, &mut scaled)?;
-                *mass = scaled;
-            }
-            None
-        }
-    };
-    let inv_row_mass = be.recip_or_zero(&row_mass)?;
-    let minus_one = vec![-1.0; batch];
-    // rhs = s_c − Pᵀ diag(1/r) s_r
-    let mut t = be.filled(batch * n, T::zero())?;
-    be.hadamard(&inv_row_mass, sr, T::zero(), &mut t)?;
-    let mut rhs = be.filled(batch * m, T::zero())?;
-    plan.matvec_t(be, &t, &mut rhs)?;
-    be.batched_xpby(sc, &minus_one, &mut rhs)?;
-    let space = BackendSpace::new(be, batch, m);
-    let mut op = SchurOperator::<T, B, P> {
-        plan,
-        col_mass: &col_mass,
-        inv_row_mass: &inv_row_mass,
-        tmp: be.filled(batch * n, T::zero())?,
-        tmp2: be.filled(batch * n, T::zero())?,
-    };
-    let mut outcomes = vec![CgOutcome::default(); batch];
-    let tol = cg.effective_tol::<T>();
-    let b = conjugate_gradient(
-        &space,
-        &mut op,
-        &rhs,
-        support.as_ref(),
-        tol,
-        cg.max_iters,
-        &mut outcomes,
-    )?;
-    // a = diag(1/r)(s_r − P b)
-    plan.matvec(be, &b, &mut t)?;
-    be.batched_xpby(sr, &minus_one, &mut t)?;
-    let mut a = be.filled(batch * n, T::zero())?;
-    be.hadamard(&inv_row_mass, &t, T::zero(), &mut a)?;
-    Ok(Adjoint {
-        a,
-        b,
-        cg: CgReport {
-            problems: outcomes,
-            tol,
-        },
-    })
-}
-
-fn array2<T>(rows: usize, cols: usize, v: Vec<T>) -> Result<Array2<T>> {
+pub(super) fn array2<T>(rows: usize, cols: usize, v: Vec<T>) -> Result<Array2<T>> {
     Array2::from_shape_vec((rows, cols), v).map_err(|e| Error::Numerical(e.to_string()))
 }
-fn array3<T>(d: (usize, usize, usize), v: Vec<T>) -> Result<Array3<T>> {
+pub(super) fn array3<T>(d: (usize, usize, usize), v: Vec<T>) -> Result<Array3<T>> {
     Array3::from_shape_vec(d, v).map_err(|e| Error::Numerical(e.to_string()))
 }
 
-fn check_output<T: Real>(what: &str, v: &[T]) -> Result<()> {
+pub(super) fn check_output<T: Real>(what: &str, v: &[T]) -> Result<()> {
     if let Some(k) = v.iter().position(|x| !x.is_finite()) {
         return Err(Error::Numerical(format!(
             "{what}: non-finite gradient entry {} at flat index {k}",
@@ -824,164 +659,6 @@ impl<Bk> Solver<Bk> {
             a,
             b,
             cg: adj.cg,
-        })
-    }
-
-    /// The regularised objective `OT_ε` and its envelope-theorem gradients (`P`, `f`, `g`):
-    /// cheap (no linear solve) but they differentiate `OT_ε`, not the transport cost
-    /// `⟨P,C⟩` (use [`Solver::wasserstein_gradients`] for that).
-    ///
-    /// ```
-    /// use logot::{CpuBackend, Problem, SinkhornParams, Solver};
-    /// use ndarray::array;
-    /// // ∂OT_ε/∂C_01 = P_01, against a central difference of OT_ε.
-    /// let (mu, nu) = (array![0.4f64, 0.6], array![0.5, 0.5]);
-    /// let solver = Solver::new(CpuBackend, SinkhornParams { tol: Some(1e-13), ..SinkhornParams::new(0.1) });
-    /// let value = |c: &ndarray::Array2<f64>| -> logot::Result<f64> {
-    ///     Ok(solver.envelope_gradients(&Problem::new(mu.view(), nu.view(), c.view())?)?.value[0])
-    /// };
-    /// let cost = array![[0.0, 1.0], [0.5, 0.2]];
-    /// let env = solver.envelope_gradients(&Problem::new(mu.view(), nu.view(), cost.view())?)?;
-    /// let h = 1e-6;
-    /// let (mut up, mut down) = (cost.clone(), cost.clone());
-    /// up[[0, 1]] += h;
-    /// down[[0, 1]] -= h;
-    /// let numeric = (value(&up)? - value(&down)?) / (2.0 * h);
-    /// assert!((numeric - env.cost[[0, 0, 1]]).abs() < 1e-7);
-    /// # Ok::<(), logot::Error>(())
-    /// ```
-    pub fn envelope_gradients<T: Real>(
-        &self,
-        problem: &Problem<'_, T>,
-    ) -> Result<EnvelopeGradients<T>>
-    where
-        Bk: Backend<T>,
-    {
-        if let Some(r) = self.params().unbalanced() {
-            return self.envelope_gradients_relaxed(problem, r);
-        }
-        let cpl = self.coupling(problem)?;
-        let eps = self.params().eps;
-        let batch = problem.batch_size();
-        let mut fs = cpl.result.f.clone();
-        let mut gs = cpl.result.g.clone();
-        let mut value = Array1::zeros(batch);
-        for k in 0..batch {
-            let dot = |pot: ndarray::ArrayView1<'_, T>, w: ndarray::ArrayView1<'_, T>| -> f64 {
-                pot.iter()
-                    .zip(w)
-                    .filter(|(_, &w)| w > T::zero())
-                    .map(|(p, w)| p.f64() * w.f64())
-                    .sum()
-            };
-            let mass: f64 = cpl
-                .plan
-                .index_axis(ndarray::Axis(0), k)
-                .iter()
-                .map(|v| v.f64())
-                .sum();
-            value[k] = T::of(
-                dot(fs.row(k), problem.mu().row(k)) + dot(gs.row(k), problem.nu().row(k))
-                    - eps * mass,
-            );
-            let finite: Vec<f64> = fs
-                .row(k)
-                .iter()
-                .filter(|v| v.is_finite())
-                .map(|v| v.f64())
-                .collect();
-            let shift = T::of(finite.iter().sum::<f64>() / finite.len().max(1) as f64);
-            fs.row_mut(k).iter_mut().for_each(|v| *v = *v - shift);
-            gs.row_mut(k).iter_mut().for_each(|v| *v = *v + shift);
-        }
-        Ok(EnvelopeGradients {
-            value,
-            cost: cpl.plan,
-            mu: fs,
-            nu: gs,
-            result: cpl.result,
-        })
-    }
-    /// [`Solver::envelope_gradients`] of an unbalanced problem: the dual value and its
-    /// partial derivatives (see the module docs).
-    fn envelope_gradients_relaxed<T: Real>(
-        &self,
-        problem: &Problem<'_, T>,
-        r: crate::Relaxation,
-    ) -> Result<EnvelopeGradients<T>>
-    where
-        Bk: Backend<T>,
-    {
-        let cpl = self.coupling(problem)?;
-        let eps = self.params().eps;
-        let (batch, n) = problem.mu().dim();
-        let m = problem.nu().ncols();
-        let (f, g) = (&cpl.result.f, &cpl.result.g);
-        let empty_f = self.empty_bin_potentials(problem, Side::Row, g, r.rho_mu)?;
-        let empty_g = self.empty_bin_potentials(problem, Side::Col, f, r.rho_nu)?;
-        let mut value = Array1::zeros(batch);
-        let mut gmu = Array2::zeros((batch, n));
-        let mut gnu = Array2::zeros((batch, m));
-        let host = |a: ArrayView2<'_, T>, k: usize| a.row(k).iter().copied().collect::<Vec<T>>();
-        for k in 0..batch {
-            let p = cpl.plan.index_axis(ndarray::Axis(0), k);
-            let rows: Vec<f64> = p
-                .outer_iter()
-                .map(|r| r.iter().map(|v| v.f64()).sum())
-                .collect();
-            let mut cols = vec![0.0f64; m];
-            for row in p.outer_iter() {
-                cols.iter_mut().zip(row).for_each(|(c, v)| *c += v.f64());
-            }
-            let mass: f64 = rows.iter().sum();
-            let (mu, nu) = (host(problem.mu(), k), host(problem.nu(), k));
-            let (mu_mass, nu_mass) = (
-                mu.iter().map(|v| v.f64()).sum::<f64>(),
-                nu.iter().map(|v| v.f64()).sum::<f64>(),
-            );
-            let (vf, df) = dual_side(
-                &mu,
-                &host(f.view(), k),
-                &rows,
-                empty_f.as_ref().map(|e| &e[k * n..(k + 1) * n]),
-                nu_mass,
-                eps,
-                r.rho_mu,
-            );
-            let (vg, dg) = dual_side(
-                &nu,
-                &host(g.view(), k),
-                &cols,
-                empty_g.as_ref().map(|e| &e[k * m..(k + 1) * m]),
-                mu_mass,
-                eps,
-                r.rho_nu,
-            );
-            value[k] = T::of(vf + vg - eps * (mass - mu_mass * nu_mass));
-            gmu.row_mut(k)
-                .iter_mut()
-                .zip(df)
-                .for_each(|(o, v)| *o = T::of(v));
-            gnu.row_mut(k)
-                .iter_mut()
-                .zip(dg)
-                .for_each(|(o, v)| *o = T::of(v));
-        }
-        check_output("mu", gmu.as_slice().unwrap_or(&[]))?;
-        check_output("nu", gnu.as_slice().unwrap_or(&[]))?;
-        if let Some(k) = value.iter().position(|v| !v.is_finite()) {
-            return Err(Error::Numerical(format!(
-                "the unbalanced objective of problem {k} is {} (eps = {eps} may be too small for {})",
-                value[k],
-                T::NAME
-            )));
-        }
-        Ok(EnvelopeGradients {
-            value,
-            cost: cpl.plan,
-            mu: gmu,
-            nu: gnu,
-            result: cpl.result,
         })
     }
 

@@ -3,12 +3,12 @@
 //! whole iterations in one launch ([`CudaBackend::grid_bary_fused`]).
 
 use super::cost::{CostKind, CudaCost};
-use super::device::{CudaBackend, CudaBuffer};
-use super::kernels::{kernel_name, CudaReal};
-use super::launch::{to_i32, Launch};
 use crate::backend::barycenter::{
     bary_iterations_unfused, BaryBuffers, BaryLayout, BarycenterKernels,
 };
+use crate::backend::cuda::runtime::device::{CudaBackend, CudaBuffer};
+use crate::backend::cuda::runtime::kernels::{kernel_name, CudaReal};
+use crate::backend::cuda::runtime::launch::{to_i32, Launch};
 use crate::{Error, Result};
 
 impl<T: CudaReal> BarycenterKernels<T> for CudaBackend {

@@ -25,11 +25,11 @@
 //! nothing back; the backward's redo list then lives in that buffer too, so a caller that
 //! owns it allocates nothing per call.
 
-use super::device::{CudaBackend, CudaBuffer};
-use super::kernels::{define, kernel_name, CudaReal, Module, Precision};
-use super::launch::{Context, Launch};
 use crate::backend::batch_of;
 use crate::backend::bistochastic::{cg_summary_from_words, words, BistochasticKernels};
+use crate::backend::cuda::runtime::device::{CudaBackend, CudaBuffer};
+use crate::backend::cuda::runtime::kernels::{define, kernel_name, CudaReal, Module, Precision};
+use crate::backend::cuda::runtime::launch::{Context, Launch};
 use crate::backend::shape::check_len;
 use crate::cg::{CgOutcome, CgSummary};
 use crate::{Error, Result};

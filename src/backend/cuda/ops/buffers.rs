@@ -4,10 +4,11 @@
 //! offsets, the centring of marginal gradients), the zero-mass-bin fix-up, and a dense cost
 //! prepared from a buffer. Only the row statistics (five numbers per row) are read back.
 
-use super::cost::{CostKind, CudaCost, DenseCost, SplitHints};
-use super::device::{CudaBackend, CudaBuffer};
-use super::kernels::{kernel_name, CudaReal};
-use super::launch::{to_i32, Context, Launch};
+use super::cost::{CostKind, CudaCost, DenseCost};
+use super::tiled::SplitHints;
+use crate::backend::cuda::runtime::device::{CudaBackend, CudaBuffer};
+use crate::backend::cuda::runtime::kernels::{kernel_name, CudaReal};
+use crate::backend::cuda::runtime::launch::{to_i32, Context, Launch};
 use crate::backend::shape::check_len;
 use crate::backend::{CostDims, RowStats};
 use crate::{Error, Result};
@@ -15,7 +16,7 @@ use crate::{Error, Result};
 impl CudaBackend {
     /// [`Backend::row_stats`](crate::Backend::row_stats): one block per row, five doubles
     /// each read back.
-    pub(super) fn buffer_row_stats<T: CudaReal>(
+    pub(in crate::backend::cuda) fn buffer_row_stats<T: CudaReal>(
         &self,
         buf: &CudaBuffer<T>,
         rows: usize,
@@ -72,12 +73,18 @@ impl CudaBackend {
     }
 
     /// [`Backend::ln`](crate::Backend::ln).
-    pub(super) fn buffer_ln<T: CudaReal>(&self, x: &CudaBuffer<T>) -> Result<CudaBuffer<T>> {
+    pub(in crate::backend::cuda) fn buffer_ln<T: CudaReal>(
+        &self,
+        x: &CudaBuffer<T>,
+    ) -> Result<CudaBuffer<T>> {
         self.buffer_map("elem_log", x)
     }
 
     /// [`Backend::start_potential`](crate::Backend::start_potential).
-    pub(super) fn buffer_start<T: CudaReal>(&self, a: &CudaBuffer<T>) -> Result<CudaBuffer<T>> {
+    pub(in crate::backend::cuda) fn buffer_start<T: CudaReal>(
+        &self,
+        a: &CudaBuffer<T>,
+    ) -> Result<CudaBuffer<T>> {
         self.buffer_map("start_potential", a)
     }
 
@@ -124,7 +131,7 @@ impl CudaBackend {
     }
 
     /// [`Backend::offset_rows`](crate::Backend::offset_rows), written into `dst` in place.
-    pub(super) fn buffer_offset_rows<T: CudaReal>(
+    pub(in crate::backend::cuda) fn buffer_offset_rows<T: CudaReal>(
         &self,
         src: &CudaBuffer<T>,
         delta: &[f64],
@@ -136,7 +143,7 @@ impl CudaBackend {
     }
 
     /// [`Backend::where_empty`](crate::Backend::where_empty), in place.
-    pub(super) fn buffer_where_empty<T: CudaReal>(
+    pub(in crate::backend::cuda) fn buffer_where_empty<T: CudaReal>(
         &self,
         a: &CudaBuffer<T>,
         src: &CudaBuffer<T>,
@@ -165,7 +172,7 @@ impl CudaBackend {
 
     /// [`Backend::prepare_dense_buffer`](crate::Backend::prepare_dense_buffer): `C − shift`
     /// copied into the cost's own matrix (the caller's buffer is only read), then `Cᵀ`.
-    pub(super) fn buffer_dense_cost<T: CudaReal>(
+    pub(in crate::backend::cuda) fn buffer_dense_cost<T: CudaReal>(
         &self,
         cost: &CudaBuffer<T>,
         dims: CostDims,

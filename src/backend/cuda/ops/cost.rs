@@ -1,25 +1,26 @@
 //! Prepared costs: a dense matrix (with its transpose and the scratch of its split
 //! half-steps), a separable grid, or two point clouds.
 
-use super::device::CudaBackend;
 use super::grid::check_grid;
-use super::kernels::{kernel_name, CudaReal};
-use super::launch::{to_i32, Context, Launch};
 use super::pointcloud::CudaCloud;
+use super::tiled::SplitHints;
+use crate::backend::cuda::runtime::device::CudaBackend;
+use crate::backend::cuda::runtime::kernels::{kernel_name, CudaReal};
+use crate::backend::cuda::runtime::launch::{to_i32, Context, Launch};
+use crate::backend::cuda::runtime::tuning::CloudForm;
 use crate::backend::{CostDims, CostSource, GridCost, Side};
 use crate::{Error, Result};
 use cudarc::driver::CudaSlice;
 use std::borrow::Cow;
-use std::sync::{Mutex, MutexGuard};
 
 /// A cost prepared for the GPU ([`Backend::Cost`](crate::Backend::Cost) of the CUDA
 /// backend).
 pub struct CudaCost<T> {
-    pub(super) kind: CostKind<T>,
+    pub(in crate::backend::cuda) kind: CostKind<T>,
 }
 
 /// The three kinds of cost the kernels read.
-pub(super) enum CostKind<T> {
+pub(in crate::backend::cuda) enum CostKind<T> {
     /// A stored matrix, shared or one per problem.
     Dense(DenseCost<T>),
     /// Squared distances on a regular grid, computed on the fly ([`CostSource::Grid`]).
@@ -30,7 +31,7 @@ pub(super) enum CostKind<T> {
 
 impl<T> CudaCost<T> {
     /// Sizes of the cost.
-    pub(super) fn dims(&self) -> CostDims {
+    pub(in crate::backend::cuda) fn dims(&self) -> CostDims {
         match &self.kind {
             CostKind::Dense(d) => d.dims,
             CostKind::Grid(g) => CostDims {
@@ -39,6 +40,19 @@ impl<T> CudaCost<T> {
                 batch: None,
             },
             CostKind::Cloud(c) => c.dims(),
+        }
+    }
+}
+
+impl<T> CudaCost<T> {
+    /// The point clouds of a point-cloud cost; [`Error::Unavailable`] naming `what` for
+    /// another kind of cost.
+    pub(in crate::backend::cuda) fn cloud(&self, what: &str) -> Result<&CudaCloud<T>> {
+        match &self.kind {
+            CostKind::Cloud(cl) => Ok(cl),
+            _ => Err(Error::Unavailable(format!(
+                "{what} needs a point-cloud cost (CostSource::PointCloud)"
+            ))),
         }
     }
 }
@@ -56,7 +70,7 @@ impl<T> std::fmt::Debug for CudaCost<T> {
 
 /// A dense cost: `C` (`[B×]n×m`) and `Cᵀ` (`[B×]m×n`), so that both half-steps stream
 /// rows.
-pub(super) struct DenseCost<T> {
+pub(in crate::backend::cuda) struct DenseCost<T> {
     pub dims: CostDims,
     pub c: CudaSlice<T>,
     pub ct: CudaSlice<T>,
@@ -83,43 +97,22 @@ impl<T> DenseCost<T> {
     }
 }
 
-/// The K-split partial `(max, sum)` pairs of the last split half-step on one side of a
-/// cost, which the next split half-step on that side takes as its shift hints
-/// (`split_hints` in cuda/sinkstep.cu).
-pub(super) struct SplitParts<T> {
-    pub batch: usize,
-    pub splits: usize,
-    pub l: usize,
-    /// `part_m` (`splits·batch·l`), then `part_s`.
-    pub buf: CudaSlice<T>,
-}
-
-/// The scratch a dense cost owns for its split half-steps: one slot per side, empty until
-/// a split half-step ran there, replaced when the batch or the split changes. Half-steps
-/// on the same cost take the slot's lock in turn, so a cost used from several threads stays
-/// correct (its launches are ordered on the one stream anyway).
-pub(super) struct SplitHints<T> {
-    slots: [Mutex<Option<SplitParts<T>>>; 2],
-}
-
-impl<T> SplitHints<T> {
-    pub(super) fn new() -> Self {
-        SplitHints {
-            slots: [Mutex::new(None), Mutex::new(None)],
+impl CudaBackend {
+    /// How a half-step at `eps` on this point-cloud cost forms its exponents (`None` for
+    /// other costs and above 16 dimensions). For tests and benchmarks; not part of the API.
+    #[doc(hidden)]
+    pub fn cloud_form<T: CudaReal>(&self, cost: &CudaCost<T>, eps: T) -> Option<CloudForm> {
+        match &cost.kind {
+            CostKind::Cloud(cl) => cl.form(eps),
+            _ => None,
         }
     }
 
-    /// The slot of `side`, locked.
-    pub fn lock(&self, side: Side) -> Result<MutexGuard<'_, Option<SplitParts<T>>>> {
-        self.slots[usize::from(side == Side::Row)]
-            .lock()
-            .map_err(|_| Error::Cuda("the K-split hint lock was poisoned".into()))
-    }
-}
-
-impl CudaBackend {
     /// Prepare any cost source (see [`Backend::prepare_cost`](crate::Backend::prepare_cost)).
-    pub(super) fn prepare<T: CudaReal>(&self, source: &CostSource<'_, T>) -> Result<CudaCost<T>> {
+    pub(in crate::backend::cuda) fn prepare<T: CudaReal>(
+        &self,
+        source: &CostSource<'_, T>,
+    ) -> Result<CudaCost<T>> {
         let kind = match source {
             CostSource::Dense(c) => {
                 let (n, m) = c.dim();
@@ -186,7 +179,7 @@ impl CudaBackend {
 
     /// `ct[b] = c[b]ᵀ` for each of the cost's matrices: 32×32 tiles of 32×8 threads, at
     /// most 65535 matrices (the grid's z dimension) per launch.
-    pub(super) fn transpose_batch<T: CudaReal>(
+    pub(in crate::backend::cuda) fn transpose_batch<T: CudaReal>(
         &self,
         c: &CudaSlice<T>,
         ct: &CudaSlice<T>,

@@ -2,13 +2,13 @@
 //! transport costs, plans; and the marginal errors, which need no cost.
 
 use super::cost::DenseCost;
-use super::device::{CudaBackend, CudaBuffer};
-use super::kernels::{kernel_name, CudaReal};
-use super::launch::{to_i32, Launch};
 use super::tiled::{Parts, Tiled, TiledArgs};
+use crate::backend::cuda::runtime::device::{CudaBackend, CudaBuffer};
+use crate::backend::cuda::runtime::kernels::{kernel_name, CudaReal};
+use crate::backend::cuda::runtime::launch::{to_i32, Launch};
 use crate::backend::shape::{check_marginal_error, check_sinkstep};
+use crate::backend::RelaxedSide;
 use crate::backend::{Potentials, Side};
-use crate::unbalanced::RelaxedSide;
 use crate::{Error, Result};
 
 impl CudaBackend {
@@ -16,7 +16,7 @@ impl CudaBackend {
     /// weighted by `φ` (`out = ε·lm − φ·ε·LSE`; 1 balanced, see
     /// [`Backend::iterate_relaxed`](crate::Backend::iterate_relaxed)).
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn dense_sinkstep<T: CudaReal>(
+    pub(in crate::backend::cuda) fn dense_sinkstep<T: CudaReal>(
         &self,
         cost: &DenseCost<T>,
         side: Side,
@@ -47,7 +47,7 @@ impl CudaBackend {
     /// Column errors and transport costs of `batch` plans on a dense cost in one pass over
     /// it: the tiled report kernel writes each output's column mass and transport share,
     /// then `report_sum` adds them up per problem (`B` pairs of `f64` read back).
-    pub(super) fn dense_report<T: CudaReal>(
+    pub(in crate::backend::cuda) fn dense_report<T: CudaReal>(
         &self,
         cost: &DenseCost<T>,
         pot: &Potentials<CudaBuffer<T>>,
@@ -94,7 +94,7 @@ impl CudaBackend {
 
     /// `⟨P_b, C_b⟩` of `batch` plans on a dense cost: `f64` partial sums per (problem, block
     /// of at most 64 rows), enough blocks to fill the GPU, added on the host.
-    pub(super) fn dense_transport_cost<T: CudaReal>(
+    pub(in crate::backend::cuda) fn dense_transport_cost<T: CudaReal>(
         &self,
         cost: &DenseCost<T>,
         f: &CudaBuffer<T>,
@@ -155,7 +155,7 @@ impl CudaBackend {
     }
 
     /// The plans `P_b` (`B×n×m`) of `batch` problems on a dense cost.
-    pub(super) fn dense_plan<T: CudaReal>(
+    pub(in crate::backend::cuda) fn dense_plan<T: CudaReal>(
         &self,
         cost: &DenseCost<T>,
         f: &CudaBuffer<T>,
@@ -193,7 +193,7 @@ impl CudaBackend {
 
     /// See [`Backend::marginal_error`](crate::Backend::marginal_error): one block per
     /// problem, `B` values read back.
-    pub(super) fn marginal_errors<T: CudaReal>(
+    pub(in crate::backend::cuda) fn marginal_errors<T: CudaReal>(
         &self,
         batch: usize,
         marginal: &CudaBuffer<T>,
@@ -227,7 +227,7 @@ impl CudaBackend {
 
     /// See [`Backend::relaxed_sides`](crate::Backend::relaxed_sides): one block per problem
     /// sums in f64 (`relaxed_side`), four doubles per problem read back.
-    pub(super) fn relaxed_side_sums<T: CudaReal>(
+    pub(in crate::backend::cuda) fn relaxed_side_sums<T: CudaReal>(
         &self,
         batch: usize,
         a: &CudaBuffer<T>,

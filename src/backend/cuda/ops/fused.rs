@@ -4,9 +4,9 @@
 //! shared memory.
 
 use super::cost::DenseCost;
-use super::device::{CudaBackend, CudaBuffer};
-use super::kernels::{define, CudaReal, Module, Precision};
-use super::launch::{Launch, Start};
+use crate::backend::cuda::runtime::device::{CudaBackend, CudaBuffer};
+use crate::backend::cuda::runtime::kernels::{define, CudaReal, Module, Precision};
+use crate::backend::cuda::runtime::launch::{Launch, Start};
 use crate::backend::{Marginals, Potentials};
 use crate::{Error, Result};
 
@@ -47,13 +47,13 @@ impl CudaBackend {
     /// Dynamic shared memory of the fused kernel for an `n×m` problem, in bytes: both
     /// orientations of the cost (rows padded by [`fused_pad`]), then `f`, `g`, `log μ` and
     /// `log ν`, each padded to a multiple of 8.
-    pub(super) fn fused_smem<T>(n: usize, m: usize) -> usize {
+    pub(in crate::backend::cuda) fn fused_smem<T>(n: usize, m: usize) -> usize {
         let (n8, m8) = (n.div_ceil(8) * 8, m.div_ceil(8) * 8);
         (n * fused_pad(m) + m * fused_pad(n) + 2 * n8 + 2 * m8) * std::mem::size_of::<T>()
     }
 
     /// Whether [`CudaBackend::fused_iterate`] runs `cost` (dense, and small enough).
-    pub(super) fn fuses<T: CudaReal>(&self, cost: &DenseCost<T>) -> bool {
+    pub(in crate::backend::cuda) fn fuses<T: CudaReal>(&self, cost: &DenseCost<T>) -> bool {
         self.tuning().fused
             && Self::fused_smem::<T>(cost.dims.n, cost.dims.m) <= self.inner.max_smem
     }
@@ -62,7 +62,7 @@ impl CudaBackend {
     /// launch per 2^30 iterations, the half-steps weighted by `(φ_μ, φ_ν)` ((1, 1)
     /// balanced; see [`Backend::iterate_relaxed`](crate::Backend::iterate_relaxed)).
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn fused_iterate<T: CudaReal>(
+    pub(in crate::backend::cuda) fn fused_iterate<T: CudaReal>(
         &self,
         cost: &DenseCost<T>,
         eps: T,

@@ -3,9 +3,9 @@
 //! vector operations of CG. Only the `B` per-problem dot products are read back; the `B`
 //! CG coefficients of `axpy`/`xpby` are uploaded.
 
-use super::device::{CudaBackend, CudaBuffer};
-use super::kernels::{kernel_name, CudaReal};
-use super::launch::{to_i32, Context, Launch};
+use crate::backend::cuda::runtime::device::{CudaBackend, CudaBuffer};
+use crate::backend::cuda::runtime::kernels::{kernel_name, CudaReal};
+use crate::backend::cuda::runtime::launch::{to_i32, Context, Launch};
 use crate::backend::shape::{check_len, per_problem, weight_stride};
 use crate::backend::{batch_of, grad::GradKernels};
 use crate::Result;

@@ -3,9 +3,9 @@
 //! [`crate::backend::cpu`]'s separable convolutions; the `n×n` cost is never formed. Small
 //! grids run whole barycenter iterations in one launch (`grid_bary_fused_*`).
 
-use super::device::{CudaBackend, CudaBuffer};
-use super::kernels::{define, kernel_name, CudaReal, Module};
-use super::launch::{to_i32, Context, Launch, Start};
+use crate::backend::cuda::runtime::device::{CudaBackend, CudaBuffer};
+use crate::backend::cuda::runtime::kernels::{define, kernel_name, CudaReal, Module};
+use crate::backend::cuda::runtime::launch::{to_i32, Context, Launch, Start};
 use crate::backend::shape::{check_grid_fg, check_grid_sinkstep};
 use crate::backend::{BaryBuffers, BaryLayout, GridCost};
 use crate::{Error, Result};
@@ -19,7 +19,7 @@ const FUSED_WARPS: usize = define(Module::Grid.source(), "GRID_FUSED_WARPS");
 const FUSED_MAX_WORK: usize = 1 << 24;
 
 /// A grid the kernels handle: axes of at most [`GRID_MAX_N`] points, `int`-sized.
-pub(super) fn check_grid(grid: &GridCost) -> Result<()> {
+pub(in crate::backend::cuda) fn check_grid(grid: &GridCost) -> Result<()> {
     if let Some(&big) = grid.shape().iter().find(|&&n| n > GRID_MAX_N) {
         return Err(Error::Unavailable(format!(
             "cost: the CUDA backend handles grid axes of at most {GRID_MAX_N} points, the grid {:?} has an axis of {big} (use the CPU backend)",
@@ -85,7 +85,7 @@ impl CudaBackend {
     }
 
     /// `out[b,x] = ε·lm[b,x] − ε·LSE_y((other[b,y] − C(x,y))/ε)` on a grid.
-    pub(super) fn grid_sinkstep<T: CudaReal>(
+    pub(in crate::backend::cuda) fn grid_sinkstep<T: CudaReal>(
         &self,
         grid: &GridCost,
         eps: T,
@@ -108,7 +108,7 @@ impl CudaBackend {
 
     /// `⟨P_b, C⟩` per problem, separably:
     /// `Σ_d Σ_x exp(f_x/ε + LSE_y(g_y/ε + log(k·c_d)(x,y)))` (as the CPU backend).
-    pub(super) fn grid_transport_cost<T: CudaReal>(
+    pub(in crate::backend::cuda) fn grid_transport_cost<T: CudaReal>(
         &self,
         grid: &GridCost,
         f: &CudaBuffer<T>,
@@ -151,7 +151,7 @@ impl CudaBackend {
     /// done nothing, where the fused kernel does not apply (disabled, more than 3 axes, the
     /// lines do not fit in shared memory, or the grid is large enough for the separate
     /// kernels to use the GPU better).
-    pub(super) fn grid_bary_fused<T: CudaReal>(
+    pub(in crate::backend::cuda) fn grid_bary_fused<T: CudaReal>(
         &self,
         grid: &GridCost,
         layout: BaryLayout,

@@ -14,10 +14,10 @@
 //! * `frobenius_norm`: a scaled sum of squares per block, merged on the device; one `f64`
 //!   crosses to the host.
 
-use super::device::{CudaBackend, CudaBuffer};
-use super::kernels::{define, kernel_name, CudaReal, Module, Precision};
-use super::launch::{to_i32, Launch};
 use crate::backend::cpu::svd3::RANK_TOL_PER_SQRT_M;
+use crate::backend::cuda::runtime::device::{CudaBackend, CudaBuffer};
+use crate::backend::cuda::runtime::kernels::{define, kernel_name, CudaReal, Module, Precision};
+use crate::backend::cuda::runtime::launch::{to_i32, Launch};
 use crate::backend::linalg::{check_square, GemmShape, LinalgKernels, SyrkShape, Transpose};
 use crate::{Error, Result};
 use cudarc::driver::CudaSlice;

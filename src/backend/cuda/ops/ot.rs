@@ -3,15 +3,15 @@
 //! [`super::fused`]; grid: [`super::grid`]; point clouds: [`super::pointcloud`]).
 
 use super::cost::{CostKind, CudaCost};
-use super::device::{CudaBackend, CudaBuffer};
-use super::kernels::CudaReal;
+use crate::backend::cuda::runtime::device::{CudaBackend, CudaBuffer};
+use crate::backend::cuda::runtime::kernels::CudaReal;
 use crate::backend::shape::{check_fg, check_nu};
+use crate::backend::RelaxedSide;
 use crate::backend::{
     column_error_and_cost_by_half_step, iterate_half_steps, iterate_relaxed_half_steps,
     plan_report_from_half_steps, Backend, CostDims, CostSource, Marginals, PlanReport, Potentials,
     RowStats, Side,
 };
-use crate::unbalanced::RelaxedSide;
 use crate::{Error, Result};
 
 impl<T: CudaReal> Backend<T> for CudaBackend {

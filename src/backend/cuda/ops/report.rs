@@ -6,9 +6,9 @@
 //! Every sum runs in a fixed order: the same bits from run to run.
 
 use super::cost::DenseCost;
-use super::device::{CudaBackend, CudaBuffer};
-use super::kernels::{define, kernel_name, CudaReal, Module, Precision};
-use super::launch::{to_i32, Launch};
+use crate::backend::cuda::runtime::device::{CudaBackend, CudaBuffer};
+use crate::backend::cuda::runtime::kernels::{define, kernel_name, CudaReal, Module, Precision};
+use crate::backend::cuda::runtime::launch::{to_i32, Launch};
 use crate::backend::shape::{check_fg, check_len};
 use crate::backend::{Marginals, PlanReport, Potentials};
 use crate::{Error, Result};
@@ -50,7 +50,7 @@ impl CudaBackend {
     /// over the cost (`report_tiles`: per column block, the rows' partial sums; per row
     /// chunk, the columns'), then the partial sums finished per slice of each problem and
     /// the slices summed, every sum in a fixed order.
-    pub(super) fn dense_plan_report<T: CudaReal>(
+    pub(in crate::backend::cuda) fn dense_plan_report<T: CudaReal>(
         &self,
         cost: &DenseCost<T>,
         potentials: &Potentials<CudaBuffer<T>>,

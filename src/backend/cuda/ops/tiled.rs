@@ -3,12 +3,13 @@
 //! the host and the kernel share one definition), and its launch, with the reduction split
 //! across blocks where the grid alone would leave SMs idle.
 
-use super::cost::{SplitHints, SplitParts};
-use super::device::CudaBackend;
-use super::kernels::{define_list, kernel_name, CudaReal, Module};
-use super::launch::{to_i32, Launch, Start};
+use crate::backend::cuda::runtime::device::CudaBackend;
+use crate::backend::cuda::runtime::kernels::{define_list, kernel_name, CudaReal, Module};
+use crate::backend::cuda::runtime::launch::{to_i32, Launch, Start};
 use crate::backend::Side;
 use crate::{Error, Result};
+use cudarc::driver::CudaSlice;
+use std::sync::{Mutex, MutexGuard};
 
 /// A tile of the tiled kernel: `TB×TJ` outputs per thread, `WB×WJ` threads per warp,
 /// `WARPS` warps, each taking `KW` reduction rows of a stage (`TiledCfg` in
@@ -55,7 +56,7 @@ impl Tile {
 
 /// An entry point of the tiled kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Tiled {
+pub(in crate::backend::cuda) struct Tiled {
     base: &'static str,
     tile: Tile,
     /// MODE 1: the report pass (column masses and transport shares for given `f`, `g`).
@@ -132,10 +133,44 @@ impl Tiled {
     }
 }
 
+/// The K-split partial `(max, sum)` pairs of the last split half-step on one side of a
+/// cost, which the next split half-step on that side takes as its shift hints
+/// (`split_hints` in cuda/sinkstep.cu).
+pub(in crate::backend::cuda) struct SplitParts<T> {
+    pub batch: usize,
+    pub splits: usize,
+    pub l: usize,
+    /// `part_m` (`splits·batch·l`), then `part_s`.
+    pub buf: CudaSlice<T>,
+}
+
+/// The scratch a dense cost owns for its split half-steps: one slot per side, empty until
+/// a split half-step ran there, replaced when the batch or the split changes. Half-steps
+/// on the same cost take the slot's lock in turn, so a cost used from several threads stays
+/// correct (its launches are ordered on the one stream anyway).
+pub(in crate::backend::cuda) struct SplitHints<T> {
+    slots: [Mutex<Option<SplitParts<T>>>; 2],
+}
+
+impl<T> SplitHints<T> {
+    pub(in crate::backend::cuda) fn new() -> Self {
+        SplitHints {
+            slots: [Mutex::new(None), Mutex::new(None)],
+        }
+    }
+
+    /// The slot of `side`, locked.
+    pub fn lock(&self, side: Side) -> Result<MutexGuard<'_, Option<SplitParts<T>>>> {
+        self.slots[usize::from(side == Side::Row)]
+            .lock()
+            .map_err(|_| Error::Cuda("the K-split hint lock was poisoned".into()))
+    }
+}
+
 /// Device pointers and sizes of one half-step launch: `out[b,l]` from `other[b,k]`, the
 /// reduction-major cost `r` (`K×L` per matrix, `stride` elements between problems' matrices,
 /// 0 when shared; unused by the point-cloud kernels) and `lm[b,l]`.
-pub(super) struct TiledArgs<T> {
+pub(in crate::backend::cuda) struct TiledArgs<T> {
     pub r: u64,
     pub stride: i64,
     pub other: u64,
@@ -151,7 +186,7 @@ pub(super) struct TiledArgs<T> {
 }
 
 /// Where the partial sums of a tiled launch go.
-pub(super) enum Parts<'a, T> {
+pub(in crate::backend::cuda) enum Parts<'a, T> {
     /// A half-step: the reduction may be split across blocks, its partials kept in this
     /// slot of the cost as the next split half-step's hints.
     Split(&'a SplitHints<T>, Side),
@@ -163,7 +198,7 @@ pub(super) enum Parts<'a, T> {
 impl CudaBackend {
     /// Launch the tiled kernel `kernel` on `a`. A split half-step adds `sinkstep_finish`,
     /// which merges the partials.
-    pub(super) fn launch_tiled<T: CudaReal>(
+    pub(in crate::backend::cuda) fn launch_tiled<T: CudaReal>(
         &self,
         kernel: Tiled,
         a: TiledArgs<T>,
@@ -290,7 +325,7 @@ impl CudaBackend {
     /// `out[b,l] = ε·lm[b,l] − φ·ε·ln2·(M + log2 S)` of the `(M, S)` pairs of the partial
     /// reductions (`sinkstep_finish`, cuda/sinkstep.cu) of a half-step `a` whose reduction
     /// was split `splits` ways.
-    pub(super) fn finish_split<T: CudaReal>(
+    pub(in crate::backend::cuda) fn finish_split<T: CudaReal>(
         &self,
         (part_m, part_s): (u64, u64),
         splits: usize,

@@ -4,19 +4,22 @@
 //! (the backend's own, or a caller's memory: [`CudaBackend::borrow_buffer`]), allocation
 //! and copies.
 
-use super::kernels::{kernel_name, CudaReal, Module};
-use super::launch::{ClusterKey, Context, Launch};
+use super::kernels::{kernel_name, tc_stream_define, tc_stream_stage, CudaReal, Module};
+use super::launch::{
+    cluster_attribute, driver_config, ClusterKey, Context, KernelArgs, Launch, Start,
+};
 use super::nvrtc;
-use super::pointcloud;
 use super::tuning::Tuning;
 use crate::{Error, Result};
-use cudarc::driver::{sys, CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::{
+    result as driver, sys, CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr,
+};
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-pub(super) struct Inner {
+pub(in crate::backend::cuda) struct Inner {
     pub ctx: Arc<CudaContext>,
     /// Every entry point of the registry, by full name.
     pub funcs: HashMap<String, CudaFunction>,
@@ -38,9 +41,9 @@ pub(super) struct Inner {
 /// backend's own, or a caller's ([`CudaBackend::on_stream`]).
 #[derive(Clone)]
 pub struct CudaBackend {
-    pub(super) inner: Arc<Inner>,
+    pub(in crate::backend::cuda) inner: Arc<Inner>,
     /// The stream every launch, allocation, copy and free of this backend goes to.
-    pub(super) stream: Arc<CudaStream>,
+    pub(in crate::backend::cuda) stream: Arc<CudaStream>,
 }
 
 impl std::fmt::Debug for CudaBackend {
@@ -56,15 +59,15 @@ impl std::fmt::Debug for CudaBackend {
 /// A 1-D array of `T` in GPU memory: the backend's own (freed, stream-ordered, on drop) or
 /// a caller's ([`CudaBackend::borrow_buffer`], never freed by logot).
 pub struct CudaBuffer<T> {
-    pub(super) data: ManuallyDrop<CudaSlice<T>>,
-    pub(super) len: usize,
+    pub(in crate::backend::cuda) data: ManuallyDrop<CudaSlice<T>>,
+    pub(in crate::backend::cuda) len: usize,
     /// Memory of the caller's: dropping the buffer forgets it instead of freeing it.
     borrowed: bool,
 }
 
 impl<T> CudaBuffer<T> {
     /// The backend's own buffer over the first `len` elements of `data`.
-    pub(super) fn new(data: CudaSlice<T>, len: usize) -> Self {
+    pub(in crate::backend::cuda) fn new(data: CudaSlice<T>, len: usize) -> Self {
         CudaBuffer {
             data: ManuallyDrop::new(data),
             len,
@@ -202,7 +205,7 @@ impl CudaBackend {
                 as usize;
         let device = ctx.name().unwrap_or_else(|_| "CUDA GPU".into());
         // The single-product streamed stage this GPU's shared memory holds, compiled in.
-        let tc_stream_stage = pointcloud::tc_stream_stage(tuning.wide_stream, max_smem);
+        let tc_stream_stage = tc_stream_stage(tuning.wide_stream, max_smem);
         let arch = nvrtc_arch(major, minor);
         let funcs = load_kernels(&ctx, &arch, &tuning, tc_stream_stage, max_smem)?;
         let mut tuning = tuning.for_device(major);
@@ -377,7 +380,7 @@ impl CudaBackend {
     }
 
     /// The loaded entry point `name`.
-    pub(super) fn func(&self, name: &str) -> Result<&CudaFunction> {
+    pub(in crate::backend::cuda) fn func(&self, name: &str) -> Result<&CudaFunction> {
         self.inner
             .funcs
             .get(name)
@@ -385,17 +388,25 @@ impl CudaBackend {
     }
 
     /// The backend's tuning (as the device supports it).
-    pub(super) fn tuning(&self) -> &Tuning {
+    pub(in crate::backend::cuda) fn tuning(&self) -> &Tuning {
         &self.inner.tuning
     }
 
     /// `len` uninitialised elements (one when `len = 0`, so every buffer has an address).
-    pub(super) fn alloc<T: CudaReal>(&self, len: usize, what: &str) -> Result<CudaSlice<T>> {
+    pub(in crate::backend::cuda) fn alloc<T: CudaReal>(
+        &self,
+        len: usize,
+        what: &str,
+    ) -> Result<CudaSlice<T>> {
         self.alloc_raw::<T>(len, what, T::NAME)
     }
 
     /// `len` uninitialised `f64` partial sums.
-    pub(super) fn alloc_f64(&self, len: usize, what: &str) -> Result<CudaSlice<f64>> {
+    pub(in crate::backend::cuda) fn alloc_f64(
+        &self,
+        len: usize,
+        what: &str,
+    ) -> Result<CudaSlice<f64>> {
         self.alloc_raw::<f64>(len, what, "float64")
     }
 
@@ -419,7 +430,11 @@ impl CudaBackend {
     }
 
     /// A new buffer holding `host`.
-    pub(super) fn upload_slice<T: CudaReal>(&self, host: &[T], what: &str) -> Result<CudaSlice<T>> {
+    pub(in crate::backend::cuda) fn upload_slice<T: CudaReal>(
+        &self,
+        host: &[T],
+        what: &str,
+    ) -> Result<CudaSlice<T>> {
         let mut s = self.alloc::<T>(host.len(), what)?;
         if !host.is_empty() {
             self.stream
@@ -430,7 +445,9 @@ impl CudaBackend {
     }
 
     /// The first `len` elements of `s` on the host (waits for the stream).
-    pub(super) fn download_slice<T: cudarc::driver::DeviceRepr + Default + Clone>(
+    pub(in crate::backend::cuda) fn download_slice<
+        T: cudarc::driver::DeviceRepr + Default + Clone,
+    >(
         &self,
         s: &CudaSlice<T>,
         len: usize,
@@ -445,12 +462,12 @@ impl CudaBackend {
     }
 
     /// The device address of `s`, as the kernels take it.
-    pub(super) fn ptr<T>(&self, s: &CudaSlice<T>) -> u64 {
+    pub(in crate::backend::cuda) fn ptr<T>(&self, s: &CudaSlice<T>) -> u64 {
         s.device_ptr(&self.stream).0
     }
 
     /// `s[..len] = value`.
-    pub(super) fn fill_slice<T: CudaReal>(
+    pub(in crate::backend::cuda) fn fill_slice<T: CudaReal>(
         &self,
         s: &mut CudaSlice<T>,
         len: usize,
@@ -471,7 +488,7 @@ impl CudaBackend {
     }
 
     /// `out[..len] = (1 − φ)·ε·lm + φ·out`, `−∞` where `lm = −∞` ([`crate::Backend::relax`]).
-    pub(super) fn relax_slice<T: CudaReal>(
+    pub(in crate::backend::cuda) fn relax_slice<T: CudaReal>(
         &self,
         out: &mut CudaSlice<T>,
         lm: &CudaSlice<T>,
@@ -520,7 +537,7 @@ fn load_kernels(
     for module in Module::ALL {
         let mut defines = tuning.nvrtc_defines.clone();
         if module == Module::PointCloud {
-            defines.extend(pointcloud::tc_stream_define(tc_stream_stage));
+            defines.extend(tc_stream_define(tc_stream_stage));
         }
         let bin = nvrtc::cubin(module, arch, &defines, tuning.kernel_cache.as_deref())?;
         let m = ctx
@@ -544,6 +561,131 @@ fn load_kernels(
             .context("raising the shared-memory limit")?;
     }
     Ok(funcs)
+}
+
+impl CudaBackend {
+    /// Launch entry point `name` ([`kernel_name`](super::kernels::kernel_name)) with
+    /// `args` under `cfg`, on the backend's stream.
+    ///
+    /// # Safety
+    /// `args` must match the entry point's parameter list (see [`KernelArgs`]), and every
+    /// buffer they point to must hold what the kernel reads and writes under `cfg`.
+    pub(in crate::backend::cuda) unsafe fn launch<A: KernelArgs>(
+        &self,
+        name: &str,
+        cfg: Launch,
+        mut args: A,
+    ) -> Result<()> {
+        let func = self.func(name)?.cu_function();
+        let stream = self.stream.cu_stream();
+        self.inner
+            .ctx
+            .bind_to_thread()
+            .context("binding the context")?;
+        let (grid, block) = (cfg.grid, cfg.block);
+        args.with_params(|params| {
+            let mut attr = match cfg.start {
+                Start::Plain => {
+                    // SAFETY: a loaded function; the parameters are the caller's promise.
+                    return unsafe {
+                        driver::launch_kernel(func, grid, block, cfg.smem, stream, params)
+                    };
+                }
+                Start::Overlap => {
+                    // SAFETY: a plain C struct and union, valid when zeroed.
+                    let mut a: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+                    a.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+                    a.value.programmaticStreamSerializationAllowed = 1;
+                    a
+                }
+                Start::Cluster(size) => cluster_attribute(size),
+            };
+            let lc = driver_config(&cfg, stream, &mut attr);
+            // SAFETY: a loaded function and a configuration whose attribute outlives the
+            // call; the parameters are the caller's promise.
+            unsafe {
+                sys::cuLaunchKernelEx(&lc, func, params.as_mut_ptr(), std::ptr::null_mut())
+            }
+            .result()
+        })
+        .with_context(|| format!("launching {name}"))
+    }
+
+    /// Blocks of a grid-stride loop over `work` items of which a block takes `per_block`
+    /// at a time: enough for every item, at most `waves` blocks per SM, at least one.
+    pub(in crate::backend::cuda) fn stride_blocks(
+        &self,
+        work: usize,
+        per_block: usize,
+        waves: usize,
+    ) -> u32 {
+        work.div_ceil(per_block)
+            .clamp(1, self.inner.sm_count * waves) as u32
+    }
+
+    /// The largest thread-block cluster size, among `want` and the powers of two below it,
+    /// that the GPU can schedule for kernel `name` with `threads` threads and `smem` bytes of
+    /// dynamic shared memory per CTA (sizes above 8 are non-portable and allowed
+    /// explicitly); 1 when no cluster fits. Probed once per (kernel, threads, bytes, size).
+    pub(in crate::backend::cuda) fn cluster_size(
+        &self,
+        name: &str,
+        threads: u32,
+        smem: u32,
+        want: usize,
+    ) -> Result<usize> {
+        let key: ClusterKey = (name.to_string(), threads, smem, want);
+        let poisoned = || Error::Cuda("the cluster-size cache lock was poisoned".into());
+        if let Some(&c) = self
+            .inner
+            .cluster_sizes
+            .lock()
+            .map_err(|_| poisoned())?
+            .get(&key)
+        {
+            return Ok(c);
+        }
+        let func = self.func(name)?.cu_function();
+        self.inner
+            .ctx
+            .bind_to_thread()
+            .context("binding the context")?;
+        let mut chosen = 1;
+        let mut cand = want.min(16);
+        while cand >= 2 {
+            // SAFETY: a valid function handle and a documented attribute.
+            let allowed = unsafe {
+                sys::cuFuncSetAttribute(
+                    func,
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                    i32::from(cand > 8),
+                )
+            };
+            if allowed == sys::CUresult::CUDA_SUCCESS {
+                let mut attr = cluster_attribute(cand as u32);
+                let cfg = Launch::new((cand as u32, 1, 1), (threads, 1, 1)).shared(smem as usize);
+                let lc = driver_config(&cfg, self.stream.cu_stream(), &mut attr);
+                let mut clusters = 0i32;
+                // SAFETY: a valid function and config whose attribute outlives the query.
+                let r = unsafe { sys::cuOccupancyMaxActiveClusters(&mut clusters, func, &lc) };
+                if r == sys::CUresult::CUDA_SUCCESS && clusters >= 1 {
+                    chosen = cand;
+                    break;
+                }
+            }
+            cand = if cand.is_power_of_two() {
+                cand / 2
+            } else {
+                cand.next_power_of_two() / 2
+            };
+        }
+        self.inner
+            .cluster_sizes
+            .lock()
+            .map_err(|_| poisoned())?
+            .insert(key, chosen);
+        Ok(chosen)
+    }
 }
 
 #[cfg(test)]

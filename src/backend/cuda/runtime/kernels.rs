@@ -82,16 +82,16 @@ pub enum Module {
     Report,
 }
 
-const SINKSTEP_SRC: &str = include_str!("../../../cuda/sinkstep.cu");
-const POINTCLOUD_SRC: &str = include_str!("../../../cuda/pointcloud.cu");
-const GRID_SRC: &str = include_str!("../../../cuda/grid.cu");
-const BARYCENTER_SRC: &str = include_str!("../../../cuda/barycenter.cu");
-const BISTOCHASTIC_SRC: &str = include_str!("../../../cuda/bistochastic.cu");
-const GRAD_SRC: &str = include_str!("../../../cuda/grad.cu");
-const LINALG_SRC: &str = include_str!("../../../cuda/linalg.cu");
-const REPORT_SRC: &str = include_str!("../../../cuda/report.cu");
+const SINKSTEP_SRC: &str = include_str!("../../../../cuda/sinkstep.cu");
+const POINTCLOUD_SRC: &str = include_str!("../../../../cuda/pointcloud.cu");
+const GRID_SRC: &str = include_str!("../../../../cuda/grid.cu");
+const BARYCENTER_SRC: &str = include_str!("../../../../cuda/barycenter.cu");
+const BISTOCHASTIC_SRC: &str = include_str!("../../../../cuda/bistochastic.cu");
+const GRAD_SRC: &str = include_str!("../../../../cuda/grad.cu");
+const LINALG_SRC: &str = include_str!("../../../../cuda/linalg.cu");
+const REPORT_SRC: &str = include_str!("../../../../cuda/report.cu");
 /// The shared header every module is compiled with.
-pub const COMMON_SRC: &str = include_str!("../../../cuda/common.cuh");
+pub const COMMON_SRC: &str = include_str!("../../../../cuda/common.cuh");
 
 impl Module {
     /// Every module, in the order the backend loads them.
@@ -342,6 +342,60 @@ const fn starts_with(s: &[u8], at: usize, prefix: &[u8]) -> bool {
         i += 1;
     }
     true
+}
+
+// ---- The point-cloud module's streamed stage -------------------------------------------
+//
+// The single-product tensor-core half-steps stream their output tile in stages whose
+// width the backend compiles in as it starts, from the GPU's shared memory a block
+// (`CudaBackend::with_tuning`); the operations (`ops/pointcloud`) size their launches with
+// the same numbers.
+
+/// Output points per block of the tensor-core half-step.
+pub(in crate::backend::cuda) const PC_TC_BL: usize =
+    define(Module::PointCloud.source(), "PC_TC_BL");
+/// Reduced points per stage of the tensor-core half-step with a streamed output tile, split
+/// products (TF32x3, F16x2).
+pub(in crate::backend::cuda) const PC_TC_BKS: usize =
+    define(Module::PointCloud.source(), "PC_TC_BKS");
+/// Reduced points per stage of the tensor-core half-step with a streamed output tile, single
+/// products (TF32, F16).
+pub(in crate::backend::cuda) const PC_TC_BKS1: usize =
+    define(Module::PointCloud.source(), "PC_TC_BKS1");
+/// 32-bit words (one TF32 or two f16 coordinates each) per shared chunk of the tensor-core
+/// operands (their padded width is a multiple).
+pub(in crate::backend::cuda) const PC_TC_DC: usize =
+    define(Module::PointCloud.source(), "PC_TC_DC");
+
+/// Shared bytes of `pc_sinkstep_tc_body` with `parts` parts an operand, `a_chunks` chunks of
+/// the output tile (all of them resident, or two slots streamed), `slots` slots of reduced
+/// chunks and stages of `bk` reduced points: the A chunks, the B chunks, and the potentials
+/// and norms of `slots` stages.
+pub(in crate::backend::cuda) fn tc_smem(
+    parts: usize,
+    a_chunks: usize,
+    slots: usize,
+    bk: usize,
+    size: usize,
+) -> usize {
+    (parts * PC_TC_BL * PC_TC_DC * a_chunks + slots * (parts * bk * PC_TC_DC + 2 * bk)) * size
+}
+
+/// Reduced points per stage of the single-product tensor-core half-steps with a streamed
+/// output tile on a GPU with `max_smem` bytes of shared memory a block: `PC_TC_BKS1` (64×64
+/// products per warp) where `wide` and its layout fits, else `PC_TC_BKS` (64×32).
+pub(in crate::backend::cuda) fn tc_stream_stage(wide: bool, max_smem: usize) -> usize {
+    if wide && tc_smem(1, 2, 2, PC_TC_BKS1, 4) <= max_smem {
+        PC_TC_BKS1
+    } else {
+        PC_TC_BKS
+    }
+}
+
+/// The NVRTC definition that compiles stages of `stage` points into the single-product
+/// streamed kernels (none for the source's own `PC_TC_BKS1`).
+pub(in crate::backend::cuda) fn tc_stream_define(stage: usize) -> Option<String> {
+    (stage != PC_TC_BKS1).then(|| format!("PC_TC_BKS1={stage}"))
 }
 
 #[cfg(test)]

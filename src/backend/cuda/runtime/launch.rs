@@ -3,9 +3,8 @@
 //! typed argument tuple ([`KernelArgs`]), and [`CudaBackend::launch`]. Also the one error
 //! context for driver calls ([`Context`]), the grid-size helper and the cluster-size probe.
 
-use super::CudaBackend;
 use crate::{Error, Result};
-use cudarc::driver::{result as driver, result::DriverError, sys, DeviceRepr};
+use cudarc::driver::{result::DriverError, sys, DeviceRepr};
 use std::ffi::c_void;
 
 /// How a launch starts.
@@ -150,7 +149,7 @@ impl<V> Context<V> for std::result::Result<V, DriverError> {
     }
 }
 
-fn cuda_error(what: &str, e: DriverError) -> Error {
+pub(in crate::backend::cuda) fn cuda_error(what: &str, e: DriverError) -> Error {
     if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
         Error::Cuda(format!("{what}: out of GPU memory"))
     } else {
@@ -169,7 +168,7 @@ pub fn to_i32(v: usize, what: &str) -> Result<i32> {
 }
 
 /// The driver's configuration of `cfg` on `stream` with one launch attribute.
-fn driver_config(
+pub(in crate::backend::cuda) fn driver_config(
     cfg: &Launch,
     stream: sys::CUstream,
     attr: &mut sys::CUlaunchAttribute,
@@ -189,7 +188,7 @@ fn driver_config(
 }
 
 /// The launch attribute of a clustered launch of `size` CTAs along x.
-fn cluster_attribute(size: u32) -> sys::CUlaunchAttribute {
+pub(in crate::backend::cuda) fn cluster_attribute(size: u32) -> sys::CUlaunchAttribute {
     // SAFETY: a plain C struct and union, valid when zeroed.
     let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
     attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
@@ -200,127 +199,7 @@ fn cluster_attribute(size: u32) -> sys::CUlaunchAttribute {
 }
 
 /// (kernel, threads, dynamic shared bytes, cluster size asked) of a cluster-size probe.
-pub(super) type ClusterKey = (String, u32, u32, usize);
-
-impl CudaBackend {
-    /// Launch entry point `name` ([`kernel_name`](super::kernels::kernel_name)) with
-    /// `args` under `cfg`, on the backend's stream.
-    ///
-    /// # Safety
-    /// `args` must match the entry point's parameter list (see [`KernelArgs`]), and every
-    /// buffer they point to must hold what the kernel reads and writes under `cfg`.
-    pub(super) unsafe fn launch<A: KernelArgs>(
-        &self,
-        name: &str,
-        cfg: Launch,
-        mut args: A,
-    ) -> Result<()> {
-        let func = self.func(name)?.cu_function();
-        let stream = self.stream.cu_stream();
-        self.inner
-            .ctx
-            .bind_to_thread()
-            .context("binding the context")?;
-        let (grid, block) = (cfg.grid, cfg.block);
-        args.with_params(|params| {
-            let mut attr = match cfg.start {
-                Start::Plain => {
-                    // SAFETY: a loaded function; the parameters are the caller's promise.
-                    return unsafe {
-                        driver::launch_kernel(func, grid, block, cfg.smem, stream, params)
-                    };
-                }
-                Start::Overlap => {
-                    // SAFETY: a plain C struct and union, valid when zeroed.
-                    let mut a: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-                    a.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-                    a.value.programmaticStreamSerializationAllowed = 1;
-                    a
-                }
-                Start::Cluster(size) => cluster_attribute(size),
-            };
-            let lc = driver_config(&cfg, stream, &mut attr);
-            // SAFETY: a loaded function and a configuration whose attribute outlives the
-            // call; the parameters are the caller's promise.
-            unsafe {
-                sys::cuLaunchKernelEx(&lc, func, params.as_mut_ptr(), std::ptr::null_mut())
-            }
-            .result()
-        })
-        .with_context(|| format!("launching {name}"))
-    }
-
-    /// Blocks of a grid-stride loop over `work` items of which a block takes `per_block`
-    /// at a time: enough for every item, at most `waves` blocks per SM, at least one.
-    pub(super) fn stride_blocks(&self, work: usize, per_block: usize, waves: usize) -> u32 {
-        work.div_ceil(per_block)
-            .clamp(1, self.inner.sm_count * waves) as u32
-    }
-
-    /// The largest thread-block cluster size, among `want` and the powers of two below it,
-    /// that the GPU can schedule for kernel `name` with `threads` threads and `smem` bytes of
-    /// dynamic shared memory per CTA (sizes above 8 are non-portable and allowed
-    /// explicitly); 1 when no cluster fits. Probed once per (kernel, threads, bytes, size).
-    pub(super) fn cluster_size(
-        &self,
-        name: &str,
-        threads: u32,
-        smem: u32,
-        want: usize,
-    ) -> Result<usize> {
-        let key: ClusterKey = (name.to_string(), threads, smem, want);
-        let poisoned = || Error::Cuda("the cluster-size cache lock was poisoned".into());
-        if let Some(&c) = self
-            .inner
-            .cluster_sizes
-            .lock()
-            .map_err(|_| poisoned())?
-            .get(&key)
-        {
-            return Ok(c);
-        }
-        let func = self.func(name)?.cu_function();
-        self.inner
-            .ctx
-            .bind_to_thread()
-            .context("binding the context")?;
-        let mut chosen = 1;
-        let mut cand = want.min(16);
-        while cand >= 2 {
-            // SAFETY: a valid function handle and a documented attribute.
-            let allowed = unsafe {
-                sys::cuFuncSetAttribute(
-                    func,
-                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
-                    i32::from(cand > 8),
-                )
-            };
-            if allowed == sys::CUresult::CUDA_SUCCESS {
-                let mut attr = cluster_attribute(cand as u32);
-                let cfg = Launch::new((cand as u32, 1, 1), (threads, 1, 1)).shared(smem as usize);
-                let lc = driver_config(&cfg, self.stream.cu_stream(), &mut attr);
-                let mut clusters = 0i32;
-                // SAFETY: a valid function and config whose attribute outlives the query.
-                let r = unsafe { sys::cuOccupancyMaxActiveClusters(&mut clusters, func, &lc) };
-                if r == sys::CUresult::CUDA_SUCCESS && clusters >= 1 {
-                    chosen = cand;
-                    break;
-                }
-            }
-            cand = if cand.is_power_of_two() {
-                cand / 2
-            } else {
-                cand.next_power_of_two() / 2
-            };
-        }
-        self.inner
-            .cluster_sizes
-            .lock()
-            .map_err(|_| poisoned())?
-            .insert(key, chosen);
-        Ok(chosen)
-    }
-}
+pub(in crate::backend::cuda) type ClusterKey = (String, u32, u32, usize);
 
 #[cfg(test)]
 mod tests {

@@ -32,7 +32,7 @@ fn cache() -> &'static Cache {
 /// The CUBIN of `module` for `arch` (e.g. `sm_90`) with the macro definitions `defines`
 /// (`NAME=VALUE`), compiled on first use in the process; with `disk`, also kept there
 /// between processes (a file per source, architecture, options and crate version).
-pub(super) fn cubin(
+pub(in crate::backend::cuda) fn cubin(
     module: Module,
     arch: &str,
     defines: &[String],

@@ -147,7 +147,7 @@ impl Tuning {
     /// These choices on a GPU of compute capability `major`: clusters and programmatic
     /// dependent launch need 9.0 (Hopper); cluster sizes are capped at 16 and the fused
     /// kernel's outputs per lane are 4 or 8.
-    pub(super) fn for_device(mut self, major: i32) -> Tuning {
+    pub(in crate::backend::cuda) fn for_device(mut self, major: i32) -> Tuning {
         let hopper = major >= 9;
         self.overlap_launches &= hopper;
         self.fused_outputs = if self.fused_outputs >= 8 { 8 } else { 4 };
@@ -179,7 +179,7 @@ pub enum CloudForm {
 /// for which it is chosen: plan entries then move by at most this relative amount (the
 /// bound is a worst case; the measured distance errors at otC, ε = 0.05 on the unit cube,
 /// where the bound is 2.1e-5, are printed by tests/cuda_pointcloud_fast.rs).
-pub(super) const NORM_FORM_MAX_ERROR: f64 = 1e-4;
+pub(in crate::backend::cuda) const NORM_FORM_MAX_ERROR: f64 = 1e-4;
 
 impl CloudForm {
     /// The worst-case rounding error, in natural-log units, of the norm form's exponent
@@ -195,7 +195,14 @@ impl CloudForm {
     /// The norm form for f32 squared-Euclidean costs whose
     /// [`norm_error_bound`](Self::norm_error_bound) is within [`NORM_FORM_MAX_ERROR`] (a
     /// NaN or infinite bound refuses it), else the direct form.
-    pub(super) fn choose(f32: bool, root: bool, d: usize, r2x: f64, r2y: f64, eps: f64) -> Self {
+    pub(in crate::backend::cuda) fn choose(
+        f32: bool,
+        root: bool,
+        d: usize,
+        r2x: f64,
+        r2y: f64,
+        eps: f64,
+    ) -> Self {
         let bound = CloudForm::norm_error_bound(d, r2x, r2y, eps);
         if f32 && !root && bound <= NORM_FORM_MAX_ERROR {
             CloudForm::Norm

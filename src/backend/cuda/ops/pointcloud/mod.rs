@@ -104,12 +104,13 @@
 //!   kernel, whose grid already has the problems along `y`, moves its cloud pointers to its
 //!   problem's pair (`pair = 1`; 0 for a shared pair: `PC_PAIR` in cuda/pointcloud.cu).
 
-use super::cost::{CostKind, CudaCost};
-use super::device::{CudaBackend, CudaBuffer};
-use super::kernels::{define, kernel_name, CudaReal, Module, Precision};
-use super::launch::{to_i32, Launch};
 use super::tiled::TiledArgs;
-use super::tuning::CloudForm;
+use crate::backend::cuda::runtime::device::{CudaBackend, CudaBuffer};
+use crate::backend::cuda::runtime::kernels::{
+    define, kernel_name, tc_smem, CudaReal, Module, Precision, PC_TC_BKS, PC_TC_BL, PC_TC_DC,
+};
+use crate::backend::cuda::runtime::launch::{to_i32, Launch};
+use crate::backend::cuda::runtime::tuning::CloudForm;
 use crate::backend::shape::{check_fg, check_sinkstep};
 use crate::backend::CrossPrecision;
 use crate::backend::{
@@ -124,7 +125,6 @@ mod tensor;
 
 use rows::RowSums;
 use tensor::{f16_scale, CrossKernel, TcOperands};
-pub(super) use tensor::{tc_stream_define, tc_stream_stage};
 
 /// Threads per block of the point-cloud kernels.
 const PC_BLOCK: usize = define(Module::PointCloud.source(), "PC_BLOCK");
@@ -149,19 +149,8 @@ const PC_DN_DC: usize = define(Module::PointCloud.source(), "PC_DN_DC");
 const PC_DN_RTK: usize = define(Module::PointCloud.source(), "PC_DN_RTK");
 /// Value channels per block of the any-d row sums.
 const PC_DN_CC: usize = define(Module::PointCloud.source(), "PC_DN_CC");
-/// Output points per block of the tensor-core half-step.
-const PC_TC_BL: usize = define(Module::PointCloud.source(), "PC_TC_BL");
 /// Reduced points per stage of the tensor-core half-step with a resident output tile.
 const PC_TC_BK: usize = define(Module::PointCloud.source(), "PC_TC_BK");
-/// Reduced points per stage of the tensor-core half-step with a streamed output tile, split
-/// products (TF32x3, F16x2).
-const PC_TC_BKS: usize = define(Module::PointCloud.source(), "PC_TC_BKS");
-/// Reduced points per stage of the tensor-core half-step with a streamed output tile, single
-/// products (TF32, F16).
-const PC_TC_BKS1: usize = define(Module::PointCloud.source(), "PC_TC_BKS1");
-/// 32-bit words (one TF32 or two f16 coordinates each) per shared chunk of the tensor-core
-/// operands (their padded width is a multiple).
-const PC_TC_DC: usize = define(Module::PointCloud.source(), "PC_TC_DC");
 /// Slots of reduced chunks (and of stages' column terms) of the tensor-core half-step with
 /// single products and a resident output tile (two in the other kernels).
 const PC_TC_RSLOTS: usize = define(Module::PointCloud.source(), "PC_TC_RSLOTS");
@@ -188,7 +177,7 @@ const MAX_PLAN_ENTRIES: usize = 1 << 27;
 
 /// Two clouds in GPU memory as structure-of-arrays (`x[t·n + i]`, `y[t·m + j]`), or `B`
 /// such pairs one after the other (batched clouds: `x[b·n·d + t·n + i]`).
-pub(super) struct CudaCloud<T> {
+pub(in crate::backend::cuda) struct CudaCloud<T> {
     pub n: usize,
     pub m: usize,
     d: usize,
@@ -208,7 +197,7 @@ pub(super) struct CudaCloud<T> {
 }
 
 impl<T> CudaCloud<T> {
-    pub(super) fn dims(&self) -> CostDims {
+    pub(in crate::backend::cuda) fn dims(&self) -> CostDims {
         CostDims {
             n: self.n,
             m: self.m,
@@ -241,7 +230,7 @@ impl<T> CudaCloud<T> {
 impl<T: CudaReal> CudaCloud<T> {
     /// How the small-d half-step forms its exponents at this `eps` (`None` above
     /// `PC_DMAX`, where the any-d kernels run).
-    fn form(&self, eps: T) -> Option<CloudForm> {
+    pub(in crate::backend::cuda) fn form(&self, eps: T) -> Option<CloudForm> {
         (self.d <= PC_DMAX).then(|| {
             CloudForm::choose(
                 T::PRECISION == Precision::F32,
@@ -286,7 +275,7 @@ fn exponent_scale(eps: f64) -> f64 {
 /// one would exceed 2^14 (f16's largest value is 65504), and within ±100. Both are at most
 /// 2^14 whenever `x·y ≤ 2^27`; the norm form's error bound ([`CloudForm::choose`]) keeps
 /// `2s·|x|·|y|` below 2^9.
-pub(super) fn f16_balance(x: f64, y: f64) -> f64 {
+pub(in crate::backend::cuda) fn f16_balance(x: f64, y: f64) -> f64 {
     let log2 = |v: f64| (v > 0.0 && v.is_finite()).then(|| v.log2());
     let (lx, ly) = (log2(x), log2(y));
     let mut a = match (lx, ly) {
@@ -318,7 +307,7 @@ fn by_dim(prefix: &str, d: usize, exact: bool) -> Option<(String, usize)> {
 impl CudaBackend {
     /// Upload two clouds (the cost itself is never formed): their points row-major, then
     /// the steps of [`CudaBackend::buffer_cloud`] on the device.
-    pub(super) fn upload_cloud<T: CudaReal>(
+    pub(in crate::backend::cuda) fn upload_cloud<T: CudaReal>(
         &self,
         p: &PointCloudCost<'_, T>,
     ) -> Result<CudaCloud<T>> {
@@ -351,7 +340,7 @@ impl CudaBackend {
     /// its [`PointCloudCost::max_cost`]. Per pair and coordinate, one reduction gives the
     /// sum (f64), the range and the non-finite count (`4·B·d` numbers read back, with the
     /// mean left on the device); then as [`CudaBackend::upload_cloud`].
-    pub(super) fn buffer_cloud<T: CudaReal>(
+    pub(in crate::backend::cuda) fn buffer_cloud<T: CudaReal>(
         &self,
         x: &CudaBuffer<T>,
         y: &CudaBuffer<T>,
@@ -378,7 +367,7 @@ impl CudaBackend {
         let boxes = stats
             .chunks(4 * d)
             .map(|pair| pair.chunks(4).map(|s| (s[1], s[2])).collect::<Vec<_>>());
-        let max_cost = crate::backend::pointcloud::box_cost(layout.metric, boxes);
+        let max_cost = crate::cost::box_cost(layout.metric, boxes);
         Ok((
             self.centred_cloud(&x.data, &y.data, &mean, layout)?,
             max_cost,
@@ -557,16 +546,6 @@ impl CudaBackend {
         Ok(out)
     }
 
-    /// How a half-step at `eps` on this point-cloud cost forms its exponents (`None` for
-    /// other costs and above 16 dimensions). For tests and benchmarks; not part of the API.
-    #[doc(hidden)]
-    pub fn cloud_form<T: CudaReal>(&self, cost: &CudaCost<T>, eps: T) -> Option<CloudForm> {
-        match &cost.kind {
-            CostKind::Cloud(cl) => cl.form(eps),
-            _ => None,
-        }
-    }
-
     /// `2^x` for each `x` by the polynomial of `degree` 4 or 5 that replaces some of the
     /// half-steps' `MUFU.EX2` exponentials (`pc_exp2_poly` in cuda/pointcloud.cu; degree 4
     /// in `pc_sinkstep_tn`, 5 in the FMA kernels). For tests; not part of the API.
@@ -630,31 +609,22 @@ impl CudaBackend {
     }
 }
 
-fn cloud_of<'a, T>(cost: &'a CudaCost<T>, what: &str) -> Result<&'a CudaCloud<T>> {
-    match &cost.kind {
-        CostKind::Cloud(cl) => Ok(cl),
-        _ => Err(Error::Unavailable(format!(
-            "{what} needs a point-cloud cost (CostSource::PointCloud)"
-        ))),
-    }
-}
-
 impl<T: CudaReal> PointCloudKernels<T> for CudaBackend {
     fn point_gradient(
         &self,
-        cost: &CudaCost<T>,
+        cost: &Self::Cost,
         side: Side,
         f: &CudaBuffer<T>,
         g: &CudaBuffer<T>,
         eps: T,
     ) -> Result<(CudaBuffer<T>, CudaBuffer<T>)> {
-        let cl = cloud_of(cost, "point_gradient")?;
+        let cl = cost.cloud("point_gradient")?;
         self.cloud_rows(cl, side, f, g, eps, RowSums::Gradient)
     }
 
     fn plan_apply(
         &self,
-        cost: &CudaCost<T>,
+        cost: &Self::Cost,
         side: Side,
         f: &CudaBuffer<T>,
         g: &CudaBuffer<T>,
@@ -662,7 +632,7 @@ impl<T: CudaReal> PointCloudKernels<T> for CudaBackend {
         values: &CudaBuffer<T>,
         k: usize,
     ) -> Result<CudaBuffer<T>> {
-        let cl = cloud_of(cost, "plan_apply")?;
+        let cl = cost.cloud("plan_apply")?;
         let batch = batch_of(f.len, cl.n, "f")?;
         let len_red = match side {
             Side::Row => cl.m,
@@ -688,19 +658,19 @@ impl<T: CudaReal> PointCloudKernels<T> for CudaBackend {
 
     fn cost_marginals(
         &self,
-        cost: &CudaCost<T>,
+        cost: &Self::Cost,
         side: Side,
         f: &CudaBuffer<T>,
         g: &CudaBuffer<T>,
         eps: T,
     ) -> Result<(CudaBuffer<T>, CudaBuffer<T>)> {
-        let cl = cloud_of(cost, "cost_marginals")?;
+        let cl = cost.cloud("cost_marginals")?;
         self.cloud_rows(cl, side, f, g, eps, RowSums::Cost)
     }
 
     fn adjoint_point_gradient(
         &self,
-        cost: &CudaCost<T>,
+        cost: &Self::Cost,
         side: Side,
         f: &CudaBuffer<T>,
         g: &CudaBuffer<T>,
@@ -709,7 +679,7 @@ impl<T: CudaReal> PointCloudKernels<T> for CudaBackend {
         b: &CudaBuffer<T>,
         alpha: T,
     ) -> Result<CudaBuffer<T>> {
-        let cl = cloud_of(cost, "adjoint_point_gradient")?;
+        let cl = cost.cloud("adjoint_point_gradient")?;
         let batch = check_fg(&cl.dims(), f.len, g.len)?;
         for (arg, v, len) in [("a", a, cl.n), ("b", b, cl.m)] {
             if v.len != batch * len {

@@ -3,7 +3,7 @@
 //! materialised plan.
 
 use super::*;
-use crate::backend::cuda::launch::Join;
+use crate::backend::cuda::runtime::launch::Join;
 
 /// What the plan-weighted row sums (`pc_rows`) accumulate besides the plan's marginal.
 #[derive(Clone, Copy)]

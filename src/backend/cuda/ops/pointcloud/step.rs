@@ -2,7 +2,7 @@
 //! and form, the split of the reduction over blocks, the launch and its finish.
 
 use super::*;
-use crate::backend::cuda::launch::Join;
+use crate::backend::cuda::runtime::launch::Join;
 
 /// `(kslice, splits)` for `blocks` blocks (all the same work) over `len_red` reduced points
 /// when the GPU holds `slots` blocks at once: below 4 waves, the fewest splits (at most 64,

@@ -266,34 +266,10 @@ fn wgs_smem() -> usize {
     1024 + PC_WGS_SLOTS * (PC_TC_BL + PC_WGS_BK) * 128 + 2 * PC_WGS_BK * 4
 }
 
-/// Shared bytes of `pc_sinkstep_tc_body` with `parts` parts an operand, `a_chunks` chunks of
-/// the output tile (all of them resident, or two slots streamed), `slots` slots of reduced
-/// chunks and stages of `bk` reduced points: the A chunks, the B chunks, and the potentials
-/// and norms of `slots` stages.
-fn tc_smem(parts: usize, a_chunks: usize, slots: usize, bk: usize, size: usize) -> usize {
-    (parts * PC_TC_BL * PC_TC_DC * a_chunks + slots * (parts * bk * PC_TC_DC + 2 * bk)) * size
-}
-
-/// Reduced points per stage of the single-product tensor-core half-steps with a streamed
-/// output tile on a GPU with `max_smem` bytes of shared memory a block: `PC_TC_BKS1` (64×64
-/// products per warp) where `wide` and its layout fits, else `PC_TC_BKS` (64×32).
-pub(in crate::backend::cuda) fn tc_stream_stage(wide: bool, max_smem: usize) -> usize {
-    if wide && tc_smem(1, 2, 2, PC_TC_BKS1, 4) <= max_smem {
-        PC_TC_BKS1
-    } else {
-        PC_TC_BKS
-    }
-}
-
-/// The NVRTC definition that compiles stages of `stage` points into the single-product
-/// streamed kernels (none for the source's own `PC_TC_BKS1`).
-pub(in crate::backend::cuda) fn tc_stream_define(stage: usize) -> Option<String> {
-    (stage != PC_TC_BKS1).then(|| format!("PC_TC_BKS1={stage}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::cuda::runtime::kernels::{tc_stream_define, tc_stream_stage, PC_TC_BKS1};
 
     #[test]
     fn warpgroup_tiles_fit_hopper_at_every_resident_width() {
