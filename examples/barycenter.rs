@@ -12,7 +12,9 @@
 //! inputs with their barycenter for weights (0.3, 0.3, 0.4), and an interpolation strip
 //! square → ring → disks computed as one batch of barycenter problems (two rows of panels).
 
-use logot::{BarycenterKernels, BarycenterParams, BarycenterSolver, CpuBackend, Error, GridCost, Result};
+use logot::{
+    BarycenterKernels, BarycenterParams, BarycenterSolver, CpuBackend, Error, GridCost, Result,
+};
 use logot_cli::problems;
 use ndarray::{Array2, Array3, ArrayView2, Axis};
 use std::path::{Path, PathBuf};

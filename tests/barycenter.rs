@@ -4,8 +4,8 @@
 //! (POT 0.9.7); each test names the call that produced its file.
 
 mod common;
-use logot_cli::problems::bary64_images;
 use logot::{barycenter, barycenter_batch, grid_barycenter, BarycenterParams, Error, GridCost};
+use logot_cli::problems::bary64_images;
 use ndarray::{array, s, Array1, Array2, Array3, Axis};
 
 fn l1(a: &[f64], b: &[f64]) -> f64 {

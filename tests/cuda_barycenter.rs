@@ -9,7 +9,10 @@ mod common;
 use common::gpu::{gpu, gpu_with};
 
 use logot::backend::cuda::{CudaBackend, Tuning};
-use logot::{Backend, BarycenterParams, BarycenterSolver, CostSource, CpuBackend, GridCost, Problem, Real, Side, SinkhornParams, Solver};
+use logot::{
+    Backend, BarycenterParams, BarycenterSolver, CostSource, CpuBackend, GridCost, Problem, Real,
+    Side, SinkhornParams, Solver,
+};
 use logot_cli::problems;
 use ndarray::{Array1, Array2, Array3};
 use rand::rngs::StdRng;

@@ -7,8 +7,8 @@ use crate::npy::{self, Dtype};
 use crate::output::Outputs;
 use crate::{input, BackendChoice, Json};
 use logot::{
-    BarycenterKernels, BarycenterParams, BarycenterSolver, CostSource, Error, GridCost,
-    Real, Result,
+    BarycenterKernels, BarycenterParams, BarycenterSolver, CostSource, Error, GridCost, Real,
+    Result,
 };
 use logot_cli::problems;
 use ndarray::{Array2, Array3, ArrayD, Axis, IxDyn};

@@ -1,8 +1,8 @@
 //! `logot barycenter`: .npy in and out, the same numbers as the library (which
 //! tests/barycenter.rs checks against POT), and bad input refused with a message.
 
-use logot_cli::problems::bary64_images;
 use logot::{barycenter, grid_barycenter, BarycenterParams, GridCost};
+use logot_cli::problems::bary64_images;
 use ndarray::{array, Array1, Array2, Array3, Axis};
 use ndarray_npy::{read_npy, write_npy};
 

@@ -331,8 +331,11 @@ fn default_for(label: &str) -> &'static str {
 
 /// The row ids of a section of docs/input-checks.md.
 fn table_ids(prefix: char) -> BTreeSet<String> {
-    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/input-checks.md"))
-        .expect("docs/input-checks.md");
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/input-checks.md"
+    ))
+    .expect("docs/input-checks.md");
     doc.lines()
         .filter_map(|l| l.strip_prefix("| "))
         .filter_map(|l| l.split(' ').next())
