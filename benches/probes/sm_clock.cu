@@ -8,7 +8,7 @@
 //
 // Why it is here: pc_sinkstep_tn (cuda/pointcloud.cu) forms its exponents with tensor-core
 // MMAs, and a kernel that executes MMAs (mma.sync or wgmma, even one to 264 FFMA) runs at a
-// lower clock than one that does not (benches/README.md, session 20).
+// lower clock than one that does not (benches/README.md).
 #include <cstdio>
 typedef unsigned int u32;
 typedef unsigned long long u64;
