@@ -24,6 +24,8 @@
 //! ```
 
 mod figure;
+mod plan;
+mod series;
 mod text;
 mod ticks;
 
@@ -41,6 +43,9 @@ use plotters::style::FontStyle;
 use std::path::Path;
 use std::sync::OnceLock;
 use ticks::Ticks;
+
+pub use plan::coupling;
+pub use series::{lines, scatter, ScatterPanel, SCATTER_PANEL};
 
 /// How an axis maps values to positions and where its ticks go.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -253,7 +258,7 @@ fn cells<T: Real>(data: &ArrayView2<'_, T>, lo: f64, hi: f64) -> Vec<Rectangle<(
 /// ```
 /// use logot::ndarray::Array2;
 /// // The cost C_ij = (x_i − x_j)² on linspace(0, 1, 50).
-/// let x = logot::problems::linspace(0.0, 1.0, 50);
+/// let x: Vec<f64> = (0..50).map(|i| i as f64 / 49.0).collect();
 /// let cost = Array2::from_shape_fn((50, 50), |(i, j)| (x[i] - x[j]).powi(2));
 /// let path = std::env::temp_dir().join("logot-doc").join("cost.png");
 /// logot::plot::heatmap(&path, cost.view(), "C = (x_i − x_j)²", ("j", "i"), "cost")?;
@@ -318,12 +323,18 @@ pub fn heatmap<T: Real>(
 /// common `title`. Pixels are square, scaled by a whole factor where the images are small.
 ///
 /// ```
-/// use logot::ndarray::ArrayView2;
-/// let images = logot::problems::bary64_images(32); // 3×32×32
+/// use logot::ndarray::{Array3, ArrayView2};
+/// // Three 32×32 images: a square, a disk and a ring.
+/// let images = Array3::from_shape_fn((3, 32, 32), |(k, r, c)| {
+///     let (y, x) = (r as f64 - 15.5, c as f64 - 15.5);
+///     let r2 = x * x + y * y;
+///     let inside = [x.abs() < 8.0 && y.abs() < 8.0, r2 < 100.0, (64.0..144.0).contains(&r2)];
+///     if inside[k] { 1.0 } else { 0.0 }
+/// });
 /// let panels: Vec<(String, ArrayView2<f64>)> =
 ///     images.outer_iter().enumerate().map(|(k, img)| (format!("input {k}"), img)).collect();
 /// let path = std::env::temp_dir().join("logot-doc").join("panels.png");
-/// logot::plot::image_panels(&path, &panels, 3, "The bary64 shapes", "mass per pixel")?;
+/// logot::plot::image_panels(&path, &panels, 3, "Three shapes", "mass per pixel")?;
 /// # Ok::<(), logot::Error>(())
 /// ```
 pub fn image_panels<T: Real>(
@@ -392,468 +403,5 @@ pub fn image_panels<T: Real>(
             bottom as i32,
         )?;
         title.draw(root, width as i32 / 2, 12)
-    })
-}
-
-/// The polygon between the curve `points` (data coordinates) and the zero baseline along
-/// the other axis: `(v, 0)` ends for a curve over x (`vertical`), `(0, v)` otherwise.
-fn filled_curve(points: &[(f64, f64)], over_x: bool) -> Vec<(f64, f64)> {
-    let (Some(first), Some(last)) = (points.first(), points.last()) else {
-        return Vec::new();
-    };
-    let foot = |p: &(f64, f64)| if over_x { (p.0, 0.0) } else { (0.0, p.1) };
-    let mut poly = vec![foot(first)];
-    poly.extend_from_slice(points);
-    poly.push(foot(last));
-    poly
-}
-
-/// A coupling `plan` (`n×m`) as a heatmap with its marginals: `mu` (length `n`) on the
-/// left along the rows, `nu` (length `m`) on top along the columns, and a colour bar.
-/// `x` and `y` are the coordinates of the rows and columns (e.g. the grid points).
-///
-/// ```
-/// use logot::ndarray::Axis;
-/// let x = logot::problems::linspace(0.0, 1.0, 40);
-/// let mu = logot::problems::gaussian_histogram::<f64>(&x, 0.3, 0.1, 0.0);
-/// let nu = logot::problems::gaussian_histogram::<f64>(&x, 0.6, 0.05, 0.0);
-/// let cost = logot::problems::squared_distance_cost::<f64>(&x, false);
-/// let c = logot::coupling(mu.view(), nu.view(), cost.view(), 1e-3)?;
-/// let path = std::env::temp_dir().join("logot-doc").join("coupling.png");
-/// logot::plot::coupling(&path, c.plan.index_axis(Axis(0), 0), mu.view(), nu.view(), (&x, &x), "ε = 1e-3")?;
-/// # Ok::<(), logot::Error>(())
-/// ```
-pub fn coupling<T: Real>(
-    path: impl AsRef<Path>,
-    plan: ArrayView2<'_, T>,
-    mu: ArrayView1<'_, T>,
-    nu: ArrayView1<'_, T>,
-    coords: (&[f64], &[f64]),
-    title: &str,
-) -> Result<()> {
-    let (n, m) = plan.dim();
-    let (x, y) = coords;
-    if mu.len() != n || nu.len() != m || x.len() != n || y.len() != m {
-        return Err(Error::shape(
-            "coupling",
-            format!(
-                "plan is {n}×{m} but mu has {}, nu {}, x {} and y {} entries",
-                mu.len(),
-                nu.len(),
-                x.len(),
-                y.len()
-            ),
-        ));
-    }
-    if n < 2 || m < 2 {
-        return Err(Error::Empty {
-            arg: "plan".into(),
-            detail: format!("{n}×{m}: need at least 2×2"),
-        });
-    }
-    let (lo, hi) = range_of(plan.iter().map(|v| v.f64()));
-    let (xr, yr) = ((x[0], x[n - 1]), (y[0], y[m - 1]));
-    let (dx, dy) = (
-        (xr.1 - xr.0) / (n - 1) as f64,
-        (yr.1 - yr.0) / (m - 1) as f64,
-    );
-    let peak = |h: &ArrayView1<'_, T>| {
-        h.iter()
-            .map(|v| v.f64())
-            .filter(|v| v.is_finite())
-            .fold(0.0, f64::max)
-            .max(f64::MIN_POSITIVE)
-            * 1.08
-    };
-    let (mu_top, nu_top) = (peak(&mu), peak(&nu));
-    // Axes in data order: rows (source x) top to bottom, columns (target y) left to right.
-    let (cols_range, rows_range) = (
-        (yr.0 - dy / 2.0, yr.1 + dy / 2.0),
-        (xr.1 + dx / 2.0, xr.0 - dx / 2.0),
-    );
-    let (side, marg, gap, pad) = (460u32, 120u32, 10u32, 12u32);
-    let xt = ticks::linear(cols_range.0, cols_range.1, tick_count(side, 70), false);
-    let yt = ticks::linear(rows_range.0, rows_range.1, tick_count(side, 50), false);
-    let nu_t = ticks::linear(0.0, nu_top, 3, false);
-    let mu_t = ticks::linear(0.0, mu_top, 3, false);
-    let (x_label, y_label) = ("target y (columns)", "source x (rows)");
-    let label_col = y_axis_space(&yt, y_label).max(y_axis_space(&nu_t, ""));
-    let bottom = x_axis_space(&xt, x_label).max(x_axis_space(&mu_t, "μ"));
-    let bar = ColourBar::new(lo, hi, "plan entry");
-    let main_x = pad + marg + label_col;
-    let width = main_x + side + 20 + bar.width();
-    let (title, head) = title_band(title, width);
-    let main_y = head + marg + gap;
-    let height = main_y + side + bottom;
-    let main = Rect::at(main_x as i32, main_y as i32, side, side);
-    let top = Rect::at(main_x as i32, head as i32, side, marg);
-    let left = Rect::at(pad as i32, main_y as i32, marg, side);
-    let red = PALETTE[1];
-    let blue = PALETTE[0];
-    render(path.as_ref(), (width, height), |root| {
-        // The plan: row i at x[i] (top to bottom), column j at y[j].
-        let area = main.area(root);
-        let mut chart = ChartBuilder::on(&area)
-            .build_cartesian_2d(cols_range.0..cols_range.1, rows_range.0..rows_range.1)?;
-        chart.draw_series(plan.indexed_iter().map(|((i, j), v)| {
-            let (cx, cy) = (y[j], x[i]);
-            Rectangle::new(
-                [
-                    (cx - dy / 2.0, cy - dx / 2.0),
-                    (cx + dy / 2.0, cy + dx / 2.0),
-                ],
-                viridis((v.f64() - lo) / (hi - lo)).filled(),
-            )
-        }))?;
-        let at = pixel_map(&chart);
-        let (mx, my) = (
-            |v: f64| at(v, rows_range.0).0,
-            |v: f64| at(cols_range.0, v).1,
-        );
-        axes(
-            root,
-            main,
-            Some(&AxisSpec {
-                ticks: &xt,
-                label: x_label,
-                map: &mx,
-            }),
-            Some(&AxisSpec {
-                ticks: &yt,
-                label: y_label,
-                map: &my,
-            }),
-        )?;
-        // Top: ν along the columns, on the plan's horizontal scale.
-        let area = top.area(root);
-        let mut nu_chart =
-            ChartBuilder::on(&area).build_cartesian_2d(cols_range.0..cols_range.1, 0.0..nu_top)?;
-        let curve: Vec<(f64, f64)> = y
-            .iter()
-            .zip(nu.iter())
-            .map(|(&a, b)| (a, b.f64()))
-            .collect();
-        nu_chart.draw_series(std::iter::once(Polygon::new(
-            filled_curve(&curve, true),
-            red.mix(0.25).filled(),
-        )))?;
-        nu_chart.draw_series(LineSeries::new(curve, red.stroke_width(2)))?;
-        let at = pixel_map(&nu_chart);
-        let ny = |v: f64| at(cols_range.0, v).1;
-        axes(
-            root,
-            top,
-            None,
-            Some(&AxisSpec {
-                ticks: &nu_t,
-                label: "",
-                map: &ny,
-            }),
-        )?;
-        // Left: μ along the rows, mass growing to the left, on the plan's vertical scale.
-        let area = left.area(root);
-        let mut mu_chart =
-            ChartBuilder::on(&area).build_cartesian_2d(mu_top..0.0, rows_range.0..rows_range.1)?;
-        let curve: Vec<(f64, f64)> = x
-            .iter()
-            .zip(mu.iter())
-            .map(|(&a, b)| (b.f64(), a))
-            .collect();
-        mu_chart.draw_series(std::iter::once(Polygon::new(
-            filled_curve(&curve, false),
-            blue.mix(0.25).filled(),
-        )))?;
-        mu_chart.draw_series(LineSeries::new(curve, blue.stroke_width(2)))?;
-        let at = pixel_map(&mu_chart);
-        let lx = |v: f64| at(v, rows_range.0).0;
-        axes(
-            root,
-            left,
-            Some(&AxisSpec {
-                ticks: &mu_t,
-                label: "μ",
-                map: &lx,
-            }),
-            None,
-        )?;
-        // The corner says which marginal is which.
-        let (cx, cy) = (pad as i32 + 4, head as i32 + marg as i32 / 2);
-        figure::text(
-            root,
-            "μ: source (left)",
-            (cx, cy - 12),
-            CAPTION_SIZE,
-            (HPos::Left, VPos::Center),
-            &blue,
-            false,
-        )?;
-        figure::text(
-            root,
-            "ν: target (top)",
-            (cx, cy + 12),
-            CAPTION_SIZE,
-            (HPos::Left, VPos::Center),
-            &red,
-            false,
-        )?;
-        bar.draw(root, main.x1 + 20, main.y0, main.y1)?;
-        title.draw(root, width as i32 / 2, 12)
-    })
-}
-
-/// Line plot of 1-D histograms (or any series) over `x`, with a legend: `solid` series as
-/// thick lines, then `dashed` ones on top (e.g. a computed marginal over its target). `axes`
-/// gives the labels and scales (`("x", "mass")` for linear ones; see [`Axes`]). On a linear
-/// y axis the range starts at 0 unless every value lies above half the largest; then it fits
-/// the data. On a log axis values ≤ 0 are left out (the line breaks there).
-///
-/// ```
-/// use logot::ndarray::Array1;
-/// let x = logot::problems::linspace(0.0, 1.0, 100);
-/// let h = logot::problems::gaussian_histogram::<f64>(&x, 0.5, 0.1, 0.0);
-/// let flat = Array1::from_elem(100, 0.01);
-/// let path = std::env::temp_dir().join("logot-doc").join("lines.png");
-/// logot::plot::lines(&path, &x, &[("bump", h.view())], &[("uniform", flat.view())], "Two histograms", ("x", "mass"))?;
-/// # Ok::<(), logot::Error>(())
-/// ```
-pub fn lines<'a, T: Real>(
-    path: impl AsRef<Path>,
-    x: &[f64],
-    solid: &[(&str, ArrayView1<'_, T>)],
-    dashed: &[(&str, ArrayView1<'_, T>)],
-    title: &str,
-    axes_spec: impl Into<Axes<'a>>,
-) -> Result<()> {
-    let spec: Axes<'a> = axes_spec.into();
-    let series: Vec<&(&str, ArrayView1<'_, T>)> = solid.iter().chain(dashed).collect();
-    if x.len() < 2 || series.is_empty() {
-        return Err(Error::Empty {
-            arg: "series".into(),
-            detail: format!("{} points, {} series", x.len(), series.len()),
-        });
-    }
-    if let Some((name, s)) = series.iter().find(|(_, s)| s.len() != x.len()) {
-        return Err(Error::shape(
-            "series",
-            format!("{name} has {} values but x has {}", s.len(), x.len()),
-        ));
-    }
-    // Every point in axis coordinates; None where the axis cannot show it.
-    let xs: Vec<Option<f64>> = x.iter().map(|&v| to_axis(spec.x_scale, v)).collect();
-    let curves: Vec<Vec<Option<(f64, f64)>>> = series
-        .iter()
-        .map(|(_, s)| {
-            xs.iter()
-                .zip(s.iter())
-                .map(|(a, b)| Some(((*a)?, to_axis(spec.y_scale, b.f64())?)))
-                .collect()
-        })
-        .collect();
-    let shown = curves.iter().flatten().flatten();
-    if shown.clone().next().is_none() {
-        return Err(Error::Empty {
-            arg: "series".into(),
-            detail: format!(
-                "no point can be shown on these axes (x {:?}, y {:?}: log axes need values > 0)",
-                spec.x_scale, spec.y_scale
-            ),
-        });
-    }
-    let (x0, x1) = range_of(shown.clone().map(|p| p.0));
-    let (lo, hi) = range_of(shown.map(|p| p.1));
-    let (bottom, top) = match spec.y_scale {
-        Scale::Log => (lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo)),
-        // From 0 (histograms), unless every value sits above half the largest: then fit the
-        // data (e.g. a cost that varies by a few percent), 8% margins.
-        _ if lo >= 0.0 && lo <= 0.5 * hi => (0.0, hi * 1.08),
-        _ => (lo - 0.08 * (hi - lo), hi + 0.08 * (hi - lo)),
-    };
-    let size = (800u32, 500u32);
-    let (title, head) = title_band(title, size.0);
-    let yt = axis_ticks(spec.y_scale, bottom, top, tick_count(size.1 - head, 45));
-    let xt = axis_ticks(spec.x_scale, x0, x1, tick_count(size.0, 90));
-    let left = y_axis_space(&yt, spec.y);
-    let (below, right) = (x_axis_space(&xt, spec.x), x_overhang(&xt).max(20));
-    let rect = Rect::at(
-        left as i32,
-        head as i32,
-        size.0 - left - right,
-        size.1 - head - below,
-    );
-    render(path.as_ref(), size, |root| {
-        let area = rect.area(root);
-        let mut chart = ChartBuilder::on(&area).build_cartesian_2d(x0..x1, bottom..top)?;
-        let at = pixel_map(&chart);
-        let (mx, my) = (|v: f64| at(v, bottom).0, |v: f64| at(x0, v).1);
-        let xa = AxisSpec {
-            ticks: &xt,
-            label: spec.x,
-            map: &mx,
-        };
-        let ya = AxisSpec {
-            ticks: &yt,
-            label: spec.y,
-            map: &my,
-        };
-        grid(root, rect, Some(&xa), Some(&ya))?;
-        let mut marks = Vec::new();
-        let mut pixels = Vec::new();
-        for (k, ((name, _), curve)) in series.iter().zip(&curves).enumerate() {
-            let colour = PALETTE[k % PALETTE.len()];
-            let dashed = k >= solid.len();
-            let width = if dashed { 2 } else { 3 };
-            // Runs of consecutive showable points.
-            for run in curve.split(|p| p.is_none()).filter(|r| !r.is_empty()) {
-                let pts: Vec<(f64, f64)> = run.iter().flatten().copied().collect();
-                let px: Vec<(i32, i32)> = pts.iter().map(|p| at(p.0, p.1)).collect();
-                sample_polyline(&px, &mut pixels);
-                if dashed {
-                    chart.draw_series(DashedLineSeries::new(
-                        pts,
-                        7,
-                        5,
-                        colour.stroke_width(width),
-                    ))?;
-                } else {
-                    chart.draw_series(LineSeries::new(pts, colour.stroke_width(width)))?;
-                }
-            }
-            marks.push((
-                *name,
-                Mark::Line {
-                    colour,
-                    width,
-                    dashed,
-                },
-            ));
-        }
-        axes(root, rect, Some(&xa), Some(&ya))?;
-        legend(root, rect, &marks, &pixels)?;
-        title.draw(root, size.0 as i32 / 2, 12)
-    })
-}
-
-/// One panel of [`scatter`]: a caption and its point sets, each `k×2` (x, y per row).
-pub type ScatterPanel<'a, T> = (String, Vec<(&'a str, ArrayView2<'a, T>)>);
-
-/// Side of one [`scatter`] panel in pixels (caption, axes and the square plot).
-pub const SCATTER_PANEL: u32 = 330;
-
-/// 2-D point clouds as dots: one panel per entry of `panels`, `columns` panels per row (each
-/// [`SCATTER_PANEL`] pixels square), all on the same axes (the range of every point, equal
-/// scales), under a common `title`. Series `k` of a panel gets the `k`-th colour in every
-/// panel; the first panel carries the legend.
-///
-/// ```
-/// use logot::ndarray::array;
-/// let target = array![[0.0, 0.0], [1.0, 1.0]];
-/// let cloud = array![[0.2, 0.1], [0.9, 0.7]];
-/// let panels = vec![(
-///     "step 0".to_string(),
-///     vec![("target", target.view()), ("cloud", cloud.view())],
-/// )];
-/// let path = std::env::temp_dir().join("logot-doc").join("scatter.png");
-/// logot::plot::scatter(&path, &panels, 1, "Two point clouds")?;
-/// assert!(std::fs::read(&path).map_err(|e| logot::Error::File {
-///     path: path.display().to_string(),
-///     msg: e.to_string()
-/// })?.starts_with(b"\x89PNG"));
-/// # Ok::<(), logot::Error>(())
-/// ```
-pub fn scatter<T: Real>(
-    path: impl AsRef<Path>,
-    panels: &[ScatterPanel<'_, T>],
-    columns: usize,
-    title: &str,
-) -> Result<()> {
-    if panels.is_empty() || columns == 0 || panels.iter().all(|(_, s)| s.is_empty()) {
-        return Err(Error::Empty {
-            arg: "panels".into(),
-            detail: format!("{} panels in {columns} columns", panels.len()),
-        });
-    }
-    for (caption, series) in panels {
-        if let Some((name, pts)) = series.iter().find(|(_, p)| p.ncols() != 2) {
-            return Err(Error::shape(
-                "panels",
-                format!(
-                    "series {name} of panel {caption} is {}×{}: expected k×2 points",
-                    pts.nrows(),
-                    pts.ncols()
-                ),
-            ));
-        }
-    }
-    let coords = |axis: usize| {
-        panels.iter().flat_map(move |(_, series)| {
-            series
-                .iter()
-                .flat_map(move |(_, p)| p.column(axis).into_iter().map(|v| v.f64()))
-        })
-    };
-    // Equal scales on both axes (the panels are square), 5% margin.
-    let ((xa, xb), (ya, yb)) = (range_of(coords(0)), range_of(coords(1)));
-    let half = 0.55 * (xb - xa).max(yb - ya);
-    let (xc, yc) = (0.5 * (xa + xb), 0.5 * (ya + yb));
-    let ((x0, x1), (y0, y1)) = ((xc - half, xc + half), (yc - half, yc + half));
-    let columns = columns.min(panels.len());
-    let rows = panels.len().div_ceil(columns);
-    let p = SCATTER_PANEL;
-    let xt = ticks::linear(x0, x1, 5, false);
-    let yt = ticks::linear(y0, y1, 6, false);
-    let (left, below) = (y_axis_space(&yt, ""), x_axis_space(&xt, ""));
-    let captions: Vec<Title> = panels
-        .iter()
-        .map(|(c, _)| Title::fit(c, CAPTION_SIZE, (p - left - 12) as f64))
-        .collect();
-    let cap = captions.iter().map(|t| t.text_height()).max().unwrap_or(0) as u32 + 10;
-    let side = (p - left - x_overhang(&xt).max(10)).min(p - cap - below);
-    let width = columns as u32 * p;
-    let (title, head) = title_band(title, width);
-    let size = (width, head + rows as u32 * p);
-    render(path.as_ref(), size, |root| {
-        for (k, (_, series)) in panels.iter().enumerate() {
-            let (r, c) = ((k / columns) as u32, (k % columns) as u32);
-            let (px0, py0) = (c * p, head + r * p);
-            let rect = Rect::at((px0 + left) as i32, (py0 + cap) as i32, side, side);
-            captions[k].draw(root, (rect.x0 + rect.x1) / 2, py0 as i32 + 2)?;
-            let area = rect.area(root);
-            let mut chart = ChartBuilder::on(&area).build_cartesian_2d(x0..x1, y0..y1)?;
-            let at = pixel_map(&chart);
-            let (mx, my) = (|v: f64| at(v, y0).0, |v: f64| at(x0, v).1);
-            let xa = AxisSpec {
-                ticks: &xt,
-                label: "",
-                map: &mx,
-            };
-            let ya = AxisSpec {
-                ticks: &yt,
-                label: "",
-                map: &my,
-            };
-            grid(root, rect, Some(&xa), Some(&ya))?;
-            let mut marks = Vec::new();
-            let mut pixels = Vec::new();
-            for (s, (name, pts)) in series.iter().enumerate() {
-                let colour = PALETTE[s % PALETTE.len()];
-                let dots: Vec<(f64, f64)> = pts
-                    .rows()
-                    .into_iter()
-                    .map(|p| (p[0].f64(), p[1].f64()))
-                    .filter(|(a, b)| a.is_finite() && b.is_finite())
-                    .collect();
-                pixels.extend(dots.iter().map(|d| at(d.0, d.1)));
-                chart.draw_series(
-                    dots.into_iter()
-                        .map(|d| Circle::new(d, 3, colour.mix(0.8).filled())),
-                )?;
-                marks.push((*name, Mark::Dot { colour }));
-            }
-            axes(root, rect, Some(&xa), Some(&ya))?;
-            if k == 0 {
-                legend(root, rect, &marks, &pixels)?;
-            }
-        }
-        title.draw(root, size.0 as i32 / 2, 12)
     })
 }
