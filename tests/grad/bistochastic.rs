@@ -3,7 +3,7 @@
 //! `[I R; Rᵀ I]`, central finite differences of a converged forward (f64), and forward-mode
 //! differentiation of the unrolled iteration.
 
-mod common;
+use crate::common;
 
 use common::{dense_solve, Dual, Lcg};
 use logot::grad::{

@@ -7,7 +7,7 @@
 #![cfg(feature = "plot")]
 
 #[allow(dead_code)]
-#[path = "../examples/gradient_flow.rs"]
+#[path = "../../examples/gradient_flow.rs"]
 mod example;
 
 use logot::{CpuBackend, CrossPrecision};

@@ -3,7 +3,7 @@
 //! forward-mode differentiation of many unrolled Sinkhorn iterations, exact identities, and
 //! finite differences of POT's converged solution.
 
-mod common;
+use crate::common;
 
 use common::{lse, Dual, Lcg};
 use logot::grad::{check_gradient, plan_gradients, CgParams, GradCheckOptions};

@@ -4,7 +4,7 @@
 //! distances, reports and point gradients bit for bit — one pair, a shared pair for a batch
 //! of weights, one pair per problem; d ≤ 16 and d > 16; both metrics; f32 and f64 — and refuse
 //! bad input with the host path's errors.
-mod common;
+use crate::common;
 
 use common::{bin_weights, Lcg};
 use logot::{

@@ -7,7 +7,7 @@
 // The brute force indexes several arrays in step.
 #![allow(clippy::needless_range_loop)]
 
-mod common;
+use crate::common;
 
 use common::Lcg;
 use logot::backend::Side;

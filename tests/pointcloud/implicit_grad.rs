@@ -4,7 +4,7 @@
 //! transport costs (balanced and unbalanced, both metrics, a batch), against the chain rule
 //! of the dense implicit gradient with respect to the cost, and in f32 against f64.
 
-mod common;
+use crate::common;
 
 use common::Lcg;
 use logot::grad::CgParams;

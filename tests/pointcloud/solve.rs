@@ -2,7 +2,7 @@
 //! kernels and solver with the cost matrix built here by a plain loop, POT 0.9.7 with the
 //! explicit cost, central finite differences, and the divergence's defining properties.
 
-mod common;
+use crate::common;
 
 use common::Lcg;
 use logot::backend::Side;

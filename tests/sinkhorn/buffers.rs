@@ -4,7 +4,7 @@
 //! path's potentials, distances, reports and gradients bit for bit — shared and per-problem
 //! costs, costs far from 0 (the per-problem offsets), zero-mass bins, unbalanced problems —
 //! and refuse bad input with the host path's errors, naming the argument and the entry.
-mod common;
+use crate::common;
 
 use common::{bin_weights, Lcg};
 use logot::grad::{CgParams, GradientBuffers};

@@ -2,7 +2,7 @@
 //! a fixed partition, combined in a fixed order. Each computation runs in rayon pools of
 //! 1, 2, 3 and 5 threads and every output's bits are compared with the 1-thread run.
 
-mod common;
+use crate::common;
 
 use common::Lcg;
 use logot::grad::{bistochastic, bistochastic_backward, BistochasticParams, CgParams};

@@ -1,7 +1,7 @@
 //! Sinkhorn on a [`GridCost`] (separable log-convolutions) against the same problem with
 //! the dense cost matrix of the grid (the existing, independent dense kernels).
 
-mod common;
+use crate::common;
 use logot::{CpuBackend, Error, GridCost, Problem, SinkhornParams, Solver};
 use ndarray::{Array2, Axis};
 

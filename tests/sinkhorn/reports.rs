@@ -4,7 +4,7 @@
 //! the problem (a constant added to the cost, a shift (c, −c) of a warm start, a constant
 //! added to bistochastic logits, a scale of a Newton–Schulz input).
 
-mod common;
+use crate::common;
 
 use common::reports::{case, check_case, plan_errors, plan_of, random_problem};
 use common::Lcg;

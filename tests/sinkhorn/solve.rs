@@ -1,7 +1,7 @@
 //! Sinkhorn solver against independent references: POT values, a plain f64 scaling-domain
 //! Sinkhorn, the exact 1-D transport cost, marginal constraints, batch/precision agreement.
 
-mod common;
+use crate::common;
 use logot::{
     CpuBackend, EpsScaling, Error, Problem, Real, SinkhornParams, SinkhornResult, Solver, WarmStart,
 };

@@ -3,7 +3,7 @@
 //! and costs of large dynamic range. Every f32 result must be finite (−∞ potentials only on
 //! zero-mass bins, as in f64) and close to the f64 solve of the same iterations.
 
-mod common;
+use crate::common;
 
 use common::stability::{print, sweep};
 use logot::CpuBackend;

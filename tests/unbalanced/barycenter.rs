@@ -13,7 +13,7 @@ use logot::{
 };
 use ndarray::{Array1, Array2, Array3, ArrayView2, Axis};
 
-mod common;
+use crate::common;
 use common::pot_bary::{pot, Case, CASES};
 
 fn params(eps: f64, rho: f64, tol: f64, max_iters: usize) -> BarycenterParams {

@@ -4,7 +4,7 @@
 //! `⟨μ, (ρ + ε/2)(e^{−f_μμ/ρ} − e^{−f_μν/ρ})⟩ + ⟨ν, (ρ + ε/2)(e^{−g_νν/ρ} − e^{−g_μν/ρ})⟩`;
 //! then the divergence's properties, finite differences and the refusals.
 
-mod common;
+use crate::common;
 
 use common::Lcg;
 use logot::grad::{check_gradient, GradCheckOptions};

@@ -4,7 +4,7 @@
 //! (the public checker), a brute-force f64 evaluation of the objective from the plan, and
 //! the balanced limit.
 
-mod common;
+use crate::common;
 
 use common::Lcg;
 use logot::grad::{check_gradient, CgParams, GradCheckOptions};

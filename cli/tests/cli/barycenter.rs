@@ -6,7 +6,7 @@ use logot_cli::problems::bary64_images;
 use ndarray::{array, Array1, Array2, Array3, Axis};
 use ndarray_npy::{read_npy, write_npy};
 
-mod common;
+use crate::common;
 use common::cli::{dir, logot_json as logot, p};
 
 fn l1(a: &[f64], b: &[f64]) -> f64 {

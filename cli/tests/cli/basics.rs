@@ -4,7 +4,7 @@
 use ndarray::{Array1, Array2, Array3, Axis};
 use ndarray_npy::{read_npy, write_npy};
 
-mod common;
+use crate::common;
 use common::cli::{dir, json, logot, p};
 
 /// Two 1-D histograms on 6 and 4 points, C = (x_i − y_j)².

@@ -6,7 +6,7 @@ use logot::{CpuBackend, Problem, SinkhornParams, Solver};
 use ndarray::{Array1, Array2, Array3, ArrayD, Axis};
 use ndarray_npy::{read_npy, write_npy};
 
-mod common;
+use crate::common;
 use common::cli::{dir, logot_json as logot, p};
 
 #[test]

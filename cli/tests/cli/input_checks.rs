@@ -9,7 +9,7 @@ use ndarray_npy::write_npy;
 use std::collections::BTreeSet;
 use std::path::Path;
 
-mod common;
+use crate::common;
 use common::cli::{dir, json, logot, p};
 
 /// A version-1 .npy file: magic, header dict padded to a multiple of 64 bytes, data.

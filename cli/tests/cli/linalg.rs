@@ -5,7 +5,7 @@ use logot::linalg::{newton_schulz, svd3, svd3_batch, NewtonSchulzParams};
 use ndarray::{Array1, Array2, Array3};
 use ndarray_npy::{read_npy, write_npy};
 
-mod common;
+use crate::common;
 use common::cli::{dir, logot, p};
 
 #[test]

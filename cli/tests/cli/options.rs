@@ -11,7 +11,7 @@ use ndarray_npy::{read_npy, write_npy};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-mod common;
+use crate::common;
 use common::cli::{dir, json, logot, npy_bytes, p, write_npz};
 use common::Lcg;
 

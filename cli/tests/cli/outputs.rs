@@ -8,7 +8,7 @@ use ndarray::{Array1, Array2, Array3};
 use ndarray_npy::{read_npy, write_npy};
 use std::path::Path;
 
-mod common;
+use crate::common;
 use common::cli::{dir, json, logot, logot_file_limit, npy_bytes, p, snapshot, write_npz};
 
 /// An empty scratch folder (a previous run's files removed).

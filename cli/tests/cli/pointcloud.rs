@@ -6,7 +6,7 @@ use ndarray::{Array1, Array2};
 use ndarray_npy::{read_npy, write_npy};
 use std::path::Path;
 
-mod common;
+use crate::common;
 use common::cli::{dir, json, logot, p};
 
 /// Clouds of 9 and 7 points in 2-D with uneven weights, and their dense cost.

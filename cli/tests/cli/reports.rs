@@ -6,7 +6,7 @@ use ndarray::{Array1, Array2, Array3, Axis};
 use ndarray_npy::{read_npy, write_npy};
 use std::path::PathBuf;
 
-mod common;
+use crate::common;
 use common::cli::{dir, json, logot, p};
 use common::Lcg;
 

@@ -15,7 +15,7 @@ use ndarray::{Array1, Array2, Array3};
 use ndarray_npy::{read_npy, write_npy};
 use std::path::Path;
 
-mod common;
+use crate::common;
 use common::cli::{dir, json, logot, p};
 use common::pot_bary::pot;
 

@@ -3,10 +3,17 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// A fresh scratch folder `TARGET_TMPDIR/<test crate>/<name>`.
+/// A fresh scratch folder `TARGET_TMPDIR/<test crate>/<calling file>/<name>`: the calling
+/// file (the test module) keeps equal names of different modules of one binary apart.
+#[track_caller]
 pub fn dir(name: &str) -> PathBuf {
+    let caller = std::panic::Location::caller().file();
+    let module = Path::new(caller)
+        .file_stem()
+        .map_or("tests".into(), |s| s.to_string_lossy());
     let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(env!("CARGO_CRATE_NAME"))
+        .join(module.as_ref())
         .join(name);
     std::fs::create_dir_all(&d).unwrap();
     d
