@@ -1,5 +1,5 @@
 //! Criterion benches of the CPU backend: one `sinkstep` half-iteration, otA and otBcpu
-//! (the canonical problems of DESIGN.md, built by `logot::problems`), and otB at full size
+//! (the canonical problems of DESIGN.md, built by `logot_cli::problems`), and otB at full size
 //! (B = 64, n = 2048: tens of seconds per solve on a small CPU) when `LOGOT_BENCH_FULL=1`;
 //! the final plan report of a solve against the same f64 sums with std's `exp` (the
 //! baseline, written here). See benches/README.md.

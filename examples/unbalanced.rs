@@ -80,7 +80,7 @@ fn rho_label(rho: f64) -> String {
 }
 
 fn run(out: &Path) -> Result<Vec<PathBuf>> {
-    let x = logot_cli::problems::linspace(0.0, 1.0, N);
+    let x: Vec<f64> = (0..N).map(|i| i as f64 / (N - 1) as f64).collect();
     let mu = bump(&x, 0.3, 0.06, 1.0);
     let nu = &bump(&x, 0.45, 0.06, 1.0) + &bump(&x, 0.92, 0.02, 0.4);
     let cost = Array2::from_shape_fn((N, N), |(i, j)| (x[i] - x[j]).powi(2));

@@ -1,6 +1,6 @@
 //! CUDA bistochastic projection and backward against the CPU backend in f64 (the reference:
 //! log-domain Sinkhorn–Knopp and f64 CG, itself checked against dual numbers and finite
-//! differences in tests/grad_bistochastic.rs): forward R, iteration counts and column errors
+//! differences in tests/grad/bistochastic.rs): forward R, iteration counts and column errors
 //! for n = 1, 2, 4, 7, 16, 32; per-matrix early stop with tol > 0 (exact iteration counts in
 //! f64); entries of ±30 (scaling path with absorption) and ±50 (log-domain fallback) without
 //! overflow or NaN; 300 000 matrices (many blocks); the implicit backward (dx, per-matrix CG

@@ -1,5 +1,5 @@
 //! CUDA `GradKernels` and the implicit OT gradients that run on them, against the CPU
-//! backend in f64 (the reference, checked against finite differences in tests/grad_ot.rs):
+//! backend in f64 (the reference, checked against finite differences in tests/grad/ot.rs):
 //! each kernel on random batches (mat-vecs, weighted marginals with per-problem and shared
 //! weights, assembly, dot/axpy/xpby, hadamard, reciprocals, support), then
 //! `wasserstein_gradients` (∂/∂C, ∂/∂μ, ∂/∂ν) for shared and per-problem costs, with a

@@ -1,6 +1,6 @@
 //! Exact gradients of `⟨P, C⟩` with respect to the points on the CUDA backend against the
 //! CPU backend in f64 (the reference, itself checked against finite differences and the
-//! dense chain rule in tests/point_implicit_grad.rs): the kernels the adjoint solve and the
+//! dense chain rule in tests/pointcloud/implicit_grad.rs): the kernels the adjoint solve and the
 //! gradient need (`cost_marginals`, `adjoint_point_gradient`, both kernel families, both
 //! metrics, both sides, batches, a zero-mass bin), and whole solves in f64 and f32,
 //! balanced, unbalanced and semi-unbalanced. Each test skips with a printed reason when no

@@ -1,5 +1,5 @@
 //! Point-cloud costs on the CUDA backend against the CPU backend in f64 (the reference,
-//! itself checked against the dense path and POT in tests/pointcloud.rs): half-steps for
+//! itself checked against the dense path and POT in tests/pointcloud/solve.rs): half-steps for
 //! every kernel family (d = 3, d ≤ 4, d ≤ 16, |x−y|² and |x−y|, batches, zero-mass bins,
 //! split reductions), transport costs, point gradients, P·V, plans, whole solves, and the
 //! otC shape in bounded memory. Each test skips with a printed reason when no GPU is

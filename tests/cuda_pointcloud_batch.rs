@@ -1,7 +1,7 @@
 //! Batched point clouds on the GPU ([`PointCloudCost::batched`]: problem `k` on its own pair
 //! `x[k]`, `y[k]`; every kernel moves its cloud pointers to its problem's pair): solves,
 //! plans and point gradients against the CPU backend in f64 (itself checked against separate
-//! solves and a dense brute force in tests/pointcloud_batch.rs) and against separate
+//! solves and a dense brute force in tests/pointcloud/batch.rs) and against separate
 //! single-pair GPU solves, in f64 and f32, at d = 3 (small-d kernels, both exponent forms)
 //! and d = 64 (the any-d kernels and, in f32, the tensor-core modes TF32x3 and TF32 with
 //! the distance bounds of tests/cuda_pointcloud_tc.rs: 1e-5 exact, 1e-4 TF32x3, 1e-2 TF32),

@@ -1,5 +1,5 @@
 //! Unbalanced Sinkhorn on the CUDA backend against the CPU backend (itself checked against
-//! POT in tests/unbalanced.rs): the `relax` kernel entry by entry, and whole solves on dense,
+//! POT in tests/unbalanced/solve.rs): the `relax` kernel entry by entry, and whole solves on dense,
 //! batched dense, grid and point-cloud costs in f64 and f32. Each test skips with a printed
 //! reason when no GPU is usable, and fails instead when `LOGOT_REQUIRE_GPU=1`.
 #![cfg(feature = "cuda")]
@@ -378,7 +378,7 @@ fn relaxed_sides_match_a_brute_force_sum() {
 
 /// The unbalanced Sinkhorn divergence of two clouds (unequal masses, d = 3) on the GPU, in
 /// f64 and f32, against the CPU in f64 (itself checked against a dense reference and
-/// GeomLoss's closed form in tests/unbalanced_divergence.rs): value, terms, point gradients.
+/// GeomLoss's closed form in tests/unbalanced/divergence.rs): value, terms, point gradients.
 #[test]
 fn unbalanced_divergence_matches_the_cpu() {
     let Some(cuda) = gpu() else { return };

@@ -1,6 +1,6 @@
 //! Gradients of unbalanced (KL-relaxed) OT on the CUDA backend against the CPU backend in
 //! f64 (the reference, checked against central finite differences in
-//! tests/unbalanced_grad.rs), for `Relaxation::kl` and `Relaxation::kl_each` with either
+//! tests/unbalanced/grad.rs), for `Relaxation::kl` and `Relaxation::kl_each` with either
 //! side exact: `implicit_gradients` (∂L/∂C, ∂L/∂μ, ∂L/∂ν of `L = ⟨W, P⟩`) and
 //! `envelope_gradients` (the dual value, ∂/∂C = P, ∂/∂μ, ∂/∂ν) on batches of B = 3 with a
 //! shared cost and with per-problem costs (unequal masses, and a zero-mass bin), and

@@ -1,4 +1,4 @@
-//! The honest-report property test shared by tests/reports.rs (CPU) and
+//! The honest-report property test shared by tests/sinkhorn/reports.rs (CPU) and
 //! tests/cuda_reports.rs (CUDA): for a random valid problem with a cost offset, a
 //! warm-start shift and a mass scale, the reported marginal error bounds the one recomputed
 //! in f64 from what is returned (the plan, or the plan the potentials define).

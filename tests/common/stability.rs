@@ -1,4 +1,4 @@
-//! The f32 stability sweep shared by tests/stability.rs (CPU) and
+//! The f32 stability sweep shared by tests/sinkhorn/stability.rs (CPU) and
 //! tests/cuda_reliability.rs (CUDA): ε from 1 down to 1e-4 (relative to the largest cost)
 //! on four families of problems, solved in f32 on a backend and in f64 on the CPU with the
 //! same fixed number of iterations (the same map, so the difference is rounding only).

@@ -1335,7 +1335,7 @@ fn every_command_line_row_is_refused_with_a_message() {
             ]),
             "--mu: negative mass".into(),
         ),
-        // Unbalanced OT flags (tests/cli_unbalanced.rs checks the values against POT).
+        // Unbalanced OT flags (cli/tests/cli/unbalanced.rs checks the values against POT).
         ("C36", w(&mu, &nu, &c, &["--reg-m", "0"]), "--reg-m = 0: the marginal penalty ρ must be > 0".into()),
         ("C36", w(&mu, &nu, &c, &["--reg-m", "-2"]), "--reg-m = -2: the marginal penalty".into()),
         ("C36", w(&mu, &nu, &c, &["--reg-m-mu", "NaN"]), "--reg-m-mu = NaN: the marginal penalty".into()),
@@ -1437,7 +1437,7 @@ fn every_command_line_row_is_refused_with_a_message() {
     let mut table = table_ids('C');
     table.remove(if cfg!(feature = "cuda") { "C04" } else { "C05" });
     table.remove("C14");
-    // C31 (a write failing part-way) needs a file-size limit: tests/cli_outputs.rs.
+    // C31 (a write failing part-way) needs a file-size limit: cli/tests/cli/outputs.rs.
     table.remove("C31");
     let untested: Vec<_> = table.difference(&seen).collect();
     assert!(untested.is_empty(), "rows without a test: {untested:?}");
