@@ -789,7 +789,7 @@ fn counts_are_bounded_or_refused_naming_the_flag() {
         &Array2::from_shape_fn((4, 3), |(i, j)| (i + 2 * j) as f64),
     )
     .unwrap();
-    // newton-schulz --steps 1e11: refused at once (it used to abort on a 2.4 TB allocation).
+    // newton-schulz --steps 1e11: refused at once (accepted, it would abort on a 2.4 TB allocation).
     let t = Instant::now();
     refused(
         &[
