@@ -179,7 +179,13 @@ fn run<B: BarycenterKernels<f64> + Clone>(backend: B, out: &Path) -> Result<Vec<
 fn shapes(n: usize) -> Array3<f64> {
     let step = 10.0 / (n.max(2) - 1) as f64;
     let xs: Vec<f64> = (0..n)
-        .map(|i| if i + 1 == n { 5.0 } else { -5.0 + i as f64 * step })
+        .map(|i| {
+            if i + 1 == n {
+                5.0
+            } else {
+                -5.0 + i as f64 * step
+            }
+        })
         .collect();
     // The square's pixels: NumPy's a[n//5 : -n//5].
     let (lo, hi) = (n / 5, n - n.div_ceil(5));

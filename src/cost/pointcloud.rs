@@ -421,7 +421,7 @@ pub(crate) fn box_cost(metric: PointMetric, boxes: impl Iterator<Item = Vec<(f64
     }
 }
 
-/// Two clouds held in backend buffers ([`Backend::prepare_cloud_buffer`]): `x` `[B×]n×d`
+/// Two clouds held in backend buffers ([`Backend::prepare_cloud_buffer`](crate::Backend::prepare_cloud_buffer)): `x` `[B×]n×d`
 /// and `y` `[B×]m×d`, row-major, one pair per problem (`batch: Some(B)`) or one shared pair,
 /// with the cost's metric and cross-term precision (as [`PointCloudCost`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

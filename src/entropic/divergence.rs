@@ -284,7 +284,7 @@ impl<T: Real, B: Backend<T>> PreparedDivergence<T, B> {
     pub fn dims(&self) -> (usize, usize, usize) {
         self.xy.dims()
     }
-    /// The largest cost between `x` and `y` (the start of [`EpsScaling::from_max_cost`]).
+    /// The largest cost between `x` and `y` (the start of [`EpsScaling::from_max_cost`](crate::EpsScaling::from_max_cost)).
     pub fn max_cost(&self) -> f64 {
         self.xy.max_cost()
     }

@@ -16,7 +16,7 @@
 //!
 //! `∂OT_ε/∂x_i = Σ_j P_ij ∇_x c(x_i, y_j) = 2 Σ_j P_ij (x_i − y_j)` (squared Euclidean),
 //!
-//! computed by [`PointCloudKernels::point_gradient`] with `P` applied on the fly. This is
+//! computed by [`PointCloudKernels::point_gradient`](crate::PointCloudKernels::point_gradient) with `P` applied on the fly. This is
 //! the exact gradient of `OT_ε` at convergence; before it, the error is of the order of the
 //! marginal error (the `f` half-step that ends each iteration makes `P·1 = μ` exact). It is
 //! not the gradient of the transport cost `⟨P, C⟩` that [`crate::wasserstein`] reports.
@@ -37,9 +37,9 @@
 //! `∂⟨P,C⟩/∂x_i = Σ_j W_ij ∇_x c(x_i, y_j)`,  `∂⟨P,C⟩/∂y_j = Σ_i W_ij ∇_y c(x_i, y_j)`.
 //!
 //! Nothing `n×m` is stored: the adjoint system is solved by CG with `P·v` and `Pᵀ·u` applied
-//! on the fly ([`PointCloudKernels::plan_apply`]), its right-hand side `(C⊙P)·1`,
-//! `(C⊙P)ᵀ·1` from [`PointCloudKernels::cost_marginals`], and the reweighted field by
-//! [`PointCloudKernels::adjoint_point_gradient`]; a solve costs a few CG steps of two plan
+//! on the fly ([`PointCloudKernels::plan_apply`](crate::PointCloudKernels::plan_apply)), its right-hand side `(C⊙P)·1`,
+//! `(C⊙P)ᵀ·1` from [`PointCloudKernels::cost_marginals`](crate::PointCloudKernels::cost_marginals), and the reweighted field by
+//! [`PointCloudKernels::adjoint_point_gradient`](crate::PointCloudKernels::adjoint_point_gradient); a solve costs a few CG steps of two plan
 //! applications each on top of Sinkhorn.
 //!
 //! *Which to use.* The envelope form ([`Solver::point_gradients`]) is the exact gradient of

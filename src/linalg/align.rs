@@ -600,7 +600,7 @@ pub fn wasserstein_procrustes_on<T: Real, B: LinalgKernels<T> + Clone>(
         let state = problem.run(backend, state, true)?;
         if best
             .as_ref()
-            .map_or(true, |(_, b)| state.distance() < b.distance())
+            .is_none_or(|(_, b)| state.distance() < b.distance())
         {
             best = Some((k, state));
         }

@@ -199,9 +199,8 @@ pub fn newton_schulz_buffer<T: Real, B: LinalgKernels<T>>(
         return Ok(xk);
     }
     let inv = T::one() / norm;
-    let steps = std::iter::repeat(params.coefficients)
-        .take(params.steps)
-        .chain(std::iter::repeat(CUBIC_COEFFICIENTS).take(params.polish_steps));
+    let steps = std::iter::repeat_n(params.coefficients, params.steps)
+        .chain(std::iter::repeat_n(CUBIC_COEFFICIENTS, params.polish_steps));
     // The first step reads `x` with the 1/‖x‖_F scale folded into its products, unless
     // `x·xᵀ` itself would leave the range of `T` (‖x‖_F² overflows or underflows): then
     // `x/‖x‖_F` is formed first, so the result does not depend on the scale of `x`.

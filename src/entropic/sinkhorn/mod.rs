@@ -10,8 +10,7 @@
 //! (`(Pᵀ1)_j = ν_j exp((g_j − g'_j)/ε)`), so checking costs nothing but a read-back of
 //! `B` numbers every `check_every` iterations.
 //!
-//! * [`params`](SinkhornParams): the parameters ([`SinkhornParams`], [`EpsScaling`],
-//!   [`WarmStart`]);
+//! * `params`: the parameters ([`SinkhornParams`], [`EpsScaling`], [`WarmStart`]);
 //! * `problem`: a batch of problems ([`Problem`]) and the cost offsets its checks compute;
 //! * `solver`: [`Solver`] and its loop; `iteration`: the steps of one stage of it;
 //! * `prepared`: a batch uploaded once and solved many times ([`Prepared`]);

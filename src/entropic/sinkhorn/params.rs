@@ -32,7 +32,7 @@ pub struct SinkhornParams {
     /// Called with the run's [`Progress`](crate::Progress) at every convergence check and
     /// ε-scaling stage (and every `check_every` iterations without a tolerance).
     pub observer: Option<Observer>,
-    /// Keep the largest marginal error of every check in [`Convergence::history`].
+    /// Keep the largest marginal error of every check in [`Convergence::history`](crate::Convergence::history).
     pub history: bool,
     /// Relax the marginal constraints to KL penalties (unbalanced OT, POT's
     /// `sinkhorn_unbalanced(..., reg_m, reg_type="kl")`); `None` (or both weights infinite)

@@ -12,7 +12,7 @@ use ndarray::ArrayView2;
 pub struct BufferSolution {
     /// `⟨P_b, C_b⟩` of each problem.
     pub distance: Vec<f64>,
-    /// Unbalanced problems only: the objective ([`SinkhornResult::objective`]).
+    /// Unbalanced problems only: the objective ([`SinkhornResult::objective`](crate::SinkhornResult::objective)).
     pub objective: Option<Vec<f64>>,
     /// Iterations, marginal errors and whether the tolerance was met.
     pub convergence: Convergence,
@@ -47,7 +47,7 @@ pub(super) fn buffer_histograms<T: Real, B: Backend<T>>(
     Ok((masses, stats.iter().any(|s| s.min <= 0.0)))
 }
 
-/// A batch uploaded to a backend by [`Solver::prepare`]: the prepared cost, `ν`, `log μ`
+/// A batch uploaded to a backend by [`Solver::prepare`](crate::Solver::prepare): the prepared cost, `ν`, `log μ`
 /// and `log ν`, resident on the device.
 pub struct Prepared<T: Real, B: Backend<T>> {
     pub(super) cost: B::Cost,
@@ -79,7 +79,7 @@ impl<T: Real, B: Backend<T>> Prepared<T, B> {
         (self.batch, self.n, self.m)
     }
     /// The largest `|C_ij|` of the cost as given (the start of
-    /// [`EpsScaling::from_max_cost`]).
+    /// [`EpsScaling::from_max_cost`](crate::EpsScaling::from_max_cost)).
     pub fn max_cost(&self) -> f64 {
         self.max_abs_raw
     }

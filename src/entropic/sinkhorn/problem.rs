@@ -145,7 +145,7 @@ impl<T> ShiftedCost<T> {
 impl<'a, T: Real> Problem<'a, T> {
     /// One problem: `μ` (n), `ν` (m), cost `C` (n×m). Invalid input is an error naming the
     /// argument: shapes, NaN/∞, negative masses, empty arrays. Unequal masses are refused
-    /// when the problem is solved as a balanced one (no [`SinkhornParams::relaxation`]).
+    /// when the problem is solved as a balanced one (no [`SinkhornParams::relaxation`](crate::SinkhornParams::relaxation)).
     ///
     /// ```
     /// use logot::{CpuBackend, Problem, SinkhornParams, Solver};

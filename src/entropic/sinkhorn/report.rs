@@ -12,8 +12,8 @@ use ndarray::{Array1, Array2, Array3, Axis};
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ProblemReport {
     /// The larger of `‖P·1 − μ‖₁` and `‖Pᵀ·1 − ν‖₁` for the plan handed back (the plan the
-    /// returned potentials define; for [`Solver::coupling`], the returned array itself).
-    /// Unbalanced ([`SinkhornParams::relaxation`]): the larger violation of the optimality
+    /// returned potentials define; for [`Solver::coupling`](crate::Solver::coupling), the returned array itself).
+    /// Unbalanced ([`SinkhornParams::relaxation`](crate::SinkhornParams::relaxation)): the larger violation of the optimality
     /// conditions `P·1 = μ ⊙ exp(−(f − ε log μ)/ρ_μ)` and `Pᵀ·1 = ν ⊙ exp(−(g − ε log ν)/ρ_ν)`
     /// (`‖P·1 − μ‖₁` on a side with `ρ = ∞`).
     pub marginal_error: f64,
@@ -44,7 +44,7 @@ pub struct Convergence {
     /// One report per problem, in batch order.
     pub problems: Vec<ProblemReport>,
     /// The largest error at every convergence check, then the final report's, when asked
-    /// for ([`SinkhornParams::history`]); empty otherwise.
+    /// for ([`SinkhornParams::history`](crate::SinkhornParams::history)); empty otherwise.
     pub history: Vec<HistoryEntry>,
 }
 
@@ -77,7 +77,7 @@ pub struct SinkhornResult<T> {
     /// Transport cost `⟨P_b, C_b⟩` of each problem (POT's `sinkhorn2` value; for unbalanced
     /// problems `sinkhorn_unbalanced2(..., returnCost="linear")`).
     pub distance: Array1<T>,
-    /// Unbalanced problems only ([`SinkhornParams::relaxation`]): the objective
+    /// Unbalanced problems only ([`SinkhornParams::relaxation`](crate::SinkhornParams::relaxation)): the objective
     /// `⟨P,C⟩ + ε·KL(P‖μ⊗ν) + ρ_μ·KL(P·1‖μ) + ρ_ν·KL(Pᵀ·1‖ν)` of each returned plan, with
     /// the generalized `KL(x‖y) = Σ x log(x/y) − x + y` (a term with `ρ = ∞` is left out).
     /// POT's `returnCost="total"` uses `Σ x log(x/y)` without `− x + y`: it differs by
