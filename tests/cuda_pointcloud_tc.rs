@@ -213,10 +213,10 @@ fn warpgroup_products_match_the_mma_sync_kernels() {
 /// shifts, over at most 16 MMA steps. Measured: on an H200, 1.4e-3 to 3.1e-3 ε and
 /// distances 2.5e-6 to 8.9e-6 apart at d = 513 and 1024; on an H100, 4.3e-4 to 6.1e-4 ε at
 /// 128, 1.2e-3 ε at 256, distances 1.3e-6 to 3.3e-6 apart. The half-step tests cannot see a
-/// bias in those sums (their potentials keep the shifts small); a build whose streamed
-/// stages started the MMAs' truncating sums at −shift/s2 moved otC1024's first potential by
-/// 2.7e-3 with F16 and 5.7e-3 with TF32, and fails here in every case: 2.3e-2 to 1.6e-1 ε,
-/// distances 4.1e-4 to 4.7e-3 apart.
+/// bias in those sums (their potentials keep the shifts small); streamed stages that start
+/// the MMAs' truncating sums at −shift/s2 move otC1024's first potential by 2.7e-3 with F16
+/// and 5.7e-3 with TF32, and fail here in every case: 2.3e-2 to 1.6e-1 ε, distances 4.1e-4
+/// to 4.7e-3 apart.
 #[test]
 fn warpgroup_solves_match_the_mma_sync_kernels_from_zero_potentials() {
     use logot_cli::problems::{ot_c, OTC_EPS};
@@ -417,8 +417,8 @@ fn distance_error(
 /// kernels' development: the default (F16x2), TF32x3 and the exact mode keep 1e-5 relative to
 /// the f64 CPU result (F16x2 measured on an H100: 1.8e-7 to 4.8e-6, the largest at d = 17;
 /// TF32x3 1.3e-7 to 4.6e-6, exact
-/// 4.8e-8 to 9.7e-7; since TF32x3's partial sums are flushed per 16 coordinates, at d = 64
-/// and 1024 it measured 1.7e-6 and 3e-7 where it had 1.2e-5 and 2.4e-5 before); TF32 stays within
+/// 4.8e-8 to 9.7e-7; TF32x3 flushes its partial sums per 16 coordinates, which takes it
+/// from 1.2e-5 and 2.4e-5 to 1.7e-6 and 3e-7 at d = 64 and 1024); TF32 stays within
 /// 1e-2 (its per-entry bound, `2^-9·|x||y|`, is about 1e-3 of the mean cost; printed for the
 /// notes), and so does F16.
 #[test]

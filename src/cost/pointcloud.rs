@@ -47,7 +47,7 @@ impl PointMetric {
 /// TF32x3. [`CrossPrecision::Exact`] (2^-24 per product on the FP32 units) is the slowest;
 /// [`CrossPrecision::Tf32`] and [`CrossPrecision::F16`] (about 2^-10, moving each cost by
 /// about `2^-10·|x||y|/√d`, which `exp(−c/ε)` amplifies by `1/ε`) the fastest. The
-/// figures of each mode are in benches/README.md.
+/// modes' times against FlashSinkhorn are in benches/README.md.
 ///
 /// ```
 /// use logot::{CrossPrecision, PointCloudCost};

@@ -151,8 +151,8 @@ fn a_constant_added_to_the_cost_moves_only_the_distance() {
 }
 
 /// Warm starts shifted by (c, −c) are the same dual point: the result is the same, and
-/// the report describes it (f64 c = 1e13 used to report 0 for a real error of 1.3e-2;
-/// f32 c = 1e6 gave a plan of mass 0.80).
+/// the report describes it (a report blind to the shift gives 0 at f64 c = 1e13 for a real
+/// error of 1.3e-2, and a plan of mass 0.80 at f32 c = 1e6).
 #[test]
 fn warm_starts_shifted_by_a_constant_give_the_same_honest_result() {
     let mut rng = Lcg(11);
@@ -253,7 +253,7 @@ fn bistochastic_logits_shifted_by_a_constant() {
     let r = bistochastic(x32.view(), &BistochasticParams::converged(1e-6)).unwrap();
     check_bistochastic_report(r.r.view(), &r.convergence);
     // Rows of 4 f32 sums carry ~2e-7 of rounding each: the error is at f32's floor, not
-    // the 1.7e-4 that the offset used to leave.
+    // the 1.7e-4 that sums carrying the offset leave.
     assert!(r.convergence.marginal_error < 3e-6, "{:?}", r.convergence);
 }
 
