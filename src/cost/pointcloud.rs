@@ -198,19 +198,6 @@ impl<'a, T> PointCloudCost<'a, T> {
     pub fn with_precision(self, precision: CrossPrecision) -> Self {
         PointCloudCost { precision, ..self }
     }
-    /// The same clouds borrowed for a shorter lifetime (array views are invariant in theirs).
-    pub(crate) fn reborrow<'b>(self) -> PointCloudCost<'b, T>
-    where
-        'a: 'b,
-    {
-        PointCloudCost {
-            x: self.x.reborrow(),
-            y: self.y.reborrow(),
-            batched: self.batched,
-            metric: self.metric,
-            precision: self.precision,
-        }
-    }
     /// Number of source points `n` (per problem).
     pub fn n(&self) -> usize {
         self.x.dim().1

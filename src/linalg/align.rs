@@ -14,7 +14,7 @@ use super::newton_schulz::{newton_schulz_on, NewtonSchulzParams};
 use super::svd3::svd3;
 use super::{check_matrix, download2, upload2};
 use crate::backend::linalg::{GemmShape, LinalgKernels, Transpose};
-use crate::entropic::sinkhorn::{Problem, SinkhornParams, Solver, WarmStart};
+use crate::entropic::sinkhorn::{Problem, SinkhornParams, SinkhornSolver, WarmStart};
 use crate::linalg::gemm::sq_euclidean_cost_on;
 use crate::{CpuBackend, Error, Real, Result};
 use ndarray::{Array1, Array2, ArrayView2, Axis};
@@ -728,23 +728,21 @@ impl<T: Real> Alternation<'_, T> {
             let xr = super::gemm::matmul_on(backend, self.xc.view(), rt.view())?;
             let cost = sq_euclidean_cost_on(backend, xr.view(), self.yc.view())?;
             // Warm start from the previous coupling's potentials (as in ε-scaling).
-            let sp = SinkhornParams {
-                max_iters: p.sinkhorn_iters,
-                tol: Some(p.sinkhorn_tol.max(T::DEFAULT_TOL)),
-                warm_start: st.warm.take(),
-                ..SinkhornParams::new(st.eps * self.scale)
-            };
-            let coupling = Solver::new(backend.clone(), sp).coupling(&Problem::new(
+            let mut sp = SinkhornParams::new(st.eps * self.scale)
+                .max_iters(p.sinkhorn_iters)
+                .tol(p.sinkhorn_tol.max(T::DEFAULT_TOL));
+            sp.warm_start = st.warm.take();
+            let coupling = SinkhornSolver::new(backend.clone(), sp).coupling(&Problem::new(
                 mu.view(),
                 nu.view(),
                 cost.view(),
             )?)?;
             let plan = coupling.plan.index_axis_move(Axis(0), 0);
             let res = coupling.result;
-            st.warm = Some(WarmStart {
-                f: res.f.mapv(|v| v.f64()),
-                g: res.g.mapv(|v| v.f64()),
-            });
+            st.warm = Some(WarmStart::new(
+                res.f.mapv(|v| v.f64()),
+                res.g.mapv(|v| v.f64()),
+            ));
             let h = cross_covariance(backend, &self.xc.view(), &self.yc.view(), &plan.view())?;
             let r_new = if h.iter().all(|v| *v == 0.0) {
                 st.r.clone()

@@ -3,15 +3,15 @@
 
 use super::{check_output, EnvelopeGradients};
 use crate::backend::{Backend, Side};
-use crate::entropic::sinkhorn::{Problem, Solver};
+use crate::entropic::sinkhorn::{Problem, SinkhornSolver};
 use crate::entropic::unbalanced::dual_side;
 use crate::{Error, Real, Result};
 use ndarray::{Array1, Array2, ArrayView2};
 
-impl<Bk> Solver<Bk> {
+impl<Bk> SinkhornSolver<Bk> {
     /// The regularised objective `OT_ε` and its envelope-theorem gradients (`P`, `f`, `g`):
     /// cheap (no linear solve) but they differentiate `OT_ε`, not the transport cost
-    /// `⟨P,C⟩` (use [`Solver::wasserstein_gradients`] for that).
+    /// `⟨P,C⟩` (use [`SinkhornSolver::wasserstein_gradients`] for that).
     ///
     /// ```
     /// use logot::{CpuBackend, Problem, SinkhornParams, Solver};
@@ -39,7 +39,7 @@ impl<Bk> Solver<Bk> {
     where
         Bk: Backend<T>,
     {
-        if let Some(r) = self.params().unbalanced() {
+        if let Some(r) = problem.unbalanced()? {
             return self.envelope_gradients_relaxed(problem, r);
         }
         let cpl = self.coupling(problem)?;
@@ -84,7 +84,7 @@ impl<Bk> Solver<Bk> {
             result: cpl.result,
         })
     }
-    /// [`Solver::envelope_gradients`] of an unbalanced problem: the dual value and its
+    /// [`SinkhornSolver::envelope_gradients`] of an unbalanced problem: the dual value and its
     /// partial derivatives (see the module docs).
     fn envelope_gradients_relaxed<T: Real>(
         &self,
