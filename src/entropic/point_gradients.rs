@@ -107,13 +107,13 @@ impl<Bk> SinkhornSolver<Bk> {
     /// [`CostSource::PointCloud`]. With a relaxation, `OT_ε` is the unbalanced objective.
     ///
     /// ```
-    /// use logot::{CpuBackend, PointCloudCost, Problem, SinkhornParams, Solver};
-    /// use ndarray::{array, Axis};
+    /// use logot::{CpuBackend, PointCloudCost, Problem, SinkhornParams, SinkhornSolver};
+    /// use logot::ndarray::{array, Axis};
     /// let x = array![[0.0f64, 0.0], [1.0, 0.0]];
     /// let y = array![[0.0, 1.0], [1.0, 1.0]];
     /// let w = array![[0.5, 0.5]];
-    /// let problem = Problem::batch(w.view(), w.view(), PointCloudCost::new(x.view(), y.view())?)?;
-    /// let g = Solver::new(CpuBackend, SinkhornParams::new(0.01)).point_gradients(&problem)?;
+    /// let problem = Problem::new(w.view(), w.view(), PointCloudCost::new(x.view(), y.view())?)?;
+    /// let g = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.01)).point_gradients(&problem)?;
     /// // Each x_i is pulled straight up towards the y_j above it: 2·μ_i·(x_i − y_i).
     /// assert!((g.x[[0, 0, 1]] - (-1.0)).abs() < 1e-6 && g.x[[0, 0, 0]].abs() < 1e-6);
     /// # Ok::<(), logot::Error>(())
@@ -232,17 +232,17 @@ impl<Bk> SinkhornSolver<Bk> {
     /// check `result.convergence` and `cg`.
     ///
     /// ```
-    /// use logot::{grad::CgParams, CpuBackend, PointCloudCost, Problem, SinkhornParams, Solver};
-    /// use ndarray::array;
+    /// use logot::{grad::CgParams, CpuBackend, PointCloudCost, Problem, SinkhornParams, SinkhornSolver};
+    /// use logot::ndarray::array;
     /// let x = array![[0.0f64, 0.0], [1.0, 0.0], [0.3, 0.8]];
     /// let y = array![[0.1, 0.9], [1.2, 0.4]];
     /// let (mu, nu) = (array![[0.3, 0.3, 0.4]], array![[0.5, 0.5]]);
-    /// let solver = Solver::new(CpuBackend, SinkhornParams { tol: Some(1e-13), ..SinkhornParams::new(0.1) });
-    /// let cost = |x: &ndarray::Array2<f64>| -> logot::Result<f64> {
-    ///     let problem = Problem::batch(mu.view(), nu.view(), PointCloudCost::new(x.view(), y.view())?)?;
+    /// let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1).tol(1e-13));
+    /// let cost = |x: &logot::ndarray::Array2<f64>| -> logot::Result<f64> {
+    ///     let problem = Problem::new(mu.view(), nu.view(), PointCloudCost::new(x.view(), y.view())?)?;
     ///     Ok(solver.solve(&problem)?.distance[0])
     /// };
-    /// let problem = Problem::batch(mu.view(), nu.view(), PointCloudCost::new(x.view(), y.view())?)?;
+    /// let problem = Problem::new(mu.view(), nu.view(), PointCloudCost::new(x.view(), y.view())?)?;
     /// let g = solver.transport_point_gradients(&problem, &CgParams::default())?;
     /// assert!(g.cg.all_converged());
     /// // ∂⟨P,C⟩/∂x_21 against a central difference of re-solved transport costs.

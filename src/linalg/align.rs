@@ -33,7 +33,7 @@ impl<T: Real> RigidTransform<T> {
     ///
     /// ```
     /// let t = logot::linalg::RigidTransform::<f64>::identity(2);
-    /// let x = ndarray::array![[1.0, 2.0], [3.0, 4.0]];
+    /// let x = logot::ndarray::array![[1.0, 2.0], [3.0, 4.0]];
     /// assert_eq!(t.apply(x.view())?, x);
     /// # Ok::<(), logot::Error>(())
     /// ```
@@ -48,7 +48,7 @@ impl<T: Real> RigidTransform<T> {
     ///
     /// ```
     /// use logot::linalg::RigidTransform;
-    /// use ndarray::array;
+    /// use logot::ndarray::array;
     /// // A quarter turn, then a shift by (1, 0).
     /// let t = RigidTransform { rotation: array![[0.0, -1.0], [1.0, 0.0]], translation: array![1.0, 0.0] };
     /// assert_eq!(t.apply(array![[1.0, 0.0], [0.0, 2.0]].view())?, array![[1.0, 1.0], [-1.0, 0.0]]);
@@ -79,7 +79,7 @@ impl<T: Real> RigidTransform<T> {
 /// rotations `a` and `b`): `acos((tr(a·bᵀ) − 1)/2)`.
 ///
 /// ```
-/// use ndarray::{array, Array2};
+/// use logot::ndarray::{array, Array2};
 /// let (c, s) = (0.5f64.cos(), 0.5f64.sin());
 /// let rot = array![[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]; // 0.5 rad about z
 /// let angle = logot::linalg::align::rotation_angle(rot.view(), Array2::eye(3).view())?;
@@ -248,7 +248,7 @@ fn det3(a: &Array2<f64>) -> f64 {
 ///
 /// ```
 /// use logot::linalg::{align::rotation_angle, kabsch};
-/// use ndarray::{array, Array2};
+/// use logot::ndarray::{array, Array2};
 /// let (c, s) = (0.5f64.cos(), 0.5f64.sin());
 /// let rot = array![[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]; // 0.5 rad about z
 /// let x = array![[1.0, 0.0, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 3.0], [1.0, 1.0, 1.0]];
@@ -274,7 +274,7 @@ pub fn kabsch<T: Real>(
 ///
 /// ```
 /// use logot::linalg::{orthogonal_procrustes, NewtonSchulzParams};
-/// use ndarray::{array, Array2};
+/// use logot::ndarray::{array, Array2};
 /// // 4-D: a reflection and a swap of two axes (det = −1, not a rotation).
 /// let q = array![[-1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]];
 /// let x = Array2::from_shape_fn((6, 4), |(i, k)| ((3 * i + 5 * k) % 7) as f64 - 3.0);
@@ -553,7 +553,7 @@ pub struct WassersteinProcrustesResult<T> {
 ///
 /// ```
 /// use logot::linalg::{align::rotation_angle, wasserstein_procrustes, WassersteinProcrustesParams};
-/// use ndarray::{array, Array2};
+/// use logot::ndarray::{array, Array2};
 /// let (c, s) = (0.5f64.cos(), 0.5f64.sin());
 /// let rot = array![[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]; // 0.5 rad about z
 /// // A cloud and its rotated copy with the points in another order: no correspondence given.
@@ -566,11 +566,11 @@ pub struct WassersteinProcrustesResult<T> {
 ///
 /// ```
 /// use logot::linalg::{wasserstein_procrustes_on, WassersteinProcrustesParams};
-/// use ndarray::Array2;
+/// use logot::ndarray::Array2;
 /// use logot::linalg::align::rotation_angle;
 /// // A 3-D cloud turned by 0.3 rad about x and shifted, points in another order.
 /// let (c, s) = (0.3f64.cos(), 0.3f64.sin());
-/// let rot = ndarray::array![[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]];
+/// let rot = logot::ndarray::array![[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]];
 /// let x = Array2::from_shape_fn((30, 3), |(i, k)| ((i * (k + 3) * 5 + k) % 17) as f64 / 17.0 + k as f64);
 /// let y = Array2::from_shape_fn((30, 3), |(j, k)| x.row((11 * j) % 30).dot(&rot.row(k)) + 0.5);
 /// let fit = wasserstein_procrustes(&logot::CpuBackend, x.view(), y.view(), &WassersteinProcrustesParams::default())?;

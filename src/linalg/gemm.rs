@@ -24,14 +24,14 @@ pub struct MatmulGradients<T> {
 /// `C = A·B` on `backend`: `a` is `m×k`, `b` is `k×n`.
 ///
 /// ```
-/// use ndarray::array;
+/// use logot::ndarray::array;
 /// let c = logot::linalg::matmul(&logot::CpuBackend, array![[1.0, 2.0]].view(), array![[3.0], [4.0]].view())?;
 /// assert_eq!(c, array![[11.0]]);
 /// # Ok::<(), logot::Error>(())
 /// ```
 ///
 /// ```
-/// use ndarray::array;
+/// use logot::ndarray::array;
 /// let (a, b) = (array![[1.0f32, 2.0], [3.0, 4.0]], array![[0.0, 1.0], [1.0, 0.0]]);
 /// let c = logot::linalg::matmul(&logot::CpuBackend, a.view(), b.view())?;
 /// assert_eq!(c, array![[2.0, 1.0], [4.0, 3.0]]); // B swaps the columns
@@ -69,22 +69,22 @@ pub fn matmul<T: Real, B: LinalgKernels<T>>(
 /// `dB = Aᵀ·dC`.
 ///
 /// ```
-/// use ndarray::array;
+/// use logot::ndarray::array;
 /// // L = Σ C = Σ_ij (A·B)_ij: dC = 1, so dA_ik = Σ_j B_kj and dB_kj = Σ_i A_ik.
 /// let (a, b) = (array![[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], array![[1.0, 0.0, 2.0], [0.0, 3.0, 1.0]]);
-/// let g = logot::linalg::matmul_backward(&logot::CpuBackend, a.view(), b.view(), ndarray::Array2::ones((3, 3)).view())?;
+/// let g = logot::linalg::matmul_backward(&logot::CpuBackend, a.view(), b.view(), logot::ndarray::Array2::ones((3, 3)).view())?;
 /// assert_eq!(g.da, array![[3.0, 4.0], [3.0, 4.0], [3.0, 4.0]]);
 /// assert_eq!(g.db, array![[9.0, 9.0, 9.0], [12.0, 12.0, 12.0]]);
 /// # Ok::<(), logot::Error>(())
 /// ```
 ///
 /// ```
-/// use logot::linalg::{matmul, matmul_backward_on};
-/// use ndarray::array;
+/// use logot::linalg::{matmul, matmul_backward};
+/// use logot::ndarray::array;
 /// // L = ⟨G, A·B⟩ is linear in A: L(A) = ⟨dA, A⟩ with dA from the backward.
 /// let (a, b, g) = (array![[1.0, -2.0]], array![[0.5], [2.0]], array![[3.0]]);
 /// let grad = matmul_backward(&logot::CpuBackend, a.view(), b.view(), g.view())?;
-/// let loss = (&matmul(a.view(), b.view())? * &g).sum();
+/// let loss = (&matmul(&logot::CpuBackend, a.view(), b.view())? * &g).sum();
 /// assert_eq!((&grad.da * &a).sum(), loss);
 /// # Ok::<(), logot::Error>(())
 /// ```
@@ -150,7 +150,7 @@ pub fn matmul_backward<T: Real, B: LinalgKernels<T>>(
 /// and clamped at 0 (rounding can make the formula slightly negative for close points).
 ///
 /// ```
-/// use ndarray::array;
+/// use logot::ndarray::array;
 /// let x = array![[0.0, 0.0], [1.0, 1.0]];
 /// let y = array![[3.0, 4.0]];
 /// let c = logot::linalg::sq_euclidean_cost(&logot::CpuBackend, x.view(), y.view())?;
@@ -159,7 +159,7 @@ pub fn matmul_backward<T: Real, B: LinalgKernels<T>>(
 /// ```
 ///
 /// ```
-/// use ndarray::array;
+/// use logot::ndarray::array;
 /// let x = array![[1.0f32, 2.0, 3.0]];
 /// let c = logot::linalg::sq_euclidean_cost(&logot::CpuBackend, x.view(), x.view())?;
 /// assert_eq!(c[[0, 0]], 0.0); // clamped: never slightly negative

@@ -114,20 +114,20 @@ impl NewtonSchulzParams {
 ///
 /// ```
 /// use logot::linalg::{newton_schulz, NewtonSchulzParams};
-/// use ndarray::array;
+/// use logot::ndarray::array;
 /// // Singular values 3 and 1 (scaled to 0.95 and 0.32): five Muon steps put both in the
 /// // band [0.68, 1.21]; `polar()` adds cubic steps that converge to the polar factor I.
 /// let x = array![[3.0f64, 0.0], [0.0, 1.0]];
 /// let y = newton_schulz(&logot::CpuBackend, x.view(), &NewtonSchulzParams::default())?;
 /// assert!(y.diag().iter().all(|s| (0.68..1.21).contains(s)));
 /// let p = newton_schulz(&logot::CpuBackend, x.view(), &NewtonSchulzParams::default().polar())?;
-/// assert!((&p - &ndarray::Array2::<f64>::eye(2)).iter().all(|e| e.abs() < 1e-12));
+/// assert!((&p - &logot::ndarray::Array2::<f64>::eye(2)).iter().all(|e| e.abs() < 1e-12));
 /// # Ok::<(), logot::Error>(())
 /// ```
 ///
 /// ```
 /// use logot::linalg::{newton_schulz_on, NewtonSchulzParams};
-/// let x = ndarray::array![[2.0f64, 0.0], [0.0, 0.5]];
+/// let x = logot::ndarray::array![[2.0f64, 0.0], [0.0, 0.5]];
 /// let y = newton_schulz(&logot::CpuBackend, x.view(), &NewtonSchulzParams::default().polar())?;
 /// assert!((y[[0, 0]] - 1.0).abs() < 1e-6 && (y[[1, 1]] - 1.0).abs() < 1e-6);
 /// # Ok::<(), logot::Error>(())
@@ -294,14 +294,14 @@ fn step_polynomial<'p, T: Real, B: LinalgKernels<T>>(
 /// on and above the diagonal and mirrored: the result is exactly symmetric.
 ///
 /// ```
-/// use ndarray::array;
+/// use logot::ndarray::array;
 /// let g = logot::linalg::xxt(&logot::CpuBackend, array![[1.0, 2.0], [3.0, 4.0], [0.0, 1.0]].view())?;
 /// assert_eq!(g, array![[5.0, 11.0, 2.0], [11.0, 25.0, 4.0], [2.0, 4.0, 1.0]]);
 /// # Ok::<(), logot::Error>(())
 /// ```
 ///
 /// ```
-/// let x = ndarray::Array2::from_shape_fn((5, 8), |(i, j)| ((i * j) % 3) as f32 - 1.0);
+/// let x = logot::ndarray::Array2::from_shape_fn((5, 8), |(i, j)| ((i * j) % 3) as f32 - 1.0);
 /// let g = logot::linalg::xxt(&logot::CpuBackend, x.view())?;
 /// assert_eq!(g, g.t()); // exactly symmetric
 /// assert_eq!(g, x.dot(&x.t()));

@@ -60,7 +60,7 @@ pub struct Svd3Batch<T> {
 /// Thin SVD of one `M×3` matrix on the CPU.
 ///
 /// ```
-/// use ndarray::array;
+/// use logot::ndarray::array;
 /// let a = array![[3.0, 0.0, 0.0], [0.0, 0.0, -2.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]];
 /// let svd = logot::linalg::svd3(a.view())?;
 /// assert_eq!(svd.s, array![3.0, 2.0, 0.0]);
@@ -81,7 +81,7 @@ pub fn svd3<T: Real>(a: ArrayView2<'_, T>) -> Result<Svd3<T>> {
 /// Thin SVD of a batch `B×M×3` on `backend` (rayon over the batch).
 ///
 /// ```
-/// use ndarray::{Array2, Array3, Axis};
+/// use logot::ndarray::{Array2, Array3, Axis};
 /// let a = Array3::from_shape_fn((4, 10, 3), |(b, i, k)| ((b + 2 * i + 3 * k * k) % 7) as f64 - 3.0);
 /// let svd = logot::linalg::svd3_batch(&logot::CpuBackend, a.view())?;
 /// for b in 0..4 {
@@ -95,7 +95,7 @@ pub fn svd3<T: Real>(a: ArrayView2<'_, T>) -> Result<Svd3<T>> {
 /// ```
 ///
 /// ```
-/// use ndarray::Array3;
+/// use logot::ndarray::Array3;
 /// // Columns of lengths 2, 5 and 1, orthogonal: the singular values are the lengths, sorted.
 /// let mut a = Array3::<f32>::zeros((1, 4, 3));
 /// a[[0, 0, 0]] = 2.0;

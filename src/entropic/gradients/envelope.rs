@@ -14,12 +14,12 @@ impl<Bk> SinkhornSolver<Bk> {
     /// `⟨P,C⟩` (use [`SinkhornSolver::wasserstein_gradients`] for that).
     ///
     /// ```
-    /// use logot::{CpuBackend, Problem, SinkhornParams, Solver};
-    /// use ndarray::array;
+    /// use logot::{CpuBackend, Problem, SinkhornParams, SinkhornSolver};
+    /// use logot::ndarray::array;
     /// // ∂OT_ε/∂C_01 = P_01, against a central difference of OT_ε.
     /// let (mu, nu) = (array![0.4f64, 0.6], array![0.5, 0.5]);
-    /// let solver = Solver::new(CpuBackend, SinkhornParams { tol: Some(1e-13), ..SinkhornParams::new(0.1) });
-    /// let value = |c: &ndarray::Array2<f64>| -> logot::Result<f64> {
+    /// let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1).tol(1e-13));
+    /// let value = |c: &logot::ndarray::Array2<f64>| -> logot::Result<f64> {
     ///     Ok(solver.envelope_gradients(&Problem::new(mu.view(), nu.view(), c.view())?)?.value[0])
     /// };
     /// let cost = array![[0.0, 1.0], [0.5, 0.2]];

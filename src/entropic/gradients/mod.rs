@@ -415,7 +415,7 @@ impl<Bk> SinkhornSolver<Bk> {
     /// use logot::ndarray::{array, Array1};
     /// let (mu, nu) = (array![0.5f64, 0.5], array![0.25, 0.75]);
     /// let cost = array![[0.0, 1.0], [1.0, 0.0]];
-    /// let solver = Solver::new(CpuBackend, SinkhornParams::new(0.1));
+    /// let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1));
     /// let g = solver.wasserstein_gradients(&Problem::new(mu.view(), nu.view(), cost.view())?, &CgParams::default())?;
     /// assert!(g.cg.all_converged());
     /// assert!(g.mu.sum().abs() < 1e-12); // zero-mean representative
@@ -453,15 +453,15 @@ impl<Bk> SinkhornSolver<Bk> {
     /// `∂L/∂P` (`B×n×m`). `L` is assumed not to depend on the cost except through `P`.
     ///
     /// ```
-    /// use logot::{grad::CgParams, CpuBackend, Problem, SinkhornParams, Solver};
-    /// use ndarray::array;
+    /// use logot::{grad::CgParams, CpuBackend, Problem, SinkhornParams, SinkhornSolver};
+    /// use logot::ndarray::array;
     /// // ⟨P, C⟩ depends on C directly (∂ = P) and through P (the implicit part, with G = C):
     /// // wasserstein_gradients = P + implicit_gradients(G = C).
     /// let (mu, nu, cost) = (array![0.2f64, 0.8], array![0.5, 0.5], array![[0.0, 1.0], [0.4, 0.1]]);
-    /// let solver = Solver::new(CpuBackend, SinkhornParams::new(0.05));
+    /// let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.05));
     /// let problem = Problem::new(mu.view(), nu.view(), cost.view())?;
     /// let cg = CgParams::default();
-    /// let upstream = cost.clone().insert_axis(ndarray::Axis(0));
+    /// let upstream = cost.clone().insert_axis(logot::ndarray::Axis(0));
     /// let implicit = solver.implicit_gradients(&problem, |_| upstream.clone(), &cg)?;
     /// let total = solver.wasserstein_gradients(&problem, &cg)?;
     /// let plan = solver.coupling(&problem)?.plan;

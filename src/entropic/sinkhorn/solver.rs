@@ -93,7 +93,7 @@ impl<B> SinkhornSolver<B> {
         self.finish(problem, &s)
     }
 
-    /// As [`Solver::solve`], and the plans `P_b` (`B×n×m`).
+    /// As [`SinkhornSolver::solve`], and the plans `P_b` (`B×n×m`).
     ///
     /// ```
     /// use logot::{CpuBackend, Problem, SinkhornParams, SinkhornSolver};
