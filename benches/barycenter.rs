@@ -28,7 +28,7 @@ fn grid<T: Real>(c: &mut Criterion, name: &str) {
     let grid = GridCost::image(64, 64).unwrap();
     let solver = BarycenterSolver::new(
         CpuBackend,
-        BarycenterParams::fixed_iterations(problems::BARY64_GRID_EPS, problems::BARY64_ITERS),
+        BarycenterParams::new(problems::BARY64_GRID_EPS).fixed_iterations(problems::BARY64_ITERS),
     );
     c.bench_function(name, |b| {
         // On a rayon worker, as the top-level logot::grid_barycenter does.
@@ -54,7 +54,7 @@ fn bary64_dense(c: &mut Criterion) {
     let cost = problems::bary64_dense_cost::<f64>(64);
     let solver = BarycenterSolver::new(
         CpuBackend,
-        BarycenterParams::fixed_iterations(problems::BARY64_DENSE_EPS, 10),
+        BarycenterParams::new(problems::BARY64_DENSE_EPS).fixed_iterations(10),
     );
     g.bench_function("f64_10_iterations", |b| {
         b.iter(|| {

@@ -7,7 +7,7 @@ mod gpu {
     use criterion::{BenchmarkId, Criterion, Throughput};
     use logot::backend::cuda::{CudaBackend, Tuning};
     use logot::backend::{Backend, CostSource, Side};
-    use logot::{Problem, SinkhornParams, Solver};
+    use logot::{Problem, SinkhornParams, SinkhornSolver};
     use logot_cli::problems;
     use std::hint::black_box;
     use std::time::Duration;
@@ -48,7 +48,8 @@ mod gpu {
         let mut g = c.benchmark_group("cuda_sinkhorn");
         g.sample_size(20).measurement_time(Duration::from_secs(5));
         let (mu, nu, cost) = problems::ot_a::<f32>();
-        let solver = Solver::new(gpu.clone(), SinkhornParams::fixed_iterations(1e-3, 200));
+        let solver =
+            SinkhornSolver::new(gpu.clone(), SinkhornParams::new(1e-3).fixed_iterations(200));
         let p = Problem::new(mu.view(), nu.view(), cost.view()).unwrap();
         let prepared = solver.prepare(&p).unwrap();
         g.bench_function("otA_f32", |bench| {
@@ -60,8 +61,8 @@ mod gpu {
             })
         });
         let (mu, nu, cost) = problems::ot_b::<f32>(64, 2048);
-        let solver = Solver::new(gpu, SinkhornParams::fixed_iterations(1e-2, 100));
-        let p = Problem::batch(mu.view(), nu.view(), cost.view()).unwrap();
+        let solver = SinkhornSolver::new(gpu, SinkhornParams::new(1e-2).fixed_iterations(100));
+        let p = Problem::new(mu.view(), nu.view(), cost.view()).unwrap();
         let prepared = solver.prepare(&p).unwrap();
         g.throughput(Throughput::Elements(2 * 100 * 64 * 2048 * 2048));
         g.bench_function("otB_f32", |bench| {

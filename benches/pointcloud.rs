@@ -90,7 +90,7 @@ fn divergence(c: &mut Criterion) {
     let params = SinkhornParams::new(0.05);
     g.bench_function("n2048_d3_eps0.05", |bench| {
         bench.iter(|| {
-            logot::Solver::new(logot::CpuBackend, params.clone())
+            logot::SinkhornSolver::new(logot::CpuBackend, params.clone())
                 .sinkhorn_divergence(
                     a.view(),
                     b.view(),

@@ -22,7 +22,7 @@
 use logot::plot::{Axes, Scale};
 use logot::{
     CpuBackend, CrossPrecision, DivergenceConvention, Error, GradKernels, PointCloudCost,
-    PointCloudKernels, Real, Result, SinkhornParams, Solver,
+    PointCloudKernels, Real, Result, SinkhornParams, SinkhornSolver,
 };
 use ndarray::{Array1, Array2, ArrayView2};
 use rand::rngs::StdRng;
@@ -128,7 +128,7 @@ pub fn clouds(dim: usize, n: usize, seed: u64) -> (Array2<f64>, Array2<f64>) {
 /// `each(k, S_ε(x_k, y), x_k)` at every iterate `k = 0..=steps`; returns the `S_ε(x_k, y)`.
 /// An error where a solve does not converge (a flow on inexact gradients is not this one).
 pub fn flow<T: Real, B: PointCloudKernels<T> + GradKernels<T>>(
-    solver: &Solver<B>,
+    solver: &SinkhornSolver<B>,
     x: &mut Array2<T>,
     y: ArrayView2<'_, T>,
     (lr, steps): (f64, usize),
@@ -174,14 +174,18 @@ pub fn flow<T: Real, B: PointCloudKernels<T> + GradKernels<T>>(
 /// The solver of the flow: ε-scaling from the clouds' squared diameter down to ε, then up
 /// to 20000 iterations to a marginal error of 1e-6 of the mass (the gradients' accuracy;
 /// 1e-4 in f32, whose rounding of costs up to ~10³·ε leaves about 1e-5).
-pub fn solver<T: Real, B>(backend: B, x: &Array2<T>, y: &Array2<T>, eps: f64) -> Result<Solver<B>> {
+pub fn solver<T: Real, B>(
+    backend: B,
+    x: &Array2<T>,
+    y: &Array2<T>,
+    eps: f64,
+) -> Result<SinkhornSolver<B>> {
     let scaling = PointCloudCost::new(x.view(), y.view())?.eps_scaling();
-    let params = SinkhornParams {
-        max_iters: 20_000,
-        tol: Some((10.0 * T::DEFAULT_TOL).max(1e-6)),
-        ..SinkhornParams::new(eps).with_eps_scaling(scaling)
-    };
-    Ok(Solver::new(backend, params))
+    let params = SinkhornParams::new(eps)
+        .eps_scaling(scaling)
+        .max_iters(20_000)
+        .tol(Some((10.0 * T::DEFAULT_TOL).max(1e-6)));
+    Ok(SinkhornSolver::new(backend, params))
 }
 
 /// The flow of `s` in precision `T` on `backend`, printing each step (and drawing at d = 2);

@@ -47,10 +47,10 @@ impl CgParams {
     pub fn max_iters(self, max_iters: usize) -> Self {
         CgParams { max_iters, ..self }
     }
-    /// These parameters with the relative tolerance `tol`.
-    pub fn tol(self, tol: f64) -> Self {
+    /// These parameters with the relative tolerance `tol` (`None`: the precision's default).
+    pub fn tol(self, tol: impl Into<Option<f64>>) -> Self {
         CgParams {
-            tol: Some(tol),
+            tol: tol.into(),
             ..self
         }
     }

@@ -89,8 +89,8 @@ pub use backend::{
     bistochastic::BistochasticKernels, cluster::Cluster, cpu::CpuBackend, grad::GradKernels,
     linalg::LinalgKernels, Backend, BarycenterKernels, PointCloudKernels, Side,
 };
-pub use cost::{CloudLayout, CostSource, CrossPrecision, GridCost, PointCloudCost, PointMetric};
 pub use batch::IntoBatch;
+pub use cost::{CloudLayout, CostSource, CrossPrecision, GridCost, PointCloudCost, PointMetric};
 pub use entropic::barycenter::{
     barycenter, grid_barycenter, BarycenterCost, BarycenterParams, BarycenterProblem,
     BarycenterResult, BarycenterSolver, PreparedCost,
@@ -101,14 +101,14 @@ pub use entropic::pointcloud::{
     PointGradients, PointTransportGradients, PreparedDivergence,
 };
 pub use entropic::sinkhorn::{
-    BufferProblem, Convergence, CouplingResult, EpsScaling, PreparedProblem, Problem,
-    ProblemInput, ProblemReport, SinkhornParams, SinkhornResult, SinkhornSolver, WarmStart,
+    BufferProblem, Convergence, CouplingResult, EpsScaling, PreparedProblem, Problem, ProblemInput,
+    ProblemReport, SinkhornParams, SinkhornResult, SinkhornSolver, WarmStart,
 };
 pub use entropic::unbalanced::{Relaxation, RelaxedSide};
 pub use error::{Error, Result};
 pub use grad::{
-    bistochastic, bistochastic_backward, check_gradient, BistochasticParams,
-    BistochasticSolver, CgParams, GradCheckParams, OtGradients,
+    bistochastic, bistochastic_backward, check_gradient, BistochasticParams, BistochasticSolver,
+    CgParams, GradCheckParams, OtGradients,
 };
 pub use progress::{HistoryEntry, Observer, Progress};
 pub use real::Real;

@@ -39,7 +39,7 @@ fn grid_bary64_matches_pot_convolutional_barycenter() {
     let got = grid_barycenter(
         imgs.view(),
         array![0.3, 0.3, 0.4].view(),
-        &BarycenterParams::fixed_iterations(0.004, 100),
+        &BarycenterParams::new(0.004).fixed_iterations(100),
     )
     .unwrap();
     assert_eq!(got.iterations, 100);
@@ -50,7 +50,7 @@ fn grid_bary64_matches_pot_convolutional_barycenter() {
     let got32 = grid_barycenter(
         imgs32.view(),
         array![0.3f32, 0.3, 0.4].view(),
-        &BarycenterParams::fixed_iterations(0.004, 100),
+        &BarycenterParams::new(0.004).fixed_iterations(100),
     )
     .unwrap();
     let h32: Vec<f64> = got32.histogram.iter().map(|&v| v as f64).collect();
@@ -88,7 +88,7 @@ fn dense_matches_pot_barycenter_fixed_iterations_and_default_stopping() {
         imgs.view(),
         w.view(),
         cost.view(),
-        &BarycenterParams::fixed_iterations(1e-3, 100),
+        &BarycenterParams::new(1e-3).fixed_iterations(100),
     )
     .unwrap();
     let err = l1(got.histogram.as_slice().unwrap(), want.as_slice().unwrap());
@@ -122,7 +122,7 @@ fn non_square_images_and_asymmetric_dense_costs_match_pot() {
     let got = grid_barycenter(
         imgs.view(),
         array![0.5, 0.2, 0.3].view(),
-        &BarycenterParams::fixed_iterations(0.02, 50),
+        &BarycenterParams::new(0.02).fixed_iterations(50),
     )
     .unwrap();
     assert_eq!(got.histogram.dim(), (12, 20));
@@ -138,7 +138,7 @@ fn non_square_images_and_asymmetric_dense_costs_match_pot() {
         h.view(),
         array![0.7, 0.3].view(),
         cost.view(),
-        &BarycenterParams::fixed_iterations(0.05, 30),
+        &BarycenterParams::new(0.05).fixed_iterations(30),
     )
     .unwrap();
     let err = l1(got.histogram.as_slice().unwrap(), want.as_slice().unwrap());
@@ -193,10 +193,7 @@ fn identical_inputs_give_the_one_step_blur_and_the_input_for_small_eps() {
 #[test]
 fn mass_is_one_and_swapping_inputs_with_weights_is_a_symmetry() {
     let imgs = bary64_images(20);
-    let p = BarycenterParams {
-        tol: 1e-8,
-        ..BarycenterParams::new(0.005)
-    };
+    let p = BarycenterParams::new(0.005).tol(1e-8);
     let got = grid_barycenter(imgs.view(), array![0.2, 0.5, 0.3].view(), &p).unwrap();
     assert!(got.converged, "error {}", got.error);
     assert!(
@@ -250,7 +247,7 @@ fn grid_and_dense_agree_on_the_same_grid_in_1d_2d_and_3d() {
             row /= s;
         }
         let w = array![0.25, 0.45, 0.3];
-        let p = BarycenterParams::fixed_iterations(0.01, 60);
+        let p = BarycenterParams::new(0.01).fixed_iterations(60);
         let via_grid = barycenter(h.view(), w.view(), grid.clone(), &p).unwrap();
         let via_dense = barycenter(h.view(), w.view(), grid.to_dense::<f64>().view(), &p).unwrap();
         let err = l1(
@@ -341,7 +338,7 @@ fn batched_problems_match_one_at_a_time() {
     let p = BarycenterParams::new(0.01);
     let all = barycenter_batch(batch.view(), ws.view(), grid.clone(), &p).unwrap();
     for (k, one) in all.iter().enumerate() {
-        let alone = BarycenterParams::fixed_iterations(0.01, one.iterations);
+        let alone = BarycenterParams::new(0.01).fixed_iterations(one.iterations);
         let want = barycenter(imgs.view(), ws.row(k), grid.clone(), &alone).unwrap();
         let err = l1(
             one.histogram.as_slice().unwrap(),
@@ -357,7 +354,7 @@ fn invalid_inputs_are_errors_naming_the_argument() {
     let h = array![[0.5, 0.5, 0.0], [0.0, 0.5, 0.5]];
     let cost = array![[0.0, 1.0, 4.0], [1.0, 0.0, 1.0], [4.0, 1.0, 0.0]];
     let p = BarycenterParams::new(0.1);
-    let msg = |r: Result<logot::Barycenter<f64>, Error>| {
+    let msg = |r: Result<logot::BarycenterResult<f64>, Error>| {
         r.err().map(|e| e.to_string()).unwrap_or_default()
     };
     assert!(msg(barycenter(
@@ -437,7 +434,8 @@ fn prepared_cost_gives_the_same_barycenters_and_checks_sizes() {
     let w = array![0.3, 0.3, 0.4];
     let grid = GridCost::image(12, 12).unwrap();
     let dense = grid.to_dense::<f64>();
-    let solver = BarycenterSolver::new(CpuBackend, BarycenterParams::fixed_iterations(0.01, 25));
+    let solver =
+        BarycenterSolver::new(CpuBackend, BarycenterParams::new(0.01).fixed_iterations(25));
     for cost in [
         CostSource::Grid(grid.clone()),
         CostSource::Dense(dense.view()),

@@ -9,7 +9,7 @@ use common::{bin_weights, Lcg};
 use logot::backend::{Backend, Marginals, Potentials, Side};
 use logot::{
     Cluster, CostSource, CpuBackend, EpsScaling, GridCost, PointCloudCost, Problem, Real,
-    Relaxation, SinkhornParams, SinkhornResult, Solver,
+    Relaxation, SinkhornParams, SinkhornResult, SinkhornSolver,
 };
 use ndarray::{Array2, Array3};
 
@@ -51,11 +51,11 @@ fn solve_both<T: Real>(
     tol: f64,
     what: &str,
 ) {
-    let one = Solver::new(CpuBackend, params.clone())
+    let one = SinkhornSolver::new(CpuBackend, params.clone())
         .solve(problem)
         .unwrap();
     for &p in members {
-        let many = Solver::new(cluster(p), params.clone())
+        let many = SinkhornSolver::new(cluster(p), params.clone())
             .solve(problem)
             .unwrap();
         same_result(&one, &many, tol, &format!("{what}, {p} members"));
@@ -68,15 +68,15 @@ fn point_clouds_split_by_target_points_solve_as_one() {
     let (x, y) = clouds(n, m, d, 7);
     let (mu, nu) = (bin_weights(1, n, 0, 1), bin_weights(1, m, 0, 2));
     let cost = PointCloudCost::new(x.view(), y.view()).unwrap();
-    let problem = Problem::batch(mu.view(), nu.view(), cost.clone()).unwrap();
+    let problem = Problem::new(mu.view(), nu.view(), cost.clone()).unwrap();
     // To convergence (checks every 10 iterations), with ε-scaling, and unbalanced.
     let params = SinkhornParams::new(0.05);
     solve_both(&params, &problem, &[1, 2, 3, 5], 1e-11, "balanced");
-    let scaled = SinkhornParams::new(0.02).with_eps_scaling(EpsScaling::from_max_cost(3.0));
+    let scaled = SinkhornParams::new(0.02).eps_scaling(EpsScaling::from_max_cost(3.0));
     solve_both(&scaled, &problem, &[2, 4], 1e-11, "eps-scaling");
     let relaxed = SinkhornParams::new(0.05).with_relaxation(Relaxation::kl_each(0.5, 2.0));
     let (mu2, nu2) = (&mu * 1.3, nu.clone());
-    let unbalanced = Problem::batch(mu2.view(), nu2.view(), cost).unwrap();
+    let unbalanced = Problem::new(mu2.view(), nu2.view(), cost).unwrap();
     solve_both(&relaxed, &unbalanced, &[2, 3], 1e-11, "unbalanced");
 }
 
@@ -88,7 +88,7 @@ fn a_member_whose_target_points_have_no_mass_adds_nothing() {
     let (x, y) = clouds(n, m, 2, 11);
     let (mu, nu) = (bin_weights(2, n, 4, 3), bin_weights(2, m, 12, 4));
     let cost = PointCloudCost::new(x.view(), y.view()).unwrap();
-    let problem = Problem::batch(mu.view(), nu.view(), cost).unwrap();
+    let problem = Problem::new(mu.view(), nu.view(), cost).unwrap();
     solve_both(
         &SinkhornParams::new(0.05),
         &problem,
@@ -105,19 +105,19 @@ fn shared_dense_costs_split_by_columns_and_batches_by_problems() {
     let shared = Array2::from_shape_vec((n, m), r.vec(n * m, 0.0, 1.0)).unwrap();
     let (mu, nu) = (bin_weights(3, n, 0, 6), bin_weights(3, m, 2, 7));
     let params = SinkhornParams::new(0.03);
-    let problem = Problem::batch(mu.view(), nu.view(), shared.view()).unwrap();
+    let problem = Problem::new(mu.view(), nu.view(), shared.view()).unwrap();
     solve_both(&params, &problem, &[2, 4], 1e-11, "shared dense");
     // One cost a problem: 3 problems over 2 members (2 + 1) and over 5 (two members idle).
     let costs = Array3::from_shape_vec((3, n, m), r.vec(3 * n * m, 0.0, 1.0)).unwrap();
-    let batch = Problem::batch(mu.view(), nu.view(), costs.view()).unwrap();
+    let batch = Problem::new(mu.view(), nu.view(), costs.view()).unwrap();
     solve_both(&params, &batch, &[2, 5], 1e-13, "dense batch");
     // The plans, as a coupling gathers them.
     for p in [2, 3] {
         for prob in [&problem, &batch] {
-            let one = Solver::new(CpuBackend, params.clone())
+            let one = SinkhornSolver::new(CpuBackend, params.clone())
                 .coupling(prob)
                 .unwrap();
-            let many = Solver::new(cluster(p), params.clone())
+            let many = SinkhornSolver::new(cluster(p), params.clone())
                 .coupling(prob)
                 .unwrap();
             let d = rel_diff(one.plan.as_slice().unwrap(), many.plan.as_slice().unwrap());
@@ -130,7 +130,7 @@ fn shared_dense_costs_split_by_columns_and_batches_by_problems() {
 fn grid_batches_split_by_problems() {
     let grid = GridCost::image(6, 5).unwrap();
     let (mu, nu) = (bin_weights(3, 30, 0, 8), bin_weights(3, 30, 0, 9));
-    let problem = Problem::batch(mu.view(), nu.view(), grid).unwrap();
+    let problem = Problem::new(mu.view(), nu.view(), grid).unwrap();
     solve_both(&SinkhornParams::new(0.01), &problem, &[2, 4], 1e-13, "grid");
 }
 
@@ -258,9 +258,9 @@ fn point_gradients_and_the_divergence_split_by_target_points() {
     let (x, y) = clouds(n, m, d, 31);
     let (mu, nu) = (bin_weights(2, n, 0, 32), bin_weights(2, m, 3, 33));
     let cost = PointCloudCost::new(x.view(), y.view()).unwrap();
-    let problem = Problem::batch(mu.view(), nu.view(), cost.clone()).unwrap();
+    let problem = Problem::new(mu.view(), nu.view(), cost.clone()).unwrap();
     let params = SinkhornParams::new(0.05);
-    let one = Solver::new(CpuBackend, params.clone());
+    let one = SinkhornSolver::new(CpuBackend, params.clone());
     let env = one.point_gradients(&problem).unwrap();
     let imp = one
         .transport_point_gradients(&problem, &CgParams::default())
@@ -275,7 +275,7 @@ fn point_gradients_and_the_divergence_split_by_target_points() {
         .unwrap();
     let flat = |a: &ndarray::Array3<f64>| a.iter().copied().collect::<Vec<_>>();
     for p in [2, 3] {
-        let many = Solver::new(cluster(p), params.clone());
+        let many = SinkhornSolver::new(cluster(p), params.clone());
         let e = many.point_gradients(&problem).unwrap();
         let i = many
             .transport_point_gradients(&problem, &CgParams::default())
@@ -328,7 +328,7 @@ fn batched_point_clouds_split_by_problems_solve_as_one() {
     let y = Array3::from_shape_fn((b, m, d), |_| r.next());
     let (mu, nu) = (bin_weights(b, n, 0, 78), bin_weights(b, m, 2, 79));
     let cost = PointCloudCost::batched(x.view(), y.view()).unwrap();
-    let problem = Problem::batch(mu.view(), nu.view(), cost.clone()).unwrap();
+    let problem = Problem::new(mu.view(), nu.view(), cost.clone()).unwrap();
     let params = SinkhornParams::new(0.05);
     solve_both(&params, &problem, &[1, 2, 3, 4], 1e-11, "batched clouds");
     let relaxed = SinkhornParams::new(0.05).with_relaxation(Relaxation::kl(0.5));
@@ -339,7 +339,7 @@ fn batched_point_clouds_split_by_problems_solve_as_one() {
         1e-11,
         "batched clouds, unbalanced",
     );
-    let one = Solver::new(CpuBackend, params.clone());
+    let one = SinkhornSolver::new(CpuBackend, params.clone());
     let plan = one.coupling(&problem).unwrap().plan;
     let env = one.point_gradients(&problem).unwrap();
     let imp = one
@@ -351,7 +351,7 @@ fn batched_point_clouds_split_by_problems_solve_as_one() {
         .unwrap();
     let flat = |a: &Array3<f64>| a.iter().copied().collect::<Vec<_>>();
     for p in [2, 3, 4] {
-        let many = Solver::new(cluster(p), params.clone());
+        let many = SinkhornSolver::new(cluster(p), params.clone());
         let pl = many.coupling(&problem).unwrap().plan;
         let e = many.point_gradients(&problem).unwrap();
         let i = many

@@ -11,7 +11,7 @@ use common::gpu::{gpu, gpu_with};
 use logot::backend::cuda::{CudaBackend, Tuning};
 use logot::{
     Backend, BarycenterParams, BarycenterSolver, CostSource, CpuBackend, GridCost, Problem, Real,
-    Side, SinkhornParams, Solver,
+    Side, SinkhornParams, SinkhornSolver,
 };
 use logot_cli::problems;
 use ndarray::{Array1, Array2, Array3};
@@ -156,13 +156,13 @@ where
     let mut rng = StdRng::seed_from_u64(7);
     let grid = GridCost::image(10, 14).unwrap();
     let (mu, nu) = (histograms(&mut rng, 2, 140), histograms(&mut rng, 2, 140));
-    let params = SinkhornParams::fixed_iterations(0.02, 50);
-    let cpu_res = Solver::new(CpuBackend, params.clone())
-        .solve(&Problem::batch(mu.view(), nu.view(), grid.clone()).unwrap())
+    let params = SinkhornParams::new(0.02).fixed_iterations(50);
+    let cpu_res = SinkhornSolver::new(CpuBackend, params.clone())
+        .solve(&Problem::new(mu.view(), nu.view(), grid.clone()).unwrap())
         .unwrap();
     let (mu_t, nu_t) = (mu.mapv(T::of), nu.mapv(T::of));
-    let res = Solver::new(gpu.clone(), params)
-        .solve(&Problem::batch(mu_t.view(), nu_t.view(), grid).unwrap())
+    let res = SinkhornSolver::new(gpu.clone(), params)
+        .solve(&Problem::new(mu_t.view(), nu_t.view(), grid).unwrap())
         .unwrap();
     let t = tol::<T>();
     let df = rel_diff(res.f.as_slice().unwrap(), cpu_res.f.as_slice().unwrap());
@@ -175,9 +175,10 @@ where
     assert!(dd < t, "{}: transport cost {dd:e}", T::NAME);
     // The grid ⟨P, C⟩ is also checked against the dense cost on the GPU.
     let dense = GridCost::image(10, 14).unwrap().to_dense::<T>();
-    let res_dense = Solver::new(gpu.clone(), SinkhornParams::fixed_iterations(0.02, 50))
-        .solve(&Problem::batch(mu_t.view(), nu_t.view(), dense.view()).unwrap())
-        .unwrap();
+    let res_dense =
+        SinkhornSolver::new(gpu.clone(), SinkhornParams::new(0.02).fixed_iterations(50))
+            .solve(&Problem::new(mu_t.view(), nu_t.view(), dense.view()).unwrap())
+            .unwrap();
     let dd2 = rel_diff(
         res.distance.as_slice().unwrap(),
         &res_dense
@@ -210,7 +211,7 @@ where
     let dense64 = grid.to_dense::<f64>();
     let dense_t = grid.to_dense::<T>();
     let eps = if dense { 0.01 } else { 0.004 };
-    let params = BarycenterParams::fixed_iterations(eps, 60);
+    let params = BarycenterParams::new(eps).fixed_iterations(60);
     let cost64 = || -> CostSource<'_, f64> {
         if dense {
             CostSource::Dense(dense64.view())
@@ -303,7 +304,7 @@ fn grid_barycenter_fused_and_unfused_match_cpu() {
         let h = Array3::from_shape_fn((2, 3, n), |_| rng.random_range(0.05..1.0f64));
         let h = &h / &h.sum_axis(ndarray::Axis(2)).insert_axis(ndarray::Axis(2));
         let w = Array2::from_shape_vec((2, 3), vec![0.2, 0.5, 0.3, 0.6, 0.1, 0.3]).unwrap();
-        let params = BarycenterParams::fixed_iterations(0.01, 37);
+        let params = BarycenterParams::new(0.01).fixed_iterations(37);
         let want = BarycenterSolver::new(CpuBackend, params.clone())
             .solve_batch(h.view(), w.view(), CostSource::Grid(grid.clone()))
             .unwrap();
@@ -339,12 +340,10 @@ fn grid_barycenter_fused_and_unfused_match_cpu() {
                 assert!(d < tol::<f32>(), "{shape:?} cluster {cluster} f32: {d:e}");
             }
             // Early stop: checks every 7 iterations from iteration 7 (grid schedule).
-            let early = BarycenterParams {
-                tol: 1e-3,
-                check_every: 7,
-                max_iters: Some(500),
-                ..BarycenterParams::new(0.01)
-            };
+            let early = BarycenterParams::new(0.01)
+                .tol(1e-3)
+                .check_every(7)
+                .max_iters(500);
             let cpu = BarycenterSolver::new(CpuBackend, early.clone())
                 .solve_batch(h.view(), w.view(), CostSource::Grid(grid.clone()))
                 .unwrap();

@@ -15,7 +15,7 @@ mod common;
 use common::Lcg;
 use logot::backend::bistochastic::{cg_summary_from_words, words, ProjectionStats};
 use logot::backend::cuda::{CudaBackend, CudaBuffer, CudaReal, WordsMailbox};
-use logot::grad::{Bistochastic, BistochasticParams, CgParams};
+use logot::grad::{BistochasticParams, BistochasticSolver, CgParams};
 use logot::{Backend, BistochasticKernels, CpuBackend, Real};
 use ndarray::Array3;
 
@@ -51,7 +51,7 @@ where
     let nan = vec![T::nan(); len];
     let rd = stream.clone_htod(&nan).unwrap();
     let dxd = stream.clone_htod(&nan).unwrap();
-    let params = BistochasticParams::fixed(20);
+    let params = BistochasticParams::default().iters(20);
     let cg = CgParams::default();
     let tol = cg.effective_tol::<T>();
     // SAFETY: the stream belongs to the primary context and outlives `be`; the four slices
@@ -63,7 +63,7 @@ where
         let xb = be.borrow_buffer::<T>(address(&xd, &stream), len);
         let mut rb = be.borrow_buffer::<T>(address(&rd, &stream), len);
         assert!(xb.is_borrowed() && rb.is_borrowed());
-        let proj = Bistochastic::new(be.clone(), params.clone());
+        let proj = BistochasticSolver::new(be.clone(), params.clone());
         let stats = proj.forward_buffers(n, &xb, &mut rb).unwrap();
         let gb = be.borrow_buffer::<T>(address(&gd, &stream), len);
         let mut dxb = be.borrow_buffer::<T>(address(&dxd, &stream), len);
@@ -80,7 +80,7 @@ where
     // The caller's inputs are untouched.
     assert_eq!(stream.clone_dtoh(&xd).unwrap(), x.as_slice().unwrap());
     // The backend's own path: host arrays uploaded to its own stream.
-    let proj = Bistochastic::new(gpu.clone(), params.clone());
+    let proj = BistochasticSolver::new(gpu.clone(), params.clone());
     let own = proj.forward(x.view()).unwrap();
     let own_dx = proj.backward(own.r.view(), g.view(), &cg).unwrap();
     let same = if T::NAME == "float64" { 1e-14 } else { 1e-6 };
@@ -103,7 +103,7 @@ where
     assert!(ed <= 1e3 * same, "n={n}: dX differs by {ed:e} (relative)");
     // And the CPU in f64.
     let x64 = x.mapv(|v| v.f64());
-    let cpu = Bistochastic::new(CpuBackend, params)
+    let cpu = BistochasticSolver::new(CpuBackend, params)
         .forward(x64.view())
         .unwrap();
     let e = max_abs(
@@ -151,7 +151,7 @@ fn dropping_a_borrowed_buffer_frees_nothing() {
     stream.synchronize().unwrap();
     ctx.check_err().unwrap();
     // The backend's own stream and buffers are unaffected.
-    let r = Bistochastic::new(gpu.clone(), BistochasticParams::fixed(5))
+    let r = BistochasticSolver::new(gpu.clone(), BistochasticParams::default().iters(5))
         .forward(logits::<f32>(10, 3, 0.0, 1.0, 1).view())
         .unwrap();
     assert!(r.r.iter().all(|v| v.is_finite()));
@@ -177,7 +177,7 @@ fn backend_on_the_legacy_default_stream() {
         be.synchronize().unwrap();
     }
     let r = stream.clone_dtoh(&rd).unwrap();
-    let own = Bistochastic::new(gpu.clone(), BistochasticParams::fixed(20))
+    let own = BistochasticSolver::new(gpu.clone(), BistochasticParams::default().iters(20))
         .forward(x.view())
         .unwrap();
     assert!(max_abs(&r, own.r.as_slice().unwrap()) <= 1e-6);
@@ -201,7 +201,7 @@ fn non_finite_logits_on_buffers_are_an_error() {
         let be = gpu.on_stream(stream.cu_stream());
         let xb = be.borrow_buffer::<f32>(address(&xd, &stream), b * n * n);
         let mut rb = be.borrow_buffer::<f32>(address(&rd, &stream), b * n * n);
-        Bistochastic::new(be.clone(), BistochasticParams::default())
+        BistochasticSolver::new(be.clone(), BistochasticParams::default())
             .forward_buffers(n, &xb, &mut rb)
             .unwrap_err()
     };
@@ -212,7 +212,7 @@ fn non_finite_logits_on_buffers_are_an_error() {
         let be = gpu.on_stream(stream.cu_stream());
         let xb = be.borrow_buffer::<f32>(address(&xd, &stream), b * n * n);
         let mut rb = be.borrow_buffer::<f32>(address(&rd, &stream), b * n * n);
-        Bistochastic::new(be.clone(), BistochasticParams::default())
+        BistochasticSolver::new(be.clone(), BistochasticParams::default())
             .forward_buffers(33, &xb, &mut rb)
             .unwrap_err()
     };
@@ -251,19 +251,12 @@ where
     assert!(nwords >= words::CG_SUMMARY);
     let sw = stream.clone_htod(&[u64::MAX; words::PROJECTION]).unwrap();
     let bw = stream.clone_htod(&vec![u64::MAX; nwords]).unwrap();
-    let params = BistochasticParams {
-        iters: 30,
-        tol,
-        ..Default::default()
-    };
-    let cg = CgParams {
-        max_iters: 3,
-        tol: Some(1e-12),
-    };
+    let params = BistochasticParams::default().iters(30).tol(tol);
+    let cg = CgParams::default().max_iters(3).tol(1e-12);
     // SAFETY: as in the tests above; the words are `u64`s of the same stream.
     let (stats, summary, stats_words, summary_words) = unsafe {
         let be = gpu.on_stream(stream.cu_stream());
-        let proj = Bistochastic::new(be.clone(), params.clone());
+        let proj = BistochasticSolver::new(be.clone(), params.clone());
         let xb = be.borrow_buffer::<T>(address(&xd, &stream), len);
         let gb = be.borrow_buffer::<T>(address(&gd, &stream), len);
         let (mut rb1, mut rb2) = (
@@ -356,7 +349,7 @@ fn deferred_launches_do_not_wait_for_the_stream() {
     // SAFETY: as in the tests above.
     unsafe {
         let be = gpu.on_stream(stream.cu_stream());
-        let proj = Bistochastic::new(be.clone(), BistochasticParams::fixed(20));
+        let proj = BistochasticSolver::new(be.clone(), BistochasticParams::default().iters(20));
         let xb = be.borrow_buffer::<f32>(address(&xd, &stream), len);
         let mut rb = be.borrow_buffer::<f32>(address(&rd, &stream), len);
         let mut db = be.borrow_buffer::<f32>(address(&dd, &stream), len);
@@ -410,7 +403,7 @@ fn mailbox_collects_deferred_statistics_in_order_without_waiting() {
     // SAFETY: as in the tests above; the words are `u64`s of the same stream.
     unsafe {
         let be = gpu.on_stream(stream.cu_stream());
-        let proj = Bistochastic::new(be.clone(), BistochasticParams::fixed(20));
+        let proj = BistochasticSolver::new(be.clone(), BistochasticParams::default().iters(20));
         let xb = be.borrow_buffer::<f32>(address(&xd, &stream), len);
         let mut rb = be.borrow_buffer::<f32>(address(&rd, &stream), len);
         let mut db = be.borrow_buffer::<f32>(address(&dd, &stream), len);

@@ -21,7 +21,7 @@ use cudarc::driver::{CudaSlice, CudaStream};
 use logot::backend::cuda::{CudaBackend, CudaBuffer, CudaReal};
 use logot::{
     Backend, CloudLayout, CpuBackend, CrossPrecision, PointCloudCost, PointCloudKernels,
-    PointMetric, Problem, Real, SinkhornParams, Solver,
+    PointMetric, Problem, Real, SinkhornParams, SinkhornSolver,
 };
 use ndarray::{Array2, Array3, Axis};
 use std::sync::Arc;
@@ -138,7 +138,7 @@ where
     // SAFETY: the caller's contract.
     let be = unsafe { gpu.on_stream(stream.cu_stream()) };
     let borrow = |s: &CudaSlice<T>| unsafe { be.borrow_buffer::<T>(address(s, stream), s.len()) };
-    let solver = Solver::new(be.clone(), params.clone());
+    let solver = SinkhornSolver::new(be.clone(), params.clone());
     let [mu, nu, x, y] = inputs;
     let prepared =
         solver.prepare_points_buffers(borrow(mu), borrow(nu), &borrow(x), &borrow(y), b, layout)?;
@@ -178,7 +178,7 @@ fn borrowed_matches_owned<T: CudaReal>(
     let (ctx, stream) = foreign(gpu);
     let c = clouds::<T>(b, (n, m, d), batched);
     let eps = 0.05 * (d as f64 / 6.0 + 0.01 * d as f64);
-    let params = SinkhornParams::fixed_iterations(eps, 60);
+    let params = SinkhornParams::new(eps).fixed_iterations(60);
     let inputs = upload(&stream, &c);
     // Outputs start as NaN: every entry must be written.
     let nan = |len: usize| stream.clone_htod(&vec![T::nan(); len]).unwrap();
@@ -193,8 +193,8 @@ fn borrowed_matches_owned<T: CudaReal>(
     );
     c.assert_untouched(&stream, &inputs, &what);
     // The host-array path on the backend's own stream.
-    let solver = Solver::new(gpu.clone(), params.clone());
-    let p = Problem::batch(c.mu.view(), c.nu.view(), c.cost(metric, precision)).unwrap();
+    let solver = SinkhornSolver::new(gpu.clone(), params.clone());
+    let p = Problem::new(c.mu.view(), c.nu.view(), c.cost(metric, precision)).unwrap();
     let want = solver.point_gradients(&p).unwrap();
     let value: Vec<T> = sol.value.iter().map(|&v| T::of(v)).collect();
     assert_eq!(
@@ -225,8 +225,8 @@ fn borrowed_matches_owned<T: CudaReal>(
     // And the CPU in f64 (no centring there): the same OT_ε and gradients up to T's
     // rounding (and the cross term's precision) over 60 iterations.
     let c64 = c.f64();
-    let p64 = Problem::batch(c64.mu.view(), c64.nu.view(), c64.cost(metric, precision)).unwrap();
-    let cpu = Solver::new(CpuBackend, params)
+    let p64 = Problem::new(c64.mu.view(), c64.nu.view(), c64.cost(metric, precision)).unwrap();
+    let cpu = SinkhornSolver::new(CpuBackend, params)
         .point_gradients(&p64)
         .unwrap();
     for (k, (&v, &w)) in sol.value.iter().zip(&cpu.value).enumerate() {
@@ -318,7 +318,7 @@ fn divergence_borrowed_matches_owned<T: CudaReal>(
         let be = unsafe { gpu.on_stream(stream.cu_stream()) };
         let borrow =
             |s: &CudaSlice<T>| unsafe { be.borrow_buffer::<T>(address(s, &stream), s.len()) };
-        let solver = Solver::new(be.clone(), params.clone());
+        let solver = SinkhornSolver::new(be.clone(), params.clone());
         let [mu, nu, x, y] = &inputs;
         let prepared = solver
             .prepare_divergence_buffers(borrow(mu), borrow(nu), &borrow(x), &borrow(y), b, layout)
@@ -335,7 +335,7 @@ fn divergence_borrowed_matches_owned<T: CudaReal>(
     );
     c.assert_untouched(&stream, &inputs, &what);
     let conv = logot::DivergenceConvention::Objective;
-    let want = Solver::new(gpu.clone(), params.clone())
+    let want = SinkhornSolver::new(gpu.clone(), params.clone())
         .sinkhorn_divergence_batch(c.mu.view(), c.nu.view(), c.cost(metric, precision), conv)
         .unwrap();
     let of = |v: &[f64]| -> Vec<T> { v.iter().map(|&v| T::of(v)).collect() };
@@ -348,7 +348,7 @@ fn divergence_borrowed_matches_owned<T: CudaReal>(
             "terms {k}, {what}"
         );
     }
-    let stacked = |g: fn(&logot::SinkhornDivergence<T>) -> &Option<Array2<T>>| -> Vec<T> {
+    let stacked = |g: fn(&logot::DivergenceResult<T>) -> &Option<Array2<T>>| -> Vec<T> {
         want.iter()
             .flat_map(|s| g(s).as_ref().unwrap().iter().copied())
             .collect()
@@ -358,7 +358,7 @@ fn divergence_borrowed_matches_owned<T: CudaReal>(
     assert_eq!(bits(&gy), bits(&stacked(|s| &s.grad_y)), "∂y, {what}");
     // The CPU in f64: the three terms to T's rounding, S_ε and ∂x to that of the terms.
     let c64 = c.f64();
-    let cpu = Solver::new(CpuBackend, params.clone())
+    let cpu = SinkhornSolver::new(CpuBackend, params.clone())
         .sinkhorn_divergence_batch(
             c64.mu.view(),
             c64.nu.view(),
@@ -396,7 +396,7 @@ fn divergence_on_borrowed_buffers_and_stream_matches_the_owned_path() {
     for (b, batched) in [(1, false), (3, false), (3, true)] {
         for (d, metric) in [(3, SqEuclidean), (17, Euclidean), (64, SqEuclidean)] {
             let eps = 0.05 * (d as f64 / 6.0 + 0.01 * d as f64);
-            let fixed = SinkhornParams::fixed_iterations(eps, 60);
+            let fixed = SinkhornParams::new(eps).fixed_iterations(60);
             divergence_borrowed_matches_owned::<f64>(
                 &gpu,
                 (b, 40, 33, d),
@@ -420,7 +420,7 @@ fn divergence_on_borrowed_buffers_and_stream_matches_the_owned_path() {
     let cost = c.cost(PointMetric::SqEuclidean, CrossPrecision::default());
     for params in [
         SinkhornParams::new(0.05),
-        SinkhornParams::new(0.01).with_eps_scaling(cost.eps_scaling()),
+        SinkhornParams::new(0.01).eps_scaling(cost.eps_scaling()),
     ] {
         divergence_borrowed_matches_owned::<f64>(
             &gpu,

@@ -17,7 +17,9 @@ use common::{bin_weights, Lcg};
 use cudarc::driver::{CudaSlice, CudaStream};
 use logot::backend::cuda::{CudaBackend, CudaBuffer, CudaReal};
 use logot::grad::{CgParams, GradientBuffers};
-use logot::{Backend, CpuBackend, GradKernels, Prepared, Problem, Real, SinkhornParams, Solver};
+use logot::{
+    Backend, CpuBackend, GradKernels, Prepared, Problem, Real, SinkhornParams, SinkhornSolver,
+};
 use ndarray::{Array2, Array3, Axis};
 use std::sync::Arc;
 
@@ -50,9 +52,9 @@ fn problem<'a, T: Real>(
     batched: bool,
 ) -> Problem<'a, T> {
     if batched {
-        Problem::batch(mu.view(), nu.view(), cost.view()).unwrap()
+        Problem::new(mu.view(), nu.view(), cost.view()).unwrap()
     } else {
-        Problem::batch(mu.view(), nu.view(), cost.index_axis(Axis(0), 0)).unwrap()
+        Problem::new(mu.view(), nu.view(), cost.index_axis(Axis(0), 0)).unwrap()
     }
 }
 
@@ -73,12 +75,15 @@ fn upload<T: CudaReal>(
 /// The solver's backend launches on `stream`, a stream of the device's primary context, and
 /// the slices outlive the returned buffers.
 unsafe fn prepare_borrowed<T: CudaReal>(
-    solver: &Solver<CudaBackend>,
+    solver: &SinkhornSolver<CudaBackend>,
     stream: &Arc<CudaStream>,
     [mu, nu, cost]: &[CudaSlice<T>; 3],
     dims: (usize, usize, usize),
     batched: bool,
-) -> (logot::Result<Prepared<T, CudaBackend>>, CudaBuffer<T>)
+) -> (
+    logot::Result<PreparedProblem<T, CudaBackend>>,
+    CudaBuffer<T>,
+)
 where
     CudaBackend: Backend<T, Buffer = CudaBuffer<T>>,
 {
@@ -117,7 +122,7 @@ fn borrowed_matches_owned<T: CudaReal>(
 {
     let (ctx, stream) = foreign(gpu);
     let (mu, nu, cost) = data::<T>(b, n, m, zeros, batched);
-    let params = SinkhornParams::fixed_iterations(0.05, 60);
+    let params = SinkhornParams::new(0.05).fixed_iterations(60);
     let cg = CgParams::default();
     let inputs = upload(&stream, &mu, &nu, &cost);
     // Outputs start as NaN: every entry must be written.
@@ -135,7 +140,7 @@ fn borrowed_matches_owned<T: CudaReal>(
     let (sol, grad_sol, cg_report) = unsafe {
         let be = gpu.on_stream(stream.cu_stream());
         let borrow = |s: &CudaSlice<T>, len| be.borrow_buffer::<T>(address(s, &stream), len);
-        let solver = Solver::new(be.clone(), params.clone());
+        let solver = SinkhornSolver::new(be.clone(), params.clone());
         let (prepared, cost_b) = prepare_borrowed(&solver, &stream, &inputs, (b, n, m), batched);
         let prepared = prepared.unwrap();
         let (mut fb, mut gb) = (borrow(&fd, b * n), borrow(&gd, b * m));
@@ -164,7 +169,7 @@ fn borrowed_matches_owned<T: CudaReal>(
     assert_eq!(read(nud), nu.as_slice().unwrap());
     assert_eq!(read(cd), cost.as_slice().unwrap());
     // The host-array path on the backend's own stream.
-    let solver = Solver::new(gpu.clone(), params.clone());
+    let solver = SinkhornSolver::new(gpu.clone(), params.clone());
     let p = problem(&mu, &nu, &cost, batched);
     let want = solver.solve(&p).unwrap();
     let what = format!("{} B={b} n={n} m={m} batched={batched}", T::NAME);
@@ -209,7 +214,7 @@ fn borrowed_matches_owned<T: CudaReal>(
         nu.mapv(|v| v.f64()),
         cost.mapv(|v| v.f64()),
     );
-    let cpu = Solver::new(CpuBackend, params)
+    let cpu = SinkhornSolver::new(CpuBackend, params)
         .solve(&problem(&mu64, &nu64, &c64, batched))
         .unwrap();
     let tol = if T::NAME == "float64" { 1e-10 } else { 2e-4 };
@@ -245,7 +250,7 @@ fn shifted_costs_on_borrowed_buffers_match_the_cpu() {
     let (b, n, m) = (3, 20, 24);
     let (mu, nu, mut cost) = data::<f64>(b, n, m, 2, true);
     cost.mapv_inplace(|v| v + 400.0);
-    let params = SinkhornParams::fixed_iterations(0.05, 80);
+    let params = SinkhornParams::new(0.05).fixed_iterations(80);
     let (ctx, stream) = foreign(&gpu);
     let inputs = upload(&stream, &mu, &nu, &cost);
     let (fd, gd) = (
@@ -256,7 +261,7 @@ fn shifted_costs_on_borrowed_buffers_match_the_cpu() {
     let sol = unsafe {
         let be = gpu.on_stream(stream.cu_stream());
         let borrow = |s: &CudaSlice<f64>, len| be.borrow_buffer::<f64>(address(s, &stream), len);
-        let solver = Solver::new(be.clone(), params.clone());
+        let solver = SinkhornSolver::new(be.clone(), params.clone());
         let (prepared, _) = prepare_borrowed(&solver, &stream, &inputs, (b, n, m), true);
         let (mut fb, mut gb) = (borrow(&fd, b * n), borrow(&gd, b * m));
         let prepared = prepared.unwrap();
@@ -264,7 +269,7 @@ fn shifted_costs_on_borrowed_buffers_match_the_cpu() {
             .solve_prepared_into(&prepared, &mut fb, &mut gb)
             .unwrap()
     };
-    let cpu = Solver::new(CpuBackend, params)
+    let cpu = SinkhornSolver::new(CpuBackend, params)
         .solve(&problem(&mu, &nu, &cost, true))
         .unwrap();
     for (k, (&d, &c)) in sol.distance.iter().zip(&cpu.distance).enumerate() {
@@ -311,15 +316,15 @@ fn bad_borrowed_input_gives_the_host_errors() {
         let inputs = upload(&stream, mu, nu, cost);
         // SAFETY: as in `borrowed_matches_owned`.
         let got = unsafe {
-            let solver = Solver::new(gpu.on_stream(stream.cu_stream()), params.clone());
+            let solver = SinkhornSolver::new(gpu.on_stream(stream.cu_stream()), params.clone());
             prepare_borrowed(&solver, &stream, &inputs, (b, n, m), true)
                 .0
                 .unwrap_err()
                 .to_string()
         };
-        let want = match Problem::batch(mu.view(), nu.view(), cost.view()) {
+        let want = match Problem::new(mu.view(), nu.view(), cost.view()) {
             Err(e) => e.to_string(),
-            Ok(p) => Solver::new(gpu.clone(), params.clone())
+            Ok(p) => SinkhornSolver::new(gpu.clone(), params.clone())
                 .prepare(&p)
                 .unwrap_err()
                 .to_string(),
@@ -343,7 +348,7 @@ fn coupling_matches_owned<T: CudaReal>(
 {
     let (ctx, stream) = foreign(gpu);
     let (mu, nu, cost) = data::<T>(b, n, m, 1, batched);
-    let params = SinkhornParams::fixed_iterations(0.05, 50);
+    let params = SinkhornParams::new(0.05).fixed_iterations(50);
     let cg = CgParams::default();
     let mut r = Lcg(77);
     let up = Array3::from_shape_fn((b, n, m), |_| T::of(r.uniform(-1.0, 1.0)));
@@ -355,7 +360,7 @@ fn coupling_matches_owned<T: CudaReal>(
     let report = unsafe {
         let be = gpu.on_stream(stream.cu_stream());
         let borrow = |s: &CudaSlice<T>, len| be.borrow_buffer::<T>(address(s, &stream), len);
-        let solver = Solver::new(be.clone(), params.clone());
+        let solver = SinkhornSolver::new(be.clone(), params.clone());
         let (prepared, _) = prepare_borrowed(&solver, &stream, &inputs, (b, n, m), batched);
         let prepared = prepared.unwrap();
         let mut pb = borrow(&pd, b * n * m);
@@ -374,7 +379,7 @@ fn coupling_matches_owned<T: CudaReal>(
         logot::grad::plan_gradients_into(&be, &pb, (b, n, m), params.eps, &g, &cg, out).unwrap()
     };
     let read = |s: &CudaSlice<T>| stream.clone_dtoh(s).unwrap();
-    let want = Solver::new(gpu.clone(), params.clone())
+    let want = SinkhornSolver::new(gpu.clone(), params.clone())
         .coupling(&problem(&mu, &nu, &cost, batched))
         .unwrap();
     let what = format!("{} B={b} n={n} m={m} batched={batched}", T::NAME);

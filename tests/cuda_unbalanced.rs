@@ -9,7 +9,7 @@ use common::gpu::gpu;
 
 use logot::{
     Backend, CostSource, CpuBackend, GridCost, PointCloudCost, Problem, Real, Relaxation,
-    SinkhornParams, Solver,
+    SinkhornParams, SinkhornSolver,
 };
 use ndarray::{Array1, Array2, Array3, Axis};
 
@@ -34,10 +34,9 @@ fn data(b: usize, n: usize, m: usize) -> (Array2<f64>, Array2<f64>, Array3<f64>)
 }
 
 fn params(rho: (f64, f64)) -> SinkhornParams {
-    SinkhornParams {
-        max_iters: 20_000,
-        ..SinkhornParams::new(0.05).with_relaxation(Relaxation::kl_each(rho.0, rho.1))
-    }
+    SinkhornParams::new(0.05)
+        .with_relaxation(Relaxation::kl_each(rho.0, rho.1))
+        .max_iters(20_000)
 }
 
 /// `|a − b| ≤ tol·max(1, |b|)`, −∞ entries equal.
@@ -108,11 +107,11 @@ fn compare<'a, T: Real>(
 ) where
     logot::CudaBackend: Backend<T>,
 {
-    let problem = Problem::batch(mu, nu, cost).unwrap();
-    let on_gpu = Solver::new(cuda.clone(), params(rho))
+    let problem = Problem::new(mu, nu, cost).unwrap();
+    let on_gpu = SinkhornSolver::new(cuda.clone(), params(rho))
         .solve(&problem)
         .unwrap();
-    let on_cpu = Solver::new(CpuBackend, params(rho))
+    let on_cpu = SinkhornSolver::new(CpuBackend, params(rho))
         .solve(&problem)
         .unwrap();
     assert!(
@@ -389,10 +388,9 @@ fn unbalanced_divergence_matches_the_cpu() {
     });
     let a = Array1::from_shape_fn(n, |i| (0.5 + (0.3 * i as f64).sin().powi(2)) / n as f64);
     let b = Array1::from_shape_fn(m, |j| (1.0 + 0.5 * (0.2 * j as f64).cos()) / m as f64);
-    let p = SinkhornParams {
-        max_iters: 20_000,
-        ..SinkhornParams::new(0.05).with_relaxation(Relaxation::kl(0.5))
-    };
+    let p = SinkhornParams::new(0.05)
+        .with_relaxation(Relaxation::kl(0.5))
+        .max_iters(20_000);
     let div = |be_cpu: bool, f32: bool| -> (f64, [f64; 3], Vec<f64>, Vec<f64>) {
         let conv = logot::DivergenceConvention::Objective;
         let metric = logot::PointMetric::SqEuclidean;
@@ -404,7 +402,7 @@ fn unbalanced_divergence_matches_the_cpu() {
                     a.mapv(|v| v as $t),
                     b.mapv(|v| v as $t),
                 );
-                let s = Solver::new($be, p.clone())
+                let s = SinkhornSolver::new($be, p.clone())
                     .sinkhorn_divergence(
                         a.view(),
                         b.view(),

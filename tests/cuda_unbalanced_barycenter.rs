@@ -103,7 +103,9 @@ where
     });
     let hb = Array3::from_shape_fn((2, 3, n), |(_, k, i)| h[[k, i]]);
     let wb = Array2::from_shape_vec((2, 3), vec![0.2, 0.5, 0.3, 0.6, 0.0, 0.4]).unwrap();
-    let params = BarycenterParams::fixed_iterations(0.02, 200).with_relaxation(r);
+    let params = BarycenterParams::new(0.02)
+        .fixed_iterations(200)
+        .with_relaxation(r);
     let cost = grid.to_dense::<f64>();
     let want = {
         let s = BarycenterSolver::new(CpuBackend, params.clone());

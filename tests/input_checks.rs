@@ -5,17 +5,17 @@
 
 use logot::grad::{
     bistochastic, bistochastic_backward, check_gradient, numerical_gradient, plan_gradients,
-    BistochasticParams, CgParams, GradCheckOptions,
+    BistochasticParams, CgParams, GradCheckParams,
 };
 use logot::linalg::{
-    align::rotation_angle, kabsch, matmul, matmul_backward, newton_schulz, newton_schulz_buffer,
+    align::rotation_angle, kabsch, matmul, matmul_backward, newton_schulz, newton_schulz_buffers,
     sq_euclidean_cost, svd3, svd3_batch, wasserstein_procrustes, Init, NewtonSchulzParams,
     ProcrustesMethod, RigidTransform, WassersteinProcrustesParams,
 };
 use logot::{
     barycenter, barycenter_batch, grid_barycenter, wasserstein_points, Backend, BarycenterParams,
     CostSource, CpuBackend, EpsScaling, GridCost, PointCloudCost, Problem, Relaxation, Result,
-    Side, SinkhornParams, Solver, WarmStart,
+    Side, SinkhornParams, SinkhornSolver, WarmStart,
 };
 use ndarray::{array, Array1, Array2, Array3, Axis};
 use std::collections::BTreeSet;
@@ -36,7 +36,7 @@ fn cost(n: usize, m: usize) -> Array2<f64> {
 }
 
 fn solve(mu: &Array1<f64>, nu: &Array1<f64>, c: &Array2<f64>, p: SinkhornParams) -> Result<()> {
-    Solver::new(CpuBackend, p).solve(&Problem::new(mu.view(), nu.view(), c.view())?)?;
+    SinkhornSolver::new(CpuBackend, p).solve(&Problem::new(mu.view(), nu.view(), c.view())?)?;
     Ok(())
 }
 
@@ -64,7 +64,7 @@ fn sinkhorn_rows() -> Vec<Case> {
             "L01",
             "Empty",
             "mu: empty input",
-            Problem::batch(
+            Problem::new(
                 Array2::<f64>::zeros((0, 4)).view(),
                 Array2::<f64>::zeros((0, 3)).view(),
                 c.view(),
@@ -139,13 +139,13 @@ fn sinkhorn_rows() -> Vec<Case> {
             "L06",
             "Shape",
             "nu: batch of 1 problems but mu has 2",
-            Problem::batch(mu2.view(), nu.view().insert_axis(Axis(0)), c.view()),
+            Problem::new(mu2.view(), nu.view().insert_axis(Axis(0)), c.view()),
         ),
         case(
             "L07",
             "Empty",
             "cost: empty input",
-            Problem::batch(
+            Problem::new(
                 mu2.view(),
                 nu2.view(),
                 Array3::<f64>::zeros((0, 4, 3)).view(),
@@ -161,7 +161,7 @@ fn sinkhorn_rows() -> Vec<Case> {
             "L09",
             "Shape",
             "cost: holds 3 matrices but there are 2 problems",
-            Problem::batch(mu2.view(), nu2.view(), costs3.view()),
+            Problem::new(mu2.view(), nu2.view(), costs3.view()),
         ),
         case("L10", "NonFinite", "cost: non-finite value NaN", {
             let mut c = c.clone();
@@ -182,7 +182,7 @@ fn sinkhorn_rows() -> Vec<Case> {
                 c.mapv(|v| v as f32),
             );
             Problem::new(m32.view(), n32.view(), c32.view()).and_then(|problem| {
-                Solver::new(CpuBackend, SinkhornParams::new(0.1))
+                SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1))
                     .solve(&problem)
                     .map(|_| ())
             })
@@ -208,7 +208,7 @@ fn sinkhorn_rows() -> Vec<Case> {
             let x = ndarray::Array2::from_shape_fn((mu.len(), 2), |(i, k)| (i + k) as f64);
             let one_side = SinkhornParams::new(0.1)
                 .with_relaxation(Relaxation::kl_each(1.0, f64::INFINITY));
-            Solver::new(CpuBackend, one_side)
+            SinkhornSolver::new(CpuBackend, one_side)
                 .sinkhorn_divergence(
                     mu.view(),
                     mu.view(),
@@ -224,7 +224,7 @@ fn sinkhorn_rows() -> Vec<Case> {
         "convention = Linear: the unbalanced Sinkhorn divergence debiases the unbalanced objective",
         {
             let x = ndarray::Array2::from_shape_fn((mu.len(), 2), |(i, k)| (i + k) as f64);
-            Solver::new(CpuBackend, relaxed())
+            SinkhornSolver::new(CpuBackend, relaxed())
                 .sinkhorn_divergence(
                     mu.view(),
                     mu.view(),
@@ -238,8 +238,10 @@ fn sinkhorn_rows() -> Vec<Case> {
         // A constant cost: the balanced solver takes it out.
         let c5 = c.mapv(|v| v + 5.0);
         let problem = Problem::new(mu.view(), nu.view(), c5.view()).unwrap();
-        let prepared = Solver::new(CpuBackend, p()).prepare(&problem).unwrap();
-        Solver::new(CpuBackend, relaxed())
+        let prepared = SinkhornSolver::new(CpuBackend, p())
+            .prepare(&problem)
+            .unwrap();
+        SinkhornSolver::new(CpuBackend, relaxed())
             .solve_prepared(&prepared)
             .map(|_| ())
     }));
@@ -261,40 +263,24 @@ fn sinkhorn_rows() -> Vec<Case> {
         "L13",
         "Parameter",
         "max_iters = 0",
-        solve(&mu, &nu, &c, SinkhornParams::fixed_iterations(0.1, 0)),
+        solve(&mu, &nu, &c, SinkhornParams::new(0.1).fixed_iterations(0)),
     ));
     v.push(case(
         "L14",
         "Parameter",
         "check_every = 0",
-        solve(
-            &mu,
-            &nu,
-            &c,
-            SinkhornParams {
-                check_every: 0,
-                ..p()
-            },
-        ),
+        solve(&mu, &nu, &c, p().check_every(0)),
     ));
     for tol in [-1e-3, f64::NAN, f64::INFINITY] {
         v.push(case(
             "L15",
             "Parameter",
             "tol = ",
-            solve(
-                &mu,
-                &nu,
-                &c,
-                SinkhornParams {
-                    tol: Some(tol),
-                    ..p()
-                },
-            ),
+            solve(&mu, &nu, &c, p().tol(tol)),
         ));
     }
     let scaling = |start, factor| {
-        p().with_eps_scaling(EpsScaling {
+        p().eps_scaling(EpsScaling {
             start,
             factor,
             iters_per_stage: 4,
@@ -314,10 +300,7 @@ fn sinkhorn_rows() -> Vec<Case> {
             solve(&mu, &nu, &c, scaling(1.0, factor)),
         ));
     }
-    let warm = |f: Array2<f64>, g: Array2<f64>| SinkhornParams {
-        warm_start: Some(WarmStart { f, g }),
-        ..p()
-    };
+    let warm = |f: Array2<f64>, g: Array2<f64>| p().warm_start(WarmStart::new(f, g));
     v.push(case(
         "L18",
         "Shape",
@@ -351,7 +334,7 @@ fn impossible_plan_rows() -> Vec<Case> {
     let x = Array2::from_shape_fn((n, 1), |(i, _)| i as f32 / n as f32);
     let w = Array1::from_elem(n, 1.0f32 / n as f32);
     let cloud = PointCloudCost::new(x.view(), x.view()).unwrap();
-    let problem = Problem::batch(
+    let problem = Problem::new(
         w.view().insert_axis(Axis(0)),
         w.view().insert_axis(Axis(0)),
         cloud,
@@ -361,7 +344,7 @@ fn impossible_plan_rows() -> Vec<Case> {
         eprintln!("skipping L20: vm.overcommit_memory = 1 grants any allocation");
         return Vec::new();
     }
-    let solver = Solver::new(CpuBackend, SinkhornParams::fixed_iterations(0.1, 1));
+    let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1).fixed_iterations(1));
     vec![
         case(
             "L20",
@@ -383,7 +366,7 @@ fn numerical_rows() -> Vec<Case> {
     // returned as a NaN distance.
     let (mu, nu) = (uniform(3), uniform(3));
     let c = cost(3, 3).mapv(|v| v + 0.5);
-    let r = Solver::new(CpuBackend, SinkhornParams::fixed_iterations(1e308, 3))
+    let r = SinkhornSolver::new(CpuBackend, SinkhornParams::new(1e308).fixed_iterations(3))
         .solve(&Problem::new(mu.view(), nu.view(), c.view()).unwrap());
     vec![case("L21", "Numerical", "numerical failure", r)]
 }
@@ -411,14 +394,14 @@ fn resolution_rows() -> Vec<Case> {
             "L74",
             "Parameter",
             "below the resolution of float32 for costs up to 5.625e-1",
-            Solver::new(CpuBackend, SinkhornParams::new(1e-9)).solve(&p32),
+            SinkhornSolver::new(CpuBackend, SinkhornParams::new(1e-9)).solve(&p32),
         ),
         case(
             "L74",
             "Parameter",
             "below the resolution of float64 for costs up to 9.000e0",
-            Solver::new(CpuBackend, SinkhornParams::new(1e-16)).solve(
-                &Problem::batch(
+            SinkhornSolver::new(CpuBackend, SinkhornParams::new(1e-16)).solve(
+                &Problem::new(
                     uniform(4).insert_axis(Axis(0)).view(),
                     uniform(4).insert_axis(Axis(0)).view(),
                     cloud,
@@ -528,7 +511,7 @@ fn pointcloud_rows() -> Vec<Case> {
             "L78",
             "Shape",
             "x: holds 2 pairs of point clouds but there are 1 problems",
-            Problem::batch(
+            Problem::new(
                 a.view().insert_axis(Axis(0)),
                 b.view().insert_axis(Axis(0)),
                 batched.clone(),
@@ -538,7 +521,7 @@ fn pointcloud_rows() -> Vec<Case> {
             "L78",
             "Shape",
             "x: holds 2 pairs of point clouds but there are 1 problems",
-            Solver::new(CpuBackend, p.clone()).sinkhorn_divergence_batch(
+            SinkhornSolver::new(CpuBackend, p.clone()).sinkhorn_divergence_batch(
                 a.view().insert_axis(Axis(0)),
                 b.view().insert_axis(Axis(0)),
                 batched.clone(),
@@ -549,7 +532,7 @@ fn pointcloud_rows() -> Vec<Case> {
             "L79",
             "Shape",
             "clouds: holds 2 pairs of point clouds",
-            Solver::new(CpuBackend, p.clone()).sinkhorn_divergence(
+            SinkhornSolver::new(CpuBackend, p.clone()).sinkhorn_divergence(
                 a.view(),
                 b.view(),
                 batched,
@@ -573,13 +556,8 @@ fn pointcloud_rows() -> Vec<Case> {
             "Parameter",
             "warm_start = set",
             divergence(
-                &SinkhornParams {
-                    warm_start: Some(WarmStart {
-                        f: Array2::zeros((1, 3)),
-                        g: Array2::zeros((1, 2)),
-                    }),
-                    ..p.clone()
-                },
+                &p.clone()
+                    .warm_start(WarmStart::new(Array2::zeros((1, 3)), Array2::zeros((1, 2)))),
                 a.view(),
                 b.view(),
                 x.view(),
@@ -597,7 +575,7 @@ fn divergence(
     x: ndarray::ArrayView2<'_, f64>,
     y: ndarray::ArrayView2<'_, f64>,
 ) -> logot::Result<()> {
-    Solver::new(CpuBackend, params.clone())
+    SinkhornSolver::new(CpuBackend, params.clone())
         .sinkhorn_divergence(
             mu,
             nu,
@@ -751,26 +729,14 @@ fn barycenter_rows() -> Vec<Case> {
             grid_barycenter(
                 Array3::from_elem((2, 3, 3), 1.0 / 9.0).view(),
                 w.view(),
-                &BarycenterParams::fixed_iterations(0.1, 0),
+                &BarycenterParams::new(0.1).fixed_iterations(0),
             ),
         ),
     ];
     for (params, needle) in [
         (BarycenterParams::new(-1.0), "eps = -1"),
-        (
-            BarycenterParams {
-                check_every: 0,
-                ..p.clone()
-            },
-            "check_every = 0",
-        ),
-        (
-            BarycenterParams {
-                tol: f64::NAN,
-                ..p.clone()
-            },
-            "tol = NaN",
-        ),
+        (p.clone().check_every(0), "check_every = 0"),
+        (p.clone().tol(f64::NAN), "tol = NaN"),
         (
             p.clone().with_relaxation(logot::Relaxation::kl(0.0)),
             "relaxation.rho_mu = 0",
@@ -789,14 +755,14 @@ fn barycenter_rows() -> Vec<Case> {
 fn gradient_rows() -> Vec<Case> {
     let (mu, nu, c) = (uniform(4), uniform(3), cost(4, 3));
     let problem = Problem::new(mu.view(), nu.view(), c.view()).unwrap();
-    let solver = Solver::new(CpuBackend, SinkhornParams::new(0.1));
-    let cg = |max_iters, tol| CgParams { max_iters, tol };
+    let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1));
+    let cg = |max_iters, tol| CgParams::default().max_iters(max_iters).tol(tol);
     let plan = Array3::from_elem((1, 2, 2), 0.25);
     let up = Array3::from_elem((1, 2, 2), 1.0);
     let x = array![[0.0], [1.0], [2.0], [3.0]];
     let y = array![[0.0], [1.0], [2.0]];
     let cloud = PointCloudCost::new(x.view(), y.view()).unwrap();
-    let cloud_problem = Problem::batch(
+    let cloud_problem = Problem::new(
         mu.view().insert_axis(Axis(0)),
         nu.view().insert_axis(Axis(0)),
         cloud,
@@ -907,20 +873,13 @@ fn bistochastic_rows() -> Vec<Case> {
             "L48",
             "Parameter",
             "iters = 0: at least one iteration is needed",
-            bistochastic(x.view(), &BistochasticParams::fixed(0)),
+            bistochastic(x.view(), &BistochasticParams::default().iters(0)),
         ),
         case(
             "L49",
             "Parameter",
             "tol = -1",
-            bistochastic(
-                x.view(),
-                &BistochasticParams {
-                    iters: 5,
-                    tol: -1.0,
-                    ..BistochasticParams::default()
-                },
-            ),
+            bistochastic(x.view(), &BistochasticParams::default().iters(5).tol(-1.0)),
         ),
         case(
             "L50",
@@ -1071,25 +1030,19 @@ fn linalg_rows() -> Vec<Case> {
             "L64",
             "Parameter",
             "coefficients = NaN: must be finite",
-            newton_schulz(
-                a.view(),
-                &NewtonSchulzParams {
-                    coefficients: [3.0, f64::NAN, 1.0],
-                    ..ns.clone()
-                },
-            ),
+            newton_schulz(a.view(), &ns.clone().coefficients([3.0, f64::NAN, 1.0])),
         ),
         case(
             "L65",
             "Shape",
             "x: buffer of length 6 does not hold a 2×2 matrix",
-            newton_schulz_buffer(&CpuBackend, &vec![1.0f64; 6], 2, 2, &ns),
+            newton_schulz_buffers(&CpuBackend, &vec![1.0f64; 6], 2, 2, &ns),
         ),
         case(
             "L65",
             "Numerical",
             "is not finite",
-            newton_schulz_buffer(&CpuBackend, &vec![f64::MAX; 4], 2, 2, &ns),
+            newton_schulz_buffers(&CpuBackend, &vec![f64::MAX; 4], 2, 2, &ns),
         ),
         case(
             "L66",
@@ -1141,27 +1094,13 @@ fn linalg_rows() -> Vec<Case> {
             "L68",
             "Parameter",
             "eps_decay = 0: must lie in (0, 1]",
-            wasserstein_procrustes(
-                x.view(),
-                x.view(),
-                &WassersteinProcrustesParams {
-                    eps_decay: 0.0,
-                    ..wp.clone()
-                },
-            ),
+            wasserstein_procrustes(x.view(), x.view(), &wp.clone().eps_decay(0.0)),
         ),
         case(
             "L68",
             "Parameter",
             "sinkhorn_tol = 0",
-            wasserstein_procrustes(
-                x.view(),
-                x.view(),
-                &WassersteinProcrustesParams {
-                    sinkhorn_tol: 0.0,
-                    ..wp.clone()
-                },
-            ),
+            wasserstein_procrustes(x.view(), x.view(), &wp.clone().sinkhorn_tol(0.0)),
         ),
         case(
             "L68",
@@ -1170,10 +1109,7 @@ fn linalg_rows() -> Vec<Case> {
             wasserstein_procrustes(
                 x.view(),
                 x.view(),
-                &WassersteinProcrustesParams {
-                    init: Init::Given(vec![Array2::eye(2)]),
-                    ..wp.clone()
-                },
+                &wp.clone().init(Init::Given(vec![Array2::eye(2)])),
             ),
         ),
         case(
@@ -1183,10 +1119,7 @@ fn linalg_rows() -> Vec<Case> {
             wasserstein_procrustes(
                 x2.view(),
                 x2.view(),
-                &WassersteinProcrustesParams {
-                    method: ProcrustesMethod::Kabsch,
-                    ..wp.clone()
-                },
+                &wp.clone().method(ProcrustesMethod::Kabsch),
             ),
         ),
         case(
@@ -1209,7 +1142,7 @@ fn linalg_rows() -> Vec<Case> {
                 |v| v.iter().sum(),
                 &[1.0, 2.0],
                 &[1.0],
-                &GradCheckOptions::default(),
+                &GradCheckParams::default(),
             ),
         ),
         case(
@@ -1220,7 +1153,7 @@ fn linalg_rows() -> Vec<Case> {
                 |v| v.iter().sum(),
                 &[1.0],
                 &[1.0],
-                &GradCheckOptions::new(-1.0, 0.0),
+                &GradCheckParams::default().rel_tol(-1.0).abs_floor(0.0),
             ),
         ),
     ]

@@ -4,12 +4,11 @@
 
 use super::point_gradients::support_dot;
 use crate::backend::{
-    grad::GradKernels, Backend, CloudLayout, CostSource, PointCloudCost, PointCloudKernels,
-    Side,
+    grad::GradKernels, Backend, CloudLayout, CostSource, PointCloudCost, PointCloudKernels, Side,
 };
 use crate::entropic::sinkhorn::{
-    relax_side, unbalanced, BufferCost, BufferProblem, Convergence, PreparedProblem, Problem, ProblemInput,
-    SinkhornParams, SinkhornSolver,
+    relax_side, unbalanced, BufferCost, BufferProblem, Convergence, PreparedProblem, Problem,
+    ProblemInput, SinkhornParams, SinkhornSolver,
 };
 use crate::entropic::unbalanced::{dual_side, Relaxation};
 use crate::{BufferOutputs, CpuBackend, Error, Real, Result};
@@ -452,7 +451,9 @@ impl<Bk> SinkhornSolver<Bk> {
         Bk: PointCloudKernels<T> + GradKernels<T>,
     {
         match problem.into() {
-            ProblemInput::Host(p) => self.prepare_divergence_with(p, DivergenceConvention::Objective),
+            ProblemInput::Host(p) => {
+                self.prepare_divergence_with(p, DivergenceConvention::Objective)
+            }
             ProblemInput::Buffers(p) => self.prepare_divergence_buffers(p),
         }
     }

@@ -265,8 +265,7 @@ mod tests {
     #[test]
     fn zero_entries_compare_against_the_floor_and_bad_inputs_are_errors() {
         let f = |x: &[f64]| x[0] * x[0];
-        let rep =
-            check_gradient(f, &[0.0, 5.0], &[0.0, 0.0], &GradCheckParams::default()).unwrap();
+        let rep = check_gradient(f, &[0.0, 5.0], &[0.0, 0.0], &GradCheckParams::default()).unwrap();
         assert!(rep.passed, "{rep}");
         assert!(check_gradient(f, &[1.0], &[1.0, 2.0], &GradCheckParams::default()).is_err());
         assert!(check_gradient(f, &[f64::NAN], &[1.0], &GradCheckParams::default()).is_err());

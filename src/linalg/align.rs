@@ -465,11 +465,17 @@ impl WassersteinProcrustesParams {
     }
     /// These parameters with at most `sinkhorn_iters` Sinkhorn iterations per coupling.
     pub fn sinkhorn_iters(self, sinkhorn_iters: usize) -> Self {
-        WassersteinProcrustesParams { sinkhorn_iters, ..self }
+        WassersteinProcrustesParams {
+            sinkhorn_iters,
+            ..self
+        }
     }
     /// These parameters with the marginal-error target `sinkhorn_tol` of each coupling.
     pub fn sinkhorn_tol(self, sinkhorn_tol: f64) -> Self {
-        WassersteinProcrustesParams { sinkhorn_tol, ..self }
+        WassersteinProcrustesParams {
+            sinkhorn_tol,
+            ..self
+        }
     }
     /// These parameters with (`center` true) or without a fitted translation.
     pub fn center(self, center: bool) -> Self {
@@ -485,7 +491,10 @@ impl WassersteinProcrustesParams {
     }
     /// These parameters with the Newton–Schulz parameters `newton_schulz`.
     pub fn newton_schulz(self, newton_schulz: NewtonSchulzParams) -> Self {
-        WassersteinProcrustesParams { newton_schulz, ..self }
+        WassersteinProcrustesParams {
+            newton_schulz,
+            ..self
+        }
     }
 
     fn validate(&self) -> Result<()> {
@@ -543,7 +552,6 @@ pub struct WassersteinProcrustesResult<T> {
     /// Index of the winning start (in the order of [`Init`]).
     pub start: usize,
 }
-
 
 /// Wasserstein–Procrustes on `backend`: find `R` (orthogonal) and `t` such that the cloud
 /// `{R·x_i + t}` is close to `{y_j}` in entropic Wasserstein distance (uniform weights,

@@ -20,7 +20,6 @@ pub struct MatmulGradients<T> {
     pub db: Array2<T>,
 }
 
-
 /// `C = A·B` on `backend`: `a` is `m×k`, `b` is `k×n`.
 ///
 /// ```
@@ -63,7 +62,6 @@ pub fn matmul<T: Real, B: LinalgKernels<T>>(
     )?;
     download2(backend, &c, m, n)
 }
-
 
 /// Backward of `C = A·B` on `backend`: given `dc = ∂L/∂C` (`m×n`), returns `dA = dC·Bᵀ` and
 /// `dB = Aᵀ·dC`.
@@ -140,7 +138,6 @@ pub fn matmul_backward<T: Real, B: LinalgKernels<T>>(
         db: download2(backend, &db, k, n)?,
     })
 }
-
 
 /// Squared-Euclidean cost `C_ij = ‖x_i − y_j‖²` of the point clouds `x` (`n×d`) and `y`
 /// (`m×d`), on `backend`.

@@ -18,8 +18,8 @@ pub mod svd3;
 
 pub use crate::backend::linalg::{GemmShape, LinalgKernels, SyrkShape, Transpose};
 pub use align::{
-    kabsch, orthogonal_procrustes, wasserstein_procrustes, Init, ProcrustesMethod,
-    RigidTransform, WassersteinProcrustesParams, WassersteinProcrustesResult,
+    kabsch, orthogonal_procrustes, wasserstein_procrustes, Init, ProcrustesMethod, RigidTransform,
+    WassersteinProcrustesParams, WassersteinProcrustesResult,
 };
 pub use gemm::{matmul, matmul_backward, sq_euclidean_cost, MatmulGradients};
 pub use newton_schulz::{

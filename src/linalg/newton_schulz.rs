@@ -107,7 +107,6 @@ impl NewtonSchulzParams {
     }
 }
 
-
 /// Newton–Schulz orthogonalisation of `x` (`r×c`) on `backend`.
 ///
 /// An all-zero `x` (no direction to orthogonalise) gives an all-zero result.
@@ -289,7 +288,6 @@ fn step_polynomial<'p, T: Real, B: LinalgKernels<T>>(
     Ok(p_buf)
 }
 
-
 /// The symmetric product `X·Xᵀ` (`r×r`) of `x` (`r×c`) on `backend`, computed from the tiles
 /// on and above the diagonal and mirrored: the result is exactly symmetric.
 ///
@@ -307,10 +305,7 @@ fn step_polynomial<'p, T: Real, B: LinalgKernels<T>>(
 /// assert_eq!(g, x.dot(&x.t()));
 /// # Ok::<(), logot::Error>(())
 /// ```
-pub fn xxt<T: Real, B: LinalgKernels<T>>(
-    backend: &B,
-    x: ArrayView2<'_, T>,
-) -> Result<Array2<T>> {
+pub fn xxt<T: Real, B: LinalgKernels<T>>(backend: &B, x: ArrayView2<'_, T>) -> Result<Array2<T>> {
     check_matrix("x", &x)?;
     let (r, c) = x.dim();
     let xb = upload2(backend, &x)?;

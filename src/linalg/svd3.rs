@@ -77,7 +77,6 @@ pub fn svd3<T: Real>(a: ArrayView2<'_, T>) -> Result<Svd3<T>> {
     })
 }
 
-
 /// Thin SVD of a batch `B×M×3` on `backend` (rayon over the batch).
 ///
 /// ```

@@ -170,7 +170,7 @@ fn orthogonal_procrustes_recovers_orthogonal_map_in_8d() {
         y.view(),
         plan.view(),
         false,
-        &NewtonSchulzParams::polar(),
+        &NewtonSchulzParams::default().polar(),
     )
     .unwrap();
     let err = (&fit.rotation - &q)
@@ -255,10 +255,7 @@ fn wasserstein_procrustes_orthogonal_variant_in_5d() {
     for (i, row) in rows.iter().enumerate() {
         y.row_mut(i).assign(row);
     }
-    let params = WassersteinProcrustesParams {
-        method: ProcrustesMethod::NewtonSchulz,
-        ..Default::default()
-    };
+    let params = WassersteinProcrustesParams::default().method(ProcrustesMethod::NewtonSchulz);
     let res = wasserstein_procrustes(x.view(), y.view(), &params).unwrap();
     let err = (&res.transform.rotation - &q)
         .iter()
@@ -297,26 +294,17 @@ fn invalid_inputs_are_errors() {
         kabsch(x4.view(), y4.view(), plan.view(), true),
         Err(Error::Shape { .. })
     ));
-    let params = WassersteinProcrustesParams {
-        method: ProcrustesMethod::Kabsch,
-        ..Default::default()
-    };
+    let params = WassersteinProcrustesParams::default().method(ProcrustesMethod::Kabsch);
     assert!(matches!(
         wasserstein_procrustes(x4.view(), y4.view(), &params),
         Err(Error::Shape { .. })
     ));
-    let params = WassersteinProcrustesParams {
-        eps: 0.0,
-        ..Default::default()
-    };
+    let params = WassersteinProcrustesParams::default().eps(0.0);
     assert!(matches!(
         wasserstein_procrustes(x.view(), y.view(), &params),
         Err(Error::Parameter { .. })
     ));
-    let params = WassersteinProcrustesParams {
-        init: Init::Given(vec![Array2::eye(2)]),
-        ..Default::default()
-    };
+    let params = WassersteinProcrustesParams::default().init(Init::Given(vec![Array2::eye(2)]));
     assert!(matches!(
         wasserstein_procrustes(x.view(), y.view(), &params),
         Err(Error::Shape { .. })

@@ -5,7 +5,7 @@
 //! central differences).
 
 use logot::backend::linalg::{GemmShape, LinalgKernels, Transpose};
-use logot::grad::{check_gradient, GradCheckOptions};
+use logot::grad::{check_gradient, GradCheckParams};
 use logot::linalg::{matmul, matmul_backward, sq_euclidean_cost};
 use logot::{CpuBackend, Error, Real};
 use ndarray::{s, Array2, ArrayView2};
@@ -135,15 +135,26 @@ fn backward_matches_central_differences() {
     };
     let analytic: Vec<f64> = grad.da.iter().chain(grad.db.iter()).copied().collect();
     // L is bilinear: central differences are exact up to rounding (~ε·|L|/h).
-    let report = check_gradient(loss, &x, &analytic, &GradCheckOptions::new(1e-8, 1e-8)).unwrap();
+    let report = check_gradient(
+        loss,
+        &x,
+        &analytic,
+        &GradCheckParams::default().rel_tol(1e-8).abs_floor(1e-8),
+    )
+    .unwrap();
     assert!(report.passed, "{report}");
     // And a slightly wrong gradient is rejected.
     let mut wrong = analytic.clone();
     wrong[m * k] += 1e-3;
     assert!(
-        !check_gradient(loss, &x, &wrong, &GradCheckOptions::new(1e-8, 1e-8))
-            .unwrap()
-            .passed
+        !check_gradient(
+            loss,
+            &x,
+            &wrong,
+            &GradCheckParams::default().rel_tol(1e-8).abs_floor(1e-8)
+        )
+        .unwrap()
+        .passed
     );
 }
 

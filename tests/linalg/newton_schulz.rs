@@ -289,11 +289,10 @@ fn every_step_form_matches_closed_form() {
         let norm = sigma.iter().map(|s| s * s).sum::<f64>().sqrt();
         for coefficients in sets {
             for steps in [0usize, 1, 3] {
-                let params = NewtonSchulzParams {
-                    steps,
-                    coefficients,
-                    polish_steps: 0,
-                };
+                let params = NewtonSchulzParams::default()
+                    .steps(steps)
+                    .coefficients(coefficients)
+                    .polish_steps(0);
                 let mapped: Vec<f64> = sigma
                     .iter()
                     .map(|&s| (0..steps).fold(s / norm, |t, _| quintic(t, coefficients)))
@@ -361,7 +360,7 @@ fn polar_params_converge_to_orthogonal_factor() {
         .map(|i| 1.0 + 9.0 * i as f64 / (n - 1) as f64)
         .collect(); // κ = 10
     let x = Array2::from_shape_fn((n, n), |(i, j)| u[(i, j)] * sigma[j]).dot(&v.t());
-    let y = newton_schulz(x.view(), &NewtonSchulzParams::polar()).unwrap();
+    let y = newton_schulz(x.view(), &NewtonSchulzParams::default().polar()).unwrap();
     let polar = u.dot(&v.t());
     assert!(
         max_abs_diff(&y, &polar) < 1e-12,
@@ -369,11 +368,10 @@ fn polar_params_converge_to_orthogonal_factor() {
         max_abs_diff(&y, &polar)
     );
     // Cubic steps alone are the classical iteration.
-    let p = NewtonSchulzParams {
-        steps: 0,
-        coefficients: CUBIC_COEFFICIENTS,
-        polish_steps: 30,
-    };
+    let p = NewtonSchulzParams::default()
+        .steps(0)
+        .coefficients(CUBIC_COEFFICIENTS)
+        .polish_steps(30);
     let y = newton_schulz(x.view(), &p).unwrap();
     assert!(max_abs_diff(&y, &polar) < 1e-12);
 }
@@ -396,10 +394,7 @@ fn zero_input_and_errors() {
         newton_schulz(x.view(), &NewtonSchulzParams::default()),
         Err(Error::NonFinite { .. })
     ));
-    let p = NewtonSchulzParams {
-        coefficients: [f64::NAN, 0.0, 0.0],
-        ..Default::default()
-    };
+    let p = NewtonSchulzParams::default().coefficients([f64::NAN, 0.0, 0.0]);
     assert!(matches!(
         newton_schulz(Array2::<f64>::eye(2).view(), &p),
         Err(Error::Parameter { .. })

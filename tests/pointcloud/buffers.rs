@@ -9,7 +9,7 @@ use crate::common;
 use common::{bin_weights, Lcg};
 use logot::{
     Backend, CloudLayout, CpuBackend, DivergenceConvention, PointCloudCost, PointMetric, Problem,
-    Real, SinkhornParams, Solver,
+    Real, SinkhornParams, SinkhornSolver,
 };
 use ndarray::{Array2, Array3, Axis};
 
@@ -84,7 +84,7 @@ fn flat<T: Clone>(a: impl IntoIterator<Item = T>) -> Vec<T> {
 /// The buffer path's outputs, or its error.
 #[allow(clippy::type_complexity)]
 fn on_buffers<T: Real>(
-    solver: &Solver<CpuBackend>,
+    solver: &SinkhornSolver<CpuBackend>,
     c: &Clouds<T>,
 ) -> logot::Result<(logot::PointBufferSolution, [Vec<T>; 4])> {
     let be = solver.backend();
@@ -103,9 +103,9 @@ fn bits<T: Real>(v: &[T]) -> Vec<u64> {
     v.iter().map(|x| x.f64().to_bits()).collect()
 }
 
-fn check_equal<T: Real>(solver: &Solver<CpuBackend>, c: &Clouds<T>, what: &str) {
+fn check_equal<T: Real>(solver: &SinkhornSolver<CpuBackend>, c: &Clouds<T>, what: &str) {
     let host = solver
-        .point_gradients(&Problem::batch(c.mu.view(), c.nu.view(), c.cost()).unwrap())
+        .point_gradients(&Problem::new(c.mu.view(), c.nu.view(), c.cost()).unwrap())
         .unwrap();
     let (out, [f, g, gx, gy]) = on_buffers(solver, c).unwrap();
     let value: Vec<T> = out.value.iter().map(|&v| T::of(v)).collect();
@@ -146,7 +146,7 @@ fn all_cases<T: Real>(eps_f32: f64) {
     for metric in [PointMetric::SqEuclidean, PointMetric::Euclidean] {
         for d in [3, 17] {
             let eps = eps_f32 * d as f64 / 6.0;
-            let solver = Solver::new(CpuBackend, SinkhornParams::new(eps));
+            let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(eps));
             for (b, batched) in [(1, false), (2, false), (3, true)] {
                 let c = clouds::<T>(b, (9, 7, d), batched, metric);
                 let what = format!("{} {metric:?} d={d} B={b} batched={batched}", T::NAME);
@@ -170,12 +170,12 @@ fn buffers_give_the_host_path_bit_for_bit_f32() {
 fn eps_scaling_and_unbalanced_solves_match_too() {
     let c = clouds::<f64>(2, (8, 6, 2), true, PointMetric::SqEuclidean);
     let max_cost = c.cost().max_cost();
-    let annealed = SinkhornParams::new(1e-3).with_eps_scaling(c.cost().eps_scaling());
-    check_equal(&Solver::new(CpuBackend, annealed), &c, "ε-scaling");
+    let annealed = SinkhornParams::new(1e-3).eps_scaling(c.cost().eps_scaling());
+    check_equal(&SinkhornSolver::new(CpuBackend, annealed), &c, "ε-scaling");
     let relaxed = SinkhornParams::new(0.05).with_relaxation(logot::Relaxation::kl(0.5));
-    check_equal(&Solver::new(CpuBackend, relaxed), &c, "unbalanced");
+    check_equal(&SinkhornSolver::new(CpuBackend, relaxed), &c, "unbalanced");
     // The prepared batch reports the clouds' largest cost (the ε-scaling's start).
-    let solver = Solver::new(CpuBackend, SinkhornParams::new(0.05));
+    let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.05));
     let be = solver.backend();
     let prepared = solver
         .prepare_points_buffers::<f64>(
@@ -191,7 +191,7 @@ fn eps_scaling_and_unbalanced_solves_match_too() {
 }
 
 /// The host path's error for the same data (the cost is built first, as a caller would).
-fn host_error<T: Real>(solver: &Solver<CpuBackend>, c: &Clouds<T>) -> String {
+fn host_error<T: Real>(solver: &SinkhornSolver<CpuBackend>, c: &Clouds<T>) -> String {
     let cost = if c.batched {
         PointCloudCost::batched_with_metric(c.x.view(), c.y.view(), c.metric)
     } else {
@@ -202,7 +202,7 @@ fn host_error<T: Real>(solver: &Solver<CpuBackend>, c: &Clouds<T>) -> String {
         )
     };
     let e = cost
-        .and_then(|cost| Problem::batch(c.mu.view(), c.nu.view(), cost))
+        .and_then(|cost| Problem::new(c.mu.view(), c.nu.view(), cost))
         .and_then(|p| solver.point_gradients(&p).map(|_| ()))
         .unwrap_err();
     e.to_string()
@@ -210,7 +210,7 @@ fn host_error<T: Real>(solver: &Solver<CpuBackend>, c: &Clouds<T>) -> String {
 
 #[test]
 fn bad_input_gives_the_host_path_errors() {
-    let solver = Solver::new(CpuBackend, SinkhornParams::new(0.1));
+    let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1));
     let base = || clouds::<f64>(2, (5, 4, 3), true, PointMetric::SqEuclidean);
     type Spoil = Box<dyn Fn(&mut Clouds<f64>)>;
     let cases: Vec<(&str, Spoil)> = vec![
@@ -288,7 +288,7 @@ fn bad_input_gives_the_host_path_errors() {
 
 /// The divergence's buffer path: its solution and `[∂x, ∂y]`, or its error.
 fn divergence_on_buffers<T: Real>(
-    solver: &Solver<CpuBackend>,
+    solver: &SinkhornSolver<CpuBackend>,
     c: &Clouds<T>,
 ) -> logot::Result<(logot::DivergenceBufferSolution, [Vec<T>; 2])> {
     let be = solver.backend();
@@ -303,7 +303,7 @@ fn divergence_on_buffers<T: Real>(
     Ok((out, [gx, gy]))
 }
 
-fn check_divergence_equal<T: Real>(solver: &Solver<CpuBackend>, c: &Clouds<T>, what: &str) {
+fn check_divergence_equal<T: Real>(solver: &SinkhornSolver<CpuBackend>, c: &Clouds<T>, what: &str) {
     let host = solver
         .sinkhorn_divergence_batch(
             c.mu.view(),
@@ -334,7 +334,7 @@ fn check_divergence_equal<T: Real>(solver: &Solver<CpuBackend>, c: &Clouds<T>, w
             );
         }
     }
-    let stacked = |g: fn(&logot::SinkhornDivergence<T>) -> &Option<Array2<T>>| -> Vec<T> {
+    let stacked = |g: fn(&logot::DivergenceResult<T>) -> &Option<Array2<T>>| -> Vec<T> {
         host.iter()
             .flat_map(|s| g(s).as_ref().unwrap().iter().copied())
             .collect()
@@ -354,7 +354,8 @@ fn check_divergence_equal<T: Real>(solver: &Solver<CpuBackend>, c: &Clouds<T>, w
 fn all_divergence_cases<T: Real>() {
     for metric in [PointMetric::SqEuclidean, PointMetric::Euclidean] {
         for d in [3, 17] {
-            let solver = Solver::new(CpuBackend, SinkhornParams::new(0.05 * d as f64 / 6.0));
+            let solver =
+                SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.05 * d as f64 / 6.0));
             for (b, batched) in [(1, false), (2, false), (3, true)] {
                 let c = clouds::<T>(b, (9, 7, d), batched, metric);
                 let what = format!(
@@ -380,18 +381,18 @@ fn divergence_buffers_give_the_host_path_bit_for_bit_f32() {
 #[test]
 fn divergence_buffers_with_eps_scaling_and_unbalanced_match_too() {
     let c = clouds::<f64>(2, (8, 6, 2), true, PointMetric::SqEuclidean);
-    let annealed = SinkhornParams::new(1e-2).with_eps_scaling(c.cost().eps_scaling());
-    check_divergence_equal(&Solver::new(CpuBackend, annealed), &c, "ε-scaling");
+    let annealed = SinkhornParams::new(1e-2).eps_scaling(c.cost().eps_scaling());
+    check_divergence_equal(&SinkhornSolver::new(CpuBackend, annealed), &c, "ε-scaling");
     // Unbalanced: different masses on the two sides.
     let mut c = c;
     c.nu.mapv_inplace(|v| 1.5 * v);
     let relaxed = SinkhornParams::new(0.05).with_relaxation(logot::Relaxation::kl(0.5));
-    check_divergence_equal(&Solver::new(CpuBackend, relaxed), &c, "unbalanced");
+    check_divergence_equal(&SinkhornSolver::new(CpuBackend, relaxed), &c, "unbalanced");
 }
 
 #[test]
 fn divergence_buffers_refuse_bad_input_as_the_host_path() {
-    let solver = Solver::new(CpuBackend, SinkhornParams::new(0.1));
+    let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1));
     let base = || clouds::<f64>(2, (5, 4, 3), true, PointMetric::SqEuclidean);
     type Spoil = Box<dyn Fn(&mut Clouds<f64>)>;
     let cases: Vec<(&str, Spoil)> = vec![
@@ -435,15 +436,12 @@ fn divergence_buffers_refuse_bad_input_as_the_host_path() {
         );
     }
     // A warm start is refused, as by the host path.
-    let warm = Solver::new(
+    let warm = SinkhornSolver::new(
         CpuBackend,
-        SinkhornParams {
-            warm_start: Some(logot::WarmStart {
-                f: Array2::zeros((2, 5)),
-                g: Array2::zeros((2, 4)),
-            }),
-            ..SinkhornParams::new(0.1)
-        },
+        SinkhornParams::new(0.1).warm_start(logot::WarmStart {
+            f: Array2::zeros((2, 5)),
+            g: Array2::zeros((2, 4)),
+        }),
     );
     let e = warm
         .sinkhorn_divergence_into(&prepared, &mut z(30), &mut z(24))

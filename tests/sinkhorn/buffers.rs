@@ -9,7 +9,8 @@ use crate::common;
 use common::{bin_weights, Lcg};
 use logot::grad::{CgParams, GradientBuffers};
 use logot::{
-    Backend, Cluster, CpuBackend, GradKernels, Problem, Real, Relaxation, SinkhornParams, Solver,
+    Backend, Cluster, CpuBackend, GradKernels, Problem, Real, Relaxation, SinkhornParams,
+    SinkhornSolver,
 };
 use ndarray::{Array2, Array3};
 
@@ -43,9 +44,9 @@ fn batch<T: Real>(
 impl<T: Real> Batch<T> {
     fn problem(&self) -> Problem<'_, T> {
         let p = if self.batched {
-            Problem::batch(self.mu.view(), self.nu.view(), self.cost.view())
+            Problem::new(self.mu.view(), self.nu.view(), self.cost.view())
         } else {
-            Problem::batch(
+            Problem::new(
                 self.mu.view(),
                 self.nu.view(),
                 self.cost.index_axis(ndarray::Axis(0), 0),
@@ -71,7 +72,7 @@ impl<T: Real> Batch<T> {
 
 /// The buffer path's potentials, distances and report equal the host path's bit for bit.
 fn solve_matches_host<T: Real, B: Backend<T>>(be: B, data: &Batch<T>, params: SinkhornParams) {
-    let solver = Solver::new(be, params);
+    let solver = SinkhornSolver::new(be, params);
     let be = solver.backend();
     let want = solver.solve(&data.problem()).unwrap();
     let (mu, nu, cost) = data.upload(be);
@@ -125,11 +126,7 @@ fn solve_matches_host<T: Real, B: Backend<T>>(be: B, data: &Batch<T>, params: Si
 
 /// Every shape on one backend, in one precision.
 fn every_shape<T: Real, B: Backend<T> + Clone>(be: B) {
-    let exact = |eps| SinkhornParams {
-        tol: Some(1e-5),
-        max_iters: 500,
-        ..SinkhornParams::new(eps)
-    };
+    let exact = |eps| SinkhornParams::new(eps).tol(1e-5).max_iters(500);
     // One problem, shared cost.
     solve_matches_host(
         be.clone(),
@@ -146,7 +143,7 @@ fn every_shape<T: Real, B: Backend<T> + Clone>(be: B) {
     solve_matches_host(
         be.clone(),
         &batch::<T>(4, 8, 12, 1, -50.0, true),
-        SinkhornParams::fixed_iterations(0.1, 37),
+        SinkhornParams::new(0.1).fixed_iterations(37),
     );
     // Unbalanced (the cost kept as given), zero-mass bins.
     solve_matches_host(
@@ -173,7 +170,7 @@ fn cluster_buffers_equal_the_host_path_bit_for_bit() {
     solve_matches_host::<f32, _>(
         cluster(),
         &batch(4, 8, 12, 1, -50.0, true),
-        SinkhornParams::fixed_iterations(0.1, 21),
+        SinkhornParams::new(0.1).fixed_iterations(21),
     );
 }
 
@@ -183,7 +180,7 @@ fn gradients_match_host<T: Real, B: GradKernels<T> + Clone>(
     data: &Batch<T>,
     params: SinkhornParams,
 ) {
-    let solver = Solver::new(be.clone(), params);
+    let solver = SinkhornSolver::new(be.clone(), params);
     let cg = CgParams::default();
     let want = solver.wasserstein_gradients(&data.problem(), &cg).unwrap();
     let (mu, nu, cost) = data.upload(&be);
@@ -237,10 +234,7 @@ fn gradients_match_host<T: Real, B: GradKernels<T> + Clone>(
 
 #[test]
 fn cpu_gradient_buffers_equal_the_host_gradients() {
-    let p = |eps| SinkhornParams {
-        tol: Some(1e-6),
-        ..SinkhornParams::new(eps)
-    };
+    let p = |eps| SinkhornParams::new(eps).tol(1e-6);
     gradients_match_host::<f64, _>(CpuBackend, &batch(1, 9, 7, 0, 0.0, false), p(0.1));
     gradients_match_host::<f64, _>(CpuBackend, &batch(3, 12, 10, 2, 100.0, false), p(0.1));
     gradients_match_host::<f64, _>(CpuBackend, &batch(2, 8, 6, 1, -3.0, true), p(0.2));
@@ -255,7 +249,7 @@ fn cpu_gradient_buffers_equal_the_host_gradients() {
 /// The error of the buffer path for a batch, as text (`None`: accepted).
 fn buffer_error<T: Real>(data: &Batch<T>, params: SinkhornParams) -> Option<String> {
     let be = CpuBackend;
-    let solver = Solver::new(be, params);
+    let solver = SinkhornSolver::new(be, params);
     let (mu, nu, cost) = data.upload(&be);
     solver
         .prepare_buffers(mu, nu, &cost, data.dims(), data.batched)
@@ -267,9 +261,9 @@ fn buffer_error<T: Real>(data: &Batch<T>, params: SinkhornParams) -> Option<Stri
 fn host_error<T: Real>(data: &Batch<T>, params: SinkhornParams) -> Option<String> {
     let mats = data.cost.view();
     let p = if data.batched {
-        Problem::batch(data.mu.view(), data.nu.view(), mats)
+        Problem::new(data.mu.view(), data.nu.view(), mats)
     } else {
-        Problem::batch(
+        Problem::new(
             data.mu.view(),
             data.nu.view(),
             mats.index_axis(ndarray::Axis(0), 0),
@@ -277,7 +271,7 @@ fn host_error<T: Real>(data: &Batch<T>, params: SinkhornParams) -> Option<String
     };
     match p {
         Err(e) => Some(e.to_string()),
-        Ok(p) => Solver::new(CpuBackend, params)
+        Ok(p) => SinkhornSolver::new(CpuBackend, params)
             .prepare(&p)
             .err()
             .map(|e| e.to_string()),
@@ -343,12 +337,12 @@ fn bad_buffers_give_the_host_errors_naming_the_argument() {
     // Buffers of the wrong length name the argument.
     let d = base();
     let (mu, nu, cost) = d.upload(&CpuBackend);
-    let err = Solver::new(CpuBackend, params())
+    let err = SinkhornSolver::new(CpuBackend, params())
         .prepare_buffers(mu, nu, &cost, (3, 6, 5), false)
         .unwrap_err();
     assert!(err.to_string().contains("cost"), "{err}");
     let (mu, nu, cost) = d.upload(&CpuBackend);
-    let err = Solver::new(CpuBackend, params())
+    let err = SinkhornSolver::new(CpuBackend, params())
         .prepare_buffers(mu, nu, &cost, (3, 5, 5), true)
         .unwrap_err();
     assert!(err.to_string().contains("mu"), "{err}");
@@ -359,7 +353,7 @@ fn bad_buffers_give_the_host_errors_naming_the_argument() {
 /// upstream with its errors.
 fn coupling_matches_host<T: Real>(data: &Batch<T>, params: SinkhornParams) {
     let be = CpuBackend;
-    let solver = Solver::new(be, params.clone());
+    let solver = SinkhornSolver::new(be, params.clone());
     let want = solver.coupling(&data.problem()).unwrap();
     let (mu, nu, cost) = data.upload(&be);
     let (b, n, m) = data.dims();
@@ -432,10 +426,7 @@ fn coupling_matches_host<T: Real>(data: &Batch<T>, params: SinkhornParams) {
 
 #[test]
 fn cpu_coupling_and_plan_gradient_buffers_equal_the_host_path() {
-    let p = SinkhornParams {
-        tol: Some(1e-7),
-        ..SinkhornParams::new(0.1)
-    };
+    let p = SinkhornParams::new(0.1).tol(1e-7);
     coupling_matches_host::<f64>(&batch(3, 9, 7, 1, 20.0, false), p.clone());
     coupling_matches_host::<f32>(&batch(2, 6, 8, 0, 0.0, true), p);
 }

@@ -7,7 +7,9 @@ use crate::common;
 use common::Lcg;
 use logot::grad::{bistochastic, bistochastic_backward, BistochasticParams, CgParams};
 use logot::linalg::{newton_schulz, NewtonSchulzParams};
-use logot::{BarycenterParams, CpuBackend, PointCloudCost, Problem, SinkhornParams, Solver};
+use logot::{
+    BarycenterParams, CpuBackend, PointCloudCost, Problem, SinkhornParams, SinkhornSolver,
+};
 use ndarray::{Array2, Array3, Axis};
 
 /// Every value a computation returns, as bits.
@@ -50,8 +52,8 @@ fn dense_solves_and_plans() {
     let costs = Array3::from_shape_fn((b, n, m), |_| rng.next() + 10.0);
     let (mu, nu) = (marginals(&mut rng, b, n), marginals(&mut rng, b, m));
     same_on_every_pool("shared dense cost", || {
-        let p = Problem::batch(mu.view(), nu.view(), cost.view()).unwrap();
-        let c = Solver::new(CpuBackend, SinkhornParams::new(0.01))
+        let p = Problem::new(mu.view(), nu.view(), cost.view()).unwrap();
+        let c = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.01))
             .coupling(&p)
             .unwrap();
         let r = &c.result;
@@ -65,8 +67,8 @@ fn dense_solves_and_plans() {
         )
     });
     same_on_every_pool("one cost per problem", || {
-        let p = Problem::batch(mu.view(), nu.view(), costs.view()).unwrap();
-        let r = Solver::new(CpuBackend, SinkhornParams::new(0.02))
+        let p = Problem::new(mu.view(), nu.view(), costs.view()).unwrap();
+        let r = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.02))
             .solve(&p)
             .unwrap();
         bits(
@@ -91,8 +93,8 @@ fn point_clouds_grids_and_barycenters() {
     let (mu, nu) = (marginals(&mut rng, 1, n), marginals(&mut rng, 1, m));
     same_on_every_pool("point clouds", || {
         let cost = PointCloudCost::new(x.view(), y.view()).unwrap();
-        let p = Problem::batch(mu.view(), nu.view(), cost).unwrap();
-        let g = Solver::new(CpuBackend, SinkhornParams::new(0.05))
+        let p = Problem::new(mu.view(), nu.view(), cost).unwrap();
+        let g = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.05))
             .point_gradients(&p)
             .unwrap();
         bits(
@@ -121,7 +123,7 @@ fn bistochastic_and_newton_schulz() {
     let x = Array3::from_shape_fn((300, 16, 16), |_| rng.uniform(0.0, 4.0));
     let g = Array3::from_shape_fn((300, 16, 16), |_| rng.normal());
     same_on_every_pool("bistochastic", || {
-        let f = bistochastic(x.view(), &BistochasticParams::fixed(20)).unwrap();
+        let f = bistochastic(x.view(), &BistochasticParams::default().iters(20)).unwrap();
         let b = bistochastic_backward(f.r.view(), g.view(), &CgParams::default()).unwrap();
         bits(
             f.r.iter()

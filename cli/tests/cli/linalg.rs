@@ -77,7 +77,7 @@ fn newton_schulz_matches_the_library() {
     let y: Array2<f32> = read_npy(p(&d, "y.npy")).unwrap();
     assert_eq!(
         y,
-        newton_schulz(x.view(), &NewtonSchulzParams::new(3)).unwrap()
+        newton_schulz(x.view(), &NewtonSchulzParams::default().steps(3)).unwrap()
     );
 }
 

@@ -97,10 +97,11 @@ impl BarycenterParams {
     pub fn eps(self, eps: f64) -> Self {
         BarycenterParams { eps, ..self }
     }
-    /// These parameters with at most `max_iters` iterations.
-    pub fn max_iters(self, max_iters: usize) -> Self {
+    /// These parameters with at most `max_iters` iterations (`None`: POT's default for the
+    /// cost).
+    pub fn max_iters(self, max_iters: impl Into<Option<usize>>) -> Self {
         BarycenterParams {
-            max_iters: Some(max_iters),
+            max_iters: max_iters.into(),
             ..self
         }
     }

@@ -28,8 +28,8 @@ mod solver;
 pub use params::{EpsScaling, SinkhornParams, WarmStart};
 pub use prepared::PreparedProblem;
 pub(crate) use prepared::Solution;
-pub use problem::{BufferProblem, Problem, ProblemInput};
 pub(crate) use problem::{unbalanced, BufferCost};
+pub use problem::{BufferProblem, Problem, ProblemInput};
 pub use report::{Convergence, CouplingResult, ProblemReport, SinkhornResult};
 pub use solver::SinkhornSolver;
 

@@ -73,10 +73,11 @@ impl SinkhornParams {
     pub fn max_iters(self, max_iters: usize) -> Self {
         SinkhornParams { max_iters, ..self }
     }
-    /// These parameters with the marginal tolerance `tol` (`0` runs every iteration).
-    pub fn tol(self, tol: f64) -> Self {
+    /// These parameters with the marginal tolerance `tol` (`0` runs every iteration;
+    /// `None`, the precision's default).
+    pub fn tol(self, tol: impl Into<Option<f64>>) -> Self {
         SinkhornParams {
-            tol: Some(tol),
+            tol: tol.into(),
             ..self
         }
     }

@@ -391,8 +391,9 @@ impl<B> SinkhornSolver<B> {
                         crate::validate::check_finite("cost", &view.index_axis(Axis(0), 0))?;
                     }
                 }
-                let offsets = CostOffsets::of_ranges(stats.iter().map(|s| (s.min, s.max)).collect())
-                    .applied(relaxation.is_some());
+                let offsets =
+                    CostOffsets::of_ranges(stats.iter().map(|s| (s.min, s.max)).collect())
+                        .applied(relaxation.is_some());
                 balanced(&masses)?;
                 let dims = crate::backend::CostDims {
                     n,
