@@ -90,7 +90,12 @@ fn main() -> Result<(), Box<dyn Error>> {
     }
 
     let start = Instant::now();
-    let fit = wasserstein_procrustes(x.view(), y.view(), &WassersteinProcrustesParams::default())?;
+    let fit = wasserstein_procrustes(
+        &CpuBackend,
+        x.view(),
+        y.view(),
+        &WassersteinProcrustesParams::default(),
+    )?;
     let secs = start.elapsed().as_secs_f64();
     let angle = rotation_angle(fit.transform.rotation.view(), r_true.view())?;
     let t_err = (&fit.transform.translation - &t_true)

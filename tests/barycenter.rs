@@ -194,7 +194,8 @@ fn identical_inputs_give_the_one_step_blur_and_the_input_for_small_eps() {
 fn mass_is_one_and_swapping_inputs_with_weights_is_a_symmetry() {
     let imgs = bary64_images(20);
     let p = BarycenterParams::new(0.005).tol(1e-8);
-    let got = grid_barycenter(imgs.view(), array![0.2, 0.5, 0.3].view(), &p).unwrap();
+    let got =
+        common::bary::grid_barycenter(imgs.view(), array![0.2, 0.5, 0.3].view(), &p, None).unwrap();
     assert!(got.converged, "error {}", got.error);
     assert!(
         (got.histogram.sum() - 1.0).abs() < 1e-6,
@@ -207,7 +208,9 @@ fn mass_is_one_and_swapping_inputs_with_weights_is_a_symmetry() {
         imgs.index_axis(Axis(0), 0),
         imgs.index_axis(Axis(0), 1)
     ];
-    let got2 = grid_barycenter(swapped.view(), array![0.3, 0.2, 0.5].view(), &p).unwrap();
+    let got2 =
+        common::bary::grid_barycenter(swapped.view(), array![0.3, 0.2, 0.5].view(), &p, None)
+            .unwrap();
     assert_eq!(got.iterations, got2.iterations);
     let err = l1(
         got.histogram.as_slice().unwrap(),
@@ -248,8 +251,11 @@ fn grid_and_dense_agree_on_the_same_grid_in_1d_2d_and_3d() {
         }
         let w = array![0.25, 0.45, 0.3];
         let p = BarycenterParams::new(0.01).fixed_iterations(60);
-        let via_grid = barycenter(h.view(), w.view(), grid.clone(), &p).unwrap();
-        let via_dense = barycenter(h.view(), w.view(), grid.to_dense::<f64>().view(), &p).unwrap();
+        let via_grid =
+            common::bary::barycenter(h.view(), w.view(), grid.clone(), &p, None).unwrap();
+        let via_dense =
+            common::bary::barycenter(h.view(), w.view(), grid.to_dense::<f64>().view(), &p, None)
+                .unwrap();
         let err = l1(
             via_grid.histogram.as_slice().unwrap(),
             via_dense.histogram.as_slice().unwrap(),
@@ -339,7 +345,8 @@ fn batched_problems_match_one_at_a_time() {
     let all = barycenter_batch(batch.view(), ws.view(), grid.clone(), &p).unwrap();
     for (k, one) in all.iter().enumerate() {
         let alone = BarycenterParams::new(0.01).fixed_iterations(one.iterations);
-        let want = barycenter(imgs.view(), ws.row(k), grid.clone(), &alone).unwrap();
+        let want =
+            common::bary::barycenter(imgs.view(), ws.row(k), grid.clone(), &alone, None).unwrap();
         let err = l1(
             one.histogram.as_slice().unwrap(),
             want.histogram.as_slice().unwrap(),
@@ -357,69 +364,84 @@ fn invalid_inputs_are_errors_naming_the_argument() {
     let msg = |r: Result<logot::BarycenterResult<f64>, Error>| {
         r.err().map(|e| e.to_string()).unwrap_or_default()
     };
-    assert!(msg(barycenter(
+    assert!(msg(common::bary::barycenter(
         h.view(),
         array![0.5, 0.6].view(),
         cost.view(),
-        &p
+        &p,
+        None
     ))
     .contains("weights"));
-    assert!(msg(barycenter(
+    assert!(msg(common::bary::barycenter(
         h.view(),
         array![1.5, -0.5].view(),
         cost.view(),
-        &p
+        &p,
+        None
     ))
     .contains("weights"));
-    assert!(msg(barycenter(h.view(), array![1.0].view(), cost.view(), &p)).contains("weights"));
-    assert!(msg(barycenter(
+    assert!(msg(common::bary::barycenter(
+        h.view(),
+        array![1.0].view(),
+        cost.view(),
+        &p,
+        None
+    ))
+    .contains("weights"));
+    assert!(msg(common::bary::barycenter(
         h.view(),
         array![0.5, 0.5].view(),
         cost.slice(s![.., ..2]).t(),
-        &p
+        &p,
+        None
     ))
     .contains("cost"));
     let bad = array![[0.5, 0.5, 0.0], [0.0, -0.5, 1.5]];
-    assert!(msg(barycenter(
+    assert!(msg(common::bary::barycenter(
         bad.view(),
         array![0.5, 0.5].view(),
         cost.view(),
-        &p
+        &p,
+        None
     ))
     .contains("histograms"));
     let unequal = array![[0.5, 0.5, 0.0], [0.0, 1.5, 0.5]];
-    assert!(msg(barycenter(
+    assert!(msg(common::bary::barycenter(
         unequal.view(),
         array![0.5, 0.5].view(),
         cost.view(),
-        &p
+        &p,
+        None
     ))
     .contains("histograms"));
     let nan = array![[0.5, f64::NAN, 0.0], [0.0, 0.5, 0.5]];
-    assert!(msg(barycenter(
+    assert!(msg(common::bary::barycenter(
         nan.view(),
         array![0.5, 0.5].view(),
         cost.view(),
-        &p
+        &p,
+        None
     ))
     .contains("histograms"));
-    assert!(msg(barycenter(
+    assert!(msg(common::bary::barycenter(
         h.view(),
         array![0.5, 0.5].view(),
         cost.view(),
-        &BarycenterParams::new(0.0)
+        &BarycenterParams::new(0.0),
+        None
     ))
     .contains("eps"));
-    assert!(msg(barycenter(
+    assert!(msg(common::bary::barycenter(
         h.view(),
         array![0.5, 0.5].view(),
         GridCost::new(&[4]).unwrap(),
-        &p
+        &p,
+        None
     ))
     .contains("cost"));
     let three = Array3::<f64>::ones((2, 3, 3));
     assert!(matches!(
-        barycenter(h.view(), array![0.5, 0.5].view(), three.view(), &p),
+        common::bary::barycenter(h.view(), array![0.5, 0.5].view(), three.view(), &p, None),
         Err(Error::Shape { .. })
     ));
 }

@@ -610,7 +610,7 @@ fn barycenter_rows() -> Vec<Case> {
     let c = cost(4, 4);
     let p = BarycenterParams::new(0.1);
     let bary = |h: &Array2<f64>, w: &Array1<f64>, c: &Array2<f64>, p: &BarycenterParams| {
-        barycenter(h.view(), w.view(), c.view(), p).map(|_| ())
+        common::bary::barycenter(h.view(), w.view(), c.view(), &p, None).map(|_| ())
     };
     let mut hnan = h.clone();
     hnan[[1, 2]] = f64::NAN;
@@ -631,7 +631,13 @@ fn barycenter_rows() -> Vec<Case> {
             "L31",
             "Empty",
             "histograms: empty input",
-            barycenter(Array2::<f64>::zeros((0, 4)).view(), w.view(), c.view(), &p),
+            common::bary::barycenter(
+                Array2::<f64>::zeros((0, 4)).view(),
+                w.view(),
+                c.view(),
+                &p,
+                None,
+            ),
         ),
         case(
             "L31",
@@ -702,13 +708,13 @@ fn barycenter_rows() -> Vec<Case> {
             "L39",
             "Shape",
             "cost: a barycenter needs one cost shared by its inputs",
-            barycenter(h.view(), w.view(), batch_cost.view(), &p),
+            common::bary::barycenter(h.view(), w.view(), batch_cost.view(), &p, None),
         ),
         case(
             "L39",
             "Shape",
             "cost: a barycenter needs one cost shared by its inputs",
-            barycenter(h.view(), w.view(), cloud, &p),
+            common::bary::barycenter(h.view(), w.view(), cloud, &p, None),
         ),
         case(
             "L40",
@@ -720,7 +726,7 @@ fn barycenter_rows() -> Vec<Case> {
             "L40",
             "Shape",
             "cost: the grid has 5 rows but each histogram has 4 bins",
-            barycenter(h.view(), w.view(), GridCost::new(&[5]).unwrap(), &p),
+            common::bary::barycenter(h.view(), w.view(), GridCost::new(&[5]).unwrap(), &p, None),
         ),
         case(
             "L41",
@@ -970,13 +976,13 @@ fn linalg_rows() -> Vec<Case> {
             "L57",
             "Empty",
             "a: empty input",
-            svd3_batch(Array3::<f64>::zeros((2, 0, 3)).view()),
+            svd3_batch(&CpuBackend, Array3::<f64>::zeros((2, 0, 3)).view()),
         ),
         case(
             "L57",
             "Empty",
             "a: empty input",
-            svd3_batch(Array3::<f64>::zeros((0, 4, 3)).view()),
+            svd3_batch(&CpuBackend, Array3::<f64>::zeros((0, 4, 3)).view()),
         ),
         case(
             "L58",
@@ -988,49 +994,58 @@ fn linalg_rows() -> Vec<Case> {
             "L59",
             "Empty",
             "a: empty input",
-            matmul(Array2::<f64>::zeros((0, 3)).view(), b.view()),
+            matmul(&CpuBackend, Array2::<f64>::zeros((0, 3)).view(), b.view()),
         ),
         case(
             "L59",
             "NonFinite",
             "a: non-finite value NaN",
-            matmul(anan.view(), b.view()),
+            matmul(&CpuBackend, anan.view(), b.view()),
         ),
         case(
             "L60",
             "Shape",
             "b: has 5 rows but a (5×3) has 3 columns",
-            matmul(a.view(), a.view()),
+            matmul(&CpuBackend, a.view(), a.view()),
         ),
         case(
             "L61",
             "Shape",
             "dc: is 2×2 but C = A·B is 5×2",
-            matmul_backward(a.view(), b.view(), Array2::<f64>::zeros((2, 2)).view()),
+            matmul_backward(
+                &CpuBackend,
+                a.view(),
+                b.view(),
+                Array2::<f64>::zeros((2, 2)).view(),
+            ),
         ),
         case(
             "L62",
             "Shape",
             "y: points have 2 coordinates but those of x have 3",
-            sq_euclidean_cost(a.view(), b.view()),
+            sq_euclidean_cost(&CpuBackend, a.view(), b.view()),
         ),
         case(
             "L63",
             "Empty",
             "x: empty input (shape 0×3)",
-            newton_schulz(Array2::<f64>::zeros((0, 3)).view(), &ns),
+            newton_schulz(&CpuBackend, Array2::<f64>::zeros((0, 3)).view(), &ns),
         ),
         case(
             "L63",
             "NonFinite",
             "x: non-finite value NaN",
-            logot::linalg::xxt(anan.view()),
+            logot::linalg::xxt(&CpuBackend, anan.view()),
         ),
         case(
             "L64",
             "Parameter",
             "coefficients = NaN: must be finite",
-            newton_schulz(a.view(), &ns.clone().coefficients([3.0, f64::NAN, 1.0])),
+            newton_schulz(
+                &CpuBackend,
+                a.view(),
+                &ns.clone().coefficients([3.0, f64::NAN, 1.0]),
+            ),
         ),
         case(
             "L65",
@@ -1094,19 +1109,25 @@ fn linalg_rows() -> Vec<Case> {
             "L68",
             "Parameter",
             "eps_decay = 0: must lie in (0, 1]",
-            wasserstein_procrustes(x.view(), x.view(), &wp.clone().eps_decay(0.0)),
+            wasserstein_procrustes(&CpuBackend, x.view(), x.view(), &wp.clone().eps_decay(0.0)),
         ),
         case(
             "L68",
             "Parameter",
             "sinkhorn_tol = 0",
-            wasserstein_procrustes(x.view(), x.view(), &wp.clone().sinkhorn_tol(0.0)),
+            wasserstein_procrustes(
+                &CpuBackend,
+                x.view(),
+                x.view(),
+                &wp.clone().sinkhorn_tol(0.0),
+            ),
         ),
         case(
             "L68",
             "Shape",
             "init: a start is (2, 2), expected 3×3",
             wasserstein_procrustes(
+                &CpuBackend,
                 x.view(),
                 x.view(),
                 &wp.clone().init(Init::Given(vec![Array2::eye(2)])),
@@ -1117,6 +1138,7 @@ fn linalg_rows() -> Vec<Case> {
             "Shape",
             "x: Kabsch needs 3-D points, got 2 coordinates",
             wasserstein_procrustes(
+                &CpuBackend,
                 x2.view(),
                 x2.view(),
                 &wp.clone().method(ProcrustesMethod::Kabsch),
@@ -1329,6 +1351,7 @@ fn valid_edge_cases_are_accepted() {
     assert_eq!(r.r[[0, 0, 0]], 1.0);
     // Newton–Schulz of a zero matrix is zero; of a 1×1 matrix, close to ±1.
     let z = newton_schulz(
+        &CpuBackend,
         Array2::<f64>::zeros((3, 2)).view(),
         &NewtonSchulzParams::default(),
     )

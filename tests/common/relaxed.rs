@@ -3,8 +3,8 @@
 
 use logot::grad::{CgParams, EnvelopeGradients, OtGradients};
 use logot::{
-    Backend, CouplingResult, GradKernels, PointCloudKernels, PointGradients, PointTransportGradients,
-    Problem, Real, Relaxation, Result, SinkhornResult, SinkhornSolver,
+    Backend, CouplingResult, GradKernels, PointCloudKernels, PointGradients,
+    PointTransportGradients, Problem, Real, Relaxation, Result, SinkhornResult, SinkhornSolver,
 };
 use ndarray::Array3;
 
@@ -78,7 +78,6 @@ impl<B> Relaxed<B> {
     where
         B: PointCloudKernels<T> + GradKernels<T>,
     {
-        self.solver
-            .transport_point_gradients(&self.relaxed(p), cg)
+        self.solver.transport_point_gradients(&self.relaxed(p), cg)
     }
 }

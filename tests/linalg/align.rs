@@ -195,6 +195,7 @@ fn recover_rotation<T: Real>(seed: u64, tol_angle: f64) {
     }
     let (xt, yt) = (x.mapv(T::of), y.mapv(T::of));
     let res = wasserstein_procrustes(
+        &CpuBackend,
         xt.view(),
         yt.view(),
         &WassersteinProcrustesParams::default(),
@@ -256,7 +257,7 @@ fn wasserstein_procrustes_orthogonal_variant_in_5d() {
         y.row_mut(i).assign(row);
     }
     let params = WassersteinProcrustesParams::default().method(ProcrustesMethod::NewtonSchulz);
-    let res = wasserstein_procrustes(x.view(), y.view(), &params).unwrap();
+    let res = wasserstein_procrustes(&CpuBackend, x.view(), y.view(), &params).unwrap();
     let err = (&res.transform.rotation - &q)
         .iter()
         .fold(0.0f64, |m, v| m.max(v.abs()));
@@ -296,23 +297,23 @@ fn invalid_inputs_are_errors() {
     ));
     let params = WassersteinProcrustesParams::default().method(ProcrustesMethod::Kabsch);
     assert!(matches!(
-        wasserstein_procrustes(x4.view(), y4.view(), &params),
+        wasserstein_procrustes(&CpuBackend, x4.view(), y4.view(), &params),
         Err(Error::Shape { .. })
     ));
     let params = WassersteinProcrustesParams::default().eps(0.0);
     assert!(matches!(
-        wasserstein_procrustes(x.view(), y.view(), &params),
+        wasserstein_procrustes(&CpuBackend, x.view(), y.view(), &params),
         Err(Error::Parameter { .. })
     ));
     let params = WassersteinProcrustesParams::default().init(Init::Given(vec![Array2::eye(2)]));
     assert!(matches!(
-        wasserstein_procrustes(x.view(), y.view(), &params),
+        wasserstein_procrustes(&CpuBackend, x.view(), y.view(), &params),
         Err(Error::Shape { .. })
     ));
     let mut bad = x.clone();
     bad[(0, 0)] = f64::NAN;
     assert!(matches!(
-        wasserstein_procrustes(bad.view(), y.view(), &Default::default()),
+        wasserstein_procrustes(&CpuBackend, bad.view(), y.view(), &Default::default()),
         Err(Error::NonFinite { .. })
     ));
 }

@@ -7,9 +7,7 @@ use crate::common;
 use common::Lcg;
 use logot::grad::{bistochastic, bistochastic_backward, BistochasticParams, CgParams};
 use logot::linalg::{newton_schulz, NewtonSchulzParams};
-use logot::{
-    BarycenterParams, CpuBackend, PointCloudCost, Problem, SinkhornParams, SinkhornSolver,
-};
+use logot::{CpuBackend, PointCloudCost, Problem, SinkhornParams, SinkhornSolver};
 use ndarray::{Array2, Array3, Axis};
 
 /// Every value a computation returns, as bits.
@@ -111,8 +109,7 @@ fn point_clouds_grids_and_barycenters() {
     let images = logot_cli::problems::bary64_images(48);
     let w = ndarray::array![0.3, 0.3, 0.4];
     same_on_every_pool("grid barycenter", || {
-        let bar =
-            logot::grid_barycenter(images.view(), w.view(), &BarycenterParams::new(0.004)).unwrap();
+        let bar = logot::grid_barycenter(images.view(), w.view(), 0.004).unwrap();
         bits(bar.histogram.iter().copied().chain([bar.error]))
     });
 }
@@ -134,6 +131,6 @@ fn bistochastic_and_newton_schulz() {
     });
     let a = Array2::from_shape_fn((300, 500), |_| rng.normal());
     same_on_every_pool("Newton–Schulz", || {
-        bits(newton_schulz(a.view(), &NewtonSchulzParams::default()).unwrap())
+        bits(newton_schulz(&CpuBackend, a.view(), &NewtonSchulzParams::default()).unwrap())
     });
 }

@@ -94,13 +94,9 @@ fn barycenters_report_every_check() {
     h.row_mut(1).assign(&nu);
     let (observer, seen) = recorder();
     let params = BarycenterParams::new(5e-3).observer(observer).history(true);
-    let bar = logot::barycenter(
-        h.view(),
-        ndarray::array![0.5, 0.5].view(),
-        cost.view(),
-        &params,
-    )
-    .unwrap();
+    let w = ndarray::array![0.5, 0.5];
+    let bar =
+        crate::common::bary::barycenter(h.view(), w.view(), cost.view(), &params, None).unwrap();
     let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), bar.history.len());
     assert!(bar.history.len() >= 2);

@@ -385,13 +385,8 @@ fn huge_check_intervals_run_to_max_iters() {
     let params = BarycenterParams::new(0.1)
         .max_iters(30)
         .check_every(usize::MAX);
-    let bar = logot::barycenter(
-        h.view(),
-        ndarray::array![0.5, 0.5].view(),
-        cost.view(),
-        &params,
-    )
-    .unwrap();
+    let w = ndarray::array![0.5, 0.5];
+    let bar = common::bary::barycenter(h.view(), w.view(), cost.view(), &params, None).unwrap();
     assert_eq!(bar.iterations, 30);
 }
 
@@ -408,9 +403,11 @@ fn barycenters_of_huge_masses() {
     let h = &h / &h.sum_axis(Axis(1)).insert_axis(Axis(1));
     let w = ndarray::array![0.5, 0.5];
     let params = BarycenterParams::new(0.01);
-    let unit = logot::barycenter(h.view(), w.view(), cost.view(), &params).unwrap();
+    let unit = common::bary::barycenter(h.view(), w.view(), cost.view(), &params, None).unwrap();
     for scale in [1e200, 1e-200] {
-        let big = logot::barycenter((&h * scale).view(), w.view(), cost.view(), &params).unwrap();
+        let big =
+            common::bary::barycenter((&h * scale).view(), w.view(), cost.view(), &params, None)
+                .unwrap();
         assert!(
             big.error.is_finite() && (big.error - unit.error).abs() <= 1e-12,
             "{}",
@@ -430,20 +427,21 @@ fn newton_schulz_is_scale_invariant() {
     let mut rng = Lcg(12);
     let x = Array2::from_shape_fn((40, 30), |_| rng.normal());
     let p = NewtonSchulzParams::default();
-    let base = newton_schulz(x.view(), &p).unwrap();
+    let base = newton_schulz(&CpuBackend, x.view(), &p).unwrap();
     for s in [1e160, 1e-160, 1e300, 1e-300] {
-        let y = newton_schulz((&x * s).view(), &p).unwrap();
+        let y = newton_schulz(&CpuBackend, (&x * s).view(), &p).unwrap();
         let diff = (&y - &base).mapv(f64::abs).fold(0.0f64, |a, &v| a.max(v));
         assert!(diff <= 1e-12, "scale {s:e}: {diff:e}");
     }
     let x32 = as_f32(&x);
-    let base = newton_schulz(x32.view(), &p).unwrap();
+    let base = newton_schulz(&CpuBackend, x32.view(), &p).unwrap();
     for s in [1e20f32, 1e-25, 1e30, 1e-30] {
-        let y = newton_schulz((&x32 * s).view(), &p).unwrap();
+        let y = newton_schulz(&CpuBackend, (&x32 * s).view(), &p).unwrap();
         let diff = (&y - &base).mapv(f32::abs).fold(0.0f32, |a, &v| a.max(v));
         assert!(diff <= 2e-5, "scale {s:e}: {diff:e}");
     }
     let err = newton_schulz(
+        &CpuBackend,
         x.view(),
         &NewtonSchulzParams::default().steps(100_000_000_000),
     )

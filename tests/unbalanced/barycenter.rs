@@ -44,7 +44,14 @@ fn solve<T: Real>(
     let w = case.weights::<T>();
     let (p, r) = (params(case.eps, tol, max_iters), Some(Relaxation::kl(rho)));
     if case.grid && !dense {
-        barycenter(h.view(), w.view(), GridCost::new(case.shape).unwrap(), &p, r).unwrap()
+        barycenter(
+            h.view(),
+            w.view(),
+            GridCost::new(case.shape).unwrap(),
+            &p,
+            r,
+        )
+        .unwrap()
     } else {
         let c = case.dense_cost::<T>();
         barycenter(h.view(), w.view(), c.view(), &p, r).unwrap()
@@ -305,7 +312,9 @@ fn batch_equals_single_solves() {
     let hb = Array3::from_shape_fn((2, h.nrows(), h.ncols()), |(_, k, i)| h[[k, i]]);
     let wb = Array2::from_shape_fn((2, 3), |(p, k)| weights[p][k]);
     let (p, r) = (params(case.eps, 0.0, 200), Relaxation::kl(0.5));
-    let batch = BarycenterProblem::new(hb.view(), wb.view()).unwrap().relaxed(r);
+    let batch = BarycenterProblem::new(hb.view(), wb.view())
+        .unwrap()
+        .relaxed(r);
     let bars = BarycenterSolver::new(CpuBackend, p.clone())
         .solve(&batch, cost.view())
         .unwrap();
@@ -386,7 +395,10 @@ fn bad_relaxations_and_masses_are_errors() {
     let msg = err.to_string();
     assert!(msg.contains("histograms") && msg.contains("relax"), "{msg}");
     // ... and with both sides infinite (which is the balanced problem).
-    let (p, inf) = (BarycenterParams::new(case.eps), Relaxation::kl(f64::INFINITY));
+    let (p, inf) = (
+        BarycenterParams::new(case.eps),
+        Relaxation::kl(f64::INFINITY),
+    );
     assert!(barycenter(h.view(), w.view(), cost.view(), &p, Some(inf)).is_err());
     // The usual checks still apply to unbalanced inputs.
     let (p, r) = (params(case.eps, 1e-6, 100), Some(Relaxation::kl(1.0)));
@@ -410,7 +422,9 @@ fn solver_on_cpu_backend_matches_top_level() {
     let solver = BarycenterSolver::new(CpuBackend, p.clone());
     let grid = GridCost::new(case.shape).unwrap();
     let prepared = solver.prepare::<f64>(grid.clone()).unwrap();
-    let problem = BarycenterProblem::new(h.view(), w.view()).unwrap().relaxed(r);
+    let problem = BarycenterProblem::new(h.view(), w.view())
+        .unwrap()
+        .relaxed(r);
     let a = solver.solve(&problem, &prepared).unwrap().remove(0);
     let b = barycenter(h.view(), w.view(), grid, &p, Some(r)).unwrap();
     assert_eq!(a.histogram, b.histogram);

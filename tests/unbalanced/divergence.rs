@@ -10,8 +10,7 @@ use common::Lcg;
 use logot::grad::{check_gradient, GradCheckParams};
 use logot::{
     CpuBackend, DivergenceConvention, EpsScaling, Error, PointCloudCost, PointMetric, Problem,
-    Relaxation,
-    SinkhornParams, SinkhornSolver,
+    Relaxation, SinkhornParams, SinkhornSolver,
 };
 use ndarray::{Array1, Array2, ArrayView1, ArrayView2};
 
@@ -289,7 +288,11 @@ fn f32_and_eps_scaling_agree_with_the_f64_reference() {
     )
     .unwrap();
     assert!(s.converged(), "{:?}", s.convergence);
-    assert!((s.value[0] - want).abs() <= 1e-9, "{} vs {want}", s.value[0]);
+    assert!(
+        (s.value[0] - want).abs() <= 1e-9,
+        "{} vs {want}",
+        s.value[0]
+    );
     // f32 at its own default tolerance: the error is that of f32 potentials, O(ε_f32)
     // relative to the terms, not relative to the (smaller) divergence.
     p.0.tol = None;

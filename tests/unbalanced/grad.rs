@@ -6,8 +6,8 @@
 
 use crate::common;
 
-use common::Lcg;
 use common::relaxed::Relaxed;
+use common::Lcg;
 use logot::grad::{check_gradient, CgParams, GradCheckParams};
 use logot::{CpuBackend, PointCloudCost, Problem, SinkhornParams, SinkhornSolver};
 use ndarray::{Array1, Array2, Array3, Axis};
@@ -395,7 +395,10 @@ fn f32_gradients_agree_with_f64() {
         nu.mapv(|v| v as f32),
         c.mapv(|v| v as f32),
     );
-    let s32 = Relaxed::new(SinkhornSolver::new(CpuBackend, SinkhornParams::new(eps)), rho);
+    let s32 = Relaxed::new(
+        SinkhornSolver::new(CpuBackend, SinkhornParams::new(eps)),
+        rho,
+    );
     let p32 = Problem::new(mu32.view(), nu32.view(), c32.view()).unwrap();
     let g32 = s32
         .wasserstein_gradients(&p32, &CgParams::default())

@@ -10,9 +10,7 @@
 //! with ρ = ∞ left out); POT's own `returnCost="total"` omits the `− x + y` mass terms.
 
 use crate::common::relaxed::Relaxed;
-use logot::{
-    CpuBackend, Error, GridCost, PointCloudCost, Problem, SinkhornParams, SinkhornSolver,
-};
+use logot::{CpuBackend, Error, GridCost, PointCloudCost, Problem, SinkhornParams, SinkhornSolver};
 use ndarray::{s, Array1, Array2, Array3, Axis};
 
 /// The test problem `k` of size `n×m` (see the module docs).
@@ -563,9 +561,7 @@ fn large_rho_recovers_the_balanced_plan() {
     .unwrap();
     // The split of mass between f and g converges at the rate 1 − O(ε/ρ) for large ρ (the
     // direction the balanced problem leaves free): a tolerance of 1e-8, not 1e-13, is met.
-    let relaxed = solver(0.1, (1e8, 1e8), 1e-8)
-        .coupling(&problem)
-        .unwrap();
+    let relaxed = solver(0.1, (1e8, 1e8), 1e-8).coupling(&problem).unwrap();
     assert!(
         balanced.result.convergence.converged,
         "{:?}",
@@ -749,9 +745,7 @@ fn bad_rho_and_unequal_balanced_masses_are_errors() {
         ((1.0, f64::NAN), "relaxation.rho_nu"),
         ((1.0, f64::NEG_INFINITY), "relaxation.rho_nu"),
     ] {
-        let err = solver(0.1, rho, 1e-9)
-            .solve(&problem)
-            .unwrap_err();
+        let err = solver(0.1, rho, 1e-9).solve(&problem).unwrap_err();
         assert!(
             matches!(&err, Error::Parameter { arg: a, .. } if a == arg),
             "{rho:?}: {err}"
