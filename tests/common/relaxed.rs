@@ -8,21 +8,29 @@ use logot::{
 };
 use ndarray::Array3;
 
-/// [`SinkhornSolver`]'s calls on `problem.relaxed(rho)`.
+/// [`SinkhornSolver`]'s calls on `problem.relaxed(rho)` (on `problem` itself when `rho` is
+/// `None`).
 pub struct Relaxed<B> {
     pub solver: SinkhornSolver<B>,
-    pub rho: Relaxation,
+    pub rho: Option<Relaxation>,
 }
 
 impl<B> Relaxed<B> {
     pub fn new(solver: SinkhornSolver<B>, rho: impl Into<Relaxation>) -> Self {
         Relaxed {
             solver,
-            rho: rho.into(),
+            rho: Some(rho.into()),
         }
     }
+    /// Relaxed by `rho` when it is given, balanced otherwise.
+    pub fn or_balanced(solver: SinkhornSolver<B>, rho: Option<Relaxation>) -> Self {
+        Relaxed { solver, rho }
+    }
     pub fn relaxed<'a, T: Real>(&self, p: &Problem<'a, T>) -> Problem<'a, T> {
-        p.clone().relaxed(self.rho)
+        match self.rho {
+            Some(r) => p.clone().relaxed(r),
+            None => p.clone(),
+        }
     }
     pub fn solve<T: Real>(&self, p: &Problem<'_, T>) -> Result<SinkhornResult<T>>
     where

@@ -8,6 +8,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use crate::common;
+use common::relaxed::Relaxed;
 
 use common::Lcg;
 use logot::grad::CgParams;
@@ -213,11 +214,8 @@ fn batched_reports_eps_scaling_and_unbalanced_follow_each_problem() {
     // Distinct clouds give distinct problems (x[k] is moved by k/4).
     assert!((r.distance[0] - r.distance[2]).abs() > 1e-3);
     // Unbalanced: the batched solve against separate ones, all iterations run.
-    let un = SinkhornParams::new(0.05)
-        .with_relaxation(Relaxation::kl(0.5))
-        .tol(0.0)
-        .max_iters(200);
-    let solver = SinkhornSolver::new(CpuBackend, un);
+    let un = SinkhornParams::new(0.05).tol(0.0).max_iters(200);
+    let solver = Relaxed::new(SinkhornSolver::new(CpuBackend, un), Relaxation::kl(0.5));
     let r = solver
         .solve(&Problem::new(mu.view(), nu.view(), cost.clone()).unwrap())
         .unwrap();
@@ -324,56 +322,40 @@ fn batched_divergences_match_separate_calls() {
         DivergenceConvention::Objective,
         DivergenceConvention::Linear,
     ] {
-        let all = solver
-            .sinkhorn_divergence_batch(mu.view(), nu.view(), cost.clone(), conv)
-            .unwrap();
-        assert_eq!(all.len(), B);
+        let problem = Problem::new(mu.view(), nu.view(), cost.clone()).unwrap();
+        let all = solver.sinkhorn_divergence(&problem, conv).unwrap();
+        assert_eq!(all.value.len(), B);
         for k in 0..B {
             let one = PointCloudCost::new(x.slice(s![k, .., ..]), y.slice(s![k, .., ..])).unwrap();
             let sep = solver
-                .sinkhorn_divergence(mu.row(k), nu.row(k), one, conv)
+                .sinkhorn_divergence(&Problem::new(mu.row(k), nu.row(k), one).unwrap(), conv)
                 .unwrap();
             let close = |a: f64, b: f64| (a - b).abs() <= 100.0 * tol * (1.0 + b.abs());
             assert!(
-                close(all[k].value, sep.value),
+                close(all.value[k], sep.value[0]),
                 "{conv:?} problem {k}: {} vs {}",
-                all[k].value,
-                sep.value
+                all.value[k],
+                sep.value[0]
             );
-            for (a, b) in [(&all[k].grad_x, &sep.grad_x), (&all[k].grad_y, &sep.grad_y)] {
+            for (a, b) in [(&all.grad_x, &sep.grad_x), (&all.grad_y, &sep.grad_y)] {
                 assert_eq!(a.is_some(), b.is_some());
                 if let (Some(a), Some(b)) = (a, b) {
-                    ndarray::Zip::from(a).and(b).for_each(|&a, &b| {
-                        assert!(close(a, b), "{conv:?} problem {k}: {a} vs {b}")
-                    });
+                    ndarray::Zip::from(a.index_axis(ndarray::Axis(0), k))
+                        .and(b.index_axis(ndarray::Axis(0), 0))
+                        .for_each(|&a, &b| assert!(close(a, b), "{conv:?} problem {k}: {a} vs {b}"));
                 }
             }
-            // The three solves of problem k report on problem k alone.
-            assert!(all[k].convergence.iter().all(|c| c.problems.len() == 1));
-            assert!(all[k].converged() && all[k].value > 0.0);
+            // Each of the three solves reports on every problem, problem k alone in its entry.
+            for (c, alone) in all.convergence.iter().zip(&sep.convergence) {
+                assert_eq!(c.problems.len(), B);
+                assert_eq!(c.problems[k].converged, alone.problems[0].converged);
+            }
+            assert!(all.value[k] > 0.0);
         }
+        assert!(all.converged());
     }
-    // The single-pair call refuses batched clouds, naming them.
-    let e = solver
-        .sinkhorn_divergence(
-            mu.row(0),
-            nu.row(0),
-            cost.clone(),
-            DivergenceConvention::Objective,
-        )
-        .unwrap_err();
-    assert!(
-        matches!(&e, Error::Shape { arg, .. } if arg == "clouds"),
-        "{e}"
-    );
-    let e = solver
-        .sinkhorn_divergence_batch(
-            mu.slice(s![..2, ..]),
-            nu.slice(s![..2, ..]),
-            cost,
-            DivergenceConvention::Objective,
-        )
-        .unwrap_err();
+    // Clouds of another batch size than the weights: the clouds are named.
+    let e = Problem::new(mu.slice(s![..2, ..]), nu.slice(s![..2, ..]), cost).unwrap_err();
     assert!(matches!(&e, Error::Shape { arg, .. } if arg == "x"), "{e}");
 }
 

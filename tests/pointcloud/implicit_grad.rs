@@ -5,6 +5,7 @@
 //! of the dense implicit gradient with respect to the cost, and in f32 against f64.
 
 use crate::common;
+use common::relaxed::Relaxed;
 
 use common::Lcg;
 use logot::grad::CgParams;
@@ -15,15 +16,9 @@ use logot::{
 use ndarray::{Array2, Axis};
 
 /// A tightly converged f64 solver (balanced when `relax` is `None`).
-fn solver(eps: f64, relax: Option<Relaxation>) -> SinkhornSolver<CpuBackend> {
+fn solver(eps: f64, relax: Option<Relaxation>) -> Relaxed<CpuBackend> {
     let params = SinkhornParams::new(eps).max_iters(200_000).tol(1e-14);
-    SinkhornSolver::new(
-        CpuBackend,
-        match relax {
-            Some(r) => params.with_relaxation(r),
-            None => params,
-        },
-    )
+    Relaxed::or_balanced(SinkhornSolver::new(CpuBackend, params), relax)
 }
 
 fn cloud(rng: &mut Lcg, n: usize, d: usize) -> Array2<f64> {
@@ -42,7 +37,7 @@ fn weights(rng: &mut Lcg, rows: usize, n: usize, mass: f64) -> Array2<f64> {
 
 /// `⟨P_b, C⟩` of every problem, re-solved from scratch.
 fn distances(
-    solver: &SinkhornSolver<CpuBackend>,
+    solver: &Relaxed<CpuBackend>,
     mu: &Array2<f64>,
     nu: &Array2<f64>,
     x: &Array2<f64>,
@@ -60,7 +55,7 @@ fn distances(
 /// Central differences of `⟨P_b, C⟩` with respect to every coordinate of `x` and of `y`:
 /// (`B×n×d`, `B×m×d`) flattened.
 fn finite_differences(
-    solver: &SinkhornSolver<CpuBackend>,
+    solver: &Relaxed<CpuBackend>,
     mu: &Array2<f64>,
     nu: &Array2<f64>,
     x: &Array2<f64>,
@@ -370,12 +365,8 @@ fn f32_agrees_with_f64() {
         let (x32, y32) = (x.mapv(|v| v as f32), y.mapv(|v| v as f32));
         let (mu32, nu32) = (mu.mapv(|v| v as f32), nu.mapv(|v| v as f32));
         let params = SinkhornParams::new(eps).max_iters(10_000).tol(1e-6);
-        let params = match relax {
-            Some(r) => params.with_relaxation(r),
-            None => params,
-        };
         let cost32 = PointCloudCost::with_metric(x32.view(), y32.view(), metric).unwrap();
-        let got = SinkhornSolver::new(CpuBackend, params)
+        let got = Relaxed::or_balanced(SinkhornSolver::new(CpuBackend, params), relax)
             .transport_point_gradients(
                 &Problem::new(mu32.view(), nu32.view(), cost32).unwrap(),
                 &CgParams::default(),
