@@ -6,9 +6,19 @@
 use crate::common;
 
 use common::{lse, Dual, Lcg};
-use logot::grad::{check_gradient, plan_gradients, CgParams, GradCheckParams};
+use logot::grad::{check_gradient, CgParams, GradCheckParams, PlanGradients};
 use logot::{CpuBackend, Problem, SinkhornParams, SinkhornSolver};
 use ndarray::{Array1, Array2, Array3, ArrayView1, Axis};
+
+/// The plan-only gradients at regularisation `eps` on the CPU.
+fn plan_gradients(
+    plan: ndarray::ArrayView3<'_, f64>,
+    eps: f64,
+    upstream: ndarray::ArrayView3<'_, f64>,
+    cg: &CgParams,
+) -> logot::Result<PlanGradients<f64>> {
+    SinkhornSolver::new(CpuBackend, SinkhornParams::new(eps)).plan_gradients(plan, upstream, cg)
+}
 
 fn solver(eps: f64) -> SinkhornSolver<CpuBackend> {
     SinkhornSolver::new(
