@@ -74,10 +74,11 @@ fn point_clouds_split_by_target_points_solve_as_one() {
     solve_both(&params, &problem, &[1, 2, 3, 5], 1e-11, "balanced");
     let scaled = SinkhornParams::new(0.02).eps_scaling(EpsScaling::from_max_cost(3.0));
     solve_both(&scaled, &problem, &[2, 4], 1e-11, "eps-scaling");
-    let relaxed = SinkhornParams::new(0.05).with_relaxation(Relaxation::kl_each(0.5, 2.0));
     let (mu2, nu2) = (&mu * 1.3, nu.clone());
-    let unbalanced = Problem::new(mu2.view(), nu2.view(), cost).unwrap();
-    solve_both(&relaxed, &unbalanced, &[2, 3], 1e-11, "unbalanced");
+    let unbalanced = Problem::new(mu2.view(), nu2.view(), cost)
+        .unwrap()
+        .relaxed(Relaxation::kl_each(0.5, 2.0));
+    solve_both(&params, &unbalanced, &[2, 3], 1e-11, "unbalanced");
 }
 
 #[test]
@@ -265,13 +266,9 @@ fn point_gradients_and_the_divergence_split_by_target_points() {
     let imp = one
         .transport_point_gradients(&problem, &CgParams::default())
         .unwrap();
+    let first = Problem::new(mu.row(0), nu.row(0), cost.clone()).unwrap();
     let div = one
-        .sinkhorn_divergence(
-            mu.row(0),
-            nu.row(0),
-            cost.clone(),
-            DivergenceConvention::Objective,
-        )
+        .sinkhorn_divergence(&first, DivergenceConvention::Objective)
         .unwrap();
     let flat = |a: &ndarray::Array3<f64>| a.iter().copied().collect::<Vec<_>>();
     for p in [2, 3] {
@@ -281,12 +278,7 @@ fn point_gradients_and_the_divergence_split_by_target_points() {
             .transport_point_gradients(&problem, &CgParams::default())
             .unwrap();
         let v = many
-            .sinkhorn_divergence(
-                mu.row(0),
-                nu.row(0),
-                cost.clone(),
-                DivergenceConvention::Objective,
-            )
+            .sinkhorn_divergence(&first, DivergenceConvention::Objective)
             .unwrap();
         for (what, a, b, tol) in [
             ("envelope x", flat(&env.x), flat(&e.x), 1e-11),
@@ -305,7 +297,7 @@ fn point_gradients_and_the_divergence_split_by_target_points() {
             assert!(diff <= tol, "{p} members, {what}: {diff:e}");
         }
         assert!(
-            (div.value - v.value).abs() <= 1e-11 * div.value.abs(),
+            (div.value[0] - v.value[0]).abs() <= 1e-11 * div.value[0].abs(),
             "{p}: divergence"
         );
         let gx = rel_diff(
@@ -331,10 +323,9 @@ fn batched_point_clouds_split_by_problems_solve_as_one() {
     let problem = Problem::new(mu.view(), nu.view(), cost.clone()).unwrap();
     let params = SinkhornParams::new(0.05);
     solve_both(&params, &problem, &[1, 2, 3, 4], 1e-11, "batched clouds");
-    let relaxed = SinkhornParams::new(0.05).with_relaxation(Relaxation::kl(0.5));
     solve_both(
-        &relaxed,
-        &problem,
+        &params,
+        &problem.clone().relaxed(Relaxation::kl(0.5)),
         &[2, 3],
         1e-11,
         "batched clouds, unbalanced",
@@ -346,9 +337,7 @@ fn batched_point_clouds_split_by_problems_solve_as_one() {
         .transport_point_gradients(&problem, &CgParams::default())
         .unwrap();
     let conv = DivergenceConvention::Objective;
-    let div = one
-        .sinkhorn_divergence_batch(mu.view(), nu.view(), cost.clone(), conv)
-        .unwrap();
+    let div = one.sinkhorn_divergence(&problem, conv).unwrap();
     let flat = |a: &Array3<f64>| a.iter().copied().collect::<Vec<_>>();
     for p in [2, 3, 4] {
         let many = SinkhornSolver::new(cluster(p), params.clone());
@@ -357,9 +346,7 @@ fn batched_point_clouds_split_by_problems_solve_as_one() {
         let i = many
             .transport_point_gradients(&problem, &CgParams::default())
             .unwrap();
-        let v = many
-            .sinkhorn_divergence_batch(mu.view(), nu.view(), cost.clone(), conv)
-            .unwrap();
+        let v = many.sinkhorn_divergence(&problem, conv).unwrap();
         for (what, a, b, tol) in [
             ("plans", flat(&plan), flat(&pl), 1e-11),
             ("envelope x", flat(&env.x), flat(&e.x), 1e-11),
@@ -367,12 +354,7 @@ fn batched_point_clouds_split_by_problems_solve_as_one() {
             ("implicit x", flat(&imp.x), flat(&i.x), 1e-8),
             ("implicit y", flat(&imp.y), flat(&i.y), 1e-8),
             ("values", env.value.to_vec(), e.value.to_vec(), 1e-11),
-            (
-                "divergences",
-                div.iter().map(|s| s.value).collect(),
-                v.iter().map(|s| s.value).collect(),
-                1e-11,
-            ),
+            ("divergences", div.value.to_vec(), v.value.to_vec(), 1e-11),
         ] {
             let diff = rel_diff(&a, &b);
             assert!(diff <= tol, "{p} members, {what}: {diff:e}");
@@ -385,26 +367,27 @@ fn batched_point_clouds_split_by_problems_solve_as_one() {
 /// iteration counts as one backend, balanced and unbalanced.
 #[test]
 fn barycenters_split_as_one() {
-    use logot::{BarycenterParams, BarycenterSolver};
+    use logot::{BarycenterParams, BarycenterProblem, BarycenterSolver};
     let grid = GridCost::image(9, 8).unwrap();
     let dense = grid.to_dense::<f64>();
     let imgs = bin_weights(3, 72, 0, 41);
     let w = ndarray::array![0.2, 0.5, 0.3];
-    for params in [
-        BarycenterParams::new(0.02),
-        BarycenterParams::new(0.02).with_relaxation(Relaxation::kl(1.0)),
-    ] {
+    let params = BarycenterParams::new(0.02);
+    let balanced = BarycenterProblem::new(imgs.view(), w.view()).unwrap();
+    for problem in [balanced.clone(), balanced.relaxed(Relaxation::kl(1.0))] {
         for cost in [
             CostSource::Grid(grid.clone()),
             CostSource::Dense(dense.view()),
         ] {
             let one = BarycenterSolver::new(CpuBackend, params.clone())
-                .solve(imgs.view(), w.view(), cost.clone())
-                .unwrap();
+                .solve(&problem, cost.clone())
+                .unwrap()
+                .remove(0);
             for p in [2, 3] {
                 let many = BarycenterSolver::new(cluster(p), params.clone())
-                    .solve(imgs.view(), w.view(), cost.clone())
-                    .unwrap();
+                    .solve(&problem, cost.clone())
+                    .unwrap()
+                    .remove(0);
                 assert_eq!(
                     (one.iterations, one.converged),
                     (many.iterations, many.converged)

@@ -413,21 +413,21 @@ fn resolution_rows() -> Vec<Case> {
             "L74",
             "Parameter",
             "below the resolution of float64",
-            barycenter(
+            common::bary::barycenter(
                 h.view(),
                 array![0.5, 0.5].view(),
                 c.dot(&c.t()).view(),
-                &BarycenterParams::new(1e-300),
+                &BarycenterParams::new(1e-300), None,
             ),
         ),
         case(
             "L74",
             "Parameter",
             "below the resolution of float64 for costs up to 2.000e0",
-            grid_barycenter(
+            common::bary::grid_barycenter(
                 Array3::from_elem((2, 3, 3), 1.0 / 9.0).view(),
                 array![0.5, 0.5].view(),
-                &BarycenterParams::new(1e-300),
+                &BarycenterParams::new(1e-300), None,
             ),
         ),
     ]
@@ -732,10 +732,10 @@ fn barycenter_rows() -> Vec<Case> {
             "L41",
             "Parameter",
             "max_iters = 0",
-            grid_barycenter(
+            common::bary::grid_barycenter(
                 Array3::from_elem((2, 3, 3), 1.0 / 9.0).view(),
                 w.view(),
-                &BarycenterParams::new(0.1).fixed_iterations(0),
+                &BarycenterParams::new(0.1).fixed_iterations(0), None,
             ),
         ),
     ];
@@ -1362,11 +1362,11 @@ fn valid_edge_cases_are_accepted() {
     assert!((s.s[0] - 5.0f64).abs() < 1e-12 && s.s[1].abs() < 1e-12f64);
     // A barycenter of one input is that input, and of inputs with zero-mass bins.
     let h = array![[0.0, 0.5, 0.5, 0.0], [0.5, 0.5, 0.0, 0.0]];
-    let b = barycenter(
+    let b = common::bary::barycenter(
         h.view(),
         array![1.0, 0.0].view(),
         cost(4, 4).view(),
-        &BarycenterParams::new(0.01),
+        &BarycenterParams::new(0.01), None,
     )
     .unwrap();
     assert!(b.histogram.iter().all(|v| v.is_finite()));
