@@ -3,9 +3,11 @@
 //! argument; a last check fails when a row of the table has no case here. Valid edge cases
 //! (zero-mass bins, one-point supports, 1×1 matrices, zero matrices) are accepted.
 
+mod common;
+
 use logot::grad::{
-    bistochastic, bistochastic_backward, check_gradient, numerical_gradient, plan_gradients,
-    BistochasticParams, CgParams, GradCheckParams,
+    bistochastic, bistochastic_backward, check_gradient, numerical_gradient, BistochasticParams,
+    CgParams, GradCheckParams, PlanGradients,
 };
 use logot::linalg::{
     align::rotation_angle, kabsch, matmul, matmul_backward, newton_schulz, newton_schulz_buffers,
@@ -13,14 +15,35 @@ use logot::linalg::{
     ProcrustesMethod, RigidTransform, WassersteinProcrustesParams,
 };
 use logot::{
-    barycenter, barycenter_batch, grid_barycenter, wasserstein_points, Backend, BarycenterParams,
-    CostSource, CpuBackend, EpsScaling, GridCost, PointCloudCost, Problem, Relaxation, Result,
-    Side, SinkhornParams, SinkhornSolver, WarmStart,
+    Backend, BarycenterParams, BarycenterProblem, BarycenterSolver, CostSource, CpuBackend,
+    EpsScaling, GridCost, PointCloudCost, Problem, Real, Relaxation, Result, Side,
+    SinkhornParams, SinkhornResult, SinkhornSolver, WarmStart,
 };
 use ndarray::{array, Array1, Array2, Array3, Axis};
 use std::collections::BTreeSet;
 
 type Case = (&'static str, &'static str, &'static str, Result<()>);
+
+/// The transport cost between weighted clouds: `wasserstein` with a `PointCloudCost`.
+fn wasserstein_points<T: Real>(
+    mu: ndarray::ArrayView1<'_, T>,
+    nu: ndarray::ArrayView1<'_, T>,
+    x: ndarray::ArrayView2<'_, T>,
+    y: ndarray::ArrayView2<'_, T>,
+    eps: T,
+) -> Result<SinkhornResult<T>> {
+    logot::wasserstein(mu, nu, PointCloudCost::new(x, y)?, eps)
+}
+
+/// The plan-only gradients at regularisation `eps` on the CPU.
+fn plan_gradients(
+    plan: ndarray::ArrayView3<'_, f64>,
+    eps: f64,
+    upstream: ndarray::ArrayView3<'_, f64>,
+    cg: &CgParams,
+) -> Result<PlanGradients<f64>> {
+    SinkhornSolver::new(CpuBackend, SinkhornParams::new(eps)).plan_gradients(plan, upstream, cg)
+}
 
 /// `(row id, expected variant, text the message must contain, outcome)`.
 fn case<T>(id: &'static str, variant: &'static str, needle: &'static str, r: Result<T>) -> Case {
@@ -196,55 +219,36 @@ fn sinkhorn_rows() -> Vec<Case> {
         ((1.0, f64::NAN), "relaxation.rho_nu = NaN"),
         ((-2.0, f64::INFINITY), "relaxation.rho_mu = -2"),
     ] {
-        let params = SinkhornParams::new(0.1).with_relaxation(Relaxation::kl_each(rho.0, rho.1));
-        v.push(case("L75", "Parameter", arg, solve(&mu, &nu, &c, params)));
+        let problem = Problem::new(mu.view(), nu.view(), c.view())
+            .unwrap()
+            .relaxed(Relaxation::kl_each(rho.0, rho.1));
+        let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1));
+        v.push(case("L75", "Parameter", arg, solver.solve(&problem)));
     }
-    let relaxed = || SinkhornParams::new(0.1).with_relaxation(Relaxation::kl(1.0));
+    // The Sinkhorn divergence of μ with itself on a cloud, relaxed by `r`, in `convention`.
+    let divergence = |r: Relaxation, convention| {
+        let x = ndarray::Array2::from_shape_fn((mu.len(), 2), |(i, k)| (i + k) as f64);
+        let cost = PointCloudCost::new(x.view(), x.view()).unwrap();
+        let problem = Problem::new(mu.view(), mu.view(), cost).unwrap().relaxed(r);
+        SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1))
+            .sinkhorn_divergence(&problem, convention)
+            .map(|_| ())
+    };
     v.push(case(
         "L76",
         "Parameter",
         "relaxation = Relaxation { rho_mu: 1.0, rho_nu: inf }: the unbalanced Sinkhorn divergence needs one penalty ρ on both marginals",
-        {
-            let x = ndarray::Array2::from_shape_fn((mu.len(), 2), |(i, k)| (i + k) as f64);
-            let one_side = SinkhornParams::new(0.1)
-                .with_relaxation(Relaxation::kl_each(1.0, f64::INFINITY));
-            SinkhornSolver::new(CpuBackend, one_side)
-                .sinkhorn_divergence(
-                    mu.view(),
-                    mu.view(),
-                    PointCloudCost::new(x.view(), x.view()).unwrap(),
-                    logot::DivergenceConvention::Objective,
-                )
-                .map(|_| ())
-        },
+        divergence(
+            Relaxation::kl_each(1.0, f64::INFINITY),
+            logot::DivergenceConvention::Objective,
+        ),
     ));
     v.push(case(
         "L76",
         "Parameter",
         "convention = Linear: the unbalanced Sinkhorn divergence debiases the unbalanced objective",
-        {
-            let x = ndarray::Array2::from_shape_fn((mu.len(), 2), |(i, k)| (i + k) as f64);
-            SinkhornSolver::new(CpuBackend, relaxed())
-                .sinkhorn_divergence(
-                    mu.view(),
-                    mu.view(),
-                    PointCloudCost::new(x.view(), x.view()).unwrap(),
-                    logot::DivergenceConvention::Linear,
-                )
-                .map(|_| ())
-        },
+        divergence(Relaxation::kl(1.0), logot::DivergenceConvention::Linear),
     ));
-    v.push(case("L76", "Parameter", "prepared for a balanced solve", {
-        // A constant cost: the balanced solver takes it out.
-        let c5 = c.mapv(|v| v + 5.0);
-        let problem = Problem::new(mu.view(), nu.view(), c5.view()).unwrap();
-        let prepared = SinkhornSolver::new(CpuBackend, p())
-            .prepare(&problem)
-            .unwrap();
-        SinkhornSolver::new(CpuBackend, relaxed())
-            .solve_prepared(&prepared)
-            .map(|_| ())
-    }));
     for eps in [0.0, -1.0, f64::NAN, f64::INFINITY] {
         v.push(case(
             "L12",
@@ -279,13 +283,8 @@ fn sinkhorn_rows() -> Vec<Case> {
             solve(&mu, &nu, &c, p().tol(tol)),
         ));
     }
-    let scaling = |start, factor| {
-        p().eps_scaling(EpsScaling {
-            start,
-            factor,
-            iters_per_stage: 4,
-        })
-    };
+    let scaling =
+        |start, factor| p().eps_scaling(EpsScaling::new(start).factor(factor).iters_per_stage(4));
     v.push(case(
         "L16",
         "Parameter",
@@ -518,31 +517,9 @@ fn pointcloud_rows() -> Vec<Case> {
             ),
         ),
         case(
-            "L78",
-            "Shape",
-            "x: holds 2 pairs of point clouds but there are 1 problems",
-            SinkhornSolver::new(CpuBackend, p.clone()).sinkhorn_divergence_batch(
-                a.view().insert_axis(Axis(0)),
-                b.view().insert_axis(Axis(0)),
-                batched.clone(),
-                logot::DivergenceConvention::Objective,
-            ),
-        ),
-        case(
-            "L79",
-            "Shape",
-            "clouds: holds 2 pairs of point clouds",
-            SinkhornSolver::new(CpuBackend, p.clone()).sinkhorn_divergence(
-                a.view(),
-                b.view(),
-                batched,
-                logot::DivergenceConvention::Objective,
-            ),
-        ),
-        case(
             "L26",
             "Shape",
-            "mu: has 2 weights for 3 points of x",
+            "cost: is 3×2 but mu has 2",
             divergence(&p, b.view(), b.view(), x.view(), y.view()),
         ),
         case(
@@ -577,9 +554,7 @@ fn divergence(
 ) -> logot::Result<()> {
     SinkhornSolver::new(CpuBackend, params.clone())
         .sinkhorn_divergence(
-            mu,
-            nu,
-            PointCloudCost::new(x, y)?,
+            &Problem::new(mu, nu, PointCloudCost::new(x, y)?)?,
             logot::DivergenceConvention::Objective,
         )
         .map(|_| ())
@@ -643,12 +618,13 @@ fn barycenter_rows() -> Vec<Case> {
             "L31",
             "Empty",
             "histograms: empty input",
-            barycenter_batch(
+            BarycenterProblem::new(
                 Array3::<f64>::zeros((0, 2, 4)).view(),
                 Array2::<f64>::zeros((0, 2)).view(),
-                c.view(),
-                &p,
-            ),
+            )
+            .and_then(|problem| {
+                BarycenterSolver::new(CpuBackend, p.clone()).solve(&problem, c.view())
+            }),
         ),
         case(
             "L32",
@@ -743,17 +719,15 @@ fn barycenter_rows() -> Vec<Case> {
         (BarycenterParams::new(-1.0), "eps = -1"),
         (p.clone().check_every(0), "check_every = 0"),
         (p.clone().tol(f64::NAN), "tol = NaN"),
-        (
-            p.clone().with_relaxation(logot::Relaxation::kl(0.0)),
-            "relaxation.rho_mu = 0",
-        ),
-        (
-            p.clone()
-                .with_relaxation(logot::Relaxation::kl_each(1.0, f64::NAN)),
-            "relaxation.rho_nu = NaN",
-        ),
     ] {
         v.push(case("L41", "Parameter", needle, bary(&h, &w, &c, &params)));
+    }
+    for (r, needle) in [
+        (Relaxation::kl(0.0), "relaxation.rho_mu = 0"),
+        (Relaxation::kl_each(1.0, f64::NAN), "relaxation.rho_nu = NaN"),
+    ] {
+        let got = common::bary::barycenter(h.view(), w.view(), c.view(), &p, Some(r));
+        v.push(case("L41", "Parameter", needle, got));
     }
     v
 }
