@@ -6,7 +6,7 @@
 //! seconds on a small machine); multiply by 10 for the bary64 figure.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use logot::{BarycenterParams, BarycenterSolver, CpuBackend, GridCost, Real};
+use logot::{BarycenterParams, BarycenterProblem, BarycenterSolver, CpuBackend, GridCost, Real};
 use logot_cli::problems;
 use ndarray::{Array1, Array2};
 use std::hint::black_box;
@@ -34,9 +34,8 @@ fn grid<T: Real>(c: &mut Criterion, name: &str) {
         // On a rayon worker, as the top-level logot::grid_barycenter does.
         b.iter(|| {
             rayon::scope(|_| {
-                solver
-                    .solve(black_box(h.view()), w.view(), grid.clone())
-                    .unwrap()
+                let problem = BarycenterProblem::new(black_box(h.view()), w.view()).unwrap();
+                solver.solve(&problem, grid.clone()).unwrap()
             })
         })
     });
@@ -59,9 +58,8 @@ fn bary64_dense(c: &mut Criterion) {
     g.bench_function("f64_10_iterations", |b| {
         b.iter(|| {
             rayon::scope(|_| {
-                solver
-                    .solve(black_box(h.view()), w.view(), cost.view())
-                    .unwrap()
+                let problem = BarycenterProblem::new(black_box(h.view()), w.view()).unwrap();
+                solver.solve(&problem, cost.view()).unwrap()
             })
         })
     });

@@ -10,6 +10,7 @@
 
 use logot::linalg::align::rotation_angle;
 use logot::linalg::{wasserstein_procrustes, WassersteinProcrustesParams};
+use logot::CpuBackend;
 use ndarray::{array, Array2, ArrayView2};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;

@@ -49,11 +49,9 @@ struct Solved {
 }
 
 fn solve(problem: &Problem<'_, f64>, relaxation: Relaxation) -> Result<Solved> {
-    let params = SinkhornParams::new(EPS)
-        .with_relaxation(relaxation)
-        .max_iters(50_000)
-        .tol(TOL);
-    let c = SinkhornSolver::new(CpuBackend, params).coupling(problem)?;
+    let params = SinkhornParams::new(EPS).max_iters(50_000).tol(TOL);
+    let c =
+        SinkhornSolver::new(CpuBackend, params).coupling(&problem.clone().relaxed(relaxation))?;
     let r = &c.result;
     if !r.convergence.converged {
         return Err(Error::Numerical(format!(

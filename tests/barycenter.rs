@@ -39,7 +39,8 @@ fn grid_bary64_matches_pot_convolutional_barycenter() {
     let got = common::bary::grid_barycenter(
         imgs.view(),
         array![0.3, 0.3, 0.4].view(),
-        &BarycenterParams::new(0.004).fixed_iterations(100), None,
+        &BarycenterParams::new(0.004).fixed_iterations(100),
+        None,
     )
     .unwrap();
     assert_eq!(got.iterations, 100);
@@ -50,7 +51,8 @@ fn grid_bary64_matches_pot_convolutional_barycenter() {
     let got32 = common::bary::grid_barycenter(
         imgs32.view(),
         array![0.3f32, 0.3, 0.4].view(),
-        &BarycenterParams::new(0.004).fixed_iterations(100), None,
+        &BarycenterParams::new(0.004).fixed_iterations(100),
+        None,
     )
     .unwrap();
     let h32: Vec<f64> = got32.histogram.iter().map(|&v| v as f64).collect();
@@ -67,7 +69,8 @@ fn grid_default_stopping_matches_pot_schedule() {
     let got = common::bary::grid_barycenter(
         imgs.view(),
         array![0.3, 0.3, 0.4].view(),
-        &BarycenterParams::new(0.01), None,
+        &BarycenterParams::new(0.01),
+        None,
     )
     .unwrap();
     assert_eq!(got.iterations, 80);
@@ -88,7 +91,8 @@ fn dense_matches_pot_barycenter_fixed_iterations_and_default_stopping() {
         imgs.view(),
         w.view(),
         cost.view(),
-        &BarycenterParams::new(1e-3).fixed_iterations(100), None,
+        &BarycenterParams::new(1e-3).fixed_iterations(100),
+        None,
     )
     .unwrap();
     let err = l1(got.histogram.as_slice().unwrap(), want.as_slice().unwrap());
@@ -100,7 +104,8 @@ fn dense_matches_pot_barycenter_fixed_iterations_and_default_stopping() {
         imgs.view(),
         w.view(),
         cost.view(),
-        &BarycenterParams::new(1e-2), None,
+        &BarycenterParams::new(1e-2),
+        None,
     )
     .unwrap();
     assert_eq!(got.iterations, 42);
@@ -122,7 +127,8 @@ fn non_square_images_and_asymmetric_dense_costs_match_pot() {
     let got = common::bary::grid_barycenter(
         imgs.view(),
         array![0.5, 0.2, 0.3].view(),
-        &BarycenterParams::new(0.02).fixed_iterations(50), None,
+        &BarycenterParams::new(0.02).fixed_iterations(50),
+        None,
     )
     .unwrap();
     assert_eq!(got.histogram.len(), 12 * 20);
@@ -138,7 +144,8 @@ fn non_square_images_and_asymmetric_dense_costs_match_pot() {
         h.view(),
         array![0.7, 0.3].view(),
         cost.view(),
-        &BarycenterParams::new(0.05).fixed_iterations(30), None,
+        &BarycenterParams::new(0.05).fixed_iterations(30),
+        None,
     )
     .unwrap();
     let err = l1(got.histogram.as_slice().unwrap(), want.as_slice().unwrap());
@@ -162,7 +169,8 @@ fn identical_inputs_give_the_one_step_blur_and_the_input_for_small_eps() {
             inputs.view(),
             array![0.2, 0.5, 0.3].view(),
             cost.view(),
-            &BarycenterParams::new(eps), None,
+            &BarycenterParams::new(eps),
+            None,
         )
         .unwrap();
         let k = cost.mapv(|c| (-c / eps).exp());
@@ -227,7 +235,8 @@ fn mass_is_one_and_swapping_inputs_with_weights_is_a_symmetry() {
         flat.view(),
         array![0.2f32, 0.5, 0.3].view(),
         cost.view(),
-        &BarycenterParams::new(0.01), None,
+        &BarycenterParams::new(0.01),
+        None,
     )
     .unwrap();
     assert!(got.converged);
@@ -312,7 +321,8 @@ fn one_dimensional_barycenter_is_the_quantile_average_for_small_eps() {
     let got = common::bary::grid_barycenter(
         inputs.view(),
         array![w[0], w[1]].view(),
-        &BarycenterParams::new(2e-5), None,
+        &BarycenterParams::new(2e-5),
+        None,
     )
     .unwrap();
     assert!(got.converged);
@@ -343,7 +353,10 @@ fn batched_problems_match_one_at_a_time() {
     let grid = GridCost::image(16, 16).unwrap();
     let p = BarycenterParams::new(0.01);
     let all = BarycenterSolver::new(CpuBackend, p)
-        .solve(&BarycenterProblem::new(batch.view(), ws.view()).unwrap(), grid.clone())
+        .solve(
+            &BarycenterProblem::new(batch.view(), ws.view()).unwrap(),
+            grid.clone(),
+        )
         .unwrap();
     for (k, one) in all.iter().enumerate() {
         let alone = BarycenterParams::new(0.01).fixed_iterations(one.iterations);
@@ -479,12 +492,18 @@ fn prepared_cost_gives_the_same_barycenters_and_checks_sizes() {
         let batch = imgs.clone().insert_axis(Axis(0));
         let bw = w.clone().insert_axis(Axis(0));
         let b = solver
-            .solve(&BarycenterProblem::new(batch.view(), bw.view()).unwrap(), &prepared)
+            .solve(
+                &BarycenterProblem::new(batch.view(), bw.view()).unwrap(),
+                &prepared,
+            )
             .unwrap();
         assert_eq!(b[0].histogram, once.histogram);
         let small = Array2::from_elem((3, 100), 0.01);
         let err = solver
-            .solve(&BarycenterProblem::new(small.view(), w.view()).unwrap(), &prepared)
+            .solve(
+                &BarycenterProblem::new(small.view(), w.view()).unwrap(),
+                &prepared,
+            )
             .unwrap_err();
         assert!(
             matches!(err, Error::Shape { .. }) && err.to_string().contains("cost"),

@@ -16,8 +16,8 @@ use logot::linalg::{
 };
 use logot::{
     Backend, BarycenterParams, BarycenterProblem, BarycenterSolver, CostSource, CpuBackend,
-    EpsScaling, GridCost, PointCloudCost, Problem, Real, Relaxation, Result, Side,
-    SinkhornParams, SinkhornResult, SinkhornSolver, WarmStart,
+    EpsScaling, GridCost, PointCloudCost, Problem, Real, Relaxation, Result, Side, SinkhornParams,
+    SinkhornResult, SinkhornSolver, WarmStart,
 };
 use ndarray::{array, Array1, Array2, Array3, Axis};
 use std::collections::BTreeSet;
@@ -416,7 +416,8 @@ fn resolution_rows() -> Vec<Case> {
                 h.view(),
                 array![0.5, 0.5].view(),
                 c.dot(&c.t()).view(),
-                &BarycenterParams::new(1e-300), None,
+                &BarycenterParams::new(1e-300),
+                None,
             ),
         ),
         case(
@@ -426,7 +427,8 @@ fn resolution_rows() -> Vec<Case> {
             common::bary::grid_barycenter(
                 Array3::from_elem((2, 3, 3), 1.0 / 9.0).view(),
                 array![0.5, 0.5].view(),
-                &BarycenterParams::new(1e-300), None,
+                &BarycenterParams::new(1e-300),
+                None,
             ),
         ),
     ]
@@ -711,7 +713,8 @@ fn barycenter_rows() -> Vec<Case> {
             common::bary::grid_barycenter(
                 Array3::from_elem((2, 3, 3), 1.0 / 9.0).view(),
                 w.view(),
-                &BarycenterParams::new(0.1).fixed_iterations(0), None,
+                &BarycenterParams::new(0.1).fixed_iterations(0),
+                None,
             ),
         ),
     ];
@@ -724,7 +727,10 @@ fn barycenter_rows() -> Vec<Case> {
     }
     for (r, needle) in [
         (Relaxation::kl(0.0), "relaxation.rho_mu = 0"),
-        (Relaxation::kl_each(1.0, f64::NAN), "relaxation.rho_nu = NaN"),
+        (
+            Relaxation::kl_each(1.0, f64::NAN),
+            "relaxation.rho_nu = NaN",
+        ),
     ] {
         let got = common::bary::barycenter(h.view(), w.view(), c.view(), &p, Some(r));
         v.push(case("L41", "Parameter", needle, got));
@@ -1340,7 +1346,8 @@ fn valid_edge_cases_are_accepted() {
         h.view(),
         array![1.0, 0.0].view(),
         cost(4, 4).view(),
-        &BarycenterParams::new(0.01), None,
+        &BarycenterParams::new(0.01),
+        None,
     )
     .unwrap();
     assert!(b.histogram.iter().all(|v| v.is_finite()));

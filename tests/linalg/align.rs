@@ -3,12 +3,12 @@
 //! proper (det = +1) even for mirrored targets; Wasserstein–Procrustes recovers a known
 //! rotation from a shuffled, noisy copy of a cloud.
 
-use logot::CpuBackend;
 use logot::linalg::align::rotation_angle;
 use logot::linalg::{
     kabsch, orthogonal_procrustes, wasserstein_procrustes, Init, NewtonSchulzParams,
     ProcrustesMethod, WassersteinProcrustesParams,
 };
+use logot::CpuBackend;
 use logot::{Error, Real};
 use ndarray::{array, Array1, Array2, ArrayView2};
 use rand::rngs::StdRng;

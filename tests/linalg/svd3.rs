@@ -3,8 +3,8 @@
 //! (reconstruction, orthonormality, descending S, the documented sign and rank-deficiency
 //! conventions).
 
-use logot::CpuBackend;
 use logot::linalg::{svd3, svd3_batch, Svd3Batch};
+use logot::CpuBackend;
 use logot::{Error, Real};
 use ndarray::{array, s, Array2, Array3, ArrayView1, ArrayView2, Axis};
 use rand::rngs::StdRng;

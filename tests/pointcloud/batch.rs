@@ -342,7 +342,9 @@ fn batched_divergences_match_separate_calls() {
                 if let (Some(a), Some(b)) = (a, b) {
                     ndarray::Zip::from(a.index_axis(ndarray::Axis(0), k))
                         .and(b.index_axis(ndarray::Axis(0), 0))
-                        .for_each(|&a, &b| assert!(close(a, b), "{conv:?} problem {k}: {a} vs {b}"));
+                        .for_each(|&a, &b| {
+                            assert!(close(a, b), "{conv:?} problem {k}: {a} vs {b}")
+                        });
                 }
             }
             // Each of the three solves reports on every problem, problem k alone in its entry.

@@ -129,7 +129,9 @@ fn outputs<'o, T>(
     gx: &'o mut Vec<T>,
     gy: &'o mut Vec<T>,
 ) -> BufferOutputs<'o, Vec<T>> {
-    BufferOutputs::new().potentials(f, g).point_gradients(gx, gy)
+    BufferOutputs::new()
+        .potentials(f, g)
+        .point_gradients(gx, gy)
 }
 
 fn bits<T: Real>(v: &[T]) -> Vec<u64> {
@@ -139,7 +141,13 @@ fn bits<T: Real>(v: &[T]) -> Vec<u64> {
 fn check_equal<T: Real>(solver: &SinkhornSolver<CpuBackend>, c: &Clouds<T>, what: &str) {
     let host = solver.point_gradients(&c.problem().unwrap()).unwrap();
     let (out, [f, g, gx, gy]) = on_buffers(solver, c).unwrap();
-    let value: Vec<T> = out.value.as_ref().unwrap().iter().map(|&v| T::of(v)).collect();
+    let value: Vec<T> = out
+        .value
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|&v| T::of(v))
+        .collect();
     assert_eq!(
         bits(&value),
         bits(host.value.as_slice().unwrap()),
@@ -279,7 +287,14 @@ fn bad_input_gives_the_host_path_errors() {
     // Outputs of the wrong length are refused, naming them.
     let (xb, yb) = (up(&x), up(&y));
     let prepared = solver
-        .prepare::<f64>(BufferProblem::points(up(&mu), up(&nu), &xb, &yb, 2, c.layout()))
+        .prepare::<f64>(BufferProblem::points(
+            up(&mu),
+            up(&nu),
+            &xb,
+            &yb,
+            2,
+            c.layout(),
+        ))
         .unwrap();
     let z = |len: usize| be.filled(len, 0.0).unwrap();
 
@@ -428,7 +443,10 @@ fn divergence_buffers_refuse_bad_input_as_the_host_path() {
     let c = base();
     let be = solver.backend();
     let up = |a: &[f64]| be.upload(a).unwrap();
-    let (x, y) = (up(&flat(c.x.iter().copied())), up(&flat(c.y.iter().copied())));
+    let (x, y) = (
+        up(&flat(c.x.iter().copied())),
+        up(&flat(c.y.iter().copied())),
+    );
     let prepared = solver
         .prepare_divergence::<f64>(BufferProblem::points(
             up(&flat(c.mu.iter().copied())),

@@ -2,6 +2,7 @@
 //! input (one matrix or a batch), precision follows the .npy dtype, bad input is refused.
 
 use logot::linalg::{newton_schulz, svd3, svd3_batch, NewtonSchulzParams};
+use logot::CpuBackend;
 use ndarray::{Array1, Array2, Array3};
 use ndarray_npy::{read_npy, write_npy};
 

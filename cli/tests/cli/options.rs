@@ -877,13 +877,15 @@ fn counts_are_bounded_or_refused_naming_the_flag() {
         "0",
     ]);
     assert_eq!(j["iterations"], 40);
-    let want = logot::barycenter(
-        h.view(),
-        Array1::from(vec![0.4, 0.6]).view(),
-        c.view(),
-        &BarycenterParams::new(0.01).fixed_iterations(40),
-    )
-    .unwrap();
+    let w = Array1::from(vec![0.4, 0.6]);
+    let want =
+        logot::BarycenterSolver::new(CpuBackend, BarycenterParams::new(0.01).fixed_iterations(40))
+            .solve(
+                &logot::BarycenterProblem::new(h.view(), w.view()).unwrap(),
+                c.view(),
+            )
+            .unwrap()
+            .remove(0);
     let diff = (&got - &want.histogram)
         .iter()
         .fold(0.0f64, |m, v| m.max(v.abs()));
