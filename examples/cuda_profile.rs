@@ -7,7 +7,7 @@
 fn main() -> logot::Result<()> {
     use logot::backend::cuda::{CudaBackend, Tuning};
     use logot::backend::{Backend, CostSource, Marginals, Potentials, Side};
-    use logot::{Problem, SinkhornParams, SinkhornSolver};
+    use logot::{BufferOutputs, Problem, SinkhornParams, SinkhornSolver};
     use logot_cli::problems;
     use std::time::Instant;
 
@@ -53,7 +53,10 @@ fn main() -> logot::Result<()> {
             let solver =
                 SinkhornSolver::new(be.clone(), SinkhornParams::new(1e-3).fixed_iterations(200));
             let pr = solver.prepare(&p)?;
-            let t_solve = wall(&mut || solver.solve_prepared(&pr).map(|_| ()), 20)?;
+            let t_solve = wall(
+                &mut || solver.solve_prepared(&pr, BufferOutputs::new()).map(|_| ()),
+                20,
+            )?;
             let cc = be.prepare_cost(&CostSource::Dense(cost.view()))?;
             let (mub, nub) = (
                 be.upload(mu.as_slice().unwrap())?,
@@ -155,7 +158,10 @@ fn main() -> logot::Result<()> {
             let solver =
                 SinkhornSolver::new(be.clone(), SinkhornParams::new(1e-2).fixed_iterations(100));
             let pr = solver.prepare(&p)?;
-            let t_solve = wall(&mut || solver.solve_prepared(&pr).map(|_| ()), 5)?;
+            let t_solve = wall(
+                &mut || solver.solve_prepared(&pr, BufferOutputs::new()).map(|_| ()),
+                5,
+            )?;
             let exps = 64.0 * 2048.0 * 2048.0;
             println!(
                 "otB pdl={pdl}: half-step {t_half:.4} ms ({:.0} Gexp/s) | iterate(100) {t_100:.3} ms | solve_prepared {t_solve:.3} ms",

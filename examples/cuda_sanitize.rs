@@ -10,7 +10,8 @@ fn main() -> logot::Result<()> {
     use logot::backend::cuda::{CudaBackend, CudaReal, Tuning};
     use logot::backend::{Backend, CostSource, Marginals, Potentials, Side};
     use logot::{
-        BarycenterParams, BarycenterSolver, GridCost, Problem, SinkhornParams, SinkhornSolver,
+        BarycenterParams, BarycenterProblem, BarycenterSolver, GridCost, Problem, SinkhornParams,
+        SinkhornSolver,
     };
     use ndarray::{Array1, Array2, Array3};
 
@@ -88,9 +89,10 @@ fn main() -> logot::Result<()> {
         let w = Array1::from(vec![T::of(0.2), T::of(0.3), T::of(0.5)]);
         let solver =
             BarycenterSolver::new(gpu.clone(), BarycenterParams::new(0.01).fixed_iterations(3));
-        solver.solve(h.view(), w.view(), grid.clone())?;
+        let problem = BarycenterProblem::new(h.view(), w.view())?;
+        solver.solve(&problem, grid.clone())?;
         let dense = grid.to_dense::<T>();
-        solver.solve(h.view(), w.view(), dense.view())?;
+        solver.solve(&problem, dense.view())?;
         gpu.synchronize()
     }
 

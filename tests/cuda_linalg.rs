@@ -27,7 +27,7 @@ use common::gpu::gpu;
 
 use logot::backend::cuda::CudaBackend;
 use logot::linalg::{
-    newton_schulz_on, svd3_batch_on, GemmShape, LinalgKernels, NewtonSchulzParams, SyrkShape,
+    newton_schulz, svd3_batch, GemmShape, LinalgKernels, NewtonSchulzParams, SyrkShape,
     Transpose,
 };
 use logot::{Backend, CpuBackend, Real};

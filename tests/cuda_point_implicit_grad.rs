@@ -9,6 +9,7 @@
 
 mod common;
 use common::gpu::gpu;
+use common::relaxed::Relaxed;
 use common::Lcg;
 
 use logot::grad::CgParams;
@@ -94,13 +95,13 @@ fn solve_on<T: Real, B: PointCloudKernels<T> + logot::backend::grad::GradKernels
     be: B,
     (mu, nu, x, y): (&Array2<f64>, &Array2<f64>, &Array2<f64>, &Array2<f64>),
     metric: PointMetric,
-    params: SinkhornParams,
+    (params, relax): (SinkhornParams, Option<Relaxation>),
     cg: &CgParams,
 ) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     let c = |a: &Array2<f64>| a.mapv(|v| T::of(v));
     let (mu, nu, x, y) = (c(mu), c(nu), c(x), c(y));
     let cost = PointCloudCost::with_metric(x.view(), y.view(), metric).unwrap();
-    let g = SinkhornSolver::new(be, params)
+    let g = Relaxed::or_balanced(SinkhornSolver::new(be, params), relax)
         .transport_point_gradients(&Problem::new(mu.view(), nu.view(), cost).unwrap(), cg)
         .unwrap();
     assert!(g.result.convergence.converged, "{:?}", g.result.convergence);
@@ -138,10 +139,7 @@ fn transport_point_gradients_match_the_cpu() {
             let s = row.sum();
             row.mapv_inplace(|v| nu_mass * v / s);
         }
-        let with = |p: SinkhornParams| match relax {
-            Some(r) => p.with_relaxation(r),
-            None => p,
-        };
+        let with = |p: SinkhornParams| (p, relax);
         let tight = with(SinkhornParams::new(eps).tol(1e-12).max_iters(100_000));
         let tight_cg = CgParams::default().max_iters(5000).tol(1e-13);
         let data = (&mu, &nu, &x, &y);

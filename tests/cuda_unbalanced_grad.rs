@@ -10,6 +10,7 @@
 
 mod common;
 use common::gpu::gpu;
+use common::relaxed::Relaxed;
 use common::Lcg;
 
 use logot::backend::cuda::CudaBackend;
@@ -70,9 +71,8 @@ fn tolerance<T: Real>(n: usize, m: usize) -> f64 {
     10.0 * (n + m) as f64 / EPS * floor
 }
 
-fn params<T: Real>(relaxation: Relaxation) -> SinkhornParams {
+fn params<T: Real>() -> SinkhornParams {
     SinkhornParams::new(EPS)
-        .with_relaxation(relaxation)
         .tol(if T::NAME == "float64" { TOL_F64 } else { 1e-5 })
         .max_iters(50_000)
 }
@@ -146,8 +146,8 @@ fn dense_gradients_match<T: Real>(
     let (n, m) = (mu.ncols(), nu.ncols());
     let what = format!("{} {what}", T::NAME);
     let tol = tolerance::<T>(n, m);
-    let cpu = SinkhornSolver::new(CpuBackend, params::<f64>(relaxation));
-    let dev = SinkhornSolver::new(gpu.clone(), params::<T>(relaxation));
+    let cpu = Relaxed::new(SinkhornSolver::new(CpuBackend, params::<f64>()), relaxation);
+    let dev = Relaxed::new(SinkhornSolver::new(gpu.clone(), params::<T>()), relaxation);
     let pc = problem(mu, nu, costs, shared);
     let (mu_t, nu_t, c_t) = (mu.mapv(T::of), nu.mapv(T::of), costs.mapv(T::of));
     let pd = problem(&mu_t, &nu_t, &c_t, shared);
@@ -243,8 +243,8 @@ where
         let mu = batch_weights(&mut g, (b, n), |k| 0.7 + 0.2 * k as f64);
         let nu = batch_weights(&mut g, (b, m), |k| 1.2 - 0.3 * k as f64);
         let what = format!("{} points {name}", T::NAME);
-        let cpu = SinkhornSolver::new(CpuBackend, params::<f64>(relaxation));
-        let dev = SinkhornSolver::new(gpu.clone(), params::<T>(relaxation));
+        let cpu = Relaxed::new(SinkhornSolver::new(CpuBackend, params::<f64>()), relaxation);
+        let dev = Relaxed::new(SinkhornSolver::new(gpu.clone(), params::<T>()), relaxation);
         let c = cpu
             .point_gradients(
                 &Problem::new(
