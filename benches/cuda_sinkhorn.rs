@@ -53,7 +53,10 @@ mod gpu {
         let p = Problem::new(mu.view(), nu.view(), cost.view()).unwrap();
         let prepared = solver.prepare(&p).unwrap();
         let (_, n, m) = prepared.dims();
-        let (mut f, mut g_pot) = (gpu.filled(n, 0.0f32).unwrap(), gpu.filled(m, 0.0f32).unwrap());
+        let (mut f, mut g_pot) = (
+            gpu.filled(n, 0.0f32).unwrap(),
+            gpu.filled(m, 0.0f32).unwrap(),
+        );
         g.bench_function("otA_f32", |bench| {
             bench.iter(|| {
                 let out = BufferOutputs::new().potentials(&mut f, &mut g_pot);
@@ -69,7 +72,11 @@ mod gpu {
         let prepared = solver.prepare(&p).unwrap();
         g.throughput(Throughput::Elements(2 * 100 * 64 * 2048 * 2048));
         g.bench_function("otB_f32", |bench| {
-            bench.iter(|| solver.solve_prepared(&prepared, BufferOutputs::new()).unwrap())
+            bench.iter(|| {
+                solver
+                    .solve_prepared(&prepared, BufferOutputs::new())
+                    .unwrap()
+            })
         });
         g.finish();
     }

@@ -10,8 +10,8 @@ use common::gpu::{gpu, gpu_with};
 
 use logot::backend::cuda::{CudaBackend, Tuning};
 use logot::{
-    Backend, BarycenterParams, BarycenterSolver, CostSource, CpuBackend, GridCost, Problem, Real,
-    Side, SinkhornParams, SinkhornSolver,
+    Backend, BarycenterParams, BarycenterProblem, BarycenterSolver, CostSource, CpuBackend,
+    GridCost, Problem, Real, Side, SinkhornParams, SinkhornSolver,
 };
 use logot_cli::problems;
 use ndarray::{Array1, Array2, Array3};
@@ -227,12 +227,20 @@ where
         }
     };
     let want = BarycenterSolver::new(CpuBackend, params.clone())
-        .solve(imgs.view(), w.view(), cost64())
-        .unwrap();
+        .solve(
+            &BarycenterProblem::new(imgs.view(), w.view()).unwrap(),
+            cost64(),
+        )
+        .unwrap()
+        .remove(0);
     let (imgs_t, w_t) = (imgs.mapv(T::of), w.mapv(T::of));
     let got = BarycenterSolver::new(gpu.clone(), params.clone())
-        .solve(imgs_t.view(), w_t.view(), cost_t())
-        .unwrap();
+        .solve(
+            &BarycenterProblem::new(imgs_t.view(), w_t.view()).unwrap(),
+            cost_t(),
+        )
+        .unwrap()
+        .remove(0);
     let t = tol::<T>();
     let d = rel_to_max(
         got.histogram.as_slice().unwrap(),
@@ -256,11 +264,17 @@ where
     let h3 = Array3::from_shape_fn((2, 3, n * n), |(_, k, x)| imgs[[k, x]]);
     let w2 = Array2::from_shape_vec((2, 3), vec![0.3, 0.3, 0.4, 0.6, 0.2, 0.2]).unwrap();
     let want = BarycenterSolver::new(CpuBackend, params.clone())
-        .solve_batch(h3.view(), w2.view(), cost64())
+        .solve(
+            &BarycenterProblem::new(h3.view(), w2.view()).unwrap(),
+            cost64(),
+        )
         .unwrap();
     let (h3_t, w2_t) = (h3.mapv(T::of), w2.mapv(T::of));
     let got = BarycenterSolver::new(gpu.clone(), params)
-        .solve_batch(h3_t.view(), w2_t.view(), cost_t())
+        .solve(
+            &BarycenterProblem::new(h3_t.view(), w2_t.view()).unwrap(),
+            cost_t(),
+        )
         .unwrap();
     assert_eq!(got.len(), 2);
     for (g, w) in got.iter().zip(&want) {
@@ -306,7 +320,10 @@ fn grid_barycenter_fused_and_unfused_match_cpu() {
         let w = Array2::from_shape_vec((2, 3), vec![0.2, 0.5, 0.3, 0.6, 0.1, 0.3]).unwrap();
         let params = BarycenterParams::new(0.01).fixed_iterations(37);
         let want = BarycenterSolver::new(CpuBackend, params.clone())
-            .solve_batch(h.view(), w.view(), CostSource::Grid(grid.clone()))
+            .solve(
+                &BarycenterProblem::new(h.view(), w.view()).unwrap(),
+                CostSource::Grid(grid.clone()),
+            )
             .unwrap();
         for cluster in [8usize, 16, 0] {
             let Some(gpu) = gpu_with(Tuning {
@@ -316,7 +333,10 @@ fn grid_barycenter_fused_and_unfused_match_cpu() {
                 return;
             };
             let got = BarycenterSolver::new(gpu.clone(), params.clone())
-                .solve_batch(h.view(), w.view(), CostSource::Grid(grid.clone()))
+                .solve(
+                    &BarycenterProblem::new(h.view(), w.view()).unwrap(),
+                    CostSource::Grid(grid.clone()),
+                )
                 .unwrap();
             for (p, (g, c)) in got.iter().zip(&want).enumerate() {
                 let d = rel_to_max(
@@ -330,7 +350,10 @@ fn grid_barycenter_fused_and_unfused_match_cpu() {
             // f32 through the same path, against the f64 reference.
             let (h32, w32) = (h.mapv(|v| v as f32), w.mapv(|v| v as f32));
             let got = BarycenterSolver::new(gpu.clone(), params.clone())
-                .solve_batch(h32.view(), w32.view(), CostSource::Grid(grid.clone()))
+                .solve(
+                    &BarycenterProblem::new(h32.view(), w32.view()).unwrap(),
+                    CostSource::Grid(grid.clone()),
+                )
                 .unwrap();
             for (g, c) in got.iter().zip(&want) {
                 let d = rel_to_max(
@@ -345,10 +368,16 @@ fn grid_barycenter_fused_and_unfused_match_cpu() {
                 .check_every(7)
                 .max_iters(500);
             let cpu = BarycenterSolver::new(CpuBackend, early.clone())
-                .solve_batch(h.view(), w.view(), CostSource::Grid(grid.clone()))
+                .solve(
+                    &BarycenterProblem::new(h.view(), w.view()).unwrap(),
+                    CostSource::Grid(grid.clone()),
+                )
                 .unwrap();
             let gpu_r = BarycenterSolver::new(gpu, early)
-                .solve_batch(h.view(), w.view(), CostSource::Grid(grid.clone()))
+                .solve(
+                    &BarycenterProblem::new(h.view(), w.view()).unwrap(),
+                    CostSource::Grid(grid.clone()),
+                )
                 .unwrap();
             for (g, c) in gpu_r.iter().zip(&cpu) {
                 assert!(c.converged && c.iterations % 7 == 0 && c.iterations < 500);

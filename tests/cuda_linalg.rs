@@ -27,8 +27,7 @@ use common::gpu::gpu;
 
 use logot::backend::cuda::CudaBackend;
 use logot::linalg::{
-    newton_schulz, svd3_batch, GemmShape, LinalgKernels, NewtonSchulzParams, SyrkShape,
-    Transpose,
+    newton_schulz, svd3_batch, GemmShape, LinalgKernels, NewtonSchulzParams, SyrkShape, Transpose,
 };
 use logot::{Backend, CpuBackend, Real};
 use ndarray::{Array2, Array3, Axis};

@@ -5,6 +5,7 @@
 #![cfg(feature = "cuda")]
 
 mod common;
+use common::relaxed::Relaxed;
 use common::gpu::gpu;
 
 use logot::{
@@ -33,10 +34,12 @@ fn data(b: usize, n: usize, m: usize) -> (Array2<f64>, Array2<f64>, Array3<f64>)
     (mu, nu, cost)
 }
 
-fn params(rho: (f64, f64)) -> SinkhornParams {
-    SinkhornParams::new(0.05)
-        .with_relaxation(Relaxation::kl_each(rho.0, rho.1))
-        .max_iters(20_000)
+/// The solver of problems relaxed by `rho` on `backend`.
+fn solver<B>(backend: B, rho: (f64, f64)) -> Relaxed<B> {
+    Relaxed::new(
+        SinkhornSolver::new(backend, SinkhornParams::new(0.05).max_iters(20_000)),
+        rho,
+    )
 }
 
 /// `|a − b| ≤ tol·max(1, |b|)`, −∞ entries equal.
@@ -108,10 +111,10 @@ fn compare<'a, T: Real>(
     logot::CudaBackend: Backend<T>,
 {
     let problem = Problem::new(mu, nu, cost).unwrap();
-    let on_gpu = SinkhornSolver::new(cuda.clone(), params(rho))
+    let on_gpu = solver(cuda.clone(), rho)
         .solve(&problem)
         .unwrap();
-    let on_cpu = SinkhornSolver::new(CpuBackend, params(rho))
+    let on_cpu = solver(CpuBackend, rho)
         .solve(&problem)
         .unwrap();
     assert!(
@@ -388,9 +391,7 @@ fn unbalanced_divergence_matches_the_cpu() {
     });
     let a = Array1::from_shape_fn(n, |i| (0.5 + (0.3 * i as f64).sin().powi(2)) / n as f64);
     let b = Array1::from_shape_fn(m, |j| (1.0 + 0.5 * (0.2 * j as f64).cos()) / m as f64);
-    let p = SinkhornParams::new(0.05)
-        .with_relaxation(Relaxation::kl(0.5))
-        .max_iters(20_000);
+    let p = SinkhornParams::new(0.05).max_iters(20_000);
     let div = |be_cpu: bool, f32: bool| -> (f64, [f64; 3], Vec<f64>, Vec<f64>) {
         let conv = logot::DivergenceConvention::Objective;
         let metric = logot::PointMetric::SqEuclidean;
@@ -402,18 +403,18 @@ fn unbalanced_divergence_matches_the_cpu() {
                     a.mapv(|v| v as $t),
                     b.mapv(|v| v as $t),
                 );
+                let cost = PointCloudCost::with_metric(x.view(), y.view(), metric).unwrap();
+                let problem = Problem::new(a.view(), b.view(), cost)
+                    .unwrap()
+                    .relaxed(Relaxation::kl(0.5));
                 let s = SinkhornSolver::new($be, p.clone())
-                    .sinkhorn_divergence(
-                        a.view(),
-                        b.view(),
-                        PointCloudCost::with_metric(x.view(), y.view(), metric).unwrap(),
-                        conv,
-                    )
+                    .sinkhorn_divergence(&problem, conv)
                     .unwrap();
                 assert!(s.converged(), "{:?}", s.convergence);
+                let t = s.terms.row(0);
                 (
-                    s.value.f64(),
-                    [s.terms[0].f64(), s.terms[1].f64(), s.terms[2].f64()],
+                    s.value[0].f64(),
+                    [t[0].f64(), t[1].f64(), t[2].f64()],
                     s.grad_x.unwrap().iter().map(|v| v.f64()).collect(),
                     s.grad_y.unwrap().iter().map(|v| v.f64()).collect(),
                 )
