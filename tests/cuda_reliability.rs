@@ -11,8 +11,8 @@ use common::gpu::gpu;
 
 use logot::backend::cuda::CudaBackend;
 use logot::{
-    Backend, BarycenterParams, BarycenterSolver, Error, GridCost, PointCloudCost, Problem,
-    SinkhornParams, SinkhornSolver,
+    Backend, BarycenterParams, BarycenterProblem, BarycenterSolver, Error, GridCost,
+    PointCloudCost, Problem, SinkhornParams, SinkhornSolver,
 };
 use ndarray::{Array1, Array2, Array3, Axis};
 
@@ -286,8 +286,9 @@ fn repeated_solves_are_bitwise_equal() {
     let wts = Array1::from(vec![0.3f32, 0.3, 0.4]);
     assert_bitwise_repeats("grid barycenter", repeats, [&gpu, &second], |be| {
         let bar = BarycenterSolver::new(be, BarycenterParams::new(0.004).fixed_iterations(iters))
-            .solve(h.view(), wts.view(), GridCost::image(grid, grid).unwrap())
-            .unwrap();
+            .solve(&BarycenterProblem::new(h.view(), wts.view()).unwrap(), GridCost::image(grid, grid).unwrap())
+            .unwrap()
+            .remove(0);
         bits32(bar.histogram.iter().copied())
     });
     println!("grid barycenter {grid}×{grid}: {repeats} runs bitwise equal");
@@ -318,7 +319,7 @@ fn f32_stability_sweep_on_the_gpu() {
 #[test]
 fn bistochastic_and_linalg_kernels_are_deterministic() {
     use logot::grad::{BistochasticParams, BistochasticSolver, CgParams};
-    use logot::linalg::{matmul_on, newton_schulz_on, svd3_batch_on, xxt_on, NewtonSchulzParams};
+    use logot::linalg::{matmul, newton_schulz, svd3_batch, xxt, NewtonSchulzParams};
     let Some(gpu) = gpu() else { return };
     let mut r = common::uniforms(21);
     let (b, n) = if small() { (64, 8) } else { (4096, 16) };
