@@ -1,8 +1,8 @@
 //! Dense Sinkhorn and its exact gradients on the caller's GPU memory and stream, as
 //! `logot.torch` hands them over: `μ`, `ν` and the cost in slices of another owner of the
 //! device's primary context, a stream created there, [`CudaBackend::on_stream`] +
-//! [`CudaBackend::borrow_buffer`] over them, then `Solver::prepare_buffers`,
-//! `solve_prepared_into` and `wasserstein_gradients_into` writing the caller's outputs.
+//! [`CudaBackend::borrow_buffer`] over them, then `SinkhornSolver::prepare` of a
+//! `BufferProblem` and `solve_prepared` writing the caller's outputs (`BufferOutputs`).
 //! They must equal the host-array path on the backend's own stream bit for bit (potentials,
 //! distances, reports, `∂C`, `∂μ`, `∂ν`; f32 and f64; one shared cost and a batch of
 //! costs; zero-mass bins), leave the inputs untouched, agree with the CPU in f64, and refuse
@@ -18,7 +18,8 @@ use cudarc::driver::{CudaSlice, CudaStream};
 use logot::backend::cuda::{CudaBackend, CudaBuffer, CudaReal};
 use logot::grad::{CgParams, GradientBuffers};
 use logot::{
-    Backend, CpuBackend, GradKernels, Prepared, Problem, Real, SinkhornParams, SinkhornSolver,
+    Backend, BufferOutputs, BufferProblem, CpuBackend, GradKernels, PreparedProblem, Problem,
+    Real, SinkhornParams, SinkhornSolver,
 };
 use ndarray::{Array2, Array3, Axis};
 use std::sync::Arc;
@@ -68,7 +69,7 @@ fn upload<T: CudaReal>(
     [mu.as_slice(), nu.as_slice(), cost.as_slice()].map(|s| stream.clone_htod(s.unwrap()).unwrap())
 }
 
-/// `Solver::prepare_buffers` over borrowed views of the caller's `[μ, ν, cost]`, and the
+/// `SinkhornSolver::prepare` of a `BufferProblem` over borrowed views of the caller's `[μ, ν, cost]`, and the
 /// borrowed cost (the gradients read it again).
 ///
 /// # Safety
@@ -91,7 +92,8 @@ where
     // SAFETY: the caller's contract.
     let borrow = |s: &CudaSlice<T>| unsafe { be.borrow_buffer::<T>(address(s, stream), s.len()) };
     let cost_b = borrow(cost);
-    let prepared = solver.prepare_buffers(borrow(mu), borrow(nu), &cost_b, dims, batched);
+    let prepared =
+        solver.prepare(BufferProblem::dense(borrow(mu), borrow(nu), &cost_b, dims, batched));
     (prepared, cost_b)
 }
 
@@ -145,7 +147,7 @@ fn borrowed_matches_owned<T: CudaReal>(
         let prepared = prepared.unwrap();
         let (mut fb, mut gb) = (borrow(&fd, b * n), borrow(&gd, b * m));
         let sol = solver
-            .solve_prepared_into(&prepared, &mut fb, &mut gb)
+            .solve_prepared(&prepared, BufferOutputs::new().potentials(&mut fb, &mut gb))
             .unwrap();
         let (mut dc, mut dmu, mut dnu) = (
             borrow(&dcd, b * n * m),
@@ -157,9 +159,13 @@ fn borrowed_matches_owned<T: CudaReal>(
             mu: &mut dmu,
             nu: &mut dnu,
         };
-        let (grad_sol, report) = solver
-            .wasserstein_gradients_into(&prepared, &cost_b, &cg, out)
+        let grad_sol = solver
+            .solve_prepared(
+                &prepared,
+                BufferOutputs::new().wasserstein_gradients(&cost_b, &cg, out),
+            )
             .unwrap();
+        let report = grad_sol.cg.clone().unwrap();
         (sol, grad_sol, report)
     };
     let read = |s: &CudaSlice<T>| stream.clone_dtoh(s).unwrap();
@@ -266,7 +272,7 @@ fn shifted_costs_on_borrowed_buffers_match_the_cpu() {
         let (mut fb, mut gb) = (borrow(&fd, b * n), borrow(&gd, b * m));
         let prepared = prepared.unwrap();
         solver
-            .solve_prepared_into(&prepared, &mut fb, &mut gb)
+            .solve_prepared(&prepared, BufferOutputs::new().potentials(&mut fb, &mut gb))
             .unwrap()
     };
     let cpu = SinkhornSolver::new(CpuBackend, params)
@@ -337,7 +343,7 @@ fn bad_borrowed_input_gives_the_host_errors() {
     ctx.check_err().unwrap();
 }
 
-/// `coupling_into` and `plan_gradients_into` on borrowed buffers and a foreign stream: the
+/// `BufferOutputs::plan` and `plan_gradients_buffers` on borrowed buffers and a foreign stream: the
 /// owned path's plan and gradients bit for bit, f32 and f64.
 fn coupling_matches_owned<T: CudaReal>(
     gpu: &CudaBackend,
@@ -364,7 +370,9 @@ fn coupling_matches_owned<T: CudaReal>(
         let (prepared, _) = prepare_borrowed(&solver, &stream, &inputs, (b, n, m), batched);
         let prepared = prepared.unwrap();
         let mut pb = borrow(&pd, b * n * m);
-        solver.coupling_into(&prepared, &mut pb).unwrap();
+        solver
+            .solve_prepared(&prepared, BufferOutputs::new().plan(&mut pb))
+            .unwrap();
         let (mut dc, mut dmu, mut dnu) = (
             borrow(&dcd, b * n * m),
             borrow(&dmud, b * n),
@@ -376,7 +384,9 @@ fn coupling_matches_owned<T: CudaReal>(
             nu: &mut dnu,
         };
         let g = borrow(&upd, b * n * m);
-        logot::grad::plan_gradients_into(&be, &pb, (b, n, m), params.eps, &g, &cg, out).unwrap()
+        solver
+            .plan_gradients_buffers(&pb, (b, n, m), &g, &cg, out)
+            .unwrap()
     };
     let read = |s: &CudaSlice<T>| stream.clone_dtoh(s).unwrap();
     let want = SinkhornSolver::new(gpu.clone(), params.clone())
@@ -388,8 +398,9 @@ fn coupling_matches_owned<T: CudaReal>(
         bits(want.plan.as_slice().unwrap()),
         "plan, {what}"
     );
-    let wg =
-        logot::grad::plan_gradients_on(gpu, want.plan.view(), params.eps, up.view(), &cg).unwrap();
+    let wg = SinkhornSolver::new(gpu.clone(), params.clone())
+        .plan_gradients(want.plan.view(), up.view(), &cg)
+        .unwrap();
     assert_gradients_equal(
         &stream,
         [&dcd, &dmud, &dnud],
