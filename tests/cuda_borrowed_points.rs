@@ -22,8 +22,7 @@ use cudarc::driver::{CudaSlice, CudaStream};
 use logot::backend::cuda::{CudaBackend, CudaBuffer, CudaReal};
 use logot::{
     Backend, BufferOutputs, BufferProblem, CloudLayout, CpuBackend, CrossPrecision, GradKernels,
-    PointCloudCost, PointCloudKernels, PointMetric, Problem, Real, SinkhornParams,
-    SinkhornSolver,
+    PointCloudCost, PointCloudKernels, PointMetric, Problem, Real, SinkhornParams, SinkhornSolver,
 };
 use ndarray::{Array2, Array3, Axis};
 use std::sync::Arc;
@@ -143,8 +142,14 @@ where
     let solver = SinkhornSolver::new(be.clone(), params.clone());
     let [mu, nu, x, y] = inputs;
     let (x, y) = (borrow(x), borrow(y));
-    let prepared =
-        solver.prepare(BufferProblem::points(borrow(mu), borrow(nu), &x, &y, b, layout))?;
+    let prepared = solver.prepare(BufferProblem::points(
+        borrow(mu),
+        borrow(nu),
+        &x,
+        &y,
+        b,
+        layout,
+    ))?;
     let [mut f, mut g, mut gx, mut gy] = outputs.each_ref().map(borrow);
     let out = BufferOutputs::new()
         .potentials(&mut f, &mut g)

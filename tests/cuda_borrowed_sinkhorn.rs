@@ -18,8 +18,8 @@ use cudarc::driver::{CudaSlice, CudaStream};
 use logot::backend::cuda::{CudaBackend, CudaBuffer, CudaReal};
 use logot::grad::{CgParams, GradientBuffers};
 use logot::{
-    Backend, BufferOutputs, BufferProblem, CpuBackend, GradKernels, PreparedProblem, Problem,
-    Real, SinkhornParams, SinkhornSolver,
+    Backend, BufferOutputs, BufferProblem, CpuBackend, GradKernels, PreparedProblem, Problem, Real,
+    SinkhornParams, SinkhornSolver,
 };
 use ndarray::{Array2, Array3, Axis};
 use std::sync::Arc;
@@ -92,8 +92,13 @@ where
     // SAFETY: the caller's contract.
     let borrow = |s: &CudaSlice<T>| unsafe { be.borrow_buffer::<T>(address(s, stream), s.len()) };
     let cost_b = borrow(cost);
-    let prepared =
-        solver.prepare(BufferProblem::dense(borrow(mu), borrow(nu), &cost_b, dims, batched));
+    let prepared = solver.prepare(BufferProblem::dense(
+        borrow(mu),
+        borrow(nu),
+        &cost_b,
+        dims,
+        batched,
+    ));
     (prepared, cost_b)
 }
 

@@ -331,12 +331,18 @@ fn cuda_cluster_barycenters_equal_one_gpu() {
         CostSource::Dense(dense.view()),
     ] {
         let a = BarycenterSolver::new(one.clone(), params.clone())
-            .solve(&BarycenterProblem::new(imgs.view(), w.view()).unwrap(), cost.clone())
+            .solve(
+                &BarycenterProblem::new(imgs.view(), w.view()).unwrap(),
+                cost.clone(),
+            )
             .unwrap()
             .remove(0);
         let cluster = CudaCluster::new(many.members().to_vec()).unwrap();
         let b = BarycenterSolver::new(cluster, params.clone())
-            .solve(&BarycenterProblem::new(imgs.view(), w.view()).unwrap(), cost.clone())
+            .solve(
+                &BarycenterProblem::new(imgs.view(), w.view()).unwrap(),
+                cost.clone(),
+            )
             .unwrap()
             .remove(0);
         let d = rel_diff(

@@ -286,7 +286,10 @@ fn repeated_solves_are_bitwise_equal() {
     let wts = Array1::from(vec![0.3f32, 0.3, 0.4]);
     assert_bitwise_repeats("grid barycenter", repeats, [&gpu, &second], |be| {
         let bar = BarycenterSolver::new(be, BarycenterParams::new(0.004).fixed_iterations(iters))
-            .solve(&BarycenterProblem::new(h.view(), wts.view()).unwrap(), GridCost::image(grid, grid).unwrap())
+            .solve(
+                &BarycenterProblem::new(h.view(), wts.view()).unwrap(),
+                GridCost::image(grid, grid).unwrap(),
+            )
             .unwrap()
             .remove(0);
         bits32(bar.histogram.iter().copied())

@@ -5,8 +5,8 @@
 #![cfg(feature = "cuda")]
 
 mod common;
-use common::relaxed::Relaxed;
 use common::gpu::gpu;
+use common::relaxed::Relaxed;
 
 use logot::{
     Backend, CostSource, CpuBackend, GridCost, PointCloudCost, Problem, Real, Relaxation,
@@ -111,12 +111,8 @@ fn compare<'a, T: Real>(
     logot::CudaBackend: Backend<T>,
 {
     let problem = Problem::new(mu, nu, cost).unwrap();
-    let on_gpu = solver(cuda.clone(), rho)
-        .solve(&problem)
-        .unwrap();
-    let on_cpu = solver(CpuBackend, rho)
-        .solve(&problem)
-        .unwrap();
+    let on_gpu = solver(cuda.clone(), rho).solve(&problem).unwrap();
+    let on_cpu = solver(CpuBackend, rho).solve(&problem).unwrap();
     assert!(
         on_gpu.convergence.converged,
         "{what}: {:?}",
