@@ -33,7 +33,7 @@ use logot::backend::cuda::{CudaBackend, Tuning};
 
 use logot::{
     Backend, CpuBackend, CrossPrecision, PointCloudCost, PointMetric, Problem, Side,
-    SinkhornParams, Solver,
+    SinkhornParams, SinkhornSolver,
 };
 use ndarray::{Array2, Axis};
 
@@ -224,12 +224,7 @@ fn warpgroup_solves_match_the_mma_sync_kernels_from_zero_potentials() {
         return;
     };
     let n = 2048;
-    let params = SinkhornParams {
-        eps: OTC_EPS,
-        max_iters: 10,
-        tol: Some(0.0),
-        ..Default::default()
-    };
+    let params = SinkhornParams::new(OTC_EPS).max_iters(10).tol(0.0);
     let mut failed = Vec::new();
     // Resident kernels (F16 up to d = 256, TF32 up to 128) and streamed ones.
     let cases = [
@@ -251,8 +246,10 @@ fn warpgroup_solves_match_the_mma_sync_kernels_from_zero_potentials() {
                 let cost = PointCloudCost::new(x.view(), y.view())
                     .unwrap()
                     .with_precision(mode);
-                let p = Problem::batch(mu.view(), nu.view(), cost).unwrap();
-                Solver::new(gpu.clone(), params.clone()).solve(&p).unwrap()
+                let p = Problem::new(mu.view(), nu.view(), cost).unwrap();
+                SinkhornSolver::new(gpu.clone(), params.clone())
+                    .solve(&p)
+                    .unwrap()
             };
             let (a, b) = (solve(&wg), solve(&sync));
             let apart = |u: &Array2<f32>, v: &Array2<f32>| {
@@ -385,18 +382,13 @@ fn distance_error(
 ) -> (f64, f64) {
     let (x, y) = clouds(n, m, d, seed);
     let eps = 0.01 * mean_cost(d, metric);
-    let params = SinkhornParams {
-        eps,
-        max_iters: 60,
-        tol: Some(0.0),
-        ..Default::default()
-    };
+    let params = SinkhornParams::new(eps).max_iters(60).tol(0.0);
     let mu = Array2::from_elem((1, n), 1.0 / n as f64);
     let nu = Array2::from_elem((1, m), 1.0 / m as f64);
     let want = want.unwrap_or_else(|| {
         let cost = PointCloudCost::with_metric(x.view(), y.view(), metric).unwrap();
-        let p = Problem::batch(mu.view(), nu.view(), cost).unwrap();
-        Solver::new(CpuBackend, params.clone())
+        let p = Problem::new(mu.view(), nu.view(), cost).unwrap();
+        SinkhornSolver::new(CpuBackend, params.clone())
             .solve(&p)
             .unwrap()
             .distance[0]
@@ -406,8 +398,10 @@ fn distance_error(
     let c32 = PointCloudCost::with_metric(x32.view(), y32.view(), metric)
         .unwrap()
         .with_precision(mode);
-    let p32 = Problem::batch(mu32.view(), nu32.view(), c32).unwrap();
-    let got = Solver::new(gpu.clone(), params).solve(&p32).unwrap();
+    let p32 = Problem::new(mu32.view(), nu32.view(), c32).unwrap();
+    let got = SinkhornSolver::new(gpu.clone(), params)
+        .solve(&p32)
+        .unwrap();
     let got = got.distance[0] as f64;
     ((got - want).abs() / want.abs(), want)
 }
