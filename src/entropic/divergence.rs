@@ -41,7 +41,10 @@ pub struct DivergenceResult<T> {
     pub grad_x: Option<Array3<T>>,
     /// `∂S_ε/∂Y`, `B×m×d` ([`DivergenceConvention::Objective`] only).
     pub grad_y: Option<Array3<T>>,
-    /// `V(μ, ν)`, `V(μ, μ)`, `V(ν, ν)` of each problem, `B×3`.
+    /// `V(μ, ν)`, `V(μ, μ)`, `V(ν, ν)` of each problem, `B×3`. In the objective convention
+    /// they may be negative (the self-terms most often): `OT_ε`'s entropy is relative to
+    /// the counting measure, `ε⟨μ, log μ⟩ + ε⟨ν, log ν⟩ − ε Σ P` below the `KL(P | μ⊗ν)`
+    /// form (`≥ 0`), a shift that cancels in `S_ε` ([`crate::pointcloud`]).
     pub terms: Array2<T>,
     /// The convention of `value` and `terms`.
     pub convention: DivergenceConvention,
@@ -309,7 +312,8 @@ impl<T: Real, B: Backend<T>> std::fmt::Debug for PreparedDivergence<T, B> {
 pub struct DivergenceBufferResult {
     /// `S_ε` of each problem (rounded to the precision).
     pub value: Vec<f64>,
-    /// `OT_ε(μ, ν)`, `OT_ε(μ, μ)`, `OT_ε(ν, ν)` of each problem.
+    /// `OT_ε(μ, ν)`, `OT_ε(μ, μ)`, `OT_ε(ν, ν)` of each problem (possibly negative, as
+    /// [`DivergenceResult::terms`]).
     pub terms: Vec<[f64; 3]>,
     /// How the three solves of the batch ended (in the order of `terms`).
     pub convergence: [Convergence; 3],
