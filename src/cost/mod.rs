@@ -15,6 +15,7 @@ mod pointcloud;
 pub use grid::GridCost;
 #[cfg(feature = "cuda")]
 pub(crate) use pointcloud::box_cost;
+pub(crate) use pointcloud::check_plan_entries;
 pub use pointcloud::{CloudLayout, CrossPrecision, PointCloudCost, PointMetric};
 
 use crate::validate::check_finite_max;

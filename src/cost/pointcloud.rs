@@ -212,6 +212,24 @@ impl<'a, T> PointCloudCost<'a, T> {
     }
 }
 
+/// The most entries (`B·n·m`) of a plan between point clouds that a backend materialises:
+/// the cost is computed on the fly to avoid `n×m` arrays, and a larger plan is refused.
+pub(crate) const MAX_PLAN_ENTRIES: usize = 1 << 27;
+
+/// The entries of the `batch` plans between clouds of `n` and `m` points, or the refusal
+/// of plans above [`MAX_PLAN_ENTRIES`] (made by the backends, and by
+/// [`SinkhornSolver::coupling`](crate::SinkhornSolver::coupling) before it solves).
+pub(crate) fn check_plan_entries(batch: usize, n: usize, m: usize) -> Result<usize> {
+    match n.checked_mul(m).and_then(|nm| nm.checked_mul(batch)) {
+        Some(e) if e <= MAX_PLAN_ENTRIES => Ok(e),
+        _ => Err(Error::Unavailable(format!(
+            "the plan between point clouds of {n} and {m} points has {batch}×{n}×{m} entries, more than the \
+             {MAX_PLAN_ENTRIES} a backend materialises; use the potentials (P = exp((f ⊕ g − C)/ε)) or the \
+             kernels that apply P on the fly"
+        ))),
+    }
+}
+
 impl<'a, T: Real> PointCloudCost<'a, T> {
     /// Squared Euclidean cost `|x_i − y_j|²` between the rows of `x` (`n×d`) and `y` (`m×d`).
     ///

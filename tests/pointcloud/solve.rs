@@ -688,3 +688,50 @@ fn linear_divergence_matches_pot() {
         );
     }
 }
+
+/// A plan between point clouds above the backends' limit (2²⁷ entries) is refused by
+/// `coupling` before any iteration: the observer, which a solve of one iteration calls
+/// (checked on a small problem), is never called, and the error says how many entries.
+#[test]
+fn coupling_refuses_a_plan_above_the_limit_before_solving() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let params = SinkhornParams::new(0.1)
+        .max_iters(1)
+        .observer(logot::Observer::new(move |_| {
+            counted.fetch_add(1, Ordering::Relaxed);
+        }));
+    let solver = SinkhornSolver::new(CpuBackend, params);
+    let (x, y) = (cloud(1, 8, 1, 0.0, 1.0), cloud(2, 8, 1, 0.0, 1.0));
+    let w = Array1::from_elem(8, 1.0 / 8.0);
+    let small = Problem::new(
+        w.view(),
+        w.view(),
+        PointCloudCost::new(x.view(), y.view()).unwrap(),
+    );
+    solver.coupling(&small.unwrap()).unwrap();
+    assert!(
+        calls.load(Ordering::Relaxed) > 0,
+        "the observer sees a solve"
+    );
+    calls.store(0, Ordering::Relaxed);
+    // 11586² = 134 235 396 > 2²⁷ = 134 217 728 entries.
+    let n = 11586;
+    let (x, y) = (cloud(3, n, 1, 0.0, 1.0), cloud(4, n, 1, 0.0, 1.0));
+    let w = Array1::from_elem(n, 1.0 / n as f64);
+    let big = Problem::new(
+        w.view(),
+        w.view(),
+        PointCloudCost::new(x.view(), y.view()).unwrap(),
+    );
+    match solver.coupling(&big.unwrap()) {
+        Err(Error::Unavailable(msg)) => assert!(
+            msg.contains("1×11586×11586 entries") && msg.contains("134217728"),
+            "{msg}"
+        ),
+        other => panic!("expected a refusal, got {:?}", other.map(|c| c.plan.dim())),
+    }
+    assert_eq!(calls.load(Ordering::Relaxed), 0, "no iteration ran");
+}

@@ -112,6 +112,10 @@ impl<B> SinkhornSolver<B> {
     {
         let (b, n, m) = (problem.batch_size(), problem.mu.ncols(), problem.nu.ncols());
         crate::validate::check_alloc::<T>("plan", &[b, n, m])?;
+        // A plan between point clouds above the backends' limit is refused before solving.
+        if let crate::CostSource::PointCloud(_) = problem.cost() {
+            crate::cost::check_plan_entries(b, n, m)?;
+        }
         let s = self.run(problem)?;
         let mut result = self.finish(problem, &s)?;
         let eps = T::of(self.params.eps);

@@ -54,8 +54,6 @@ const L: usize = 16;
 const ROWS: usize = 32;
 /// Upper bound on the tile length (entries of the argument buffer).
 const MAX_TILE: usize = 512;
-/// Plans with more entries than this are not materialised.
-const MAX_PLAN_ENTRIES: usize = 1 << 27;
 /// Minimum number of pairs a rayon task should hold.
 const MIN_TASK_PAIRS: usize = 1 << 15;
 
@@ -534,16 +532,7 @@ impl<T: Real> CpuPointCloud<T> {
     pub(crate) fn plan(&self, f: &[T], g: &[T], eps: T) -> Result<Vec<T>> {
         let (n, m, d) = (self.n, self.m, self.d);
         let batch = check_fg(&self.dims(), f.len(), g.len())?;
-        match n.checked_mul(m).and_then(|nm| nm.checked_mul(batch)) {
-            Some(e) if e <= MAX_PLAN_ENTRIES => {}
-            _ => {
-                return Err(Error::Unavailable(format!(
-                    "the plan between point clouds of {n} and {m} points has {batch}×{n}×{m} entries, more than the \
-                     {MAX_PLAN_ENTRIES} this backend materialises; use the potentials (P = exp((f ⊕ g − C)/ε)) or the \
-                     kernels that apply P on the fly"
-                )))
-            }
-        }
+        crate::cost::check_plan_entries(batch, n, m)?;
         let mut p = vec![T::zero(); batch * n * m];
         let root = self.metric == PointMetric::Euclidean;
         p.par_chunks_mut(m).enumerate().for_each(|(bi, row)| {

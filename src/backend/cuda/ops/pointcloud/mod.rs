@@ -172,8 +172,6 @@ const PC_WGS_BK: usize = define(Module::PointCloud.source(), "PC_WGS_BK");
 /// Chunk slots (128 bytes of each output and reduced point) of `pc_sinkstep_hw_stream` and
 /// `_tcw_stream`.
 const PC_WGS_SLOTS: usize = define(Module::PointCloud.source(), "PC_WGS_SLOTS");
-/// Plans with more entries than this are not materialised.
-const MAX_PLAN_ENTRIES: usize = 1 << 27;
 
 /// Two clouds in GPU memory as structure-of-arrays (`x[t·n + i]`, `y[t·m + j]`), or `B`
 /// such pairs one after the other (batched clouds: `x[b·n·d + t·n + i]`).

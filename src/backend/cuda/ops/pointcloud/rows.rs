@@ -266,16 +266,7 @@ impl CudaBackend {
     ) -> Result<CudaBuffer<T>> {
         let (n, m) = (cl.n, cl.m);
         let batch = check_fg(&cl.dims(), f.len, g.len)?;
-        let total = match n.checked_mul(m).and_then(|nm| nm.checked_mul(batch)) {
-            Some(e) if e <= MAX_PLAN_ENTRIES => e,
-            _ => {
-                return Err(Error::Unavailable(format!(
-                    "the plan between point clouds of {n} and {m} points has {batch}×{n}×{m} entries, more than the \
-                     {MAX_PLAN_ENTRIES} this backend materialises; use the potentials (P = exp((f ⊕ g − C)/ε)) or the \
-                     kernels that apply P on the fly"
-                )))
-            }
-        };
+        let total = crate::cost::check_plan_entries(batch, n, m)?;
         let plan = self.alloc::<T>(total, "the plans")?;
         let blocks = self.stride_blocks(total, 256, 32);
         // SAFETY: pc_plan(x, y, f, g, P, B, n, m, d, root, eps, pair) writes B×n×m entries
