@@ -25,7 +25,7 @@ pub struct BarycenterArgs {
     #[arg(long)]
     pub weights: String,
     /// Regularisation strength ε (> 0), in the units of the cost.
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_hyphen_values = true)]
     pub eps: f64,
     /// Dense cost n×m (the barycenter has m bins).
     #[arg(long, required_unless_present = "grid", conflicts_with = "grid")]
@@ -40,15 +40,15 @@ pub struct BarycenterArgs {
     pub out: String,
     /// The most iterations run (default: POT's, 1000 dense and 10000 on a grid); fewer when
     /// the error falls below --tol at a check.
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_hyphen_values = true)]
     pub iters: Option<usize>,
     /// Stop when the error falls below this (POT's stopThr). With --tol 0 all iterations run
     /// and `converged` says whether the final error is below POT's default, 1e-4.
-    #[arg(long, default_value_t = 1e-4, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 1e-4, allow_hyphen_values = true)]
     pub tol: f64,
     /// Check the error every this many iterations (POT: 10); an interval of --iters or more
     /// checks only after the last iteration.
-    #[arg(long, allow_negative_numbers = true, default_value_t = 10)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 10)]
     pub check_every: usize,
     /// Unbalanced barycenter (POT's barycenter_unbalanced(..., reg_m=RHO)): both sides of
     /// each coupling relaxed by RHO·KL; the inputs may then have unequal masses.
@@ -113,7 +113,7 @@ fn run<T: Real, B: BarycenterKernels<T>>(
 ) -> Json {
     let inputs: ArrayD<T> = input::read(
         &a.inputs,
-        "inputs",
+        "--inputs",
         if a.grid { &[2, 3, 4] } else { &[2, 3] },
     )?;
     let solver = BarycenterSolver::new(backend, a.params()?);
@@ -128,7 +128,7 @@ fn run<T: Real, B: BarycenterKernels<T>>(
         let shape = inputs.shape().to_vec();
         grid = Some(GridCost::new(&shape[1..]).map_err(|e| match e {
             Error::Shape { detail, .. } => Error::Shape {
-                arg: "inputs".into(),
+                arg: "--inputs".into(),
                 detail,
             },
             e => e,
@@ -137,7 +137,7 @@ fn run<T: Real, B: BarycenterKernels<T>>(
         histograms = inputs
             .into_shape_with_order((1, k, n))
             .map_err(|e| Error::Shape {
-                arg: "inputs".into(),
+                arg: "--inputs".into(),
                 detail: e.to_string(),
             })?;
         weights = read_weights::<T>(&a.weights, 1)?;
@@ -147,20 +147,20 @@ fn run<T: Real, B: BarycenterKernels<T>>(
         grid = None;
         let (h, batched): (Array3<T>, bool) = if inputs.ndim() == 2 {
             (
-                npy::fixed::<T, ndarray::Ix2>(inputs, "inputs")?.insert_axis(Axis(0)),
+                npy::fixed::<T, ndarray::Ix2>(inputs, "--inputs")?.insert_axis(Axis(0)),
                 false,
             )
         } else {
-            (npy::fixed::<T, ndarray::Ix3>(inputs, "inputs")?, true)
+            (npy::fixed::<T, ndarray::Ix3>(inputs, "--inputs")?, true)
         };
         let problems = h.dim().0;
         weights = read_weights::<T>(&a.weights, problems)?;
         let path = a.cost.as_deref().ok_or_else(|| Error::Parameter {
-            arg: "cost".into(),
+            arg: "--cost".into(),
             value: "(missing)".into(),
             reason: "give --cost C.npy or --grid".into(),
         })?;
-        let c = npy::fixed::<T, ndarray::Ix2>(input::read(path, "cost", &[2])?, "cost")?;
+        let c = npy::fixed::<T, ndarray::Ix2>(input::read(path, "--cost", &[2])?, "--cost")?;
         out_shape = if batched {
             vec![problems, c.ncols()]
         } else {
@@ -174,7 +174,7 @@ fn run<T: Real, B: BarycenterKernels<T>>(
         (None, Some(c)) => CostSource::Dense(c.view()),
         (None, None) => return Err(Error::Unavailable("no cost given".into())),
     };
-    // The library calls the input histograms "histograms"; the command line, "inputs".
+    // The library calls the input histograms "histograms"; the command line, "--inputs".
     let mut problem =
         BarycenterProblem::new(histograms.view(), weights.view()).map_err(inputs_flag)?;
     if let Some(r) = a.relax().relaxation()? {
@@ -186,7 +186,7 @@ fn run<T: Real, B: BarycenterKernels<T>>(
         .flat_map(|b| b.histogram.iter().copied())
         .collect();
     let out = ArrayD::from_shape_vec(IxDyn(&out_shape), flat).map_err(|e| Error::Shape {
-        arg: "out".into(),
+        arg: "--out".into(),
         detail: e.to_string(),
     })?;
     outs.write("--out", out.view())?;
@@ -207,7 +207,7 @@ fn run<T: Real, B: BarycenterKernels<T>>(
 fn inputs_flag(e: Error) -> Error {
     e.rename_arg(|arg| {
         if arg == "histograms" {
-            "inputs".to_string()
+            "--inputs".to_string()
         } else {
             arg
         }
@@ -216,19 +216,19 @@ fn inputs_flag(e: Error) -> Error {
 
 /// Weights as `problems×K`: a 1-D file for one problem, 2-D for several.
 fn read_weights<T: Real>(path: &str, problems: usize) -> Result<Array2<T>> {
-    let w: ArrayD<T> = input::read(path, "weights", &[1, 2])?;
+    let w: ArrayD<T> = input::read(path, "--weights", &[1, 2])?;
     if w.ndim() == 1 {
         if problems != 1 {
             return Err(Error::Shape {
-                arg: "weights".into(),
+                arg: "--weights".into(),
                 detail: format!(
                     "one weight vector for {problems} problems; give a {problems}×K array"
                 ),
             });
         }
-        Ok(npy::fixed::<T, ndarray::Ix1>(w, "weights")?.insert_axis(Axis(0)))
+        Ok(npy::fixed::<T, ndarray::Ix1>(w, "--weights")?.insert_axis(Axis(0)))
     } else {
-        npy::fixed::<T, ndarray::Ix2>(w, "weights")
+        npy::fixed::<T, ndarray::Ix2>(w, "--weights")
     }
 }
 

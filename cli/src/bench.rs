@@ -123,15 +123,15 @@ pub struct BenchArgs {
     #[arg(long)]
     pub json: bool,
     /// Timed runs after the warm-up (at most 1000000).
-    #[arg(long, allow_negative_numbers = true, default_value_t = 5)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 5)]
     pub runs: usize,
     /// Untimed warm-up runs (mhc, svd3, xxt, ns, gemm; the other problems run one); at
     /// most 1000000.
-    #[arg(long, allow_negative_numbers = true, default_value_t = 1)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 1)]
     pub warmup: usize,
     /// Stop repeating once the timed runs have taken this many seconds (at least one
     /// timed run; mhc, svd3, xxt, ns, gemm), so the 4096² problems stay short on a CPU.
-    #[arg(long, allow_negative_numbers = true, default_value_t = 20.0)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 20.0)]
     pub max_seconds: f64,
     /// Compute in float64 (default float32).
     #[arg(long)]
@@ -142,10 +142,10 @@ pub struct BenchArgs {
     pub precision: Option<CrossPrecision>,
     /// Point-cloud problems (otC, otC10, otCbig, otC64, otC1024): N = M points instead of
     /// the canonical size (1 to 2²⁴), e.g. a size that suits a small CPU.
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_hyphen_values = true)]
     pub points: Option<usize>,
     /// Point-cloud problems: the dimension d instead of the canonical one (1 to 65536).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_hyphen_values = true)]
     pub dim: Option<usize>,
     /// Unbalanced OT (otA, otB, otBcpu), to compare with the balanced problem in the same
     /// call: the marginal penalties, as for `wasserstein`.

@@ -16,12 +16,12 @@ pub struct BistochasticArgs {
     pub x: String,
     /// The most iterations run (a column then a row normalisation each); a matrix stops
     /// earlier once it meets a positive --tol.
-    #[arg(long, allow_negative_numbers = true, default_value_t = 20)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 20)]
     pub iters: usize,
     /// Stop a matrix once its column error Σ_j |Σ_i R_ij − 1| is ≤ tol. With --tol 0 (the
     /// default) all iterations run and `converged` says whether every returned matrix meets
     /// the default tolerance of the precision (1e-9 in f64, 1e-5 in f32).
-    #[arg(long, allow_negative_numbers = true, default_value_t = 0.0)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 0.0)]
     pub tol: f64,
     /// Output .npy for R (same shape as X).
     #[arg(long)]
@@ -33,10 +33,10 @@ pub struct BistochasticArgs {
     #[arg(long, requires = "grad")]
     pub out_grad: Option<String>,
     /// Relative residual target of the backward's CG (default: 1e-10 in f64, 1e-5 in f32).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_hyphen_values = true)]
     pub cg_tol: Option<f64>,
     /// Maximum CG iterations per matrix.
-    #[arg(long, allow_negative_numbers = true, default_value_t = 1000)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 1000)]
     pub cg_iters: usize,
     /// Where to compute.
     #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]

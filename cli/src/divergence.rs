@@ -47,19 +47,19 @@ pub struct DivergenceArgs {
     #[arg(long, value_enum, default_value_t = Convention::Objective)]
     pub convention: Convention,
     /// Regularisation strength ε (> 0).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_hyphen_values = true)]
     pub eps: f64,
     /// Anneal ε from the squared diameter of the clouds down to --eps (each of the three
     /// problems).
     #[arg(long)]
     pub eps_scaling: bool,
     /// The most iterations run in each of the three problems, ε-scaling stages included.
-    #[arg(long, allow_negative_numbers = true, default_value_t = 1000)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 1000)]
     pub iters: usize,
     /// Marginal-error target of each problem, relative to its total mass (default: 1e-9 in
     /// f64, 1e-5 in f32). With --tol 0 all iterations run and `converged` says whether the
     /// final potentials meet the default tolerance of the precision.
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_hyphen_values = true)]
     pub tol: Option<f64>,
     /// Write ∂S_ε/∂X (n×d, or B×n×d).
     #[arg(long)]
@@ -186,6 +186,15 @@ fn run<T: Real, B: PointCloudKernels<T> + GradKernels<T>>(
     }
     let solver = SinkhornSolver::new(backend, params);
     let conv = a.convention.library();
+    // The clouds fix n and m: weights of other lengths are the weights' fault.
+    for (flag, w, k, cloud) in [("--mu", &mu, n, "--x"), ("--nu", &nu, m, "--y")] {
+        if w.ncols() != k {
+            return Err(Error::shape(
+                flag,
+                format!("has {} weights for {k} points of {cloud}", w.ncols()),
+            ));
+        }
+    }
     let mut problem = Problem::new(mu.view(), nu.view(), clouds).map_err(flags)?;
     if let Some(r) = a.relax.relaxation()? {
         problem = problem.relaxed(r);

@@ -4,10 +4,10 @@
 //! `.npy` file (header, dtype, declared size against the bytes present).
 
 use crate::npy::{self, file_err, Dtype};
-use logot::{Real, Result};
+use logot::{Error, Real, Result};
 use ndarray::ArrayD;
 use std::fs::File;
-use std::io::{Cursor, Read, Seek, SeekFrom};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 /// Where an input's bytes live.
@@ -43,6 +43,17 @@ pub fn source(spec: &str) -> Source {
 /// (streamed from the archive, with its declared uncompressed size). `arg` is the flag in
 /// messages.
 fn with_array<R>(spec: &str, arg: &str, body: impl FnOnce(Array<'_>) -> Result<R>) -> Result<R> {
+    array_of(spec, arg, body).map_err(|e| match e {
+        // Every file error names the flag, as the outputs' do (`PATH: --FLAG: what`).
+        Error::File { path, msg } if !msg.starts_with(arg) => Error::File {
+            path,
+            msg: format!("{arg}: {msg}"),
+        },
+        e => e,
+    })
+}
+
+fn array_of<R>(spec: &str, arg: &str, body: impl FnOnce(Array<'_>) -> Result<R>) -> Result<R> {
     let src = source(spec);
     let mut f = File::open(&src.file).map_err(|e| file_err(&src.file.to_string_lossy(), e))?;
     let is_zip = src.member.is_some() || {
@@ -134,25 +145,29 @@ pub fn read<T: Real>(spec: &str, arg: &str, ndims: &[usize]) -> Result<ArrayD<T>
             entry,
             declared,
         } => {
-            // The declared size bounds the read; the buffer grows only as bytes arrive.
-            let mut bytes = Vec::new();
-            entry
-                .take(declared.saturating_add(1))
-                .read_to_end(&mut bytes)
+            // Streamed: the header is checked against the declared size, and the data
+            // converted into the array as it is inflated (nothing else is buffered); the
+            // rest of the member is then read through, so that its checksum is verified.
+            let mut entry = entry;
+            let a = npy::read_stream(&mut entry, declared, name, arg, ndims)?;
+            std::io::copy(&mut entry.take(declared), &mut std::io::sink())
                 .map_err(|e| file_err(name, format!("cannot read the .npz member: {e}")))?;
-            npy::read_from(Cursor::new(bytes), name, arg, ndims)
+            Ok(a)
         }
+    })
+}
+
+/// The header of an input array (dtype and shape), read alone.
+pub fn header_of(spec: &str, arg: &str) -> Result<npy::Header> {
+    with_array(spec, arg, |a| match a {
+        Array::File(f) => npy::header_of(spec, f),
+        Array::Member { name, entry, .. } => npy::header_of(name, entry),
     })
 }
 
 /// The float dtype of an input array, from its header alone.
 pub fn dtype_of(spec: &str, arg: &str) -> Result<Dtype> {
-    with_array(spec, arg, |a| {
-        Ok(match a {
-            Array::File(f) => npy::header_of(spec, f)?.dtype,
-            Array::Member { name, entry, .. } => npy::header_of(name, entry)?.dtype,
-        })
-    })
+    Ok(header_of(spec, arg)?.dtype)
 }
 /// The precision of a command: `--f32`/`--f64` when given, else numpy's promotion of the
 /// inputs' dtypes (float64 when any input is float64, float32 when all are float32).

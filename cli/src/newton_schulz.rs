@@ -14,11 +14,11 @@ pub struct NewtonSchulzArgs {
     #[arg(long)]
     pub x: String,
     /// Quintic steps with (a, b, c) = (3.4445, −4.7750, 2.0315); at most 10000.
-    #[arg(long, allow_negative_numbers = true, default_value_t = 5)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 5)]
     pub steps: usize,
     /// Cubic steps (1.5x − 0.5x³) after the quintic ones, to converge to the polar factor;
     /// at most 10000.
-    #[arg(long, allow_negative_numbers = true, default_value_t = 0)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 0)]
     pub polish_steps: usize,
     /// Output .npy (r×c).
     #[arg(long)]

@@ -2,8 +2,7 @@
 //! command runs in, whatever float dtype the file holds.
 
 use logot::{Error, Real, Result};
-use ndarray::{ArrayD, ArrayView, Dimension};
-use ndarray_npy::{ReadNpyExt, WriteNpyExt};
+use ndarray::{ArrayD, ArrayView, Dimension, ShapeBuilder};
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 
 /// Floating-point dtype of a .npy file.
@@ -182,6 +181,18 @@ pub fn read_from<T: Real, R: Read + Seek>(
 ) -> Result<ArrayD<T>> {
     let total = r.seek(SeekFrom::End(0)).map_err(|e| file_err(path, e))?;
     r.seek(SeekFrom::Start(0)).map_err(|e| file_err(path, e))?;
+    read_stream(BufReader::new(r), total, path, arg, ndims)
+}
+
+/// [`read_from`] on a stream of `total` bytes read once from its start (a `.npz` member
+/// with its declared size): nothing is buffered but the array itself.
+pub fn read_stream<T: Real>(
+    mut r: impl Read,
+    total: u64,
+    path: &str,
+    arg: &str,
+    ndims: &[usize],
+) -> Result<ArrayD<T>> {
     let h = read_header(path, &mut r)?;
     if !ndims.contains(&h.shape.len()) {
         let want: Vec<String> = ndims.iter().map(|d| format!("{d}-D")).collect();
@@ -207,33 +218,114 @@ pub fn read_from<T: Real, R: Read + Seek>(
             ),
         ));
     }
-    r.seek(SeekFrom::Start(0)).map_err(|e| file_err(path, e))?;
-    let r = BufReader::new(r);
-    let a: ArrayD<T> = match h.dtype {
-        Dtype::F32 => read_typed::<f32>(path, r)?.mapv(|v| T::of(v as f64)),
-        Dtype::F64 => read_typed::<f64>(path, r)?.mapv(T::of),
+    read_data(r, &h, path, arg)
+}
+
+/// The data of a .npy file whose header `h` is read, converted to `T` as it streams in: the
+/// one allocation is the array itself, made fallibly, so a file too large for the memory
+/// left is an [`Error::OutOfMemory`] naming the flag, the file and the bytes (not an abort).
+fn read_data<T: Real>(mut r: impl Read, h: &Header, path: &str, arg: &str) -> Result<ArrayD<T>> {
+    let item = match h.dtype {
+        Dtype::F32 => 4,
+        Dtype::F64 => 8,
     };
-    Ok(a)
+    let len: usize = h.shape.iter().product();
+    let mut values: Vec<T> = Vec::new();
+    values.try_reserve_exact(len).map_err(|_| {
+        let bytes = len as u128 * std::mem::size_of::<T>() as u128;
+        Error::OutOfMemory {
+            what: format!("{arg} ({path})"),
+            detail: format!(
+                "its array of shape {:?} needs {bytes} bytes as {}, which cannot be allocated",
+                h.shape,
+                T::NAME
+            ),
+        }
+    })?;
+    let truncated = |e: std::io::Error| file_err(path, format!("truncated .npy data: {e}"));
+    let mut chunk = vec![0u8; item * 8192];
+    let mut left = len;
+    while left > 0 {
+        let k = left.min(8192);
+        let bytes = &mut chunk[..k * item];
+        r.read_exact(bytes).map_err(truncated)?;
+        match h.dtype {
+            Dtype::F32 => values.extend(bytes.chunks_exact(4).map(|b| {
+                let mut le = [0u8; 4];
+                le.copy_from_slice(b);
+                T::of(f32::from_le_bytes(le) as f64)
+            })),
+            Dtype::F64 => values.extend(bytes.chunks_exact(8).map(|b| {
+                let mut le = [0u8; 8];
+                le.copy_from_slice(b);
+                T::of(f64::from_le_bytes(le))
+            })),
+        }
+        left -= k;
+    }
+    let shape = ndarray::IxDyn(&h.shape);
+    let a = if h.fortran_order {
+        ArrayD::from_shape_vec(shape.f(), values)
+    } else {
+        ArrayD::from_shape_vec(shape, values)
+    };
+    a.map_err(|e| file_err(path, format!("cannot shape the .npy data: {e}")))
 }
 
-fn read_typed<E: ndarray_npy::ReadableElement>(path: &str, r: impl Read) -> Result<ArrayD<E>> {
-    ArrayD::<E>::read_npy(r).map_err(|e| file_err(path, format!("cannot read .npy: {e}")))
-}
-
-/// Write an array of `T` as .npy (float32 or float64 following `T`) to `w`; `path` names
-/// the destination in messages.
+/// Write an array of `T` as .npy (float32 or float64 following `T`, C order) to `w`,
+/// element by element through a buffer: no copy of the array is made, so writing a plan
+/// needs no memory beyond the plan. `path` names the destination in messages.
 pub fn write_to<T: Real, D: Dimension>(
     path: &str,
     w: impl Write,
     a: ArrayView<'_, T, D>,
 ) -> Result<()> {
-    let w = BufWriter::new(w);
-    let res = if T::NAME == "float32" {
-        a.mapv(|v| v.f64() as f32).write_npy(w)
+    let err = |e: std::io::Error| file_err(path, format!("cannot write .npy: {e}"));
+    let mut w = BufWriter::new(w);
+    w.write_all(&npy_header(T::NAME == "float32", a.shape()))
+        .map_err(err)?;
+    if T::NAME == "float32" {
+        for v in a.iter() {
+            w.write_all(&(v.f64() as f32).to_le_bytes()).map_err(err)?;
+        }
     } else {
-        a.mapv(|v| v.f64()).write_npy(w)
+        for v in a.iter() {
+            w.write_all(&v.f64().to_le_bytes()).map_err(err)?;
+        }
+    }
+    w.flush().map_err(err)
+}
+
+/// The bytes of a .npy header (format 1.0, or 2.0 when the text needs more than 65535
+/// bytes): magic, version, length, and the dict padded with spaces and a newline so that
+/// the data starts at a multiple of 64 bytes.
+pub fn npy_header(f32: bool, shape: &[usize]) -> Vec<u8> {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let tuple = match dims.len() {
+        1 => format!("({},)", dims[0]),
+        _ => format!("({})", dims.join(", ")),
     };
-    res.map_err(|e| file_err(path, format!("cannot write .npy: {e}")))
+    let descr = if f32 { "<f4" } else { "<f8" };
+    let dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {tuple}, }}");
+    let (version, len_bytes) = if dict.len() + 1 + 10 <= 65535 {
+        (1u8, 2)
+    } else {
+        (2, 4)
+    };
+    let prefix = 6 + 2 + len_bytes;
+    let text_len = (prefix + dict.len() + 1).div_ceil(64) * 64 - prefix;
+    let mut out = Vec::with_capacity(prefix + text_len);
+    out.extend_from_slice(b"\x93NUMPY");
+    out.extend_from_slice(&[version, 0]);
+    if version == 1 {
+        out.extend_from_slice(&(text_len as u16).to_le_bytes());
+    } else {
+        out.extend_from_slice(&(text_len as u32).to_le_bytes());
+    }
+    out.extend_from_slice(dict.as_bytes());
+    out.resize(prefix + text_len - 1, b' ');
+    out.push(b'\n');
+    out
 }
 
 /// Reshape helper: a dynamic array into a fixed dimension known to be right.

@@ -285,6 +285,57 @@ impl Outputs {
         Ok(out)
     }
 
+    /// Whether output `flag` is asked for.
+    pub fn has(&self, flag: &str) -> bool {
+        self.slots.iter().any(|s| s.flag == flag)
+    }
+
+    /// Refuse, before any work, an output `flag` of `values` numbers of `item` bytes (its
+    /// .npy header added) that cannot be made: its bytes past the file-size limit
+    /// (`ulimit -f`) or past the free space of its file system, or (a destination that is
+    /// not a regular file, whose bytes are held until the commit) past what can be
+    /// allocated. `what` says what the output is, in messages. An output not asked for, or
+    /// of a size that overflows, is left to the computation's own checks.
+    pub fn check_room(&self, flag: &str, what: &str, shape: &[usize], item: usize) -> Result<()> {
+        let Some(slot) = self.slots.iter().find(|s| s.flag == flag) else {
+            return Ok(());
+        };
+        let Some(data) = shape.iter().try_fold(item, |acc, &d| acc.checked_mul(d)) else {
+            return Ok(());
+        };
+        let bytes = (npy::npy_header(item == 4, shape).len() + data) as u64;
+        let refuse = |why: String| {
+            file_err(
+                &slot.given,
+                flag,
+                format!("{what} needs {} ({bytes} bytes), {why}", human_bytes(bytes)),
+            )
+        };
+        match &slot.target {
+            Target::Direct { .. } => {
+                if Vec::<u8>::new().try_reserve_exact(bytes as usize).is_err() {
+                    return Err(refuse("which cannot be allocated".into()));
+                }
+            }
+            Target::Temp { .. } => {
+                if let Some(limit) = file_size_limit().filter(|&l| bytes > l) {
+                    return Err(refuse(format!(
+                        "more than the file-size limit of {limit} bytes (ulimit -f)"
+                    )));
+                }
+                let folder = slot.dest.parent().unwrap_or(Path::new("."));
+                if let Some(free) = free_space(folder).filter(|&f| bytes > f) {
+                    return Err(refuse(format!(
+                        "more than the {} free in {}",
+                        human_bytes(free),
+                        folder.display()
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Write the array of output `flag` (as .npy, in the precision `T`) to its temporary.
     /// An output not asked for is skipped.
     pub fn write<T: Real, D: Dimension>(
@@ -408,4 +459,49 @@ impl Drop for Outputs {
             }
         }
     }
+}
+
+/// `bytes` in the largest unit that keeps it at least 1 (kB, MB, GB, TB: powers of 1000).
+pub fn human_bytes(bytes: u64) -> String {
+    let units = [("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)];
+    match units.iter().find(|(_, u)| bytes as f64 >= *u) {
+        Some((name, u)) => format!("{:.1} {name}", bytes as f64 / u),
+        None => format!("{bytes} B"),
+    }
+}
+
+/// The file-size limit of this process (`RLIMIT_FSIZE`, `ulimit -f`), `None` when there is
+/// none.
+#[cfg(unix)]
+fn file_size_limit() -> Option<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into the struct it is given.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut lim) } == 0;
+    (ok && lim.rlim_cur != libc::RLIM_INFINITY).then_some(lim.rlim_cur as u64)
+}
+
+#[cfg(not(unix))]
+fn file_size_limit() -> Option<u64> {
+    None
+}
+
+/// The bytes an unprivileged process may still write on the file system of `folder`
+/// (`statvfs`: available blocks × fragment size), `None` when it cannot be told.
+#[cfg(unix)]
+fn free_space(folder: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(folder.as_os_str().as_bytes()).ok()?;
+    // SAFETY: an all-zero statvfs is a valid value of this plain C struct.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `path` is a NUL-terminated string and `st` a statvfs for the call to fill.
+    let ok = unsafe { libc::statvfs(path.as_ptr(), &mut st) } == 0;
+    ok.then(|| (st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+}
+
+#[cfg(not(unix))]
+fn free_space(_: &Path) -> Option<u64> {
+    None
 }

@@ -82,7 +82,11 @@ impl RelaxArgs {
 
     /// A refusal of the flags given (their names and values), for `reason`.
     pub fn refusal(&self, reason: impl Into<String>) -> Error {
-        let value: Vec<String> = self.given().iter().map(|(_, v)| v.to_string()).collect();
+        let value: Vec<String> = self
+            .given()
+            .iter()
+            .map(|(_, v)| crate::flags::number(*v))
+            .collect();
         Error::Parameter {
             arg: self.flags(),
             value: value.join("/"),

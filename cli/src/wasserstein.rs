@@ -44,19 +44,19 @@ pub struct SolveArgs {
     #[arg(long)]
     pub eps_scaling: bool,
     /// Regularisation strength ε (> 0).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_hyphen_values = true)]
     pub eps: f64,
     #[command(flatten)]
     pub relax: RelaxArgs,
     /// The most iterations run (each a g then an f half-step), ε-scaling stages included;
     /// fewer when --tol is met at a check.
-    #[arg(long, allow_negative_numbers = true, default_value_t = 1000)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 1000)]
     pub iters: usize,
     /// Marginal-error target relative to each problem's total mass (default: 1e-9 in f64,
     /// 1e-5 in f32); with --reg-m*, the ℓ₁ violation of the unbalanced optimality
     /// conditions relative to the larger mass. With --tol 0 all iterations run and
     /// `converged` says whether the final plan meets the default tolerance of the precision.
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_hyphen_values = true)]
     pub tol: Option<f64>,
     /// Write the potentials f = ε log u (n, or B×n for a batch; −inf on zero-mass bins).
     #[arg(long)]
@@ -97,10 +97,10 @@ pub struct WassersteinArgs {
     #[arg(long)]
     pub grad_cost: Option<String>,
     /// Relative residual target of the adjoint CG solve (default: 1e-10 in f64, 1e-5 in f32).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_hyphen_values = true)]
     pub cg_tol: Option<f64>,
     /// Maximum CG iterations of the adjoint solve.
-    #[arg(long, allow_negative_numbers = true, default_value_t = 1000)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 1000)]
     pub cg_iters: usize,
     /// With --x/--y: write ∂OT_ε/∂X (n×d, or B×n×d), the envelope gradient of the
     /// regularised objective OT_ε = ⟨f,μ⟩ + ⟨g,ν⟩ − ε·ΣP (not of ⟨P,C⟩); adds "ot_eps" to the JSON.
@@ -186,6 +186,73 @@ impl SolveArgs {
             ("--x", self.x.as_deref()),
             ("--y", self.y.as_deref()),
         ]
+    }
+
+    /// The shape of the plans these inputs describe, from the files' headers alone (before
+    /// anything is read): `[n, m]` for one problem, `[B, n, m]` for a batch; `None` when the
+    /// headers do not say (reading the inputs then reports why).
+    pub fn plan_shape(&self) -> Result<Option<Vec<usize>>> {
+        let header = |spec: Option<&str>, arg: &str| -> Result<Option<Vec<usize>>> {
+            spec.map(|s| input::header_of(s, arg).map(|h| h.shape))
+                .transpose()
+        };
+        let (mu, nu) = (
+            header(self.mu.as_deref(), "--mu")?,
+            header(self.nu.as_deref(), "--nu")?,
+        );
+        let cost = header(self.cost.as_deref(), "--cost")?;
+        let (x, y) = (
+            header(self.x.as_deref(), "--x")?,
+            header(self.y.as_deref(), "--y")?,
+        );
+        // The `k`-th dimension from the end of a shape, when it has one.
+        let back = |s: &Option<Vec<usize>>, k: usize| {
+            s.as_ref()
+                .and_then(|s| s.len().checked_sub(k).map(|i| s[i]))
+        };
+        let n = back(&x, 2).or(back(&mu, 1)).or(back(&cost, 2));
+        let m = back(&y, 2).or(back(&nu, 1)).or(back(&cost, 1));
+        let batch = [(&mu, 2), (&nu, 2), (&cost, 3), (&x, 3)]
+            .iter()
+            .filter(|(s, ndim)| s.as_ref().is_some_and(|s| s.len() == *ndim))
+            .map(|(s, _)| s.as_ref().map_or(1, |s| s[0]))
+            .max();
+        Ok(match (n, m, batch) {
+            (Some(n), Some(m), None) => Some(vec![n, m]),
+            (Some(n), Some(m), Some(b)) => Some(vec![b, n, m]),
+            _ => None,
+        })
+    }
+
+    /// Refuse, before any input is read and any iteration run, the plans' output (`flag`:
+    /// `coupling --out`) when it cannot be made: the plans' values in `dtype` past what
+    /// can be allocated, or the file past its file system's room ([`Outputs::check_room`]).
+    pub fn check_plan_output(&self, outs: &Outputs, flag: &str, dtype: Dtype) -> Result<()> {
+        if !outs.has(flag) {
+            return Ok(());
+        }
+        let Some(shape) = self.plan_shape()? else {
+            return Ok(());
+        };
+        let (item, name) = match dtype {
+            Dtype::F32 => (4, "float32"),
+            Dtype::F64 => (8, "float64"),
+        };
+        let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+        let what = format!("the {} {name} plan", dims.join("×"));
+        let bytes = shape.iter().try_fold(item, |a: usize, &d| a.checked_mul(d));
+        if bytes.is_none_or(|b| Vec::<u8>::new().try_reserve_exact(b).is_err()) {
+            return Err(Error::OutOfMemory {
+                what: flag.into(),
+                detail: format!(
+                    "{what} needs {}, which cannot be allocated",
+                    bytes.map_or("more bytes than the address space holds".into(), |b| {
+                        format!("{} ({b} bytes)", crate::output::human_bytes(b as u64))
+                    })
+                ),
+            });
+        }
+        outs.check_room(flag, &what, &shape, item)
     }
 
     /// Precision: `--f32`/`--f64`, else numpy's promotion of the inputs' dtypes.
@@ -721,8 +788,10 @@ pub fn coupling(a: &CouplingArgs) -> Json {
             ("--out-g", a.solve.out_g.as_deref()),
         ],
     )?;
+    let dtype = a.solve.dtype()?;
+    a.solve.check_plan_output(&outs, "--out", dtype)?;
     let mut out = dispatch!(
-        a.solve.dtype()?,
+        dtype,
         a.solve.backend,
         devices: &a.solve.devices,
         run_coupling,

@@ -159,7 +159,7 @@ fn bad_input_is_refused_with_a_message() {
         ),
         (
             base("w_ok.npy", &["--grid", "--check-every", "0"]),
-            "check_every",
+            "--check-every",
         ),
     ] {
         let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();

@@ -237,7 +237,7 @@ fn bad_inputs_are_refused_with_a_message_and_no_panic() {
         ),
         (run(&mu, &nu, &p(&d, "mu.npy"), &[]), "--cost"),
         (run(&mu, &p(&d, "mu_b.npy"), &c, &[]), "--nu"),
-        (run(&mu, &nu, &c, &["--iters", "0"]), "max_iters = 0"),
+        (run(&mu, &nu, &c, &["--iters", "0"]), "--iters = 0"),
         (run(&mu, &nu, &c, &["--tol", "-1"]), "tol = -1"),
         (
             logot(&[

@@ -9,6 +9,7 @@ mod basics;
 mod bench;
 mod grad;
 mod input_checks;
+mod limits;
 mod linalg;
 mod options;
 mod outputs;

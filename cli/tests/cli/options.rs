@@ -705,7 +705,7 @@ fn npz_members_are_inputs() {
             "--eps",
             "0.01",
         ],
-        "bad.npz:mu: truncated .npy data",
+        "bad.npz:mu: --mu: truncated .npy data",
     );
     // Other commands read members too.
     write_npz(

@@ -100,11 +100,11 @@ fn assert_failed_untouched(
 }
 
 #[test]
-fn a_write_cut_short_by_a_file_size_limit_leaves_the_old_file() {
+fn a_plan_past_the_file_size_limit_is_refused_and_leaves_the_old_file() {
     let d = fresh("file_limit");
     write_inputs(&d);
     let f = |n: &str| p(&d, n);
-    // The 200×200 plan is 320 kB; the limit (16 blocks: 8 or 16 kB) cuts it short.
+    // The 200×200 plan is 320 kB, past the limit (16 blocks: 8 or 16 kB).
     old_file(&d, "P.npy");
     let before = snapshot(&d);
     let args = [
@@ -120,11 +120,12 @@ fn a_write_cut_short_by_a_file_size_limit_leaves_the_old_file() {
         "--out",
         &f("P.npy"),
     ];
+    // The plan's file (320 kB) is refused before any work, naming the limit.
     assert_failed_untouched(
         &d,
         &before,
         logot_file_limit(16, &args),
-        &[&f("P.npy"), "--out", "cannot write"],
+        &[&f("P.npy"), "--out", "file-size limit"],
     );
     // An old .npy of another shape (a previous result) survives the same way, and the run
     // without the limit replaces it with the full plan.
@@ -135,7 +136,7 @@ fn a_write_cut_short_by_a_file_size_limit_leaves_the_old_file() {
         &d,
         &before,
         logot_file_limit(16, &args),
-        &[&f("P.npy"), "cannot write"],
+        &[&f("P.npy"), "file-size limit"],
     );
     let back: Array2<f64> = read_npy(f("P.npy")).unwrap();
     assert_eq!(back, small);
