@@ -220,12 +220,25 @@ fn run<T: Real, B: PointCloudKernels<T> + GradKernels<T>>(
             );
             if s.dim == 2 && (k % s.every == 0 || k == s.steps) {
                 let path = s.out.join(format!("frame_{k:03}.png"));
-                let panels = vec![(
-                    format!("step {k}: S_ε = {value:.3e}"),
-                    vec![("target y", y.view()), ("start", x0.view()), ("x", xk)],
-                )];
+                // The start beside the current step, so that neither hides the other; the
+                // empty series keep each cloud's colour and put all three in the legend.
+                let none = Array2::<T>::zeros((0, 2));
+                let panels = vec![
+                    (
+                        "start and target".to_string(),
+                        vec![
+                            ("target y", y.view()),
+                            ("start", x0.view()),
+                            ("x", none.view()),
+                        ],
+                    ),
+                    (
+                        format!("step {k}: S_ε = {value:.3e}"),
+                        vec![("target y", y.view()), ("start", none.view()), ("x", xk)],
+                    ),
+                ];
                 let title = format!("Sinkhorn flow, ε = {eps}, lr = {}", s.lr);
-                logot::plot::scatter(&path, &panels, 1, &title)?;
+                logot::plot::scatter(&path, &panels, 2, &title)?;
                 files.push(path);
             }
             Ok(())

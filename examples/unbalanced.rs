@@ -18,7 +18,7 @@
 //! and for ρ_μ = ∞, ρ_ν = 0.1; ν against the plans' column marginals Pᵀ·1; and the
 //! transported mass Σ P and the mass sent to the outlier as ρ varies.
 
-use logot::plot::{Axes, Scale};
+use logot::plot::{Axes, Marginal, Scale};
 use logot::{CpuBackend, Error, Problem, Relaxation, Result, SinkhornParams, SinkhornSolver};
 use ndarray::{s, Array1, Array2, Axis};
 use std::path::{Path, PathBuf};
@@ -122,11 +122,12 @@ fn run(out: &Path) -> Result<Vec<PathBuf>> {
         };
         let path = out.join(name);
         let (rows, cols) = (r.plan.sum_axis(Axis(1)), r.plan.sum_axis(Axis(0)));
-        logot::plot::coupling(
+        // The sides show the plan's own sums, which a relaxed plan does not match to μ, ν.
+        logot::plot::coupling_with_marginals(
             &path,
             r.plan.view(),
-            rows.view(),
-            cols.view(),
+            Marginal::new(rows.view(), "P·1", "row sums"),
+            Marginal::new(cols.view(), "Pᵀ·1", "column sums"),
             (&x, &x),
             &format!(
                 "ρ_μ = {}, ρ_ν = {}: Σ P = {:.3}, to the outlier {:.3}",

@@ -6,7 +6,10 @@
 //! fresh machine needs no system font libraries. Figures follow matplotlib's defaults: a
 //! frame with outward ticks at round values (integers only on [`Scale::Integer`] axes,
 //! decades on [`Scale::Log`] axes), titles wrapped or shrunk to fit, heatmaps in viridis with
-//! a colour bar labelled by the caller, legends in the corner that hides the least data.
+//! a colour bar labelled by the caller and ticked at both ends, legends in the corner that
+//! hides the least data. In every text, `_x` sets `x` as a subscript and `_{…}` a group
+//! (`"ρ_μ"`, `"S_{ε,1}"`); `\_` is an underscore. Tick labels take a fixed least width, so
+//! figures of one kind drawn from different data (the frames of a series) share one size.
 //! Every function writes one PNG file and returns [`Error::File`] naming it on failure.
 //!
 //! ```
@@ -44,7 +47,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 use ticks::Ticks;
 
-pub use plan::coupling;
+pub use plan::{coupling, coupling_with_marginals, Marginal};
 pub use series::{lines, scatter, ScatterPanel, SCATTER_PANEL};
 
 /// How an axis maps values to positions and where its ticks go.
@@ -290,6 +293,7 @@ pub fn heatmap<T: Real>(
     let yt = ticks::linear(0.0, (rows - 1) as f64, tick_count(ph, 50), true);
     let (left, bottom) = (y_axis_space(&yt, labels.1), x_axis_space(&xt, labels.0));
     let bar = ColourBar::new(lo, hi, colour_label);
+    let (lo, hi) = bar.range();
     let gap = 20;
     let width = left + pw + (gap + bar.width()).max(x_overhang(&xt));
     let (title, head) = title_band(title, width);
@@ -379,6 +383,7 @@ pub fn image_panels<T: Real>(
     let cap = captions.iter().map(|t| t.text_height()).max().unwrap_or(0) as u32 + 8;
     let (pw, ph) = (iw + gap, cap + ih + gap);
     let bar = ColourBar::new(lo, hi, colour_label);
+    let (lo, hi) = bar.range();
     let width = margin + columns as u32 * pw + 8 + bar.width();
     let (title, head) = title_band(title, width);
     let height = head + rows as u32 * ph;

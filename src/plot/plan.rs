@@ -42,6 +42,70 @@ pub fn coupling<T: Real>(
     coords: (&[f64], &[f64]),
     title: &str,
 ) -> Result<()> {
+    coupling_with_marginals(
+        path,
+        plan,
+        Marginal::new(mu, "μ", "source"),
+        Marginal::new(nu, "ν", "target"),
+        coords,
+        title,
+    )
+}
+
+/// A curve drawn along one side of a coupling ([`coupling_with_marginals`]): its values,
+/// its symbol (the side panel's axis label) and what it is (the corner caption reads
+/// "symbol: what").
+#[derive(Clone, Copy, Debug)]
+pub struct Marginal<'a, T> {
+    /// One value per row (left side) or column (top side) of the plan.
+    pub values: ArrayView1<'a, T>,
+    /// The symbol, e.g. `"μ"` or `"P·1"`.
+    pub symbol: &'a str,
+    /// What the curve is, e.g. `"source"` or `"row sums of P"`.
+    pub what: &'a str,
+}
+
+impl<'a, T> Marginal<'a, T> {
+    /// The curve `values` named `symbol`, described as `what`.
+    pub fn new(values: ArrayView1<'a, T>, symbol: &'a str, what: &'a str) -> Self {
+        Marginal {
+            values,
+            symbol,
+            what,
+        }
+    }
+}
+
+/// As [`coupling`], with the side curves and their names chosen by the caller: `rows` on the
+/// left along the rows, `cols` on top along the columns. An unbalanced plan, whose sums are
+/// not the input marginals, names its own: `Marginal::new(row_sums, "P·1", "row sums of P")`.
+///
+/// ```
+/// use logot::ndarray::{Array2, Axis};
+/// use logot::plot::Marginal;
+/// let x: Vec<f64> = (0..30).map(|i| i as f64 / 29.0).collect();
+/// let plan = Array2::from_shape_fn((30, 30), |(i, j)| if i == j { 1.0 / 30.0 } else { 0.0 });
+/// let (rows, cols) = (plan.sum_axis(Axis(1)), plan.sum_axis(Axis(0)));
+/// let path = std::env::temp_dir().join("logot-doc").join("coupling_sums.png");
+/// logot::plot::coupling_with_marginals(
+///     &path,
+///     plan.view(),
+///     Marginal::new(rows.view(), "P·1", "row sums"),
+///     Marginal::new(cols.view(), "Pᵀ·1", "column sums"),
+///     (&x, &x),
+///     "the identity plan",
+/// )?;
+/// # Ok::<(), logot::Error>(())
+/// ```
+pub fn coupling_with_marginals<T: Real>(
+    path: impl AsRef<Path>,
+    plan: ArrayView2<'_, T>,
+    rows: Marginal<'_, T>,
+    cols: Marginal<'_, T>,
+    coords: (&[f64], &[f64]),
+    title: &str,
+) -> Result<()> {
+    let (mu, nu) = (rows.values, cols.values);
     let (n, m) = plan.dim();
     let (x, y) = coords;
     if mu.len() != n || nu.len() != m || x.len() != n || y.len() != m {
@@ -89,8 +153,9 @@ pub fn coupling<T: Real>(
     let mu_t = ticks::linear(0.0, mu_top, 3, false);
     let (x_label, y_label) = ("target y (columns)", "source x (rows)");
     let label_col = y_axis_space(&yt, y_label).max(y_axis_space(&nu_t, ""));
-    let bottom = x_axis_space(&xt, x_label).max(x_axis_space(&mu_t, "μ"));
+    let bottom = x_axis_space(&xt, x_label).max(x_axis_space(&mu_t, rows.symbol));
     let bar = ColourBar::new(lo, hi, "plan entry");
+    let (lo, hi) = bar.range();
     let main_x = pad + marg + label_col;
     let width = main_x + side + 20 + bar.width();
     let (title, head) = title_band(title, width);
@@ -135,7 +200,7 @@ pub fn coupling<T: Real>(
                 map: &my,
             }),
         )?;
-        // Top: ν along the columns, on the plan's horizontal scale.
+        // Top: the columns' curve (ν), on the plan's horizontal scale.
         let area = top.area(root);
         let mut nu_chart =
             ChartBuilder::on(&area).build_cartesian_2d(cols_range.0..cols_range.1, 0.0..nu_top)?;
@@ -161,7 +226,7 @@ pub fn coupling<T: Real>(
                 map: &ny,
             }),
         )?;
-        // Left: μ along the rows, mass growing to the left, on the plan's vertical scale.
+        // Left: the rows' curve (μ), mass growing to the left, on the plan's vertical scale.
         let area = left.area(root);
         let mut mu_chart =
             ChartBuilder::on(&area).build_cartesian_2d(mu_top..0.0, rows_range.0..rows_range.1)?;
@@ -182,7 +247,7 @@ pub fn coupling<T: Real>(
             left,
             Some(&AxisSpec {
                 ticks: &mu_t,
-                label: "μ",
+                label: rows.symbol,
                 map: &lx,
             }),
             None,
@@ -191,7 +256,7 @@ pub fn coupling<T: Real>(
         let (cx, cy) = (pad as i32 + 4, head as i32 + marg as i32 / 2);
         figure::text(
             root,
-            "μ: source (left)",
+            &format!("{}: {} (left)", rows.symbol, rows.what),
             (cx, cy - 12),
             CAPTION_SIZE,
             (HPos::Left, VPos::Center),
@@ -200,7 +265,7 @@ pub fn coupling<T: Real>(
         )?;
         figure::text(
             root,
-            "ν: target (top)",
+            &format!("{}: {} (top)", cols.symbol, cols.what),
             (cx, cy + 12),
             CAPTION_SIZE,
             (HPos::Left, VPos::Center),
