@@ -473,6 +473,7 @@ pub fn human_bytes(bytes: u64) -> String {
 /// The file-size limit of this process (`RLIMIT_FSIZE`, `ulimit -f`), `None` when there is
 /// none.
 #[cfg(unix)]
+#[allow(clippy::unnecessary_cast)] // rlim_t is u64 on Linux, not on every unix
 fn file_size_limit() -> Option<u64> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
@@ -491,6 +492,7 @@ fn file_size_limit() -> Option<u64> {
 /// The bytes an unprivileged process may still write on the file system of `folder`
 /// (`statvfs`: available blocks × fragment size), `None` when it cannot be told.
 #[cfg(unix)]
+#[allow(clippy::unnecessary_cast)] // fsblkcnt_t and c_ulong are u64 on 64-bit Linux only
 fn free_space(folder: &Path) -> Option<u64> {
     use std::os::unix::ffi::OsStrExt;
     let path = std::ffi::CString::new(folder.as_os_str().as_bytes()).ok()?;
