@@ -28,6 +28,7 @@ Bad input raises ``ValueError`` naming the argument; numerical or device failure
 
 from __future__ import annotations
 
+import numbers
 import warnings
 from typing import Optional, Sequence, Tuple, Union
 
@@ -211,10 +212,57 @@ def _retype_cost(arg, dtype):
 # ---------------------------------------------------------------------------------------
 
 
+# The largest count the library takes (a `usize`).
+_MAX_COUNT = 2**64 - 1
+
+
+def _count(name: str, value) -> int:
+    """An integer argument (``int`` or a numpy integer; not a ``bool``, a float or a string),
+    in ``0 … 2⁶⁴−1``: ``TypeError`` or ``ValueError`` naming ``name`` otherwise. Its value is
+    the library's to judge (e.g. ``max_iters = 0``)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral, np.integer)):
+        raise TypeError(f"{name}: expected an integer, got {type(value).__name__} {value!r}")
+    value = int(value)
+    if not 0 <= value <= _MAX_COUNT:
+        raise ValueError(f"{name} = {value}: expected an integer from 0 to {_MAX_COUNT}")
+    return value
+
+
+def _real(name: str, value) -> float:
+    """A real argument (``float``, ``int``, a numpy real or a 0-d real array; not a ``bool``
+    nor a string): ``TypeError`` naming ``name`` otherwise. Its value is the library's to
+    judge (e.g. ``eps = 0``)."""
+    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "fiu":
+        return float(value)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+        raise TypeError(f"{name}: expected a real number, got {type(value).__name__} {value!r}")
+    return float(value)
+
+
+def _optional_real(name: str, value):
+    return None if value is None else _real(name, value)
+
+
 def _params(eps, max_iters, tol, check_every, eps_scaling):
-    if eps_scaling is not None and not isinstance(eps_scaling, bool):
-        eps_scaling = tuple(eps_scaling)
-    return (float(eps), int(max_iters), None if tol is None else float(tol), int(check_every), eps_scaling)
+    """``(eps, max_iters, tol, check_every, eps_scaling)`` for the compiled module, each
+    checked by type and named (``max_iters=1.5`` or ``True`` is a ``TypeError``,
+    ``max_iters=-1`` a ``ValueError``)."""
+    if eps_scaling is not None:
+        if isinstance(eps_scaling, (bool, np.bool_)):
+            eps_scaling = bool(eps_scaling) or None
+        else:
+            try:
+                if isinstance(eps_scaling, (str, bytes)):
+                    raise TypeError
+                start, factor, per_stage = eps_scaling
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"eps_scaling: expected None, True or (start, factor, iters_per_stage), got {eps_scaling!r}"
+                ) from None
+            eps_scaling = (_real("eps_scaling[0] (start)", start), _real("eps_scaling[1] (factor)", factor),
+                           _count("eps_scaling[2] (iters_per_stage)", per_stage))
+    return (_real("eps", eps), _count("max_iters", max_iters), _optional_real("tol", tol),
+            _count("check_every", check_every), eps_scaling)
 
 
 def _problem(mu, nu, cost):
@@ -272,7 +320,8 @@ def _result(out, eps, single, cls=SinkhornResult, **extra) -> SinkhornResult:
 def _reg_m(reg_m):
     """POT's ``reg_m`` as ``(ρ_μ, ρ_ν)``: None (balanced), a scalar for both sides, or a
     pair (an indexable of length 1 is a scalar, as in POT); ``inf`` keeps that side exact.
-    ρ ≤ 0, NaN or a non-number raises ValueError naming ``reg_m``."""
+    ρ ≤ 0 or NaN raises ValueError, a non-number (a bool, a string) TypeError, naming
+    ``reg_m``."""
     if reg_m is None:
         return None
     if np.isscalar(reg_m):
@@ -287,10 +336,10 @@ def _reg_m(reg_m):
             raise ValueError(f"reg_m = {reg_m!r}: expected a scalar or a pair (rho_mu, rho_nu)")
     out = []
     for name, v in zip(names, values):
-        try:
-            rho = float(v)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name} = {v!r}: expected a number (float('inf') keeps that marginal exact)") from None
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Real, np.floating, np.integer)):
+            raise TypeError(f"{name}: expected a real number (float('inf') keeps that marginal exact), "
+                            f"got {type(v).__name__} {v!r}")
+        rho = float(v)
         if not rho > 0:  # NaN included
             raise ValueError(f"{name} = {rho}: the marginal penalty must be > 0 (float('inf') keeps that marginal exact)")
         out.append(rho)
@@ -403,7 +452,8 @@ def wasserstein_gradients(mu, nu, cost, eps, *, max_iters=1000, tol=None, check_
     mu, nu, cost, single = _problem(mu, nu, cost)
     params = _params(eps, max_iters, tol, check_every, eps_scaling)
     d_cost, d_mu, d_nu, cg, out = _logot.wasserstein_gradients(
-        mu, nu, cost, params, _warm(warm_start, single), cg_tol, int(cg_max_iters), backend
+        mu, nu, cost, params, _warm(warm_start, single), _optional_real("cg_tol", cg_tol),
+        _count("cg_max_iters", cg_max_iters), backend
     )
     result = _result(out, eps, single)
     if single:
@@ -427,7 +477,8 @@ def plan_gradients(plan, eps, upstream, *, cg_tol=None, cg_max_iters=1000, backe
     upstream = _array(upstream, dtype)
     if single:
         plan, upstream = plan[None], upstream[None]
-    d_cost, d_mu, d_nu, cg = _logot.plan_gradients(plan, float(eps), upstream, cg_tol, int(cg_max_iters), backend)
+    d_cost, d_mu, d_nu, cg = _logot.plan_gradients(plan, _real("eps", eps), upstream, _optional_real("cg_tol", cg_tol),
+                                                 _count("cg_max_iters", cg_max_iters), backend)
     if single:
         d_cost, d_mu, d_nu = d_cost[0], d_mu[0], d_nu[0]
     return PlanGradients(cost=d_cost, mu=d_mu, nu=d_nu, cg=CgReport(**cg))
@@ -562,7 +613,8 @@ def _barycenter(histograms, weights, cost_arg, eps, max_iters, tol, check_every,
     single = histograms.ndim == 2
     if single:
         histograms, weights = histograms[None], weights[None]
-    params = (float(eps), None if max_iters is None else int(max_iters), float(tol), int(check_every))
+    params = (_real("eps", eps), None if max_iters is None else _count("max_iters", max_iters), _real("tol", tol),
+              _count("check_every", check_every))
     hist, iterations, errors, converged = _logot.barycenter(histograms, weights, cost_arg, params, backend)
     if single:
         return Barycenter(histogram=hist[0], iterations=iterations, error=errors[0], converged=converged[0])
@@ -646,7 +698,7 @@ def bistochastic(x, iters=None, tol=0.0, *, backend="cpu") -> BistochasticResult
     x = _array(x, _dtype(x))
     _ndim(x, "x", (2, 3), "an n×n matrix or a B×n×n batch")
     single = x.ndim == 2
-    r, conv = _logot.bistochastic(x[None] if single else x, int(iters), float(tol), backend)
+    r, conv = _logot.bistochastic(x[None] if single else x, _count("iters", iters), _real("tol", tol), backend)
     return BistochasticResult(r=r[0] if single else r, convergence=Convergence(**conv))
 
 
@@ -664,7 +716,8 @@ def bistochastic_backward(r, g, *, cg_tol=None, cg_max_iters=1000, backend="cpu"
     single = r.ndim == 2
     if single:
         r, g = r[None], g[None]
-    dx, cg = _logot.bistochastic_backward(r, g, cg_tol, int(cg_max_iters), backend)
+    dx, cg = _logot.bistochastic_backward(r, g, _optional_real("cg_tol", cg_tol), _count("cg_max_iters", cg_max_iters),
+                                         backend)
     return BistochasticGradient(dx=dx[0] if single else dx, cg=CgReport(**cg))
 
 
@@ -689,7 +742,8 @@ def newton_schulz(x, steps=5, *, coefficients=MUON_COEFFICIENTS, polish_steps=0,
     x = np.asarray(x)
     x = _array(x, _dtype(x))
     _ndim(x, "x", (2,), "a matrix")
-    return _logot.newton_schulz(x, int(steps), tuple(float(c) for c in coefficients), int(polish_steps), backend)
+    coefficients = tuple(_real(f"coefficients[{k}]", c) for k, c in enumerate(coefficients))
+    return _logot.newton_schulz(x, _count("steps", steps), coefficients, _count("polish_steps", polish_steps), backend)
 
 
 # ---------------------------------------------------------------------------------------
@@ -700,13 +754,13 @@ def newton_schulz(x, steps=5, *, coefficients=MUON_COEFFICIENTS, polish_steps=0,
 def cuda_device_name(ordinal: int = 0) -> str:
     """The name of GPU ``ordinal``; ``RuntimeError`` with the reason when the CUDA backend
     cannot run (no driver, no GPU, NVRTC missing). The first call compiles the kernels."""
-    return _logot.cuda_device_name(int(ordinal))
+    return _logot.cuda_device_name(_count("ordinal", ordinal))
 
 
 def cuda_available(ordinal: int = 0) -> bool:
     """Whether ``backend="cuda"`` (GPU ``ordinal``) can run here."""
     try:
-        _logot.cuda_device_name(int(ordinal))
+        _logot.cuda_device_name(_count("ordinal", ordinal))
         return True
     except RuntimeError:
         return False

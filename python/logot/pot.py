@@ -82,12 +82,12 @@ def _names(**mapping):
     """Rename the library's argument names (the prefix of its messages) to POT's."""
     try:
         yield
-    except ValueError as e:
+    except (ValueError, TypeError) as e:
         msg = str(e)
         for lib, pot in mapping.items():
             for sep in (":", " ="):
                 if msg.startswith(lib + sep):
-                    raise ValueError(pot + msg[len(lib):]) from None
+                    raise type(e)(pot + msg[len(lib):]) from None
         raise
 
 
