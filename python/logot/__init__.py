@@ -308,12 +308,29 @@ def _warm(warm_start, single):
     return f, g
 
 
+_CONVERGENCE_FIELDS = ("iterations", "marginal_error", "tol", "converged", "marginal_errors", "converged_each",
+                       "iterations_each")
+_CG_FIELDS = ("problems", "max_iterations", "max_residual", "unconverged", "first_unconverged", "tol")
+
+
+def _convergence(report) -> Convergence:
+    """The public :class:`Convergence` of a report of the compiled module."""
+    return Convergence(**{k: getattr(report, k) for k in _CONVERGENCE_FIELDS})
+
+
+def _cg_report(summary) -> CgReport:
+    """The public :class:`CgReport` of a CG summary of the compiled module."""
+    return CgReport(**{k: getattr(summary, k) for k in _CG_FIELDS})
+
+
 def _result(out, eps, single, cls=SinkhornResult, **extra) -> SinkhornResult:
-    distance, f, g, conv, objective = out
+    """The public result of a solved batch (``out``: the compiled module's
+    ``SinkhornOutput``), squeezed for one problem."""
+    distance, f, g, objective = out.distance, out.f, out.g, out.objective
     if single:
         distance, f, g = float(distance[0]), f[0], g[0]
         objective = None if objective is None else float(objective[0])
-    return cls(**extra, distance=distance, f=f, g=g, eps=float(eps), convergence=Convergence(**conv),
+    return cls(**extra, distance=distance, f=f, g=g, eps=float(eps), convergence=_convergence(out.convergence),
                objective=objective)
 
 
@@ -346,13 +363,13 @@ def _reg_m(reg_m):
     return tuple(out)
 
 
-def _warn_unconverged(conv: dict, asked_tol, what: str = "Sinkhorn"):
+def _warn_unconverged(conv, asked_tol, what: str = "Sinkhorn"):
     # tol=0 asks for all max_iters iterations: the report still judges the result against
     # the precision's default tolerance, but the caller chose not to stop on it.
-    if not conv["converged"] and asked_tol != 0:
+    if not conv.converged and asked_tol != 0:
         warnings.warn(
-            f"{what} did not converge: marginal error {conv['marginal_error']:.3g} > tol "
-            f"{conv['tol']:.3g} after {conv['iterations']} iterations (raise max_iters or eps, "
+            f"{what} did not converge: marginal error {conv.marginal_error:.3g} > tol "
+            f"{conv.tol:.3g} after {conv.iterations} iterations (raise max_iters or eps, "
             "or use eps_scaling=True)",
             ConvergenceWarning,
             stacklevel=3,
@@ -418,10 +435,10 @@ def wasserstein(mu, nu, cost, eps, *, max_iters=1000, tol=None, check_every=10, 
     mu, nu, cost, single = _problem(mu, nu, cost)
     params = _params(eps, max_iters, tol, check_every, eps_scaling)
     warm = None if warm_start is None else _warm(warm_start, single)
-    distance, converged, error, conv_tol, iterations = _logot.wasserstein(mu, nu, cost, params, warm, backend, rho)
-    if not converged:
-        _warn_unconverged(dict(converged=converged, marginal_error=error, tol=conv_tol, iterations=iterations), tol)
-    return float(distance[0]) if single else distance
+    out = _logot.wasserstein(mu, nu, cost, params, warm, backend, rho)
+    if not out.converged:
+        _warn_unconverged(out, tol)
+    return float(out.distance[0]) if single else out.distance
 
 
 def coupling(mu, nu, cost, eps, *, max_iters=1000, tol=None, check_every=10, eps_scaling=None,
@@ -431,8 +448,8 @@ def coupling(mu, nu, cost, eps, *, max_iters=1000, tol=None, check_every=10, eps
     rho = _reg_m(reg_m)
     mu, nu, cost, single = _problem(mu, nu, cost)
     params = _params(eps, max_iters, tol, check_every, eps_scaling)
-    plan, out = _logot.coupling(mu, nu, cost, params, _warm(warm_start, single), backend, rho)
-    return _result(out, eps, single, Coupling, plan=plan[0] if single else plan)
+    out = _logot.coupling(mu, nu, cost, params, _warm(warm_start, single), backend, rho)
+    return _result(out.result, eps, single, Coupling, plan=out.plan[0] if single else out.plan)
 
 
 def wasserstein_gradients(mu, nu, cost, eps, *, max_iters=1000, tol=None, check_every=10,
@@ -451,14 +468,15 @@ def wasserstein_gradients(mu, nu, cost, eps, *, max_iters=1000, tol=None, check_
     """
     mu, nu, cost, single = _problem(mu, nu, cost)
     params = _params(eps, max_iters, tol, check_every, eps_scaling)
-    d_cost, d_mu, d_nu, cg, out = _logot.wasserstein_gradients(
+    out = _logot.wasserstein_gradients(
         mu, nu, cost, params, _warm(warm_start, single), _optional_real("cg_tol", cg_tol),
         _count("cg_max_iters", cg_max_iters), backend
     )
-    result = _result(out, eps, single)
+    result = _result(out.result, eps, single)
+    d_cost, d_mu, d_nu = out.cost, out.mu, out.nu
     if single:
         d_cost, d_mu, d_nu = d_cost[0], d_mu[0], d_nu[0]
-    return OtGradients(cost=d_cost, mu=d_mu, nu=d_nu, result=result, cg=CgReport(**cg))
+    return OtGradients(cost=d_cost, mu=d_mu, nu=d_nu, result=result, cg=_cg_report(out.cg))
 
 
 def plan_gradients(plan, eps, upstream, *, cg_tol=None, cg_max_iters=1000, backend="cpu") -> PlanGradients:
@@ -477,11 +495,12 @@ def plan_gradients(plan, eps, upstream, *, cg_tol=None, cg_max_iters=1000, backe
     upstream = _array(upstream, dtype)
     if single:
         plan, upstream = plan[None], upstream[None]
-    d_cost, d_mu, d_nu, cg = _logot.plan_gradients(plan, _real("eps", eps), upstream, _optional_real("cg_tol", cg_tol),
-                                                 _count("cg_max_iters", cg_max_iters), backend)
+    out = _logot.plan_gradients(plan, _real("eps", eps), upstream, _optional_real("cg_tol", cg_tol),
+                                _count("cg_max_iters", cg_max_iters), backend)
+    d_cost, d_mu, d_nu = out.cost, out.mu, out.nu
     if single:
         d_cost, d_mu, d_nu = d_cost[0], d_mu[0], d_nu[0]
-    return PlanGradients(cost=d_cost, mu=d_mu, nu=d_nu, cg=CgReport(**cg))
+    return PlanGradients(cost=d_cost, mu=d_mu, nu=d_nu, cg=_cg_report(out.cg))
 
 
 def _ndim(a: np.ndarray, arg: str, dims: Tuple[int, ...], what: str) -> None:
@@ -553,12 +572,12 @@ def point_gradients(x, y, eps, a=None, b=None, *, metric="sqeuclidean", precisio
     params = _params(eps, max_iters, tol, check_every, eps_scaling)
     if single:
         mu, nu = mu[None], nu[None]
-    value, gx, gy, out = _logot.point_gradients(
+    out = _logot.point_gradients(
         mu, nu, ("points", x, y, metric, precision), params, _warm(warm_start, single), backend
     )
     if single:
-        return PointGradients(value=float(value[0]), x=gx[0], y=gy[0], result=_result(out, eps, True))
-    return PointGradients(value=value, x=gx, y=gy, result=_result(out, eps, False))
+        return PointGradients(value=float(out.value[0]), x=out.x[0], y=out.y[0], result=_result(out.result, eps, True))
+    return PointGradients(value=out.value, x=out.x, y=out.y, result=_result(out.result, eps, False))
 
 
 def sinkhorn_divergence(x, y, eps, a=None, b=None, *, metric="sqeuclidean", precision=None,
@@ -591,15 +610,14 @@ def sinkhorn_divergence(x, y, eps, a=None, b=None, *, metric="sqeuclidean", prec
     params = _params(eps, max_iters, tol, check_every, eps_scaling)
     rho = _reg_m(reg_m)
     if convention in ("objective", "linear"):
-        value, gx, gy, terms, convs = _logot.sinkhorn_divergence(
-            x, y, a, b, metric, precision, params, backend, convention, rho
-        )
+        out = _logot.sinkhorn_divergence(x, y, a, b, metric, precision, params, backend, convention, rho)
         if x.ndim == 2:
-            convergence = tuple(Convergence(**c) for c in convs)
+            convergence = tuple(_convergence(c) for c in out.convergence)
         else:
-            convergence = tuple(tuple(Convergence(**c) for c in triple) for triple in convs)
+            convergence = tuple(tuple(_convergence(c) for c in triple) for triple in out.convergence)
         return SinkhornDivergence(
-            value=value, grad_x=gx, grad_y=gy, terms=terms, convergence=convergence, convention=convention,
+            value=out.value, grad_x=out.grad_x, grad_y=out.grad_y, terms=out.terms, convergence=convergence,
+            convention=convention,
         )
     raise ValueError(f"convention = {convention!r}: expected \"objective\" or \"linear\"")
 
@@ -615,7 +633,8 @@ def _barycenter(histograms, weights, cost_arg, eps, max_iters, tol, check_every,
         histograms, weights = histograms[None], weights[None]
     params = (_real("eps", eps), None if max_iters is None else _count("max_iters", max_iters), _real("tol", tol),
               _count("check_every", check_every))
-    hist, iterations, errors, converged = _logot.barycenter(histograms, weights, cost_arg, params, backend)
+    out = _logot.barycenter(histograms, weights, cost_arg, params, backend)
+    hist, iterations, errors, converged = out.histograms, out.iterations, out.errors, out.converged
     if single:
         return Barycenter(histogram=hist[0], iterations=iterations, error=errors[0], converged=converged[0])
     return Barycenter(histogram=hist, iterations=iterations, error=np.asarray(errors),
@@ -698,8 +717,8 @@ def bistochastic(x, iters=None, tol=0.0, *, backend="cpu") -> BistochasticResult
     x = _array(x, _dtype(x))
     _ndim(x, "x", (2, 3), "an n×n matrix or a B×n×n batch")
     single = x.ndim == 2
-    r, conv = _logot.bistochastic(x[None] if single else x, _count("iters", iters), _real("tol", tol), backend)
-    return BistochasticResult(r=r[0] if single else r, convergence=Convergence(**conv))
+    out = _logot.bistochastic(x[None] if single else x, _count("iters", iters), _real("tol", tol), backend)
+    return BistochasticResult(r=out.r[0] if single else out.r, convergence=_convergence(out.convergence))
 
 
 def bistochastic_backward(r, g, *, cg_tol=None, cg_max_iters=1000, backend="cpu") -> BistochasticGradient:
@@ -716,9 +735,9 @@ def bistochastic_backward(r, g, *, cg_tol=None, cg_max_iters=1000, backend="cpu"
     single = r.ndim == 2
     if single:
         r, g = r[None], g[None]
-    dx, cg = _logot.bistochastic_backward(r, g, _optional_real("cg_tol", cg_tol), _count("cg_max_iters", cg_max_iters),
+    out = _logot.bistochastic_backward(r, g, _optional_real("cg_tol", cg_tol), _count("cg_max_iters", cg_max_iters),
                                          backend)
-    return BistochasticGradient(dx=dx[0] if single else dx, cg=CgReport(**cg))
+    return BistochasticGradient(dx=out.dx[0] if single else out.dx, cg=_cg_report(out.cg))
 
 
 def svd3(a, *, backend="cpu") -> Svd3:
@@ -728,7 +747,8 @@ def svd3(a, *, backend="cpu") -> Svd3:
     a = _array(a, _dtype(a))
     _ndim(a, "a", (2, 3), "an M×3 matrix or a B×M×3 batch")
     single = a.ndim == 2
-    u, s, vt = _logot.svd3(a[None] if single else a, backend)
+    out = _logot.svd3(a[None] if single else a, backend)
+    u, s, vt = out.u, out.s, out.vt
     if single:
         u, s, vt = u[0], s[0], vt[0]
     return Svd3(u=u, s=s, vt=vt)

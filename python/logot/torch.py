@@ -215,13 +215,13 @@ def _dense_on_device(mu, nu, cost, device, options, grads):
         ptrs = tuple(t.data_ptr() for t in out)
     else:
         ptrs = None
-    distance, conv, cg = _lg._logot._wasserstein_cuda(
+    solved = _lg._logot._wasserstein_cuda(
         a.data_ptr(), b.data_ptr(), c.data_ptr(), ptrs, batch, n, m, c.dim() == 3, c.dtype == torch.float64,
         params, options["cg_tol"], int(options["cg_max_iters"]), device, stream.cuda_stream)
-    _warn(_lg.Convergence(**conv))
-    if cg is not None:
-        _warn_cg(_lg.CgReport(**cg))
-    value = torch.tensor(distance, dtype=c.dtype).to(c.device, non_blocking=True)
+    _warn(solved.convergence)
+    if solved.cg is not None:
+        _warn_cg(solved.cg)
+    value = torch.tensor(solved.distance, dtype=c.dtype).to(c.device, non_blocking=True)
     if single:
         value = value[0]
         if out is not None:
@@ -327,7 +327,7 @@ class _Coupling(torch.autograd.Function):
             conv = _lg._logot._coupling_cuda(a.data_ptr(), b.data_ptr(), c.data_ptr(), plan.data_ptr(), batch, n,
                                              m, c.dim() == 3, c.dtype == torch.float64, params, ctx.device,
                                              stream.cuda_stream)
-            _warn(_lg.Convergence(**conv))
+            _warn(conv)
             plan = plan[0] if single else plan
             ctx.save_for_backward(plan)
             ctx.eps, ctx.backend, ctx.cg = eps, backend, cg
@@ -357,7 +357,7 @@ class _Coupling(torch.autograd.Function):
             cg = _lg._logot._plan_gradients_cuda(p.data_ptr(), g.data_ptr(), tuple(t.data_ptr() for t in out), batch,
                                                  n, m, p.dtype == torch.float64, ctx.eps, ctx.cg[0],
                                                  int(ctx.cg[1]), ctx.device, stream.cuda_stream)
-            _warn_cg(_lg.CgReport(**cg))
+            _warn_cg(cg)
             d_cost, d_mu, d_nu = out if plan.dim() == 3 else (out[0][0], out[1][0], out[2][0])
             return (_sum_to(d_mu, mu_shape) if ctx.needs_input_grad[0] else None,
                     _sum_to(d_nu, nu_shape) if ctx.needs_input_grad[1] else None,
@@ -414,12 +414,12 @@ def _points_on_device(x, y, a, b, device, options):
     c = _DeviceClouds(x, y, a, b)
     f, g = torch.empty_like(c.wa), torch.empty_like(c.wb)
     gx, gy = c.gradients()
-    value, _, conv = _lg._logot._point_gradients_cuda(
+    solved = _lg._logot._point_gradients_cuda(
         *c.inputs(), (f.data_ptr(), g.data_ptr(), gx.data_ptr(), gy.data_ptr()), *c.shape(),
         options["metric"], options["precision"], x.dtype == torch.float64, _device_params(options), device,
         torch.cuda.current_stream(device).cuda_stream)
-    _warn(_lg.Convergence(**conv))
-    value = c.values(value)
+    _warn(solved.convergence)
+    value = c.values(solved.value)
     if c.single:
         return value[0], (gx[0], gy[0], f[0], g[0])
     return value, (gx, gy, f, g)
@@ -466,13 +466,13 @@ def _divergence_on_device(x, y, a, b, device, options):
     ``(∂x, ∂y)``, shaped as the host path's."""
     c = _DeviceClouds(x, y, a, b)
     gx, gy = c.gradients()
-    value, _, convs = _lg._logot._sinkhorn_divergence_cuda(
+    solved = _lg._logot._sinkhorn_divergence_cuda(
         *c.inputs(), (gx.data_ptr(), gy.data_ptr()), *c.shape(), options["metric"], options["precision"],
         x.dtype == torch.float64, _device_params(options), device,
         torch.cuda.current_stream(device).cuda_stream)
-    for conv in convs:
-        _warn(_lg.Convergence(**conv))
-    value = c.values(value)
+    for conv in solved.convergence:
+        _warn(conv)
+    value = c.values(solved.value)
     if c.single:
         return value[0], (gx[0], gy[0])
     return value, (gx, gy)
@@ -696,7 +696,7 @@ def _report(reports, stacklevel):
                 message = (f"the bistochastic projection did not converge for {unconverged} of {batch} matrices "
                            f"(column error {marginal_error:.3g} > tol {tol:.3g} after {iterations} iterations)")
         elif kind == "backward" and stats is not None:
-            stats = _lg.CgReport(**stats)
+            stats = _lg._cg_report(stats)
             if stats.unconverged:
                 message = (f"the implicit backward's CG did not converge for {stats.unconverged} of {stats.problems} "
                            f"problem(s) (relative residual {stats.max_residual:.3g} > {stats.tol:.3g}); the "

@@ -2,9 +2,10 @@
 
 use crate::args::{count, real, CostArg};
 use crate::common::{compute, device, OrPyErr};
+use crate::results::{array, BarycenterOutput};
 use logot::{BarycenterParams, BarycenterProblem, BarycenterSolver};
 use ndarray::Array2;
-use numpy::{IntoPyArray, PyReadonlyArray2, PyReadonlyArray3};
+use numpy::{PyReadonlyArray2, PyReadonlyArray3};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
@@ -31,7 +32,7 @@ fn barycenter_params(obj: &Bound<'_, PyAny>) -> PyResult<BarycenterParams> {
         .check_every(count(&t.get_item(3)?, "check_every")?))
 }
 
-/// `(histograms P×m, iterations, errors P, converged P)`: `P` barycenters of `K` inputs
+/// A [`BarycenterOutput`]: `P` barycenters of `K` inputs
 /// each (`histograms` P×K×n, `weights` P×K) on a dense cost or `("grid", shape)`.
 /// `params = (eps, max_iters or None, tol, check_every)`.
 #[pyfunction]
@@ -43,7 +44,7 @@ fn barycenter<'py>(
     cost: &Bound<'py, PyAny>,
     params: &Bound<'py, PyAny>,
     backend: &str,
-) -> PyResult<Bound<'py, PyTuple>> {
+) -> PyResult<Py<BarycenterOutput>> {
     let p = barycenter_params(params)?;
     let dev = device(py, backend)?;
     let cpu = dev.is_cpu();
@@ -66,7 +67,13 @@ fn barycenter<'py>(
         let iterations = bars.first().map_or(0, |b| b.iterations);
         let errors: Vec<f64> = bars.iter().map(|b| b.error).collect();
         let converged: Vec<bool> = bars.iter().map(|b| b.converged).collect();
-        (out.into_pyarray(py), iterations, errors, converged).into_pyobject(py)
+        let out = BarycenterOutput {
+            histograms: array(py, out),
+            iterations,
+            errors,
+            converged,
+        };
+        Py::new(py, out)
     })
 }
 

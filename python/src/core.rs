@@ -2,12 +2,14 @@
 
 use crate::args::{cg_params, max_cost, relaxation, warm_start, CostArg, ParamsArg};
 use crate::common::{compute, device, small_dense, OrPyErr};
-use crate::results::{cg_summary, sinkhorn_result};
+use crate::results::{
+    array, cg_summary, sinkhorn_output, CouplingOutput, DistanceOutput, OtGradientsOutput,
+    PlanGradientsOutput, PointGradientsOutput,
+};
 use logot::grad::CgParams;
 use logot::{Problem, SinkhornParams, SinkhornSolver};
-use numpy::{IntoPyArray, PyReadonlyArray2, PyReadonlyArray3};
+use numpy::{PyReadonlyArray2, PyReadonlyArray3};
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
 
 /// What a Sinkhorn entry point computes.
 #[derive(Clone, Copy, PartialEq)]
@@ -27,7 +29,9 @@ pub(crate) enum Want {
 type Warm<'py> = Option<(PyReadonlyArray2<'py, f64>, PyReadonlyArray2<'py, f64>)>;
 
 /// One Sinkhorn call on host arrays: the problem `(mu, nu, cost)` (optionally relaxed by
-/// `reg_m`) solved with `params` on `backend`, and what `want` asks for as a tuple.
+/// `reg_m`) solved with `params` on `backend`, and what `want` asks for: a
+/// [`DistanceOutput`], [`SinkhornOutput`](crate::results::SinkhornOutput), [`CouplingOutput`],
+/// [`OtGradientsOutput`] or [`PointGradientsOutput`].
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn sinkhorn_entry<'py>(
     py: Python<'py>,
@@ -40,7 +44,7 @@ pub(crate) fn sinkhorn_entry<'py>(
     warm: Warm<'py>,
     cg: CgParams,
     backend: &str,
-) -> PyResult<Bound<'py, PyTuple>> {
+) -> PyResult<Py<PyAny>> {
     let params = ParamsArg::extract(params)?;
     let dev = device(py, backend)?;
     let cpu = dev.is_cpu();
@@ -78,46 +82,49 @@ pub(crate) fn sinkhorn_entry<'py>(
                 })
             };
             let out = compute(py, on_pool, run).py()?;
-            match out {
+            Ok(match out {
                 (Some(r), ..) if want == Want::Distance => {
                     let c = &r.convergence;
-                    (r.distance.into_pyarray(py), c.converged, c.marginal_error, c.tol, c.iterations)
-                        .into_pyobject(py)
+                    let d = DistanceOutput {
+                        converged: c.converged,
+                        marginal_error: c.marginal_error,
+                        tol: c.tol,
+                        iterations: c.iterations,
+                        distance: array(py, r.distance),
+                    };
+                    Py::new(py, d)?.into_any()
                 }
-                (Some(r), ..) => sinkhorn_result(py, r),
+                (Some(r), ..) => sinkhorn_output(py, r)?.into_any(),
                 (_, Some(c), ..) => {
-                    let r = sinkhorn_result(py, c.result)?;
-                    (c.plan.into_pyarray(py), r).into_pyobject(py)
+                    let result = sinkhorn_output(py, c.result)?;
+                    Py::new(py, CouplingOutput { plan: array(py, c.plan), result })?.into_any()
                 }
                 (_, _, Some(g), _) => {
-                    let cg = cg_summary(py, &g.cg.summary())?;
-                    let r = sinkhorn_result(py, g.result)?;
-                    (
-                        g.cost.into_pyarray(py),
-                        g.mu.into_pyarray(py),
-                        g.nu.into_pyarray(py),
-                        cg,
-                        r,
-                    )
-                        .into_pyobject(py)
+                    let out = OtGradientsOutput {
+                        cg: cg_summary(py, &g.cg.summary())?,
+                        result: sinkhorn_output(py, g.result)?,
+                        cost: array(py, g.cost),
+                        mu: array(py, g.mu),
+                        nu: array(py, g.nu),
+                    };
+                    Py::new(py, out)?.into_any()
                 }
                 (_, _, _, Some(g)) => {
-                    let r = sinkhorn_result(py, g.result)?;
-                    (
-                        g.value.into_pyarray(py),
-                        g.x.into_pyarray(py),
-                        g.y.into_pyarray(py),
-                        r,
-                    )
-                        .into_pyobject(py)
+                    let out = PointGradientsOutput {
+                        result: sinkhorn_output(py, g.result)?,
+                        value: array(py, g.value),
+                        x: array(py, g.x),
+                        y: array(py, g.y),
+                    };
+                    Py::new(py, out)?.into_any()
                 }
                 _ => unreachable!("one result per entry point"),
-            }
+            })
         })
     })
 }
 
-/// `(distance, f, g, convergence, objective)`: distances `⟨P_b, C_b⟩` (B), potentials `f`
+/// A [`SinkhornOutput`](crate::results::SinkhornOutput): distances `⟨P_b, C_b⟩` (B), potentials `f`
 /// (B×n), `g` (B×m) of a batch `mu` (B×n), `nu` (B×m); `objective` (B) for relaxed problems
 /// (`reg_m = (ρ_μ, ρ_ν)`, `inf` for an exact side), else `None`.
 #[pyfunction]
@@ -132,7 +139,7 @@ fn solve<'py>(
     warm_start: Warm<'py>,
     backend: &str,
     reg_m: Option<(f64, f64)>,
-) -> PyResult<Bound<'py, PyTuple>> {
+) -> PyResult<Py<PyAny>> {
     let cg = CgParams::default();
     sinkhorn_entry(
         py,
@@ -148,7 +155,7 @@ fn solve<'py>(
     )
 }
 
-/// `(distance B, converged, marginal_error, tol, iterations)`: the distances of [`solve`]
+/// A [`DistanceOutput`]: the distances of [`solve`]
 /// with the convergence summary, no potentials nor per-problem lists (what
 /// `logot.wasserstein` returns, with the least work per call).
 #[pyfunction]
@@ -163,7 +170,7 @@ fn wasserstein<'py>(
     warm_start: Warm<'py>,
     backend: &str,
     reg_m: Option<(f64, f64)>,
-) -> PyResult<Bound<'py, PyTuple>> {
+) -> PyResult<Py<PyAny>> {
     let cg = CgParams::default();
     sinkhorn_entry(
         py,
@@ -179,7 +186,7 @@ fn wasserstein<'py>(
     )
 }
 
-/// `(plan, (distance, f, g, convergence, objective))` with the plans `B×n×m`.
+/// A [`CouplingOutput`]: the plans `B×n×m` with the solved batch.
 #[pyfunction]
 #[pyo3(signature = (mu, nu, cost, params, warm_start=None, backend="cpu", reg_m=None))]
 #[allow(clippy::too_many_arguments)]
@@ -192,7 +199,7 @@ fn coupling<'py>(
     warm_start: Warm<'py>,
     backend: &str,
     reg_m: Option<(f64, f64)>,
-) -> PyResult<Bound<'py, PyTuple>> {
+) -> PyResult<Py<PyAny>> {
     let cg = CgParams::default();
     sinkhorn_entry(
         py,
@@ -208,8 +215,7 @@ fn coupling<'py>(
     )
 }
 
-/// `(d_cost B×n×m, d_mu B×n, d_nu B×m, cg, (distance, f, g, convergence, objective))`: exact
-/// gradients of `⟨P_b, C_b⟩` (dense costs).
+/// An [`OtGradientsOutput`]: exact gradients of `⟨P_b, C_b⟩` (dense costs).
 #[pyfunction]
 #[pyo3(signature = (mu, nu, cost, params, warm_start=None, cg_tol=None, cg_max_iters=1000, backend="cpu"))]
 #[allow(clippy::too_many_arguments)]
@@ -223,7 +229,7 @@ fn wasserstein_gradients<'py>(
     cg_tol: Option<f64>,
     cg_max_iters: usize,
     backend: &str,
-) -> PyResult<Bound<'py, PyTuple>> {
+) -> PyResult<Py<PyAny>> {
     let cg = cg_params(cg_tol, cg_max_iters);
     sinkhorn_entry(
         py,
@@ -239,7 +245,7 @@ fn wasserstein_gradients<'py>(
     )
 }
 
-/// `(d_cost, d_mu, d_nu, cg)`: exact gradients of a loss `L(P)` of the plans `plan` (B×n×m)
+/// A [`PlanGradientsOutput`]: exact gradients of a loss `L(P)` of the plans `plan` (B×n×m)
 /// from `upstream = ∂L/∂P`, by implicit differentiation.
 #[pyfunction]
 #[pyo3(signature = (plan, eps, upstream, cg_tol=None, cg_max_iters=1000, backend="cpu"))]
@@ -251,7 +257,7 @@ fn plan_gradients<'py>(
     cg_tol: Option<f64>,
     cg_max_iters: usize,
     backend: &str,
-) -> PyResult<Bound<'py, PyTuple>> {
+) -> PyResult<Py<PlanGradientsOutput>> {
     let dev = device(py, backend)?;
     let cpu = dev.is_cpu();
     let cg = cg_params(cg_tol, cg_max_iters);
@@ -263,14 +269,13 @@ fn plan_gradients<'py>(
             let solver = SinkhornSolver::new(be, SinkhornParams::new(eps));
             compute(py, cpu, || solver.plan_gradients(p, g, &cg)).py()?
         });
-        let cg = cg_summary(py, &out.cg.summary())?;
-        (
-            out.cost.into_pyarray(py),
-            out.mu.into_pyarray(py),
-            out.nu.into_pyarray(py),
-            cg,
-        )
-            .into_pyobject(py)
+        let out = PlanGradientsOutput {
+            cg: cg_summary(py, &out.cg.summary())?,
+            cost: array(py, out.cost),
+            mu: array(py, out.mu),
+            nu: array(py, out.nu),
+        };
+        Py::new(py, out)
     })
 }
 

@@ -2,15 +2,16 @@
 
 use crate::args::cg_params;
 use crate::common::{compute, device, OrPyErr};
-use crate::results::{cg_summary, convergence};
+use crate::results::{
+    array, cg_summary, convergence, BistochasticGradientOutput, BistochasticOutput, Svd3Output,
+};
 use logot::grad::{BistochasticParams, BistochasticSolver};
 use logot::linalg::NewtonSchulzParams;
 use ndarray::{ArrayView2, ArrayView3};
 use numpy::{IntoPyArray, PyReadonlyArray2, PyReadonlyArray3};
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
 
-/// `(R, convergence)`: `R = SinkhornKnopp(exp(X))` for each matrix of `x` (B×n×n).
+/// A [`BistochasticOutput`]: `R = SinkhornKnopp(exp(X))` for each matrix of `x` (B×n×n).
 #[pyfunction]
 #[pyo3(signature = (x, iters=20, tol=0.0, backend="cpu"))]
 fn bistochastic<'py>(
@@ -19,7 +20,7 @@ fn bistochastic<'py>(
     iters: usize,
     tol: f64,
     backend: &str,
-) -> PyResult<Bound<'py, PyTuple>> {
+) -> PyResult<Py<BistochasticOutput>> {
     let dev = device(py, backend)?;
     let cpu = dev.is_cpu();
     let params = BistochasticParams::default().iters(iters).tol(tol);
@@ -30,12 +31,12 @@ fn bistochastic<'py>(
             let proj = BistochasticSolver::new(be, params);
             compute(py, cpu, || proj.forward(xv)).py()?
         });
-        let conv = convergence(py, &out.convergence)?;
-        (out.r.into_pyarray(py), conv).into_pyobject(py)
+        let convergence = convergence(py, &out.convergence)?;
+        Py::new(py, BistochasticOutput { r: array(py, out.r), convergence })
     })
 }
 
-/// `(dX, cg)`: `∂L/∂X` from `R` (B×n×n) and `g = ∂L/∂R`, by implicit differentiation.
+/// A [`BistochasticGradientOutput`]: `∂L/∂X` from `R` (B×n×n) and `g = ∂L/∂R`, by implicit differentiation.
 #[pyfunction]
 #[pyo3(signature = (r, g, cg_tol=None, cg_max_iters=1000, backend="cpu"))]
 fn bistochastic_backward<'py>(
@@ -45,7 +46,7 @@ fn bistochastic_backward<'py>(
     cg_tol: Option<f64>,
     cg_max_iters: usize,
     backend: &str,
-) -> PyResult<Bound<'py, PyTuple>> {
+) -> PyResult<Py<BistochasticGradientOutput>> {
     let dev = device(py, backend)?;
     let cpu = dev.is_cpu();
     let cg = cg_params(cg_tol, cg_max_iters);
@@ -58,18 +59,18 @@ fn bistochastic_backward<'py>(
             compute(py, cpu, || proj.backward(rv, gv, &cg)).py()?
         });
         let cg = cg_summary(py, &out.cg)?;
-        (out.dx.into_pyarray(py), cg).into_pyobject(py)
+        Py::new(py, BistochasticGradientOutput { dx: array(py, out.dx), cg })
     })
 }
 
-/// `(U B×M×3, S B×3, Vt B×3×3)`: thin SVDs of a batch of `M×3` matrices.
+/// An [`Svd3Output`]: thin SVDs of a batch of `M×3` matrices.
 #[pyfunction]
 #[pyo3(signature = (a, backend="cpu"))]
 fn svd3<'py>(
     py: Python<'py>,
     a: &Bound<'py, PyAny>,
     backend: &str,
-) -> PyResult<Bound<'py, PyTuple>> {
+) -> PyResult<Py<Svd3Output>> {
     let dev = device(py, backend)?;
     let cpu = dev.is_cpu();
     by_dtype!(a, "a", T => {
@@ -78,8 +79,8 @@ fn svd3<'py>(
         let out = by_backend!(&dev, be => {
             compute(py, cpu, || logot::linalg::svd3_batch(&be, av)).py()?
         });
-        (out.u.into_pyarray(py), out.s.into_pyarray(py), out.vt.into_pyarray(py))
-            .into_pyobject(py)
+        let out = Svd3Output { u: array(py, out.u), s: array(py, out.s), vt: array(py, out.vt) };
+        Py::new(py, out)
     })
 }
 

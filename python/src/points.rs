@@ -4,15 +4,14 @@
 use crate::args::{clouds_batched, cross_precision, point_metric, relaxation, ParamsArg};
 use crate::common::{compute, device, OrPyErr};
 use crate::core::{sinkhorn_entry, Want};
-use crate::results::{convergence, convergence_of};
+use crate::results::{array, convergence, convergence_of, DivergenceOutput};
 use logot::grad::CgParams;
 use logot::{DivergenceConvention, PointCloudCost, Problem, Real, SinkhornSolver};
-use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3};
+use numpy::{PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
 
-/// `(value B, d_x B×n×d, d_y B×m×d, (distance, f, g, convergence, objective))`: `OT_ε` and its
+/// A [`PointGradientsOutput`](crate::results::PointGradientsOutput): `OT_ε` and its
 /// gradients with respect to the points (point-cloud costs).
 #[pyfunction]
 #[pyo3(signature = (mu, nu, cost, params, warm_start=None, backend="cpu"))]
@@ -24,7 +23,7 @@ fn point_gradients<'py>(
     params: &Bound<'py, PyAny>,
     warm_start: Option<(PyReadonlyArray2<'py, f64>, PyReadonlyArray2<'py, f64>)>,
     backend: &str,
-) -> PyResult<Bound<'py, PyTuple>> {
+) -> PyResult<Py<PyAny>> {
     let cg = CgParams::default();
     let want = Want::PointGradients;
     sinkhorn_entry(
@@ -37,10 +36,10 @@ fn point_gradients<'py>(
 /// (`"linear"`, without); with `reg_m` the unbalanced divergence (one ρ on both sides,
 /// `+ (ε/2)(Σa − Σb)²`).
 ///
-/// One pair (`x` `n×d`, `y` `m×d`, `a` `n`, `b` `m`): `(value, grad_x, grad_y, terms,
-/// (conv_xy, conv_xx, conv_yy))`. A batch of pairs (`x` `B×n×d`, `y` `B×m×d`, `a` `B×n`,
-/// `b` `B×m`, problem `k` on `x[k]`, `y[k]`): `(value B, grad_x B×n×d, grad_y B×m×d,
-/// terms B×3, [(conv_xy, conv_xx, conv_yy); B])`. The gradients are `None` without them
+/// A [`DivergenceOutput`]: for one pair (`x` `n×d`, `y` `m×d`, `a` `n`, `b` `m`) the value,
+/// gradients, three terms and three reports `(xy, xx, yy)`; for a batch of pairs (`x`
+/// `B×n×d`, `y` `B×m×d`, `a` `B×n`, `b` `B×m`, problem `k` on `x[k]`, `y[k]`) B values,
+/// `B×3` terms and one triple of reports per problem. The gradients are `None` without them
 /// (`"linear"`).
 #[pyfunction]
 #[pyo3(signature = (x, y, a, b, metric, precision, params, backend="cpu", convention="objective", reg_m=None))]
@@ -57,7 +56,7 @@ fn sinkhorn_divergence<'py>(
     backend: &str,
     convention: &str,
     reg_m: Option<(f64, f64)>,
-) -> PyResult<Bound<'py, PyTuple>> {
+) -> PyResult<Py<DivergenceOutput>> {
     let convention = match convention {
         "objective" => DivergenceConvention::Objective,
         "linear" => DivergenceConvention::Linear,
@@ -117,10 +116,16 @@ fn sinkhorn_divergence<'py>(
             let t = s.terms.row(0);
             let terms = (t[0].f64(), t[1].f64(), t[2].f64());
             let first = |g: Option<ndarray::Array3<T>>| {
-                g.map(|g| g.index_axis_move(ndarray::Axis(0), 0).into_pyarray(py))
+                g.map(|g| array(py, g.index_axis_move(ndarray::Axis(0), 0)))
             };
-            return (s.value[0].f64(), first(s.grad_x), first(s.grad_y), terms, convs)
-                .into_pyobject(py);
+            let out = DivergenceOutput {
+                value: s.value[0].f64().into_pyobject(py)?.into_any().unbind(),
+                grad_x: first(s.grad_x),
+                grad_y: first(s.grad_y),
+                terms: terms.into_pyobject(py)?.into_any().unbind(),
+                convergence: convs.into_pyobject(py)?.into_any().unbind(),
+            };
+            return Py::new(py, out);
         }
         let convs = (0..s.value.len())
             .map(|k| {
@@ -131,14 +136,14 @@ fn sinkhorn_divergence<'py>(
                 ))
             })
             .collect::<PyResult<Vec<_>>>()?;
-        (
-            s.value.into_pyarray(py),
-            s.grad_x.map(|g| g.into_pyarray(py)),
-            s.grad_y.map(|g| g.into_pyarray(py)),
-            s.terms.into_pyarray(py),
-            convs,
-        )
-            .into_pyobject(py)
+        let out = DivergenceOutput {
+            value: array(py, s.value),
+            grad_x: s.grad_x.map(|g| array(py, g)),
+            grad_y: s.grad_y.map(|g| array(py, g)),
+            terms: array(py, s.terms),
+            convergence: convs.into_pyobject(py)?.into_any().unbind(),
+        };
+        Py::new(py, out)
     })
 }
 

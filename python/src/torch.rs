@@ -7,7 +7,7 @@
 
 use crate::args::{cg_params, cross_precision, point_metric, DeviceParams, ParamsArg};
 use crate::common::{cuda_backend, OrPyErr};
-use crate::results::{cg_summary, convergence};
+use crate::results::{cg_summary, convergence, CgSummary as CgReport, ConvergenceReport};
 use logot::backend::cuda::{CudaBuffer, CudaReal};
 use logot::grad::{CgParams, CgSummary, GradientBuffers};
 use logot::{
@@ -16,7 +16,7 @@ use logot::{
 };
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::PyTuple;
 
 /// The shared CUDA backend of GPU `device` launching on the caller's stream `stream` (a
 /// `CUstream` as an integer, `torch.cuda.current_stream(device).cuda_stream`).
@@ -35,7 +35,7 @@ pub(crate) unsafe fn cuda_on_stream(device: usize, stream: usize) -> logot::Resu
 /// [`BufferOutputs::wasserstein_gradients`]) written there: reads `μ` (`batch×n`) at `mu`,
 /// `ν` (`batch×m`) at `nu` and the cost (`n×m`, or `batch×n×m` when `batched_cost`) at
 /// `cost`; `double`: float64, else float32. Waits on that stream only, for the per-problem
-/// numbers it reads back. Returns `(distances, convergence, cg summary or None)`.
+/// numbers it reads back. Returns a [`DeviceSolveOutput`].
 ///
 /// Private to `logot.torch`, which passes the `data_ptr()` of live, contiguous CUDA tensors
 /// of GPU `device` of that dtype and size (the gradients freshly allocated, aliasing
@@ -60,7 +60,7 @@ fn _wasserstein_cuda<'py>(
     cg_max_iters: usize,
     device: usize,
     stream: usize,
-) -> PyResult<(Vec<f64>, Bound<'py, PyDict>, Option<Bound<'py, PyDict>>)> {
+) -> PyResult<DeviceSolveOutput> {
     let overflow = || PyValueError::new_err(format!("cost: {batch}×{n}×{m} overflows"));
     let per_cost = n.checked_mul(m).ok_or_else(overflow)?;
     let lens = [
@@ -138,9 +138,11 @@ fn _wasserstein_cuda<'py>(
             }
         })
         .py()?;
-    let conv = convergence(py, &sol.convergence)?;
-    let cg = summary.map(|c| cg_summary(py, &c)).transpose()?;
-    Ok((sol.distance, conv, cg))
+    Ok(DeviceSolveOutput {
+        convergence: convergence(py, &sol.convergence)?,
+        cg: summary.map(|c| cg_summary(py, &c)).transpose()?,
+        distance: sol.distance,
+    })
 }
 
 /// `OT_ε` of a batch of point-cloud problems on CUDA memory, without a copy, on the caller's
@@ -149,7 +151,7 @@ fn _wasserstein_cuda<'py>(
 /// `batched`) and `y` (`m×d` or `batch×m×d`), row-major; writes the potentials and the
 /// envelope gradients at `out = (f, g, ∂x, ∂y)` (`batch×n`, `batch×m`, `batch×n×d`,
 /// `batch×m×d`); `double`: float64, else float32. Waits on that stream only, for the
-/// per-problem numbers it reads back. Returns `(values, distances, convergence)`.
+/// per-problem numbers it reads back. Returns a [`DevicePointOutput`].
 ///
 /// Private to `logot.torch`, which passes the `data_ptr()` of live, contiguous CUDA tensors
 /// of GPU `device` of that dtype and size (the outputs freshly allocated, aliasing nothing)
@@ -176,7 +178,7 @@ fn _point_gradients_cuda<'py>(
     params: &Bound<'py, PyAny>,
     device: usize,
     stream: usize,
-) -> PyResult<(Vec<f64>, Vec<f64>, Bound<'py, PyDict>)> {
+) -> PyResult<DevicePointOutput> {
     let (lens, layout) = cloud_buffers(batch, (n, m, d), batched, metric, precision)?;
     let params = DeviceParams::new(ParamsArg::extract(params)?);
     fn run<T: CudaReal>(
@@ -220,8 +222,11 @@ fn _point_gradients_cuda<'py>(
             }
         })
         .py()?;
-    let conv = convergence(py, &sol.convergence)?;
-    Ok((sol.value.unwrap_or_default(), sol.distance, conv))
+    Ok(DevicePointOutput {
+        convergence: convergence(py, &sol.convergence)?,
+        value: sol.value.unwrap_or_default(),
+        distance: sol.distance,
+    })
 }
 
 /// A point-cloud batch on device memory as the Python layer describes it: the lengths of
@@ -275,8 +280,8 @@ unsafe fn borrow_inputs<T: CudaReal>(
 /// CUDA memory, without a copy, on the caller's stream ([`SinkhornSolver::prepare_divergence`],
 /// [`SinkhornSolver::sinkhorn_divergence_prepared`]): inputs as [`_point_gradients_cuda`]; writes
 /// `∂S/∂x` and `∂S/∂y` at `out = (∂x, ∂y)` (`batch×n×d`, `batch×m×d`). Waits on that stream
-/// only, for the per-problem numbers it reads back. Returns `(values, terms, (conv_xy,
-/// conv_xx, conv_yy))`, `terms` one `(OT_ε(μ, ν), OT_ε(μ, μ), OT_ε(ν, ν))` per problem.
+/// only, for the per-problem numbers it reads back. Returns a
+/// [`DeviceDivergenceOutput`], `terms` one `(OT_ε(μ, ν), OT_ε(μ, μ), OT_ε(ν, ν))` per problem.
 ///
 /// Private to `logot.torch`, under [`_point_gradients_cuda`]'s contract.
 #[pyfunction]
@@ -300,11 +305,7 @@ fn _sinkhorn_divergence_cuda<'py>(
     params: &Bound<'py, PyAny>,
     device: usize,
     stream: usize,
-) -> PyResult<(
-    Vec<f64>,
-    Vec<[f64; 3]>,
-    (Bound<'py, PyDict>, Bound<'py, PyDict>, Bound<'py, PyDict>),
-)> {
+) -> PyResult<DeviceDivergenceOutput> {
     let (lens, layout) = cloud_buffers(batch, (n, m, d), batched, metric, precision)?;
     let params = DeviceParams::new(ParamsArg::extract(params)?);
     fn run<T: CudaReal>(
@@ -349,7 +350,11 @@ fn _sinkhorn_divergence_cuda<'py>(
         convergence(py, xx)?,
         convergence(py, yy)?,
     );
-    Ok((sol.value, sol.terms, convs))
+    Ok(DeviceDivergenceOutput {
+        value: sol.value,
+        terms: sol.terms,
+        convergence: convs.into_pyobject(py)?.unbind(),
+    })
 }
 
 /// The plans of a dense batch on CUDA memory ([`BufferOutputs::plan`]), written at `plan`
@@ -372,7 +377,7 @@ fn _coupling_cuda<'py>(
     params: &Bound<'py, PyAny>,
     device: usize,
     stream: usize,
-) -> PyResult<Bound<'py, PyDict>> {
+) -> PyResult<Py<ConvergenceReport>> {
     let overflow = || PyValueError::new_err(format!("cost: {batch}×{n}×{m} overflows"));
     let per_cost = n.checked_mul(m).ok_or_else(overflow)?;
     let plan_len = batch.checked_mul(per_cost).ok_or_else(overflow)?;
@@ -444,7 +449,7 @@ fn _plan_gradients_cuda<'py>(
     cg_max_iters: usize,
     device: usize,
     stream: usize,
-) -> PyResult<Bound<'py, PyDict>> {
+) -> PyResult<Py<CgReport>> {
     let overflow = || PyValueError::new_err(format!("plan: {batch}×{n}×{m} overflows"));
     let len = batch
         .checked_mul(n)
@@ -494,7 +499,37 @@ fn _plan_gradients_cuda<'py>(
     cg_summary(py, &summary)
 }
 
+/// What [`_wasserstein_cuda`] reads back: the distances, the report and (with gradients)
+/// the CG report.
+#[pyclass(frozen, get_all, module = "logot._logot")]
+struct DeviceSolveOutput {
+    distance: Vec<f64>,
+    convergence: Py<ConvergenceReport>,
+    cg: Option<Py<CgReport>>,
+}
+
+/// What [`_point_gradients_cuda`] reads back: `OT_ε` and the transport cost of each
+/// problem, and the report.
+#[pyclass(frozen, get_all, module = "logot._logot")]
+struct DevicePointOutput {
+    value: Vec<f64>,
+    distance: Vec<f64>,
+    convergence: Py<ConvergenceReport>,
+}
+
+/// What [`_sinkhorn_divergence_cuda`] reads back: `S_ε` and the three terms of each problem,
+/// and the three reports `(xy, xx, yy)`.
+#[pyclass(frozen, get_all, module = "logot._logot")]
+struct DeviceDivergenceOutput {
+    value: Vec<f64>,
+    terms: Vec<[f64; 3]>,
+    convergence: Py<PyTuple>,
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<DeviceSolveOutput>()?;
+    m.add_class::<DevicePointOutput>()?;
+    m.add_class::<DeviceDivergenceOutput>()?;
     m.add_function(wrap_pyfunction!(_wasserstein_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(_point_gradients_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(_sinkhorn_divergence_cuda, m)?)?;

@@ -112,7 +112,7 @@ fn decoded_reports<'py>(
                     cg.effective_tol::<f32>()
                 };
                 let stats = match cg_summary_from_words(&w, batch, tol) {
-                    Ok(s) => Ok(cg_summary(py, &s)?.into_any()),
+                    Ok(s) => Ok(cg_summary(py, &s)?.into_bound(py).into_any()),
                     Err(e) => Err(e),
                 };
                 ("backward", (cg_tol, batch), stats)
