@@ -66,11 +66,7 @@ fn bistochastic_backward<'py>(
 /// An [`Svd3Output`]: thin SVDs of a batch of `M×3` matrices.
 #[pyfunction]
 #[pyo3(signature = (a, backend="cpu"))]
-fn svd3<'py>(
-    py: Python<'py>,
-    a: &Bound<'py, PyAny>,
-    backend: &str,
-) -> PyResult<Py<Svd3Output>> {
+fn svd3<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, backend: &str) -> PyResult<Py<Svd3Output>> {
     let dev = device(py, backend)?;
     let cpu = dev.is_cpu();
     by_dtype!(a, "a", T => {
