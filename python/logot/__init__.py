@@ -220,9 +220,11 @@ def _count(name: str, value) -> int:
     """An integer argument (``int`` or a numpy integer; not a ``bool``, a float or a string),
     in ``0 … 2⁶⁴−1``: ``TypeError`` or ``ValueError`` naming ``name`` otherwise. Its value is
     the library's to judge (e.g. ``max_iters = 0``)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral, np.integer)):
-        raise TypeError(f"{name}: expected an integer, got {type(value).__name__} {value!r}")
-    value = int(value)
+    # Exact types first: the ABC checks below cost microseconds per call.
+    if type(value) is not int:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer, numbers.Integral)):
+            raise TypeError(f"{name}: expected an integer, got {type(value).__name__} {value!r}")
+        value = int(value)
     if not 0 <= value <= _MAX_COUNT:
         raise ValueError(f"{name} = {value}: expected an integer from 0 to {_MAX_COUNT}")
     return value
@@ -232,9 +234,12 @@ def _real(name: str, value) -> float:
     """A real argument (``float``, ``int``, a numpy real or a 0-d real array; not a ``bool``
     nor a string): ``TypeError`` naming ``name`` otherwise. Its value is the library's to
     judge (e.g. ``eps = 0``)."""
+    t = type(value)
+    if t is float or t is int:
+        return float(value)
     if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "fiu":
         return float(value)
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (np.floating, np.integer, numbers.Real)):
         raise TypeError(f"{name}: expected a real number, got {type(value).__name__} {value!r}")
     return float(value)
 
@@ -353,7 +358,8 @@ def _reg_m(reg_m):
             raise ValueError(f"reg_m = {reg_m!r}: expected a scalar or a pair (rho_mu, rho_nu)")
     out = []
     for name, v in zip(names, values):
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Real, np.floating, np.integer)):
+        if type(v) is not float and (isinstance(v, (bool, np.bool_))
+                                     or not isinstance(v, (int, np.floating, np.integer, numbers.Real))):
             raise TypeError(f"{name}: expected a real number (float('inf') keeps that marginal exact), "
                             f"got {type(v).__name__} {v!r}")
         rho = float(v)
