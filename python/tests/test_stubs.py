@@ -52,3 +52,22 @@ def test_every_class_is_declared_with_its_fields():
     for name, cls in compiled.items():
         fields = {k for k, v in vars(cls).items() if not k.startswith("_") and inspect.isdatadescriptor(v)}
         assert fields == classes[name], (name, fields ^ classes[name])
+
+
+def test_results_are_frozen_classes_read_by_name():
+    """The compiled module hands back frozen objects with named fields (no positional
+    tuples): the public result is built from those fields, and they cannot be reassigned."""
+    import numpy as np
+    import pytest
+
+    mu, nu = np.array([[0.5, 0.5]]), np.array([[0.25, 0.75]])
+    cost = np.array([[0.0, 1.0], [1.0, 0.0]])
+    out = _logot.coupling(mu, nu, cost, (0.1, 1000, None, 10, None))
+    assert type(out).__name__ == "CouplingOutput" and type(out.result.convergence).__name__ == "ConvergenceReport"
+    public = logot.coupling(mu[0], nu[0], cost, 0.1)
+    assert np.array_equal(out.plan[0], public.plan) and out.result.distance[0] == public.distance
+    assert out.result.convergence.iterations == public.convergence.iterations
+    with pytest.raises(AttributeError):
+        out.plan = None
+    with pytest.raises(AttributeError):
+        out.result.convergence.converged = False
