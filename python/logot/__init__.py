@@ -22,8 +22,10 @@ error is ``‖Pᵀ1 − ν‖₁``.
   :func:`newton_schulz` — the supporting kernels.
 * :mod:`logot.pot` — POT's names and signatures; :mod:`logot.torch` — autograd functions.
 
-Bad input raises ``ValueError`` naming the argument; numerical or device failures raise
-``RuntimeError``; both carry the library's message.
+Bad input raises ``ValueError`` naming the argument (``TypeError`` for an argument of the
+wrong type: a float, bool or string where an integer is required, a bool or string where a
+number is; nothing is coerced); numerical or device failures raise ``RuntimeError``; both
+carry the library's message.
 """
 
 from __future__ import annotations
