@@ -8,12 +8,11 @@
 //! `ValueError` (bad input) or a `RuntimeError` (numerical, device, memory, availability)
 //! carrying the library's message.
 //!
-//! The modules follow the Python package's areas: [`common`] (errors, dtypes, backends,
-//! timing), [`args`] (costs and parameters from Python), [`results`] (the result objects),
-//! [`core`] (Sinkhorn: distances, plans, gradients), [`points`] (point clouds: gradients
-//! and divergences), [`barycenter`], [`linalg`] (bistochastic projection, SVD,
-//! Newton–Schulz), [`torch`] and [`torch_bistochastic`] (CUDA tensors in place, for
-//! `logot.torch`).
+//! The modules follow the Python package's areas: `common` (errors, dtypes, backends,
+//! timing), `args` (costs and parameters from Python), `results` (the result objects),
+//! `core` (Sinkhorn: distances, plans, gradients), `points` (point clouds: gradients and
+//! divergences), `barycenter`, `linalg` (bistochastic projection, SVD, Newton–Schulz),
+//! `torch` and `torch_bistochastic` (CUDA tensors in place, for `logot.torch`).
 
 /// Run `$body` with the type alias `$T` set to the dtype of `$array`.
 macro_rules! by_dtype {

@@ -29,6 +29,7 @@ pub(crate) unsafe fn cuda_on_stream(device: usize, stream: usize) -> logot::Resu
     // SAFETY: this function's contract.
     Ok(unsafe { be.on_stream(stream as *mut _) })
 }
+
 /// `⟨P, C⟩` of a dense batch on CUDA memory, without a copy, on the caller's stream, and
 /// (when `grads` is given, three device addresses `(∂C, ∂μ, ∂ν)`) its exact gradients
 /// ([`SinkhornSolver::prepare`], [`SinkhornSolver::solve_prepared`] with

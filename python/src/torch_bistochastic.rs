@@ -141,8 +141,8 @@ fn matrices_len(batch: usize, n: usize) -> PyResult<usize> {
         .ok_or_else(|| PyValueError::new_err(format!("x: {batch} matrices {n}×{n} overflow")))
 }
 
-/// [`bistochastic`] on CUDA memory, without a copy and without waiting: reads the
-/// `batch×n×n` logits at device address `x`, writes `R` at `r` and the three statistics
+/// `bistochastic` (the host form, in `crate::linalg`) on CUDA memory, without a copy and
+/// without waiting: reads the `batch×n×n` logits at device address `x`, writes `R` at `r` and the three statistics
 /// words ([`logot::backend::bistochastic::words`]) at `stats`, all on the caller's stream,
 /// and returns with the kernel queued. With `report`, the words' copy to the host is queued
 /// into GPU `device`'s mailbox ([`WordsMailbox`]), and the call returns the reports
@@ -212,10 +212,11 @@ fn _bistochastic_cuda<'py>(
         .py()?;
     decoded_reports(py, entries)
 }
-/// [`bistochastic_backward`] on CUDA memory, without a copy and without waiting: reads `R`
-/// at `r` and `g = ∂L/∂R` at `g` (`batch×n×n`), writes `∂L/∂X` at `dx` and the CG summary
-/// in the first words of the `words` int64 (as many as [`_bistochastic_words`] says: the
-/// summary, then scratch), on the caller's stream. Contract and `report` as
+
+/// `bistochastic_backward` (the host form, in `crate::linalg`) on CUDA memory, without a
+/// copy and without waiting: reads `R` at `r` and `g = ∂L/∂R` at `g` (`batch×n×n`), writes
+/// `∂L/∂X` at `dx` and the CG summary in the first words of the `words` int64 (as many as
+/// [`_bistochastic_words`] says: the summary, then scratch), on the caller's stream. Contract and `report` as
 /// [`_bistochastic_cuda`] (`dx` and `words` fresh).
 #[pyfunction]
 #[pyo3(signature = (r, g, dx, words, nwords, batch, n, double, cg_tol, cg_max_iters, device, stream, report))]
@@ -308,6 +309,7 @@ fn _bistochastic_reports(py: Python<'_>, wait: bool) -> PyResult<Vec<Bound<'_, P
     let entries = py.detach(|| collect_deferred(wait)).py()?;
     decoded_reports(py, entries)
 }
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_bistochastic_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(_bistochastic_backward_cuda, m)?)?;
