@@ -164,6 +164,13 @@ def test_pot_names_its_own_arguments(small):
         lpot.sinkhorn(mu, nu, cost, EPS, stopThr="1e-9")
     with pytest.raises(TypeError, match=r"^reg_m: expected a real number"):
         lpot.sinkhorn_unbalanced(mu, nu, cost, EPS, reg_m="1.0")
+    A = np.stack([mu, mu[::-1]], axis=1)
+    sq = ((np.arange(6)[:, None] - np.arange(6)[None, :]) / 5.0) ** 2
+    with pytest.raises(TypeError, match=r"^numItermax: expected an integer, got float"):
+        lpot.barycenter(A, sq, EPS, numItermax=100.0)
+    x, y = _clouds()
+    with pytest.raises(ValueError, match=r"^numIterMax = -5"):
+        lpot.empirical_sinkhorn_divergence(x, y, EPS, numIterMax=-5)
 
 
 @pytest.mark.parametrize("field, value, exc, match", [
