@@ -1,6 +1,5 @@
 // Point-cloud costs computed on the fly (never stored): the half-step, the plan-weighted
-// row sums (transport cost, point gradients, P·V) and small plans. common.cuh is prepended
-// by the host before NVRTC compiles this file.
+// row sums (transport cost, point gradients, P·V) and small plans.
 //
 // Layouts. Clouds are structure-of-arrays: coordinate t of point i at pts[t·len + i].
 // A half-step has an output cloud (L points, one potential each) and a reduced cloud
@@ -16,6 +15,8 @@
 // sum) pair (the half-step raises its shift lazily, the row sums at each larger chunk
 // maximum). -inf potentials (zero-mass bins) and the padding of the last stage give
 // exp2(-inf) = 0 and never NaN. Both clouds are centred on their common mean (pc_centre_soa).
+
+#include "common.cuh"
 
 #define PC_BLOCK 256
 #define PC_KT 128
@@ -122,17 +123,13 @@ __device__ __forceinline__ void pc_chunk_cost(T (&c)[PC_CH], const T (&p)[DMAX],
 // against 409 issues per scheduler), and each polynomial costs about 10 issues more than
 // one MUFU. The GPU's measurement (LOGOT_CUDA_DEFINES="PC_POLY=N") decides. Overridable as
 // an NVRTC definition.
-#ifndef PC_POLY
 #define PC_POLY 0 /* polynomial exponentials per thread and chunk, of TJ·PC_CH (f32) */
-#endif
 // The f32 kernels at d = 1 and 2 have issue slots to spare (about 4 and 5 a pair in the norm
 // form): PC_POLY_LOW of each thread's chunk by the polynomial. H100, otC10 (norm form,
 // session 16): d = 1 21.72–21.80 ms against 22.77–22.84 without, d = 2 23.65–23.74 against
 // 24.39–24.43; at d = 8 and 16 the same count was slower (92.9 against 81.3 ms, 165.3–165.7
 // against 148.8–148.9), so the other kernels keep PC_POLY.
-#ifndef PC_POLY_LOW
 #define PC_POLY_LOW 8
-#endif
 
 // 2^x by a polynomial on the FMA pipe (FlashAttention-3's trick for the exponential unit's
 // throughput): x clamped to [−127, 128], x = j + f with j = rint(x) (the 1.5·2^23 rounding
@@ -1010,14 +1007,6 @@ __device__ __forceinline__ void pc_rows_dn_body(
 
 // The norm form (|x−y|² of centred clouds, f32): `scale` and `root` are not read.
 // MINB: blocks per SM the kernel is compiled for (registers ≤ 65536 / (PC_BLOCK · MINB)).
-// PC_NF_MINB (d = 3): 4 blocks (at most 64 registers; 80 at the default, 3 blocks resident)
-// took otC10 from 27.90–28.02 to 27.19–27.24 ms in one H100 call (the same f), 5 blocks
-// 27.47–27.58 (ncu at 3 blocks: 4.3 warps per scheduler, 1.7 eligible, issue slots 65 %
-// busy: latency-bound below the MUFU limit). With the stage-tested fold, 3 blocks took
-// 28.7 ms against 26.7 ms at 4. The d = 4 and d ≤ 16 ones were not measured.
-#ifndef PC_NF_MINB
-#define PC_NF_MINB 4
-#endif
 #define PC_STEP_NORM(NAME, DMAX, DARG, TJ, MINB)                                             \
   extern "C" __global__ void __launch_bounds__(PC_BLOCK, MINB)                               \
       NAME##_f32(PC_STEP_ARGS(float)) {                                                       \
@@ -1138,18 +1127,11 @@ __device__ __forceinline__ void pc_rows_dn_body(
 // entry points below take their own).
 PC_ALL(float, f32, 4, 3, 2, 3)
 PC_ALL(double, f64, 2, 1, 1, 1)
-// pc_exp2_poly of degree `deg` (4, else 5) on n arguments (for the tests of the polynomial).
-extern "C" __global__ void pc_exp2_poly_f32(const float *x, float *y, int n, int deg) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-    y[i] = deg == 4 ? pc_exp2_poly<4>(x[i]) : pc_exp2_poly<5>(x[i]);
-}
 // d ≤ 2: 8 outputs per thread at 2 blocks per SM (128 registers) halve the shared loads per
 // pair: otC10 at d = 1 took 22.98 ms against 23.77 ms with 4 outputs at 4 blocks, at d = 2
 // 24.69 against 25.12 ms; at d = 3 it was slower (26.93 against 26.78 ms; H100, one call).
 PC_STEP_NORM(pc_sinkstep_nf_d1, 1, 1, 8, 2)
 PC_STEP_NORM(pc_sinkstep_nf_d2, 2, 2, 8, 2)
-PC_STEP_NORM(pc_sinkstep_nf_d3, 3, 3, 4, PC_NF_MINB)
-PC_STEP_NORM(pc_sinkstep_nf_d4, 4, 4, 4, 1)
 PC_STEP_NORM(pc_sinkstep_nf_d16, PC_DMAX, d, 2, 1)
 PC_DN(float, f32)
 PC_DN(double, f64)
@@ -1458,23 +1440,13 @@ __device__ __forceinline__ float pc_f16_round(float v) {
 #define PC_TN_QMAX 1073741824.0f      /* 2^30: the largest |q| of a column with mass */
 #define PC_TN_M0 (-1073741824.0f)    /* −2^30: a first shift, above every massless term */
 #define PC_TN_R 4 /* m16 row tiles per warp of pc_sinkstep_tn */
-#ifndef PC_TN_UNROLL
 #define PC_TN_UNROLL 2 /* the chunk loop's unroll at d = 3 */
-#endif
-#ifndef PC_TN_UNROLL4
 #define PC_TN_UNROLL4 2 /* and at d = 4 */
-#endif
 // Reduced points per stage of pc_sinkstep_tn at d = 4, and at d = 3 (its 48 KiB of static
 // shared memory; at d = 4 the same 1024 would take 52 KiB).
-#ifndef PC_TN_KT
 #define PC_TN_KT 512
-#endif
-#ifndef PC_TN_KT3
 #define PC_TN_KT3 1024
-#endif
-#ifndef PC_TN_POLY
 #define PC_TN_POLY 4 /* of a thread's 4·R exponentials a chunk, by pc_exp2_poly<4> */
-#endif
 
 // Products per coordinate: 4 while 4·D + 3 words fit the MMA's 16.
 template <int D> struct PcTn {
@@ -2309,9 +2281,7 @@ PC_TC_ENTRY(pc_sinkstep_h2_stream_f32, true, true, false, 1)
 // mma.sync kernel's sub-blocks: on an H100, otC64's distance error (tests/cuda_pointcloud_tc.rs,
 // 1000×1031 points, three seeds) 2.5e-6 to 2.7e-6 against 3.7e-6 to 4.0e-6 over 64 (4),
 // for 44.9–46.1 ms against 44.0–44.2.
-#ifndef PC_WG2_KS
 #define PC_WG2_KS 2 /* MMA steps of 16 coordinates summed from zero per f32 add (2 or 4) */
-#endif
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define PC_WGMMA 1
 #else
@@ -2615,9 +2585,7 @@ __device__ __forceinline__ void pc_sinkstep_wg_body(
 // against 89.4; d = 128 40.7 against 38.8 (its shared tiles leave room for two blocks only).
 // TF32 (the same setting): otC64 40.3–40.8 ms against 56.4–57.3 for pc_sinkstep_tc. All
 // measured with the earlier loop copier (see pc_wg_stage for the times since).
-#ifndef PC_WG_MINB
 #define PC_WG_MINB 3 /* blocks per SM the warpgroup kernel is compiled for */
-#endif
 // One width (N blocks of 128 bytes a point) of a warpgroup entry point's switch.
 #define PC_WG_CASE(N, X3, HALF)                                                              \
   case N:                                                                                    \
@@ -2650,9 +2618,7 @@ PC_WG_ENTRY(pc_sinkstep_tcw_f32, false)
 
 // F16x2 (split products) by warpgroup MMAs: PC_TC_ARGS, root must be 0; the output tile of
 // both parts resident (1 or PC_WG_KB_MAX / 2 blocks a point).
-#ifndef PC_WG2_MINB
 #define PC_WG2_MINB 2 /* blocks per SM of the split warpgroup kernel */
-#endif
 extern "C" __global__ void __launch_bounds__(256, PC_WG2_MINB) pc_sinkstep_h2w_f32(PC_TC_ARGS) {
 #if PC_WGMMA
   PC_PAIR(ob, L, dp);

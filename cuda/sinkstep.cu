@@ -1,6 +1,5 @@
 // Log-domain Sinkhorn kernels: the batched one-pass LSE half-step (tiled like a GEMM),
 // a fused whole-loop kernel for small problems, marginal errors, transport costs, plans.
-// common.cuh is prepended by the host before NVRTC compiles this file.
 //
 // Conventions. A half-step reduces over k (length K) for each output l (length L):
 //   out[b,l] = eps·lm[b,l] − phi·eps·LSE_k((other[b,k] − R[k,l]) / eps)
@@ -8,16 +7,14 @@
 // where R is "reduction-major": C (n×m) for the g-update (k = i, l = j) and Cᵀ (m×n) for
 // the f-update. In-kernel values are base 2: x = other·s − R·s with s = log2(e)/eps.
 
+#include "common.cuh"
+
 #define OVF_LIMIT 1.2379400392853803e27 /* 2^90: a part above it triggers the exact path */
 #define UNF_LIMIT 8.077935669463161e-28  /* 2^-90: a total below it means the shift was too high */
 #define HINT_MARGIN 8.0
 #define TRIGGER_HEADROOM 24.0
-#ifndef FIT_SPREAD
 #define FIT_SPREAD 40.0 /* largest u_b + v_j fit residual (base 2) of a factored warp */
-#endif
-#ifndef KW_UNROLL
 #define KW_UNROLL 16
-#endif
 
 template <typename T, int N> __device__ __forceinline__ void lds_vec(T (&v)[N], const T *p) {
   if constexpr (sizeof(T) == 4 && N % 4 == 0) {
@@ -637,8 +634,10 @@ __device__ __forceinline__ void sinkstep_finish(const T *__restrict__ part_m,
 // trigger, and the G lanes' sums are added by shuffles (a full (max, sum) merge if any lane
 // re-shifted). A total below 2^-90 makes the warp redo its groups from a -inf shift.
 
-// Most threads of a fused block (the host sizes blocks up to it).
+// Most threads of a fused block (the host sizes blocks up to it), and the consecutive
+// outputs a lane group reduces (FL of the entry points).
 #define FUSED_MAX_THREADS 1024
+#define FUSED_OUTPUTS 4
 
 // Padded row length ≥ L rounded up to 8, ≡ 4 (mod 32): 8 lanes at consecutive k read
 // 16-byte vectors from 8 distinct bank quads.
@@ -1162,9 +1161,6 @@ __device__ __forceinline__ void where_empty(const T *__restrict__ a, const T *__
 // Shared cost, 16 batch rows × 32 outputs per block, 8 warps × 16 k per stage; the
 // factored variant (FACT) needs each warp's area for A and K besides the stages.
 #define SHARED16(T, SUF, MINB)                                                               \
-  extern "C" __global__ void __launch_bounds__(256, MINB) sinkstep_s16_##SUF(TILED_ARGS(T)) { \
-    sinkstep_tiled<T, TILE_S16, 0, false>(TILED_PASS);                                       \
-  }                                                                                          \
   extern "C" __global__ void __launch_bounds__(256, MINB)                                    \
       sinkstep_s16_factored_##SUF(TILED_ARGS(T)) {                                           \
     sinkstep_tiled<T, TILE_S16, 0, false, true>(TILED_PASS);                                 \
@@ -1226,8 +1222,8 @@ __device__ __forceinline__ void report_sum(const T *__restrict__ nu, const T *__
       sinkhorn_fused_##SUF(const T *C, long long cost_stride, T *f, T *g, const T *lmu,      \
                            const T *lnu, int n, int m, T eps, int iters, int g_col,          \
                            int g_row, T phi_mu, T phi_nu) {                                  \
-    sinkhorn_fused<T, 4>(C, cost_stride, f, g, lmu, lnu, n, m, eps, iters, g_col, g_row,     \
-                         phi_mu, phi_nu);                                                    \
+    sinkhorn_fused<T, FUSED_OUTPUTS>(C, cost_stride, f, g, lmu, lnu, n, m, eps, iters, g_col, \
+                                     g_row, phi_mu, phi_nu);                                 \
   }                                                                                          \
   extern "C" __global__ void marginal_error_##SUF(const T *a, const T *old, const T *nw,     \
                                                   T *err, int per, T eps) {                  \
@@ -1290,12 +1286,3 @@ __device__ __forceinline__ void report_sum(const T *__restrict__ nu, const T *__
   }
 OTHERS(float, f32)
 OTHERS(double, f64)
-
-// Eight outputs per lane (f32 only).
-extern "C" __global__ void __launch_bounds__(FUSED_MAX_THREADS)
-    sinkhorn_fused8_f32(const float *C, long long cost_stride, float *f, float *g,
-                        const float *lmu, const float *lnu, int n, int m, float eps, int iters,
-                        int g_col, int g_row, float phi_mu, float phi_nu) {
-  sinkhorn_fused<float, 8>(C, cost_stride, f, g, lmu, lnu, n, m, eps, iters, g_col, g_row, phi_mu,
-                           phi_nu);
-}

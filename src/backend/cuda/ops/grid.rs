@@ -200,11 +200,6 @@ impl CudaBackend {
         let name = kernel_name::<T>("grid_bary_fused");
         let threads = (32 * FUSED_WARPS) as u32;
         let cl = self.cluster_size(&name, threads, smem as u32, want)?;
-        if self.tuning().verbose {
-            eprintln!(
-                "logot: grid_bary_fused: {p} problem(s) × {cl} CTAs, {threads} threads, {smem} B shared, {iters} iterations"
-            );
-        }
         let scratch = self.alloc::<T>(2 * p * k * n, "barycenter scratch")?;
         let gx = p
             .checked_mul(cl)

@@ -1,14 +1,17 @@
 //! The kernel registry: every compiled module (`cuda/NAME.cu`) with its source and the
-//! entry points the host launches, the name of an entry point for a precision, and the
-//! numbers the host shares with the kernels, read from the sources' `#define` lines.
+//! entry points the host launches, the headers the sources include, the definitions the
+//! host passes to NVRTC, the name of an entry point for a precision, and the numbers the
+//! host shares with the kernels, read from the sources' `#define` lines.
 //!
 //! An entry point `base` that exists in both precisions is named `base_f32` / `base_f64`
 //! ([`kernel_name`]); the registry lists each base once with the precisions it is compiled
-//! for, and the backend loads every listed entry point when it starts (a missing one is an
-//! error then, not at its first launch).
+//! for. A module is compiled and loaded at the first launch of one of its entry points,
+//! with every entry point it lists (a missing one is an error then).
 
 use crate::Real;
 use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
+use std::collections::HashMap;
+use std::sync::OnceLock;
 
 /// The precision of a kernel instantiation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,8 +62,8 @@ enum Instances {
 }
 use Instances::{Both, Plain, F32};
 
-/// A compiled module: one file `cuda/NAME.cu`, compiled by NVRTC with `cuda/common.cuh`
-/// prepended.
+/// A compiled module: one file `cuda/NAME.cu`, compiled by NVRTC with the headers of
+/// [`HEADERS`] available to its `#include` lines.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Module {
     /// Half-steps (tiled, fused), reports, marginal errors, transport costs, plans, fill,
@@ -90,8 +93,11 @@ const BISTOCHASTIC_SRC: &str = include_str!("../../../../cuda/bistochastic.cu");
 const GRAD_SRC: &str = include_str!("../../../../cuda/grad.cu");
 const LINALG_SRC: &str = include_str!("../../../../cuda/linalg.cu");
 const REPORT_SRC: &str = include_str!("../../../../cuda/report.cu");
-/// The shared header every module is compiled with.
-pub const COMMON_SRC: &str = include_str!("../../../../cuda/common.cuh");
+const COMMON_SRC: &str = include_str!("../../../../cuda/common.cuh");
+
+/// The headers a kernel source may include (`#include "common.cuh"`), by name: NVRTC has
+/// no include path here, so the host hands it their text.
+pub const HEADERS: [(&str, &str); 1] = [("common.cuh", COMMON_SRC)];
 
 impl Module {
     /// Every module, in the order the backend loads them.
@@ -105,6 +111,11 @@ impl Module {
         Module::Linalg,
         Module::Report,
     ];
+
+    /// The module's place in [`Module::ALL`].
+    pub const fn index(self) -> usize {
+        self as usize
+    }
 
     /// The file name without `.cu`.
     pub const fn name(self) -> &'static str {
@@ -138,7 +149,6 @@ impl Module {
     const fn entries(self) -> &'static [(&'static str, Instances)] {
         match self {
             Module::Sinkstep => &[
-                ("sinkstep_s16", Both),
                 ("sinkstep_s16_factored", Both),
                 ("sinkstep_s4", Both),
                 ("sinkstep_b1", Both),
@@ -147,7 +157,6 @@ impl Module {
                 ("report_b1", Both),
                 ("report_sum", Both),
                 ("sinkhorn_fused", Both),
-                ("sinkhorn_fused8", F32),
                 ("marginal_error", Both),
                 ("transport_cost", Both),
                 ("plan", Both),
@@ -172,12 +181,9 @@ impl Module {
                 ("pc_sinkstep_d16", Both),
                 ("pc_sinkstep_nf_d1", F32),
                 ("pc_sinkstep_nf_d2", F32),
-                ("pc_sinkstep_nf_d3", F32),
-                ("pc_sinkstep_nf_d4", F32),
                 ("pc_sinkstep_nf_d16", F32),
                 ("pc_sinkstep_tn_d3", F32),
                 ("pc_sinkstep_tn_d4", F32),
-                ("pc_exp2_poly", F32),
                 ("pc_rows_d4", Both),
                 ("pc_rows_d16", Both),
                 ("pc_adjoint_d4", Both),
@@ -266,6 +272,16 @@ impl Module {
         }
     }
 
+    /// The NVRTC definitions (`NAME=VALUE`) the host compiles the module with, on a GPU
+    /// whose single-product streamed tensor-core stage is `tc_stream_stage` points
+    /// ([`tc_stream_stage`]). Every definition the host passes is made here.
+    pub fn host_defines(self, tc_stream_stage: usize) -> Vec<String> {
+        match self {
+            Module::PointCloud => tc_stream_define(tc_stream_stage).into_iter().collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// The full names of the module's entry points.
     pub fn kernel_names(self) -> impl Iterator<Item = String> {
         self.entries().iter().flat_map(|&(base, inst)| {
@@ -277,6 +293,20 @@ impl Module {
             names.iter().map(move |suffix| format!("{base}{suffix}"))
         })
     }
+}
+
+/// The module that holds entry point `name` (a full name: `plan_f32`), if any.
+pub fn module_of(name: &str) -> Option<Module> {
+    static BY_NAME: OnceLock<HashMap<String, Module>> = OnceLock::new();
+    BY_NAME
+        .get_or_init(|| {
+            Module::ALL
+                .iter()
+                .flat_map(|&m| m.kernel_names().map(move |k| (k, m)))
+                .collect()
+        })
+        .get(name)
+        .copied()
 }
 
 /// The integer `V` of the line `#define NAME V` in `src`, at compile time (a missing or
@@ -347,9 +377,8 @@ const fn starts_with(s: &[u8], at: usize, prefix: &[u8]) -> bool {
 // ---- The point-cloud module's streamed stage -------------------------------------------
 //
 // The single-product tensor-core half-steps stream their output tile in stages whose
-// width the backend compiles in as it starts, from the GPU's shared memory a block
-// (`CudaBackend::with_tuning`); the operations (`ops/pointcloud`) size their launches with
-// the same numbers.
+// width the backend compiles in ([`Module::host_defines`]), from the GPU's shared memory a
+// block; the operations (`ops/pointcloud`) size their launches with the same numbers.
 
 /// Output points per block of the tensor-core half-step.
 pub(in crate::backend::cuda) const PC_TC_BL: usize =
@@ -425,6 +454,12 @@ mod tests {
         assert!(!names.contains(&"svd3_c8_f64".to_string()));
         assert!(names.contains(&"frob_finish".to_string()));
         assert_eq!(kernel_name::<f64>("plan"), "plan_f64");
+        assert_eq!(module_of("plan_f64"), Some(Module::Sinkstep));
+        assert_eq!(module_of("gemm_nn_f32"), Some(Module::Linalg));
+        assert_eq!(module_of("gemm_nn"), None);
+        for (i, m) in Module::ALL.iter().enumerate() {
+            assert_eq!(m.index(), i);
+        }
         let all: Vec<String> = Module::ALL.iter().flat_map(|m| m.kernel_names()).collect();
         let unique: std::collections::HashSet<&String> = all.iter().collect();
         assert_eq!(

@@ -19,8 +19,7 @@
 //!     row term `−s·|x_l|²` taken out of the log-sum-exp: `d` FMAs per pair (at d = 3 and
 //!     4, split-f16 MMAs instead, `pc_sinkstep_tn`: 512 outputs a block, stages of 1024
 //!     reduced points at d = 3 and 512 at d = 4 copied in by `cp.async`, an exponential and
-//!     an add a pair, [`Tuning::small_d_mma`](super::Tuning::small_d_mma)). When the grid
-//!     is short of a few waves the reduction is split so that the last wave is nearly full
+//!     an add a pair). When the grid is short of a few waves the reduction is split so that the last wave is nearly full
 //!     ([`wave_split`], from the kernel's occupancy).
 //!   - Plan-weighted row sums (transport cost, point gradients, `P·V` with at most 16
 //!     channels): one output per thread, the whole reduction per block.
@@ -544,37 +543,6 @@ impl CudaBackend {
             )
         }?;
         Ok(out)
-    }
-
-    /// `2^x` for each `x` by the polynomial of `degree` 4 or 5 that replaces some of the
-    /// half-steps' `MUFU.EX2` exponentials (`pc_exp2_poly` in cuda/pointcloud.cu; degree 4
-    /// in `pc_sinkstep_tn`, 5 in the FMA kernels). For tests; not part of the API.
-    #[doc(hidden)]
-    pub fn exp2_poly(&self, x: &[f32], degree: usize) -> Result<Vec<f32>> {
-        if !matches!(degree, 4 | 5) {
-            return Err(Error::parameter(
-                "degree",
-                degree,
-                "the polynomials have degree 4 or 5",
-            ));
-        }
-        let n = x.len();
-        to_i32(n, "x")?;
-        if n == 0 {
-            return Ok(Vec::new());
-        }
-        let xd = self.upload_slice(x, "the arguments")?;
-        let y = self.alloc::<f32>(n, "the exponentials")?;
-        let blocks = self.stride_blocks(n, 256, 8);
-        // SAFETY: pc_exp2_poly_f32(x, y, n, deg) reads and writes n floats.
-        unsafe {
-            self.launch(
-                "pc_exp2_poly_f32",
-                Launch::linear(blocks, 256),
-                (self.ptr(&xd), self.ptr(&y), n as i32, degree as i32),
-            )
-        }?;
-        self.download_slice(&y, n, "the exponentials")
     }
 
     /// `|p|²` of each of the `len` points of `pairs` structure-of-arrays clouds stored one

@@ -84,13 +84,13 @@ pub(super) struct SmallStep {
 }
 
 impl SmallStep {
-    /// The norm form at d = 3 and 4 in f32 on split-f16 MMAs when `mma` (`PC_TN_R` tiles of
-    /// 16 outputs a warp, its stages in static shared memory; at d = 1 and 2 the FMA kernels
-    /// were faster), else the FMA kernel of the form with its outputs per thread (TJ of the
+    /// The norm form at d = 3 and 4 in f32 on split-f16 MMAs (`PC_TN_R` tiles of 16
+    /// outputs a warp, its stages in static shared memory; at d = 1 and 2 the FMA kernels
+    /// are faster), else the FMA kernel of the form with its outputs per thread (TJ of the
     /// entry point).
-    pub fn choose(form: CloudForm, d: usize, precision: Precision, mma: bool) -> SmallStep {
+    pub fn choose(form: CloudForm, d: usize, precision: Precision) -> SmallStep {
         let f32 = precision == Precision::F32;
-        if mma && f32 && form == CloudForm::Norm && matches!(d, 3 | 4) {
+        if f32 && form == CloudForm::Norm && matches!(d, 3 | 4) {
             return SmallStep {
                 entry: format!("pc_sinkstep_tn_d{d}"),
                 per_block: PC_BLOCK / 2 * PC_TN_R,
@@ -207,7 +207,6 @@ impl CudaBackend {
             _ => None,
         };
         // (entry point, outputs per block, reduced points per stage, shared bytes)
-        let mma = self.tuning().small_d_mma;
         let mut scale = cl.scale(eps);
         let (kernel, per_block, kt, smem, slice_granule) = match (cl.form(eps), &tc_plan) {
             (None, Some((_, tl))) => {
@@ -215,7 +214,7 @@ impl CudaBackend {
                 (entry, PC_TC_BL, tl.stage, tl.smem, None)
             }
             (Some(form), _) => {
-                let s = SmallStep::choose(form, cl.d, T::PRECISION, mma);
+                let s = SmallStep::choose(form, cl.d, T::PRECISION);
                 if s.f16_balance {
                     scale = cl.f16_balance(side, eps);
                 }
@@ -245,14 +244,6 @@ impl CudaBackend {
         } else {
             self.cloud_split(gx * batch, len_red, kt)
         };
-        if self.tuning().verbose {
-            let per_sm = self.blocks_per_sm(&kernel, smem);
-            eprintln!(
-                "logot: {kernel} grid {gx}x{batch}x{splits} of {PC_BLOCK} threads, {smem} shared bytes, \
-                 {kslice} reduced points a block, {per_sm:?} blocks an SM on {} SMs",
-                self.inner.sm_count
-            );
-        }
         let parts = if splits > 1 {
             Some(self.alloc::<T>(2 * splits * batch * len_out, "K-split partials")?)
         } else {
@@ -371,28 +362,24 @@ mod tests {
         let f32 = Precision::F32;
         // The MMA kernel: d = 3 and 4 of the f32 norm form only.
         for d in [3, 4] {
-            let s = SmallStep::choose(Norm, d, f32, true);
+            let s = SmallStep::choose(Norm, d, f32);
             assert_eq!(s.entry, format!("pc_sinkstep_tn_d{d}"));
             let stage = if d == 3 { 1024 } else { 512 };
             assert_eq!((s.per_block, s.stage, s.smem), (512, stage, 0));
             assert_eq!(s.slice_granule, Some(16));
             assert!(s.f16_balance);
             assert_eq!(
-                SmallStep::choose(Norm, d, f32, false).entry,
-                format!("pc_sinkstep_nf_d{d}")
-            );
-            assert_eq!(
-                SmallStep::choose(Direct, d, f32, true).entry,
+                SmallStep::choose(Direct, d, f32).entry,
                 format!("pc_sinkstep_d{d}")
             );
             assert_eq!(
-                SmallStep::choose(Direct, d, Precision::F64, true).entry,
+                SmallStep::choose(Direct, d, Precision::F64).entry,
                 format!("pc_sinkstep_d{d}")
             );
         }
-        // d = 1, 2: the FMA norm-form kernels, 8 outputs a thread; d = 3: 4, each with its
-        // stage of d coordinates and the column terms.
-        let s = SmallStep::choose(Norm, 2, f32, true);
+        // d = 1, 2: the FMA norm-form kernels, 8 outputs a thread, each with its stage of d
+        // coordinates and the column terms; the direct form at d = 3: 4 a thread.
+        let s = SmallStep::choose(Norm, 2, f32);
         assert_eq!(
             s,
             SmallStep {
@@ -404,15 +391,15 @@ mod tests {
                 f16_balance: false,
             }
         );
-        let s = SmallStep::choose(Norm, 3, f32, false);
+        let s = SmallStep::choose(Direct, 3, f32);
         assert_eq!((s.per_block, s.smem), (1024, 4 * 128 * 4));
         // d ≤ 16: the d16 entry points, 2 outputs a thread; f64 takes 2 at every d.
-        let s = SmallStep::choose(Norm, 7, f32, true);
+        let s = SmallStep::choose(Norm, 7, f32);
         assert_eq!(
             (s.entry.as_str(), s.per_block, s.smem),
             ("pc_sinkstep_nf_d16", 512, 17 * 128 * 4)
         );
-        let s = SmallStep::choose(Direct, 3, Precision::F64, true);
+        let s = SmallStep::choose(Direct, 3, Precision::F64);
         assert_eq!((s.per_block, s.smem), (512, 4 * 128 * 8));
     }
 
