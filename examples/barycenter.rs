@@ -13,7 +13,8 @@
 //! square → ring → disks computed as one batch of barycenter problems (two rows of panels).
 
 use logot::{
-    BarycenterKernels, BarycenterParams, BarycenterSolver, CpuBackend, Error, GridCost, Result,
+    BarycenterKernels, BarycenterParams, BarycenterProblem, BarycenterSolver, CpuBackend, Error,
+    GridCost, Result,
 };
 use ndarray::{Array2, Array3, ArrayView2, Axis};
 use std::path::{Path, PathBuf};
@@ -85,7 +86,9 @@ fn run<B: BarycenterKernels<f64> + Clone>(backend: B, out: &Path) -> Result<Vec<
     // 1. The inputs and their barycenter with the benchmark's weights.
     let t = Instant::now();
     let w = ndarray::arr1(&[0.3, 0.3, 0.4]);
-    let bar = solver.solve(inputs, w.view(), grid.clone())?;
+    let bar = solver
+        .solve(&BarycenterProblem::new(inputs, w.view())?, grid.clone())?
+        .remove(0);
     println!(
         "barycenter (0.3, 0.3, 0.4): {} iterations, error {:.2e}, converged {}, {:.0} ms",
         bar.iterations,
@@ -130,7 +133,7 @@ fn run<B: BarycenterKernels<f64> + Clone>(backend: B, out: &Path) -> Result<Vec<
     let batch: Array3<f64> =
         ndarray::stack(Axis(0), &vec![inputs; p]).map_err(|e| Error::Unavailable(e.to_string()))?;
     let t = Instant::now();
-    let strip = solver.solve_batch(batch.view(), w.view(), grid)?;
+    let strip = solver.solve(&BarycenterProblem::new(batch.view(), w.view())?, grid)?;
     println!(
         "interpolation: {p} barycenters in one batch, {} iterations, max error {:.2e}, {:.0} ms",
         strip.first().map(|b| b.iterations).unwrap_or(0),
@@ -175,7 +178,13 @@ fn run<B: BarycenterKernels<f64> + Clone>(backend: B, out: &Path) -> Result<Vec<
 fn shapes(n: usize) -> Array3<f64> {
     let step = 10.0 / (n.max(2) - 1) as f64;
     let xs: Vec<f64> = (0..n)
-        .map(|i| if i + 1 == n { 5.0 } else { -5.0 + i as f64 * step })
+        .map(|i| {
+            if i + 1 == n {
+                5.0
+            } else {
+                -5.0 + i as f64 * step
+            }
+        })
         .collect();
     // The square's pixels: NumPy's a[n//5 : -n//5].
     let (lo, hi) = (n / 5, n - n.div_ceil(5));

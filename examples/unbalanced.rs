@@ -19,7 +19,7 @@
 //! transported mass Σ P and the mass sent to the outlier as ρ varies.
 
 use logot::plot::{Axes, Scale};
-use logot::{CpuBackend, Error, Problem, Relaxation, Result, SinkhornParams, Solver};
+use logot::{CpuBackend, Error, Problem, Relaxation, Result, SinkhornParams, SinkhornSolver};
 use ndarray::{s, Array1, Array2, Axis};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -49,12 +49,9 @@ struct Solved {
 }
 
 fn solve(problem: &Problem<'_, f64>, relaxation: Relaxation) -> Result<Solved> {
-    let params = SinkhornParams {
-        max_iters: 50_000,
-        tol: Some(TOL),
-        ..SinkhornParams::new(EPS).with_relaxation(relaxation)
-    };
-    let c = Solver::new(CpuBackend, params).coupling(problem)?;
+    let params = SinkhornParams::new(EPS).max_iters(50_000).tol(TOL);
+    let c =
+        SinkhornSolver::new(CpuBackend, params).coupling(&problem.clone().relaxed(relaxation))?;
     let r = &c.result;
     if !r.convergence.converged {
         return Err(Error::Numerical(format!(

@@ -21,9 +21,10 @@
 
 use crate::{Error, Real, Result};
 
-/// Parameters of the CG solver. `Default`: at most 1000 iterations, precision-dependent
-/// tolerance.
+/// Parameters of the CG solver, set by builder methods (`CgParams::default().tol(1e-12)`).
+/// `Default`: at most 1000 iterations, precision-dependent tolerance.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct CgParams {
     /// Maximum number of CG iterations per problem.
     pub max_iters: usize,
@@ -42,11 +43,15 @@ impl Default for CgParams {
 }
 
 impl CgParams {
-    /// Default iteration limit with relative tolerance `tol`.
-    pub fn with_tol(tol: f64) -> Self {
+    /// These parameters with at most `max_iters` iterations per problem.
+    pub fn max_iters(self, max_iters: usize) -> Self {
+        CgParams { max_iters, ..self }
+    }
+    /// These parameters with the relative tolerance `tol` (`None`: the precision's default).
+    pub fn tol(self, tol: impl Into<Option<f64>>) -> Self {
         CgParams {
-            tol: Some(tol),
-            ..Default::default()
+            tol: tol.into(),
+            ..self
         }
     }
 
@@ -96,6 +101,7 @@ pub struct CgOutcome {
 
 /// How CG ended for every problem of a batch.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct CgReport {
     /// One entry per problem.
     pub problems: Vec<CgOutcome>,

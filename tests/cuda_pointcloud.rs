@@ -13,7 +13,7 @@ use common::Lcg;
 
 use logot::{
     Backend, CpuBackend, PointCloudCost, PointCloudKernels, PointMetric, Problem, Side,
-    SinkhornParams, Solver,
+    SinkhornParams, SinkhornSolver,
 };
 use ndarray::{Array1, Array2, Axis};
 
@@ -144,17 +144,19 @@ fn solver_matches_the_cpu() {
     let y = Array2::from_shape_vec((m, d), r.vec(m * d, 0.0, 1.0)).unwrap();
     let mu = Array1::from_elem(n, 1.0 / n as f64);
     let nu = Array1::from_elem(m, 1.0 / m as f64);
-    let p = Problem::batch(
+    let p = Problem::new(
         mu.view().insert_axis(Axis(0)),
         nu.view().insert_axis(Axis(0)),
         PointCloudCost::new(x.view(), y.view()).unwrap(),
     )
     .unwrap();
     let params = SinkhornParams::new(0.01);
-    let want = Solver::new(CpuBackend, params.clone())
+    let want = SinkhornSolver::new(CpuBackend, params.clone())
         .point_gradients(&p)
         .unwrap();
-    let got = Solver::new(gpu, params).point_gradients(&p).unwrap();
+    let got = SinkhornSolver::new(gpu, params)
+        .point_gradients(&p)
+        .unwrap();
     assert_eq!(
         got.result.convergence.iterations,
         want.result.convergence.iterations

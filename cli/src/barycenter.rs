@@ -7,8 +7,8 @@ use crate::npy::{self, Dtype};
 use crate::output::Outputs;
 use crate::{input, BackendChoice, Json};
 use logot::{
-    BarycenterKernels, BarycenterParams, BarycenterSolver, CostSource, Error, GridCost, Real,
-    Result,
+    BarycenterKernels, BarycenterParams, BarycenterProblem, BarycenterSolver, CostSource, Error,
+    GridCost, Real, Result,
 };
 use logot_cli::problems;
 use ndarray::{Array2, Array3, ArrayD, Axis, IxDyn};
@@ -97,14 +97,12 @@ impl BarycenterArgs {
         // A check interval past the last iteration checks only after it; bounding it by
         // the iteration count keeps the schedule and its arithmetic in range.
         let max_iters = self.iters.unwrap_or(if self.grid { 10_000 } else { 1000 });
-        Ok(BarycenterParams {
-            max_iters: self.iters,
-            tol: self.tol,
-            check_every: self.check_every.min(max_iters.max(1)),
-            observer: crate::progress::bar("barycenter"),
-            relaxation: self.relax().relaxation()?,
-            ..BarycenterParams::new(self.eps)
-        })
+        let mut p = BarycenterParams::new(self.eps)
+            .tol(self.tol)
+            .check_every(self.check_every.min(max_iters.max(1)));
+        p.max_iters = self.iters;
+        p.observer = crate::progress::bar("barycenter");
+        Ok(p)
     }
 }
 
@@ -177,9 +175,12 @@ fn run<T: Real, B: BarycenterKernels<T>>(
         (None, None) => return Err(Error::Unavailable("no cost given".into())),
     };
     // The library calls the input histograms "histograms"; the command line, "inputs".
-    let bars = solver
-        .solve_batch(histograms.view(), weights.view(), cost)
-        .map_err(inputs_flag)?;
+    let mut problem =
+        BarycenterProblem::new(histograms.view(), weights.view()).map_err(inputs_flag)?;
+    if let Some(r) = a.relax().relaxation()? {
+        problem = problem.relaxed(r);
+    }
+    let bars = solver.solve(&problem, cost).map_err(inputs_flag)?;
     let flat: Vec<T> = bars
         .iter()
         .flat_map(|b| b.histogram.iter().copied())
@@ -298,11 +299,12 @@ fn bench_on<T: Real, B: BarycenterKernels<T>>(backend: B, a: &BenchArgs, dense: 
         ("bary64", problems::BARY64_GRID_EPS)
     };
     // --reg-m: the unbalanced barycenter (POT's barycenter_unbalanced), the same iterations.
-    let params = BarycenterParams {
-        relaxation: a.relax.relaxation()?,
-        ..BarycenterParams::fixed_iterations(eps, problems::BARY64_ITERS)
-    };
+    let params = BarycenterParams::new(eps).fixed_iterations(problems::BARY64_ITERS);
     let solver = BarycenterSolver::new(backend, params);
+    let mut problem = BarycenterProblem::new(h.view(), w.view())?;
+    if let Some(r) = a.relax.relaxation()? {
+        problem = problem.relaxed(r);
+    }
     let grid = GridCost::image(n, n)?;
     let mut last = None;
     let (median, min, all) = time_runs(a.runs, || {
@@ -310,7 +312,7 @@ fn bench_on<T: Real, B: BarycenterKernels<T>>(backend: B, a: &BenchArgs, dense: 
             Some(c) => CostSource::Dense(c.view()),
             None => CostSource::Grid(grid.clone()),
         };
-        last = Some(solver.solve(h.view(), w.view(), cost)?);
+        last = solver.solve(&problem, cost)?.pop();
         Ok(())
     })?;
     let b = last.ok_or_else(|| Error::Numerical("no run completed".into()))?;
@@ -321,7 +323,7 @@ fn bench_on<T: Real, B: BarycenterKernels<T>>(backend: B, a: &BenchArgs, dense: 
         None => solver.prepare(grid.clone())?,
     };
     let (median_res, min_res, _) = time_runs(a.runs, || {
-        solver.solve_prepared(h.view(), w.view(), &prepared)?;
+        solver.solve(&problem, &prepared)?;
         Ok(())
     })?;
     Ok(json!({

@@ -13,7 +13,7 @@ use crate::npy::Dtype;
 use crate::{BackendChoice, Json};
 use logot::backend::linalg::{GemmShape, SyrkShape, Transpose};
 use logot::grad::CgParams;
-use logot::linalg::{newton_schulz_buffer, NewtonSchulzParams};
+use logot::linalg::{newton_schulz_buffers, NewtonSchulzParams};
 use logot::{Backend, BistochasticKernels, CpuBackend, Error, LinalgKernels, Real, Result};
 use logot_cli::problems;
 use serde_json::json;
@@ -190,7 +190,7 @@ fn run_linalg<T: Real, B: LinalgKernels<T>>(backend: B, a: &BenchArgs) -> Json {
             let xb = upload(be, &problems::standard_normal::<T>(n * n, 3))?;
             let params = NewtonSchulzParams::default();
             let t = time_runs_for(a, || {
-                let y = newton_schulz_buffer(be, &xb, n, n, &params)?;
+                let y = newton_schulz_buffers(be, &xb, n, n, &params)?;
                 sync(be, &probe)?;
                 drop(y);
                 Ok(())

@@ -4,7 +4,7 @@
 use crate::npy;
 use crate::output::Outputs;
 use crate::{input, BackendChoice, Json};
-use logot::grad::{Bistochastic, BistochasticParams, CgParams};
+use logot::grad::{BistochasticParams, BistochasticSolver, CgParams};
 use logot::{BistochasticKernels, Error, Real, Result};
 use ndarray::{Array3, ArrayD, Axis, Ix3};
 use serde_json::json;
@@ -77,13 +77,9 @@ fn run<T: Real, B: BistochasticKernels<T>>(
     outs: &mut Outputs,
 ) -> Json {
     let (x, single) = as_batch(input::read::<T>(&a.x, "--x", &[2, 3])?, "--x")?;
-    let proj = Bistochastic::new(
+    let proj = BistochasticSolver::new(
         backend,
-        BistochasticParams {
-            iters: a.iters,
-            tol: a.tol,
-            ..BistochasticParams::default()
-        },
+        BistochasticParams::default().iters(a.iters).tol(a.tol),
     );
     let fwd = proj.forward(x.view())?;
     write(outs, "--out", &fwd.r, single)?;
@@ -107,9 +103,10 @@ fn run<T: Real, B: BistochasticKernels<T>>(
                 format!("is {:?} but --x is {:?}", g.dim(), fwd.r.dim()),
             ));
         }
-        let cg = CgParams {
-            max_iters: a.cg_iters,
-            tol: a.cg_tol,
+        let cg = {
+            let mut cg = CgParams::default().max_iters(a.cg_iters);
+            cg.tol = a.cg_tol;
+            cg
         };
         let bwd = proj.backward(fwd.r.view(), g.view(), &cg)?;
         write(outs, "--out-grad", &bwd.dx, single)?;

@@ -14,8 +14,8 @@ use crate::relax::RelaxArgs;
 use crate::wasserstein::{Clouds, Metric, PrecisionArgs};
 use crate::{input, BackendChoice, Json};
 use logot::{
-    DivergenceConvention, EpsScaling, Error, GradKernels, PointCloudKernels, Real, Result,
-    SinkhornDivergence, SinkhornParams, Solver,
+    DivergenceConvention, EpsScaling, Error, GradKernels, PointCloudKernels, Problem, Real, Result,
+    SinkhornParams, SinkhornSolver,
 };
 use ndarray::{Array2, Axis, Ix1, Ix2};
 use serde_json::json;
@@ -177,46 +177,36 @@ fn run<T: Real, B: PointCloudKernels<T> + GradKernels<T>>(
         ),
     };
     let clouds = pts.cost()?.with_precision(a.precision.cross());
-    let mut params = SinkhornParams {
-        eps: a.eps,
-        max_iters: a.iters,
-        tol: a.tol,
-        observer: crate::progress::bar("divergence"),
-        relaxation: a.relax.relaxation()?,
-        ..Default::default()
-    };
+    let mut params = SinkhornParams::new(a.eps).max_iters(a.iters);
+    params.tol = a.tol;
+    params.observer = crate::progress::bar("divergence");
     if a.eps_scaling {
         // The bounding box of x ∪ y covers the three problems' costs.
-        params = params.with_eps_scaling(EpsScaling::from_max_cost(clouds.max_cost()));
+        params = params.eps_scaling(EpsScaling::from_max_cost(clouds.max_cost()));
     }
-    let solver = Solver::new(backend, params);
+    let solver = SinkhornSolver::new(backend, params);
     let conv = a.convention.library();
-    let all = if pts.batched {
-        solver.sinkhorn_divergence_batch(mu.view(), nu.view(), clouds, conv)
-    } else {
-        let (mu, nu) = (mu.row(0), nu.row(0));
-        solver
-            .sinkhorn_divergence(mu, nu, clouds, conv)
-            .map(|s| vec![s])
+    let mut problem = Problem::new(mu.view(), nu.view(), clouds).map_err(flags)?;
+    if let Some(r) = a.relax.relaxation()? {
+        problem = problem.relaxed(r);
     }
-    .map_err(|e| flags(a.relax.cli_error(e, "")))?;
+    let s = solver
+        .sinkhorn_divergence(&problem, conv)
+        .map_err(|e| flags(a.relax.cli_error(e, "")))?;
+    let batch = s.value.len();
     // The gradients as one array: n×d for one pair, B×n×d for batched clouds.
-    let write_grads = |outs: &mut Outputs,
-                       flag: &str,
-                       get: &dyn Fn(&SinkhornDivergence<T>) -> Option<&Array2<T>>|
-     -> Result<()> {
-        let grads: Option<Vec<_>> = all.iter().map(|s| get(s).map(|g| g.view())).collect();
-        let Some(grads) = grads else { return Ok(()) };
-        if pts.batched {
-            let stacked = ndarray::stack(Axis(0), &grads).map_err(|e| Error::shape(flag, e))?;
-            outs.write(flag, stacked.view())
-        } else {
-            outs.write(flag, grads[0])
+    for (flag, grads) in [("--grad-x", &s.grad_x), ("--grad-y", &s.grad_y)] {
+        if let Some(g) = grads {
+            if pts.batched {
+                outs.write(flag, g.view())?;
+            } else {
+                outs.write(flag, g.index_axis(Axis(0), 0))?;
+            }
         }
-    };
-    write_grads(outs, "--grad-x", &|s| s.grad_x.as_ref())?;
-    write_grads(outs, "--grad-y", &|s| s.grad_y.as_ref())?;
-    for (b, s) in all.iter().enumerate().filter(|(_, s)| !s.converged()) {
+    }
+    // Problem b's report of each of the three solves.
+    let report = |i: usize, b: usize| &s.convergence[i].problems[b];
+    for b in (0..batch).filter(|&b| (0..3).any(|i| !report(i, b).converged)) {
         let which = if pts.batched {
             format!(" of divergence {b}")
         } else {
@@ -224,20 +214,20 @@ fn run<T: Real, B: PointCloudKernels<T> + GradKernels<T>>(
         };
         eprintln!(
             "logot: warning: not every problem{which} converged (marginal errors {:.3e}, {:.3e}, {:.3e})",
-            s.convergence[0].marginal_error,
-            s.convergence[1].marginal_error,
-            s.convergence[2].marginal_error
+            report(0, b).marginal_error,
+            report(1, b).marginal_error,
+            report(2, b).marginal_error
         );
     }
-    let terms = |s: &SinkhornDivergence<T>| -> Vec<serde_json::Value> {
+    let terms = |b: usize| -> Vec<serde_json::Value> {
         ["xy", "xx", "yy"]
             .iter()
-            .zip(&s.terms)
-            .zip(&s.convergence)
-            .map(|((name, term), c)| {
+            .enumerate()
+            .map(|(i, name)| {
+                let c = report(i, b);
                 json!({
                     "problem": name,
-                    "value": term.f64(),
+                    "value": s.terms[[b, i]].f64(),
                     "iterations": c.iterations,
                     "marginal_error": c.marginal_error,
                     "converged": c.converged,
@@ -245,24 +235,24 @@ fn run<T: Real, B: PointCloudKernels<T> + GradKernels<T>>(
             })
             .collect()
     };
-    let convergence = || all.iter().flat_map(|s| s.convergence.iter());
     // One pair: scalars and the three problems; batched: one entry per divergence.
     let (divergence, problems) = if pts.batched {
         (
-            json!(all.iter().map(|s| s.value.f64()).collect::<Vec<_>>()),
-            json!(all.iter().map(terms).collect::<Vec<_>>()),
+            json!(s.value.iter().map(|v| v.f64()).collect::<Vec<_>>()),
+            json!((0..batch).map(terms).collect::<Vec<_>>()),
         )
     } else {
-        (json!(all[0].value.f64()), json!(terms(&all[0])))
+        (json!(s.value[0].f64()), json!(terms(0)))
     };
+    let reports = || (0..batch).flat_map(|b| (0..3).map(move |i| (i, b)));
     Ok(json!({
         "divergence": divergence,
         "convention": a.convention.name(),
         "problems": problems,
-        "batch": if pts.batched { json!(all.len()) } else { serde_json::Value::Null },
-        "iterations": convergence().map(|c| c.iterations).max().unwrap_or(0),
-        "marginal_error": convergence().map(|c| c.marginal_error).fold(0.0, f64::max),
-        "converged": all.iter().all(|s| s.converged()),
+        "batch": if pts.batched { json!(batch) } else { serde_json::Value::Null },
+        "iterations": reports().map(|(i, b)| report(i, b).iterations).max().unwrap_or(0),
+        "marginal_error": reports().map(|(i, b)| report(i, b).marginal_error).fold(0.0, f64::max),
+        "converged": s.converged(),
         "eps": a.eps,
         "reg_m": a.relax.reg_m,
         "dtype": T::NAME,

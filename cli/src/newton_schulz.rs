@@ -3,7 +3,7 @@
 use crate::npy;
 use crate::output::Outputs;
 use crate::{input, BackendChoice, Json};
-use logot::linalg::{newton_schulz_on, NewtonSchulzParams};
+use logot::linalg::{newton_schulz, NewtonSchulzParams};
 use logot::{Error, LinalgKernels, Real};
 use ndarray::Ix2;
 use serde_json::json;
@@ -36,12 +36,10 @@ pub struct NewtonSchulzArgs {
 
 fn run<T: Real, B: LinalgKernels<T>>(backend: B, a: &NewtonSchulzArgs, outs: &mut Outputs) -> Json {
     let x = npy::fixed::<T, Ix2>(input::read::<T>(&a.x, "--x", &[2])?, "--x")?;
-    let params = NewtonSchulzParams {
-        steps: a.steps,
-        polish_steps: a.polish_steps,
-        ..Default::default()
-    };
-    let y = newton_schulz_on(&backend, x.view(), &params)?;
+    let params = NewtonSchulzParams::default()
+        .steps(a.steps)
+        .polish_steps(a.polish_steps);
+    let y = newton_schulz(&backend, x.view(), &params)?;
     outs.write("--out", y.view())?;
     Ok(json!({
         "shape": [y.nrows(), y.ncols()],

@@ -3,11 +3,11 @@
 //! `benches/README.md`).
 //!
 //! ```
-//! use logot::{CpuBackend, Problem, SinkhornParams, Solver};
+//! use logot::{CpuBackend, Problem, SinkhornParams, SinkhornSolver};
 //! use logot_cli::problems;
 //! // otA as `logot bench --problem otA` runs it: ε = 1e-3, 200 iterations, no early stop.
 //! let (mu, nu, cost) = problems::ot_a::<f32>();
-//! let solver = Solver::new(CpuBackend, SinkhornParams::fixed_iterations(1e-3, 200));
+//! let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(1e-3).fixed_iterations(200));
 //! let r = solver.solve(&Problem::new(mu.view(), nu.view(), cost.view())?)?;
 //! assert_eq!(r.convergence.iterations, 200);
 //! assert!(r.distance[0] > 0.0 && r.distance[0] < 1.0); // the cost is normalised to [0, 1]

@@ -3,7 +3,7 @@
 use crate::npy;
 use crate::output::Outputs;
 use crate::{input, BackendChoice, Json};
-use logot::linalg::svd3_batch_on;
+use logot::linalg::svd3_batch;
 use logot::{LinalgKernels, Real};
 use ndarray::{Axis, Ix3};
 use serde_json::json;
@@ -42,7 +42,7 @@ fn run<T: Real, B: LinalgKernels<T>>(backend: B, a: &Svd3Args, outs: &mut Output
         input
     };
     let input = npy::fixed::<T, Ix3>(input, "--a")?;
-    let out = svd3_batch_on(&backend, input.view())?;
+    let out = svd3_batch(&backend, input.view())?;
     if single {
         outs.write("--out-u", out.u.index_axis(Axis(0), 0))?;
         outs.write("--out-s", out.s.index_axis(Axis(0), 0))?;

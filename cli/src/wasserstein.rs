@@ -6,7 +6,8 @@ use crate::relax::{transported_mass, RelaxArgs};
 use crate::{input, BackendChoice, Json};
 use logot::{
     Backend, CgParams, CostSource, CpuBackend, CrossPrecision, EpsScaling, Error, PointCloudCost,
-    PointCloudKernels, PointMetric, Problem, Real, Result, SinkhornParams, SinkhornResult, Solver,
+    PointCloudKernels, PointMetric, Problem, Real, Relaxation, Result, SinkhornParams,
+    SinkhornResult, SinkhornSolver,
 };
 use ndarray::{Array2, Array3, ArrayD, Axis, Ix2, Ix3};
 use rayon::prelude::*;
@@ -192,17 +193,12 @@ impl SolveArgs {
         input::precision(self.f32, self.f64, &self.inputs())
     }
 
-    /// The solver's parameters, with the relaxation of `--reg-m*` (an error naming the
-    /// flag for a bad ρ).
+    /// The solver's parameters.
     pub fn params(&self) -> Result<SinkhornParams> {
-        Ok(SinkhornParams {
-            eps: self.eps,
-            max_iters: self.iters,
-            tol: self.tol,
-            observer: crate::progress::bar("sinkhorn"),
-            relaxation: self.relax.relaxation()?,
-            ..Default::default()
-        })
+        let mut p = SinkhornParams::new(self.eps).max_iters(self.iters);
+        p.tol = self.tol;
+        p.observer = crate::progress::bar("sinkhorn");
+        Ok(p)
     }
 
     /// [`SolveArgs::params`] with the ε-scaling of `--eps-scaling` for this problem's cost.
@@ -217,7 +213,7 @@ impl SolveArgs {
             CostSource::DenseBatch(c) => c.iter().fold(0.0f64, |m, v| m.max(v.f64())),
             _ => 1.0,
         };
-        Ok(p.with_eps_scaling(EpsScaling::from_max_cost(max_cost)))
+        Ok(p.eps_scaling(EpsScaling::from_max_cost(max_cost)))
     }
 }
 
@@ -233,6 +229,8 @@ pub struct Inputs<T> {
     pub precision: CrossPrecision,
     /// `mu` was 1-D (a single problem): outputs drop the batch axis.
     pub single: bool,
+    /// The relaxation of `--reg-m*` (unbalanced problems).
+    pub relaxation: Option<Relaxation>,
 }
 
 /// The point clouds of `--x/--y`: one pair shared by the batch (`n×d`, `m×d` files, stored
@@ -391,6 +389,7 @@ impl<T: Real> Inputs<T> {
             }
         };
         Ok(Inputs {
+            relaxation: a.relax.relaxation()?,
             mu,
             nu,
             cost,
@@ -400,12 +399,21 @@ impl<T: Real> Inputs<T> {
         })
     }
 
+    /// The problem of these arrays, relaxed as `--reg-m*` says.
     pub fn problem(&self) -> Result<Problem<'_, T>> {
+        let problem = self.unrelaxed_problem()?;
+        Ok(match self.relaxation {
+            Some(r) => problem.relaxed(r),
+            None => problem,
+        })
+    }
+
+    fn unrelaxed_problem(&self) -> Result<Problem<'_, T>> {
         if let Some(clouds) = &self.points {
             // Errors name the CLI flags.
             let cloud = clouds.cost()?.with_precision(self.precision);
             let (_, n, m) = clouds.dims();
-            return Problem::batch(self.mu.view(), self.nu.view(), cloud).map_err(|e| match e {
+            return Problem::new(self.mu.view(), self.nu.view(), cloud).map_err(|e| match e {
                 Error::Shape { arg, detail } if arg == "cost" => Error::shape(
                     "--x/--y",
                     format!("{detail} (the clouds have {n} and {m} points)"),
@@ -427,7 +435,7 @@ impl<T: Real> Inputs<T> {
                 .map_err(|e| Error::shape("--cost", e))?
                 .into(),
         };
-        Problem::batch(self.mu.view(), self.nu.view(), cost)
+        Problem::new(self.mu.view(), self.nu.view(), cost)
     }
 
     /// The regularised objective `OT_ε = ⟨f, μ⟩ + ⟨g, ν⟩ − ε Σ_ij exp((f_i + g_j − C_ij)/ε)`
@@ -556,7 +564,7 @@ fn run_wasserstein<T: Real, B: Backend<T>>(
 ) -> Json {
     let inputs = Inputs::<T>::load(&a.solve)?;
     let problem = inputs.problem()?;
-    let solver = Solver::new(backend, a.solve.params_for(&problem)?);
+    let solver = SinkhornSolver::new(backend, a.solve.params_for(&problem)?);
     let res = solver
         .solve(&problem)
         .map_err(|e| a.solve.relax.cli_error(e, ""))?;
@@ -570,7 +578,7 @@ fn run_wasserstein<T: Real, B: Backend<T>>(
 fn run_coupling<T: Real, B: Backend<T>>(backend: B, a: &CouplingArgs, outs: &mut Outputs) -> Json {
     let inputs = Inputs::<T>::load(&a.solve)?;
     let problem = inputs.problem()?;
-    let c = Solver::new(backend, a.solve.params_for(&problem)?)
+    let c = SinkhornSolver::new(backend, a.solve.params_for(&problem)?)
         .coupling(&problem)
         .map_err(|e| a.solve.relax.cli_error(e, ""))?;
     write_batch(outs, "--out", c.plan.view(), inputs.single)?;
@@ -600,7 +608,7 @@ fn run_point_gradients<T: Real, B: PointCloudKernels<T> + logot::GradKernels<T>>
         ));
     }
     let problem = inputs.problem()?;
-    let g = Solver::new(backend, a.solve.params_for(&problem)?)
+    let g = SinkhornSolver::new(backend, a.solve.params_for(&problem)?)
         .point_gradients(&problem)
         .map_err(|e| a.solve.relax.cli_error(e, " (--grad-x/--grad-y)"))?;
     write_batch(outs, "--grad-x", g.x.view(), inputs.single)?;
@@ -620,14 +628,12 @@ fn run_gradients<T: Real>(a: &WassersteinArgs, outs: &mut Outputs) -> Json {
                 .into(),
         ));
     }
-    let cg = CgParams {
-        max_iters: a.cg_iters,
-        tol: a.cg_tol,
-    };
+    let mut cg = CgParams::default().max_iters(a.cg_iters);
+    cg.tol = a.cg_tol;
     let problem = inputs.problem()?;
     // The same parameters as without gradients (ε-scaling included), so the distance and
     // the plan the gradients differentiate are those `wasserstein` reports.
-    let g = Solver::new(CpuBackend, a.solve.params_for(&problem)?)
+    let g = SinkhornSolver::new(CpuBackend, a.solve.params_for(&problem)?)
         .wasserstein_gradients(&problem, &cg)
         .map_err(|e| {
             a.solve

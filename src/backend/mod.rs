@@ -1,6 +1,7 @@
 //! The backend abstraction: one trait that a compute device implements, and the kernel
 //! traits of the algorithms beyond Sinkhorn (barycenters, bistochastic, gradients, linear
-//! algebra, point clouds). The costs they read are [`crate::cost`]'s, re-exported here.
+//! algebra, point clouds). The costs they read ([`CostSource`], [`GridCost`],
+//! [`PointCloudCost`]) are re-exported here.
 //!
 //! Algorithms ([`crate::sinkhorn`], barycenters, gradients) are written once against
 //! [`Backend`]. A backend owns its buffers ([`Backend::Buffer`], resident on the device
@@ -458,7 +459,7 @@ pub struct Marginals<'a, Buf> {
 /// One side of each problem of an unbalanced plan, in f64, from a potential `pot` and the
 /// balanced half-step `half` of its partner, so that `r_k = a_k·exp((pot_k − half_k)/ε)` is
 /// the plan's marginal on that side (sums over `a_k > 0`):
-/// [`Backend::relaxed_sides`](crate::Backend::relaxed_sides).
+/// [`Backend::relaxed_sides`].
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct RelaxedSide {
     /// `Σ_k a_k·|exp((pot_k − half_k)/ε) − exp(−(pot_k − ε log a_k)/ρ)|`: the `ℓ₁` violation

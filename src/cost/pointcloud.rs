@@ -47,11 +47,11 @@ impl PointMetric {
 /// TF32x3. [`CrossPrecision::Exact`] (2^-24 per product on the FP32 units) is the slowest;
 /// [`CrossPrecision::Tf32`] and [`CrossPrecision::F16`] (about 2^-10, moving each cost by
 /// about `2^-10·|x||y|/√d`, which `exp(−c/ε)` amplifies by `1/ε`) the fastest. The
-/// figures of each mode are in benches/README.md.
+/// modes' times against FlashSinkhorn are in benches/README.md.
 ///
 /// ```
 /// use logot::{CrossPrecision, PointCloudCost};
-/// let (x, y) = (ndarray::array![[0.0f32, 1.0]], ndarray::array![[1.0f32, 1.0]]);
+/// let (x, y) = (logot::ndarray::array![[0.0f32, 1.0]], logot::ndarray::array![[1.0f32, 1.0]]);
 /// let cost = PointCloudCost::new(x.view(), y.view())?.with_precision(CrossPrecision::Tf32);
 /// assert_eq!(cost.precision(), CrossPrecision::Tf32);
 /// assert_eq!(cost.cost(0, 0), 1.0); // the reference cost stays exact
@@ -125,15 +125,15 @@ impl CrossPrecision {
 /// `k` with `C^k_ij = c(x^k_i, y^k_j)`, as GeomLoss's batch mode).
 ///
 /// ```
-/// use logot::{PointCloudCost, Problem, SinkhornParams, Solver, CpuBackend};
-/// use ndarray::{array, Axis};
+/// use logot::{PointCloudCost, Problem, SinkhornParams, SinkhornSolver, CpuBackend};
+/// use logot::ndarray::{array, Axis};
 /// let x = array![[0.0f64, 0.0], [1.0, 0.0]];
 /// let y = array![[0.0, 1.0], [1.0, 1.0], [0.5, 2.0]];
 /// let (mu, nu) = (array![0.5, 0.5], array![0.25, 0.25, 0.5]);
 /// let cost = PointCloudCost::new(x.view(), y.view())?;
 /// assert_eq!(cost.cost(1, 2), 0.25 + 4.0);
-/// let problem = Problem::batch(mu.view().insert_axis(Axis(0)), nu.view().insert_axis(Axis(0)), cost)?;
-/// let res = Solver::new(CpuBackend, SinkhornParams::new(0.05)).solve(&problem)?;
+/// let problem = Problem::new(mu.view().insert_axis(Axis(0)), nu.view().insert_axis(Axis(0)), cost)?;
+/// let res = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.05)).solve(&problem)?;
 /// assert!(res.convergence.converged && res.distance[0] > 1.0);
 /// # Ok::<(), logot::Error>(())
 /// ```
@@ -198,19 +198,6 @@ impl<'a, T> PointCloudCost<'a, T> {
     pub fn with_precision(self, precision: CrossPrecision) -> Self {
         PointCloudCost { precision, ..self }
     }
-    /// The same clouds borrowed for a shorter lifetime (array views are invariant in theirs).
-    pub(crate) fn reborrow<'b>(self) -> PointCloudCost<'b, T>
-    where
-        'a: 'b,
-    {
-        PointCloudCost {
-            x: self.x.reborrow(),
-            y: self.y.reborrow(),
-            batched: self.batched,
-            metric: self.metric,
-            precision: self.precision,
-        }
-    }
     /// Number of source points `n` (per problem).
     pub fn n(&self) -> usize {
         self.x.dim().1
@@ -237,7 +224,7 @@ impl<'a, T: Real> PointCloudCost<'a, T> {
     /// Euclidean cost `|x_i − y_j|` (see [`PointMetric::Euclidean`]).
     ///
     /// ```
-    /// let (x, y) = (ndarray::array![[0.0f64, 0.0]], ndarray::array![[3.0, 4.0]]);
+    /// let (x, y) = (logot::ndarray::array![[0.0f64, 0.0]], logot::ndarray::array![[3.0, 4.0]]);
     /// assert_eq!(logot::PointCloudCost::euclidean(x.view(), y.view())?.cost(0, 0), 5.0);
     /// assert_eq!(logot::PointCloudCost::new(x.view(), y.view())?.cost(0, 0), 25.0);
     /// # Ok::<(), logot::Error>(())
@@ -269,15 +256,15 @@ impl<'a, T: Real> PointCloudCost<'a, T> {
     /// coordinate ([`Error::NonFinite`]).
     ///
     /// ```
-    /// use logot::{CpuBackend, PointCloudCost, Problem, SinkhornParams, Solver};
-    /// use ndarray::{array, Array2};
+    /// use logot::{CpuBackend, PointCloudCost, Problem, SinkhornParams, SinkhornSolver};
+    /// use logot::ndarray::{array, Array2};
     /// // Two problems in 1-D: {0, 1} → {0.5, 1.5} and {0, 1} → {0, 1}.
     /// let x = array![[[0.0f64], [1.0]], [[0.0], [1.0]]];
     /// let y = array![[[0.5f64], [1.5]], [[0.0], [1.0]]];
     /// let w = Array2::from_elem((2, 2), 0.5);
     /// let cost = PointCloudCost::batched(x.view(), y.view())?;
     /// assert_eq!((cost.batch(), cost.problem(0).cost(0, 0)), (Some(2), 0.25));
-    /// let r = Solver::new(CpuBackend, SinkhornParams::new(1e-3)).solve(&Problem::batch(w.view(), w.view(), cost)?)?;
+    /// let r = SinkhornSolver::new(CpuBackend, SinkhornParams::new(1e-3)).solve(&Problem::new(w.view(), w.view(), cost)?)?;
     /// assert!((r.distance[0] - 0.25).abs() < 1e-3 && r.distance[1] < 1e-3);
     /// # Ok::<(), logot::Error>(())
     /// ```
@@ -379,8 +366,8 @@ impl<'a, T: Real> PointCloudCost<'a, T> {
     /// (batched: the largest over the problems' pairs).
     ///
     /// ```
-    /// let x = ndarray::array![[0.0f64, 0.0], [1.0, 0.0]];
-    /// let y = ndarray::array![[0.0, 2.0]];
+    /// let x = logot::ndarray::array![[0.0f64, 0.0], [1.0, 0.0]];
+    /// let y = logot::ndarray::array![[0.0, 2.0]];
     /// let cost = logot::PointCloudCost::new(x.view(), y.view())?;
     /// assert_eq!(cost.max_cost(), 5.0); // box [0, 1]×[0, 2]: 1² + 2²
     /// assert!(cost.to_dense().iter().all(|&c| c <= 5.0));
@@ -421,7 +408,7 @@ pub(crate) fn box_cost(metric: PointMetric, boxes: impl Iterator<Item = Vec<(f64
     }
 }
 
-/// Two clouds held in backend buffers ([`Backend::prepare_cloud_buffer`]): `x` `[B×]n×d`
+/// Two clouds held in backend buffers ([`Backend::prepare_cloud_buffer`](crate::Backend::prepare_cloud_buffer)): `x` `[B×]n×d`
 /// and `y` `[B×]m×d`, row-major, one pair per problem (`batch: Some(B)`) or one shared pair,
 /// with the cost's metric and cross-term precision (as [`PointCloudCost`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,4 +1,4 @@
-//! Bistochastic projection of batches of small matrices and its exact backward.
+//! BistochasticSolver projection of batches of small matrices and its exact backward.
 //!
 //! **Forward.** `R = SinkhornKnopp(exp(X))` for each `n×n` matrix of a batch (`B×n×n`,
 //! `n ≤ 32`, e.g. hyper-connection mixing matrices): in the log domain,
@@ -29,9 +29,9 @@
 //!
 //! ```
 //! use logot::grad::{bistochastic, bistochastic_backward, BistochasticParams, CgParams};
-//! use ndarray::Array3;
+//! use logot::ndarray::Array3;
 //! let x = Array3::from_shape_fn((2, 3, 3), |(b, i, j)| ((b + 2 * i + 3 * j) % 5) as f64 * 0.7);
-//! let fwd = bistochastic(x.view(), &BistochasticParams::converged(1e-13))?;
+//! let fwd = bistochastic(x.view(), &BistochasticParams::default().converged(1e-13))?;
 //! assert!(fwd.convergence.converged);
 //! let g = Array3::from_shape_fn((2, 3, 3), |(b, i, j)| (b + i * j) as f64);
 //! let bwd = bistochastic_backward(fwd.r.view(), g.view(), &CgParams::default())?;
@@ -46,9 +46,11 @@ use crate::validate::check_finite;
 use crate::{CpuBackend, Error, Real, Result};
 use ndarray::{Array3, ArrayView3};
 
-/// Parameters of the projection. `Default`: 20 iterations, no tolerance (the usual setting
-/// for mixing matrices), the backward's CG reported as a [`CgSummary`].
+/// Parameters of the projection, set by builder methods
+/// (`BistochasticParams::default().iters(50)`). `Default`: 20 iterations, no tolerance (the
+/// usual setting for mixing matrices), the backward's CG reported as a [`CgSummary`].
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct BistochasticParams {
     /// Maximum number of iterations (one column and one row normalisation each).
     pub iters: usize,
@@ -56,7 +58,7 @@ pub struct BistochasticParams {
     /// `iters` iterations.
     pub tol: f64,
     /// Backward: also return each matrix's CG outcome
-    /// ([`BistochasticGradient::cg_outcomes`]). Off by default: the [`CgSummary`] is reduced
+    /// ([`BistochasticGradients::cg_outcomes`]). Off by default: the [`CgSummary`] is reduced
     /// by the backend, while per-matrix outcomes cost a GPU one word per matrix read back.
     pub cg_outcomes: bool,
 }
@@ -72,25 +74,22 @@ impl Default for BistochasticParams {
 }
 
 impl BistochasticParams {
-    /// Exactly `iters` iterations.
-    pub fn fixed(iters: usize) -> Self {
-        BistochasticParams {
-            iters,
-            ..Self::default()
-        }
+    /// These parameters with at most `iters` iterations.
+    pub fn iters(self, iters: usize) -> Self {
+        BistochasticParams { iters, ..self }
     }
-    /// Iterate to the column-error tolerance `tol` (at most 100 000 iterations).
-    pub fn converged(tol: f64) -> Self {
-        BistochasticParams {
-            iters: 100_000,
-            tol,
-            ..Self::default()
-        }
+    /// These parameters with the column-error tolerance `tol` (`0` runs every iteration).
+    pub fn tol(self, tol: f64) -> Self {
+        BistochasticParams { tol, ..self }
     }
-    /// The same parameters, with each matrix's CG outcome returned by the backward.
-    pub fn with_cg_outcomes(self) -> Self {
+    /// Iterate to the column-error tolerance `tol`: `tol(tol).iters(100_000)`.
+    pub fn converged(self, tol: f64) -> Self {
+        self.tol(tol).iters(100_000)
+    }
+    /// These parameters with (or without) each matrix's CG outcome returned by the backward.
+    pub fn cg_outcomes(self, cg_outcomes: bool) -> Self {
         BistochasticParams {
-            cg_outcomes: true,
+            cg_outcomes,
             ..self
         }
     }
@@ -111,6 +110,7 @@ impl BistochasticParams {
 
 /// A projected batch.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct BistochasticResult<T> {
     /// `R`, `B×n×n`: rows and columns sum to 1 within `convergence.marginal_error`.
     pub r: Array3<T>,
@@ -123,7 +123,8 @@ pub struct BistochasticResult<T> {
 
 /// The backward of a batch.
 #[derive(Clone, Debug)]
-pub struct BistochasticGradient<T> {
+#[non_exhaustive]
+pub struct BistochasticGradients<T> {
     /// `∂L/∂X`, `B×n×n`.
     pub dx: Array3<T>,
     /// How CG ended over the batch: largest iteration count and residual, the number of
@@ -133,9 +134,13 @@ pub struct BistochasticGradient<T> {
     pub cg_outcomes: Option<Vec<CgOutcome>>,
 }
 
-/// The bistochastic projection on a chosen backend.
+/// The bistochastic projection on a chosen backend with chosen parameters: the control
+/// behind [`bistochastic()`] and [`bistochastic_backward`]. Host arrays:
+/// [`forward`](Self::forward), [`backward`](Self::backward); buffers on the backend (on a
+/// GPU, a framework's tensors on its stream, without a copy or a wait):
+/// [`forward_buffers`](Self::forward_buffers), [`backward_buffers`](Self::backward_buffers).
 #[derive(Clone, Debug)]
-pub struct Bistochastic<B> {
+pub struct BistochasticSolver<B> {
     backend: B,
     params: BistochasticParams,
 }
@@ -192,21 +197,29 @@ fn square_batch<T>(arg: &str, a: &ArrayView3<'_, T>) -> Result<(usize, usize)> {
     Ok((b, n))
 }
 
-impl<B> Bistochastic<B> {
+impl<B> BistochasticSolver<B> {
     /// The projection on `backend` with `params`.
     pub fn new(backend: B, params: BistochasticParams) -> Self {
-        Bistochastic { backend, params }
+        BistochasticSolver { backend, params }
+    }
+    /// The parameters.
+    pub fn params(&self) -> &BistochasticParams {
+        &self.params
+    }
+    /// The backend.
+    pub fn backend(&self) -> &B {
+        &self.backend
     }
 
     /// `R = SinkhornKnopp(exp(X))` for each matrix of `x` (`B×n×n`): columns, then rows,
     /// normalised in the log domain.
     ///
     /// ```
-    /// use logot::grad::{Bistochastic, BistochasticParams};
-    /// use ndarray::Array3;
+    /// use logot::grad::{BistochasticParams, BistochasticSolver};
+    /// use logot::ndarray::Array3;
     /// // exp(X) = a·bᵀ (rank one) is projected in one iteration onto the uniform matrix 1/n.
     /// let x = Array3::from_shape_fn((1, 4, 4), |(_, i, j)| 0.3 * i as f64 - 0.7 * j as f64);
-    /// let proj = Bistochastic::new(logot::CpuBackend, BistochasticParams::fixed(1));
+    /// let proj = BistochasticSolver::new(logot::CpuBackend, BistochasticParams::default().iters(1));
     /// let r = proj.forward(x.view())?.r;
     /// assert!(r.iter().all(|v| (v - 0.25).abs() < 1e-12));
     /// # Ok::<(), logot::Error>(())
@@ -261,25 +274,25 @@ impl<B> Bistochastic<B> {
         Ok(BistochasticResult { r, convergence })
     }
 
-    /// `∂L/∂X` from the projected `r` (`B×n×n`, as returned by [`Bistochastic::forward`]) and
-    /// `g = ∂L/∂R` (same shape), by implicit differentiation (see the module docs). How the
-    /// per-matrix CGs ended is summarised in [`BistochasticGradient::cg`] (matrices that did not
-    /// converge are counted there, never dropped); each matrix's outcome is returned as well
-    /// with [`BistochasticParams::cg_outcomes`].
+    /// `∂L/∂X` from the projected `r` (`B×n×n`, as returned by [`BistochasticSolver::forward`])
+    /// and `g = ∂L/∂R` (same shape), by implicit differentiation (see the module docs). How
+    /// the per-matrix CGs ended is summarised in [`BistochasticGradients::cg`] (matrices that
+    /// did not converge are counted there, never dropped); each matrix's outcome is returned
+    /// as well with [`BistochasticParams::cg_outcomes`].
     ///
     /// ```
-    /// use logot::grad::{Bistochastic, BistochasticParams, CgParams};
-    /// use ndarray::Array3;
+    /// use logot::grad::{BistochasticParams, BistochasticSolver, CgParams};
+    /// use logot::ndarray::Array3;
     /// let x = Array3::from_shape_fn((2, 3, 3), |(b, i, j)| ((b + i * j) % 4) as f64);
-    /// let proj = Bistochastic::new(logot::CpuBackend, BistochasticParams::converged(1e-14));
+    /// let proj = BistochasticSolver::new(logot::CpuBackend, BistochasticParams::default().converged(1e-14));
     /// let r = proj.forward(x.view())?.r;
     /// // L = Σ_ij (c_i + d_j)·R_ij = Σ c + Σ d for every bistochastic R: ∂L/∂X = 0.
     /// let g = Array3::from_shape_fn((2, 3, 3), |(_, i, j)| i as f64 - 2.0 * j as f64);
     /// let dx = proj.backward(r.view(), g.view(), &CgParams::default())?.dx;
     /// assert!(dx.iter().all(|v| v.abs() < 1e-12));
     /// // Per-matrix outcomes on request; the summary is their reduction.
-    /// let proj = Bistochastic::new(logot::CpuBackend, BistochasticParams::default().with_cg_outcomes());
-    /// let bwd = proj.backward(r.view(), g.view(), &CgParams { max_iters: 1, tol: Some(1e-12) })?;
+    /// let proj = BistochasticSolver::new(logot::CpuBackend, BistochasticParams::default().cg_outcomes(true));
+    /// let bwd = proj.backward(r.view(), g.view(), &CgParams::default().max_iters(1).tol(1e-12))?;
     /// let each = bwd.cg_outcomes.unwrap();
     /// assert_eq!(bwd.cg, logot::grad::CgSummary::of(&each, 1e-12));
     /// assert_eq!(bwd.cg.unconverged, each.iter().filter(|o| !o.converged).count());
@@ -290,7 +303,7 @@ impl<B> Bistochastic<B> {
         r: ArrayView3<'_, T>,
         g: ArrayView3<'_, T>,
         cg: &CgParams,
-    ) -> Result<BistochasticGradient<T>>
+    ) -> Result<BistochasticGradients<T>>
     where
         B: BistochasticKernels<T>,
     {
@@ -345,46 +358,45 @@ impl<B> Bistochastic<B> {
         }
         let dx = Array3::from_shape_vec((batch, n, n), dx)
             .map_err(|e| Error::Numerical(e.to_string()))?;
-        Ok(BistochasticGradient {
+        Ok(BistochasticGradients {
             dx,
             cg: summary,
             cg_outcomes: outcomes,
         })
     }
 
-    /// [`Bistochastic::forward`] on buffers of the backend (`x` and `r`: `B×n×n`,
-    /// row-major): no copy, nothing read back but the batch's [`ProjectionStats`] — the
-    /// path for data already on the device (on a GPU, with `CudaBackend::borrow_buffer` and
-    /// `CudaBackend::on_stream`, feature `cuda`: the caller's tensors on the caller's
-    /// stream). Writes `r`, the same matrices the host-array path
-    /// returns. `x` is not checked entry by entry: non-finite logits surface as a
-    /// non-finite column error, which is an [`Error::Numerical`] (as are non-finite
-    /// entries of `r`, whose columns then do not sum to a finite value).
+    /// [`BistochasticSolver::forward`] on buffers of the backend (`x` and `r`: `B×n×n`,
+    /// row-major), queued without waiting: no copy, nothing read back — the path for data
+    /// already on the device (on a GPU, with `CudaBackend::borrow_buffer` and
+    /// `CudaBackend::on_stream`, feature `cuda`: the caller's tensors on the caller's stream,
+    /// as a framework's operator runs). Writes `r`, the same matrices the host-array path
+    /// returns, and the batch's [`ProjectionStats`] into the first [`words::PROJECTION`]
+    /// words of `stats` (on a GPU: device memory, the backend's or a caller's, written in
+    /// stream order), read when the caller chooses with
+    /// [`BistochasticSolver::read_stats`] (or its own copy and
+    /// [`ProjectionStats::from_words`]). `x` is not checked entry by entry: non-finite
+    /// logits surface as a non-finite column error, which `read_stats` reports as an
+    /// [`Error::Numerical`].
     ///
-    /// [`Bistochastic::forward_buffers_deferred`] is the same without the wait.
+    /// ```
+    /// use logot::backend::bistochastic::{words, BistochasticKernels};
+    /// use logot::grad::{bistochastic, BistochasticParams, BistochasticSolver};
+    /// use logot::ndarray::Array3;
+    /// use logot::{Backend, CpuBackend};
+    /// let x = Array3::from_shape_fn((3, 4, 4), |(b, i, j)| ((b + 2 * i + j) % 5) as f64 * 0.3);
+    /// let proj = BistochasticSolver::new(CpuBackend, BistochasticParams::default());
+    /// let be = proj.backend();
+    /// let xb = be.upload(x.as_slice().unwrap())?;
+    /// let mut r = be.filled(x.len(), 0.0)?;
+    /// let mut stats = BistochasticKernels::<f64>::words(be, words::PROJECTION)?;
+    /// proj.forward_buffers::<f64>(4, &xb, &mut r, &mut stats)?;
+    /// assert_eq!(proj.read_stats::<f64>(&stats)?.iterations, 20);
+    /// // The matrices of the host-array path.
+    /// let host = bistochastic(x.view(), &BistochasticParams::default())?;
+    /// assert_eq!(be.download(&r)?, host.r.into_raw_vec_and_offset().0);
+    /// # Ok::<(), logot::Error>(())
+    /// ```
     pub fn forward_buffers<T: Real>(
-        &self,
-        n: usize,
-        x: &B::Buffer,
-        r: &mut B::Buffer,
-    ) -> Result<ProjectionStats>
-    where
-        B: BistochasticKernels<T>,
-    {
-        self.params.validate()?;
-        self.check_n(n, "x")?;
-        self.backend
-            .bistochastic_forward(n, x, self.params.iters, self.params.tol, r)?
-            .checked()
-    }
-
-    /// [`Bistochastic::forward_buffers`] without reading anything back: the statistics stay
-    /// in the first [`words::PROJECTION`] words of `stats` (on a GPU: device memory, the
-    /// backend's or a caller's, written in stream order), for the caller to read when it
-    /// chooses ([`Bistochastic::forward_stats`], or its own copy and
-    /// [`ProjectionStats::from_words`]). Nothing waits for the device: the call returns with
-    /// the kernel queued, as a framework's operator does.
-    pub fn forward_buffers_deferred<T: Real>(
         &self,
         n: usize,
         x: &B::Buffer,
@@ -406,9 +418,10 @@ impl<B> Bistochastic<B> {
         )
     }
 
-    /// The [`ProjectionStats`] a deferred forward left in `stats` (a GPU waits for its
-    /// stream); a non-finite column error (non-finite logits) is an [`Error::Numerical`].
-    pub fn forward_stats<T: Real>(&self, stats: &B::Words) -> Result<ProjectionStats>
+    /// The [`ProjectionStats`] a [`BistochasticSolver::forward_buffers`] left in `stats` (a
+    /// GPU waits for its stream); a non-finite column error (non-finite logits) is an
+    /// [`Error::Numerical`].
+    pub fn read_stats<T: Real>(&self, stats: &B::Words) -> Result<ProjectionStats>
     where
         B: BistochasticKernels<T>,
     {
@@ -416,37 +429,15 @@ impl<B> Bistochastic<B> {
         ProjectionStats::from_words(&w)?.checked()
     }
 
-    /// [`Bistochastic::backward`] on buffers of the backend (`r`, `g`, `dx`: `B×n×n`,
-    /// row-major): no copy, nothing read back but the [`CgSummary`]. Writes `dx`. `r` is
-    /// not checked entry by entry (pass the `r` of [`Bistochastic::forward_buffers`]); a
-    /// non-finite right-hand side (non-finite `g`) is an [`Error::Numerical`] naming the
-    /// first such matrix, as on the host-array path.
-    ///
-    /// [`Bistochastic::backward_buffers_deferred`] is the same without the wait.
-    pub fn backward_buffers<T: Real>(
-        &self,
-        n: usize,
-        r: &B::Buffer,
-        g: &B::Buffer,
-        cg: &CgParams,
-        dx: &mut B::Buffer,
-    ) -> Result<CgSummary>
-    where
-        B: BistochasticKernels<T>,
-    {
-        cg.validate()?;
-        self.check_n(n, "r")?;
-        let tol = cg.effective_tol::<T>();
-        self.backend
-            .bistochastic_backward(n, r, g, tol, cg.max_iters, dx, None)
-    }
-
-    /// [`Bistochastic::backward_buffers`] without reading anything back: the [`CgSummary`]
-    /// stays in the first [`words::CG_SUMMARY`] words of `words`, which holds
+    /// [`BistochasticSolver::backward`] on buffers of the backend (`r`, `g`, `dx`: `B×n×n`,
+    /// row-major), queued without waiting: no copy, nothing read back. Writes `dx`, and the
+    /// [`CgSummary`] into the first [`words::CG_SUMMARY`] words of `words`, which holds
     /// [`BistochasticKernels::bistochastic_backward_words`] (the rest is the backend's
-    /// scratch), for the caller to decode when it chooses ([`cg_summary_from_words`](crate::backend::bistochastic::cg_summary_from_words), with
-    /// the tolerance [`CgParams::effective_tol`]). Nothing waits for the device.
-    pub fn backward_buffers_deferred<T: Real>(
+    /// scratch), for the caller to decode when it chooses
+    /// ([`cg_summary_from_words`](crate::backend::bistochastic::cg_summary_from_words), with
+    /// the tolerance [`CgParams::effective_tol`]). `r` is not checked entry by entry (pass
+    /// the `r` of [`BistochasticSolver::forward_buffers`]).
+    pub fn backward_buffers<T: Real>(
         &self,
         n: usize,
         r: &B::Buffer,
@@ -481,13 +472,13 @@ impl<B> Bistochastic<B> {
     }
 }
 
-/// [`Bistochastic::forward`] on the CPU.
+/// [`BistochasticSolver::forward`] on the CPU.
 ///
 /// ```
 /// use logot::grad::{bistochastic, BistochasticParams};
-/// use ndarray::{Array3, Axis};
+/// use logot::ndarray::{Array3, Axis};
 /// let x = Array3::from_shape_fn((100, 5, 5), |(b, i, j)| ((7 * b + 3 * i + j) % 11) as f64 * 0.4);
-/// let out = bistochastic(x.view(), &BistochasticParams::converged(1e-12))?;
+/// let out = bistochastic(x.view(), &BistochasticParams::default().converged(1e-12))?;
 /// assert!(out.convergence.converged);
 /// for r in out.r.outer_iter() {
 ///     assert!(r.sum_axis(Axis(0)).iter().chain(&r.sum_axis(Axis(1))).all(|s| (s - 1.0).abs() < 1e-11));
@@ -498,18 +489,18 @@ pub fn bistochastic<T: Real>(
     x: ArrayView3<'_, T>,
     params: &BistochasticParams,
 ) -> Result<BistochasticResult<T>> {
-    Bistochastic::new(CpuBackend, params.clone()).forward(x)
+    BistochasticSolver::new(CpuBackend, params.clone()).forward(x)
 }
 
-/// [`Bistochastic::backward`] on the CPU.
+/// [`BistochasticSolver::backward`] on the CPU.
 ///
 /// ```
-/// use logot::grad::{bistochastic, bistochastic_backward, check_gradient, BistochasticParams, CgParams, GradCheckOptions};
-/// use ndarray::Array3;
+/// use logot::grad::{bistochastic, bistochastic_backward, check_gradient, BistochasticParams, CgParams, GradCheckParams};
+/// use logot::ndarray::Array3;
 /// // L(X) = ⟨G, R(X)⟩ for one 3×3 matrix: the implicit gradient against central differences.
 /// let x = Array3::from_shape_fn((1, 3, 3), |(_, i, j)| ((i + 2 * j) % 3) as f64 * 0.8);
 /// let g = Array3::from_shape_fn((1, 3, 3), |(_, i, j)| (i as f64 - 1.0) * (j as f64 + 0.5));
-/// let params = BistochasticParams::converged(1e-14);
+/// let params = BistochasticParams::default().converged(1e-14);
 /// let r = bistochastic(x.view(), &params)?.r;
 /// let dx = bistochastic_backward(r.view(), g.view(), &CgParams::default())?.dx;
 /// let loss = |flat: &[f64]| {
@@ -519,7 +510,7 @@ pub fn bistochastic<T: Real>(
 /// let flat: Vec<f64> = x.iter().copied().collect();
 /// let grad: Vec<f64> = dx.iter().copied().collect();
 /// // Relative error 1e-6, absolute below 1e-3 (an entry here is 0: central differences give 6e-11).
-/// let report = check_gradient(loss, &flat, &grad, &GradCheckOptions::new(1e-6, 1e-3))?;
+/// let report = check_gradient(loss, &flat, &grad, &GradCheckParams::default().abs_floor(1e-3))?;
 /// assert!(report.passed, "{report}");
 /// # Ok::<(), logot::Error>(())
 /// ```
@@ -527,6 +518,6 @@ pub fn bistochastic_backward<T: Real>(
     r: ArrayView3<'_, T>,
     g: ArrayView3<'_, T>,
     cg: &CgParams,
-) -> Result<BistochasticGradient<T>> {
-    Bistochastic::new(CpuBackend, BistochasticParams::default()).backward(r, g, cg)
+) -> Result<BistochasticGradients<T>> {
+    BistochasticSolver::new(CpuBackend, BistochasticParams::default()).backward(r, g, cg)
 }

@@ -4,15 +4,15 @@
 
 use super::point_gradients::support_dot;
 use crate::backend::{
-    grad::GradKernels, Backend, CloudLayout, PointCloudCost, PointCloudKernels, Side,
+    grad::GradKernels, Backend, CloudLayout, CostSource, PointCloudCost, PointCloudKernels, Side,
 };
 use crate::entropic::sinkhorn::{
-    relax_side, Convergence, Prepared, Problem, SinkhornParams, Solver,
+    relax_side, unbalanced, BufferCost, BufferProblem, Convergence, PreparedProblem, Problem,
+    ProblemInput, SinkhornParams, SinkhornSolver,
 };
-use crate::entropic::unbalanced::dual_side;
-use crate::validate::{check_equal_mass, check_histograms};
-use crate::{CpuBackend, Error, Real, Result};
-use ndarray::{Array2, ArrayView1, ArrayView2, Axis};
+use crate::entropic::unbalanced::{dual_side, Relaxation};
+use crate::{BufferOutputs, CpuBackend, Error, Real, Result};
+use ndarray::{Array1, Array2, Array3, ArrayView1, ArrayView2};
 
 /// Which transport value the Sinkhorn divergence debiases.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -29,26 +29,27 @@ pub enum DivergenceConvention {
     Linear,
 }
 
-/// The Sinkhorn divergence of two weighted point clouds and its gradients with respect to
-/// the points (see the module docs).
+/// The Sinkhorn divergences of a batch of pairs of weighted point clouds and their
+/// gradients with respect to the points (see the module docs).
 #[derive(Clone, Debug)]
-pub struct SinkhornDivergence<T> {
-    /// `S_ε(μ, ν) = V(μ, ν) − ½ V(μ, μ) − ½ V(ν, ν)` with `V` the convention's value
-    /// (unbalanced: `+ (ε/2)(Σμ − Σν)²`, see the module docs).
-    pub value: T,
-    /// `∂S_ε/∂X`, `n×d` ([`DivergenceConvention::Objective`] only).
-    pub grad_x: Option<Array2<T>>,
-    /// `∂S_ε/∂Y`, `m×d` ([`DivergenceConvention::Objective`] only).
-    pub grad_y: Option<Array2<T>>,
-    /// `V(μ, ν)`, `V(μ, μ)`, `V(ν, ν)`.
-    pub terms: [T; 3],
+#[non_exhaustive]
+pub struct DivergenceResult<T> {
+    /// `S_ε(μ, ν) = V(μ, ν) − ½ V(μ, μ) − ½ V(ν, ν)` of each problem, with `V` the
+    /// convention's value (unbalanced: `+ (ε/2)(Σμ − Σν)²`, see the module docs).
+    pub value: Array1<T>,
+    /// `∂S_ε/∂X`, `B×n×d` ([`DivergenceConvention::Objective`] only).
+    pub grad_x: Option<Array3<T>>,
+    /// `∂S_ε/∂Y`, `B×m×d` ([`DivergenceConvention::Objective`] only).
+    pub grad_y: Option<Array3<T>>,
+    /// `V(μ, ν)`, `V(μ, μ)`, `V(ν, ν)` of each problem, `B×3`.
+    pub terms: Array2<T>,
     /// The convention of `value` and `terms`.
     pub convention: DivergenceConvention,
-    /// How each of the three solves ended (in the order of `terms`).
+    /// How each of the three solves ended (in the order of `terms`), one report per problem.
     pub convergence: [Convergence; 3],
 }
 
-impl<T> SinkhornDivergence<T> {
+impl<T> DivergenceResult<T> {
     /// All three solves met their tolerance.
     pub fn converged(&self) -> bool {
         self.convergence.iter().all(|c| c.converged)
@@ -76,7 +77,7 @@ struct SelfTransport<Buf> {
 /// The self-transport terms of a batch on the prepared cost `x × x` with the weights `μ`
 /// (`B×n`), their logarithms and masses `Σμ_b` (see [`SelfTransport`]).
 fn self_transport<T: Real, Bk: PointCloudKernels<T> + GradKernels<T>>(
-    solver: &Solver<Bk>,
+    solver: &SinkhornSolver<Bk>,
     cost: &Bk::Cost,
     (weights, log_w): (&Bk::Buffer, &Bk::Buffer),
     masses: &[f64],
@@ -269,10 +270,10 @@ fn self_transport<T: Real, Bk: PointCloudKernels<T> + GradKernels<T>>(
 }
 
 /// The three problems of a batch of Sinkhorn divergences prepared on the backend
-/// ([`Solver::prepare_divergence_buffers`]): `(μ, ν)` on `x × y`, and the self-transport
+/// ([`SinkhornSolver::prepare_divergence`]): `(μ, ν)` on `x × y`, and the self-transport
 /// costs `x × x` and `y × y` (the same metric and precision).
 pub struct PreparedDivergence<T: Real, B: Backend<T>> {
-    xy: Prepared<T, B>,
+    xy: PreparedProblem<T, B>,
     xx: B::Cost,
     yy: B::Cost,
     /// Coordinates per point.
@@ -284,7 +285,7 @@ impl<T: Real, B: Backend<T>> PreparedDivergence<T, B> {
     pub fn dims(&self) -> (usize, usize, usize) {
         self.xy.dims()
     }
-    /// The largest cost between `x` and `y` (the start of [`EpsScaling::from_max_cost`]).
+    /// The largest cost between `x` and `y` (the start of [`EpsScaling::from_max_cost`](crate::EpsScaling::from_max_cost)).
     pub fn max_cost(&self) -> f64 {
         self.xy.max_cost()
     }
@@ -301,10 +302,11 @@ impl<T: Real, B: Backend<T>> std::fmt::Debug for PreparedDivergence<T, B> {
     }
 }
 
-/// A batch of Sinkhorn divergences whose point gradients went into the caller's buffers
-/// ([`Solver::sinkhorn_divergence_into`]).
+/// What [`SinkhornSolver::sinkhorn_divergence_prepared`] reads back (the point gradients
+/// go into the caller's buffers).
 #[derive(Clone, Debug)]
-pub struct DivergenceBufferSolution {
+#[non_exhaustive]
+pub struct DivergenceBufferResult {
     /// `S_ε` of each problem (rounded to the precision).
     pub value: Vec<f64>,
     /// `OT_ε(μ, ν)`, `OT_ε(μ, μ)`, `OT_ε(ν, ν)` of each problem.
@@ -313,8 +315,8 @@ pub struct DivergenceBufferSolution {
     pub convergence: [Convergence; 3],
 }
 
-/// What [`Solver::sinkhorn_divergence`] and [`Solver::sinkhorn_divergence_into`] compute
-/// on the backend.
+/// What [`SinkhornSolver::sinkhorn_divergence`] and
+/// [`SinkhornSolver::sinkhorn_divergence_prepared`] compute on the backend.
 struct DivergenceParts<Buf> {
     value: Vec<f64>,
     terms: Vec<[f64; 3]>,
@@ -323,21 +325,15 @@ struct DivergenceParts<Buf> {
     convergence: [Convergence; 3],
 }
 
-/// Problem `k`'s part of a batch's report (the report itself for one problem).
-fn problem_convergence(c: &Convergence, k: usize) -> Convergence {
-    if c.problems.len() == 1 {
-        return c.clone();
-    }
-    Convergence::of_problems(c.iterations, c.tol, vec![c.problems[k]])
-}
-
 /// The reach `ρ` of an unbalanced Sinkhorn divergence (`None`: balanced): one penalty on
 /// both marginals, in the objective convention only.
-fn divergence_reach(p: &SinkhornParams, convention: DivergenceConvention) -> Result<Option<f64>> {
-    let Some(r) = p.unbalanced() else {
+fn divergence_reach(
+    relaxation: Option<Relaxation>,
+    convention: DivergenceConvention,
+) -> Result<Option<f64>> {
+    let Some(r) = unbalanced(relaxation)? else {
         return Ok(None);
     };
-    r.validate()?;
     if r.rho_mu != r.rho_nu {
         return Err(Error::parameter(
             "relaxation",
@@ -358,206 +354,151 @@ fn divergence_reach(p: &SinkhornParams, convention: DivergenceConvention) -> Res
     Ok(Some(r.rho_mu))
 }
 
-impl<Bk> Solver<Bk> {
-    /// The Sinkhorn divergence `S_ε(μ, ν)` between the clouds `x` (`n×d`, weights `mu`) and
-    /// `y` (`m×d`, weights `nu`) of `clouds` (with its metric and cross-term precision), in
-    /// the given `convention`, with its gradients with respect to the points
-    /// ([`DivergenceConvention::Objective`]). Three problems are solved with this solver's
-    /// parameters (ε-scaling included): `(μ, ν)` on `x × y` by Sinkhorn, and the debiasing
-    /// terms `(μ, μ)` on `x × x` and `(ν, ν)` on `y × y` (same metric and precision) by the
-    /// symmetric iteration `f ← ½(f + T(f))`.
+impl<Bk> SinkhornSolver<Bk> {
+    /// The Sinkhorn divergences `S_ε(μ_b, ν_b)` of a batch of point-cloud problems (the
+    /// cost of `problem` a [`PointCloudCost`], with its metric and cross-term precision; one
+    /// pair of clouds per problem or one pair shared) in the given `convention`, with their
+    /// gradients with respect to the points ([`DivergenceConvention::Objective`]). Three
+    /// problems are solved with this solver's parameters (ε-scaling included): `(μ, ν)` on
+    /// `x × y` by Sinkhorn, and the debiasing terms `(μ, μ)` on `x × x` and `(ν, ν)` on
+    /// `y × y` (same metric and precision) by the symmetric iteration `f ← ½(f + T(f))`. The
+    /// three solves run as batches that stop when every problem has met the tolerance; each
+    /// report is per problem.
     ///
-    /// With a relaxation ([`SinkhornParams::relaxation`], one `ρ` on both sides) this is the
-    /// unbalanced divergence of the module docs (objective convention only): the masses may
-    /// differ, and the three solves use the relaxed half-step.
+    /// A relaxed problem ([`Problem::relaxed`], one `ρ` on both sides) gives the unbalanced
+    /// divergence of the module docs (objective convention only): the masses may differ,
+    /// and the three solves use the relaxed half-step.
     ///
     /// ```
-    /// use logot::{CpuBackend, DivergenceConvention, PointCloudCost, SinkhornParams, Solver};
-    /// use ndarray::{array, Array1};
+    /// use logot::{CpuBackend, DivergenceConvention, PointCloudCost, Problem, SinkhornParams, SinkhornSolver};
+    /// use logot::ndarray::{array, Array1, Array2};
     /// let x = array![[0.0f64, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]];
     /// let y = &x * 1.5; // a dilation: S_ε > 0, and the gradient pulls x outwards
     /// let a = Array1::from_elem(4, 0.25);
-    /// let clouds = PointCloudCost::new(x.view(), y.view())?;
-    /// let solver = Solver::new(CpuBackend, SinkhornParams::new(0.01));
-    /// let s = solver.sinkhorn_divergence(a.view(), a.view(), clouds.clone(), DivergenceConvention::Objective)?;
-    /// assert!(s.converged() && s.value > 0.0);
+    /// let problem = Problem::new(a.view(), a.view(), PointCloudCost::new(x.view(), y.view())?)?;
+    /// let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.01));
+    /// let s = solver.sinkhorn_divergence(&problem, DivergenceConvention::Objective)?;
+    /// assert!(s.converged() && s.value[0] > 0.0);
     /// // ∂S/∂x at (1, 1) points towards −(1, 1)·(positive): moving x towards y lowers S.
     /// let gx = s.grad_x.unwrap();
-    /// assert!(gx[[3, 0]] < 0.0 && gx[[3, 1]] < 0.0);
+    /// assert!(gx[[0, 3, 0]] < 0.0 && gx[[0, 3, 1]] < 0.0);
     /// // POT's convention combines the transport costs ⟨P, C⟩ of the same three plans: at a
     /// // large ε the entropy terms make it a different number.
-    /// let solver = Solver::new(CpuBackend, SinkhornParams::new(1.0));
-    /// let obj = solver.sinkhorn_divergence(a.view(), a.view(), clouds.clone(), DivergenceConvention::Objective)?;
-    /// let lin = solver.sinkhorn_divergence(a.view(), a.view(), clouds, DivergenceConvention::Linear)?;
-    /// assert!(lin.grad_x.is_none() && (lin.value - obj.value).abs() > 1e-3);
-    /// assert!((lin.value - (lin.terms[0] - 0.5 * (lin.terms[1] + lin.terms[2]))).abs() < 1e-12);
+    /// let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(1.0));
+    /// let obj = solver.sinkhorn_divergence(&problem, DivergenceConvention::Objective)?;
+    /// let lin = solver.sinkhorn_divergence(&problem, DivergenceConvention::Linear)?;
+    /// assert!(lin.grad_x.is_none() && (lin.value[0] - obj.value[0]).abs() > 1e-3);
+    /// let t = lin.terms.row(0);
+    /// assert!((lin.value[0] - (t[0] - 0.5 * (t[1] + t[2]))).abs() < 1e-12);
+    /// // A batch: equal clouds give S_ε = 0, a translation by t gives S_ε = |t|².
+    /// let x = array![[[0.0f64], [1.0]], [[0.0], [1.0]]];
+    /// let y = array![[[0.0f64], [1.0]], [[0.5], [1.5]]];
+    /// let w = Array2::from_elem((2, 2), 0.5);
+    /// let batch = Problem::new(w.view(), w.view(), PointCloudCost::batched(x.view(), y.view())?)?;
+    /// let s = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.5))
+    ///     .sinkhorn_divergence(&batch, DivergenceConvention::Objective)?;
+    /// assert!(s.value[0].abs() < 1e-8 && (s.value[1] - 0.25).abs() < 1e-8, "{}", s.value);
     /// # Ok::<(), logot::Error>(())
     /// ```
     pub fn sinkhorn_divergence<T: Real>(
         &self,
-        mu: ArrayView1<'_, T>,
-        nu: ArrayView1<'_, T>,
-        clouds: PointCloudCost<'_, T>,
-        convention: DivergenceConvention,
-    ) -> Result<SinkhornDivergence<T>>
-    where
-        Bk: PointCloudKernels<T> + GradKernels<T>,
-    {
-        let rho = divergence_reach(self.params(), convention)?;
-        if let Some(b) = clouds.batch() {
-            return Err(Error::shape(
-                "clouds",
-                format!(
-                    "holds {b} pairs of point clouds; the divergences of a batch are \
-                     Solver::sinkhorn_divergence_batch"
-                ),
-            ));
-        }
-        let (x, y) = (
-            clouds.x().index_axis_move(Axis(0), 0),
-            clouds.y().index_axis_move(Axis(0), 0),
-        );
-        let (a2, b2) = (mu.insert_axis(Axis(0)), nu.insert_axis(Axis(0)));
-        let mass_a = check_histograms("mu", &a2)?;
-        let mass_b = check_histograms("nu", &b2)?;
-        if mu.len() != x.nrows() {
-            return Err(Error::shape(
-                "mu",
-                format!("has {} weights for {} points of x", mu.len(), x.nrows()),
-            ));
-        }
-        if nu.len() != y.nrows() {
-            return Err(Error::shape(
-                "nu",
-                format!("has {} weights for {} points of y", nu.len(), y.nrows()),
-            ));
-        }
-        if rho.is_none() {
-            check_equal_mass::<T>(&mass_a, &mass_b)?;
-        }
-        let problem = Problem::batch(a2.reborrow(), b2.reborrow(), clouds.clone().reborrow())?;
-        let mut s = self.divergences(&problem, &clouds, convention)?;
-        Ok(s.remove(0))
-    }
-
-    /// The Sinkhorn divergences of a batch: problem `k` is
-    /// [`Solver::sinkhorn_divergence`]`(mu[k], nu[k], clouds.problem(k), convention)`, with
-    /// `mu` `B×n`, `nu` `B×m` and `clouds` one pair per problem
-    /// ([`PointCloudCost::batched`]) or one pair shared by all; the gradients of each are
-    /// with respect to its own clouds (`n×d`, `m×d`). The three solves run as batches that
-    /// stop when every problem has met the tolerance, so a problem agrees with its separate
-    /// call to the tolerance (not the bit); each report is its problem's.
-    ///
-    /// ```
-    /// use logot::{CpuBackend, DivergenceConvention, PointCloudCost, SinkhornParams, Solver};
-    /// use ndarray::{array, Array2};
-    /// let x = array![[[0.0f64], [1.0]], [[0.0], [1.0]]];
-    /// let y = array![[[0.0f64], [1.0]], [[0.5], [1.5]]]; // problem 1 translated by 0.5
-    /// let w = Array2::from_elem((2, 2), 0.5);
-    /// let clouds = PointCloudCost::batched(x.view(), y.view())?;
-    /// let s = Solver::new(CpuBackend, SinkhornParams::new(0.5))
-    ///     .sinkhorn_divergence_batch(w.view(), w.view(), clouds, DivergenceConvention::Objective)?;
-    /// // Equal clouds: S_ε = 0; a translation by t: S_ε = |t|².
-    /// assert!(s[0].value.abs() < 1e-8 && (s[1].value - 0.25).abs() < 1e-8, "{} {}", s[0].value, s[1].value);
-    /// # Ok::<(), logot::Error>(())
-    /// ```
-    pub fn sinkhorn_divergence_batch<T: Real>(
-        &self,
-        mu: ArrayView2<'_, T>,
-        nu: ArrayView2<'_, T>,
-        clouds: PointCloudCost<'_, T>,
-        convention: DivergenceConvention,
-    ) -> Result<Vec<SinkhornDivergence<T>>>
-    where
-        Bk: PointCloudKernels<T> + GradKernels<T>,
-    {
-        let b = mu.nrows();
-        if let Some(bc) = clouds.batch().filter(|&bc| bc != b) {
-            return Err(Error::shape(
-                "x",
-                format!("holds {bc} pairs of point clouds but there are {b} problems"),
-            ));
-        }
-        if nu.nrows() != b {
-            return Err(Error::shape(
-                "nu",
-                format!("batch of {} problems but mu has {b}", nu.nrows()),
-            ));
-        }
-        let problem = Problem::batch(mu, nu, clouds.clone().reborrow())?;
-        self.divergences(&problem, &clouds, convention)
-    }
-
-    /// The divergences of a batch on the host's clouds: the three problems prepared (as
-    /// [`Solver::prepare_divergence_buffers`] does from backend buffers), then
-    /// [`Solver::divergence_parts`].
-    fn divergences<T: Real>(
-        &self,
         problem: &Problem<'_, T>,
-        clouds: &PointCloudCost<'_, T>,
         convention: DivergenceConvention,
-    ) -> Result<Vec<SinkhornDivergence<T>>>
+    ) -> Result<DivergenceResult<T>>
     where
         Bk: PointCloudKernels<T> + GradKernels<T>,
     {
         let be = self.backend();
-        let (xx, yy) = clouds.self_pairs();
-        let prepared = PreparedDivergence {
-            xy: self.prepare(problem)?,
-            xx: be.prepare_cost(&xx.into())?,
-            yy: be.prepare_cost(&yy.into())?,
-            d: clouds.dim(),
-        };
+        let prepared = self.prepare_divergence_with(problem, convention)?;
         let parts = self.divergence_parts(&prepared, convention)?;
         let (batch, n, m) = prepared.dims();
         let d = prepared.d;
         let grads = match &parts.grad {
-            Some((gx, gy)) => Some((be.download(gx)?, be.download(gy)?)),
-            None => None,
-        };
-        (0..batch)
-            .map(|k| {
-                let rows = |v: &[T], rows: usize| {
-                    Array2::from_shape_vec((rows, d), v[k * rows * d..(k + 1) * rows * d].to_vec())
+            Some((gx, gy)) => {
+                let array = |v: Vec<T>, rows: usize| {
+                    Array3::from_shape_vec((batch, rows, d), v)
                         .map_err(|e| Error::Numerical(e.to_string()))
                 };
-                let (grad_x, grad_y) = match &grads {
-                    Some((gx, gy)) => (Some(rows(gx, n)?), Some(rows(gy, m)?)),
-                    None => (None, None),
-                };
-                let t = parts.terms[k];
-                Ok(SinkhornDivergence {
-                    value: T::of(parts.value[k]),
-                    grad_x,
-                    grad_y,
-                    terms: [T::of(t[0]), T::of(t[1]), T::of(t[2])],
-                    convention,
-                    convergence: [0, 1, 2].map(|i| problem_convergence(&parts.convergence[i], k)),
-                })
-            })
-            .collect()
+                Some((array(be.download(gx)?, n)?, array(be.download(gy)?, m)?))
+            }
+            None => None,
+        };
+        let (grad_x, grad_y) = grads.unzip();
+        let terms = Array2::from_shape_fn((batch, 3), |(k, i)| T::of(parts.terms[k][i]));
+        Ok(DivergenceResult {
+            value: parts.value.iter().map(|&v| T::of(v)).collect(),
+            grad_x,
+            grad_y,
+            terms,
+            convention,
+            convergence: parts.convergence,
+        })
     }
 
-    /// A batch of Sinkhorn divergences prepared from backend buffers: the weights `mu`
-    /// (`B×n`) and `nu` (`B×m`), and the clouds `x`, `y` laid out as `layout` says (row-major,
-    /// only read: they may be the caller's memory), with the checks and errors of
-    /// [`Solver::sinkhorn_divergence_batch`]; the problem `(μ, ν)` on `x × y` as
-    /// [`Solver::prepare_points_buffers`], and the self-transport costs `x × x`, `y × y` as
-    /// [`Backend::prepare_cloud_buffer`].
-    pub fn prepare_divergence_buffers<T: Real>(
+    /// Put a batch of Sinkhorn divergences on the backend once, to compute it with
+    /// [`SinkhornSolver::sinkhorn_divergence_prepared`]: a [`Problem`] of host point clouds,
+    /// or a [`BufferProblem::points`] whose weights and clouds are already on the backend
+    /// (only read: they may be the caller's memory), with the checks and errors of
+    /// [`SinkhornSolver::sinkhorn_divergence`]. The problem `(μ, ν)` on `x × y` is prepared
+    /// as [`SinkhornSolver::prepare`] does, and the self-transport costs `x × x`, `y × y`.
+    pub fn prepare_divergence<'p, 'a, T: Real>(
         &self,
-        mu: Bk::Buffer,
-        nu: Bk::Buffer,
-        x: &Bk::Buffer,
-        y: &Bk::Buffer,
-        batch: usize,
-        layout: CloudLayout,
+        problem: impl Into<ProblemInput<'p, 'a, T, Bk::Buffer>>,
+    ) -> Result<PreparedDivergence<T, Bk>>
+    where
+        'a: 'p,
+        Bk::Buffer: 'p,
+        Bk: PointCloudKernels<T> + GradKernels<T>,
+    {
+        match problem.into() {
+            ProblemInput::Host(p) => {
+                self.prepare_divergence_with(p, DivergenceConvention::Objective)
+            }
+            ProblemInput::Buffers(p) => self.prepare_divergence_buffers(p),
+        }
+    }
+
+    /// [`SinkhornSolver::prepare_divergence`] for host clouds in `convention`.
+    fn prepare_divergence_with<T: Real>(
+        &self,
+        problem: &Problem<'_, T>,
+        convention: DivergenceConvention,
     ) -> Result<PreparedDivergence<T, Bk>>
     where
         Bk: PointCloudKernels<T> + GradKernels<T>,
     {
-        divergence_reach(self.params(), DivergenceConvention::Objective)?;
-        let xy = self.prepare_points_buffers(mu, nu, x, y, batch, layout)?;
+        divergence_reach(problem.relaxation(), convention)?;
+        let CostSource::PointCloud(clouds) = problem.cost() else {
+            return Err(Error::shape(
+                "cost",
+                "the Sinkhorn divergence is between point clouds (a PointCloudCost)",
+            ));
+        };
+        let be = self.backend();
+        let (xx, yy) = clouds.self_pairs();
+        Ok(PreparedDivergence {
+            xy: self.prepare(problem)?,
+            xx: be.prepare_cost(&xx.into())?,
+            yy: be.prepare_cost(&yy.into())?,
+            d: clouds.dim(),
+        })
+    }
+
+    /// [`SinkhornSolver::prepare_divergence`] for weights and clouds on the backend.
+    fn prepare_divergence_buffers<T: Real>(
+        &self,
+        problem: BufferProblem<'_, Bk::Buffer>,
+    ) -> Result<PreparedDivergence<T, Bk>>
+    where
+        Bk: PointCloudKernels<T> + GradKernels<T>,
+    {
+        divergence_reach(problem.relaxation, DivergenceConvention::Objective)?;
+        let BufferCost::Points { x, y, layout } = problem.cost else {
+            return Err(Error::shape(
+                "cost",
+                "the Sinkhorn divergence is between point clouds (BufferProblem::points)",
+            ));
+        };
         let be = self.backend();
         let (xx, _) = be.prepare_cloud_buffer(
             x,
@@ -576,7 +517,7 @@ impl<Bk> Solver<Bk> {
             },
         )?;
         Ok(PreparedDivergence {
-            xy,
+            xy: self.prepare(problem)?,
             xx,
             yy,
             d: layout.d,
@@ -584,48 +525,51 @@ impl<Bk> Solver<Bk> {
     }
 
     /// The Sinkhorn divergences of a batch prepared on the backend
-    /// ([`Solver::prepare_divergence_buffers`]), in the objective convention, with
-    /// `∂S_ε/∂X` (`grad_x`, `B×n×d`) and `∂S_ε/∂Y` (`grad_y`, `B×m×d`) written into the
-    /// caller's buffers; the values, the three terms and the reports come back. The same
-    /// numbers as [`Solver::sinkhorn_divergence_batch`] on the same data.
+    /// ([`SinkhornSolver::prepare_divergence`]), in the objective convention, with `∂S_ε/∂X`
+    /// (`B×n×d`) and `∂S_ε/∂Y` (`B×m×d`) written into the buffers of
+    /// [`BufferOutputs::point_gradients`] when it is set (the only output a divergence has);
+    /// the values, the three terms and the reports come back. The same numbers as
+    /// [`SinkhornSolver::sinkhorn_divergence`] on the same data.
     ///
     /// ```
-    /// use logot::{Backend, CloudLayout, CpuBackend, DivergenceConvention, PointCloudCost, SinkhornParams, Solver};
-    /// use ndarray::array;
-    /// let (x, y, w) = (array![[0.0f64, 0.0], [1.0, 0.0]], array![[0.0, 1.0], [1.5, 1.0]], array![[0.5, 0.5]]);
-    /// let solver = Solver::new(CpuBackend, SinkhornParams::new(0.1));
+    /// use logot::{Backend, BufferOutputs, BufferProblem, CloudLayout, CpuBackend, DivergenceConvention, PointCloudCost, Problem, SinkhornParams, SinkhornSolver};
+    /// use logot::ndarray::array;
+    /// let (x, y, w) = (array![[0.0f64, 0.0], [1.0, 0.0]], array![[0.0, 1.0], [1.5, 1.0]], array![0.5, 0.5]);
+    /// let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1));
     /// let be = solver.backend();
     /// let layout = CloudLayout { n: 2, m: 2, d: 2, batch: None, metric: Default::default(), precision: Default::default() };
     /// let up = |a: &[f64]| be.upload(a);
-    /// let prepared = solver.prepare_divergence_buffers(
-    ///     up(w.as_slice().unwrap())?, up(w.as_slice().unwrap())?,
-    ///     &up(x.as_slice().unwrap())?, &up(y.as_slice().unwrap())?, 1, layout)?;
+    /// let (xb, yb) = (up(x.as_slice().unwrap())?, up(y.as_slice().unwrap())?);
+    /// let input = BufferProblem::points(up(w.as_slice().unwrap())?, up(w.as_slice().unwrap())?, &xb, &yb, 1, layout);
+    /// let prepared = solver.prepare_divergence(input)?;
     /// let (mut gx, mut gy) = (be.filled(4, 0.0)?, be.filled(4, 0.0)?);
-    /// let out = solver.sinkhorn_divergence_into(&prepared, &mut gx, &mut gy)?;
-    /// let host = solver.sinkhorn_divergence_batch(w.view(), w.view(),
-    ///     PointCloudCost::new(x.view(), y.view())?, DivergenceConvention::Objective)?;
-    /// assert_eq!((out.value[0], be.download(&gx)?), (host[0].value, host[0].grad_x.clone().unwrap().into_raw_vec_and_offset().0));
+    /// let out = solver.sinkhorn_divergence_prepared(&prepared, BufferOutputs::new().point_gradients(&mut gx, &mut gy))?;
+    /// let problem = Problem::new(w.view(), w.view(), PointCloudCost::new(x.view(), y.view())?)?;
+    /// let host = solver.sinkhorn_divergence(&problem, DivergenceConvention::Objective)?;
+    /// assert_eq!((out.value[0], be.download(&gx)?), (host.value[0], host.grad_x.unwrap().into_raw_vec_and_offset().0));
     /// # Ok::<(), logot::Error>(())
     /// ```
-    pub fn sinkhorn_divergence_into<T: Real>(
+    pub fn sinkhorn_divergence_prepared<T: Real>(
         &self,
         prepared: &PreparedDivergence<T, Bk>,
-        grad_x: &mut Bk::Buffer,
-        grad_y: &mut Bk::Buffer,
-    ) -> Result<DivergenceBufferSolution>
+        outputs: BufferOutputs<'_, Bk::Buffer>,
+    ) -> Result<DivergenceBufferResult>
     where
         Bk: PointCloudKernels<T> + GradKernels<T>,
     {
         let be = self.backend();
         let (batch, n, m) = prepared.dims();
-        crate::backend::check_buffer_len("grad_x", be.len(grad_x), batch * n * prepared.d)?;
-        crate::backend::check_buffer_len("grad_y", be.len(grad_y), batch * m * prepared.d)?;
+        let grads = outputs.into_divergence()?;
+        if let Some((grad_x, grad_y)) = &grads {
+            crate::backend::check_buffer_len("grad_x", be.len(grad_x), batch * n * prepared.d)?;
+            crate::backend::check_buffer_len("grad_y", be.len(grad_y), batch * m * prepared.d)?;
+        }
         let parts = self.divergence_parts(prepared, DivergenceConvention::Objective)?;
-        if let Some((gx, gy)) = &parts.grad {
+        if let (Some((grad_x, grad_y)), Some((gx, gy))) = (grads, &parts.grad) {
             be.offset_rows(gx, &[], grad_x)?;
             be.offset_rows(gy, &[], grad_y)?;
         }
-        Ok(DivergenceBufferSolution {
+        Ok(DivergenceBufferResult {
             value: parts.value,
             terms: parts.terms,
             convergence: parts.convergence,
@@ -634,8 +578,8 @@ impl<Bk> Solver<Bk> {
 
     /// The three solves of a prepared batch of divergences, their values and (objective
     /// convention) the points' gradients `∂S/∂X = ∂OT_ε(μ, ν)/∂X − ½ ∂OT_ε(μ, μ)/∂X`, on the
-    /// backend (the one computation behind [`Solver::sinkhorn_divergence`],
-    /// [`Solver::sinkhorn_divergence_batch`] and [`Solver::sinkhorn_divergence_into`]).
+    /// backend (the one computation behind [`SinkhornSolver::sinkhorn_divergence`] and
+    /// [`SinkhornSolver::sinkhorn_divergence_prepared`]).
     fn divergence_parts<T: Real>(
         &self,
         prepared: &PreparedDivergence<T, Bk>,
@@ -646,7 +590,8 @@ impl<Bk> Solver<Bk> {
     {
         let p = self.params();
         p.validate()?;
-        let rho = divergence_reach(p, convention)?;
+        let xy = &prepared.xy;
+        let rho = divergence_reach(xy.relaxation, convention)?;
         if p.warm_start.is_some() {
             return Err(Error::parameter(
                 "warm_start",
@@ -655,7 +600,6 @@ impl<Bk> Solver<Bk> {
             ));
         }
         let be = self.backend();
-        let xy = &prepared.xy;
         let (batch, _, _) = xy.dims();
         let (mass_mu, mass_nu) = xy.masses();
         let objective = convention == DivergenceConvention::Objective;
@@ -686,12 +630,13 @@ impl<Bk> Solver<Bk> {
             (
                 s.value,
                 Some((gx, gy)),
-                s.convergence,
+                s.solution.convergence,
                 [s_xx.value, s_yy.value],
             )
         } else {
-            let (_, _, convergence, distance, _) = self.iterate_prepared(xy)?;
-            self.check_distances::<T>(&distance)?;
+            let (_, _, solution) = self.iterate_prepared(xy)?;
+            self.check_distances::<T>(&solution.distance)?;
+            let (convergence, distance) = (solution.convergence, solution.distance);
             // (divergence_reach refuses the linear convention of unbalanced problems.)
             let linear = |s: &SelfTransport<Bk::Buffer>| {
                 s.linear.clone().ok_or_else(|| {
@@ -731,35 +676,40 @@ impl<Bk> Solver<Bk> {
     }
 }
 
-/// The Sinkhorn divergence `S_ε` between `x` (weights `mu`) and `y` (weights `nu`) for the
-/// squared Euclidean cost, in the regularised-objective convention (GeomLoss's), with its
-/// gradients with respect to the points, on the CPU with default [`SinkhornParams`]
-/// ([`Solver::sinkhorn_divergence`] for parameters, other backends, metrics, the GPU's
-/// cross-term precision and POT's linear convention).
+/// The Sinkhorn divergence `S_ε` between the clouds `x` (`n×d`) and `y` (`m×d`) with
+/// weights `a` and `b` (uniform when `None`), for the squared Euclidean cost, in the
+/// regularised-objective convention (GeomLoss's), with its gradients with respect to the
+/// points, on the CPU with default [`SinkhornParams`]: POT's
+/// `empirical_sinkhorn_divergence(x, y, reg, a, b)` argument order (the Python package's).
+/// [`SinkhornSolver::sinkhorn_divergence`] takes parameters, other backends, metrics, the
+/// GPU's cross-term precision, batches and POT's linear convention.
 ///
 /// ```
-/// use ndarray::array;
+/// use logot::ndarray::array;
 /// let x = array![[0.0f64, 0.0], [1.0, 0.0], [0.0, 1.0]];
 /// let a = array![0.2, 0.3, 0.5];
-/// let same = logot::sinkhorn_divergence(a.view(), a.view(), x.view(), x.view(), 0.5)?;
-/// assert!(same.converged() && same.value.abs() < 1e-9); // zero up to the solver tolerance
+/// let same = logot::sinkhorn_divergence(x.view(), x.view(), 0.5, Some(a.view()), Some(a.view()))?;
+/// assert!(same.converged() && same.value[0].abs() < 1e-9); // zero up to the solver tolerance
 /// let y = &x + 0.25;
-/// let moved = logot::sinkhorn_divergence(a.view(), a.view(), x.view(), y.view(), 0.5)?;
+/// let moved = logot::sinkhorn_divergence(x.view(), y.view(), 0.5, Some(a.view()), Some(a.view()))?;
 /// // A translation by t = (0.25, 0.25) adds |t|² to every OT_ε(μ, T_t μ).
-/// assert!(moved.converged() && (moved.value - 0.125).abs() < 1e-9);
+/// assert!(moved.converged() && (moved.value[0] - 0.125).abs() < 1e-9);
+/// // Uniform weights: the same clouds, None for the weights.
+/// let uniform = logot::sinkhorn_divergence(x.view(), y.view(), 0.5, None, None)?;
+/// assert!((uniform.value[0] - 0.125).abs() < 1e-9);
 /// # Ok::<(), logot::Error>(())
 /// ```
 pub fn sinkhorn_divergence<T: Real>(
-    mu: ArrayView1<'_, T>,
-    nu: ArrayView1<'_, T>,
     x: ArrayView2<'_, T>,
     y: ArrayView2<'_, T>,
     eps: T,
-) -> Result<SinkhornDivergence<T>> {
-    Solver::new(CpuBackend, SinkhornParams::new(eps.f64())).sinkhorn_divergence(
-        mu,
-        nu,
-        PointCloudCost::new(x, y)?,
-        DivergenceConvention::Objective,
-    )
+    a: Option<ArrayView1<'_, T>>,
+    b: Option<ArrayView1<'_, T>>,
+) -> Result<DivergenceResult<T>> {
+    let uniform = |n: usize| Array1::from_elem(n, T::of(1.0 / n.max(1) as f64));
+    let (ua, ub) = (uniform(x.nrows()), uniform(y.nrows()));
+    let (a, b) = (a.unwrap_or(ua.view()), b.unwrap_or(ub.view()));
+    let problem = Problem::new(a, b, PointCloudCost::new(x, y)?)?;
+    SinkhornSolver::new(CpuBackend, SinkhornParams::new(eps.f64()))
+        .sinkhorn_divergence(&problem, DivergenceConvention::Objective)
 }

@@ -9,7 +9,9 @@
 //! * [`barycenter`]: fixed-support and grid barycenters, balanced and unbalanced;
 //! * [`gradients`]: exact gradients by implicit differentiation, and envelope gradients;
 //! * [`bistochastic`]: the bistochastic projection of batches of small matrices and its
-//!   backward.
+//!   backward;
+//! * `outputs`: the one path for batches on a backend, [`SinkhornSolver::solve_prepared`](crate::SinkhornSolver::solve_prepared)
+//!   and the buffers it writes ([`BufferOutputs`](crate::BufferOutputs)).
 //!
 //! The public paths are the crate root's (`logot::sinkhorn`, `logot::grad::ot`, …).
 
@@ -17,6 +19,7 @@ pub mod barycenter;
 pub mod bistochastic;
 mod divergence;
 pub mod gradients;
+pub(crate) mod outputs;
 mod point_gradients;
 pub mod pointcloud;
 pub mod sinkhorn;

@@ -1,13 +1,13 @@
 //! Gradients of entropic OT between point clouds with respect to the points: of `OT_ε`
-//! by the envelope theorem ([`Solver::point_gradients`]), and of the transport cost `⟨P, C⟩`
-//! by implicit differentiation through the plan ([`Solver::transport_point_gradients`]); see
+//! by the envelope theorem ([`SinkhornSolver::point_gradients`]), and of the transport cost `⟨P, C⟩`
+//! by implicit differentiation through the plan ([`SinkhornSolver::transport_point_gradients`]); see
 //! [`crate::pointcloud`] for the objective and the formulas.
 
 use crate::backend::{grad::GradKernels, Backend, CostSource, PointCloudKernels, Side};
 use crate::cg::{CgParams, CgReport};
 use crate::entropic::gradients::{solve_adjoint_with, PlanMatvec};
 use crate::entropic::sinkhorn::{
-    BufferSolution, Convergence, Prepared, Problem, SinkhornResult, Solver,
+    PreparedProblem, Problem, SinkhornResult, SinkhornSolver, Solution,
 };
 use crate::entropic::unbalanced::{dual_side, phi};
 use crate::{Error, Real, Result};
@@ -16,6 +16,7 @@ use ndarray::{Array1, Array3, ArrayView1};
 /// A solved batch of point-cloud problems with `OT_ε` and its gradients with respect to
 /// the points (see the module docs for the objective).
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct PointGradients<T> {
     /// Potentials, transport costs `⟨P, C⟩` and convergence.
     pub result: SinkhornResult<T>,
@@ -28,33 +29,21 @@ pub struct PointGradients<T> {
     pub y: Array3<T>,
 }
 
-/// What [`Solver::point_gradients_into`] reads back: `OT_ε` of each problem (rounded to
-/// the precision of the data, as [`PointGradients::value`]) and the solve's distances and
-/// report.
-#[derive(Clone, Debug)]
-pub struct PointBufferSolution {
-    /// `OT_ε` of each problem (unbalanced: the dual `D`, see the module docs).
-    pub value: Vec<f64>,
-    /// The transport costs `⟨P, C⟩`, the unbalanced objectives and the report.
-    pub solution: BufferSolution,
-}
-
 /// The potentials, `OT_ε` and point gradients of a solved point-cloud batch, on the backend.
-pub(super) struct PointParts<T: Real, Bk: Backend<T>> {
-    pub(super) f: Bk::Buffer,
-    pub(super) g: Bk::Buffer,
-    pub(super) convergence: Convergence,
-    pub(super) distance: Vec<f64>,
-    pub(super) objective: Option<Vec<f64>>,
-    pub(super) value: Vec<f64>,
-    pub(super) gx: Bk::Buffer,
-    pub(super) gy: Bk::Buffer,
+pub(crate) struct PointParts<T: Real, Bk: Backend<T>> {
+    pub(crate) f: Bk::Buffer,
+    pub(crate) g: Bk::Buffer,
+    pub(crate) solution: Solution,
+    pub(crate) value: Vec<f64>,
+    pub(crate) gx: Bk::Buffer,
+    pub(crate) gy: Bk::Buffer,
 }
 
 /// A solved batch of point-cloud problems with the transport costs `⟨P, C⟩` and their
 /// exact gradients with respect to the points (implicit differentiation through the plan;
 /// see the module docs).
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct PointTransportGradients<T> {
     /// Potentials, transport costs and Sinkhorn convergence.
     pub result: SinkhornResult<T>,
@@ -111,20 +100,20 @@ pub(super) fn support_dot<T: Real, Bk: GradKernels<T>>(
     be.batched_dot(batch, w, &q)
 }
 
-impl<Bk> Solver<Bk> {
+impl<Bk> SinkhornSolver<Bk> {
     /// Solve a batch of point-cloud problems and return `OT_ε` with its gradients with
     /// respect to both clouds, `∂OT_ε/∂x_i = Σ_j P_ij ∇_x c(x_i, y_j)` (envelope theorem;
     /// see the module docs), with `P` applied on the fly. The cost must be a
     /// [`CostSource::PointCloud`]. With a relaxation, `OT_ε` is the unbalanced objective.
     ///
     /// ```
-    /// use logot::{CpuBackend, PointCloudCost, Problem, SinkhornParams, Solver};
-    /// use ndarray::{array, Axis};
+    /// use logot::{CpuBackend, PointCloudCost, Problem, SinkhornParams, SinkhornSolver};
+    /// use logot::ndarray::{array, Axis};
     /// let x = array![[0.0f64, 0.0], [1.0, 0.0]];
     /// let y = array![[0.0, 1.0], [1.0, 1.0]];
     /// let w = array![[0.5, 0.5]];
-    /// let problem = Problem::batch(w.view(), w.view(), PointCloudCost::new(x.view(), y.view())?)?;
-    /// let g = Solver::new(CpuBackend, SinkhornParams::new(0.01)).point_gradients(&problem)?;
+    /// let problem = Problem::new(w.view(), w.view(), PointCloudCost::new(x.view(), y.view())?)?;
+    /// let g = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.01)).point_gradients(&problem)?;
     /// // Each x_i is pulled straight up towards the y_j above it: 2·μ_i·(x_i − y_i).
     /// assert!((g.x[[0, 0, 1]] - (-1.0)).abs() < 1e-6 && g.x[[0, 0, 0]].abs() < 1e-6);
     /// # Ok::<(), logot::Error>(())
@@ -148,9 +137,9 @@ impl<Bk> Solver<Bk> {
             &s.f,
             &s.g,
             prepared.shifts(),
-            &s.convergence,
-            &s.distance,
-            s.objective.as_deref(),
+            &s.solution.convergence,
+            &s.solution.distance,
+            s.solution.objective.as_deref(),
         )?;
         let batch = problem.batch_size();
         let x = array3((batch, n, d), be.download(&s.gx)?)?;
@@ -163,73 +152,18 @@ impl<Bk> Solver<Bk> {
         })
     }
 
-    /// As [`Solver::point_gradients`] for a batch prepared on the backend
-    /// ([`Solver::prepare_points_buffers`]): the potentials `f` (`B×n`), `g` (`B×m`) and the
-    /// gradients `∂OT_ε/∂X` (`grad_x`, `B×n×d`) and `∂OT_ε/∂Y` (`grad_y`, `B×m×d`) written
-    /// into the caller's buffers; `OT_ε` of each problem, the transport costs and the report
-    /// come back. The same numbers as [`Solver::point_gradients`] on the same data.
-    ///
-    /// ```
-    /// use logot::{Backend, CloudLayout, CpuBackend, PointCloudCost, Problem, SinkhornParams, Solver};
-    /// use ndarray::array;
-    /// let (x, y, w) = (array![[0.0f64, 0.0], [1.0, 0.0]], array![[0.0, 1.0], [1.0, 1.0]], array![[0.5, 0.5]]);
-    /// let solver = Solver::new(CpuBackend, SinkhornParams::new(0.01));
-    /// let be = solver.backend();
-    /// let layout = CloudLayout { n: 2, m: 2, d: 2, batch: None, metric: Default::default(), precision: Default::default() };
-    /// let up = |a: &[f64]| be.upload(a);
-    /// let prepared = solver.prepare_points_buffers(
-    ///     up(w.as_slice().unwrap())?, up(w.as_slice().unwrap())?,
-    ///     &up(x.as_slice().unwrap())?, &up(y.as_slice().unwrap())?, 1, layout)?;
-    /// let (mut f, mut g, mut gx, mut gy) = (be.filled(2, 0.0)?, be.filled(2, 0.0)?, be.filled(4, 0.0)?, be.filled(4, 0.0)?);
-    /// let out = solver.point_gradients_into(&prepared, &mut f, &mut g, &mut gx, &mut gy)?;
-    /// let host = solver.point_gradients(&Problem::batch(w.view(), w.view(), PointCloudCost::new(x.view(), y.view())?)?)?;
-    /// assert_eq!((out.value[0], be.download(&gx)?), (host.value[0], host.x.into_raw_vec_and_offset().0));
-    /// # Ok::<(), logot::Error>(())
-    /// ```
-    pub fn point_gradients_into<T: Real>(
-        &self,
-        prepared: &Prepared<T, Bk>,
-        f: &mut Bk::Buffer,
-        g: &mut Bk::Buffer,
-        grad_x: &mut Bk::Buffer,
-        grad_y: &mut Bk::Buffer,
-    ) -> Result<PointBufferSolution>
-    where
-        Bk: PointCloudKernels<T> + GradKernels<T>,
-    {
-        let be = self.backend();
-        let (batch, n, m) = prepared.dims();
-        crate::backend::check_buffer_len("f", be.len(f), batch * n)?;
-        crate::backend::check_buffer_len("g", be.len(g), batch * m)?;
-        let s = self.point_parts(prepared)?;
-        // (The gradients' lengths, B×n×d and B×m×d, are those the cost's kernels return.)
-        crate::backend::check_buffer_len("grad_x", be.len(grad_x), be.len(&s.gx))?;
-        crate::backend::check_buffer_len("grad_y", be.len(grad_y), be.len(&s.gy))?;
-        self.write_potentials(prepared, &s.f, &s.g, f, g)?;
-        be.offset_rows(&s.gx, &[], grad_x)?;
-        be.offset_rows(&s.gy, &[], grad_y)?;
-        Ok(PointBufferSolution {
-            value: s.value,
-            solution: BufferSolution {
-                distance: s.distance,
-                objective: s.objective,
-                convergence: s.convergence,
-            },
-        })
-    }
-
     /// Sinkhorn on a prepared point-cloud batch, then `OT_ε` of each problem and the point
-    /// gradients on the backend (the one computation behind [`Solver::point_gradients`] and
-    /// [`Solver::point_gradients_into`]).
-    pub(super) fn point_parts<T: Real>(
+    /// gradients on the backend (the one computation behind [`SinkhornSolver::point_gradients`]
+    /// and the point gradients of [`SinkhornSolver::solve_prepared`]).
+    pub(crate) fn point_parts<T: Real>(
         &self,
-        prepared: &Prepared<T, Bk>,
+        prepared: &PreparedProblem<T, Bk>,
     ) -> Result<PointParts<T, Bk>>
     where
         Bk: PointCloudKernels<T> + GradKernels<T>,
     {
-        let (f, g, convergence, distance, objective) = self.iterate_prepared(prepared)?;
-        self.check_distances::<T>(&distance)?;
+        let (f, g, solution) = self.iterate_prepared(prepared)?;
+        self.check_distances::<T>(&solution.distance)?;
         let be = self.backend();
         let eps = self.params().eps;
         let (batch, n, m) = prepared.dims();
@@ -239,7 +173,7 @@ impl<Bk> Solver<Bk> {
         // Σ_i P_ij per problem (f64), then ⟨f, μ⟩ + ⟨g, ν⟩ over the bins of positive mass
         // (zero-mass bins carry −∞ potentials), on the backend: B numbers each.
         let total: Vec<f64> = be.row_stats(&mass, batch)?.iter().map(|s| s.sum).collect();
-        let value: Vec<f64> = match self.params().unbalanced() {
+        let value: Vec<f64> = match prepared.relaxation {
             None => {
                 let (fa, gb) = (
                     support_dot(be, batch, prepared.mu(), &f)?,
@@ -282,9 +216,7 @@ impl<Bk> Solver<Bk> {
         Ok(PointParts {
             f,
             g,
-            convergence,
-            distance,
-            objective,
+            solution,
             value,
             gx,
             gy,
@@ -300,17 +232,17 @@ impl<Bk> Solver<Bk> {
     /// check `result.convergence` and `cg`.
     ///
     /// ```
-    /// use logot::{grad::CgParams, CpuBackend, PointCloudCost, Problem, SinkhornParams, Solver};
-    /// use ndarray::array;
+    /// use logot::{grad::CgParams, CpuBackend, PointCloudCost, Problem, SinkhornParams, SinkhornSolver};
+    /// use logot::ndarray::array;
     /// let x = array![[0.0f64, 0.0], [1.0, 0.0], [0.3, 0.8]];
     /// let y = array![[0.1, 0.9], [1.2, 0.4]];
     /// let (mu, nu) = (array![[0.3, 0.3, 0.4]], array![[0.5, 0.5]]);
-    /// let solver = Solver::new(CpuBackend, SinkhornParams { tol: Some(1e-13), ..SinkhornParams::new(0.1) });
-    /// let cost = |x: &ndarray::Array2<f64>| -> logot::Result<f64> {
-    ///     let problem = Problem::batch(mu.view(), nu.view(), PointCloudCost::new(x.view(), y.view())?)?;
+    /// let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1).tol(1e-13));
+    /// let cost = |x: &logot::ndarray::Array2<f64>| -> logot::Result<f64> {
+    ///     let problem = Problem::new(mu.view(), nu.view(), PointCloudCost::new(x.view(), y.view())?)?;
     ///     Ok(solver.solve(&problem)?.distance[0])
     /// };
-    /// let problem = Problem::batch(mu.view(), nu.view(), PointCloudCost::new(x.view(), y.view())?)?;
+    /// let problem = Problem::new(mu.view(), nu.view(), PointCloudCost::new(x.view(), y.view())?)?;
     /// let g = solver.transport_point_gradients(&problem, &CgParams::default())?;
     /// assert!(g.cg.all_converged());
     /// // ∂⟨P,C⟩/∂x_21 against a central difference of re-solved transport costs.
@@ -340,9 +272,8 @@ impl<Bk> Solver<Bk> {
         let (n, m, d) = (cloud.n(), cloud.m(), cloud.dim());
         let batch = problem.batch_size();
         let eps_f = self.params().eps;
-        let phis = self
-            .params()
-            .unbalanced()
+        let phis = problem
+            .unbalanced()?
             .map(|r| (phi(r.rho_mu, eps_f), phi(r.rho_nu, eps_f)));
         let s = self.run(problem)?;
         let result = self.finish(problem, &s)?;
@@ -423,12 +354,12 @@ mod tests {
         let (mu, nu) = (array![[0.2, 0.5, 0.3]], array![[0.6, 0.4]]);
         let cost = PointCloudCost::new(x.view(), y.view()).unwrap();
         let dense = cost.to_dense();
-        let solver = Solver::new(CpuBackend, SinkhornParams::new(0.05));
+        let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.05));
         let pg = solver
-            .point_gradients(&Problem::batch(mu.view(), nu.view(), cost).unwrap())
+            .point_gradients(&Problem::new(mu.view(), nu.view(), cost).unwrap())
             .unwrap();
         let cpl = solver
-            .coupling(&Problem::batch(mu.view(), nu.view(), dense.view()).unwrap())
+            .coupling(&Problem::new(mu.view(), nu.view(), dense.view()).unwrap())
             .unwrap();
         let want = dense_value(
             &cpl.result,

@@ -11,22 +11,22 @@
 //! `OT_ε(μ, ν) = ⟨f, μ⟩ + ⟨g, ν⟩ − ε Σ_ij P_ij`,  `P = exp((f ⊕ g − C)/ε)`,
 //!
 //! which at convergence equals `⟨P, C⟩ + ε Σ P (log P − 1)` (the value of
-//! [`Solver::envelope_gradients`](crate::Solver::envelope_gradients)). Because `(f, g)`
+//! [`SinkhornSolver::envelope_gradients`](crate::SinkhornSolver::envelope_gradients)). Because `(f, g)`
 //! maximise the dual, the envelope theorem gives `∂OT_ε/∂C = P`, so
 //!
 //! `∂OT_ε/∂x_i = Σ_j P_ij ∇_x c(x_i, y_j) = 2 Σ_j P_ij (x_i − y_j)` (squared Euclidean),
 //!
-//! computed by [`PointCloudKernels::point_gradient`] with `P` applied on the fly. This is
+//! computed by [`PointCloudKernels::point_gradient`](crate::PointCloudKernels::point_gradient) with `P` applied on the fly. This is
 //! the exact gradient of `OT_ε` at convergence; before it, the error is of the order of the
 //! marginal error (the `f` half-step that ends each iteration makes `P·1 = μ` exact). It is
 //! not the gradient of the transport cost `⟨P, C⟩` that [`crate::wasserstein`] reports.
 //!
-//! Unbalanced ([`SinkhornParams::relaxation`]): the value is the unbalanced objective in its
+//! Unbalanced ([`Problem::relaxed`](crate::Problem::relaxed)): the value is the unbalanced objective in its
 //! dual form `D = Σ μ ψ_μ(f − ε log μ) + Σ ν ψ_ν(g − ε log ν) − ε (Σ P − Σμ Σν)`,
 //! `ψ(t) = −ρ (e^{−t/ρ} − 1)` (see [`crate::grad::ot`]), equal at the optimum to
-//! [`SinkhornResult::objective`]; `∂D/∂C = P` still, so the point gradients keep their form.
+//! [`SinkhornResult::objective`](crate::SinkhornResult::objective); `∂D/∂C = P` still, so the point gradients keep their form.
 //!
-//! **Transport cost, exact** ([`Solver::transport_point_gradients`]). The transport cost
+//! **Transport cost, exact** ([`SinkhornSolver::transport_point_gradients`](crate::SinkhornSolver::transport_point_gradients)). The transport cost
 //! `⟨P, C⟩` (the `distance` of [`crate::wasserstein`], POT's `sinkhorn2`) depends on the
 //! points directly and through the plan. With [`crate::grad::ot`]'s adjoint `(a, b)` for the
 //! upstream `G = C` (the balanced or, for an unbalanced problem, the relaxed system), its
@@ -37,16 +37,16 @@
 //! `∂⟨P,C⟩/∂x_i = Σ_j W_ij ∇_x c(x_i, y_j)`,  `∂⟨P,C⟩/∂y_j = Σ_i W_ij ∇_y c(x_i, y_j)`.
 //!
 //! Nothing `n×m` is stored: the adjoint system is solved by CG with `P·v` and `Pᵀ·u` applied
-//! on the fly ([`PointCloudKernels::plan_apply`]), its right-hand side `(C⊙P)·1`,
-//! `(C⊙P)ᵀ·1` from [`PointCloudKernels::cost_marginals`], and the reweighted field by
-//! [`PointCloudKernels::adjoint_point_gradient`]; a solve costs a few CG steps of two plan
+//! on the fly ([`PointCloudKernels::plan_apply`](crate::PointCloudKernels::plan_apply)), its right-hand side `(C⊙P)·1`,
+//! `(C⊙P)ᵀ·1` from [`PointCloudKernels::cost_marginals`](crate::PointCloudKernels::cost_marginals), and the reweighted field by
+//! [`PointCloudKernels::adjoint_point_gradient`](crate::PointCloudKernels::adjoint_point_gradient); a solve costs a few CG steps of two plan
 //! applications each on top of Sinkhorn.
 //!
-//! *Which to use.* The envelope form ([`Solver::point_gradients`]) is the exact gradient of
+//! *Which to use.* The envelope form ([`SinkhornSolver::point_gradients`](crate::SinkhornSolver::point_gradients)) is the exact gradient of
 //! `OT_ε` for the price of one pass over the plan: take it when `OT_ε` (or the Sinkhorn
 //! divergence) is the loss, as in GeomLoss. When the loss is the transport cost `⟨P, C⟩`
 //! itself (POT's `sinkhorn2`, what [`crate::wasserstein`] reports), the envelope form is
-//! only its gradient up to `O(ε)` terms; use [`Solver::transport_point_gradients`].
+//! only its gradient up to `O(ε)` terms; use [`SinkhornSolver::transport_point_gradients`](crate::SinkhornSolver::transport_point_gradients).
 //!
 //! **Sinkhorn divergence** (Genevay et al. 2018, Feydy et al. 2019, as in GeomLoss):
 //! `S_ε(μ, ν) = OT_ε(μ, ν) − ½ OT_ε(μ, μ) − ½ OT_ε(ν, ν)`, which is ≥ 0, zero for identical
@@ -74,15 +74,14 @@
 //! The point gradients are in `point_gradients.rs`, the divergence in `divergence.rs`.
 
 pub use super::divergence::{
-    sinkhorn_divergence, DivergenceBufferSolution, DivergenceConvention, PreparedDivergence,
-    SinkhornDivergence,
+    sinkhorn_divergence, DivergenceBufferResult, DivergenceConvention, DivergenceResult,
+    PreparedDivergence,
 };
-pub use super::point_gradients::{PointBufferSolution, PointGradients, PointTransportGradients};
+pub use super::point_gradients::{PointGradients, PointTransportGradients};
 
 use crate::backend::PointCloudCost;
-use crate::entropic::sinkhorn::{EpsScaling, Problem, SinkhornParams, SinkhornResult, Solver};
-use crate::{CpuBackend, Real, Result};
-use ndarray::{ArrayView1, ArrayView2, Axis};
+use crate::entropic::sinkhorn::EpsScaling;
+use crate::Real;
 
 // Defined here, above the backends, where the solver's ε schedules live.
 impl<T: Real> PointCloudCost<'_, T> {
@@ -91,16 +90,16 @@ impl<T: Real> PointCloudCost<'_, T> {
     /// [`EpsScaling::from_max_cost`].
     ///
     /// ```
-    /// use logot::{CpuBackend, PointCloudCost, Problem, SinkhornParams, Solver};
-    /// use ndarray::{Array1, Array2, Axis};
+    /// use logot::{CpuBackend, PointCloudCost, Problem, SinkhornParams, SinkhornSolver};
+    /// use logot::ndarray::{Array1, Array2};
     /// // A 5×5 grid and its translate by (0.1, 0.1), ε = 1e-3 after annealing from the
     /// // squared diameter: the entropic cost is within O(ε) above the exact W₂² = 0.02.
     /// let x = Array2::from_shape_fn((25, 2), |(i, k)| if k == 0 { (i % 5) as f64 } else { (i / 5) as f64 } * 0.25);
     /// let y = &x + 0.1;
-    /// let w = Array1::from_elem(25, 0.04).insert_axis(Axis(0));
+    /// let w = Array1::from_elem(25, 0.04);
     /// let cost = PointCloudCost::new(x.view(), y.view())?;
-    /// let params = SinkhornParams::new(1e-3).with_eps_scaling(cost.eps_scaling());
-    /// let r = Solver::new(CpuBackend, params).solve(&Problem::batch(w.view(), w.view(), cost)?)?;
+    /// let params = SinkhornParams::new(1e-3).eps_scaling(cost.eps_scaling());
+    /// let r = SinkhornSolver::new(CpuBackend, params).solve(&Problem::new(w.view(), w.view(), cost)?)?;
     /// assert!(r.convergence.converged, "{:?}", r.convergence);
     /// assert!(r.distance[0] >= 0.02 - 1e-9 && r.distance[0] < 0.02 + 3e-3, "{}", r.distance[0]);
     /// # Ok::<(), logot::Error>(())
@@ -108,34 +107,4 @@ impl<T: Real> PointCloudCost<'_, T> {
     pub fn eps_scaling(&self) -> EpsScaling {
         EpsScaling::from_max_cost(self.max_cost())
     }
-}
-
-/// Entropic transport cost `⟨P, C⟩` between the weighted clouds `x` (`n×d`, weights `mu`)
-/// and `y` (`m×d`, weights `nu`) for the squared Euclidean cost, computed on the fly, on
-/// the CPU with default [`SinkhornParams`] (the same iterations as [`crate::wasserstein`]
-/// with the dense cost). For small ε, anneal with
-/// `SinkhornParams::new(eps).with_eps_scaling(cost.eps_scaling())` and a [`Solver`].
-///
-/// ```
-/// use ndarray::array;
-/// let x = array![[0.0f64], [1.0]];
-/// let y = array![[0.5f64], [1.5]];
-/// let w = array![0.5, 0.5];
-/// let r = logot::wasserstein_points(w.view(), w.view(), x.view(), y.view(), 0.01)?;
-/// assert!((r.distance[0] - 0.25).abs() < 1e-3); // every point moves by 0.5
-/// # Ok::<(), logot::Error>(())
-/// ```
-pub fn wasserstein_points<T: Real>(
-    mu: ArrayView1<'_, T>,
-    nu: ArrayView1<'_, T>,
-    x: ArrayView2<'_, T>,
-    y: ArrayView2<'_, T>,
-    eps: T,
-) -> Result<SinkhornResult<T>> {
-    let cost = PointCloudCost::new(x, y)?;
-    Solver::new(CpuBackend, SinkhornParams::new(eps.f64())).solve(&Problem::batch(
-        mu.insert_axis(Axis(0)),
-        nu.insert_axis(Axis(0)),
-        cost,
-    )?)
 }

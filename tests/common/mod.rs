@@ -2,10 +2,12 @@
 //! (an independent reference for derivatives of unrolled iterations), and a dense solver.
 #![allow(dead_code)]
 
+pub mod bary;
 pub mod clouds;
 #[cfg(feature = "cuda")]
 pub mod gpu;
 pub mod pot_bary;
+pub mod relaxed;
 pub mod reports;
 mod rng;
 pub mod stability;

@@ -1,4 +1,4 @@
-//! Bistochastic projection and its implicit backward, against: a plain multiplicative
+//! BistochasticSolver projection and its implicit backward, against: a plain multiplicative
 //! Sinkhorn–Knopp reference, the n = 2 closed form, a dense solve of the block adjoint system
 //! `[I R; Rᵀ I]`, central finite differences of a converged forward (f64), and forward-mode
 //! differentiation of the unrolled iteration.
@@ -7,8 +7,8 @@ use crate::common;
 
 use common::{dense_solve, Dual, Lcg};
 use logot::grad::{
-    bistochastic, bistochastic_backward, check_gradient, Bistochastic, BistochasticParams,
-    CgParams, CgSummary, GradCheckOptions,
+    bistochastic, bistochastic_backward, check_gradient, BistochasticParams, BistochasticSolver,
+    CgParams, CgSummary, GradCheckParams,
 };
 use logot::CpuBackend;
 use ndarray::{Array3, Axis};
@@ -77,7 +77,7 @@ fn forward_matches_multiplicative_reference_and_is_bistochastic() {
     for &n in &[2usize, 3, 4, 7, 16, 32] {
         let b = 40;
         let x = random_x(&mut rng, b, n, 0.0, 4.0);
-        let res = bistochastic(x.view(), &BistochasticParams::fixed(20)).unwrap();
+        let res = bistochastic(x.view(), &BistochasticParams::default().iters(20)).unwrap();
         assert_eq!(res.convergence.iterations, 20);
         let mut worst_col = 0.0f64;
         let mut worst_row = 0.0f64;
@@ -107,7 +107,7 @@ fn forward_matches_multiplicative_reference_and_is_bistochastic() {
         );
         assert_eq!(res.convergence.converged, worst <= 1e-9, "n={n}");
         // To a tolerance.
-        let conv = bistochastic(x.view(), &BistochasticParams::converged(1e-13)).unwrap();
+        let conv = bistochastic(x.view(), &BistochasticParams::default().converged(1e-13)).unwrap();
         assert!(
             conv.convergence.converged && conv.convergence.marginal_error <= 1e-13,
             "{:?}",
@@ -126,7 +126,7 @@ fn two_by_two_closed_form() {
     let b = 64;
     let x = random_x(&mut rng, b, 2, -3.0, 3.0);
     let g = random_g(&mut rng, b, 2);
-    let fwd = bistochastic(x.view(), &BistochasticParams::converged(1e-15)).unwrap();
+    let fwd = bistochastic(x.view(), &BistochasticParams::default().converged(1e-15)).unwrap();
     let bwd = bistochastic_backward(fwd.r.view(), g.view(), &CgParams::default()).unwrap();
     assert!(bwd.cg.all_converged());
     for k in 0..b {
@@ -156,10 +156,10 @@ fn backward_matches_a_dense_solve_of_the_block_system() {
         let b = 12;
         let x = random_x(&mut rng, b, n, 0.0, 4.0);
         let g = random_g(&mut rng, b, n);
-        let fwd = bistochastic(x.view(), &BistochasticParams::converged(1e-13)).unwrap();
+        let fwd = bistochastic(x.view(), &BistochasticParams::default().converged(1e-13)).unwrap();
         assert!(fwd.convergence.converged, "n={n}: {:?}", fwd.convergence);
         let bwd =
-            bistochastic_backward(fwd.r.view(), g.view(), &CgParams::with_tol(1e-13)).unwrap();
+            bistochastic_backward(fwd.r.view(), g.view(), &CgParams::default().tol(1e-13)).unwrap();
         assert!(bwd.cg.all_converged(), "n={n}: {:?}", bwd.cg);
         for k in 0..b {
             let r = fwd
@@ -191,7 +191,7 @@ fn backward_matches_finite_differences_of_the_converged_projection() {
         let x = random_x(&mut rng, b, n, 0.0, 4.0);
         let g = random_g(&mut rng, b, n);
         // A fixed, large iteration count: a smooth map converged to rounding.
-        let params = BistochasticParams::fixed(400);
+        let params = BistochasticParams::default().iters(400);
         let loss = |xv: &[f64]| -> f64 {
             let xa = Array3::from_shape_vec((b, n, n), xv.to_vec()).unwrap();
             let r = bistochastic(xa.view(), &params).unwrap().r;
@@ -200,13 +200,12 @@ fn backward_matches_finite_differences_of_the_converged_projection() {
         let fwd = bistochastic(x.view(), &params).unwrap();
         assert!(fwd.convergence.marginal_error < 1e-14);
         let bwd =
-            bistochastic_backward(fwd.r.view(), g.view(), &CgParams::with_tol(1e-13)).unwrap();
+            bistochastic_backward(fwd.r.view(), g.view(), &CgParams::default().tol(1e-13)).unwrap();
         let xs = x.as_slice().unwrap();
-        let opts = GradCheckOptions {
-            step: 1e-5,
-            rel_tol: 1e-7,
-            abs_floor: 1e-5,
-        };
+        let opts = GradCheckParams::default()
+            .step(1e-5)
+            .rel_tol(1e-7)
+            .abs_floor(1e-5);
         let rep = check_gradient(loss, xs, bwd.dx.as_slice().unwrap(), &opts).unwrap();
         assert!(rep.passed, "n={n}: {rep}");
     }
@@ -241,8 +240,9 @@ fn implicit_gradient_equals_the_limit_of_unrolled_differentiation() {
     };
     let xa = Array3::from_shape_vec((1, n, n), x.clone()).unwrap();
     let ga = Array3::from_shape_vec((1, n, n), g.clone()).unwrap();
-    let fwd = bistochastic(xa.view(), &BistochasticParams::fixed(300)).unwrap();
-    let bwd = bistochastic_backward(fwd.r.view(), ga.view(), &CgParams::with_tol(1e-13)).unwrap();
+    let fwd = bistochastic(xa.view(), &BistochasticParams::default().iters(300)).unwrap();
+    let bwd =
+        bistochastic_backward(fwd.r.view(), ga.view(), &CgParams::default().tol(1e-13)).unwrap();
     let implicit: f64 = bwd.dx.iter().zip(&dx).map(|(a, b)| a * b).sum();
     let long = unrolled(300);
     assert!(
@@ -266,13 +266,13 @@ fn invariance_along_the_null_directions() {
     let g = random_g(&mut rng, b, n);
     let (u, v) = (rng.vec(n, -5.0, 5.0), rng.vec(n, -5.0, 5.0));
     let shift = Array3::from_shape_fn((b, n, n), |(_, i, j)| u[i] + v[j]);
-    let params = BistochasticParams::converged(1e-14);
+    let params = BistochasticParams::default().converged(1e-14);
     let r1 = bistochastic(x.view(), &params).unwrap().r;
     let r2 = bistochastic((&x + &shift).view(), &params).unwrap().r;
     for (a, c) in r1.iter().zip(&r2) {
         assert!((a - c).abs() < 1e-12);
     }
-    let cg = CgParams::with_tol(1e-13);
+    let cg = CgParams::default().tol(1e-13);
     let d1 = bistochastic_backward(r1.view(), g.view(), &cg).unwrap().dx;
     let d2 = bistochastic_backward(r1.view(), (&g + &shift).view(), &cg)
         .unwrap()
@@ -300,7 +300,7 @@ fn large_entries_stay_finite() {
             |_| if rng.next() < 0.5 { -30.0 } else { 30.0 } + rng.uniform(-1.0, 1.0),
         );
         let g = random_g(&mut rng, b, n);
-        let fwd = bistochastic(x.view(), &BistochasticParams::fixed(20)).unwrap();
+        let fwd = bistochastic(x.view(), &BistochasticParams::default().iters(20)).unwrap();
         assert!(fwd.r.iter().all(|v| v.is_finite() && *v >= 0.0));
         for k in 0..b {
             for i in 0..n {
@@ -310,7 +310,7 @@ fn large_entries_stay_finite() {
         let bwd = bistochastic_backward(fwd.r.view(), g.view(), &CgParams::default()).unwrap();
         assert!(bwd.dx.iter().all(|v| v.is_finite()));
         let x32 = x.mapv(|v| v as f32);
-        let fwd32 = bistochastic(x32.view(), &BistochasticParams::fixed(20)).unwrap();
+        let fwd32 = bistochastic(x32.view(), &BistochasticParams::default().iters(20)).unwrap();
         assert!(fwd32.r.iter().all(|v| v.is_finite() && *v >= 0.0));
         let bwd32 = bistochastic_backward(
             fwd32.r.view(),
@@ -328,7 +328,7 @@ fn f32_agrees_with_f64() {
     let (b, n) = (200, 16);
     let x = random_x(&mut rng, b, n, 0.0, 4.0);
     let g = random_g(&mut rng, b, n);
-    let p = BistochasticParams::fixed(20);
+    let p = BistochasticParams::default().iters(20);
     let f64r = bistochastic(x.view(), &p).unwrap();
     let f32r = bistochastic(x.mapv(|v| v as f32).view(), &p).unwrap();
     for (a, c) in f32r.r.iter().zip(&f64r.r) {
@@ -360,10 +360,7 @@ fn non_convergence_is_reported_and_invalid_inputs_are_errors() {
     // converged. The others are capped at one iteration.
     let mut g = g;
     g.index_axis_mut(Axis(0), 0).fill(0.0);
-    let cg = CgParams {
-        max_iters: 1,
-        tol: Some(1e-12),
-    };
+    let cg = CgParams::default().max_iters(1).tol(1e-12);
     let bwd = bistochastic_backward(r.view(), g.view(), &cg).unwrap();
     assert!(bwd.cg_outcomes.is_none());
     assert_eq!(
@@ -376,7 +373,7 @@ fn non_convergence_is_reported_and_invalid_inputs_are_errors() {
     );
     assert!(bwd.cg.max_iterations == 1 && bwd.cg.max_residual > 1e-12 && bwd.cg.tol == 1e-12);
     // Each matrix's outcome on request; the summary is their reduction, the gradient the same.
-    let each = Bistochastic::new(CpuBackend, BistochasticParams::default().with_cg_outcomes())
+    let each = BistochasticSolver::new(CpuBackend, BistochasticParams::default().cg_outcomes(true))
         .backward(r.view(), g.view(), &cg)
         .unwrap();
     let outcomes = each.cg_outcomes.as_ref().unwrap();
@@ -411,7 +408,7 @@ fn non_convergence_is_reported_and_invalid_inputs_are_errors() {
         &BistochasticParams::default()
     )
     .is_err());
-    assert!(bistochastic(x.view(), &BistochasticParams::fixed(0)).is_err());
+    assert!(bistochastic(x.view(), &BistochasticParams::default().iters(0)).is_err());
     let mut nan = x.clone();
     nan[[1, 2, 3]] = f64::NAN;
     assert!(bistochastic(nan.view(), &BistochasticParams::default()).is_err());
@@ -425,7 +422,7 @@ fn non_convergence_is_reported_and_invalid_inputs_are_errors() {
 }
 
 /// The deferred buffer entry points on the CPU: the same `R`, `dX` and statistics as the
-/// synchronous ones, the statistics through their word layout (the CG residual rounded to
+/// host-array ones, the statistics through their word layout (the CG residual rounded to
 /// f32, as a GPU keeps it); a word buffer too short is an error naming it; the decoder
 /// reports a flagged non-finite right-hand side as the backward does.
 #[test]
@@ -437,46 +434,39 @@ fn deferred_buffers_on_the_cpu_match_the_synchronous_path() {
     let x = random_x(&mut rng, b, n, 0.0, 3.0);
     let g = random_g(&mut rng, b, n);
     let be = CpuBackend;
-    let proj = Bistochastic::new(be, BistochasticParams::converged(1e-9));
+    let proj = BistochasticSolver::new(be, BistochasticParams::default().converged(1e-9));
     let xb = be.upload(x.as_slice().unwrap()).unwrap();
     let gb = be.upload(g.as_slice().unwrap()).unwrap();
-    let (mut r1, mut r2) = (vec![0.0; b * n * n], vec![0.0; b * n * n]);
-    let stats = proj.forward_buffers(n, &xb, &mut r1).unwrap();
+    let mut r1 = vec![0.0; b * n * n];
     let mut sw = BistochasticKernels::<f64>::words(&be, words::PROJECTION).unwrap();
-    proj.forward_buffers_deferred(n, &xb, &mut r2, &mut sw)
-        .unwrap();
-    assert_eq!(r1, r2);
+    proj.forward_buffers(n, &xb, &mut r1, &mut sw).unwrap();
+    let stats = proj.read_stats::<f64>(&sw).unwrap();
     assert_eq!(ProjectionStats::from_words(&sw).unwrap(), stats);
-    assert_eq!(proj.forward_stats::<f64>(&sw).unwrap(), stats);
+    // The matrices and iterations of the host-array path.
+    let fwd = proj.forward(x.view()).unwrap();
+    assert_eq!(r1, fwd.r.as_slice().unwrap());
+    assert_eq!(stats.iterations, fwd.convergence.iterations);
     assert!(
         stats.marginal_error <= 1e-9 && stats.unconverged == 0,
         "{stats:?}"
     );
-    let cg = CgParams {
-        max_iters: 2,
-        tol: Some(1e-13),
-    };
-    let (mut d1, mut d2) = (vec![0.0; b * n * n], vec![0.0; b * n * n]);
-    let summary = proj.backward_buffers(n, &r1, &gb, &cg, &mut d1).unwrap();
+    let cg = CgParams::default().max_iters(2).tol(1e-13);
+    let mut d = vec![0.0; b * n * n];
     let len = BistochasticKernels::<f64>::bistochastic_backward_words(&be, b);
     let mut w = BistochasticKernels::<f64>::words(&be, len).unwrap();
-    proj.backward_buffers_deferred(n, &r1, &gb, &cg, &mut d2, &mut w)
+    proj.backward_buffers(n, &r1, &gb, &cg, &mut d, &mut w)
         .unwrap();
-    assert_eq!(d1, d2);
     let decoded = cg_summary_from_words(&w, b, 1e-13).unwrap();
-    // The synchronous summary, its residual rounded to f32.
-    let rounded = logot::grad::CgSummary {
-        max_residual: summary.max_residual as f32 as f64,
-        ..summary
-    };
-    assert_eq!(decoded, rounded);
-    let host = Bistochastic::new(be, BistochasticParams::converged(1e-9))
+    // The host-array path's gradients and CG summary, its residual rounded to f32 (as a GPU
+    // keeps it in the words).
+    let host = BistochasticSolver::new(be, BistochasticParams::default().converged(1e-9))
         .backward(
             ndarray::ArrayView3::from_shape((b, n, n), &r1).unwrap(),
             g.view(),
             &cg,
         )
         .unwrap();
+    assert_eq!(d, host.dx.as_slice().unwrap());
     assert_eq!(decoded.unconverged, host.cg.unconverged);
     assert_eq!(decoded.first_unconverged, host.cg.first_unconverged);
     assert_eq!(decoded.max_iterations, host.cg.max_iterations);
@@ -485,7 +475,7 @@ fn deferred_buffers_on_the_cpu_match_the_synchronous_path() {
     // Too few words.
     let mut short = vec![0u64; 2];
     let err = proj
-        .forward_buffers_deferred(n, &xb, &mut r2, &mut short)
+        .forward_buffers(n, &xb, &mut r1, &mut short)
         .unwrap_err();
     assert!(err.to_string().starts_with("stats"), "{err}");
     // A flagged right-hand side (word 5 holds !k) is the backward's error.

@@ -6,18 +6,24 @@
 use crate::common;
 
 use common::{lse, Dual, Lcg};
-use logot::grad::{check_gradient, plan_gradients, CgParams, GradCheckOptions};
-use logot::{CpuBackend, Problem, SinkhornParams, Solver};
+use logot::grad::{check_gradient, CgParams, GradCheckParams, PlanGradients};
+use logot::{CpuBackend, Problem, SinkhornParams, SinkhornSolver};
 use ndarray::{Array1, Array2, Array3, ArrayView1, Axis};
 
-fn solver(eps: f64) -> Solver<CpuBackend> {
-    Solver::new(
+/// The plan-only gradients at regularisation `eps` on the CPU.
+fn plan_gradients(
+    plan: ndarray::ArrayView3<'_, f64>,
+    eps: f64,
+    upstream: ndarray::ArrayView3<'_, f64>,
+    cg: &CgParams,
+) -> logot::Result<PlanGradients<f64>> {
+    SinkhornSolver::new(CpuBackend, SinkhornParams::new(eps)).plan_gradients(plan, upstream, cg)
+}
+
+fn solver(eps: f64) -> SinkhornSolver<CpuBackend> {
+    SinkhornSolver::new(
         CpuBackend,
-        SinkhornParams {
-            max_iters: 200_000,
-            tol: Some(1e-15),
-            ..SinkhornParams::new(eps)
-        },
+        SinkhornParams::new(eps).max_iters(200_000).tol(1e-15),
     )
 }
 
@@ -48,12 +54,11 @@ fn histogram(rng: &mut Lcg, n: usize) -> Vec<f64> {
     v.into_iter().map(|x| x / s).collect()
 }
 
-fn opts() -> GradCheckOptions {
-    GradCheckOptions {
-        step: 1e-5,
-        rel_tol: 1e-6,
-        abs_floor: 1e-5,
-    }
+fn opts() -> GradCheckParams {
+    GradCheckParams::default()
+        .step(1e-5)
+        .rel_tol(1e-6)
+        .abs_floor(1e-5)
 }
 
 #[test]
@@ -68,7 +73,7 @@ fn transport_cost_gradients_match_finite_differences() {
     let g = solver(eps)
         .wasserstein_gradients(
             &Problem::new(mua.view(), nua.view(), ca.view()).unwrap(),
-            &CgParams::with_tol(1e-13),
+            &CgParams::default().tol(1e-13),
         )
         .unwrap();
     assert!(
@@ -125,7 +130,7 @@ fn gradients_satisfy_scaling_and_null_direction_identities() {
     let g = solver(eps)
         .wasserstein_gradients(
             &Problem::new(mu.view(), nu.view(), c.view()).unwrap(),
-            &CgParams::with_tol(1e-13),
+            &CgParams::default().tol(1e-13),
         )
         .unwrap();
     assert!(g.cg.all_converged());
@@ -168,10 +173,10 @@ fn general_loss_gradients_match_finite_differences_and_the_plan_only_api() {
     let ca = Array2::from_shape_vec((n, m), c.clone()).unwrap();
     let (mua, nua) = (Array1::from(mu.clone()), Array1::from(nu.clone()));
     let hh = Array3::from_shape_vec((1, n, m), h.clone()).unwrap();
-    let upstream = |cpl: &logot::Coupling<f64>| &hh + &cpl.plan;
+    let upstream = |cpl: &logot::CouplingResult<f64>| &hh + &cpl.plan;
     let problem = Problem::new(mua.view(), nua.view(), ca.view()).unwrap();
     let g = solver(eps)
-        .implicit_gradients(&problem, upstream, &CgParams::with_tol(1e-13))
+        .implicit_gradients(&problem, upstream, &CgParams::default().tol(1e-13))
         .unwrap();
     assert!(g.cg.all_converged());
     let rep = check_gradient(
@@ -202,7 +207,13 @@ fn general_loss_gradients_match_finite_differences_and_the_plan_only_api() {
     // The plan-only entry point gives the same gradients from the plan and G.
     let cpl = solver(eps).coupling(&problem).unwrap();
     let gg = &hh + &cpl.plan;
-    let pg = plan_gradients(cpl.plan.view(), eps, gg.view(), &CgParams::with_tol(1e-13)).unwrap();
+    let pg = plan_gradients(
+        cpl.plan.view(),
+        eps,
+        gg.view(),
+        &CgParams::default().tol(1e-13),
+    )
+    .unwrap();
     for (a, b) in pg.cost.iter().zip(&g.cost) {
         assert!((a - b).abs() < 1e-10);
     }
@@ -259,7 +270,7 @@ fn implicit_gradient_equals_the_limit_of_unrolled_differentiation() {
     let g = solver(eps)
         .wasserstein_gradients(
             &Problem::new(mua.view(), nua.view(), ca.view()).unwrap(),
-            &CgParams::with_tol(1e-13),
+            &CgParams::default().tol(1e-13),
         )
         .unwrap();
     let implicit: f64 = g.cost.iter().zip(&dc).map(|(a, b)| a * b).sum::<f64>()
@@ -296,7 +307,7 @@ fn zero_mass_bins_get_zero_cost_rows_and_one_sided_marginal_derivatives() {
     let g = solver(eps)
         .wasserstein_gradients(
             &Problem::new(mua.view(), nua.view(), ca.view()).unwrap(),
-            &CgParams::with_tol(1e-13),
+            &CgParams::default().tol(1e-13),
         )
         .unwrap();
     assert!(g.cg.all_converged());
@@ -360,14 +371,14 @@ fn batched_gradients_equal_single_problem_gradients() {
     let nu = Array2::from_shape_vec((b, m), rng.vec(b * m, 0.2, 1.0)).unwrap();
     let nu = &nu / &nu.sum_axis(Axis(1)).insert_axis(Axis(1));
     let costs = Array3::from_shape_vec((b, n, m), rng.vec(b * n * m, 0.0, 1.0)).unwrap();
-    let cg = CgParams::with_tol(1e-12);
+    let cg = CgParams::default().tol(1e-12);
     let shared = costs.index_axis(Axis(0), 0);
     let gs = solver(eps)
-        .wasserstein_gradients(&Problem::batch(mu.view(), nu.view(), shared).unwrap(), &cg)
+        .wasserstein_gradients(&Problem::new(mu.view(), nu.view(), shared).unwrap(), &cg)
         .unwrap();
     let gb = solver(eps)
         .wasserstein_gradients(
-            &Problem::batch(mu.view(), nu.view(), costs.view()).unwrap(),
+            &Problem::new(mu.view(), nu.view(), costs.view()).unwrap(),
             &cg,
         )
         .unwrap();
@@ -423,7 +434,7 @@ fn transport_cost_gradients_match_finite_differences_of_pot() {
     let g = solver(0.05)
         .wasserstein_gradients(
             &Problem::new(mu.view(), nu.view(), c.view()).unwrap(),
-            &CgParams::with_tol(1e-13),
+            &CgParams::default().tol(1e-13),
         )
         .unwrap();
     assert!(
@@ -491,10 +502,7 @@ fn envelope_gradients_match_finite_differences_of_the_regularised_objective() {
     assert!(rep.passed, "cost: {rep}");
     // OT_ε sums O(1) terms (⟨f,μ⟩, ⟨g,ν⟩) that nearly cancel along mass-preserving
     // directions: its differences carry ~1e-10 of rounding, hence a 1e-4 floor here.
-    let marg = GradCheckOptions {
-        abs_floor: 1e-4,
-        ..opts()
-    };
+    let marg = opts().abs_floor(1e-4);
     let rep = check_gradient(
         |x| value(&rescale(x, 1.0), &nu, &c),
         &mu,
@@ -531,7 +539,7 @@ fn f32_gradients_agree_with_f64() {
         nu.mapv(|v| v as f32),
         c.mapv(|v| v as f32),
     );
-    let s32 = Solver::new(CpuBackend, SinkhornParams::new(eps));
+    let s32 = SinkhornSolver::new(CpuBackend, SinkhornParams::new(eps));
     let g32 = s32
         .wasserstein_gradients(
             &Problem::new(mu32.view(), nu32.view(), c32.view()).unwrap(),
@@ -562,15 +570,11 @@ fn invalid_inputs_are_errors() {
     let mut nan = g.clone();
     nan[[0, 0, 0]] = f64::NAN;
     assert!(plan_gradients(p.view(), 0.1, nan.view(), &cg).is_err());
-    assert!(plan_gradients(
-        p.view(),
-        0.1,
-        g.view(),
-        &CgParams {
-            max_iters: 0,
-            tol: None
-        }
-    )
+    assert!(plan_gradients(p.view(), 0.1, g.view(), &{
+        let mut cg = CgParams::default().max_iters(0);
+        cg.tol = None;
+        cg
+    })
     .is_err());
     assert!(plan_gradients(
         Array3::<f64>::zeros((0, 2, 2)).view(),

@@ -8,6 +8,7 @@ use logot::linalg::{
     kabsch, orthogonal_procrustes, wasserstein_procrustes, Init, NewtonSchulzParams,
     ProcrustesMethod, WassersteinProcrustesParams,
 };
+use logot::CpuBackend;
 use logot::{Error, Real};
 use ndarray::{array, Array1, Array2, ArrayView2};
 use rand::rngs::StdRng;
@@ -170,7 +171,7 @@ fn orthogonal_procrustes_recovers_orthogonal_map_in_8d() {
         y.view(),
         plan.view(),
         false,
-        &NewtonSchulzParams::polar(),
+        &NewtonSchulzParams::default().polar(),
     )
     .unwrap();
     let err = (&fit.rotation - &q)
@@ -195,6 +196,7 @@ fn recover_rotation<T: Real>(seed: u64, tol_angle: f64) {
     }
     let (xt, yt) = (x.mapv(T::of), y.mapv(T::of));
     let res = wasserstein_procrustes(
+        &CpuBackend,
         xt.view(),
         yt.view(),
         &WassersteinProcrustesParams::default(),
@@ -255,11 +257,8 @@ fn wasserstein_procrustes_orthogonal_variant_in_5d() {
     for (i, row) in rows.iter().enumerate() {
         y.row_mut(i).assign(row);
     }
-    let params = WassersteinProcrustesParams {
-        method: ProcrustesMethod::NewtonSchulz,
-        ..Default::default()
-    };
-    let res = wasserstein_procrustes(x.view(), y.view(), &params).unwrap();
+    let params = WassersteinProcrustesParams::default().method(ProcrustesMethod::NewtonSchulz);
+    let res = wasserstein_procrustes(&CpuBackend, x.view(), y.view(), &params).unwrap();
     let err = (&res.transform.rotation - &q)
         .iter()
         .fold(0.0f64, |m, v| m.max(v.abs()));
@@ -297,34 +296,25 @@ fn invalid_inputs_are_errors() {
         kabsch(x4.view(), y4.view(), plan.view(), true),
         Err(Error::Shape { .. })
     ));
-    let params = WassersteinProcrustesParams {
-        method: ProcrustesMethod::Kabsch,
-        ..Default::default()
-    };
+    let params = WassersteinProcrustesParams::default().method(ProcrustesMethod::Kabsch);
     assert!(matches!(
-        wasserstein_procrustes(x4.view(), y4.view(), &params),
+        wasserstein_procrustes(&CpuBackend, x4.view(), y4.view(), &params),
         Err(Error::Shape { .. })
     ));
-    let params = WassersteinProcrustesParams {
-        eps: 0.0,
-        ..Default::default()
-    };
+    let params = WassersteinProcrustesParams::default().eps(0.0);
     assert!(matches!(
-        wasserstein_procrustes(x.view(), y.view(), &params),
+        wasserstein_procrustes(&CpuBackend, x.view(), y.view(), &params),
         Err(Error::Parameter { .. })
     ));
-    let params = WassersteinProcrustesParams {
-        init: Init::Given(vec![Array2::eye(2)]),
-        ..Default::default()
-    };
+    let params = WassersteinProcrustesParams::default().init(Init::Given(vec![Array2::eye(2)]));
     assert!(matches!(
-        wasserstein_procrustes(x.view(), y.view(), &params),
+        wasserstein_procrustes(&CpuBackend, x.view(), y.view(), &params),
         Err(Error::Shape { .. })
     ));
     let mut bad = x.clone();
     bad[(0, 0)] = f64::NAN;
     assert!(matches!(
-        wasserstein_procrustes(bad.view(), y.view(), &Default::default()),
+        wasserstein_procrustes(&CpuBackend, bad.view(), y.view(), &Default::default()),
         Err(Error::NonFinite { .. })
     ));
 }

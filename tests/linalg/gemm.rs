@@ -5,7 +5,7 @@
 //! central differences).
 
 use logot::backend::linalg::{GemmShape, LinalgKernels, Transpose};
-use logot::grad::{check_gradient, GradCheckOptions};
+use logot::grad::{check_gradient, GradCheckParams};
 use logot::linalg::{matmul, matmul_backward, sq_euclidean_cost};
 use logot::{CpuBackend, Error, Real};
 use ndarray::{s, Array2, ArrayView2};
@@ -48,14 +48,14 @@ fn matmul_matches_triple_loop_f64_and_f32() {
             gaussian::<f64>(&mut rng, m, k),
             gaussian::<f64>(&mut rng, k, n),
         );
-        let c = matmul(a.view(), b.view()).unwrap();
+        let c = matmul(&CpuBackend, a.view(), b.view()).unwrap();
         let err = max_abs_diff(&c, &naive(a.view(), b.view()));
         assert!(
             err <= 4.0 * k as f64 * f64::EPSILON * 4.0,
             "{m}×{k}×{n} f64: {err:e}"
         );
         let (a32, b32) = (a.mapv(|v| v as f32), b.mapv(|v| v as f32));
-        let c32 = matmul(a32.view(), b32.view()).unwrap();
+        let c32 = matmul(&CpuBackend, a32.view(), b32.view()).unwrap();
         let err = max_abs_diff(&c32, &naive(a32.view(), b32.view()));
         // Rounding of a k-term sum of N(0,1)·N(0,1) products: about ε·k in the worst entries.
         assert!(
@@ -72,7 +72,7 @@ fn matmul_reads_strided_and_transposed_views() {
     let a = big.slice(s![..;2, 5..45]); // 45×40, row stride 2
     let b = big.t(); // 80×90, column-major
     let b = b.slice(s![10..50, ..]); // 40×90
-    let c = matmul(a, b).unwrap();
+    let c = matmul(&CpuBackend, a, b).unwrap();
     assert!(max_abs_diff(&c, &naive(a, b)) < 1e-12);
 }
 
@@ -125,7 +125,7 @@ fn backward_matches_central_differences() {
     let a = gaussian::<f64>(&mut rng, m, k);
     let b = gaussian::<f64>(&mut rng, k, n);
     let w = gaussian::<f64>(&mut rng, m, n);
-    let grad = matmul_backward(a.view(), b.view(), w.view()).unwrap();
+    let grad = matmul_backward(&CpuBackend, a.view(), b.view(), w.view()).unwrap();
     // Variables: A's entries then B's, row-major.
     let x: Vec<f64> = a.iter().chain(b.iter()).copied().collect();
     let loss = |v: &[f64]| -> f64 {
@@ -135,15 +135,26 @@ fn backward_matches_central_differences() {
     };
     let analytic: Vec<f64> = grad.da.iter().chain(grad.db.iter()).copied().collect();
     // L is bilinear: central differences are exact up to rounding (~ε·|L|/h).
-    let report = check_gradient(loss, &x, &analytic, &GradCheckOptions::new(1e-8, 1e-8)).unwrap();
+    let report = check_gradient(
+        loss,
+        &x,
+        &analytic,
+        &GradCheckParams::default().rel_tol(1e-8).abs_floor(1e-8),
+    )
+    .unwrap();
     assert!(report.passed, "{report}");
     // And a slightly wrong gradient is rejected.
     let mut wrong = analytic.clone();
     wrong[m * k] += 1e-3;
     assert!(
-        !check_gradient(loss, &x, &wrong, &GradCheckOptions::new(1e-8, 1e-8))
-            .unwrap()
-            .passed
+        !check_gradient(
+            loss,
+            &x,
+            &wrong,
+            &GradCheckParams::default().rel_tol(1e-8).abs_floor(1e-8)
+        )
+        .unwrap()
+        .passed
     );
 }
 
@@ -156,7 +167,7 @@ fn backward_f32_large_matches_f64_formula() {
         gaussian::<f32>(&mut rng, k, n),
         gaussian::<f32>(&mut rng, m, n),
     );
-    let g = matmul_backward(a.view(), b.view(), dc.view()).unwrap();
+    let g = matmul_backward(&CpuBackend, a.view(), b.view(), dc.view()).unwrap();
     let da = naive(dc.view(), b.t());
     let db = naive(a.t(), dc.view());
     let tol = |kk: usize| 4.0 * kk as f64 * f32::EPSILON as f64;
@@ -176,7 +187,7 @@ fn sq_euclidean_cost_matches_brute_force_and_is_clamped() {
     let brute = Array2::from_shape_fn((n, m), |(i, j)| {
         (0..d).map(|c| (x[(i, c)] - y[(j, c)]).powi(2)).sum::<f64>()
     });
-    let c = sq_euclidean_cost(x.view(), y.view()).unwrap();
+    let c = sq_euclidean_cost(&CpuBackend, x.view(), y.view()).unwrap();
     assert!(max_abs_diff(&c, &brute) < 1e-9, "f64");
     assert!(c.iter().all(|&v| v >= 0.0));
     let (x32, y32) = (x.mapv(|v| v as f32), y.mapv(|v| v as f32));
@@ -185,7 +196,7 @@ fn sq_euclidean_cost_matches_brute_force_and_is_clamped() {
             .map(|c| (x32[(i, c)] as f64 - y32[(j, c)] as f64).powi(2))
             .sum::<f64>()
     });
-    let c32 = sq_euclidean_cost(x32.view(), y32.view()).unwrap();
+    let c32 = sq_euclidean_cost(&CpuBackend, x32.view(), y32.view()).unwrap();
     assert!(c32.iter().all(|&v| v >= 0.0));
     assert!(
         max_abs_diff(&c32, &brute32) < 1e-5,
@@ -194,7 +205,7 @@ fn sq_euclidean_cost_matches_brute_force_and_is_clamped() {
     );
     assert!(c32[(7, 3)] < 1e-6);
     // Identical clouds: the diagonal is (clamped) zero up to rounding, never negative.
-    let cxx = sq_euclidean_cost(x32.view(), x32.view()).unwrap();
+    let cxx = sq_euclidean_cost(&CpuBackend, x32.view(), x32.view()).unwrap();
     assert!((0..n).all(|i| cxx[(i, i)] >= 0.0 && cxx[(i, i)] < 1e-5));
 }
 
@@ -202,7 +213,7 @@ fn sq_euclidean_cost_matches_brute_force_and_is_clamped() {
 fn invalid_inputs_are_errors() {
     let a = Array2::<f64>::ones((3, 4));
     let b = Array2::<f64>::ones((5, 2));
-    let e = matmul(a.view(), b.view()).unwrap_err();
+    let e = matmul(&CpuBackend, a.view(), b.view()).unwrap_err();
     assert!(
         matches!(e, Error::Shape { .. }) && e.to_string().starts_with("b:"),
         "{e}"
@@ -210,23 +221,23 @@ fn invalid_inputs_are_errors() {
     let b = Array2::<f64>::ones((4, 2));
     let dc = Array2::<f64>::ones((3, 3));
     assert!(matches!(
-        matmul_backward(a.view(), b.view(), dc.view()),
+        matmul_backward(&CpuBackend, a.view(), b.view(), dc.view()),
         Err(Error::Shape { .. })
     ));
     let mut bad = a.clone();
     bad[(1, 1)] = f64::INFINITY;
     assert!(matches!(
-        matmul(bad.view(), b.view()),
+        matmul(&CpuBackend, bad.view(), b.view()),
         Err(Error::NonFinite { .. })
     ));
     let empty = Array2::<f64>::zeros((0, 4));
     assert!(matches!(
-        matmul(empty.view(), b.view()),
+        matmul(&CpuBackend, empty.view(), b.view()),
         Err(Error::Empty { .. })
     ));
     let y = Array2::<f64>::ones((2, 3));
     assert!(matches!(
-        sq_euclidean_cost(a.view(), y.view()),
+        sq_euclidean_cost(&CpuBackend, a.view(), y.view()),
         Err(Error::Shape { .. })
     ));
 }

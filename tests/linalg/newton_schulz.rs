@@ -72,7 +72,7 @@ fn xxt_is_exactly_symmetric_and_matches_triple_loop() {
         (700, 90),
     ] {
         let x = gaussian::<f64>(&mut rng, r, c);
-        let a = xxt(x.view()).unwrap();
+        let a = xxt(&CpuBackend, x.view()).unwrap();
         assert!(
             max_abs_diff(&a, &naive_xxt(x.view())) < 8.0 * c as f64 * f64::EPSILON,
             "{r}×{c}"
@@ -87,7 +87,7 @@ fn xxt_is_exactly_symmetric_and_matches_triple_loop() {
             }
         }
         let x32 = x.mapv(|v| v as f32);
-        let a32 = xxt(x32.view()).unwrap();
+        let a32 = xxt(&CpuBackend, x32.view()).unwrap();
         assert!(max_abs_diff(&a32, &naive_xxt(x32.view())) < 4.0 * c as f64 * f32::EPSILON as f64);
         assert!(a32 == a32.t(), "{r}×{c}: f32 not symmetric");
     }
@@ -201,15 +201,15 @@ fn matches_numpy_on_fixed_matrix_wide_and_tall() {
         ]
     ];
     let p = NewtonSchulzParams::default();
-    let wide = newton_schulz(g.view(), &p).unwrap();
+    let wide = newton_schulz(&CpuBackend, g.view(), &p).unwrap();
     assert!(
         max_abs_diff(&wide, &want) < 1e-13,
         "wide: {:e}",
         max_abs_diff(&wide, &want)
     );
-    let tall = newton_schulz(g.t(), &p).unwrap();
+    let tall = newton_schulz(&CpuBackend, g.t(), &p).unwrap();
     assert!(max_abs_diff(&tall, &want.t().to_owned()) < 1e-13, "tall");
-    let w32 = newton_schulz(g.mapv(|v| v as f32).view(), &p).unwrap();
+    let w32 = newton_schulz(&CpuBackend, g.mapv(|v| v as f32).view(), &p).unwrap();
     assert!(
         max_abs_diff(&w32, &want) < 2e-5,
         "f32: {:e}",
@@ -240,7 +240,7 @@ fn matches_closed_form_on_known_singular_vectors() {
             "{mapped:?}"
         );
         let want = Array2::from_shape_fn((r, k), |(i, j)| u[(i, j)] * mapped[j]).dot(&v.t());
-        let got = newton_schulz(x.view(), &NewtonSchulzParams::default()).unwrap();
+        let got = newton_schulz(&CpuBackend, x.view(), &NewtonSchulzParams::default()).unwrap();
         assert!(
             max_abs_diff(&got, &want) < 1e-12,
             "{r}×{c}: {:e}",
@@ -254,8 +254,12 @@ fn matches_closed_form_on_known_singular_vectors() {
                 assert!((s_meas[(i, j)] - want).abs() < 1e-12);
             }
         }
-        let got32 =
-            newton_schulz(x.mapv(|v| v as f32).view(), &NewtonSchulzParams::default()).unwrap();
+        let got32 = newton_schulz(
+            &CpuBackend,
+            x.mapv(|v| v as f32).view(),
+            &NewtonSchulzParams::default(),
+        )
+        .unwrap();
         assert!(
             max_abs_diff(&got32, &want) < 1e-5,
             "f32 {r}×{c}: {:e}",
@@ -289,11 +293,10 @@ fn every_step_form_matches_closed_form() {
         let norm = sigma.iter().map(|s| s * s).sum::<f64>().sqrt();
         for coefficients in sets {
             for steps in [0usize, 1, 3] {
-                let params = NewtonSchulzParams {
-                    steps,
-                    coefficients,
-                    polish_steps: 0,
-                };
+                let params = NewtonSchulzParams::default()
+                    .steps(steps)
+                    .coefficients(coefficients)
+                    .polish_steps(0);
                 let mapped: Vec<f64> = sigma
                     .iter()
                     .map(|&s| (0..steps).fold(s / norm, |t, _| quintic(t, coefficients)))
@@ -301,13 +304,14 @@ fn every_step_form_matches_closed_form() {
                 let top = mapped.iter().fold(0.0f64, |m, t| m.max(t.abs()));
                 let want =
                     Array2::from_shape_fn((r, k), |(i, j)| u[(i, j)] * mapped[j]).dot(&v.t());
-                let got = newton_schulz(x.view(), &params).unwrap();
+                let got = newton_schulz(&CpuBackend, x.view(), &params).unwrap();
                 let d = max_abs_diff(&got, &want);
                 assert!(
                     d < 1e-12 * top.max(1.0),
                     "{coefficients:?} {steps} {r}×{c}: {d:e}"
                 );
-                let got32 = newton_schulz(x.mapv(|v| v as f32).view(), &params).unwrap();
+                let got32 =
+                    newton_schulz(&CpuBackend, x.mapv(|v| v as f32).view(), &params).unwrap();
                 let d = max_abs_diff(&got32, &want);
                 assert!(
                     d < 2e-5 * top.max(1.0),
@@ -334,9 +338,9 @@ fn singular_values_of_output_lie_in_band() {
         // Not a trivial pass: the normalised input lies below the band (σ/‖X‖_F ≈ 1/√3).
         assert!((sx[0] as f64 / fro) < BAND.0);
         for y in [
-            newton_schulz(x.view(), &NewtonSchulzParams::default()).unwrap(),
+            newton_schulz(&CpuBackend, x.view(), &NewtonSchulzParams::default()).unwrap(),
             {
-                let w = newton_schulz(x.t(), &NewtonSchulzParams::default()).unwrap();
+                let w = newton_schulz(&CpuBackend, x.t(), &NewtonSchulzParams::default()).unwrap();
                 w.t().to_owned()
             },
         ] {
@@ -361,7 +365,12 @@ fn polar_params_converge_to_orthogonal_factor() {
         .map(|i| 1.0 + 9.0 * i as f64 / (n - 1) as f64)
         .collect(); // κ = 10
     let x = Array2::from_shape_fn((n, n), |(i, j)| u[(i, j)] * sigma[j]).dot(&v.t());
-    let y = newton_schulz(x.view(), &NewtonSchulzParams::polar()).unwrap();
+    let y = newton_schulz(
+        &CpuBackend,
+        x.view(),
+        &NewtonSchulzParams::default().polar(),
+    )
+    .unwrap();
     let polar = u.dot(&v.t());
     assert!(
         max_abs_diff(&y, &polar) < 1e-12,
@@ -369,12 +378,11 @@ fn polar_params_converge_to_orthogonal_factor() {
         max_abs_diff(&y, &polar)
     );
     // Cubic steps alone are the classical iteration.
-    let p = NewtonSchulzParams {
-        steps: 0,
-        coefficients: CUBIC_COEFFICIENTS,
-        polish_steps: 30,
-    };
-    let y = newton_schulz(x.view(), &p).unwrap();
+    let p = NewtonSchulzParams::default()
+        .steps(0)
+        .coefficients(CUBIC_COEFFICIENTS)
+        .polish_steps(30);
+    let y = newton_schulz(&CpuBackend, x.view(), &p).unwrap();
     assert!(max_abs_diff(&y, &polar) < 1e-12);
 }
 
@@ -382,30 +390,27 @@ fn polar_params_converge_to_orthogonal_factor() {
 fn zero_input_and_errors() {
     let z = Array2::<f32>::zeros((3, 5));
     assert_eq!(
-        newton_schulz(z.view(), &NewtonSchulzParams::default()).unwrap(),
+        newton_schulz(&CpuBackend, z.view(), &NewtonSchulzParams::default()).unwrap(),
         z
     );
     let e = Array2::<f64>::zeros((0, 5));
     assert!(matches!(
-        newton_schulz(e.view(), &NewtonSchulzParams::default()),
+        newton_schulz(&CpuBackend, e.view(), &NewtonSchulzParams::default()),
         Err(Error::Empty { .. })
     ));
     let mut x = Array2::<f64>::ones((3, 3));
     x[(0, 2)] = f64::NAN;
     assert!(matches!(
-        newton_schulz(x.view(), &NewtonSchulzParams::default()),
+        newton_schulz(&CpuBackend, x.view(), &NewtonSchulzParams::default()),
         Err(Error::NonFinite { .. })
     ));
-    let p = NewtonSchulzParams {
-        coefficients: [f64::NAN, 0.0, 0.0],
-        ..Default::default()
-    };
+    let p = NewtonSchulzParams::default().coefficients([f64::NAN, 0.0, 0.0]);
     assert!(matches!(
-        newton_schulz(Array2::<f64>::eye(2).view(), &p),
+        newton_schulz(&CpuBackend, Array2::<f64>::eye(2).view(), &p),
         Err(Error::Parameter { .. })
     ));
     assert!(matches!(
-        xxt(Array2::<f32>::zeros((2, 0)).view()),
+        xxt(&CpuBackend, Array2::<f32>::zeros((2, 0)).view()),
         Err(Error::Empty { .. })
     ));
 }

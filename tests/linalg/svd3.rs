@@ -4,6 +4,7 @@
 //! conventions).
 
 use logot::linalg::{svd3, svd3_batch, Svd3Batch};
+use logot::CpuBackend;
 use logot::{Error, Real};
 use ndarray::{array, s, Array2, Array3, ArrayView1, ArrayView2, Axis};
 use rand::rngs::StdRng;
@@ -121,7 +122,7 @@ fn known_singular_values_f64_up_to_condition_1e6() {
             want.push(sv);
             qs.push(q);
         }
-        let out = svd3_batch(a.view()).unwrap();
+        let out = svd3_batch(&CpuBackend, a.view()).unwrap();
         let eps = f64::EPSILON * (m as f64).sqrt();
         check_batch(&a, &out, 64.0 * eps, 64.0 * eps);
         for (b, sv) in want.iter().enumerate() {
@@ -167,7 +168,7 @@ fn known_singular_values_f32() {
         ab.assign(&am.mapv(|v| v as f32));
         want.push(sv);
     }
-    let out = svd3_batch(a.view()).unwrap();
+    let out = svd3_batch(&CpuBackend, a.view()).unwrap();
     let eps = f32::EPSILON as f64 * (m as f64).sqrt();
     check_batch(&a, &out, 8.0 * eps, 8.0 * eps);
     for (b, sv) in want.iter().enumerate() {
@@ -305,7 +306,7 @@ fn rank_deficient_gives_zero_singular_values_and_orthonormal_completion() {
 #[test]
 fn all_zero_input_is_documented_identity_completion() {
     let a = Array3::<f32>::zeros((2, 5, 3));
-    let out = svd3_batch(a.view()).unwrap();
+    let out = svd3_batch(&CpuBackend, a.view()).unwrap();
     assert!(out.s.iter().all(|&v| v == 0.0));
     for b in 0..2 {
         assert_eq!(out.vt.index_axis(Axis(0), b), Array2::<f32>::eye(3));
@@ -384,9 +385,15 @@ fn strided_input_equals_contiguous() {
 #[test]
 fn invalid_inputs_are_errors() {
     let a = Array3::<f64>::zeros((2, 4, 2));
-    assert!(matches!(svd3_batch(a.view()), Err(Error::Shape { .. })));
+    assert!(matches!(
+        svd3_batch(&CpuBackend, a.view()),
+        Err(Error::Shape { .. })
+    ));
     let a = Array3::<f64>::zeros((0, 4, 3));
-    assert!(matches!(svd3_batch(a.view()), Err(Error::Empty { .. })));
+    assert!(matches!(
+        svd3_batch(&CpuBackend, a.view()),
+        Err(Error::Empty { .. })
+    ));
     let a = Array2::<f32>::zeros((0, 3));
     assert!(matches!(svd3(a.view()), Err(Error::Empty { .. })));
     let mut a = Array2::<f64>::ones((4, 3));

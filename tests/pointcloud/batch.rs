@@ -8,12 +8,13 @@
 #![allow(clippy::needless_range_loop)]
 
 use crate::common;
+use common::relaxed::Relaxed;
 
 use common::Lcg;
 use logot::grad::CgParams;
 use logot::{
     CpuBackend, DivergenceConvention, Error, PointCloudCost, PointMetric, Problem, Relaxation,
-    SinkhornParams, Solver,
+    SinkhornParams, SinkhornSolver,
 };
 use ndarray::{s, Array2, Array3, ArrayView2};
 
@@ -101,16 +102,12 @@ fn batched_solves_equal_separate_solves_and_a_dense_brute_force() {
         let (n, m) = (37, 45);
         let (x, y, mu, nu) = batch(n, m, d, 7 + d as u64);
         let eps = eps_for(d, metric);
-        let params = SinkhornParams {
-            max_iters: iters,
-            tol: Some(0.0),
-            ..SinkhornParams::new(eps)
-        };
-        let solver = Solver::new(CpuBackend, params);
+        let params = SinkhornParams::new(eps).max_iters(iters).tol(0.0);
+        let solver = SinkhornSolver::new(CpuBackend, params);
         let cost = PointCloudCost::batched_with_metric(x.view(), y.view(), metric).unwrap();
         assert_eq!(cost.batch(), Some(B));
         let all = solver
-            .coupling(&Problem::batch(mu.view(), nu.view(), cost.clone()).unwrap())
+            .coupling(&Problem::new(mu.view(), nu.view(), cost.clone()).unwrap())
             .unwrap();
         assert_eq!(all.result.convergence.iterations, iters);
         for k in 0..B {
@@ -119,7 +116,7 @@ fn batched_solves_equal_separate_solves_and_a_dense_brute_force() {
                     .unwrap();
             let (mk, nk) = (mu.slice(s![k..k + 1, ..]), nu.slice(s![k..k + 1, ..]));
             let sep = solver
-                .solve(&Problem::batch(mk, nk, one.clone()).unwrap())
+                .solve(&Problem::new(mk, nk, one.clone()).unwrap())
                 .unwrap();
             let tag = format!("d={d} {metric:?} problem {k}");
             // The same kernels on the same pair: equal to rounding.
@@ -188,14 +185,13 @@ fn batched_reports_eps_scaling_and_unbalanced_follow_each_problem() {
     let eps = 0.01;
     let cost = PointCloudCost::batched(x.view(), y.view()).unwrap();
     // ε-scaling from the largest cost of every pair; converged per problem.
-    let params = SinkhornParams {
-        tol: Some(1e-10),
-        max_iters: 5000,
-        ..SinkhornParams::new(eps).with_eps_scaling(cost.eps_scaling())
-    };
-    let solver = Solver::new(CpuBackend, params.clone());
+    let params = SinkhornParams::new(eps)
+        .eps_scaling(cost.eps_scaling())
+        .tol(1e-10)
+        .max_iters(5000);
+    let solver = SinkhornSolver::new(CpuBackend, params.clone());
     let r = solver
-        .solve(&Problem::batch(mu.view(), nu.view(), cost.clone()).unwrap())
+        .solve(&Problem::new(mu.view(), nu.view(), cost.clone()).unwrap())
         .unwrap();
     assert!(r.convergence.converged, "{:?}", r.convergence);
     assert_eq!(r.convergence.problems.len(), B);
@@ -203,8 +199,7 @@ fn batched_reports_eps_scaling_and_unbalanced_follow_each_problem() {
         let one = cost.problem(k);
         let sep = solver
             .solve(
-                &Problem::batch(mu.slice(s![k..k + 1, ..]), nu.slice(s![k..k + 1, ..]), one)
-                    .unwrap(),
+                &Problem::new(mu.slice(s![k..k + 1, ..]), nu.slice(s![k..k + 1, ..]), one).unwrap(),
             )
             .unwrap();
         // Both converged to 1e-10 of the mass: the same transport cost to about that.
@@ -219,19 +214,15 @@ fn batched_reports_eps_scaling_and_unbalanced_follow_each_problem() {
     // Distinct clouds give distinct problems (x[k] is moved by k/4).
     assert!((r.distance[0] - r.distance[2]).abs() > 1e-3);
     // Unbalanced: the batched solve against separate ones, all iterations run.
-    let un = SinkhornParams {
-        tol: Some(0.0),
-        max_iters: 200,
-        ..SinkhornParams::new(0.05).with_relaxation(Relaxation::kl(0.5))
-    };
-    let solver = Solver::new(CpuBackend, un);
+    let un = SinkhornParams::new(0.05).tol(0.0).max_iters(200);
+    let solver = Relaxed::new(SinkhornSolver::new(CpuBackend, un), Relaxation::kl(0.5));
     let r = solver
-        .solve(&Problem::batch(mu.view(), nu.view(), cost.clone()).unwrap())
+        .solve(&Problem::new(mu.view(), nu.view(), cost.clone()).unwrap())
         .unwrap();
     for k in 0..B {
         let sep = solver
             .solve(
-                &Problem::batch(
+                &Problem::new(
                     mu.slice(s![k..k + 1, ..]),
                     nu.slice(s![k..k + 1, ..]),
                     cost.problem(k),
@@ -250,16 +241,12 @@ fn batched_reports_eps_scaling_and_unbalanced_follow_each_problem() {
 fn batched_point_gradients_match_separate_ones_and_central_differences() {
     let (n, m, d) = (9, 7, 3);
     let (x, y, mu, nu) = batch(n, m, d, 5);
-    let solver = Solver::new(
+    let solver = SinkhornSolver::new(
         CpuBackend,
-        SinkhornParams {
-            tol: Some(1e-13),
-            max_iters: 20000,
-            ..SinkhornParams::new(0.1)
-        },
+        SinkhornParams::new(0.1).tol(1e-13).max_iters(20000),
     );
     let cost = PointCloudCost::batched(x.view(), y.view()).unwrap();
-    let pr = Problem::batch(mu.view(), nu.view(), cost.clone()).unwrap();
+    let pr = Problem::new(mu.view(), nu.view(), cost.clone()).unwrap();
     let pg = solver.point_gradients(&pr).unwrap();
     let tg = solver
         .transport_point_gradients(&pr, &CgParams::default())
@@ -269,7 +256,7 @@ fn batched_point_gradients_match_separate_ones_and_central_differences() {
     // OT_ε and ⟨P, C⟩ of problem k as functions of its clouds.
     let values = |x: &Array3<f64>, y: &Array3<f64>| -> (Vec<f64>, Vec<f64>) {
         let c = PointCloudCost::batched(x.view(), y.view()).unwrap();
-        let p = Problem::batch(mu.view(), nu.view(), c).unwrap();
+        let p = Problem::new(mu.view(), nu.view(), c).unwrap();
         let g = solver.point_gradients(&p).unwrap();
         (g.value.to_vec(), g.result.distance.to_vec())
     };
@@ -308,7 +295,7 @@ fn batched_point_gradients_match_separate_ones_and_central_differences() {
             }
         }
         // And the separate problem's gradients.
-        let one = Problem::batch(
+        let one = Problem::new(
             mu.slice(s![k..k + 1, ..]),
             nu.slice(s![k..k + 1, ..]),
             cost.problem(k),
@@ -329,68 +316,48 @@ fn batched_divergences_match_separate_calls() {
     // The batch iterates until every problem has met the tolerance, so a problem that met it
     // earlier ran more iterations than alone: the two agree to the tolerance, not the bit.
     let tol = 1e-12;
-    let solver = Solver::new(
-        CpuBackend,
-        SinkhornParams {
-            tol: Some(tol),
-            ..SinkhornParams::new(0.05)
-        },
-    );
+    let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.05).tol(tol));
     let cost = PointCloudCost::batched(x.view(), y.view()).unwrap();
     for conv in [
         DivergenceConvention::Objective,
         DivergenceConvention::Linear,
     ] {
-        let all = solver
-            .sinkhorn_divergence_batch(mu.view(), nu.view(), cost.clone(), conv)
-            .unwrap();
-        assert_eq!(all.len(), B);
+        let problem = Problem::new(mu.view(), nu.view(), cost.clone()).unwrap();
+        let all = solver.sinkhorn_divergence(&problem, conv).unwrap();
+        assert_eq!(all.value.len(), B);
         for k in 0..B {
             let one = PointCloudCost::new(x.slice(s![k, .., ..]), y.slice(s![k, .., ..])).unwrap();
             let sep = solver
-                .sinkhorn_divergence(mu.row(k), nu.row(k), one, conv)
+                .sinkhorn_divergence(&Problem::new(mu.row(k), nu.row(k), one).unwrap(), conv)
                 .unwrap();
             let close = |a: f64, b: f64| (a - b).abs() <= 100.0 * tol * (1.0 + b.abs());
             assert!(
-                close(all[k].value, sep.value),
+                close(all.value[k], sep.value[0]),
                 "{conv:?} problem {k}: {} vs {}",
-                all[k].value,
-                sep.value
+                all.value[k],
+                sep.value[0]
             );
-            for (a, b) in [(&all[k].grad_x, &sep.grad_x), (&all[k].grad_y, &sep.grad_y)] {
+            for (a, b) in [(&all.grad_x, &sep.grad_x), (&all.grad_y, &sep.grad_y)] {
                 assert_eq!(a.is_some(), b.is_some());
                 if let (Some(a), Some(b)) = (a, b) {
-                    ndarray::Zip::from(a).and(b).for_each(|&a, &b| {
-                        assert!(close(a, b), "{conv:?} problem {k}: {a} vs {b}")
-                    });
+                    ndarray::Zip::from(a.index_axis(ndarray::Axis(0), k))
+                        .and(b.index_axis(ndarray::Axis(0), 0))
+                        .for_each(|&a, &b| {
+                            assert!(close(a, b), "{conv:?} problem {k}: {a} vs {b}")
+                        });
                 }
             }
-            // The three solves of problem k report on problem k alone.
-            assert!(all[k].convergence.iter().all(|c| c.problems.len() == 1));
-            assert!(all[k].converged() && all[k].value > 0.0);
+            // Each of the three solves reports on every problem, problem k alone in its entry.
+            for (c, alone) in all.convergence.iter().zip(&sep.convergence) {
+                assert_eq!(c.problems.len(), B);
+                assert_eq!(c.problems[k].converged, alone.problems[0].converged);
+            }
+            assert!(all.value[k] > 0.0);
         }
+        assert!(all.converged());
     }
-    // The single-pair call refuses batched clouds, naming them.
-    let e = solver
-        .sinkhorn_divergence(
-            mu.row(0),
-            nu.row(0),
-            cost.clone(),
-            DivergenceConvention::Objective,
-        )
-        .unwrap_err();
-    assert!(
-        matches!(&e, Error::Shape { arg, .. } if arg == "clouds"),
-        "{e}"
-    );
-    let e = solver
-        .sinkhorn_divergence_batch(
-            mu.slice(s![..2, ..]),
-            nu.slice(s![..2, ..]),
-            cost,
-            DivergenceConvention::Objective,
-        )
-        .unwrap_err();
+    // Clouds of another batch size than the weights: the clouds are named.
+    let e = Problem::new(mu.slice(s![..2, ..]), nu.slice(s![..2, ..]), cost).unwrap_err();
     assert!(matches!(&e, Error::Shape { arg, .. } if arg == "x"), "{e}");
 }
 
@@ -432,12 +399,12 @@ fn batched_clouds_are_validated_naming_the_argument() {
     // Weights for another number of problems than the clouds: the clouds are named.
     let cost = PointCloudCost::batched(x.view(), y.view()).unwrap();
     shape(
-        Problem::batch(mu.slice(s![..2, ..]), nu.slice(s![..2, ..]), cost.clone()).unwrap_err(),
+        Problem::new(mu.slice(s![..2, ..]), nu.slice(s![..2, ..]), cost.clone()).unwrap_err(),
         "x",
     );
     // Weights for another number of points.
     shape(
-        Problem::batch(mu.slice(s![.., ..4]), nu.view(), cost).unwrap_err(),
+        Problem::new(mu.slice(s![.., ..4]), nu.view(), cost).unwrap_err(),
         "cost",
     );
 }

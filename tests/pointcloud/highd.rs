@@ -13,7 +13,7 @@ use common::Lcg;
 use logot::backend::Side;
 use logot::{
     Backend, CpuBackend, PointCloudCost, PointCloudKernels, PointMetric, Problem, Real,
-    SinkhornParams, Solver,
+    SinkhornParams, SinkhornSolver,
 };
 use ndarray::{Array2, Axis};
 
@@ -322,10 +322,10 @@ fn solved_distances_match_the_dense_solver() {
             mu.view().insert_axis(Axis(0)),
             nu.view().insert_axis(Axis(0)),
         );
-        let solver = Solver::new(CpuBackend, params.clone());
+        let solver = SinkhornSolver::new(CpuBackend, params.clone());
         let cloud = solver
             .solve(
-                &Problem::batch(
+                &Problem::new(
                     mu2,
                     nu2,
                     PointCloudCost::new(k.x.view(), k.y.view()).unwrap(),
@@ -334,16 +334,16 @@ fn solved_distances_match_the_dense_solver() {
             )
             .unwrap();
         let dense = solver
-            .solve(&Problem::batch(mu2, nu2, k.c.view()).unwrap())
+            .solve(&Problem::new(mu2, nu2, k.c.view()).unwrap())
             .unwrap();
         assert!(cloud.convergence.converged && dense.convergence.converged);
         let (a, b) = (cloud.distance[0], dense.distance[0]);
         assert!((a - b).abs() <= 1e-10 * b, "d={d} f64: {a} vs {b}");
         let (x32, y32) = (k.x.mapv(|v| v as f32), k.y.mapv(|v| v as f32));
         let (mu32, nu32) = (mu.mapv(|v| v as f32), nu.mapv(|v| v as f32));
-        let r32 = Solver::new(CpuBackend, SinkhornParams::new(k.eps))
+        let r32 = SinkhornSolver::new(CpuBackend, SinkhornParams::new(k.eps))
             .solve(
-                &Problem::batch(
+                &Problem::new(
                     mu32.view().insert_axis(Axis(0)),
                     nu32.view().insert_axis(Axis(0)),
                     PointCloudCost::new(x32.view(), y32.view()).unwrap(),

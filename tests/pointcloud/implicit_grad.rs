@@ -5,28 +5,20 @@
 //! of the dense implicit gradient with respect to the cost, and in f32 against f64.
 
 use crate::common;
+use common::relaxed::Relaxed;
 
 use common::Lcg;
 use logot::grad::CgParams;
 use logot::{
-    CpuBackend, Error, PointCloudCost, PointMetric, Problem, Relaxation, SinkhornParams, Solver,
+    CpuBackend, Error, PointCloudCost, PointMetric, Problem, Relaxation, SinkhornParams,
+    SinkhornSolver,
 };
 use ndarray::{Array2, Axis};
 
 /// A tightly converged f64 solver (balanced when `relax` is `None`).
-fn solver(eps: f64, relax: Option<Relaxation>) -> Solver<CpuBackend> {
-    let params = SinkhornParams {
-        max_iters: 200_000,
-        tol: Some(1e-14),
-        ..SinkhornParams::new(eps)
-    };
-    Solver::new(
-        CpuBackend,
-        match relax {
-            Some(r) => params.with_relaxation(r),
-            None => params,
-        },
-    )
+fn solver(eps: f64, relax: Option<Relaxation>) -> Relaxed<CpuBackend> {
+    let params = SinkhornParams::new(eps).max_iters(200_000).tol(1e-14);
+    Relaxed::or_balanced(SinkhornSolver::new(CpuBackend, params), relax)
 }
 
 fn cloud(rng: &mut Lcg, n: usize, d: usize) -> Array2<f64> {
@@ -45,7 +37,7 @@ fn weights(rng: &mut Lcg, rows: usize, n: usize, mass: f64) -> Array2<f64> {
 
 /// `⟨P_b, C⟩` of every problem, re-solved from scratch.
 fn distances(
-    solver: &Solver<CpuBackend>,
+    solver: &Relaxed<CpuBackend>,
     mu: &Array2<f64>,
     nu: &Array2<f64>,
     x: &Array2<f64>,
@@ -54,7 +46,7 @@ fn distances(
 ) -> Vec<f64> {
     let cost = PointCloudCost::with_metric(x.view(), y.view(), metric).unwrap();
     let r = solver
-        .solve(&Problem::batch(mu.view(), nu.view(), cost).unwrap())
+        .solve(&Problem::new(mu.view(), nu.view(), cost).unwrap())
         .unwrap();
     assert!(r.convergence.converged, "{:?}", r.convergence);
     r.distance.to_vec()
@@ -63,7 +55,7 @@ fn distances(
 /// Central differences of `⟨P_b, C⟩` with respect to every coordinate of `x` and of `y`:
 /// (`B×n×d`, `B×m×d`) flattened.
 fn finite_differences(
-    solver: &Solver<CpuBackend>,
+    solver: &Relaxed<CpuBackend>,
     mu: &Array2<f64>,
     nu: &Array2<f64>,
     x: &Array2<f64>,
@@ -132,7 +124,7 @@ fn check_against_fd(
     let nu = weights(&mut rng, batch, m, masses.1);
     let s = solver(eps, relax);
     let cost = PointCloudCost::with_metric(x.view(), y.view(), metric).unwrap();
-    let problem = Problem::batch(mu.view(), nu.view(), cost).unwrap();
+    let problem = Problem::new(mu.view(), nu.view(), cost).unwrap();
     let g = s
         .transport_point_gradients(&problem, &CgParams::default())
         .unwrap();
@@ -287,13 +279,13 @@ fn equals_the_chain_rule_of_the_dense_implicit_gradient() {
         let dense = cloud_cost.to_dense();
         let pts = s
             .transport_point_gradients(
-                &Problem::batch(mu.view(), nu.view(), cloud_cost).unwrap(),
+                &Problem::new(mu.view(), nu.view(), cloud_cost).unwrap(),
                 &cg,
             )
             .unwrap();
         let w = s
             .wasserstein_gradients(
-                &Problem::batch(mu.view(), nu.view(), dense.view()).unwrap(),
+                &Problem::new(mu.view(), nu.view(), dense.view()).unwrap(),
                 &cg,
             )
             .unwrap()
@@ -336,7 +328,7 @@ fn zero_mass_points_have_zero_gradient() {
     let cost = PointCloudCost::new(x.view(), y.view()).unwrap();
     let g = solver
         .transport_point_gradients(
-            &Problem::batch(mu.view(), nu.view(), cost).unwrap(),
+            &Problem::new(mu.view(), nu.view(), cost).unwrap(),
             &CgParams::default(),
         )
         .unwrap();
@@ -366,25 +358,17 @@ fn f32_agrees_with_f64() {
         let cost = PointCloudCost::with_metric(x.view(), y.view(), metric).unwrap();
         let want = s64
             .transport_point_gradients(
-                &Problem::batch(mu.view(), nu.view(), cost).unwrap(),
+                &Problem::new(mu.view(), nu.view(), cost).unwrap(),
                 &CgParams::default(),
             )
             .unwrap();
         let (x32, y32) = (x.mapv(|v| v as f32), y.mapv(|v| v as f32));
         let (mu32, nu32) = (mu.mapv(|v| v as f32), nu.mapv(|v| v as f32));
-        let params = SinkhornParams {
-            max_iters: 10_000,
-            tol: Some(1e-6),
-            ..SinkhornParams::new(eps)
-        };
-        let params = match relax {
-            Some(r) => params.with_relaxation(r),
-            None => params,
-        };
+        let params = SinkhornParams::new(eps).max_iters(10_000).tol(1e-6);
         let cost32 = PointCloudCost::with_metric(x32.view(), y32.view(), metric).unwrap();
-        let got = Solver::new(CpuBackend, params)
+        let got = Relaxed::or_balanced(SinkhornSolver::new(CpuBackend, params), relax)
             .transport_point_gradients(
-                &Problem::batch(mu32.view(), nu32.view(), cost32).unwrap(),
+                &Problem::new(mu32.view(), nu32.view(), cost32).unwrap(),
                 &CgParams::default(),
             )
             .unwrap();
@@ -419,7 +403,7 @@ fn bad_input_is_an_error_naming_the_argument() {
     let dense = PointCloudCost::new(x.view(), y.view()).unwrap().to_dense();
     let e = s
         .transport_point_gradients(
-            &Problem::batch(mu.view(), nu.view(), dense.view()).unwrap(),
+            &Problem::new(mu.view(), nu.view(), dense.view()).unwrap(),
             &CgParams::default(),
         )
         .unwrap_err();
@@ -429,15 +413,9 @@ fn bad_input_is_an_error_naming_the_argument() {
     );
     // Bad CG parameters.
     let cost = PointCloudCost::new(x.view(), y.view()).unwrap();
-    let problem = Problem::batch(mu.view(), nu.view(), cost).unwrap();
+    let problem = Problem::new(mu.view(), nu.view(), cost).unwrap();
     let e = s
-        .transport_point_gradients(
-            &problem,
-            &CgParams {
-                max_iters: 0,
-                ..CgParams::default()
-            },
-        )
+        .transport_point_gradients(&problem, &CgParams::default().max_iters(0))
         .unwrap_err();
     assert!(
         matches!(&e, Error::Parameter { arg, .. } if arg == "cg.max_iters"),
@@ -448,7 +426,7 @@ fn bad_input_is_an_error_naming_the_argument() {
     let cost = PointCloudCost::new(x.view(), y.view()).unwrap();
     let e = s
         .transport_point_gradients(
-            &Problem::batch(mu.view(), nu2.view(), cost).unwrap(),
+            &Problem::new(mu.view(), nu2.view(), cost).unwrap(),
             &CgParams::default(),
         )
         .unwrap_err();

@@ -6,10 +6,10 @@ use crate::common;
 
 use common::Lcg;
 use logot::backend::Side;
-use logot::grad::{check_gradient, GradCheckOptions};
+use logot::grad::{check_gradient, GradCheckParams};
 use logot::{
     Backend, CostSource, CpuBackend, EpsScaling, Error, PointCloudCost, PointCloudKernels,
-    PointMetric, Problem, SinkhornParams, Solver,
+    PointMetric, Problem, SinkhornParams, SinkhornSolver,
 };
 use ndarray::{Array1, Array2, ArrayView1, ArrayView2, Axis};
 
@@ -20,11 +20,9 @@ fn divergence(
     nu: ArrayView1<'_, f64>,
     x: ArrayView2<'_, f64>,
     y: ArrayView2<'_, f64>,
-) -> logot::Result<logot::SinkhornDivergence<f64>> {
-    Solver::new(CpuBackend, params.clone()).sinkhorn_divergence(
-        mu,
-        nu,
-        PointCloudCost::new(x, y)?,
+) -> logot::Result<logot::DivergenceResult<f64>> {
+    SinkhornSolver::new(CpuBackend, params.clone()).sinkhorn_divergence(
+        &Problem::new(mu, nu, PointCloudCost::new(x, y)?)?,
         logot::DivergenceConvention::Objective,
     )
 }
@@ -244,18 +242,18 @@ fn solver_on_point_clouds_equals_the_dense_solver() {
     let (x, y) = (cloud(11, 60, 3, 0.0, 1.0), cloud(12, 75, 3, 0.0, 1.0));
     let (mu, nu) = (weights(13, 60), weights(14, 75));
     let c = dense_cost(&x, &y, PointMetric::SqEuclidean);
-    let solver = Solver::new(CpuBackend, SinkhornParams::new(0.02));
+    let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.02));
     let (mu2, nu2) = (
         mu.view().insert_axis(Axis(0)),
         nu.view().insert_axis(Axis(0)),
     );
     let on_cloud = solver
         .coupling(
-            &Problem::batch(mu2, nu2, PointCloudCost::new(x.view(), y.view()).unwrap()).unwrap(),
+            &Problem::new(mu2, nu2, PointCloudCost::new(x.view(), y.view()).unwrap()).unwrap(),
         )
         .unwrap();
     let dense = solver
-        .coupling(&Problem::batch(mu2, nu2, c.view()).unwrap())
+        .coupling(&Problem::new(mu2, nu2, c.view()).unwrap())
         .unwrap();
     let (a, b) = (&on_cloud.result, &dense.result);
     assert_eq!(a.convergence.iterations, b.convergence.iterations);
@@ -275,9 +273,9 @@ fn solver_on_point_clouds_equals_the_dense_solver() {
     // f32 against the f64 dense answer.
     let (x32, y32) = (x.mapv(|v| v as f32), y.mapv(|v| v as f32));
     let (mu32, nu32) = (mu.mapv(|v| v as f32), nu.mapv(|v| v as f32));
-    let r32 = Solver::new(CpuBackend, SinkhornParams::new(0.02))
+    let r32 = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.02))
         .solve(
-            &Problem::batch(
+            &Problem::new(
                 mu32.view().insert_axis(Axis(0)),
                 nu32.view().insert_axis(Axis(0)),
                 PointCloudCost::new(x32.view(), y32.view()).unwrap(),
@@ -316,8 +314,8 @@ fn matches_pot_with_the_explicit_cost() {
         (PointMetric::Euclidean, 0.05, 0.4897888089138164),
     ] {
         let cost = PointCloudCost::with_metric(x.view(), y.view(), metric).unwrap();
-        let r = Solver::new(CpuBackend, SinkhornParams::new(eps))
-            .solve(&Problem::batch(a2, b2, cost).unwrap())
+        let r = SinkhornSolver::new(CpuBackend, SinkhornParams::new(eps))
+            .solve(&Problem::new(a2, b2, cost).unwrap())
             .unwrap();
         assert!(r.convergence.converged);
         let rel = (r.distance[0] - want).abs() / want;
@@ -329,9 +327,9 @@ fn matches_pot_with_the_explicit_cost() {
             r.distance[0]
         );
     }
-    let pg = Solver::new(CpuBackend, SinkhornParams::new(0.05))
+    let pg = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.05))
         .point_gradients(
-            &Problem::batch(a2, b2, PointCloudCost::new(x.view(), y.view()).unwrap()).unwrap(),
+            &Problem::new(a2, b2, PointCloudCost::new(x.view(), y.view()).unwrap()).unwrap(),
         )
         .unwrap();
     let want = -0.06603806605895794;
@@ -350,12 +348,13 @@ fn matches_pot_with_the_explicit_cost() {
     .unwrap();
     let want = 0.21335338458643432;
     assert!(
-        s.converged() && (s.value - want).abs() < 1e-9 * want,
+        s.converged() && (s.value[0] - want).abs() < 1e-9 * want,
         "S {} vs {want}",
-        s.value
+        s.value[0]
     );
     // The convenience function runs the same solver.
-    let w = logot::wasserstein_points(a.view(), b.view(), x.view(), y.view(), 0.05).unwrap();
+    let cost = PointCloudCost::new(x.view(), y.view()).unwrap();
+    let w = logot::wasserstein(a.view(), b.view(), cost, 0.05).unwrap();
     assert!((w.distance[0] - 0.2666799041779796).abs() < 1e-9);
 }
 
@@ -369,13 +368,13 @@ fn ot_value(
     eps: f64,
 ) -> f64 {
     let cost = PointCloudCost::with_metric(x.view(), y.view(), metric).unwrap();
-    let p = Problem::batch(
+    let p = Problem::new(
         a.view().insert_axis(Axis(0)),
         b.view().insert_axis(Axis(0)),
         cost,
     )
     .unwrap();
-    Solver::new(CpuBackend, SinkhornParams::fixed_iterations(eps, 3000))
+    SinkhornSolver::new(CpuBackend, SinkhornParams::new(eps).fixed_iterations(3000))
         .point_gradients(&p)
         .unwrap()
         .value[0]
@@ -390,16 +389,16 @@ fn point_gradients_match_finite_differences() {
         let (x, y) = (cloud(21, 6, 2, 0.0, 1.0), cloud(22, 7, 2, 0.0, 1.0));
         let (a, b) = (weights(23, 6), weights(24, 7));
         let cost = PointCloudCost::with_metric(x.view(), y.view(), metric).unwrap();
-        let p = Problem::batch(
+        let p = Problem::new(
             a.view().insert_axis(Axis(0)),
             b.view().insert_axis(Axis(0)),
             cost,
         )
         .unwrap();
-        let pg = Solver::new(CpuBackend, SinkhornParams::fixed_iterations(eps, 3000))
+        let pg = SinkhornSolver::new(CpuBackend, SinkhornParams::new(eps).fixed_iterations(3000))
             .point_gradients(&p)
             .unwrap();
-        let opts = GradCheckOptions::new(1e-6, 1e-8);
+        let opts = GradCheckParams::default().rel_tol(1e-6).abs_floor(1e-8);
         let gx: Vec<f64> = pg.x.iter().copied().collect();
         let rx = check_gradient(
             |v| {
@@ -445,15 +444,12 @@ fn point_gradients_match_finite_differences() {
 
 #[test]
 fn divergence_vanishes_for_identical_clouds_and_is_positive_otherwise() {
-    let params = SinkhornParams {
-        tol: Some(1e-12),
-        ..SinkhornParams::new(0.05)
-    };
+    let params = SinkhornParams::new(0.05).tol(1e-12);
     let x = cloud(31, 30, 3, 0.0, 1.0);
     let a = weights(32, 30);
     let same = divergence(&params, a.view(), a.view(), x.view(), x.view()).unwrap();
     assert!(same.converged());
-    assert!(same.value.abs() < 1e-12, "S(μ, μ) = {:e}", same.value);
+    assert!(same.value[0].abs() < 1e-12, "S(μ, μ) = {:e}", same.value[0]);
     assert!(same
         .grad_x
         .as_ref()
@@ -475,17 +471,17 @@ fn divergence_vanishes_for_identical_clouds_and_is_positive_otherwise() {
         };
         let s = divergence(&params, a.view(), b.view(), x.view(), y.view()).unwrap();
         assert!(
-            s.converged() && s.value > 0.0,
+            s.converged() && s.value[0] > 0.0,
             "shift {shift}: S = {}, {:?}",
-            s.value,
+            s.value[0],
             s.convergence
         );
         let back = divergence(&params, b.view(), a.view(), y.view(), x.view()).unwrap();
         assert!(
-            (s.value - back.value).abs() < 1e-12,
+            (s.value[0] - back.value[0]).abs() < 1e-12,
             "S is symmetric: {} vs {}",
-            s.value,
-            back.value
+            s.value[0],
+            back.value[0]
         );
         if shift > 0.0 {
             // A translation y = x + t adds the separable term −2⟨x_i − x_j, t⟩ + |t|² to the
@@ -493,9 +489,9 @@ fn divergence_vanishes_for_identical_clouds_and_is_positive_otherwise() {
             // OT_ε: S_ε(μ, T_t μ) = |t|² = d·shift².
             let want = 3.0 * shift * shift;
             assert!(
-                (s.value - want).abs() < 1e-10,
+                (s.value[0] - want).abs() < 1e-10,
                 "S = {} vs |t|² = {want}",
-                s.value
+                s.value[0]
             );
         }
     }
@@ -505,14 +501,14 @@ fn divergence_vanishes_for_identical_clouds_and_is_positive_otherwise() {
 fn divergence_gradient_matches_finite_differences() {
     let (x, y) = (cloud(41, 5, 2, 0.0, 1.0), cloud(42, 6, 2, 0.0, 1.0));
     let (a, b) = (weights(43, 5), weights(44, 6));
-    let params = SinkhornParams::fixed_iterations(0.1, 3000);
+    let params = SinkhornParams::new(0.1).fixed_iterations(3000);
     let s = divergence(&params, a.view(), b.view(), x.view(), y.view()).unwrap();
     let value = |xv: &Array2<f64>, yv: &Array2<f64>| {
         divergence(&params, a.view(), b.view(), xv.view(), yv.view())
             .unwrap()
-            .value
+            .value[0]
     };
-    let opts = GradCheckOptions::new(1e-6, 1e-8);
+    let opts = GradCheckParams::default().rel_tol(1e-6).abs_floor(1e-8);
     let gx: Vec<f64> = s.grad_x.as_ref().unwrap().iter().copied().collect();
     let rx = check_gradient(
         |v| value(&Array2::from_shape_vec(x.dim(), v.to_vec()).unwrap(), &y),
@@ -547,18 +543,17 @@ fn eps_scaling_from_the_diameter_reaches_the_same_answer_in_fewer_iterations() {
         sched.start
     );
     let eps = 2e-3;
-    let p = Problem::batch(
+    let p = Problem::new(
         a.view().insert_axis(Axis(0)),
         b.view().insert_axis(Axis(0)),
         cost,
     )
     .unwrap();
-    let base = SinkhornParams {
-        max_iters: 20_000,
-        ..SinkhornParams::new(eps)
-    };
-    let plain = Solver::new(CpuBackend, base.clone()).solve(&p).unwrap();
-    let annealed = Solver::new(CpuBackend, base.with_eps_scaling(sched))
+    let base = SinkhornParams::new(eps).max_iters(20_000);
+    let plain = SinkhornSolver::new(CpuBackend, base.clone())
+        .solve(&p)
+        .unwrap();
+    let annealed = SinkhornSolver::new(CpuBackend, base.eps_scaling(sched))
         .solve(&p)
         .unwrap();
     assert!(plain.convergence.converged && annealed.convergence.converged);
@@ -605,7 +600,7 @@ fn invalid_inputs_name_the_argument() {
     );
     // Marginals that do not fit the clouds.
     let cost = PointCloudCost::new(x.view(), y.view()).unwrap();
-    let e = Problem::batch(
+    let e = Problem::new(
         b.view().insert_axis(Axis(0)),
         b.view().insert_axis(Axis(0)),
         cost,
@@ -614,20 +609,22 @@ fn invalid_inputs_name_the_argument() {
     assert_eq!(arg_of(e), "cost");
     let params = SinkhornParams::new(0.1);
     let e = divergence(&params, b.view(), b.view(), x.view(), y.view()).unwrap_err();
-    assert_eq!(arg_of(e), "mu");
+    assert_eq!(arg_of(e), "cost");
     let e = divergence(&params, a.view(), b.view(), x.view(), y2.view()).unwrap_err();
     assert_eq!(arg_of(e), "y");
-    let e = logot::wasserstein_points(a.view(), b.view(), x.view(), nan.view(), 0.1).unwrap_err();
+    let e = PointCloudCost::new(x.view(), nan.view())
+        .and_then(|cost| logot::wasserstein(a.view(), b.view(), cost, 0.1))
+        .unwrap_err();
     assert_eq!(arg_of(e), "y");
     // Point gradients need a point cloud.
     let c = dense_cost(&x, &y, PointMetric::SqEuclidean);
-    let p = Problem::batch(
+    let p = Problem::new(
         a.view().insert_axis(Axis(0)),
         b.view().insert_axis(Axis(0)),
         c.view(),
     )
     .unwrap();
-    let e = Solver::new(CpuBackend, params.clone())
+    let e = SinkhornSolver::new(CpuBackend, params.clone())
         .point_gradients(&p)
         .unwrap_err();
     assert_eq!(arg_of(e), "cost");
@@ -647,13 +644,13 @@ fn large_plans_are_refused_not_allocated() {
         other => panic!("expected Unavailable, got {:?}", other.map(|p| p.len())),
     }
     let mu = Array2::from_elem((1, 12_000), 1.0 / 12_000.0);
-    let p = Problem::batch(
+    let p = Problem::new(
         mu.view(),
         mu.view(),
         PointCloudCost::new(x.view(), x.view()).unwrap(),
     )
     .unwrap();
-    let solver = Solver::new(CpuBackend, SinkhornParams::fixed_iterations(0.1, 1));
+    let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1).fixed_iterations(1));
     assert!(matches!(solver.coupling(&p), Err(Error::Unavailable(_))));
 }
 
@@ -674,25 +671,20 @@ fn linear_divergence_matches_pot() {
         (0.05, 0.20541528473988077f64, 1e-9),
         (0.5, 0.14421687512068498, 1e-12),
     ] {
-        let params = SinkhornParams {
-            tol: Some(1e-14),
-            max_iters: 1_000_000,
-            ..SinkhornParams::new(eps)
-        };
-        let s = Solver::new(CpuBackend, params)
+        let params = SinkhornParams::new(eps).tol(1e-14).max_iters(1_000_000);
+        let cost = PointCloudCost::new(x.view(), y.view()).unwrap();
+        let s = SinkhornSolver::new(CpuBackend, params)
             .sinkhorn_divergence(
-                a.view(),
-                b.view(),
-                PointCloudCost::new(x.view(), y.view()).unwrap(),
+                &Problem::new(a.view(), b.view(), cost).unwrap(),
                 logot::DivergenceConvention::Linear,
             )
             .unwrap();
         assert!(s.converged(), "{:?}", s.convergence);
         assert!(s.grad_x.is_none() && s.grad_y.is_none());
         assert!(
-            (s.value - pot).abs() < tol,
+            (s.value[0] - pot).abs() < tol,
             "eps {eps}: {} vs POT {pot}",
-            s.value
+            s.value[0]
         );
     }
 }

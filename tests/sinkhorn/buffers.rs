@@ -1,5 +1,5 @@
-//! Sinkhorn on a batch already on the backend (`Solver::prepare_buffers`,
-//! `solve_prepared_into`, `wasserstein_gradients_into`): the path a framework's device
+//! Sinkhorn on a batch already on the backend (`SinkhornSolver::prepare` of a
+//! `BufferProblem`, `solve_prepared` with `BufferOutputs`): the path a framework's device
 //! tensors take. On the CPU backend (and a cluster of CPU members) it must give the host-array
 //! path's potentials, distances, reports and gradients bit for bit — shared and per-problem
 //! costs, costs far from 0 (the per-problem offsets), zero-mass bins, unbalanced problems —
@@ -9,7 +9,8 @@ use crate::common;
 use common::{bin_weights, Lcg};
 use logot::grad::{CgParams, GradientBuffers};
 use logot::{
-    Backend, Cluster, CpuBackend, GradKernels, Problem, Real, Relaxation, SinkhornParams, Solver,
+    Backend, BufferOutputs, BufferProblem, Cluster, CpuBackend, GradKernels, PointCloudKernels,
+    Problem, Real, Relaxation, SinkhornParams, SinkhornSolver,
 };
 use ndarray::{Array2, Array3};
 
@@ -20,6 +21,8 @@ struct Batch<T> {
     nu: Array2<T>,
     cost: Array3<T>,
     batched: bool,
+    /// The relaxation of the marginals (`None`: balanced).
+    relaxation: Option<Relaxation>,
 }
 
 fn batch<T: Real>(
@@ -37,21 +40,34 @@ fn batch<T: Real>(
         nu: bin_weights(b, m, zeros, 5 + m as u64).mapv(T::of),
         cost: Array3::from_shape_fn((mats, n, m), |_| T::of(r.uniform(0.0, 1.0) + offset)),
         batched,
+        relaxation: None,
     }
 }
 
 impl<T: Real> Batch<T> {
+    /// This batch with its marginals relaxed.
+    fn relaxed(self, r: Relaxation) -> Self {
+        Batch {
+            relaxation: Some(r),
+            ..self
+        }
+    }
+
     fn problem(&self) -> Problem<'_, T> {
         let p = if self.batched {
-            Problem::batch(self.mu.view(), self.nu.view(), self.cost.view())
+            Problem::new(self.mu.view(), self.nu.view(), self.cost.view())
         } else {
-            Problem::batch(
+            Problem::new(
                 self.mu.view(),
                 self.nu.view(),
                 self.cost.index_axis(ndarray::Axis(0), 0),
             )
         };
-        p.unwrap()
+        let p = p.unwrap();
+        match self.relaxation {
+            Some(r) => p.relaxed(r),
+            None => p,
+        }
     }
 
     fn dims(&self) -> (usize, usize, usize) {
@@ -67,23 +83,33 @@ impl<T: Real> Batch<T> {
             up(self.cost.as_slice().unwrap()),
         )
     }
+
+    /// The batch on the backend: `μ`, `ν` and the cost buffer `cost`, relaxed as this one.
+    fn on_backend<'c, Buf>(&self, mu: Buf, nu: Buf, cost: &'c Buf) -> BufferProblem<'c, Buf> {
+        let p = BufferProblem::dense(mu, nu, cost, self.dims(), self.batched);
+        match self.relaxation {
+            Some(r) => p.relaxed(r),
+            None => p,
+        }
+    }
 }
 
 /// The buffer path's potentials, distances and report equal the host path's bit for bit.
-fn solve_matches_host<T: Real, B: Backend<T>>(be: B, data: &Batch<T>, params: SinkhornParams) {
-    let solver = Solver::new(be, params);
+fn solve_matches_host<T: Real, B: PointCloudKernels<T> + GradKernels<T>>(
+    be: B,
+    data: &Batch<T>,
+    params: SinkhornParams,
+) {
+    let solver = SinkhornSolver::new(be, params);
     let be = solver.backend();
     let want = solver.solve(&data.problem()).unwrap();
     let (mu, nu, cost) = data.upload(be);
-    let dims = data.dims();
-    let prepared = solver
-        .prepare_buffers(mu, nu, &cost, dims, data.batched)
-        .unwrap();
-    let (b, n, m) = dims;
+    let prepared = solver.prepare(data.on_backend(mu, nu, &cost)).unwrap();
+    let (b, n, m) = data.dims();
     let mut f = be.filled(b * n, T::zero()).unwrap();
     let mut g = be.filled(b * m, T::zero()).unwrap();
     let got = solver
-        .solve_prepared_into(&prepared, &mut f, &mut g)
+        .solve_prepared(&prepared, BufferOutputs::new().potentials(&mut f, &mut g))
         .unwrap();
     let bits = |v: &[T]| v.iter().map(|x| x.f64().to_bits()).collect::<Vec<_>>();
     assert_eq!(
@@ -111,25 +137,29 @@ fn solve_matches_host<T: Real, B: Backend<T>>(be: B, data: &Batch<T>, params: Si
         }
         _ => panic!("objective on one path only"),
     }
-    // The same prepared batch through the host-output entry point.
-    let again = solver.solve_prepared(&prepared).unwrap();
+    // The same batch prepared from the host arrays.
+    let host = solver.prepare(&data.problem()).unwrap();
+    let (mut f2, mut g2) = (
+        be.filled(b * n, T::zero()).unwrap(),
+        be.filled(b * m, T::zero()).unwrap(),
+    );
+    let again = solver
+        .solve_prepared(&host, BufferOutputs::new().potentials(&mut f2, &mut g2))
+        .unwrap();
     assert_eq!(
-        bits(again.f.as_slice().unwrap()),
+        bits(&be.download(&f2).unwrap()),
         bits(want.f.as_slice().unwrap())
     );
     assert_eq!(
-        bits(again.g.as_slice().unwrap()),
+        bits(&be.download(&g2).unwrap()),
         bits(want.g.as_slice().unwrap())
     );
+    assert_eq!(again.convergence, want.convergence);
 }
 
 /// Every shape on one backend, in one precision.
-fn every_shape<T: Real, B: Backend<T> + Clone>(be: B) {
-    let exact = |eps| SinkhornParams {
-        tol: Some(1e-5),
-        max_iters: 500,
-        ..SinkhornParams::new(eps)
-    };
+fn every_shape<T: Real, B: PointCloudKernels<T> + GradKernels<T> + Clone>(be: B) {
+    let exact = |eps| SinkhornParams::new(eps).tol(1e-5).max_iters(500);
     // One problem, shared cost.
     solve_matches_host(
         be.clone(),
@@ -146,13 +176,13 @@ fn every_shape<T: Real, B: Backend<T> + Clone>(be: B) {
     solve_matches_host(
         be.clone(),
         &batch::<T>(4, 8, 12, 1, -50.0, true),
-        SinkhornParams::fixed_iterations(0.1, 37),
+        SinkhornParams::new(0.1).fixed_iterations(37),
     );
     // Unbalanced (the cost kept as given), zero-mass bins.
     solve_matches_host(
         be.clone(),
-        &batch::<T>(2, 10, 14, 1, 0.5, true),
-        SinkhornParams::new(0.1).with_relaxation(Relaxation::kl_each(0.7, f64::INFINITY)),
+        &batch::<T>(2, 10, 14, 1, 0.5, true).relaxed(Relaxation::kl_each(0.7, f64::INFINITY)),
+        SinkhornParams::new(0.1),
     );
 }
 
@@ -173,25 +203,23 @@ fn cluster_buffers_equal_the_host_path_bit_for_bit() {
     solve_matches_host::<f32, _>(
         cluster(),
         &batch(4, 8, 12, 1, -50.0, true),
-        SinkhornParams::fixed_iterations(0.1, 21),
+        SinkhornParams::new(0.1).fixed_iterations(21),
     );
 }
 
-/// `wasserstein_gradients_into` writes the host path's `∂C`, `∂μ`, `∂ν` bit for bit.
-fn gradients_match_host<T: Real, B: GradKernels<T> + Clone>(
+/// `BufferOutputs::wasserstein_gradients` writes the host path's `∂C`, `∂μ`, `∂ν` bit for
+/// bit.
+fn gradients_match_host<T: Real, B: PointCloudKernels<T> + GradKernels<T> + Clone>(
     be: B,
     data: &Batch<T>,
     params: SinkhornParams,
 ) {
-    let solver = Solver::new(be.clone(), params);
+    let solver = SinkhornSolver::new(be.clone(), params);
     let cg = CgParams::default();
     let want = solver.wasserstein_gradients(&data.problem(), &cg).unwrap();
     let (mu, nu, cost) = data.upload(&be);
-    let dims = data.dims();
-    let prepared = solver
-        .prepare_buffers(mu, nu, &cost, dims, data.batched)
-        .unwrap();
-    let (b, n, m) = dims;
+    let prepared = solver.prepare(data.on_backend(mu, nu, &cost)).unwrap();
+    let (b, n, m) = data.dims();
     let mut dc = be.filled(b * n * m, T::zero()).unwrap();
     let mut dmu = be.filled(b * n, T::zero()).unwrap();
     let mut dnu = be.filled(b * m, T::zero()).unwrap();
@@ -200,9 +228,13 @@ fn gradients_match_host<T: Real, B: GradKernels<T> + Clone>(
         mu: &mut dmu,
         nu: &mut dnu,
     };
-    let (sol, report) = solver
-        .wasserstein_gradients_into(&prepared, &cost, &cg, out)
+    let sol = solver
+        .solve_prepared(
+            &prepared,
+            BufferOutputs::new().wasserstein_gradients(&cost, &cg, out),
+        )
         .unwrap();
+    let report = sol.cg.clone().unwrap();
     let bits = |v: &[T]| v.iter().map(|x| x.f64().to_bits()).collect::<Vec<_>>();
     assert_eq!(
         bits(&be.download(&dc).unwrap()),
@@ -224,7 +256,7 @@ fn gradients_match_host<T: Real, B: GradKernels<T> + Clone>(
     assert_eq!(sol.convergence, want.result.convergence);
     assert_eq!(report.summary(), want.cg.summary());
     // Balanced: the zero-mean representative, per problem.
-    if solver.params().relaxation.is_none() {
+    if data.relaxation.is_none() {
         for row in want.mu.rows() {
             let s: f64 = row.iter().map(|v| v.f64()).sum();
             assert!(
@@ -237,28 +269,25 @@ fn gradients_match_host<T: Real, B: GradKernels<T> + Clone>(
 
 #[test]
 fn cpu_gradient_buffers_equal_the_host_gradients() {
-    let p = |eps| SinkhornParams {
-        tol: Some(1e-6),
-        ..SinkhornParams::new(eps)
-    };
+    let p = |eps| SinkhornParams::new(eps).tol(1e-6);
     gradients_match_host::<f64, _>(CpuBackend, &batch(1, 9, 7, 0, 0.0, false), p(0.1));
     gradients_match_host::<f64, _>(CpuBackend, &batch(3, 12, 10, 2, 100.0, false), p(0.1));
     gradients_match_host::<f64, _>(CpuBackend, &batch(2, 8, 6, 1, -3.0, true), p(0.2));
     gradients_match_host::<f32, _>(CpuBackend, &batch(2, 8, 6, 1, 0.0, true), p(0.2));
     gradients_match_host::<f64, _>(
         CpuBackend,
-        &batch(2, 8, 6, 1, 0.0, true),
-        p(0.2).with_relaxation(Relaxation::kl(0.5)),
+        &batch(2, 8, 6, 1, 0.0, true).relaxed(Relaxation::kl(0.5)),
+        p(0.2),
     );
 }
 
 /// The error of the buffer path for a batch, as text (`None`: accepted).
 fn buffer_error<T: Real>(data: &Batch<T>, params: SinkhornParams) -> Option<String> {
     let be = CpuBackend;
-    let solver = Solver::new(be, params);
+    let solver = SinkhornSolver::new(be, params);
     let (mu, nu, cost) = data.upload(&be);
     solver
-        .prepare_buffers(mu, nu, &cost, data.dims(), data.batched)
+        .prepare(data.on_backend(mu, nu, &cost))
         .err()
         .map(|e| e.to_string())
 }
@@ -267,9 +296,9 @@ fn buffer_error<T: Real>(data: &Batch<T>, params: SinkhornParams) -> Option<Stri
 fn host_error<T: Real>(data: &Batch<T>, params: SinkhornParams) -> Option<String> {
     let mats = data.cost.view();
     let p = if data.batched {
-        Problem::batch(data.mu.view(), data.nu.view(), mats)
+        Problem::new(data.mu.view(), data.nu.view(), mats)
     } else {
-        Problem::batch(
+        Problem::new(
             data.mu.view(),
             data.nu.view(),
             mats.index_axis(ndarray::Axis(0), 0),
@@ -277,7 +306,7 @@ fn host_error<T: Real>(data: &Batch<T>, params: SinkhornParams) -> Option<String
     };
     match p {
         Err(e) => Some(e.to_string()),
-        Ok(p) => Solver::new(CpuBackend, params)
+        Ok(p) => SinkhornSolver::new(CpuBackend, params)
             .prepare(&p)
             .err()
             .map(|e| e.to_string()),
@@ -331,9 +360,13 @@ fn bad_buffers_give_the_host_errors_naming_the_argument() {
         }
     }
     // Unequal masses are accepted when a marginal is relaxed.
-    let d = &cases[5].1;
-    let relaxed = || params().with_relaxation(Relaxation::kl(1.0));
-    assert_eq!(buffer_error(d, relaxed()), None);
+    let d = cases
+        .into_iter()
+        .nth(5)
+        .unwrap()
+        .1
+        .relaxed(Relaxation::kl(1.0));
+    assert_eq!(buffer_error(&d, params()), None);
     // A non-finite entry of a shared cost names its (row, column).
     let mut d = batch::<f32>(2, 4, 3, 0, 0.0, false);
     d.cost[[0, 3, 2]] = f32::NAN;
@@ -343,31 +376,31 @@ fn bad_buffers_give_the_host_errors_naming_the_argument() {
     // Buffers of the wrong length name the argument.
     let d = base();
     let (mu, nu, cost) = d.upload(&CpuBackend);
-    let err = Solver::new(CpuBackend, params())
-        .prepare_buffers(mu, nu, &cost, (3, 6, 5), false)
+    let err = SinkhornSolver::new(CpuBackend, params())
+        .prepare(BufferProblem::dense(mu, nu, &cost, (3, 6, 5), false))
         .unwrap_err();
     assert!(err.to_string().contains("cost"), "{err}");
     let (mu, nu, cost) = d.upload(&CpuBackend);
-    let err = Solver::new(CpuBackend, params())
-        .prepare_buffers(mu, nu, &cost, (3, 5, 5), true)
+    let err = SinkhornSolver::new(CpuBackend, params())
+        .prepare(BufferProblem::dense(mu, nu, &cost, (3, 5, 5), true))
         .unwrap_err();
     assert!(err.to_string().contains("mu"), "{err}");
 }
 
-/// `coupling_into` writes `Solver::coupling`'s plan bit for bit; `plan_gradients_into` on
-/// that plan writes `plan_gradients_on`'s gradients bit for bit, and refuses a bad plan or
-/// upstream with its errors.
+/// `BufferOutputs::plan` writes `SinkhornSolver::coupling`'s plan bit for bit;
+/// `plan_gradients_buffers` on that plan writes `plan_gradients`'s gradients bit for bit, and
+/// refuses a bad plan or upstream with its errors.
 fn coupling_matches_host<T: Real>(data: &Batch<T>, params: SinkhornParams) {
     let be = CpuBackend;
-    let solver = Solver::new(be, params.clone());
+    let solver = SinkhornSolver::new(be, params.clone());
     let want = solver.coupling(&data.problem()).unwrap();
     let (mu, nu, cost) = data.upload(&be);
     let (b, n, m) = data.dims();
-    let prepared = solver
-        .prepare_buffers(mu, nu, &cost, (b, n, m), data.batched)
-        .unwrap();
+    let prepared = solver.prepare(data.on_backend(mu, nu, &cost)).unwrap();
     let mut plan = be.filled(b * n * m, T::zero()).unwrap();
-    let sol = solver.coupling_into(&prepared, &mut plan).unwrap();
+    let sol = solver
+        .solve_prepared(&prepared, BufferOutputs::new().plan(&mut plan))
+        .unwrap();
     let bits = |v: &[T]| v.iter().map(|x| x.f64().to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&plan), bits(want.plan.as_slice().unwrap()), "plan");
     assert_eq!(
@@ -378,8 +411,9 @@ fn coupling_matches_host<T: Real>(data: &Batch<T>, params: SinkhornParams) {
     let mut r = Lcg(41);
     let up = Array3::from_shape_fn((b, n, m), |_| T::of(r.uniform(-1.0, 1.0)));
     let cg = CgParams::default();
-    let host =
-        logot::grad::plan_gradients_on(&be, want.plan.view(), params.eps, up.view(), &cg).unwrap();
+    let host = solver
+        .plan_gradients(want.plan.view(), up.view(), &cg)
+        .unwrap();
     let g = be.upload(up.as_slice().unwrap()).unwrap();
     let (mut dc, mut dmu, mut dnu) = (
         be.filled(b * n * m, T::zero()).unwrap(),
@@ -391,8 +425,9 @@ fn coupling_matches_host<T: Real>(data: &Batch<T>, params: SinkhornParams) {
         mu: &mut dmu,
         nu: &mut dnu,
     };
-    let report =
-        logot::grad::plan_gradients_into(&be, &plan, (b, n, m), params.eps, &g, &cg, out).unwrap();
+    let report = solver
+        .plan_gradients_buffers(&plan, (b, n, m), &g, &cg, out)
+        .unwrap();
     assert_eq!(bits(&dc), bits(host.cost.as_slice().unwrap()), "cost");
     assert_eq!(bits(&dmu), bits(host.mu.as_slice().unwrap()), "mu");
     assert_eq!(bits(&dnu), bits(host.nu.as_slice().unwrap()), "nu");
@@ -411,8 +446,7 @@ fn coupling_matches_host<T: Real>(data: &Batch<T>, params: SinkhornParams) {
         let (mut p, mut u) = (want.plan.clone(), up.clone());
         let target = if what == "plan" { &mut p } else { &mut u };
         target.as_slice_mut().unwrap()[k] = v;
-        let host =
-            logot::grad::plan_gradients_on(&be, p.view(), params.eps, u.view(), &cg).unwrap_err();
+        let host = solver.plan_gradients(p.view(), u.view(), &cg).unwrap_err();
         let (pb, ub) = (
             be.upload(p.as_slice().unwrap()).unwrap(),
             be.upload(u.as_slice().unwrap()).unwrap(),
@@ -423,7 +457,8 @@ fn coupling_matches_host<T: Real>(data: &Batch<T>, params: SinkhornParams) {
             mu: &mut dmu,
             nu: &mut dnu,
         };
-        let got = logot::grad::plan_gradients_into(&be, &pb, (b, n, m), params.eps, &ub, &cg, out)
+        let got = solver
+            .plan_gradients_buffers(&pb, (b, n, m), &ub, &cg, out)
             .unwrap_err();
         assert_eq!(got.to_string(), host.to_string());
         assert!(got.to_string().starts_with(what), "{got}");
@@ -432,10 +467,7 @@ fn coupling_matches_host<T: Real>(data: &Batch<T>, params: SinkhornParams) {
 
 #[test]
 fn cpu_coupling_and_plan_gradient_buffers_equal_the_host_path() {
-    let p = SinkhornParams {
-        tol: Some(1e-7),
-        ..SinkhornParams::new(0.1)
-    };
+    let p = SinkhornParams::new(0.1).tol(1e-7);
     coupling_matches_host::<f64>(&batch(3, 9, 7, 1, 20.0, false), p.clone());
     coupling_matches_host::<f32>(&batch(2, 6, 8, 0, 0.0, true), p);
 }

@@ -7,7 +7,7 @@ use crate::common;
 use common::Lcg;
 use logot::grad::{bistochastic, bistochastic_backward, BistochasticParams, CgParams};
 use logot::linalg::{newton_schulz, NewtonSchulzParams};
-use logot::{BarycenterParams, CpuBackend, PointCloudCost, Problem, SinkhornParams, Solver};
+use logot::{CpuBackend, PointCloudCost, Problem, SinkhornParams, SinkhornSolver};
 use ndarray::{Array2, Array3, Axis};
 
 /// Every value a computation returns, as bits.
@@ -50,8 +50,8 @@ fn dense_solves_and_plans() {
     let costs = Array3::from_shape_fn((b, n, m), |_| rng.next() + 10.0);
     let (mu, nu) = (marginals(&mut rng, b, n), marginals(&mut rng, b, m));
     same_on_every_pool("shared dense cost", || {
-        let p = Problem::batch(mu.view(), nu.view(), cost.view()).unwrap();
-        let c = Solver::new(CpuBackend, SinkhornParams::new(0.01))
+        let p = Problem::new(mu.view(), nu.view(), cost.view()).unwrap();
+        let c = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.01))
             .coupling(&p)
             .unwrap();
         let r = &c.result;
@@ -65,8 +65,8 @@ fn dense_solves_and_plans() {
         )
     });
     same_on_every_pool("one cost per problem", || {
-        let p = Problem::batch(mu.view(), nu.view(), costs.view()).unwrap();
-        let r = Solver::new(CpuBackend, SinkhornParams::new(0.02))
+        let p = Problem::new(mu.view(), nu.view(), costs.view()).unwrap();
+        let r = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.02))
             .solve(&p)
             .unwrap();
         bits(
@@ -91,8 +91,8 @@ fn point_clouds_grids_and_barycenters() {
     let (mu, nu) = (marginals(&mut rng, 1, n), marginals(&mut rng, 1, m));
     same_on_every_pool("point clouds", || {
         let cost = PointCloudCost::new(x.view(), y.view()).unwrap();
-        let p = Problem::batch(mu.view(), nu.view(), cost).unwrap();
-        let g = Solver::new(CpuBackend, SinkhornParams::new(0.05))
+        let p = Problem::new(mu.view(), nu.view(), cost).unwrap();
+        let g = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.05))
             .point_gradients(&p)
             .unwrap();
         bits(
@@ -109,8 +109,7 @@ fn point_clouds_grids_and_barycenters() {
     let images = logot_cli::problems::bary64_images(48);
     let w = ndarray::array![0.3, 0.3, 0.4];
     same_on_every_pool("grid barycenter", || {
-        let bar =
-            logot::grid_barycenter(images.view(), w.view(), &BarycenterParams::new(0.004)).unwrap();
+        let bar = logot::grid_barycenter(images.view(), w.view(), 0.004).unwrap();
         bits(bar.histogram.iter().copied().chain([bar.error]))
     });
 }
@@ -121,7 +120,7 @@ fn bistochastic_and_newton_schulz() {
     let x = Array3::from_shape_fn((300, 16, 16), |_| rng.uniform(0.0, 4.0));
     let g = Array3::from_shape_fn((300, 16, 16), |_| rng.normal());
     same_on_every_pool("bistochastic", || {
-        let f = bistochastic(x.view(), &BistochasticParams::fixed(20)).unwrap();
+        let f = bistochastic(x.view(), &BistochasticParams::default().iters(20)).unwrap();
         let b = bistochastic_backward(f.r.view(), g.view(), &CgParams::default()).unwrap();
         bits(
             f.r.iter()
@@ -132,6 +131,6 @@ fn bistochastic_and_newton_schulz() {
     });
     let a = Array2::from_shape_fn((300, 500), |_| rng.normal());
     same_on_every_pool("Newton–Schulz", || {
-        bits(newton_schulz(a.view(), &NewtonSchulzParams::default()).unwrap())
+        bits(newton_schulz(&CpuBackend, a.view(), &NewtonSchulzParams::default()).unwrap())
     });
 }

@@ -2,7 +2,7 @@
 //! the dense cost matrix of the grid (the existing, independent dense kernels).
 
 use crate::common;
-use logot::{CpuBackend, Error, GridCost, Problem, SinkhornParams, Solver};
+use logot::{CpuBackend, Error, GridCost, Problem, SinkhornParams, SinkhornSolver};
 use ndarray::{Array2, Axis};
 
 /// `b` random histograms of `n` bins; bins listed in `zeros` are empty.
@@ -37,13 +37,13 @@ fn grid_solver_matches_dense_solver_in_1d_2d_3d() {
         let n = grid.len();
         let (mu, nu) = (histograms(2, n, 1, &[]), histograms(2, n, 2, &[]));
         let dense = grid.to_dense::<f64>();
-        let params = SinkhornParams::fixed_iterations(eps, 200);
-        let solver = Solver::new(CpuBackend, params);
+        let params = SinkhornParams::new(eps).fixed_iterations(200);
+        let solver = SinkhornSolver::new(CpuBackend, params);
         let on_grid = solver
-            .coupling(&Problem::batch(mu.view(), nu.view(), grid.clone()).unwrap())
+            .coupling(&Problem::new(mu.view(), nu.view(), grid.clone()).unwrap())
             .unwrap();
         let on_dense = solver
-            .coupling(&Problem::batch(mu.view(), nu.view(), dense.view()).unwrap())
+            .coupling(&Problem::new(mu.view(), nu.view(), dense.view()).unwrap())
             .unwrap();
         let (rg, rd) = (&on_grid.result, &on_dense.result);
         assert!(
@@ -83,13 +83,13 @@ fn zero_mass_bins_and_empty_image_columns_on_a_grid() {
     let empty_row: Vec<usize> = (16..24).collect();
     let mu = histograms(1, n, 3, &empty_column);
     let nu = histograms(1, n, 4, &empty_row);
-    let solver = Solver::new(CpuBackend, SinkhornParams::new(0.02));
+    let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.02));
     let on_grid = solver
-        .solve(&Problem::batch(mu.view(), nu.view(), grid.clone()).unwrap())
+        .solve(&Problem::new(mu.view(), nu.view(), grid.clone()).unwrap())
         .unwrap();
     let dense = grid.to_dense::<f64>();
     let on_dense = solver
-        .solve(&Problem::batch(mu.view(), nu.view(), dense.view()).unwrap())
+        .solve(&Problem::new(mu.view(), nu.view(), dense.view()).unwrap())
         .unwrap();
     assert!(on_grid.convergence.converged && on_dense.convergence.converged);
     assert_eq!(
@@ -117,13 +117,13 @@ fn zero_mass_bins_and_empty_image_columns_on_a_grid() {
 fn f32_on_a_grid_agrees_with_f64() {
     let grid = GridCost::image(16, 16).unwrap();
     let (mu, nu) = (histograms(1, 256, 5, &[]), histograms(1, 256, 6, &[]));
-    let p = SinkhornParams::fixed_iterations(5e-3, 300);
-    let r64 = Solver::new(CpuBackend, p.clone())
-        .solve(&Problem::batch(mu.view(), nu.view(), grid.clone()).unwrap())
+    let p = SinkhornParams::new(5e-3).fixed_iterations(300);
+    let r64 = SinkhornSolver::new(CpuBackend, p.clone())
+        .solve(&Problem::new(mu.view(), nu.view(), grid.clone()).unwrap())
         .unwrap();
     let (mu32, nu32) = (mu.mapv(|v| v as f32), nu.mapv(|v| v as f32));
-    let r32 = Solver::new(CpuBackend, p)
-        .solve(&Problem::batch(mu32.view(), nu32.view(), grid).unwrap())
+    let r32 = SinkhornSolver::new(CpuBackend, p)
+        .solve(&Problem::new(mu32.view(), nu32.view(), grid).unwrap())
         .unwrap();
     let rel = (r32.distance[0] as f64 - r64.distance[0]).abs() / r64.distance[0];
     assert!(
@@ -138,8 +138,8 @@ fn f32_on_a_grid_agrees_with_f64() {
 fn grid_plans_too_large_to_store_are_an_error_not_an_allocation() {
     let grid = GridCost::image(128, 128).unwrap(); // n² = 2^28 entries per plan
     let h = histograms(1, grid.len(), 7, &[]);
-    let solver = Solver::new(CpuBackend, SinkhornParams::fixed_iterations(0.01, 2));
-    let problem = Problem::batch(h.view(), h.view(), grid).unwrap();
+    let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.01).fixed_iterations(2));
+    let problem = Problem::new(h.view(), h.view(), grid).unwrap();
     let solved = solver.solve(&problem).unwrap();
     assert!(solved.distance[0].is_finite() && solved.distance[0] >= 0.0);
     match solver.coupling(&problem) {

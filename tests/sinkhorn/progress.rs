@@ -1,7 +1,8 @@
 //! The progress observer and the error history: when they are called, with what.
 
 use logot::{
-    BarycenterParams, CpuBackend, EpsScaling, Observer, Problem, Progress, SinkhornParams, Solver,
+    BarycenterParams, CpuBackend, EpsScaling, Observer, Problem, Progress, SinkhornParams,
+    SinkhornSolver,
 };
 use ndarray::{Array1, Array2};
 use std::sync::{Arc, Mutex};
@@ -27,13 +28,11 @@ fn recorder() -> (Observer, Arc<Mutex<Vec<Progress>>>) {
 fn sinkhorn_reports_every_check_and_keeps_the_history() {
     let (mu, nu, cost) = problem(60);
     let (observer, seen) = recorder();
-    let params = SinkhornParams {
-        observer: Some(observer),
-        history: true,
-        check_every: 7,
-        ..SinkhornParams::new(5e-3)
-    };
-    let r = Solver::new(CpuBackend, params)
+    let params = SinkhornParams::new(5e-3)
+        .observer(observer)
+        .history(true)
+        .check_every(7);
+    let r = SinkhornSolver::new(CpuBackend, params)
         .solve(&Problem::new(mu.view(), nu.view(), cost.view()).unwrap())
         .unwrap();
     let seen = seen.lock().unwrap();
@@ -61,13 +60,12 @@ fn sinkhorn_reports_every_check_and_keeps_the_history() {
 fn runs_without_a_tolerance_and_eps_scaling_still_report() {
     let (mu, nu, cost) = problem(40);
     let (observer, seen) = recorder();
-    let params = SinkhornParams {
-        observer: Some(observer),
-        check_every: 10,
-        ..SinkhornParams::fixed_iterations(1e-2, 100)
-    }
-    .with_eps_scaling(EpsScaling::from_max_cost(1.0));
-    let r = Solver::new(CpuBackend, params)
+    let params = SinkhornParams::new(1e-2)
+        .fixed_iterations(100)
+        .observer(observer)
+        .check_every(10)
+        .eps_scaling(EpsScaling::from_max_cost(1.0));
+    let r = SinkhornSolver::new(CpuBackend, params)
         .solve(&Problem::new(mu.view(), nu.view(), cost.view()).unwrap())
         .unwrap();
     assert!(r.convergence.history.is_empty(), "no history unless asked");
@@ -95,18 +93,10 @@ fn barycenters_report_every_check() {
     h.row_mut(0).assign(&mu);
     h.row_mut(1).assign(&nu);
     let (observer, seen) = recorder();
-    let params = BarycenterParams {
-        observer: Some(observer),
-        history: true,
-        ..BarycenterParams::new(5e-3)
-    };
-    let bar = logot::barycenter(
-        h.view(),
-        ndarray::array![0.5, 0.5].view(),
-        cost.view(),
-        &params,
-    )
-    .unwrap();
+    let params = BarycenterParams::new(5e-3).observer(observer).history(true);
+    let w = ndarray::array![0.5, 0.5];
+    let bar =
+        crate::common::bary::barycenter(h.view(), w.view(), cost.view(), &params, None).unwrap();
     let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), bar.history.len());
     assert!(bar.history.len() >= 2);

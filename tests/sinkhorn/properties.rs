@@ -4,7 +4,7 @@
 //! per-problem cost batches equal one by one, f32 plans are valid, bistochastic projections
 //! are doubly stochastic.
 
-use logot::{CpuBackend, Problem, SinkhornParams, Solver};
+use logot::{CpuBackend, Problem, SinkhornParams, SinkhornSolver};
 use ndarray::{Array1, Array2, Axis};
 use proptest::prelude::*;
 
@@ -37,8 +37,8 @@ proptest! {
 
     #[test]
     fn plan_meets_marginals_and_distance_is_in_range((mu, nu, cost, eps) in problem()) {
-        let params = SinkhornParams { eps, max_iters: 20_000, tol: Some(1e-8), ..Default::default() };
-        let c = Solver::new(CpuBackend, params).coupling(&Problem::new(mu.view(), nu.view(), cost.view()).unwrap()).unwrap();
+        let params = SinkhornParams::new(eps).max_iters(20_000).tol(1e-8);
+        let c = SinkhornSolver::new(CpuBackend, params).coupling(&Problem::new(mu.view(), nu.view(), cost.view()).unwrap()).unwrap();
         let p = c.plan.index_axis(Axis(0), 0);
         prop_assert!(p.iter().all(|&v| v >= 0.0 && v.is_finite()));
         let d = c.result.distance[0];
@@ -54,8 +54,8 @@ proptest! {
 
     #[test]
     fn f32_follows_f64((mu, nu, cost, eps) in problem()) {
-        let params = SinkhornParams::fixed_iterations(eps, 50);
-        let solver = Solver::new(CpuBackend, params);
+        let params = SinkhornParams::new(eps).fixed_iterations(50);
+        let solver = SinkhornSolver::new(CpuBackend, params);
         let r64 = solver.solve(&Problem::new(mu.view(), nu.view(), cost.view()).unwrap()).unwrap();
         let (mu32, nu32, c32) = (mu.mapv(|v| v as f32), nu.mapv(|v| v as f32), cost.mapv(|v| v as f32));
         let r32 = solver.solve(&Problem::new(mu32.view(), nu32.view(), c32.view()).unwrap()).unwrap();
@@ -84,8 +84,8 @@ proptest! {
             mu.row_mut(k).assign(&pick(a, n, &mu0));
             nu.row_mut(k).assign(&pick(bb, m, &nu0));
         }
-        let solver = Solver::new(CpuBackend, SinkhornParams::fixed_iterations(eps, 30));
-        let batch = solver.solve(&Problem::batch(mu.view(), nu.view(), cost.view()).unwrap()).unwrap();
+        let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(eps).fixed_iterations(30));
+        let batch = solver.solve(&Problem::new(mu.view(), nu.view(), cost.view()).unwrap()).unwrap();
         for k in 0..b {
             let one = solver.solve(&Problem::new(mu.row(k), nu.row(k), cost.view()).unwrap()).unwrap();
             prop_assert!((one.distance[0] - batch.distance[k]).abs() <= 1e-13 * one.distance[0].abs().max(1.0));
@@ -125,9 +125,9 @@ proptest! {
     fn point_clouds_equal_their_dense_cost((x, y, mu, nu) in clouds(), eps in 0.02f64..1.0) {
         let cloud = logot::PointCloudCost::new(x.view(), y.view()).unwrap();
         let dense = cloud.to_dense();
-        let solver = Solver::new(CpuBackend, SinkhornParams::fixed_iterations(eps, 40));
+        let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(eps).fixed_iterations(40));
         let a = solver
-            .solve(&Problem::batch(mu.view().insert_axis(Axis(0)), nu.view().insert_axis(Axis(0)), cloud).unwrap())
+            .solve(&Problem::new(mu.view().insert_axis(Axis(0)), nu.view().insert_axis(Axis(0)), cloud).unwrap())
             .unwrap();
         let b = solver.solve(&Problem::new(mu.view(), nu.view(), dense.view()).unwrap()).unwrap();
         prop_assert!((a.distance[0] - b.distance[0]).abs() <= 1e-12, "{} vs {}", a.distance[0], b.distance[0]);
@@ -156,8 +156,8 @@ proptest! {
             let ck = Array2::from_shape_fn((n, m), |(i, j)| c[[i % c.nrows(), j % c.ncols()]]);
             costs.index_axis_mut(Axis(0), k).assign(&ck);
         }
-        let solver = Solver::new(CpuBackend, SinkhornParams::fixed_iterations(eps, 30));
-        let batch = solver.solve(&Problem::batch(mu.view(), nu.view(), costs.view()).unwrap()).unwrap();
+        let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(eps).fixed_iterations(30));
+        let batch = solver.solve(&Problem::new(mu.view(), nu.view(), costs.view()).unwrap()).unwrap();
         for k in 0..b {
             let c = costs.index_axis(Axis(0), k);
             let one = solver.solve(&Problem::new(mu.row(k), nu.row(k), c).unwrap()).unwrap();
@@ -170,7 +170,7 @@ proptest! {
     #[test]
     fn f32_plans_are_valid((mu, nu, cost, eps) in problem()) {
         let (mu32, nu32, c32) = (mu.mapv(|v| v as f32), nu.mapv(|v| v as f32), cost.mapv(|v| v as f32));
-        let solver = Solver::new(CpuBackend, SinkhornParams::fixed_iterations(eps, 60));
+        let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(eps).fixed_iterations(60));
         let c = solver.coupling(&Problem::new(mu32.view(), nu32.view(), c32.view()).unwrap()).unwrap();
         let p = c.plan.index_axis(Axis(0), 0);
         prop_assert!(p.iter().all(|&v| v >= 0.0 && v.is_finite()));
@@ -188,7 +188,7 @@ proptest! {
         (b, n, x) in (1usize..4, 1usize..9).prop_flat_map(|(b, n)| (Just(b), Just(n), prop::collection::vec(-4.0f64..4.0, b * n * n)))
     ) {
         let x = ndarray::Array3::from_shape_vec((b, n, n), x).unwrap();
-        let out = logot::grad::bistochastic(x.view(), &logot::grad::BistochasticParams::converged(1e-12)).unwrap();
+        let out = logot::grad::bistochastic(x.view(), &logot::grad::BistochasticParams::default().converged(1e-12)).unwrap();
         prop_assert!(out.convergence.converged);
         for r in out.r.outer_iter() {
             prop_assert!(r.iter().all(|&v| v >= 0.0 && v.is_finite()));

@@ -11,7 +11,8 @@ use common::Lcg;
 use logot::grad::{bistochastic, BistochasticParams};
 use logot::linalg::{newton_schulz, NewtonSchulzParams};
 use logot::{
-    BarycenterParams, CpuBackend, EpsScaling, Problem, Real, SinkhornParams, Solver, WarmStart,
+    BarycenterParams, CpuBackend, EpsScaling, Problem, Real, SinkhornParams, SinkhornSolver,
+    WarmStart,
 };
 use ndarray::{Array1, Array2, Array3, ArrayView3, Axis};
 use proptest::prelude::*;
@@ -37,7 +38,7 @@ fn coupling_report_is_the_returned_plans_error_under_a_cost_offset() {
         let (mu, nu, c0) = random_problem(&mut rng, n, m, 0.0, 1.0);
         let shifted = &c0 + offset;
         let (mu32, nu32) = (as_f32(&mu), as_f32(&nu));
-        let solver = Solver::new(CpuBackend, SinkhornParams::new(eps));
+        let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(eps));
         let plain = solver
             .coupling(&Problem::new(mu32.view(), nu32.view(), as_f32(&c0).view()).unwrap())
             .unwrap();
@@ -104,12 +105,12 @@ fn a_constant_added_to_the_cost_moves_only_the_distance() {
     for (k, mut c) in shifted.outer_iter_mut().enumerate() {
         c += offsets[k];
     }
-    let solver = Solver::new(CpuBackend, SinkhornParams::new(0.05));
+    let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.05));
     let a = solver
-        .coupling(&Problem::batch(mu.view(), nu.view(), costs.view()).unwrap())
+        .coupling(&Problem::new(mu.view(), nu.view(), costs.view()).unwrap())
         .unwrap();
     let s = solver
-        .coupling(&Problem::batch(mu.view(), nu.view(), shifted.view()).unwrap())
+        .coupling(&Problem::new(mu.view(), nu.view(), shifted.view()).unwrap())
         .unwrap();
     for (k, &offset) in offsets.iter().enumerate() {
         let diff = (&a.plan.index_axis(Axis(0), k) - &s.plan.index_axis(Axis(0), k))
@@ -126,7 +127,7 @@ fn a_constant_added_to_the_cost_moves_only_the_distance() {
     }
     // The potentials are those of the cost given: f + g − C defines the plan.
     let r = solver
-        .solve(&Problem::batch(mu.view(), nu.view(), shifted.view()).unwrap())
+        .solve(&Problem::new(mu.view(), nu.view(), shifted.view()).unwrap())
         .unwrap();
     for (k, &offset) in offsets.iter().enumerate() {
         let p = plan_of(
@@ -151,26 +152,20 @@ fn a_constant_added_to_the_cost_moves_only_the_distance() {
 }
 
 /// Warm starts shifted by (c, −c) are the same dual point: the result is the same, and
-/// the report describes it (f64 c = 1e13 used to report 0 for a real error of 1.3e-2;
-/// f32 c = 1e6 gave a plan of mass 0.80).
+/// the report describes it (a report blind to the shift gives 0 at f64 c = 1e13 for a real
+/// error of 1.3e-2, and a plan of mass 0.80 at f32 c = 1e6).
 #[test]
 fn warm_starts_shifted_by_a_constant_give_the_same_honest_result() {
     let mut rng = Lcg(11);
     let (n, m, eps) = (60, 50, 0.05);
     let (mu, nu, cost) = random_problem(&mut rng, n, m, 0.0, 1.0);
-    let base = Solver::new(CpuBackend, SinkhornParams::new(eps))
+    let base = SinkhornSolver::new(CpuBackend, SinkhornParams::new(eps))
         .solve(&Problem::new(mu.view(), nu.view(), cost.view()).unwrap())
         .unwrap();
     for c in [0.0, 1e6, -1e9, 1e13] {
-        let warm = WarmStart {
-            f: base.f.mapv(|v| v + c),
-            g: base.g.mapv(|v| v - c),
-        };
-        let params = SinkhornParams {
-            warm_start: Some(warm),
-            ..SinkhornParams::new(eps)
-        };
-        let r = Solver::new(CpuBackend, params)
+        let warm = WarmStart::new(base.f.mapv(|v| v + c), base.g.mapv(|v| v - c));
+        let params = SinkhornParams::new(eps).warm_start(warm);
+        let r = SinkhornSolver::new(CpuBackend, params)
             .coupling(&Problem::new(mu.view(), nu.view(), cost.view()).unwrap())
             .unwrap();
         let p = r.plan.index_axis(Axis(0), 0);
@@ -200,15 +195,9 @@ fn warm_starts_shifted_by_a_constant_give_the_same_honest_result() {
     }
     // f32, c = 1e6: a plan of mass 1 (not 0.80), reported as measured.
     let (mu32, nu32, c32) = (as_f32(&mu), as_f32(&nu), as_f32(&cost));
-    let warm = WarmStart {
-        f: base.f.mapv(|v| v + 1e6),
-        g: base.g.mapv(|v| v - 1e6),
-    };
-    let params = SinkhornParams {
-        warm_start: Some(warm),
-        ..SinkhornParams::new(eps)
-    };
-    let r = Solver::new(CpuBackend, params)
+    let warm = WarmStart::new(base.f.mapv(|v| v + 1e6), base.g.mapv(|v| v - 1e6));
+    let params = SinkhornParams::new(eps).warm_start(warm);
+    let r = SinkhornSolver::new(CpuBackend, params)
         .coupling(&Problem::new(mu32.view(), nu32.view(), c32.view()).unwrap())
         .unwrap();
     let mass: f64 = r.plan.iter().map(|&v| v as f64).sum();
@@ -221,7 +210,7 @@ fn warm_starts_shifted_by_a_constant_give_the_same_honest_result() {
     assert!((r.result.convergence.marginal_error - rows.max(cols)).abs() < 1e-12);
 }
 
-/// Bistochastic logits shifted by a constant give the same R, and the report is R's own
+/// BistochasticSolver logits shifted by a constant give the same R, and the report is R's own
 /// error (f64 logits −1e17 reported converged with error 12; f32 logits + 1000 reported
 /// converged at 1.7e-4 with tol 1e-6).
 #[test]
@@ -229,7 +218,7 @@ fn bistochastic_logits_shifted_by_a_constant() {
     let mut rng = Lcg(5);
     let (b, n) = (6, 8);
     let x = Array3::from_shape_fn((b, n, n), |_| rng.uniform(0.0, 3.0));
-    let params = BistochasticParams::converged(1e-12);
+    let params = BistochasticParams::default().converged(1e-12);
     let base = bistochastic(x.view(), &params).unwrap();
     for c in [-1e17, -1e8, 1e3, 1e12] {
         let r = bistochastic((&x + c).view(), &params).unwrap();
@@ -250,10 +239,10 @@ fn bistochastic_logits_shifted_by_a_constant() {
     assert!(r.convergence.converged && r.convergence.marginal_error < 1e-14);
     // f32 logits + 1000, tol 1e-6: converged only if R's own error is within 1e-6.
     let x32 = as_f32(&x.slice(ndarray::s![.., ..4, ..4]).to_owned()) + 1000.0;
-    let r = bistochastic(x32.view(), &BistochasticParams::converged(1e-6)).unwrap();
+    let r = bistochastic(x32.view(), &BistochasticParams::default().converged(1e-6)).unwrap();
     check_bistochastic_report(r.r.view(), &r.convergence);
     // Rows of 4 f32 sums carry ~2e-7 of rounding each: the error is at f32's floor, not
-    // the 1.7e-4 that the offset used to leave.
+    // the 1.7e-4 that sums carrying the offset leave.
     assert!(r.convergence.marginal_error < 3e-6, "{:?}", r.convergence);
 }
 
@@ -277,13 +266,13 @@ fn tol_zero_judges_against_the_default_tolerance() {
     let mut rng = Lcg(3);
     let (mu, nu, cost) = random_problem(&mut rng, 30, 30, 0.0, 1.0);
     let problem = Problem::new(mu.view(), nu.view(), cost.view()).unwrap();
-    let long = Solver::new(CpuBackend, SinkhornParams::fixed_iterations(0.1, 2000))
+    let long = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1).fixed_iterations(2000))
         .solve(&problem)
         .unwrap();
     assert_eq!(long.convergence.iterations, 2000);
     assert!(long.convergence.marginal_error < 1e-12 && long.convergence.converged);
     assert_eq!(long.convergence.tol, 1e-9);
-    let short = Solver::new(CpuBackend, SinkhornParams::fixed_iterations(0.001, 3))
+    let short = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.001).fixed_iterations(3))
         .solve(&problem)
         .unwrap();
     assert!(!short.convergence.converged && short.convergence.marginal_error > 1e-9);
@@ -298,7 +287,7 @@ fn tolerance_is_relative_to_the_mass() {
     for mass in [1.0, 1e-10, 1e10] {
         let (mu, nu, cost) = random_problem(&mut Lcg(9), 40, 40, 0.0, mass);
         let _ = &mut rng;
-        let c = Solver::new(CpuBackend, SinkhornParams::new(0.02))
+        let c = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.02))
             .coupling(&Problem::new(mu.view(), nu.view(), cost.view()).unwrap())
             .unwrap();
         let (rows, cols) = plan_errors(
@@ -335,12 +324,9 @@ fn batches_report_each_problem() {
     nu[[0, 30]] = 1.0;
     mu.row_mut(1).assign(&bump(0.1, 0.002));
     nu.row_mut(1).assign(&bump(0.9, 0.002));
-    let params = SinkhornParams {
-        max_iters: 60,
-        ..SinkhornParams::new(2e-3)
-    };
-    let c = Solver::new(CpuBackend, params)
-        .coupling(&Problem::batch(mu.view(), nu.view(), cost.view()).unwrap())
+    let params = SinkhornParams::new(2e-3).max_iters(60);
+    let c = SinkhornSolver::new(CpuBackend, params)
+        .coupling(&Problem::new(mu.view(), nu.view(), cost.view()).unwrap())
         .unwrap();
     let conv = &c.result.convergence;
     assert_eq!(conv.problems.len(), 2);
@@ -368,12 +354,12 @@ fn eps_scaling_counts_towards_max_iters() {
     let (mu, nu, cost) = random_problem(&mut rng, 20, 20, 0.0, 1.0);
     let problem = Problem::new(mu.view(), nu.view(), cost.view()).unwrap();
     for max_iters in [1, 2, 5, 30, 100] {
-        let params = SinkhornParams {
-            max_iters,
-            ..SinkhornParams::new(1e-3)
-        }
-        .with_eps_scaling(EpsScaling::from_max_cost(1.0));
-        let r = Solver::new(CpuBackend, params).solve(&problem).unwrap();
+        let params = SinkhornParams::new(1e-3)
+            .max_iters(max_iters)
+            .eps_scaling(EpsScaling::from_max_cost(1.0));
+        let r = SinkhornSolver::new(CpuBackend, params)
+            .solve(&problem)
+            .unwrap();
         assert!(
             r.convergence.iterations <= max_iters,
             "{max_iters}: {:?}",
@@ -387,29 +373,20 @@ fn eps_scaling_counts_towards_max_iters() {
 fn huge_check_intervals_run_to_max_iters() {
     let mut rng = Lcg(8);
     let (mu, nu, cost) = random_problem(&mut rng, 10, 10, 0.0, 1.0);
-    let params = SinkhornParams {
-        max_iters: 25,
-        check_every: usize::MAX,
-        ..SinkhornParams::new(0.1)
-    };
-    let r = Solver::new(CpuBackend, params)
+    let params = SinkhornParams::new(0.1)
+        .max_iters(25)
+        .check_every(usize::MAX);
+    let r = SinkhornSolver::new(CpuBackend, params)
         .solve(&Problem::new(mu.view(), nu.view(), cost.view()).unwrap())
         .unwrap();
     assert_eq!(r.convergence.iterations, 25);
     let h = Array2::from_shape_fn((2, 10), |(k, i)| if i == 3 * k { 1.0 } else { 0.01 });
     let h = &h / &h.sum_axis(Axis(1)).insert_axis(Axis(1));
-    let params = BarycenterParams {
-        max_iters: Some(30),
-        check_every: usize::MAX,
-        ..BarycenterParams::new(0.1)
-    };
-    let bar = logot::barycenter(
-        h.view(),
-        ndarray::array![0.5, 0.5].view(),
-        cost.view(),
-        &params,
-    )
-    .unwrap();
+    let params = BarycenterParams::new(0.1)
+        .max_iters(30)
+        .check_every(usize::MAX);
+    let w = ndarray::array![0.5, 0.5];
+    let bar = common::bary::barycenter(h.view(), w.view(), cost.view(), &params, None).unwrap();
     assert_eq!(bar.iterations, 30);
 }
 
@@ -426,9 +403,11 @@ fn barycenters_of_huge_masses() {
     let h = &h / &h.sum_axis(Axis(1)).insert_axis(Axis(1));
     let w = ndarray::array![0.5, 0.5];
     let params = BarycenterParams::new(0.01);
-    let unit = logot::barycenter(h.view(), w.view(), cost.view(), &params).unwrap();
+    let unit = common::bary::barycenter(h.view(), w.view(), cost.view(), &params, None).unwrap();
     for scale in [1e200, 1e-200] {
-        let big = logot::barycenter((&h * scale).view(), w.view(), cost.view(), &params).unwrap();
+        let big =
+            common::bary::barycenter((&h * scale).view(), w.view(), cost.view(), &params, None)
+                .unwrap();
         assert!(
             big.error.is_finite() && (big.error - unit.error).abs() <= 1e-12,
             "{}",
@@ -448,20 +427,25 @@ fn newton_schulz_is_scale_invariant() {
     let mut rng = Lcg(12);
     let x = Array2::from_shape_fn((40, 30), |_| rng.normal());
     let p = NewtonSchulzParams::default();
-    let base = newton_schulz(x.view(), &p).unwrap();
+    let base = newton_schulz(&CpuBackend, x.view(), &p).unwrap();
     for s in [1e160, 1e-160, 1e300, 1e-300] {
-        let y = newton_schulz((&x * s).view(), &p).unwrap();
+        let y = newton_schulz(&CpuBackend, (&x * s).view(), &p).unwrap();
         let diff = (&y - &base).mapv(f64::abs).fold(0.0f64, |a, &v| a.max(v));
         assert!(diff <= 1e-12, "scale {s:e}: {diff:e}");
     }
     let x32 = as_f32(&x);
-    let base = newton_schulz(x32.view(), &p).unwrap();
+    let base = newton_schulz(&CpuBackend, x32.view(), &p).unwrap();
     for s in [1e20f32, 1e-25, 1e30, 1e-30] {
-        let y = newton_schulz((&x32 * s).view(), &p).unwrap();
+        let y = newton_schulz(&CpuBackend, (&x32 * s).view(), &p).unwrap();
         let diff = (&y - &base).mapv(f32::abs).fold(0.0f32, |a, &v| a.max(v));
         assert!(diff <= 2e-5, "scale {s:e}: {diff:e}");
     }
-    let err = newton_schulz(x.view(), &NewtonSchulzParams::new(100_000_000_000)).unwrap_err();
+    let err = newton_schulz(
+        &CpuBackend,
+        x.view(),
+        &NewtonSchulzParams::default().steps(100_000_000_000),
+    )
+    .unwrap_err();
     assert!(err.to_string().starts_with("steps = 100000000000"), "{err}");
 }
 

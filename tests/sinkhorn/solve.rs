@@ -3,7 +3,8 @@
 
 use crate::common;
 use logot::{
-    CpuBackend, EpsScaling, Error, Problem, Real, SinkhornParams, SinkhornResult, Solver, WarmStart,
+    CpuBackend, EpsScaling, Error, Problem, Real, SinkhornParams, SinkhornResult, SinkhornSolver,
+    WarmStart,
 };
 use ndarray::{Array1, Array2, Array3, ArrayView1, ArrayView2, Axis};
 
@@ -13,7 +14,7 @@ fn solve<T: Real>(
     c: ArrayView2<T>,
     p: SinkhornParams,
 ) -> SinkhornResult<T> {
-    Solver::new(CpuBackend, p)
+    SinkhornSolver::new(CpuBackend, p)
         .solve(&Problem::new(mu, nu, c).unwrap())
         .unwrap()
 }
@@ -24,7 +25,7 @@ fn plan<T: Real>(
     c: ArrayView2<T>,
     p: SinkhornParams,
 ) -> Array2<T> {
-    let cp = Solver::new(CpuBackend, p)
+    let cp = SinkhornSolver::new(CpuBackend, p)
         .coupling(&Problem::new(mu, nu, c).unwrap())
         .unwrap();
     cp.plan.index_axis(Axis(0), 0).to_owned()
@@ -40,12 +41,7 @@ fn pot_p1() -> (Array1<f64>, Array1<f64>, Array2<f64>) {
 }
 
 fn tight(eps: f64) -> SinkhornParams {
-    SinkhornParams {
-        eps,
-        max_iters: 100_000,
-        tol: Some(1e-13),
-        ..Default::default()
-    }
+    SinkhornParams::new(eps).max_iters(100_000).tol(1e-13)
 }
 
 /// Values from POT 0.9.7:
@@ -98,7 +94,7 @@ fn matches_pot_converged_values() {
 #[test]
 fn matches_pot_after_ten_iterations() {
     let (mu, nu, c) = pot_p1();
-    let p = SinkhornParams::fixed_iterations(0.01, 10);
+    let p = SinkhornParams::new(0.01).fixed_iterations(10);
     let r = solve(mu.view(), nu.view(), c.view(), p.clone());
     assert_eq!(r.convergence.iterations, 10);
     assert!(!r.convergence.converged);
@@ -170,7 +166,7 @@ fn log_domain_iterates_equal_scaling_domain_iterates() {
                 mu.view(),
                 nu.view(),
                 c.view(),
-                SinkhornParams::fixed_iterations(0.1, iters),
+                SinkhornParams::new(0.1).fixed_iterations(iters),
             );
             let err = (&got - &want).mapv(f64::abs).fold(0.0f64, |a, &b| a.max(b));
             assert!(err < 1e-14, "n={n} m={m} iters={iters}: max |ΔP| = {err:e}");
@@ -230,17 +226,10 @@ fn entropic_cost_approaches_exact_1d_cost_as_eps_shrinks() {
     let w0 = exact_1d(&x, mu.as_slice().unwrap(), nu.as_slice().unwrap());
     let mut last_gap = f64::INFINITY;
     for eps in [1e-2, 3e-3, 1e-3, 1e-4] {
-        let params = SinkhornParams {
-            eps,
-            max_iters: 20_000,
-            tol: Some(1e-10),
-            eps_scaling: Some(EpsScaling {
-                start: 1.0,
-                factor: 0.5,
-                iters_per_stage: 20,
-            }),
-            ..Default::default()
-        };
+        let params = SinkhornParams::new(eps)
+            .max_iters(20_000)
+            .tol(1e-10)
+            .eps_scaling(EpsScaling::new(1.0).factor(0.5).iters_per_stage(20));
         let r = solve(mu.view(), nu.view(), c.view(), params);
         assert!(r.convergence.converged, "eps {eps}: {:?}", r.convergence);
         let gap = r.distance[0] - w0;
@@ -282,7 +271,7 @@ fn small_eps_in_f32_stays_finite_and_close_to_f64() {
     let mut nu = Array1::from_shape_fn(n, |i| (-((x[i] - 0.7) / 0.2).powi(2)).exp() + 1e-3);
     nu /= nu.sum();
     for eps in [1e-3, 1e-4] {
-        let p = SinkhornParams::fixed_iterations(eps, 300);
+        let p = SinkhornParams::new(eps).fixed_iterations(300);
         let r64 = solve(mu.view(), nu.view(), c.view(), p.clone());
         let r32 = solve(
             mu.mapv(|v| v as f32).view(),
@@ -316,13 +305,13 @@ fn batch_equals_one_by_one_shared_and_per_problem_costs() {
     }
     let shared = Array2::from_shape_fn((n, m), |_| r());
     let per = Array3::from_shape_fn((b, n, m), |_| r());
-    let params = SinkhornParams::fixed_iterations(0.05, 40);
-    let solver = Solver::new(CpuBackend, params.clone());
+    let params = SinkhornParams::new(0.05).fixed_iterations(40);
+    let solver = SinkhornSolver::new(CpuBackend, params.clone());
     let batch_shared = solver
-        .solve(&Problem::batch(mu.view(), nu.view(), shared.view()).unwrap())
+        .solve(&Problem::new(mu.view(), nu.view(), shared.view()).unwrap())
         .unwrap();
     let batch_per = solver
-        .solve(&Problem::batch(mu.view(), nu.view(), per.view()).unwrap())
+        .solve(&Problem::new(mu.view(), nu.view(), per.view()).unwrap())
         .unwrap();
     for k in 0..b {
         let one = solve(mu.row(k), nu.row(k), shared.view(), params.clone());
@@ -366,7 +355,7 @@ fn zero_mass_bins_give_the_problem_without_them() {
     });
     for eps in [0.1, 0.01] {
         // Same iterations on both: the iterates must agree to round-off.
-        let params = SinkhornParams::fixed_iterations(eps, 300);
+        let params = SinkhornParams::new(eps).fixed_iterations(300);
         let full = solve(mu0.view(), nu0.view(), c.view(), params.clone());
         let sub = solve(sub_mu.view(), sub_nu.view(), sub_c.view(), params);
         assert!(full.distance[0].is_finite());
@@ -408,12 +397,7 @@ fn plan_is_invariant_to_constants_added_to_cost_rows_and_columns() {
 #[test]
 fn non_convergence_is_reported_and_warm_start_resumes() {
     let (mu, nu, c) = random_problem(80, 80, 23);
-    let few = SinkhornParams {
-        eps: 0.005,
-        max_iters: 5,
-        tol: Some(1e-9),
-        ..Default::default()
-    };
+    let few = SinkhornParams::new(0.005).max_iters(5).tol(1e-9);
     let r = solve(mu.view(), nu.view(), c.view(), few);
     assert!(!r.convergence.converged);
     assert_eq!(r.convergence.iterations, 5);
@@ -422,21 +406,11 @@ fn non_convergence_is_reported_and_warm_start_resumes() {
         mu.view(),
         nu.view(),
         c.view(),
-        SinkhornParams {
-            eps: 0.005,
-            max_iters: 100_000,
-            ..Default::default()
-        },
+        SinkhornParams::new(0.005).max_iters(100_000),
     );
     assert!(full.convergence.converged);
-    let warm = SinkhornParams {
-        eps: 0.005,
-        warm_start: Some(WarmStart {
-            f: full.f.clone(),
-            g: full.g.clone(),
-        }),
-        ..Default::default()
-    };
+    let warm =
+        SinkhornParams::new(0.005).warm_start(WarmStart::new(full.f.clone(), full.g.clone()));
     let again = solve(mu.view(), nu.view(), c.view(), warm);
     assert!(again.convergence.converged);
     assert!(
@@ -454,26 +428,15 @@ fn eps_scaling_reaches_the_same_solution_faster() {
         mu.view(),
         nu.view(),
         c.view(),
-        SinkhornParams {
-            eps: 1e-3,
-            max_iters: 200_000,
-            ..Default::default()
-        },
+        SinkhornParams::new(1e-3).max_iters(200_000),
     );
     let scaled = solve(
         mu.view(),
         nu.view(),
         c.view(),
-        SinkhornParams {
-            eps: 1e-3,
-            max_iters: 200_000,
-            eps_scaling: Some(EpsScaling {
-                start: 1.0,
-                factor: 0.5,
-                iters_per_stage: 10,
-            }),
-            ..Default::default()
-        },
+        SinkhornParams::new(1e-3)
+            .max_iters(200_000)
+            .eps_scaling(EpsScaling::new(1.0).factor(0.5).iters_per_stage(10)),
     );
     assert!(plain.convergence.converged && scaled.convergence.converged);
     assert!((plain.distance[0] - scaled.distance[0]).abs() < 1e-8);
@@ -522,7 +485,7 @@ fn invalid_inputs_are_errors_that_name_the_argument() {
     let mu2 = &mu * 2.0;
     expect_err(
         Problem::new(mu2.view(), nu.view(), c.view())
-            .and_then(|p| Solver::new(CpuBackend, SinkhornParams::new(0.1)).solve(&p)),
+            .and_then(|p| SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1)).solve(&p)),
         "unequal total masses",
     );
     expect_err(
@@ -540,13 +503,13 @@ fn invalid_inputs_are_errors_that_name_the_argument() {
     let mu2 = Array2::from_shape_fn((2, 4), |(_, i)| mu[i]);
     let nu3 = Array2::from_shape_fn((3, 3), |(_, j)| nu[j]);
     expect_err(
-        Problem::batch(mu2.view(), nu3.view(), c.view()),
+        Problem::new(mu2.view(), nu3.view(), c.view()),
         "nu: batch of 3 problems but mu has 2",
     );
     let nu2 = Array2::from_shape_fn((2, 3), |(_, j)| nu[j]);
     let c3 = Array3::from_shape_fn((3, 4, 3), |(_, i, j)| c[[i, j]]);
     expect_err(
-        Problem::batch(mu2.view(), nu2.view(), c3.view()),
+        Problem::new(mu2.view(), nu2.view(), c3.view()),
         "cost: holds 3 matrices but there are 2 problems",
     );
     let p = Problem::new(mu.view(), nu.view(), c.view()).unwrap();
@@ -554,36 +517,16 @@ fn invalid_inputs_are_errors_that_name_the_argument() {
         (SinkhornParams::new(0.0), "eps = 0"),
         (SinkhornParams::new(-1.0), "eps = -1"),
         (SinkhornParams::new(f64::NAN), "eps = NaN"),
-        (
-            SinkhornParams {
-                max_iters: 0,
-                ..Default::default()
-            },
-            "max_iters = 0",
-        ),
-        (
-            SinkhornParams {
-                check_every: 0,
-                ..Default::default()
-            },
-            "check_every = 0",
-        ),
-        (
-            SinkhornParams {
-                tol: Some(-1.0),
-                ..Default::default()
-            },
-            "tol = -1",
-        ),
+        (SinkhornParams::default().max_iters(0), "max_iters = 0"),
+        (SinkhornParams::default().check_every(0), "check_every = 0"),
+        (SinkhornParams::default().tol(-1.0), "tol = -1"),
     ] {
-        expect_err(Solver::new(CpuBackend, params).solve(&p), needle);
+        expect_err(SinkhornSolver::new(CpuBackend, params).solve(&p), needle);
     }
-    let warm = SinkhornParams {
-        warm_start: Some(WarmStart {
-            f: Array2::zeros((1, 5)),
-            g: Array2::zeros((1, 3)),
-        }),
-        ..Default::default()
-    };
-    expect_err(Solver::new(CpuBackend, warm).solve(&p), "warm_start");
+    let warm = SinkhornParams::default()
+        .warm_start(WarmStart::new(Array2::zeros((1, 5)), Array2::zeros((1, 3))));
+    expect_err(
+        SinkhornSolver::new(CpuBackend, warm).solve(&p),
+        "warm_start",
+    );
 }

@@ -1,4 +1,4 @@
-//! Unbalanced barycenters (`BarycenterParams::relaxation`) against POT 0.9.7's
+//! Unbalanced barycenters (`BarycenterProblem::relaxed`) against POT 0.9.7's
 //! `ot.unbalanced.barycenter_unbalanced`, an independent plain-domain reference for the
 //! two-sided relaxation POT does not offer, the balanced limit, and bad input.
 //!
@@ -9,20 +9,17 @@
 
 use logot::backend::log_power_mean;
 use logot::{
-    barycenter, barycenter_batch, BarycenterParams, CpuBackend, Error, GridCost, Real, Relaxation,
+    BarycenterParams, BarycenterProblem, BarycenterSolver, CpuBackend, Error, GridCost, Real,
+    Relaxation,
 };
 use ndarray::{Array1, Array2, Array3, ArrayView2, Axis};
 
 use crate::common;
+use common::bary::barycenter;
 use common::pot_bary::{pot, Case, CASES};
 
-fn params(eps: f64, rho: f64, tol: f64, max_iters: usize) -> BarycenterParams {
-    BarycenterParams {
-        tol,
-        max_iters: Some(max_iters),
-        ..BarycenterParams::new(eps)
-    }
-    .with_relaxation(Relaxation::kl(rho))
+fn params(eps: f64, tol: f64, max_iters: usize) -> BarycenterParams {
+    BarycenterParams::new(eps).tol(tol).max_iters(max_iters)
 }
 
 /// `max_x |got − want| / max_x want`.
@@ -42,15 +39,22 @@ fn solve<T: Real>(
     tol: f64,
     max_iters: usize,
     dense: bool,
-) -> logot::Barycenter<T> {
+) -> logot::BarycenterResult<T> {
     let h = case.inputs::<T>();
     let w = case.weights::<T>();
-    let p = params(case.eps, rho, tol, max_iters);
+    let (p, r) = (params(case.eps, tol, max_iters), Some(Relaxation::kl(rho)));
     if case.grid && !dense {
-        barycenter(h.view(), w.view(), GridCost::new(case.shape).unwrap(), &p).unwrap()
+        barycenter(
+            h.view(),
+            w.view(),
+            GridCost::new(case.shape).unwrap(),
+            &p,
+            r,
+        )
+        .unwrap()
     } else {
         let c = case.dense_cost::<T>();
-        barycenter(h.view(), w.view(), c.view(), &p).unwrap()
+        barycenter(h.view(), w.view(), c.view(), &p, r).unwrap()
     }
 }
 
@@ -188,14 +192,10 @@ fn two_sided_and_semi_relaxations_match_a_plain_domain_reference() {
         (5.0, 0.05),
     ] {
         let want = plain_reference(h.view(), case.weights, cost.view(), eps, rho, 20_000);
-        let p = BarycenterParams {
-            tol: 1e-13,
-            max_iters: Some(100_000),
-            ..BarycenterParams::new(eps)
-        }
-        .with_relaxation(Relaxation::kl_each(rho.0, rho.1));
+        let p = BarycenterParams::new(eps).tol(1e-13).max_iters(100_000);
         let w = case.weights::<f64>();
-        let bar = barycenter(h.view(), w.view(), cost.view(), &p).unwrap();
+        let r = Some(Relaxation::kl_each(rho.0, rho.1));
+        let bar = barycenter(h.view(), w.view(), cost.view(), &p, r).unwrap();
         assert!(bar.converged, "{rho:?}: error {:e}", bar.error);
         let err = rel_err(bar.histogram.as_slice().unwrap(), &want);
         assert!(
@@ -225,11 +225,10 @@ fn large_rho_tends_to_the_balanced_barycenter() {
         h.view(),
         w.view(),
         cost.view(),
-        &BarycenterParams {
-            tol: 1e-12,
-            max_iters: Some(100_000),
-            ..BarycenterParams::new(case.eps)
-        },
+        &BarycenterParams::new(case.eps)
+            .tol(1e-12)
+            .max_iters(100_000),
+        None,
     )
     .unwrap();
     assert!(balanced.converged);
@@ -238,7 +237,8 @@ fn large_rho_tends_to_the_balanced_barycenter() {
         w.view(),
         cost.view(),
         // (the mass converges at a rate 1 − O(ε/ρ): no tighter tolerance in reach)
-        &params(case.eps, case.eps * 1e8, 1e-8, 100_000),
+        &params(case.eps, 1e-8, 100_000),
+        Some(Relaxation::kl(case.eps * 1e8)),
     )
     .unwrap();
     let want = balanced.histogram.as_slice().unwrap();
@@ -255,7 +255,8 @@ fn large_rho_tends_to_the_balanced_barycenter() {
         h32.view(),
         case.weights::<f32>().view(),
         c32.view(),
-        &params(case.eps, case.eps * 1e8, 1e-6, 100_000),
+        &params(case.eps, 1e-6, 100_000),
+        Some(Relaxation::kl(case.eps * 1e8)),
     )
     .unwrap();
     let err = rel_err(relaxed32.histogram.as_slice().unwrap(), want);
@@ -265,7 +266,8 @@ fn large_rho_tends_to_the_balanced_barycenter() {
         h.view(),
         w.view(),
         cost.view(),
-        &params(case.eps, f64::INFINITY, 1e-12, 100_000),
+        &params(case.eps, 1e-12, 100_000),
+        Some(Relaxation::kl(f64::INFINITY)),
     )
     .unwrap();
     assert_eq!(exact.histogram, balanced.histogram);
@@ -286,16 +288,14 @@ fn reports_describe_the_returned_barycenter() {
     assert!(stopped.iterations < 100_000 && stopped.iterations % 10 == 0);
     assert!(rel_err(stopped.histogram.as_slice().unwrap(), want) < 1e-4);
     // The error decreases along the way (history).
-    let p = BarycenterParams {
-        history: true,
-        ..params(case.eps, rho, 1e-9, 100_000)
-    };
+    let p = params(case.eps, 1e-9, 100_000).history(true);
     let h = case.inputs::<f64>();
     let bar = barycenter(
         h.view(),
         case.weights::<f64>().view(),
         case.dense_cost::<f64>().view(),
         &p,
+        Some(Relaxation::kl(rho)),
     )
     .unwrap();
     let errs: Vec<f64> = bar.history.iter().map(|e| e.error).collect();
@@ -311,10 +311,16 @@ fn batch_equals_single_solves() {
     let weights = [[0.2, 0.5, 0.3], [0.6, 0.1, 0.3]];
     let hb = Array3::from_shape_fn((2, h.nrows(), h.ncols()), |(_, k, i)| h[[k, i]]);
     let wb = Array2::from_shape_fn((2, 3), |(p, k)| weights[p][k]);
-    let p = params(case.eps, 0.5, 0.0, 200);
-    let bars = barycenter_batch(hb.view(), wb.view(), cost.view(), &p).unwrap();
+    let (p, r) = (params(case.eps, 0.0, 200), Relaxation::kl(0.5));
+    let batch = BarycenterProblem::new(hb.view(), wb.view())
+        .unwrap()
+        .relaxed(r);
+    let bars = BarycenterSolver::new(CpuBackend, p.clone())
+        .solve(&batch, cost.view())
+        .unwrap();
     for (b, w) in bars.iter().zip(weights) {
-        let one = barycenter(h.view(), Array1::from(w.to_vec()).view(), cost.view(), &p).unwrap();
+        let w = Array1::from(w.to_vec());
+        let one = barycenter(h.view(), w.view(), cost.view(), &p, Some(r)).unwrap();
         assert_eq!(b.histogram, one.histogram);
         assert_eq!(b.error, one.error);
     }
@@ -372,8 +378,8 @@ fn bad_relaxations_and_masses_are_errors() {
             "relaxation.rho_mu",
         ),
     ] {
-        let p = BarycenterParams::new(case.eps).with_relaxation(r);
-        let err = barycenter(h.view(), w.view(), cost.view(), &p).unwrap_err();
+        let p = BarycenterParams::new(case.eps);
+        let err = barycenter(h.view(), w.view(), cost.view(), &p, Some(r)).unwrap_err();
         assert!(matches!(err, Error::Parameter { .. }), "{r:?}: {err:?}");
         assert!(err.to_string().contains(arg), "{r:?}: {err}");
     }
@@ -383,23 +389,27 @@ fn bad_relaxations_and_masses_are_errors() {
         w.view(),
         cost.view(),
         &BarycenterParams::new(case.eps),
+        None,
     )
     .unwrap_err();
     let msg = err.to_string();
     assert!(msg.contains("histograms") && msg.contains("relax"), "{msg}");
     // ... and with both sides infinite (which is the balanced problem).
-    let p = BarycenterParams::new(case.eps).with_relaxation(Relaxation::kl(f64::INFINITY));
-    assert!(barycenter(h.view(), w.view(), cost.view(), &p).is_err());
+    let (p, inf) = (
+        BarycenterParams::new(case.eps),
+        Relaxation::kl(f64::INFINITY),
+    );
+    assert!(barycenter(h.view(), w.view(), cost.view(), &p, Some(inf)).is_err());
     // The usual checks still apply to unbalanced inputs.
-    let p = params(case.eps, 1.0, 1e-6, 100);
+    let (p, r) = (params(case.eps, 1e-6, 100), Some(Relaxation::kl(1.0)));
     let mut neg = h.clone();
     neg[[1, 3]] = -0.1;
-    assert!(barycenter(neg.view(), w.view(), cost.view(), &p).is_err());
+    assert!(barycenter(neg.view(), w.view(), cost.view(), &p, r).is_err());
     let mut empty = h.clone();
     empty.row_mut(0).fill(0.0);
-    assert!(barycenter(empty.view(), w.view(), cost.view(), &p).is_err());
+    assert!(barycenter(empty.view(), w.view(), cost.view(), &p, r).is_err());
     let bad_w = Array1::from(vec![0.5, 0.6]);
-    let err = barycenter(h.view(), bad_w.view(), cost.view(), &p).unwrap_err();
+    let err = barycenter(h.view(), bad_w.view(), cost.view(), &p, r).unwrap_err();
     assert!(err.to_string().contains("weights"), "{err}");
 }
 
@@ -408,14 +418,15 @@ fn solver_on_cpu_backend_matches_top_level() {
     let case = pot::GRID2D;
     let h = case.inputs::<f64>();
     let w = case.weights::<f64>();
-    let p = params(case.eps, case.rhos[0], 0.0, 50);
-    let solver = logot::BarycenterSolver::new(CpuBackend, p.clone());
+    let (p, r) = (params(case.eps, 0.0, 50), Relaxation::kl(case.rhos[0]));
+    let solver = BarycenterSolver::new(CpuBackend, p.clone());
     let grid = GridCost::new(case.shape).unwrap();
     let prepared = solver.prepare::<f64>(grid.clone()).unwrap();
-    let a = solver
-        .solve_prepared(h.view(), w.view(), &prepared)
-        .unwrap();
-    let b = barycenter(h.view(), w.view(), grid, &p).unwrap();
+    let problem = BarycenterProblem::new(h.view(), w.view())
+        .unwrap()
+        .relaxed(r);
+    let a = solver.solve(&problem, &prepared).unwrap().remove(0);
+    let b = barycenter(h.view(), w.view(), grid, &p, Some(r)).unwrap();
     assert_eq!(a.histogram, b.histogram);
     assert_eq!(a.iterations, 50);
 }

@@ -7,10 +7,10 @@
 use crate::common;
 
 use common::Lcg;
-use logot::grad::{check_gradient, GradCheckOptions};
+use logot::grad::{check_gradient, GradCheckParams};
 use logot::{
-    CpuBackend, DivergenceConvention, EpsScaling, Error, PointCloudCost, PointMetric, Relaxation,
-    SinkhornParams, Solver,
+    CpuBackend, DivergenceConvention, EpsScaling, Error, PointCloudCost, PointMetric, Problem,
+    Relaxation, SinkhornParams, SinkhornSolver,
 };
 use ndarray::{Array1, Array2, ArrayView1, ArrayView2};
 
@@ -101,27 +101,30 @@ fn reference_divergence(
     side(a, &f_aa, &f_ab) + side(b, &g_bb, &g_ab)
 }
 
-fn params(eps: f64, rho: f64) -> SinkhornParams {
-    let mut p = SinkhornParams::new(eps).with_relaxation(Relaxation::kl(rho));
-    p.tol = Some(1e-13);
-    p.max_iters = 200_000;
-    p
+/// The solver's parameters and the reach of the problem (`None`: balanced).
+type Params = (SinkhornParams, Option<f64>);
+
+fn params(eps: f64, rho: f64) -> Params {
+    (
+        SinkhornParams::new(eps).tol(1e-13).max_iters(200_000),
+        Some(rho),
+    )
 }
 
 fn divergence<T: logot::Real>(
-    p: &SinkhornParams,
+    (p, rho): &Params,
     a: ArrayView1<'_, T>,
     b: ArrayView1<'_, T>,
     x: ArrayView2<'_, T>,
     y: ArrayView2<'_, T>,
     metric: PointMetric,
-) -> logot::Result<logot::SinkhornDivergence<T>> {
-    Solver::new(CpuBackend, p.clone()).sinkhorn_divergence(
-        a,
-        b,
-        PointCloudCost::with_metric(x, y, metric)?,
-        DivergenceConvention::Objective,
-    )
+) -> logot::Result<logot::DivergenceResult<T>> {
+    let mut problem = Problem::new(a, b, PointCloudCost::with_metric(x, y, metric)?)?;
+    if let Some(rho) = rho {
+        problem = problem.relaxed(Relaxation::kl(*rho));
+    }
+    SinkhornSolver::new(CpuBackend, p.clone())
+        .sinkhorn_divergence(&problem, DivergenceConvention::Objective)
 }
 
 #[test]
@@ -152,11 +155,11 @@ fn matches_geomloss_closed_form_with_unequal_masses() {
         assert!(s.converged(), "case {seed}: {:?}", s.convergence);
         let scale = s.terms.iter().fold(1.0f64, |acc, t| acc.max(t.abs()));
         assert!(
-            (s.value - want).abs() <= 1e-10 * scale,
+            (s.value[0] - want).abs() <= 1e-10 * scale,
             "case {seed}: {} vs GeomLoss's formula {want}",
-            s.value
+            s.value[0]
         );
-        assert!(s.value > 0.0, "case {seed}: {}", s.value);
+        assert!(s.value[0] > 0.0, "case {seed}: {}", s.value[0]);
     }
 }
 
@@ -175,7 +178,7 @@ fn vanishes_for_equal_measures_and_separates_masses() {
     )
     .unwrap();
     assert!(same.converged());
-    assert!(same.value.abs() <= 1e-12, "S(μ, μ) = {}", same.value);
+    assert!(same.value[0].abs() <= 1e-12, "S(μ, μ) = {}", same.value[0]);
     // Same support, twice the mass: positive, and equal to the closed form.
     let a2 = &a * 2.0;
     let heavier = divergence(
@@ -188,11 +191,11 @@ fn vanishes_for_equal_measures_and_separates_masses() {
     )
     .unwrap();
     let want = reference_divergence(&a, &a2, &x, &x, 0.1, 0.5, PointMetric::SqEuclidean);
-    assert!(heavier.value > 1e-3, "{}", heavier.value);
+    assert!(heavier.value[0] > 1e-3, "{}", heavier.value[0]);
     assert!(
-        (heavier.value - want).abs() <= 1e-10 * heavier.terms[2].abs().max(1.0),
+        (heavier.value[0] - want).abs() <= 1e-10 * heavier.terms[[0, 2]].abs().max(1.0),
         "{} vs {want}",
-        heavier.value
+        heavier.value[0]
     );
 }
 
@@ -200,8 +203,7 @@ fn vanishes_for_equal_measures_and_separates_masses() {
 fn large_reach_tends_to_the_balanced_divergence() {
     let (x, y) = (cloud(21, 8, 2, 0.0, 1.0), cloud(22, 9, 2, 0.3, 1.2));
     let (a, b) = (weights(23, 8, 1.0), weights(24, 9, 1.0));
-    let mut balanced = SinkhornParams::new(0.2);
-    balanced.tol = Some(1e-13);
+    let balanced = (SinkhornParams::new(0.2).tol(1e-13), None);
     let s_bal = divergence(
         &balanced,
         a.view(),
@@ -211,7 +213,7 @@ fn large_reach_tends_to_the_balanced_divergence() {
         PointMetric::SqEuclidean,
     )
     .unwrap()
-    .value;
+    .value[0];
     // The relaxation's effect on S is O(1/ρ): it shrinks tenfold from ρ = 10 to ρ = 100.
     let gap = |rho: f64| {
         let s = divergence(
@@ -224,7 +226,7 @@ fn large_reach_tends_to_the_balanced_divergence() {
         )
         .unwrap();
         assert!(s.converged(), "ρ = {rho}: {:?}", s.convergence);
-        (s.value - s_bal).abs()
+        (s.value[0] - s_bal).abs()
     };
     let (g10, g100) = (gap(10.0), gap(100.0));
     assert!(
@@ -243,9 +245,9 @@ fn gradients_match_finite_differences() {
         let value = |xv: &Array2<f64>, yv: &Array2<f64>| {
             divergence(&p, a.view(), b.view(), xv.view(), yv.view(), metric)
                 .unwrap()
-                .value
+                .value[0]
         };
-        let opts = GradCheckOptions::new(1e-6, 1e-8);
+        let opts = GradCheckParams::default().rel_tol(1e-6).abs_floor(1e-8);
         let gx: Vec<f64> = s.grad_x.as_ref().unwrap().iter().copied().collect();
         let rx = check_gradient(
             |v| value(&Array2::from_shape_vec(x.dim(), v.to_vec()).unwrap(), &y),
@@ -274,7 +276,8 @@ fn f32_and_eps_scaling_agree_with_the_f64_reference() {
     let (eps, rho) = (0.02, 0.5);
     let want = reference_divergence(&a, &b, &x, &y, eps, rho, PointMetric::SqEuclidean);
     // f64 annealed from the squared diameter.
-    let mut p = params(eps, rho).with_eps_scaling(EpsScaling::from_max_cost(3.0 * 1.21));
+    let (p0, reach) = params(eps, rho);
+    let mut p = (p0.eps_scaling(EpsScaling::from_max_cost(3.0 * 1.21)), reach);
     let s = divergence(
         &p,
         a.view(),
@@ -285,10 +288,14 @@ fn f32_and_eps_scaling_agree_with_the_f64_reference() {
     )
     .unwrap();
     assert!(s.converged(), "{:?}", s.convergence);
-    assert!((s.value - want).abs() <= 1e-9, "{} vs {want}", s.value);
+    assert!(
+        (s.value[0] - want).abs() <= 1e-9,
+        "{} vs {want}",
+        s.value[0]
+    );
     // f32 at its own default tolerance: the error is that of f32 potentials, O(ε_f32)
     // relative to the terms, not relative to the (smaller) divergence.
-    p.tol = None;
+    p.0.tol = None;
     let c32 = |v: &Array2<f64>| v.mapv(|t| t as f32);
     let w32 = |v: &Array1<f64>| v.mapv(|t| t as f32);
     let s32 = divergence(
@@ -304,9 +311,9 @@ fn f32_and_eps_scaling_agree_with_the_f64_reference() {
     let scale = s.terms.iter().fold(1.0f64, |acc, t| acc.max(t.abs()));
     let tol = 100.0 * f64::from(f32::EPSILON) * scale * ((40 * 30) as f64).sqrt();
     assert!(
-        (f64::from(s32.value) - want).abs() <= tol,
+        (f64::from(s32.value[0]) - want).abs() <= tol,
         "{} vs {want} (tol {tol})",
-        s32.value
+        s32.value[0]
     );
 }
 
@@ -314,14 +321,14 @@ fn f32_and_eps_scaling_agree_with_the_f64_reference() {
 fn refusals_name_the_problem() {
     let x = cloud(51, 4, 2, 0.0, 1.0);
     let (a, b) = (weights(52, 4, 1.0), weights(53, 4, 2.0));
-    let err = |p: SinkhornParams, conv: DivergenceConvention| {
-        Solver::new(CpuBackend, p)
-            .sinkhorn_divergence(
-                a.view(),
-                b.view(),
-                PointCloudCost::new(x.view(), x.view()).unwrap(),
-                conv,
-            )
+    let err = |r: Option<Relaxation>, conv: DivergenceConvention| {
+        let cost = PointCloudCost::new(x.view(), x.view()).unwrap();
+        let mut problem = Problem::new(a.view(), b.view(), cost).unwrap();
+        if let Some(r) = r {
+            problem = problem.relaxed(r);
+        }
+        SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1))
+            .sinkhorn_divergence(&problem, conv)
             .unwrap_err()
     };
     let objective = DivergenceConvention::Objective;
@@ -330,28 +337,22 @@ fn refusals_name_the_problem() {
         Relaxation::kl_each(1.0, 2.0),
         Relaxation::kl_each(1.0, f64::INFINITY),
     ] {
-        let e = err(SinkhornParams::new(0.1).with_relaxation(r), objective);
+        let e = err(Some(r), objective);
         assert!(
             matches!(&e, Error::Parameter { arg, .. } if arg == "relaxation"),
             "{e}"
         );
     }
     // The linear convention is balanced only.
-    let e = err(
-        SinkhornParams::new(0.1).with_relaxation(Relaxation::kl(1.0)),
-        DivergenceConvention::Linear,
-    );
+    let e = err(Some(Relaxation::kl(1.0)), DivergenceConvention::Linear);
     assert!(
         matches!(&e, Error::Parameter { arg, .. } if arg == "convention"),
         "{e}"
     );
     // Bad penalties name the field.
-    let e = err(
-        SinkhornParams::new(0.1).with_relaxation(Relaxation::kl(-1.0)),
-        objective,
-    );
+    let e = err(Some(Relaxation::kl(-1.0)), objective);
     assert!(e.to_string().contains("rho"), "{e}");
     // Balanced: unequal masses are still refused.
-    let e = err(SinkhornParams::new(0.1), objective);
+    let e = err(None, objective);
     assert!(e.to_string().contains("mass"), "{e}");
 }

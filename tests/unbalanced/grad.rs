@@ -6,19 +6,19 @@
 
 use crate::common;
 
+use common::relaxed::Relaxed;
 use common::Lcg;
-use logot::grad::{check_gradient, CgParams, GradCheckOptions};
-use logot::{CpuBackend, PointCloudCost, Problem, Relaxation, SinkhornParams, Solver};
+use logot::grad::{check_gradient, CgParams, GradCheckParams};
+use logot::{CpuBackend, PointCloudCost, Problem, SinkhornParams, SinkhornSolver};
 use ndarray::{Array1, Array2, Array3, Axis};
 
-fn solver(eps: f64, rho: (f64, f64)) -> Solver<CpuBackend> {
-    Solver::new(
-        CpuBackend,
-        SinkhornParams {
-            max_iters: 200_000,
-            tol: Some(1e-15),
-            ..SinkhornParams::new(eps).with_relaxation(Relaxation::kl_each(rho.0, rho.1))
-        },
+fn solver(eps: f64, rho: (f64, f64)) -> Relaxed<CpuBackend> {
+    Relaxed::new(
+        SinkhornSolver::new(
+            CpuBackend,
+            SinkhornParams::new(eps).max_iters(200_000).tol(1e-15),
+        ),
+        rho,
     )
 }
 
@@ -50,12 +50,11 @@ fn objective(mu: &[f64], nu: &[f64], c: &[f64], eps: f64, rho: (f64, f64)) -> f6
         .value[0]
 }
 
-fn opts() -> GradCheckOptions {
-    GradCheckOptions {
-        step: 1e-5,
-        rel_tol: 1e-6,
-        abs_floor: 1e-6,
-    }
+fn opts() -> GradCheckParams {
+    GradCheckParams::default()
+        .step(1e-5)
+        .rel_tol(1e-6)
+        .abs_floor(1e-6)
 }
 
 /// Generalized `KL(x ‖ y) = Σ x log(x/y) − x + y` in f64 (`0 log 0 = 0`).
@@ -99,7 +98,7 @@ fn transport_cost_gradients_match_finite_differences() {
         let g = solver(eps, rho)
             .wasserstein_gradients(
                 &Problem::new(mua.view(), nua.view(), ca.view()).unwrap(),
-                &CgParams::with_tol(1e-14),
+                &CgParams::default().tol(1e-14),
             )
             .unwrap();
         assert!(
@@ -166,7 +165,7 @@ fn general_loss_gradients_match_finite_differences() {
                 let p = cpl.plan.index_axis(Axis(0), 0);
                 (&p * &w * 2.0).insert_axis(Axis(0))
             },
-            &CgParams::with_tol(1e-14),
+            &CgParams::default().tol(1e-14),
         )
         .unwrap();
     assert!(g.result.convergence.converged && g.cg.all_converged());
@@ -267,7 +266,7 @@ fn zero_mass_bins_get_one_sided_derivatives() {
     let (mua, nua, ca) = problem_arrays(&mu, &nu, &c);
     let problem = Problem::new(mua.view(), nua.view(), ca.view()).unwrap();
     let g = solver(eps, rho)
-        .wasserstein_gradients(&problem, &CgParams::with_tol(1e-14))
+        .wasserstein_gradients(&problem, &CgParams::default().tol(1e-14))
         .unwrap();
     let e = solver(eps, rho).envelope_gradients(&problem).unwrap();
     assert!(g.cg.all_converged() && g.result.convergence.converged);
@@ -310,12 +309,9 @@ fn batched_gradients_equal_single_problem_gradients() {
     let nu = Array2::from_shape_fn((b, m), |_| rng.uniform(0.1, 0.5));
     let c = Array3::from_shape_fn((b, n, m), |_| rng.uniform(0.0, 1.0));
     let s = solver(eps, rho);
-    let cg = CgParams::with_tol(1e-13);
+    let cg = CgParams::default().tol(1e-13);
     let all = s
-        .wasserstein_gradients(
-            &Problem::batch(mu.view(), nu.view(), c.view()).unwrap(),
-            &cg,
-        )
+        .wasserstein_gradients(&Problem::new(mu.view(), nu.view(), c.view()).unwrap(), &cg)
         .unwrap();
     for k in 0..b {
         let one = s
@@ -357,14 +353,10 @@ fn large_rho_approaches_the_balanced_gradients() {
     let c = rng.vec(n * m, 0.0, 1.0);
     let (mua, nua, ca) = problem_arrays(&mu, &nu, &c);
     let problem = Problem::new(mua.view(), nua.view(), ca.view()).unwrap();
-    let cg = CgParams::with_tol(1e-14);
-    let balanced = Solver::new(
+    let cg = CgParams::default().tol(1e-14);
+    let balanced = SinkhornSolver::new(
         CpuBackend,
-        SinkhornParams {
-            max_iters: 200_000,
-            tol: Some(1e-15),
-            ..SinkhornParams::new(eps)
-        },
+        SinkhornParams::new(eps).max_iters(200_000).tol(1e-15),
     )
     .wasserstein_gradients(&problem, &cg)
     .unwrap();
@@ -403,9 +395,9 @@ fn f32_gradients_agree_with_f64() {
         nu.mapv(|v| v as f32),
         c.mapv(|v| v as f32),
     );
-    let s32 = Solver::new(
-        CpuBackend,
-        SinkhornParams::new(eps).with_relaxation(Relaxation::kl_each(rho.0, rho.1)),
+    let s32 = Relaxed::new(
+        SinkhornSolver::new(CpuBackend, SinkhornParams::new(eps)),
+        rho,
     );
     let p32 = Problem::new(mu32.view(), nu32.view(), c32.view()).unwrap();
     let g32 = s32
@@ -462,7 +454,7 @@ fn point_gradients_match_finite_differences_of_the_objective() {
         let xa = Array2::from_shape_vec((n, d), x.to_vec()).unwrap();
         let ya = Array2::from_shape_vec((m, d), y.to_vec()).unwrap();
         let cost = PointCloudCost::new(xa.view(), ya.view()).unwrap();
-        s.point_gradients(&Problem::batch(mu.view(), nu.view(), cost).unwrap())
+        s.point_gradients(&Problem::new(mu.view(), nu.view(), cost).unwrap())
             .unwrap()
             .value[0]
     };
@@ -471,12 +463,12 @@ fn point_gradients_match_finite_differences_of_the_objective() {
     let cost = PointCloudCost::new(xa.view(), ya.view()).unwrap();
     let dense = cost.to_dense();
     let pg = s
-        .point_gradients(&Problem::batch(mu.view(), nu.view(), cost).unwrap())
+        .point_gradients(&Problem::new(mu.view(), nu.view(), cost).unwrap())
         .unwrap();
     assert!(pg.result.convergence.converged);
     // The same value as the dense problem's envelope objective.
     let e = s
-        .envelope_gradients(&Problem::batch(mu.view(), nu.view(), dense.view()).unwrap())
+        .envelope_gradients(&Problem::new(mu.view(), nu.view(), dense.view()).unwrap())
         .unwrap();
     assert!(
         (pg.value[0] - e.value[0]).abs() < 1e-12,

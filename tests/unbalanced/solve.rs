@@ -9,9 +9,8 @@
 //! + ρ_b·kl_div(Pᵀ1, b, mass=True)` with POT's `NumpyBackend().kl_div` on POT's plan (a term
 //! with ρ = ∞ left out); POT's own `returnCost="total"` omits the `− x + y` mass terms.
 
-use logot::{
-    CpuBackend, Error, GridCost, PointCloudCost, Problem, Relaxation, SinkhornParams, Solver,
-};
+use crate::common::relaxed::Relaxed;
+use logot::{CpuBackend, Error, GridCost, PointCloudCost, Problem, SinkhornParams, SinkhornSolver};
 use ndarray::{s, Array1, Array2, Array3, Axis};
 
 /// The test problem `k` of size `n×m` (see the module docs).
@@ -370,12 +369,13 @@ const BATCH_2: Reference = Reference {
     objective: 2.369796090766397,
 };
 
-fn params(eps: f64, rho: (f64, f64), tol: f64) -> SinkhornParams {
-    SinkhornParams {
-        tol: Some(tol),
-        max_iters: 100_000,
-        ..SinkhornParams::new(eps).with_relaxation(Relaxation::kl_each(rho.0, rho.1))
-    }
+fn params(eps: f64, tol: f64) -> SinkhornParams {
+    SinkhornParams::new(eps).tol(tol).max_iters(100_000)
+}
+
+/// The solver of problems relaxed by `rho`.
+fn solver(eps: f64, rho: (f64, f64), tol: f64) -> Relaxed<CpuBackend> {
+    Relaxed::new(SinkhornSolver::new(CpuBackend, params(eps, tol)), rho)
 }
 
 /// `|got − want| ≤ tol·max(1, |want|)` entry by entry.
@@ -405,7 +405,7 @@ fn mass_terms(r: &Reference, a: &Array1<f64>, b: &Array1<f64>, mass: f64) -> f64
 
 fn check_f64(r: &Reference) {
     let (a, b, c) = problem(r.n, r.m, r.k);
-    let solver = Solver::new(CpuBackend, params(r.eps, r.rho, 1e-13));
+    let solver = solver(r.eps, r.rho, 1e-13);
     let cpl = solver
         .coupling(&Problem::new(a.view(), b.view(), c.view()).unwrap())
         .unwrap();
@@ -457,7 +457,7 @@ fn semi_unbalanced_matches_pot() {
     // ρ = ∞ keeps that marginal exact.
     for (r, axis) in [(&SEMI_MU, Axis(1)), (&SEMI_NU, Axis(0))] {
         let (a, b, c) = problem(r.n, r.m, r.k);
-        let cpl = Solver::new(CpuBackend, params(r.eps, r.rho, 1e-13))
+        let cpl = solver(r.eps, r.rho, 1e-13)
             .coupling(&Problem::new(a.view(), b.view(), c.view()).unwrap())
             .unwrap();
         let marginal = cpl.plan.index_axis(Axis(0), 0).sum_axis(axis);
@@ -484,9 +484,9 @@ fn batch_with_per_problem_costs_matches_pot() {
         nu.row_mut(k).assign(&b);
         costs.index_axis_mut(Axis(0), k).assign(&c);
     }
-    let solver = Solver::new(CpuBackend, params(0.2, (1.0, 1.0), 1e-13));
+    let solver = solver(0.2, (1.0, 1.0), 1e-13);
     let cpl = solver
-        .coupling(&Problem::batch(mu.view(), nu.view(), costs.view()).unwrap())
+        .coupling(&Problem::new(mu.view(), nu.view(), costs.view()).unwrap())
         .unwrap();
     assert!(cpl.result.convergence.converged);
     assert_eq!(cpl.result.convergence.problems.len(), 3);
@@ -508,11 +508,8 @@ fn float32_matches_pot() {
             b.mapv(|v| v as f32),
             c.mapv(|v| v as f32),
         );
-        let p = SinkhornParams {
-            tol: None, // float32's default, 1e-5 of the mass
-            ..params(r.eps, r.rho, 0.0)
-        };
-        let cpl = Solver::new(CpuBackend, p)
+        let p = params(r.eps, 0.0).tol(None); // float32's default, 1e-5 of the mass
+        let cpl = Relaxed::new(SinkhornSolver::new(CpuBackend, p), r.rho)
             .coupling(&Problem::new(a.view(), b.view(), c.view()).unwrap())
             .unwrap();
         assert!(
@@ -556,21 +553,15 @@ fn large_rho_recovers_the_balanced_plan() {
     let (a, b, c) = problem(7, 5, 0);
     let (a, b) = (&a / a.sum(), &b / b.sum());
     let problem = Problem::new(a.view(), b.view(), c.view()).unwrap();
-    let balanced = Solver::new(
+    let balanced = SinkhornSolver::new(
         CpuBackend,
-        SinkhornParams {
-            tol: Some(1e-13),
-            max_iters: 100_000,
-            ..SinkhornParams::new(0.1)
-        },
+        SinkhornParams::new(0.1).tol(1e-13).max_iters(100_000),
     )
     .coupling(&problem)
     .unwrap();
     // The split of mass between f and g converges at the rate 1 − O(ε/ρ) for large ρ (the
     // direction the balanced problem leaves free): a tolerance of 1e-8, not 1e-13, is met.
-    let relaxed = Solver::new(CpuBackend, params(0.1, (1e8, 1e8), 1e-8))
-        .coupling(&problem)
-        .unwrap();
+    let relaxed = solver(0.1, (1e8, 1e8), 1e-8).coupling(&problem).unwrap();
     assert!(
         balanced.result.convergence.converged,
         "{:?}",
@@ -603,7 +594,7 @@ fn constant_cost_gives_the_closed_form_plan() {
     for rho in [(0.5, 2.0), (3.0, 3.0), (f64::INFINITY, 0.7)] {
         for c in [0.0, 0.3, 1.7, 25.0] {
             let cost = Array2::from_elem((4, 3), c);
-            let cpl = Solver::new(CpuBackend, params(eps, rho, 1e-13))
+            let cpl = solver(eps, rho, 1e-13)
                 .coupling(&Problem::new(a.view(), b.view(), cost.view()).unwrap())
                 .unwrap();
             assert!(cpl.result.convergence.converged);
@@ -636,12 +627,13 @@ fn report_residual_is_the_returned_potentials_one() {
     let (a, b, c) = problem(7, 5, 0);
     let (eps, rho) = (0.1, (0.5, 2.0));
     for iters in [1, 3, 10, 60] {
-        let p = SinkhornParams {
-            relaxation: Some(Relaxation::kl_each(rho.0, rho.1)),
-            ..SinkhornParams::fixed_iterations(eps, iters)
-        };
-        let res = Solver::new(CpuBackend, p)
-            .solve(&Problem::new(a.view(), b.view(), c.view()).unwrap())
+        let p = SinkhornParams::new(eps).fixed_iterations(iters);
+        let res = SinkhornSolver::new(CpuBackend, p)
+            .solve(
+                &Problem::new(a.view(), b.view(), c.view())
+                    .unwrap()
+                    .relaxed(rho),
+            )
             .unwrap();
         let (f, g) = (res.f.row(0), res.g.row(0));
         let plan = Array2::from_shape_fn((7, 5), |(i, j)| ((f[i] + g[j] - c[[i, j]]) / eps).exp());
@@ -680,12 +672,12 @@ fn grid_and_point_cloud_sources_agree_with_dense() {
         a.clone().insert_axis(Axis(0)),
         b.clone().insert_axis(Axis(0)),
     );
-    let solver = Solver::new(CpuBackend, params(0.05, (0.3, 1.5), 1e-12));
+    let solver = solver(0.05, (0.3, 1.5), 1e-12);
     let dense = solver
         .solve(&Problem::new(a.view(), b.view(), grid.to_dense::<f64>().view()).unwrap())
         .unwrap();
     let on_grid = solver
-        .solve(&Problem::batch(a2.view(), b2.view(), grid.clone()).unwrap())
+        .solve(&Problem::new(a2.view(), b2.view(), grid.clone()).unwrap())
         .unwrap();
     // The same points as a cloud in 2-D: squared Euclidean costs.
     let pts = Array2::from_shape_fn((n, 2), |(p, k)| {
@@ -694,7 +686,7 @@ fn grid_and_point_cloud_sources_agree_with_dense() {
     });
     let cloud = PointCloudCost::new(pts.view(), pts.view()).unwrap();
     let on_cloud = solver
-        .solve(&Problem::batch(a2.view(), b2.view(), cloud).unwrap())
+        .solve(&Problem::new(a2.view(), b2.view(), cloud).unwrap())
         .unwrap();
     for (name, r) in [("grid", &on_grid), ("point cloud", &on_cloud)] {
         assert!(r.convergence.converged, "{name}");
@@ -719,7 +711,7 @@ fn zero_mass_bins_drop_out() {
     let (a, b, c) = problem(7, 5, 0);
     let mut a0 = a.clone();
     a0[3] = 0.0;
-    let solver = Solver::new(CpuBackend, params(0.1, (0.5, 2.0), 1e-13));
+    let solver = solver(0.1, (0.5, 2.0), 1e-13);
     let with = solver
         .coupling(&Problem::new(a0.view(), b.view(), c.view()).unwrap())
         .unwrap();
@@ -753,20 +745,17 @@ fn bad_rho_and_unequal_balanced_masses_are_errors() {
         ((1.0, f64::NAN), "relaxation.rho_nu"),
         ((1.0, f64::NEG_INFINITY), "relaxation.rho_nu"),
     ] {
-        let err = Solver::new(CpuBackend, params(0.1, rho, 1e-9))
-            .solve(&problem)
-            .unwrap_err();
+        let err = solver(0.1, rho, 1e-9).solve(&problem).unwrap_err();
         assert!(
             matches!(&err, Error::Parameter { arg: a, .. } if a == arg),
             "{rho:?}: {err}"
         );
     }
     // Both sides infinite is the balanced problem: unequal masses are refused.
-    for p in [
-        SinkhornParams::new(0.1),
-        SinkhornParams::new(0.1).with_relaxation(Relaxation::kl(f64::INFINITY)),
-    ] {
-        let err = Solver::new(CpuBackend, p).solve(&problem).unwrap_err();
+    for problem in [problem.clone(), problem.clone().relaxed(f64::INFINITY)] {
+        let err = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1))
+            .solve(&problem)
+            .unwrap_err();
         assert!(matches!(err, Error::UnequalMass { .. }), "{err}");
     }
 }

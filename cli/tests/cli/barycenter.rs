@@ -1,7 +1,7 @@
 //! `logot barycenter`: .npy in and out, the same numbers as the library (which
 //! tests/barycenter.rs checks against POT), and bad input refused with a message.
 
-use logot::{barycenter, grid_barycenter, BarycenterParams, GridCost};
+use logot::{barycenter, grid_barycenter, GridCost};
 use logot_cli::problems::bary64_images;
 use ndarray::{array, Array1, Array2, Array3, Axis};
 use ndarray_npy::{read_npy, write_npy};
@@ -34,12 +34,7 @@ fn grid_images_give_the_library_result_in_the_image_shape() {
     assert_eq!(code, 0, "{err}");
     let got: Array2<f64> = read_npy(p(&d, "bar.npy")).unwrap();
     assert_eq!(got.dim(), (20, 20));
-    let want = grid_barycenter(
-        imgs.view(),
-        array![0.2, 0.3, 0.5].view(),
-        &BarycenterParams::new(0.01),
-    )
-    .unwrap();
+    let want = grid_barycenter(imgs.view(), array![0.2, 0.3, 0.5].view(), 0.01).unwrap();
     assert_eq!(json["iterations"], want.iterations);
     assert_eq!(json["converged"], true);
     assert!(l1(got.as_slice().unwrap(), want.histogram.as_slice().unwrap()) < 1e-14);
@@ -102,13 +97,7 @@ fn dense_cost_single_and_batched() {
     ]);
     assert_eq!(code, 0, "{err}");
     let got: Array1<f64> = read_npy(p(&d, "bar.npy")).unwrap();
-    let want = barycenter(
-        h.view(),
-        array![0.5, 0.5].view(),
-        cost.view(),
-        &BarycenterParams::new(0.005),
-    )
-    .unwrap();
+    let want = barycenter(h.view(), array![0.5, 0.5].view(), cost.view(), 0.005).unwrap();
     assert_eq!(json["iterations"], want.iterations);
     assert!(l1(got.as_slice().unwrap(), want.histogram.as_slice().unwrap()) < 1e-14);
     // Two problems: P×K×n inputs with P×K weights give P×m.

@@ -2,7 +2,7 @@
 //! follow the inputs, bad inputs are refused with a message and a non-zero exit code.
 
 use logot::grad::{bistochastic, bistochastic_backward, BistochasticParams, CgParams};
-use logot::{CpuBackend, Problem, SinkhornParams, Solver};
+use logot::{CpuBackend, Problem, SinkhornParams, SinkhornSolver};
 use ndarray::{Array1, Array2, Array3, ArrayD, Axis};
 use ndarray_npy::{read_npy, write_npy};
 
@@ -36,7 +36,7 @@ fn bistochastic_writes_r_and_its_gradient_like_the_library() {
     assert_eq!(json["gradient_cg"]["converged"], true);
     let r: Array3<f64> = read_npy(p(&d, "r.npy")).unwrap();
     let dx: Array3<f64> = read_npy(p(&d, "dx.npy")).unwrap();
-    let want = bistochastic(x.view(), &BistochasticParams::fixed(50)).unwrap();
+    let want = bistochastic(x.view(), &BistochasticParams::default().iters(50)).unwrap();
     assert_eq!(r, want.r);
     let want_dx = bistochastic_backward(want.r.view(), g.view(), &CgParams::default())
         .unwrap()
@@ -132,7 +132,7 @@ fn wasserstein_writes_exact_gradients_like_the_library() {
     assert_eq!(json["gradient_cg"]["converged"], true);
     let gmu: Array1<f64> = read_npy(p(&d, "gmu.npy")).unwrap();
     let gc: Array2<f64> = read_npy(p(&d, "gc.npy")).unwrap();
-    let want = Solver::new(CpuBackend, SinkhornParams::new(0.1))
+    let want = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1))
         .wasserstein_gradients(
             &Problem::new(mu.view(), nu.view(), c.view()).unwrap(),
             &CgParams::default(),

@@ -2,6 +2,7 @@
 //! input (one matrix or a batch), precision follows the .npy dtype, bad input is refused.
 
 use logot::linalg::{newton_schulz, svd3, svd3_batch, NewtonSchulzParams};
+use logot::CpuBackend;
 use ndarray::{Array1, Array2, Array3};
 use ndarray_npy::{read_npy, write_npy};
 
@@ -50,7 +51,7 @@ fn svd3_single_and_batch_match_the_library() {
         &p(&d, "vh.npy"),
     ]);
     assert_eq!(code, 0, "{err}");
-    let want = svd3_batch(b.view()).unwrap();
+    let want = svd3_batch(&CpuBackend, b.view()).unwrap();
     let s: Array2<f32> = read_npy(p(&d, "s.npy")).unwrap();
     let u: Array3<f32> = read_npy(p(&d, "u.npy")).unwrap();
     assert_eq!((s, u), (want.s, want.u));
@@ -77,7 +78,12 @@ fn newton_schulz_matches_the_library() {
     let y: Array2<f32> = read_npy(p(&d, "y.npy")).unwrap();
     assert_eq!(
         y,
-        newton_schulz(x.view(), &NewtonSchulzParams::new(3)).unwrap()
+        newton_schulz(
+            &CpuBackend,
+            x.view(),
+            &NewtonSchulzParams::default().steps(3)
+        )
+        .unwrap()
     );
 }
 

@@ -1,4 +1,4 @@
-//! Honest reports through the command line (issue 15): the JSON describes the files
+//! Honest reports through the command line: the JSON describes the files
 //! written, per problem for batches, and `divergence --convention linear` is POT's value.
 //! Expectations are recomputed from the written arrays in f64, or are POT's numbers.
 
@@ -23,7 +23,8 @@ fn ok(args: &[&str]) -> serde_json::Value {
 }
 
 /// `coupling` in float32 on a cost U[0,1] + offset: the JSON's marginal error is the saved
-/// plan's (it used to say "converged, 0" for a plan off by 7e-4).
+/// plan's, not a report of the potentials (which can say "converged, 0" for a plan off by
+/// 7e-4).
 #[test]
 fn coupling_reports_the_saved_plans_error() {
     let d = fresh("coupling_offset");

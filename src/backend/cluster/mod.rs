@@ -3,7 +3,7 @@
 //! members (NCCL for CUDA) join the shares.
 //!
 //! Every [`Cluster`] buffer holds one full copy per member ([`Replicated`]), equal on all of
-//! them after every call, so the algorithms ([`crate::Solver`], the reports, the convergence
+//! them after every call, so the algorithms ([`crate::SinkhornSolver`], the reports, the convergence
 //! checks) run unchanged. The split depends on the cost:
 //!
 //! - **by columns** (a shared dense cost, point clouds): member `k` keeps the target points

@@ -51,7 +51,7 @@
 //!   and plans, the fused small-problem loop), `grid` and `pointcloud` (costs computed on
 //!   the fly), `report`, `buffers` (the per-row input checks, `ln`, start potentials,
 //!   per-row offsets and a dense cost from a buffer, for Sinkhorn on a caller's device
-//!   memory, [`Solver::prepare_buffers`](crate::Solver::prepare_buffers)), `ot` (the
+//!   memory, [`SinkhornSolver::prepare`](crate::SinkhornSolver::prepare)), `ot` (the
 //!   [`Backend`](crate::Backend) impl, which dispatches by cost kind), and the other kernel
 //!   traits in `barycenter`, `bistochastic`, `grad` and `linalg`.
 //!

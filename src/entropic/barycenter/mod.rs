@@ -15,7 +15,7 @@
 //! On a [`GridCost`] the sinksteps are separable 1-D log-convolutions, so a 2-D image of
 //! `N×N` pixels costs `O(N³)` per step, never an `N²×N²` matrix.
 //!
-//! **Unbalanced** ([`BarycenterParams::relaxation`], POT's
+//! **Unbalanced** ([`BarycenterProblem::relaxed`], POT's
 //! `ot.unbalanced.barycenter_unbalanced(A, M, reg, reg_m, weights, method="sinkhorn")`):
 //! `b = argmin_b Σ_k w_k·min_{P_k} [⟨P_k, C⟩ + ε·KL(P_k ‖ 1) + ρ_μ·KL(P_k·1 ‖ a_k) + ρ_ν·KL(P_kᵀ·1 ‖ b)]`
 //! (generalized KL, entropy relative to the all-ones matrix as POT's `K = exp(−M/ε)`), so the
@@ -39,15 +39,20 @@
 mod unbalanced;
 
 use crate::backend::{Backend, BaryBuffers, BaryLayout, BarycenterKernels, CostSource, GridCost};
+use crate::batch::IntoBatch;
+use crate::entropic::sinkhorn::unbalanced;
 use crate::validate::{check_eps, check_finite, check_histograms};
 use crate::{CpuBackend, Error, Real, Relaxation, Result};
 use ndarray::{
-    Array, Array1, ArrayView, ArrayView1, ArrayView2, ArrayView3, Axis, Dimension, Ix1, RemoveAxis,
+    Array, Array1, ArrayView, ArrayView1, ArrayView2, ArrayView3, Axis, Dimension, Ix1, Ix2, Ix3,
+    RemoveAxis,
 };
 
-/// Parameters of the barycenter loop. `Default` follows POT (`stopThr = 1e-4`, error
-/// checked every 10 iterations) with `eps = 0.01`.
+/// Parameters of the barycenter loop, set by builder methods
+/// (`BarycenterParams::new(eps).max_iters(500).tol(1e-6)`). `Default` follows POT
+/// (`stopThr = 1e-4`, error checked every 10 iterations) with `eps = 0.01`.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct BarycenterParams {
     /// Regularisation strength ε (> 0), in the units of the cost.
     pub eps: f64,
@@ -63,15 +68,8 @@ pub struct BarycenterParams {
     pub check_every: usize,
     /// Called with the run's [`Progress`](crate::Progress) at every check.
     pub observer: Option<crate::Observer>,
-    /// Keep the error of every check in [`Barycenter::history`] (POT's `log=True`).
+    /// Keep the error of every check in [`BarycenterResult::history`] (POT's `log=True`).
     pub history: bool,
-    /// Relax the couplings' marginals to KL penalties: the unbalanced barycenter (POT's
-    /// `ot.unbalanced.barycenter_unbalanced(A, M, reg, reg_m, method="sinkhorn")`, whose
-    /// scalar `reg_m` is [`Relaxation::kl`]). `rho_mu` weighs `KL(P_k·1 ‖ a_k)` (the inputs'
-    /// side), `rho_nu` weighs `KL(P_kᵀ·1 ‖ b)` (the barycenter's side); `∞` keeps that side
-    /// exact. `None` (or both infinite) is the balanced barycenter, which needs inputs of
-    /// equal mass. See the [module docs](self) for the iteration and the reported error.
-    pub relaxation: Option<Relaxation>,
 }
 
 impl Default for BarycenterParams {
@@ -83,7 +81,6 @@ impl Default for BarycenterParams {
             check_every: 10,
             observer: None,
             history: false,
-            relaxation: None,
         }
     }
 }
@@ -96,46 +93,48 @@ impl BarycenterParams {
             ..Default::default()
         }
     }
-    /// Exactly `iters` iterations, no early stop (the error is still measured at the end).
-    pub fn fixed_iterations(eps: f64, iters: usize) -> Self {
-        BarycenterParams {
-            eps,
-            max_iters: Some(iters),
-            tol: 0.0,
-            ..Default::default()
-        }
+    /// These parameters with regularisation `eps`.
+    pub fn eps(self, eps: f64) -> Self {
+        BarycenterParams { eps, ..self }
     }
-    /// These parameters with the couplings' marginals relaxed: the unbalanced barycenter.
-    ///
-    /// ```
-    /// use logot::{barycenter, BarycenterParams, Relaxation};
-    /// use ndarray::{array, Array2};
-    /// // Inputs of unequal masses (1 and 3) are accepted once the marginals are relaxed.
-    /// let x = [0.0, 0.25, 0.5, 0.75, 1.0];
-    /// let cost = Array2::from_shape_fn((5, 5), |(i, j)| (x[i] - x[j]) * (x[i] - x[j]));
-    /// let inputs = array![[1.0, 0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 3.0]];
-    /// let params = BarycenterParams::new(0.01).with_relaxation(Relaxation::kl(1.0));
-    /// let bar = barycenter(inputs.view(), array![0.5, 0.5].view(), cost.view(), &params)?;
-    /// assert!(bar.converged);
-    /// # Ok::<(), logot::Error>(())
-    /// ```
-    pub fn with_relaxation(self, relaxation: Relaxation) -> Self {
+    /// These parameters with at most `max_iters` iterations (`None`: POT's default for the
+    /// cost).
+    pub fn max_iters(self, max_iters: impl Into<Option<usize>>) -> Self {
         BarycenterParams {
-            relaxation: Some(relaxation),
+            max_iters: max_iters.into(),
             ..self
         }
     }
-
-    /// The relaxation when at least one side is relaxed (`None`: balanced).
-    fn unbalanced(&self) -> Option<Relaxation> {
-        self.relaxation.filter(|r| !r.is_balanced())
+    /// These parameters with the error tolerance `tol` (`0` runs every iteration).
+    pub fn tol(self, tol: f64) -> Self {
+        BarycenterParams { tol, ..self }
+    }
+    /// Exactly `iters` iterations, no early stop: `max_iters(iters).tol(0.0)` (the error is
+    /// still measured at the end).
+    pub fn fixed_iterations(self, iters: usize) -> Self {
+        self.max_iters(iters).tol(0.0)
+    }
+    /// These parameters with an error check every `check_every` iterations.
+    pub fn check_every(self, check_every: usize) -> Self {
+        BarycenterParams {
+            check_every,
+            ..self
+        }
+    }
+    /// These parameters with `observer` called at every check.
+    pub fn observer(self, observer: crate::Observer) -> Self {
+        BarycenterParams {
+            observer: Some(observer),
+            ..self
+        }
+    }
+    /// These parameters keeping (or not) the error history.
+    pub fn history(self, history: bool) -> Self {
+        BarycenterParams { history, ..self }
     }
 
     fn validate(&self) -> Result<()> {
         check_eps("eps", self.eps)?;
-        if let Some(r) = &self.relaxation {
-            r.validate()?;
-        }
         if self.max_iters == Some(0) {
             return Err(Error::parameter(
                 "max_iters",
@@ -153,23 +152,125 @@ impl BarycenterParams {
     }
 }
 
+/// The barycenter problems: `K` input histograms on the `n` rows of a cost with their
+/// weights, one problem (`K×n`, `K`) or a batch of `P` (`P×K×n`, `P×K`), and (unbalanced)
+/// the relaxation of the couplings' marginals. The cost is given to
+/// [`BarycenterSolver::solve`], so that a prepared one serves many problems.
+#[derive(Clone, Debug)]
+pub struct BarycenterProblem<'a, T> {
+    histograms: ArrayView3<'a, T>,
+    weights: ArrayView2<'a, T>,
+    relaxation: Option<Relaxation>,
+}
+
+impl<'a, T: Real> BarycenterProblem<'a, T> {
+    /// The barycenter of the rows of `histograms` with `weights` (non-negative, summing to
+    /// 1): one problem (`K×n` and `K`) or a batch (`P×K×n` and `P×K`). Invalid input is an
+    /// error naming the argument; inputs of unequal masses are refused when the problem is
+    /// solved as a balanced one (without [`BarycenterProblem::relaxed`]).
+    pub fn new(
+        histograms: impl IntoBatch<'a, T, Ix3>,
+        weights: impl IntoBatch<'a, T, Ix2>,
+    ) -> Result<Self> {
+        let (histograms, weights) = (histograms.into_batch(), weights.into_batch());
+        validate_inputs(&histograms, &weights, false)?;
+        Ok(BarycenterProblem {
+            histograms,
+            weights,
+            relaxation: None,
+        })
+    }
+
+    /// This problem with the couplings' marginals relaxed: the unbalanced barycenter (POT's
+    /// `ot.unbalanced.barycenter_unbalanced(A, M, reg, reg_m, method="sinkhorn")`, whose
+    /// scalar `reg_m` is [`Relaxation::kl`]). `rho_mu` weighs `KL(P_k·1 ‖ a_k)` (the inputs'
+    /// side), `rho_nu` weighs `KL(P_kᵀ·1 ‖ b)` (the barycenter's side); `∞` keeps that side
+    /// exact. The inputs may then differ in mass. See the [module docs](self) for the
+    /// iteration and the reported error.
+    ///
+    /// ```
+    /// use logot::{BarycenterParams, BarycenterProblem, BarycenterSolver, CpuBackend, Relaxation};
+    /// use logot::ndarray::{array, Array2};
+    /// // Inputs of unequal masses (1 and 3) are accepted once the marginals are relaxed.
+    /// let x = [0.0, 0.25, 0.5, 0.75, 1.0];
+    /// let cost = Array2::from_shape_fn((5, 5), |(i, j)| (x[i] - x[j]) * (x[i] - x[j]));
+    /// let inputs = array![[1.0, 0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 3.0]];
+    /// let weights = array![0.5, 0.5];
+    /// let problem = BarycenterProblem::new(inputs.view(), weights.view())?.relaxed(Relaxation::kl(1.0));
+    /// let bar = BarycenterSolver::new(CpuBackend, BarycenterParams::new(0.01)).solve(&problem, cost.view())?;
+    /// assert!(bar[0].converged);
+    /// # Ok::<(), logot::Error>(())
+    /// ```
+    pub fn relaxed(self, relaxation: impl Into<Relaxation>) -> Self {
+        BarycenterProblem {
+            relaxation: Some(relaxation.into()),
+            ..self
+        }
+    }
+
+    /// Number of problems.
+    pub fn batch_size(&self) -> usize {
+        self.histograms.dim().0
+    }
+    /// The relaxation, as given to [`BarycenterProblem::relaxed`].
+    pub fn relaxation(&self) -> Option<Relaxation> {
+        self.relaxation
+    }
+}
+
+/// The cost of a barycenter, for [`BarycenterSolver::solve`]: a dense `n×m` matrix or a
+/// [`GridCost`] (which convert into it), or one prepared on the solver's backend
+/// ([`BarycenterSolver::prepare`]).
+#[derive(Debug)]
+pub enum BarycenterCost<'c, T: Real, B: Backend<T>> {
+    /// A cost on the host, prepared for this solve.
+    Source(CostSource<'c, T>),
+    /// A cost already prepared on the backend.
+    Prepared(&'c PreparedCost<T, B>),
+}
+
+impl<'c, T: Real, B: Backend<T>> From<CostSource<'c, T>> for BarycenterCost<'c, T, B> {
+    fn from(c: CostSource<'c, T>) -> Self {
+        BarycenterCost::Source(c)
+    }
+}
+
+impl<'c, T: Real, B: Backend<T>> From<ArrayView2<'c, T>> for BarycenterCost<'c, T, B> {
+    fn from(c: ArrayView2<'c, T>) -> Self {
+        BarycenterCost::Source(c.into())
+    }
+}
+
+impl<T: Real, B: Backend<T>> From<GridCost> for BarycenterCost<'_, T, B> {
+    fn from(c: GridCost) -> Self {
+        BarycenterCost::Source(c.into())
+    }
+}
+
+impl<'c, T: Real, B: Backend<T>> From<&'c PreparedCost<T, B>> for BarycenterCost<'c, T, B> {
+    fn from(c: &'c PreparedCost<T, B>) -> Self {
+        BarycenterCost::Prepared(c)
+    }
+}
+
 /// A computed barycenter and how the loop ended.
 #[derive(Clone, Debug)]
-pub struct Barycenter<T, D: Dimension = Ix1> {
+#[non_exhaustive]
+pub struct BarycenterResult<T, D: Dimension = Ix1> {
     /// The barycenter (`m` bins; for [`grid_barycenter`], an image of the grid's shape).
     pub histogram: Array<T, D>,
     /// Iterations run.
     pub iterations: usize,
     /// POT's error `Σ_x std_k exp(G_k + log K(u_k))` of the returned barycenter (measured
     /// after the last iteration run), relative to the inputs' mass (for inputs of mass 1,
-    /// POT's value). Unbalanced ([`BarycenterParams::relaxation`]): the largest relative
+    /// POT's value). Unbalanced ([`BarycenterProblem::relaxed`]): the largest relative
     /// violation of the couplings' optimality conditions,
     /// `max_k ‖P_k·1 − a_k ⊙ exp(−f_k/ρ_μ)‖₁ / ‖a_k‖₁` (the [module docs](self)).
     pub error: f64,
     /// `error < tol`, with POT's default 1e-4 in place of `tol = 0`.
     pub converged: bool,
     /// The largest error over the batch at every check, when asked for
-    /// ([`BarycenterParams::history`]); empty otherwise.
+    /// ([`BarycenterParams::history`](BarycenterParams#structfield.history)); empty otherwise.
     pub history: Vec<crate::HistoryEntry>,
 }
 
@@ -201,21 +302,25 @@ impl<T: Real, B: Backend<T>> std::fmt::Debug for PreparedCost<T, B> {
     }
 }
 
-/// Computes barycenters on a chosen backend.
+/// Computes barycenters on a chosen backend with chosen parameters: the control behind
+/// [`barycenter()`] and [`grid_barycenter`].
 ///
-/// On the CPU, the top-level [`barycenter`], [`barycenter_batch`] and [`grid_barycenter`]
-/// also run the loop on a rayon worker thread, which saves a thread hand-off per kernel
-/// (noticeable on small problems); do the same with `rayon::scope(|_| solver.solve(..))`.
+/// On the CPU, the top-level functions also run the loop on a rayon worker thread, which
+/// saves a thread hand-off per kernel (noticeable on small problems); do the same with
+/// `rayon::scope(|_| solver.solve(..))`.
 ///
 /// ```
-/// use logot::{BarycenterParams, BarycenterSolver, CpuBackend};
-/// use ndarray::{array, Array2};
-/// let x = [0.0, 0.25, 0.5, 0.75, 1.0];
-/// let cost = Array2::from_shape_fn((5, 5), |(i, j)| (x[i] - x[j]) * (x[i] - x[j]));
-/// let inputs = array![[1.0, 0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 1.0]];
-/// let solver = BarycenterSolver::new(CpuBackend, BarycenterParams::new(1e-3));
-/// let bar = solver.solve(inputs.view(), array![0.5, 0.5].view(), cost.view())?;
-/// assert!(bar.histogram[2] > 0.99); // the midpoint
+/// use logot::{BarycenterParams, BarycenterProblem, BarycenterSolver, CpuBackend, GridCost};
+/// use logot::ndarray::{Array2, Array3};
+/// // The same two Diracs (bins 2 and 18 of a 1-D grid of 21 points) with weights (1 − t, t)
+/// // for t = 0, ½, 1: the barycenter walks along the segment, bin 2 + 16t (displacement
+/// // interpolation). Three problems in one batch, against a cost prepared once.
+/// let h = Array3::from_shape_fn((3, 2, 21), |(_, k, i)| if i == [2, 18][k] { 1.0 } else { 0.0 });
+/// let w = Array2::from_shape_vec((3, 2), vec![1.0, 0.0, 0.5, 0.5, 0.0, 1.0]).unwrap();
+/// let solver = BarycenterSolver::new(CpuBackend, BarycenterParams::new(1e-4));
+/// let grid = solver.prepare::<f64>(GridCost::new(&[21])?)?;
+/// let bars = solver.solve(&BarycenterProblem::new(h.view(), w.view())?, &grid)?;
+/// assert!(bars.iter().zip([2, 10, 18]).all(|(b, bin)| b.converged && b.histogram[bin] > 0.99));
 /// # Ok::<(), logot::Error>(())
 /// ```
 #[derive(Clone, Debug)]
@@ -238,88 +343,63 @@ impl<B> BarycenterSolver<B> {
         &self.backend
     }
 
-    /// Barycenter of the `K` rows of `histograms` (`K×n`) with `weights` (`K`, non-negative,
-    /// summing to 1) for a cost with `n` rows; the barycenter has one bin per cost column:
-    /// `b = argmin Σ_k w_k OT_ε(a_k, b)`.
+    /// The barycenters of a batch of problems, one per problem: `b = argmin Σ_k w_k OT_ε(a_k,
+    /// b)` with one bin per column of `cost` (a dense `n×m` matrix, a [`GridCost`], or a
+    /// cost from [`prepare`](Self::prepare)). All problems run together (one batched
+    /// sinkstep of `P·K` rows) and stop when every problem's error is below `tol`.
     ///
     /// ```
-    /// use logot::{BarycenterParams, BarycenterSolver, CpuBackend, GridCost};
-    /// use ndarray::{array, Array2};
-    /// // Diracs at 0.1 and 0.9 on a 1-D grid of 21 points, weights (0.75, 0.25): the
-    /// // barycenter sits at 0.75·0.1 + 0.25·0.9 = 0.3 (bin 6).
-    /// let mut h = Array2::<f64>::zeros((2, 21));
-    /// h[[0, 2]] = 1.0;
-    /// h[[1, 18]] = 1.0;
-    /// let solver = BarycenterSolver::new(CpuBackend, BarycenterParams::new(1e-4));
-    /// let bar = solver.solve(h.view(), array![0.75, 0.25].view(), GridCost::new(&[21])?)?;
-    /// assert!(bar.converged && bar.histogram[6] > 0.99, "{:?}", bar.histogram);
+    /// use logot::{BarycenterParams, BarycenterProblem, BarycenterSolver, CpuBackend};
+    /// use logot::ndarray::{array, Array2};
+    /// let x = [0.0, 0.25, 0.5, 0.75, 1.0];
+    /// let cost = Array2::from_shape_fn((5, 5), |(i, j)| (x[i] - x[j]) * (x[i] - x[j]));
+    /// let inputs = array![[1.0, 0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 1.0]];
+    /// let weights = array![0.5, 0.5];
+    /// let solver = BarycenterSolver::new(CpuBackend, BarycenterParams::new(1e-3));
+    /// let bar = solver.solve(&BarycenterProblem::new(inputs.view(), weights.view())?, cost.view())?;
+    /// assert!(bar[0].histogram[2] > 0.99); // the midpoint
     /// # Ok::<(), logot::Error>(())
     /// ```
-    pub fn solve<'a, T: Real>(
+    pub fn solve<'c, T: Real>(
         &self,
-        histograms: ArrayView2<'a, T>,
-        weights: ArrayView1<'a, T>,
-        cost: impl Into<CostSource<'a, T>>,
-    ) -> Result<Barycenter<T>>
+        problem: &BarycenterProblem<'_, T>,
+        cost: impl Into<BarycenterCost<'c, T, B>>,
+    ) -> Result<Vec<BarycenterResult<T>>>
     where
-        B: BarycenterKernels<T>,
-    {
-        only(self.solve_batch(
-            histograms.insert_axis(Axis(0)),
-            weights.insert_axis(Axis(0)),
-            cost,
-        )?)
-    }
-
-    /// `P` independent barycenter problems against one shared cost: `histograms` is
-    /// `P×K×n`, `weights` is `P×K`. All problems run together (one batched sinkstep of
-    /// `P·K` rows) and stop when every problem's error is below `tol`.
-    ///
-    /// ```
-    /// use logot::{BarycenterParams, BarycenterSolver, CpuBackend, GridCost};
-    /// use ndarray::{Array2, Array3};
-    /// // The same two Diracs (bins 2 and 18 of 21) with weights (1 − t, t): the barycenter
-    /// // walks along the segment, bin 2 + 16t (displacement interpolation).
-    /// let h = Array3::from_shape_fn((3, 2, 21), |(_, k, i)| if i == [2, 18][k] { 1.0 } else { 0.0 });
-    /// let w = Array2::from_shape_vec((3, 2), vec![1.0, 0.0, 0.5, 0.5, 0.0, 1.0]).unwrap();
-    /// let solver = BarycenterSolver::new(CpuBackend, BarycenterParams::new(1e-4));
-    /// let bars = solver.solve_batch(h.view(), w.view(), GridCost::new(&[21])?)?;
-    /// for (bar, bin) in bars.iter().zip([2, 10, 18]) {
-    ///     assert!(bar.histogram[bin] > 0.99);
-    /// }
-    /// # Ok::<(), logot::Error>(())
-    /// ```
-    pub fn solve_batch<'a, T: Real>(
-        &self,
-        histograms: ArrayView3<'a, T>,
-        weights: ArrayView2<'a, T>,
-        cost: impl Into<CostSource<'a, T>>,
-    ) -> Result<Vec<Barycenter<T>>>
-    where
-        B: BarycenterKernels<T>,
+        B: BarycenterKernels<T> + 'c,
     {
         self.params.validate()?;
-        validate_inputs(&histograms, &weights, self.params.unbalanced().is_none())?;
-        let prepared = self.prepare(cost)?;
-        crate::validate::check_eps_resolution::<T>(self.params.eps, prepared.max_abs_cost)?;
-        self.run(histograms, weights, &prepared)
+        let relaxation = unbalanced(problem.relaxation)?;
+        let (histograms, weights) = (problem.histograms, problem.weights);
+        validate_inputs(&histograms, &weights, relaxation.is_none())?;
+        match cost.into() {
+            BarycenterCost::Source(cost) => {
+                let prepared = self.prepare(cost)?;
+                crate::validate::check_eps_resolution::<T>(self.params.eps, prepared.max_abs_cost)?;
+                self.run(histograms, weights, &prepared, relaxation)
+            }
+            BarycenterCost::Prepared(prepared) => {
+                crate::validate::check_eps_resolution::<T>(self.params.eps, prepared.max_abs_cost)?;
+                self.run(histograms, weights, prepared, relaxation)
+            }
+        }
     }
 
     /// Validate `cost` and prepare it on the backend once (on a GPU: upload it), for
-    /// repeated solves with [`solve_prepared`](Self::solve_prepared) and
-    /// [`solve_batch_prepared`](Self::solve_batch_prepared).
+    /// repeated solves with [`solve`](Self::solve).
     ///
     /// ```
-    /// use logot::{BarycenterParams, BarycenterSolver, CpuBackend};
-    /// use ndarray::{array, Array2};
+    /// use logot::{BarycenterParams, BarycenterProblem, BarycenterSolver, CpuBackend};
+    /// use logot::ndarray::{array, Array2};
     /// let x = [0.0, 0.25, 0.5, 0.75, 1.0];
     /// let cost = Array2::from_shape_fn((5, 5), |(i, j)| (x[i] - x[j]) * (x[i] - x[j]));
     /// let solver = BarycenterSolver::new(CpuBackend, BarycenterParams::new(1e-3));
     /// let prepared = solver.prepare(cost.view())?;
+    /// let inputs = array![[1.0, 0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 1.0]];
     /// for t in [0.25, 0.5, 0.75] {
-    ///     let inputs = array![[1.0, 0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 1.0]];
-    ///     let bar = solver.solve_prepared(inputs.view(), array![1.0 - t, t].view(), &prepared)?;
-    ///     assert!(bar.histogram[(4.0 * t) as usize] > 0.99);
+    ///     let weights = array![1.0 - t, t];
+    ///     let bar = solver.solve(&BarycenterProblem::new(inputs.view(), weights.view())?, &prepared)?;
+    ///     assert!(bar[0].histogram[(4.0 * t) as usize] > 0.99);
     /// }
     /// # Ok::<(), logot::Error>(())
     /// ```
@@ -350,72 +430,14 @@ impl<B> BarycenterSolver<B> {
         })
     }
 
-    /// [`solve`](Self::solve) against a cost from [`prepare`](Self::prepare).
-    ///
-    /// ```
-    /// use logot::{BarycenterParams, BarycenterSolver, CpuBackend, GridCost};
-    /// use ndarray::{array, Array2};
-    /// let solver = BarycenterSolver::new(CpuBackend, BarycenterParams::new(1e-4));
-    /// let grid = solver.prepare::<f64>(GridCost::new(&[21])?)?;
-    /// let mut h = Array2::<f64>::zeros((2, 21));
-    /// h[[0, 2]] = 1.0;
-    /// h[[1, 18]] = 1.0;
-    /// let bar = solver.solve_prepared(h.view(), array![0.5, 0.5].view(), &grid)?;
-    /// assert!(bar.converged && bar.histogram[10] > 0.99);
-    /// # Ok::<(), logot::Error>(())
-    /// ```
-    pub fn solve_prepared<T: Real>(
-        &self,
-        histograms: ArrayView2<'_, T>,
-        weights: ArrayView1<'_, T>,
-        cost: &PreparedCost<T, B>,
-    ) -> Result<Barycenter<T>>
-    where
-        B: BarycenterKernels<T>,
-    {
-        only(self.solve_batch_prepared(
-            histograms.insert_axis(Axis(0)),
-            weights.insert_axis(Axis(0)),
-            cost,
-        )?)
-    }
-
-    /// [`solve_batch`](Self::solve_batch) against a cost from [`prepare`](Self::prepare).
-    ///
-    /// ```
-    /// use logot::{BarycenterParams, BarycenterSolver, CpuBackend, GridCost};
-    /// use ndarray::{Array2, Array3};
-    /// // Two Diracs (bins 2 and 18 of 21) at weights (1 − t, t) for t = 0, ½, 1.
-    /// let h = Array3::from_shape_fn((3, 2, 21), |(_, k, i)| if i == [2, 18][k] { 1.0 } else { 0.0 });
-    /// let w = Array2::from_shape_vec((3, 2), vec![1.0, 0.0, 0.5, 0.5, 0.0, 1.0]).unwrap();
-    /// let solver = BarycenterSolver::new(CpuBackend, BarycenterParams::new(1e-4));
-    /// let grid = solver.prepare::<f64>(GridCost::new(&[21])?)?;
-    /// let bars = solver.solve_batch_prepared(h.view(), w.view(), &grid)?;
-    /// assert!(bars.iter().zip([2, 10, 18]).all(|(b, bin)| b.histogram[bin] > 0.99));
-    /// # Ok::<(), logot::Error>(())
-    /// ```
-    pub fn solve_batch_prepared<T: Real>(
-        &self,
-        histograms: ArrayView3<'_, T>,
-        weights: ArrayView2<'_, T>,
-        cost: &PreparedCost<T, B>,
-    ) -> Result<Vec<Barycenter<T>>>
-    where
-        B: BarycenterKernels<T>,
-    {
-        self.params.validate()?;
-        crate::validate::check_eps_resolution::<T>(self.params.eps, cost.max_abs_cost)?;
-        validate_inputs(&histograms, &weights, self.params.unbalanced().is_none())?;
-        self.run(histograms, weights, cost)
-    }
-
     /// The loop, on validated inputs.
     fn run<T: Real>(
         &self,
         histograms: ArrayView3<'_, T>,
         weights: ArrayView2<'_, T>,
         cost: &PreparedCost<T, B>,
-    ) -> Result<Vec<Barycenter<T>>>
+        relaxation: Option<Relaxation>,
+    ) -> Result<Vec<BarycenterResult<T>>>
     where
         B: BarycenterKernels<T>,
     {
@@ -428,7 +450,7 @@ impl<B> BarycenterSolver<B> {
                 format!("{what} {} rows but each histogram has {n} bins", cost.n),
             ));
         }
-        if let Some(r) = p.unbalanced() {
+        if let Some(r) = relaxation {
             return self.run_unbalanced(histograms, weights, cost, r);
         }
         let (m, grid) = (cost.m, cost.grid);
@@ -526,7 +548,7 @@ impl<B> BarycenterSolver<B> {
                         T::NAME
                     )));
                 }
-                Ok(Barycenter { histogram, iterations, error, converged: error < judged_tol, history: history.clone() })
+                Ok(BarycenterResult { histogram, iterations, error, converged: error < judged_tol, history: history.clone() })
             })
             .collect()
     }
@@ -535,12 +557,6 @@ impl<B> BarycenterSolver<B> {
 /// Relative tolerance on the inputs' total masses: loose enough for histograms normalised
 /// in float32 and stored as float64, tight enough to catch unnormalised inputs.
 const INPUT_MASS_TOL: f64 = 1e-4;
-
-/// The one barycenter of a batch of one problem.
-fn only<T: Real>(mut all: Vec<Barycenter<T>>) -> Result<Barycenter<T>> {
-    all.pop()
-        .ok_or_else(|| Error::Numerical("no barycenter was computed".into()))
-}
 
 /// Checks the input histograms and the weights.
 /// Inputs of unequal masses are refused unless `equal_masses` is false (unbalanced).
@@ -572,7 +588,7 @@ fn validate_inputs<T: Real>(
                 return Err(Error::parameter(
                     "histograms",
                     format!("{which}input {k} has mass {mass}, input 0 has {}", masses[0]),
-                    format!("every input of a balanced barycenter must carry the same mass (relative tolerance {INPUT_MASS_TOL:.0e}); relax the marginals (BarycenterParams::relaxation) for inputs of different masses"),
+                    format!("every input of a balanced barycenter must carry the same mass (relative tolerance {INPUT_MASS_TOL:.0e}); relax the marginals (BarycenterProblem::relaxed) for inputs of different masses"),
                 ));
             }
         }
@@ -637,18 +653,20 @@ fn validate_cost<T: Real>(cost: &CostSource<'_, T>) -> Result<(usize, usize, f64
     Ok((dims.n, dims.m, max_abs_cost))
 }
 
-/// Barycenter of the rows of `histograms` (`K×n`) with `weights` on the CPU. `cost` is a
-/// dense `n×m` matrix (`ArrayView2`) or a [`GridCost`].
+/// Barycenter of the rows of `histograms` (`K×n`) with `weights` (`K`) at regularisation
+/// `eps` on the CPU with default [`BarycenterParams`], POT's
+/// `ot.bregman.barycenter(A, M, reg, weights, method="sinkhorn_log")` (`A` transposed).
+/// `cost` is a dense `n×m` matrix or a [`GridCost`]; batches, parameters, other backends and
+/// unbalanced barycenters: [`BarycenterSolver`].
 ///
 /// ```
-/// use logot::{barycenter, BarycenterParams, GridCost};
-/// use ndarray::{array, Array2};
+/// use logot::{barycenter, GridCost};
+/// use logot::ndarray::{array, Array2};
 /// // Two 1-D bumps on an 11-point grid; their barycenter sits half-way.
 /// let mut h = Array2::<f64>::zeros((2, 11));
 /// h[[0, 2]] = 1.0;
 /// h[[1, 8]] = 1.0;
-/// let grid = GridCost::new(&[11])?;
-/// let bar = barycenter(h.view(), array![0.5, 0.5].view(), grid, &BarycenterParams::new(1e-3))?;
+/// let bar = barycenter(h.view(), array![0.5, 0.5].view(), GridCost::new(&[11])?, 1e-3)?;
 /// assert!(bar.histogram[5] > 0.95 && bar.converged);
 /// # Ok::<(), logot::Error>(())
 /// ```
@@ -656,12 +674,18 @@ pub fn barycenter<'a, T: Real>(
     histograms: ArrayView2<'a, T>,
     weights: ArrayView1<'a, T>,
     cost: impl Into<CostSource<'a, T>>,
-    params: &BarycenterParams,
-) -> Result<Barycenter<T>> {
+    eps: T,
+) -> Result<BarycenterResult<T>> {
     let cost = cost.into();
-    on_cpu_pool(|| {
-        BarycenterSolver::new(CpuBackend, params.clone()).solve(histograms, weights, cost)
-    })
+    let problem = BarycenterProblem::new(histograms, weights)?;
+    let solver = BarycenterSolver::new(CpuBackend, BarycenterParams::new(eps.f64()));
+    only(on_cpu_pool(|| solver.solve(&problem, cost))?)
+}
+
+/// The one barycenter of a batch of one problem.
+fn only<T: Real>(mut all: Vec<BarycenterResult<T>>) -> Result<BarycenterResult<T>> {
+    all.pop()
+        .ok_or_else(|| Error::Numerical("no barycenter was computed".into()))
 }
 
 /// Run `work` on a thread of rayon's global pool, so that the kernels' parallel loops
@@ -671,45 +695,21 @@ pub(crate) fn on_cpu_pool<R: Send>(work: impl FnOnce() -> R + Send) -> R {
     rayon::scope(|_| work())
 }
 
-/// `P` barycenter problems at once on the CPU (`histograms`: `P×K×n`, `weights`: `P×K`),
-/// e.g. one set of inputs with several weight vectors.
-///
-/// ```
-/// use ndarray::{array, Array2, Array3};
-/// // A dense cost on 3 points {0, 1, 2}: the weights pick the barycenter's location.
-/// let x = [0.0f64, 1.0, 2.0];
-/// let cost = Array2::from_shape_fn((3, 3), |(i, j)| (x[i] - x[j]).powi(2));
-/// let h = Array3::from_shape_fn((2, 2, 3), |(_, k, i)| if i == 2 * k { 1.0 } else { 0.0 });
-/// let w = array![[0.5, 0.5], [1.0, 0.0]];
-/// let params = logot::BarycenterParams::new(0.01);
-/// let bars = logot::barycenter_batch(h.view(), w.view(), cost.view(), &params)?;
-/// assert!(bars[0].histogram[1] > 0.99 && bars[1].histogram[0] > 0.99);
-/// # Ok::<(), logot::Error>(())
-/// ```
-pub fn barycenter_batch<'a, T: Real>(
-    histograms: ArrayView3<'a, T>,
-    weights: ArrayView2<'a, T>,
-    cost: impl Into<CostSource<'a, T>>,
-    params: &BarycenterParams,
-) -> Result<Vec<Barycenter<T>>> {
-    let cost = cost.into();
-    on_cpu_pool(|| {
-        BarycenterSolver::new(CpuBackend, params.clone()).solve_batch(histograms, weights, cost)
-    })
-}
-
-/// Barycenter of `K` images (or 1-D signals, or 3-D volumes) on the unit grid, POT's
+/// Barycenter of `K` images (or 1-D signals, or 3-D volumes) on the unit grid at
+/// regularisation `eps` on the CPU with default [`BarycenterParams`], POT's
 /// `convolutional_barycenter2d(A, reg, weights, method="sinkhorn_log")`: `images` is
-/// `K×N_0[×N_1[×N_2]]` and the result has the shape of one image.
+/// `K×N_0[×N_1[×N_2]]` and the result has the shape of one image. With a
+/// [`BarycenterSolver`]: the images flattened to `K×N` against
+/// `GridCost::new(&[N_0, N_1, …])`.
 ///
 /// ```
-/// use logot::{grid_barycenter, BarycenterParams};
-/// use ndarray::{array, Array3};
+/// use logot::grid_barycenter;
+/// use logot::ndarray::{array, Array3};
 /// // Two one-pixel images of 9×9 at opposite corners: the barycenter is the centre pixel.
 /// let mut images = Array3::<f64>::zeros((2, 9, 9));
 /// images[[0, 0, 0]] = 1.0;
 /// images[[1, 8, 8]] = 1.0;
-/// let bar = grid_barycenter(images.view(), array![0.5, 0.5].view(), &BarycenterParams::new(1e-3))?;
+/// let bar = grid_barycenter(images.view(), array![0.5, 0.5].view(), 1e-3)?;
 /// assert_eq!(bar.histogram.dim(), (9, 9));
 /// assert!(bar.histogram[[4, 4]] > 0.95);
 /// # Ok::<(), logot::Error>(())
@@ -717,28 +717,8 @@ pub fn barycenter_batch<'a, T: Real>(
 pub fn grid_barycenter<T: Real, D: RemoveAxis>(
     images: ArrayView<'_, T, D>,
     weights: ArrayView1<'_, T>,
-    params: &BarycenterParams,
-) -> Result<Barycenter<T, D::Smaller>> {
-    on_cpu_pool(|| grid_barycenter_on(&CpuBackend, images, weights, params))
-}
-
-/// [`grid_barycenter`] on a chosen backend.
-///
-/// ```
-/// use logot::{grid_barycenter_on, BarycenterParams, CpuBackend};
-/// use ndarray::{array, Array2};
-/// // 1-D signals (K×N): two Diracs at bins 1 and 7 of 9, weights (0.5, 0.5).
-/// let h = Array2::from_shape_fn((2, 9), |(k, i)| if i == [1, 7][k] { 1.0 } else { 0.0 });
-/// let bar = grid_barycenter_on(&CpuBackend, h.view(), array![0.5, 0.5].view(), &BarycenterParams::new(1e-3))?;
-/// assert!(bar.histogram[4] > 0.95);
-/// # Ok::<(), logot::Error>(())
-/// ```
-pub fn grid_barycenter_on<T: Real, D: RemoveAxis, B: BarycenterKernels<T> + Clone>(
-    backend: &B,
-    images: ArrayView<'_, T, D>,
-    weights: ArrayView1<'_, T>,
-    params: &BarycenterParams,
-) -> Result<Barycenter<T, D::Smaller>> {
+    eps: T,
+) -> Result<BarycenterResult<T, D::Smaller>> {
     let shape = images.shape();
     if !(2..=4).contains(&shape.len()) {
         return Err(Error::shape(
@@ -751,12 +731,13 @@ pub fn grid_barycenter_on<T: Real, D: RemoveAxis, B: BarycenterKernels<T> + Clon
     let flat: Vec<T> = images.iter().copied().collect();
     let flat =
         ndarray::Array2::from_shape_vec((k, n), flat).map_err(|e| Error::shape("images", e))?;
-    let bar =
-        BarycenterSolver::new(backend.clone(), params.clone()).solve(flat.view(), weights, grid)?;
+    let problem = BarycenterProblem::new(flat.view(), weights)?;
+    let solver = BarycenterSolver::new(CpuBackend, BarycenterParams::new(eps.f64()));
+    let bar = only(on_cpu_pool(|| solver.solve(&problem, grid))?)?;
     let image_dim = images.raw_dim().remove_axis(Axis(0));
     let histogram = Array::from_shape_vec(image_dim, bar.histogram.to_vec())
         .map_err(|e| Error::shape("images", e))?;
-    Ok(Barycenter {
+    Ok(BarycenterResult {
         histogram,
         iterations: bar.iterations,
         error: bar.error,

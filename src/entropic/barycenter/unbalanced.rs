@@ -2,7 +2,7 @@
 //! `barycenter_unbalanced(..., method="sinkhorn")` in the log domain, and the violation of
 //! the inputs' side it reports.
 
-use super::{Barycenter, BarycenterParams, BarycenterSolver, PreparedCost};
+use super::{BarycenterParams, BarycenterResult, BarycenterSolver, PreparedCost};
 use crate::backend::{BaryLayout, BarycenterKernels, Side};
 use crate::{Error, Real, Relaxation, Result};
 use ndarray::{Array1, ArrayView2, ArrayView3};
@@ -16,7 +16,7 @@ impl<B> BarycenterSolver<B> {
         weights: ArrayView2<'_, T>,
         cost: &PreparedCost<T, B>,
         r: Relaxation,
-    ) -> Result<Vec<Barycenter<T>>>
+    ) -> Result<Vec<BarycenterResult<T>>>
     where
         B: BarycenterKernels<T>,
     {
@@ -146,7 +146,7 @@ impl<B> BarycenterSolver<B> {
                         T::NAME
                     )));
                 }
-                Ok(Barycenter { histogram, iterations, error, converged: error < judged_tol, history: history.clone() })
+                Ok(BarycenterResult { histogram, iterations, error, converged: error < judged_tol, history: history.clone() })
             })
             .collect()
     }

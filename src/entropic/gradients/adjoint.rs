@@ -58,38 +58,10 @@ impl<'s, T: Real, B: GradKernels<T>, P: PlanMatvec<T, B>> CgOperator<BackendSpac
     }
 }
 
-/// Solve the adjoint system of `batch` plans (`B×n×m` on the backend) for the upstream
-/// gradient `upstream` (`B` matrices or one shared `n×m`), by matrix-free CG on the Schur
-/// complement (see the module docs). Data stays on the backend; only `B` dot products per CG
-/// step come back to the host.
-///
-/// ```
-/// use logot::grad::{implicit_adjoint, CgParams};
-/// use logot::{Backend, CpuBackend};
-/// // Any positive matrix is the plan of its own marginals. G = 1 (L = ΣP, the mass) is
-/// // explained entirely by the potentials: a_i + b_j = 1, so ∂L/∂C = 0.
-/// let be = CpuBackend;
-/// let plan = be.upload(&[0.3f64, 0.1, 0.05, 0.15, 0.25, 0.15])?; // 1×2×3
-/// let ones = be.upload(&[1.0; 6])?;
-/// let adj = implicit_adjoint(&be, &plan, 1, 2, 3, &ones, &CgParams::default())?;
-/// let (a, b) = (be.download(&adj.a)?, be.download(&adj.b)?);
-/// assert!(adj.cg.all_converged());
-/// assert!(a.iter().all(|ai| b.iter().all(|bj| (ai + bj - 1.0).abs() < 1e-9)));
-/// # Ok::<(), logot::Error>(())
-/// ```
-pub fn implicit_adjoint<T: Real, B: GradKernels<T>>(
-    be: &B,
-    plan: &B::Buffer,
-    batch: usize,
-    n: usize,
-    m: usize,
-    upstream: &B::Buffer,
-    cg: &CgParams,
-) -> Result<Adjoint<B::Buffer>> {
-    solve_adjoint(be, plan, (batch, n, m), upstream, None, cg)
-}
-
-/// The adjoint system of [`implicit_adjoint`], balanced (`relaxed = None`: singular along
+/// The adjoint system of `batch` plans (`B×n×m` on the backend) for the upstream gradient
+/// `upstream` (`B` matrices or one shared `n×m`), by matrix-free CG on the Schur complement
+/// (see the module docs; only `B` dot products per CG step come back to the host): balanced
+/// (`relaxed = None`: singular along
 /// `(1, −1)`, solved in the representative orthogonal to the support) or with the diagonal
 /// blocks divided by `(φ_μ, φ_ν)` (unbalanced, see the module docs: positive definite, no
 /// null space).
@@ -179,4 +151,25 @@ pub(crate) fn solve_adjoint_with<T: Real, B: GradKernels<T>, P: PlanMatvec<T, B>
             tol,
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Backend, CpuBackend};
+
+    /// Any positive matrix is the plan of its own marginals. G = 1 (L = ΣP, the mass) is
+    /// explained entirely by the potentials: a_i + b_j = 1 for every pair.
+    #[test]
+    fn the_mass_is_carried_by_the_potentials() {
+        let be = CpuBackend;
+        let plan = be.upload(&[0.3f64, 0.1, 0.05, 0.15, 0.25, 0.15]).unwrap(); // 1×2×3
+        let ones = be.upload(&[1.0; 6]).unwrap();
+        let adj = solve_adjoint(&be, &plan, (1, 2, 3), &ones, None, &CgParams::default()).unwrap();
+        let (a, b) = (be.download(&adj.a).unwrap(), be.download(&adj.b).unwrap());
+        assert!(adj.cg.all_converged());
+        assert!(a
+            .iter()
+            .all(|ai| b.iter().all(|bj| (ai + bj - 1.0).abs() < 1e-9)));
+    }
 }

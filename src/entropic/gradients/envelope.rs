@@ -3,23 +3,23 @@
 
 use super::{check_output, EnvelopeGradients};
 use crate::backend::{Backend, Side};
-use crate::entropic::sinkhorn::{Problem, Solver};
+use crate::entropic::sinkhorn::{Problem, SinkhornSolver};
 use crate::entropic::unbalanced::dual_side;
 use crate::{Error, Real, Result};
 use ndarray::{Array1, Array2, ArrayView2};
 
-impl<Bk> Solver<Bk> {
+impl<Bk> SinkhornSolver<Bk> {
     /// The regularised objective `OT_ε` and its envelope-theorem gradients (`P`, `f`, `g`):
     /// cheap (no linear solve) but they differentiate `OT_ε`, not the transport cost
-    /// `⟨P,C⟩` (use [`Solver::wasserstein_gradients`] for that).
+    /// `⟨P,C⟩` (use [`SinkhornSolver::wasserstein_gradients`] for that).
     ///
     /// ```
-    /// use logot::{CpuBackend, Problem, SinkhornParams, Solver};
-    /// use ndarray::array;
+    /// use logot::{CpuBackend, Problem, SinkhornParams, SinkhornSolver};
+    /// use logot::ndarray::array;
     /// // ∂OT_ε/∂C_01 = P_01, against a central difference of OT_ε.
     /// let (mu, nu) = (array![0.4f64, 0.6], array![0.5, 0.5]);
-    /// let solver = Solver::new(CpuBackend, SinkhornParams { tol: Some(1e-13), ..SinkhornParams::new(0.1) });
-    /// let value = |c: &ndarray::Array2<f64>| -> logot::Result<f64> {
+    /// let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1).tol(1e-13));
+    /// let value = |c: &logot::ndarray::Array2<f64>| -> logot::Result<f64> {
     ///     Ok(solver.envelope_gradients(&Problem::new(mu.view(), nu.view(), c.view())?)?.value[0])
     /// };
     /// let cost = array![[0.0, 1.0], [0.5, 0.2]];
@@ -39,7 +39,7 @@ impl<Bk> Solver<Bk> {
     where
         Bk: Backend<T>,
     {
-        if let Some(r) = self.params().unbalanced() {
+        if let Some(r) = problem.unbalanced()? {
             return self.envelope_gradients_relaxed(problem, r);
         }
         let cpl = self.coupling(problem)?;
@@ -84,7 +84,7 @@ impl<Bk> Solver<Bk> {
             result: cpl.result,
         })
     }
-    /// [`Solver::envelope_gradients`] of an unbalanced problem: the dual value and its
+    /// [`SinkhornSolver::envelope_gradients`] of an unbalanced problem: the dual value and its
     /// partial derivatives (see the module docs).
     fn envelope_gradients_relaxed<T: Real>(
         &self,

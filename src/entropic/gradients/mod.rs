@@ -25,10 +25,10 @@
 //! Zero-mass bins are left out of the system (their rows/columns of `P` vanish, so their rows
 //! of `∂L/∂C` are 0). Their marginal gradient is the one-sided derivative
 //! `∂L/∂μ_i = Σ_j w_ij (G_ij − b_j)`, `w_i· = softmax_j((g_j − C_ij)/ε)` (the plan row that an
-//! infinitesimal mass at `i` would get); the `Solver` methods compute it, the plan-only
-//! [`plan_gradients`] cannot (it has no cost) and returns 0 there.
+//! infinitesimal mass at `i` would get); the solver's methods from a problem compute it, the
+//! plan-only [`SinkhornSolver::plan_gradients`] cannot (it has no cost) and returns 0 there.
 //!
-//! **Unbalanced** ([`SinkhornParams::relaxation`](crate::SinkhornParams::relaxation), see
+//! **Unbalanced** ([`Problem::relaxed`](crate::Problem::relaxed), see
 //! [`crate::unbalanced`]). The relaxed half-step `f = ε log μ − φ_μ ε LSE_j((g_j − C_ij)/ε)`,
 //! `φ = ρ/(ρ + ε)`, holds at the optimum, i.e. with `r = P·1` (`log r_i = f_i/ε + LSE_j`):
 //! `log r_i = (1/φ_μ) log μ_i − (1/φ_μ − 1) f_i/ε`, and the same for `c = Pᵀ·1`. Linearising
@@ -45,11 +45,11 @@
 //! (`= a`, `b` in the balanced case, where `r = μ`), for independent perturbations of every
 //! weight (the masses are free). On a zero-mass bin the one-sided derivative keeps its form,
 //! with `w_i·` the relaxed row `exp((f⁰_i + g_j − C_ij)/ε)`, `f⁰_i = −φ_μ ε LSE_j((g_j − C_ij)/ε)`.
-//! [`plan_gradients`] (no relaxation argument) is balanced only.
+//! [`SinkhornSolver::plan_gradients`] (no problem, no relaxation) is balanced only.
 //!
 //! **Envelope.** The regularised objective `OT_ε = ⟨P,C⟩ + ε Σ P_ij (log P_ij − 1)
 //! = ⟨f,μ⟩ + ⟨g,ν⟩ − ε Σ P_ij` at the optimum has, by the envelope theorem, `∂/∂C = P`,
-//! `∂/∂μ = f`, `∂/∂ν = g` (no linear solve): [`Solver::envelope_gradients`]. These are the
+//! `∂/∂μ = f`, `∂/∂ν = g` (no linear solve): [`SinkhornSolver::envelope_gradients`]. These are the
 //! gradients of `OT_ε`, not of the transport cost `⟨P,C⟩`.
 //!
 //! Unbalanced, the objective is [`SinkhornResult::objective`]
@@ -66,22 +66,21 @@
 mod adjoint;
 mod envelope;
 
-pub use adjoint::implicit_adjoint;
 pub(crate) use adjoint::{solve_adjoint_with, PlanMatvec};
 
 use crate::backend::{grad::GradKernels, Backend, CostSource, Side};
 use crate::cg::{CgParams, CgReport};
 use crate::entropic::sinkhorn::{
-    relax_side, BufferSolution, Prepared, Problem, SinkhornResult, Solver,
+    relax_side, PreparedProblem, Problem, SinkhornResult, SinkhornSolver, Solution,
 };
 use crate::entropic::unbalanced::phi;
 use crate::validate::{check_eps, check_finite};
-use crate::{CpuBackend, Error, Real, Result};
+use crate::{Error, Real, Result};
 use adjoint::solve_adjoint;
 use ndarray::{Array1, Array2, Array3, ArrayView3};
 
 /// The adjoint potentials `(a, b)` of a batch of plans, on the backend.
-pub struct Adjoint<Buf> {
+pub(crate) struct Adjoint<Buf> {
     /// `B×n`; zero on empty rows; not centred.
     pub a: Buf,
     /// `B×m`; zero on empty columns.
@@ -92,6 +91,7 @@ pub struct Adjoint<Buf> {
 
 /// Gradients of a loss `L(P)` with respect to the inputs of the plan.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct PlanGradients<T> {
     /// `∂L/∂C`, `B×n×m` (one matrix per problem).
     pub cost: Array3<T>,
@@ -105,6 +105,7 @@ pub struct PlanGradients<T> {
 
 /// A solved batch with exact (implicit) gradients of a loss of its plans.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct OtGradients<T> {
     /// Potentials, distances `⟨P,C⟩` and Sinkhorn convergence.
     pub result: SinkhornResult<T>,
@@ -123,6 +124,7 @@ pub struct OtGradients<T> {
 /// `OT_ε = ⟨P,C⟩ + ε Σ P (log P − 1) = ⟨f,μ⟩ + ⟨g,ν⟩ − ε Σ P`; for unbalanced problems of
 /// the unbalanced objective (its dual `D`, see the module docs).
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct EnvelopeGradients<T> {
     /// Potentials, transport costs `⟨P,C⟩` and convergence.
     pub result: SinkhornResult<T>,
@@ -138,7 +140,9 @@ pub struct EnvelopeGradients<T> {
     pub nu: Array2<T>,
 }
 
-/// The caller's buffers [`Solver::wasserstein_gradients_into`] writes.
+/// The caller's buffers the gradients with respect to the cost and the marginals go to
+/// ([`BufferOutputs::wasserstein_gradients`](crate::BufferOutputs::wasserstein_gradients),
+/// [`SinkhornSolver::plan_gradients_buffers`]).
 #[derive(Debug)]
 pub struct GradientBuffers<'a, Buf> {
     /// `∂/∂C`, `B×n×m`.
@@ -152,7 +156,7 @@ pub struct GradientBuffers<'a, Buf> {
 impl<Buf> GradientBuffers<'_, Buf> {
     /// Copy `∂C` (`B×n×m`), `∂μ` (`B×n`) and `∂ν` (`B×m`) into the caller's buffers,
     /// each checked for its length first.
-    fn write<T: Real, B: Backend<T, Buffer = Buf>>(
+    pub(crate) fn write<T: Real, B: Backend<T, Buffer = Buf>>(
         self,
         be: &B,
         (batch, n, m): (usize, usize, usize),
@@ -168,16 +172,19 @@ impl<Buf> GradientBuffers<'_, Buf> {
 }
 
 /// Gradients of a prepared batch, on the backend.
-struct PreparedGradients<T: Real, B: Backend<T>> {
+pub(crate) struct PreparedGradients<T: Real, B: Backend<T>> {
     /// Potentials (`g` without the cost offsets) and the offsets.
-    f: B::Buffer,
-    g: B::Buffer,
-    shift: Vec<f64>,
-    solution: BufferSolution,
-    cost: B::Buffer,
-    a: B::Buffer,
-    b: B::Buffer,
-    cg: CgReport,
+    pub f: B::Buffer,
+    pub g: B::Buffer,
+    pub shift: Vec<f64>,
+    pub solution: Solution,
+    /// The plans `B×n×m`.
+    pub plan: B::Buffer,
+    /// `∂L/∂C`, `∂L/∂μ`, `∂L/∂ν`.
+    pub cost: B::Buffer,
+    pub a: B::Buffer,
+    pub b: B::Buffer,
+    pub cg: CgReport,
 }
 
 /// The zero-mean representative: each problem's `(a, b)` shifted by `(−k, +k)`,
@@ -235,153 +242,150 @@ pub(super) fn check_output<T: Real>(what: &str, v: &[T]) -> Result<()> {
     Ok(())
 }
 
-/// Exact gradients of a loss `L(P)` through the Sinkhorn plans `plan` (`B×n×m`, converged)
-/// at regularisation `eps`, for the upstream gradient `upstream = ∂L/∂P` (`B×n×m`), on the
-/// CPU. See the module docs for the math, the representative of `(∂μ, ∂ν)` and zero-mass bins.
-///
-/// ```
-/// use logot::grad::{plan_gradients, CgParams};
-/// use ndarray::Array3;
-/// // L(P) = Σ P, the common mass of μ and ν: no gradient through C, and in the zero-mean
-/// // representative ∂L/∂μ = 0, ∂L/∂ν = 1 (one more unit of mass costs one unit of L).
-/// let plan = Array3::from_shape_fn((1, 3, 2), |(_, i, j)| 0.05 + 0.1 * ((i + j) % 3) as f64);
-/// let g = plan_gradients(plan.view(), 0.1, Array3::ones((1, 3, 2)).view(), &CgParams::default())?;
-/// assert!(g.cost.iter().all(|v| v.abs() < 1e-9));
-/// assert!(g.mu.iter().all(|v| v.abs() < 1e-9) && g.nu.iter().all(|v| (v - 1.0).abs() < 1e-9));
-/// # Ok::<(), logot::Error>(())
-/// ```
-pub fn plan_gradients<T: Real>(
-    plan: ArrayView3<'_, T>,
-    eps: f64,
-    upstream: ArrayView3<'_, T>,
-    cg: &CgParams,
-) -> Result<PlanGradients<T>> {
-    plan_gradients_on(&CpuBackend, plan, eps, upstream, cg)
-}
-
-/// [`plan_gradients`] on a chosen backend.
-///
-/// ```
-/// use logot::grad::{plan_gradients_on, CgParams};
-/// use logot::{CpuBackend, Problem, SinkhornParams, Solver};
-/// use ndarray::array;
-/// // From a solved plan: the upstream G = C gives the implicit part of ∂⟨P,C⟩/∂C, the same
-/// // as `Solver::implicit_gradients` computes from the problem itself.
-/// let (mu, nu, cost) = (array![0.3f64, 0.7], array![0.6, 0.4], array![[0.0, 1.0], [0.5, 0.2]]);
-/// let solver = Solver::new(CpuBackend, SinkhornParams::new(0.1));
-/// let problem = Problem::new(mu.view(), nu.view(), cost.view())?;
-/// let plan = solver.coupling(&problem)?.plan;
-/// let upstream = cost.clone().insert_axis(ndarray::Axis(0));
-/// let from_plan = plan_gradients_on(&CpuBackend, plan.view(), 0.1, upstream.view(), &CgParams::default())?;
-/// let from_problem = solver.implicit_gradients(&problem, |_| upstream.clone(), &CgParams::default())?;
-/// assert!((&from_plan.cost - &from_problem.cost).iter().all(|d| d.abs() < 1e-7));
-/// # Ok::<(), logot::Error>(())
-/// ```
-pub fn plan_gradients_on<T: Real, B: GradKernels<T>>(
-    be: &B,
-    plan: ArrayView3<'_, T>,
-    eps: f64,
-    upstream: ArrayView3<'_, T>,
-    cg: &CgParams,
-) -> Result<PlanGradients<T>> {
-    check_eps("eps", eps)?;
-    let (batch, n, m) = plan.dim();
-    if batch == 0 || n == 0 || m == 0 {
-        return Err(Error::Empty {
-            arg: "plan".into(),
-            detail: format!("shape {batch}×{n}×{m}"),
-        });
-    }
-    if upstream.dim() != plan.dim() {
-        return Err(Error::shape(
-            "upstream",
-            format!("is {:?} but the plan is {:?}", upstream.dim(), plan.dim()),
-        ));
-    }
-    let p = be.upload(&plan.iter().copied().collect::<Vec<T>>())?;
-    let g = be.upload(&upstream.iter().copied().collect::<Vec<T>>())?;
-    let mut cost = be.filled(batch * n * m, T::zero())?;
-    let mut a = be.filled(batch * n, T::zero())?;
-    let mut b = be.filled(batch * m, T::zero())?;
-    let out = GradientBuffers {
-        cost: &mut cost,
-        mu: &mut a,
-        nu: &mut b,
-    };
-    let cg = plan_gradients_into(be, &p, (batch, n, m), eps, &g, cg, out)?;
-    Ok(PlanGradients {
-        cost: array3((batch, n, m), be.download(&cost)?)?,
-        mu: array2(batch, n, be.download(&a)?)?,
-        nu: array2(batch, m, be.download(&b)?)?,
-        cg,
-    })
-}
-
-/// [`plan_gradients_on`] for a plan and an upstream gradient already on the backend
-/// (`B×n×m` each, e.g. a caller's device memory), the gradients written into the caller's
-/// buffers: `∂L/∂C` (`B×n×m`), `∂L/∂μ` (`B×n`, zero-mean per problem), `∂L/∂ν` (`B×m`).
-/// The checks (finite, non-negative plan; finite upstream) are per-row reductions on the
-/// backend with [`plan_gradients_on`]'s errors; only per-problem numbers cross to the host.
-pub fn plan_gradients_into<T: Real, B: GradKernels<T>>(
-    be: &B,
-    plan: &B::Buffer,
-    (batch, n, m): (usize, usize, usize),
-    eps: f64,
-    upstream: &B::Buffer,
-    cg: &CgParams,
-    out: GradientBuffers<'_, B::Buffer>,
-) -> Result<CgReport> {
-    check_eps("eps", eps)?;
-    if batch == 0 || n == 0 || m == 0 {
-        return Err(Error::Empty {
-            arg: "plan".into(),
-            detail: format!("shape {batch}×{n}×{m}"),
-        });
-    }
-    let len = batch * n * m;
-    crate::backend::check_buffer_len("plan", be.len(plan), len)?;
-    crate::backend::check_buffer_len("upstream", be.len(upstream), len)?;
-    let (ps, us) = (be.row_stats(plan, batch)?, be.row_stats(upstream, batch)?);
-    let bad = |s: &[crate::backend::RowStats], neg: bool| {
-        s.iter()
-            .any(|s| s.non_finite > 0 || (neg && s.negative > 0))
-    };
-    if bad(&ps, true) || bad(&us, false) {
-        // The errors of the host checks, naming the first offending entry.
-        let (ph, uh) = (be.download(plan)?, be.download(upstream)?);
-        let shape = |v| {
-            ArrayView3::from_shape((batch, n, m), v)
-                .map_err(|e| Error::shape("plan", e.to_string()))
-        };
-        let (pv, uv) = (shape(&ph)?, shape(&uh)?);
-        check_finite("plan", &pv)?;
-        check_finite("upstream", &uv)?;
-        if let Some((idx, v)) = pv.indexed_iter().find(|(_, v)| **v < T::zero()) {
-            return Err(Error::NegativeMass {
+impl<Bk> SinkhornSolver<Bk> {
+    /// Exact gradients of a loss `L(P)` through given Sinkhorn plans `plan` (`B×n×m`,
+    /// converged, at this solver's ε), for the upstream gradient `upstream = ∂L/∂P`
+    /// (`B×n×m`), on this solver's backend. No problem is solved: the plans' own marginals
+    /// stand for `μ` and `ν` (balanced). See the module docs for the math, the representative
+    /// of `(∂μ, ∂ν)` and zero-mass bins.
+    ///
+    /// ```
+    /// use logot::grad::CgParams;
+    /// use logot::{CpuBackend, Problem, SinkhornParams, SinkhornSolver};
+    /// use logot::ndarray::{array, Array3, Axis};
+    /// let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1));
+    /// let cg = CgParams::default();
+    /// // L(P) = Σ P, the common mass of μ and ν: no gradient through C, and in the zero-mean
+    /// // representative ∂L/∂μ = 0, ∂L/∂ν = 1 (one more unit of mass costs one unit of L).
+    /// let plan = Array3::from_shape_fn((1, 3, 2), |(_, i, j)| 0.05 + 0.1 * ((i + j) % 3) as f64);
+    /// let g = solver.plan_gradients(plan.view(), Array3::ones((1, 3, 2)).view(), &cg)?;
+    /// assert!(g.cost.iter().all(|v| v.abs() < 1e-9));
+    /// assert!(g.mu.iter().all(|v| v.abs() < 1e-9) && g.nu.iter().all(|v| (v - 1.0).abs() < 1e-9));
+    /// // From a solved plan: the upstream G = C gives the implicit part of ∂⟨P,C⟩/∂C, the same
+    /// // as `implicit_gradients` computes from the problem itself.
+    /// let (mu, nu, cost) = (array![0.3f64, 0.7], array![0.6, 0.4], array![[0.0, 1.0], [0.5, 0.2]]);
+    /// let problem = Problem::new(mu.view(), nu.view(), cost.view())?;
+    /// let plan = solver.coupling(&problem)?.plan;
+    /// let upstream = cost.clone().insert_axis(Axis(0));
+    /// let from_plan = solver.plan_gradients(plan.view(), upstream.view(), &cg)?;
+    /// let from_problem = solver.implicit_gradients(&problem, |_| upstream.clone(), &cg)?;
+    /// assert!((&from_plan.cost - &from_problem.cost).iter().all(|d| d.abs() < 1e-7));
+    /// # Ok::<(), logot::Error>(())
+    /// ```
+    pub fn plan_gradients<T: Real>(
+        &self,
+        plan: ArrayView3<'_, T>,
+        upstream: ArrayView3<'_, T>,
+        cg: &CgParams,
+    ) -> Result<PlanGradients<T>>
+    where
+        Bk: GradKernels<T>,
+    {
+        let be = self.backend();
+        check_eps("eps", self.params().eps)?;
+        let (batch, n, m) = plan.dim();
+        if batch == 0 || n == 0 || m == 0 {
+            return Err(Error::Empty {
                 arg: "plan".into(),
-                index: format!("{idx:?}"),
-                value: v.to_string(),
+                detail: format!("shape {batch}×{n}×{m}"),
             });
         }
+        if upstream.dim() != plan.dim() {
+            return Err(Error::shape(
+                "upstream",
+                format!("is {:?} but the plan is {:?}", upstream.dim(), plan.dim()),
+            ));
+        }
+        let p = be.upload(&plan.iter().copied().collect::<Vec<T>>())?;
+        let g = be.upload(&upstream.iter().copied().collect::<Vec<T>>())?;
+        let mut cost = be.filled(batch * n * m, T::zero())?;
+        let mut a = be.filled(batch * n, T::zero())?;
+        let mut b = be.filled(batch * m, T::zero())?;
+        let out = GradientBuffers {
+            cost: &mut cost,
+            mu: &mut a,
+            nu: &mut b,
+        };
+        let cg = self.plan_gradients_buffers(&p, (batch, n, m), &g, cg, out)?;
+        Ok(PlanGradients {
+            cost: array3((batch, n, m), be.download(&cost)?)?,
+            mu: array2(batch, n, be.download(&a)?)?,
+            nu: array2(batch, m, be.download(&b)?)?,
+            cg,
+        })
     }
-    let adj = implicit_adjoint(be, plan, batch, n, m, upstream, cg)?;
-    let cost = be.assemble_gradient(
-        plan,
-        n,
-        m,
-        upstream,
-        &adj.a,
-        &adj.b,
-        T::zero(),
-        T::of(-1.0 / eps),
-    )?;
-    let (mut a, mut b) = (adj.a, adj.b);
-    centre_on(be, &mut a, &mut b, batch)?;
-    check_output_on(be, "cost", &cost, batch)?;
-    check_output_on(be, "mu", &a, batch)?;
-    check_output_on(be, "nu", &b, batch)?;
-    out.write(be, (batch, n, m), [&cost, &a, &b])?;
-    Ok(adj.cg)
+
+    /// [`SinkhornSolver::plan_gradients`] for a plan and an upstream gradient already on the
+    /// backend (`B×n×m` each, e.g. a caller's device memory), the gradients written into the
+    /// caller's buffers: `∂L/∂C` (`B×n×m`), `∂L/∂μ` (`B×n`, zero-mean per problem), `∂L/∂ν`
+    /// (`B×m`). The checks (finite, non-negative plan; finite upstream) are per-row
+    /// reductions on the backend with the errors of the host-array form; only per-problem
+    /// numbers cross to the host.
+    pub fn plan_gradients_buffers<T: Real>(
+        &self,
+        plan: &Bk::Buffer,
+        (batch, n, m): (usize, usize, usize),
+        upstream: &Bk::Buffer,
+        cg: &CgParams,
+        out: GradientBuffers<'_, Bk::Buffer>,
+    ) -> Result<CgReport>
+    where
+        Bk: GradKernels<T>,
+    {
+        let be = self.backend();
+        let eps = self.params().eps;
+        check_eps("eps", eps)?;
+        if batch == 0 || n == 0 || m == 0 {
+            return Err(Error::Empty {
+                arg: "plan".into(),
+                detail: format!("shape {batch}×{n}×{m}"),
+            });
+        }
+        let len = batch * n * m;
+        crate::backend::check_buffer_len("plan", be.len(plan), len)?;
+        crate::backend::check_buffer_len("upstream", be.len(upstream), len)?;
+        let (ps, us) = (be.row_stats(plan, batch)?, be.row_stats(upstream, batch)?);
+        let bad = |s: &[crate::backend::RowStats], neg: bool| {
+            s.iter()
+                .any(|s| s.non_finite > 0 || (neg && s.negative > 0))
+        };
+        if bad(&ps, true) || bad(&us, false) {
+            // The errors of the host checks, naming the first offending entry.
+            let (ph, uh) = (be.download(plan)?, be.download(upstream)?);
+            let shape = |v| {
+                ArrayView3::from_shape((batch, n, m), v)
+                    .map_err(|e| Error::shape("plan", e.to_string()))
+            };
+            let (pv, uv) = (shape(&ph)?, shape(&uh)?);
+            check_finite("plan", &pv)?;
+            check_finite("upstream", &uv)?;
+            if let Some((idx, v)) = pv.indexed_iter().find(|(_, v)| **v < T::zero()) {
+                return Err(Error::NegativeMass {
+                    arg: "plan".into(),
+                    index: format!("{idx:?}"),
+                    value: v.to_string(),
+                });
+            }
+        }
+        let adj = solve_adjoint(be, plan, (batch, n, m), upstream, None, cg)?;
+        let cost = be.assemble_gradient(
+            plan,
+            n,
+            m,
+            upstream,
+            &adj.a,
+            &adj.b,
+            T::zero(),
+            T::of(-1.0 / eps),
+        )?;
+        let (mut a, mut b) = (adj.a, adj.b);
+        centre_on(be, &mut a, &mut b, batch)?;
+        check_output_on(be, "cost", &cost, batch)?;
+        check_output_on(be, "mu", &a, batch)?;
+        check_output_on(be, "nu", &b, batch)?;
+        out.write(be, (batch, n, m), [&cost, &a, &b])?;
+        Ok(adj.cg)
+    }
 }
 
 /// The cost as a host vector: one `n×m` matrix (shared) or `B×n×m`.
@@ -392,38 +396,35 @@ fn cost_values<T: Real>(cost: &CostSource<'_, T>) -> Result<Vec<T>> {
         #[allow(unreachable_patterns)]
         _ => Err(Error::Unavailable(
             "implicit OT gradients need a dense cost (for point clouds, \
-             Solver::transport_point_gradients differentiates ⟨P,C⟩ with respect to the points)"
+             SinkhornSolver::transport_point_gradients differentiates ⟨P,C⟩ with respect to the points)"
                 .into(),
         )),
     }
 }
 
-impl<Bk> Solver<Bk> {
+impl<Bk> SinkhornSolver<Bk> {
     /// Transport costs `⟨P_b, C_b⟩` with their exact gradients with respect to the cost, `μ`
     /// and `ν` (implicit differentiation through the converged plan; upstream `G = C` plus
     /// the explicit term `∂⟨P,C⟩/∂C = P`). `∂/∂μ` is the zero-mean representative; for an
-    /// unbalanced problem ([`SinkhornParams::relaxation`](crate::SinkhornParams::relaxation))
-    /// the unique gradient, every weight free (see the module docs for the adjoint system).
+    /// unbalanced problem ([`Problem::relaxed`]) the unique gradient, every weight free (see the module docs for the adjoint system).
     ///
     /// Check `result.convergence` and `cg`: the gradients are exact for a converged plan.
     ///
     /// ```
-    /// use logot::{grad::CgParams, CpuBackend, Problem, Relaxation, SinkhornParams, Solver};
-    /// use ndarray::array;
+    /// use logot::{grad::CgParams, CpuBackend, Problem, Relaxation, SinkhornParams, SinkhornSolver};
+    /// use logot::ndarray::{array, Array1};
     /// let (mu, nu) = (array![0.5f64, 0.5], array![0.25, 0.75]);
     /// let cost = array![[0.0, 1.0], [1.0, 0.0]];
-    /// let solver = Solver::new(CpuBackend, SinkhornParams::new(0.1));
+    /// let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1));
     /// let g = solver.wasserstein_gradients(&Problem::new(mu.view(), nu.view(), cost.view())?, &CgParams::default())?;
     /// assert!(g.cg.all_converged());
     /// assert!(g.mu.sum().abs() < 1e-12); // zero-mean representative
     /// // Unbalanced (unequal masses, ρ = 0.5): ∂⟨P,C⟩/∂μ_0 against a central difference.
     /// let nu = array![0.5, 1.0];
-    /// let params = SinkhornParams { tol: Some(1e-14), max_iters: 100_000, ..SinkhornParams::new(0.1) };
-    /// let solver = Solver::new(CpuBackend, params.with_relaxation(Relaxation::kl(0.5)));
-    /// let distance = |mu: &ndarray::Array1<f64>| -> logot::Result<f64> {
-    ///     Ok(solver.solve(&Problem::new(mu.view(), nu.view(), cost.view())?)?.distance[0])
-    /// };
-    /// let g = solver.wasserstein_gradients(&Problem::new(mu.view(), nu.view(), cost.view())?, &CgParams::default())?;
+    /// let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1).tol(1e-14).max_iters(100_000));
+    /// let problem = |mu: &Array1<f64>| Ok::<_, logot::Error>(Problem::new(mu.view(), nu.view(), cost.view())?.relaxed(Relaxation::kl(0.5)));
+    /// let distance = |mu: &Array1<f64>| -> logot::Result<f64> { Ok(solver.solve(&problem(mu)?)?.distance[0]) };
+    /// let g = solver.wasserstein_gradients(&problem(&mu)?, &CgParams::default())?;
     /// let h = 1e-6;
     /// let numeric = (distance(&array![0.5 + h, 0.5])? - distance(&array![0.5 - h, 0.5])?) / (2.0 * h);
     /// assert!((numeric - g.mu[[0, 0]]).abs() < 1e-7, "{numeric} vs {}", g.mu[[0, 0]]);
@@ -452,15 +453,15 @@ impl<Bk> Solver<Bk> {
     /// `∂L/∂P` (`B×n×m`). `L` is assumed not to depend on the cost except through `P`.
     ///
     /// ```
-    /// use logot::{grad::CgParams, CpuBackend, Problem, SinkhornParams, Solver};
-    /// use ndarray::array;
+    /// use logot::{grad::CgParams, CpuBackend, Problem, SinkhornParams, SinkhornSolver};
+    /// use logot::ndarray::array;
     /// // ⟨P, C⟩ depends on C directly (∂ = P) and through P (the implicit part, with G = C):
     /// // wasserstein_gradients = P + implicit_gradients(G = C).
     /// let (mu, nu, cost) = (array![0.2f64, 0.8], array![0.5, 0.5], array![[0.0, 1.0], [0.4, 0.1]]);
-    /// let solver = Solver::new(CpuBackend, SinkhornParams::new(0.05));
+    /// let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.05));
     /// let problem = Problem::new(mu.view(), nu.view(), cost.view())?;
     /// let cg = CgParams::default();
-    /// let upstream = cost.clone().insert_axis(ndarray::Axis(0));
+    /// let upstream = cost.clone().insert_axis(logot::ndarray::Axis(0));
     /// let implicit = solver.implicit_gradients(&problem, |_| upstream.clone(), &cg)?;
     /// let total = solver.wasserstein_gradients(&problem, &cg)?;
     /// let plan = solver.coupling(&problem)?.plan;
@@ -470,7 +471,7 @@ impl<Bk> Solver<Bk> {
     pub fn implicit_gradients<T: Real>(
         &self,
         problem: &Problem<'_, T>,
-        upstream: impl FnOnce(&crate::Coupling<T>) -> Array3<T>,
+        upstream: impl FnOnce(&crate::CouplingResult<T>) -> Array3<T>,
         cg: &CgParams,
     ) -> Result<OtGradients<T>>
     where
@@ -492,7 +493,7 @@ impl<Bk> Solver<Bk> {
         self.gradients_with(problem, g.iter().copied().collect(), T::zero(), cg)
     }
 
-    /// Shared core of the host entry points: upload, [`Solver::gradients_prepared`],
+    /// Shared core of the host entry points: upload, [`SinkhornSolver::gradients_prepared`],
     /// download.
     fn gradients_with<T: Real>(
         &self,
@@ -528,36 +529,13 @@ impl<Bk> Solver<Bk> {
         })
     }
 
-    /// [`Solver::wasserstein_gradients`] for a batch already on the backend
-    /// ([`Solver::prepare_buffers`]; `cost` the same dense cost buffer, the upstream `G = C`),
-    /// written into the caller's buffers: `∂⟨P,C⟩/∂C` (`B×n×m`), `∂/∂μ` (`B×n`) and `∂/∂ν`
-    /// (`B×m`). Only per-problem numbers cross to the host (reports, distances, CG's
-    /// coefficients); for unbalanced problems, also `μ`, `ν` and the marginal gradients.
-    pub fn wasserstein_gradients_into<T: Real>(
-        &self,
-        prepared: &Prepared<T, Bk>,
-        cost: &Bk::Buffer,
-        cg: &CgParams,
-        out: GradientBuffers<'_, Bk::Buffer>,
-    ) -> Result<(BufferSolution, CgReport)>
-    where
-        Bk: GradKernels<T>,
-    {
-        cg.validate()?;
-        let be = self.backend();
-        let (batch, n, m) = prepared.dims();
-        let d = self.gradients_prepared(prepared, cost, T::one(), cg)?;
-        out.write(be, (batch, n, m), [&d.cost, &d.a, &d.b])?;
-        Ok((d.solution, d.cg))
-    }
-
     /// Solve a prepared batch, build the plan, adjoint solve, assemble
     /// `∂L/∂C = (explicit − (1/ε)(G − a − b))⊙P`, the marginal gradients (balanced: `(a, b)`
     /// centred; unbalanced: `(a ⊙ P·1/(φ_μ μ), b ⊙ Pᵀ·1/(φ_ν ν))`), fix zero-mass bins; all
     /// on the backend. `upstream` is `G` (`B×n×m`, or one `n×m` shared).
-    fn gradients_prepared<T: Real>(
+    pub(crate) fn gradients_prepared<T: Real>(
         &self,
-        pr: &Prepared<T, Bk>,
+        pr: &PreparedProblem<T, Bk>,
         upstream: &Bk::Buffer,
         explicit: T,
         cg: &CgParams,
@@ -567,12 +545,12 @@ impl<Bk> Solver<Bk> {
     {
         cg.validate()?;
         let be = self.backend();
-        let relax = self.params().unbalanced();
+        let relax = pr.relaxation;
         let eps_f = self.params().eps;
         let phis = relax.map(|r| (phi(r.rho_mu, eps_f), phi(r.rho_nu, eps_f)));
         let (batch, n, m) = pr.dims();
-        let (f, g_pot, convergence, distance, objective) = self.iterate_prepared(pr)?;
-        self.check_distances::<T>(&distance)?;
+        let (f, g_pot, solution) = self.iterate_prepared(pr)?;
+        self.check_distances::<T>(&solution.distance)?;
         let cost_ref = pr.cost();
         let eps = T::of(eps_f);
         let plan = be.plan(cost_ref, &f, &g_pot, eps)?;
@@ -650,11 +628,8 @@ impl<Bk> Solver<Bk> {
             shift: pr.shifts().to_vec(),
             f,
             g: g_pot,
-            solution: BufferSolution {
-                distance,
-                objective,
-                convergence,
-            },
+            solution,
+            plan,
             cost,
             a,
             b,

@@ -3,7 +3,7 @@
 //! potentials.
 
 use super::params::WarmStart;
-use super::prepared::Prepared;
+use super::prepared::PreparedProblem;
 use crate::backend::{Backend, Marginals, Potentials, Side};
 use crate::entropic::unbalanced::Relaxation;
 use crate::{Error, Real, Result};
@@ -63,7 +63,7 @@ pub(super) fn relaxed_report<T: Real, B: Backend<T>>(
     marginals: &Marginals<'_, B::Buffer>,
     eps: T,
     r: Relaxation,
-    pr: &Prepared<T, B>,
+    pr: &PreparedProblem<T, B>,
 ) -> Result<(Vec<f64>, Vec<f64>)> {
     let mut f_half = be.filled(be.len(&pot.f), T::zero())?;
     be.sinkstep(cost, Side::Row, eps, &pot.g, marginals.log_mu, &mut f_half)?;

@@ -10,11 +10,11 @@
 //! (`(Pᵀ1)_j = ν_j exp((g_j − g'_j)/ε)`), so checking costs nothing but a read-back of
 //! `B` numbers every `check_every` iterations.
 //!
-//! * [`params`](SinkhornParams): the parameters ([`SinkhornParams`], [`EpsScaling`],
-//!   [`WarmStart`]);
-//! * `problem`: a batch of problems ([`Problem`]) and the cost offsets its checks compute;
-//! * `solver`: [`Solver`] and its loop; `iteration`: the steps of one stage of it;
-//! * `prepared`: a batch uploaded once and solved many times ([`Prepared`]);
+//! * `params`: the parameters ([`SinkhornParams`], [`EpsScaling`], [`WarmStart`]);
+//! * `problem`: a batch of problems ([`Problem`], [`BufferProblem`] on a backend's buffers)
+//!   and the cost offsets its checks compute;
+//! * `solver`: [`SinkhornSolver`] and its loop; `iteration`: the steps of one stage of it;
+//! * `prepared`: a batch put on a backend once and solved many times ([`PreparedProblem`]);
 //! * `report`: what a solve reports ([`SinkhornResult`], [`Convergence`]) and the plans'
 //!   measured errors.
 
@@ -26,9 +26,11 @@ mod report;
 mod solver;
 
 pub use params::{EpsScaling, SinkhornParams, WarmStart};
-pub use prepared::{BufferSolution, Prepared};
-pub use problem::Problem;
-pub use report::{Convergence, Coupling, ProblemReport, SinkhornResult};
-pub use solver::Solver;
+pub use prepared::PreparedProblem;
+pub(crate) use prepared::Solution;
+pub(crate) use problem::{unbalanced, BufferCost};
+pub use problem::{BufferProblem, Problem, ProblemInput};
+pub use report::{Convergence, CouplingResult, ProblemReport, SinkhornResult};
+pub use solver::SinkhornSolver;
 
 pub(crate) use iteration::relax_side;

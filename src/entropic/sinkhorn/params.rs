@@ -1,15 +1,21 @@
-//! The parameters of the Sinkhorn solver: tolerances, ε-scaling, warm starts and the
-//! marginal relaxation.
+//! The parameters of the Sinkhorn solver: ε, tolerances, ε-scaling and warm starts.
+//!
+//! ε is a parameter of the solver, not of the [`Problem`](crate::Problem): the same
+//! prepared batch is solved at several ε (ε-scaling anneals it, a caller may continue from
+//! a larger one), and nothing a batch prepares depends on it. The marginal relaxation
+//! changes which problem is solved (unequal masses, no cost offset) and belongs to the
+//! problem ([`Problem::relaxed`](crate::Problem::relaxed)).
 
-use crate::entropic::unbalanced::Relaxation;
 use crate::progress::Observer;
 use crate::validate::check_eps;
 use crate::{Error, Result};
 use ndarray::Array2;
 
-/// Parameters of the Sinkhorn solver. `Default` gives POT's defaults (1000 iterations,
-/// marginal tolerance 1e-9 in f64) with `eps = 0.01`.
+/// Parameters of the Sinkhorn solver, set by builder methods:
+/// `SinkhornParams::new(eps).max_iters(500).tol(1e-9)`. `Default` gives POT's defaults
+/// (1000 iterations, marginal tolerance 1e-9 in f64) with `eps = 0.01`.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct SinkhornParams {
     /// Regularisation strength ε (> 0), in the units of the cost.
     pub eps: f64,
@@ -32,12 +38,8 @@ pub struct SinkhornParams {
     /// Called with the run's [`Progress`](crate::Progress) at every convergence check and
     /// ε-scaling stage (and every `check_every` iterations without a tolerance).
     pub observer: Option<Observer>,
-    /// Keep the largest marginal error of every check in [`Convergence::history`].
+    /// Keep the largest marginal error of every check in [`Convergence::history`](crate::Convergence::history).
     pub history: bool,
-    /// Relax the marginal constraints to KL penalties (unbalanced OT, POT's
-    /// `sinkhorn_unbalanced(..., reg_m, reg_type="kl")`); `None` (or both weights infinite)
-    /// solves the balanced problem, which needs equal masses. See [`Relaxation`].
-    pub relaxation: Option<Relaxation>,
 }
 
 impl Default for SinkhornParams {
@@ -51,7 +53,6 @@ impl Default for SinkhornParams {
             eps_scaling: None,
             observer: None,
             history: false,
-            relaxation: None,
         }
     }
 }
@@ -64,14 +65,30 @@ impl SinkhornParams {
             ..Default::default()
         }
     }
-    /// Run exactly `iters` iterations with no early stop (the marginal error is still
-    /// measured and reported at the end).
+    /// These parameters with regularisation `eps`.
+    pub fn eps(self, eps: f64) -> Self {
+        SinkhornParams { eps, ..self }
+    }
+    /// These parameters with at most `max_iters` iterations.
+    pub fn max_iters(self, max_iters: usize) -> Self {
+        SinkhornParams { max_iters, ..self }
+    }
+    /// These parameters with the marginal tolerance `tol` (`0` runs every iteration;
+    /// `None`, the precision's default).
+    pub fn tol(self, tol: impl Into<Option<f64>>) -> Self {
+        SinkhornParams {
+            tol: tol.into(),
+            ..self
+        }
+    }
+    /// Exactly `iters` iterations with no early stop: `max_iters(iters).tol(0.0)` (the
+    /// marginal error is still measured and reported at the end).
     ///
     /// ```
-    /// use logot::{CpuBackend, Problem, SinkhornParams, Solver};
-    /// use ndarray::array;
+    /// use logot::{CpuBackend, Problem, SinkhornParams, SinkhornSolver};
+    /// use logot::ndarray::array;
     /// let (mu, nu, cost) = (array![0.5f64, 0.5], array![0.2, 0.8], array![[0.0, 1.0], [1.0, 0.0]]);
-    /// let solver = Solver::new(CpuBackend, SinkhornParams::fixed_iterations(0.1, 7));
+    /// let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1).fixed_iterations(7));
     /// let r = solver.solve(&Problem::new(mu.view(), nu.view(), cost.view())?)?;
     /// assert_eq!(r.convergence.iterations, 7);
     /// // The report still describes the result: 7 iterations fall short of float64's default
@@ -79,51 +96,45 @@ impl SinkhornParams {
     /// assert!(!r.convergence.converged && r.convergence.marginal_error > 1e-9);
     /// # Ok::<(), logot::Error>(())
     /// ```
-    pub fn fixed_iterations(eps: f64, iters: usize) -> Self {
+    pub fn fixed_iterations(self, iters: usize) -> Self {
+        self.max_iters(iters).tol(0.0)
+    }
+    /// These parameters with a convergence check every `check_every` iterations.
+    pub fn check_every(self, check_every: usize) -> Self {
         SinkhornParams {
-            eps,
-            max_iters: iters,
-            tol: Some(0.0),
-            ..Default::default()
+            check_every,
+            ..self
+        }
+    }
+    /// These parameters starting from the potentials `warm_start`.
+    pub fn warm_start(self, warm_start: WarmStart) -> Self {
+        SinkhornParams {
+            warm_start: Some(warm_start),
+            ..self
         }
     }
     /// These parameters with ε-scaling `schedule` (see [`EpsScaling::from_max_cost`] and
     /// [`crate::PointCloudCost::eps_scaling`]).
-    pub fn with_eps_scaling(self, schedule: EpsScaling) -> Self {
+    pub fn eps_scaling(self, schedule: EpsScaling) -> Self {
         SinkhornParams {
             eps_scaling: Some(schedule),
             ..self
         }
     }
-    /// These parameters with the marginals relaxed: unbalanced OT.
-    ///
-    /// ```
-    /// use logot::{CpuBackend, Problem, Relaxation, SinkhornParams, Solver};
-    /// use ndarray::array;
-    /// // Unequal masses are accepted once a marginal is relaxed.
-    /// let (mu, nu, cost) = (array![1.0f64, 1.0], array![0.5, 0.5], array![[0.0, 1.0], [1.0, 0.0]]);
-    /// let params = SinkhornParams::new(0.1).with_relaxation(Relaxation::kl(1.0));
-    /// let r = Solver::new(CpuBackend, params).solve(&Problem::new(mu.view(), nu.view(), cost.view())?)?;
-    /// assert!(r.convergence.converged && r.objective.is_some());
-    /// # Ok::<(), logot::Error>(())
-    /// ```
-    pub fn with_relaxation(self, relaxation: Relaxation) -> Self {
+    /// These parameters with `observer` called as the run goes.
+    pub fn observer(self, observer: Observer) -> Self {
         SinkhornParams {
-            relaxation: Some(relaxation),
+            observer: Some(observer),
             ..self
         }
     }
-
-    /// The relaxation when at least one marginal is relaxed (`None`: balanced).
-    pub(crate) fn unbalanced(&self) -> Option<Relaxation> {
-        self.relaxation.filter(|r| !r.is_balanced())
+    /// These parameters keeping (or not) the error history.
+    pub fn history(self, history: bool) -> Self {
+        SinkhornParams { history, ..self }
     }
 
     pub(crate) fn validate(&self) -> Result<()> {
         check_eps("eps", self.eps)?;
-        if let Some(r) = &self.relaxation {
-            r.validate()?;
-        }
         if self.max_iters == 0 {
             return Err(Error::parameter(
                 "max_iters",
@@ -155,6 +166,7 @@ impl SinkhornParams {
 
 /// Initial potentials for a warm start, in the solver's units (`f = ε log u`).
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct WarmStart {
     /// `B×n` source potentials.
     pub f: Array2<f64>,
@@ -162,9 +174,17 @@ pub struct WarmStart {
     pub g: Array2<f64>,
 }
 
+impl WarmStart {
+    /// Start from `f` (`B×n`) and `g` (`B×m`).
+    pub fn new(f: Array2<f64>, g: Array2<f64>) -> Self {
+        WarmStart { f, g }
+    }
+}
+
 /// ε-scaling schedule: `ε_k = max(eps, start·factor^k)`, `iters_per_stage` iterations at
 /// each ε above the target, then the main loop at `eps`.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct EpsScaling {
     /// First (largest) ε, e.g. the cost's diameter.
     pub start: f64,
@@ -175,6 +195,27 @@ pub struct EpsScaling {
 }
 
 impl EpsScaling {
+    /// Anneal from `start`, halving ε at each stage with
+    /// [`EpsScaling::DEFAULT_ITERS_PER_STAGE`] iterations per stage.
+    pub fn new(start: f64) -> Self {
+        EpsScaling {
+            start,
+            factor: 0.5,
+            iters_per_stage: Self::DEFAULT_ITERS_PER_STAGE,
+        }
+    }
+    /// This schedule with the ratio `factor` (in (0, 1)) between consecutive stages.
+    pub fn factor(self, factor: f64) -> Self {
+        EpsScaling { factor, ..self }
+    }
+    /// This schedule with `iters_per_stage` iterations at each intermediate ε.
+    pub fn iters_per_stage(self, iters_per_stage: usize) -> Self {
+        EpsScaling {
+            iters_per_stage,
+            ..self
+        }
+    }
+
     /// Anneal from the largest cost down to the target ε: `start = max_cost` (the squared
     /// diameter of the support for the squared Euclidean cost), halving ε at each stage
     /// with [`EpsScaling::DEFAULT_ITERS_PER_STAGE`] iterations per stage. At ε ≈ max C the
@@ -188,11 +229,7 @@ impl EpsScaling {
         } else {
             1.0
         };
-        EpsScaling {
-            start,
-            factor: 0.5,
-            iters_per_stage: Self::DEFAULT_ITERS_PER_STAGE,
-        }
+        EpsScaling::new(start)
     }
 
     /// Iterations per stage of [`EpsScaling::from_max_cost`].

@@ -1,24 +1,26 @@
-//! A batch uploaded to a backend once and solved many times ([`Prepared`]), and what a
-//! solve on caller buffers reads back ([`BufferSolution`]).
+//! A batch put on a backend once and solved many times ([`PreparedProblem`]), and what a
+//! solve of it reads back before its outputs are written ([`Solution`]).
 
 use super::report::Convergence;
 use crate::backend::Backend;
+use crate::entropic::unbalanced::Relaxation;
 use crate::validate::check_histograms;
 use crate::{Error, Real, Result};
 use ndarray::ArrayView2;
 
-/// (offsets included), the unbalanced objective, and the report.
+/// What a solve of a prepared batch reads back: `⟨P_b, C_b⟩` of each problem (offsets
+/// included), the unbalanced objective, and the report.
 #[derive(Clone, Debug)]
-pub struct BufferSolution {
+pub(crate) struct Solution {
     /// `⟨P_b, C_b⟩` of each problem.
     pub distance: Vec<f64>,
-    /// Unbalanced problems only: the objective ([`SinkhornResult::objective`]).
+    /// Unbalanced problems only: the objective ([`SinkhornResult::objective`](crate::SinkhornResult::objective)).
     pub objective: Option<Vec<f64>>,
     /// Iterations, marginal errors and whether the tolerance was met.
     pub convergence: Convergence,
 }
 
-/// The checks of [`Problem::batch`] for a batch of histograms on the backend (`batch` rows of
+/// The checks of [`Problem::new`](crate::Problem::new) for a batch of histograms on the backend (`batch` rows of
 /// `per`): non-empty, finite, non-negative (the same errors, naming the first offending entry,
 /// from the buffer downloaded only then), finite positive totals, returned with whether any
 /// bin is empty.
@@ -47,9 +49,10 @@ pub(super) fn buffer_histograms<T: Real, B: Backend<T>>(
     Ok((masses, stats.iter().any(|s| s.min <= 0.0)))
 }
 
-/// A batch uploaded to a backend by [`Solver::prepare`]: the prepared cost, `ν`, `log μ`
-/// and `log ν`, resident on the device.
-pub struct Prepared<T: Real, B: Backend<T>> {
+/// A batch put on a backend by [`SinkhornSolver::prepare`](crate::SinkhornSolver::prepare):
+/// the prepared cost, `μ`, `ν`, `log μ` and `log ν`, resident on the device, and the
+/// problem's relaxation; solved by [`SinkhornSolver::solve_prepared`](crate::SinkhornSolver::solve_prepared).
+pub struct PreparedProblem<T: Real, B: Backend<T>> {
     pub(super) cost: B::Cost,
     pub(super) mu: B::Buffer,
     pub(super) nu: B::Buffer,
@@ -71,15 +74,17 @@ pub struct Prepared<T: Real, B: Backend<T>> {
     pub(super) masses: Vec<f64>,
     /// `Σ μ` of each problem.
     pub(super) mu_masses: Vec<f64>,
+    /// The relaxation when at least one marginal is relaxed (`None`: balanced).
+    pub(crate) relaxation: Option<Relaxation>,
 }
 
-impl<T: Real, B: Backend<T>> Prepared<T, B> {
+impl<T: Real, B: Backend<T>> PreparedProblem<T, B> {
     /// Number of problems, source points and target points.
     pub fn dims(&self) -> (usize, usize, usize) {
         (self.batch, self.n, self.m)
     }
     /// The largest `|C_ij|` of the cost as given (the start of
-    /// [`EpsScaling::from_max_cost`]).
+    /// [`EpsScaling::from_max_cost`](crate::EpsScaling::from_max_cost)).
     pub fn max_cost(&self) -> f64 {
         self.max_abs_raw
     }
@@ -107,11 +112,11 @@ impl<T: Real, B: Backend<T>> Prepared<T, B> {
     }
 }
 
-impl<T: Real, B: Backend<T>> std::fmt::Debug for Prepared<T, B> {
+impl<T: Real, B: Backend<T>> std::fmt::Debug for PreparedProblem<T, B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "Prepared {{ batch: {}, n: {}, m: {} }}",
+            "PreparedProblem {{ batch: {}, n: {}, m: {} }}",
             self.batch, self.n, self.m
         )
     }

@@ -1,17 +1,23 @@
-//! A batch of problems: marginals, a cost source, and what its checks compute once (the
-//! masses and the constant each dense cost is solved without).
+//! A batch of problems: marginals, a cost source, the marginal relaxation, and what its
+//! checks compute once (the masses and the constant each dense cost is solved without);
+//! the same batch on a backend's buffers ([`BufferProblem`]).
 
-use crate::backend::CostSource;
+use crate::backend::{CloudLayout, CostSource};
+use crate::batch::IntoBatch;
+use crate::entropic::unbalanced::Relaxation;
 use crate::validate::check_histograms;
 use crate::{Error, Real, Result};
-use ndarray::{Array2, Array3, ArrayView1, ArrayView2, Axis};
+use ndarray::{Array2, Array3, ArrayView2, Ix2};
 
-/// A batch of `B` OT problems: marginals `μ` (B×n), `ν` (B×m) and a cost.
+/// A batch of `B` OT problems: marginals `μ` (B×n), `ν` (B×m), a cost, and (unbalanced
+/// OT) the relaxation of the marginal constraints.
 #[derive(Clone, Debug)]
 pub struct Problem<'a, T> {
     pub(super) mu: ArrayView2<'a, T>,
     pub(super) nu: ArrayView2<'a, T>,
     pub(super) cost: CostSource<'a, T>,
+    /// KL-relaxed marginals; `None` (or both weights infinite) for the balanced problem.
+    pub(super) relaxation: Option<Relaxation>,
     /// What the solvers remove from the cost and its size, computed once here.
     pub(super) offsets: CostOffsets,
     /// `Σ ν` of each problem (the tolerance is relative to it).
@@ -143,60 +149,71 @@ impl<T> ShiftedCost<T> {
 }
 
 impl<'a, T: Real> Problem<'a, T> {
-    /// One problem: `μ` (n), `ν` (m), cost `C` (n×m). Invalid input is an error naming the
-    /// argument: shapes, NaN/∞, negative masses, empty arrays. Unequal masses are refused
-    /// when the problem is solved as a balanced one (no [`SinkhornParams::relaxation`]).
+    /// The problems `μ`, `ν` with cost `cost`: one problem (`μ`: n, `ν`: m) or a batch
+    /// (`μ`: B×n, `ν`: B×m), against a dense cost (`n×m` shared, or `B×n×m`, one per
+    /// problem), a [`GridCost`](crate::GridCost) or a [`PointCloudCost`](crate::PointCloudCost)
+    /// (never stored). Invalid input is an error naming the argument: shapes, NaN/∞,
+    /// negative masses, empty arrays. Unequal masses are refused when the problem is solved
+    /// as a balanced one (without [`Problem::relaxed`]).
     ///
     /// ```
-    /// use logot::{CpuBackend, Problem, SinkhornParams, Solver};
-    /// use ndarray::array;
+    /// use logot::{CpuBackend, PointCloudCost, Problem, SinkhornParams, SinkhornSolver};
+    /// use logot::ndarray::{array, Array3};
+    /// let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.01));
+    /// // One problem; unequal masses are refused by a balanced solve.
     /// let cost = array![[0.0, 1.0], [1.0, 0.0]];
-    /// assert!(Problem::new(array![0.5, 0.5].view(), array![0.3, 0.7].view(), cost.view()).is_ok());
     /// let (mu, nu) = (array![0.5, 0.5], array![0.3, 0.3]);
-    /// let problem = Problem::new(mu.view(), nu.view(), cost.view())?;
-    /// let err = Solver::new(CpuBackend, SinkhornParams::new(0.1)).solve(&problem).unwrap_err();
+    /// let err = solver.solve(&Problem::new(mu.view(), nu.view(), cost.view())?).unwrap_err();
     /// assert!(matches!(err, logot::Error::UnequalMass { .. }), "{err}");
-    /// # Ok::<(), logot::Error>(())
-    /// ```
-    pub fn new(
-        mu: ArrayView1<'a, T>,
-        nu: ArrayView1<'a, T>,
-        cost: ArrayView2<'a, T>,
-    ) -> Result<Self> {
-        Self::batch(mu.insert_axis(Axis(0)), nu.insert_axis(Axis(0)), cost)
-    }
-
-    /// A batch: `μ` (B×n), `ν` (B×m) against one shared `n×m` cost or `B` costs (`B×n×m`),
-    /// or a [`GridCost`](crate::GridCost) (never stored).
-    ///
-    /// ```
-    /// use logot::{CpuBackend, Problem, SinkhornParams, Solver};
-    /// use ndarray::{array, Array3};
     /// // Two problems, each with its own cost: the identity permutation and the swap are free.
     /// let costs = Array3::from_shape_vec((2, 2, 2), vec![0.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0]).unwrap();
     /// let (mu, nu) = (array![[0.5f64, 0.5], [0.5, 0.5]], array![[0.5, 0.5], [0.5, 0.5]]);
-    /// let problem = Problem::batch(mu.view(), nu.view(), costs.view())?;
+    /// let problem = Problem::new(mu.view(), nu.view(), costs.view())?;
     /// assert_eq!(problem.batch_size(), 2);
-    /// let r = Solver::new(CpuBackend, SinkhornParams::new(0.01)).solve(&problem)?;
-    /// assert!(r.distance.iter().all(|d| d.abs() < 1e-12));
+    /// assert!(solver.solve(&problem)?.distance.iter().all(|d| d.abs() < 1e-12));
+    /// // Weighted point clouds, the cost computed on the fly: every point moves by 0.5.
+    /// let (x, y, w) = (array![[0.0f64], [1.0]], array![[0.5], [1.5]], array![0.5, 0.5]);
+    /// let clouds = Problem::new(w.view(), w.view(), PointCloudCost::new(x.view(), y.view())?)?;
+    /// assert!((solver.solve(&clouds)?.distance[0] - 0.25).abs() < 1e-3);
     /// # Ok::<(), logot::Error>(())
     /// ```
-    pub fn batch(
-        mu: ArrayView2<'a, T>,
-        nu: ArrayView2<'a, T>,
+    pub fn new(
+        mu: impl IntoBatch<'a, T, Ix2>,
+        nu: impl IntoBatch<'a, T, Ix2>,
         cost: impl Into<CostSource<'a, T>>,
     ) -> Result<Self> {
-        let cost = cost.into();
         let mut p = Problem {
-            mu,
-            nu,
-            cost,
+            mu: mu.into_batch(),
+            nu: nu.into_batch(),
+            cost: cost.into(),
+            relaxation: None,
             offsets: CostOffsets::default(),
             masses: Vec::new(),
             mu_masses: Vec::new(),
         };
         (p.offsets, p.mu_masses, p.masses) = p.validate()?;
         Ok(p)
+    }
+
+    /// This problem with its marginal constraints relaxed to KL penalties: unbalanced OT,
+    /// POT's `sinkhorn_unbalanced(..., reg_m, reg_type="kl")` (`reg_m` a scalar `ρ`, a pair
+    /// `(ρ_μ, ρ_ν)` or a [`Relaxation`]; see [`crate::unbalanced`]). The masses may differ.
+    ///
+    /// ```
+    /// use logot::{CpuBackend, Problem, Relaxation, SinkhornParams, SinkhornSolver};
+    /// use logot::ndarray::array;
+    /// // Unequal masses are accepted once a marginal is relaxed.
+    /// let (mu, nu, cost) = (array![1.0f64, 1.0], array![0.5, 0.5], array![[0.0, 1.0], [1.0, 0.0]]);
+    /// let problem = Problem::new(mu.view(), nu.view(), cost.view())?.relaxed(Relaxation::kl(1.0));
+    /// let r = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1)).solve(&problem)?;
+    /// assert!(r.convergence.converged && r.objective.is_some());
+    /// # Ok::<(), logot::Error>(())
+    /// ```
+    pub fn relaxed(self, relaxation: impl Into<Relaxation>) -> Self {
+        Problem {
+            relaxation: Some(relaxation.into()),
+            ..self
+        }
     }
 
     /// Number of problems.
@@ -215,6 +232,14 @@ impl<'a, T: Real> Problem<'a, T> {
     /// The cost.
     pub fn cost(&self) -> &CostSource<'a, T> {
         &self.cost
+    }
+    /// The relaxation of the marginals, as given to [`Problem::relaxed`].
+    pub fn relaxation(&self) -> Option<Relaxation> {
+        self.relaxation
+    }
+    /// The relaxation when at least one marginal is relaxed (`None`: balanced), checked.
+    pub(crate) fn unbalanced(&self) -> Result<Option<Relaxation>> {
+        unbalanced(self.relaxation)
     }
 
     /// Checks every input; returns the cost's offsets and each problem's masses `Σ μ`, `Σ ν`
@@ -263,5 +288,130 @@ impl<'a, T: Real> Problem<'a, T> {
         // constructors (finite, matching dimensions); grids are finite by construction.
         let offsets = CostOffsets::of(&self.cost)?;
         Ok((offsets, mu_mass, nu_mass))
+    }
+}
+
+/// The relaxation when at least one marginal is relaxed (`None`: balanced), checked.
+pub(crate) fn unbalanced(relaxation: Option<Relaxation>) -> Result<Option<Relaxation>> {
+    match relaxation {
+        Some(r) => {
+            r.validate()?;
+            Ok(Some(r).filter(|r| !r.is_balanced()))
+        }
+        None => Ok(None),
+    }
+}
+
+/// A batch of problems whose arrays are already on a backend (e.g. a caller's device memory,
+/// `CudaBackend::borrow_buffer`), for [`SinkhornSolver::prepare`](crate::SinkhornSolver::prepare):
+/// `μ` (`B×n`) and `ν` (`B×m`), kept by the prepared batch, and a cost that is only read.
+/// Every array is row-major. The checks are those of [`Problem::new`], with the same errors.
+#[derive(Debug)]
+pub struct BufferProblem<'c, Buf> {
+    pub(crate) mu: Buf,
+    pub(crate) nu: Buf,
+    pub(crate) cost: BufferCost<'c, Buf>,
+    pub(crate) batch: usize,
+    pub(crate) relaxation: Option<Relaxation>,
+}
+
+/// The cost of a [`BufferProblem`].
+#[derive(Debug)]
+pub(crate) enum BufferCost<'c, Buf> {
+    /// A dense cost, `n×m` shared or `B×n×m`.
+    Dense {
+        cost: &'c Buf,
+        n: usize,
+        m: usize,
+        batched: bool,
+    },
+    /// Point clouds laid out as `layout` says.
+    Points {
+        x: &'c Buf,
+        y: &'c Buf,
+        layout: CloudLayout,
+    },
+}
+
+impl<'c, Buf> BufferProblem<'c, Buf> {
+    /// `batch` problems against a dense cost: `cost` is `n×m` shared (`batched_cost` false)
+    /// or `B×n×m`.
+    pub fn dense(
+        mu: Buf,
+        nu: Buf,
+        cost: &'c Buf,
+        (batch, n, m): (usize, usize, usize),
+        batched_cost: bool,
+    ) -> Self {
+        BufferProblem {
+            mu,
+            nu,
+            cost: BufferCost::Dense {
+                cost,
+                n,
+                m,
+                batched: batched_cost,
+            },
+            batch,
+            relaxation: None,
+        }
+    }
+
+    /// `batch` problems between the point clouds `x` and `y`, laid out as `layout` says (one
+    /// pair per problem or one pair shared), the cost computed on the fly.
+    pub fn points(
+        mu: Buf,
+        nu: Buf,
+        x: &'c Buf,
+        y: &'c Buf,
+        batch: usize,
+        layout: CloudLayout,
+    ) -> Self {
+        BufferProblem {
+            mu,
+            nu,
+            cost: BufferCost::Points { x, y, layout },
+            batch,
+            relaxation: None,
+        }
+    }
+
+    /// This batch with its marginals relaxed, as [`Problem::relaxed`].
+    pub fn relaxed(self, relaxation: impl Into<Relaxation>) -> Self {
+        BufferProblem {
+            relaxation: Some(relaxation.into()),
+            ..self
+        }
+    }
+
+    /// Number of problems, source points and target points.
+    pub fn dims(&self) -> (usize, usize, usize) {
+        match &self.cost {
+            BufferCost::Dense { n, m, .. } => (self.batch, *n, *m),
+            BufferCost::Points { layout, .. } => (self.batch, layout.n, layout.m),
+        }
+    }
+}
+
+/// What [`SinkhornSolver::prepare`](crate::SinkhornSolver::prepare) and
+/// [`SinkhornSolver::prepare_divergence`](crate::SinkhornSolver::prepare_divergence) take: a
+/// [`Problem`] of host arrays or a [`BufferProblem`] on the backend (both convert into it).
+#[derive(Debug)]
+pub enum ProblemInput<'p, 'a, T, Buf> {
+    /// Host arrays.
+    Host(&'p Problem<'a, T>),
+    /// Arrays on the backend.
+    Buffers(BufferProblem<'p, Buf>),
+}
+
+impl<'p, 'a, T, Buf> From<&'p Problem<'a, T>> for ProblemInput<'p, 'a, T, Buf> {
+    fn from(p: &'p Problem<'a, T>) -> Self {
+        ProblemInput::Host(p)
+    }
+}
+
+impl<'p, T, Buf> From<BufferProblem<'p, Buf>> for ProblemInput<'p, 'static, T, Buf> {
+    fn from(p: BufferProblem<'p, Buf>) -> Self {
+        ProblemInput::Buffers(p)
     }
 }

@@ -10,10 +10,11 @@ use ndarray::{Array1, Array2, Array3, Axis};
 
 /// How one problem of a batch ended.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct ProblemReport {
     /// The larger of `‖P·1 − μ‖₁` and `‖Pᵀ·1 − ν‖₁` for the plan handed back (the plan the
-    /// returned potentials define; for [`Solver::coupling`], the returned array itself).
-    /// Unbalanced ([`SinkhornParams::relaxation`]): the larger violation of the optimality
+    /// returned potentials define; for [`SinkhornSolver::coupling`](crate::SinkhornSolver::coupling), the returned array itself).
+    /// Unbalanced ([`Problem::relaxed`](crate::Problem::relaxed)): the larger violation of the optimality
     /// conditions `P·1 = μ ⊙ exp(−(f − ε log μ)/ρ_μ)` and `Pᵀ·1 = ν ⊙ exp(−(g − ε log ν)/ρ_ν)`
     /// (`‖P·1 − μ‖₁` on a side with `ρ = ∞`).
     pub marginal_error: f64,
@@ -28,6 +29,7 @@ pub struct ProblemReport {
 /// How the solver ended: a summary over the batch and one [`ProblemReport`] per problem.
 /// Every figure describes the result handed back, measured after the last iteration.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct Convergence {
     /// Iterations run (ε-scaling stages included): the most any problem received.
     pub iterations: usize,
@@ -44,7 +46,7 @@ pub struct Convergence {
     /// One report per problem, in batch order.
     pub problems: Vec<ProblemReport>,
     /// The largest error at every convergence check, then the final report's, when asked
-    /// for ([`SinkhornParams::history`]); empty otherwise.
+    /// for ([`SinkhornParams::history`](crate::SinkhornParams::history)); empty otherwise.
     pub history: Vec<HistoryEntry>,
 }
 
@@ -69,6 +71,7 @@ impl Convergence {
 
 /// A solved batch of entropic OT problems.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct SinkhornResult<T> {
     /// Source potentials `f = ε log u`, `B×n` (−∞ on zero-mass bins).
     pub f: Array2<T>,
@@ -77,7 +80,7 @@ pub struct SinkhornResult<T> {
     /// Transport cost `⟨P_b, C_b⟩` of each problem (POT's `sinkhorn2` value; for unbalanced
     /// problems `sinkhorn_unbalanced2(..., returnCost="linear")`).
     pub distance: Array1<T>,
-    /// Unbalanced problems only ([`SinkhornParams::relaxation`]): the objective
+    /// Unbalanced problems only ([`Problem::relaxed`](crate::Problem::relaxed)): the objective
     /// `⟨P,C⟩ + ε·KL(P‖μ⊗ν) + ρ_μ·KL(P·1‖μ) + ρ_ν·KL(Pᵀ·1‖ν)` of each returned plan, with
     /// the generalized `KL(x‖y) = Σ x log(x/y) − x + y` (a term with `ρ = ∞` is left out).
     /// POT's `returnCost="total"` uses `Σ x log(x/y)` without `− x + y`: it differs by
@@ -91,7 +94,8 @@ pub struct SinkhornResult<T> {
 
 /// A solved batch together with its plans.
 #[derive(Clone, Debug)]
-pub struct Coupling<T> {
+#[non_exhaustive]
+pub struct CouplingResult<T> {
     /// Plans `P_b = exp((f_b ⊕ g_b − C_b)/ε)`, `B×n×m`.
     pub plan: Array3<T>,
     /// Potentials, distances and convergence.

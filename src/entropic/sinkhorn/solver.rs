@@ -1,35 +1,44 @@
-//! [`Solver`]: the loop (stages, convergence checks, the final report) and its entry
-//! points for host arrays and for batches prepared on a backend.
+//! [`SinkhornSolver`]: the loop (stages, convergence checks, the final report) and its
+//! entry points for host arrays and for batches prepared on a backend.
 
 use super::iteration::{iterate, relax_side, relaxed_report, warm_potentials};
 use super::params::SinkhornParams;
-use super::prepared::{buffer_histograms, BufferSolution, Prepared};
-use super::problem::{CostOffsets, Problem};
+use super::prepared::{buffer_histograms, PreparedProblem, Solution};
+use super::problem::{unbalanced, BufferCost, BufferProblem, CostOffsets, Problem, ProblemInput};
 use super::report::{
-    measure_plans, measure_relaxed_plans, Convergence, Coupling, ProblemReport, SinkhornResult,
+    measure_plans, measure_relaxed_plans, Convergence, CouplingResult, ProblemReport,
+    SinkhornResult,
 };
 use crate::backend::{Backend, Marginals, Potentials, Side};
+use crate::entropic::unbalanced::Relaxation;
 use crate::progress::Tracker;
 use crate::validate::check_equal_mass;
 use crate::{Error, Real, Result};
 use ndarray::{Array2, Array3, ArrayView2, Axis};
 
-/// Runs Sinkhorn on a chosen backend.
+/// Runs Sinkhorn on a chosen backend with chosen parameters: the control behind the
+/// top-level functions ([`crate::wasserstein`], [`crate::coupling`], …).
+///
+/// Host arrays in and out: [`solve`](Self::solve), [`coupling`](Self::coupling) and the
+/// gradients, each on a [`Problem`]. A batch solved many times, or held in a backend's
+/// buffers (GPU memory, without a copy): [`prepare`](Self::prepare) it once, then
+/// [`solve_prepared`](Self::solve_prepared) writes what its
+/// [`BufferOutputs`](crate::BufferOutputs) ask for into the caller's buffers.
 ///
 /// ```
-/// use logot::{CpuBackend, Problem, SinkhornParams, Solver};
-/// use ndarray::array;
+/// use logot::{CpuBackend, Problem, SinkhornParams, SinkhornSolver};
+/// use logot::ndarray::array;
 /// let mu = array![0.5f64, 0.5];
 /// let nu = array![0.25, 0.75];
 /// let cost = array![[0.0, 1.0], [1.0, 0.0]];
-/// let solver = Solver::new(CpuBackend, SinkhornParams::new(0.05));
+/// let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.05).tol(1e-12));
 /// let res = solver.solve(&Problem::new(mu.view(), nu.view(), cost.view())?)?;
 /// assert!(res.convergence.converged);
 /// assert!((res.distance[0] - 0.25).abs() < 1e-3); // 0.25 of mass must move, at cost 1
 /// # Ok::<(), logot::Error>(())
 /// ```
 #[derive(Clone, Debug)]
-pub struct Solver<B> {
+pub struct SinkhornSolver<B> {
     pub(super) backend: B,
     pub(super) params: SinkhornParams,
 }
@@ -49,10 +58,10 @@ pub(crate) struct Solved<T: Real, B: Backend<T>> {
     pub objective: Option<Vec<f64>>,
 }
 
-impl<B> Solver<B> {
+impl<B> SinkhornSolver<B> {
     /// A solver on `backend` with `params`.
     pub fn new(backend: B, params: SinkhornParams) -> Self {
-        Solver { backend, params }
+        SinkhornSolver { backend, params }
     }
     /// The parameters.
     pub fn params(&self) -> &SinkhornParams {
@@ -68,10 +77,10 @@ impl<B> Solver<B> {
     /// iteration, until the marginal error `‖Pᵀ1 − ν‖₁ ≤ tol` or `max_iters`.
     ///
     /// ```
-    /// use logot::{CpuBackend, Problem, SinkhornParams, Solver};
-    /// use ndarray::array;
+    /// use logot::{CpuBackend, Problem, SinkhornParams, SinkhornSolver};
+    /// use logot::ndarray::array;
     /// let (mu, nu, cost) = (array![1.0f64, 0.0], array![0.0, 1.0], array![[0.0, 2.0], [2.0, 0.0]]);
-    /// let r = Solver::new(CpuBackend, SinkhornParams::new(0.1)).solve(&Problem::new(mu.view(), nu.view(), cost.view())?)?;
+    /// let r = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1)).solve(&Problem::new(mu.view(), nu.view(), cost.view())?)?;
     /// assert!((r.distance[0] - 2.0).abs() < 1e-12); // all the mass moves, at cost 2
     /// assert_eq!(r.f.dim(), (1, 2));
     /// # Ok::<(), logot::Error>(())
@@ -84,20 +93,20 @@ impl<B> Solver<B> {
         self.finish(problem, &s)
     }
 
-    /// As [`Solver::solve`], and the plans `P_b` (`B×n×m`).
+    /// As [`SinkhornSolver::solve`], and the plans `P_b` (`B×n×m`).
     ///
     /// ```
-    /// use logot::{CpuBackend, Problem, SinkhornParams, Solver};
-    /// use ndarray::{array, Axis};
+    /// use logot::{CpuBackend, Problem, SinkhornParams, SinkhornSolver};
+    /// use logot::ndarray::{array, Axis};
     /// let (mu, nu) = (array![0.25f64, 0.75], array![0.5, 0.5]);
     /// let cost = array![[0.0, 1.0], [1.0, 0.0]];
-    /// let c = Solver::new(CpuBackend, SinkhornParams::new(0.05)).coupling(&Problem::new(mu.view(), nu.view(), cost.view())?)?;
+    /// let c = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.05)).coupling(&Problem::new(mu.view(), nu.view(), cost.view())?)?;
     /// let plan = c.plan.index_axis(Axis(0), 0);
     /// assert!((plan.sum_axis(Axis(1)) - &mu).iter().all(|e| e.abs() < 1e-12)); // P·1 = μ
     /// assert!((plan.sum_axis(Axis(0)) - &nu).iter().all(|e| e.abs() < 1e-9)); // Pᵀ·1 = ν
     /// # Ok::<(), logot::Error>(())
     /// ```
-    pub fn coupling<T: Real>(&self, problem: &Problem<'_, T>) -> Result<Coupling<T>>
+    pub fn coupling<T: Real>(&self, problem: &Problem<'_, T>) -> Result<CouplingResult<T>>
     where
         B: Backend<T>,
     {
@@ -112,11 +121,12 @@ impl<B> Solver<B> {
         let plan =
             Array3::from_shape_vec((b, n, m), plan).map_err(|e| Error::Numerical(e.to_string()))?;
         // The report of the array handed back: its own marginals and cost, in f64.
-        let measured = match self.params.unbalanced() {
+        let relax = problem.unbalanced()?;
+        let measured = match relax {
             Some(r) => measure_relaxed_plans(&plan, problem, &result, r),
             None => measure_plans(&plan, problem),
         };
-        let unbalanced = self.params.unbalanced().is_some();
+        let unbalanced = relax.is_some();
         let tol = result.convergence.tol;
         let problems = result
             .convergence
@@ -146,7 +156,7 @@ impl<B> Solver<B> {
         for (d, &(_, cost)) in result.distance.iter_mut().zip(&measured) {
             *d = T::of(cost);
         }
-        Ok(Coupling { plan, result })
+        Ok(CouplingResult { plan, result })
     }
 
     pub(crate) fn finish<T: Real>(
@@ -210,45 +220,72 @@ impl<B> Solver<B> {
         B: Backend<T>,
     {
         let prepared = self.prepare(problem)?;
-        let (f, g, convergence, distance, objective) = self.iterate_prepared(&prepared)?;
+        let (f, g, solution) = self.iterate_prepared(&prepared)?;
         Ok(Solved {
             f,
             g,
-            convergence,
-            distance,
-            objective,
+            convergence: solution.convergence,
+            distance: solution.distance,
+            objective: solution.objective,
             shift: prepared.shift,
             cost: prepared.cost,
         })
     }
 
-    /// Upload a batch to the backend once (cost prepared for the kernels, marginals and
-    /// their logarithms), to solve it with [`Solver::solve_prepared`], possibly repeatedly.
+    /// Put a batch on the backend once, to solve it with [`SinkhornSolver::solve_prepared`],
+    /// possibly many times: a [`Problem`] of host arrays is uploaded (the cost prepared for
+    /// the kernels, the marginals and their logarithms); a [`BufferProblem`] already on the
+    /// backend is checked there (the checks and errors of [`Problem::new`], from one reduction
+    /// per row, [`Backend::row_stats`]: only those numbers are read back, the buffers
+    /// themselves only when an error must name an entry) and its `μ`, `ν` are kept; its
+    /// cost is only read ([`Backend::prepare_dense_buffer`], [`Backend::prepare_cloud_buffer`]).
     ///
     /// ```
-    /// use logot::{CpuBackend, Problem, SinkhornParams, Solver};
-    /// use ndarray::array;
-    /// let (mu, nu, cost) = (array![0.5f32, 0.5], array![0.25, 0.75], array![[0.0, 1.0], [1.0, 0.0]]);
-    /// let solver = Solver::new(CpuBackend, SinkhornParams::new(0.05));
+    /// use logot::{Backend, BufferOutputs, BufferProblem, CpuBackend, Problem, SinkhornParams, SinkhornSolver};
+    /// use logot::ndarray::array;
+    /// let (mu, nu, cost) = (array![0.5f64, 0.5], array![0.25, 0.75], array![[0.0, 1.0], [1.0, 0.0]]);
+    /// let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.05));
     /// let problem = Problem::new(mu.view(), nu.view(), cost.view())?;
+    /// let host = solver.solve(&problem)?;
+    /// // From host arrays, uploaded once: the same answer as a solve from the host arrays.
     /// let prepared = solver.prepare(&problem)?;
     /// assert_eq!(prepared.dims(), (1, 2, 2));
-    /// // The same answer as a solve from the host arrays.
-    /// assert_eq!(solver.solve_prepared(&prepared)?.distance, solver.solve(&problem)?.distance);
+    /// assert_eq!(solver.solve_prepared(&prepared, BufferOutputs::new())?.distance, host.distance.to_vec());
+    /// // From buffers already on the backend (on a GPU: the caller's device memory).
+    /// let be = solver.backend();
+    /// let (a, b, c) = (be.upload(mu.as_slice().unwrap())?, be.upload(nu.as_slice().unwrap())?, be.upload(cost.as_slice().unwrap())?);
+    /// let prepared = solver.prepare(BufferProblem::dense(a, b, &c, (1, 2, 2), false))?;
+    /// assert_eq!(solver.solve_prepared(&prepared, BufferOutputs::new())?.distance, host.distance.to_vec());
     /// # Ok::<(), logot::Error>(())
     /// ```
-    pub fn prepare<T: Real>(&self, problem: &Problem<'_, T>) -> Result<Prepared<T, B>>
+    pub fn prepare<'p, 'a, T: Real>(
+        &self,
+        problem: impl Into<ProblemInput<'p, 'a, T, B::Buffer>>,
+    ) -> Result<PreparedProblem<T, B>>
+    where
+        'a: 'p,
+        B::Buffer: 'p,
+        B: Backend<T>,
+    {
+        match problem.into() {
+            ProblemInput::Host(p) => self.prepare_host(p),
+            ProblemInput::Buffers(p) => self.prepare_buffers(p),
+        }
+    }
+
+    /// [`SinkhornSolver::prepare`] for host arrays.
+    fn prepare_host<T: Real>(&self, problem: &Problem<'_, T>) -> Result<PreparedProblem<T, B>>
     where
         B: Backend<T>,
     {
         let be = &self.backend;
         let (batch, n) = problem.mu.dim();
         let m = problem.nu.ncols();
-        let unbalanced = self.params.unbalanced().is_some();
-        if !unbalanced {
+        let relaxation = problem.unbalanced()?;
+        if relaxation.is_none() {
             check_equal_mass::<T>(&problem.mu_masses, &problem.masses)?;
         }
-        let offsets = &problem.offsets.applied(unbalanced);
+        let offsets = &problem.offsets.applied(relaxation.is_some());
         let cost = match offsets.shifted(&problem.cost) {
             Some(shifted) => be.prepare_cost(&shifted.source())?,
             None => be.prepare_cost(&problem.cost)?,
@@ -263,10 +300,11 @@ impl<B> Solver<B> {
             offsets,
             (problem.mu_masses.clone(), problem.masses.clone()),
             (empty(&problem.mu), empty(&problem.nu)),
+            relaxation,
         )
     }
 
-    /// The marginals' logarithms on the device, and the rest of a [`Prepared`].
+    /// The marginals' logarithms on the device, and the rest of a [`PreparedProblem`].
     #[allow(clippy::too_many_arguments)]
     fn prepare_parts<T: Real>(
         &self,
@@ -277,14 +315,15 @@ impl<B> Solver<B> {
         offsets: &CostOffsets,
         (mu_masses, masses): (Vec<f64>, Vec<f64>),
         (empty_mu, empty_nu): (bool, bool),
-    ) -> Result<Prepared<T, B>>
+        relaxation: Option<Relaxation>,
+    ) -> Result<PreparedProblem<T, B>>
     where
         B: Backend<T>,
     {
         let be = &self.backend;
         let log_mu = be.ln(&mu)?;
         let log_nu = be.ln(&nu)?;
-        Ok(Prepared {
+        Ok(PreparedProblem {
             cost,
             mu,
             nu,
@@ -300,144 +339,87 @@ impl<B> Solver<B> {
             shift: (0..batch).map(|b| offsets.of_problem(b)).collect(),
             masses,
             mu_masses,
+            relaxation,
         })
     }
 
-    /// As [`Solver::prepare`] for a batch already on the backend (e.g. a caller's device
-    /// memory, `CudaBackend::borrow_buffer`): `μ` (`B×n`),
-    /// `ν` (`B×m`) and a dense cost, `n×m` shared (`batched_cost` false) or `B×n×m`, all
-    /// row-major. The input checks are those of [`Problem::batch`] and give the same errors
-    /// (finite, non-negative, positive and — balanced — equal masses), from one reduction per
-    /// row on the backend ([`Backend::row_stats`]: only those numbers are read back; the
-    /// buffers themselves only when an error must name an entry). `μ`, `ν` are kept by the
-    /// [`Prepared`]; `cost` is only read ([`Backend::prepare_dense_buffer`]).
-    ///
-    /// ```
-    /// use logot::{Backend, CpuBackend, Problem, SinkhornParams, Solver};
-    /// use ndarray::array;
-    /// let (mu, nu, cost) = (array![0.5f64, 0.5], array![0.25, 0.75], array![[0.0, 1.0], [1.0, 0.0]]);
-    /// let solver = Solver::new(CpuBackend, SinkhornParams::new(0.05));
-    /// let be = solver.backend();
-    /// let (a, b, c) = (be.upload(mu.as_slice().unwrap())?, be.upload(nu.as_slice().unwrap())?, be.upload(cost.as_slice().unwrap())?);
-    /// let prepared = solver.prepare_buffers(a, b, &c, (1, 2, 2), false)?;
-    /// let host = solver.solve(&Problem::new(mu.view(), nu.view(), cost.view())?)?;
-    /// assert_eq!(solver.solve_prepared(&prepared)?.distance, host.distance);
-    /// # Ok::<(), logot::Error>(())
-    /// ```
-    pub fn prepare_buffers<T: Real>(
+    /// [`SinkhornSolver::prepare`] for a batch already on the backend.
+    fn prepare_buffers<T: Real>(
         &self,
-        mu: B::Buffer,
-        nu: B::Buffer,
-        cost: &B::Buffer,
-        (batch, n, m): (usize, usize, usize),
-        batched_cost: bool,
-    ) -> Result<Prepared<T, B>>
+        problem: BufferProblem<'_, B::Buffer>,
+    ) -> Result<PreparedProblem<T, B>>
     where
         B: Backend<T>,
     {
         let be = &self.backend;
-        let (mu_masses, empty_mu) = buffer_histograms(be, "mu", &mu, batch, n)?;
-        let (masses, empty_nu) = buffer_histograms(be, "nu", &nu, batch, m)?;
-        let matrices = if batched_cost { batch } else { 1 };
-        let cost_len = be.len(cost);
-        if cost_len != matrices * n * m {
-            let shape = if batched_cost {
-                format!("{batch}×{n}×{m}")
-            } else {
-                format!("{n}×{m}")
-            };
-            return Err(Error::shape(
-                "cost",
-                format!("has {cost_len} entries but {shape} are needed"),
-            ));
-        }
-        let stats = be.row_stats(cost, matrices)?;
-        if stats.iter().any(|s| s.non_finite > 0) {
-            let host = be.download(cost)?;
-            let view = ndarray::ArrayView3::from_shape((matrices, n, m), &host)
-                .map_err(|e| Error::shape("cost", e.to_string()))?;
-            if batched_cost {
-                crate::validate::check_finite("cost", &view)?;
-            } else {
-                crate::validate::check_finite("cost", &view.index_axis(Axis(0), 0))?;
-            }
-        }
-        let offsets = CostOffsets::of_ranges(stats.iter().map(|s| (s.min, s.max)).collect());
-        let unbalanced = self.params.unbalanced().is_some();
-        if !unbalanced {
-            check_equal_mass::<T>(&mu_masses, &masses)?;
-        }
-        let offsets = &offsets.applied(unbalanced);
-        let dims = crate::backend::CostDims {
-            n,
-            m,
-            batch: batched_cost.then_some(batch),
+        let relaxation = unbalanced(problem.relaxation)?;
+        let (batch, n, m) = problem.dims();
+        let BufferProblem { mu, nu, cost, .. } = problem;
+        let histograms = || -> Result<_> {
+            let (mu_masses, empty_mu) = buffer_histograms(be, "mu", &mu, batch, n)?;
+            let (masses, empty_nu) = buffer_histograms(be, "nu", &nu, batch, m)?;
+            Ok(((mu_masses, masses), (empty_mu, empty_nu)))
         };
-        let cost = be.prepare_dense_buffer(cost, dims, &offsets.shift)?;
-        self.prepare_parts(
-            cost,
-            mu,
-            nu,
-            (batch, n, m),
-            offsets,
-            (mu_masses, masses),
-            (empty_mu, empty_nu),
-        )
-    }
-
-    /// As [`Solver::prepare`] for a batch of point-cloud problems already on the backend:
-    /// `μ` (`B×n`), `ν` (`B×m`) and the clouds `x`, `y` as `layout` says (row-major, one pair
-    /// per problem or one shared pair; `x` and `y` are only read,
-    /// [`Backend::prepare_cloud_buffer`]). The checks and errors are those of
-    /// [`PointCloudCost`](crate::PointCloudCost)'s constructors and of [`Problem::batch`];
-    /// the ε check and [`Prepared::max_cost`] use [`PointCloudCost::max_cost`](crate::PointCloudCost::max_cost).
-    ///
-    /// ```
-    /// use logot::{Backend, CloudLayout, CpuBackend, PointCloudCost, Problem, SinkhornParams, Solver};
-    /// use ndarray::array;
-    /// let (x, y, w) = (array![[0.0f64], [1.0]], array![[0.5f64], [1.5]], array![[0.5, 0.5]]);
-    /// let solver = Solver::new(CpuBackend, SinkhornParams::new(0.01));
-    /// let be = solver.backend();
-    /// let layout = CloudLayout { n: 2, m: 2, d: 1, batch: None, metric: Default::default(), precision: Default::default() };
-    /// let up = |a: &[f64]| be.upload(a);
-    /// let prepared = solver.prepare_points_buffers(
-    ///     up(w.as_slice().unwrap())?, up(w.as_slice().unwrap())?,
-    ///     &up(x.as_slice().unwrap())?, &up(y.as_slice().unwrap())?, 1, layout)?;
-    /// let host = Problem::batch(w.view(), w.view(), PointCloudCost::new(x.view(), y.view())?)?;
-    /// assert_eq!(solver.solve_prepared(&prepared)?.distance, solver.solve(&host)?.distance);
-    /// # Ok::<(), logot::Error>(())
-    /// ```
-    #[allow(clippy::too_many_arguments)]
-    pub fn prepare_points_buffers<T: Real>(
-        &self,
-        mu: B::Buffer,
-        nu: B::Buffer,
-        x: &B::Buffer,
-        y: &B::Buffer,
-        batch: usize,
-        layout: crate::backend::CloudLayout,
-    ) -> Result<Prepared<T, B>>
-    where
-        B: Backend<T>,
-    {
-        let be = &self.backend;
-        let (cost, max_cost) = be.prepare_cloud_buffer(x, y, layout)?;
-        let (n, m) = (layout.n, layout.m);
-        let (mu_masses, empty_mu) = buffer_histograms(be, "mu", &mu, batch, n)?;
-        let (masses, empty_nu) = buffer_histograms(be, "nu", &nu, batch, m)?;
-        if let Some(bc) = layout.batch.filter(|&bc| bc != batch) {
-            return Err(Error::shape(
-                "x",
-                format!("holds {bc} pairs of point clouds but there are {batch} problems"),
-            ));
-        }
-        if self.params.unbalanced().is_none() {
-            check_equal_mass::<T>(&mu_masses, &masses)?;
-        }
-        let offsets = CostOffsets {
-            shift: Vec::new(),
-            max_abs: max_cost,
-            max_abs_raw: max_cost,
+        let balanced = |(mu_masses, masses): &(Vec<f64>, Vec<f64>)| match relaxation {
+            None => check_equal_mass::<T>(mu_masses, masses),
+            Some(_) => Ok(()),
+        };
+        let (cost, offsets, masses, empty) = match cost {
+            BufferCost::Dense { cost, batched, .. } => {
+                let (masses, empty) = histograms()?;
+                let matrices = if batched { batch } else { 1 };
+                let cost_len = be.len(cost);
+                if cost_len != matrices * n * m {
+                    let shape = if batched {
+                        format!("{batch}×{n}×{m}")
+                    } else {
+                        format!("{n}×{m}")
+                    };
+                    return Err(Error::shape(
+                        "cost",
+                        format!("has {cost_len} entries but {shape} are needed"),
+                    ));
+                }
+                let stats = be.row_stats(cost, matrices)?;
+                if stats.iter().any(|s| s.non_finite > 0) {
+                    let host = be.download(cost)?;
+                    let view = ndarray::ArrayView3::from_shape((matrices, n, m), &host)
+                        .map_err(|e| Error::shape("cost", e.to_string()))?;
+                    if batched {
+                        crate::validate::check_finite("cost", &view)?;
+                    } else {
+                        crate::validate::check_finite("cost", &view.index_axis(Axis(0), 0))?;
+                    }
+                }
+                let offsets =
+                    CostOffsets::of_ranges(stats.iter().map(|s| (s.min, s.max)).collect())
+                        .applied(relaxation.is_some());
+                balanced(&masses)?;
+                let dims = crate::backend::CostDims {
+                    n,
+                    m,
+                    batch: batched.then_some(batch),
+                };
+                let cost = be.prepare_dense_buffer(cost, dims, &offsets.shift)?;
+                (cost, offsets, masses, empty)
+            }
+            BufferCost::Points { x, y, layout } => {
+                let (cost, max_cost) = be.prepare_cloud_buffer(x, y, layout)?;
+                let (masses, empty) = histograms()?;
+                if let Some(bc) = layout.batch.filter(|&bc| bc != batch) {
+                    return Err(Error::shape(
+                        "x",
+                        format!("holds {bc} pairs of point clouds but there are {batch} problems"),
+                    ));
+                }
+                balanced(&masses)?;
+                let offsets = CostOffsets {
+                    shift: Vec::new(),
+                    max_abs: max_cost,
+                    max_abs_raw: max_cost,
+                };
+                (cost, offsets, masses, empty)
+            }
         };
         self.prepare_parts(
             cost,
@@ -445,64 +427,16 @@ impl<B> Solver<B> {
             nu,
             (batch, n, m),
             &offsets,
-            (mu_masses, masses),
-            (empty_mu, empty_nu),
+            masses,
+            empty,
+            relaxation,
         )
-    }
-
-    /// As [`Solver::solve_prepared`], with the potentials written into the caller's buffers
-    /// `f` (`B×n`) and `g` (`B×m`, the cost offsets added back on the device): only the
-    /// per-problem report and distances come back to the host.
-    pub fn solve_prepared_into<T: Real>(
-        &self,
-        prepared: &Prepared<T, B>,
-        f: &mut B::Buffer,
-        g: &mut B::Buffer,
-    ) -> Result<BufferSolution>
-    where
-        B: Backend<T>,
-    {
-        let (pf, pg, convergence, distance, objective) = self.iterate_prepared(prepared)?;
-        self.check_distances::<T>(&distance)?;
-        self.write_potentials(prepared, &pf, &pg, f, g)?;
-        Ok(BufferSolution {
-            distance,
-            objective,
-            convergence,
-        })
-    }
-
-    /// As [`Solver::solve_prepared_into`], and the plans `P_b = exp((f_b ⊕ g_b − C_b)/ε)`
-    /// (`B×n×m`) written into the caller's buffer `plan` (the same entries as
-    /// [`Solver::coupling`]'s). The report and distances are those of the potentials
-    /// ([`Solver::solve`]'s), not re-measured on the array as [`Solver::coupling`] does on
-    /// the host.
-    pub fn coupling_into<T: Real>(
-        &self,
-        prepared: &Prepared<T, B>,
-        plan: &mut B::Buffer,
-    ) -> Result<BufferSolution>
-    where
-        B: Backend<T>,
-    {
-        let be = &self.backend;
-        let (batch, n, m) = prepared.dims();
-        crate::backend::check_buffer_len("plan", be.len(plan), batch * n * m)?;
-        let (f, g, convergence, distance, objective) = self.iterate_prepared(prepared)?;
-        self.check_distances::<T>(&distance)?;
-        let p = be.plan(&prepared.cost, &f, &g, T::of(self.params.eps))?;
-        be.offset_rows(&p, &[], plan)?;
-        Ok(BufferSolution {
-            distance,
-            objective,
-            convergence,
-        })
     }
 
     /// Copy solved potentials into the caller's buffers, the offsets added to `g`.
     pub(crate) fn write_potentials<T: Real>(
         &self,
-        prepared: &Prepared<T, B>,
+        prepared: &PreparedProblem<T, B>,
         pf: &B::Buffer,
         pg: &B::Buffer,
         f: &mut B::Buffer,
@@ -532,72 +466,18 @@ impl<B> Solver<B> {
         Ok(())
     }
 
-    /// As [`Solver::solve`] for a batch already on the backend: only the potentials, `B`
-    /// marginal errors (every `check_every` iterations) and `B` distances cross to the host.
-    ///
-    /// ```
-    /// use logot::{CpuBackend, Problem, SinkhornParams, Solver};
-    /// use ndarray::array;
-    /// // Solve the same uploaded batch at several iteration budgets: the marginal error falls.
-    /// let (mu, nu, cost) = (array![0.5f64, 0.5], array![0.1, 0.9], array![[0.0, 1.0], [1.0, 0.0]]);
-    /// let problem = Problem::new(mu.view(), nu.view(), cost.view())?;
-    /// let prepared = Solver::new(CpuBackend, SinkhornParams::new(0.5)).prepare(&problem)?;
-    /// let mut errors = Vec::new();
-    /// for iters in [1, 4, 16] {
-    ///     let solver = Solver::new(CpuBackend, SinkhornParams::fixed_iterations(0.5, iters));
-    ///     errors.push(solver.solve_prepared(&prepared)?.convergence.marginal_error);
-    /// }
-    /// assert!(errors[0] > errors[1] && errors[1] > errors[2]);
-    /// # Ok::<(), logot::Error>(())
-    /// ```
-    pub fn solve_prepared<T: Real>(&self, prepared: &Prepared<T, B>) -> Result<SinkhornResult<T>>
-    where
-        B: Backend<T>,
-    {
-        let (f, g, convergence, distance, objective) = self.iterate_prepared(prepared)?;
-        self.finish_parts(
-            (prepared.batch, prepared.n, prepared.m),
-            &f,
-            &g,
-            &prepared.shift,
-            &convergence,
-            &distance,
-            objective.as_deref(),
-        )
-    }
-
     /// The solver loop on uploaded data; returns the potentials (still on the device), the
     /// report of the plan they define, its transport costs (offsets included) and, for
     /// unbalanced problems, its objectives.
-    #[allow(clippy::type_complexity)]
     pub(crate) fn iterate_prepared<T: Real>(
         &self,
-        pr: &Prepared<T, B>,
-    ) -> Result<(
-        B::Buffer,
-        B::Buffer,
-        Convergence,
-        Vec<f64>,
-        Option<Vec<f64>>,
-    )>
+        pr: &PreparedProblem<T, B>,
+    ) -> Result<(B::Buffer, B::Buffer, Solution)>
     where
         B: Backend<T>,
     {
         let p = &self.params;
-        let relax = p.unbalanced();
-        match relax {
-            None => check_equal_mass::<T>(&pr.mu_masses, &pr.masses)?,
-            Some(r) if pr.shift.iter().any(|&s| s != 0.0) => {
-                return Err(Error::parameter(
-                    "relaxation",
-                    format!("{r:?}"),
-                    "this batch was prepared for a balanced solve (its cost shifted by a \
-                     constant, which changes an unbalanced plan): prepare it with the \
-                     unbalanced parameters",
-                ))
-            }
-            Some(_) => {}
-        }
+        let relax = pr.relaxation;
         p.validate()?;
         crate::validate::check_eps_resolution::<T>(p.eps, pr.max_abs_cost)?;
         let be = &self.backend;
@@ -767,12 +647,11 @@ impl<B> Solver<B> {
         let mut convergence = Convergence::of_problems(iterations, tol, problems);
         tracker.report(iterations, p.eps, Some(convergence.marginal_error), true);
         convergence.history = tracker.history();
-        Ok((
-            pot.f,
-            pot.g,
-            convergence,
+        let solution = Solution {
             distance,
-            relaxed.map(|(_, objective)| objective),
-        ))
+            objective: relaxed.map(|(_, objective)| objective),
+            convergence,
+        };
+        Ok((pot.f, pot.g, solution))
     }
 }

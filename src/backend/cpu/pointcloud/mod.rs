@@ -14,8 +14,8 @@
 //! tile, pass 1 writes the arguments `v_j = p_j − c_ij/ε` to a small buffer with their
 //! lane-wise maximum, the running sum is rescaled only when the maximum grows, and pass 2
 //! adds `exp(v_j − max)` (one vectorised exponential per pair), as in [`super::lse`].
-//! (A single fused pass with a lifted ceiling instead of the maximum was tried and was
-//! slower: the compiler spills its state.) The kernels are compiled for AVX-512F, for
+//! (Two passes, because one fused pass with a lifted ceiling instead of the maximum is
+//! slower: its state spills out of registers.) The kernels are compiled for AVX-512F, for
 //! AVX2+FMA and portably, chosen at run time; on a 2-core AMD EPYC (Zen 4) VM the f32
 //! half-step runs at about 2.7·10⁹ pairs per core-second with AVX-512 (1.9·10⁹ with AVX2),
 //! f64 at 1.1·10⁹ (0.7·10⁹).
@@ -570,8 +570,8 @@ impl<T: Real> CpuPointCloud<T> {
 isa_dispatch! {
     /// `out[r] = LSE_l(pot[l] − c(r0 + r, l)/ε)` for the block of output points starting at
     /// `r0`. The AVX-512 variant is about 1.4× (f32) to 1.6× (f64) faster than AVX2 even
-    /// where the hardware splits 512-bit operations in two (fewer instructions for the same
-    /// exponentials).
+    /// where the hardware splits 512-bit operations in two, as Zen 4 does (fewer instructions
+    /// for the same exponentials).
     fn block_lse[block_lse_on]<T: Real>(pass: &Pass<'_, T>, r0: usize, pot: &[T], out: &mut [T])
         = block_lse_k up to AVX512;
 }

@@ -12,10 +12,10 @@ use cudarc::nccl::{group_end, group_start, result::NcclError, Comm, NcclType};
 /// GPUs of one host as one backend, joined by NCCL (see [`Cluster`]).
 ///
 /// ```no_run
-/// use logot::{CudaCluster, Problem, SinkhornParams, Solver};
+/// use logot::{CudaCluster, Problem, SinkhornParams, SinkhornSolver};
 /// let cluster = CudaCluster::with_devices(&[0, 1])?;
-/// # let (mu, nu, c) = (ndarray::array![1.0f32], ndarray::array![1.0f32], ndarray::array![[0.0f32]]);
-/// let r = Solver::new(cluster, SinkhornParams::new(0.05)).solve(&Problem::new(mu.view(), nu.view(), c.view())?)?;
+/// # let (mu, nu, c) = (logot::ndarray::array![1.0f32], logot::ndarray::array![1.0f32], logot::ndarray::array![[0.0f32]]);
+/// let r = SinkhornSolver::new(cluster, SinkhornParams::new(0.05)).solve(&Problem::new(mu.view(), nu.view(), c.view())?)?;
 /// # Ok::<(), logot::Error>(())
 /// ```
 pub type CudaCluster = Cluster<CudaBackend>;

@@ -1,7 +1,7 @@
 //! Statistics words brought back to the host without waiting: rows of page-locked memory,
 //! each filled by a copy queued on the caller's stream and marked by an event recorded after
 //! it. A caller posts the words a deferred launch left on the device (e.g.
-//! [`Bistochastic::forward_buffers_deferred`](crate::backend::bistochastic::Bistochastic::forward_buffers_deferred))
+//! [`BistochasticSolver::forward_buffers`](crate::BistochasticSolver::forward_buffers))
 //! and collects them later: those whose copy has completed ([`WordsMailbox::ready`], never
 //! waits) or all of them ([`WordsMailbox::drain`], waits for their events only, never the
 //! device). This is how `logot.torch` reports the statistics of calls that returned with

@@ -95,7 +95,7 @@
 //! * In both families, when the grid alone would leave SMs idle the reduction of a
 //!   half-step is split across blocks and merged by `sinkstep_finish` (cuda/sinkstep.cu).
 //! * The point gradients reweighted by an adjoint (`pc_adjoint`, for
-//!   [`crate::Solver::transport_point_gradients`]): kernels of their own beside `pc_rows`,
+//!   [`crate::SinkhornSolver::transport_point_gradients`]): kernels of their own beside `pc_rows`,
 //!   `d ≤ 16` only (beyond, [`Error::Unavailable`]: use the CPU backend).
 //! * Dense plans (`pc_plan`, difference form, any `d`) only up to `2^27` entries.
 //! * Batched clouds ([`PointCloudCost::batched`]): the `B` pairs are stored one after the
