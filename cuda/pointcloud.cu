@@ -118,24 +118,21 @@ __device__ __forceinline__ void pc_chunk_cost(T (&c)[PC_CH], const T (&p)[DMAX],
 // each thread's chunk are evaluated by pc_exp2_poly on the FMA pipe instead of MUFU.EX2.
 #define PC_LAZY_MAX 1.8446744073709552e19 /* 2^64 */
 #define PC_M0 (-1e30)
-// Off by default: the norm-form d = 3 stage loop is 409 instructions and 64 MUFU.EX2 per
+// None by default: the norm-form d = 3 stage loop is 409 instructions and 64 MUFU.EX2 per
 // 64 pairs (counted in the sm_90 SASS): MUFU-bound in theory (512 cycles of the 4-lane unit
-// against 409 issues per scheduler), and each polynomial costs about 10 issues more than
-// one MUFU. The GPU's measurement (LOGOT_CUDA_DEFINES="PC_POLY=N") decides. Overridable as
-// an NVRTC definition.
+// against 409 issues per scheduler), but each polynomial costs about 10 issues more than
+// one MUFU, and the kernels that keep PC_POLY are faster without them.
 #define PC_POLY 0 /* polynomial exponentials per thread and chunk, of TJ·PC_CH (f32) */
 // The f32 kernels at d = 1 and 2 have issue slots to spare (about 4 and 5 a pair in the norm
-// form): PC_POLY_LOW of each thread's chunk by the polynomial. H100, otC10 (norm form,
-// session 16): d = 1 21.72–21.80 ms against 22.77–22.84 without, d = 2 23.65–23.74 against
-// 24.39–24.43; at d = 8 and 16 the same count was slower (92.9 against 81.3 ms, 165.3–165.7
-// against 148.8–148.9), so the other kernels keep PC_POLY.
+// form): PC_POLY_LOW of each thread's chunk by the polynomial, which makes them faster; at
+// d = 8 and 16 the same count makes the kernels slower, so the other kernels keep PC_POLY.
 #define PC_POLY_LOW 8
 
 // 2^x by a polynomial on the FMA pipe (FlashAttention-3's trick for the exponential unit's
 // throughput): x clamped to [−127, 128], x = j + f with j = rint(x) (the 1.5·2^23 rounding
 // constant leaves j in the low mantissa bits), 2^f on [−1/2, 1/2] by a polynomial of degree
 // DEG with p(0) = 1 (Lawson minimax of the relative error), and j added to the exponent
-// field. Relative error, measured in an f32 emulation over 2·10^7 arguments in [−126, 64]:
+// field. Relative error in an f32 emulation over 2·10^7 arguments in [−126, 64]:
 // DEG = 5 1.7e-7 (2.8·2^-24; 9.1e-8 in exact arithmetic), DEG = 4 2.9e-6 (2.8e-6 exact, one
 // FMA fewer); tests/cuda_pointcloud_fast.rs checks ≤ 4·2^-24 and ≤ 3.2e-6 on the GPU up to
 // 128. Below −126 the result is a denormal or 0 (absolute error < 2^-126), −inf and
@@ -974,8 +971,8 @@ __device__ __forceinline__ void pc_rows_dn_body(
 // operands); with `pair` = 0 every problem reads the shared pair. Every entry point whose
 // grid has the problems along y moves its cloud pointers to its problem's pair with this.
 // (The select, rather than pair·offset, lets ptxas keep the registers and occupancy of the
-// shared-pair kernels: measured with `cu-check -v`, no kernel spills, the small-d ones are
-// unchanged, the any-d and tensor-core ones take ≤ 18 more registers at the same blocks/SM.)
+// shared-pair kernels: no kernel spills, the small-d ones keep their registers, the any-d
+// and tensor-core ones take ≤ 18 more at the same blocks/SM.)
 #define PC_PAIR(P, LEN, WIDTH) P += pair ? (long long)blockIdx.y * (long long)(LEN) * (WIDTH) : 0LL
 
 // ---------------------------------------------------------------------------------------
@@ -1128,8 +1125,7 @@ __device__ __forceinline__ void pc_rows_dn_body(
 PC_ALL(float, f32, 4, 3, 2, 3)
 PC_ALL(double, f64, 2, 1, 1, 1)
 // d ≤ 2: 8 outputs per thread at 2 blocks per SM (128 registers) halve the shared loads per
-// pair: otC10 at d = 1 took 22.98 ms against 23.77 ms with 4 outputs at 4 blocks, at d = 2
-// 24.69 against 25.12 ms; at d = 3 it was slower (26.93 against 26.78 ms; H100, one call).
+// pair, which pays at d = 1 and 2 (not at d = 3, where the MMA kernel runs anyway).
 PC_STEP_NORM(pc_sinkstep_nf_d1, 1, 1, 8, 2)
 PC_STEP_NORM(pc_sinkstep_nf_d2, 2, 2, 8, 2)
 PC_STEP_NORM(pc_sinkstep_nf_d16, PC_DMAX, d, 2, 1)
@@ -1275,9 +1271,8 @@ PC_PREP(double, f64)
 // SM, rows (w % 2)·64 per warp: split products take stages of PC_TC_BKS points, 64×32 per
 // warp, columns (w / 2)·32 (4 × 4 tiles); single products PC_TC_BKS1 = 256, 64×64 per warp,
 // columns (w / 2)·64 (4 × 8 tiles). Both tiles are reloaded every stage, so the operand
-// bytes per product set the pace: 256 columns load 3/4 of 128's (otC1024 F16 on an H200:
-// 164 ms against 198). Shared
-// chunks of PC_TC_DC words are stored as two sub-blocks of 16 words, each [point][16] with
+// bytes per product set the pace: 256 columns load 3/4 of 128's. Shared chunks of PC_TC_DC
+// words are stored as two sub-blocks of 16 words, each [point][16] with
 // the four 16-byte segments of each point permuted (pc_tc_seg). MMA step j of a sub-block
 // takes its words 8j .. 8j+7 (segments 2j, 2j+1), and one ldmatrix.x4 gives a lane
 // (g = lane >> 2, t = lane & 3) word t of a row of four 8-row matrices: the A fragments of a
@@ -1420,22 +1415,16 @@ __device__ __forceinline__ float pc_f16_round(float v) {
 // chunk loop stops at the slice's end, so the host may end slices at any 16 points
 // (fill_split in step.rs) without summing a padded stage.
 //
-// The kernel is bound by the exponential unit: ncu on an H200 (otC10) reads MUFU.EX2 at
-// 81 % of its peak and issue at 70 %, and the warps' first stall is the MIO queue, which
-// MUFU goes through. A kernel that executes MMAs runs at 1.80 GHz on the H200, not 1.98
-// (benches/probes/sm_clock.cu); the MMA-free FMA kernel keeps 1.98 GHz but spends 6.3
-// issues a pair against 4.8 here (otC10 27.7 ms against 21.5). Each choice here was
-// measured against its alternatives in one call (benches/README.md, the point-cloud
-// sections of sessions 15–20):
-// - split f16 on one m16n8k16 against split TF32 on two m16n8k8: 1.15× at otC10 and otCbig;
-// - 4 polynomials of 16 against 0, 2, 3, 5 and 6; degree 4 against 3 and 5;
-// - 4 tiles a warp against 2 and 3 (also at 4 and 3 blocks an SM); blocks of 256 threads
-//   against 128, 96 and 64;
+// The kernel is bound by the exponential unit (MUFU.EX2 near its peak, the warps' first stall
+// the MIO queue, which MUFU goes through). A kernel that executes MMAs runs at a lower SM
+// clock than the MMA-free FMA kernel (benches/probes/sm_clock.cu), but spends fewer issues a
+// pair (4.8 against 6.3), so it is the faster one at d = 3 and 4. Its shape, each part chosen
+// against its alternatives (docs/performance-history.md, "CUDA kernels"):
+// - split f16 on one m16n8k16 rather than split TF32 on two m16n8k8;
+// - 4 polynomial exponentials of 16, by a polynomial of degree 4;
+// - 4 tiles a warp; blocks of 256 threads;
 // - stages of 1024 points at d = 3; the chunk loop unrolled by 2; the cp.async copy.
-// d = 1 and 2 run faster on their FMA kernels. Also slower: software-pipelined MMAs,
-// exponentials added a chunk late, f16 row sums on tensor cores, one f16 product, packed
-// f16 exponentials (two MUFU each on sm_90a), and warps given only MUFU or only polynomial
-// exponentials (two MUFU warps a scheduler kept the unit 69 % busy).
+// d = 1 and 2 run faster on their FMA kernels.
 #define PC_TN_NOMASS (-2146435072.0f) /* −65504·2^15: the column term without mass */
 #define PC_TN_QMAX 1073741824.0f      /* 2^30: the largest |q| of a column with mass */
 #define PC_TN_M0 (-1073741824.0f)    /* −2^30: a first shift, above every massless term */
@@ -1603,10 +1592,8 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
       q[2] = pc_f16_round(fmaf(q[1], -16.0f, r1) * 128.0f);
       // Column e of chunk e / 8 is n = e % 8 of its lanes 4n + t: words 2t, 2t+1 and 2t+8,
       // 2t+9 of the point.
-      // The point's 8 words are contiguous: two 16-byte stores. Eight 4-byte stores, 8
-      // lanes to a bank, were 1.2–1.9 % slower (H200, one call: otC10 21.75–21.77 ms
-      // against 21.49–21.50, d = 4 22.60–22.65 against 22.22–22.23, otCbig 5276.1 against
-      // 5214.8).
+      // The point's 8 words are contiguous: two 16-byte stores (eight 4-byte stores put 8
+      // lanes on a bank).
       u32 wd[8];
 #pragma unroll
       for (int w = 0; w < 8; ++w)
@@ -1620,8 +1607,7 @@ __device__ __forceinline__ void pc_sinkstep_tn_body(const float *__restrict__ ou
     if (k0 == kbeg) {
       // First stage: each row's shift starts at the largest exponent of the first chunk
       // (over the four lanes of the row; PC_TN_M0 when the chunk has no mass). Not by
-      // pc_tn_chunks: with it ptxas schedules the chunk loop otherwise, 0.4–0.7 % slower
-      // (otC10 21.85–21.93 ms against 21.76–21.82, otCbig 5313.1 against 5276.4; H200).
+      // pc_tn_chunks: with it ptxas schedules the chunk loop otherwise, and slower.
       u32 w[2];
       pc_tn_lds(w, sb, 0, lane);
 #pragma unroll
@@ -1915,8 +1901,8 @@ __device__ __forceinline__ void pc_sinkstep_tc_body(
   constexpr int NP = X3 ? 2 : 1;       // parts per operand
   // LAZY (|p − q|², resident tile, single products: where the epilogue weighs most): the
   // column terms come finished, each stage's products start from the row shifts, and the
-  // epilogue raises the shifts lazily (see the epilogue). Measured on an H100 (otC64, F16):
-  // 9 % faster; the same epilogue made the split and streamed kernels 2–6 % slower.
+  // epilogue raises the shifts lazily (see the epilogue), which pays there; it makes the
+  // split and streamed kernels slower.
   constexpr bool LAZY = RES && !X3 && !ROOT;
   constexpr int MI = RES ? 2 : 4;                  // 16-row tiles per warp
   constexpr int WR = BL / (16 * MI), WC = 8 / WR;  // row and column warps
@@ -1929,7 +1915,7 @@ __device__ __forceinline__ void pc_sinkstep_tc_body(
   // tile take three, so that a step's copies go to the slot read two steps before, which
   // every warp left before the barrier of the step before, and a step needs one barrier;
   // the others two and a second barrier a step (three slots of the streamed kernels' larger
-  // chunks were slower, and would leave one split resident block per SM).
+  // chunks are slower, and would leave one split resident block per SM).
   constexpr int NS = RES && !X3 ? PC_TC_RSLOTS : 2;
   // A: RES, every chunk of both parts ([part][chunk]); else two slots ([slot][part]).
   float *sA = reinterpret_cast<float *>(pc_smem);
@@ -2278,9 +2264,8 @@ PC_TC_ENTRY(pc_sinkstep_h2_stream_f32, true, true, false, 1)
 #define PC_WG_SLOTS 3 /* stages in flight */
 #define PC_WG_KB_MAX 4 /* most 128-byte blocks a point */
 // Split products summed from zero over 32 coordinates (two MMA steps) per f32 add, as the
-// mma.sync kernel's sub-blocks: on an H100, otC64's distance error (tests/cuda_pointcloud_tc.rs,
-// 1000×1031 points, three seeds) 2.5e-6 to 2.7e-6 against 3.7e-6 to 4.0e-6 over 64 (4),
-// for 44.9–46.1 ms against 44.0–44.2.
+// mma.sync kernel's sub-blocks: about two thirds of the distance error of 64 (4 steps) on
+// otC64's clouds (tests/cuda_pointcloud_tc.rs), for a few percent more time.
 #define PC_WG2_KS 2 /* MMA steps of 16 coordinates summed from zero per f32 add (2 or 4) */
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define PC_WGMMA 1
@@ -2399,9 +2384,8 @@ __device__ __forceinline__ void pc_wg_chunk(unsigned char *__restrict__ dst,
 
 // Points p0 .. p0+P−1 (zeros at or past `len`), all nkb chunks of a point-major part of dp
 // words, into the swizzled K-major layout above (chunk kb at dst + kb·P·128). Unrolled
-// chunk by chunk: as a loop over the block's threads (a division and a remainder an
-// iteration) otC64 took 27.2 ms with F16, 40.6–40.9 with TF32 and 46–46.8 with F16x2, against
-// 25.0, 34.4–34.5 and 39.8–41.0 now (one H100 call).
+// chunk by chunk, rather than a loop over the block's threads, which spends a division and a
+// remainder an iteration.
 template <int P>
 __device__ __forceinline__ void pc_wg_stage(unsigned char *__restrict__ dst,
                                             const float *__restrict__ src, int len, int p0,
@@ -2580,11 +2564,8 @@ __device__ __forceinline__ void pc_sinkstep_wg_body(
 }
 
 // Entry points, F16 (`_hw`) and TF32 (`_tcw`): PC_TC_ARGS (os, rs unread: single products;
-// root must be 0). Three blocks per SM (at most 80 registers, no spills): on an H100, otC64
-// F16 27.3 ms against 28.5 with two (115 registers), d = 17 27.0 against 27.3, d = 256 86.5
-// against 89.4; d = 128 40.7 against 38.8 (its shared tiles leave room for two blocks only).
-// TF32 (the same setting): otC64 40.3–40.8 ms against 56.4–57.3 for pc_sinkstep_tc. All
-// measured with the earlier loop copier (see pc_wg_stage for the times since).
+// root must be 0). Three blocks per SM (at most 80 registers, no spills), faster than two
+// (115 registers) except where the shared tiles leave room for two blocks only (d = 128).
 #define PC_WG_MINB 3 /* blocks per SM the warpgroup kernel is compiled for */
 // One width (N blocks of 128 bytes a point) of a warpgroup entry point's switch.
 #define PC_WG_CASE(N, X3, HALF)                                                              \
@@ -2646,12 +2627,11 @@ extern "C" __global__ void __launch_bounds__(256, PC_WG2_MINB) pc_sinkstep_h2w_f
 // through PC_WGS_SLOTS slots, copied two chunks ahead; a chunk's MMAs stay in flight over
 // the next chunk's barrier, so that the tensor cores need not wait for it, and the copies
 // are issued after the MMAs, at addresses that advance by constants (pc_wg_chunk): issued
-// before them, by a loop over the block's threads, they held every warp ~3000 cycles a
-// chunk and the tensor cores at a third of their rate (otC1024 F16 on an H100: 138 ms,
-// against 87.6–87.8 after; the mma.sync kernel 159). A stage's products are summed from
+// before them, by a loop over the block's threads, they would hold every warp ~3000 cycles a
+// chunk and the tensor cores at a third of their rate. A stage's products are summed from
 // zero, then shifted by the rows' shifts in f32, and pc_lazy_fold ends it, as
-// pc_sinkstep_wg_body. One block per SM (251 registers); 128×128 tiles at two blocks per
-// SM were slower (164 ms against 138, both with the loop copies).
+// pc_sinkstep_wg_body. One block per SM (251 registers), faster than 128×128 tiles at two
+// blocks per SM.
 #define PC_WGS_BK 256  /* reduced points per stage of the streamed warpgroup kernel (MMA's N) */
 #define PC_WGS_SLOTS 4 /* chunk slots: copies two chunks ahead, one chunk's MMAs in flight */
 

@@ -39,7 +39,7 @@ const SVD_CHUNK_ROWS: usize = 128;
 
 /// Threads and dynamic shared memory (bytes) of a GEMM or syrk block: for f32, 128
 /// threads of 8×16 outputs and two operands × two buffers × 16 k-rows × 132 floats
-/// (measured faster than k-steps of 8 or 32, and than static shared memory); for f64, 256
+/// (faster than k-steps of 8 or 32, and than static shared memory); for f64, 256
 /// threads of 8×8 outputs and static shared memory.
 fn gemm_launch<T: CudaReal>(blocks: u32) -> Launch {
     match T::PRECISION {

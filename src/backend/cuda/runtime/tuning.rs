@@ -74,8 +74,8 @@ pub enum CloudForm {
 
 /// Largest worst-case rounding error of the norm form's exponents, in natural-log units,
 /// for which it is chosen: plan entries then move by at most this relative amount (the
-/// bound is a worst case; the measured distance errors at otC, ε = 0.05 on the unit cube,
-/// where the bound is 2.1e-5, are printed by tests/cuda_pointcloud_fast.rs).
+/// bound is a worst case; tests/cuda_pointcloud_fast.rs prints the distance errors at otC,
+/// ε = 0.05 on the unit cube, where the bound is 2.1e-5).
 pub(in crate::backend::cuda) const NORM_FORM_MAX_ERROR: f64 = 1e-4;
 
 impl CloudForm {

@@ -8,9 +8,8 @@ use crate::backend::cuda::runtime::launch::Join;
 /// when the GPU holds `slots` blocks at once: below 4 waves, the fewest splits (at most 64,
 /// each at least 4 stages of `PC_KT` points) whose last wave of blocks is nearly full, since
 /// a block count just past a multiple of `slots` leaves most of the GPU idle in its last
-/// wave. otC10 (64 blocks of 1024 outputs, 528 slots on an H100 at 4 blocks an SM) takes 8
-/// splits, 512 blocks: 26.72 ms, where 7 and 9 splits (1.7 waves) took 30.2 and 29.5, and
-/// 4, 6, 12, 16, 24, 32, 33, 48 and 64 splits 26.25 (48) to 27.3 (4), one H100 call.
+/// wave. For example, 64 blocks on 528 slots take 8 splits (512 blocks, one nearly full
+/// wave), where 7 or 9 splits would leave 1.7 waves.
 pub(super) fn wave_split(blocks: usize, len_red: usize, slots: usize) -> (usize, usize) {
     // From 4 waves on, the last one costs at most a fifth: no split.
     let max_splits = if blocks >= 4 * slots {
@@ -43,12 +42,9 @@ const PC_TN_GRANULE: usize = 16;
 /// when the GPU holds `slots` blocks at once, for a kernel whose slices may end at any
 /// multiple of `granule` points: the fewest splits (at most 64, slices of at least
 /// 2·`PC_TN_KT` points) whose waves are within 0.5 % of the fullest, at any block count; a
-/// last wave part full costs its share even after many. Measured on an H200:
-/// otCbig (2048 blocks, 264 slots: 7.76 waves unsplit) 6385.6 ms unsplit against 6240.0 with
-/// 33 splits (256 full waves), and 6187.0–6190.9 with the 9 this picks (70 waves, 99.7 %
-/// full); otC10 (128 blocks) 25.88–26.10 ms with 2, 4, 8 and 33 splits (this picks 33),
-/// 26.21–26.32 with 16, 27.76–27.84 with 66 (slices of 1008 points). The partials cost
-/// 8 bytes an output a split, and many waves need none.
+/// last wave part full costs its share even after many (2048 blocks on 264 slots are 7.76
+/// waves unsplit; 9 splits make 70 waves, 99.7 % full). The partials cost 8 bytes an output
+/// a split, and many waves need none.
 pub(super) fn fill_split(
     blocks: usize,
     len_red: usize,
