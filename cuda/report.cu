@@ -32,9 +32,8 @@
 #define REPORT_PB_F64 2
 #define REPORT_K 4
 #define REPORT_ROWS 64
-// Rows per group (between two row-sum reductions; a -D override must divide the default,
-// which the host rounds row chunks to) and the blocks per multiprocessor the register
-// budget aims at: build-time tuning.
+// Rows per group (between two row-sum reductions; the host rounds row chunks to it) and the
+// blocks per multiprocessor the register budget aims at.
 #define REPORT_RG 4
 #define REPORT_MIN_BLOCKS 1
 #define REPORT_FINISH_THREADS 256
