@@ -415,7 +415,10 @@ impl CudaBackend {
         let module = module_of(name)
             .ok_or_else(|| Error::Cuda(format!("kernel {name} is in no kernel module")))?;
         self.module(module)?.get(name).ok_or_else(|| {
-            Error::Cuda(format!("kernel {name} is missing from {}.cu", module.name()))
+            Error::Cuda(format!(
+                "kernel {name} is missing from {}.cu",
+                module.name()
+            ))
         })
     }
 

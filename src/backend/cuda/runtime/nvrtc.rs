@@ -73,9 +73,15 @@ fn disk_path(dir: &Path, name: &str, arch: &str, src: &str, defines: &[String]) 
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let (options, defines) = (OPTIONS.join(" "), defines.join(" "));
     let headers = HEADERS.iter().flat_map(|&(n, text)| [n, text]);
-    for part in [src, arch, options.as_str(), defines.as_str(), env!("CARGO_PKG_VERSION")]
-        .into_iter()
-        .chain(headers)
+    for part in [
+        src,
+        arch,
+        options.as_str(),
+        defines.as_str(),
+        env!("CARGO_PKG_VERSION"),
+    ]
+    .into_iter()
+    .chain(headers)
     {
         for &b in part.as_bytes().iter().chain(&[0u8]) {
             h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
