@@ -11,10 +11,10 @@ use crate::backend::{Marginals, Potentials};
 use crate::{Error, Result};
 
 /// Most threads a block of the fused kernel may have (its `__launch_bounds__`).
-const MAX_THREADS: usize = define(Module::Sinkstep.source(), "FUSED_MAX_THREADS");
+const MAX_THREADS: usize = define(Module::Sinkstep.text(), "FUSED_MAX_THREADS");
 
 /// Consecutive outputs a lane group of the fused kernel reduces (`FL` of `sinkhorn_fused`).
-const FUSED_OUTPUTS: usize = define(Module::Sinkstep.source(), "FUSED_OUTPUTS");
+const FUSED_OUTPUTS: usize = define(Module::Sinkstep.text(), "FUSED_OUTPUTS");
 
 /// Row length of the fused kernel's shared cost copies (`fused_pad` in cuda/sinkstep.cu):
 /// at least `l` rounded up to 8, ≡ 4 (mod 32).

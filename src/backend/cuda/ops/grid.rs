@@ -11,9 +11,9 @@ use crate::backend::{BaryBuffers, BaryLayout, GridCost};
 use crate::{Error, Result};
 
 /// Longest grid axis the pass kernel stages in shared memory.
-pub(crate) const GRID_MAX_N: usize = define(Module::Grid.source(), "GRID_MAX_N");
+pub(crate) const GRID_MAX_N: usize = define(Module::Grid.text(), "GRID_MAX_N");
 /// Warps per CTA of `grid_bary_fused_*`.
-const FUSED_WARPS: usize = define(Module::Grid.source(), "GRID_FUSED_WARPS");
+const FUSED_WARPS: usize = define(Module::Grid.text(), "GRID_FUSED_WARPS");
 /// Largest `P·K·N·Σ n_a` (work of one iteration) for which the fused kernel, which uses
 /// one cluster of a few SMs per problem, beats the one-pass-per-launch path over all SMs.
 const FUSED_MAX_WORK: usize = 1 << 24;

@@ -22,7 +22,7 @@ use crate::backend::linalg::{check_square, GemmShape, LinalgKernels, SyrkShape, 
 use crate::{Error, Result};
 use cudarc::driver::CudaSlice;
 
-const SOURCE: &str = Module::Linalg.source();
+const SOURCE: &str = Module::Linalg.text();
 /// Edge of the GEMM tile.
 const TILE: usize = define(SOURCE, "GEMM_BM");
 /// Padding of a shared-memory tile row of the f32 GEMM.

@@ -27,7 +27,7 @@ struct Tile {
 impl Tile {
     /// The tile of `#define NAME TB, TJ, WB, WJ, WARPS, KW` in cuda/sinkstep.cu.
     const fn read(name: &str) -> Tile {
-        let [tb, tj, wb, wj, warps, kw] = define_list::<6>(Module::Sinkstep.source(), name);
+        let [tb, tj, wb, wj, warps, kw] = define_list::<6>(Module::Sinkstep.text(), name);
         Tile {
             tb,
             tj,

@@ -95,12 +95,48 @@ const LINALG_SRC: &str = include_str!("../../../../cuda/linalg.cu");
 const REPORT_SRC: &str = include_str!("../../../../cuda/report.cu");
 const COMMON_SRC: &str = include_str!("../../../../cuda/common.cuh");
 
-/// The headers a kernel source may include (`#include "common.cuh"`), by name: NVRTC has
-/// no include path here, so the host hands it their text.
-pub const HEADERS: [(&str, &str); 1] = [("common.cuh", COMMON_SRC)];
+/// The parts of the point-cloud module, in the order cuda/pointcloud.cu includes them (by
+/// kernel family).
+macro_rules! pointcloud_parts {
+    ($m:ident) => {
+        $m!(
+            "pointcloud_fma.cuh",
+            "pointcloud_anyd.cuh",
+            "pointcloud_entries.cuh",
+            "pointcloud_mma.cuh",
+            "pointcloud_tc.cuh",
+            "pointcloud_wg.cuh"
+        )
+    };
+}
+macro_rules! headers {
+    ($($name:literal),*) => {
+        [
+            ("common.cuh", COMMON_SRC),
+            $(($name, include_str!(concat!("../../../../cuda/", $name)))),*
+        ]
+    };
+}
+macro_rules! text_of_parts {
+    ($($name:literal),*) => {
+        concat!($(include_str!(concat!("../../../../cuda/", $name))),*)
+    };
+}
+
+/// The headers a kernel source may include (`#include "common.cuh"`, the point-cloud
+/// module's parts), by name: NVRTC has no include path here, so the host hands it their
+/// text.
+pub const HEADERS: [(&str, &str); 7] = pointcloud_parts!(headers);
+
+/// The point-cloud module's source followed by its parts: the text its numbers are read
+/// from ([`Module::text`]).
+const POINTCLOUD_TEXT: &str = concat!(
+    include_str!("../../../../cuda/pointcloud.cu"),
+    pointcloud_parts!(text_of_parts)
+);
 
 impl Module {
-    /// Every module, in the order the backend loads them.
+    /// Every module (in the order of [`Module::index`]).
     pub const ALL: [Module; 8] = [
         Module::Sinkstep,
         Module::PointCloud,
@@ -128,6 +164,15 @@ impl Module {
             Module::Grad => "grad",
             Module::Linalg => "linalg",
             Module::Report => "report",
+        }
+    }
+
+    /// The module's whole text: its source and, for the point-cloud module, the parts it
+    /// includes, in order. [`define`] reads the numbers shared with the host here.
+    pub const fn text(self) -> &'static str {
+        match self {
+            Module::PointCloud => POINTCLOUD_TEXT,
+            _ => self.source(),
         }
     }
 
@@ -381,20 +426,18 @@ const fn starts_with(s: &[u8], at: usize, prefix: &[u8]) -> bool {
 // block; the operations (`ops/pointcloud`) size their launches with the same numbers.
 
 /// Output points per block of the tensor-core half-step.
-pub(in crate::backend::cuda) const PC_TC_BL: usize =
-    define(Module::PointCloud.source(), "PC_TC_BL");
+pub(in crate::backend::cuda) const PC_TC_BL: usize = define(Module::PointCloud.text(), "PC_TC_BL");
 /// Reduced points per stage of the tensor-core half-step with a streamed output tile, split
 /// products (TF32x3, F16x2).
 pub(in crate::backend::cuda) const PC_TC_BKS: usize =
-    define(Module::PointCloud.source(), "PC_TC_BKS");
+    define(Module::PointCloud.text(), "PC_TC_BKS");
 /// Reduced points per stage of the tensor-core half-step with a streamed output tile, single
 /// products (TF32, F16).
 pub(in crate::backend::cuda) const PC_TC_BKS1: usize =
-    define(Module::PointCloud.source(), "PC_TC_BKS1");
+    define(Module::PointCloud.text(), "PC_TC_BKS1");
 /// 32-bit words (one TF32 or two f16 coordinates each) per shared chunk of the tensor-core
 /// operands (their padded width is a multiple).
-pub(in crate::backend::cuda) const PC_TC_DC: usize =
-    define(Module::PointCloud.source(), "PC_TC_DC");
+pub(in crate::backend::cuda) const PC_TC_DC: usize = define(Module::PointCloud.text(), "PC_TC_DC");
 
 /// Shared bytes of `pc_sinkstep_tc_body` with `parts` parts an operand, `a_chunks` chunks of
 /// the output tile (all of them resident, or two slots streamed), `slots` slots of reduced
@@ -467,5 +510,57 @@ mod tests {
             all.len(),
             "an entry point is registered twice"
         );
+    }
+
+    /// Every `#include "NAME"` of a kernel source or header names a header the host hands
+    /// to NVRTC, and every registered entry point is named in its module's text.
+    #[test]
+    fn includes_and_entry_points_are_in_the_sources() {
+        let texts = Module::ALL
+            .iter()
+            .map(|m| m.source())
+            .chain(HEADERS.iter().map(|&(_, t)| t));
+        for text in texts {
+            for line in text.lines() {
+                if let Some(rest) = line.trim().strip_prefix("#include") {
+                    let name = rest.trim().trim_matches('"');
+                    assert!(
+                        HEADERS.iter().any(|&(n, _)| n == name),
+                        "{name} is included but not handed to NVRTC"
+                    );
+                }
+            }
+        }
+        for m in Module::ALL {
+            for &(base, _) in m.entries() {
+                // Or pasted from a stem and a number (`pc_sinkstep_tn_d##D`).
+                let stem = base.trim_end_matches(|c: char| c.is_ascii_digit());
+                assert!(
+                    m.text().contains(base) || m.text().contains(&format!("{stem}##")),
+                    "{base} is registered but not in {}.cu",
+                    m.name()
+                );
+            }
+        }
+    }
+
+    /// The kernels have no build-time hooks except the definitions the host passes: every
+    /// `#ifndef NAME` names a definition of [`Module::host_defines`] (on a GPU whose
+    /// streamed stage is not the source's own).
+    #[test]
+    fn the_only_build_hooks_are_the_host_definitions() {
+        for m in Module::ALL {
+            let passed = m.host_defines(PC_TC_BKS);
+            for line in m.text().lines() {
+                if let Some(name) = line.trim().strip_prefix("#ifndef ") {
+                    let name = name.trim();
+                    assert!(
+                        passed.iter().any(|d| d.split('=').next() == Some(name)),
+                        "{}.cu: #ifndef {name} is not a definition the host passes",
+                        m.name()
+                    );
+                }
+            }
+        }
     }
 }

@@ -126,51 +126,51 @@ use rows::RowSums;
 use tensor::{f16_scale, CrossKernel, TcOperands};
 
 /// Threads per block of the point-cloud kernels.
-const PC_BLOCK: usize = define(Module::PointCloud.source(), "PC_BLOCK");
+const PC_BLOCK: usize = define(Module::PointCloud.text(), "PC_BLOCK");
 /// Reduced points per shared-memory stage.
-const PC_KT: usize = define(Module::PointCloud.source(), "PC_KT");
+const PC_KT: usize = define(Module::PointCloud.text(), "PC_KT");
 /// Row tiles of 16 outputs per warp of the d = 3, 4 MMA half-step (`pc_sinkstep_tn`).
-const PC_TN_R: usize = define(Module::PointCloud.source(), "PC_TN_R");
+const PC_TN_R: usize = define(Module::PointCloud.text(), "PC_TN_R");
 /// Reduced points per stage of `pc_sinkstep_tn` at d = 4 (2·`PC_TN_KT` is the shortest
 /// slice `fill_split` makes).
-const PC_TN_KT: usize = define(Module::PointCloud.source(), "PC_TN_KT");
+const PC_TN_KT: usize = define(Module::PointCloud.text(), "PC_TN_KT");
 /// Reduced points per stage of `pc_sinkstep_tn` at d = 3.
-const PC_TN_KT3: usize = define(Module::PointCloud.source(), "PC_TN_KT3");
+const PC_TN_KT3: usize = define(Module::PointCloud.text(), "PC_TN_KT3");
 /// Largest dimension and number of `plan_apply` channels the kernels are compiled for.
-const PC_DMAX: usize = define(Module::PointCloud.source(), "PC_DMAX");
+const PC_DMAX: usize = define(Module::PointCloud.text(), "PC_DMAX");
 /// Output points per block of the any-d kernels.
-const PC_DN_TL: usize = define(Module::PointCloud.source(), "PC_DN_TL");
+const PC_DN_TL: usize = define(Module::PointCloud.text(), "PC_DN_TL");
 /// Reduced points per stage of the any-d half-step.
-const PC_DN_TK: usize = define(Module::PointCloud.source(), "PC_DN_TK");
+const PC_DN_TK: usize = define(Module::PointCloud.text(), "PC_DN_TK");
 /// Coordinates per shared-memory chunk of the any-d cross term.
-const PC_DN_DC: usize = define(Module::PointCloud.source(), "PC_DN_DC");
+const PC_DN_DC: usize = define(Module::PointCloud.text(), "PC_DN_DC");
 /// Reduced points per stage of the any-d row sums.
-const PC_DN_RTK: usize = define(Module::PointCloud.source(), "PC_DN_RTK");
+const PC_DN_RTK: usize = define(Module::PointCloud.text(), "PC_DN_RTK");
 /// Value channels per block of the any-d row sums.
-const PC_DN_CC: usize = define(Module::PointCloud.source(), "PC_DN_CC");
+const PC_DN_CC: usize = define(Module::PointCloud.text(), "PC_DN_CC");
 /// Reduced points per stage of the tensor-core half-step with a resident output tile.
-const PC_TC_BK: usize = define(Module::PointCloud.source(), "PC_TC_BK");
+const PC_TC_BK: usize = define(Module::PointCloud.text(), "PC_TC_BK");
 /// Slots of reduced chunks (and of stages' column terms) of the tensor-core half-step with
 /// single products and a resident output tile (two in the other kernels).
-const PC_TC_RSLOTS: usize = define(Module::PointCloud.source(), "PC_TC_RSLOTS");
+const PC_TC_RSLOTS: usize = define(Module::PointCloud.text(), "PC_TC_RSLOTS");
 /// Largest shared tile of output points the tensor-core half-step keeps for a whole
 /// reduction (both parts), in bytes; larger tiles are streamed by chunks. With the two
 /// slots of reduced chunks this keeps two blocks on an SM.
 const TC_RESIDENT_BYTES: usize = 64 * 1024;
 /// Reduced points per stage of the half-steps by warpgroup MMAs with a resident output tile
 /// (`pc_sinkstep_hw`, `_tcw`, `_h2w`).
-const PC_WG_BK: usize = define(Module::PointCloud.source(), "PC_WG_BK");
+const PC_WG_BK: usize = define(Module::PointCloud.text(), "PC_WG_BK");
 /// Stages in flight (shared slots) of `pc_sinkstep_hw`, `_tcw` and `_h2w`.
-const PC_WG_SLOTS: usize = define(Module::PointCloud.source(), "PC_WG_SLOTS");
+const PC_WG_SLOTS: usize = define(Module::PointCloud.text(), "PC_WG_SLOTS");
 /// Most 128-byte blocks (64 f16 or 32 TF32 coordinates) of a point's parts in
 /// `pc_sinkstep_hw`, `_tcw` and `_h2w` (four of one part, or two of each of F16x2's two).
-const PC_WG_KB_MAX: usize = define(Module::PointCloud.source(), "PC_WG_KB_MAX");
+const PC_WG_KB_MAX: usize = define(Module::PointCloud.text(), "PC_WG_KB_MAX");
 /// Reduced points per stage of the half-steps by warpgroup MMAs with a streamed output tile
 /// (`pc_sinkstep_hw_stream`, `_tcw_stream`).
-const PC_WGS_BK: usize = define(Module::PointCloud.source(), "PC_WGS_BK");
+const PC_WGS_BK: usize = define(Module::PointCloud.text(), "PC_WGS_BK");
 /// Chunk slots (128 bytes of each output and reduced point) of `pc_sinkstep_hw_stream` and
 /// `_tcw_stream`.
-const PC_WGS_SLOTS: usize = define(Module::PointCloud.source(), "PC_WGS_SLOTS");
+const PC_WGS_SLOTS: usize = define(Module::PointCloud.text(), "PC_WGS_SLOTS");
 /// Plans with more entries than this are not materialised.
 const MAX_PLAN_ENTRIES: usize = 1 << 27;
 
