@@ -95,44 +95,50 @@ const LINALG_SRC: &str = include_str!("../../../../cuda/linalg.cu");
 const REPORT_SRC: &str = include_str!("../../../../cuda/report.cu");
 const COMMON_SRC: &str = include_str!("../../../../cuda/common.cuh");
 
-/// The parts of the point-cloud module, in the order cuda/pointcloud.cu includes them (by
-/// kernel family).
-macro_rules! pointcloud_parts {
-    ($m:ident) => {
-        $m!(
-            "pointcloud_fma.cuh",
-            "pointcloud_anyd.cuh",
-            "pointcloud_entries.cuh",
-            "pointcloud_mma.cuh",
-            "pointcloud_tc.cuh",
-            "pointcloud_wg.cuh"
-        )
-    };
-}
-macro_rules! headers {
-    ($($name:literal),*) => {
-        [
-            ("common.cuh", COMMON_SRC),
-            $(($name, include_str!(concat!("../../../../cuda/", $name)))),*
-        ]
-    };
-}
-macro_rules! text_of_parts {
-    ($($name:literal),*) => {
-        concat!($(include_str!(concat!("../../../../cuda/", $name))),*)
+/// The text of the file `cuda/NAME`, embedded at build time.
+macro_rules! cuda_file {
+    ($name:literal) => {
+        include_str!(concat!("../../../../cuda/", $name))
     };
 }
 
-/// The headers a kernel source may include (`#include "common.cuh"`, the point-cloud
-/// module's parts), by name: NVRTC has no include path here, so the host hands it their
-/// text.
-pub const HEADERS: [(&str, &str); 7] = pointcloud_parts!(headers);
+/// The headers a kernel source may include, by name: `common.cuh`, and the parts of the
+/// modules kept in several files (by kernel family). NVRTC has no include path here, so the
+/// host hands it their text.
+pub const HEADERS: [(&str, &str); 10] = [
+    ("common.cuh", COMMON_SRC),
+    ("sinkstep_tiled.cuh", cuda_file!("sinkstep_tiled.cuh")),
+    ("sinkstep_fused.cuh", cuda_file!("sinkstep_fused.cuh")),
+    ("sinkstep_plans.cuh", cuda_file!("sinkstep_plans.cuh")),
+    ("pointcloud_fma.cuh", cuda_file!("pointcloud_fma.cuh")),
+    ("pointcloud_anyd.cuh", cuda_file!("pointcloud_anyd.cuh")),
+    (
+        "pointcloud_entries.cuh",
+        cuda_file!("pointcloud_entries.cuh"),
+    ),
+    ("pointcloud_mma.cuh", cuda_file!("pointcloud_mma.cuh")),
+    ("pointcloud_tc.cuh", cuda_file!("pointcloud_tc.cuh")),
+    ("pointcloud_wg.cuh", cuda_file!("pointcloud_wg.cuh")),
+];
 
-/// The point-cloud module's source followed by its parts: the text its numbers are read
+/// The Sinkhorn module's source and the parts it includes: the text its numbers are read
 /// from ([`Module::text`]).
+const SINKSTEP_TEXT: &str = concat!(
+    cuda_file!("sinkstep.cu"),
+    cuda_file!("sinkstep_tiled.cuh"),
+    cuda_file!("sinkstep_fused.cuh"),
+    cuda_file!("sinkstep_plans.cuh"),
+);
+
+/// The point-cloud module's source and the parts it includes ([`Module::text`]).
 const POINTCLOUD_TEXT: &str = concat!(
-    include_str!("../../../../cuda/pointcloud.cu"),
-    pointcloud_parts!(text_of_parts)
+    cuda_file!("pointcloud.cu"),
+    cuda_file!("pointcloud_fma.cuh"),
+    cuda_file!("pointcloud_anyd.cuh"),
+    cuda_file!("pointcloud_entries.cuh"),
+    cuda_file!("pointcloud_mma.cuh"),
+    cuda_file!("pointcloud_tc.cuh"),
+    cuda_file!("pointcloud_wg.cuh"),
 );
 
 impl Module {
@@ -167,10 +173,11 @@ impl Module {
         }
     }
 
-    /// The module's whole text: its source and, for the point-cloud module, the parts it
-    /// includes, in order. [`define`] reads the numbers shared with the host here.
+    /// The module's whole text: its source and the parts it includes (the Sinkhorn and
+    /// point-cloud modules), in order. [`define`] reads the numbers shared with the host here.
     pub const fn text(self) -> &'static str {
         match self {
+            Module::Sinkstep => SINKSTEP_TEXT,
             Module::PointCloud => POINTCLOUD_TEXT,
             _ => self.source(),
         }
@@ -527,6 +534,20 @@ mod tests {
                     assert!(
                         HEADERS.iter().any(|&(n, _)| n == name),
                         "{name} is included but not handed to NVRTC"
+                    );
+                }
+            }
+        }
+        // A module's text holds every part its source includes.
+        for m in Module::ALL {
+            for line in m.source().lines() {
+                if let Some(rest) = line.trim().strip_prefix("#include") {
+                    let name = rest.trim().trim_matches('"');
+                    let (_, part) = HEADERS.iter().find(|&&(n, _)| n == name).unwrap();
+                    assert!(
+                        name == "common.cuh" || m.text().contains(part),
+                        "{name} is missing from the text of {}.cu",
+                        m.name()
                     );
                 }
             }
