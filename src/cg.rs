@@ -140,6 +140,7 @@ impl CgReport {
 /// solved (a GPU reads back these numbers, not one outcome per problem). Equal to
 /// [`CgSummary::of`] the per-problem outcomes.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[non_exhaustive]
 pub struct CgSummary {
     /// Number of problems.
     pub problems: usize,

@@ -26,6 +26,7 @@ use std::time::Duration;
 
 /// Where a run stands, as an [`Observer`] sees it.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct Progress {
     /// Iterations run so far (ε-scaling stages included).
     pub iteration: usize,
@@ -68,6 +69,7 @@ impl fmt::Debug for Observer {
 
 /// One convergence check of a run's error history.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct HistoryEntry {
     /// Iterations run at the check.
     pub iteration: usize,
