@@ -88,6 +88,7 @@ impl CgParams {
 
 /// How CG ended for one problem.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[non_exhaustive]
 pub struct CgOutcome {
     /// Iterations run.
     pub iterations: usize,
