@@ -177,7 +177,7 @@ fn run<T: Real, B: PointCloudKernels<T> + GradKernels<T>>(
         ),
     };
     // The weights are counted against their cloud's points (the divergence's own sides).
-    for (flag, w, k, cloud) in [("--mu", &mu, n, "x"), ("--nu", &nu, m, "y")] {
+    for (flag, w, k, cloud) in [("--mu", &mu, n, "--x"), ("--nu", &nu, m, "--y")] {
         if w.ncols() != k {
             return Err(Error::shape(
                 flag,
@@ -195,15 +195,6 @@ fn run<T: Real, B: PointCloudKernels<T> + GradKernels<T>>(
     }
     let solver = SinkhornSolver::new(backend, params);
     let conv = a.convention.library();
-    // The clouds fix n and m: weights of other lengths are the weights' fault.
-    for (flag, w, k, cloud) in [("--mu", &mu, n, "--x"), ("--nu", &nu, m, "--y")] {
-        if w.ncols() != k {
-            return Err(Error::shape(
-                flag,
-                format!("has {} weights for {k} points of {cloud}", w.ncols()),
-            ));
-        }
-    }
     let mut problem = Problem::new(mu.view(), nu.view(), clouds).map_err(flags)?;
     if let Some(r) = a.relax.relaxation()? {
         problem = problem.relaxed(r);
