@@ -51,6 +51,7 @@ pub mod backend;
 pub mod barycenter;
 mod cg;
 mod error;
+pub mod exact;
 pub mod grad;
 /// Every input check of the library and the command line (docs/input-checks.md).
 #[doc = include_str!("../docs/input-checks.md")]

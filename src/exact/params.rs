@@ -1,0 +1,78 @@
+//! Parameters of the exact solvers.
+
+use std::time::Duration;
+
+/// Which exact algorithm [`emd`](super::emd) runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EmdMethod {
+    /// The assignment solver for square problems whose weights are all equal (minibatch
+    /// OT), the network simplex otherwise.
+    #[default]
+    Auto,
+    /// The network simplex, whatever the weights.
+    NetworkSimplex,
+    /// The assignment solver (shortest augmenting paths); an [`Error`](crate::Error) for
+    /// a problem that is not square with all weights equal.
+    Assignment,
+}
+
+/// Parameters of [`emd`](super::emd) and its batched and point-cloud forms.
+///
+/// ```
+/// let p = logot::exact::EmdParams { max_iters: 1000, ..Default::default() };
+/// assert!(p.max_time.is_none() && p.certificate_tol == 1e-9);
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct EmdParams {
+    /// The most pivots (network simplex) or augmentations (assignment) one problem may
+    /// take (POT's `numItermax`, whose default of 100,000 is too few for n = m = 5000).
+    /// Reaching it is reported (`converged = false`), not an error; the certificate of the
+    /// plan handed back says how far it is from optimal and from its marginals.
+    pub max_iters: usize,
+    /// The most time one problem may take (`None`: no limit), reported like `max_iters`.
+    pub max_time: Option<Duration>,
+    /// The algorithm.
+    pub method: EmdMethod,
+    /// Tolerance of the certificate: a result is `exact` when the solver reached
+    /// optimality and its duality gap (relative to total mass × largest |cost|), largest
+    /// dual violation (relative to the largest |cost|) and marginal errors (relative to
+    /// the mass) are all within it.
+    pub certificate_tol: f64,
+    /// Point clouds with at most this many pairs (`n·m`) have their cost matrix computed
+    /// once and stored (8 bytes a pair); larger ones compute each cost when it is read and
+    /// store nothing of size `n·m`.
+    pub store_costs_below: usize,
+}
+
+impl Default for EmdParams {
+    fn default() -> Self {
+        EmdParams {
+            max_iters: u32::MAX as usize,
+            max_time: None,
+            method: EmdMethod::Auto,
+            certificate_tol: 1e-9,
+            store_costs_below: 1 << 22,
+        }
+    }
+}
+
+impl EmdParams {
+    /// Checks every field (before any work).
+    pub(crate) fn check(&self) -> crate::Result<()> {
+        if self.max_iters == 0 {
+            return Err(crate::Error::parameter(
+                "max_iters",
+                0,
+                "at least one iteration is needed",
+            ));
+        }
+        if !(self.certificate_tol.is_finite() && self.certificate_tol >= 0.0) {
+            return Err(crate::Error::parameter(
+                "certificate_tol",
+                self.certificate_tol,
+                "must be finite and ≥ 0",
+            ));
+        }
+        Ok(())
+    }
+}
