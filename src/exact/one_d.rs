@@ -77,8 +77,8 @@ impl LineCost {
     pub(crate) fn h(self, t: f64) -> f64 {
         match self.p {
             None => t * t,
-            Some(p) if p == 1.0 => t.abs(),
-            Some(p) if p == 2.0 => t * t,
+            Some(1.0) => t.abs(),
+            Some(2.0) => t * t,
             Some(p) => t.abs().powf(p),
         }
     }
@@ -88,7 +88,7 @@ impl LineCost {
     pub(crate) fn dh(self, t: f64) -> f64 {
         match self.p {
             None => 2.0 * t,
-            Some(p) if p == 1.0 => {
+            Some(1.0) => {
                 if t > 0.0 {
                     1.0
                 } else if t < 0.0 {
@@ -97,7 +97,7 @@ impl LineCost {
                     0.0
                 }
             }
-            Some(p) if p == 2.0 => 2.0 * t,
+            Some(2.0) => 2.0 * t,
             Some(p) => {
                 if t == 0.0 {
                     0.0
@@ -339,14 +339,15 @@ fn staircase(s: &Sorted, h: LineCost) -> Staircase {
     // remaining targets or sources of zero residual mass: they continue the staircase
     // along the last row or column.
     let (li, lj) = (n - 1, m - 1);
-    for j in 0..m {
-        if g[j].is_nan() {
-            g[j] = h.h(s.u[li] - s.v[j]) - f[li];
+    let (fl, gl) = (f[li], g[lj]);
+    for (gj, vj) in g.iter_mut().zip(&s.v) {
+        if gj.is_nan() {
+            *gj = h.h(s.u[li] - vj) - fl;
         }
     }
-    for i in 0..n {
-        if f[i].is_nan() {
-            f[i] = h.h(s.u[i] - s.v[lj]) - g[lj];
+    for (fi, ui) in f.iter_mut().zip(&s.u) {
+        if fi.is_nan() {
+            *fi = h.h(ui - s.v[lj]) - gl;
         }
     }
     Staircase { cells, f, g, cost }

@@ -658,15 +658,11 @@ fn direction_gradient(c: &Clouds, theta: &[f64], h: LineCost, s: &mut Scratch) -
     let w = one_projection(c, theta, h, true, s);
     let d = c.d;
     let mut g = vec![0.0; d];
-    for (i, &si) in s.du.iter().enumerate() {
-        for t in 0..d {
-            g[t] += si * c.x[i * d + t];
-        }
+    for (&si, xi) in s.du.iter().zip(c.x.chunks_exact(d)) {
+        g.iter_mut().zip(xi).for_each(|(gt, xt)| *gt += si * xt);
     }
-    for (j, &sj) in s.dv.iter().enumerate() {
-        for t in 0..d {
-            g[t] += sj * c.y[j * d + t];
-        }
+    for (&sj, yj) in s.dv.iter().zip(c.y.chunks_exact(d)) {
+        g.iter_mut().zip(yj).for_each(|(gt, yt)| *gt += sj * yt);
     }
     (w, g)
 }
@@ -692,7 +688,7 @@ fn search(
             return Err(Error::parameter("step", step, "must be finite and > 0"));
         }
         let norm = theta.iter().map(|v| v * v).sum::<f64>().sqrt();
-        if !(norm > 0.0) {
+        if norm.is_nan() || norm <= 0.0 {
             return Err(Error::parameter(
                 "projections",
                 format!("column {best}"),
@@ -711,7 +707,7 @@ fn search(
             let dot: f64 = g.iter().zip(&theta).map(|(a, b)| a * b).sum();
             let mut tg: Vec<f64> = g.iter().zip(&theta).map(|(a, b)| a - dot * b).collect();
             let tn = tg.iter().map(|v| v * v).sum::<f64>().sqrt();
-            if !(tn > 0.0) {
+            if tn.is_nan() || tn <= 0.0 {
                 break;
             }
             tg.iter_mut().for_each(|v| *v /= tn);
