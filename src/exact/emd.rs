@@ -162,7 +162,8 @@ pub fn emd_points_batch<T: Real>(
     check_clouds(bx, n, d, by, m, dy)?;
     check_finite("x", &x)?;
     check_finite("y", &y)?;
-    let uniform = |b: usize, n: usize| ndarray::Array2::from_elem((b, n), T::one());
+    let uniform =
+        |b: usize, n: usize| ndarray::Array2::from_elem((b, n), T::one() / T::of(n as f64));
     let (mu_u, nu_u) = (uniform(bx, n), uniform(bx, m));
     let mu = mu.unwrap_or(mu_u.view());
     let nu = nu.unwrap_or(nu_u.view());
