@@ -289,6 +289,26 @@ fn project(x: &[f64], d: usize, theta: &[f64], out: &mut Vec<f64>) {
     }
 }
 
+/// The order-preserving keys ([`sort::key`]) of `⟨θ, x_i⟩` for every point.
+fn project_keys(x: &[f64], d: usize, theta: &[f64], out: &mut Vec<u64>) {
+    out.clear();
+    match d {
+        1 => out.extend(x.iter().map(|v| sort::key(v * theta[0]))),
+        2 => out.extend(
+            x.chunks_exact(2)
+                .map(|p| sort::key(p[0] * theta[0] + p[1] * theta[1])),
+        ),
+        3 => out.extend(
+            x.chunks_exact(3)
+                .map(|p| sort::key(p[0] * theta[0] + p[1] * theta[1] + p[2] * theta[2])),
+        ),
+        _ => out.extend(
+            x.chunks_exact(d)
+                .map(|p| sort::key(p.iter().zip(theta).fold(0.0, |s, (a, b)| s + a * b))),
+        ),
+    }
+}
+
 /// `W_p^p` of the projections of the clouds on `theta`; with `grad`, also `s = ∂W/∂⟨θ, x⟩`
 /// and `∂W/∂⟨θ, y⟩` in input order in `s.du`, `s.dv`.
 fn one_projection(c: &Clouds, theta: &[f64], h: LineCost, grad: bool, s: &mut Scratch) -> f64 {
@@ -297,14 +317,18 @@ fn one_projection(c: &Clouds, theta: &[f64], h: LineCost, grad: bool, s: &mut Sc
     let wv_uniform = c.scale_b / c.m as f64;
     if uniform && !grad {
         // Values only: sort the keys of the projections, no permutation.
-        project(&c.x, c.d, theta, &mut s.u);
-        project(&c.y, c.d, theta, &mut s.v);
-        s.ku.clear();
-        s.ku.extend(s.u.iter().map(|&t| sort::key(t)));
-        s.kv.clear();
-        s.kv.extend(s.v.iter().map(|&t| sort::key(t)));
+        project_keys(&c.x, c.d, theta, &mut s.ku);
+        project_keys(&c.y, c.d, theta, &mut s.kv);
         sort::sort_keys(&mut s.ku, &mut s.tmp);
         sort::sort_keys(&mut s.kv, &mut s.tmp);
+        if c.n == c.m {
+            let sum: f64 =
+                s.ku.iter()
+                    .zip(&s.kv)
+                    .map(|(&a, &b)| h.h(sort::value(a) - sort::value(b)))
+                    .sum();
+            return sum * wu_uniform;
+        }
         s.u.clear();
         s.u.extend(s.ku.iter().map(|&k| sort::value(k)));
         s.v.clear();
