@@ -210,6 +210,7 @@ fn uniform_problems_match_the_best_permutation() {
 /// The cheapest integral plan with row sums `a` and column sums `b` (small integers),
 /// by enumerating every one (an integral optimum exists for integral masses).
 fn best_integral_plan(a: &[u32], b: &[u32], c: &Array2<f64>) -> f64 {
+    #[allow(clippy::too_many_arguments)]
     fn rec(
         i: usize,
         j: usize,
@@ -497,7 +498,7 @@ fn batches_equal_single_solves_shared_or_not() {
         &EmdParams::default(),
     )
     .unwrap();
-    for k in 0..4 {
+    for (k, bk) in batch.iter().enumerate() {
         let (xk, yk) = (
             x.index_axis(Axis(0), k).to_owned(),
             y.index_axis(Axis(0), k).to_owned(),
@@ -505,8 +506,37 @@ fn batches_equal_single_solves_shared_or_not() {
         let c = dense_cost(&xk, &yk, 2.0);
         let w = Array1::from_elem(16, 1.0 / 16.0);
         let one = emd(w.view(), w.view(), c.view(), &EmdParams::default()).unwrap();
-        assert!(rel(batch[k].cost, one.cost) <= 1e-13);
-        assert_eq!(batch[k].method, ExactMethod::Assignment);
+        assert!(rel(bk.cost, one.cost) <= 1e-13);
+        assert_eq!(bk.method, ExactMethod::NetworkSimplex);
+    }
+    // From dimension 8, uniform square clouds go to the assignment solver.
+    let x = Array3::from_shape_fn((2, 16, 8), |_| rng.random::<f64>());
+    let y = Array3::from_shape_fn((2, 16, 8), |_| rng.random::<f64>());
+    let batch = emd_points_batch::<f64>(
+        None,
+        None,
+        x.view(),
+        y.view(),
+        Metric::SqEuclidean,
+        &EmdParams::default(),
+    )
+    .unwrap();
+    for (k, bk) in batch.iter().enumerate() {
+        let (xk, yk) = (
+            x.index_axis(Axis(0), k).to_owned(),
+            y.index_axis(Axis(0), k).to_owned(),
+        );
+        let c = dense_cost(&xk, &yk, 2.0);
+        let w = Array1::from_elem(16, 1.0 / 16.0);
+        let one = emd(
+            w.view(),
+            w.view(),
+            c.view(),
+            &params(EmdMethod::NetworkSimplex),
+        )
+        .unwrap();
+        assert!(rel(bk.cost, one.cost) <= 1e-13);
+        assert_eq!(bk.method, ExactMethod::Assignment);
     }
 }
 

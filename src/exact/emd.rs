@@ -180,6 +180,7 @@ pub fn emd_points_batch<T: Real>(
         ));
     }
     let (a, b) = checked_weights(mu, nu)?;
+    let assignment_first = d >= ASSIGNMENT_MIN_DIM;
     (0..bx)
         .into_par_iter()
         .map(|k| {
@@ -194,7 +195,15 @@ pub fn emd_points_batch<T: Real>(
                 let (rows, cols) = supports(a, b);
                 let all = DenseCosts::new(&dense, m, None);
                 if rows.len() == n && cols.len() == m {
-                    return solve_on(a, b, &all, None::<&DenseCosts>, params, None);
+                    return solve_on(
+                        a,
+                        b,
+                        &all,
+                        None::<&DenseCosts>,
+                        params,
+                        None,
+                        assignment_first,
+                    );
                 }
                 let sub: Vec<f64> = rows
                     .iter()
@@ -202,22 +211,36 @@ pub fn emd_points_batch<T: Real>(
                     .map(|(i, j)| dense[i * m + j])
                     .collect();
                 let support = DenseCosts::new(&sub, cols.len(), None);
-                solve_on(a, b, &all, Some(&support), params, None)
+                solve_on(a, b, &all, Some(&support), params, None, false)
             } else {
                 let (rows, cols) = supports(a, b);
                 if rows.len() == n && cols.len() == m {
-                    return solve_on(a, b, &full, None::<&PointCosts>, params, Some(bound));
+                    return solve_on(
+                        a,
+                        b,
+                        &full,
+                        None::<&PointCosts>,
+                        params,
+                        Some(bound),
+                        assignment_first,
+                    );
                 }
                 let support = Support {
                     full: &full,
                     rows: &rows,
                     cols: &cols,
                 };
-                solve_on(a, b, &full, Some(&support), params, Some(bound))
+                solve_on(a, b, &full, Some(&support), params, Some(bound), false)
             }
         })
         .collect()
 }
+
+/// The smallest dimension of point clouds for which [`EmdMethod::Auto`] gives uniform
+/// square problems to the assignment solver (below it the network simplex is faster:
+/// measured on n = 1024 uniform points of `[0,1]^d`, the assignment solver took 2.6× the
+/// simplex's CPU time at d = 2, 1.9× at d = 4, 0.85× at d = 8 and 0.5–0.75× from d = 16 to 784).
+const ASSIGNMENT_MIN_DIM: usize = 8;
 
 /// One `f64` vector per problem.
 type Rows = Vec<Vec<f64>>;
@@ -362,11 +385,11 @@ fn solve_dense<T: Real>(
     let full = DenseCosts::new(data, m, None);
     let (rows, cols) = supports(a, b);
     if rows.len() == a.len() && cols.len() == b.len() {
-        return solve_on(a, b, &full, None::<&DenseCosts>, params, None);
+        return solve_on(a, b, &full, None::<&DenseCosts>, params, None, false);
     }
     let sub = compact_dense(&cost, &rows, &cols);
     let support = DenseCosts::new(&sub, cols.len(), None);
-    solve_on(a, b, &full, Some(&support), params, None)
+    solve_on(a, b, &full, Some(&support), params, None, false)
 }
 
 /// The bins of positive mass of each side.
@@ -380,6 +403,7 @@ fn supports(a: &[f64], b: &[f64]) -> (Vec<usize>, Vec<usize>) {
 /// Solve the problem `(a, b, full)` (every bin; `b` already at the mass of `a`):
 /// the support's solve, then duals for zero-mass bins, centring and the certificate.
 /// `bound` is an upper bound of |C| when known without a pass over the costs.
+#[allow(clippy::too_many_arguments)]
 fn solve_on<C: Costs, S: Costs>(
     a: &[f64],
     b: &[f64],
@@ -387,6 +411,7 @@ fn solve_on<C: Costs, S: Costs>(
     support: Option<&S>,
     params: &EmdParams,
     bound: Option<f64>,
+    assignment_first: bool,
 ) -> Result<EmdResult> {
     let (n, m) = (a.len(), b.len());
     let (rows, cols) = supports(a, b);
@@ -396,7 +421,7 @@ fn solve_on<C: Costs, S: Costs>(
         && a.iter().all(|&v| v == a[0])
         && b.iter().all(|&v| v == b[0]);
     let method = match params.method {
-        EmdMethod::Auto if uniform_square => ExactMethod::Assignment,
+        EmdMethod::Auto if uniform_square && assignment_first => ExactMethod::Assignment,
         EmdMethod::Assignment if uniform_square => ExactMethod::Assignment,
         EmdMethod::Assignment => {
             return Err(Error::parameter(
