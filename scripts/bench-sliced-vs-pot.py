@@ -3,7 +3,7 @@
 problem (n = m = 10^6 points uniform in [0,1]^3 and in [0.1,0.9]^3, uniform weights,
 256 directions drawn by POT from seed 0, p = 2).
 
-    python3 scripts/bench-sliced-vs-pot.py [n] [L] [repeat]     # needs numpy and POT
+    python3 scripts/bench-sliced-vs-pot.py [n] [L] [repeat] [pot_repeat]   # needs numpy and POT
 
 * NumPy's sort floor: only the `np.sort` calls on the projections, laid out contiguous per
   direction (`(X @ P).T`, formed beforehand and not timed): the least any sort-based
@@ -27,6 +27,7 @@ def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
     L = int(sys.argv[2]) if len(sys.argv) > 2 else 256
     repeat = int(sys.argv[3]) if len(sys.argv) > 3 else 3
+    pot_repeat = int(sys.argv[4]) if len(sys.argv) > 4 else repeat  # POT is the slow one
     load0 = os.getloadavg()
     rng = np.random.default_rng(0)
     xs = rng.random((n, 3))
@@ -47,7 +48,7 @@ def main():
         floor.append(total * 1e3)
 
     pot, pot_value = [], None
-    for _ in range(repeat):
+    for _ in range(pot_repeat):
         t = time.perf_counter()
         emds = []
         for c in range(0, L, chunk):

@@ -9,9 +9,9 @@
 //! values of one scale, for instance) are skipped. Short arrays use the comparison sort.
 //! NaN is never passed in (the callers check their inputs finite).
 
-/// Bits of one radix digit: 256 buckets, whose scatter targets stay in cache (11-bit
-/// digits, 6 passes instead of 8, took 1.5 to 1.8 times as long on 10^6 keys on a 2-core
-/// AMD EPYC).
+/// Bits of one radix digit: 256 buckets, whose scatter targets stay in cache. 11-bit
+/// digits (6 passes instead of 8) took 1.8 times as long on 10^6 keys on a 2-core AMD EPYC:
+/// 22.3 against 12.2 ms for the keys, 42.9 against 22.3 ms with the permutation.
 const DIGIT_BITS: u32 = 8;
 const BUCKETS: usize = 1 << DIGIT_BITS;
 const PASSES: usize = 64usize.div_ceil(DIGIT_BITS as usize);
