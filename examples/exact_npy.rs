@@ -1,7 +1,7 @@
 //! Exact OT on `.npy` inputs, timed: the logot side of `scripts/bench-exact-vs-pot.py`.
 //!
 //! ```text
-//! exact_npy emd        MU.npy NU.npy COST.npy          [--repeat K] [--method auto|simplex|assignment]
+//! exact_npy emd        MU.npy NU.npy COST.npy          [--repeat K] [--method auto|simplex|assignment] [--candidates K]
 //! exact_npy emd-points MU.npy NU.npy X.npy Y.npy       [--repeat K] [--method …]
 //! exact_npy emd-batch  MU.npy NU.npy X.npy Y.npy       [--repeat K] [--method …]   (B×n, B×m, B×n×d, B×m×d)
 //! ```
@@ -27,10 +27,13 @@ fn main() {
         Some("assignment") => EmdMethod::Assignment,
         Some(other) => panic!("unknown method {other}"),
     };
-    let params = EmdParams {
+    let mut params = EmdParams {
         method,
         ..Default::default()
     };
+    if let Some(k) = flag("--candidates") {
+        params.candidates_per_row = k.parse().expect("--candidates");
+    }
     let mut times = Vec::new();
     let mut results: Vec<EmdResult> = Vec::new();
     for _ in 0..repeat {

@@ -455,8 +455,8 @@ fn solve_on<C: Costs, S: Costs>(
                 let bc: Vec<f64> = cols.iter().map(|&j| b[j]).collect();
                 let mut ns = NetworkSimplex::new(&ac, &bc, art);
                 let stop = match support {
-                    Some(s) => ns.run(s, params.max_iters, deadline),
-                    None => ns.run(full, params.max_iters, deadline),
+                    Some(s) => ns.run(s, params.max_iters, deadline, params.candidates_per_row),
+                    None => ns.run(full, params.max_iters, deadline, params.candidates_per_row),
                 };
                 let (flows, _artificial) = ns.flows();
                 let (fc, gc) = ns.duals();

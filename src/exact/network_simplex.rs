@@ -24,7 +24,8 @@
 //! zero-flow tree arcs pointing away from the root and rules out cycling on degenerate
 //! pivots. Optimal when a full pass finds no entering pair.
 
-use super::costs::Costs;
+use super::costs::{row_of, Costs};
+use rayon::prelude::*;
 use std::time::Instant;
 
 const NONE: u32 = u32::MAX;
@@ -41,6 +42,9 @@ pub(crate) enum Stop {
     IterationLimit,
     /// The time limit was reached first.
     TimeLimit,
+    /// A tree arc kept a negative reduced cost after the potentials were recomputed from
+    /// the tree (rounding beyond the pricing tolerance): stopped rather than loop.
+    Stalled,
 }
 
 /// The spanning tree of a basis with its flows and node potentials.
@@ -120,39 +124,172 @@ impl NetworkSimplex {
         s
     }
 
-    /// Pivot until optimal or a limit is reached.
+    /// Pivot until optimal or a limit is reached. With `candidates > 0` (and fewer than
+    /// half the columns) pricing scans candidate lists, grown by full passes
+    /// ([`Self::run_candidates`]); otherwise every pair, in blocks.
     pub(crate) fn run<C: Costs>(
         &mut self,
         costs: &C,
         max_iters: usize,
         deadline: Option<Instant>,
+        candidates: usize,
     ) -> Stop {
+        if candidates > 0 && 2 * candidates < self.m {
+            return self.run_candidates(costs, max_iters, deadline, candidates);
+        }
         let (n, m) = (self.n, self.m);
         // Rows per pricing block: about √(n·m) pairs, whole rows.
         let block_rows = (((n * m) as f64).sqrt() / m as f64).ceil().max(1.0) as usize;
         let mut scratch = Vec::new();
+        let mut refreshed_at = None;
         loop {
             let Some(e) = self.find_entering(costs, block_rows, &mut scratch) else {
                 return Stop::Optimal;
             };
-            if self.iterations >= max_iters {
-                return Stop::IterationLimit;
+            if let Some(stop) = self.step(e, max_iters, deadline, &mut refreshed_at) {
+                return stop;
             }
-            if self.iterations % 1024 == 0 {
-                if let Some(t) = deadline {
-                    if Instant::now() >= t {
-                        return Stop::TimeLimit;
+        }
+    }
+
+    /// One pivot on `e` unless a limit is reached first (returned), or `e` is a tree arc
+    /// (potentials recomputed instead; twice at the same iteration is a stall).
+    fn step(
+        &mut self,
+        e: Entering,
+        max_iters: usize,
+        deadline: Option<Instant>,
+        refreshed_at: &mut Option<usize>,
+    ) -> Option<Stop> {
+        if self.iterations >= max_iters {
+            return Some(Stop::IterationLimit);
+        }
+        if self.iterations % 1024 == 0 && deadline.is_some_and(|t| Instant::now() >= t) {
+            return Some(Stop::TimeLimit);
+        }
+        if self.is_tree_arc(e.i, e.j) {
+            // A tree arc priced negative: the potentials drifted by rounding. Recompute
+            // them from the tree, which makes every tree arc tight again.
+            if *refreshed_at == Some(self.iterations) {
+                return Some(Stop::Stalled);
+            }
+            *refreshed_at = Some(self.iterations);
+            self.refresh_potentials();
+            return None;
+        }
+        self.pivot(e);
+        None
+    }
+
+    /// Pricing on candidate lists: each row starts with its `k` cheapest columns; block
+    /// search runs over the lists (blocks of about √(total candidates) pairs); when no
+    /// candidate prices negative, a full pass over every pair (rows in parallel) appends
+    /// to each row its `k` most negative reduced costs beyond the tolerance. Optimal when
+    /// a full pass finds none: the same test as pricing every pair, so the lists change
+    /// the speed, never the result.
+    fn run_candidates<C: Costs>(
+        &mut self,
+        costs: &C,
+        max_iters: usize,
+        deadline: Option<Instant>,
+        k: usize,
+    ) -> Stop {
+        let (n, m) = (self.n, self.m);
+        let mut cand: Vec<(Vec<u32>, Vec<f64>)> = (0..n)
+            .into_par_iter()
+            .map_init(Vec::new, |buf, i| {
+                let row = row_of(costs, i, buf);
+                let mut idx: Vec<u32> = (0..m as u32).collect();
+                idx.select_nth_unstable_by(k - 1, |&x, &y| {
+                    row[x as usize].total_cmp(&row[y as usize])
+                });
+                idx.truncate(k);
+                let c = idx.iter().map(|&j| row[j as usize]).collect();
+                (idx, c)
+            })
+            .collect();
+        let mut refreshed_at = None;
+        loop {
+            let total: usize = cand.iter().map(|c| c.0.len()).sum();
+            let block = ((total as f64).sqrt() as usize).max(k);
+            loop {
+                let Some(e) = self.find_entering_in(&cand, block) else {
+                    break;
+                };
+                if let Some(stop) = self.step(e, max_iters, deadline, &mut refreshed_at) {
+                    return stop;
+                }
+            }
+            if deadline.is_some_and(|t| Instant::now() >= t) {
+                return Stop::TimeLimit;
+            }
+            // Full pass: the most negative reduced costs of every row.
+            let (pi_src, pi_dst) = self.pi.split_at(n);
+            let pi_dst = &pi_dst[..m];
+            let found: Vec<Vec<(u32, f64, f64)>> = (0..n)
+                .into_par_iter()
+                .map_init(Vec::new, |buf, i| {
+                    let row = row_of(costs, i, buf);
+                    let pi = pi_src[i];
+                    let mut neg: Vec<(u32, f64, f64)> = Vec::new();
+                    for (j, (&c, &h)) in row.iter().zip(pi_dst).enumerate() {
+                        let rc = c + pi - h;
+                        if rc < -PRICE_TOL * (c.abs() + pi.abs() + h.abs()) {
+                            neg.push((j as u32, c, rc));
+                        }
+                    }
+                    if neg.len() > k {
+                        neg.select_nth_unstable_by(k - 1, |x, y| x.2.total_cmp(&y.2));
+                        neg.truncate(k);
+                    }
+                    neg
+                })
+                .collect();
+            let mut added = 0;
+            for (c, f) in cand.iter_mut().zip(found) {
+                added += f.len();
+                for (j, cost, _) in f {
+                    c.0.push(j);
+                    c.1.push(cost);
+                }
+            }
+            if added == 0 {
+                return Stop::Optimal;
+            }
+        }
+    }
+
+    /// Block search over the candidate lists from `next_row`: the most negative reduced
+    /// cost of the first block (about `block` pairs) that has one beyond the tolerance.
+    fn find_entering_in(&mut self, cand: &[(Vec<u32>, Vec<f64>)], block: usize) -> Option<Entering> {
+        let n = self.n;
+        let (pi_src, pi_dst) = self.pi.split_at(n);
+        let mut best = (0.0f64, 0usize, 0usize, 0.0f64);
+        let mut in_block = 0;
+        for k in 0..n {
+            let i = (self.next_row + k) % n;
+            let (cols, cs) = &cand[i];
+            let pi = pi_src[i];
+            for (&j, &c) in cols.iter().zip(cs) {
+                let rc = c + pi - pi_dst[j as usize];
+                if rc < best.0 {
+                    best = (rc, i, j as usize, c);
+                }
+            }
+            in_block += cols.len();
+            if in_block >= block || k + 1 == n {
+                in_block = 0;
+                let (rc, bi, bj, c) = best;
+                if rc < 0.0 {
+                    let scale = c.abs().max(pi_src[bi].abs()).max(pi_dst[bj].abs());
+                    if rc < -PRICE_TOL * scale {
+                        self.next_row = (i + 1) % n;
+                        return Some(Entering { i: bi, j: bj, cost: c });
                     }
                 }
             }
-            if self.is_tree_arc(e.i, e.j) {
-                // A tree arc priced negative: the potentials drifted by rounding. Recompute
-                // them from the tree, which makes every tree arc tight again.
-                self.refresh_potentials();
-                continue;
-            }
-            self.pivot(e);
         }
+        None
     }
 
     /// Block search from `next_row`: the most negative reduced cost of the first block

@@ -428,8 +428,9 @@ pub(crate) fn max_violation_sorted(u: &[f64], v: &[f64], f: &[f64], g: &[f64], h
 /// mass of `a`, as POT does. `metric`: [`Metric::SqEuclidean`] (POT's default) or
 /// [`Metric::EuclideanPow`]`(p)`, `p ≥ 1` (POT's `"minkowski"`; `p = 1` its
 /// `"euclidean"`). The plan keeps the walk's positive cells (at most `n + m − 1`); the
-/// dual violation is checked on every pair up to 4·2²⁰ pairs and by a monotone search
-/// above (see [`max_violation_sorted`]).
+/// dual violation is checked on every pair up to 4·2²⁰ pairs and above by a divide and
+/// conquer over the rows (the first maximiser of `g_j − C_ij` never moves left as `i`
+/// grows, since `C` is a Monge matrix on sorted points): `O((n + m) log n)`.
 ///
 /// Errors name the argument: empty or non-finite `x_a` / `x_b`; a weight vector of
 /// another length, negative, non-finite or of zero total (`a` / `b`); unequal totals; a

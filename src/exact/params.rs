@@ -43,6 +43,11 @@ pub struct EmdParams {
     /// once and stored (8 bytes a pair); larger ones compute each cost when it is read and
     /// store nothing of size `n·m`.
     pub store_costs_below: usize,
+    /// Candidate columns per row the network simplex prices first (each row's cheapest,
+    /// then those of negative reduced cost that a pass over every pair finds); 0 prices
+    /// every pair in blocks. Changes the speed, never the result: optimality is always
+    /// decided by a pass over every pair.
+    pub candidates_per_row: usize,
 }
 
 impl Default for EmdParams {
@@ -53,6 +58,7 @@ impl Default for EmdParams {
             method: EmdMethod::Auto,
             certificate_tol: 1e-9,
             store_costs_below: 1 << 22,
+            candidates_per_row: 0,
         }
     }
 }
