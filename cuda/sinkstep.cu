@@ -903,7 +903,7 @@ __device__ __forceinline__ void marginal_error(const T *__restrict__ a, const T 
 }
 
 // One side of each problem of an unbalanced plan, in f64 (one block per problem; see
-// RelaxedSide in src/unbalanced.rs): with q = (pot − half)/eps and r = a·exp(q), over a > 0,
+// RelaxedSide in src/backend/mod.rs): with q = (pot − half)/eps and r = a·exp(q), over a > 0,
 //   out[4b..] = (Σ a·|exp(q) − exp(−(pot − eps·log a)/rho)|, Σ r, Σ r·(pot − eps·log a),
 //                Σ r·q − r + a);  exact (rho = ∞): the second exponential is 1.
 template <typename T>
@@ -1152,7 +1152,7 @@ __device__ __forceinline__ void where_empty(const T *__restrict__ a, const T *__
 }
 
 // The tiles of the entry points below: TB, TJ, WB, WJ, WARPS, KW of TiledCfg (8 warps,
-// 256 threads, in each). The host reads these lines (src/backend/cuda/tiled.rs) for the
+// 256 threads, in each). The host reads these lines (src/backend/cuda/ops/tiled.rs) for the
 // launch shapes and the shared memory.
 #define TILE_S16 4, 4, 4, 8, 8, 16
 #define TILE_R16 4, 2, 4, 8, 8, 16
