@@ -49,10 +49,7 @@ fn one_problem(c: &mut Criterion) {
             ("simplex", EmdMethod::NetworkSimplex),
             ("assignment", EmdMethod::Assignment),
         ] {
-            let p = EmdParams {
-                method,
-                ..Default::default()
-            };
+            let p = EmdParams::default().method(method);
             g.bench_function(format!("uniform1024_d{d}_{name}"), |b| {
                 b.iter(|| emd(black_box(u.view()), u.view(), c.view(), &p).unwrap())
             });

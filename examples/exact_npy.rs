@@ -27,12 +27,9 @@ fn main() {
         Some("assignment") => EmdMethod::Assignment,
         Some(other) => panic!("unknown method {other}"),
     };
-    let mut params = EmdParams {
-        method,
-        ..Default::default()
-    };
+    let mut params = EmdParams::default().method(method);
     if let Some(k) = flag("--candidates") {
-        params.candidates_per_row = k.parse().expect("--candidates");
+        params = params.candidates_per_row(k.parse().expect("--candidates"));
     }
     let mut times = Vec::new();
     let mut results: Vec<EmdResult> = Vec::new();

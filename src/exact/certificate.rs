@@ -11,6 +11,7 @@ use rayon::prelude::*;
 
 /// How far a returned plan and its potentials are from proving each other optimal.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct Certificate {
     /// `⟨P, C⟩` of the returned plan.
     pub primal: f64,

@@ -92,14 +92,17 @@ pub use costs::Metric;
 pub use emd::{emd, emd_batch, emd_points, emd_points_batch};
 pub use params::{EmdMethod, EmdParams};
 pub use result::{EmdResult, ExactMethod, SparsePlan};
+pub mod max_sliced;
 pub mod one_d;
 pub mod sliced;
 mod sort;
+pub use max_sliced::{
+    max_sliced_wasserstein_distance, max_sliced_wasserstein_grad, MaxSliced, MaxSlicedSearch,
+};
 pub use one_d::{
     emd2_1d, emd_1d, wasserstein_1d, wasserstein_1d_batch, wasserstein_1d_grad, Wasserstein1dGrad,
 };
 pub use sliced::{
-    max_sliced_wasserstein_distance, max_sliced_wasserstein_grad, sliced_wasserstein_batch,
-    sliced_wasserstein_distance, sliced_wasserstein_grad, sliced_wasserstein_grad_batch, MaxSliced,
-    MaxSlicedSearch, Projections, Sliced, SlicedGrad,
+    sliced_wasserstein_batch, sliced_wasserstein_distance, sliced_wasserstein_grad,
+    sliced_wasserstein_grad_batch, Projections, Sliced, SlicedGrad,
 };

@@ -212,10 +212,7 @@ impl NetworkSimplex {
         loop {
             let total: usize = cand.iter().map(|c| c.0.len()).sum();
             let block = ((total as f64).sqrt() as usize).max(k);
-            loop {
-                let Some(e) = self.find_entering_in(&cand, block) else {
-                    break;
-                };
+            while let Some(e) = self.find_entering_in(&cand, block) {
                 if let Some(stop) = self.step(e, max_iters, deadline, &mut refreshed_at) {
                     return stop;
                 }
@@ -261,7 +258,11 @@ impl NetworkSimplex {
 
     /// Block search over the candidate lists from `next_row`: the most negative reduced
     /// cost of the first block (about `block` pairs) that has one beyond the tolerance.
-    fn find_entering_in(&mut self, cand: &[(Vec<u32>, Vec<f64>)], block: usize) -> Option<Entering> {
+    fn find_entering_in(
+        &mut self,
+        cand: &[(Vec<u32>, Vec<f64>)],
+        block: usize,
+    ) -> Option<Entering> {
         let n = self.n;
         let (pi_src, pi_dst) = self.pi.split_at(n);
         let mut best = (0.0f64, 0usize, 0usize, 0.0f64);
@@ -284,7 +285,11 @@ impl NetworkSimplex {
                     let scale = c.abs().max(pi_src[bi].abs()).max(pi_dst[bj].abs());
                     if rc < -PRICE_TOL * scale {
                         self.next_row = (i + 1) % n;
-                        return Some(Entering { i: bi, j: bj, cost: c });
+                        return Some(Entering {
+                            i: bi,
+                            j: bj,
+                            cost: c,
+                        });
                     }
                 }
             }

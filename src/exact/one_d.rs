@@ -664,6 +664,7 @@ pub(crate) fn in_problem(e: Error, k: usize, bsz: usize) -> Error {
 /// to every position and the dual potentials (the derivatives with respect to the weights
 /// along mass-preserving directions, centred).
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Wasserstein1dGrad {
     /// `W_p^p`.
     pub value: f64,

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 /// Which exact algorithm [`emd`](super::emd) runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum EmdMethod {
     /// The assignment solver for square problems whose weights are all equal (minibatch
     /// OT) between point clouds of dimension 8 or more, where it is the faster; the
@@ -17,13 +18,16 @@ pub enum EmdMethod {
     Assignment,
 }
 
-/// Parameters of [`emd`](super::emd) and its batched and point-cloud forms.
+/// Parameters of [`emd`](super::emd) and its batched and point-cloud forms, set by builder
+/// methods: `EmdParams::default().max_iters(1000).method(EmdMethod::NetworkSimplex)`.
 ///
 /// ```
-/// let p = logot::exact::EmdParams { max_iters: 1000, ..Default::default() };
-/// assert!(p.max_time.is_none() && p.certificate_tol == 1e-9);
+/// use logot::exact::{EmdMethod, EmdParams};
+/// let p = EmdParams::default().max_iters(1000).method(EmdMethod::NetworkSimplex);
+/// assert!(p.max_time.is_none() && p.certificate_tol == 1e-9 && p.max_iters == 1000);
 /// ```
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct EmdParams {
     /// The most pivots (network simplex) or augmentations (assignment) one problem may
     /// take (POT's `numItermax`, whose default of 100,000 is too few for n = m = 5000).
@@ -64,6 +68,44 @@ impl Default for EmdParams {
 }
 
 impl EmdParams {
+    /// These parameters with at most `max_iters` pivots or augmentations a problem.
+    pub fn max_iters(self, max_iters: usize) -> Self {
+        EmdParams { max_iters, ..self }
+    }
+    /// These parameters with a time limit a problem (`None`: none).
+    pub fn max_time(self, max_time: impl Into<Option<Duration>>) -> Self {
+        EmdParams {
+            max_time: max_time.into(),
+            ..self
+        }
+    }
+    /// These parameters with the algorithm `method`.
+    pub fn method(self, method: EmdMethod) -> Self {
+        EmdParams { method, ..self }
+    }
+    /// These parameters with the certificate's relative tolerance `certificate_tol`.
+    pub fn certificate_tol(self, certificate_tol: f64) -> Self {
+        EmdParams {
+            certificate_tol,
+            ..self
+        }
+    }
+    /// These parameters storing the costs of point clouds with at most this many pairs.
+    pub fn store_costs_below(self, store_costs_below: usize) -> Self {
+        EmdParams {
+            store_costs_below,
+            ..self
+        }
+    }
+    /// These parameters pricing `candidates_per_row` candidate columns a row first (0: every
+    /// pair, in blocks).
+    pub fn candidates_per_row(self, candidates_per_row: usize) -> Self {
+        EmdParams {
+            candidates_per_row,
+            ..self
+        }
+    }
+
     /// Checks every field (before any work).
     pub(crate) fn check(&self) -> crate::Result<()> {
         if self.max_iters == 0 {

@@ -7,6 +7,7 @@ use ndarray::{Array1, Array2};
 /// A transport plan as a list of its nonzero entries `P[rows[k], cols[k]] = mass[k]`,
 /// sorted by `(row, col)`. A basic optimal plan has at most `n + m − 1` entries.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct SparsePlan {
     /// Number of rows (sources) of the full plan.
     pub n: usize,
@@ -63,6 +64,7 @@ impl SparsePlan {
 
 /// Which algorithm produced an exact result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ExactMethod {
     /// The network simplex (any weights).
     NetworkSimplex,
@@ -74,6 +76,7 @@ pub enum ExactMethod {
 
 /// An exact optimal transport result: `min ⟨P, C⟩ s.t. P·1 = μ, Pᵀ·1 = ν, P ≥ 0`.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct EmdResult {
     /// `⟨P, C⟩` of the returned plan (POT's `emd2`).
     pub cost: f64,

@@ -1,5 +1,6 @@
-//! Sliced and max-sliced Wasserstein distances (POT's `sliced_wasserstein_distance` and
-//! `max_sliced_wasserstein_distance`) with their gradients with respect to the points.
+//! Sliced Wasserstein distances (POT's `sliced_wasserstein_distance`) with their gradients
+//! with respect to the points; the max-sliced distance ([`super::max_sliced`]) projects
+//! the same way.
 //!
 //! For measures `μ = Σ a_i δ_{x_i}`, `ν = Σ b_j δ_{y_j}` in `ℝ^d` and unit directions
 //! `θ_1, …, θ_L`, each projection `θ_#μ = Σ a_i δ_{⟨θ, x_i⟩}` is a measure on the line whose
@@ -31,10 +32,16 @@ use rayon::prelude::*;
 
 /// The directions of a sliced distance.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub enum Projections<'a> {
     /// `count` directions uniform on the sphere, drawn from `seed` as POT draws them
     /// (`get_random_projections(d, count, seed)`).
-    Random { count: usize, seed: u32 },
+    Random {
+        /// How many directions.
+        count: usize,
+        /// The seed of NumPy's `RandomState` that draws them.
+        seed: u32,
+    },
     /// Given directions, one per column (`d×L`, POT's `projections`), used as they are.
     Given(ArrayView2<'a, f64>),
 }
@@ -168,12 +175,12 @@ pub fn random_directions(d: usize, count: usize, seed: u32) -> Array2<f64> {
 }
 
 /// A validated pair of weighted clouds in f64, row-major.
-struct Clouds {
-    x: Vec<f64>,
-    y: Vec<f64>,
-    n: usize,
-    m: usize,
-    d: usize,
+pub(super) struct Clouds {
+    pub(super) x: Vec<f64>,
+    pub(super) y: Vec<f64>,
+    pub(super) n: usize,
+    pub(super) m: usize,
+    pub(super) d: usize,
     /// Weights (`None`: uniform), the second side scaled to the first side's mass.
     a: Option<Vec<f64>>,
     b: Option<Vec<f64>>,
@@ -214,7 +221,7 @@ fn cloud_weights<T: Real>(
 }
 
 impl Clouds {
-    fn new<T: Real>(
+    pub(super) fn new<T: Real>(
         x_s: ArrayView2<'_, T>,
         x_t: ArrayView2<'_, T>,
         a: Option<ArrayView1<'_, T>>,
@@ -255,7 +262,7 @@ impl Clouds {
 
 /// Scratch space of one worker.
 #[derive(Default)]
-struct Scratch {
+pub(super) struct Scratch {
     ku: Vec<u64>,
     kv: Vec<u64>,
     tmp: Vec<u64>,
@@ -268,8 +275,8 @@ struct Scratch {
     tperm: Vec<u32>,
     wa: Vec<f64>,
     wb: Vec<f64>,
-    du: Vec<f64>,
-    dv: Vec<f64>,
+    pub(super) du: Vec<f64>,
+    pub(super) dv: Vec<f64>,
 }
 
 /// `⟨θ, x_i⟩` for every point of a row-major cloud.
@@ -311,7 +318,13 @@ fn project_keys(x: &[f64], d: usize, theta: &[f64], out: &mut Vec<u64>) {
 
 /// `W_p^p` of the projections of the clouds on `theta`; with `grad`, also `s = ∂W/∂⟨θ, x⟩`
 /// and `∂W/∂⟨θ, y⟩` in input order in `s.du`, `s.dv`.
-fn one_projection(c: &Clouds, theta: &[f64], h: LineCost, grad: bool, s: &mut Scratch) -> f64 {
+pub(super) fn one_projection(
+    c: &Clouds,
+    theta: &[f64],
+    h: LineCost,
+    grad: bool,
+    s: &mut Scratch,
+) -> f64 {
     let uniform = c.a.is_none() && c.b.is_none();
     let wu_uniform = 1.0 / c.n as f64;
     let wv_uniform = c.scale_b / c.m as f64;
@@ -395,7 +408,7 @@ fn one_projection(c: &Clouds, theta: &[f64], h: LineCost, grad: bool, s: &mut Sc
 const CHUNK: usize = 4;
 
 /// `W_p^p` of every direction (rows of `dirs`), in parallel, in direction order.
-fn projected_values(c: &Clouds, dirs: &Array2<f64>, h: LineCost) -> Vec<f64> {
+pub(super) fn projected_values(c: &Clouds, dirs: &Array2<f64>, h: LineCost) -> Vec<f64> {
     let l = dirs.nrows();
     (0..l)
         .into_par_iter()
@@ -453,6 +466,7 @@ fn projected_gradients(c: &Clouds, dirs: &Array2<f64>, h: LineCost) -> (Vec<f64>
 
 /// A sliced distance: the value and each direction's `W_p^p`.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Sliced {
     /// `SW_p = ((1/L) Σ_l W_p^p(θ_l))^{1/p}` (POT's return value).
     pub distance: f64,
@@ -462,6 +476,7 @@ pub struct Sliced {
 
 /// A sliced distance and its gradients with respect to the points.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct SlicedGrad {
     /// `SW_p` (or the max-sliced distance).
     pub distance: f64,
@@ -552,7 +567,7 @@ pub fn sliced_wasserstein_grad<T: Real>(
     Ok(grads(&c, acc, scale, distance))
 }
 
-fn grads(c: &Clouds, mut acc: Vec<f64>, scale: f64, distance: f64) -> SlicedGrad {
+pub(super) fn grads(c: &Clouds, mut acc: Vec<f64>, scale: f64, distance: f64) -> SlicedGrad {
     acc.iter_mut().for_each(|v| *v *= scale);
     let gy = acc.split_off(c.n * c.d);
     SlicedGrad {
@@ -651,186 +666,6 @@ fn check_batch<T>(
         }
     }
     Ok(bsz)
-}
-
-/// How [`max_sliced_wasserstein_distance`] looks for the best direction.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum MaxSlicedSearch {
-    /// The best of the given or drawn directions (POT's `max_sliced_wasserstein_distance`).
-    Projections,
-    /// From the best of the directions, projected gradient ascent on the sphere:
-    /// `θ ← (θ + step·ĝ)/|θ + step·ĝ|` with `ĝ` the unit tangent part of `∂W_p^p/∂θ`, a step
-    /// kept only when it increases `W_p^p` (halved otherwise), at most `steps` steps.
-    Ascent { steps: usize, step: f64 },
-}
-
-/// A max-sliced distance and the direction that attains it.
-#[derive(Clone, Debug)]
-pub struct MaxSliced {
-    /// `max W_p^p(θ#μ, θ#ν)^{1/p}` over the directions searched.
-    pub distance: f64,
-    /// The best direction found (unit for drawn directions and after ascent).
-    pub direction: Array1<f64>,
-    /// `W_p^p` along each starting direction.
-    pub projected: Array1<f64>,
-    /// Ascent steps kept.
-    pub steps: usize,
-}
-
-/// `∂W_p^p(θ)/∂θ = Σ_i s_i x_i + Σ_j t_j y_j` and `W_p^p(θ)`.
-fn direction_gradient(c: &Clouds, theta: &[f64], h: LineCost, s: &mut Scratch) -> (f64, Vec<f64>) {
-    let w = one_projection(c, theta, h, true, s);
-    let d = c.d;
-    let mut g = vec![0.0; d];
-    for (&si, xi) in s.du.iter().zip(c.x.chunks_exact(d)) {
-        g.iter_mut().zip(xi).for_each(|(gt, xt)| *gt += si * xt);
-    }
-    for (&sj, yj) in s.dv.iter().zip(c.y.chunks_exact(d)) {
-        g.iter_mut().zip(yj).for_each(|(gt, yt)| *gt += sj * yt);
-    }
-    (w, g)
-}
-
-fn search(
-    c: &Clouds,
-    dirs: &Array2<f64>,
-    h: LineCost,
-    how: MaxSlicedSearch,
-) -> Result<(f64, Vec<f64>, Vec<f64>, usize)> {
-    let values = projected_values(c, dirs, h);
-    let mut best = 0;
-    for (k, &v) in values.iter().enumerate() {
-        if v > values[best] {
-            best = k;
-        }
-    }
-    let mut theta = dirs.row(best).to_vec();
-    let mut w = values[best];
-    let mut kept = 0;
-    if let MaxSlicedSearch::Ascent { steps, step } = how {
-        if !(step.is_finite() && step > 0.0) {
-            return Err(Error::parameter("step", step, "must be finite and > 0"));
-        }
-        let norm = theta.iter().map(|v| v * v).sum::<f64>().sqrt();
-        if norm.is_nan() || norm <= 0.0 {
-            return Err(Error::parameter(
-                "projections",
-                format!("column {best}"),
-                "the best direction is zero: ascent needs a nonzero start",
-            ));
-        }
-        theta.iter_mut().for_each(|v| *v /= norm);
-        let mut s = Scratch::default();
-        let (mut w_cur, mut g) = direction_gradient(c, &theta, h, &mut s);
-        w = w_cur;
-        let mut eta = step;
-        let mut iters = 0;
-        while iters < steps && eta > 1e-12 {
-            iters += 1;
-            // Tangent part of the gradient at θ, normalised.
-            let dot: f64 = g.iter().zip(&theta).map(|(a, b)| a * b).sum();
-            let mut tg: Vec<f64> = g.iter().zip(&theta).map(|(a, b)| a - dot * b).collect();
-            let tn = tg.iter().map(|v| v * v).sum::<f64>().sqrt();
-            if tn.is_nan() || tn <= 0.0 {
-                break;
-            }
-            tg.iter_mut().for_each(|v| *v /= tn);
-            let mut cand: Vec<f64> = theta.iter().zip(&tg).map(|(a, b)| a + eta * b).collect();
-            let cn = cand.iter().map(|v| v * v).sum::<f64>().sqrt();
-            cand.iter_mut().for_each(|v| *v /= cn);
-            let (w_new, g_new) = direction_gradient(c, &cand, h, &mut s);
-            if w_new > w_cur {
-                theta = cand;
-                w_cur = w_new;
-                g = g_new;
-                kept += 1;
-            } else {
-                eta *= 0.5;
-            }
-        }
-        w = w.max(w_cur);
-    }
-    Ok((w, theta, values, kept))
-}
-
-/// POT's `max_sliced_wasserstein_distance(X_s, X_t, a, b, n_projections, p, projections,
-/// seed)`: `max_θ W_p^p(θ#μ, θ#ν)^{1/p}` over the directions ([`MaxSlicedSearch::Projections`]),
-/// or refined by gradient ascent on the sphere ([`MaxSlicedSearch::Ascent`]).
-/// Arguments and errors as [`sliced_wasserstein_distance`]; `step` must be positive.
-///
-/// ```
-/// use logot::exact::{max_sliced_wasserstein_distance, MaxSlicedSearch, Projections};
-/// use ndarray::{array, Array2};
-/// // A translation by t = (3, 4): the best direction is t/|t|, with distance |t| = 5.
-/// let x = Array2::from_shape_fn((30, 2), |(i, k)| ((i * 7 + k * 5) % 11) as f64 * 0.1);
-/// let y = &x + &array![[3.0, 4.0]];
-/// let r = max_sliced_wasserstein_distance(x.view(), y.view(), None, None,
-///     &Projections::Random { count: 10, seed: 0 }, 2.0, MaxSlicedSearch::Ascent { steps: 200, step: 0.5 })?;
-/// assert!((r.distance - 5.0).abs() < 1e-6, "{}", r.distance);
-/// # Ok::<(), logot::Error>(())
-/// ```
-pub fn max_sliced_wasserstein_distance<T: Real>(
-    x_s: ArrayView2<'_, T>,
-    x_t: ArrayView2<'_, T>,
-    a: Option<ArrayView1<'_, T>>,
-    b: Option<ArrayView1<'_, T>>,
-    projections: &Projections<'_>,
-    p: f64,
-    how: MaxSlicedSearch,
-) -> Result<MaxSliced> {
-    let h = LineCost::power(p, "p")?;
-    let c = Clouds::new(x_s, x_t, a, b)?;
-    let dirs = projections.directions(c.d)?;
-    let (w, theta, values, steps) = search(&c, &dirs, h, how)?;
-    Ok(MaxSliced {
-        distance: w.powf(1.0 / p),
-        direction: theta.into(),
-        projected: values.into(),
-        steps,
-    })
-}
-
-/// [`max_sliced_wasserstein_distance`] with its gradients with respect to the points, by
-/// the envelope theorem at the best direction `θ*`: `∂/∂x_i = (1/p)·W^{1/p−1}·s_i θ*`.
-pub fn max_sliced_wasserstein_grad<T: Real>(
-    x_s: ArrayView2<'_, T>,
-    x_t: ArrayView2<'_, T>,
-    a: Option<ArrayView1<'_, T>>,
-    b: Option<ArrayView1<'_, T>>,
-    projections: &Projections<'_>,
-    p: f64,
-    how: MaxSlicedSearch,
-) -> Result<(MaxSliced, SlicedGrad)> {
-    let h = LineCost::power(p, "p")?;
-    let c = Clouds::new(x_s, x_t, a, b)?;
-    let dirs = projections.directions(c.d)?;
-    let (_, theta, values, steps) = search(&c, &dirs, h, how)?;
-    let mut s = Scratch::default();
-    let w = one_projection(&c, &theta, h, true, &mut s);
-    let d = c.d;
-    let mut acc = vec![0.0; (c.n + c.m) * d];
-    for (i, &si) in s.du.iter().enumerate() {
-        for t in 0..d {
-            acc[i * d + t] = si * theta[t];
-        }
-    }
-    for (j, &sj) in s.dv.iter().enumerate() {
-        for t in 0..d {
-            acc[(c.n + j) * d + t] = sj * theta[t];
-        }
-    }
-    let distance = w.powf(1.0 / p);
-    let scale = if w > 0.0 { distance / (p * w) } else { 0.0 };
-    let g = grads(&c, acc, scale, distance);
-    Ok((
-        MaxSliced {
-            distance,
-            direction: theta.into(),
-            projected: values.into(),
-            steps,
-        },
-        g,
-    ))
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-"""Reference values of exact OT from POT 0.9.7 for tests/exact_emd.rs.
+"""Reference values of exact OT from POT 0.9.7 for tests/exact/emd.rs.
 
 Run from the repository root: python3 tests/data/make_pot_exact.py
 Writes tests/data/pot_exact_problems.npy (the inputs, packed: for each problem n, m, then

@@ -1,4 +1,4 @@
-"""Reference values from POT 0.9.7 for tests/exact_1d.rs and tests/exact_sliced.rs.
+"""Reference values from POT 0.9.7 for tests/exact/one_d.rs and tests/exact/sliced.rs.
 
 Run from the repository root: python3 tests/data/make_pot_exact_1d.py
 Writes tests/data/pot_exact_1d_*.npy and pot_exact_sliced_*.npy (float64).
