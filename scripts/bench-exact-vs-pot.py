@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
-"""Time exact OT in one run: POT's network simplex against logot, on the `emd5000` and
+"""Time exact OT in one run: POT's network simplex against logot, on the `emd{n}` and
 `emdbatch` problems.
 
     cargo build --release --example exact_npy
-    python3 scripts/bench-exact-vs-pot.py [emd5000] [emdbatch2] [emdbatch784] [--repeat K]
+    python3 scripts/bench-exact-vs-pot.py [emd1000] [emd5000] [emdbatch2] [emdbatch784] \
+        [--repeat K] [--candidates K]
 
-* emd5000: n = m = 5000 points uniform in [0,1]^2, weights 0.5 + U[0,1) normalised,
+* emd{n} (emd1000, emd5000): n = m points uniform in [0,1]^2, weights 0.5 + U[0,1) normalised,
   squared Euclidean cost `ot.dist(x, y)` formed beforehand (not timed on either side).
   POT: `ot.emd2(a, b, M, numItermax=10**8)` (its default of 100,000 pivots stops before
   the optimum on this problem). logot: `exact::emd` on the same matrix (`emd`), and
   `exact::emd_points` on the clouds with costs computed when read (`emd-points`, no
-  5000x5000 matrix).
+  n×n matrix); with `--candidates K`, also `exact::emd` pricing K candidate columns a row
+  first (`EmdParams::candidates_per_row`).
 * emdbatch{d}: B = 64 minibatches of 1024 points uniform in [0,1]^d (d = 2 or 784), uniform
   weights. POT: a loop over the batch of `M = ot.dist(x[k], y[k]); ot.emd2(u, u, M,
   numItermax=10**8)` (cost matrices timed). logot: `exact::emd_points_batch` (each
@@ -40,19 +42,18 @@ def median(v):
     return float(np.median(v))
 
 
-def emd5000(tmp, repeat):
-    rng = np.random.default_rng(5000)
-    n = 5000
+def emd_n(tmp, repeat, n, candidates):
+    rng = np.random.default_rng(n)
     x, y = rng.random((n, 2)), rng.random((n, 2))
     a = rng.random(n) + 0.5
     a /= a.sum()
     b = rng.random(n) + 0.5
     b /= b.sum()
     M = ot.dist(x, y)
-    files = {k: os.path.join(tmp, k + ".npy") for k in "abMxy"}
+    files = {k: os.path.join(tmp, f"{k}{n}.npy") for k in "abMxy"}
     for k, v in zip("abMxy", (a, b, M, x, y)):
         np.save(files[k], v)
-    pot, ours, ours_pts, costs = [], [], [], []
+    pot, ours, ours_pts, ours_cand, costs = [], [], [], [], []
     for _ in range(repeat):
         t = time.perf_counter()
         c = ot.emd2(a, b, M, numItermax=10**8)
@@ -61,11 +62,16 @@ def emd5000(tmp, repeat):
         ours.append(r["ms"])
         rp = logot("emd-points", files["a"], files["b"], files["x"], files["y"])
         ours_pts.append(rp["ms"])
+        if candidates:
+            rc = logot("emd", files["a"], files["b"], files["M"], "--method", "simplex",
+                       "--candidates", str(candidates))
+            ours_cand.append(rc["ms"])
+            costs.append((float(c), rc["costs"][0], rc["costs"][0], rc["exact"], rc["exact"], rc["iterations"]))
         costs.append((float(c), r["costs"][0], rp["costs"][0], r["exact"], rp["exact"], r["iterations"]))
     rel = max(abs(l - p) / abs(p) for p, l, _, _, _, _ in costs)
     rel_pts = max(abs(l - p) / abs(p) for p, _, l, _, _, _ in costs)
-    return {
-        "problem": "emd5000",
+    out = {
+        "problem": f"emd{n}",
         "pot_ms": pot,
         "logot_emd_ms": ours,
         "logot_emd_points_ms": ours_pts,
@@ -80,6 +86,10 @@ def emd5000(tmp, repeat):
         "logot_pivots": costs[0][5],
         "cost": costs[0][0],
     }
+    if candidates:
+        out[f"logot_emd_candidates{candidates}_median_ms"] = median(ours_cand)
+        out[f"speedup_emd_candidates{candidates}"] = median(pot) / median(ours_cand)
+    return out
 
 
 def emdbatch(tmp, repeat, d):
@@ -130,15 +140,20 @@ def main():
         k = args.index("--repeat")
         repeat = int(args[k + 1])
         del args[k : k + 2]
-    problems = args or ["emd5000", "emdbatch2", "emdbatch784"]
+    candidates = 0
+    if "--candidates" in args:
+        k = args.index("--candidates")
+        candidates = int(args[k + 1])
+        del args[k : k + 2]
+    problems = args or ["emd1000", "emd5000", "emdbatch2", "emdbatch784"]
     load0 = os.getloadavg()
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for p in problems:
-            if p == "emd5000":
-                results.append(emd5000(tmp, repeat))
-            elif p.startswith("emdbatch"):
+            if p.startswith("emdbatch"):
                 results.append(emdbatch(tmp, repeat, int(p[len("emdbatch"):])))
+            elif p.startswith("emd") and p[3:].isdigit():
+                results.append(emd_n(tmp, repeat, int(p[3:]), candidates))
             else:
                 raise SystemExit(f"unknown problem {p}")
     print(json.dumps({

@@ -146,7 +146,8 @@ pub fn emd_points<T: Real>(
 }
 
 /// [`emd_points`] for a batch of B pairs of clouds: `x` B×n×d, `y` B×m×d, weights B×n and
-/// B×m (uniform when `None`); in parallel over problems (rayon).
+/// B×m (uniform when `None`: `1/n` in `f64`, whatever `T`); in parallel over problems
+/// (rayon).
 pub fn emd_points_batch<T: Real>(
     mu: Option<ArrayView2<'_, T>>,
     nu: Option<ArrayView2<'_, T>>,
@@ -165,6 +166,7 @@ pub fn emd_points_batch<T: Real>(
     let uniform =
         |b: usize, n: usize| ndarray::Array2::from_elem((b, n), T::one() / T::of(n as f64));
     let (mu_u, nu_u) = (uniform(bx, n), uniform(bx, m));
+    let (mu_uniform, nu_uniform) = (mu.is_none(), nu.is_none());
     let mu = mu.unwrap_or(mu_u.view());
     let nu = nu.unwrap_or(nu_u.view());
     if mu.dim() != (bx, n) {
@@ -179,7 +181,16 @@ pub fn emd_points_batch<T: Real>(
             format!("is {:?} but y holds {bx} clouds of {m} points", nu.dim()),
         ));
     }
-    let (a, b) = checked_weights(mu, nu)?;
+    let (mut a, mut b) = checked_weights(mu, nu)?;
+    // Uniform weights are 1/n in f64 whatever `T` (1/n in f32 would change the mass).
+    if mu_uniform {
+        a.iter_mut().for_each(|w| w.fill(1.0 / n as f64));
+    }
+    if nu_uniform {
+        for (w, a) in b.iter_mut().zip(&a) {
+            w.fill(a.iter().sum::<f64>() / m as f64);
+        }
+    }
     let assignment_first = d >= ASSIGNMENT_MIN_DIM;
     (0..bx)
         .into_par_iter()

@@ -571,3 +571,25 @@ fn candidate_pricing_changes_nothing_but_the_speed() {
         assert!(!r.converged && !r.exact && r.iterations == 7, "k = {k}");
     }
 }
+
+#[test]
+fn uniform_weights_of_f32_clouds_are_exact() {
+    // Without weights every point has mass 1/n in f64: the f32 clouds solve as the same
+    // clouds in f64 (1/n rounded to f32 would change the mass by about 1e-8).
+    let mut rng = StdRng::seed_from_u64(31);
+    let (x, y) = (cloud(&mut rng, 40, 3), cloud(&mut rng, 30, 3));
+    let (x32, y32) = (x.mapv(|v| v as f32), y.mapv(|v| v as f32));
+    let p = EmdParams::default();
+    let r32 = emd_points(None, None, x32.view(), y32.view(), Metric::SqEuclidean, &p).unwrap();
+    let (x64, y64) = (x32.mapv(f64::from), y32.mapv(f64::from));
+    let r64 = emd_points(None, None, x64.view(), y64.view(), Metric::SqEuclidean, &p).unwrap();
+    assert_eq!(r32.certificate.mass, r64.certificate.mass);
+    assert!((r32.certificate.mass - 1.0).abs() <= 1e-15);
+    assert!(
+        rel(r32.cost, r64.cost) <= 1e-15,
+        "{} against {}",
+        r32.cost,
+        r64.cost
+    );
+    assert!(r32.exact);
+}
