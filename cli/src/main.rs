@@ -81,7 +81,7 @@ enum Command {
     Wasserstein(wasserstein::WassersteinArgs),
     /// The entropic plan P, written to --out as .npy (and the potentials to --out-f/--out-g);
     /// prints the same JSON as wasserstein (--reg-m* for unbalanced plans).
-    CouplingResult(wasserstein::CouplingArgs),
+    Coupling(wasserstein::CouplingArgs),
     /// Sinkhorn divergence S_ε(μ, ν) = OT_ε(μ, ν) − ½ OT_ε(μ, μ) − ½ OT_ε(ν, ν) of two point
     /// clouds (uniform weights unless --mu/--nu), with its gradients; prints JSON.
     Divergence(divergence::DivergenceArgs),
@@ -93,8 +93,8 @@ enum Command {
     /// Wasserstein barycenter of K histograms (dense --cost or --grid), written to --out;
     /// prints iterations, error and convergence as JSON.
     Barycenter(barycenter::BarycenterArgs),
-    /// BistochasticSolver projection R = SinkhornKnopp(exp(X)) of n×n matrices (and its backward).
-    BistochasticSolver(bistochastic::BistochasticArgs),
+    /// Bistochastic projection R = SinkhornKnopp(exp(X)) of n×n matrices (and its backward).
+    Bistochastic(bistochastic::BistochasticArgs),
     /// Time a canonical benchmark problem (median of repeated runs after warm-up).
     Bench(bench::BenchArgs),
     /// Thin SVD of M×3 matrices (one, or a batch B×M×3) through the 3×3 Gram matrix.
@@ -193,11 +193,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let out = match cli.command {
         Command::Wasserstein(a) => wasserstein::wasserstein(&a),
-        Command::CouplingResult(a) => wasserstein::coupling(&a),
+        Command::Coupling(a) => wasserstein::coupling(&a),
         Command::Divergence(a) => divergence::divergence(&a),
         Command::Emd(a) => emd::emd(&a),
         Command::Barycenter(a) => barycenter::barycenter(&a),
-        Command::BistochasticSolver(a) => bistochastic::bistochastic(&a),
+        Command::Bistochastic(a) => bistochastic::bistochastic(&a),
         Command::Bench(a) => bench_command(&a),
         Command::Svd3(a) => svd3::svd3(&a),
         Command::NewtonSchulz(a) => newton_schulz::newton_schulz_cmd(&a),

@@ -1,4 +1,4 @@
-//! BistochasticSolver projection of batches of small matrices and its exact backward.
+//! Bistochastic projection of batches of small matrices and its exact backward.
 //!
 //! **Forward.** `R = SinkhornKnopp(exp(X))` for each `n×n` matrix of a batch (`B×n×n`,
 //! `n ≤ 32`, e.g. hyper-connection mixing matrices): in the log domain,
