@@ -68,9 +68,17 @@ use std::process::ExitCode;
     about = "Entropic optimal transport in the log domain (CPU and CUDA)"
 )]
 struct Cli {
+    /// Keep the compiled CUDA kernels in DIR (created if missing), so that later runs load
+    /// them instead of compiling them again with NVRTC (e.g. ~/.cache/logot). Without it,
+    /// each run compiles the kernel modules it uses.
+    #[arg(long, global = true, value_name = "DIR")]
+    kernel_cache: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
+
+/// `--kernel-cache`, set once from the command line before any backend starts.
+static KERNEL_CACHE: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
 
 #[derive(Subcommand)]
 enum Command {
@@ -121,12 +129,20 @@ impl BackendChoice {
     }
 }
 
-/// The CUDA backend on GPU 0 with the kernel choices and the compiled-kernel cache of the
-/// `LOGOT_CUDA_*` variables (the library itself reads no environment).
+/// The CUDA backend on GPU 0, with the compiled kernels kept in `--kernel-cache`.
 #[cfg(feature = "cuda")]
 pub fn cuda_backend() -> Result<logot::backend::cuda::CudaBackend> {
-    let env = |k: &str| std::env::var(k).ok();
-    logot::backend::cuda::CudaBackend::with_tuning(0, logot::backend::cuda::Tuning::from_vars(env))
+    cuda_device(0)
+}
+
+/// The CUDA backend on GPU `ordinal`, with the compiled kernels kept in `--kernel-cache`.
+#[cfg(feature = "cuda")]
+fn cuda_device(ordinal: usize) -> Result<logot::backend::cuda::CudaBackend> {
+    use logot::backend::cuda::CudaBackend;
+    match KERNEL_CACHE.get().cloned().flatten() {
+        Some(dir) => CudaBackend::with_kernel_cache(ordinal, dir),
+        None => CudaBackend::with_device(ordinal),
+    }
 }
 
 /// The GPUs of `--devices`: one backend, or several joined by NCCL.
@@ -136,18 +152,18 @@ pub enum Gpus {
     Many(logot::CudaCluster),
 }
 
-/// `--devices LIST` (default: GPU 0), each GPU with the kernel choices of the `LOGOT_CUDA_*`
-/// variables.
+/// `--devices LIST` (default: GPU 0), each GPU with the compiled kernels kept in
+/// `--kernel-cache`.
 #[cfg(feature = "cuda")]
 pub fn gpus(devices: &Option<Vec<usize>>) -> Result<Gpus> {
-    use logot::backend::cuda::{CudaBackend, Tuning};
-    let env = |k: &str| std::env::var(k).ok();
-    let one = |o: usize| CudaBackend::with_tuning(o, Tuning::from_vars(env));
     match devices.as_deref() {
         None => Ok(Gpus::One(cuda_backend()?)),
-        Some([o]) => Ok(Gpus::One(one(*o)?)),
+        Some([o]) => Ok(Gpus::One(cuda_device(*o)?)),
         Some(list) => {
-            let members = list.iter().map(|&o| one(o)).collect::<Result<Vec<_>>>()?;
+            let members = list
+                .iter()
+                .map(|&o| cuda_device(o))
+                .collect::<Result<Vec<_>>>()?;
             Ok(Gpus::Many(logot::Cluster::new(members)?))
         }
     }
@@ -191,6 +207,7 @@ fn ignore_file_size_signal() {
 fn main() -> ExitCode {
     ignore_file_size_signal();
     let cli = Cli::parse();
+    let _ = KERNEL_CACHE.set(cli.kernel_cache);
     let out = match cli.command {
         Command::Wasserstein(a) => wasserstein::wasserstein(&a),
         Command::Coupling(a) => wasserstein::coupling(&a),
