@@ -391,9 +391,9 @@ impl<B> BistochasticSolver<B> {
     /// let mut stats = BistochasticKernels::<f64>::words(be, words::PROJECTION)?;
     /// proj.forward_buffers::<f64>(4, &xb, &mut r, &mut stats)?;
     /// assert_eq!(proj.read_stats::<f64>(&stats)?.iterations, 20);
-    /// // The matrices of the host-array path.
+    /// // The matrices of the host-array path, to rounding.
     /// let host = bistochastic(x.view(), &BistochasticParams::default())?;
-    /// assert_eq!(be.download(&r)?, host.r.into_raw_vec_and_offset().0);
+    /// assert!(be.download(&r)?.iter().zip(host.r.iter()).all(|(a, b)| (a - b).abs() < 1e-12));
     /// # Ok::<(), logot::Error>(())
     /// ```
     pub fn forward_buffers<T: Real>(
