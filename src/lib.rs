@@ -68,6 +68,7 @@ mod cg;
 mod cost;
 mod entropic;
 mod error;
+pub mod exact;
 pub mod grad;
 pub mod linalg;
 pub mod progress;

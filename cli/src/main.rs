@@ -47,6 +47,7 @@ mod bench;
 mod bench_kernels;
 mod bistochastic;
 mod divergence;
+mod emd;
 mod flags;
 mod input;
 mod newton_schulz;
@@ -93,6 +94,11 @@ enum Command {
     /// Sinkhorn divergence S_ε(μ, ν) = OT_ε(μ, ν) − ½ OT_ε(μ, μ) − ½ OT_ε(ν, ν) of two point
     /// clouds (uniform weights unless --mu/--nu), with its gradients; prints JSON.
     Divergence(divergence::DivergenceArgs),
+    /// Exact optimal transport (POT's ot.emd / ot.emd2) of one problem or a batch, from a
+    /// dense --cost or point clouds --x/--y: costs, potentials and each result's optimality
+    /// certificate (duality gap, dual violation, marginal errors) as JSON; the plan (dense
+    /// or its nonzero entries) and the potentials to .npy.
+    Emd(emd::EmdArgs),
     /// Wasserstein barycenter of K histograms (dense --cost or --grid), written to --out;
     /// prints iterations, error and convergence as JSON.
     Barycenter(barycenter::BarycenterArgs),
@@ -207,6 +213,7 @@ fn main() -> ExitCode {
         Command::Wasserstein(a) => wasserstein::wasserstein(&a),
         Command::Coupling(a) => wasserstein::coupling(&a),
         Command::Divergence(a) => divergence::divergence(&a),
+        Command::Emd(a) => emd::emd(&a),
         Command::Barycenter(a) => barycenter::barycenter(&a),
         Command::Bistochastic(a) => bistochastic::bistochastic(&a),
         Command::Bench(a) => bench_command(&a),

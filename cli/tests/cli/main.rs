@@ -7,6 +7,7 @@ mod common;
 mod barycenter;
 mod basics;
 mod bench;
+mod emd;
 mod grad;
 mod input_checks;
 mod limits;
