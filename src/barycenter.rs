@@ -31,8 +31,10 @@
 //! and no rescaling of the inputs (an unbalanced barycenter is not proportional to their
 //! mass). After each iteration the couplings `P_k = diag(u_k) K diag(v_k)` meet their
 //! barycenter-side conditions `P_kᵀ1 = b ⊙ exp(−g_k/ρ_ν)` and `b = Σ_k w_k P_kᵀ1` exactly;
-//! the reported error is the largest violation of the inputs' side,
-//! `max_k ‖P_k·1 − a_k ⊙ exp(−f_k/ρ_μ)‖₁ / ‖a_k‖₁` (`exp(…) = 1` for `ρ_μ = ∞`), measured at
+//! the reported error is the largest violation of the inputs' side relative to the
+//! coupling's own mass, `max_k ‖P_k·1 − a_k ⊙ exp(−f_k/ρ_μ)‖₁ / Σ P_k` (`exp(…) = 1` for
+//! `ρ_μ = ∞`; `Σ P_k`, not `‖a_k‖₁`: a constant added to the cost shrinks the couplings,
+//! not the inputs), measured at
 //! iterations `c, 2c, …` (`c = check_every`) and after the last one. Both sides infinite is
 //! the balanced barycenter above.
 
@@ -163,8 +165,8 @@ pub struct Barycenter<T, D: Dimension = Ix1> {
     /// POT's error `Σ_x std_k exp(G_k + log K(u_k))` of the returned barycenter (measured
     /// after the last iteration run), relative to the inputs' mass (for inputs of mass 1,
     /// POT's value). Unbalanced ([`BarycenterParams::relaxation`]): the largest relative
-    /// violation of the couplings' optimality conditions,
-    /// `max_k ‖P_k·1 − a_k ⊙ exp(−f_k/ρ_μ)‖₁ / ‖a_k‖₁` (the [module docs](self)).
+    /// violation of the couplings' optimality conditions relative to each coupling's mass,
+    /// `max_k ‖P_k·1 − a_k ⊙ exp(−f_k/ρ_μ)‖₁ / Σ P_k` (the [module docs](self)).
     pub error: f64,
     /// `error < tol`, with POT's default 1e-4 in place of `tol = 0`.
     pub converged: bool,
@@ -560,7 +562,6 @@ impl<B> BarycenterSolver<B> {
         // mass), log 0 = −∞ on empty bins.
         let a: Vec<f64> = histograms.iter().map(|x| x.f64()).collect();
         let log_a: Vec<T> = a.iter().map(|&x| T::of(x.ln())).collect();
-        let input_mass: Vec<f64> = a.chunks(n).map(|h| h.iter().sum()).collect();
         // The iteration's fixed point is optimal for weights summing to 1: normalise them.
         let w: Vec<T> = weights
             .outer_iter()
@@ -632,7 +633,6 @@ impl<B> BarycenterSolver<B> {
                 inputs,
                 n,
                 &a,
-                &input_mass,
                 &be.download(&f)?,
                 &be.download(&f_half)?,
                 eps,
@@ -679,14 +679,13 @@ impl<B> BarycenterSolver<B> {
 
 /// Per problem, the largest relative violation over its `inputs` couplings of the
 /// inputs'-side optimality condition `P_k·1 = a_k ⊙ exp(−f_k/ρ)` (`= a_k` for `ρ = ∞`):
-/// `max_k Σ_i a_ki·|exp((f_ki − h_ki)/ε) − exp(−f_ki/ρ)| / Σ_i a_ki`, where `h` is the
-/// balanced row half-step of `g` (so `a·exp((f − h)/ε) = P·1`), in f64.
-#[allow(clippy::too_many_arguments)]
+/// `max_k Σ_i a_ki·|exp((f_ki − h_ki)/ε) − exp(−f_ki/ρ)| / Σ_i a_ki·exp((f_ki − h_ki)/ε)`,
+/// where `h` is the balanced row half-step of `g` (so `a·exp((f − h)/ε) = P·1`, and the
+/// denominator is the coupling's mass), in f64.
 fn input_side_residuals<T: Real>(
     inputs: usize,
     n: usize,
     a: &[f64],
-    mass: &[f64],
     f: &[T],
     half: &[T],
     eps: f64,
@@ -696,9 +695,8 @@ fn input_side_residuals<T: Real>(
         .chunks(n)
         .zip(f.chunks(n))
         .zip(half.chunks(n))
-        .zip(mass)
-        .map(|(((a, f), h), &mass)| {
-            let mut s = 0.0f64;
+        .map(|((a, f), h)| {
+            let (mut s, mut mass) = (0.0f64, 0.0f64);
             for i in 0..n {
                 if a[i] > 0.0 {
                     let fi = f[i].f64();
@@ -709,9 +707,17 @@ fn input_side_residuals<T: Real>(
                         (-fi / rho).exp()
                     };
                     s += a[i] * (got - want).abs();
+                    mass += a[i] * got;
                 }
             }
-            s / mass
+            // A coupling whose mass underflowed to 0 is judged by its violation alone.
+            if mass > 0.0 {
+                s / mass
+            } else if s == 0.0 {
+                0.0
+            } else {
+                f64::INFINITY
+            }
         })
         .collect();
     per_input

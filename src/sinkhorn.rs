@@ -239,12 +239,18 @@ impl EpsScaling {
 pub struct ProblemReport {
     /// The larger of `‖P·1 − μ‖₁` and `‖Pᵀ·1 − ν‖₁` for the plan handed back (the plan the
     /// returned potentials define; for [`Solver::coupling`], the returned array itself).
-    /// Unbalanced ([`SinkhornParams::relaxation`]): the larger violation of the optimality
-    /// conditions `P·1 = μ ⊙ exp(−(f − ε log μ)/ρ_μ)` and `Pᵀ·1 = ν ⊙ exp(−(g − ε log ν)/ρ_ν)`
-    /// (`‖P·1 − μ‖₁` on a side with `ρ = ∞`).
+    /// Unbalanced ([`SinkhornParams::relaxation`]): on each side, the `ℓ₁` change one more
+    /// relaxed half-step would make to the plan's marginal, zero exactly at the optimality
+    /// conditions `P·1 = μ ⊙ exp(−(f − ε log μ)/ρ_μ)`, `Pᵀ·1 = ν ⊙ exp(−(g − ε log ν)/ρ_ν)`
+    /// (`‖P·1 − μ‖₁` on a side with `ρ = ∞`; [`RelaxedSide::residual`](crate::RelaxedSide::residual)),
+    /// the larger of the two.
     pub marginal_error: f64,
-    /// `marginal_error ≤ tol · mass`: the plan handed back meets the tolerance relative to
-    /// the problem's total mass (`Σ ν`; `max(Σ μ, Σ ν)` for unbalanced problems).
+    /// The mass the tolerance is relative to: `Σ ν` for a balanced problem; for an
+    /// unbalanced one the mass `Σ P` of the plan handed back (the smaller of its two
+    /// marginals' sums), which a constant added to the cost can make far smaller than the
+    /// inputs' masses. `marginal_error / mass` is the relative error.
+    pub mass: f64,
+    /// `marginal_error ≤ tol · mass`: the plan handed back meets the tolerance.
     pub converged: bool,
     /// Iterations this problem needed: the convergence check at which it first met its
     /// tolerance, or every iteration run when it did not (or when no check ran).
@@ -260,7 +266,8 @@ pub struct Convergence {
     /// Largest marginal error over the batch (absolute, in the units of the marginals):
     /// the largest [`ProblemReport::marginal_error`].
     pub marginal_error: f64,
-    /// The tolerance `converged` was judged against, relative to each problem's total mass:
+    /// The tolerance `converged` was judged against, relative to each problem's
+    /// [`ProblemReport::mass`]:
     /// the one asked for, or the precision's default (1e-9 in f64, 1e-5 in f32) when none
     /// or 0 was asked (0 runs every iteration; `converged` then says whether the result
     /// meets the default).
@@ -686,23 +693,17 @@ impl<B> Solver<B> {
             Some(r) => measure_relaxed_plans(&plan, problem, &result, r),
             None => measure_plans(&plan, problem),
         };
-        let unbalanced = self.params.unbalanced().is_some();
         let tol = result.convergence.tol;
         let problems = result
             .convergence
             .problems
             .iter()
             .zip(&measured)
-            .enumerate()
-            .map(|(k, (p, &(err, _)))| {
-                let mass = if unbalanced {
-                    problem.masses[k].max(problem.mu_masses[k])
-                } else {
-                    problem.masses[k]
-                };
-                let converged = err <= tol * mass;
+            .map(|(p, m)| {
+                let converged = m.error <= tol * m.mass;
                 ProblemReport {
-                    marginal_error: err,
+                    marginal_error: m.error,
+                    mass: m.mass,
                     converged,
                     iterations: if converged {
                         p.iterations
@@ -713,8 +714,8 @@ impl<B> Solver<B> {
             })
             .collect();
         result.convergence = Convergence::of_problems(result.convergence.iterations, tol, problems);
-        for (d, &(_, cost)) in result.distance.iter_mut().zip(&measured) {
-            *d = T::of(cost);
+        for (d, m) in result.distance.iter_mut().zip(&measured) {
+            *d = T::of(m.cost);
         }
         Ok(Coupling { plan, result })
     }
@@ -1210,11 +1211,6 @@ impl<B> Solver<B> {
             }
         }
         let eps = T::of(p.eps);
-        // Unbalanced: the tolerance relative to the larger mass.
-        let mass_of = |k: usize| match relax {
-            Some(_) => pr.masses[k].max(pr.mu_masses[k]),
-            None => pr.masses[k],
-        };
         let asked = p.tol.unwrap_or(T::DEFAULT_TOL);
         let tol = if asked > 0.0 { asked } else { T::DEFAULT_TOL };
         // The half-step of a convergence check goes here (allocated at the first check).
@@ -1248,17 +1244,20 @@ impl<B> Solver<B> {
                 None => g_next.insert(be.filled(batch * m, T::zero())?),
             };
             be.sinkstep(cost, Side::Col, eps, &pot.f, log_nu, gn)?;
-            let errs: Vec<f64> = match relax {
+            // Each problem's error and the mass it is relative to: `Σ ν`, or unbalanced the
+            // plan's own mass (a constant added to the cost shrinks it, not the inputs').
+            let (errs, masses): (Vec<f64>, Vec<f64>) = match relax {
                 Some(r) => be
                     .relaxed_sides(batch, nu, &pot.g, gn, eps, r.rho_nu)?
                     .iter()
-                    .map(|s| s.residual)
-                    .collect(),
+                    .map(|s| (s.residual, s.mass))
+                    .unzip(),
                 None => be
                     .marginal_error(batch, nu, &pot.g, gn, eps)?
                     .iter()
                     .map(|e| e.f64())
-                    .collect(),
+                    .zip(pr.masses.iter().copied())
+                    .unzip(),
             };
             tracker.report(
                 iterations,
@@ -1276,7 +1275,7 @@ impl<B> Solver<B> {
                         T::NAME
                     )));
                 }
-                if e <= tol * mass_of(k) {
+                if e <= tol * masses[k] {
                     met[k].get_or_insert(iterations);
                 } else {
                     all = false;
@@ -1311,9 +1310,9 @@ impl<B> Solver<B> {
         let mut problems = Vec::with_capacity(batch);
         let mut distance = Vec::with_capacity(batch);
         for (k, r) in reports.iter().enumerate() {
-            let err = match &relaxed {
-                Some((errs, _)) => errs[k],
-                None => r.row_error.max(r.col_error),
+            let (err, mass) = match &relaxed {
+                Some(rel) => (rel.errors[k], rel.masses[k]),
+                None => (r.row_error.max(r.col_error), pr.masses[k]),
             };
             if err.is_nan() {
                 return Err(Error::Numerical(format!(
@@ -1323,9 +1322,10 @@ impl<B> Solver<B> {
                     T::NAME
                 )));
             }
-            let converged = err <= tol * mass_of(k);
+            let converged = err <= tol * mass;
             problems.push(ProblemReport {
                 marginal_error: err,
+                mass,
                 converged,
                 iterations: match met[k] {
                     Some(at) if converged => at,
@@ -1342,7 +1342,7 @@ impl<B> Solver<B> {
             pot.g,
             convergence,
             distance,
-            relaxed.map(|(_, objective)| objective),
+            relaxed.map(|rel| rel.objectives),
         ))
     }
 }
@@ -1392,9 +1392,18 @@ pub(crate) fn relax_side<T: Real, B: Backend<T>>(
     )
 }
 
-/// Per problem, the larger residual of the two optimality conditions of the plan `(f, g)`
-/// defines, and its unbalanced objective ([`SinkhornResult::objective`]), in f64 from one
+/// The report of the unbalanced plans `(f, g)` define, per problem, in f64 from one
 /// balanced half-step on each side.
+struct RelaxedReport {
+    /// The larger residual of the two sides ([`RelaxedSide::residual`](crate::RelaxedSide::residual)).
+    errors: Vec<f64>,
+    /// The plan's mass, the smaller of its two marginals' sums.
+    masses: Vec<f64>,
+    /// The unbalanced objective ([`SinkhornResult::objective`]).
+    objectives: Vec<f64>,
+}
+
+/// [`RelaxedReport`] of the plans `(f, g)` define.
 fn relaxed_report<T: Real, B: Backend<T>>(
     be: &B,
     cost: &B::Cost,
@@ -1403,7 +1412,7 @@ fn relaxed_report<T: Real, B: Backend<T>>(
     eps: T,
     r: Relaxation,
     pr: &Prepared<T, B>,
-) -> Result<(Vec<f64>, Vec<f64>)> {
+) -> Result<RelaxedReport> {
     let mut f_half = be.filled(be.len(&pot.f), T::zero())?;
     be.sinkstep(cost, Side::Row, eps, &pot.g, marginals.log_mu, &mut f_half)?;
     let mut g_half = be.filled(be.len(&pot.g), T::zero())?;
@@ -1412,16 +1421,28 @@ fn relaxed_report<T: Real, B: Backend<T>>(
     let batch = pr.batch;
     let rows = be.relaxed_sides(batch, marginals.mu, &pot.f, &f_half, eps, r.rho_mu)?;
     let cols = be.relaxed_sides(batch, marginals.nu, &pot.g, &g_half, eps, r.rho_nu)?;
-    Ok(rows
+    let objectives = rows
         .iter()
         .zip(&cols)
         .enumerate()
         .map(|(k, (a, b))| {
-            let objective = a.objective(r.rho_mu) + b.objective(r.rho_nu) - e * a.mass
-                + e * pr.mu_masses[k] * pr.masses[k];
-            (a.residual.max(b.residual), objective)
+            a.objective(r.rho_mu) + b.objective(r.rho_nu) - e * a.mass
+                + e * pr.mu_masses[k] * pr.masses[k]
         })
-        .unzip())
+        .collect();
+    Ok(RelaxedReport {
+        errors: rows
+            .iter()
+            .zip(&cols)
+            .map(|(a, b)| a.residual.max(b.residual))
+            .collect(),
+        masses: rows
+            .iter()
+            .zip(&cols)
+            .map(|(a, b)| a.mass.min(b.mass))
+            .collect(),
+        objectives,
+    })
 }
 
 /// Warm-start potentials for the solver, `B×n` and `B×m`, flattened: each problem's pair
@@ -1481,10 +1502,19 @@ fn warm_potentials<T: Real>(
     Ok((f, g))
 }
 
-/// Each problem's `(‖·‖₁ marginal error, ⟨P, C⟩)` of a plan as an array (`B×n×m`), in f64:
-/// the larger of the row and column violations, and the cost against the problem's own
-/// (unshifted) cost.
-fn measure_plans<T: Real>(plan: &Array3<T>, problem: &Problem<'_, T>) -> Vec<(f64, f64)> {
+/// One plan array's report, measured on its entries in f64.
+struct Measured {
+    /// The error [`ProblemReport::marginal_error`] describes.
+    error: f64,
+    /// `⟨P, C⟩` against the problem's own (unshifted) cost.
+    cost: f64,
+    /// What the tolerance is relative to ([`ProblemReport::mass`]).
+    mass: f64,
+}
+
+/// Each problem's report of a plan as an array (`B×n×m`), in f64: the larger of the row and
+/// column violations `‖·‖₁`, and the cost against the problem's own (unshifted) cost.
+fn measure_plans<T: Real>(plan: &Array3<T>, problem: &Problem<'_, T>) -> Vec<Measured> {
     use rayon::prelude::*;
     let (batch, n, m) = plan.dim();
     (0..batch)
@@ -1508,33 +1538,39 @@ fn measure_plans<T: Real>(plan: &Array3<T>, problem: &Problem<'_, T>) -> Vec<(f6
                 row_err += (row - mu[i].f64()).abs();
             }
             let col_err: f64 = cols.iter().zip(nu).map(|(c, v)| (c - v.f64()).abs()).sum();
-            (row_err.max(col_err), cost)
+            Measured {
+                error: row_err.max(col_err),
+                cost,
+                mass: problem.masses[b],
+            }
         })
         .collect()
 }
 
-/// [`measure_plans`] for unbalanced problems: each plan's larger violation of the
-/// optimality conditions `P·1 = μ ⊙ exp(−(f − ε log μ)/ρ_μ)`,
-/// `Pᵀ·1 = ν ⊙ exp(−(g − ε log ν)/ρ_ν)` (with the plan's own marginals, in f64), and `⟨P, C⟩`.
+/// [`measure_plans`] for unbalanced problems: on each side the change one more relaxed
+/// half-step would make to the array's own marginal ([`RelaxedSide::residual`]: with the
+/// array's row sums `R`, the half-step's `log(r'/R) = φ_μ·log(μ/R) − (f − ε log μ)/(ρ_μ + ε)`,
+/// and alike for the columns), the larger of the two, `⟨P, C⟩`, and the array's mass.
+///
+/// [`RelaxedSide::residual`]: crate::RelaxedSide::residual
 fn measure_relaxed_plans<T: Real>(
     plan: &Array3<T>,
     problem: &Problem<'_, T>,
     result: &SinkhornResult<T>,
     r: Relaxation,
-) -> Vec<(f64, f64)> {
+) -> Vec<Measured> {
+    use crate::unbalanced::half_step_change;
     use rayon::prelude::*;
     let (batch, n, m) = plan.dim();
     let eps = T::of(result.eps).f64();
-    // The marginal each side's potential asks for: `a ⊙ exp(−(pot − ε log a)/ρ)`.
-    let target = |a: T, pot: T, rho: f64| -> f64 {
+    // One bin's change: weight `a`, the array's marginal `got`, the bin's potential.
+    let change = |a: T, got: f64, pot: T, rho: f64| -> f64 {
         let a = a.f64();
         if a <= 0.0 {
-            0.0
-        } else if rho == f64::INFINITY {
-            a
-        } else {
-            a * (-(pot.f64() - eps * a.ln()) / rho).exp()
+            return got;
         }
+        let log_ratio = (got / a).ln();
+        half_step_change(a, got, log_ratio, pot.f64() - eps * a.ln(), eps, rho)
     };
     (0..batch)
         .into_par_iter()
@@ -1545,6 +1581,7 @@ fn measure_relaxed_plans<T: Real>(
             let mut cols = vec![0.0f64; m];
             let mut row_err = 0.0;
             let mut cost = 0.0;
+            let mut mass = 0.0;
             for i in 0..n {
                 let mut row = 0.0;
                 for j in 0..m {
@@ -1555,12 +1592,15 @@ fn measure_relaxed_plans<T: Real>(
                         cost += v * cost_entry(&problem.cost, b, i, j);
                     }
                 }
-                row_err += (row - target(mu[i], f[i], r.rho_mu)).abs();
+                mass += row;
+                row_err += change(mu[i], row, f[i], r.rho_mu);
             }
-            let col_err: f64 = (0..m)
-                .map(|j| (cols[j] - target(nu[j], g[j], r.rho_nu)).abs())
-                .sum();
-            (row_err.max(col_err), cost)
+            let col_err: f64 = (0..m).map(|j| change(nu[j], cols[j], g[j], r.rho_nu)).sum();
+            Measured {
+                error: row_err.max(col_err),
+                cost,
+                mass,
+            }
         })
         .collect()
 }

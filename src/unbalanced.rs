@@ -11,8 +11,13 @@
 //! `f ← (1 − φ_μ)·ε log μ + φ_μ·(ε log μ − ε LSE_j((g_j − C_ij)/ε))`, `φ_μ = ρ_μ/(ρ_μ + ε)`,
 //!
 //! and the same for `g` with `φ_ν`. At the optimum `P·1 = μ ⊙ exp(−(f − ε log μ)/ρ_μ)` and
-//! `Pᵀ·1 = ν ⊙ exp(−(g − ε log ν)/ρ_ν)`; the solver's error is the `ℓ₁` violation of these
-//! two conditions.
+//! `Pᵀ·1 = ν ⊙ exp(−(g − ε log ν)/ρ_ν)`, i.e. each potential is its own relaxed half-step.
+//! The solver's error on a side is how far one more half-step would move the plan's
+//! marginal `r` there: `‖r' − r‖₁` with `r' = r^{1−φ}·(a ⊙ exp(−(pot − ε log a)/ρ))^φ`
+//! (`‖r − a‖₁` for `ρ = ∞`), judged relative to the plan's mass `Σ r`. Measured this way
+//! rather than as `‖r − a ⊙ exp(−(pot − ε log a)/ρ)‖₁` (the same conditions, `1/φ` times
+//! larger near the optimum), the rounding of a potential near `ε log a` enters as `1/(ρ+ε)`,
+//! not `1/ρ`, so `ρ ≪ ε` does not make an exact plan look unconverged.
 
 use crate::{Error, Real, Result};
 
@@ -95,10 +100,12 @@ pub(crate) fn phi(rho: f64, eps: f64) -> f64 {
 /// [`Backend::relaxed_sides`](crate::Backend::relaxed_sides).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct RelaxedSide {
-    /// `Σ_k a_k·|exp((pot_k − half_k)/ε) − exp(−(pot_k − ε log a_k)/ρ)|`: the `ℓ₁` violation
-    /// of the side's optimality condition (`‖r − a‖₁` for `ρ = ∞`).
+    /// `Σ_k |r'_k − r_k|`, the `ℓ₁` change one more relaxed half-step on this side would make
+    /// to the plan's marginal: `log(r'_k/r_k) = −φ·log(r_k/a_k) − (pot_k − ε log a_k)/(ρ + ε)`
+    /// (`φ = ρ/(ρ + ε)`), zero exactly when the side's optimality condition
+    /// `r = a ⊙ exp(−(pot − ε log a)/ρ)` holds; `‖r − a‖₁` for `ρ = ∞`.
     pub residual: f64,
-    /// `Σ_k r_k`, the plan's mass.
+    /// `Σ_k r_k`, the plan's mass (what [`RelaxedSide::residual`] is judged relative to).
     pub mass: f64,
     /// `Σ_k r_k·(pot_k − ε log a_k)`.
     pub dual: f64,
@@ -143,15 +150,9 @@ pub fn relaxed_sides<T: Real>(
                     let (pk, hk) = (p[k].f64(), h[k].f64());
                     // log(r_k / a_k)
                     let log_ratio = (pk - hk) / eps;
-                    let got = log_ratio.exp();
                     let dual = pk - eps * ak.ln();
-                    let want = if rho == f64::INFINITY {
-                        1.0
-                    } else {
-                        (-dual / rho).exp()
-                    };
-                    let r = ak * got;
-                    side.residual += ak * (got - want).abs();
+                    let r = ak * log_ratio.exp();
+                    side.residual += half_step_change(ak, r, log_ratio, dual, eps, rho);
                     side.mass += r;
                     side.dual += r * dual;
                     side.kl += r * log_ratio - r + ak;
@@ -160,6 +161,37 @@ pub fn relaxed_sides<T: Real>(
             side
         })
         .collect()
+}
+
+/// `|r' − r|` for one bin of weight `a > 0` whose plan marginal is `r = a·exp(log_ratio)` and
+/// relative potential `dual = pot − ε log a`: the change one more relaxed half-step makes,
+/// `log(r'/r) = −φ·log_ratio − dual/(ρ + ε)` ([`RelaxedSide::residual`]). The step's
+/// exponent is formed from `dual/(ρ + ε)`, never `dual/ρ`, so the rounding of a potential
+/// near `ε log a` is not magnified when `ρ ≪ ε`.
+pub(crate) fn half_step_change(
+    a: f64,
+    r: f64,
+    log_ratio: f64,
+    dual: f64,
+    eps: f64,
+    rho: f64,
+) -> f64 {
+    let (phi, shift) = if rho == f64::INFINITY {
+        (1.0, 0.0)
+    } else {
+        (rho / (rho + eps), dual / (rho + eps))
+    };
+    if r > 0.0 && r.is_finite() {
+        r * (-phi * log_ratio - shift).exp_m1().abs()
+    } else {
+        // r underflowed (or overflowed): r' from `log(r'/a) = (1 − φ)·log(r/a) − shift`.
+        let next = if phi == 1.0 {
+            -shift
+        } else {
+            (1.0 - phi) * log_ratio - shift
+        };
+        (a * next.exp() - r).abs()
+    }
 }
 
 /// A side's term of the unbalanced dual, per unit of mass: `ψ_ρ(t) = −ρ·(e^{−t/ρ} − 1)`

@@ -253,6 +253,8 @@ impl<B> Bistochastic<B> {
             .into_iter()
             .map(|e| ProblemReport {
                 marginal_error: e,
+                // The tolerance is on the rows' and columns' sums of 1 each.
+                mass: 1.0,
                 converged: e <= tol,
                 iterations: stats.iterations,
             })
