@@ -47,6 +47,7 @@
 /// and the compiler reports "multiple different versions of crate `ndarray`".
 pub use ndarray;
 
+mod alloc;
 pub mod backend;
 pub mod barycenter;
 mod cg;

@@ -415,54 +415,12 @@ impl CostOffsets {
         }
     }
 
-    /// Whether any cost is shifted.
-    pub(crate) fn any(&self) -> bool {
-        self.shift.iter().any(|&s| s != 0.0)
-    }
-
     /// Problem `b`'s shift.
     pub(crate) fn of_problem(&self, b: usize) -> f64 {
         match self.shift.len() {
             0 => 0.0,
             1 => self.shift[0],
             _ => self.shift[b],
-        }
-    }
-
-    /// The cost without its offsets, as an owned array, when there is one to remove.
-    pub(crate) fn shifted<T: Real>(&self, cost: &CostSource<'_, T>) -> Option<ShiftedCost<T>> {
-        if !self.any() {
-            return None;
-        }
-        match cost {
-            CostSource::Dense(c) => {
-                let s = self.shift[0];
-                Some(ShiftedCost::Dense(c.mapv(|v| T::of(v.f64() - s))))
-            }
-            CostSource::DenseBatch(c) => {
-                let mut out = c.to_owned();
-                for (b, mut m) in out.outer_iter_mut().enumerate() {
-                    let s = self.shift[b];
-                    m.mapv_inplace(|v| T::of(v.f64() - s));
-                }
-                Some(ShiftedCost::DenseBatch(out))
-            }
-            _ => None,
-        }
-    }
-}
-
-/// A dense cost with its offsets removed ([`CostOffsets::shifted`]).
-pub(crate) enum ShiftedCost<T> {
-    Dense(Array2<T>),
-    DenseBatch(Array3<T>),
-}
-
-impl<T> ShiftedCost<T> {
-    pub(crate) fn source(&self) -> CostSource<'_, T> {
-        match self {
-            ShiftedCost::Dense(c) => CostSource::Dense(c.view()),
-            ShiftedCost::DenseBatch(c) => CostSource::DenseBatch(c.view()),
         }
     }
 }
@@ -679,13 +637,13 @@ impl<B> Solver<B> {
         B: Backend<T>,
     {
         let (b, n, m) = (problem.batch_size(), problem.mu.ncols(), problem.nu.ncols());
-        crate::validate::check_alloc::<T>("plan", &[b, n, m])?;
+        check_coupling_peak::<T>(&[b, n, m], self.backend.host_cost_bytes(&problem.cost))?;
         let s = self.run(problem)?;
         let mut result = self.finish(problem, &s)?;
         let eps = T::of(self.params.eps);
         let plan = self
             .backend
-            .download(&self.backend.plan(&s.cost, &s.f, &s.g, eps)?)?;
+            .into_host(self.backend.plan(&s.cost, &s.f, &s.g, eps)?)?;
         let plan =
             Array3::from_shape_vec((b, n, m), plan).map_err(|e| Error::Numerical(e.to_string()))?;
         // The report of the array handed back: its own marginals and cost, in f64.
@@ -820,16 +778,13 @@ impl<B> Solver<B> {
             check_equal_mass::<T>(&problem.mu_masses, &problem.masses)?;
         }
         let offsets = &problem.offsets.applied(unbalanced);
-        let cost = match offsets.shifted(&problem.cost) {
-            Some(shifted) => be.prepare_cost(&shifted.source())?,
-            None => be.prepare_cost(&problem.cost)?,
-        };
-        let host = |a: &ArrayView2<'_, T>| a.iter().copied().collect::<Vec<T>>();
+        let cost = be.prepare_shifted_cost(&problem.cost, &offsets.shift)?;
+        let host = |a: &ArrayView2<'_, T>| crate::alloc::collected("buffer", a.len(), a.iter().copied());
         let empty = |a: &ArrayView2<'_, T>| a.iter().any(|&v| v <= T::zero());
         self.prepare_parts(
             cost,
-            be.upload(&host(&problem.mu))?,
-            be.upload(&host(&problem.nu))?,
+            be.upload(&host(&problem.mu)?)?,
+            be.upload(&host(&problem.nu)?)?,
             (batch, n, m),
             offsets,
             (problem.mu_masses.clone(), problem.masses.clone()),
@@ -1345,6 +1300,15 @@ impl<B> Solver<B> {
             relaxed.map(|rel| rel.objectives),
         ))
     }
+}
+
+/// The host's peak in [`Solver::coupling`] can be allocated: the plan (`dims` = `B×n×m`
+/// values of `T`, handed back as the backend made it, [`Backend::into_host`]) with the
+/// prepared cost's host copies (`cost_bytes`, [`Backend::host_cost_bytes`]) held alongside,
+/// probed as one block before the cost is prepared and anything solved
+/// ([`crate::alloc::probe`]). Else [`Error::OutOfMemory`] naming the plan and the bytes.
+pub(crate) fn check_coupling_peak<T>(dims: &[usize], cost_bytes: usize) -> Result<()> {
+    crate::alloc::probe::<T>("plan", dims, cost_bytes)
 }
 
 /// `iters` iterations at regularisation `eps`: the backend's (possibly fused) balanced loop,

@@ -154,6 +154,11 @@ pub trait Backend<T: Real> {
     fn upload(&self, data: &[T]) -> Result<Self::Buffer>;
     /// Copy a device buffer to the host.
     fn download(&self, buf: &Self::Buffer) -> Result<Vec<T>>;
+    /// A buffer moved to the host: [`Backend::download`], without the copy where the buffer
+    /// already is host memory (the CPU's plan is handed back as it is, not cloned).
+    fn into_host(&self, buf: Self::Buffer) -> Result<Vec<T>> {
+        self.download(&buf)
+    }
     /// A new buffer of `len` copies of `value`.
     fn filled(&self, len: usize, value: T) -> Result<Self::Buffer>;
     /// Length of a buffer.
@@ -162,6 +167,45 @@ pub trait Backend<T: Real> {
     /// Prepare a cost for the kernels. Entries are validated (finite) by the caller
     /// ([`crate::Problem`]); backends check only sizes.
     fn prepare_cost(&self, cost: &CostSource<'_, T>) -> Result<Self::Cost>;
+    /// [`Backend::prepare_cost`] of a dense cost with each matrix shifted, `C_b − shift[b]`
+    /// (in f64; one shift per matrix or one shared; empty or all zero: none). The default
+    /// shifts a host copy and prepares it; a backend that copies the cost anyway shifts it
+    /// as it copies (the CPU: no third copy of the matrix).
+    fn prepare_shifted_cost(&self, cost: &CostSource<'_, T>, shift: &[f64]) -> Result<Self::Cost> {
+        if shift.iter().all(|&s| s == 0.0) {
+            return self.prepare_cost(cost);
+        }
+        let of = |b: usize| if shift.len() == 1 { shift[0] } else { shift[b] };
+        match cost {
+            CostSource::Dense(c) => {
+                let s = of(0);
+                let v = crate::alloc::collected("cost", c.len(), c.iter().map(|&v| T::of(v.f64() - s)))?;
+                let c = ArrayView2::from_shape(c.dim(), &v)
+                    .map_err(|e| crate::Error::shape("cost", e.to_string()))?;
+                self.prepare_cost(&CostSource::Dense(c))
+            }
+            CostSource::DenseBatch(c) => {
+                let v = crate::alloc::collected(
+                    "cost",
+                    c.len(),
+                    c.outer_iter()
+                        .enumerate()
+                        .flat_map(|(b, m)| m.into_iter().map(move |&v| T::of(v.f64() - of(b)))),
+                )?;
+                let c = ArrayView3::from_shape(c.dim(), &v)
+                    .map_err(|e| crate::Error::shape("cost", e.to_string()))?;
+                self.prepare_cost(&CostSource::DenseBatch(c))
+            }
+            _ => self.prepare_cost(cost),
+        }
+    }
+    /// The host bytes [`Backend::prepare_cost`] keeps for `cost` (the CPU's copies of a dense
+    /// cost; 0 where the prepared cost lives on a device or is computed on the fly): held
+    /// with a plan, they make [`Solver::coupling`](crate::Solver::coupling)'s peak.
+    fn host_cost_bytes(&self, cost: &CostSource<'_, T>) -> usize {
+        let _ = cost;
+        0
+    }
     /// Sizes of a prepared cost.
     fn cost_dims(&self, cost: &Self::Cost) -> CostDims;
 

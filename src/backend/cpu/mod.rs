@@ -80,12 +80,19 @@ fn other(side: Side) -> Side {
     }
 }
 
-fn transpose<T: Copy + Send + Sync>(c: &[T], n: usize, m: usize) -> Vec<T> {
-    let mut t = Vec::with_capacity(c.len());
-    for j in 0..m {
-        t.extend((0..n).map(|i| c[i * m + j]));
+/// `t = cᵀ` for an `n×m` row-major `c` (`t` is `m×n`).
+fn transpose_into<T: Copy>(c: &[T], n: usize, m: usize, t: &mut [T]) {
+    for (j, row) in t.chunks_exact_mut(n).enumerate().take(m) {
+        for (i, v) in row.iter_mut().enumerate() {
+            *v = c[i * m + j];
+        }
     }
-    t
+}
+
+/// Whether every `n×n` matrix of `c` (row-major, one after another) is symmetric.
+fn symmetric<T: PartialEq>(c: &[T], n: usize) -> bool {
+    c.chunks(n * n)
+        .all(|c| (0..n).all(|i| (0..i).all(|j| c[i * n + j] == c[j * n + i])))
 }
 
 /// Minimum number of exponentials a rayon task should hold so that scheduling stays cheap.
@@ -100,15 +107,19 @@ impl<T: Real> Backend<T> for CpuBackend {
     }
 
     fn upload(&self, data: &[T]) -> Result<Vec<T>> {
-        Ok(data.to_vec())
+        crate::alloc::copied("buffer", data)
     }
 
     fn download(&self, buf: &Vec<T>) -> Result<Vec<T>> {
-        Ok(buf.clone())
+        crate::alloc::copied("buffer", buf)
+    }
+
+    fn into_host(&self, buf: Vec<T>) -> Result<Vec<T>> {
+        Ok(buf)
     }
 
     fn filled(&self, len: usize, value: T) -> Result<Vec<T>> {
-        Ok(vec![value; len])
+        crate::alloc::filled("buffer", len, value)
     }
 
     fn row_stats(&self, buf: &Vec<T>, rows: usize) -> Result<Vec<crate::backend::RowStats>> {
@@ -120,6 +131,26 @@ impl<T: Real> Backend<T> for CpuBackend {
     }
 
     fn prepare_cost(&self, cost: &CostSource<'_, T>) -> Result<CpuCost<T>> {
+        self.prepare_shifted_cost(cost, &[])
+    }
+
+    /// The matrix is copied once, shifted as it is copied, and transposed into a second
+    /// buffer (none for a symmetric cost).
+    fn prepare_shifted_cost(&self, cost: &CostSource<'_, T>, shift: &[f64]) -> Result<CpuCost<T>> {
+        let of = |b: usize| match shift.len() {
+            0 => 0.0,
+            1 => shift[0],
+            _ => shift[b],
+        };
+        let copy = |c: ndarray::ArrayView2<'_, T>, s: f64, out: &mut Vec<T>| {
+            if s != 0.0 {
+                out.extend(c.iter().map(|&v| T::of(v.f64() - s)));
+            } else if let Some(v) = c.as_slice() {
+                out.extend_from_slice(v);
+            } else {
+                out.extend(c.iter().copied());
+            }
+        };
         let (dims, c) = match cost {
             CostSource::Grid(g) => {
                 let n = g.len();
@@ -137,7 +168,7 @@ impl<T: Real> Backend<T> for CpuBackend {
                 });
             }
             CostSource::PointCloud(p) => {
-                let cloud = CpuPointCloud::new(p);
+                let cloud = CpuPointCloud::new(p)?;
                 let dims = cloud.dims();
                 return Ok(CpuCost {
                     dims,
@@ -149,10 +180,9 @@ impl<T: Real> Backend<T> for CpuBackend {
             }
             CostSource::Dense(c) => {
                 let (n, m) = c.dim();
-                (
-                    CostDims { n, m, batch: None },
-                    c.iter().copied().collect::<Vec<T>>(),
-                )
+                let mut v = crate::alloc::with_shape("cost", &[n, m])?;
+                copy(c.view(), of(0), &mut v);
+                (CostDims { n, m, batch: None }, v)
             }
             CostSource::DenseBatch(c) => {
                 let (b, n, m) = c.dim();
@@ -162,14 +192,16 @@ impl<T: Real> Backend<T> for CpuBackend {
                         detail: "a batch of 0 cost matrices".into(),
                     });
                 }
-                (
-                    CostDims {
-                        n,
-                        m,
-                        batch: Some(b),
-                    },
-                    c.iter().copied().collect::<Vec<T>>(),
-                )
+                let mut v = crate::alloc::with_shape("cost", &[b, n, m])?;
+                for (k, c) in c.outer_iter().enumerate() {
+                    copy(c, of(k), &mut v);
+                }
+                let dims = CostDims {
+                    n,
+                    m,
+                    batch: Some(b),
+                };
+                (dims, v)
             }
         };
         if dims.n == 0 || dims.m == 0 {
@@ -179,17 +211,16 @@ impl<T: Real> Backend<T> for CpuBackend {
             });
         }
         let per = dims.n * dims.m;
-        let symmetric = dims.n == dims.m
-            && c.chunks(per).all(|c| {
-                (0..dims.n).all(|i| (0..i).all(|j| c[i * dims.n + j] == c[j * dims.n + i]))
-            });
-        let ct = if symmetric {
+        let ct = if dims.n == dims.m && symmetric(&c, dims.n) {
             Vec::new()
         } else {
-            c.par_chunks(per)
+            let mut ct = crate::alloc::with_shape("cost", &[c.len() / per, dims.m, dims.n])?;
+            ct.resize(c.len(), T::zero());
+            ct.par_chunks_mut(per)
+                .zip(c.par_chunks(per))
                 .with_min_len((MIN_TASK_WORK / per.max(1)).max(1))
-                .flat_map_iter(|c| transpose(c, dims.n, dims.m))
-                .collect()
+                .for_each(|(t, c)| transpose_into(c, dims.n, dims.m, t));
+            ct
         };
         Ok(CpuCost {
             dims,
@@ -202,6 +233,22 @@ impl<T: Real> Backend<T> for CpuBackend {
 
     fn cost_dims(&self, cost: &CpuCost<T>) -> CostDims {
         cost.dims
+    }
+
+    fn host_cost_bytes(&self, cost: &CostSource<'_, T>) -> usize {
+        let sym = |c: ndarray::ArrayView2<'_, T>| {
+            let n = c.nrows();
+            n == c.ncols() && (0..n).all(|i| (0..i).all(|j| c[[i, j]] == c[[j, i]]))
+        };
+        // `C` and `Cᵀ`, or `C` alone when every matrix is symmetric.
+        let (len, symmetric) = match cost {
+            CostSource::Dense(c) => (c.len(), sym(c.view())),
+            CostSource::DenseBatch(c) => (c.len(), c.outer_iter().all(sym)),
+            _ => return 0,
+        };
+        let copies = if symmetric { 1 } else { 2 };
+        len.saturating_mul(copies)
+            .saturating_mul(std::mem::size_of::<T>())
     }
 
     fn sinkstep(
@@ -236,7 +283,7 @@ impl<T: Real> Backend<T> for CpuBackend {
         if dims.batch.is_none() && batch > 1 {
             // Shared cost: each task takes a cost row and applies it to every problem, so
             // the row is read from memory once per half-step, not once per problem.
-            let mut by_row = vec![T::zero(); out.len()];
+            let mut by_row = crate::alloc::filled("buffer", out.len(), T::zero())?;
             by_row
                 .par_chunks_mut(batch)
                 .with_min_len(min_len.div_ceil(batch))
@@ -365,7 +412,7 @@ impl<T: Real> Backend<T> for CpuBackend {
         let dims = cost.dims;
         let batch = check_fg(&dims, f.len(), g.len())?;
         let (n, m) = (dims.n, dims.m);
-        let mut p = vec![T::zero(); batch * n * m];
+        let mut p = crate::alloc::filled("plan", batch * n * m, T::zero())?;
         p.par_chunks_mut(m).enumerate().for_each(|(bi, prow)| {
             let (b, i) = (bi / n, bi % n);
             let fi = f[bi];

@@ -111,12 +111,12 @@ struct CrossPass<'a, T> {
 }
 
 /// Structure-of-arrays copy of `p` with `centre` subtracted from every point.
-fn soa<T: Real>(p: ndarray::ArrayView2<'_, T>, centre: &[f64]) -> Vec<T> {
-    let mut v = Vec::with_capacity(p.len());
+fn soa<T: Real>(p: ndarray::ArrayView2<'_, T>, centre: &[f64]) -> Result<Vec<T>> {
+    let mut v = crate::alloc::with_capacity("points", p.len())?;
     for (col, &c) in p.columns().into_iter().zip(centre) {
         v.extend(col.iter().map(|&t| T::of(t.f64() - c)));
     }
-    v
+    Ok(v)
 }
 
 /// The mean of the union of both clouds, per coordinate (costs are translation invariant;
@@ -144,12 +144,15 @@ fn tile_len<T>(d: usize) -> usize {
 
 impl<T: Real> CloudPair<T> {
     /// The pair `(x, y)` (`n×d`, `m×d`) centred on the mean of its union.
-    fn new(x: ndarray::ArrayView2<'_, T>, y: ndarray::ArrayView2<'_, T>) -> Self {
+    fn new(x: ndarray::ArrayView2<'_, T>, y: ndarray::ArrayView2<'_, T>) -> Result<Self> {
         let (n, m, d) = (x.nrows(), y.nrows(), x.ncols());
         let centre = union_mean(x, y);
-        let (x, y) = (soa(x, &centre), soa(y, &centre));
-        let panels = (d >= CROSS_MIN_D).then(|| (Panels::new(&x, n, d), Panels::new(&y, m, d)));
-        CloudPair { x, y, panels }
+        let (x, y) = (soa(x, &centre)?, soa(y, &centre)?);
+        let panels = match d >= CROSS_MIN_D {
+            true => Some((Panels::new(&x, n, d)?, Panels::new(&y, m, d)?)),
+            false => None,
+        };
+        Ok(CloudPair { x, y, panels })
     }
 
     /// The half-step's points on `side`, the coordinates multiplied by `scale` (see
@@ -180,22 +183,22 @@ impl<T: Real> CloudPair<T> {
 }
 
 impl<T: Real> CpuPointCloud<T> {
-    pub(crate) fn new(p: &PointCloudCost<'_, T>) -> Self {
+    pub(crate) fn new(p: &PointCloudCost<'_, T>) -> Result<Self> {
         let pairs = p
             .x()
             .outer_iter()
             .into_par_iter()
             .zip(p.y().outer_iter().into_par_iter())
             .map(|(x, y)| CloudPair::new(x, y))
-            .collect();
-        CpuPointCloud {
+            .collect::<Result<_>>()?;
+        Ok(CpuPointCloud {
             n: p.n(),
             m: p.m(),
             d: p.dim(),
             metric: p.metric(),
             batch: p.batch(),
             pairs,
-        }
+        })
     }
 
     /// The index of problem `b`'s pair in `pairs` (and in [`Self::pass_points`]): `b` when
@@ -540,7 +543,7 @@ impl<T: Real> CpuPointCloud<T> {
                 )))
             }
         }
-        let mut p = vec![T::zero(); batch * n * m];
+        let mut p = crate::alloc::filled("plan", batch * n * m, T::zero())?;
         let root = self.metric == PointMetric::Euclidean;
         p.par_chunks_mut(m).enumerate().for_each(|(bi, row)| {
             let (b, i) = (bi / n, bi % n);
@@ -1162,7 +1165,10 @@ mod tests {
             let red_pts: Vec<T> = red_raw.iter().map(|&v| v * T::of(scale)).collect();
             let mut pot: Vec<T> = (0..m).map(|_| T::of(rnd() * 3.0)).collect();
             pot[5] = T::neg_infinity();
-            let panels = (Panels::new(&out_raw, n, d), Panels::new(&red_raw, m, d));
+            let panels = (
+                Panels::new(&out_raw, n, d).unwrap(),
+                Panels::new(&red_raw, m, d).unwrap(),
+            );
             let pass = Pass {
                 d,
                 root,
