@@ -9,7 +9,8 @@ mod gpu {
     use criterion::{BenchmarkId, Criterion, Throughput};
     use logot::backend::cuda::{CudaBackend, Tuning};
     use logot::grad::CgParams;
-    use logot::{problems, Backend, BistochasticKernels};
+    use logot::{Backend, BistochasticKernels};
+    use logot_cli::problems;
     use std::hint::black_box;
 
     pub fn benches(c: &mut Criterion) {

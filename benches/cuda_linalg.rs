@@ -7,9 +7,10 @@ mod gpu {
     use criterion::{Criterion, Throughput};
     use logot::backend::cuda::{CudaBackend, Tuning};
     use logot::linalg::{
-        newton_schulz_buffer, GemmShape, LinalgKernels, NewtonSchulzParams, SyrkShape, Transpose,
+        newton_schulz_buffers, GemmShape, LinalgKernels, NewtonSchulzParams, SyrkShape, Transpose,
     };
-    use logot::{problems, Backend};
+    use logot::Backend;
+    use logot_cli::problems;
     use std::hint::black_box;
     use std::time::Duration;
 
@@ -74,7 +75,7 @@ mod gpu {
         g.bench_function("newton_schulz5_f32_4096", |b| {
             let params = NewtonSchulzParams::default();
             b.iter(|| {
-                let r = newton_schulz_buffer(&gpu, &x, n, n, &params).unwrap();
+                let r = newton_schulz_buffers(&gpu, &x, n, n, &params).unwrap();
                 gpu.synchronize().unwrap();
                 r
             })

@@ -96,7 +96,7 @@ __device__ __forceinline__ void pc_chunk_cost(T (&c)[PC_CH], const T (&p)[DMAX],
 // sinkstep.cu, same layout: part[z·B·L + b·L + l], base-2 (max, sum)).
 //
 // Two forms of the exponent v_lk = s·(other_k − c_lk), s = log2(e)/eps (the host picks one
-// per call, CloudForm in src/backend/cuda/tuning.rs):
+// per call, CloudForm in src/backend/cuda/runtime/tuning.rs):
 // * direct (any metric): the coordinates are scaled by `scale` on load and c·s is formed
 //   from the differences (d subtractions, d FMAs, then other − c);
 // * norm (NORM, |x−y|² of centred clouds): v_lk = q_k + Σ_t x'_lt·y_kt − s|x_l|² with

@@ -903,7 +903,7 @@ __device__ __forceinline__ void marginal_error(const T *__restrict__ a, const T 
 }
 
 // One side of each problem of an unbalanced plan, in f64 (one block per problem; see
-// RelaxedSide and half_step_change in src/unbalanced.rs): with q = (pot − half)/eps,
+// RelaxedSide in src/backend/mod.rs, half_step_change in src/entropic/unbalanced.rs): with q = (pot − half)/eps,
 // r = a·exp(q), d = pot − eps·log a and the relaxed half-step's change
 // s = log(r'/r) = −phi·q − d/(rho + eps) (s = −q when exact, rho = ∞), over a > 0,
 //   out[4b..] = (Σ |r' − r|, Σ r, Σ r·d, Σ r·q − r + a).
@@ -1154,7 +1154,7 @@ __device__ __forceinline__ void where_empty(const T *__restrict__ a, const T *__
 }
 
 // The tiles of the entry points below: TB, TJ, WB, WJ, WARPS, KW of TiledCfg (8 warps,
-// 256 threads, in each). The host reads these lines (src/backend/cuda/tiled.rs) for the
+// 256 threads, in each). The host reads these lines (src/backend/cuda/ops/tiled.rs) for the
 // launch shapes and the shared memory.
 #define TILE_S16 4, 4, 4, 8, 8, 16
 #define TILE_R16 4, 2, 4, 8, 8, 16

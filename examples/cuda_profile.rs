@@ -7,7 +7,8 @@
 fn main() -> logot::Result<()> {
     use logot::backend::cuda::{CudaBackend, Tuning};
     use logot::backend::{Backend, CostSource, Marginals, Potentials, Side};
-    use logot::{problems, Problem, SinkhornParams, Solver};
+    use logot::{BufferOutputs, Problem, SinkhornParams, SinkhornSolver};
+    use logot_cli::problems;
     use std::time::Instant;
 
     let which = std::env::args().nth(1).unwrap_or_else(|| "all".into());
@@ -49,9 +50,13 @@ fn main() -> logot::Result<()> {
                 ..Tuning::default()
             };
             let be = CudaBackend::with_tuning(0, tuning.with_build_vars(env))?;
-            let solver = Solver::new(be.clone(), SinkhornParams::fixed_iterations(1e-3, 200));
+            let solver =
+                SinkhornSolver::new(be.clone(), SinkhornParams::new(1e-3).fixed_iterations(200));
             let pr = solver.prepare(&p)?;
-            let t_solve = wall(&mut || solver.solve_prepared(&pr).map(|_| ()), 20)?;
+            let t_solve = wall(
+                &mut || solver.solve_prepared(&pr, BufferOutputs::new()).map(|_| ()),
+                20,
+            )?;
             let cc = be.prepare_cost(&CostSource::Dense(cost.view()))?;
             let (mub, nub) = (
                 be.upload(mu.as_slice().unwrap())?,
@@ -108,7 +113,7 @@ fn main() -> logot::Result<()> {
     }
     if which == "otB" || which == "all" {
         let (mu, nu, cost) = problems::ot_b::<f32>(64, 2048);
-        let p = Problem::batch(mu.view(), nu.view(), cost.view())?;
+        let p = Problem::new(mu.view(), nu.view(), cost.view())?;
         for pdl in [true, false] {
             let tuning = Tuning {
                 overlap_launches: pdl,
@@ -150,9 +155,13 @@ fn main() -> logot::Result<()> {
             }
             let Potentials { f, g } = pot;
             let t_100 = median(ev);
-            let solver = Solver::new(be.clone(), SinkhornParams::fixed_iterations(1e-2, 100));
+            let solver =
+                SinkhornSolver::new(be.clone(), SinkhornParams::new(1e-2).fixed_iterations(100));
             let pr = solver.prepare(&p)?;
-            let t_solve = wall(&mut || solver.solve_prepared(&pr).map(|_| ()), 5)?;
+            let t_solve = wall(
+                &mut || solver.solve_prepared(&pr, BufferOutputs::new()).map(|_| ()),
+                5,
+            )?;
             let exps = 64.0 * 2048.0 * 2048.0;
             println!(
                 "otB pdl={pdl}: half-step {t_half:.4} ms ({:.0} Gexp/s) | iterate(100) {t_100:.3} ms | solve_prepared {t_solve:.3} ms",

@@ -125,11 +125,16 @@ mod tests {
         let msg = err.to_string();
         assert!(matches!(err, Error::OutOfMemory { .. }), "{msg}");
         assert!(
-            msg.starts_with(&format!("plan: out of memory: {len} values need {} bytes", len * 8)),
+            msg.starts_with(&format!(
+                "plan: out of memory: {len} values need {} bytes",
+                len * 8
+            )),
             "{msg}"
         );
         // 1 PiB: beyond the 128 TiB of a 47-bit address space, whatever the overcommit policy.
-        let err = probe::<f32>("plan", &[1, 1 << 24, 1 << 24], 0).unwrap_err().to_string();
+        let err = probe::<f32>("plan", &[1, 1 << 24, 1 << 24], 0)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with(
                 "plan: out of memory: 1×16777216×16777216 values need 1125899906842624 bytes \
@@ -138,7 +143,9 @@ mod tests {
             "{err}"
         );
         // The bytes held alongside count: 2^46 + 2^46 + 2^46 bytes exceed 128 TiB.
-        let err = probe::<f64>("plan", &[1 << 43], 1 << 47).unwrap_err().to_string();
+        let err = probe::<f64>("plan", &[1 << 43], 1 << 47)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.ends_with(&format!(
                 "with the {} bytes held alongside ({} bytes in all)",
@@ -148,20 +155,31 @@ mod tests {
             "{err}"
         );
         assert!(probe::<f64>("plan", &[1 << 10], 1 << 20).is_ok());
-        let err = probe::<f64>("plan", &[8], usize::MAX).unwrap_err().to_string();
-        assert!(err.contains(&format!("({} bytes in all)", usize::MAX)), "{err}");
+        let err = probe::<f64>("plan", &[8], usize::MAX)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!("({} bytes in all)", usize::MAX)),
+            "{err}"
+        );
         assert_eq!(copied::<u64>("x", &[1, 2]).unwrap(), vec![1, 2]);
         assert!(with_shape::<f32>("cost", &[3, 5]).unwrap().capacity() >= 15);
-        let err = with_shape::<f32>("cost", &[1 << 30, 1 << 30]).unwrap_err().to_string();
+        let err = with_shape::<f32>("cost", &[1 << 30, 1 << 30])
+            .unwrap_err()
+            .to_string();
         assert!(
-            err.starts_with("cost: out of memory: 1073741824×1073741824 values need 4611686018427387904 bytes"),
+            err.starts_with(
+                "cost: out of memory: 1073741824×1073741824 values need 4611686018427387904 bytes"
+            ),
             "{err}"
         );
         assert_eq!(collected("x", 3, 0..10).unwrap(), vec![0, 1, 2]);
         let huge = with_capacity::<f64>("cost", usize::MAX / 4).unwrap_err();
         assert!(
-            huge.to_string()
-                .ends_with(&format!("{} values of 8 bytes overflow the address space", usize::MAX / 4)),
+            huge.to_string().ends_with(&format!(
+                "{} values of 8 bytes overflow the address space",
+                usize::MAX / 4
+            )),
             "{huge}"
         );
     }

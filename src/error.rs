@@ -9,6 +9,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Everything that can go wrong in logot. Messages name the argument at fault.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
+// The variants' fields are the parts of their messages (`arg`: the argument at fault).
+#[allow(missing_docs)]
 pub enum Error {
     /// An array has the wrong number of dimensions or a size that does not match another.
     #[error("{arg}: {detail}")]

@@ -2,11 +2,11 @@
 //! history they keep on request (POT's `log=True`).
 //!
 //! ```
-//! use logot::{CpuBackend, Observer, Problem, SinkhornParams, Solver};
+//! use logot::{CpuBackend, Observer, Problem, SinkhornParams, SinkhornSolver};
 //! use std::sync::{Arc, Mutex};
 //! let x: Vec<f64> = (0..50).map(|i| i as f64 / 49.0).collect();
-//! let cost = ndarray::Array2::from_shape_fn((50, 50), |(i, j)| (x[i] - x[j]).powi(2));
-//! let mu = ndarray::Array1::from_elem(50, 0.02);
+//! let cost = logot::ndarray::Array2::from_shape_fn((50, 50), |(i, j)| (x[i] - x[j]).powi(2));
+//! let mu = logot::ndarray::Array1::from_elem(50, 0.02);
 //! let seen = Arc::new(Mutex::new(Vec::new()));
 //! let log = seen.clone();
 //! let params = SinkhornParams {
@@ -14,7 +14,7 @@
 //!     history: true,
 //!     ..SinkhornParams::new(1e-2)
 //! };
-//! let r = Solver::new(CpuBackend, params).solve(&Problem::new(mu.view(), mu.view(), cost.view())?)?;
+//! let r = SinkhornSolver::new(CpuBackend, params).solve(&Problem::new(mu.view(), mu.view(), cost.view())?)?;
 //! let seen = seen.lock().unwrap();
 //! // One call per convergence check, with the error the history keeps.
 //! assert_eq!(seen.len(), r.convergence.history.len());

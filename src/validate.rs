@@ -249,19 +249,15 @@ pub(crate) fn check_eps_resolution<T: Real>(eps: f64, max_abs_cost: f64) -> Resu
     Ok(())
 }
 
-/// The largest |cost| of a cost source (0 for sources without a known bound); dense costs
-/// are checked finite in the same pass.
-pub(crate) fn max_abs_cost<T: Real>(cost: &crate::CostSource<'_, T>) -> Result<f64> {
-    use crate::CostSource;
-    Ok(match cost {
-        CostSource::Dense(c) => check_finite_max("cost", c)?,
-        CostSource::DenseBatch(c) => check_finite_max("cost", c)?,
-        CostSource::PointCloud(c) => c.max_cost(),
-        // Squared distances on the unit grid: at most 1 per axis.
-        CostSource::Grid(g) => g.shape().len() as f64,
-        #[allow(unreachable_patterns)]
-        _ => 0.0,
-    })
+/// A buffer of exactly `want` elements.
+pub(crate) fn check_len(what: &str, len: usize, want: usize) -> Result<()> {
+    if len != want {
+        return Err(Error::shape(
+            what,
+            format!("has length {len} but {want} is needed"),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -31,7 +31,8 @@ use common::Lcg;
 
 use logot::backend::cuda::{CloudForm, CudaBackend, Tuning};
 use logot::{
-    Backend, CpuBackend, PointCloudCost, PointMetric, Problem, Real, Side, SinkhornParams, Solver,
+    Backend, CpuBackend, PointCloudCost, PointMetric, Problem, Real, Side, SinkhornParams,
+    SinkhornSolver,
 };
 use ndarray::{Array1, Array2, Axis};
 
@@ -199,8 +200,8 @@ fn small_d_half_steps_match_the_cpu() {
 /// that leave partial tiles and stages, a batch of two with zero-mass points, a split
 /// reduction (9 outputs over 3000 points), and ε = 0.02, where the first chunk's shift is
 /// often 128 bits short of a row's largest exponent, so the stage test renormalises and
-/// redoes sums. Measured on an H100: at most 3.2e-7 (a first build without the polynomial
-/// exponentials; the landed one passes, its errors not recorded).
+/// redoes sums. Measured on an H100 with every exponential on the MUFU unit (no
+/// polynomial exponentials): at most 3.2e-7.
 #[test]
 fn mma_half_steps_match_the_cpu() {
     for mma in [true, false] {
@@ -254,8 +255,10 @@ fn solve<T: Real, B: Backend<T>>(
     let (x, y, mu, nu) = (x.mapv(T::of), y.mapv(T::of), mu.mapv(T::of), nu.mapv(T::of));
     let cost = PointCloudCost::with_metric(x.view(), y.view(), metric).unwrap();
     let (mu, nu) = (mu.insert_axis(Axis(0)), nu.insert_axis(Axis(0)));
-    let p = Problem::batch(mu.view(), nu.view(), cost).unwrap();
-    let r = Solver::new(backend, params.clone()).solve(&p).unwrap();
+    let p = Problem::new(mu.view(), nu.view(), cost).unwrap();
+    let r = SinkhornSolver::new(backend, params.clone())
+        .solve(&p)
+        .unwrap();
     let c = r.convergence;
     (r.distance[0].f64(), c.converged, c.iterations)
 }
@@ -320,7 +323,7 @@ fn small_d_distances_at_equal_iterations_keep_1e5() {
                 let seed = 31_000 + 10 * d as u64 + (metric == PointMetric::Euclidean) as u64;
                 let (x, y) = clouds(n, m, d, seed);
                 let (mu, nu) = weights(n, m, seed + 5, (3, 11));
-                let params = SinkhornParams::fixed_iterations(eps, 400);
+                let params = SinkhornParams::new(eps).fixed_iterations(400);
                 let (x, y) = (x.mapv(|v| v as f32 as f64), y.mapv(|v| v as f32 as f64));
                 let clouds = (&x, &y, metric);
                 let (w, converged, _) = solve::<f64, _>(CpuBackend, &params, clouds, (&mu, &nu));

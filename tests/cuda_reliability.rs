@@ -11,8 +11,8 @@ use common::gpu::gpu;
 
 use logot::backend::cuda::CudaBackend;
 use logot::{
-    Backend, BarycenterParams, BarycenterSolver, Error, GridCost, PointCloudCost, Problem,
-    SinkhornParams, Solver,
+    Backend, BarycenterParams, BarycenterProblem, BarycenterSolver, Error, GridCost,
+    PointCloudCost, Problem, SinkhornParams, SinkhornSolver,
 };
 use ndarray::{Array1, Array2, Array3, Axis};
 
@@ -56,9 +56,12 @@ fn impossible_allocations_are_errors() {
     let mu = Array1::from_elem(8, 0.125f32);
     let cost = Array2::from_shape_fn((8, 8), |(i, j)| ((i as f32) - (j as f32)).powi(2) / 64.0);
     let p = Problem::new(mu.view(), mu.view(), cost.view()).unwrap();
-    let params = SinkhornParams::fixed_iterations(0.05, 50);
-    let d_gpu = Solver::new(gpu, params.clone()).solve(&p).unwrap().distance[0];
-    let d_cpu = Solver::new(logot::CpuBackend, params)
+    let params = SinkhornParams::new(0.05).fixed_iterations(50);
+    let d_gpu = SinkhornSolver::new(gpu, params.clone())
+        .solve(&p)
+        .unwrap()
+        .distance[0];
+    let d_cpu = SinkhornSolver::new(logot::CpuBackend, params)
         .solve(&p)
         .unwrap()
         .distance[0];
@@ -214,15 +217,15 @@ fn repeated_solves_are_bitwise_equal() {
         let nu = histograms(b, m, 12);
         let shared = dense(n, m, &mut r);
         let costs = Array3::from_shape_fn((b, n, m), |(k, i, j)| shared[[i, j]] * (1.0 + k as f64));
-        let params = SinkhornParams::fixed_iterations(0.02, iters);
+        let params = SinkhornParams::new(0.02).fixed_iterations(iters);
         // f64
         let p64 = if per {
-            Problem::batch(mu.view(), nu.view(), costs.view()).unwrap()
+            Problem::new(mu.view(), nu.view(), costs.view()).unwrap()
         } else {
-            Problem::batch(mu.view(), nu.view(), shared.view()).unwrap()
+            Problem::new(mu.view(), nu.view(), shared.view()).unwrap()
         };
         assert_bitwise_repeats(&format!("{label} f64"), repeats, [&gpu, &second], |be| {
-            let s = Solver::new(be, params.clone()).solve(&p64).unwrap();
+            let s = SinkhornSolver::new(be, params.clone()).solve(&p64).unwrap();
             (
                 bits64(s.distance.iter().copied()),
                 bits64(s.f.iter().copied()),
@@ -233,12 +236,14 @@ fn repeated_solves_are_bitwise_equal() {
         let (mu32, nu32) = (mu.mapv(|v| v as f32), nu.mapv(|v| v as f32));
         let (sh32, co32) = (shared.mapv(|v| v as f32), costs.mapv(|v| v as f32));
         let p32 = if per {
-            Problem::batch(mu32.view(), nu32.view(), co32.view()).unwrap()
+            Problem::new(mu32.view(), nu32.view(), co32.view()).unwrap()
         } else {
-            Problem::batch(mu32.view(), nu32.view(), sh32.view()).unwrap()
+            Problem::new(mu32.view(), nu32.view(), sh32.view()).unwrap()
         };
         assert_bitwise_repeats(&format!("{label} f32"), repeats, [&gpu, &second], |be| {
-            let c = Solver::new(be, params.clone()).coupling(&p32).unwrap();
+            let c = SinkhornSolver::new(be, params.clone())
+                .coupling(&p32)
+                .unwrap();
             let s = c.result;
             (
                 bits32(s.distance.iter().copied()),
@@ -255,8 +260,8 @@ fn repeated_solves_are_bitwise_equal() {
     let w = histograms(1, n, 13).mapv(|v| v as f32);
     assert_bitwise_repeats("point clouds", repeats, [&gpu, &second], |be| {
         let cloud = PointCloudCost::new(x.view(), y.view()).unwrap();
-        let p = Problem::batch(w.view(), w.view(), cloud).unwrap();
-        let s = Solver::new(be, SinkhornParams::fixed_iterations(0.05, iters))
+        let p = Problem::new(w.view(), w.view(), cloud).unwrap();
+        let s = SinkhornSolver::new(be, SinkhornParams::new(0.05).fixed_iterations(iters))
             .solve(&p)
             .unwrap();
         (
@@ -280,9 +285,13 @@ fn repeated_solves_are_bitwise_equal() {
     }
     let wts = Array1::from(vec![0.3f32, 0.3, 0.4]);
     assert_bitwise_repeats("grid barycenter", repeats, [&gpu, &second], |be| {
-        let bar = BarycenterSolver::new(be, BarycenterParams::fixed_iterations(0.004, iters))
-            .solve(h.view(), wts.view(), GridCost::image(grid, grid).unwrap())
-            .unwrap();
+        let bar = BarycenterSolver::new(be, BarycenterParams::new(0.004).fixed_iterations(iters))
+            .solve(
+                &BarycenterProblem::new(h.view(), wts.view()).unwrap(),
+                GridCost::image(grid, grid).unwrap(),
+            )
+            .unwrap()
+            .remove(0);
         bits32(bar.histogram.iter().copied())
     });
     println!("grid barycenter {grid}×{grid}: {repeats} runs bitwise equal");
@@ -312,14 +321,14 @@ fn f32_stability_sweep_on_the_gpu() {
 /// Newton–Schulz, svd3): bitwise-equal outputs over repeated calls, f32.
 #[test]
 fn bistochastic_and_linalg_kernels_are_deterministic() {
-    use logot::grad::{Bistochastic, BistochasticParams, CgParams};
-    use logot::linalg::{matmul_on, newton_schulz_on, svd3_batch_on, xxt_on, NewtonSchulzParams};
+    use logot::grad::{BistochasticParams, BistochasticSolver, CgParams};
+    use logot::linalg::{matmul, newton_schulz, svd3_batch, xxt, NewtonSchulzParams};
     let Some(gpu) = gpu() else { return };
     let mut r = common::uniforms(21);
     let (b, n) = if small() { (64, 8) } else { (4096, 16) };
     let x = Array3::from_shape_fn((b, n, n), |_| (4.0 * r()) as f32);
     let g = Array3::from_shape_fn((b, n, n), |_| (2.0 * r() - 1.0) as f32);
-    let proj = Bistochastic::new(gpu.clone(), BistochasticParams::default());
+    let proj = BistochasticSolver::new(gpu.clone(), BistochasticParams::default());
     let size = if small() { 96 } else { 700 };
     let a = Array2::from_shape_fn((size, size + 13), |_| (2.0 * r() - 1.0) as f32);
     let bm = Array2::from_shape_fn((size + 13, size - 5), |_| (2.0 * r() - 1.0) as f32);
@@ -333,25 +342,21 @@ fn bistochastic_and_linalg_kernels_are_deterministic() {
         let bwd = proj
             .backward(fwd.r.view(), g.view(), &CgParams::default())
             .unwrap();
-        let svd = svd3_batch_on(&gpu, pts.view()).unwrap();
-        let grads = Solver::new(gpu.clone(), SinkhornParams::fixed_iterations(0.05, 30))
-            .wasserstein_gradients(
-                &Problem::batch(mu.view(), nu.view(), cost.view()).unwrap(),
-                &CgParams::default(),
-            )
-            .unwrap();
+        let svd = svd3_batch(&gpu, pts.view()).unwrap();
+        let grads =
+            SinkhornSolver::new(gpu.clone(), SinkhornParams::new(0.05).fixed_iterations(30))
+                .wasserstein_gradients(
+                    &Problem::new(mu.view(), nu.view(), cost.view()).unwrap(),
+                    &CgParams::default(),
+                )
+                .unwrap();
         let outs = vec![
             bits32(fwd.r.iter().copied()),
             bits32(bwd.dx.iter().copied()),
+            bits32(matmul(&gpu, a.view(), bm.view()).unwrap().iter().copied()),
+            bits32(xxt(&gpu, a.view()).unwrap().iter().copied()),
             bits32(
-                matmul_on(&gpu, a.view(), bm.view())
-                    .unwrap()
-                    .iter()
-                    .copied(),
-            ),
-            bits32(xxt_on(&gpu, a.view()).unwrap().iter().copied()),
-            bits32(
-                newton_schulz_on(&gpu, a.view(), &NewtonSchulzParams::default())
+                newton_schulz(&gpu, a.view(), &NewtonSchulzParams::default())
                     .unwrap()
                     .iter()
                     .copied(),

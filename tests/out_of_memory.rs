@@ -13,7 +13,7 @@
 mod common;
 
 use common::Lcg;
-use logot::{CpuBackend, Error, PointCloudCost, Problem, Relaxation, SinkhornParams, Solver};
+use logot::{CpuBackend, Error, PointCloudCost, Problem, SinkhornParams, SinkhornSolver};
 use ndarray::{Array1, Array2, Array3};
 use std::process::Command;
 
@@ -63,11 +63,10 @@ fn oom_child_entry() {
     };
     // Start rayon's threads and their allocations before the limit.
     let (w, c) = problem(300, 0.0);
-    Solver::new(CpuBackend, SinkhornParams::new(0.1))
+    SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1))
         .coupling(&Problem::new(w.view(), w.view(), c.view()).unwrap())
         .unwrap();
-    let params = SinkhornParams::fixed_iterations(0.5, 2);
-    let solver = Solver::new(CpuBackend, params.clone());
+    let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.5).fixed_iterations(2));
     let n = 2048;
     let cost_bytes = n * n * 8;
     match case.as_str() {
@@ -96,16 +95,19 @@ fn oom_child_entry() {
             limit_to(cost_bytes / 2);
             report(
                 "batch",
-                solver.solve(&Problem::batch(ws.view(), ws.view(), costs.view()).unwrap()),
+                solver.solve(&Problem::new(ws.view(), ws.view(), costs.view()).unwrap()),
             );
         }
         "unbalanced" => {
             let (w, c) = problem(n, 0.0);
             limit_to(cost_bytes / 2);
-            let s = Solver::new(CpuBackend, params.with_relaxation(Relaxation::kl(1.0)));
             report(
                 "unbalanced",
-                s.solve(&Problem::new(w.view(), w.view(), c.view()).unwrap()),
+                solver.solve(
+                    &Problem::new(w.view(), w.view(), c.view())
+                        .unwrap()
+                        .relaxed(1.0),
+                ),
             );
         }
         // A cost far from 0 is shifted as it is copied: C and Cᵀ, no third copy.
@@ -146,7 +148,7 @@ fn oom_child_entry() {
             limit_to(cost_bytes / 2);
             report(
                 "cloud_plan",
-                solver.coupling(&Problem::batch(w2, w2, cloud).unwrap()),
+                solver.coupling(&Problem::new(w2, w2, cloud).unwrap()),
             );
         }
         other => panic!("unknown case {other}"),

@@ -96,8 +96,8 @@ CUBIC_COEFFICIENTS = (1.5, -0.5, 0.0)
 #: (``precision=``), most to least exact: exact float32 products; split TF32 (three
 #: tensor-core products, about 2^-21 per product); one TF32 product (about 2^-10); split f16
 #: of each cloud scaled by a power of two (the default: about 2^-22 of the cloud's largest
-#: |coordinate|); one f16 product (about 2^-11 of it, the fastest). benches/README.md has
-#: each one's measured error and speed.
+#: |coordinate|); one f16 product (about 2^-11 of it, the fastest). The Rust docs of
+#: ``CrossPrecision`` give each one's measured error, benches/README.md their times.
 PRECISIONS = ("exact", "tf32x3", "tf32", "f16x2", "f16")
 
 _F32 = np.dtype(np.float32)

@@ -9,13 +9,13 @@
 
 use logot::backend::bistochastic::{cg_summary_from_words, words, ProjectionStats};
 use logot::backend::cuda::{CudaBuffer, CudaReal, WordsMailbox};
-use logot::grad::{Bistochastic, BistochasticParams, CgParams, CgSummary};
+use logot::grad::{BistochasticParams, BistochasticSolver, CgParams, CgSummary};
 use logot::linalg::{newton_schulz_on, svd3_batch_on, NewtonSchulzParams};
 use logot::{
     BarycenterParams, BarycenterSolver, BistochasticKernels, Convergence, CostSource, CpuBackend,
-    CrossPrecision, CudaBackend, DivergenceConvention, EpsScaling, GridCost, PointCloudCost,
-    PointMetric, Problem, Real, Relaxation, SinkhornDivergence, SinkhornParams, SinkhornResult,
-    Solver, WarmStart,
+    CrossPrecision, CudaBackend, DivergenceConvention, DivergenceResult, EpsScaling, GridCost,
+    PointCloudCost, PointMetric, Problem, Real, Relaxation, SinkhornParams, SinkhornResult,
+    SinkhornSolver, WarmStart,
 };
 use ndarray::{Array1, Array2, Array3, ArrayView2, ArrayView3};
 use numpy::{
@@ -413,7 +413,7 @@ impl DeviceParams {
 }
 
 fn cg_params(tol: Option<f64>, max_iters: usize) -> CgParams {
-    CgParams { max_iters, tol }
+    CgParams::default().max_iters(max_iters).tol(tol)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -486,7 +486,7 @@ enum Want {
     /// Distances, potentials, convergence.
     Solve,
     /// And the plans.
-    Coupling,
+    CouplingResult,
     /// And the exact gradients of ⟨P, C⟩ (implicit differentiation).
     Gradients,
     /// And OT_ε with its gradients with respect to the points (point-cloud cost).
@@ -508,10 +508,8 @@ fn sinkhorn_entry<'py>(
 ) -> PyResult<Bound<'py, PyTuple>> {
     let dev = device(py, backend)?;
     let cpu = matches!(dev, Device::Cpu);
-    let warm = warm_start.map(|(f, g)| WarmStart {
-        f: f.as_array().to_owned(),
-        g: g.as_array().to_owned(),
-    });
+    let warm =
+        warm_start.map(|(f, g)| WarmStart::new(f.as_array().to_owned(), g.as_array().to_owned()));
     by_dtype!(mu, "mu", T => {
         let mu: PyReadonlyArray2<'py, T> = mu.extract()?;
         let nu: PyReadonlyArray2<'py, T> = nu.extract()?;
@@ -523,14 +521,14 @@ fn sinkhorn_entry<'py>(
         let (mu, nu) = (mu.as_array(), nu.as_array());
         let on_pool = cpu && !small_dense(&source, mu.nrows());
         by_backend!(&dev, be => {
-            let solver = Solver::new(be, p);
+            let solver = SinkhornSolver::new(be, p);
             let run = || -> logot::Result<_> {
-                let problem = Problem::batch(mu, nu, source)?;
+                let problem = Problem::new(mu, nu, source)?;
                 Ok(match want {
                     Want::Solve | Want::Distance => {
                         (Some(solver.solve(&problem)?), None, None, None)
                     }
-                    Want::Coupling => (None, Some(solver.coupling(&problem)?), None, None),
+                    Want::CouplingResult => (None, Some(solver.coupling(&problem)?), None, None),
                     Want::Gradients => {
                         (None, None, Some(solver.wasserstein_gradients(&problem, &cg)?), None)
                     }
@@ -658,7 +656,7 @@ fn coupling<'py>(
     let cg = CgParams::default();
     sinkhorn_entry(
         py,
-        Want::Coupling,
+        Want::CouplingResult,
         mu,
         nu,
         cost,
@@ -812,7 +810,7 @@ fn sinkhorn_divergence<'py>(
             let mut p = params.params(|| clouds.max_cost())?;
             p.relaxation = relaxation;
             let s = by_backend!(&dev, be => {
-                let solver = Solver::new(be, p);
+                let solver = SinkhornSolver::new(be, p);
                 compute(py, cpu, || solver.sinkhorn_divergence_batch(av, bv, clouds, convention)).py()?
             });
             divergence_batch(py, s, x.as_array().dim(), y.as_array().dim())
@@ -832,7 +830,7 @@ fn sinkhorn_divergence<'py>(
             .py()?
             .with_precision(precision);
         let s = by_backend!(&dev, be => {
-            let solver = Solver::new(be, p);
+            let solver = SinkhornSolver::new(be, p);
             compute(py, cpu, || solver.sinkhorn_divergence(av, bv, clouds.clone(), convention)).py()?
         });
         let convs = (
@@ -857,11 +855,11 @@ fn sinkhorn_divergence<'py>(
 /// without them (`"linear"`).
 fn divergence_batch<'py, T: Element + Real>(
     py: Python<'py>,
-    s: Vec<SinkhornDivergence<T>>,
+    s: Vec<DivergenceResult<T>>,
     (batch, n, d): (usize, usize, usize),
     (_, m, _): (usize, usize, usize),
 ) -> PyResult<Bound<'py, PyTuple>> {
-    let stacked = |rows: usize, grad: fn(&SinkhornDivergence<T>) -> Option<&Array2<T>>| {
+    let stacked = |rows: usize, grad: fn(&DivergenceResult<T>) -> Option<&Array2<T>>| {
         let mut out = Array3::<T>::zeros((batch, rows, d));
         for (mut slot, sk) in out.outer_iter_mut().zip(&s) {
             slot.assign(grad(sk)?);
@@ -912,12 +910,10 @@ fn barycenter<'py>(
     let dev = device(py, backend)?;
     let cpu = matches!(dev, Device::Cpu);
     let (eps, max_iters, tol, check_every) = params;
-    let p = BarycenterParams {
-        max_iters,
-        tol,
-        check_every,
-        ..BarycenterParams::new(eps)
-    };
+    let p = BarycenterParams::new(eps)
+        .max_iters(max_iters)
+        .tol(tol)
+        .check_every(check_every);
     by_dtype!(histograms, "histograms", T => {
         let h: PyReadonlyArray3<'py, T> = histograms.extract()?;
         let w: PyReadonlyArray2<'py, T> = weights.extract()?;
@@ -941,7 +937,7 @@ fn barycenter<'py>(
 }
 
 // ---------------------------------------------------------------------------------------
-// Bistochastic projection, linear algebra
+// BistochasticSolver projection, linear algebra
 // ---------------------------------------------------------------------------------------
 
 /// `(R, convergence)`: `R = SinkhornKnopp(exp(X))` for each matrix of `x` (B×n×n).
@@ -956,16 +952,12 @@ fn bistochastic<'py>(
 ) -> PyResult<Bound<'py, PyTuple>> {
     let dev = device(py, backend)?;
     let cpu = matches!(dev, Device::Cpu);
-    let params = BistochasticParams {
-        iters,
-        tol,
-        ..Default::default()
-    };
+    let params = BistochasticParams::default().iters(iters).tol(tol);
     by_dtype!(x, "x", T => {
         let x: PyReadonlyArray3<'py, T> = x.extract()?;
         let xv = x.as_array();
         let out = by_backend!(&dev, be => {
-            let proj = Bistochastic::new(be, params);
+            let proj = BistochasticSolver::new(be, params);
             compute(py, cpu, || proj.forward(xv)).py()?
         });
         let conv = convergence(py, &out.convergence)?;
@@ -992,7 +984,7 @@ fn bistochastic_backward<'py>(
         let g: PyReadonlyArray3<'py, T> = g.extract()?;
         let (rv, gv): (ArrayView3<'_, T>, ArrayView3<'_, T>) = (r.as_array(), g.as_array());
         let out = by_backend!(&dev, be => {
-            let proj = Bistochastic::new(be, BistochasticParams::default());
+            let proj = BistochasticSolver::new(be, BistochasticParams::default());
             compute(py, cpu, || proj.backward(rv, gv, &cg)).py()?
         });
         let cg = cg_summary(py, &out.cg)?;
@@ -1169,11 +1161,7 @@ fn _bistochastic_cuda<'py>(
     report: bool,
 ) -> PyResult<Vec<Bound<'py, PyTuple>>> {
     let len = matrices_len(batch, n)?;
-    let params = BistochasticParams {
-        iters,
-        tol,
-        ..Default::default()
-    };
+    let params = BistochasticParams::default().iters(iters).tol(tol);
     fn run<T: CudaReal>(
         be: CudaBackend,
         params: BistochasticParams,
@@ -1192,7 +1180,7 @@ fn _bistochastic_cuda<'py>(
                 be.borrow_words(stats, words::PROJECTION),
             )
         };
-        let proj = Bistochastic::new(be.clone(), params);
+        let proj = BistochasticSolver::new(be.clone(), params);
         proj.forward_buffers_deferred::<T>(n, &xb, &mut rb, &mut sb)?;
         match report {
             Some((device, tag)) => post_deferred(&be, device, &sb, words::PROJECTION, tag),
@@ -1268,7 +1256,7 @@ fn _wasserstein_cuda<'py>(
         grads: Option<(u64, u64, u64)>,
         (batch, n, m, batched_cost): (usize, usize, usize, bool),
         [mu_len, nu_len, cost_len, grad_len]: [usize; 4],
-    ) -> logot::Result<(logot::BufferSolution, Option<CgSummary>)> {
+    ) -> logot::Result<(logot::BufferResult, Option<CgSummary>)> {
         // SAFETY: the caller's contract (above): the addresses hold these many values of T
         // of this GPU, live until the stream is past this work (torch's stream-ordered
         // allocator keeps them so); the gradients alias nothing.
@@ -1280,7 +1268,7 @@ fn _wasserstein_cuda<'py>(
             )
         };
         let dims = (batch, n, m);
-        let prepared = Solver::new(be.clone(), params.params.clone()).prepare_buffers(
+        let prepared = SinkhornSolver::new(be.clone(), params.params.clone()).prepare_buffers(
             mub,
             nub,
             &cb,
@@ -1288,7 +1276,7 @@ fn _wasserstein_cuda<'py>(
             batched_cost,
         )?;
         let params = params.for_cost(prepared.max_cost());
-        let solver = Solver::new(be.clone(), params);
+        let solver = SinkhornSolver::new(be.clone(), params);
         match grads {
             Some((dc, dmu, dnu)) => {
                 // SAFETY: as above; fresh outputs of these lengths.
@@ -1378,7 +1366,7 @@ fn _point_gradients_cuda<'py>(
         // SAFETY: the caller's contract (above).
         let [mub, nub, xb, yb] =
             unsafe { borrow_inputs::<T>(&be, [mu, nu, x, y], [mu_len, nu_len, x_len, y_len]) };
-        let prepared = Solver::new(be.clone(), params.params.clone())
+        let prepared = SinkhornSolver::new(be.clone(), params.params.clone())
             .prepare_points_buffers(mub, nub, &xb, &yb, batch, layout)?;
         let params = params.for_cost(prepared.max_cost());
         // SAFETY: as above; fresh outputs of these lengths.
@@ -1390,7 +1378,8 @@ fn _point_gradients_cuda<'py>(
                 be.borrow_buffer::<T>(gy, gy_len),
             )
         };
-        Solver::new(be, params).point_gradients_into(&prepared, &mut f, &mut g, &mut gx, &mut gy)
+        SinkhornSolver::new(be, params)
+            .point_gradients_into(&prepared, &mut f, &mut g, &mut gx, &mut gy)
     }
     let sol = py
         .detach(|| {
@@ -1502,7 +1491,7 @@ fn _sinkhorn_divergence_cuda<'py>(
         // SAFETY: the caller's contract (`_point_gradients_cuda`).
         let [mub, nub, xb, yb] =
             unsafe { borrow_inputs::<T>(&be, [mu, nu, x, y], [mu_len, nu_len, x_len, y_len]) };
-        let prepared = Solver::new(be.clone(), params.params.clone())
+        let prepared = SinkhornSolver::new(be.clone(), params.params.clone())
             .prepare_divergence_buffers(mub, nub, &xb, &yb, batch, layout)?;
         let params = params.for_cost(prepared.max_cost());
         // SAFETY: as above; fresh outputs of these lengths.
@@ -1512,7 +1501,7 @@ fn _sinkhorn_divergence_cuda<'py>(
                 be.borrow_buffer::<T>(gy, gy_len),
             )
         };
-        Solver::new(be, params).sinkhorn_divergence_into(&prepared, &mut gx, &mut gy)
+        SinkhornSolver::new(be, params).sinkhorn_divergence_into(&prepared, &mut gx, &mut gy)
     }
     let sol = py
         .detach(|| {
@@ -1572,7 +1561,7 @@ fn _coupling_cuda<'py>(
         [mu, nu, cost, plan]: [u64; 4],
         (batch, n, m, batched_cost): (usize, usize, usize, bool),
         [mu_len, nu_len, cost_len, plan_len]: [usize; 4],
-    ) -> logot::Result<logot::BufferSolution> {
+    ) -> logot::Result<logot::BufferResult> {
         // SAFETY: the caller's contract (as `_wasserstein_cuda`); `plan` aliases nothing.
         let (mub, nub, cb, mut pb) = unsafe {
             (
@@ -1582,7 +1571,7 @@ fn _coupling_cuda<'py>(
                 be.borrow_buffer::<T>(plan, plan_len),
             )
         };
-        let prepared = Solver::new(be.clone(), params.params.clone()).prepare_buffers(
+        let prepared = SinkhornSolver::new(be.clone(), params.params.clone()).prepare_buffers(
             mub,
             nub,
             &cb,
@@ -1590,7 +1579,7 @@ fn _coupling_cuda<'py>(
             batched_cost,
         )?;
         let params = params.for_cost(prepared.max_cost());
-        Solver::new(be, params).coupling_into(&prepared, &mut pb)
+        SinkhornSolver::new(be, params).coupling_into(&prepared, &mut pb)
     }
     let sol = py
         .detach(|| {
@@ -1724,7 +1713,7 @@ fn _bistochastic_backward_cuda<'py>(
                 be.borrow_words(words, nwords),
             )
         };
-        let proj = Bistochastic::new(be.clone(), BistochasticParams::default());
+        let proj = BistochasticSolver::new(be.clone(), BistochasticParams::default());
         proj.backward_buffers_deferred::<T>(n, &rb, &gb, cg, &mut db, &mut wb)?;
         match report {
             Some((device, tag)) => post_deferred(&be, device, &wb, words::CG_SUMMARY, tag),
@@ -1790,7 +1779,7 @@ fn svd3<'py>(
         let a: PyReadonlyArray3<'py, T> = a.extract()?;
         let av = a.as_array();
         let out = by_backend!(&dev, be => {
-            compute(py, cpu, || svd3_batch_on(&be, av)).py()?
+            compute(py, cpu, || svd3_batch(&be, av)).py()?
         });
         (out.u.into_pyarray(py), out.s.into_pyarray(py), out.vt.into_pyarray(py))
             .into_pyobject(py)
@@ -1812,16 +1801,15 @@ fn newton_schulz<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let dev = device(py, backend)?;
     let cpu = matches!(dev, Device::Cpu);
-    let params = NewtonSchulzParams {
-        steps,
-        coefficients,
-        polish_steps,
-    };
+    let params = NewtonSchulzParams::default()
+        .steps(steps)
+        .coefficients(coefficients)
+        .polish_steps(polish_steps);
     by_dtype!(x, "x", T => {
         let x: PyReadonlyArray2<'py, T> = x.extract()?;
         let xv: ArrayView2<'_, T> = x.as_array();
         let out = by_backend!(&dev, be => {
-            compute(py, cpu, || newton_schulz_on(&be, xv, &params)).py()?
+            compute(py, cpu, || newton_schulz(&be, xv, &params)).py()?
         });
         Ok(out.into_pyarray(py).into_any())
     })
@@ -1858,7 +1846,7 @@ fn _time_wasserstein(
 ) -> PyResult<Vec<f64>> {
     let (mu, nu, cost) = (mu.as_array(), nu.as_array(), cost.as_array());
     let run = || -> logot::Result<Vec<f64>> {
-        let solver = Solver::new(CpuBackend, SinkhornParams::new(eps));
+        let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(eps));
         let mut times = Vec::with_capacity(repeats);
         for _ in 0..repeats {
             let t = std::time::Instant::now();

@@ -279,7 +279,10 @@ mod tests {
             let (xs, ys) = (soa(n, d, 7 + d as u64), soa(m, d, 99 + d as u64));
             let xt: Vec<T> = xs.iter().map(|&v| T::of(v)).collect();
             let yt: Vec<T> = ys.iter().map(|&v| T::of(v)).collect();
-            let (a, b) = (Panels::new(&xt, n, d).unwrap(), Panels::new(&yt, m, d).unwrap());
+            let (a, b) = (
+                Panels::new(&xt, n, d).unwrap(),
+                Panels::new(&yt, m, d).unwrap(),
+            );
             for (i, &nv) in a.norms().iter().enumerate() {
                 let want: f64 = (0..d).map(|k| xt[k * n + i].f64().powi(2)).sum();
                 assert!((nv.f64() - want).abs() <= tol * want, "norm {i}");
