@@ -498,3 +498,47 @@ impl<T: Real> super::PointCloudKernels<T> for CpuBackend {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::{array, Array3};
+
+    /// The host bytes a coupling's peak counts beside the plan are the copies
+    /// `prepare_cost` keeps: `C` and `Cᵀ`, or `C` alone when every matrix is symmetric,
+    /// and nothing for costs computed on the fly.
+    #[test]
+    fn host_cost_bytes_count_the_prepared_copies() {
+        let be = CpuBackend;
+        let kept = |c: &CostSource<'_, f64>| {
+            let p = Backend::<f64>::prepare_cost(&be, c).unwrap();
+            (p.c.len() + p.ct.len()) * 8
+        };
+        let skew = array![
+            [0.0, 1.0, 2.0, 3.0],
+            [4.0, 5.0, 6.0, 7.0],
+            [8.0, 9.0, 1.0, 2.0]
+        ];
+        let c = CostSource::Dense(skew.view());
+        assert_eq!(be.host_cost_bytes(&c), 2 * 3 * 4 * 8);
+        assert_eq!(be.host_cost_bytes(&c), kept(&c));
+        let sym = array![[0.0, 1.0, 2.0], [1.0, 0.0, 3.0], [2.0, 3.0, 0.0]];
+        let c = CostSource::Dense(sym.view());
+        assert_eq!(be.host_cost_bytes(&c), 3 * 3 * 8);
+        assert_eq!(be.host_cost_bytes(&c), kept(&c));
+        let sym32 = sym.mapv(|v| v as f32);
+        assert_eq!(
+            be.host_cost_bytes(&CostSource::Dense(sym32.view())),
+            3 * 3 * 4
+        );
+        // A batch keeps the transposes when one matrix is not symmetric.
+        let mut batch = Array3::<f64>::zeros((2, 3, 3));
+        batch.index_axis_mut(ndarray::Axis(0), 0).assign(&sym);
+        batch[[1, 0, 1]] = 1.0;
+        let c = CostSource::DenseBatch(batch.view());
+        assert_eq!(be.host_cost_bytes(&c), 2 * 2 * 3 * 3 * 8);
+        assert_eq!(be.host_cost_bytes(&c), kept(&c));
+        let grid = crate::GridCost::new(&[4, 5]).unwrap();
+        assert_eq!(be.host_cost_bytes(&CostSource::<f64>::Grid(grid)), 0);
+    }
+}
