@@ -76,7 +76,7 @@ pub trait Backend<T: Real> {
     fn download(&self, buf: &Self::Buffer) -> Result<Vec<T>>;
     /// A buffer moved to the host: [`Backend::download`], without the copy where the buffer
     /// already is host memory (the CPU's plan is handed back as it is, not cloned).
-    fn into_host(&self, buf: Self::Buffer) -> Result<Vec<T>> {
+    fn download_owned(&self, buf: Self::Buffer) -> Result<Vec<T>> {
         self.download(&buf)
     }
     /// A new buffer of `len` copies of `value`.

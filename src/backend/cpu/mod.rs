@@ -114,7 +114,7 @@ impl<T: Real> Backend<T> for CpuBackend {
         crate::alloc::copied("buffer", buf)
     }
 
-    fn into_host(&self, buf: Vec<T>) -> Result<Vec<T>> {
+    fn download_owned(&self, buf: Vec<T>) -> Result<Vec<T>> {
         Ok(buf)
     }
 
@@ -359,6 +359,18 @@ impl<T: Real> Backend<T> for CpuBackend {
         marginals: &Marginals<'_, Vec<T>>,
         eps: T,
     ) -> Result<Vec<PlanReport>> {
+        let single = std::mem::size_of::<T>() == std::mem::size_of::<f32>();
+        if let (Some(cloud), true) = (&cost.cloud, single) {
+            // f32 clouds: the cost in f64, not the half-steps' rounded cross-term form
+            // (in f64 that rounding is far below any tolerance).
+            return cloud.exact_report(
+                &potentials.f,
+                &potentials.g,
+                marginals.mu,
+                marginals.nu,
+                eps,
+            );
+        }
         if cost.grid.is_some() || cost.cloud.is_some() {
             return plan_report_from_half_steps(self, cost, potentials, marginals, eps);
         }

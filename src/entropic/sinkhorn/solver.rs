@@ -117,7 +117,7 @@ impl<B> SinkhornSolver<B> {
         let eps = T::of(self.params.eps);
         let plan = self
             .backend
-            .into_host(self.backend.plan(&s.cost, &s.f, &s.g, eps)?)?;
+            .download_owned(self.backend.plan(&s.cost, &s.f, &s.g, eps)?)?;
         let plan =
             Array3::from_shape_vec((b, n, m), plan).map_err(|e| Error::Numerical(e.to_string()))?;
         // The report of the array handed back: its own marginals and cost, in f64.
@@ -648,7 +648,7 @@ impl<B> SinkhornSolver<B> {
 }
 
 /// The host's peak in [`SinkhornSolver::coupling`] can be allocated: the plan (`dims` =
-/// `B×n×m` values of `T`, handed back as the backend made it, [`Backend::into_host`]) with
+/// `B×n×m` values of `T`, handed back as the backend made it, [`Backend::download_owned`]) with
 /// the prepared cost's host copies (`cost_bytes`, [`Backend::host_cost_bytes`]) held
 /// alongside, probed as one block before the cost is prepared and anything solved
 /// ([`crate::alloc::probe`]). Else [`Error::OutOfMemory`] naming the plan and the bytes.
