@@ -226,6 +226,7 @@ fn self_transport<T: Real, Bk: PointCloudKernels<T> + GradKernels<T>>(
             crate::entropic::sinkhorn::ProblemReport {
                 marginal_error: err,
                 mass,
+                mass_gap: 0.0,
                 converged,
                 iterations: seen.filter(|_| converged).unwrap_or(iterations),
             }

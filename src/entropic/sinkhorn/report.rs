@@ -25,6 +25,13 @@ pub struct ProblemReport {
     /// marginals' sums), which a constant added to the cost can make far smaller than the
     /// inputs' masses. `marginal_error / mass` is the relative error.
     pub mass: f64,
+    /// `|Σ μ − Σ ν|` of a balanced problem (0 for an unbalanced one). A plan's row and
+    /// column sums total the same, so no plan has a `marginal_error` below half of this gap,
+    /// and after the solver's last half-step (which meets `μ`) the error is about all of it.
+    /// Masses that differ within the equal-mass check (e.g. weights rounded to float32 and
+    /// given as float64) are accepted; when `tol · mass` is below the gap, `converged` stays
+    /// false whatever `max_iters`, `ε` or ε-scaling: the masses are the cause.
+    pub mass_gap: f64,
     /// `marginal_error ≤ tol · mass`: the plan handed back meets the tolerance.
     pub converged: bool,
     /// Iterations this problem needed: the convergence check at which it first met its

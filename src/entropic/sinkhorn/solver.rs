@@ -137,6 +137,7 @@ impl<B> SinkhornSolver<B> {
                 ProblemReport {
                     marginal_error: m.error,
                     mass: m.mass,
+                    mass_gap: p.mass_gap,
                     converged,
                     iterations: if converged {
                         p.iterations
@@ -627,6 +628,10 @@ impl<B> SinkhornSolver<B> {
             problems.push(ProblemReport {
                 marginal_error: err,
                 mass,
+                mass_gap: match relax {
+                    Some(_) => 0.0,
+                    None => (pr.mu_masses[k] - pr.masses[k]).abs(),
+                },
                 converged,
                 iterations: match met[k] {
                     Some(at) if converged => at,
