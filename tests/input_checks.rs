@@ -587,7 +587,7 @@ fn barycenter_rows() -> Vec<Case> {
     let c = cost(4, 4);
     let p = BarycenterParams::new(0.1);
     let bary = |h: &Array2<f64>, w: &Array1<f64>, c: &Array2<f64>, p: &BarycenterParams| {
-        common::bary::barycenter(h.view(), w.view(), c.view(), &p, None).map(|_| ())
+        common::bary::barycenter(h.view(), w.view(), c.view(), p, None).map(|_| ())
     };
     let mut hnan = h.clone();
     hnan[[1, 2]] = f64::NAN;
