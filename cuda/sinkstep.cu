@@ -903,7 +903,7 @@ __device__ __forceinline__ void marginal_error(const T *__restrict__ a, const T 
 }
 
 // One side of each problem of an unbalanced plan, in f64 (one block per problem; see
-// RelaxedSide in src/backend/mod.rs, half_step_change in src/entropic/unbalanced.rs): with
+// RelaxedSide in src/backend/mod.rs, half_step_change beside it): with
 // q = (pot − half)/eps, r = a·exp(q), d = pot − eps·log a and the relaxed half-step's change
 // s = log(r'/r) = −phi·q − d/(rho + eps) (s = −q when exact, rho = ∞), over a > 0,
 //   out[4b..] = (Σ |r' − r|, Σ r, Σ r·d, Σ r·q − r + a).

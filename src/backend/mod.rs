@@ -562,9 +562,7 @@ pub fn relaxed_sides<T: Real>(
                     let log_ratio = (pk - hk) / eps;
                     let dual = pk - eps * ak.ln();
                     let r = ak * log_ratio.exp();
-                    side.residual += crate::entropic::unbalanced::half_step_change(
-                        ak, r, log_ratio, dual, eps, rho,
-                    );
+                    side.residual += half_step_change(ak, r, log_ratio, dual, eps, rho);
                     side.mass += r;
                     side.dual += r * dual;
                     side.kl += r * log_ratio - r + ak;
@@ -573,6 +571,37 @@ pub fn relaxed_sides<T: Real>(
             side
         })
         .collect()
+}
+
+/// `|r' − r|` for one bin of weight `a > 0` whose plan marginal is `r = a·exp(log_ratio)` and
+/// relative potential `dual = pot − ε log a`: the change one more relaxed half-step makes,
+/// `log(r'/r) = −φ·log_ratio − dual/(ρ + ε)` ([`RelaxedSide::residual`]). The step's
+/// exponent is formed from `dual/(ρ + ε)`, never `dual/ρ`, so the rounding of a potential
+/// near `ε log a` is not magnified when `ρ ≪ ε`.
+pub(crate) fn half_step_change(
+    a: f64,
+    r: f64,
+    log_ratio: f64,
+    dual: f64,
+    eps: f64,
+    rho: f64,
+) -> f64 {
+    let (phi, shift) = if rho == f64::INFINITY {
+        (1.0, 0.0)
+    } else {
+        (rho / (rho + eps), dual / (rho + eps))
+    };
+    if r > 0.0 && r.is_finite() {
+        r * (-phi * log_ratio - shift).exp_m1().abs()
+    } else {
+        // r underflowed (or overflowed): r' from `log(r'/a) = (1 − φ)·log(r/a) − shift`.
+        let next = if phi == 1.0 {
+            -shift
+        } else {
+            (1.0 - phi) * log_ratio - shift
+        };
+        (a * next.exp() - r).abs()
+    }
 }
 
 /// One problem's plan as [`Backend::plan_report`] measures it.

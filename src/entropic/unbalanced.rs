@@ -96,37 +96,6 @@ pub(crate) fn phi(rho: f64, eps: f64) -> f64 {
     }
 }
 
-/// `|r' − r|` for one bin of weight `a > 0` whose plan marginal is `r = a·exp(log_ratio)` and
-/// relative potential `dual = pot − ε log a`: the change one more relaxed half-step makes,
-/// `log(r'/r) = −φ·log_ratio − dual/(ρ + ε)` ([`RelaxedSide::residual`]). The step's
-/// exponent is formed from `dual/(ρ + ε)`, never `dual/ρ`, so the rounding of a potential
-/// near `ε log a` is not magnified when `ρ ≪ ε`.
-pub(crate) fn half_step_change(
-    a: f64,
-    r: f64,
-    log_ratio: f64,
-    dual: f64,
-    eps: f64,
-    rho: f64,
-) -> f64 {
-    let (phi, shift) = if rho == f64::INFINITY {
-        (1.0, 0.0)
-    } else {
-        (rho / (rho + eps), dual / (rho + eps))
-    };
-    if r > 0.0 && r.is_finite() {
-        r * (-phi * log_ratio - shift).exp_m1().abs()
-    } else {
-        // r underflowed (or overflowed): r' from `log(r'/a) = (1 − φ)·log(r/a) − shift`.
-        let next = if phi == 1.0 {
-            -shift
-        } else {
-            (1.0 - phi) * log_ratio - shift
-        };
-        (a * next.exp() - r).abs()
-    }
-}
-
 /// A side's term of the unbalanced dual, per unit of mass: `ψ_ρ(t) = −ρ·(e^{−t/ρ} − 1)`
 /// (`t` for `ρ = ∞`), with `t = f − ε log a` the potential relative to the reference `a`.
 pub(crate) fn dual_term(t: f64, rho: f64) -> f64 {

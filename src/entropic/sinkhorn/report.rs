@@ -173,7 +173,7 @@ pub(super) fn measure_relaxed_plans<T: Real>(
     result: &SinkhornResult<T>,
     r: Relaxation,
 ) -> Vec<Measured> {
-    use crate::entropic::unbalanced::half_step_change;
+    use crate::backend::half_step_change;
     use rayon::prelude::*;
     let (batch, n, m) = plan.dim();
     let eps = T::of(result.eps).f64();
