@@ -5,7 +5,7 @@
 #[cfg(feature = "cuda")]
 mod gpu {
     use criterion::{BenchmarkId, Criterion, Throughput};
-    use logot::backend::cuda::{CudaBackend, Tuning};
+    use logot::backend::cuda::CudaBackend;
     use logot::backend::{Backend, CostSource, Side};
     use logot::{BufferOutputs, Problem, SinkhornParams, SinkhornSolver};
     use logot_cli::problems;
@@ -13,9 +13,7 @@ mod gpu {
     use std::time::Duration;
 
     pub fn benches(c: &mut Criterion) {
-        // Kernel choices and the module cache from the LOGOT_CUDA_* variables.
-        let env = |k: &str| std::env::var(k).ok();
-        let gpu = match CudaBackend::with_tuning(0, Tuning::from_vars(env)) {
+        let gpu = match CudaBackend::new() {
             Ok(g) => g,
             Err(e) => {
                 eprintln!("skipping the CUDA benches: {e}");

@@ -3,6 +3,8 @@
 // place, the symmetric product op(A)·op(A)ᵀ (upper tiles only, each written with its
 // mirror), the Frobenius norm and a scaled copy. Matrices are row-major.
 
+#include "common.cuh"
+
 // ---------------------------------------------------------------------------------------
 // Four consecutive elements (16-byte aligned when vectorised).
 // ---------------------------------------------------------------------------------------

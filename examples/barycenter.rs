@@ -62,11 +62,7 @@ fn main() -> ExitCode {
 
 #[cfg(feature = "cuda")]
 fn run_cuda(out: &Path) -> Result<Vec<PathBuf>> {
-    use logot::backend::cuda::{CudaBackend, Tuning};
-    // `CudaBackend::new()` is the plain way; this reads the LOGOT_CUDA_* variables (kernel
-    // choices, and the cache that keeps compiled kernels between runs, ~/.cache/logot).
-    let env = |k: &str| std::env::var(k).ok();
-    run(CudaBackend::with_tuning(0, Tuning::from_vars(env))?, out)
+    run(logot::backend::cuda::CudaBackend::new()?, out)
 }
 
 #[cfg(not(feature = "cuda"))]

@@ -1,5 +1,5 @@
 //! Runs every CUDA kernel once on small inputs (both precisions, every tile shape, the
-//! K-split, the fused loop with 4 and 8 outputs per lane, the exact and redo paths, the
+//! K-split, the fused loop and the per-half-step kernels, the exact and redo paths, the
 //! fused and the separate grid-barycenter kernels), for
 //! `compute-sanitizer --tool memcheck|racecheck|initcheck|synccheck`.
 //!
@@ -99,18 +99,12 @@ fn main() -> logot::Result<()> {
     for tuning in [
         Tuning::default(),
         Tuning {
-            fused_outputs: 8,
-            ..Tuning::default()
-        },
-        Tuning {
             fused: false,
-            overlap_launches: false,
             bary_cluster: 0,
             ..Tuning::default()
         },
     ] {
-        // The module cache and extra NVRTC definitions from LOGOT_CUDA_CACHE / _DEFINES.
-        let gpu = CudaBackend::with_tuning(0, tuning.with_build_vars(|k| std::env::var(k).ok()))?;
+        let gpu = CudaBackend::with_tuning(0, tuning, None)?;
         run::<f32>(&gpu)?;
         run::<f64>(&gpu)?;
     }

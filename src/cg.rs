@@ -88,6 +88,7 @@ impl CgParams {
 
 /// How CG ended for one problem.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[non_exhaustive]
 pub struct CgOutcome {
     /// Iterations run.
     pub iterations: usize,
@@ -140,6 +141,7 @@ impl CgReport {
 /// solved (a GPU reads back these numbers, not one outcome per problem). Equal to
 /// [`CgSummary::of`] the per-problem outcomes.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[non_exhaustive]
 pub struct CgSummary {
     /// Number of problems.
     pub problems: usize,

@@ -9,11 +9,9 @@
 //! let mu = logot::ndarray::Array1::from_elem(50, 0.02);
 //! let seen = Arc::new(Mutex::new(Vec::new()));
 //! let log = seen.clone();
-//! let params = SinkhornParams {
-//!     observer: Some(Observer::new(move |p| log.lock().unwrap().push((p.iteration, p.error)))),
-//!     history: true,
-//!     ..SinkhornParams::new(1e-2)
-//! };
+//! let params = SinkhornParams::new(1e-2)
+//!     .observer(Observer::new(move |p| log.lock().unwrap().push((p.iteration, p.error))))
+//!     .history(true);
 //! let r = SinkhornSolver::new(CpuBackend, params).solve(&Problem::new(mu.view(), mu.view(), cost.view())?)?;
 //! let seen = seen.lock().unwrap();
 //! // One call per convergence check, with the error the history keeps.
@@ -28,6 +26,7 @@ use std::time::Duration;
 
 /// Where a run stands, as an [`Observer`] sees it.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct Progress {
     /// Iterations run so far (ε-scaling stages included).
     pub iteration: usize,
@@ -70,6 +69,7 @@ impl fmt::Debug for Observer {
 
 /// One convergence check of a run's error history.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct HistoryEntry {
     /// Iterations run at the check.
     pub iteration: usize,

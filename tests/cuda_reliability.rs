@@ -1,6 +1,7 @@
 //! Reliability of the CUDA backend: an impossible allocation is an error (and the backend
 //! keeps working after it), a machine without a GPU is refused as unavailable, a bad
-//! ordinal is a parameter error, results are bitwise equal run to run, and the f32
+//! ordinal is a parameter error, kernel modules load at their first use (from two threads at
+//! once too), results are bitwise equal run to run, and the f32
 //! stability sweep (tests/common/stability.rs) stays finite and close to f64 on the GPU.
 //! Rows L71–L73 of docs/input-checks.md. Each test skips with a printed reason when no GPU
 //! is usable, and fails instead when `LOGOT_REQUIRE_GPU=1`.
@@ -136,6 +137,69 @@ fn histograms(b: usize, n: usize, seed: u64) -> Array2<f64> {
         row.mapv_inplace(|v| v / s);
     }
     h
+}
+
+/// Kernel modules are compiled and loaded at the first launch of one of their kernels: a
+/// new backend holds none, a dense solve loads the Sinkhorn module and not the point-cloud,
+/// linear-algebra, barycenter, grid or bistochastic ones, and the first point-cloud solve
+/// loads the point-cloud module. Two threads that make the first launches of the same
+/// module at once (on clones of one backend) both succeed, with bitwise-equal results.
+#[test]
+fn kernel_modules_load_on_first_use() {
+    let Some(gpu) = gpu() else { return };
+    assert!(
+        gpu.loaded_modules().is_empty(),
+        "{:?}",
+        gpu.loaded_modules()
+    );
+    let mu = Array1::from_elem(16, 1.0f32 / 16.0);
+    let cost = Array2::from_shape_fn((16, 16), |(i, j)| ((i as f32) - (j as f32)).powi(2) / 256.0);
+    let params = SinkhornParams::new(0.05).fixed_iterations(20);
+    SinkhornSolver::new(gpu.clone(), params.clone())
+        .solve(&Problem::new(mu.view(), mu.view(), cost.view()).unwrap())
+        .unwrap();
+    let loaded = gpu.loaded_modules();
+    println!("after a dense solve: {loaded:?}");
+    assert!(loaded.contains(&"sinkstep"), "{loaded:?}");
+    for other in ["pointcloud", "linalg", "barycenter", "grid", "bistochastic"] {
+        assert!(
+            !loaded.contains(&other),
+            "{other} loaded by a dense solve: {loaded:?}"
+        );
+    }
+    let x = Array2::from_shape_fn((64, 3), |(i, t)| ((i * 7 + t * 13) % 64) as f32 / 64.0);
+    let y = Array2::from_shape_fn((48, 3), |(i, t)| ((i * 5 + t * 11) % 48) as f32 / 48.0);
+    let (a, b) = (
+        Array1::from_elem(64, 1.0f32 / 64.0),
+        Array1::from_elem(48, 1.0f32 / 48.0),
+    );
+    let cloud_solve = |be: CudaBackend| {
+        let cost = PointCloudCost::new(x.view(), y.view()).unwrap();
+        SinkhornSolver::new(be, params.clone())
+            .solve(&Problem::new(a.view(), b.view(), cost).unwrap())
+            .unwrap()
+    };
+    cloud_solve(gpu.clone());
+    assert!(
+        gpu.loaded_modules().contains(&"pointcloud"),
+        "{:?}",
+        gpu.loaded_modules()
+    );
+    // First launches of the point-cloud module from two threads at once, on a new backend.
+    let Some(fresh) = common::gpu::gpu() else {
+        return;
+    };
+    let (r1, r2) = std::thread::scope(|s| {
+        let h1 = s.spawn(|| cloud_solve(fresh.clone()));
+        let h2 = s.spawn(|| cloud_solve(fresh.clone()));
+        (h1.join().unwrap(), h2.join().unwrap())
+    });
+    assert!(fresh.loaded_modules().contains(&"pointcloud"));
+    assert_eq!(bits32(r1.f.iter().copied()), bits32(r2.f.iter().copied()));
+    assert_eq!(
+        bits32(r1.distance.iter().copied()),
+        bits32(r2.distance.iter().copied())
+    );
 }
 
 /// `LOGOT_SANITIZE=1` (scripts/gpu-sanitize): smaller problems and fewer repeats, so the

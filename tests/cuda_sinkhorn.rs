@@ -309,24 +309,15 @@ fn half_step_matches_cpu_on_every_kernel() {
     }
 }
 
-/// The GPU with the factored half-steps and without (`Tuning::factored`), named.
-fn factored_and_not() -> Option<[(&'static str, CudaBackend); 2]> {
-    let on = gpu()?;
-    let off = gpu_with(Tuning {
-        factored: false,
-        ..Tuning::default()
-    })?;
-    Some([("factored", on), ("one exponential per term", off)])
-}
-
-/// The factored half-steps (`Tuning::factored`, FACT in cuda/sinkstep.cu). On a smooth
-/// cost the previous result's shifts fit u_b + v_j across whole tiles, so with hints that
-/// hold those half-steps are products of shared factors; with hints far too high, far too
-/// low, NaN or stale (potentials moved) they take the exact paths. The same checks as
-/// [`half_step_matches_cpu_on_every_kernel`], with the factoring on and off.
+/// The factored half-steps (FACT in cuda/sinkstep.cu, 8 or more problems on a shared
+/// cost). On a smooth cost the previous result's shifts fit u_b + v_j across whole tiles,
+/// so with hints that hold those half-steps are products of shared factors; with hints far
+/// too high, far too low, NaN or stale (potentials moved) they take the exact paths, and
+/// warps whose outputs do not fit keep one exponential per term. The same checks as
+/// [`half_step_matches_cpu_on_every_kernel`].
 #[test]
 fn factored_half_steps_match_cpu() {
-    let Some(both) = factored_and_not() else {
+    let Some(gpu) = gpu() else {
         return;
     };
     let cases = [
@@ -359,18 +350,16 @@ fn factored_half_steps_match_cpu() {
             zero_bins: 0,
         },
     ];
-    for (_, gpu) in &both {
-        for (k, c) in cases.iter().enumerate() {
-            check_half_step_on(gpu, c, 300 + k as u64, smooth_cost);
-        }
+    for (k, c) in cases.iter().enumerate() {
+        check_half_step_on(&gpu, c, 300 + k as u64, smooth_cost);
     }
 }
 
 /// An otB-shaped batch (bump histograms, squared distances on a line, ε = 1e-2), solved
-/// in f32 with the factoring on and off, against the CPU in f64.
+/// in f32 by the factored half-steps, against the CPU in f64.
 #[test]
 fn otb_shaped_solve_matches_cpu() {
-    let Some(both) = factored_and_not() else {
+    let Some(gpu) = gpu() else {
         return;
     };
     let (mu, nu, c) = logot_cli::problems::ot_b::<f64>(20, 300);
@@ -383,12 +372,10 @@ fn otb_shaped_solve_matches_cpu() {
         nu.mapv(|v| v as f32),
         c.mapv(|v| v as f32),
     );
-    for (what, gpu) in &both {
-        let got = SinkhornSolver::new(gpu.clone(), params.clone())
-            .solve(&Problem::new(muf.view(), nuf.view(), cf.view()).unwrap())
-            .unwrap();
-        assert_solve_agrees(what, &got, &want);
-    }
+    let got = SinkhornSolver::new(gpu, params)
+        .solve(&Problem::new(muf.view(), nuf.view(), cf.view()).unwrap())
+        .unwrap();
+    assert_solve_agrees("factored", &got, &want);
 }
 
 /// The end-of-solve report (column-marginal error and transport cost of the plan (f, g)),
@@ -712,34 +699,13 @@ fn fused_and_half_steps_agree() {
     for k in 0..b {
         assert!(((a.distance[k] - s.distance[k]) / s.distance[k]).abs() <= 1e-5);
     }
-    // Eight outputs per lane, and a single lane per group (no shuffles).
-    for (outputs, lanes) in [(8, 0), (4, 1), (8, 32)] {
-        let Some(v) = gpu_with(Tuning {
-            fused_outputs: outputs,
-            fused_lanes: lanes,
-            ..Tuning::default()
-        }) else {
-            return;
-        };
-        let r = SinkhornSolver::new(v, SinkhornParams::new(0.01).fixed_iterations(150))
-            .solve(&p)
-            .unwrap();
-        let d = max_abs_diff(
-            &r.f.iter().map(|&v| v as f64).collect::<Vec<_>>(),
-            &s.f.iter().map(|&v| v as f64).collect::<Vec<_>>(),
-        );
-        assert!(
-            d <= 2e-5,
-            "fused ({outputs} outputs, {lanes} lanes) and per-half-step potentials differ by {d:e}"
-        );
-    }
 }
 
 /// The fused kernel on thread-block clusters (each CTA takes every CL-th output group and
 /// writes it into every CTA's shared memory) against the per-half-step kernels: cluster
 /// sizes 1 (off) to 16, odd shapes (more CTAs than output groups on one side, a single
-/// point), zero-mass bins, a small ε that sends groups through the exact path, 4 and 8
-/// outputs per lane and forced lane counts.
+/// point), zero-mass bins, a small ε that sends groups through the exact path, and lane
+/// groups from one lane (a reduction of 1 or 5 terms: no shuffles) to 32 (600 terms).
 #[test]
 fn fused_clusters_agree_with_half_steps() {
     let Some(steps) = gpu_with(Tuning {
@@ -754,6 +720,7 @@ fn fused_clusters_agree_with_half_steps() {
         (3, 37, 129, 0.01),
         (2, 1, 5, 0.05),
         (1, 200, 23, 2e-3),
+        (2, 600, 20, 0.01),
     ] {
         let mu = histograms(&mut rng, b, n, usize::from(n > 10)).mapv(|v| v as f32);
         let nu = histograms(&mut rng, b, m, usize::from(m > 10)).mapv(|v| v as f32);
@@ -766,19 +733,9 @@ fn fused_clusters_agree_with_half_steps() {
             .solve(&p)
             .unwrap();
         let sf: Vec<f64> = s.f.iter().map(|&v| v as f64).collect();
-        for (cluster, outputs, lanes) in [
-            (1, 4, 0),
-            (2, 4, 0),
-            (4, 8, 0),
-            (8, 4, 0),
-            (16, 4, 0),
-            (8, 4, 2),
-            (8, 8, 32),
-        ] {
+        for cluster in [1, 2, 4, 8, 16] {
             let Some(v) = gpu_with(Tuning {
                 fused_cluster: cluster,
-                fused_outputs: outputs,
-                fused_lanes: lanes,
                 ..Tuning::default()
             }) else {
                 return;
@@ -789,7 +746,7 @@ fn fused_clusters_agree_with_half_steps() {
             let tol = 4e-6 * (1.0 + sf.iter().fold(0.0f64, |a, v| a.max(v.abs())));
             assert!(
                 d <= tol,
-                "{b}×{n}×{m} eps {eps}, cluster {cluster}, {outputs} outputs, {lanes} lanes: potentials differ by {d:e} (tolerance {tol:e})"
+                "{b}×{n}×{m} eps {eps}, cluster {cluster}: potentials differ by {d:e} (tolerance {tol:e})"
             );
             for k in 0..b {
                 let (x, y) = (r.distance[k] as f64, s.distance[k] as f64);

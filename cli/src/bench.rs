@@ -55,10 +55,10 @@ pub enum BenchProblem {
     /// 10 Sinkhorn iterations from zero potentials.
     #[value(name = "otCbig")]
     OtCBig,
-    /// BistochasticSolver projection of 65536 matrices 4×4, 20 iterations; then its backward.
+    /// Bistochastic projection of 65536 matrices 4×4, 20 iterations; then its backward.
     #[value(name = "mhc4")]
     Mhc4,
-    /// BistochasticSolver projection of 65536 matrices 16×16, 20 iterations; then its backward.
+    /// Bistochastic projection of 65536 matrices 16×16, 20 iterations; then its backward.
     #[value(name = "mhc16")]
     Mhc16,
     /// Thin SVD of 4096 matrices 1024×3 (A ~ N(0, 1)).

@@ -67,9 +67,17 @@ use std::process::ExitCode;
     about = "Entropic optimal transport in the log domain (CPU and CUDA)"
 )]
 struct Cli {
+    /// Keep the compiled CUDA kernels in DIR (created if missing), so that later runs load
+    /// them instead of compiling them again with NVRTC (e.g. ~/.cache/logot). Without it,
+    /// each run compiles the kernel modules it uses.
+    #[arg(long, global = true, value_name = "DIR")]
+    kernel_cache: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
+
+/// `--kernel-cache`, set once from the command line before any backend starts.
+static KERNEL_CACHE: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
 
 #[derive(Subcommand)]
 enum Command {
@@ -80,15 +88,15 @@ enum Command {
     Wasserstein(wasserstein::WassersteinArgs),
     /// The entropic plan P, written to --out as .npy (and the potentials to --out-f/--out-g);
     /// prints the same JSON as wasserstein (--reg-m* for unbalanced plans).
-    CouplingResult(wasserstein::CouplingArgs),
+    Coupling(wasserstein::CouplingArgs),
     /// Sinkhorn divergence S_ε(μ, ν) = OT_ε(μ, ν) − ½ OT_ε(μ, μ) − ½ OT_ε(ν, ν) of two point
     /// clouds (uniform weights unless --mu/--nu), with its gradients; prints JSON.
     Divergence(divergence::DivergenceArgs),
     /// Wasserstein barycenter of K histograms (dense --cost or --grid), written to --out;
     /// prints iterations, error and convergence as JSON.
     Barycenter(barycenter::BarycenterArgs),
-    /// BistochasticSolver projection R = SinkhornKnopp(exp(X)) of n×n matrices (and its backward).
-    BistochasticSolver(bistochastic::BistochasticArgs),
+    /// Bistochastic projection R = SinkhornKnopp(exp(X)) of n×n matrices (and its backward).
+    Bistochastic(bistochastic::BistochasticArgs),
     /// Time a canonical benchmark problem (median of repeated runs after warm-up).
     Bench(bench::BenchArgs),
     /// Thin SVD of M×3 matrices (one, or a batch B×M×3) through the 3×3 Gram matrix.
@@ -115,12 +123,20 @@ impl BackendChoice {
     }
 }
 
-/// The CUDA backend on GPU 0 with the kernel choices and the compiled-kernel cache of the
-/// `LOGOT_CUDA_*` variables (the library itself reads no environment).
+/// The CUDA backend on GPU 0, with the compiled kernels kept in `--kernel-cache`.
 #[cfg(feature = "cuda")]
 pub fn cuda_backend() -> Result<logot::backend::cuda::CudaBackend> {
-    let env = |k: &str| std::env::var(k).ok();
-    logot::backend::cuda::CudaBackend::with_tuning(0, logot::backend::cuda::Tuning::from_vars(env))
+    cuda_device(0)
+}
+
+/// The CUDA backend on GPU `ordinal`, with the compiled kernels kept in `--kernel-cache`.
+#[cfg(feature = "cuda")]
+fn cuda_device(ordinal: usize) -> Result<logot::backend::cuda::CudaBackend> {
+    use logot::backend::cuda::CudaBackend;
+    match KERNEL_CACHE.get().cloned().flatten() {
+        Some(dir) => CudaBackend::with_kernel_cache(ordinal, dir),
+        None => CudaBackend::with_device(ordinal),
+    }
 }
 
 /// The GPUs of `--devices`: one backend, or several joined by NCCL.
@@ -130,18 +146,18 @@ pub enum Gpus {
     Many(logot::CudaCluster),
 }
 
-/// `--devices LIST` (default: GPU 0), each GPU with the kernel choices of the `LOGOT_CUDA_*`
-/// variables.
+/// `--devices LIST` (default: GPU 0), each GPU with the compiled kernels kept in
+/// `--kernel-cache`.
 #[cfg(feature = "cuda")]
 pub fn gpus(devices: &Option<Vec<usize>>) -> Result<Gpus> {
-    use logot::backend::cuda::{CudaBackend, Tuning};
-    let env = |k: &str| std::env::var(k).ok();
-    let one = |o: usize| CudaBackend::with_tuning(o, Tuning::from_vars(env));
     match devices.as_deref() {
         None => Ok(Gpus::One(cuda_backend()?)),
-        Some([o]) => Ok(Gpus::One(one(*o)?)),
+        Some([o]) => Ok(Gpus::One(cuda_device(*o)?)),
         Some(list) => {
-            let members = list.iter().map(|&o| one(o)).collect::<Result<Vec<_>>>()?;
+            let members = list
+                .iter()
+                .map(|&o| cuda_device(o))
+                .collect::<Result<Vec<_>>>()?;
             Ok(Gpus::Many(logot::Cluster::new(members)?))
         }
     }
@@ -185,12 +201,13 @@ fn ignore_file_size_signal() {
 fn main() -> ExitCode {
     ignore_file_size_signal();
     let cli = Cli::parse();
+    let _ = KERNEL_CACHE.set(cli.kernel_cache);
     let out = match cli.command {
         Command::Wasserstein(a) => wasserstein::wasserstein(&a),
-        Command::CouplingResult(a) => wasserstein::coupling(&a),
+        Command::Coupling(a) => wasserstein::coupling(&a),
         Command::Divergence(a) => divergence::divergence(&a),
         Command::Barycenter(a) => barycenter::barycenter(&a),
-        Command::BistochasticSolver(a) => bistochastic::bistochastic(&a),
+        Command::Bistochastic(a) => bistochastic::bistochastic(&a),
         Command::Bench(a) => bench_command(&a),
         Command::Svd3(a) => svd3::svd3(&a),
         Command::NewtonSchulz(a) => newton_schulz::newton_schulz_cmd(&a),

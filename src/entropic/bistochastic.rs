@@ -1,4 +1,4 @@
-//! BistochasticSolver projection of batches of small matrices and its exact backward.
+//! Bistochastic projection of batches of small matrices and its exact backward.
 //!
 //! **Forward.** `R = SinkhornKnopp(exp(X))` for each `n×n` matrix of a batch (`B×n×n`,
 //! `n ≤ 32`, e.g. hyper-connection mixing matrices): in the log domain,
@@ -394,9 +394,9 @@ impl<B> BistochasticSolver<B> {
     /// let mut stats = BistochasticKernels::<f64>::words(be, words::PROJECTION)?;
     /// proj.forward_buffers::<f64>(4, &xb, &mut r, &mut stats)?;
     /// assert_eq!(proj.read_stats::<f64>(&stats)?.iterations, 20);
-    /// // The matrices of the host-array path.
+    /// // The matrices of the host-array path, to rounding.
     /// let host = bistochastic(x.view(), &BistochasticParams::default())?;
-    /// assert_eq!(be.download(&r)?, host.r.into_raw_vec_and_offset().0);
+    /// assert!(be.download(&r)?.iter().zip(host.r.iter()).all(|(a, b)| (a - b).abs() < 1e-12));
     /// # Ok::<(), logot::Error>(())
     /// ```
     pub fn forward_buffers<T: Real>(

@@ -573,7 +573,7 @@ pub struct WassersteinProcrustesResult<T> {
 /// ```
 ///
 /// ```
-/// use logot::linalg::{wasserstein_procrustes_on, WassersteinProcrustesParams};
+/// use logot::linalg::{wasserstein_procrustes, WassersteinProcrustesParams};
 /// use logot::ndarray::Array2;
 /// use logot::linalg::align::rotation_angle;
 /// // A 3-D cloud turned by 0.3 rad about x and shifted, points in another order.

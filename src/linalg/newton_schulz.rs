@@ -125,7 +125,7 @@ impl NewtonSchulzParams {
 /// ```
 ///
 /// ```
-/// use logot::linalg::{newton_schulz_on, NewtonSchulzParams};
+/// use logot::linalg::{newton_schulz, NewtonSchulzParams};
 /// let x = logot::ndarray::array![[2.0f64, 0.0], [0.0, 0.5]];
 /// let y = newton_schulz(&logot::CpuBackend, x.view(), &NewtonSchulzParams::default().polar())?;
 /// assert!((y[[0, 0]] - 1.0).abs() < 1e-6 && (y[[1, 1]] - 1.0).abs() < 1e-6);

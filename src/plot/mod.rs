@@ -63,6 +63,7 @@ pub enum Scale {
 /// Labels and scales of a plot's two axes: `("x", "mass").into()` for linear axes, or
 /// `Axes::new("step", "loss").x_scale(Scale::Integer).y_scale(Scale::Log)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Axes<'a> {
     /// Label of the horizontal axis.
     pub x: &'a str,

@@ -1,4 +1,4 @@
-//! BistochasticSolver projection and its implicit backward, against: a plain multiplicative
+//! Bistochastic projection and its implicit backward, against: a plain multiplicative
 //! Sinkhorn–Knopp reference, the n = 2 closed form, a dense solve of the block adjoint system
 //! `[I R; Rᵀ I]`, central finite differences of a converged forward (f64), and forward-mode
 //! differentiation of the unrolled iteration.

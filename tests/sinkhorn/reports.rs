@@ -210,7 +210,7 @@ fn warm_starts_shifted_by_a_constant_give_the_same_honest_result() {
     assert!((r.result.convergence.marginal_error - rows.max(cols)).abs() < 1e-12);
 }
 
-/// BistochasticSolver logits shifted by a constant give the same R, and the report is R's own
+/// Bistochastic logits shifted by a constant give the same R, and the report is R's own
 /// error (f64 logits −1e17 reported converged with error 12; f32 logits + 1000 reported
 /// converged at 1.7e-4 with tol 1e-6).
 #[test]

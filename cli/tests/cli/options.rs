@@ -254,7 +254,7 @@ fn point_clouds_without_weights_are_uniform() {
     let batch_explicit = run(&["--mu", &f("mu_b.npy"), "--nu", &f("nu_b.npy")]);
     assert_eq!(batch["distance"], batch_explicit["distance"]);
     assert_eq!(batch["distance"].as_array().unwrap().len(), 2);
-    // CouplingResult with no weights: a plan with uniform marginals.
+    // Coupling with no weights: a plan with uniform marginals.
     let c = ok(&[
         "coupling",
         "--x",

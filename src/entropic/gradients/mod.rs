@@ -424,9 +424,12 @@ impl<Bk> SinkhornSolver<Bk> {
     /// // Unbalanced (unequal masses, ρ = 0.5): ∂⟨P,C⟩/∂μ_0 against a central difference.
     /// let nu = array![0.5, 1.0];
     /// let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1).tol(1e-14).max_iters(100_000));
-    /// let problem = |mu: &Array1<f64>| Ok::<_, logot::Error>(Problem::new(mu.view(), nu.view(), cost.view())?.relaxed(Relaxation::kl(0.5)));
-    /// let distance = |mu: &Array1<f64>| -> logot::Result<f64> { Ok(solver.solve(&problem(mu)?)?.distance[0]) };
-    /// let g = solver.wasserstein_gradients(&problem(&mu)?, &CgParams::default())?;
+    /// let distance = |mu: &Array1<f64>| -> logot::Result<f64> {
+    ///     let problem = Problem::new(mu.view(), nu.view(), cost.view())?.relaxed(Relaxation::kl(0.5));
+    ///     Ok(solver.solve(&problem)?.distance[0])
+    /// };
+    /// let problem = Problem::new(mu.view(), nu.view(), cost.view())?.relaxed(Relaxation::kl(0.5));
+    /// let g = solver.wasserstein_gradients(&problem, &CgParams::default())?;
     /// let h = 1e-6;
     /// let numeric = (distance(&array![0.5 + h, 0.5])? - distance(&array![0.5 - h, 0.5])?) / (2.0 * h);
     /// assert!((numeric - g.mu[[0, 0]]).abs() < 1e-7, "{numeric} vs {}", g.mu[[0, 0]]);

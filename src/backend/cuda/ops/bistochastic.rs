@@ -37,7 +37,7 @@ use cudarc::driver::result as cu;
 use cudarc::driver::{CudaContext, CudaSlice};
 use std::sync::{Arc, Mutex};
 
-const SOURCE: &str = Module::Bistochastic.source();
+const SOURCE: &str = Module::Bistochastic.text();
 /// Threads per block.
 const THREADS: usize = define(SOURCE, "BISTO_THREADS");
 /// Largest matrix size (the kernels are compiled for n ≤ 2, 4, 8, 16, 32).

@@ -27,7 +27,7 @@ impl CudaBackend {
         out: &mut CudaBuffer<T>,
     ) -> Result<()> {
         let batch = check_sinkstep(&cost.dims, side, other.len, log_marginal.len, out.len)?;
-        let kernel = Tiled::sinkstep(batch, cost.dims.batch.is_some(), self.tuning().factored);
+        let kernel = Tiled::sinkstep(batch, cost.dims.batch.is_some());
         let (r, k, l) = cost.reduced(side);
         let args = TiledArgs {
             r: self.ptr(r),

@@ -5,13 +5,16 @@
 
 use super::cost::DenseCost;
 use crate::backend::cuda::runtime::device::{CudaBackend, CudaBuffer};
-use crate::backend::cuda::runtime::kernels::{define, CudaReal, Module, Precision};
+use crate::backend::cuda::runtime::kernels::{define, kernel_name, CudaReal, Module};
 use crate::backend::cuda::runtime::launch::{Launch, Start};
 use crate::backend::{Marginals, Potentials};
 use crate::{Error, Result};
 
 /// Most threads a block of the fused kernel may have (its `__launch_bounds__`).
-const MAX_THREADS: usize = define(Module::Sinkstep.source(), "FUSED_MAX_THREADS");
+const MAX_THREADS: usize = define(Module::Sinkstep.text(), "FUSED_MAX_THREADS");
+
+/// Consecutive outputs a lane group of the fused kernel reduces (`FL` of `sinkhorn_fused`).
+const FUSED_OUTPUTS: usize = define(Module::Sinkstep.text(), "FUSED_OUTPUTS");
 
 /// Row length of the fused kernel's shared cost copies (`fused_pad` in cuda/sinkstep.cu):
 /// at least `l` rounded up to 8, ≡ 4 (mod 32).
@@ -33,7 +36,7 @@ fn fused_lanes(k: usize) -> usize {
 /// A fused launch as chosen for one batch.
 struct FusedShape {
     /// The entry point.
-    name: &'static str,
+    name: String,
     /// CTAs per problem (1: no cluster).
     cluster: usize,
     /// Lanes per output group of the `g` and the `f` half-step.
@@ -74,12 +77,6 @@ impl CudaBackend {
     ) -> Result<()> {
         let (n, m) = (cost.dims.n, cost.dims.m);
         let shape = self.fused_shape::<T>(n, m, batch)?;
-        if self.tuning().verbose {
-            eprintln!(
-                "logot: {}: {batch} problem(s) × {} CTAs, {} threads, lanes {}/{}, {} B shared, {iters} iterations",
-                shape.name, shape.cluster, shape.threads, shape.lanes.0, shape.lanes.1, shape.smem
-            );
-        }
         // One block (cluster) per problem; the grid's x dimension holds 2^31 − 1 blocks.
         let gx = batch
             .checked_mul(shape.cluster)
@@ -104,12 +101,12 @@ impl CudaBackend {
         let mut left = iters;
         while left > 0 {
             let now = left.min(1 << 30);
-            // SAFETY: sinkhorn_fused*(C, cost_stride, f, g, lmu, lnu, n, m, eps, iters,
+            // SAFETY: sinkhorn_fused(C, cost_stride, f, g, lmu, lnu, n, m, eps, iters,
             // g_col, g_row, phi_mu, phi_nu); the caller checked the buffers against
             // batch × n×m.
             unsafe {
                 self.launch(
-                    shape.name,
+                    &shape.name,
                     cfg,
                     (
                         pc,
@@ -137,24 +134,16 @@ impl CudaBackend {
     /// The entry point, cluster, lanes and threads of a fused launch.
     fn fused_shape<T: CudaReal>(&self, n: usize, m: usize, batch: usize) -> Result<FusedShape> {
         let tuning = self.tuning();
-        // Outputs per lane: 8 (f32 only) or 4.
-        let (name, outputs) = match (T::PRECISION, tuning.fused_outputs) {
-            (Precision::F32, 8) => ("sinkhorn_fused8_f32", 8),
-            (Precision::F32, _) => ("sinkhorn_fused_f32", 4),
-            (Precision::F64, _) => ("sinkhorn_fused_f64", 4),
-        };
+        let name = kernel_name::<T>("sinkhorn_fused");
         let smem = Self::fused_smem::<T>(n, m);
         // Lanes per output group (a power of two ≤ 32): by reduction length; in a cluster,
         // widened (fewer terms per lane, at least 2) while a CTA stays within 256 threads.
         // Then enough threads for this CTA's groups of the wider half-step, in whole warps.
         let shape = |cl: usize| {
             let side = |l: usize, k: usize| {
-                let groups = l.div_ceil(outputs).div_ceil(cl);
-                let mut g = match tuning.fused_lanes {
-                    0 => fused_lanes(k),
-                    g => g.next_power_of_two().min(32),
-                };
-                if cl > 1 && tuning.fused_lanes == 0 {
+                let groups = l.div_ceil(FUSED_OUTPUTS).div_ceil(cl);
+                let mut g = fused_lanes(k);
+                if cl > 1 {
                     while g < 32 && groups * g * 2 <= 256 && g * 4 <= k {
                         g *= 2;
                     }
@@ -176,7 +165,7 @@ impl CudaBackend {
         };
         let (mut lanes, mut threads) = shape(cl);
         while cl > 1 {
-            let got = self.cluster_size(name, threads, smem as u32, cl)?;
+            let got = self.cluster_size(&name, threads, smem as u32, cl)?;
             if got == cl {
                 break;
             }

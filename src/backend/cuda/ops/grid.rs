@@ -11,9 +11,9 @@ use crate::backend::{BaryBuffers, BaryLayout, GridCost};
 use crate::{Error, Result};
 
 /// Longest grid axis the pass kernel stages in shared memory.
-pub(crate) const GRID_MAX_N: usize = define(Module::Grid.source(), "GRID_MAX_N");
+pub(crate) const GRID_MAX_N: usize = define(Module::Grid.text(), "GRID_MAX_N");
 /// Warps per CTA of `grid_bary_fused_*`.
-const FUSED_WARPS: usize = define(Module::Grid.source(), "GRID_FUSED_WARPS");
+const FUSED_WARPS: usize = define(Module::Grid.text(), "GRID_FUSED_WARPS");
 /// Largest `P·K·N·Σ n_a` (work of one iteration) for which the fused kernel, which uses
 /// one cluster of a few SMs per problem, beats the one-pass-per-launch path over all SMs.
 const FUSED_MAX_WORK: usize = 1 << 24;
@@ -200,11 +200,6 @@ impl CudaBackend {
         let name = kernel_name::<T>("grid_bary_fused");
         let threads = (32 * FUSED_WARPS) as u32;
         let cl = self.cluster_size(&name, threads, smem as u32, want)?;
-        if self.tuning().verbose {
-            eprintln!(
-                "logot: grid_bary_fused: {p} problem(s) × {cl} CTAs, {threads} threads, {smem} B shared, {iters} iterations"
-            );
-        }
         let scratch = self.alloc::<T>(2 * p * k * n, "barycenter scratch")?;
         let gx = p
             .checked_mul(cl)

@@ -22,7 +22,7 @@ use crate::backend::linalg::{check_square, GemmShape, LinalgKernels, SyrkShape, 
 use crate::{Error, Result};
 use cudarc::driver::CudaSlice;
 
-const SOURCE: &str = Module::Linalg.source();
+const SOURCE: &str = Module::Linalg.text();
 /// Edge of the GEMM tile.
 const TILE: usize = define(SOURCE, "GEMM_BM");
 /// Padding of a shared-memory tile row of the f32 GEMM.
@@ -39,7 +39,7 @@ const SVD_CHUNK_ROWS: usize = 128;
 
 /// Threads and dynamic shared memory (bytes) of a GEMM or syrk block: for f32, 128
 /// threads of 8×16 outputs and two operands × two buffers × 16 k-rows × 132 floats
-/// (measured faster than k-steps of 8 or 32, and than static shared memory); for f64, 256
+/// (faster than k-steps of 8 or 32, and than static shared memory); for f64, 256
 /// threads of 8×8 outputs and static shared memory.
 fn gemm_launch<T: CudaReal>(blocks: u32) -> Launch {
     match T::PRECISION {

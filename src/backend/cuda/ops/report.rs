@@ -13,7 +13,7 @@ use crate::backend::shape::{check_fg, check_len};
 use crate::backend::{Marginals, PlanReport, Potentials};
 use crate::{Error, Result};
 
-const SRC: &str = Module::Report.source();
+const SRC: &str = Module::Report.text();
 /// Threads per block of `report_tiles` (its `__launch_bounds__`).
 const TILE_THREADS: usize = define(SRC, "REPORT_THREADS");
 /// Columns a lane owns in `report_tiles`: a block covers `TILE_THREADS·K` columns.

@@ -27,7 +27,7 @@ struct Tile {
 impl Tile {
     /// The tile of `#define NAME TB, TJ, WB, WJ, WARPS, KW` in cuda/sinkstep.cu.
     const fn read(name: &str) -> Tile {
-        let [tb, tj, wb, wj, warps, kw] = define_list::<6>(Module::Sinkstep.source(), name);
+        let [tb, tj, wb, wj, warps, kw] = define_list::<6>(Module::Sinkstep.text(), name);
         Tile {
             tb,
             tj,
@@ -79,9 +79,8 @@ impl Tiled {
             factored,
         }
     }
-    /// Shared cost, 16 problems × 32 outputs per block.
-    const S16: Tiled = Tiled::new("sinkstep_s16", TILE_S16, false, false);
-    /// As [`Tiled::S16`] with factored exponentials.
+    /// Shared cost, 8 or more problems: 16 problems × 32 outputs per block, factored
+    /// exponentials.
     const S16_FACTORED: Tiled = Tiled::new("sinkstep_s16_factored", TILE_S16, false, true);
     /// Shared cost, 2 to 7 problems: 4 problems × 128 outputs per block.
     const S4: Tiled = Tiled::new("sinkstep_s4", TILE_S4, false, false);
@@ -93,10 +92,9 @@ impl Tiled {
     const REPORT_B1: Tiled = Tiled::new("report_b1", TILE_B1, true, false);
 
     /// The half-step kernel for `batch` problems on a shared or per-problem cost.
-    pub fn sinkstep(batch: usize, per_problem_cost: bool, factored: bool) -> Tiled {
+    pub fn sinkstep(batch: usize, per_problem_cost: bool) -> Tiled {
         match (per_problem_cost, batch) {
-            (false, 8..) if factored => Tiled::S16_FACTORED,
-            (false, 8..) => Tiled::S16,
+            (false, 8..) => Tiled::S16_FACTORED,
             (false, 2..) => Tiled::S4,
             _ => Tiled::B1,
         }
@@ -267,7 +265,7 @@ impl CudaBackend {
         };
         // Programmatic dependent launch for the half-steps: this one's blocks may start
         // (and fetch their first cost tile) while the previous one finishes.
-        let start = if splits == 1 && self.tuning().overlap_launches && !kernel.report {
+        let start = if splits == 1 && self.inner.overlap_launches && !kernel.report {
             Start::Overlap
         } else {
             Start::Plain
@@ -373,10 +371,9 @@ mod tests {
     #[test]
     fn shared_memory_follows_tiled_cfg() {
         // TiledCfg::SMEM (SMEM_FACT) of each entry point, worked out by hand.
-        assert_eq!(Tiled::S16.smem(), 2 * (128 * 32 + 128 * 20));
         assert_eq!(
             Tiled::S16_FACTORED.smem(),
-            Tiled::S16.smem() + 8 * 16 * (20 + 32)
+            2 * (128 * 32 + 128 * 20) + 8 * 16 * (20 + 32)
         );
         assert_eq!(Tiled::S4.smem(), 2 * (64 * 128 + 64 * 8));
         assert_eq!(Tiled::B1.smem(), 2 * (64 * 128 + 64));
@@ -386,12 +383,12 @@ mod tests {
 
     #[test]
     fn batches_choose_their_kernel() {
-        assert_eq!(Tiled::sinkstep(64, false, true), Tiled::S16_FACTORED);
-        assert_eq!(Tiled::sinkstep(8, false, false), Tiled::S16);
-        assert_eq!(Tiled::sinkstep(7, false, true), Tiled::S4);
-        assert_eq!(Tiled::sinkstep(2, false, true), Tiled::S4);
-        assert_eq!(Tiled::sinkstep(1, false, true), Tiled::B1);
-        assert_eq!(Tiled::sinkstep(64, true, true), Tiled::B1);
+        assert_eq!(Tiled::sinkstep(64, false), Tiled::S16_FACTORED);
+        assert_eq!(Tiled::sinkstep(8, false), Tiled::S16_FACTORED);
+        assert_eq!(Tiled::sinkstep(7, false), Tiled::S4);
+        assert_eq!(Tiled::sinkstep(2, false), Tiled::S4);
+        assert_eq!(Tiled::sinkstep(1, false), Tiled::B1);
+        assert_eq!(Tiled::sinkstep(64, true), Tiled::B1);
         assert_eq!(Tiled::report(8, false), Tiled::REPORT_S16);
         assert_eq!(Tiled::report(7, false), Tiled::REPORT_B1);
         assert_eq!(Tiled::report(64, true), Tiled::REPORT_B1);

@@ -1,10 +1,10 @@
 //! The device: a CUDA context (the device's primary one) and the stream the backend
-//! launches on (its own, or a caller's: [`CudaBackend::on_stream`]), the kernels loaded from
-//! every module of the registry, the device's limits and the backend's tuning; buffers
-//! (the backend's own, or a caller's memory: [`CudaBackend::borrow_buffer`]), allocation
-//! and copies.
+//! launches on (its own, or a caller's: [`CudaBackend::on_stream`]), the kernel modules,
+//! each compiled and loaded at the first launch of one of its entry points, the device's
+//! limits and the backend's tuning; buffers (the backend's own, or a caller's memory:
+//! [`CudaBackend::borrow_buffer`]), allocation and copies.
 
-use super::kernels::{kernel_name, tc_stream_define, tc_stream_stage, CudaReal, Module};
+use super::kernels::{kernel_name, module_of, tc_stream_stage, CudaReal, Module};
 use super::launch::{
     cluster_attribute, driver_config, ClusterKey, Context, KernelArgs, Launch, Start,
 };
@@ -17,12 +17,23 @@ use cudarc::driver::{
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// The entry points of one loaded module, by full name.
+type Functions = HashMap<String, CudaFunction>;
 
 pub(in crate::backend::cuda) struct Inner {
     pub ctx: Arc<CudaContext>,
-    /// Every entry point of the registry, by full name.
-    pub funcs: HashMap<String, CudaFunction>,
+    /// Each module's entry points (by [`Module::index`]), compiled and loaded at the first
+    /// launch of one of them.
+    modules: [OnceLock<Functions>; Module::ALL.len()],
+    /// Held while a module is compiled and loaded, so that threads launching its kernels
+    /// at once compile it once.
+    loading: Mutex<()>,
+    /// The NVRTC target of this GPU (`sm_90a`, `sm_89`, …).
+    arch: String,
+    /// Where compiled modules are kept between processes (`None`: once per process).
+    kernel_cache: Option<PathBuf>,
     pub device: String,
     pub sm_count: usize,
     /// Opt-in shared memory per block, in bytes.
@@ -32,6 +43,9 @@ pub(in crate::backend::cuda) struct Inner {
     pub tc_stream_stage: usize,
     /// The tuning, as this device supports it ([`Tuning::for_device`]).
     pub tuning: Tuning,
+    /// Whether consecutive half-steps may start while the previous one drains
+    /// (programmatic dependent launch: Hopper and later).
+    pub overlap_launches: bool,
     /// Cluster sizes found schedulable ([`CudaBackend::cluster_size`]).
     pub cluster_sizes: Mutex<HashMap<ClusterKey, usize>>,
 }
@@ -113,35 +127,38 @@ impl<T> std::fmt::Debug for CudaBuffer<T> {
 }
 
 impl CudaBackend {
-    /// The first GPU (ordinal 0). Its kernels are compiled by NVRTC once per process
-    /// (see [`CudaBackend::with_kernel_cache`] to keep them between processes).
+    /// The first GPU (ordinal 0). Each kernel module is compiled by NVRTC at the first
+    /// launch of one of its kernels, once per process (see
+    /// [`CudaBackend::with_kernel_cache`] to keep them between processes).
     pub fn new() -> Result<Self> {
         Self::with_device(0)
     }
 
     /// The GPU with this ordinal. Errors: [`Error::Unavailable`] when the CUDA driver or
     /// NVRTC cannot be loaded or there is no such GPU; [`Error::Cuda`] when a driver call
-    /// or the kernel compilation fails.
+    /// fails. A kernel module that fails to compile or load is an [`Error::Cuda`] naming
+    /// it, from the first call that launches one of its kernels.
     pub fn with_device(ordinal: usize) -> Result<Self> {
-        Self::with_tuning(ordinal, Tuning::default())
+        Self::with_tuning(ordinal, Tuning::default(), None)
     }
 
-    /// The GPU with this ordinal, keeping its compiled kernels as CUBIN files in `dir`
-    /// (created if missing; one file per kernel module, architecture and crate version), so
+    /// The GPU with this ordinal, keeping its compiled kernel modules as CUBIN files in
+    /// `dir` (created if missing; one file per module, architecture and crate version), so
     /// that later processes load them instead of compiling them again. A cache that cannot
     /// be written is skipped. Errors as [`CudaBackend::with_device`].
     pub fn with_kernel_cache(ordinal: usize, dir: impl Into<PathBuf>) -> Result<Self> {
-        let tuning = Tuning {
-            kernel_cache: Some(dir.into()),
-            ..Tuning::default()
-        };
-        Self::with_tuning(ordinal, tuning)
+        Self::with_tuning(ordinal, Tuning::default(), Some(dir.into()))
     }
 
-    /// The GPU with this ordinal and explicit kernel choices (not public API; see
-    /// [`Tuning`]).
+    /// The GPU with this ordinal, explicit kernel choices (not public API; see [`Tuning`])
+    /// and, with `kernel_cache`, compiled modules kept there as
+    /// [`CudaBackend::with_kernel_cache`] does.
     #[doc(hidden)]
-    pub fn with_tuning(ordinal: usize, tuning: Tuning) -> Result<Self> {
+    pub fn with_tuning(
+        ordinal: usize,
+        tuning: Tuning,
+        kernel_cache: Option<PathBuf>,
+    ) -> Result<Self> {
         // cudarc panics when a library is missing; check first, and catch anything else.
         if !unsafe { sys::is_culib_present() } {
             return Err(Error::Unavailable(
@@ -153,7 +170,7 @@ impl CudaBackend {
                 "no NVRTC: libnvrtc could not be loaded (put the CUDA toolkit's lib64 on LD_LIBRARY_PATH)".into(),
             ));
         }
-        match std::panic::catch_unwind(|| Self::start(ordinal, tuning)) {
+        match std::panic::catch_unwind(|| Self::start(ordinal, tuning, kernel_cache)) {
             Ok(r) => r,
             Err(p) => {
                 let msg = p
@@ -168,7 +185,7 @@ impl CudaBackend {
         }
     }
 
-    fn start(ordinal: usize, tuning: Tuning) -> Result<Self> {
+    fn start(ordinal: usize, tuning: Tuning, kernel_cache: Option<PathBuf>) -> Result<Self> {
         let count = match CudaContext::device_count() {
             Ok(c) => c,
             Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NO_DEVICE => 0,
@@ -207,22 +224,35 @@ impl CudaBackend {
         // The single-product streamed stage this GPU's shared memory holds, compiled in.
         let tc_stream_stage = tc_stream_stage(tuning.wide_stream, max_smem);
         let arch = nvrtc_arch(major, minor);
-        let funcs = load_kernels(&ctx, &arch, &tuning, tc_stream_stage, max_smem)?;
-        let mut tuning = tuning.for_device(major);
-        tuning.warpgroup_mma &= arch == "sm_90a";
+        let tuning = tuning.for_device(major, &arch);
         Ok(CudaBackend {
             stream,
             inner: Arc::new(Inner {
                 ctx,
-                funcs,
+                modules: std::array::from_fn(|_| OnceLock::new()),
+                loading: Mutex::new(()),
+                arch,
+                kernel_cache,
                 device,
                 sm_count,
                 max_smem,
                 tc_stream_stage,
                 tuning,
+                overlap_launches: major >= 9,
                 cluster_sizes: Mutex::new(HashMap::new()),
             }),
         })
+    }
+
+    /// The kernel modules this backend has compiled (or taken from a cache) and loaded so
+    /// far, by file name (`sinkstep`, …): each one at the first launch of one of its
+    /// kernels.
+    pub fn loaded_modules(&self) -> Vec<&'static str> {
+        Module::ALL
+            .iter()
+            .filter(|m| self.inner.modules[m.index()].get().is_some())
+            .map(|m| m.name())
+            .collect()
     }
 
     /// The GPU's name.
@@ -379,12 +409,36 @@ impl CudaBackend {
         Ok((r, ms as f64))
     }
 
-    /// The loaded entry point `name`.
+    /// The entry point `name`, its module compiled and loaded first if this is the first
+    /// launch of one of its kernels.
     pub(in crate::backend::cuda) fn func(&self, name: &str) -> Result<&CudaFunction> {
-        self.inner
-            .funcs
-            .get(name)
-            .ok_or_else(|| Error::Cuda(format!("kernel {name} is missing from the module")))
+        let module = module_of(name)
+            .ok_or_else(|| Error::Cuda(format!("kernel {name} is in no kernel module")))?;
+        self.module(module)?.get(name).ok_or_else(|| {
+            Error::Cuda(format!(
+                "kernel {name} is missing from {}.cu",
+                module.name()
+            ))
+        })
+    }
+
+    /// The entry points of `module`, compiled (or taken from the caches) and loaded at the
+    /// first call; a failure is returned to that call and the next one tries again.
+    fn module(&self, module: Module) -> Result<&Functions> {
+        let cell = &self.inner.modules[module.index()];
+        if let Some(funcs) = cell.get() {
+            return Ok(funcs);
+        }
+        let _one_at_a_time = self
+            .inner
+            .loading
+            .lock()
+            .map_err(|_| Error::Cuda("the kernel module lock was poisoned".into()))?;
+        if let Some(funcs) = cell.get() {
+            return Ok(funcs);
+        }
+        let funcs = load_module(&self.inner, module)?;
+        Ok(cell.get_or_init(|| funcs))
     }
 
     /// The backend's tuning (as the device supports it).
@@ -525,42 +579,31 @@ fn nvrtc_arch(major: i32, minor: i32) -> String {
     }
 }
 
-/// Compile (or load from the caches) and load every module of the registry, the point-cloud
-/// kernels with single-product streamed stages of `tc_stream_stage` points, and let each
-/// kernel use the device's whole opt-in shared memory, less its static part.
-fn load_kernels(
-    ctx: &Arc<CudaContext>,
-    arch: &str,
-    tuning: &Tuning,
-    tc_stream_stage: usize,
-    max_smem: usize,
-) -> Result<HashMap<String, CudaFunction>> {
-    let mut funcs = HashMap::new();
-    for module in Module::ALL {
-        let mut defines = tuning.nvrtc_defines.clone();
-        if module == Module::PointCloud {
-            defines.extend(tc_stream_define(tc_stream_stage));
-        }
-        let bin = nvrtc::cubin(module, arch, &defines, tuning.kernel_cache.as_deref())?;
-        let m = ctx
-            .load_module(cudarc::nvrtc::Ptx::from_binary(bin.as_ref().clone()))
-            .context("loading the kernels")?;
-        for name in module.kernel_names() {
-            let f = m
-                .load_function(&name)
-                .with_context(|| format!("finding kernel {name} in {}.cu", module.name()))?;
-            funcs.insert(name, f);
-        }
-    }
+/// Compile (or take from the caches) and load `module`, its point-cloud kernels with
+/// single-product streamed stages of the GPU's `tc_stream_stage` points, and let each kernel
+/// use the device's whole opt-in shared memory, less its static part.
+fn load_module(inner: &Inner, module: Module) -> Result<Functions> {
+    let defines = module.host_defines(inner.tc_stream_stage);
+    let bin = nvrtc::cubin(module, &inner.arch, &defines, inner.kernel_cache.as_deref())?;
+    let name = module.name();
+    let m = inner
+        .ctx
+        .load_module(cudarc::nvrtc::Ptx::from_binary(bin.as_ref().clone()))
+        .with_context(|| format!("loading the kernels of {name}.cu"))?;
     let opt_in = sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
     let static_smem = sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES;
-    for f in funcs.values() {
+    let mut funcs = HashMap::new();
+    for kernel in module.kernel_names() {
+        let f = m
+            .load_function(&kernel)
+            .with_context(|| format!("finding kernel {kernel} in {name}.cu"))?;
         let fixed = f
             .get_attribute(static_smem)
-            .context("reading a kernel attribute")?;
-        let bytes = (max_smem as i32 - fixed).max(0);
+            .with_context(|| format!("reading an attribute of {kernel}"))?;
+        let bytes = (inner.max_smem as i32 - fixed).max(0);
         f.set_attribute(opt_in, bytes)
-            .context("raising the shared-memory limit")?;
+            .with_context(|| format!("raising the shared-memory limit of {kernel}"))?;
+        funcs.insert(kernel, f);
     }
     Ok(funcs)
 }

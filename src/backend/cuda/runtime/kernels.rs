@@ -1,14 +1,17 @@
 //! The kernel registry: every compiled module (`cuda/NAME.cu`) with its source and the
-//! entry points the host launches, the name of an entry point for a precision, and the
-//! numbers the host shares with the kernels, read from the sources' `#define` lines.
+//! entry points the host launches, the headers the sources include, the definitions the
+//! host passes to NVRTC, the name of an entry point for a precision, and the numbers the
+//! host shares with the kernels, read from the sources' `#define` lines.
 //!
 //! An entry point `base` that exists in both precisions is named `base_f32` / `base_f64`
 //! ([`kernel_name`]); the registry lists each base once with the precisions it is compiled
-//! for, and the backend loads every listed entry point when it starts (a missing one is an
-//! error then, not at its first launch).
+//! for. A module is compiled and loaded at the first launch of one of its entry points,
+//! with every entry point it lists (a missing one is an error then).
 
 use crate::Real;
 use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
+use std::collections::HashMap;
+use std::sync::OnceLock;
 
 /// The precision of a kernel instantiation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,8 +62,8 @@ enum Instances {
 }
 use Instances::{Both, Plain, F32};
 
-/// A compiled module: one file `cuda/NAME.cu`, compiled by NVRTC with `cuda/common.cuh`
-/// prepended.
+/// A compiled module: one file `cuda/NAME.cu`, compiled by NVRTC with the headers of
+/// [`HEADERS`] available to its `#include` lines.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Module {
     /// Half-steps (tiled, fused), reports, marginal errors, transport costs, plans, fill,
@@ -90,11 +93,56 @@ const BISTOCHASTIC_SRC: &str = include_str!("../../../../cuda/bistochastic.cu");
 const GRAD_SRC: &str = include_str!("../../../../cuda/grad.cu");
 const LINALG_SRC: &str = include_str!("../../../../cuda/linalg.cu");
 const REPORT_SRC: &str = include_str!("../../../../cuda/report.cu");
-/// The shared header every module is compiled with.
-pub const COMMON_SRC: &str = include_str!("../../../../cuda/common.cuh");
+const COMMON_SRC: &str = include_str!("../../../../cuda/common.cuh");
+
+/// The text of the file `cuda/NAME`, embedded at build time.
+macro_rules! cuda_file {
+    ($name:literal) => {
+        include_str!(concat!("../../../../cuda/", $name))
+    };
+}
+
+/// The headers a kernel source may include, by name: `common.cuh`, and the parts of the
+/// modules kept in several files (by kernel family). NVRTC has no include path here, so the
+/// host hands it their text.
+pub const HEADERS: [(&str, &str); 10] = [
+    ("common.cuh", COMMON_SRC),
+    ("sinkstep_tiled.cuh", cuda_file!("sinkstep_tiled.cuh")),
+    ("sinkstep_fused.cuh", cuda_file!("sinkstep_fused.cuh")),
+    ("sinkstep_plans.cuh", cuda_file!("sinkstep_plans.cuh")),
+    ("pointcloud_fma.cuh", cuda_file!("pointcloud_fma.cuh")),
+    ("pointcloud_anyd.cuh", cuda_file!("pointcloud_anyd.cuh")),
+    (
+        "pointcloud_entries.cuh",
+        cuda_file!("pointcloud_entries.cuh"),
+    ),
+    ("pointcloud_mma.cuh", cuda_file!("pointcloud_mma.cuh")),
+    ("pointcloud_tc.cuh", cuda_file!("pointcloud_tc.cuh")),
+    ("pointcloud_wg.cuh", cuda_file!("pointcloud_wg.cuh")),
+];
+
+/// The Sinkhorn module's source and the parts it includes: the text its numbers are read
+/// from ([`Module::text`]).
+const SINKSTEP_TEXT: &str = concat!(
+    cuda_file!("sinkstep.cu"),
+    cuda_file!("sinkstep_tiled.cuh"),
+    cuda_file!("sinkstep_fused.cuh"),
+    cuda_file!("sinkstep_plans.cuh"),
+);
+
+/// The point-cloud module's source and the parts it includes ([`Module::text`]).
+const POINTCLOUD_TEXT: &str = concat!(
+    cuda_file!("pointcloud.cu"),
+    cuda_file!("pointcloud_fma.cuh"),
+    cuda_file!("pointcloud_anyd.cuh"),
+    cuda_file!("pointcloud_entries.cuh"),
+    cuda_file!("pointcloud_mma.cuh"),
+    cuda_file!("pointcloud_tc.cuh"),
+    cuda_file!("pointcloud_wg.cuh"),
+);
 
 impl Module {
-    /// Every module, in the order the backend loads them.
+    /// Every module (in the order of [`Module::index`]).
     pub const ALL: [Module; 8] = [
         Module::Sinkstep,
         Module::PointCloud,
@@ -105,6 +153,11 @@ impl Module {
         Module::Linalg,
         Module::Report,
     ];
+
+    /// The module's place in [`Module::ALL`].
+    pub const fn index(self) -> usize {
+        self as usize
+    }
 
     /// The file name without `.cu`.
     pub const fn name(self) -> &'static str {
@@ -117,6 +170,16 @@ impl Module {
             Module::Grad => "grad",
             Module::Linalg => "linalg",
             Module::Report => "report",
+        }
+    }
+
+    /// The module's whole text: its source and the parts it includes (the Sinkhorn and
+    /// point-cloud modules), in order. [`define`] reads the numbers shared with the host here.
+    pub const fn text(self) -> &'static str {
+        match self {
+            Module::Sinkstep => SINKSTEP_TEXT,
+            Module::PointCloud => POINTCLOUD_TEXT,
+            _ => self.source(),
         }
     }
 
@@ -138,7 +201,6 @@ impl Module {
     const fn entries(self) -> &'static [(&'static str, Instances)] {
         match self {
             Module::Sinkstep => &[
-                ("sinkstep_s16", Both),
                 ("sinkstep_s16_factored", Both),
                 ("sinkstep_s4", Both),
                 ("sinkstep_b1", Both),
@@ -147,7 +209,6 @@ impl Module {
                 ("report_b1", Both),
                 ("report_sum", Both),
                 ("sinkhorn_fused", Both),
-                ("sinkhorn_fused8", F32),
                 ("marginal_error", Both),
                 ("transport_cost", Both),
                 ("plan", Both),
@@ -172,12 +233,9 @@ impl Module {
                 ("pc_sinkstep_d16", Both),
                 ("pc_sinkstep_nf_d1", F32),
                 ("pc_sinkstep_nf_d2", F32),
-                ("pc_sinkstep_nf_d3", F32),
-                ("pc_sinkstep_nf_d4", F32),
                 ("pc_sinkstep_nf_d16", F32),
                 ("pc_sinkstep_tn_d3", F32),
                 ("pc_sinkstep_tn_d4", F32),
-                ("pc_exp2_poly", F32),
                 ("pc_rows_d4", Both),
                 ("pc_rows_d16", Both),
                 ("pc_adjoint_d4", Both),
@@ -266,6 +324,16 @@ impl Module {
         }
     }
 
+    /// The NVRTC definitions (`NAME=VALUE`) the host compiles the module with, on a GPU
+    /// whose single-product streamed tensor-core stage is `tc_stream_stage` points
+    /// ([`tc_stream_stage`]). Every definition the host passes is made here.
+    pub fn host_defines(self, tc_stream_stage: usize) -> Vec<String> {
+        match self {
+            Module::PointCloud => tc_stream_define(tc_stream_stage).into_iter().collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// The full names of the module's entry points.
     pub fn kernel_names(self) -> impl Iterator<Item = String> {
         self.entries().iter().flat_map(|&(base, inst)| {
@@ -277,6 +345,20 @@ impl Module {
             names.iter().map(move |suffix| format!("{base}{suffix}"))
         })
     }
+}
+
+/// The module that holds entry point `name` (a full name: `plan_f32`), if any.
+pub fn module_of(name: &str) -> Option<Module> {
+    static BY_NAME: OnceLock<HashMap<String, Module>> = OnceLock::new();
+    BY_NAME
+        .get_or_init(|| {
+            Module::ALL
+                .iter()
+                .flat_map(|&m| m.kernel_names().map(move |k| (k, m)))
+                .collect()
+        })
+        .get(name)
+        .copied()
 }
 
 /// The integer `V` of the line `#define NAME V` in `src`, at compile time (a missing or
@@ -347,25 +429,22 @@ const fn starts_with(s: &[u8], at: usize, prefix: &[u8]) -> bool {
 // ---- The point-cloud module's streamed stage -------------------------------------------
 //
 // The single-product tensor-core half-steps stream their output tile in stages whose
-// width the backend compiles in as it starts, from the GPU's shared memory a block
-// (`CudaBackend::with_tuning`); the operations (`ops/pointcloud`) size their launches with
-// the same numbers.
+// width the backend compiles in ([`Module::host_defines`]), from the GPU's shared memory a
+// block; the operations (`ops/pointcloud`) size their launches with the same numbers.
 
 /// Output points per block of the tensor-core half-step.
-pub(in crate::backend::cuda) const PC_TC_BL: usize =
-    define(Module::PointCloud.source(), "PC_TC_BL");
+pub(in crate::backend::cuda) const PC_TC_BL: usize = define(Module::PointCloud.text(), "PC_TC_BL");
 /// Reduced points per stage of the tensor-core half-step with a streamed output tile, split
 /// products (TF32x3, F16x2).
 pub(in crate::backend::cuda) const PC_TC_BKS: usize =
-    define(Module::PointCloud.source(), "PC_TC_BKS");
+    define(Module::PointCloud.text(), "PC_TC_BKS");
 /// Reduced points per stage of the tensor-core half-step with a streamed output tile, single
 /// products (TF32, F16).
 pub(in crate::backend::cuda) const PC_TC_BKS1: usize =
-    define(Module::PointCloud.source(), "PC_TC_BKS1");
+    define(Module::PointCloud.text(), "PC_TC_BKS1");
 /// 32-bit words (one TF32 or two f16 coordinates each) per shared chunk of the tensor-core
 /// operands (their padded width is a multiple).
-pub(in crate::backend::cuda) const PC_TC_DC: usize =
-    define(Module::PointCloud.source(), "PC_TC_DC");
+pub(in crate::backend::cuda) const PC_TC_DC: usize = define(Module::PointCloud.text(), "PC_TC_DC");
 
 /// Shared bytes of `pc_sinkstep_tc_body` with `parts` parts an operand, `a_chunks` chunks of
 /// the output tile (all of them resident, or two slots streamed), `slots` slots of reduced
@@ -425,6 +504,12 @@ mod tests {
         assert!(!names.contains(&"svd3_c8_f64".to_string()));
         assert!(names.contains(&"frob_finish".to_string()));
         assert_eq!(kernel_name::<f64>("plan"), "plan_f64");
+        assert_eq!(module_of("plan_f64"), Some(Module::Sinkstep));
+        assert_eq!(module_of("gemm_nn_f32"), Some(Module::Linalg));
+        assert_eq!(module_of("gemm_nn"), None);
+        for (i, m) in Module::ALL.iter().enumerate() {
+            assert_eq!(m.index(), i);
+        }
         let all: Vec<String> = Module::ALL.iter().flat_map(|m| m.kernel_names()).collect();
         let unique: std::collections::HashSet<&String> = all.iter().collect();
         assert_eq!(
@@ -432,5 +517,71 @@ mod tests {
             all.len(),
             "an entry point is registered twice"
         );
+    }
+
+    /// Every `#include "NAME"` of a kernel source or header names a header the host hands
+    /// to NVRTC, and every registered entry point is named in its module's text.
+    #[test]
+    fn includes_and_entry_points_are_in_the_sources() {
+        let texts = Module::ALL
+            .iter()
+            .map(|m| m.source())
+            .chain(HEADERS.iter().map(|&(_, t)| t));
+        for text in texts {
+            for line in text.lines() {
+                if let Some(rest) = line.trim().strip_prefix("#include") {
+                    let name = rest.trim().trim_matches('"');
+                    assert!(
+                        HEADERS.iter().any(|&(n, _)| n == name),
+                        "{name} is included but not handed to NVRTC"
+                    );
+                }
+            }
+        }
+        // A module's text holds every part its source includes.
+        for m in Module::ALL {
+            for line in m.source().lines() {
+                if let Some(rest) = line.trim().strip_prefix("#include") {
+                    let name = rest.trim().trim_matches('"');
+                    let (_, part) = HEADERS.iter().find(|&&(n, _)| n == name).unwrap();
+                    assert!(
+                        name == "common.cuh" || m.text().contains(part),
+                        "{name} is missing from the text of {}.cu",
+                        m.name()
+                    );
+                }
+            }
+        }
+        for m in Module::ALL {
+            for &(base, _) in m.entries() {
+                // Or pasted from a stem and a number (`pc_sinkstep_tn_d##D`).
+                let stem = base.trim_end_matches(|c: char| c.is_ascii_digit());
+                assert!(
+                    m.text().contains(base) || m.text().contains(&format!("{stem}##")),
+                    "{base} is registered but not in {}.cu",
+                    m.name()
+                );
+            }
+        }
+    }
+
+    /// The kernels have no build-time hooks except the definitions the host passes: every
+    /// `#ifndef NAME` names a definition of [`Module::host_defines`] (on a GPU whose
+    /// streamed stage is not the source's own).
+    #[test]
+    fn the_only_build_hooks_are_the_host_definitions() {
+        for m in Module::ALL {
+            let passed = m.host_defines(PC_TC_BKS);
+            for line in m.text().lines() {
+                if let Some(name) = line.trim().strip_prefix("#ifndef ") {
+                    let name = name.trim();
+                    assert!(
+                        passed.iter().any(|d| d.split('=').next() == Some(name)),
+                        "{}.cu: #ifndef {name} is not a definition the host passes",
+                        m.name()
+                    );
+                }
+            }
+        }
     }
 }

@@ -1,11 +1,11 @@
 //! Run-time compilation of the kernels in `cuda/` with NVRTC, once per process and
-//! architecture: the sources are embedded with `include_str!`, `common.cuh` is prepended
-//! (NVRTC has no include path or standard headers here), and NVRTC emits a CUBIN for the
-//! device's own `sm_XY`, so the driver loads machine code and JIT-compiles nothing. Where
-//! the backend was given a cache directory, the CUBINs are also kept there, so later
-//! processes skip NVRTC.
+//! architecture: the sources are embedded with `include_str!`, the headers they include are
+//! handed to NVRTC by name (it has no include path or standard headers here), and NVRTC
+//! emits a CUBIN for the device's own `sm_XY`, so the driver loads machine code and
+//! JIT-compiles nothing. Where the backend was given a cache directory, the CUBINs are also
+//! kept there, so later processes skip NVRTC.
 
-use super::kernels::{Module, COMMON_SRC};
+use super::kernels::{Module, HEADERS};
 use crate::{Error, Result};
 use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys};
 use std::collections::HashMap;
@@ -50,12 +50,11 @@ pub(in crate::backend::cuda) fn cubin(
         return Ok(c.clone());
     }
     let name = module.name();
-    let full = format!("{COMMON_SRC}\n#line 1 \"{name}.cu\"\n{}", module.source());
-    let file = disk.map(|dir| disk_path(dir, name, arch, &full, &key.defines));
+    let file = disk.map(|dir| disk_path(dir, name, arch, module.source(), &key.defines));
     let bin = match file.as_ref().and_then(|p| std::fs::read(p).ok()) {
         Some(b) if !b.is_empty() => b,
         _ => {
-            let b = compile(name, &full, arch, &key.defines)?;
+            let b = compile(name, module.source(), arch, &key.defines)?;
             if let Some(p) = &file {
                 store(p, &b);
             }
@@ -68,17 +67,22 @@ pub(in crate::backend::cuda) fn cubin(
 }
 
 /// The file of a compiled module in the cache directory `dir`: the name hashes the source,
-/// the architecture, the options and the crate version.
+/// the headers, the architecture, the options and the crate version.
 fn disk_path(dir: &Path, name: &str, arch: &str, src: &str, defines: &[String]) -> PathBuf {
     // FNV-1a, 64 bits: stable across runs and toolchains.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let (options, defines) = (OPTIONS.join(" "), defines.join(" "));
+    let headers = HEADERS.iter().flat_map(|&(n, text)| [n, text]);
     for part in [
         src,
         arch,
-        OPTIONS.join(" ").as_str(),
-        defines.join(" ").as_str(),
+        options.as_str(),
+        defines.as_str(),
         env!("CARGO_PKG_VERSION"),
-    ] {
+    ]
+    .into_iter()
+    .chain(headers)
+    {
         for &b in part.as_bytes().iter().chain(&[0u8]) {
             h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
         }
@@ -108,10 +112,36 @@ fn compile(name: &str, src: &str, arch: &str, defines: &[String]) -> Result<Vec<
     let err = |what: &str, e: nvrtc::NvrtcError| {
         Error::Cuda(format!("NVRTC {what} for {name}.cu: {e:?}"))
     };
-    let csrc = CString::new(src).map_err(|_| Error::Cuda(format!("{name}.cu holds a NUL byte")))?;
-    let cname =
-        CString::new(format!("{name}.cu")).map_err(|_| Error::Cuda("bad module name".into()))?;
-    let prog = nvrtc::create_program(&csrc, Some(&cname)).map_err(|e| err("create", e))?;
+    let nul = |what: &str| Error::Cuda(format!("{what} holds a NUL byte"));
+    let csrc = CString::new(src).map_err(|_| nul(&format!("{name}.cu")))?;
+    let cname = CString::new(format!("{name}.cu")).map_err(|_| nul("a module name"))?;
+    let texts = HEADERS
+        .iter()
+        .map(|&(n, text)| CString::new(text).map_err(|_| nul(n)))
+        .collect::<Result<Vec<_>>>()?;
+    let names = HEADERS
+        .iter()
+        .map(|&(n, _)| CString::new(n).map_err(|_| nul("a header name")))
+        .collect::<Result<Vec<_>>>()?;
+    let text_ptrs: Vec<*const std::ffi::c_char> = texts.iter().map(|t| t.as_ptr()).collect();
+    let name_ptrs: Vec<*const std::ffi::c_char> = names.iter().map(|t| t.as_ptr()).collect();
+    let mut prog = std::mem::MaybeUninit::uninit();
+    // SAFETY: every pointer is to a NUL-terminated string that outlives the call, and the
+    // two header arrays hold `HEADERS.len()` entries each.
+    unsafe {
+        nvrtc_sys::nvrtcCreateProgram(
+            prog.as_mut_ptr(),
+            csrc.as_ptr(),
+            cname.as_ptr(),
+            HEADERS.len() as i32,
+            text_ptrs.as_ptr(),
+            name_ptrs.as_ptr(),
+        )
+    }
+    .result()
+    .map_err(|e| err("create", e))?;
+    // SAFETY: initialised by the successful call above.
+    let prog = unsafe { prog.assume_init() };
     let mut opts = vec![format!("--gpu-architecture={arch}")];
     opts.extend(OPTIONS.iter().map(|o| o.to_string()));
     opts.extend(defines.iter().cloned());

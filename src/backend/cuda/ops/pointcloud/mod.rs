@@ -19,8 +19,7 @@
 //!     row term `−s·|x_l|²` taken out of the log-sum-exp: `d` FMAs per pair (at d = 3 and
 //!     4, split-f16 MMAs instead, `pc_sinkstep_tn`: 512 outputs a block, stages of 1024
 //!     reduced points at d = 3 and 512 at d = 4 copied in by `cp.async`, an exponential and
-//!     an add a pair, [`Tuning::small_d_mma`](super::Tuning::small_d_mma)). When the grid
-//!     is short of a few waves the reduction is split so that the last wave is nearly full
+//!     an add a pair). When the grid is short of a few waves the reduction is split so that the last wave is nearly full
 //!     ([`wave_split`], from the kernel's occupancy).
 //!   - Plan-weighted row sums (transport cost, point gradients, `P·V` with at most 16
 //!     channels): one output per thread, the whole reduction per block.
@@ -127,51 +126,51 @@ use rows::RowSums;
 use tensor::{f16_scale, CrossKernel, TcOperands};
 
 /// Threads per block of the point-cloud kernels.
-const PC_BLOCK: usize = define(Module::PointCloud.source(), "PC_BLOCK");
+const PC_BLOCK: usize = define(Module::PointCloud.text(), "PC_BLOCK");
 /// Reduced points per shared-memory stage.
-const PC_KT: usize = define(Module::PointCloud.source(), "PC_KT");
+const PC_KT: usize = define(Module::PointCloud.text(), "PC_KT");
 /// Row tiles of 16 outputs per warp of the d = 3, 4 MMA half-step (`pc_sinkstep_tn`).
-const PC_TN_R: usize = define(Module::PointCloud.source(), "PC_TN_R");
+const PC_TN_R: usize = define(Module::PointCloud.text(), "PC_TN_R");
 /// Reduced points per stage of `pc_sinkstep_tn` at d = 4 (2·`PC_TN_KT` is the shortest
 /// slice `fill_split` makes).
-const PC_TN_KT: usize = define(Module::PointCloud.source(), "PC_TN_KT");
+const PC_TN_KT: usize = define(Module::PointCloud.text(), "PC_TN_KT");
 /// Reduced points per stage of `pc_sinkstep_tn` at d = 3.
-const PC_TN_KT3: usize = define(Module::PointCloud.source(), "PC_TN_KT3");
+const PC_TN_KT3: usize = define(Module::PointCloud.text(), "PC_TN_KT3");
 /// Largest dimension and number of `plan_apply` channels the kernels are compiled for.
-const PC_DMAX: usize = define(Module::PointCloud.source(), "PC_DMAX");
+const PC_DMAX: usize = define(Module::PointCloud.text(), "PC_DMAX");
 /// Output points per block of the any-d kernels.
-const PC_DN_TL: usize = define(Module::PointCloud.source(), "PC_DN_TL");
+const PC_DN_TL: usize = define(Module::PointCloud.text(), "PC_DN_TL");
 /// Reduced points per stage of the any-d half-step.
-const PC_DN_TK: usize = define(Module::PointCloud.source(), "PC_DN_TK");
+const PC_DN_TK: usize = define(Module::PointCloud.text(), "PC_DN_TK");
 /// Coordinates per shared-memory chunk of the any-d cross term.
-const PC_DN_DC: usize = define(Module::PointCloud.source(), "PC_DN_DC");
+const PC_DN_DC: usize = define(Module::PointCloud.text(), "PC_DN_DC");
 /// Reduced points per stage of the any-d row sums.
-const PC_DN_RTK: usize = define(Module::PointCloud.source(), "PC_DN_RTK");
+const PC_DN_RTK: usize = define(Module::PointCloud.text(), "PC_DN_RTK");
 /// Value channels per block of the any-d row sums.
-const PC_DN_CC: usize = define(Module::PointCloud.source(), "PC_DN_CC");
+const PC_DN_CC: usize = define(Module::PointCloud.text(), "PC_DN_CC");
 /// Reduced points per stage of the tensor-core half-step with a resident output tile.
-const PC_TC_BK: usize = define(Module::PointCloud.source(), "PC_TC_BK");
+const PC_TC_BK: usize = define(Module::PointCloud.text(), "PC_TC_BK");
 /// Slots of reduced chunks (and of stages' column terms) of the tensor-core half-step with
 /// single products and a resident output tile (two in the other kernels).
-const PC_TC_RSLOTS: usize = define(Module::PointCloud.source(), "PC_TC_RSLOTS");
+const PC_TC_RSLOTS: usize = define(Module::PointCloud.text(), "PC_TC_RSLOTS");
 /// Largest shared tile of output points the tensor-core half-step keeps for a whole
 /// reduction (both parts), in bytes; larger tiles are streamed by chunks. With the two
 /// slots of reduced chunks this keeps two blocks on an SM.
 const TC_RESIDENT_BYTES: usize = 64 * 1024;
 /// Reduced points per stage of the half-steps by warpgroup MMAs with a resident output tile
 /// (`pc_sinkstep_hw`, `_tcw`, `_h2w`).
-const PC_WG_BK: usize = define(Module::PointCloud.source(), "PC_WG_BK");
+const PC_WG_BK: usize = define(Module::PointCloud.text(), "PC_WG_BK");
 /// Stages in flight (shared slots) of `pc_sinkstep_hw`, `_tcw` and `_h2w`.
-const PC_WG_SLOTS: usize = define(Module::PointCloud.source(), "PC_WG_SLOTS");
+const PC_WG_SLOTS: usize = define(Module::PointCloud.text(), "PC_WG_SLOTS");
 /// Most 128-byte blocks (64 f16 or 32 TF32 coordinates) of a point's parts in
 /// `pc_sinkstep_hw`, `_tcw` and `_h2w` (four of one part, or two of each of F16x2's two).
-const PC_WG_KB_MAX: usize = define(Module::PointCloud.source(), "PC_WG_KB_MAX");
+const PC_WG_KB_MAX: usize = define(Module::PointCloud.text(), "PC_WG_KB_MAX");
 /// Reduced points per stage of the half-steps by warpgroup MMAs with a streamed output tile
 /// (`pc_sinkstep_hw_stream`, `_tcw_stream`).
-const PC_WGS_BK: usize = define(Module::PointCloud.source(), "PC_WGS_BK");
+const PC_WGS_BK: usize = define(Module::PointCloud.text(), "PC_WGS_BK");
 /// Chunk slots (128 bytes of each output and reduced point) of `pc_sinkstep_hw_stream` and
 /// `_tcw_stream`.
-const PC_WGS_SLOTS: usize = define(Module::PointCloud.source(), "PC_WGS_SLOTS");
+const PC_WGS_SLOTS: usize = define(Module::PointCloud.text(), "PC_WGS_SLOTS");
 /// Plans with more entries than this are not materialised.
 const MAX_PLAN_ENTRIES: usize = 1 << 27;
 
@@ -544,37 +543,6 @@ impl CudaBackend {
             )
         }?;
         Ok(out)
-    }
-
-    /// `2^x` for each `x` by the polynomial of `degree` 4 or 5 that replaces some of the
-    /// half-steps' `MUFU.EX2` exponentials (`pc_exp2_poly` in cuda/pointcloud.cu; degree 4
-    /// in `pc_sinkstep_tn`, 5 in the FMA kernels). For tests; not part of the API.
-    #[doc(hidden)]
-    pub fn exp2_poly(&self, x: &[f32], degree: usize) -> Result<Vec<f32>> {
-        if !matches!(degree, 4 | 5) {
-            return Err(Error::parameter(
-                "degree",
-                degree,
-                "the polynomials have degree 4 or 5",
-            ));
-        }
-        let n = x.len();
-        to_i32(n, "x")?;
-        if n == 0 {
-            return Ok(Vec::new());
-        }
-        let xd = self.upload_slice(x, "the arguments")?;
-        let y = self.alloc::<f32>(n, "the exponentials")?;
-        let blocks = self.stride_blocks(n, 256, 8);
-        // SAFETY: pc_exp2_poly_f32(x, y, n, deg) reads and writes n floats.
-        unsafe {
-            self.launch(
-                "pc_exp2_poly_f32",
-                Launch::linear(blocks, 256),
-                (self.ptr(&xd), self.ptr(&y), n as i32, degree as i32),
-            )
-        }?;
-        self.download_slice(&y, n, "the exponentials")
     }
 
     /// `|p|²` of each of the `len` points of `pairs` structure-of-arrays clouds stored one

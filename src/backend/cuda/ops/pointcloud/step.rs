@@ -8,9 +8,8 @@ use crate::backend::cuda::runtime::launch::Join;
 /// when the GPU holds `slots` blocks at once: below 4 waves, the fewest splits (at most 64,
 /// each at least 4 stages of `PC_KT` points) whose last wave of blocks is nearly full, since
 /// a block count just past a multiple of `slots` leaves most of the GPU idle in its last
-/// wave. otC10 (64 blocks of 1024 outputs, 528 slots on an H100 at 4 blocks an SM) takes 8
-/// splits, 512 blocks: 26.72 ms, where 7 and 9 splits (1.7 waves) took 30.2 and 29.5, and
-/// 4, 6, 12, 16, 24, 32, 33, 48 and 64 splits 26.25 (48) to 27.3 (4), one H100 call.
+/// wave. For example, 64 blocks on 528 slots take 8 splits (512 blocks, one nearly full
+/// wave), where 7 or 9 splits would leave 1.7 waves.
 pub(super) fn wave_split(blocks: usize, len_red: usize, slots: usize) -> (usize, usize) {
     // From 4 waves on, the last one costs at most a fifth: no split.
     let max_splits = if blocks >= 4 * slots {
@@ -43,12 +42,9 @@ const PC_TN_GRANULE: usize = 16;
 /// when the GPU holds `slots` blocks at once, for a kernel whose slices may end at any
 /// multiple of `granule` points: the fewest splits (at most 64, slices of at least
 /// 2·`PC_TN_KT` points) whose waves are within 0.5 % of the fullest, at any block count; a
-/// last wave part full costs its share even after many. Measured on an H200:
-/// otCbig (2048 blocks, 264 slots: 7.76 waves unsplit) 6385.6 ms unsplit against 6240.0 with
-/// 33 splits (256 full waves), and 6187.0–6190.9 with the 9 this picks (70 waves, 99.7 %
-/// full); otC10 (128 blocks) 25.88–26.10 ms with 2, 4, 8 and 33 splits (this picks 33),
-/// 26.21–26.32 with 16, 27.76–27.84 with 66 (slices of 1008 points). The partials cost
-/// 8 bytes an output a split, and many waves need none.
+/// last wave part full costs its share even after many (2048 blocks on 264 slots are 7.76
+/// waves unsplit; 9 splits make 70 waves, 99.7 % full). The partials cost 8 bytes an output
+/// a split, and many waves need none.
 pub(super) fn fill_split(
     blocks: usize,
     len_red: usize,
@@ -84,13 +80,13 @@ pub(super) struct SmallStep {
 }
 
 impl SmallStep {
-    /// The norm form at d = 3 and 4 in f32 on split-f16 MMAs when `mma` (`PC_TN_R` tiles of
-    /// 16 outputs a warp, its stages in static shared memory; at d = 1 and 2 the FMA kernels
-    /// were faster), else the FMA kernel of the form with its outputs per thread (TJ of the
+    /// The norm form at d = 3 and 4 in f32 on split-f16 MMAs (`PC_TN_R` tiles of 16
+    /// outputs a warp, its stages in static shared memory; at d = 1 and 2 the FMA kernels
+    /// are faster), else the FMA kernel of the form with its outputs per thread (TJ of the
     /// entry point).
-    pub fn choose(form: CloudForm, d: usize, precision: Precision, mma: bool) -> SmallStep {
+    pub fn choose(form: CloudForm, d: usize, precision: Precision) -> SmallStep {
         let f32 = precision == Precision::F32;
-        if mma && f32 && form == CloudForm::Norm && matches!(d, 3 | 4) {
+        if f32 && form == CloudForm::Norm && matches!(d, 3 | 4) {
             return SmallStep {
                 entry: format!("pc_sinkstep_tn_d{d}"),
                 per_block: PC_BLOCK / 2 * PC_TN_R,
@@ -207,7 +203,6 @@ impl CudaBackend {
             _ => None,
         };
         // (entry point, outputs per block, reduced points per stage, shared bytes)
-        let mma = self.tuning().small_d_mma;
         let mut scale = cl.scale(eps);
         let (kernel, per_block, kt, smem, slice_granule) = match (cl.form(eps), &tc_plan) {
             (None, Some((_, tl))) => {
@@ -215,7 +210,7 @@ impl CudaBackend {
                 (entry, PC_TC_BL, tl.stage, tl.smem, None)
             }
             (Some(form), _) => {
-                let s = SmallStep::choose(form, cl.d, T::PRECISION, mma);
+                let s = SmallStep::choose(form, cl.d, T::PRECISION);
                 if s.f16_balance {
                     scale = cl.f16_balance(side, eps);
                 }
@@ -245,14 +240,6 @@ impl CudaBackend {
         } else {
             self.cloud_split(gx * batch, len_red, kt)
         };
-        if self.tuning().verbose {
-            let per_sm = self.blocks_per_sm(&kernel, smem);
-            eprintln!(
-                "logot: {kernel} grid {gx}x{batch}x{splits} of {PC_BLOCK} threads, {smem} shared bytes, \
-                 {kslice} reduced points a block, {per_sm:?} blocks an SM on {} SMs",
-                self.inner.sm_count
-            );
-        }
         let parts = if splits > 1 {
             Some(self.alloc::<T>(2 * splits * batch * len_out, "K-split partials")?)
         } else {
@@ -371,28 +358,24 @@ mod tests {
         let f32 = Precision::F32;
         // The MMA kernel: d = 3 and 4 of the f32 norm form only.
         for d in [3, 4] {
-            let s = SmallStep::choose(Norm, d, f32, true);
+            let s = SmallStep::choose(Norm, d, f32);
             assert_eq!(s.entry, format!("pc_sinkstep_tn_d{d}"));
             let stage = if d == 3 { 1024 } else { 512 };
             assert_eq!((s.per_block, s.stage, s.smem), (512, stage, 0));
             assert_eq!(s.slice_granule, Some(16));
             assert!(s.f16_balance);
             assert_eq!(
-                SmallStep::choose(Norm, d, f32, false).entry,
-                format!("pc_sinkstep_nf_d{d}")
-            );
-            assert_eq!(
-                SmallStep::choose(Direct, d, f32, true).entry,
+                SmallStep::choose(Direct, d, f32).entry,
                 format!("pc_sinkstep_d{d}")
             );
             assert_eq!(
-                SmallStep::choose(Direct, d, Precision::F64, true).entry,
+                SmallStep::choose(Direct, d, Precision::F64).entry,
                 format!("pc_sinkstep_d{d}")
             );
         }
-        // d = 1, 2: the FMA norm-form kernels, 8 outputs a thread; d = 3: 4, each with its
-        // stage of d coordinates and the column terms.
-        let s = SmallStep::choose(Norm, 2, f32, true);
+        // d = 1, 2: the FMA norm-form kernels, 8 outputs a thread, each with its stage of d
+        // coordinates and the column terms; the direct form at d = 3: 4 a thread.
+        let s = SmallStep::choose(Norm, 2, f32);
         assert_eq!(
             s,
             SmallStep {
@@ -404,15 +387,15 @@ mod tests {
                 f16_balance: false,
             }
         );
-        let s = SmallStep::choose(Norm, 3, f32, false);
+        let s = SmallStep::choose(Direct, 3, f32);
         assert_eq!((s.per_block, s.smem), (1024, 4 * 128 * 4));
         // d ≤ 16: the d16 entry points, 2 outputs a thread; f64 takes 2 at every d.
-        let s = SmallStep::choose(Norm, 7, f32, true);
+        let s = SmallStep::choose(Norm, 7, f32);
         assert_eq!(
             (s.entry.as_str(), s.per_block, s.smem),
             ("pc_sinkstep_nf_d16", 512, 17 * 128 * 4)
         );
-        let s = SmallStep::choose(Direct, 3, Precision::F64, true);
+        let s = SmallStep::choose(Direct, 3, Precision::F64);
         assert_eq!((s.per_block, s.smem), (512, 4 * 128 * 8));
     }
 
