@@ -23,9 +23,11 @@ __device__ __forceinline__ void marginal_error(const T *__restrict__ a, const T 
 }
 
 // One side of each problem of an unbalanced plan, in f64 (one block per problem; see
-// RelaxedSide in src/backend/mod.rs): with q = (pot − half)/eps and r = a·exp(q), over a > 0,
-//   out[4b..] = (Σ a·|exp(q) − exp(−(pot − eps·log a)/rho)|, Σ r, Σ r·(pot − eps·log a),
-//                Σ r·q − r + a);  exact (rho = ∞): the second exponential is 1.
+// RelaxedSide in src/backend/mod.rs, half_step_change beside it): with
+// q = (pot − half)/eps, r = a·exp(q), d = pot − eps·log a and the relaxed half-step's change
+// s = log(r'/r) = −phi·q − d/(rho + eps) (s = −q when exact, rho = ∞), over a > 0,
+//   out[4b..] = (Σ |r' − r|, Σ r, Σ r·d, Σ r·q − r + a).
+// s is formed from d/(rho + eps), never d/rho: rho ≪ eps does not magnify the rounding of d.
 template <typename T>
 __device__ __forceinline__ void relaxed_side(const T *__restrict__ a, const T *__restrict__ pot,
                                              const T *__restrict__ half, double *__restrict__ out,
@@ -38,11 +40,11 @@ __device__ __forceinline__ void relaxed_side(const T *__restrict__ a, const T *_
     if (ak > 0.0) {
       const double pk = (double)pot[base + k], hk = (double)half[base + k];
       const double q = (pk - hk) / eps;
-      const double got = exp(q);
       const double d = pk - eps * log(ak);
-      const double want = exact ? 1.0 : exp(-d / rho);
-      const double r = ak * got;
-      res += ak * fabs(got - want);
+      const double r = ak * exp(q);
+      const double step = exact ? -q : -(rho / (rho + eps)) * q - d / (rho + eps);
+      // r underflowed (or overflowed): r' = a·exp(q + step) directly.
+      res += (r > 0.0 && isfinite(r)) ? r * fabs(expm1(step)) : fabs(ak * exp(q + step) - r);
       mass += r;
       dual += r * d;
       kl += r * q - r + ak;

@@ -62,6 +62,7 @@ pub use ndarray;
 // (`cost`); the batched conjugate gradients the backends share (`cg`); the backends and
 // their kernel traits (`backend`); the algorithm families (`entropic`, then `linalg`, whose
 // alignment solves transport problems); the gradient toolkit's public face (`grad`); plots.
+mod alloc;
 pub mod backend;
 mod batch;
 mod cg;

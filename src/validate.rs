@@ -204,35 +204,6 @@ pub(crate) fn check_eps(arg: &str, eps: f64) -> Result<()> {
     Ok(())
 }
 
-/// A host array of `dims` values of `T` for `what` can be allocated: the element count and
-/// byte size do not overflow and the allocator grants the bytes (probed with
-/// `try_reserve_exact` and released untouched). An impossible size is then an
-/// [`Error::OutOfMemory`] naming the shape and the bytes, not an abort.
-pub(crate) fn check_alloc<T>(what: &str, dims: &[usize]) -> Result<()> {
-    let shape = dims
-        .iter()
-        .map(|d| d.to_string())
-        .collect::<Vec<_>>()
-        .join("×");
-    let size = std::mem::size_of::<T>().max(1);
-    let len = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-    let bytes = len.and_then(|l| l.checked_mul(size));
-    let Some(bytes) = bytes.filter(|&b| b <= isize::MAX as usize) else {
-        return Err(Error::OutOfMemory {
-            what: what.into(),
-            detail: format!("{shape} values of {size} bytes overflow the address space"),
-        });
-    };
-    let mut probe: Vec<u8> = Vec::new();
-    if probe.try_reserve_exact(bytes).is_err() {
-        return Err(Error::OutOfMemory {
-            what: what.into(),
-            detail: format!("{shape} values need {bytes} bytes, which cannot be allocated"),
-        });
-    }
-    Ok(())
-}
-
 /// ε is at least one rounding unit of the largest |cost| in precision `T`. Below that,
 /// `(f + g − C)/ε` is rounding noise: the iterations still run, but the plan no longer
 /// meets its marginals (its mass drifts far from 1, a distance can exceed every cost), so

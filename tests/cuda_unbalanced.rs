@@ -302,13 +302,17 @@ fn relaxed_sides_match_a_brute_force_sum() {
                     if a[k] > 0.0 {
                         let q = (p[k] - h[k]) / eps;
                         let d = p[k] - eps * a[k].ln();
-                        let want = if rho.is_infinite() {
-                            1.0
-                        } else {
-                            (-d / rho).exp()
-                        };
                         let r = a[k] * q.exp();
-                        s[0] += a[k] * (q.exp() - want).abs();
+                        // After one more relaxed half-step the marginal is the geometric
+                        // blend r^{1−φ}·w^φ of r and the one the condition asks for,
+                        // w = a·exp(−d/ρ) (a for ρ = ∞, φ = 1).
+                        let next = if rho.is_infinite() {
+                            a[k]
+                        } else {
+                            let phi = rho / (rho + eps);
+                            r.powf(1.0 - phi) * (a[k] * (-d / rho).exp()).powf(phi)
+                        };
+                        s[0] += (next - r).abs();
                         s[1] += r;
                         s[2] += r * d;
                         s[3] += r * q - r + a[k];

@@ -74,6 +74,11 @@ pub trait Backend<T: Real> {
     fn upload(&self, data: &[T]) -> Result<Self::Buffer>;
     /// Copy a device buffer to the host.
     fn download(&self, buf: &Self::Buffer) -> Result<Vec<T>>;
+    /// A buffer moved to the host: [`Backend::download`], without the copy where the buffer
+    /// already is host memory (the CPU's plan is handed back as it is, not cloned).
+    fn download_owned(&self, buf: Self::Buffer) -> Result<Vec<T>> {
+        self.download(&buf)
+    }
     /// A new buffer of `len` copies of `value`.
     fn filled(&self, len: usize, value: T) -> Result<Self::Buffer>;
     /// Length of a buffer.
@@ -82,6 +87,49 @@ pub trait Backend<T: Real> {
     /// Prepare a cost for the kernels. Entries are validated (finite) by the caller
     /// ([`crate::Problem`]); backends check only sizes.
     fn prepare_cost(&self, cost: &CostSource<'_, T>) -> Result<Self::Cost>;
+    /// [`Backend::prepare_cost`] of a dense cost with each matrix shifted, `C_b − shift[b]`
+    /// (in f64; one shift per matrix or one shared; empty or all zero: none). The default
+    /// shifts a host copy and prepares it; a backend that copies the cost anyway shifts it
+    /// as it copies (the CPU: no third copy of the matrix).
+    fn prepare_shifted_cost(&self, cost: &CostSource<'_, T>, shift: &[f64]) -> Result<Self::Cost> {
+        if shift.iter().all(|&s| s == 0.0) {
+            return self.prepare_cost(cost);
+        }
+        let of = |b: usize| if shift.len() == 1 { shift[0] } else { shift[b] };
+        match cost {
+            CostSource::Dense(c) => {
+                let s = of(0);
+                let v = crate::alloc::collected(
+                    "cost",
+                    c.len(),
+                    c.iter().map(|&v| T::of(v.f64() - s)),
+                )?;
+                let c = ArrayView2::from_shape(c.dim(), &v)
+                    .map_err(|e| crate::Error::shape("cost", e.to_string()))?;
+                self.prepare_cost(&CostSource::Dense(c))
+            }
+            CostSource::DenseBatch(c) => {
+                let v = crate::alloc::collected(
+                    "cost",
+                    c.len(),
+                    c.outer_iter()
+                        .enumerate()
+                        .flat_map(|(b, m)| m.into_iter().map(move |&v| T::of(v.f64() - of(b)))),
+                )?;
+                let c = ArrayView3::from_shape(c.dim(), &v)
+                    .map_err(|e| crate::Error::shape("cost", e.to_string()))?;
+                self.prepare_cost(&CostSource::DenseBatch(c))
+            }
+            _ => self.prepare_cost(cost),
+        }
+    }
+    /// The host bytes [`Backend::prepare_cost`] keeps for `cost` (the CPU's copies of a dense
+    /// cost; 0 where the prepared cost lives on a device or is computed on the fly): held
+    /// with a plan, they make [`SinkhornSolver::coupling`](crate::SinkhornSolver::coupling)'s peak.
+    fn host_cost_bytes(&self, cost: &CostSource<'_, T>) -> usize {
+        let _ = cost;
+        0
+    }
     /// Sizes of a prepared cost.
     fn cost_dims(&self, cost: &Self::Cost) -> CostDims;
 
@@ -462,10 +510,12 @@ pub struct Marginals<'a, Buf> {
 /// [`Backend::relaxed_sides`].
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct RelaxedSide {
-    /// `Σ_k a_k·|exp((pot_k − half_k)/ε) − exp(−(pot_k − ε log a_k)/ρ)|`: the `ℓ₁` violation
-    /// of the side's optimality condition (`‖r − a‖₁` for `ρ = ∞`).
+    /// `Σ_k |r'_k − r_k|`, the `ℓ₁` change one more relaxed half-step on this side would make
+    /// to the plan's marginal: `log(r'_k/r_k) = −φ·log(r_k/a_k) − (pot_k − ε log a_k)/(ρ + ε)`
+    /// (`φ = ρ/(ρ + ε)`), zero exactly when the side's optimality condition
+    /// `r = a ⊙ exp(−(pot − ε log a)/ρ)` holds; `‖r − a‖₁` for `ρ = ∞`.
     pub residual: f64,
-    /// `Σ_k r_k`, the plan's mass.
+    /// `Σ_k r_k`, the plan's mass (what [`RelaxedSide::residual`] is judged relative to).
     pub mass: f64,
     /// `Σ_k r_k·(pot_k − ε log a_k)`.
     pub dual: f64,
@@ -510,15 +560,9 @@ pub fn relaxed_sides<T: Real>(
                     let (pk, hk) = (p[k].f64(), h[k].f64());
                     // log(r_k / a_k)
                     let log_ratio = (pk - hk) / eps;
-                    let got = log_ratio.exp();
                     let dual = pk - eps * ak.ln();
-                    let want = if rho == f64::INFINITY {
-                        1.0
-                    } else {
-                        (-dual / rho).exp()
-                    };
-                    let r = ak * got;
-                    side.residual += ak * (got - want).abs();
+                    let r = ak * log_ratio.exp();
+                    side.residual += half_step_change(ak, r, log_ratio, dual, eps, rho);
                     side.mass += r;
                     side.dual += r * dual;
                     side.kl += r * log_ratio - r + ak;
@@ -527,6 +571,37 @@ pub fn relaxed_sides<T: Real>(
             side
         })
         .collect()
+}
+
+/// `|r' − r|` for one bin of weight `a > 0` whose plan marginal is `r = a·exp(log_ratio)` and
+/// relative potential `dual = pot − ε log a`: the change one more relaxed half-step makes,
+/// `log(r'/r) = −φ·log_ratio − dual/(ρ + ε)` ([`RelaxedSide::residual`]). The step's
+/// exponent is formed from `dual/(ρ + ε)`, never `dual/ρ`, so the rounding of a potential
+/// near `ε log a` is not magnified when `ρ ≪ ε`.
+pub(crate) fn half_step_change(
+    a: f64,
+    r: f64,
+    log_ratio: f64,
+    dual: f64,
+    eps: f64,
+    rho: f64,
+) -> f64 {
+    let (phi, shift) = if rho == f64::INFINITY {
+        (1.0, 0.0)
+    } else {
+        (rho / (rho + eps), dual / (rho + eps))
+    };
+    if r > 0.0 && r.is_finite() {
+        r * (-phi * log_ratio - shift).exp_m1().abs()
+    } else {
+        // r underflowed (or overflowed): r' from `log(r'/a) = (1 − φ)·log(r/a) − shift`.
+        let next = if phi == 1.0 {
+            -shift
+        } else {
+            (1.0 - phi) * log_ratio - shift
+        };
+        (a * next.exp() - r).abs()
+    }
 }
 
 /// One problem's plan as [`Backend::plan_report`] measures it.

@@ -266,6 +266,9 @@ impl<B> BistochasticSolver<B> {
             .into_iter()
             .map(|e| ProblemReport {
                 marginal_error: e,
+                // The tolerance is on the rows' and columns' sums of 1 each.
+                mass: 1.0,
+                mass_gap: 0.0,
                 converged: e <= tol,
                 iterations: stats.iterations,
             })

@@ -118,20 +118,22 @@ fn self_transport<T: Real, Bk: PointCloudKernels<T> + GradKernels<T>>(
     let asked = p.tol.unwrap_or(T::DEFAULT_TOL);
     let tol = if asked > 0.0 { asked } else { T::DEFAULT_TOL };
     // The violation of the optimality condition of each plan exp((f ⊕ f − C)/ε), from f and
-    // its balanced half-step: ‖P·1 − μ‖₁ (P·1 = μ·exp((f − T(f))/ε)), or unbalanced the
-    // residual of P·1 = μ·exp(−(f − ε log μ)/ρ) (RelaxedSide).
-    let violation = |f: &Bk::Buffer, t: &Bk::Buffer| -> Result<Vec<f64>> {
+    // its balanced half-step, with the mass it is relative to: ‖P·1 − μ‖₁
+    // (P·1 = μ·exp((f − T(f))/ε)) against Σμ, or unbalanced the change a relaxed half-step
+    // would make to P·1 (RelaxedSide) against the plan's mass Σ P.
+    let violation = |f: &Bk::Buffer, t: &Bk::Buffer| -> Result<(Vec<f64>, Vec<f64>)> {
         Ok(match rho {
             None => be
                 .marginal_error(batch, weights, f, t, eps)?
                 .iter()
                 .map(|v| v.f64())
-                .collect(),
+                .zip(masses.iter().copied())
+                .unzip(),
             Some(rho) => be
                 .relaxed_sides(batch, weights, f, t, eps, rho)?
                 .iter()
-                .map(|s| s.residual)
-                .collect(),
+                .map(|s| (s.residual, s.mass))
+                .unzip(),
         })
     };
     // The iteration at which each problem first met its tolerance; the batch stops when all
@@ -140,8 +142,8 @@ fn self_transport<T: Real, Bk: PointCloudKernels<T> + GradKernels<T>>(
     for it in 0..p.max_iters - iterations {
         be.sinkstep(cost, Side::Row, eps, &f, log_w, &mut t)?;
         if asked > 0.0 && it > 0 && it % p.check_every == 0 {
-            let v = violation(&f, &t)?;
-            for ((k, seen), &mass) in met.iter_mut().enumerate().zip(masses) {
+            let (v, of) = violation(&f, &t)?;
+            for ((k, seen), &mass) in met.iter_mut().enumerate().zip(&of) {
                 if seen.is_none() && v[k] <= tol * mass {
                     *seen = Some(iterations);
                 }
@@ -209,14 +211,25 @@ fn self_transport<T: Real, Bk: PointCloudKernels<T> + GradKernels<T>>(
             T::NAME
         )));
     }
+    // The mass each error is relative to: Σμ, or unbalanced the plan's own.
+    let relative_to: Vec<f64> = match rho {
+        None => masses.to_vec(),
+        Some(_) => plan_mass
+            .iter()
+            .zip(masses)
+            .map(|(p, &m)| p.unwrap_or(m))
+            .collect(),
+    };
     let reports = errors
         .iter()
-        .zip(masses)
+        .zip(&relative_to)
         .zip(&met)
         .map(|((&err, &mass), &seen)| {
             let converged = err <= tol * mass;
             crate::entropic::sinkhorn::ProblemReport {
                 marginal_error: err,
+                mass,
+                mass_gap: 0.0,
                 converged,
                 iterations: seen.filter(|_| converged).unwrap_or(iterations),
             }

@@ -11,8 +11,13 @@
 //! `f ← (1 − φ_μ)·ε log μ + φ_μ·(ε log μ − ε LSE_j((g_j − C_ij)/ε))`, `φ_μ = ρ_μ/(ρ_μ + ε)`,
 //!
 //! and the same for `g` with `φ_ν`. At the optimum `P·1 = μ ⊙ exp(−(f − ε log μ)/ρ_μ)` and
-//! `Pᵀ·1 = ν ⊙ exp(−(g − ε log ν)/ρ_ν)`; the solver's error is the `ℓ₁` violation of these
-//! two conditions.
+//! `Pᵀ·1 = ν ⊙ exp(−(g − ε log ν)/ρ_ν)`, i.e. each potential is its own relaxed half-step.
+//! The solver's error on a side is how far one more half-step would move the plan's
+//! marginal `r` there: `‖r' − r‖₁` with `r' = r^{1−φ}·(a ⊙ exp(−(pot − ε log a)/ρ))^φ`
+//! (`‖r − a‖₁` for `ρ = ∞`), judged relative to the plan's mass `Σ r`. Measured this way
+//! rather than as `‖r − a ⊙ exp(−(pot − ε log a)/ρ)‖₁` (the same conditions, `1/φ` times
+//! larger near the optimum), the rounding of a potential near `ε log a` enters as `1/(ρ+ε)`,
+//! not `1/ρ`, so `ρ ≪ ε` does not make an exact plan look unconverged.
 
 pub use crate::backend::{relaxed_sides, RelaxedSide};
 

@@ -9,4 +9,5 @@ mod batch;
 mod buffers;
 mod highd;
 mod implicit_grad;
+mod reports;
 mod solve;

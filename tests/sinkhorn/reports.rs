@@ -548,3 +548,48 @@ fn the_dense_plan_report_matches_a_brute_force_with_std_exp() {
     check::<f64>(11);
     check::<f32>(12);
 }
+
+/// Weights normalised in float32 and given as float64 (`Σ μ = 1 + 1.5e-8`-like) pass the
+/// equal-mass check, but no plan's marginal error falls below half the gap `|Σ μ − Σ ν|`:
+/// the report gives that gap, so a tolerance below it is seen to be out of reach because
+/// of the masses (not `max_iters` or ε). The gap is recomputed here from the inputs.
+#[test]
+fn mass_gap_names_an_unreachable_tolerance() {
+    let (n, m) = (40, 33);
+    let mut r = Lcg(17);
+    let w32: Vec<f32> = (0..n).map(|_| r.uniform(0.5, 1.5) as f32).collect();
+    let s32: f32 = w32.iter().sum();
+    let mu = Array1::from_shape_fn(n, |i| (w32[i] / s32) as f64);
+    let nu_raw: Vec<f64> = (0..m).map(|_| r.uniform(0.5, 1.5)).collect();
+    let snu: f64 = nu_raw.iter().sum();
+    let nu = Array1::from_shape_fn(m, |j| nu_raw[j] / snu);
+    let c = Array2::from_shape_fn((n, m), |(i, j)| {
+        (i as f64 / n as f64 - j as f64 / m as f64).powi(2)
+    });
+    let gap = (mu.sum() - nu.sum()).abs();
+    assert!(gap > 1e-9 && gap < 1e-6, "gap {gap:e}");
+    let problem = Problem::new(mu.view(), nu.view(), c.view()).unwrap();
+    for (tol, reachable) in [(1e-10, false), (1e-6, true)] {
+        let res = SinkhornSolver::new(
+            CpuBackend,
+            SinkhornParams::new(0.05).tol(tol).max_iters(3000),
+        )
+        .solve(&problem)
+        .unwrap();
+        let p = res.convergence.problems[0];
+        assert!((p.mass_gap - gap).abs() <= 1e-15, "{p:?}, gap {gap:e}");
+        assert!(p.marginal_error >= 0.5 * gap, "{p:?}, gap {gap:e}");
+        assert_eq!(p.converged, reachable, "tol {tol:e}: {p:?}");
+        assert_eq!(reachable, tol * p.mass >= gap, "tol {tol:e}: {p:?}");
+    }
+    // Equal masses: no gap beyond f64's rounding of the sums; unbalanced problems: none.
+    let nu_eq = Array1::from_elem(m, mu.sum() / m as f64);
+    let res = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.05))
+        .solve(&Problem::new(mu.view(), nu_eq.view(), c.view()).unwrap())
+        .unwrap();
+    assert!(res.convergence.problems[0].mass_gap <= 1e-15);
+    let res = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.05))
+        .solve(&problem.relaxed(1.0))
+        .unwrap();
+    assert_eq!(res.convergence.problems[0].mass_gap, 0.0);
+}

@@ -430,3 +430,47 @@ fn solver_on_cpu_backend_matches_top_level() {
     assert_eq!(a.histogram, b.histogram);
     assert_eq!(a.iterations, 50);
 }
+
+/// A constant added to the cost shrinks the couplings (and the barycenter) by many orders
+/// of magnitude: the error is relative to each coupling's own mass, so the loop runs until
+/// the barycenter itself is accurate, and the reported error bounds the barycenter's real
+/// one against POT (`tests/data/make_pot_unbalanced_barycenter_offsets.py`, POT's stopping
+/// test scaled to the barycenter's size).
+#[test]
+fn error_is_relative_to_the_couplings_mass_at_any_offset() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
+    let cases: Array2<f64> =
+        ndarray_npy::read_npy(format!("{dir}/pot_unbalanced_barycenter_offsets.npy")).unwrap();
+    let inputs: Array2<f64> = ndarray_npy::read_npy(format!(
+        "{dir}/pot_unbalanced_barycenter_offsets_inputs.npy"
+    ))
+    .unwrap();
+    let n = inputs.ncols();
+    let weights = ndarray::array![0.2, 0.3, 0.5];
+    assert!(cases.nrows() >= 10);
+    for case in cases.rows() {
+        let (offset, eps, rho) = (case[0], case[1], case[2]);
+        let want = case.slice(ndarray::s![3..]).to_vec();
+        let t = Array1::<f64>::linspace(0.0, 1.0, n);
+        let cost = Array2::from_shape_fn((n, n), |(i, j)| (t[i] - t[j]).powi(2) + offset);
+        for tol in [1e-6, 1e-9] {
+            let (p, r) = (params(eps, tol, 100_000), Some(Relaxation::kl(rho)));
+            let bar = barycenter(inputs.view(), weights.view(), cost.view(), &p, r).unwrap();
+            let real = rel_err(bar.histogram.as_slice().unwrap(), &want);
+            let what = format!("offset {offset}, eps {eps}, rho {rho}, tol {tol:e}");
+            assert!(
+                bar.converged && bar.error <= tol,
+                "{what}: error {:e}",
+                bar.error
+            );
+            // The reported error bounds the barycenter's (measured: at most 0.06 of it),
+            // beyond f64's rounding of the exponents on a cost of size 1 + offset.
+            let floor = 16.0 * f64::EPSILON * (1.0 + offset) / eps;
+            assert!(
+                real <= bar.error + floor,
+                "{what}: relative error vs POT {real:e}, reported {:e}",
+                bar.error
+            );
+        }
+    }
+}

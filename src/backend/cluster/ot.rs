@@ -317,14 +317,14 @@ impl<T: Real, B: Member<T>> Backend<T> for Cluster<B> {
         let dims = cost.dims;
         let (n, m) = (dims.n, dims.m);
         let batch = crate::backend::shape::check_fg(&dims, self.len(f), self.len(g))?;
-        let mut host = vec![T::zero(); batch * n * m];
+        let mut host = crate::alloc::filled("plan", batch * n * m, T::zero())?;
         match &cost.split {
             Split::Columns(ranges) => {
                 for (k, be) in self.members.iter().enumerate() {
                     let Some(part) = &cost.parts[k] else { continue };
                     let r = &ranges[k];
                     let gk = self.columns(k, g, batch, m, r)?;
-                    let pk = be.download(&be.plan(part, &f.copies[k], &gk, eps)?)?;
+                    let pk = be.download_owned(be.plan(part, &f.copies[k], &gk, eps)?)?;
                     // Rows of `r.len()` entries, `batch·n` of them.
                     for (row, chunk) in pk.chunks(r.len()).enumerate() {
                         host[row * m + r.start..row * m + r.end].copy_from_slice(chunk);
@@ -339,7 +339,7 @@ impl<T: Real, B: Member<T>> Backend<T> for Cluster<B> {
                         continue;
                     };
                     let (fk, gk) = (self.problems(k, f, n, r)?, self.problems(k, g, m, r)?);
-                    let pk = be.download(&be.plan(part, &fk, &gk, eps)?)?;
+                    let pk = be.download_owned(be.plan(part, &fk, &gk, eps)?)?;
                     host[r.start * n * m..r.end * n * m].copy_from_slice(&pk);
                 }
             }

@@ -31,8 +31,10 @@
 //! and no rescaling of the inputs (an unbalanced barycenter is not proportional to their
 //! mass). After each iteration the couplings `P_k = diag(u_k) K diag(v_k)` meet their
 //! barycenter-side conditions `P_kᵀ1 = b ⊙ exp(−g_k/ρ_ν)` and `b = Σ_k w_k P_kᵀ1` exactly;
-//! the reported error is the largest violation of the inputs' side,
-//! `max_k ‖P_k·1 − a_k ⊙ exp(−f_k/ρ_μ)‖₁ / ‖a_k‖₁` (`exp(…) = 1` for `ρ_μ = ∞`), measured at
+//! the reported error is the largest violation of the inputs' side relative to the
+//! coupling's own mass, `max_k ‖P_k·1 − a_k ⊙ exp(−f_k/ρ_μ)‖₁ / Σ P_k` (`exp(…) = 1` for
+//! `ρ_μ = ∞`; `Σ P_k`, not `‖a_k‖₁`: a constant added to the cost shrinks the couplings,
+//! not the inputs), measured at
 //! iterations `c, 2c, …` (`c = check_every`) and after the last one. Both sides infinite is
 //! the balanced barycenter above.
 
@@ -264,8 +266,8 @@ pub struct BarycenterResult<T, D: Dimension = Ix1> {
     /// POT's error `Σ_x std_k exp(G_k + log K(u_k))` of the returned barycenter (measured
     /// after the last iteration run), relative to the inputs' mass (for inputs of mass 1,
     /// POT's value). Unbalanced ([`BarycenterProblem::relaxed`]): the largest relative
-    /// violation of the couplings' optimality conditions,
-    /// `max_k ‖P_k·1 − a_k ⊙ exp(−f_k/ρ_μ)‖₁ / ‖a_k‖₁` (the [module docs](self)).
+    /// violation of the couplings' optimality conditions relative to each coupling's mass,
+    /// `max_k ‖P_k·1 − a_k ⊙ exp(−f_k/ρ_μ)‖₁ / Σ P_k` (the [module docs](self)).
     pub error: f64,
     /// `error < tol`, with POT's default 1e-4 in place of `tol = 0`.
     pub converged: bool,

@@ -35,7 +35,6 @@ impl<B> BarycenterSolver<B> {
         // mass), log 0 = −∞ on empty bins.
         let a: Vec<f64> = histograms.iter().map(|x| x.f64()).collect();
         let log_a: Vec<T> = a.iter().map(|&x| T::of(x.ln())).collect();
-        let input_mass: Vec<f64> = a.chunks(n).map(|h| h.iter().sum()).collect();
         // The iteration's fixed point is optimal for weights summing to 1: normalise them.
         let w: Vec<T> = weights
             .outer_iter()
@@ -107,7 +106,6 @@ impl<B> BarycenterSolver<B> {
                 inputs,
                 n,
                 &a,
-                &input_mass,
                 &be.download(&f)?,
                 &be.download(&f_half)?,
                 eps,
@@ -154,14 +152,13 @@ impl<B> BarycenterSolver<B> {
 
 /// Per problem, the largest relative violation over its `inputs` couplings of the
 /// inputs'-side optimality condition `P_k·1 = a_k ⊙ exp(−f_k/ρ)` (`= a_k` for `ρ = ∞`):
-/// `max_k Σ_i a_ki·|exp((f_ki − h_ki)/ε) − exp(−f_ki/ρ)| / Σ_i a_ki`, where `h` is the
-/// balanced row half-step of `g` (so `a·exp((f − h)/ε) = P·1`), in f64.
-#[allow(clippy::too_many_arguments)]
+/// `max_k Σ_i a_ki·|exp((f_ki − h_ki)/ε) − exp(−f_ki/ρ)| / Σ_i a_ki·exp((f_ki − h_ki)/ε)`,
+/// where `h` is the balanced row half-step of `g` (so `a·exp((f − h)/ε) = P·1`, and the
+/// denominator is the coupling's mass), in f64.
 fn input_side_residuals<T: Real>(
     inputs: usize,
     n: usize,
     a: &[f64],
-    mass: &[f64],
     f: &[T],
     half: &[T],
     eps: f64,
@@ -171,9 +168,8 @@ fn input_side_residuals<T: Real>(
         .chunks(n)
         .zip(f.chunks(n))
         .zip(half.chunks(n))
-        .zip(mass)
-        .map(|(((a, f), h), &mass)| {
-            let mut s = 0.0f64;
+        .map(|((a, f), h)| {
+            let (mut s, mut mass) = (0.0f64, 0.0f64);
             for i in 0..n {
                 if a[i] > 0.0 {
                     let fi = f[i].f64();
@@ -184,9 +180,17 @@ fn input_side_residuals<T: Real>(
                         (-fi / rho).exp()
                     };
                     s += a[i] * (got - want).abs();
+                    mass += a[i] * got;
                 }
             }
-            s / mass
+            // A coupling whose mass underflowed to 0 is judged by its violation alone.
+            if mass > 0.0 {
+                s / mass
+            } else if s == 0.0 {
+                0.0
+            } else {
+                f64::INFINITY
+            }
         })
         .collect();
     per_input

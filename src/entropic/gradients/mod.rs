@@ -391,8 +391,10 @@ impl<Bk> SinkhornSolver<Bk> {
 /// The cost as a host vector: one `n×m` matrix (shared) or `B×n×m`.
 fn cost_values<T: Real>(cost: &CostSource<'_, T>) -> Result<Vec<T>> {
     match cost {
-        CostSource::Dense(c) => Ok(c.iter().copied().collect()),
-        CostSource::DenseBatch(c) => Ok(c.iter().copied().collect()),
+        CostSource::Dense(c) => crate::alloc::collected("upstream", c.len(), c.iter().copied()),
+        CostSource::DenseBatch(c) => {
+            crate::alloc::collected("upstream", c.len(), c.iter().copied())
+        }
         #[allow(unreachable_patterns)]
         _ => Err(Error::Unavailable(
             "implicit OT gradients need a dense cost (for point clouds, \
@@ -446,7 +448,8 @@ impl<Bk> SinkhornSolver<Bk> {
             problem.mu().ncols(),
             problem.nu().ncols(),
         ];
-        crate::validate::check_alloc::<T>("plan", &dims)?;
+        let cost_bytes = self.backend().host_cost_bytes(problem.cost());
+        crate::entropic::sinkhorn::check_coupling_peak::<T>(&dims, cost_bytes)?;
         let upstream = cost_values(problem.cost())?;
         self.gradients_with(problem, upstream, T::one(), cg)
     }

@@ -53,9 +53,18 @@ pub(crate) fn relax_side<T: Real, B: Backend<T>>(
     )
 }
 
-/// Per problem, the larger residual of the two optimality conditions of the plan `(f, g)`
-/// defines, and its unbalanced objective ([`SinkhornResult::objective`]), in f64 from one
+/// The report of the unbalanced plans `(f, g)` define, per problem, in f64 from one
 /// balanced half-step on each side.
+pub(super) struct RelaxedReport {
+    /// The larger residual of the two sides ([`RelaxedSide::residual`](crate::RelaxedSide::residual)).
+    pub(super) errors: Vec<f64>,
+    /// The plan's mass, the smaller of its two marginals' sums.
+    pub(super) masses: Vec<f64>,
+    /// The unbalanced objective ([`SinkhornResult::objective`](crate::SinkhornResult::objective)).
+    pub(super) objectives: Vec<f64>,
+}
+
+/// [`RelaxedReport`] of the plans `(f, g)` define.
 pub(super) fn relaxed_report<T: Real, B: Backend<T>>(
     be: &B,
     cost: &B::Cost,
@@ -64,7 +73,7 @@ pub(super) fn relaxed_report<T: Real, B: Backend<T>>(
     eps: T,
     r: Relaxation,
     pr: &PreparedProblem<T, B>,
-) -> Result<(Vec<f64>, Vec<f64>)> {
+) -> Result<RelaxedReport> {
     let mut f_half = be.filled(be.len(&pot.f), T::zero())?;
     be.sinkstep(cost, Side::Row, eps, &pot.g, marginals.log_mu, &mut f_half)?;
     let mut g_half = be.filled(be.len(&pot.g), T::zero())?;
@@ -73,16 +82,28 @@ pub(super) fn relaxed_report<T: Real, B: Backend<T>>(
     let batch = pr.batch;
     let rows = be.relaxed_sides(batch, marginals.mu, &pot.f, &f_half, eps, r.rho_mu)?;
     let cols = be.relaxed_sides(batch, marginals.nu, &pot.g, &g_half, eps, r.rho_nu)?;
-    Ok(rows
+    let objectives = rows
         .iter()
         .zip(&cols)
         .enumerate()
         .map(|(k, (a, b))| {
-            let objective = a.objective(r.rho_mu) + b.objective(r.rho_nu) - e * a.mass
-                + e * pr.mu_masses[k] * pr.masses[k];
-            (a.residual.max(b.residual), objective)
+            a.objective(r.rho_mu) + b.objective(r.rho_nu) - e * a.mass
+                + e * pr.mu_masses[k] * pr.masses[k]
         })
-        .unzip())
+        .collect();
+    Ok(RelaxedReport {
+        errors: rows
+            .iter()
+            .zip(&cols)
+            .map(|(a, b)| a.residual.max(b.residual))
+            .collect(),
+        masses: rows
+            .iter()
+            .zip(&cols)
+            .map(|(a, b)| a.mass.min(b.mass))
+            .collect(),
+        objectives,
+    })
 }
 
 /// Warm-start potentials for the solver, `B×n` and `B×m`, flattened: each problem's pair

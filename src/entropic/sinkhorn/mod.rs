@@ -31,6 +31,7 @@ pub(crate) use prepared::Solution;
 pub(crate) use problem::{unbalanced, BufferCost};
 pub use problem::{BufferProblem, Problem, ProblemInput};
 pub use report::{Convergence, CouplingResult, ProblemReport, SinkhornResult};
+pub(crate) use solver::check_coupling_peak;
 pub use solver::SinkhornSolver;
 
 pub(crate) use iteration::relax_side;

@@ -7,7 +7,7 @@ use crate::batch::IntoBatch;
 use crate::entropic::unbalanced::Relaxation;
 use crate::validate::check_histograms;
 use crate::{Error, Real, Result};
-use ndarray::{Array2, Array3, ArrayView2, Ix2};
+use ndarray::{ArrayView2, Ix2};
 
 /// A batch of `B` OT problems: marginals `μ` (B×n), `ν` (B×m), a cost, and (unbalanced
 /// OT) the relaxation of the marginal constraints.
@@ -96,54 +96,12 @@ impl CostOffsets {
         }
     }
 
-    /// Whether any cost is shifted.
-    pub(crate) fn any(&self) -> bool {
-        self.shift.iter().any(|&s| s != 0.0)
-    }
-
     /// Problem `b`'s shift.
     pub(crate) fn of_problem(&self, b: usize) -> f64 {
         match self.shift.len() {
             0 => 0.0,
             1 => self.shift[0],
             _ => self.shift[b],
-        }
-    }
-
-    /// The cost without its offsets, as an owned array, when there is one to remove.
-    pub(crate) fn shifted<T: Real>(&self, cost: &CostSource<'_, T>) -> Option<ShiftedCost<T>> {
-        if !self.any() {
-            return None;
-        }
-        match cost {
-            CostSource::Dense(c) => {
-                let s = self.shift[0];
-                Some(ShiftedCost::Dense(c.mapv(|v| T::of(v.f64() - s))))
-            }
-            CostSource::DenseBatch(c) => {
-                let mut out = c.to_owned();
-                for (b, mut m) in out.outer_iter_mut().enumerate() {
-                    let s = self.shift[b];
-                    m.mapv_inplace(|v| T::of(v.f64() - s));
-                }
-                Some(ShiftedCost::DenseBatch(out))
-            }
-            _ => None,
-        }
-    }
-}
-
-/// A dense cost with its offsets removed ([`CostOffsets::shifted`]).
-pub(crate) enum ShiftedCost<T> {
-    Dense(Array2<T>),
-    DenseBatch(Array3<T>),
-}
-
-impl<T> ShiftedCost<T> {
-    pub(crate) fn source(&self) -> CostSource<'_, T> {
-        match self {
-            ShiftedCost::Dense(c) => CostSource::Dense(c.view()),
-            ShiftedCost::DenseBatch(c) => CostSource::DenseBatch(c.view()),
         }
     }
 }

@@ -14,12 +14,25 @@ use ndarray::{Array1, Array2, Array3, Axis};
 pub struct ProblemReport {
     /// The larger of `‖P·1 − μ‖₁` and `‖Pᵀ·1 − ν‖₁` for the plan handed back (the plan the
     /// returned potentials define; for [`SinkhornSolver::coupling`](crate::SinkhornSolver::coupling), the returned array itself).
-    /// Unbalanced ([`Problem::relaxed`](crate::Problem::relaxed)): the larger violation of the optimality
-    /// conditions `P·1 = μ ⊙ exp(−(f − ε log μ)/ρ_μ)` and `Pᵀ·1 = ν ⊙ exp(−(g − ε log ν)/ρ_ν)`
-    /// (`‖P·1 − μ‖₁` on a side with `ρ = ∞`).
+    /// Unbalanced ([`Problem::relaxed`](crate::Problem::relaxed)): on each side, the `ℓ₁` change one more
+    /// relaxed half-step would make to the plan's marginal, zero exactly at the optimality
+    /// conditions `P·1 = μ ⊙ exp(−(f − ε log μ)/ρ_μ)`, `Pᵀ·1 = ν ⊙ exp(−(g − ε log ν)/ρ_ν)`
+    /// (`‖P·1 − μ‖₁` on a side with `ρ = ∞`; [`RelaxedSide::residual`](crate::RelaxedSide::residual)),
+    /// the larger of the two.
     pub marginal_error: f64,
-    /// `marginal_error ≤ tol · mass`: the plan handed back meets the tolerance relative to
-    /// the problem's total mass (`Σ ν`; `max(Σ μ, Σ ν)` for unbalanced problems).
+    /// The mass the tolerance is relative to: `Σ ν` for a balanced problem; for an
+    /// unbalanced one the mass `Σ P` of the plan handed back (the smaller of its two
+    /// marginals' sums), which a constant added to the cost can make far smaller than the
+    /// inputs' masses. `marginal_error / mass` is the relative error.
+    pub mass: f64,
+    /// `|Σ μ − Σ ν|` of a balanced problem (0 for an unbalanced one). A plan's row and
+    /// column sums total the same, so no plan has a `marginal_error` below half of this gap,
+    /// and after the solver's last half-step (which meets `μ`) the error is about all of it.
+    /// Masses that differ within the equal-mass check (e.g. weights rounded to float32 and
+    /// given as float64) are accepted; when `tol · mass` is below the gap, `converged` stays
+    /// false whatever `max_iters`, `ε` or ε-scaling: the masses are the cause.
+    pub mass_gap: f64,
+    /// `marginal_error ≤ tol · mass`: the plan handed back meets the tolerance.
     pub converged: bool,
     /// Iterations this problem needed: the convergence check at which it first met its
     /// tolerance, or every iteration run when it did not (or when no check ran).
@@ -36,7 +49,8 @@ pub struct Convergence {
     /// Largest marginal error over the batch (absolute, in the units of the marginals):
     /// the largest [`ProblemReport::marginal_error`].
     pub marginal_error: f64,
-    /// The tolerance `converged` was judged against, relative to each problem's total mass:
+    /// The tolerance `converged` was judged against, relative to each problem's
+    /// [`ProblemReport::mass`]:
     /// the one asked for, or the precision's default (1e-9 in f64, 1e-5 in f32) when none
     /// or 0 was asked (0 runs every iteration; `converged` then says whether the result
     /// meets the default).
@@ -102,13 +116,19 @@ pub struct CouplingResult<T> {
     pub result: SinkhornResult<T>,
 }
 
-/// Each problem's `(‖·‖₁ marginal error, ⟨P, C⟩)` of a plan as an array (`B×n×m`), in f64:
-/// the larger of the row and column violations, and the cost against the problem's own
-/// (unshifted) cost.
-pub(super) fn measure_plans<T: Real>(
-    plan: &Array3<T>,
-    problem: &Problem<'_, T>,
-) -> Vec<(f64, f64)> {
+/// One plan array's report, measured on its entries in f64.
+pub(super) struct Measured {
+    /// The error [`ProblemReport::marginal_error`] describes.
+    pub(super) error: f64,
+    /// `⟨P, C⟩` against the problem's own (unshifted) cost.
+    pub(super) cost: f64,
+    /// What the tolerance is relative to ([`ProblemReport::mass`]).
+    pub(super) mass: f64,
+}
+
+/// Each problem's report of a plan as an array (`B×n×m`), in f64: the larger of the row and
+/// column violations `‖·‖₁`, and the cost against the problem's own (unshifted) cost.
+pub(super) fn measure_plans<T: Real>(plan: &Array3<T>, problem: &Problem<'_, T>) -> Vec<Measured> {
     use rayon::prelude::*;
     let (batch, n, m) = plan.dim();
     (0..batch)
@@ -132,33 +152,39 @@ pub(super) fn measure_plans<T: Real>(
                 row_err += (row - mu[i].f64()).abs();
             }
             let col_err: f64 = cols.iter().zip(nu).map(|(c, v)| (c - v.f64()).abs()).sum();
-            (row_err.max(col_err), cost)
+            Measured {
+                error: row_err.max(col_err),
+                cost,
+                mass: problem.masses[b],
+            }
         })
         .collect()
 }
 
-/// [`measure_plans`] for unbalanced problems: each plan's larger violation of the
-/// optimality conditions `P·1 = μ ⊙ exp(−(f − ε log μ)/ρ_μ)`,
-/// `Pᵀ·1 = ν ⊙ exp(−(g − ε log ν)/ρ_ν)` (with the plan's own marginals, in f64), and `⟨P, C⟩`.
+/// [`measure_plans`] for unbalanced problems: on each side the change one more relaxed
+/// half-step would make to the array's own marginal ([`RelaxedSide::residual`]: with the
+/// array's row sums `R`, the half-step's `log(r'/R) = φ_μ·log(μ/R) − (f − ε log μ)/(ρ_μ + ε)`,
+/// and alike for the columns), the larger of the two, `⟨P, C⟩`, and the array's mass.
+///
+/// [`RelaxedSide::residual`]: crate::RelaxedSide::residual
 pub(super) fn measure_relaxed_plans<T: Real>(
     plan: &Array3<T>,
     problem: &Problem<'_, T>,
     result: &SinkhornResult<T>,
     r: Relaxation,
-) -> Vec<(f64, f64)> {
+) -> Vec<Measured> {
+    use crate::backend::half_step_change;
     use rayon::prelude::*;
     let (batch, n, m) = plan.dim();
     let eps = T::of(result.eps).f64();
-    // The marginal each side's potential asks for: `a ⊙ exp(−(pot − ε log a)/ρ)`.
-    let target = |a: T, pot: T, rho: f64| -> f64 {
+    // One bin's change: weight `a`, the array's marginal `got`, the bin's potential.
+    let change = |a: T, got: f64, pot: T, rho: f64| -> f64 {
         let a = a.f64();
         if a <= 0.0 {
-            0.0
-        } else if rho == f64::INFINITY {
-            a
-        } else {
-            a * (-(pot.f64() - eps * a.ln()) / rho).exp()
+            return got;
         }
+        let log_ratio = (got / a).ln();
+        half_step_change(a, got, log_ratio, pot.f64() - eps * a.ln(), eps, rho)
     };
     (0..batch)
         .into_par_iter()
@@ -169,6 +195,7 @@ pub(super) fn measure_relaxed_plans<T: Real>(
             let mut cols = vec![0.0f64; m];
             let mut row_err = 0.0;
             let mut cost = 0.0;
+            let mut mass = 0.0;
             for i in 0..n {
                 let mut row = 0.0;
                 for j in 0..m {
@@ -179,12 +206,15 @@ pub(super) fn measure_relaxed_plans<T: Real>(
                         cost += v * cost_entry(&problem.cost, b, i, j);
                     }
                 }
-                row_err += (row - target(mu[i], f[i], r.rho_mu)).abs();
+                mass += row;
+                row_err += change(mu[i], row, f[i], r.rho_mu);
             }
-            let col_err: f64 = (0..m)
-                .map(|j| (cols[j] - target(nu[j], g[j], r.rho_nu)).abs())
-                .sum();
-            (row_err.max(col_err), cost)
+            let col_err: f64 = (0..m).map(|j| change(nu[j], cols[j], g[j], r.rho_nu)).sum();
+            Measured {
+                error: row_err.max(col_err),
+                cost,
+                mass,
+            }
         })
         .collect()
 }

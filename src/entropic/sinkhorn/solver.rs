@@ -111,17 +111,17 @@ impl<B> SinkhornSolver<B> {
         B: Backend<T>,
     {
         let (b, n, m) = (problem.batch_size(), problem.mu.ncols(), problem.nu.ncols());
-        crate::validate::check_alloc::<T>("plan", &[b, n, m])?;
         // A plan between point clouds above the backends' limit is refused before solving.
         if let crate::CostSource::PointCloud(_) = problem.cost() {
             crate::cost::check_plan_entries(b, n, m)?;
         }
+        check_coupling_peak::<T>(&[b, n, m], self.backend.host_cost_bytes(&problem.cost))?;
         let s = self.run(problem)?;
         let mut result = self.finish(problem, &s)?;
         let eps = T::of(self.params.eps);
         let plan = self
             .backend
-            .download(&self.backend.plan(&s.cost, &s.f, &s.g, eps)?)?;
+            .download_owned(self.backend.plan(&s.cost, &s.f, &s.g, eps)?)?;
         let plan =
             Array3::from_shape_vec((b, n, m), plan).map_err(|e| Error::Numerical(e.to_string()))?;
         // The report of the array handed back: its own marginals and cost, in f64.
@@ -130,23 +130,18 @@ impl<B> SinkhornSolver<B> {
             Some(r) => measure_relaxed_plans(&plan, problem, &result, r),
             None => measure_plans(&plan, problem),
         };
-        let unbalanced = relax.is_some();
         let tol = result.convergence.tol;
         let problems = result
             .convergence
             .problems
             .iter()
             .zip(&measured)
-            .enumerate()
-            .map(|(k, (p, &(err, _)))| {
-                let mass = if unbalanced {
-                    problem.masses[k].max(problem.mu_masses[k])
-                } else {
-                    problem.masses[k]
-                };
-                let converged = err <= tol * mass;
+            .map(|(p, m)| {
+                let converged = m.error <= tol * m.mass;
                 ProblemReport {
-                    marginal_error: err,
+                    marginal_error: m.error,
+                    mass: m.mass,
+                    mass_gap: p.mass_gap,
                     converged,
                     iterations: if converged {
                         p.iterations
@@ -157,8 +152,8 @@ impl<B> SinkhornSolver<B> {
             })
             .collect();
         result.convergence = Convergence::of_problems(result.convergence.iterations, tol, problems);
-        for (d, &(_, cost)) in result.distance.iter_mut().zip(&measured) {
-            *d = T::of(cost);
+        for (d, m) in result.distance.iter_mut().zip(&measured) {
+            *d = T::of(m.cost);
         }
         Ok(CouplingResult { plan, result })
     }
@@ -290,16 +285,14 @@ impl<B> SinkhornSolver<B> {
             check_equal_mass::<T>(&problem.mu_masses, &problem.masses)?;
         }
         let offsets = &problem.offsets.applied(relaxation.is_some());
-        let cost = match offsets.shifted(&problem.cost) {
-            Some(shifted) => be.prepare_cost(&shifted.source())?,
-            None => be.prepare_cost(&problem.cost)?,
-        };
-        let host = |a: &ArrayView2<'_, T>| a.iter().copied().collect::<Vec<T>>();
+        let cost = be.prepare_shifted_cost(&problem.cost, &offsets.shift)?;
+        let host =
+            |a: &ArrayView2<'_, T>| crate::alloc::collected("buffer", a.len(), a.iter().copied());
         let empty = |a: &ArrayView2<'_, T>| a.iter().any(|&v| v <= T::zero());
         self.prepare_parts(
             cost,
-            be.upload(&host(&problem.mu))?,
-            be.upload(&host(&problem.nu))?,
+            be.upload(&host(&problem.mu)?)?,
+            be.upload(&host(&problem.nu)?)?,
             (batch, n, m),
             offsets,
             (problem.mu_masses.clone(), problem.masses.clone()),
@@ -524,11 +517,6 @@ impl<B> SinkhornSolver<B> {
             }
         }
         let eps = T::of(p.eps);
-        // Unbalanced: the tolerance relative to the larger mass.
-        let mass_of = |k: usize| match relax {
-            Some(_) => pr.masses[k].max(pr.mu_masses[k]),
-            None => pr.masses[k],
-        };
         let asked = p.tol.unwrap_or(T::DEFAULT_TOL);
         let tol = if asked > 0.0 { asked } else { T::DEFAULT_TOL };
         // The half-step of a convergence check goes here (allocated at the first check).
@@ -562,17 +550,20 @@ impl<B> SinkhornSolver<B> {
                 None => g_next.insert(be.filled(batch * m, T::zero())?),
             };
             be.sinkstep(cost, Side::Col, eps, &pot.f, log_nu, gn)?;
-            let errs: Vec<f64> = match relax {
+            // Each problem's error and the mass it is relative to: `Σ ν`, or unbalanced the
+            // plan's own mass (a constant added to the cost shrinks it, not the inputs').
+            let (errs, masses): (Vec<f64>, Vec<f64>) = match relax {
                 Some(r) => be
                     .relaxed_sides(batch, nu, &pot.g, gn, eps, r.rho_nu)?
                     .iter()
-                    .map(|s| s.residual)
-                    .collect(),
+                    .map(|s| (s.residual, s.mass))
+                    .unzip(),
                 None => be
                     .marginal_error(batch, nu, &pot.g, gn, eps)?
                     .iter()
                     .map(|e| e.f64())
-                    .collect(),
+                    .zip(pr.masses.iter().copied())
+                    .unzip(),
             };
             tracker.report(
                 iterations,
@@ -590,7 +581,7 @@ impl<B> SinkhornSolver<B> {
                         T::NAME
                     )));
                 }
-                if e <= tol * mass_of(k) {
+                if e <= tol * masses[k] {
                     met[k].get_or_insert(iterations);
                 } else {
                     all = false;
@@ -625,9 +616,9 @@ impl<B> SinkhornSolver<B> {
         let mut problems = Vec::with_capacity(batch);
         let mut distance = Vec::with_capacity(batch);
         for (k, r) in reports.iter().enumerate() {
-            let err = match &relaxed {
-                Some((errs, _)) => errs[k],
-                None => r.row_error.max(r.col_error),
+            let (err, mass) = match &relaxed {
+                Some(rel) => (rel.errors[k], rel.masses[k]),
+                None => (r.row_error.max(r.col_error), pr.masses[k]),
             };
             if err.is_nan() {
                 return Err(Error::Numerical(format!(
@@ -637,9 +628,14 @@ impl<B> SinkhornSolver<B> {
                     T::NAME
                 )));
             }
-            let converged = err <= tol * mass_of(k);
+            let converged = err <= tol * mass;
             problems.push(ProblemReport {
                 marginal_error: err,
+                mass,
+                mass_gap: match relax {
+                    Some(_) => 0.0,
+                    None => (pr.mu_masses[k] - pr.masses[k]).abs(),
+                },
                 converged,
                 iterations: match met[k] {
                     Some(at) if converged => at,
@@ -653,9 +649,18 @@ impl<B> SinkhornSolver<B> {
         convergence.history = tracker.history();
         let solution = Solution {
             distance,
-            objective: relaxed.map(|(_, objective)| objective),
+            objective: relaxed.map(|rel| rel.objectives),
             convergence,
         };
         Ok((pot.f, pot.g, solution))
     }
+}
+
+/// The host's peak in [`SinkhornSolver::coupling`] can be allocated: the plan (`dims` =
+/// `B×n×m` values of `T`, handed back as the backend made it, [`Backend::download_owned`]) with
+/// the prepared cost's host copies (`cost_bytes`, [`Backend::host_cost_bytes`]) held
+/// alongside, probed as one block before the cost is prepared and anything solved
+/// ([`crate::alloc::probe`]). Else [`Error::OutOfMemory`] naming the plan and the bytes.
+pub(crate) fn check_coupling_peak<T>(dims: &[usize], cost_bytes: usize) -> Result<()> {
+    crate::alloc::probe::<T>("plan", dims, cost_bytes)
 }

@@ -39,7 +39,7 @@ use super::cross::{cross_block, finish_costs, padded_cols, Panels, CROSS_MIN_D, 
 #[cfg(target_arch = "x86_64")]
 use super::isa::isa_dispatch;
 use crate::backend::shape::{check_fg, check_sinkstep};
-use crate::backend::{batch_of, CostDims, PointCloudCost, PointMetric, Side};
+use crate::backend::{batch_of, CostDims, PlanReport, PointCloudCost, PointMetric, Side};
 use crate::real::{MulAdd, Real};
 use crate::{Error, Result};
 use rayon::prelude::*;
@@ -78,6 +78,9 @@ struct CloudPair<T> {
     y: Vec<T>,
     /// `(x, y)` packed for the cross-term kernel when `d ≥ CROSS_MIN_D`.
     panels: Option<(Panels<T>, Panels<T>)>,
+    /// In single precision, the points as given (row-major, not centred: centring rounds
+    /// each coordinate), for [`CpuPointCloud::exact_report`]; empty otherwise.
+    given: (Vec<T>, Vec<T>),
 }
 
 /// A half-step's points of one pair ([`CloudPair::points`]): scaled copies for the direct
@@ -113,12 +116,12 @@ struct CrossPass<'a, T> {
 }
 
 /// Structure-of-arrays copy of `p` with `centre` subtracted from every point.
-fn soa<T: Real>(p: ndarray::ArrayView2<'_, T>, centre: &[f64]) -> Vec<T> {
-    let mut v = Vec::with_capacity(p.len());
+fn soa<T: Real>(p: ndarray::ArrayView2<'_, T>, centre: &[f64]) -> Result<Vec<T>> {
+    let mut v = crate::alloc::with_capacity("points", p.len())?;
     for (col, &c) in p.columns().into_iter().zip(centre) {
         v.extend(col.iter().map(|&t| T::of(t.f64() - c)));
     }
-    v
+    Ok(v)
 }
 
 /// The mean of the union of both clouds, per coordinate (costs are translation invariant;
@@ -146,12 +149,28 @@ fn tile_len<T>(d: usize) -> usize {
 
 impl<T: Real> CloudPair<T> {
     /// The pair `(x, y)` (`n×d`, `m×d`) centred on the mean of its union.
-    fn new(x: ndarray::ArrayView2<'_, T>, y: ndarray::ArrayView2<'_, T>) -> Self {
+    fn new(x: ndarray::ArrayView2<'_, T>, y: ndarray::ArrayView2<'_, T>) -> Result<Self> {
         let (n, m, d) = (x.nrows(), y.nrows(), x.ncols());
         let centre = union_mean(x, y);
-        let (x, y) = (soa(x, &centre), soa(y, &centre));
-        let panels = (d >= CROSS_MIN_D).then(|| (Panels::new(&x, n, d), Panels::new(&y, m, d)));
-        CloudPair { x, y, panels }
+        let given = if std::mem::size_of::<T>() == std::mem::size_of::<f32>() {
+            let row_major = |p: ndarray::ArrayView2<'_, T>| {
+                crate::alloc::collected("points", p.len(), p.iter().copied())
+            };
+            (row_major(x)?, row_major(y)?)
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        let (x, y) = (soa(x, &centre)?, soa(y, &centre)?);
+        let panels = match d >= CROSS_MIN_D {
+            true => Some((Panels::new(&x, n, d)?, Panels::new(&y, m, d)?)),
+            false => None,
+        };
+        Ok(CloudPair {
+            x,
+            y,
+            panels,
+            given,
+        })
     }
 
     /// The half-step's points on `side`, the coordinates multiplied by `scale` (see
@@ -182,22 +201,22 @@ impl<T: Real> CloudPair<T> {
 }
 
 impl<T: Real> CpuPointCloud<T> {
-    pub(crate) fn new(p: &PointCloudCost<'_, T>) -> Self {
+    pub(crate) fn new(p: &PointCloudCost<'_, T>) -> Result<Self> {
         let pairs = p
             .x()
             .outer_iter()
             .into_par_iter()
             .zip(p.y().outer_iter().into_par_iter())
             .map(|(x, y)| CloudPair::new(x, y))
-            .collect();
-        CpuPointCloud {
+            .collect::<Result<_>>()?;
+        Ok(CpuPointCloud {
             n: p.n(),
             m: p.m(),
             d: p.dim(),
             metric: p.metric(),
             batch: p.batch(),
             pairs,
-        }
+        })
     }
 
     /// The index of problem `b`'s pair in `pairs` (and in [`Self::pass_points`]): `b` when
@@ -394,6 +413,98 @@ impl<T: Real> CpuPointCloud<T> {
             .collect())
     }
 
+    /// The report of the plans `(f, g)` define, in f64 with each cost in the difference form
+    /// `Σ_k (x_k − y_k)²` of the points as given (single precision only, where they are
+    /// kept: [`CloudPair`]'s `given`): per problem `‖P·1 − μ‖₁`,
+    /// `‖Pᵀ·1 − ν‖₁` and `⟨P, C⟩`. The half-steps' cross-term form `|x|² + |y|² − 2x·y`
+    /// rounds each cost by about `u·(|x|² + |y|²)` (`u` the precision's unit), which in f32
+    /// at high `d` is a large part of `ε·tol`; measured with it, the report misses most of
+    /// the returned potentials' error against the points' cost. Rows in a fixed number of
+    /// chunks summed in order: the same bits whatever the number of threads.
+    pub(crate) fn exact_report(
+        &self,
+        f: &[T],
+        g: &[T],
+        mu: &[T],
+        nu: &[T],
+        eps: T,
+    ) -> Result<Vec<PlanReport>> {
+        /// Row chunks per problem (each holds `m` column sums).
+        const CHUNKS: usize = 64;
+        let (n, m, d) = (self.n, self.m, self.d);
+        let batch = check_fg(&self.dims(), f.len(), g.len())?;
+        let eps = eps.f64();
+        let root = self.metric == PointMetric::Euclidean;
+        let rows_per = n.div_ceil(CHUNKS).max(1);
+        (0..batch)
+            .map(|b| {
+                let (x, y) = &self.pair(b).given;
+                if x.len() != n * d || y.len() != m * d {
+                    return Err(Error::Numerical(
+                        "the exact point-cloud report needs the points as given".into(),
+                    ));
+                }
+                let gb: Vec<f64> = g[b * m..(b + 1) * m].iter().map(|v| v.f64()).collect();
+                let parts: Vec<(f64, f64, Vec<f64>)> = (0..n.div_ceil(rows_per))
+                    .into_par_iter()
+                    .map(|chunk| {
+                        let mut cols = vec![0.0f64; m];
+                        let (mut row_err, mut cost) = (0.0f64, 0.0f64);
+                        for i in chunk * rows_per..((chunk + 1) * rows_per).min(n) {
+                            let fi = f[b * n + i].f64();
+                            let mut row = 0.0f64;
+                            if fi > f64::NEG_INFINITY {
+                                let xi = &x[i * d..(i + 1) * d];
+                                for (j, col) in cols.iter_mut().enumerate() {
+                                    if gb[j] == f64::NEG_INFINITY {
+                                        continue;
+                                    }
+                                    let yj = &y[j * d..(j + 1) * d];
+                                    let mut c: f64 = xi
+                                        .iter()
+                                        .zip(yj)
+                                        .map(|(a, b)| (a.f64() - b.f64()).powi(2))
+                                        .sum();
+                                    if root {
+                                        c = c.sqrt();
+                                    }
+                                    let p = ((fi + gb[j] - c) / eps).exp();
+                                    row += p;
+                                    *col += p;
+                                    if p != 0.0 {
+                                        cost += p * c;
+                                    }
+                                }
+                            }
+                            row_err += (row - mu[b * n + i].f64()).abs();
+                        }
+                        (row_err, cost, cols)
+                    })
+                    .collect();
+                let mut cols = vec![0.0f64; m];
+                let (mut row_error, mut cost) = (0.0f64, 0.0f64);
+                for (r, c, part) in &parts {
+                    row_error += r;
+                    cost += c;
+                    for (a, v) in cols.iter_mut().zip(part) {
+                        *a += v;
+                    }
+                }
+                let col_error = cols
+                    .iter()
+                    .zip(&nu[b * m..(b + 1) * m])
+                    .map(|(c, v)| (c - v.f64()).abs())
+                    .sum();
+                Ok(PlanReport {
+                    row_error,
+                    col_error,
+                    cost,
+                    mass: None,
+                })
+            })
+            .collect()
+    }
+
     /// Plan marginals and `Σ P ∇c` on `side` (see [`crate::backend::PointCloudKernels`]).
     pub(crate) fn point_gradient(
         &self,
@@ -533,7 +644,7 @@ impl<T: Real> CpuPointCloud<T> {
         let (n, m, d) = (self.n, self.m, self.d);
         let batch = check_fg(&self.dims(), f.len(), g.len())?;
         crate::cost::check_plan_entries(batch, n, m)?;
-        let mut p = vec![T::zero(); batch * n * m];
+        let mut p = crate::alloc::filled("plan", batch * n * m, T::zero())?;
         let root = self.metric == PointMetric::Euclidean;
         p.par_chunks_mut(m).enumerate().for_each(|(bi, row)| {
             let (b, i) = (bi / n, bi % n);
@@ -606,7 +717,10 @@ mod tests {
             let red_pts: Vec<T> = red_raw.iter().map(|&v| v * T::of(scale)).collect();
             let mut pot: Vec<T> = (0..m).map(|_| T::of(rnd() * 3.0)).collect();
             pot[5] = T::neg_infinity();
-            let panels = (Panels::new(&out_raw, n, d), Panels::new(&red_raw, m, d));
+            let panels = (
+                Panels::new(&out_raw, n, d).unwrap(),
+                Panels::new(&red_raw, m, d).unwrap(),
+            );
             let pass = Pass {
                 d,
                 root,

@@ -507,11 +507,13 @@ impl CudaBackend {
         len: usize,
         what: &str,
     ) -> Result<Vec<T>> {
-        let mut v = self
-            .stream
-            .clone_dtoh(s)
-            .with_context(|| format!("reading {what}"))?;
-        v.truncate(len);
+        // The host copy is allocated fallibly: a plan too large for the host is an error.
+        let mut v = crate::alloc::filled(what, len, T::default())?;
+        if len > 0 {
+            self.stream
+                .memcpy_dtoh(&s.slice(..len), &mut v)
+                .with_context(|| format!("reading {what}"))?;
+        }
         Ok(v)
     }
 
