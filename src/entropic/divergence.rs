@@ -516,6 +516,8 @@ impl<Bk> SinkhornSolver<Bk> {
                 "the Sinkhorn divergence is between point clouds (BufferProblem::points)",
             ));
         };
+        // The pair first: its checks name x and y as the host path does.
+        let xy = self.prepare(problem)?;
         let be = self.backend();
         let (xx, _) = be.prepare_cloud_buffer(
             x,
@@ -534,7 +536,7 @@ impl<Bk> SinkhornSolver<Bk> {
             },
         )?;
         Ok(PreparedDivergence {
-            xy: self.prepare(problem)?,
+            xy,
             xx,
             yy,
             d: layout.d,

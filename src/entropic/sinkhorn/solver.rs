@@ -111,11 +111,12 @@ impl<B> SinkhornSolver<B> {
         B: Backend<T>,
     {
         let (b, n, m) = (problem.batch_size(), problem.mu.ncols(), problem.nu.ncols());
-        // A plan between point clouds above the backends' limit is refused before solving.
+        // Refused before solving: a plan that cannot be allocated, then a plan between point
+        // clouds above the backends' limit.
+        check_coupling_peak::<T>(&[b, n, m], self.backend.host_cost_bytes(&problem.cost))?;
         if let crate::CostSource::PointCloud(_) = problem.cost() {
             crate::cost::check_plan_entries(b, n, m)?;
         }
-        check_coupling_peak::<T>(&[b, n, m], self.backend.host_cost_bytes(&problem.cost))?;
         let s = self.run(problem)?;
         let mut result = self.finish(problem, &s)?;
         let eps = T::of(self.params.eps);
