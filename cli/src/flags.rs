@@ -90,9 +90,14 @@ pub fn short_numbers(msg: &str) -> String {
     let mut out = String::with_capacity(msg.len());
     let mut run = String::new();
     let flush = |run: &mut String, out: &mut String| {
-        let digits = run.chars().filter(char::is_ascii_digit).count();
-        match run.parse::<f64>() {
-            Ok(x) if digits > 24 => out.push_str(&number(x)),
+        // A full stop after a number ends the sentence, not the number.
+        let body = run.trim_end_matches('.');
+        let digits = body.chars().filter(char::is_ascii_digit).count();
+        match body.parse::<f64>() {
+            Ok(x) if digits > 24 => {
+                out.push_str(&number(x));
+                out.push_str(&run[body.len()..]);
+            }
             _ => out.push_str(run),
         }
         run.clear();

@@ -444,7 +444,10 @@ fn deferred_buffers_on_the_cpu_match_the_synchronous_path() {
     assert_eq!(ProjectionStats::from_words(&sw).unwrap(), stats);
     // The matrices and iterations of the host-array path.
     let fwd = proj.forward(x.view()).unwrap();
-    assert_eq!(r1, fwd.r.as_slice().unwrap());
+    // The two paths may order a row's sums differently: equal to a few ulps.
+    for (a, b) in r1.iter().zip(fwd.r.iter()) {
+        assert!((a - b).abs() <= 1e-14 * b.abs().max(1e-300), "{a} vs {b}");
+    }
     assert_eq!(stats.iterations, fwd.convergence.iterations);
     assert!(
         stats.marginal_error <= 1e-9 && stats.unconverged == 0,
