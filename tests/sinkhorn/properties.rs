@@ -33,7 +33,7 @@ fn problem() -> impl Strategy<Value = (Array1<f64>, Array1<f64>, Array2<f64>, f6
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 64, rng_seed: proptest::test_runner::RngSeed::Fixed(20261129), ..ProptestConfig::default() })]
 
     #[test]
     fn plan_meets_marginals_and_distance_is_in_range((mu, nu, cost, eps) in problem()) {
@@ -117,7 +117,7 @@ fn clouds() -> impl Strategy<Value = (Array2<f64>, Array2<f64>, Array1<f64>, Arr
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 48, rng_seed: proptest::test_runner::RngSeed::Fixed(20261129), ..ProptestConfig::default() })]
 
     /// A cost computed on the fly from point clouds gives the dense solve of the same
     /// (materialised) cost, potentials and distance, up to rounding.
@@ -188,7 +188,7 @@ proptest! {
         (b, n, x) in (1usize..4, 1usize..9).prop_flat_map(|(b, n)| (Just(b), Just(n), prop::collection::vec(-4.0f64..4.0, b * n * n)))
     ) {
         let x = ndarray::Array3::from_shape_vec((b, n, n), x).unwrap();
-        let out = logot::grad::bistochastic(x.view(), &logot::grad::BistochasticParams::default().converged(1e-12)).unwrap();
+        let out = logot::grad::bistochastic(x.view(), &logot::grad::BistochasticParams::default().iters(5000).converged(1e-12)).unwrap();
         prop_assert!(out.convergence.converged);
         for r in out.r.outer_iter() {
             prop_assert!(r.iter().all(|&v| v >= 0.0 && v.is_finite()));

@@ -468,7 +468,7 @@ fn subnormal_eps_is_refused_naming_eps() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 48, rng_seed: proptest::test_runner::RngSeed::Fixed(20261129), ..ProptestConfig::default() })]
 
     /// The reported error bounds the error recomputed from what is returned, for random
     /// problems with cost offsets, warm-start shifts, mass scales, in both precisions.
