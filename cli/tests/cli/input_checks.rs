@@ -738,7 +738,11 @@ fn every_command_line_row_is_refused_with_a_message() {
             pts(&f("x3d.npy"), &f("y.npy"), &[]),
             "--y: points have 2 coordinates".into(),
         ),
-        ("C18", pts(&f("y.npy"), &f("x.npy"), &[]), "--x/--y".into()),
+        (
+            "C18",
+            pts(&f("y.npy"), &f("x.npy"), &[]),
+            "--mu: has 4 weights for 3 points of x".into(),
+        ),
         (
             "C19",
             w(&mu, &nu, &c, &["--grad-x", &f("gx.npy")]),
@@ -1290,7 +1294,7 @@ fn every_command_line_row_is_refused_with_a_message() {
                 "--eps",
                 "0.1",
             ]),
-            "--mu: has 5 weights for 4 points of --x".into(),
+            "--mu: has 5 weights for 4 points of x".into(),
         ),
         (
             "C35",

@@ -178,7 +178,7 @@ fn bad_point_clouds_are_refused_naming_the_flag() {
         (x.clone(), p(&d, "y3.npy"), "", "--y"),
         (x.clone(), p(&d, "flat.npy"), "", "--y"),
         (p(&d, "nan.npy"), y.clone(), "", "--x"),
-        (y.clone(), x.clone(), "", "--x/--y"),
+        (y.clone(), x.clone(), "", "--mu: has"),
         (x.clone(), y.clone(), "--grad-mu", "--grad-x"),
     ] {
         let mut args = vec![
