@@ -490,8 +490,12 @@ fn pointcloud_rows() -> Vec<Case> {
             "Shape",
             "nu: has 3 weights for 2 points of y",
             Problem::new(
-                ndarray::stack(Axis(0), &[a.view(), a.view()]).unwrap().view(),
-                ndarray::stack(Axis(0), &[a.view(), a.view()]).unwrap().view(),
+                ndarray::stack(Axis(0), &[a.view(), a.view()])
+                    .unwrap()
+                    .view(),
+                ndarray::stack(Axis(0), &[a.view(), a.view()])
+                    .unwrap()
+                    .view(),
                 batched.clone(),
             ),
         ),
