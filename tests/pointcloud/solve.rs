@@ -606,10 +606,10 @@ fn invalid_inputs_name_the_argument() {
         cost,
     )
     .unwrap_err();
-    assert_eq!(arg_of(e), "cost");
+    assert_eq!(arg_of(e), "mu");
     let params = SinkhornParams::new(0.1);
     let e = divergence(&params, b.view(), b.view(), x.view(), y.view()).unwrap_err();
-    assert_eq!(arg_of(e), "cost");
+    assert_eq!(arg_of(e), "mu");
     let e = divergence(&params, a.view(), b.view(), x.view(), y2.view()).unwrap_err();
     assert_eq!(arg_of(e), "y");
     let e = PointCloudCost::new(x.view(), nan.view())

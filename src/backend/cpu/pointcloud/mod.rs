@@ -643,8 +643,9 @@ impl<T: Real> CpuPointCloud<T> {
     pub(crate) fn plan(&self, f: &[T], g: &[T], eps: T) -> Result<Vec<T>> {
         let (n, m, d) = (self.n, self.m, self.d);
         let batch = check_fg(&self.dims(), f.len(), g.len())?;
-        // (Every path that asks for a plan has checked its size before it solved:
-        // `PreparedProblem::check_plan`.)
+        // The kernel's own refusal, for a caller of `Backend::plan`; the solver's paths
+        // refuse the same plans before they solve (`PreparedProblem::check_plan`).
+        crate::cost::check_plan_entries(batch, n, m)?;
         let mut p = crate::alloc::filled("plan", batch * n * m, T::zero())?;
         let root = self.metric == PointMetric::Euclidean;
         p.par_chunks_mut(m).enumerate().for_each(|(bi, row)| {

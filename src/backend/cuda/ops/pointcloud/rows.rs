@@ -266,12 +266,9 @@ impl CudaBackend {
     ) -> Result<CudaBuffer<T>> {
         let (n, m) = (cl.n, cl.m);
         let batch = check_fg(&cl.dims(), f.len, g.len)?;
-        // (Every path that asks for a plan has checked its size before it solved:
-        // `PreparedProblem::check_plan`; the product is checked here for the kernel's sake.)
-        let total = batch
-            .checked_mul(n)
-            .and_then(|v| v.checked_mul(m))
-            .ok_or_else(|| Error::shape("plan", format!("{batch}×{n}×{m} entries overflow")))?;
+        // The kernel's own refusal, for a caller of `Backend::plan`; the solver's paths
+        // refuse the same plans before they solve (`PreparedProblem::check_plan`).
+        let total = crate::cost::check_plan_entries(batch, n, m)?;
         let plan = self.alloc::<T>(total, "the plans")?;
         let blocks = self.stride_blocks(total, 256, 32);
         // SAFETY: pc_plan(x, y, f, g, P, B, n, m, d, root, eps, pair) writes B×n×m entries
