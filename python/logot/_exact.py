@@ -107,18 +107,15 @@ def emd(mu, nu, cost, *, max_iters=None, max_seconds=None, method="auto",
         x, y = np.asarray(x, dtype=dtype), np.asarray(y, dtype=dtype)
         if x.ndim == 2:
             x, y = x[None], y[None]
-        batch = x.shape[0]
-        ws = []
-        for w, name in ((mu, "mu"), (nu, "nu")):
+        ws = [None if w is None else np.asarray(w, dtype=dtype) for w in (mu, nu)]
+        for w, name in zip(ws, ("mu", "nu")):
             if w is not None:
-                w = np.asarray(w, dtype=dtype)
                 _ndim(w, name, (1, 2), "weights (n) or a batch of them (B×n)")
-                if w.ndim == 1:
-                    w = np.broadcast_to(w, (batch, w.size))
-                if x.shape[0] == 1 and w.shape[0] > 1:
-                    x = np.broadcast_to(x, (w.shape[0],) + x.shape[1:])
-                    y = np.broadcast_to(y, (w.shape[0],) + y.shape[1:])
-            ws.append(w)
+        batch = max([x.shape[0]] + [w.shape[0] for w in ws if w is not None and w.ndim == 2])
+        if x.shape[0] == 1 and batch > 1:
+            x = np.broadcast_to(x, (batch,) + x.shape[1:])
+            y = np.broadcast_to(y, (batch,) + y.shape[1:])
+        ws = [w if w is None or w.ndim == 2 else np.broadcast_to(w, (batch, w.size)) for w in ws]
         outs = _logot.emd_points(ws[0], ws[1], x, y, p, **params)
     else:
         cost = np.asarray(cost)

@@ -109,6 +109,10 @@ def test_point_clouds_match_the_dense_cost():
     got = logot.emd2(None, None, logot.PointCloud(xs, ys))
     u = np.full(10, 0.1)
     np.testing.assert_allclose(got, [ot.emd2(u, u, ot.dist(xs[k], ys[k])) for k in range(3)], rtol=1e-12)
+    # One pair of clouds shared by a batch of target weights.
+    bs = np.stack([weights(rng, 30) for _ in range(3)])
+    got = logot.emd2(a, bs, logot.PointCloud(x, y))
+    np.testing.assert_allclose(got, [ot.emd2(a, bs[k], ot.dist(x, y)) for k in range(3)], rtol=1e-12)
 
 
 def test_an_iteration_limit_is_reported_not_hidden():
