@@ -52,6 +52,7 @@ pub mod barycenter;
 mod cg;
 mod error;
 pub mod grad;
+pub mod gromov;
 /// Every input check of the library and the command line (docs/input-checks.md).
 #[doc = include_str!("../docs/input-checks.md")]
 pub mod input_checks {}
