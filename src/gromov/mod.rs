@@ -5,6 +5,7 @@ pub mod entropic;
 pub mod gradients;
 pub mod loss;
 pub mod params;
+pub mod pointcloud;
 pub mod problem;
 
 pub use conditional_gradient::{
@@ -14,4 +15,5 @@ pub use entropic::{EntropicGromov, GromovReport, GromovSolver};
 pub use gradients::{envelope_gradients, GromovGradients};
 pub use loss::objective;
 pub use params::{ConditionalGradientParams, EntropicGwParams, GwLoss, PointGwParams};
+pub use pointcloud::{PointGromov, PointGromovProblem, PointGromovReport, PointGromovSolver};
 pub use problem::GromovProblem;

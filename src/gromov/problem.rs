@@ -38,8 +38,6 @@ pub struct GromovProblem<'a, T> {
     pub(crate) alpha: f64,
     /// The initial plan (`None`: `p·qᵀ`).
     pub(crate) init: Option<ArrayView2<'a, T>>,
-    /// `Σ p` (= `Σ q` within the precision's tolerance).
-    pub(crate) mass: f64,
 }
 
 impl<'a, T: Real> GromovProblem<'a, T> {
@@ -70,7 +68,6 @@ impl<'a, T: Real> GromovProblem<'a, T> {
             feature: None,
             alpha: 1.0,
             init: None,
-            mass,
         })
     }
 
