@@ -3,8 +3,8 @@
 
     python3 scripts/bench-vs-pot.py otBcpu [float64|float32]   # needs `pip install POT`
 
-The problem is rebuilt here exactly as `logot::problems` builds it. POT runs on float64
-arrays by default, as in the baseline script shared/anchors/cpu_anchors.py; logot runs in
+The problem is rebuilt here exactly as `logot_cli::problems` (cli/src/problems.rs) builds it. POT runs on float64
+arrays by default, as in the CPU baselines of benches/README.md; logot runs in
 float32, the precision the otBcpu criterion names.
 """
 import json, subprocess, sys, time

@@ -134,7 +134,7 @@ impl<B> ConditionalGradient<B> {
         problem.check_loss(prm.loss)?;
         let be = &self.backend;
         let (n, m) = (problem.n(), problem.m());
-        crate::validate::check_alloc::<f64>("plan", &[n, m])?;
+        crate::alloc::probe::<f64>("plan", &[n, m], 0)?;
         let alpha = problem.alpha;
         let symmetric = prm.symmetric.unwrap_or_else(|| problem.looks_symmetric());
         let mut st = Structure::new(be, problem, prm.loss, symmetric)?;

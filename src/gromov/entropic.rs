@@ -17,8 +17,8 @@ use super::params::EntropicGwParams;
 use super::problem::GromovProblem;
 use crate::backend::grad::GradKernels;
 use crate::backend::linalg::LinalgKernels;
-use crate::sinkhorn::{Convergence, Solver, WarmStart};
-use crate::validate::check_alloc;
+use crate::sinkhorn::{BufferProblem, Convergence, WarmStart};
+use crate::SinkhornSolver;
 use crate::{Real, Result};
 use ndarray::{Array1, Array2};
 
@@ -125,7 +125,7 @@ impl<B> GromovSolver<B> {
         problem.check_loss(p.loss)?;
         let be = &self.backend;
         let (n, m) = (problem.n(), problem.m());
-        check_alloc::<T>("plan", &[n, m])?;
+        crate::alloc::probe::<T>("plan", &[n, m], 0)?;
         let symmetric = p.symmetric.unwrap_or_else(|| problem.looks_symmetric());
         let alpha = problem.alpha;
         let mut st = Structure::new(be, problem, p.loss, symmetric)?;
@@ -164,21 +164,22 @@ impl<B> GromovSolver<B> {
                 }
                 None => be.scaled_copy(-two_alpha, &x, &mut cost)?,
             }
-            let solver = Solver::new(
+            let solver = SinkhornSolver::new(
                 be.clone(),
                 crate::SinkhornParams {
                     warm_start: warm.take(),
                     ..inner_params.clone()
                 },
             );
-            let prepared = solver.prepare_buffers(
+            let prepared = solver.prepare(BufferProblem::dense(
                 be.upload(&p_host)?,
                 be.upload(&q_host)?,
                 &cost,
                 (1, n, m),
                 false,
-            )?;
-            let (f, g, conv, _, _) = solver.iterate_prepared(&prepared)?;
+            ))?;
+            let (f, g, solution) = solver.iterate_prepared(&prepared)?;
+            let conv = solution.convergence;
             inner_iterations += conv.iterations;
             inner_unconverged += usize::from(!conv.converged);
             let shift = prepared.shifts()[0];

@@ -36,8 +36,9 @@
 use super::params::PointGwParams;
 use crate::backend::linalg::{GemmShape, LinalgKernels, Transpose};
 use crate::backend::{CloudLayout, PointCloudKernels, PointMetric, Side};
-use crate::sinkhorn::{Convergence, Solver, WarmStart};
+use crate::sinkhorn::{BufferProblem, Convergence, WarmStart};
 use crate::validate::{check_finite, check_histograms};
+use crate::SinkhornSolver;
 use crate::{Error, Real, Result};
 use ndarray::{s, Array1, Array2, ArrayView1, ArrayView2, Axis};
 
@@ -151,7 +152,7 @@ impl<T: Real> PointGromov<T> {
     /// transformed clouds: for problems small enough to hold it.
     pub fn plan(&self) -> Result<Array2<f64>> {
         let (n, m) = (self.x_tilde.nrows(), self.y_tilde.nrows());
-        crate::validate::check_alloc::<f64>("plan", &[n, m])?;
+        crate::alloc::probe::<f64>("plan", &[n, m], 0)?;
         let eps = self.eps;
         Ok(Array2::from_shape_fn((n, m), |(i, j)| {
             let c: f64 = self
@@ -305,7 +306,10 @@ impl<B> PointGromovSolver<B> {
             // z_i = K'ᵀ·φ_i and the row terms −4·φ_i·k₁.
             let z = phi.dot(&kp);
             let rows = phi.dot(&k.column(dy + 1)).mapv(|v| -4.0 * v);
-            let zmax = z.rows().into_iter().fold(0.0f64, |a, r| a.max(2.0 * r.dot(&r).sqrt()));
+            let zmax = z
+                .rows()
+                .into_iter()
+                .fold(0.0f64, |a, r| a.max(2.0 * r.dot(&r).sqrt()));
             let sigma = if zmax > 0.0 && psi_prime_max > 0.0 {
                 (zmax / psi_prime_max).sqrt()
             } else {
@@ -319,7 +323,7 @@ impl<B> PointGromovSolver<B> {
                 f: (fg + &nx - &rows).insert_axis(Axis(0)),
                 g: (gg + &ny).insert_axis(Axis(0)),
             });
-            let solver = Solver::new(
+            let solver = SinkhornSolver::new(
                 be.clone(),
                 crate::SinkhornParams {
                     warm_start: warm,
@@ -327,15 +331,16 @@ impl<B> PointGromovSolver<B> {
                 },
             );
             let (xt_dev, yt_dev) = (be.upload(&to_t(&xt))?, be.upload(&to_t(&yt))?);
-            let prepared = solver.prepare_points_buffers(
+            let prepared = solver.prepare(BufferProblem::points(
                 be.upload(&p_t)?,
                 be.upload(&q_t)?,
                 &xt_dev,
                 &yt_dev,
                 1,
                 layout,
-            )?;
-            let (f, g, conv, _, _) = solver.iterate_prepared(&prepared)?;
+            ))?;
+            let (f, g, solution) = solver.iterate_prepared(&prepared)?;
+            let conv = solution.convergence;
             inner_iterations += conv.iterations;
             inner_unconverged += usize::from(!conv.converged);
             let fh: Array1<f64> = be.download(&f)?.iter().map(|v| v.f64()).collect();
@@ -362,8 +367,7 @@ impl<B> PointGromovSolver<B> {
             step = diff.iter().map(|v| v * v).sum::<f64>().sqrt() / norm.max(f64::MIN_POSITIVE);
             let dk = a_mat.dot(&diff).dot(&b_mat);
             stationarity = 4.0
-                * dk
-                    .indexed_iter()
+                * dk.indexed_iter()
                     .map(|((a, b), v)| v.abs() * phi_max[a] * psi_max[b])
                     .sum::<f64>();
             gamma = gamma_new;

@@ -1,4 +1,4 @@
-# Reference values for tests/gromov.rs and tests/gromov_exact.rs (POT 0.9.7): entropic and
+# Reference values for tests/gromov/ (entropic.rs, exact.rs; POT 0.9.7): entropic and
 # exact (fused) Gromov-Wasserstein on small held-out problems, inputs and results written as
 # tests/data/pot_gw_<case>_<name>.npy.
 #     /path/to/venv/bin/python tests/data/make_pot_gromov.py

@@ -1,0 +1,252 @@
+//! Exact (fused) Gromov–Wasserstein by conditional gradient against POT's
+//! `gromov_wasserstein` and `fused_gromov_wasserstein` (tests/data/pot_gw_x_*.npy, written by
+//! `tests/data/make_pot_gromov.py`), with uniform weights on n = m points so that the linear
+//! step is an assignment problem, solved here by the Hungarian algorithm (an independent
+//! exact solver with dual potentials). Also: the Frank–Wolfe gap against a brute-force
+//! gradient.
+
+use crate::{mat, vector};
+use logot::gromov::{
+    ConditionalGradient, ConditionalGradientParams, GromovProblem, GwLoss, LinearPlan,
+};
+use logot::CpuBackend;
+use ndarray::{Array1, Array2, ArrayView2};
+
+/// Minimum-cost assignment of a square cost by the Hungarian algorithm (shortest augmenting
+/// paths with potentials): the column of each row and duals `u_i + v_j ≤ C_ij`, with
+/// equality on the assignment.
+fn hungarian(c: ArrayView2<'_, f64>) -> (Vec<usize>, Vec<f64>, Vec<f64>) {
+    let n = c.nrows();
+    assert_eq!(n, c.ncols());
+    let inf = f64::INFINITY;
+    let (mut u, mut v) = (vec![0.0; n + 1], vec![0.0; n + 1]);
+    let (mut p, mut way) = (vec![0usize; n + 1], vec![0usize; n + 1]);
+    for i in 1..=n {
+        p[0] = i;
+        let mut j0 = 0;
+        let mut minv = vec![inf; n + 1];
+        let mut used = vec![false; n + 1];
+        loop {
+            used[j0] = true;
+            let i0 = p[j0];
+            let (mut delta, mut j1) = (inf, 0);
+            for j in 1..=n {
+                if !used[j] {
+                    let cur = c[[i0 - 1, j - 1]] - u[i0] - v[j];
+                    if cur < minv[j] {
+                        minv[j] = cur;
+                        way[j] = j0;
+                    }
+                    if minv[j] < delta {
+                        delta = minv[j];
+                        j1 = j;
+                    }
+                }
+            }
+            for j in 0..=n {
+                if used[j] {
+                    u[p[j]] += delta;
+                    v[j] -= delta;
+                } else {
+                    minv[j] -= delta;
+                }
+            }
+            j0 = j1;
+            if p[j0] == 0 {
+                break;
+            }
+        }
+        loop {
+            let j1 = way[j0];
+            p[j0] = p[j1];
+            j0 = j1;
+            if j0 == 0 {
+                break;
+            }
+        }
+    }
+    let mut col = vec![0; n];
+    for j in 1..=n {
+        col[p[j] - 1] = j - 1;
+    }
+    (col, u[1..].to_vec(), v[1..].to_vec())
+}
+
+/// The exact OT solver of uniform square problems: the optimal permutation over `n`.
+fn assignment(p: &[f64], q: &[f64], cost: ArrayView2<'_, f64>) -> logot::Result<LinearPlan> {
+    let n = p.len();
+    assert!(p
+        .iter()
+        .chain(q)
+        .all(|&w| (w - 1.0 / n as f64).abs() < 1e-15));
+    let (col, u, v) = hungarian(cost);
+    let mut plan = Array2::zeros((n, n));
+    for (i, &j) in col.iter().enumerate() {
+        plan[[i, j]] = 1.0 / n as f64;
+    }
+    Ok(LinearPlan {
+        plan,
+        f: Array1::from(u),
+        g: Array1::from(v),
+    })
+}
+
+#[test]
+fn hungarian_is_optimal_on_small_problems() {
+    // Against every permutation of 6 points, and dual feasibility with a zero gap.
+    let mut r = 0x9e3779b97f4a7c15u64;
+    let mut next = || {
+        r = r
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((r >> 11) as f64) / ((1u64 << 53) as f64)
+    };
+    for _ in 0..5 {
+        let c = Array2::from_shape_fn((6, 6), |_| next());
+        let (col, u, v) = hungarian(c.view());
+        let cost: f64 = col.iter().enumerate().map(|(i, &j)| c[[i, j]]).sum();
+        let mut best = f64::INFINITY;
+        let mut perm: Vec<usize> = (0..6).collect();
+        permutations(&mut perm, 0, &mut |p| {
+            best = best.min(p.iter().enumerate().map(|(i, &j)| c[[i, j]]).sum());
+        });
+        assert!((cost - best).abs() < 1e-12);
+        for i in 0..6 {
+            for j in 0..6 {
+                assert!(u[i] + v[j] <= c[[i, j]] + 1e-12);
+            }
+        }
+        assert!((u.iter().sum::<f64>() + v.iter().sum::<f64>() - cost).abs() < 1e-12);
+    }
+}
+
+fn permutations(p: &mut Vec<usize>, k: usize, f: &mut impl FnMut(&[usize])) {
+    if k == p.len() {
+        f(p);
+        return;
+    }
+    for i in k..p.len() {
+        p.swap(k, i);
+        permutations(p, k + 1, f);
+        p.swap(k, i);
+    }
+}
+
+/// `L(a, b)` written out independently of the library.
+fn loss_of(loss: GwLoss, a: f64, b: f64) -> f64 {
+    match loss {
+        GwLoss::Square => (a - b).powi(2),
+        _ => {
+            let alog = if a == 0.0 { 0.0 } else { a * (a / b).ln() };
+            alog - a + b
+        }
+    }
+}
+
+/// `∇_T Σ_ijkl L(C1_ik, C2_jl)·T_ij·T_kl` by brute force (both index pairs).
+fn brute_gradient(
+    loss: GwLoss,
+    c1: &Array2<f64>,
+    c2: &Array2<f64>,
+    t: &Array2<f64>,
+) -> Array2<f64> {
+    let (n, m) = t.dim();
+    Array2::from_shape_fn((n, m), |(i, j)| {
+        let mut s = 0.0;
+        for k in 0..n {
+            for l in 0..m {
+                s += (loss_of(loss, c1[[i, k]], c2[[j, l]])
+                    + loss_of(loss, c1[[k, i]], c2[[l, j]]))
+                    * t[[k, l]];
+            }
+        }
+        s
+    })
+}
+
+fn brute_value(loss: GwLoss, c1: &Array2<f64>, c2: &Array2<f64>, t: &Array2<f64>) -> f64 {
+    0.5 * (brute_gradient(loss, c1, c2, t) * t).sum()
+}
+
+fn pot_case(case: &str, loss: GwLoss) {
+    let (c1, c2, m) = (mat(case, "c1"), mat(case, "c2"), mat(case, "m"));
+    let (p, q) = (vector(case, "p"), vector(case, "q"));
+    let want_plan = mat(case, "plan");
+    let s = vector(case, "scalars");
+    let (value, alpha, iters) = (s[0], s[1], s[2] as usize);
+    let problem = if alpha < 1.0 {
+        GromovProblem::fused(m.view(), c1.view(), c2.view(), p.view(), q.view(), alpha).unwrap()
+    } else {
+        GromovProblem::new(c1.view(), c2.view(), p.view(), q.view()).unwrap()
+    };
+    let params = ConditionalGradientParams {
+        loss,
+        ..Default::default()
+    };
+    let r = ConditionalGradient::new(CpuBackend, params)
+        .solve(&problem, &mut assignment)
+        .unwrap();
+    let plan_err = r
+        .plan
+        .iter()
+        .zip(want_plan.iter())
+        .fold(0.0f64, |a, (x, y)| a.max((x - y).abs()));
+    eprintln!(
+        "{case}: plan {plan_err:.2e}, value {} vs POT {value}, iterations {} vs {iters}, gap {:.2e}",
+        r.value, r.report.iterations, r.report.gap
+    );
+    assert!(plan_err < 1e-12, "{case}: plan differs by {plan_err:e}");
+    assert!(
+        (r.value - value).abs() < 1e-10 * value.abs(),
+        "{case}: value"
+    );
+    assert_eq!(r.report.iterations, iters, "{case}: iterations");
+    let want_losses = vector(case, "losses");
+    assert_eq!(r.report.losses.len(), want_losses.len());
+    for (a, b) in r.report.losses.iter().zip(want_losses.iter()) {
+        assert!(
+            (a - b).abs() < 1e-10 * b.abs().max(1e-3),
+            "{case}: losses {a} vs {b}"
+        );
+    }
+    assert!(
+        r.report.converged && r.report.marginal_error < 1e-14,
+        "{case}: {:?}",
+        r.report
+    );
+    // The value and the Frank–Wolfe gap from brute-force gradients and an independent LP.
+    let t = &r.plan;
+    let value_bf = alpha * brute_value(loss, &c1, &c2, t) + (1.0 - alpha) * (&m * t).sum();
+    assert!(
+        (value_bf - r.value).abs() < 1e-12 * value_bf.abs(),
+        "{case}: value vs brute force"
+    );
+    let grad = brute_gradient(loss, &c1, &c2, t) * alpha + &m * (1.0 - alpha);
+    let lp = assignment(p.as_slice().unwrap(), q.as_slice().unwrap(), grad.view()).unwrap();
+    let gap = (&grad * &(t - &lp.plan)).sum();
+    assert!(
+        gap >= -1e-14 && (gap - r.report.gap).abs() < 1e-12,
+        "{case}: gap {} vs {gap}",
+        r.report.gap
+    );
+}
+
+#[test]
+fn square_loss_matches_pot() {
+    pot_case("x_sq", GwLoss::Square);
+}
+
+#[test]
+fn fused_matches_pot() {
+    pot_case("x_fused", GwLoss::Square);
+}
+
+#[test]
+fn asymmetric_structures_match_pot() {
+    pot_case("x_asym", GwLoss::Square);
+}
+
+#[test]
+fn kl_loss_matches_pot() {
+    pot_case("x_kl", GwLoss::Kl);
+}
