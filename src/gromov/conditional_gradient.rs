@@ -3,8 +3,9 @@
 //! (`solve_gromov_linesearch`, `armijo = False`). From a feasible plan `G`:
 //!
 //! 1. linearise: `Mᵢ = ∇F(G) = (1 − α)·M + α·(r ⊕ c − 2·X(G))`;
-//! 2. linear step: `G_c = argmin_{P ∈ Π(p, q)} ⟨Mᵢ, P⟩`, an exact OT problem
-//!    ([`LinearOtSolver`]);
+//! 2. linear step: `G_c = argmin_{P ∈ Π(p, q)} ⟨Mᵢ, P⟩`, an exact OT problem solved by
+//!    the network simplex of [`crate::exact`] ([`NetworkSimplex`], POT's `emd`) or any
+//!    other [`LinearOtSolver`];
 //! 3. line search along `Δ = G_c − G`: `F(G + s·Δ) = F(G) + b·s + a·s²` with
 //!    `a = −α·⟨h1·Δ·h2ᵀ, Δ⟩` and `b = (1 − α)·⟨M, Δ⟩ − α·(⟨h1·Δ·h2ᵀ, G⟩ + ⟨h1·G·h2ᵀ, Δ⟩)`
 //!    (the loss decomposes as `f1 + f2 − h1·h2`, and `⟨a ⊕ b, Δ⟩ = 0` for `Δ` with zero
@@ -23,8 +24,9 @@ use super::params::ConditionalGradientParams;
 use super::problem::GromovProblem;
 use crate::backend::grad::GradKernels;
 use crate::backend::linalg::LinalgKernels;
+use crate::exact::EmdParams;
 use crate::{Error, Real, Result};
-use ndarray::{Array1, Array2, ArrayView2};
+use ndarray::{Array1, Array2, ArrayView1, ArrayView2};
 
 /// An optimal plan of an exact OT problem with its dual potentials.
 #[derive(Clone, Debug)]
@@ -51,6 +53,40 @@ where
 {
     fn solve(&mut self, p: &[f64], q: &[f64], cost: ArrayView2<'_, f64>) -> Result<LinearPlan> {
         self(p, q, cost)
+    }
+}
+
+/// The network simplex of [`crate::exact::emd`] as the linear step (POT's `emd` in its
+/// conditional gradient). A linear problem the simplex does not solve to optimality within
+/// its limits is an error: the line search needs the minimiser.
+#[derive(Clone, Debug, Default)]
+pub struct NetworkSimplex {
+    /// The simplex's limits and method.
+    pub params: EmdParams,
+}
+
+impl NetworkSimplex {
+    /// The network simplex with `params`.
+    pub fn new(params: EmdParams) -> Self {
+        NetworkSimplex { params }
+    }
+}
+
+impl LinearOtSolver for NetworkSimplex {
+    fn solve(&mut self, p: &[f64], q: &[f64], cost: ArrayView2<'_, f64>) -> Result<LinearPlan> {
+        let (p, q) = (ArrayView1::from(p), ArrayView1::from(q));
+        let r = crate::exact::emd(p, q, cost, &self.params)?;
+        if !r.converged {
+            return Err(Error::Numerical(format!(
+                "the network simplex stopped after {} iterations without an optimal plan of the linear step",
+                r.iterations
+            )));
+        }
+        Ok(LinearPlan {
+            plan: r.plan.to_dense(),
+            f: r.f,
+            g: r.g,
+        })
     }
 }
 
@@ -117,6 +153,19 @@ impl<B> ConditionalGradient<B> {
     /// A solver on `backend` with `params`.
     pub fn new(backend: B, params: ConditionalGradientParams) -> Self {
         ConditionalGradient { backend, params }
+    }
+
+    /// The conditional gradient with the network simplex as the linear step
+    /// ([`NetworkSimplex`] with default limits): POT's `gromov_wasserstein` /
+    /// `fused_gromov_wasserstein`.
+    pub fn solve_network_simplex<T: Real>(
+        &self,
+        problem: &GromovProblem<'_, T>,
+    ) -> Result<ExactGromov<T>>
+    where
+        B: LinalgKernels<T> + GradKernels<T>,
+    {
+        self.solve(problem, &mut NetworkSimplex::default())
     }
 
     /// The conditional gradient from the problem's initial plan (`p·qᵀ` unless given; a given

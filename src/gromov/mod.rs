@@ -21,6 +21,7 @@ pub mod problem;
 
 pub use conditional_gradient::{
     ConditionalGradient, ConditionalGradientReport, ExactGromov, LinearOtSolver, LinearPlan,
+    NetworkSimplex,
 };
 pub use entropic::{EntropicGromov, GromovReport, GromovSolver};
 pub use gradients::{envelope_gradients, GromovGradients};

@@ -63,23 +63,30 @@ def entropic(case, seed, n, m, loss, eps, max_iter, tol, sym=True, fused=None, g
     print(f"{case}: value {value!r}, checks {len(log['err'])}, last step {log['err'][-1]:.3e}")
 
 
-def exact(case, seed, n, loss, sym=True, fused=None):
+def exact(case, seed, n, loss, sym=True, fused=None, m=None):
+    """Uniform weights on n = m points unless m is given; then random weights on n and m
+    points (the linear step is then a transport problem, not an assignment)."""
     rng = np.random.default_rng(seed)
+    mm = n if m is None else m
     if sym:
         c1 = sqdist(rng.normal(size=(n, 2)))
-        c2 = sqdist(rng.normal(size=(n, 3)))
+        c2 = sqdist(rng.normal(size=(mm, 3)))
     else:
         c1 = rng.uniform(0.0, 1.0, (n, n))
-        c2 = rng.uniform(0.0, 1.0, (n, n))
+        c2 = rng.uniform(0.0, 1.0, (mm, mm))
     if loss == "kl_loss":
         c2 = c2 + 0.2
-    p = q = np.full(n, 1.0 / n)
+    if m is None:
+        p = q = np.full(n, 1.0 / n)
+    else:
+        p, q = weights(rng, n), weights(rng, m)
+    n_, m_ = n, mm
     if fused is None:
         T, log = ot.gromov.gromov_wasserstein(c1, c2, p, q, loss, log=True)
-        value, alpha, M = log["gw_dist"], 1.0, np.zeros((n, n))
+        value, alpha, M = log["gw_dist"], 1.0, np.zeros((n_, m_))
     else:
         alpha = fused
-        M = rng.uniform(0.0, 1.0, (n, n))
+        M = rng.uniform(0.0, 1.0, (n_, m_))
         T, log = ot.gromov.fused_gromov_wasserstein(M, c1, c2, p, q, loss, alpha=alpha, log=True)
         value = log["fgw_dist"]
     save(case, c1=c1, c2=c2, p=p, q=q, m=M, plan=T,
@@ -98,3 +105,6 @@ exact("x_sq", 21, 8, "square_loss")
 exact("x_fused", 22, 8, "square_loss", fused=0.5)
 exact("x_asym", 23, 7, "square_loss", sym=False)
 exact("x_kl", 24, 7, "kl_loss")
+exact("x_w_sq", 25, 9, "square_loss", m=7)
+exact("x_w_fused", 26, 8, "square_loss", fused=0.4, m=10)
+exact("x_w_asym", 27, 7, "square_loss", sym=False, m=6)

@@ -1,8 +1,9 @@
 //! Exact (fused) Gromov–Wasserstein by conditional gradient against POT's
 //! `gromov_wasserstein` and `fused_gromov_wasserstein` (tests/data/pot_gw_x_*.npy, written by
-//! `tests/data/make_pot_gromov.py`), with uniform weights on n = m points so that the linear
-//! step is an assignment problem, solved here by the Hungarian algorithm (an independent
-//! exact solver with dual potentials). Also: the Frank–Wolfe gap against a brute-force
+//! `tests/data/make_pot_gromov.py`), from the product plan. The linear step is the
+//! library's network simplex and, for uniform weights on n = m points (an assignment
+//! problem), also the Hungarian algorithm written here (an independent exact solver with
+//! dual potentials). Also: the returned duals and the Frank–Wolfe gap against a brute-force
 //! gradient.
 
 use crate::{mat, vector};
@@ -168,7 +169,15 @@ fn brute_value(loss: GwLoss, c1: &Array2<f64>, c2: &Array2<f64>, t: &Array2<f64>
     0.5 * (brute_gradient(loss, c1, c2, t) * t).sum()
 }
 
-fn pot_case(case: &str, loss: GwLoss) {
+/// The linear step of a test: the Hungarian algorithm here (uniform square problems only) or
+/// the library's network simplex.
+#[derive(Clone, Copy, Debug)]
+enum Linear {
+    Hungarian,
+    NetworkSimplex,
+}
+
+fn pot_case(case: &str, loss: GwLoss, linear: Linear) {
     let (c1, c2, m) = (mat(case, "c1"), mat(case, "c2"), mat(case, "m"));
     let (p, q) = (vector(case, "p"), vector(case, "q"));
     let want_plan = mat(case, "plan");
@@ -183,16 +192,21 @@ fn pot_case(case: &str, loss: GwLoss) {
         loss,
         ..Default::default()
     };
-    let r = ConditionalGradient::new(CpuBackend, params)
-        .solve(&problem, &mut assignment)
-        .unwrap();
+    let solver = ConditionalGradient::new(CpuBackend, params);
+    let r = match linear {
+        Linear::Hungarian => solver.solve(&problem, &mut assignment),
+        Linear::NetworkSimplex => {
+            solver.solve(&problem, &mut logot::gromov::NetworkSimplex::default())
+        }
+    }
+    .unwrap();
     let plan_err = r
         .plan
         .iter()
         .zip(want_plan.iter())
         .fold(0.0f64, |a, (x, y)| a.max((x - y).abs()));
     eprintln!(
-        "{case}: plan {plan_err:.2e}, value {} vs POT {value}, iterations {} vs {iters}, gap {:.2e}",
+        "{case} ({linear:?}): plan {plan_err:.2e}, value {} vs POT {value}, iterations {} vs {iters}, gap {:.2e}",
         r.value, r.report.iterations, r.report.gap
     );
     assert!(plan_err < 1e-12, "{case}: plan differs by {plan_err:e}");
@@ -222,31 +236,62 @@ fn pot_case(case: &str, loss: GwLoss) {
         "{case}: value vs brute force"
     );
     let grad = brute_gradient(loss, &c1, &c2, t) * alpha + &m * (1.0 - alpha);
-    let lp = assignment(p.as_slice().unwrap(), q.as_slice().unwrap(), grad.view()).unwrap();
-    let gap = (&grad * &(t - &lp.plan)).sum();
+    // The returned duals are feasible for the brute-force gradient, and with them weak
+    // duality gives the gap: ⟨∇F, G⟩ − ⟨p, f⟩ − ⟨q, g⟩.
+    let scale = grad.iter().fold(0.0f64, |a, &b| a.max(b.abs()));
+    let violation = (0..p.len())
+        .flat_map(|i| (0..q.len()).map(move |j| (i, j)))
+        .fold(0.0f64, |a, (i, j)| a.max(r.f[i] + r.g[j] - grad[[i, j]]));
     assert!(
-        gap >= -1e-14 && (gap - r.report.gap).abs() < 1e-12,
-        "{case}: gap {} vs {gap}",
+        violation < 1e-12 * scale,
+        "{case}: dual violation {violation:e}"
+    );
+    let gap_dual = (&grad * t).sum() - p.dot(&r.f) - q.dot(&r.g);
+    assert!(
+        gap_dual >= -1e-13 * scale && (gap_dual - r.report.gap).abs() < 1e-12 * scale,
+        "{case}: gap {} vs {gap_dual}",
         r.report.gap
     );
+    if matches!(linear, Linear::Hungarian) {
+        let lp = assignment(p.as_slice().unwrap(), q.as_slice().unwrap(), grad.view()).unwrap();
+        let gap = (&grad * &(t - &lp.plan)).sum();
+        assert!(
+            gap >= -1e-14 && (gap - r.report.gap).abs() < 1e-12,
+            "{case}: gap {} vs {gap}",
+            r.report.gap
+        );
+    }
 }
 
 #[test]
 fn square_loss_matches_pot() {
-    pot_case("x_sq", GwLoss::Square);
+    pot_case("x_sq", GwLoss::Square, Linear::Hungarian);
+    pot_case("x_sq", GwLoss::Square, Linear::NetworkSimplex);
 }
 
 #[test]
 fn fused_matches_pot() {
-    pot_case("x_fused", GwLoss::Square);
+    pot_case("x_fused", GwLoss::Square, Linear::Hungarian);
+    pot_case("x_fused", GwLoss::Square, Linear::NetworkSimplex);
 }
 
 #[test]
 fn asymmetric_structures_match_pot() {
-    pot_case("x_asym", GwLoss::Square);
+    pot_case("x_asym", GwLoss::Square, Linear::Hungarian);
+    pot_case("x_asym", GwLoss::Square, Linear::NetworkSimplex);
 }
 
 #[test]
 fn kl_loss_matches_pot() {
-    pot_case("x_kl", GwLoss::Kl);
+    pot_case("x_kl", GwLoss::Kl, Linear::Hungarian);
+    pot_case("x_kl", GwLoss::Kl, Linear::NetworkSimplex);
+}
+
+/// Random weights on point sets of different sizes: the linear step is a transport
+/// problem (not an assignment), solved by the network simplex as in POT.
+#[test]
+fn weighted_problems_match_pot_with_the_network_simplex() {
+    pot_case("x_w_sq", GwLoss::Square, Linear::NetworkSimplex);
+    pot_case("x_w_fused", GwLoss::Square, Linear::NetworkSimplex);
+    pot_case("x_w_asym", GwLoss::Square, Linear::NetworkSimplex);
 }
