@@ -1,5 +1,6 @@
 //! Gromov–Wasserstein: entropic and fused GW against POT from the same initial plan, exact
-//! GW by conditional gradient, point-cloud GW against the dense solver.
+//! GW by conditional gradient, permutation recovery for isometric clouds, point-cloud GW
+//! against the dense solver.
 //!
 //! One test binary for the subject; each module is one topic.
 
@@ -8,6 +9,7 @@ mod common;
 
 mod entropic;
 mod exact;
+mod permutation;
 mod pointcloud;
 
 use ndarray::{Array1, Array2};
