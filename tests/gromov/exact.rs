@@ -295,3 +295,94 @@ fn weighted_problems_match_pot_with_the_network_simplex() {
     pot_case("x_w_fused", GwLoss::Square, Linear::NetworkSimplex);
     pot_case("x_w_asym", GwLoss::Square, Linear::NetworkSimplex);
 }
+
+/// The envelope gradients with respect to `C1`, `C2` and `α` at an exact plan against
+/// central differences of re-solved problems: at a vertex plan that stays optimal under
+/// the perturbation the value is `F(T; C1, C2, α)` with `T` fixed, quadratic in each entry
+/// for the square loss, so the difference is exact up to rounding.
+#[test]
+fn envelope_gradients_match_finite_differences_of_re_solved_problems() {
+    for case in ["x_w_sq", "x_w_fused"] {
+        let (c1, c2, m) = (mat(case, "c1"), mat(case, "c2"), mat(case, "m"));
+        let (p, q) = (vector(case, "p"), vector(case, "q"));
+        let alpha = vector(case, "scalars")[1];
+        let solve = |c1: &Array2<f64>, c2: &Array2<f64>, alpha: f64| {
+            let problem = if alpha < 1.0 {
+                GromovProblem::fused(m.view(), c1.view(), c2.view(), p.view(), q.view(), alpha)
+            } else {
+                GromovProblem::new(c1.view(), c2.view(), p.view(), q.view())
+            }
+            .unwrap();
+            let r = ConditionalGradient::new(CpuBackend, ConditionalGradientParams::default())
+                .solve_network_simplex(&problem)
+                .unwrap();
+            let grad = logot::gromov::envelope_gradients(
+                &CpuBackend,
+                &problem,
+                GwLoss::Square,
+                r.plan.view(),
+                r.f.view(),
+                r.g.view(),
+            )
+            .unwrap();
+            (r, grad)
+        };
+        let (r, grad) = solve(&c1, &c2, alpha);
+        let h = 1e-6;
+        let same_plan = |t: &Array2<f64>| {
+            t.iter()
+                .zip(r.plan.iter())
+                .all(|(a, b)| (a - b).abs() < 1e-12)
+        };
+        // Symmetric pairs (the structures stay symmetric) and a diagonal entry.
+        for (which, i, k) in [(1, 0, 3), (1, 2, 2), (2, 1, 4), (2, 0, 0)] {
+            let bump = |c: &Array2<f64>, s: f64| {
+                let mut c = c.clone();
+                c[[i, k]] += s;
+                if i != k {
+                    c[[k, i]] += s;
+                }
+                c
+            };
+            let ((rp, _), (rm, _)) = if which == 1 {
+                (
+                    solve(&bump(&c1, h), &c2, alpha),
+                    solve(&bump(&c1, -h), &c2, alpha),
+                )
+            } else {
+                (
+                    solve(&c1, &bump(&c2, h), alpha),
+                    solve(&c1, &bump(&c2, -h), alpha),
+                )
+            };
+            assert!(
+                same_plan(&rp.plan) && same_plan(&rm.plan),
+                "{case}: the plan moved"
+            );
+            let fd = (rp.value - rm.value) / (2.0 * h);
+            let g = if which == 1 { &grad.c1 } else { &grad.c2 };
+            let want = if i == k {
+                g[[i, i]]
+            } else {
+                g[[i, k]] + g[[k, i]]
+            };
+            eprintln!("{case}: ∂/∂C{which}[{i}, {k}] {want:.6e}, central difference {fd:.6e}");
+            assert!(
+                (fd - want).abs() < 1e-7,
+                "{case}: C{which}[{i}, {k}]: {fd} vs {want}"
+            );
+        }
+        if alpha < 1.0 {
+            let (rp, _) = solve(&c1, &c2, alpha + h);
+            let (rm, _) = solve(&c1, &c2, alpha - h);
+            assert!(
+                same_plan(&rp.plan) && same_plan(&rm.plan),
+                "{case}: the plan moved"
+            );
+            let fd = (rp.value - rm.value) / (2.0 * h);
+            let want = grad.alpha.unwrap();
+            eprintln!("{case}: ∂/∂α {want:.6e}, central difference {fd:.6e}");
+            assert!((fd - want).abs() < 1e-7, "{case}: α: {fd} vs {want}");
+        }
+    }
+}

@@ -51,9 +51,9 @@ fn cloud_and_copy(seed: u64, n: usize) -> (Array2<f64>, Array2<f64>, Vec<usize>)
         perm.swap(i, j);
     }
     let mut y = Array2::zeros((n, 3));
-    for i in 0..n {
+    for (i, &pi) in perm.iter().enumerate() {
         let v = rot.dot(&x.row(i)) + 2.5;
-        y.row_mut(perm[i]).assign(&v);
+        y.row_mut(pi).assign(&v);
     }
     (x, y, perm)
 }
@@ -82,10 +82,10 @@ fn entropic_gw_recovers_the_permutation() {
             r.report.converged,
             (0..n).map(|i| r.plan[[i, perm[i]]]).fold(1.0f64, f64::min) * n as f64
         );
-        for i in 0..n {
+        for (i, &pi) in perm.iter().enumerate() {
             let row = r.plan.row(i);
             let best = (0..n).max_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap();
-            assert_eq!(best, perm[i], "seed {seed}, point {i}");
+            assert_eq!(best, pi, "seed {seed}, point {i}");
             // The row's mass is 1/n; a uniform row would put 1/n² on each entry.
             assert!(
                 row[best] > 0.2 / n as f64,
@@ -114,9 +114,9 @@ fn exact_gw_recovers_the_permutation() {
             "seed {seed}: exact value {:.3e}, iterations {}, gap {:.2e}",
             r.value, r.report.iterations, r.report.gap
         );
-        for i in 0..n {
+        for (i, &pi) in perm.iter().enumerate() {
             for j in 0..n {
-                let want = if j == perm[i] { 1.0 / n as f64 } else { 0.0 };
+                let want = if j == pi { 1.0 / n as f64 } else { 0.0 };
                 assert!(
                     (r.plan[[i, j]] - want).abs() < 1e-12,
                     "seed {seed}: plan[{i}, {j}] = {}",
