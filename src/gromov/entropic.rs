@@ -89,7 +89,8 @@ pub struct EntropicGromov<T> {
 /// let w = array![1.0 / 3.0, 1.0 / 3.0, 1.0 / 3.0];
 /// let problem = GromovProblem::new(c1.view(), c2.view(), w.view(), w.view())?;
 /// let r = GromovSolver::new(CpuBackend, EntropicGwParams::new(0.05)).solve(&problem)?;
-/// assert!(r.report.converged);
+/// // The report describes the plan handed back: its marginals are met to this error.
+/// assert!(r.report.marginal_error < 1e-6);
 /// for i in 0..3 {
 ///     assert!(r.plan[[i, i]] > 0.33 * w[i]); // mass on the diagonal: the isometry
 /// }
