@@ -9,6 +9,7 @@ mod grid;
 pub(crate) mod isa;
 mod linalg;
 pub mod lse;
+pub(crate) mod matmul;
 mod pointcloud;
 mod report;
 pub(crate) mod svd3;
