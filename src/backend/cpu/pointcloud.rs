@@ -21,8 +21,8 @@
 //! f64 at 1.1·10⁹ (0.7·10⁹).
 //!
 //! From `d = CROSS_MIN_D` (14) on, the costs of a block of output points against a tile of
-//! reduced points come instead from the cross term `x·y`, one matrix product per block and
-//! tile ([`super::cross`]: faer's GEMM, `2d` flops per pair at the FLOP rate), as
+//! reduced points come instead from the cross term `x·y` by the register-blocked
+//! micro-kernel of [`super::cross`] (`2d` flops per pair at the FLOP rate), as
 //! `c = max(|x|² + |y|² − 2·x·y, 0)` with norms computed once per cloud, on clouds centred
 //! once (the mean of their union subtracted) so that `|Δc| ≲ (d + 3)·u·(|x|² + |y|²)`
 //! depends on the spread of the data, not on its offset (`u` the unit roundoff); both
@@ -35,7 +35,7 @@
 // Lane loops index several fixed-length arrays in step: that is what vectorises.
 #![allow(clippy::needless_range_loop)]
 
-use super::cross::{cross_block, finish_costs, CrossCloud, CROSS_MIN_D};
+use super::cross::{cross_block, finish_costs, padded_cols, Panels, CROSS_MIN_D, MR};
 #[cfg(target_arch = "x86_64")]
 use super::isa::isa_dispatch;
 use crate::backend::shape::{check_fg, check_sinkstep};
@@ -68,18 +68,18 @@ pub(crate) struct CpuPointCloud<T> {
 }
 
 /// One pair of clouds: coordinates centred on the mean of both clouds, as
-/// structure-of-arrays, `x[k·n + i]` and `y[k·m + j]`, and for `d ≥ CROSS_MIN_D` with
-/// their norms for the cross-term products.
+/// structure-of-arrays, `x[k·n + i]` and `y[k·m + j]`, and for `d ≥ CROSS_MIN_D` packed
+/// again for the cross-term kernel.
 #[derive(Debug)]
 struct CloudPair<T> {
     x: Vec<T>,
     y: Vec<T>,
-    /// `(x, y)` for the cross-term products when `d ≥ CROSS_MIN_D`.
-    cross: Option<(CrossCloud<T>, CrossCloud<T>)>,
+    /// `(x, y)` packed for the cross-term kernel when `d ≥ CROSS_MIN_D`.
+    panels: Option<(Panels<T>, Panels<T>)>,
 }
 
 /// A half-step's points of one pair ([`CloudPair::points`]): scaled copies for the direct
-/// form, or the clouds for the cross-term products (then both copies are empty).
+/// form, or the packed clouds (then both copies are empty).
 struct PassPoints<'a, T> {
     out: Vec<T>,
     red: Vec<T>,
@@ -99,14 +99,14 @@ struct Pass<'a, T> {
     len_red: usize,
     out_pts: &'a [T],
     red_pts: &'a [T],
-    /// The clouds for the cross-term products (then `out_pts` and `red_pts` are unused).
+    /// The clouds packed for the cross-term kernel (then `out_pts` and `red_pts` are unused).
     cross: Option<CrossPass<'a, T>>,
 }
 
-/// The output and reduced clouds of a half-step for [`cross_block`], and `1/ε`.
+/// The output and reduced clouds of a half-step packed for [`cross_block`], and `1/ε`.
 struct CrossPass<'a, T> {
-    out: &'a CrossCloud<T>,
-    red: &'a CrossCloud<T>,
+    out: &'a Panels<T>,
+    red: &'a Panels<T>,
     inv_eps: T,
 }
 
@@ -130,10 +130,9 @@ fn union_mean<T: Real>(x: ndarray::ArrayView2<'_, T>, y: ndarray::ArrayView2<'_,
         .collect()
 }
 
-/// Reduced points per tile in the cross-term form: one GEMM of `ROWS × d` by
-/// `d × CROSS_TILE` per block and tile, long enough to amortise faer's packing; the block's
-/// costs (`ROWS × CROSS_TILE`) stay in L1 or L2.
-const CROSS_TILE: usize = 256;
+/// Reduced points per tile in the cross-term form (the block's costs, `ROWS × CROSS_TILE`,
+/// stay in L1).
+const CROSS_TILE: usize = 64;
 
 /// Tile length for dimension `d`: the tile's coordinates and potentials (`(d + 1)·tile`
 /// values) plus the argument buffer stay within about 16 KiB, a multiple of [`L`].
@@ -149,9 +148,8 @@ impl<T: Real> CloudPair<T> {
         let (n, m, d) = (x.nrows(), y.nrows(), x.ncols());
         let centre = union_mean(x, y);
         let (x, y) = (soa(x, &centre), soa(y, &centre));
-        let cross =
-            (d >= CROSS_MIN_D).then(|| (CrossCloud::new(&x, n, d), CrossCloud::new(&y, m, d)));
-        CloudPair { x, y, cross }
+        let panels = (d >= CROSS_MIN_D).then(|| (Panels::new(&x, n, d), Panels::new(&y, m, d)));
+        CloudPair { x, y, panels }
     }
 
     /// The half-step's points on `side`, the coordinates multiplied by `scale` (see
@@ -161,7 +159,7 @@ impl<T: Real> CloudPair<T> {
             Side::Row => (&self.x, &self.y),
             Side::Col => (&self.y, &self.x),
         };
-        if let Some((px, py)) = &self.cross {
+        if let Some((px, py)) = &self.panels {
             let (out, red) = match side {
                 Side::Row => (px, py),
                 Side::Col => (py, px),
@@ -721,8 +719,8 @@ impl<T: Real> BlockCosts<T> {
         len: usize,
     ) {
         let Some(cp) = &pass.cross else { return };
-        debug_assert!(rows <= ROWS && len <= CROSS_TILE);
-        cross_block(
+        debug_assert!(rows <= ROWS && ROWS % MR == 0 && padded_cols::<T>(len) <= CROSS_TILE);
+        cross_block::<T, M>(
             cp.out,
             r0,
             rows,
@@ -1164,10 +1162,7 @@ mod tests {
             let red_pts: Vec<T> = red_raw.iter().map(|&v| v * T::of(scale)).collect();
             let mut pot: Vec<T> = (0..m).map(|_| T::of(rnd() * 3.0)).collect();
             pot[5] = T::neg_infinity();
-            let clouds = (
-                CrossCloud::new(&out_raw, n, d),
-                CrossCloud::new(&red_raw, m, d),
-            );
+            let panels = (Panels::new(&out_raw, n, d), Panels::new(&red_raw, m, d));
             let pass = Pass {
                 d,
                 root,
@@ -1176,8 +1171,8 @@ mod tests {
                 out_pts: &out_pts,
                 red_pts: &red_pts,
                 cross: by_cross.then_some(CrossPass {
-                    out: &clouds.0,
-                    red: &clouds.1,
+                    out: &panels.0,
+                    red: &panels.1,
                     inv_eps: T::of(1.0 / eps),
                 }),
             };
