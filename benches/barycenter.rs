@@ -6,7 +6,8 @@
 //! seconds on a small machine); multiply by 10 for the bary64 figure.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use logot::{problems, BarycenterParams, BarycenterSolver, CpuBackend, GridCost, Real};
+use logot::{BarycenterParams, BarycenterProblem, BarycenterSolver, CpuBackend, GridCost, Real};
+use logot_cli::problems;
 use ndarray::{Array1, Array2};
 use std::hint::black_box;
 use std::time::Duration;
@@ -27,15 +28,14 @@ fn grid<T: Real>(c: &mut Criterion, name: &str) {
     let grid = GridCost::image(64, 64).unwrap();
     let solver = BarycenterSolver::new(
         CpuBackend,
-        BarycenterParams::fixed_iterations(problems::BARY64_GRID_EPS, problems::BARY64_ITERS),
+        BarycenterParams::new(problems::BARY64_GRID_EPS).fixed_iterations(problems::BARY64_ITERS),
     );
     c.bench_function(name, |b| {
         // On a rayon worker, as the top-level logot::grid_barycenter does.
         b.iter(|| {
             rayon::scope(|_| {
-                solver
-                    .solve(black_box(h.view()), w.view(), grid.clone())
-                    .unwrap()
+                let problem = BarycenterProblem::new(black_box(h.view()), w.view()).unwrap();
+                solver.solve(&problem, grid.clone()).unwrap()
             })
         })
     });
@@ -53,14 +53,13 @@ fn bary64_dense(c: &mut Criterion) {
     let cost = problems::bary64_dense_cost::<f64>(64);
     let solver = BarycenterSolver::new(
         CpuBackend,
-        BarycenterParams::fixed_iterations(problems::BARY64_DENSE_EPS, 10),
+        BarycenterParams::new(problems::BARY64_DENSE_EPS).fixed_iterations(10),
     );
     g.bench_function("f64_10_iterations", |b| {
         b.iter(|| {
             rayon::scope(|_| {
-                solver
-                    .solve(black_box(h.view()), w.view(), cost.view())
-                    .unwrap()
+                let problem = BarycenterProblem::new(black_box(h.view()), w.view()).unwrap();
+                solver.solve(&problem, cost.view()).unwrap()
             })
         })
     });

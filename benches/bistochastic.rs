@@ -1,10 +1,11 @@
 //! Criterion benches of the CPU bistochastic projection on the canonical mhc problems
 //! (DESIGN.md: B = 65536 matrices n×n, X ~ U[0,4), 20 iterations forward; backward with
-//! G ~ N(0,1)), f32, built by `logot::problems::mhc`.
+//! G ~ N(0,1)), f32, built by `logot_cli::problems::mhc`.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use logot::grad::{Bistochastic, BistochasticParams, CgParams};
-use logot::{problems, CpuBackend};
+use logot::grad::{BistochasticParams, BistochasticSolver, CgParams};
+use logot::CpuBackend;
+use logot_cli::problems;
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -14,7 +15,7 @@ fn mhc(c: &mut Criterion) {
     let b = 65536;
     for &n in &[4usize, 16] {
         let (x, grad) = problems::mhc::<f32>(b, n, 1);
-        let proj = Bistochastic::new(CpuBackend, BistochasticParams::fixed(20));
+        let proj = BistochasticSolver::new(CpuBackend, BistochasticParams::default().iters(20));
         let r = proj.forward(x.view()).unwrap().r;
         let cg = CgParams::default();
         g.throughput(Throughput::Elements(b as u64));

@@ -7,15 +7,14 @@
 #[cfg(feature = "cuda")]
 mod gpu {
     use criterion::{BenchmarkId, Criterion, Throughput};
-    use logot::backend::cuda::{CudaBackend, Tuning};
+    use logot::backend::cuda::CudaBackend;
     use logot::grad::CgParams;
-    use logot::{problems, Backend, BistochasticKernels};
+    use logot::{Backend, BistochasticKernels};
+    use logot_cli::problems;
     use std::hint::black_box;
 
     pub fn benches(c: &mut Criterion) {
-        // Kernel choices and the module cache from the LOGOT_CUDA_* variables.
-        let env = |k: &str| std::env::var(k).ok();
-        let gpu = match CudaBackend::with_tuning(0, Tuning::from_vars(env)) {
+        let gpu = match CudaBackend::new() {
             Ok(g) => g,
             Err(e) => {
                 eprintln!("skipping the CUDA benches: {e}");

@@ -5,18 +5,17 @@
 #[cfg(feature = "cuda")]
 mod gpu {
     use criterion::{Criterion, Throughput};
-    use logot::backend::cuda::{CudaBackend, Tuning};
+    use logot::backend::cuda::CudaBackend;
     use logot::linalg::{
-        newton_schulz_buffer, GemmShape, LinalgKernels, NewtonSchulzParams, SyrkShape, Transpose,
+        newton_schulz_buffers, GemmShape, LinalgKernels, NewtonSchulzParams, SyrkShape, Transpose,
     };
-    use logot::{problems, Backend};
+    use logot::Backend;
+    use logot_cli::problems;
     use std::hint::black_box;
     use std::time::Duration;
 
     pub fn benches(c: &mut Criterion) {
-        // Kernel choices and the module cache from the LOGOT_CUDA_* variables.
-        let env = |k: &str| std::env::var(k).ok();
-        let gpu = match CudaBackend::with_tuning(0, Tuning::from_vars(env)) {
+        let gpu = match CudaBackend::new() {
             Ok(g) => g,
             Err(e) => {
                 eprintln!("skipping the CUDA benches: {e}");
@@ -74,7 +73,7 @@ mod gpu {
         g.bench_function("newton_schulz5_f32_4096", |b| {
             let params = NewtonSchulzParams::default();
             b.iter(|| {
-                let r = newton_schulz_buffer(&gpu, &x, n, n, &params).unwrap();
+                let r = newton_schulz_buffers(&gpu, &x, n, n, &params).unwrap();
                 gpu.synchronize().unwrap();
                 r
             })

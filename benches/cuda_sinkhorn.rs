@@ -5,16 +5,15 @@
 #[cfg(feature = "cuda")]
 mod gpu {
     use criterion::{BenchmarkId, Criterion, Throughput};
-    use logot::backend::cuda::{CudaBackend, Tuning};
+    use logot::backend::cuda::CudaBackend;
     use logot::backend::{Backend, CostSource, Side};
-    use logot::{problems, Problem, SinkhornParams, Solver};
+    use logot::{BufferOutputs, Problem, SinkhornParams, SinkhornSolver};
+    use logot_cli::problems;
     use std::hint::black_box;
     use std::time::Duration;
 
     pub fn benches(c: &mut Criterion) {
-        // Kernel choices and the module cache from the LOGOT_CUDA_* variables.
-        let env = |k: &str| std::env::var(k).ok();
-        let gpu = match CudaBackend::with_tuning(0, Tuning::from_vars(env)) {
+        let gpu = match CudaBackend::new() {
             Ok(g) => g,
             Err(e) => {
                 eprintln!("skipping the CUDA benches: {e}");
@@ -47,24 +46,35 @@ mod gpu {
         let mut g = c.benchmark_group("cuda_sinkhorn");
         g.sample_size(20).measurement_time(Duration::from_secs(5));
         let (mu, nu, cost) = problems::ot_a::<f32>();
-        let solver = Solver::new(gpu.clone(), SinkhornParams::fixed_iterations(1e-3, 200));
+        let solver =
+            SinkhornSolver::new(gpu.clone(), SinkhornParams::new(1e-3).fixed_iterations(200));
         let p = Problem::new(mu.view(), nu.view(), cost.view()).unwrap();
         let prepared = solver.prepare(&p).unwrap();
+        let (_, n, m) = prepared.dims();
+        let (mut f, mut g_pot) = (
+            gpu.filled(n, 0.0f32).unwrap(),
+            gpu.filled(m, 0.0f32).unwrap(),
+        );
         g.bench_function("otA_f32", |bench| {
             bench.iter(|| {
-                let r = solver.solve_prepared(&prepared).unwrap();
-                let f = r.f.row(0);
+                let out = BufferOutputs::new().potentials(&mut f, &mut g_pot);
+                solver.solve_prepared(&prepared, out).unwrap();
+                let f = ndarray::Array1::from(gpu.download(&f).unwrap());
                 let mean = f.sum() / f.len() as f32;
                 black_box(f.mapv(|v| v - mean)) // gradient w.r.t. μ (centred potential)
             })
         });
         let (mu, nu, cost) = problems::ot_b::<f32>(64, 2048);
-        let solver = Solver::new(gpu, SinkhornParams::fixed_iterations(1e-2, 100));
-        let p = Problem::batch(mu.view(), nu.view(), cost.view()).unwrap();
+        let solver = SinkhornSolver::new(gpu, SinkhornParams::new(1e-2).fixed_iterations(100));
+        let p = Problem::new(mu.view(), nu.view(), cost.view()).unwrap();
         let prepared = solver.prepare(&p).unwrap();
         g.throughput(Throughput::Elements(2 * 100 * 64 * 2048 * 2048));
         g.bench_function("otB_f32", |bench| {
-            bench.iter(|| solver.solve_prepared(&prepared).unwrap())
+            bench.iter(|| {
+                solver
+                    .solve_prepared(&prepared, BufferOutputs::new())
+                    .unwrap()
+            })
         });
         g.finish();
     }

@@ -142,7 +142,9 @@ fn ns(c: &mut Criterion) {
     let x = Array2::from_shape_vec((n, n), data(n * n, 6)).unwrap();
     let params = NewtonSchulzParams::default();
     g.bench_function(BenchmarkId::new("5steps_f32", n), |bench| {
-        bench.iter(|| logot::linalg::newton_schulz(black_box(x.view()), &params).unwrap())
+        bench.iter(|| {
+            logot::linalg::newton_schulz(&CpuBackend, black_box(x.view()), &params).unwrap()
+        })
     });
     g.finish();
 }

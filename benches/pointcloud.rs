@@ -5,7 +5,8 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use logot::backend::{Backend, Side};
-use logot::{problems, CpuBackend, PointCloudCost, PointCloudKernels, SinkhornParams};
+use logot::{CpuBackend, PointCloudCost, PointCloudKernels, SinkhornParams};
+use logot_cli::problems;
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -89,11 +90,10 @@ fn divergence(c: &mut Criterion) {
     let params = SinkhornParams::new(0.05);
     g.bench_function("n2048_d3_eps0.05", |bench| {
         bench.iter(|| {
-            logot::Solver::new(logot::CpuBackend, params.clone())
+            let cost = PointCloudCost::new(x.view(), y.view()).unwrap();
+            logot::SinkhornSolver::new(logot::CpuBackend, params.clone())
                 .sinkhorn_divergence(
-                    a.view(),
-                    b.view(),
-                    PointCloudCost::new(x.view(), y.view()).unwrap(),
+                    &logot::Problem::new(a.view(), b.view(), cost).unwrap(),
                     logot::DivergenceConvention::Objective,
                 )
                 .unwrap()

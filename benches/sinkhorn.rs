@@ -1,7 +1,7 @@
 //! Criterion benches of the CPU backend: one `sinkstep` half-iteration (a batch on a shared
 //! cost by the factored products, beside the same problems one at a time by the plain
 //! kernel), otA and otBcpu (the canonical problems of DESIGN.md, built by
-//! `logot::problems`), and otB at full size (B = 64, n = 2048: tens of seconds per solve on
+//! `logot_cli::problems`), and otB at full size (B = 64, n = 2048: tens of seconds per solve on
 //! a small CPU) when `LOGOT_BENCH_FULL=1`; the final plan report of a solve against the same
 //! f64 sums with std's `exp` (the baseline, written here); the plain half-step's rows on the
 //! calling thread against the same rows over rayon (the serial crossover). See
@@ -9,7 +9,8 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use logot::backend::{Backend, CostSource, Marginals, Potentials, Side};
-use logot::{problems, CpuBackend, Problem, SinkhornParams, Solver};
+use logot::{CpuBackend, Problem, SinkhornParams, SinkhornSolver};
+use logot_cli::problems;
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -99,7 +100,7 @@ fn ot_problems(c: &mut Criterion) {
     let mut g = c.benchmark_group("sinkhorn");
     g.sample_size(10).measurement_time(Duration::from_secs(8));
     let (mu, nu, cost) = problems::ot_a::<f32>();
-    let solver = Solver::new(CpuBackend, SinkhornParams::fixed_iterations(1e-3, 200));
+    let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(1e-3).fixed_iterations(200));
     g.bench_function("otA_f32", |bench| {
         bench.iter(|| {
             let r = solver
@@ -111,12 +112,12 @@ fn ot_problems(c: &mut Criterion) {
         })
     });
     let (mu, nu, cost) = problems::ot_b::<f32>(8, 1024);
-    let solver = Solver::new(CpuBackend, SinkhornParams::fixed_iterations(1e-2, 100));
+    let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(1e-2).fixed_iterations(100));
     g.throughput(Throughput::Elements(2 * 100 * 8 * 1024 * 1024));
     g.bench_function("otBcpu_f32", |bench| {
         bench.iter(|| {
             solver
-                .solve(&Problem::batch(mu.view(), nu.view(), cost.view()).unwrap())
+                .solve(&Problem::new(mu.view(), nu.view(), cost.view()).unwrap())
                 .unwrap()
         })
     });
@@ -126,7 +127,7 @@ fn ot_problems(c: &mut Criterion) {
         g.bench_function("otB_f32", |bench| {
             bench.iter(|| {
                 solver
-                    .solve(&Problem::batch(mu.view(), nu.view(), cost.view()).unwrap())
+                    .solve(&Problem::new(mu.view(), nu.view(), cost.view()).unwrap())
                     .unwrap()
             })
         });
@@ -143,8 +144,8 @@ fn plan_report(c: &mut Criterion) {
     let (mu, nu, cost) = problems::ot_b::<f64>(1, n);
     let eps = 1e-2;
     let be = CpuBackend;
-    let solved = Solver::new(CpuBackend, SinkhornParams::new(eps))
-        .solve(&Problem::batch(mu.view(), nu.view(), cost.view()).unwrap())
+    let solved = SinkhornSolver::new(CpuBackend, SinkhornParams::new(eps))
+        .solve(&Problem::new(mu.view(), nu.view(), cost.view()).unwrap())
         .unwrap();
     let (f, gp) = (solved.f.row(0).to_vec(), solved.g.row(0).to_vec());
     let prepared = be.prepare_cost(&CostSource::Dense(cost.view())).unwrap();

@@ -1,6 +1,8 @@
 // Elementwise/reduction kernels of the barycenter loop (BarycenterKernels), mirroring
 // src/backend/cpu/barycenter.rs. Layouts: v, g are P×K×m; weights P×K; bar P×m.
 
+#include "common.cuh"
+
 // bar[p,x] = −Σ_k w[p,k]·v[p,k,x].
 template <typename T>
 __device__ __forceinline__ void bary_log_mean(const T *w, const T *v, T *bar, long long total,

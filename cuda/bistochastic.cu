@@ -28,6 +28,8 @@
 // The scaling loop is specialised for tol = 0 (no per-matrix stop: 4 iterations per check,
 // unrolled), and lanes that own no column run with sums of 1 instead of being masked.
 
+#include "common.cuh"
+
 #define BISTO_THREADS 256
 #define BISTO_FULL 0xffffffffu
 

@@ -1,6 +1,6 @@
-// Shared device helpers for logot's kernels. NVRTC has no standard headers: the host
-// prepends this file's text to each kernel source before compiling, and everything
-// here uses CUDA built-ins only.
+// Shared device helpers for logot's kernels, included by every kernel file. NVRTC has no
+// standard headers (the host hands it the cuda/*.cuh files), so everything here uses CUDA
+// built-ins only.
 #pragma once
 
 typedef unsigned int u32;

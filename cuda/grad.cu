@@ -3,6 +3,8 @@
 // accumulate in f64 (each product formed in T first, as on the CPU). Simple and correct:
 // a warp per row for row reductions, a thread per output for column reductions.
 
+#include "common.cuh"
+
 #define GRAD_FULL 0xffffffffu
 
 __device__ __forceinline__ double grad_warp_sum(double v) {

@@ -8,6 +8,8 @@
 // log-sum-exp over j, the 1-D cost computed on the fly. A block reads its whole line
 // before writing it, so passes may run in place.
 
+#include "common.cuh"
+
 #define GRID_MAX_N 1024
 
 template <typename T> __device__ __forceinline__ T grid_log(T x);

@@ -1,7 +1,9 @@
 // Dense linear algebra for logot::backend::linalg::LinalgKernels (see
-// src/backend/cuda/linalg.rs): the batched M×3 SVD, GEMM with operands read transposed in
+// src/backend/cuda/ops/linalg.rs): the batched M×3 SVD, GEMM with operands read transposed in
 // place, the symmetric product op(A)·op(A)ᵀ (upper tiles only, each written with its
 // mirror), the Frobenius norm and a scaled copy. Matrices are row-major.
+
+#include "common.cuh"
 
 // ---------------------------------------------------------------------------------------
 // Four consecutive elements (16-byte aligned when vectorised).

@@ -24,21 +24,18 @@
 // l + 32·q). Outputs: rows_part[((b·n + i)·CB + cb)·2 + {0,1}] = (Σ_j P, Σ_j P·C)
 // over the column block, cols_part[(b·RB + rb)·m + j] = Σ_i P over the row chunk.
 
+#include "common.cuh"
+
 #define REPORT_WARPS 4
 #define REPORT_THREADS 128
 #define REPORT_PB_F32 4
 #define REPORT_PB_F64 2
 #define REPORT_K 4
 #define REPORT_ROWS 64
-// Rows per group (between two row-sum reductions; a -D override must divide the default,
-// which the host rounds row chunks to) and the blocks per multiprocessor the register
-// budget aims at: build-time tuning.
-#ifndef REPORT_RG
+// Rows per group (between two row-sum reductions; the host rounds row chunks to it) and the
+// blocks per multiprocessor the register budget aims at.
 #define REPORT_RG 4
-#endif
-#ifndef REPORT_MIN_BLOCKS
 #define REPORT_MIN_BLOCKS 1
-#endif
 #define REPORT_FINISH_THREADS 256
 #define REPORT_FINISH_BLOCKS 16
 

@@ -10,6 +10,7 @@
 
 use logot::linalg::align::rotation_angle;
 use logot::linalg::{wasserstein_procrustes, WassersteinProcrustesParams};
+use logot::CpuBackend;
 use ndarray::{array, Array2, ArrayView2};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -90,7 +91,12 @@ fn main() -> Result<(), Box<dyn Error>> {
     }
 
     let start = Instant::now();
-    let fit = wasserstein_procrustes(x.view(), y.view(), &WassersteinProcrustesParams::default())?;
+    let fit = wasserstein_procrustes(
+        &CpuBackend,
+        x.view(),
+        y.view(),
+        &WassersteinProcrustesParams::default(),
+    )?;
     let secs = start.elapsed().as_secs_f64();
     let angle = rotation_angle(fit.transform.rotation.view(), r_true.view())?;
     let t_err = (&fit.transform.translation - &t_true)

@@ -5,16 +5,16 @@
 //! cargo run --release --example barycenter -- --backend cuda --out some/dir
 //! ```
 //!
-//! The shapes are the `bary64` benchmark images (a square, a ring 4 < r² < 9 and two disks
-//! of radius 2 at (±2, ±2) on linspace(−5, 5)²). The cost is the squared distance on the
+//! The shapes are those of the `bary64` benchmark (a square, a ring 4 < r² < 9 and two
+//! disks of radius 2 at (±2, ±2) on linspace(−5, 5)²). The cost is the squared distance on the
 //! unit grid, never stored: each Sinkhorn half-step is two 1-D log-convolutions
 //! (POT's `convolutional_barycenter2d(..., method="sinkhorn_log")`). The plots: the three
 //! inputs with their barycenter for weights (0.3, 0.3, 0.4), and an interpolation strip
 //! square → ring → disks computed as one batch of barycenter problems (two rows of panels).
 
 use logot::{
-    problems, BarycenterKernels, BarycenterParams, BarycenterSolver, CpuBackend, Error, GridCost,
-    Result,
+    BarycenterKernels, BarycenterParams, BarycenterProblem, BarycenterSolver, CpuBackend, Error,
+    GridCost, Result,
 };
 use ndarray::{Array2, Array3, ArrayView2, Axis};
 use std::path::{Path, PathBuf};
@@ -62,11 +62,7 @@ fn main() -> ExitCode {
 
 #[cfg(feature = "cuda")]
 fn run_cuda(out: &Path) -> Result<Vec<PathBuf>> {
-    use logot::backend::cuda::{CudaBackend, Tuning};
-    // `CudaBackend::new()` is the plain way; this reads the LOGOT_CUDA_* variables (kernel
-    // choices, and the cache that keeps compiled kernels between runs, ~/.cache/logot).
-    let env = |k: &str| std::env::var(k).ok();
-    run(CudaBackend::with_tuning(0, Tuning::from_vars(env))?, out)
+    run(logot::backend::cuda::CudaBackend::new()?, out)
 }
 
 #[cfg(not(feature = "cuda"))]
@@ -78,7 +74,7 @@ fn run_cuda(_out: &Path) -> Result<Vec<PathBuf>> {
 
 /// Everything below is generic over the backend: any `B: BarycenterKernels<f64>` runs it.
 fn run<B: BarycenterKernels<f64> + Clone>(backend: B, out: &Path) -> Result<Vec<PathBuf>> {
-    let images = problems::bary64_images(N);
+    let images = shapes(N);
     let inputs = images
         .view()
         .into_shape_with_order((3, N * N))
@@ -89,8 +85,10 @@ fn run<B: BarycenterKernels<f64> + Clone>(backend: B, out: &Path) -> Result<Vec<
 
     // 1. The inputs and their barycenter with the benchmark's weights.
     let t = Instant::now();
-    let w = ndarray::arr1(&problems::BARY64_WEIGHTS);
-    let bar = solver.solve(inputs, w.view(), grid.clone())?;
+    let w = ndarray::arr1(&[0.3, 0.3, 0.4]);
+    let bar = solver
+        .solve(&BarycenterProblem::new(inputs, w.view())?, grid.clone())?
+        .remove(0);
     println!(
         "barycenter (0.3, 0.3, 0.4): {} iterations, error {:.2e}, converged {}, {:.0} ms",
         bar.iterations,
@@ -135,7 +133,7 @@ fn run<B: BarycenterKernels<f64> + Clone>(backend: B, out: &Path) -> Result<Vec<
     let batch: Array3<f64> =
         ndarray::stack(Axis(0), &vec![inputs; p]).map_err(|e| Error::Unavailable(e.to_string()))?;
     let t = Instant::now();
-    let strip = solver.solve_batch(batch.view(), w.view(), grid)?;
+    let strip = solver.solve(&BarycenterProblem::new(batch.view(), w.view())?, grid)?;
     println!(
         "interpolation: {p} barycenters in one batch, {} iterations, max error {:.2e}, {:.0} ms",
         strip.first().map(|b| b.iterations).unwrap_or(0),
@@ -172,4 +170,45 @@ fn run<B: BarycenterKernels<f64> + Clone>(backend: B, out: &Path) -> Result<Vec<
     )?;
     files.push(path);
     Ok(files)
+}
+
+/// The three input images on `n×n` pixels at linspace(−5, 5)²: a square (the middle three
+/// fifths of each axis), a ring 4 < r² < 9 and two disks of radius 2 at (2, 2) and
+/// (−2, −2); each normalised to mass 1 with a floor of 1e-10 (no pixel is empty).
+fn shapes(n: usize) -> Array3<f64> {
+    let step = 10.0 / (n.max(2) - 1) as f64;
+    let xs: Vec<f64> = (0..n)
+        .map(|i| {
+            if i + 1 == n {
+                5.0
+            } else {
+                -5.0 + i as f64 * step
+            }
+        })
+        .collect();
+    // The square's pixels: NumPy's a[n//5 : -n//5].
+    let (lo, hi) = (n / 5, n - n.div_ceil(5));
+    let mut images = Array3::from_shape_fn((3, n, n), |(k, r, c)| {
+        let (x, y) = (xs[c], xs[r]);
+        let r2 = x * x + y * y;
+        let disk = |cx: f64, cy: f64| (x - cx).powi(2) + (y - cy).powi(2) < 4.0;
+        let inside = match k {
+            0 => (lo..hi).contains(&r) && (lo..hi).contains(&c),
+            1 => r2 > 4.0 && r2 < 9.0,
+            _ => disk(2.0, 2.0) || disk(-2.0, -2.0),
+        };
+        if inside {
+            1.0
+        } else {
+            0.0
+        }
+    });
+    for mut img in images.outer_iter_mut() {
+        let s = img.sum();
+        img /= s;
+        img += 1e-10;
+        let s = img.sum();
+        img /= s;
+    }
+    images
 }

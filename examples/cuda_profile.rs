@@ -7,7 +7,8 @@
 fn main() -> logot::Result<()> {
     use logot::backend::cuda::{CudaBackend, Tuning};
     use logot::backend::{Backend, CostSource, Marginals, Potentials, Side};
-    use logot::{problems, Problem, SinkhornParams, Solver};
+    use logot::{BufferOutputs, Problem, SinkhornParams, SinkhornSolver};
+    use logot_cli::problems;
     use std::time::Instant;
 
     let which = std::env::args().nth(1).unwrap_or_else(|| "all".into());
@@ -25,33 +26,27 @@ fn main() -> logot::Result<()> {
         }
         Ok(median(t))
     };
-    // The LOGOT_CUDA_* variables choose the kernels and the module cache (Tuning::from_vars).
-    let env = |k: &str| std::env::var(k).ok();
-    let gpu = CudaBackend::with_tuning(0, Tuning::from_vars(env))?;
+    let gpu = CudaBackend::new()?;
     println!("device: {} ({} SMs)", gpu.device_name(), gpu.sm_count());
 
     if which == "otA" || which == "all" {
         let (mu, nu, cost) = problems::ot_a::<f32>();
         let p = Problem::new(mu.view(), nu.view(), cost.view())?;
-        for (fused, lanes, outs) in [
-            (true, 8usize, 4usize),
-            (true, 16, 4),
-            (true, 4, 8),
-            (true, 8, 8),
-            (true, 16, 8),
-            (true, 32, 8),
-            (false, 0, 4),
-        ] {
+        // The fused loop (the default for a problem this small) and the per-half-step
+        // kernels of larger problems.
+        for fused in [true, false] {
             let tuning = Tuning {
                 fused,
-                fused_lanes: lanes,
-                fused_outputs: outs,
                 ..Tuning::default()
             };
-            let be = CudaBackend::with_tuning(0, tuning.with_build_vars(env))?;
-            let solver = Solver::new(be.clone(), SinkhornParams::fixed_iterations(1e-3, 200));
+            let be = CudaBackend::with_tuning(0, tuning, None)?;
+            let solver =
+                SinkhornSolver::new(be.clone(), SinkhornParams::new(1e-3).fixed_iterations(200));
             let pr = solver.prepare(&p)?;
-            let t_solve = wall(&mut || solver.solve_prepared(&pr).map(|_| ()), 20)?;
+            let t_solve = wall(
+                &mut || solver.solve_prepared(&pr, BufferOutputs::new()).map(|_| ()),
+                20,
+            )?;
             let cc = be.prepare_cost(&CostSource::Dense(cost.view()))?;
             let (mub, nub) = (
                 be.upload(mu.as_slice().unwrap())?,
@@ -101,20 +96,16 @@ fn main() -> logot::Result<()> {
                 50,
             )?;
             println!(
-                "otA fused={fused} lanes={lanes} outputs={outs}: solve_prepared {t_solve:.3} ms | iterate(200) events {t_iter:.3} ms | sync {:.1} us, upload {:.1} us, download {:.1} us, marginal_error {:.1} us, transport_cost {:.1} us, one sinkstep+sync {:.1} us",
+                "otA fused={fused}: solve_prepared {t_solve:.3} ms | iterate(200) events {t_iter:.3} ms | sync {:.1} us, upload {:.1} us, download {:.1} us, marginal_error {:.1} us, transport_cost {:.1} us, one sinkstep+sync {:.1} us",
                 t_sync * 1e3, t_up * 1e3, t_down * 1e3, t_err * 1e3, t_tc * 1e3, t_step * 1e3
             );
         }
     }
     if which == "otB" || which == "all" {
         let (mu, nu, cost) = problems::ot_b::<f32>(64, 2048);
-        let p = Problem::batch(mu.view(), nu.view(), cost.view())?;
-        for pdl in [true, false] {
-            let tuning = Tuning {
-                overlap_launches: pdl,
-                ..Tuning::default()
-            };
-            let be = CudaBackend::with_tuning(0, tuning.with_build_vars(env))?;
+        let p = Problem::new(mu.view(), nu.view(), cost.view())?;
+        {
+            let be = gpu.clone();
             let cc = be.prepare_cost(&CostSource::Dense(cost.view()))?;
             let (mub, nub) = (
                 be.upload(mu.as_slice().unwrap())?,
@@ -150,15 +141,19 @@ fn main() -> logot::Result<()> {
             }
             let Potentials { f, g } = pot;
             let t_100 = median(ev);
-            let solver = Solver::new(be.clone(), SinkhornParams::fixed_iterations(1e-2, 100));
+            let solver =
+                SinkhornSolver::new(be.clone(), SinkhornParams::new(1e-2).fixed_iterations(100));
             let pr = solver.prepare(&p)?;
-            let t_solve = wall(&mut || solver.solve_prepared(&pr).map(|_| ()), 5)?;
+            let t_solve = wall(
+                &mut || solver.solve_prepared(&pr, BufferOutputs::new()).map(|_| ()),
+                5,
+            )?;
             let exps = 64.0 * 2048.0 * 2048.0;
             println!(
-                "otB pdl={pdl}: half-step {t_half:.4} ms ({:.0} Gexp/s) | iterate(100) {t_100:.3} ms | solve_prepared {t_solve:.3} ms",
+                "otB: half-step {t_half:.4} ms ({:.0} Gexp/s) | iterate(100) {t_100:.3} ms | solve_prepared {t_solve:.3} ms",
                 exps / t_half / 1e6
             );
-            if pdl {
+            {
                 let host = vec![0.0f32; 64 * 2048];
                 let t_up = wall(&mut || be.upload(&host).map(|_| ()), 10)?;
                 let t_down = wall(&mut || be.download(&f).map(|_| ()), 10)?;

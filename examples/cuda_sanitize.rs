@@ -1,5 +1,5 @@
 //! Runs every CUDA kernel once on small inputs (both precisions, every tile shape, the
-//! K-split, the fused loop with 4 and 8 outputs per lane, the exact and redo paths, the
+//! K-split, the fused loop and the per-half-step kernels, the exact and redo paths, the
 //! fused and the separate grid-barycenter kernels), for
 //! `compute-sanitizer --tool memcheck|racecheck|initcheck|synccheck`.
 //!
@@ -9,7 +9,10 @@
 fn main() -> logot::Result<()> {
     use logot::backend::cuda::{CudaBackend, CudaReal, Tuning};
     use logot::backend::{Backend, CostSource, Marginals, Potentials, Side};
-    use logot::{BarycenterParams, BarycenterSolver, GridCost, Problem, SinkhornParams, Solver};
+    use logot::{
+        BarycenterParams, BarycenterProblem, BarycenterSolver, GridCost, Problem, SinkhornParams,
+        SinkhornSolver,
+    };
     use ndarray::{Array1, Array2, Array3};
 
     fn run<T: CudaReal>(gpu: &CudaBackend) -> logot::Result<()> {
@@ -47,11 +50,12 @@ fn main() -> logot::Result<()> {
             };
             // A whole solve with its plans (fused loop or half-steps, report, plan kernel).
             let p = if per {
-                Problem::batch(mu.view(), nu.view(), c3.view())?
+                Problem::new(mu.view(), nu.view(), c3.view())?
             } else {
-                Problem::batch(mu.view(), nu.view(), c2.view())?
+                Problem::new(mu.view(), nu.view(), c2.view())?
             };
-            Solver::new(gpu.clone(), SinkhornParams::fixed_iterations(0.05, 3)).coupling(&p)?;
+            SinkhornSolver::new(gpu.clone(), SinkhornParams::new(0.05).fixed_iterations(3))
+                .coupling(&p)?;
             // Half-steps with a garbage hint (exact path, redo), both sides.
             let cost = gpu.prepare_cost(&src)?;
             let f = gpu.upload(
@@ -84,28 +88,23 @@ fn main() -> logot::Result<()> {
         let h = hist(3, 42, &mut rnd);
         let w = Array1::from(vec![T::of(0.2), T::of(0.3), T::of(0.5)]);
         let solver =
-            BarycenterSolver::new(gpu.clone(), BarycenterParams::fixed_iterations(0.01, 3));
-        solver.solve(h.view(), w.view(), grid.clone())?;
+            BarycenterSolver::new(gpu.clone(), BarycenterParams::new(0.01).fixed_iterations(3));
+        let problem = BarycenterProblem::new(h.view(), w.view())?;
+        solver.solve(&problem, grid.clone())?;
         let dense = grid.to_dense::<T>();
-        solver.solve(h.view(), w.view(), dense.view())?;
+        solver.solve(&problem, dense.view())?;
         gpu.synchronize()
     }
 
     for tuning in [
         Tuning::default(),
         Tuning {
-            fused_outputs: 8,
-            ..Tuning::default()
-        },
-        Tuning {
             fused: false,
-            overlap_launches: false,
             bary_cluster: 0,
             ..Tuning::default()
         },
     ] {
-        // The module cache and extra NVRTC definitions from LOGOT_CUDA_CACHE / _DEFINES.
-        let gpu = CudaBackend::with_tuning(0, tuning.with_build_vars(|k| std::env::var(k).ok()))?;
+        let gpu = CudaBackend::with_tuning(0, tuning, None)?;
         run::<f32>(&gpu)?;
         run::<f64>(&gpu)?;
     }

@@ -2,7 +2,7 @@
 //! cloud `y` along `x ← x − lr·n·∇_x S_ε(x, y)` (the gradient scaled by the number of
 //! points, as in GeomLoss's tutorial, so a point moves by about `2·lr` of its way to its
 //! transport target per step), with the exact point gradients of
-//! [`Solver::sinkhorn_divergence`] (squared Euclidean cost, uniform weights).
+//! [`SinkhornSolver::sinkhorn_divergence`] (squared Euclidean cost, uniform weights).
 //!
 //! ```sh
 //! cargo run --release --example gradient_flow                   # d = 2: PNG frames in out/gradient_flow/
@@ -22,7 +22,7 @@
 use logot::plot::{Axes, Scale};
 use logot::{
     CpuBackend, CrossPrecision, DivergenceConvention, Error, GradKernels, PointCloudCost,
-    PointCloudKernels, Real, Result, SinkhornParams, Solver,
+    PointCloudKernels, Problem, Real, Result, SinkhornParams, SinkhornSolver,
 };
 use ndarray::{Array1, Array2, ArrayView2};
 use rand::rngs::StdRng;
@@ -128,7 +128,7 @@ pub fn clouds(dim: usize, n: usize, seed: u64) -> (Array2<f64>, Array2<f64>) {
 /// `each(k, S_ε(x_k, y), x_k)` at every iterate `k = 0..=steps`; returns the `S_ε(x_k, y)`.
 /// An error where a solve does not converge (a flow on inexact gradients is not this one).
 pub fn flow<T: Real, B: PointCloudKernels<T> + GradKernels<T>>(
-    solver: &Solver<B>,
+    solver: &SinkhornSolver<B>,
     x: &mut Array2<T>,
     y: ArrayView2<'_, T>,
     (lr, steps): (f64, usize),
@@ -143,19 +143,15 @@ pub fn flow<T: Real, B: PointCloudKernels<T> + GradKernels<T>>(
     let mut values = Vec::with_capacity(steps + 1);
     for k in 0..=steps {
         let clouds = PointCloudCost::new(x.view(), y)?.with_precision(precision);
-        let s = solver.sinkhorn_divergence(
-            mu.view(),
-            nu.view(),
-            clouds,
-            DivergenceConvention::Objective,
-        )?;
+        let problem = Problem::new(mu.view(), nu.view(), clouds)?;
+        let s = solver.sinkhorn_divergence(&problem, DivergenceConvention::Objective)?;
         if !s.converged() {
             return Err(Error::Numerical(format!(
                 "step {k}: the divergence did not converge ({:?})",
                 s.convergence.map(|c| c.marginal_error)
             )));
         }
-        let value = s.value.f64();
+        let value = s.value[0].f64();
         each(k, value, x.view())?;
         values.push(value);
         if k < steps {
@@ -164,7 +160,7 @@ pub fn flow<T: Real, B: PointCloudKernels<T> + GradKernels<T>>(
                 .ok_or_else(|| Error::Numerical("no point gradient".into()))?;
             let scale = lr * n as f64;
             ndarray::Zip::from(&mut *x)
-                .and(&grad)
+                .and(grad.index_axis(ndarray::Axis(0), 0))
                 .for_each(|p, &g| *p = T::of(p.f64() - scale * g.f64()));
         }
     }
@@ -174,14 +170,18 @@ pub fn flow<T: Real, B: PointCloudKernels<T> + GradKernels<T>>(
 /// The solver of the flow: ε-scaling from the clouds' squared diameter down to ε, then up
 /// to 20000 iterations to a marginal error of 1e-6 of the mass (the gradients' accuracy;
 /// 1e-4 in f32, whose rounding of costs up to ~10³·ε leaves about 1e-5).
-pub fn solver<T: Real, B>(backend: B, x: &Array2<T>, y: &Array2<T>, eps: f64) -> Result<Solver<B>> {
+pub fn solver<T: Real, B>(
+    backend: B,
+    x: &Array2<T>,
+    y: &Array2<T>,
+    eps: f64,
+) -> Result<SinkhornSolver<B>> {
     let scaling = PointCloudCost::new(x.view(), y.view())?.eps_scaling();
-    let params = SinkhornParams {
-        max_iters: 20_000,
-        tol: Some((10.0 * T::DEFAULT_TOL).max(1e-6)),
-        ..SinkhornParams::new(eps).with_eps_scaling(scaling)
-    };
-    Ok(Solver::new(backend, params))
+    let params = SinkhornParams::new(eps)
+        .eps_scaling(scaling)
+        .max_iters(20_000)
+        .tol((10.0 * T::DEFAULT_TOL).max(1e-6));
+    Ok(SinkhornSolver::new(backend, params))
 }
 
 /// The flow of `s` in precision `T` on `backend`, printing each step (and drawing at d = 2);
@@ -220,12 +220,25 @@ fn run<T: Real, B: PointCloudKernels<T> + GradKernels<T>>(
             );
             if s.dim == 2 && (k % s.every == 0 || k == s.steps) {
                 let path = s.out.join(format!("frame_{k:03}.png"));
-                let panels = vec![(
-                    format!("step {k}: S_ε = {value:.3e}"),
-                    vec![("target y", y.view()), ("start", x0.view()), ("x", xk)],
-                )];
+                // The start beside the current step, so that neither hides the other; the
+                // empty series keep each cloud's colour and put all three in the legend.
+                let none = Array2::<T>::zeros((0, 2));
+                let panels = vec![
+                    (
+                        "start and target".to_string(),
+                        vec![
+                            ("target y", y.view()),
+                            ("start", x0.view()),
+                            ("x", none.view()),
+                        ],
+                    ),
+                    (
+                        format!("step {k}: S_ε = {value:.3e}"),
+                        vec![("target y", y.view()), ("start", none.view()), ("x", xk)],
+                    ),
+                ];
                 let title = format!("Sinkhorn flow, ε = {eps}, lr = {}", s.lr);
-                logot::plot::scatter(&path, &panels, 1, &title)?;
+                logot::plot::scatter(&path, &panels, 2, &title)?;
                 files.push(path);
             }
             Ok(())

@@ -18,8 +18,8 @@
 //! and for ρ_μ = ∞, ρ_ν = 0.1; ν against the plans' column marginals Pᵀ·1; and the
 //! transported mass Σ P and the mass sent to the outlier as ρ varies.
 
-use logot::plot::{Axes, Scale};
-use logot::{CpuBackend, Error, Problem, Relaxation, Result, SinkhornParams, Solver};
+use logot::plot::{Axes, Marginal, Scale};
+use logot::{CpuBackend, Error, Problem, Relaxation, Result, SinkhornParams, SinkhornSolver};
 use ndarray::{s, Array1, Array2, Axis};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -49,12 +49,9 @@ struct Solved {
 }
 
 fn solve(problem: &Problem<'_, f64>, relaxation: Relaxation) -> Result<Solved> {
-    let params = SinkhornParams {
-        max_iters: 50_000,
-        tol: Some(TOL),
-        ..SinkhornParams::new(EPS).with_relaxation(relaxation)
-    };
-    let c = Solver::new(CpuBackend, params).coupling(problem)?;
+    let params = SinkhornParams::new(EPS).max_iters(50_000).tol(TOL);
+    let c =
+        SinkhornSolver::new(CpuBackend, params).coupling(&problem.clone().relaxed(relaxation))?;
     let r = &c.result;
     if !r.convergence.converged {
         return Err(Error::Numerical(format!(
@@ -80,7 +77,7 @@ fn rho_label(rho: f64) -> String {
 }
 
 fn run(out: &Path) -> Result<Vec<PathBuf>> {
-    let x = logot::problems::linspace(0.0, 1.0, N);
+    let x: Vec<f64> = (0..N).map(|i| i as f64 / (N - 1) as f64).collect();
     let mu = bump(&x, 0.3, 0.06, 1.0);
     let nu = &bump(&x, 0.45, 0.06, 1.0) + &bump(&x, 0.92, 0.02, 0.4);
     let cost = Array2::from_shape_fn((N, N), |(i, j)| (x[i] - x[j]).powi(2));
@@ -125,11 +122,12 @@ fn run(out: &Path) -> Result<Vec<PathBuf>> {
         };
         let path = out.join(name);
         let (rows, cols) = (r.plan.sum_axis(Axis(1)), r.plan.sum_axis(Axis(0)));
-        logot::plot::coupling(
+        // The sides show the plan's own sums, which a relaxed plan does not match to μ, ν.
+        logot::plot::coupling_with_marginals(
             &path,
             r.plan.view(),
-            rows.view(),
-            cols.view(),
+            Marginal::new(rows.view(), "P·1", "row sums"),
+            Marginal::new(cols.view(), "Pᵀ·1", "column sums"),
             (&x, &x),
             &format!(
                 "ρ_μ = {}, ρ_ν = {}: Σ P = {:.3}, to the outlier {:.3}",

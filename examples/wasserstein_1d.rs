@@ -8,7 +8,7 @@
 //! the squared distance on that 1-D grid ([`logot::GridCost`]: never stored, each half-step
 //! is one log-convolution). The plan concentrates near the monotone (quantile) map.
 
-use logot::{CpuBackend, Error, GridCost, Problem, Result, SinkhornParams, Solver};
+use logot::{CpuBackend, Error, GridCost, Problem, Result, SinkhornParams, SinkhornSolver};
 use ndarray::{Array1, Axis};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -32,12 +32,12 @@ fn run() -> Result<Vec<PathBuf>> {
     let mu = density(&x, &[(0.6, 0.2, 0.05), (0.4, 0.55, 0.04)]);
     let nu = density(&x, &[(1.0, 0.7, 0.09)]);
     let eps = 1e-3;
-    let problem = Problem::batch(
+    let problem = Problem::new(
         mu.view().insert_axis(Axis(0)),
         nu.view().insert_axis(Axis(0)),
         GridCost::new(&[n])?,
     )?;
-    let solver = Solver::new(CpuBackend, SinkhornParams::new(eps));
+    let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(eps));
     let coupling = solver.coupling(&problem)?;
     let r = &coupling.result;
     println!(

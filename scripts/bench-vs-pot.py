@@ -4,14 +4,14 @@
     python3 scripts/bench-vs-pot.py [otBcpu|otB|otA] [--pot-dtype float64|float32]
         [--logot target/release/logot] [--before OTHER_LOGOT] [--repeats 3]   # needs POT
 
-The problem is rebuilt here exactly as `logot::problems` builds it. POT runs on float64
-arrays by default, as in the baseline script shared/anchors/cpu_anchors.py; logot runs in
-float32, the precision the otBcpu criterion names. Each repeat runs logot, POT and (with
---before) the other binary one after the other, so a machine shared with other jobs loads
-all of them alike; each logot run is `logot bench --json` (its own median of --runs). The
-printed JSON holds every repeat's times, their medians, the spread (min-max) and the ratios
-of the medians; `f32_vs_f64` is the largest relative difference between the distances of a
-`--f64` run and the f32 one (same binary).
+The problem is rebuilt here exactly as `logot_cli::problems` (cli/src/problems.rs) builds
+it. POT runs on float64 arrays by default, as in the CPU baselines of benches/README.md;
+logot runs in float32, the precision the otBcpu criterion names. Each repeat runs logot, POT
+and (with --before) the other binary one after the other, so a machine shared with other
+jobs loads all of them alike; each logot run is `logot bench --json` (its own median of
+--runs). The printed JSON holds every repeat's times, their medians, the spread (min-max)
+and the ratios of the medians; `f32_vs_f64` is the largest relative difference between the
+distances of a `--f64` run and the f32 one (same binary).
 """
 import argparse, json, statistics, subprocess, sys, time
 import numpy as np

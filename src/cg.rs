@@ -9,9 +9,9 @@
 //! ridge.
 //!
 //! The algorithm is written once over a [`CgSpace`] (the vector operations) and runs on a
-//! backend's buffers ([`BackendSpace`](crate::grad::cg::BackendSpace), used by the OT
-//! gradients) as well as on small stack vectors (one `n ≤ 32` problem at a time, used by the
-//! CPU bistochastic backward).
+//! backend's buffers ([`BackendSpace`](crate::grad::cg::BackendSpace), beside the kernels
+//! it uses in `backend/grad.rs`; used by the OT gradients) as well as on small stack vectors
+//! (one `n ≤ 32` problem at a time, used by the CPU bistochastic backward).
 //!
 //! This module sits below the backends, which report CG outcomes and run the small solves;
 //! its public face is [`crate::grad::cg`].
@@ -21,9 +21,10 @@
 
 use crate::{Error, Real, Result};
 
-/// Parameters of the CG solver. `Default`: at most 1000 iterations, precision-dependent
-/// tolerance.
+/// Parameters of the CG solver, set by builder methods (`CgParams::default().tol(1e-12)`).
+/// `Default`: at most 1000 iterations, precision-dependent tolerance.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct CgParams {
     /// Maximum number of CG iterations per problem.
     pub max_iters: usize,
@@ -42,11 +43,15 @@ impl Default for CgParams {
 }
 
 impl CgParams {
-    /// Default iteration limit with relative tolerance `tol`.
-    pub fn with_tol(tol: f64) -> Self {
+    /// These parameters with at most `max_iters` iterations per problem.
+    pub fn max_iters(self, max_iters: usize) -> Self {
+        CgParams { max_iters, ..self }
+    }
+    /// These parameters with the relative tolerance `tol` (`None`: the precision's default).
+    pub fn tol(self, tol: impl Into<Option<f64>>) -> Self {
         CgParams {
-            tol: Some(tol),
-            ..Default::default()
+            tol: tol.into(),
+            ..self
         }
     }
 
@@ -83,6 +88,7 @@ impl CgParams {
 
 /// How CG ended for one problem.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[non_exhaustive]
 pub struct CgOutcome {
     /// Iterations run.
     pub iterations: usize,
@@ -96,6 +102,7 @@ pub struct CgOutcome {
 
 /// How CG ended for every problem of a batch.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct CgReport {
     /// One entry per problem.
     pub problems: Vec<CgOutcome>,
@@ -134,6 +141,7 @@ impl CgReport {
 /// solved (a GPU reads back these numbers, not one outcome per problem). Equal to
 /// [`CgSummary::of`] the per-problem outcomes.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[non_exhaustive]
 pub struct CgSummary {
     /// Number of problems.
     pub problems: usize,
@@ -417,5 +425,128 @@ impl CgSpace for SmallSpace {
             *o = v + b * *o;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::grad::{BackendSpace, GradKernels};
+    use crate::CpuBackend;
+
+    /// Dense symmetric operator on the CPU backend, batch of `B` `n×n` matrices.
+    struct Dense {
+        a: Vec<f64>,
+        n: usize,
+    }
+    impl CgOperator<BackendSpace<'_, f64, CpuBackend>> for Dense {
+        fn apply(
+            &mut self,
+            s: &BackendSpace<'_, f64, CpuBackend>,
+            x: &Vec<f64>,
+            y: &mut Vec<f64>,
+        ) -> Result<()> {
+            s.backend().plan_matvec(&self.a, self.n, self.n, x, y)
+        }
+    }
+
+    /// A graph Laplacian (PSD, null vector 1) and an SPD matrix; compare with a dense solve.
+    #[test]
+    fn solves_spd_and_singular_laplacian_batch_with_per_problem_convergence() {
+        let n = 6;
+        let mut a = vec![0.0; 2 * n * n];
+        // Problem 0: SPD, A = M Mᵀ + I.
+        let mut uniform = crate::test_rng::uniforms(7);
+        let mut next = || uniform() - 0.5;
+        let mmat: Vec<f64> = (0..n * n).map(|_| next()).collect();
+        for i in 0..n {
+            for j in 0..n {
+                a[i * n + j] = (0..n)
+                    .map(|k| mmat[i * n + k] * mmat[j * n + k])
+                    .sum::<f64>()
+                    + if i == j { 1.0 } else { 0.0 };
+            }
+        }
+        // Problem 1: Laplacian of a weighted complete graph.
+        let w: Vec<f64> = (0..n * n).map(|_| next() + 0.6).collect();
+        for i in 0..n {
+            for j in 0..n {
+                if i != j {
+                    let wij = 0.5 * (w[i * n + j] + w[j * n + i]);
+                    a[n * n + i * n + j] = -wij;
+                    a[n * n + i * n + i] += wij;
+                }
+            }
+        }
+        let rhs: Vec<f64> = (0..2 * n).map(|_| next()).collect();
+        let mut null = vec![0.0; 2 * n];
+        null[n..].fill(1.0); // problem 0 has no null space: w = 0 disables the projection
+        let be = CpuBackend;
+        let space = BackendSpace::<f64, _>::new(&be, 2, n);
+        let mut out = vec![CgOutcome::default(); 2];
+        let x = conjugate_gradient(
+            &space,
+            &mut Dense { a: a.clone(), n },
+            &rhs,
+            Some(&null),
+            1e-12,
+            100,
+            &mut out,
+        )
+        .unwrap();
+        assert!(
+            out.iter().all(|o| o.converged && o.residual < 1e-11),
+            "{out:?}"
+        );
+        // Problem 0: A x = rhs exactly.
+        for i in 0..n {
+            let ax: f64 = (0..n).map(|j| a[i * n + j] * x[j]).sum();
+            assert!((ax - rhs[i]).abs() < 1e-10);
+        }
+        // Problem 1: A x = rhs − mean(rhs), and x has zero mean.
+        let mean = rhs[n..].iter().sum::<f64>() / n as f64;
+        for i in 0..n {
+            let ax: f64 = (0..n).map(|j| a[n * n + i * n + j] * x[n + j]).sum();
+            assert!((ax - (rhs[n + i] - mean)).abs() < 1e-10);
+        }
+        assert!(x[n..].iter().sum::<f64>().abs() < 1e-12);
+        // A zero right-hand side converges at once to 0.
+        let zero = vec![0.0; 2 * n];
+        let x0 = conjugate_gradient(
+            &space,
+            &mut Dense { a, n },
+            &zero,
+            Some(&null),
+            1e-12,
+            100,
+            &mut out,
+        )
+        .unwrap();
+        assert!(
+            x0.iter().all(|&v| v == 0.0) && out.iter().all(|o| o.converged && o.iterations == 0)
+        );
+    }
+
+    #[test]
+    fn reports_non_convergence_at_the_iteration_limit() {
+        let n = 8;
+        let a: Vec<f64> = (0..n * n)
+            .map(|k| {
+                if k % (n + 1) == 0 {
+                    1.0 + (k / (n + 1)) as f64 * 10.0
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let rhs = vec![1.0; n];
+        let be = CpuBackend;
+        let space = BackendSpace::<f64, _>::new(&be, 1, n);
+        let mut out = vec![CgOutcome::default(); 1];
+        conjugate_gradient(&space, &mut Dense { a, n }, &rhs, None, 1e-12, 2, &mut out).unwrap();
+        assert!(
+            !out[0].converged && out[0].iterations == 2 && out[0].residual > 1e-6,
+            "{out:?}"
+        );
     }
 }

@@ -9,6 +9,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Everything that can go wrong in logot. Messages name the argument at fault.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
+// The variants' fields are the parts of their messages (`arg`: the argument at fault).
+#[allow(missing_docs)]
 pub enum Error {
     /// An array has the wrong number of dimensions or a size that does not match another.
     #[error("{arg}: {detail}")]
@@ -122,11 +124,17 @@ impl Error {
             detail: detail.to_string(),
         }
     }
-    /// A [`Error::Parameter`] for `arg`.
+    /// A [`Error::Parameter`] for `arg`. A number `value` whose `{}` form is long (`1e308`
+    /// prints 309 digits) is written in scientific notation.
     pub fn parameter(arg: &str, value: impl fmt::Display, reason: impl Into<String>) -> Self {
+        let value = value.to_string();
+        let value = match value.parse::<f64>() {
+            Ok(x) if value.len() > 24 => short(&x),
+            _ => value,
+        };
         Error::Parameter {
             arg: arg.into(),
-            value: value.to_string(),
+            value,
             reason: reason.into(),
         }
     }

@@ -9,7 +9,7 @@
 //! * the "distance" is the transport cost `⟨P, C⟩` (POT's `sinkhorn2`).
 //!
 //! ```
-//! use ndarray::{array, Array2};
+//! use logot::ndarray::{array, Array2};
 //! let x = [0.0f64, 0.5, 1.0];
 //! let cost = Array2::from_shape_fn((3, 3), |(i, j)| (x[i] - x[j]) * (x[i] - x[j]));
 //! let mu = array![0.5, 0.5, 0.0];
@@ -22,23 +22,34 @@
 //! # Ok::<(), logot::Error>(())
 //! ```
 //!
-//! For a batch, or to choose the backend and the parameters, use [`Solver`] with a
-//! [`Problem`]; see [`SinkhornParams`] for tolerances, ε-scaling and warm starts.
+//! **One spelling per operation.** A free function makes the common call on the CPU with
+//! default parameters ([`wasserstein`], [`coupling`], [`wasserstein_unbalanced`],
+//! [`wasserstein_gradients`], [`sinkhorn_divergence`], [`barycenter()`],
+//! [`grid_barycenter`], [`bistochastic()`]); a solver gives control — the backend and the
+//! parameters ([`SinkhornSolver`] with [`SinkhornParams`], [`BarycenterSolver`],
+//! [`BistochasticSolver`]). A [`Problem`] is one problem or a batch, against a dense cost,
+//! a [`GridCost`] or a [`PointCloudCost`], and carries the marginal relaxation of unbalanced
+//! OT ([`Problem::relaxed`]); ε is the solver's ([`SinkhornParams`]). Batches reused many
+//! times or held in a backend's buffers (GPU memory, without a copy) take one path:
+//! [`SinkhornSolver::prepare`] and [`SinkhornSolver::solve_prepared`], which writes what
+//! [`BufferOutputs`] asks for. Parameters and results are `#[non_exhaustive]`: parameters are
+//! set by builder methods (`SinkhornParams::new(eps).max_iters(500).tol(1e-9)`).
 //!
 //! Wasserstein barycenters (POT's `ot.bregman.barycenter` and
 //! `convolutional_barycenter2d`, log domain): [`barycenter()`], [`grid_barycenter`] and
 //! [`BarycenterSolver`]; costs on regular grids that are never stored: [`GridCost`].
 //! PNG plots: `logot::plot` (feature `plot`, on by default).
 //! Point clouds with the cost computed on the fly, never stored ([`PointCloudCost`]):
-//! [`wasserstein_points`], gradients with respect to the points
-//! ([`Solver::point_gradients`]) and the debiased Sinkhorn divergence
-//! ([`sinkhorn_divergence`]); see [`pointcloud`](mod@pointcloud).
+//! gradients with respect to the points ([`SinkhornSolver::point_gradients`]) and the
+//! debiased Sinkhorn divergence ([`sinkhorn_divergence`]); see [`pointcloud`](mod@pointcloud).
 //! Gradients ([`grad`]): exact gradients of `⟨P, C⟩` or of any loss of the plan by implicit
-//! differentiation ([`wasserstein_gradients`], [`Solver::wasserstein_gradients`],
-//! [`Solver::implicit_gradients`]), envelope gradients of the regularised objective
-//! ([`Solver::envelope_gradients`]), the bistochastic projection of batches of small
+//! differentiation ([`wasserstein_gradients`], [`SinkhornSolver::wasserstein_gradients`],
+//! [`SinkhornSolver::implicit_gradients`]), envelope gradients of the regularised objective
+//! ([`SinkhornSolver::envelope_gradients`]), the bistochastic projection of batches of small
 //! matrices with its backward ([`bistochastic()`], [`bistochastic_backward`]), and the
 //! finite-difference checker the tests use ([`check_gradient`]).
+
+#![warn(missing_docs)]
 
 /// The `ndarray` crate logot is built with (0.17): the array types of every signature.
 ///
@@ -47,91 +58,112 @@
 /// and the compiler reports "multiple different versions of crate `ndarray`".
 pub use ndarray;
 
+// The layers, bottom up: errors, numbers and input checks; the costs a user builds
+// (`cost`); the batched conjugate gradients the backends share (`cg`); the backends and
+// their kernel traits (`backend`); the algorithm families (`entropic`, then `linalg`, whose
+// alignment solves transport problems); the gradient toolkit's public face (`grad`); plots.
+mod alloc;
 pub mod backend;
-pub mod barycenter;
+mod batch;
 mod cg;
+mod cost;
+mod entropic;
 mod error;
+pub mod exact;
 pub mod grad;
+pub mod linalg;
+pub mod progress;
+mod real;
+mod validate;
 /// Every input check of the library and the command line (docs/input-checks.md).
 #[doc = include_str!("../docs/input-checks.md")]
 pub mod input_checks {}
-pub mod linalg;
 #[cfg(feature = "plot")]
 pub mod plot;
-pub mod pointcloud;
-pub mod problems;
-pub mod progress;
-mod real;
-pub mod sinkhorn;
 #[cfg(test)]
 mod test_rng;
-pub mod unbalanced;
-mod validate;
+
+pub use entropic::{barycenter, pointcloud, sinkhorn, unbalanced};
 
 #[cfg(feature = "cuda")]
 pub use backend::cuda::{CudaBackend, CudaCluster};
 pub use backend::{
     bistochastic::BistochasticKernels, cluster::Cluster, cpu::CpuBackend, grad::GradKernels,
-    linalg::LinalgKernels, Backend, BarycenterKernels, CloudLayout, CostSource, CrossPrecision,
-    GridCost, PointCloudCost, PointCloudKernels, PointMetric, Side,
+    linalg::LinalgKernels, Backend, BarycenterKernels, PointCloudKernels, Side,
 };
-pub use barycenter::{
-    barycenter, barycenter_batch, grid_barycenter, grid_barycenter_on, Barycenter,
-    BarycenterParams, BarycenterSolver, PreparedCost,
+pub use batch::IntoBatch;
+pub use cost::{CloudLayout, CostSource, CrossPrecision, GridCost, PointCloudCost, PointMetric};
+pub use entropic::barycenter::{
+    barycenter, grid_barycenter, BarycenterCost, BarycenterParams, BarycenterProblem,
+    BarycenterResult, BarycenterSolver, PreparedCost,
 };
+pub use entropic::outputs::{BufferOutputs, BufferResult};
+pub use entropic::pointcloud::{
+    sinkhorn_divergence, DivergenceBufferResult, DivergenceConvention, DivergenceResult,
+    PointGradients, PointTransportGradients, PreparedDivergence,
+};
+pub use entropic::sinkhorn::{
+    BufferProblem, Convergence, CouplingResult, EpsScaling, PreparedProblem, Problem, ProblemInput,
+    ProblemReport, SinkhornParams, SinkhornResult, SinkhornSolver, WarmStart,
+};
+pub use entropic::unbalanced::{Relaxation, RelaxedSide};
 pub use error::{Error, Result};
 pub use grad::{
-    bistochastic, bistochastic_backward, check_gradient, BistochasticParams, CgParams,
-    GradCheckOptions, OtGradients,
-};
-pub use pointcloud::{
-    sinkhorn_divergence, wasserstein_points, DivergenceBufferSolution, DivergenceConvention,
-    PointBufferSolution, PointGradients, PointTransportGradients, PreparedDivergence,
-    SinkhornDivergence,
+    bistochastic, bistochastic_backward, check_gradient, BistochasticParams, BistochasticSolver,
+    CgParams, GradCheckParams, OtGradients,
 };
 pub use progress::{HistoryEntry, Observer, Progress};
 pub use real::Real;
-pub use sinkhorn::{
-    BufferSolution, Convergence, Coupling, EpsScaling, Prepared, Problem, ProblemReport,
-    SinkhornParams, SinkhornResult, Solver, WarmStart,
-};
-pub use unbalanced::{Relaxation, RelaxedSide};
 
-use ndarray::{ArrayView1, ArrayView2};
+use ndarray::Ix2;
 
-/// Entropic transport cost `⟨P, C⟩` between `mu` (n) and `nu` (m) for the cost `cost`
-/// (n×m) at regularisation `eps`, on the CPU with default [`SinkhornParams`].
+/// Entropic transport cost `⟨P, C⟩` (POT's `sinkhorn2`) between `mu` and `nu` for the cost
+/// `cost` at regularisation `eps`, on the CPU with default [`SinkhornParams`]: one problem
+/// (`mu`: n, `nu`: m) or a batch (`B×n`, `B×m`), against a dense cost (`n×m`, or `B×n×m`),
+/// a [`GridCost`] or a [`PointCloudCost`] ([`Problem::new`]).
 ///
 /// The result also carries the potentials and whether the solver converged; check
 /// `result.convergence.converged` (non-convergence is reported, not an error).
 ///
 /// ```
-/// use ndarray::{array, Array2};
+/// use logot::ndarray::{array, Array2};
+/// use logot::PointCloudCost;
 /// // Two Diracs at 0 and 1 on the grid {0, 0.5, 1}: the exact cost is |0 − 1|² = 1.
 /// let x = [0.0f64, 0.5, 1.0];
 /// let cost = Array2::from_shape_fn((3, 3), |(i, j)| (x[i] - x[j]).powi(2));
 /// let w = logot::wasserstein(array![1.0, 0.0, 0.0].view(), array![0.0, 0.0, 1.0].view(), cost.view(), 0.01)?;
 /// assert!(w.convergence.converged && (w.distance[0] - 1.0).abs() < 1e-12);
+/// // A batch: one source, three targets at distance 0, 1/2 and 1 (costs 0, 1/4, 1).
+/// let mu = array![[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [1.0, 0.0, 0.0]];
+/// let nu = array![[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]];
+/// let w = logot::wasserstein(mu.view(), nu.view(), cost.view(), 0.01)?;
+/// assert!(w.distance.iter().zip([0.0, 0.25, 1.0]).all(|(d, exact)| (d - exact).abs() < 1e-12));
+/// // Weighted point clouds, the cost computed on the fly: every point moves by 0.5.
+/// let (px, py, pw) = (array![[0.0f64], [1.0]], array![[0.5f64], [1.5]], array![0.5, 0.5]);
+/// let r = logot::wasserstein(pw.view(), pw.view(), PointCloudCost::new(px.view(), py.view())?, 0.01)?;
+/// assert!((r.distance[0] - 0.25).abs() < 1e-3);
 /// # Ok::<(), logot::Error>(())
 /// ```
-pub fn wasserstein<T: Real>(
-    mu: ArrayView1<'_, T>,
-    nu: ArrayView1<'_, T>,
-    cost: ArrayView2<'_, T>,
+pub fn wasserstein<'a, T: Real>(
+    mu: impl IntoBatch<'a, T, Ix2>,
+    nu: impl IntoBatch<'a, T, Ix2>,
+    cost: impl Into<CostSource<'a, T>>,
     eps: T,
 ) -> Result<SinkhornResult<T>> {
-    Solver::new(CpuBackend, SinkhornParams::new(eps.f64())).solve(&Problem::new(mu, nu, cost)?)
+    SinkhornSolver::new(CpuBackend, SinkhornParams::new(eps.f64()))
+        .solve(&Problem::new(mu, nu, cost)?)
 }
 
-/// Unbalanced entropic OT between `mu` (n) and `nu` (m), masses possibly unequal:
+/// Unbalanced entropic OT between `mu` and `nu`, masses possibly unequal:
 /// `min_P ⟨P,C⟩ + ε·KL(P‖μ⊗ν) + ρ_μ·KL(P·1‖μ) + ρ_ν·KL(Pᵀ·1‖ν)`, POT's
 /// `sinkhorn_unbalanced(mu, nu, cost, eps, reg_m, reg_type="kl")`; `reg_m` is a scalar `ρ`
-/// or a pair `(ρ_μ, ρ_ν)` (`f64::INFINITY` keeps that marginal exact). On the CPU with
-/// default [`SinkhornParams`]; `distance` is `⟨P, C⟩` and `objective` the whole objective
-/// ([`unbalanced`]).
+/// or a pair `(ρ_μ, ρ_ν)` (`f64::INFINITY` keeps that marginal exact). The inputs are those
+/// of [`wasserstein`]; on the CPU with default [`SinkhornParams`]; `distance` is `⟨P, C⟩`
+/// and `objective` the whole objective ([`unbalanced`]). With a solver:
+/// `Problem::new(mu, nu, cost)?.relaxed(reg_m)` ([`Problem::relaxed`]).
 ///
 /// ```
-/// use ndarray::array;
+/// use logot::ndarray::array;
 /// // Mass 2 against mass 1 at zero cost, ρ = 1 on both sides: the plan carries
 /// // Σμ·Σν·t with log t = −(ρ log Σν + ρ log Σμ)/(ε + 2ρ), i.e. 2^(1 − 1/(2 + ε)).
 /// let cost = array![[0.0f64]];
@@ -142,72 +174,49 @@ pub fn wasserstein<T: Real>(
 /// assert!((mass - 2f64.powf(1.0 - 1.0 / 2.5)).abs() < 1e-8);
 /// # Ok::<(), logot::Error>(())
 /// ```
-pub fn wasserstein_unbalanced<T: Real>(
-    mu: ArrayView1<'_, T>,
-    nu: ArrayView1<'_, T>,
-    cost: ArrayView2<'_, T>,
+pub fn wasserstein_unbalanced<'a, T: Real>(
+    mu: impl IntoBatch<'a, T, Ix2>,
+    nu: impl IntoBatch<'a, T, Ix2>,
+    cost: impl Into<CostSource<'a, T>>,
     eps: T,
     reg_m: impl Into<Relaxation>,
 ) -> Result<SinkhornResult<T>> {
-    let params = SinkhornParams::new(eps.f64()).with_relaxation(reg_m.into());
-    Solver::new(CpuBackend, params).solve(&Problem::new(mu, nu, cost)?)
+    SinkhornSolver::new(CpuBackend, SinkhornParams::new(eps.f64()))
+        .solve(&Problem::new(mu, nu, cost)?.relaxed(reg_m))
 }
 
-/// [`wasserstein`] with the exact gradients of `⟨P, C⟩` with respect to the cost, `mu`
+/// [`wasserstein`] with the exact gradients of `⟨P, C⟩` with respect to a dense cost, `mu`
 /// (zero-mean representative) and `nu`, by implicit differentiation through the converged
-/// plan ([`grad::ot`]); CPU, default [`SinkhornParams`] and [`CgParams`].
+/// plan ([`grad::ot`]); CPU, default [`SinkhornParams`] and [`CgParams`]. For point clouds,
+/// the gradients with respect to the points: [`SinkhornSolver::transport_point_gradients`].
 ///
 /// ```
-/// use ndarray::array;
+/// use logot::ndarray::{array, Axis};
 /// let (mu, nu) = (array![0.2f64, 0.3, 0.5], array![0.5, 0.5]);
 /// let cost = array![[0.0, 1.0], [0.5, 0.5], [1.0, 0.0]];
 /// let g = logot::wasserstein_gradients(mu.view(), nu.view(), cost.view(), 0.1)?;
 /// assert!(g.result.convergence.converged && g.cg.all_converged());
 /// // ∂⟨P,C⟩/∂C has the row sums of P: shifting a row of C does not move P.
-/// assert!((g.cost.index_axis(ndarray::Axis(0), 0).row(0).sum() - 0.2).abs() < 1e-8);
+/// assert!((g.cost.index_axis(Axis(0), 0).row(0).sum() - 0.2).abs() < 1e-8);
 /// # Ok::<(), logot::Error>(())
 /// ```
-pub fn wasserstein_gradients<T: Real>(
-    mu: ArrayView1<'_, T>,
-    nu: ArrayView1<'_, T>,
-    cost: ArrayView2<'_, T>,
+pub fn wasserstein_gradients<'a, T: Real>(
+    mu: impl IntoBatch<'a, T, Ix2>,
+    nu: impl IntoBatch<'a, T, Ix2>,
+    cost: impl Into<CostSource<'a, T>>,
     eps: T,
 ) -> Result<OtGradients<T>> {
-    Solver::new(CpuBackend, SinkhornParams::new(eps.f64()))
+    SinkhornSolver::new(CpuBackend, SinkhornParams::new(eps.f64()))
         .wasserstein_gradients(&Problem::new(mu, nu, cost)?, &CgParams::default())
 }
 
-/// Batched [`wasserstein`]: `mu` (B×n), `nu` (B×m) against one cost (n×m) or one per
-/// problem (`B×n×m`, pass an `ArrayView3`).
+/// The entropic plans between `mu` and `nu` (`B×n×m`; `1×n×m` for one problem), with their
+/// potentials and convergence report, on the CPU with default [`SinkhornParams`]:
+/// `P = exp((f ⊕ g − C)/ε)` with `P·1 = μ`, `Pᵀ·1 = ν`. The inputs are those of
+/// [`wasserstein`].
 ///
 /// ```
-/// use ndarray::{array, Array2};
-/// // One source, three targets: Diracs at distance 0, 1/2 and 1 (costs 0, 1/4, 1).
-/// let x = [0.0f64, 0.5, 1.0];
-/// let cost = Array2::from_shape_fn((3, 3), |(i, j)| (x[i] - x[j]).powi(2));
-/// let mu = array![[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [1.0, 0.0, 0.0]];
-/// let nu = array![[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]];
-/// let w = logot::wasserstein_batch(mu.view(), nu.view(), cost.view(), 0.01)?;
-/// for (d, exact) in w.distance.iter().zip([0.0, 0.25, 1.0]) {
-///     assert!((d - exact).abs() < 1e-12);
-/// }
-/// # Ok::<(), logot::Error>(())
-/// ```
-pub fn wasserstein_batch<'a, T: Real>(
-    mu: ArrayView2<'a, T>,
-    nu: ArrayView2<'a, T>,
-    cost: impl Into<CostSource<'a, T>>,
-    eps: T,
-) -> Result<SinkhornResult<T>> {
-    Solver::new(CpuBackend, SinkhornParams::new(eps.f64())).solve(&Problem::batch(mu, nu, cost)?)
-}
-
-/// The entropic plan between `mu` and `nu` (as a `1×n×m` batch), with its potentials and
-/// convergence report, on the CPU with default [`SinkhornParams`]:
-/// `P = exp((f ⊕ g − C)/ε)` with `P·1 = μ`, `Pᵀ·1 = ν`.
-///
-/// ```
-/// use ndarray::{array, Axis};
+/// use logot::ndarray::{array, Axis};
 /// let (mu, nu) = (array![0.5f64, 0.5], array![0.5, 0.5]);
 /// let cost = array![[0.0, 1.0], [1.0, 0.0]];
 /// let c = logot::coupling(mu.view(), nu.view(), cost.view(), 0.1)?;
@@ -218,13 +227,14 @@ pub fn wasserstein_batch<'a, T: Real>(
 /// assert!((plan[[0, 1]] - off).abs() < 1e-9);
 /// # Ok::<(), logot::Error>(())
 /// ```
-pub fn coupling<T: Real>(
-    mu: ArrayView1<'_, T>,
-    nu: ArrayView1<'_, T>,
-    cost: ArrayView2<'_, T>,
+pub fn coupling<'a, T: Real>(
+    mu: impl IntoBatch<'a, T, Ix2>,
+    nu: impl IntoBatch<'a, T, Ix2>,
+    cost: impl Into<CostSource<'a, T>>,
     eps: T,
-) -> Result<Coupling<T>> {
-    Solver::new(CpuBackend, SinkhornParams::new(eps.f64())).coupling(&Problem::new(mu, nu, cost)?)
+) -> Result<CouplingResult<T>> {
+    SinkhornSolver::new(CpuBackend, SinkhornParams::new(eps.f64()))
+        .coupling(&Problem::new(mu, nu, cost)?)
 }
 
 /// The README's examples, compiled and run as doctests (complete programs, no hidden lines).

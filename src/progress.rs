@@ -2,19 +2,17 @@
 //! history they keep on request (POT's `log=True`).
 //!
 //! ```
-//! use logot::{CpuBackend, Observer, Problem, SinkhornParams, Solver};
+//! use logot::{CpuBackend, Observer, Problem, SinkhornParams, SinkhornSolver};
 //! use std::sync::{Arc, Mutex};
 //! let x: Vec<f64> = (0..50).map(|i| i as f64 / 49.0).collect();
-//! let cost = ndarray::Array2::from_shape_fn((50, 50), |(i, j)| (x[i] - x[j]).powi(2));
-//! let mu = ndarray::Array1::from_elem(50, 0.02);
+//! let cost = logot::ndarray::Array2::from_shape_fn((50, 50), |(i, j)| (x[i] - x[j]).powi(2));
+//! let mu = logot::ndarray::Array1::from_elem(50, 0.02);
 //! let seen = Arc::new(Mutex::new(Vec::new()));
 //! let log = seen.clone();
-//! let params = SinkhornParams {
-//!     observer: Some(Observer::new(move |p| log.lock().unwrap().push((p.iteration, p.error)))),
-//!     history: true,
-//!     ..SinkhornParams::new(1e-2)
-//! };
-//! let r = Solver::new(CpuBackend, params).solve(&Problem::new(mu.view(), mu.view(), cost.view())?)?;
+//! let params = SinkhornParams::new(1e-2)
+//!     .observer(Observer::new(move |p| log.lock().unwrap().push((p.iteration, p.error))))
+//!     .history(true);
+//! let r = SinkhornSolver::new(CpuBackend, params).solve(&Problem::new(mu.view(), mu.view(), cost.view())?)?;
 //! let seen = seen.lock().unwrap();
 //! // One call per convergence check, with the error the history keeps.
 //! assert_eq!(seen.len(), r.convergence.history.len());
@@ -28,6 +26,7 @@ use std::time::Duration;
 
 /// Where a run stands, as an [`Observer`] sees it.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct Progress {
     /// Iterations run so far (ε-scaling stages included).
     pub iteration: usize,
@@ -70,6 +69,7 @@ impl fmt::Debug for Observer {
 
 /// One convergence check of a run's error history.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct HistoryEntry {
     /// Iterations run at the check.
     pub iteration: usize,

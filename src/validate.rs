@@ -204,35 +204,6 @@ pub(crate) fn check_eps(arg: &str, eps: f64) -> Result<()> {
     Ok(())
 }
 
-/// A host array of `dims` values of `T` for `what` can be allocated: the element count and
-/// byte size do not overflow and the allocator grants the bytes (probed with
-/// `try_reserve_exact` and released untouched). An impossible size is then an
-/// [`Error::OutOfMemory`] naming the shape and the bytes, not an abort.
-pub(crate) fn check_alloc<T>(what: &str, dims: &[usize]) -> Result<()> {
-    let shape = dims
-        .iter()
-        .map(|d| d.to_string())
-        .collect::<Vec<_>>()
-        .join("×");
-    let size = std::mem::size_of::<T>().max(1);
-    let len = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-    let bytes = len.and_then(|l| l.checked_mul(size));
-    let Some(bytes) = bytes.filter(|&b| b <= isize::MAX as usize) else {
-        return Err(Error::OutOfMemory {
-            what: what.into(),
-            detail: format!("{shape} values of {size} bytes overflow the address space"),
-        });
-    };
-    let mut probe: Vec<u8> = Vec::new();
-    if probe.try_reserve_exact(bytes).is_err() {
-        return Err(Error::OutOfMemory {
-            what: what.into(),
-            detail: format!("{shape} values need {bytes} bytes, which cannot be allocated"),
-        });
-    }
-    Ok(())
-}
-
 /// ε is at least one rounding unit of the largest |cost| in precision `T`. Below that,
 /// `(f + g − C)/ε` is rounding noise: the iterations still run, but the plan no longer
 /// meets its marginals (its mass drifts far from 1, a distance can exceed every cost), so
@@ -278,19 +249,15 @@ pub(crate) fn check_eps_resolution<T: Real>(eps: f64, max_abs_cost: f64) -> Resu
     Ok(())
 }
 
-/// The largest |cost| of a cost source (0 for sources without a known bound); dense costs
-/// are checked finite in the same pass.
-pub(crate) fn max_abs_cost<T: Real>(cost: &crate::CostSource<'_, T>) -> Result<f64> {
-    use crate::CostSource;
-    Ok(match cost {
-        CostSource::Dense(c) => check_finite_max("cost", c)?,
-        CostSource::DenseBatch(c) => check_finite_max("cost", c)?,
-        CostSource::PointCloud(c) => c.max_cost(),
-        // Squared distances on the unit grid: at most 1 per axis.
-        CostSource::Grid(g) => g.shape().len() as f64,
-        #[allow(unreachable_patterns)]
-        _ => 0.0,
-    })
+/// A buffer of exactly `want` elements.
+pub(crate) fn check_len(what: &str, len: usize, want: usize) -> Result<()> {
+    if len != want {
+        return Err(Error::shape(
+            what,
+            format!("has length {len} but {want} is needed"),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -4,8 +4,8 @@
 //! (POT 0.9.7); each test names the call that produced its file.
 
 mod common;
-use logot::problems::bary64_images;
-use logot::{barycenter, barycenter_batch, grid_barycenter, BarycenterParams, Error, GridCost};
+use logot::{BarycenterParams, BarycenterProblem, BarycenterSolver, CpuBackend, Error, GridCost};
+use logot_cli::problems::bary64_images;
 use ndarray::{array, s, Array1, Array2, Array3, Axis};
 
 fn l1(a: &[f64], b: &[f64]) -> f64 {
@@ -36,10 +36,11 @@ fn grid_bary64_matches_pot_convolutional_barycenter() {
     //           numItermax=100, stopThr=0.0, method="sinkhorn_log")      (imgs = shapes(64))
     let imgs = bary64_images(64);
     let want = pot("pot_grid64_eps0.004_it100.npy");
-    let got = grid_barycenter(
+    let got = common::bary::grid_barycenter(
         imgs.view(),
         array![0.3, 0.3, 0.4].view(),
-        &BarycenterParams::fixed_iterations(0.004, 100),
+        &BarycenterParams::new(0.004).fixed_iterations(100),
+        None,
     )
     .unwrap();
     assert_eq!(got.iterations, 100);
@@ -47,10 +48,11 @@ fn grid_bary64_matches_pot_convolutional_barycenter() {
     assert!(err < 1e-9, "L1 vs POT = {err:e}");
     // f32 inputs: the convolutions run in f64, so only the f32 potentials' rounding remains.
     let imgs32 = imgs.mapv(|v| v as f32);
-    let got32 = grid_barycenter(
+    let got32 = common::bary::grid_barycenter(
         imgs32.view(),
         array![0.3f32, 0.3, 0.4].view(),
-        &BarycenterParams::fixed_iterations(0.004, 100),
+        &BarycenterParams::new(0.004).fixed_iterations(100),
+        None,
     )
     .unwrap();
     let h32: Vec<f64> = got32.histogram.iter().map(|&v| v as f64).collect();
@@ -64,10 +66,11 @@ fn grid_default_stopping_matches_pot_schedule() {
     //                method="sinkhorn_log", log=True)      → log["niter"] == 79 (0-based)
     let imgs = bary64_images(24);
     let want = pot("pot_grid24_eps0.01_default.npy");
-    let got = grid_barycenter(
+    let got = common::bary::grid_barycenter(
         imgs.view(),
         array![0.3, 0.3, 0.4].view(),
         &BarycenterParams::new(0.01),
+        None,
     )
     .unwrap();
     assert_eq!(got.iterations, 80);
@@ -84,11 +87,12 @@ fn dense_matches_pot_barycenter_fixed_iterations_and_default_stopping() {
     let cost = dense_cost(16);
     let w = Array1::from(W.to_vec());
     let want = pot("pot_dense16_eps0.001_it100.npy");
-    let got = barycenter(
+    let got = common::bary::barycenter(
         imgs.view(),
         w.view(),
         cost.view(),
-        &BarycenterParams::fixed_iterations(1e-3, 100),
+        &BarycenterParams::new(1e-3).fixed_iterations(100),
+        None,
     )
     .unwrap();
     let err = l1(got.histogram.as_slice().unwrap(), want.as_slice().unwrap());
@@ -96,11 +100,12 @@ fn dense_matches_pot_barycenter_fixed_iterations_and_default_stopping() {
 
     // ot.bregman.barycenter(A, M, 1e-2, weights=w, method="sinkhorn_log", log=True) → niter 41
     let want = pot("pot_dense16_eps0.01_default.npy");
-    let got = barycenter(
+    let got = common::bary::barycenter(
         imgs.view(),
         w.view(),
         cost.view(),
         &BarycenterParams::new(1e-2),
+        None,
     )
     .unwrap();
     assert_eq!(got.iterations, 42);
@@ -119,13 +124,14 @@ fn non_square_images_and_asymmetric_dense_costs_match_pot() {
         ndarray_npy::read_npy(format!("{dir}/pot_nonsquare_inputs.npy")).unwrap();
     let want: Array2<f64> =
         ndarray_npy::read_npy(format!("{dir}/pot_grid12x20_eps0.02_it50.npy")).unwrap();
-    let got = grid_barycenter(
+    let got = common::bary::grid_barycenter(
         imgs.view(),
         array![0.5, 0.2, 0.3].view(),
-        &BarycenterParams::fixed_iterations(0.02, 50),
+        &BarycenterParams::new(0.02).fixed_iterations(50),
+        None,
     )
     .unwrap();
-    assert_eq!(got.histogram.dim(), (12, 20));
+    assert_eq!(got.histogram.len(), 12 * 20);
     let err = l1(got.histogram.as_slice().unwrap(), want.as_slice().unwrap());
     assert!(err < 1e-12, "12×20 grid: L1 vs POT = {err:e}");
     // A9 = rng.random((9, 2)) + 0.1 normalised per column, M = rng.random((9, 9)) (not symmetric)
@@ -134,11 +140,12 @@ fn non_square_images_and_asymmetric_dense_costs_match_pot() {
     let cost: Array2<f64> = ndarray_npy::read_npy(format!("{dir}/pot_dense9_cost.npy")).unwrap();
     let want: Array1<f64> =
         ndarray_npy::read_npy(format!("{dir}/pot_dense9_eps0.05_it30.npy")).unwrap();
-    let got = barycenter(
+    let got = common::bary::barycenter(
         h.view(),
         array![0.7, 0.3].view(),
         cost.view(),
-        &BarycenterParams::fixed_iterations(0.05, 30),
+        &BarycenterParams::new(0.05).fixed_iterations(30),
+        None,
     )
     .unwrap();
     let err = l1(got.histogram.as_slice().unwrap(), want.as_slice().unwrap());
@@ -158,11 +165,12 @@ fn identical_inputs_give_the_one_step_blur_and_the_input_for_small_eps() {
     let a = &a / a.sum();
     let inputs = ndarray::stack![Axis(0), a, a, a];
     for eps in [0.05, 2e-4] {
-        let got = barycenter(
+        let got = common::bary::barycenter(
             inputs.view(),
             array![0.2, 0.5, 0.3].view(),
             cost.view(),
             &BarycenterParams::new(eps),
+            None,
         )
         .unwrap();
         let k = cost.mapv(|c| (-c / eps).exp());
@@ -193,11 +201,9 @@ fn identical_inputs_give_the_one_step_blur_and_the_input_for_small_eps() {
 #[test]
 fn mass_is_one_and_swapping_inputs_with_weights_is_a_symmetry() {
     let imgs = bary64_images(20);
-    let p = BarycenterParams {
-        tol: 1e-8,
-        ..BarycenterParams::new(0.005)
-    };
-    let got = grid_barycenter(imgs.view(), array![0.2, 0.5, 0.3].view(), &p).unwrap();
+    let p = BarycenterParams::new(0.005).tol(1e-8);
+    let got =
+        common::bary::grid_barycenter(imgs.view(), array![0.2, 0.5, 0.3].view(), &p, None).unwrap();
     assert!(got.converged, "error {}", got.error);
     assert!(
         (got.histogram.sum() - 1.0).abs() < 1e-6,
@@ -210,7 +216,9 @@ fn mass_is_one_and_swapping_inputs_with_weights_is_a_symmetry() {
         imgs.index_axis(Axis(0), 0),
         imgs.index_axis(Axis(0), 1)
     ];
-    let got2 = grid_barycenter(swapped.view(), array![0.3, 0.2, 0.5].view(), &p).unwrap();
+    let got2 =
+        common::bary::grid_barycenter(swapped.view(), array![0.3, 0.2, 0.5].view(), &p, None)
+            .unwrap();
     assert_eq!(got.iterations, got2.iterations);
     let err = l1(
         got.histogram.as_slice().unwrap(),
@@ -223,11 +231,12 @@ fn mass_is_one_and_swapping_inputs_with_weights_is_a_symmetry() {
         .into_shape_with_order((3, 400))
         .unwrap();
     let cost = GridCost::image(20, 20).unwrap().to_dense::<f32>();
-    let got = barycenter(
+    let got = common::bary::barycenter(
         flat.view(),
         array![0.2f32, 0.5, 0.3].view(),
         cost.view(),
         &BarycenterParams::new(0.01),
+        None,
     )
     .unwrap();
     assert!(got.converged);
@@ -250,9 +259,12 @@ fn grid_and_dense_agree_on_the_same_grid_in_1d_2d_and_3d() {
             row /= s;
         }
         let w = array![0.25, 0.45, 0.3];
-        let p = BarycenterParams::fixed_iterations(0.01, 60);
-        let via_grid = barycenter(h.view(), w.view(), grid.clone(), &p).unwrap();
-        let via_dense = barycenter(h.view(), w.view(), grid.to_dense::<f64>().view(), &p).unwrap();
+        let p = BarycenterParams::new(0.01).fixed_iterations(60);
+        let via_grid =
+            common::bary::barycenter(h.view(), w.view(), grid.clone(), &p, None).unwrap();
+        let via_dense =
+            common::bary::barycenter(h.view(), w.view(), grid.to_dense::<f64>().view(), &p, None)
+                .unwrap();
         let err = l1(
             via_grid.histogram.as_slice().unwrap(),
             via_dense.histogram.as_slice().unwrap(),
@@ -306,10 +318,11 @@ fn one_dimensional_barycenter_is_the_quantile_average_for_small_eps() {
     let b = bump(0.7, 0.08);
     let w = [0.35, 0.65];
     let inputs = ndarray::stack![Axis(0), a, b];
-    let got = grid_barycenter(
+    let got = common::bary::grid_barycenter(
         inputs.view(),
         array![w[0], w[1]].view(),
         &BarycenterParams::new(2e-5),
+        None,
     )
     .unwrap();
     assert!(got.converged);
@@ -339,10 +352,16 @@ fn batched_problems_match_one_at_a_time() {
     let batch: Array3<f64> = ndarray::stack![Axis(0), imgs, imgs, imgs];
     let grid = GridCost::image(16, 16).unwrap();
     let p = BarycenterParams::new(0.01);
-    let all = barycenter_batch(batch.view(), ws.view(), grid.clone(), &p).unwrap();
+    let all = BarycenterSolver::new(CpuBackend, p)
+        .solve(
+            &BarycenterProblem::new(batch.view(), ws.view()).unwrap(),
+            grid.clone(),
+        )
+        .unwrap();
     for (k, one) in all.iter().enumerate() {
-        let alone = BarycenterParams::fixed_iterations(0.01, one.iterations);
-        let want = barycenter(imgs.view(), ws.row(k), grid.clone(), &alone).unwrap();
+        let alone = BarycenterParams::new(0.01).fixed_iterations(one.iterations);
+        let want =
+            common::bary::barycenter(imgs.view(), ws.row(k), grid.clone(), &alone, None).unwrap();
         let err = l1(
             one.histogram.as_slice().unwrap(),
             want.histogram.as_slice().unwrap(),
@@ -357,72 +376,87 @@ fn invalid_inputs_are_errors_naming_the_argument() {
     let h = array![[0.5, 0.5, 0.0], [0.0, 0.5, 0.5]];
     let cost = array![[0.0, 1.0, 4.0], [1.0, 0.0, 1.0], [4.0, 1.0, 0.0]];
     let p = BarycenterParams::new(0.1);
-    let msg = |r: Result<logot::Barycenter<f64>, Error>| {
+    let msg = |r: Result<logot::BarycenterResult<f64>, Error>| {
         r.err().map(|e| e.to_string()).unwrap_or_default()
     };
-    assert!(msg(barycenter(
+    assert!(msg(common::bary::barycenter(
         h.view(),
         array![0.5, 0.6].view(),
         cost.view(),
-        &p
+        &p,
+        None
     ))
     .contains("weights"));
-    assert!(msg(barycenter(
+    assert!(msg(common::bary::barycenter(
         h.view(),
         array![1.5, -0.5].view(),
         cost.view(),
-        &p
+        &p,
+        None
     ))
     .contains("weights"));
-    assert!(msg(barycenter(h.view(), array![1.0].view(), cost.view(), &p)).contains("weights"));
-    assert!(msg(barycenter(
+    assert!(msg(common::bary::barycenter(
+        h.view(),
+        array![1.0].view(),
+        cost.view(),
+        &p,
+        None
+    ))
+    .contains("weights"));
+    assert!(msg(common::bary::barycenter(
         h.view(),
         array![0.5, 0.5].view(),
         cost.slice(s![.., ..2]).t(),
-        &p
+        &p,
+        None
     ))
     .contains("cost"));
     let bad = array![[0.5, 0.5, 0.0], [0.0, -0.5, 1.5]];
-    assert!(msg(barycenter(
+    assert!(msg(common::bary::barycenter(
         bad.view(),
         array![0.5, 0.5].view(),
         cost.view(),
-        &p
+        &p,
+        None
     ))
     .contains("histograms"));
     let unequal = array![[0.5, 0.5, 0.0], [0.0, 1.5, 0.5]];
-    assert!(msg(barycenter(
+    assert!(msg(common::bary::barycenter(
         unequal.view(),
         array![0.5, 0.5].view(),
         cost.view(),
-        &p
+        &p,
+        None
     ))
     .contains("histograms"));
     let nan = array![[0.5, f64::NAN, 0.0], [0.0, 0.5, 0.5]];
-    assert!(msg(barycenter(
+    assert!(msg(common::bary::barycenter(
         nan.view(),
         array![0.5, 0.5].view(),
         cost.view(),
-        &p
+        &p,
+        None
     ))
     .contains("histograms"));
-    assert!(msg(barycenter(
+    assert!(msg(common::bary::barycenter(
         h.view(),
         array![0.5, 0.5].view(),
         cost.view(),
-        &BarycenterParams::new(0.0)
+        &BarycenterParams::new(0.0),
+        None
     ))
     .contains("eps"));
-    assert!(msg(barycenter(
+    assert!(msg(common::bary::barycenter(
         h.view(),
         array![0.5, 0.5].view(),
         GridCost::new(&[4]).unwrap(),
-        &p
+        &p,
+        None
     ))
     .contains("cost"));
     let three = Array3::<f64>::ones((2, 3, 3));
     assert!(matches!(
-        barycenter(h.view(), array![0.5, 0.5].view(), three.view(), &p),
+        common::bary::barycenter(h.view(), array![0.5, 0.5].view(), three.view(), &p, None),
         Err(Error::Shape { .. })
     ));
 }
@@ -432,23 +466,23 @@ fn invalid_inputs_are_errors_naming_the_argument() {
 /// match the histograms is refused with a message naming the cost.
 #[test]
 fn prepared_cost_gives_the_same_barycenters_and_checks_sizes() {
-    use logot::{BarycenterSolver, CostSource, CpuBackend};
+    use logot::CostSource;
     let imgs = bary64_images(12).into_shape_with_order((3, 144)).unwrap();
     let w = array![0.3, 0.3, 0.4];
     let grid = GridCost::image(12, 12).unwrap();
     let dense = grid.to_dense::<f64>();
-    let solver = BarycenterSolver::new(CpuBackend, BarycenterParams::fixed_iterations(0.01, 25));
+    let solver =
+        BarycenterSolver::new(CpuBackend, BarycenterParams::new(0.01).fixed_iterations(25));
     for cost in [
         CostSource::Grid(grid.clone()),
         CostSource::Dense(dense.view()),
     ] {
-        let once = solver.solve(imgs.view(), w.view(), cost.clone()).unwrap();
+        let problem = BarycenterProblem::new(imgs.view(), w.view()).unwrap();
+        let once = solver.solve(&problem, cost.clone()).unwrap().remove(0);
         let prepared = solver.prepare(cost).unwrap();
         assert_eq!(prepared.dims(), (144, 144));
         for _ in 0..2 {
-            let again = solver
-                .solve_prepared(imgs.view(), w.view(), &prepared)
-                .unwrap();
+            let again = solver.solve(&problem, &prepared).unwrap().remove(0);
             assert_eq!(again.histogram, once.histogram);
             assert_eq!(
                 (again.iterations, again.error),
@@ -458,12 +492,18 @@ fn prepared_cost_gives_the_same_barycenters_and_checks_sizes() {
         let batch = imgs.clone().insert_axis(Axis(0));
         let bw = w.clone().insert_axis(Axis(0));
         let b = solver
-            .solve_batch_prepared(batch.view(), bw.view(), &prepared)
+            .solve(
+                &BarycenterProblem::new(batch.view(), bw.view()).unwrap(),
+                &prepared,
+            )
             .unwrap();
         assert_eq!(b[0].histogram, once.histogram);
         let small = Array2::from_elem((3, 100), 0.01);
         let err = solver
-            .solve_prepared(small.view(), w.view(), &prepared)
+            .solve(
+                &BarycenterProblem::new(small.view(), w.view()).unwrap(),
+                &prepared,
+            )
             .unwrap_err();
         assert!(
             matches!(err, Error::Shape { .. }) && err.to_string().contains("cost"),

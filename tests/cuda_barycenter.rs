@@ -10,9 +10,10 @@ use common::gpu::{gpu, gpu_with};
 
 use logot::backend::cuda::{CudaBackend, Tuning};
 use logot::{
-    problems, Backend, BarycenterParams, BarycenterSolver, CostSource, CpuBackend, GridCost,
-    Problem, Real, Side, SinkhornParams, Solver,
+    Backend, BarycenterParams, BarycenterProblem, BarycenterSolver, CostSource, CpuBackend,
+    GridCost, Problem, Real, Side, SinkhornParams, SinkhornSolver,
 };
+use logot_cli::problems;
 use ndarray::{Array1, Array2, Array3};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -155,13 +156,13 @@ where
     let mut rng = StdRng::seed_from_u64(7);
     let grid = GridCost::image(10, 14).unwrap();
     let (mu, nu) = (histograms(&mut rng, 2, 140), histograms(&mut rng, 2, 140));
-    let params = SinkhornParams::fixed_iterations(0.02, 50);
-    let cpu_res = Solver::new(CpuBackend, params.clone())
-        .solve(&Problem::batch(mu.view(), nu.view(), grid.clone()).unwrap())
+    let params = SinkhornParams::new(0.02).fixed_iterations(50);
+    let cpu_res = SinkhornSolver::new(CpuBackend, params.clone())
+        .solve(&Problem::new(mu.view(), nu.view(), grid.clone()).unwrap())
         .unwrap();
     let (mu_t, nu_t) = (mu.mapv(T::of), nu.mapv(T::of));
-    let res = Solver::new(gpu.clone(), params)
-        .solve(&Problem::batch(mu_t.view(), nu_t.view(), grid).unwrap())
+    let res = SinkhornSolver::new(gpu.clone(), params)
+        .solve(&Problem::new(mu_t.view(), nu_t.view(), grid).unwrap())
         .unwrap();
     let t = tol::<T>();
     let df = rel_diff(res.f.as_slice().unwrap(), cpu_res.f.as_slice().unwrap());
@@ -174,9 +175,10 @@ where
     assert!(dd < t, "{}: transport cost {dd:e}", T::NAME);
     // The grid ⟨P, C⟩ is also checked against the dense cost on the GPU.
     let dense = GridCost::image(10, 14).unwrap().to_dense::<T>();
-    let res_dense = Solver::new(gpu.clone(), SinkhornParams::fixed_iterations(0.02, 50))
-        .solve(&Problem::batch(mu_t.view(), nu_t.view(), dense.view()).unwrap())
-        .unwrap();
+    let res_dense =
+        SinkhornSolver::new(gpu.clone(), SinkhornParams::new(0.02).fixed_iterations(50))
+            .solve(&Problem::new(mu_t.view(), nu_t.view(), dense.view()).unwrap())
+            .unwrap();
     let dd2 = rel_diff(
         res.distance.as_slice().unwrap(),
         &res_dense
@@ -209,7 +211,7 @@ where
     let dense64 = grid.to_dense::<f64>();
     let dense_t = grid.to_dense::<T>();
     let eps = if dense { 0.01 } else { 0.004 };
-    let params = BarycenterParams::fixed_iterations(eps, 60);
+    let params = BarycenterParams::new(eps).fixed_iterations(60);
     let cost64 = || -> CostSource<'_, f64> {
         if dense {
             CostSource::Dense(dense64.view())
@@ -225,12 +227,20 @@ where
         }
     };
     let want = BarycenterSolver::new(CpuBackend, params.clone())
-        .solve(imgs.view(), w.view(), cost64())
-        .unwrap();
+        .solve(
+            &BarycenterProblem::new(imgs.view(), w.view()).unwrap(),
+            cost64(),
+        )
+        .unwrap()
+        .remove(0);
     let (imgs_t, w_t) = (imgs.mapv(T::of), w.mapv(T::of));
     let got = BarycenterSolver::new(gpu.clone(), params.clone())
-        .solve(imgs_t.view(), w_t.view(), cost_t())
-        .unwrap();
+        .solve(
+            &BarycenterProblem::new(imgs_t.view(), w_t.view()).unwrap(),
+            cost_t(),
+        )
+        .unwrap()
+        .remove(0);
     let t = tol::<T>();
     let d = rel_to_max(
         got.histogram.as_slice().unwrap(),
@@ -254,11 +264,17 @@ where
     let h3 = Array3::from_shape_fn((2, 3, n * n), |(_, k, x)| imgs[[k, x]]);
     let w2 = Array2::from_shape_vec((2, 3), vec![0.3, 0.3, 0.4, 0.6, 0.2, 0.2]).unwrap();
     let want = BarycenterSolver::new(CpuBackend, params.clone())
-        .solve_batch(h3.view(), w2.view(), cost64())
+        .solve(
+            &BarycenterProblem::new(h3.view(), w2.view()).unwrap(),
+            cost64(),
+        )
         .unwrap();
     let (h3_t, w2_t) = (h3.mapv(T::of), w2.mapv(T::of));
     let got = BarycenterSolver::new(gpu.clone(), params)
-        .solve_batch(h3_t.view(), w2_t.view(), cost_t())
+        .solve(
+            &BarycenterProblem::new(h3_t.view(), w2_t.view()).unwrap(),
+            cost_t(),
+        )
         .unwrap();
     assert_eq!(got.len(), 2);
     for (g, w) in got.iter().zip(&want) {
@@ -302,9 +318,12 @@ fn grid_barycenter_fused_and_unfused_match_cpu() {
         let h = Array3::from_shape_fn((2, 3, n), |_| rng.random_range(0.05..1.0f64));
         let h = &h / &h.sum_axis(ndarray::Axis(2)).insert_axis(ndarray::Axis(2));
         let w = Array2::from_shape_vec((2, 3), vec![0.2, 0.5, 0.3, 0.6, 0.1, 0.3]).unwrap();
-        let params = BarycenterParams::fixed_iterations(0.01, 37);
+        let params = BarycenterParams::new(0.01).fixed_iterations(37);
         let want = BarycenterSolver::new(CpuBackend, params.clone())
-            .solve_batch(h.view(), w.view(), CostSource::Grid(grid.clone()))
+            .solve(
+                &BarycenterProblem::new(h.view(), w.view()).unwrap(),
+                CostSource::Grid(grid.clone()),
+            )
             .unwrap();
         for cluster in [8usize, 16, 0] {
             let Some(gpu) = gpu_with(Tuning {
@@ -314,7 +333,10 @@ fn grid_barycenter_fused_and_unfused_match_cpu() {
                 return;
             };
             let got = BarycenterSolver::new(gpu.clone(), params.clone())
-                .solve_batch(h.view(), w.view(), CostSource::Grid(grid.clone()))
+                .solve(
+                    &BarycenterProblem::new(h.view(), w.view()).unwrap(),
+                    CostSource::Grid(grid.clone()),
+                )
                 .unwrap();
             for (p, (g, c)) in got.iter().zip(&want).enumerate() {
                 let d = rel_to_max(
@@ -328,7 +350,10 @@ fn grid_barycenter_fused_and_unfused_match_cpu() {
             // f32 through the same path, against the f64 reference.
             let (h32, w32) = (h.mapv(|v| v as f32), w.mapv(|v| v as f32));
             let got = BarycenterSolver::new(gpu.clone(), params.clone())
-                .solve_batch(h32.view(), w32.view(), CostSource::Grid(grid.clone()))
+                .solve(
+                    &BarycenterProblem::new(h32.view(), w32.view()).unwrap(),
+                    CostSource::Grid(grid.clone()),
+                )
                 .unwrap();
             for (g, c) in got.iter().zip(&want) {
                 let d = rel_to_max(
@@ -338,17 +363,21 @@ fn grid_barycenter_fused_and_unfused_match_cpu() {
                 assert!(d < tol::<f32>(), "{shape:?} cluster {cluster} f32: {d:e}");
             }
             // Early stop: checks every 7 iterations from iteration 7 (grid schedule).
-            let early = BarycenterParams {
-                tol: 1e-3,
-                check_every: 7,
-                max_iters: Some(500),
-                ..BarycenterParams::new(0.01)
-            };
+            let early = BarycenterParams::new(0.01)
+                .tol(1e-3)
+                .check_every(7)
+                .max_iters(500);
             let cpu = BarycenterSolver::new(CpuBackend, early.clone())
-                .solve_batch(h.view(), w.view(), CostSource::Grid(grid.clone()))
+                .solve(
+                    &BarycenterProblem::new(h.view(), w.view()).unwrap(),
+                    CostSource::Grid(grid.clone()),
+                )
                 .unwrap();
             let gpu_r = BarycenterSolver::new(gpu, early)
-                .solve_batch(h.view(), w.view(), CostSource::Grid(grid.clone()))
+                .solve(
+                    &BarycenterProblem::new(h.view(), w.view()).unwrap(),
+                    CostSource::Grid(grid.clone()),
+                )
                 .unwrap();
             for (g, c) in gpu_r.iter().zip(&cpu) {
                 assert!(c.converged && c.iterations % 7 == 0 && c.iterations < 500);

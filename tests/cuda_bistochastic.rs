@@ -1,6 +1,6 @@
 //! CUDA bistochastic projection and backward against the CPU backend in f64 (the reference:
 //! log-domain Sinkhorn–Knopp and f64 CG, itself checked against dual numbers and finite
-//! differences in tests/grad_bistochastic.rs): forward R, iteration counts and column errors
+//! differences in tests/grad/bistochastic.rs): forward R, iteration counts and column errors
 //! for n = 1, 2, 4, 7, 16, 32; per-matrix early stop with tol > 0 (exact iteration counts in
 //! f64); entries of ±30 (scaling path with absorption) and ±50 (log-domain fallback) without
 //! overflow or NaN; 300 000 matrices (many blocks); the implicit backward (dx, per-matrix CG
@@ -15,7 +15,7 @@ mod common;
 
 use common::Lcg;
 use logot::backend::cuda::CudaBackend;
-use logot::grad::{Bistochastic, BistochasticParams, CgOutcome, CgParams, CgSummary};
+use logot::grad::{BistochasticParams, BistochasticSolver, CgParams, CgSummary};
 use logot::{Backend, BistochasticKernels, CpuBackend, Real};
 use ndarray::Array3;
 
@@ -47,10 +47,10 @@ fn forward_vs_cpu<T: Real>(gpu: &CudaBackend, x: &Array3<f64>, params: &Bistocha
 where
     CudaBackend: BistochasticKernels<T>,
 {
-    let cpu = Bistochastic::new(CpuBackend, params.clone())
+    let cpu = BistochasticSolver::new(CpuBackend, params.clone())
         .forward(x.view())
         .unwrap();
-    let dev = Bistochastic::new(gpu.clone(), params.clone())
+    let dev = BistochasticSolver::new(gpu.clone(), params.clone())
         .forward(cast::<T>(x).view())
         .unwrap();
     let (b, n, _) = x.dim();
@@ -89,7 +89,7 @@ where
 #[test]
 fn forward_matches_cpu_f64_for_several_sizes() {
     let Some(gpu) = gpu() else { return };
-    let params = BistochasticParams::fixed(20);
+    let params = BistochasticParams::default().iters(20);
     for (n, b) in [(1, 50), (2, 500), (4, 1000), (7, 700), (16, 300), (32, 100)] {
         for (lo, hi) in [(0.0, 4.0), (-4.0, 4.0)] {
             let x = logits::<f32>(b, n, lo, hi, 11 + n as u64);
@@ -104,7 +104,7 @@ fn forward_matches_cpu_f64_for_several_sizes() {
 #[test]
 fn extreme_entries_neither_overflow_nor_lose_accuracy() {
     let Some(gpu) = gpu() else { return };
-    let params = BistochasticParams::fixed(20);
+    let params = BistochasticParams::default().iters(20);
     // ±30: spread 60, the scaling path (K = exp(X − max X) ≥ e^-60) with absorption of the
     // scalings; ±50: spread 100, the log-domain path. Mixed: warps of both kinds in one launch.
     for (n, b) in [(4, 400), (7, 300), (16, 200), (32, 64)] {
@@ -148,15 +148,11 @@ fn early_stop_is_per_matrix() {
         }
         // f64: the same iterates up to rounding, so the same stopping iteration per matrix.
         // A matrix that ran on would move by about tol ≫ 1e-12.
-        let params = BistochasticParams {
-            iters: 500,
-            tol: 1e-9,
-            ..BistochasticParams::default()
-        };
-        let cpu = Bistochastic::new(CpuBackend, params.clone())
+        let params = BistochasticParams::default().iters(500).tol(1e-9);
+        let cpu = BistochasticSolver::new(CpuBackend, params.clone())
             .forward(x.view())
             .unwrap();
-        let dev = Bistochastic::new(gpu.clone(), params.clone())
+        let dev = BistochasticSolver::new(gpu.clone(), params.clone())
             .forward(x.view())
             .unwrap();
         assert!(cpu.convergence.converged && dev.convergence.converged);
@@ -166,7 +162,7 @@ fn early_stop_is_per_matrix() {
         // Each matrix alone stops where it stops in the batch.
         for k in [0usize, 1] {
             let one = x.slice(ndarray::s![k..k + 1, .., ..]).to_owned();
-            let alone = Bistochastic::new(gpu.clone(), params.clone())
+            let alone = BistochasticSolver::new(gpu.clone(), params.clone())
                 .forward(one.view())
                 .unwrap();
             let d = max_abs(
@@ -176,15 +172,11 @@ fn early_stop_is_per_matrix() {
             assert!(d < 1e-12, "n={n} matrix {k}: {d:e}");
         }
         // f32 with a tolerance it can reach: converged, error within the tolerance.
-        let p32 = BistochasticParams {
-            iters: 500,
-            tol: 1e-4,
-            ..BistochasticParams::default()
-        };
-        let dev = Bistochastic::new(gpu.clone(), p32.clone())
+        let p32 = BistochasticParams::default().iters(500).tol(1e-4);
+        let dev = BistochasticSolver::new(gpu.clone(), p32.clone())
             .forward(cast::<f32>(&x).view())
             .unwrap();
-        let cpu = Bistochastic::new(CpuBackend, p32)
+        let cpu = BistochasticSolver::new(CpuBackend, p32)
             .forward(x.view())
             .unwrap();
         assert!(dev.convergence.converged, "{:?}", dev.convergence);
@@ -205,7 +197,7 @@ fn many_matrices_use_many_blocks() {
     let Some(gpu) = gpu() else { return };
     let (b, n) = (300_000usize, 4usize);
     let x = logits::<f32>(b, n, 0.0, 4.0, 17);
-    let d = forward_vs_cpu::<f32>(&gpu, &x, &BistochasticParams::fixed(20));
+    let d = forward_vs_cpu::<f32>(&gpu, &x, &BistochasticParams::default().iters(20));
     assert!(d < 2e-5, "max |ΔR| = {d:e}");
     // The trait's stats directly: every matrix unconverged with tol = 0.
     let xb = gpu
@@ -231,21 +223,19 @@ where
     CudaBackend: BistochasticKernels<T>,
 {
     let r = cast::<T>(r).mapv(|v| v.f64());
-    let cpu = Bistochastic::new(CpuBackend, BistochasticParams::default())
-        .backward(r.view(), g.view(), &CgParams::with_tol(1e-12))
+    let cpu = BistochasticSolver::new(CpuBackend, BistochasticParams::default())
+        .backward(r.view(), g.view(), &CgParams::default().tol(1e-12))
         .unwrap();
     let (rt, gt) = (cast::<T>(&r), cast::<T>(g));
-    let dev = Bistochastic::new(gpu.clone(), BistochasticParams::default())
+    let dev = BistochasticSolver::new(gpu.clone(), BistochasticParams::default())
         .backward(rt.view(), gt.view(), cg)
         .unwrap();
     // The same backward with each matrix's outcome: the same gradient, and the summary
     // reduced on the device equals the reduction of the outcomes.
-    let each = Bistochastic::new(
-        gpu.clone(),
-        BistochasticParams::default().with_cg_outcomes(),
-    )
-    .backward(rt.view(), gt.view(), cg)
-    .unwrap();
+    let each =
+        BistochasticSolver::new(gpu.clone(), BistochasticParams::default().cg_outcomes(true))
+            .backward(rt.view(), gt.view(), cg)
+            .unwrap();
     let outcomes = each.cg_outcomes.as_ref().unwrap();
     assert_eq!(outcomes.len(), r.dim().0);
     assert_eq!(
@@ -291,10 +281,10 @@ fn backward_matches_cpu_f64() {
         let x = logits::<f32>(b, n, 0.0, 4.0, 23 + n as u64);
         let g = normals(b, n, 7 + n as u64);
         for params in [
-            BistochasticParams::fixed(20),
-            BistochasticParams::converged(1e-13),
+            BistochasticParams::default().iters(20),
+            BistochasticParams::default().converged(1e-13),
         ] {
-            let r = Bistochastic::new(CpuBackend, params)
+            let r = BistochasticSolver::new(CpuBackend, params)
                 .forward(x.view())
                 .unwrap()
                 .r;
@@ -315,17 +305,17 @@ fn backward_per_matrix_cg_outcomes_match_cpu_in_f64() {
     for (k, mut m) in x.outer_iter_mut().enumerate() {
         m *= 0.05 + 1.5 * (k % 5) as f64;
     }
-    let r = Bistochastic::new(CpuBackend, BistochasticParams::converged(1e-13))
+    let r = BistochasticSolver::new(CpuBackend, BistochasticParams::default().converged(1e-13))
         .forward(x.view())
         .unwrap()
         .r;
     let g = normals(b, n, 77);
-    let cg = CgParams::with_tol(1e-9);
-    let each = BistochasticParams::default().with_cg_outcomes();
-    let cpu = Bistochastic::new(CpuBackend, each.clone())
+    let cg = CgParams::default().tol(1e-9);
+    let each = BistochasticParams::default().cg_outcomes(true);
+    let cpu = BistochasticSolver::new(CpuBackend, each.clone())
         .backward(r.view(), g.view(), &cg)
         .unwrap();
-    let dev = Bistochastic::new(gpu.clone(), each.clone())
+    let dev = BistochasticSolver::new(gpu.clone(), each.clone())
         .backward(r.view(), g.view(), &cg)
         .unwrap();
     let (cpu_o, dev_o) = (
@@ -352,29 +342,23 @@ fn backward_per_matrix_cg_outcomes_match_cpu_in_f64() {
     // matrix. Matrix 0 has G = 0 (right-hand side 0: converged without an iteration).
     let mut g = g;
     g.index_axis_mut(ndarray::Axis(0), 0).fill(0.0);
-    let capped = CgParams {
-        max_iters: 2,
-        tol: Some(1e-12),
-    };
-    let summary = Bistochastic::new(gpu.clone(), BistochasticParams::default())
+    let capped = CgParams::default().max_iters(2).tol(1e-12);
+    let summary = BistochasticSolver::new(gpu.clone(), BistochasticParams::default())
         .backward(r.view(), g.view(), &capped)
         .unwrap()
         .cg;
-    let each = Bistochastic::new(gpu, each)
+    let each = BistochasticSolver::new(gpu, each)
         .backward(r.view(), g.view(), &capped)
         .unwrap();
     let outcomes = each.cg_outcomes.as_ref().unwrap();
     assert_eq!(summary, CgSummary::of(outcomes, 1e-12));
+    let first = outcomes[0];
     assert_eq!(
-        outcomes[0],
-        CgOutcome {
-            iterations: 0,
-            residual: 0.0,
-            converged: true
-        }
+        (first.iterations, first.residual, first.converged),
+        (0, 0.0, true)
     );
     assert!(outcomes.iter().all(|p| p.iterations <= 2));
-    let cpu_capped = Bistochastic::new(CpuBackend, BistochasticParams::default())
+    let cpu_capped = BistochasticSolver::new(CpuBackend, BistochasticParams::default())
         .backward(r.view(), g.view(), &capped)
         .unwrap()
         .cg;
@@ -389,7 +373,7 @@ fn backward_right_hand_side_overflow_is_an_error_naming_the_matrix() {
     let Some(gpu) = gpu() else { return };
     let (b, n) = (6usize, 4usize);
     let x = logits::<f32>(b, n, 0.0, 4.0, 5);
-    let r = Bistochastic::new(CpuBackend, BistochasticParams::fixed(20))
+    let r = BistochasticSolver::new(CpuBackend, BistochasticParams::default().iters(20))
         .forward(x.view())
         .unwrap()
         .r;
@@ -397,7 +381,7 @@ fn backward_right_hand_side_overflow_is_an_error_naming_the_matrix() {
     let mut g = normals(b, n, 3);
     g.index_axis_mut(ndarray::Axis(0), 3)
         .mapv_inplace(|v| v.signum() * 3e38);
-    let err = Bistochastic::new(gpu, BistochasticParams::default())
+    let err = BistochasticSolver::new(gpu, BistochasticParams::default())
         .backward(
             cast::<f32>(&r).view(),
             cast::<f32>(&g).view(),
@@ -416,7 +400,7 @@ fn backward_on_extreme_entries_is_finite_and_matches() {
     for n in [4usize, 16] {
         let b = 128;
         let x = logits::<f32>(b, n, -30.0, 30.0, 8);
-        let r = Bistochastic::new(CpuBackend, BistochasticParams::converged(1e-12))
+        let r = BistochasticSolver::new(CpuBackend, BistochasticParams::default().converged(1e-12))
             .forward(x.view())
             .unwrap()
             .r;

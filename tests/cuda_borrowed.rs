@@ -15,9 +15,40 @@ mod common;
 use common::Lcg;
 use logot::backend::bistochastic::{cg_summary_from_words, words, ProjectionStats};
 use logot::backend::cuda::{CudaBackend, CudaBuffer, CudaReal, WordsMailbox};
-use logot::grad::{Bistochastic, BistochasticParams, CgParams};
+use logot::grad::{BistochasticParams, BistochasticSolver, CgParams, CgSummary};
 use logot::{Backend, BistochasticKernels, CpuBackend, Real};
 use ndarray::Array3;
+
+/// [`BistochasticSolver::forward_buffers`] waited for: the statistics read back through
+/// words of the backend's own.
+fn forward_waited<T: CudaReal, B: BistochasticKernels<T>>(
+    proj: &BistochasticSolver<B>,
+    n: usize,
+    x: &B::Buffer,
+    r: &mut B::Buffer,
+) -> logot::Result<ProjectionStats> {
+    let mut w = proj.backend().words(words::PROJECTION)?;
+    proj.forward_buffers::<T>(n, x, r, &mut w)?;
+    proj.read_stats::<T>(&w)
+}
+
+/// [`BistochasticSolver::backward_buffers`] waited for: the CG summary decoded from words of
+/// the backend's own.
+fn backward_waited<T: CudaReal, B: BistochasticKernels<T>>(
+    proj: &BistochasticSolver<B>,
+    n: usize,
+    r: &B::Buffer,
+    g: &B::Buffer,
+    cg: &CgParams,
+    dx: &mut B::Buffer,
+) -> logot::Result<CgSummary> {
+    let be = proj.backend();
+    let batch = Backend::<T>::len(be, r) / (n * n);
+    let mut w = be.words(be.bistochastic_backward_words(batch))?;
+    proj.backward_buffers::<T>(n, r, g, cg, dx, &mut w)?;
+    let host = be.read_words(&w, words::CG_SUMMARY)?;
+    cg_summary_from_words(&host, batch, cg.effective_tol::<T>())
+}
 
 /// `b` matrices `n×n` with entries uniform in `[lo, hi)`, rounded to `T`.
 fn logits<T: Real>(b: usize, n: usize, lo: f64, hi: f64, seed: u64) -> Array3<T> {
@@ -51,7 +82,7 @@ where
     let nan = vec![T::nan(); len];
     let rd = stream.clone_htod(&nan).unwrap();
     let dxd = stream.clone_htod(&nan).unwrap();
-    let params = BistochasticParams::fixed(20);
+    let params = BistochasticParams::default().iters(20);
     let cg = CgParams::default();
     let tol = cg.effective_tol::<T>();
     // SAFETY: the stream belongs to the primary context and outlives `be`; the four slices
@@ -63,11 +94,11 @@ where
         let xb = be.borrow_buffer::<T>(address(&xd, &stream), len);
         let mut rb = be.borrow_buffer::<T>(address(&rd, &stream), len);
         assert!(xb.is_borrowed() && rb.is_borrowed());
-        let proj = Bistochastic::new(be.clone(), params.clone());
-        let stats = proj.forward_buffers(n, &xb, &mut rb).unwrap();
+        let proj = BistochasticSolver::new(be.clone(), params.clone());
+        let stats = forward_waited(&proj, n, &xb, &mut rb).unwrap();
         let gb = be.borrow_buffer::<T>(address(&gd, &stream), len);
         let mut dxb = be.borrow_buffer::<T>(address(&dxd, &stream), len);
-        let summary = proj.backward_buffers(n, &rb, &gb, &cg, &mut dxb).unwrap();
+        let summary = backward_waited(&proj, n, &rb, &gb, &cg, &mut dxb).unwrap();
         // The kernel trait directly gives the same summary.
         let direct = be
             .bistochastic_backward(n, &rb, &gb, tol, cg.max_iters, &mut dxb, None)
@@ -80,7 +111,7 @@ where
     // The caller's inputs are untouched.
     assert_eq!(stream.clone_dtoh(&xd).unwrap(), x.as_slice().unwrap());
     // The backend's own path: host arrays uploaded to its own stream.
-    let proj = Bistochastic::new(gpu.clone(), params.clone());
+    let proj = BistochasticSolver::new(gpu.clone(), params.clone());
     let own = proj.forward(x.view()).unwrap();
     let own_dx = proj.backward(own.r.view(), g.view(), &cg).unwrap();
     let same = if T::NAME == "float64" { 1e-14 } else { 1e-6 };
@@ -103,7 +134,7 @@ where
     assert!(ed <= 1e3 * same, "n={n}: dX differs by {ed:e} (relative)");
     // And the CPU in f64.
     let x64 = x.mapv(|v| v.f64());
-    let cpu = Bistochastic::new(CpuBackend, params)
+    let cpu = BistochasticSolver::new(CpuBackend, params)
         .forward(x64.view())
         .unwrap();
     let e = max_abs(
@@ -151,7 +182,7 @@ fn dropping_a_borrowed_buffer_frees_nothing() {
     stream.synchronize().unwrap();
     ctx.check_err().unwrap();
     // The backend's own stream and buffers are unaffected.
-    let r = Bistochastic::new(gpu.clone(), BistochasticParams::fixed(5))
+    let r = BistochasticSolver::new(gpu.clone(), BistochasticParams::default().iters(5))
         .forward(logits::<f32>(10, 3, 0.0, 1.0, 1).view())
         .unwrap();
     assert!(r.r.iter().all(|v| v.is_finite()));
@@ -177,7 +208,7 @@ fn backend_on_the_legacy_default_stream() {
         be.synchronize().unwrap();
     }
     let r = stream.clone_dtoh(&rd).unwrap();
-    let own = Bistochastic::new(gpu.clone(), BistochasticParams::fixed(20))
+    let own = BistochasticSolver::new(gpu.clone(), BistochasticParams::default().iters(20))
         .forward(x.view())
         .unwrap();
     assert!(max_abs(&r, own.r.as_slice().unwrap()) <= 1e-6);
@@ -201,9 +232,13 @@ fn non_finite_logits_on_buffers_are_an_error() {
         let be = gpu.on_stream(stream.cu_stream());
         let xb = be.borrow_buffer::<f32>(address(&xd, &stream), b * n * n);
         let mut rb = be.borrow_buffer::<f32>(address(&rd, &stream), b * n * n);
-        Bistochastic::new(be.clone(), BistochasticParams::default())
-            .forward_buffers(n, &xb, &mut rb)
-            .unwrap_err()
+        forward_waited(
+            &BistochasticSolver::new(be.clone(), BistochasticParams::default()),
+            n,
+            &xb,
+            &mut rb,
+        )
+        .unwrap_err()
     };
     assert!(matches!(err, logot::Error::Numerical(_)), "{err}");
     // And n out of range names the argument before any launch.
@@ -212,9 +247,13 @@ fn non_finite_logits_on_buffers_are_an_error() {
         let be = gpu.on_stream(stream.cu_stream());
         let xb = be.borrow_buffer::<f32>(address(&xd, &stream), b * n * n);
         let mut rb = be.borrow_buffer::<f32>(address(&rd, &stream), b * n * n);
-        Bistochastic::new(be.clone(), BistochasticParams::default())
-            .forward_buffers(33, &xb, &mut rb)
-            .unwrap_err()
+        forward_waited(
+            &BistochasticSolver::new(be.clone(), BistochasticParams::default()),
+            33,
+            &xb,
+            &mut rb,
+        )
+        .unwrap_err()
     };
     assert!(err.to_string().starts_with("x"), "{err}");
     drop((xd, rd));
@@ -222,10 +261,10 @@ fn non_finite_logits_on_buffers_are_an_error() {
     ctx.check_err().unwrap();
 }
 
-/// The deferred forward and backward on the caller's buffers, their statistics left in the
-/// caller's words: the same `R`, `dX` (bit for bit) and statistics as the synchronous
-/// buffer path; the call returns while a long kernel queued before it still runs (nothing
-/// waits for the stream); the words decode to what the synchronous path reads back.
+/// The forward and backward on the caller's buffers, their statistics left in the caller's
+/// words (which start as garbage): the same `R`, `dX` (bit for bit) and statistics as the
+/// same calls waited for through the backend's own words; the words decode to what those
+/// read back.
 fn deferred_matches_sync<T: CudaReal>(gpu: &CudaBackend, b: usize, n: usize, tol: f64)
 where
     CudaBackend:
@@ -251,19 +290,12 @@ where
     assert!(nwords >= words::CG_SUMMARY);
     let sw = stream.clone_htod(&[u64::MAX; words::PROJECTION]).unwrap();
     let bw = stream.clone_htod(&vec![u64::MAX; nwords]).unwrap();
-    let params = BistochasticParams {
-        iters: 30,
-        tol,
-        ..Default::default()
-    };
-    let cg = CgParams {
-        max_iters: 3,
-        tol: Some(1e-12),
-    };
+    let params = BistochasticParams::default().iters(30).tol(tol);
+    let cg = CgParams::default().max_iters(3).tol(1e-12);
     // SAFETY: as in the tests above; the words are `u64`s of the same stream.
     let (stats, summary, stats_words, summary_words) = unsafe {
         let be = gpu.on_stream(stream.cu_stream());
-        let proj = Bistochastic::new(be.clone(), params.clone());
+        let proj = BistochasticSolver::new(be.clone(), params.clone());
         let xb = be.borrow_buffer::<T>(address(&xd, &stream), len);
         let gb = be.borrow_buffer::<T>(address(&gd, &stream), len);
         let (mut rb1, mut rb2) = (
@@ -276,11 +308,10 @@ where
         );
         let mut sb = be.borrow_words(address(&sw, &stream), words::PROJECTION);
         let mut wb = be.borrow_words(address(&bw, &stream), nwords);
-        let stats = proj.forward_buffers(n, &xb, &mut rb1).unwrap();
-        let summary = proj.backward_buffers(n, &rb1, &gb, &cg, &mut db1).unwrap();
-        proj.forward_buffers_deferred(n, &xb, &mut rb2, &mut sb)
-            .unwrap();
-        proj.backward_buffers_deferred(n, &rb2, &gb, &cg, &mut db2, &mut wb)
+        let stats = forward_waited(&proj, n, &xb, &mut rb1).unwrap();
+        let summary = backward_waited(&proj, n, &rb1, &gb, &cg, &mut db1).unwrap();
+        proj.forward_buffers(n, &xb, &mut rb2, &mut sb).unwrap();
+        proj.backward_buffers(n, &rb2, &gb, &cg, &mut db2, &mut wb)
             .unwrap();
         // The caller's page-locked copy, queued on the stream (as logot.torch collects them).
         let (p, c) = (words::PROJECTION, words::CG_SUMMARY);
@@ -293,7 +324,7 @@ where
             Err(logot::Error::Parameter { ref arg, .. }) if arg == "len"
         ));
         // Read through the backend (waits for the stream).
-        let sw = proj.forward_stats(&sb).unwrap();
+        let sw = proj.read_stats(&sb).unwrap();
         let w = BistochasticKernels::<T>::read_words(&be, &wb, words::CG_SUMMARY).unwrap();
         let queued = pinned.as_slice().unwrap();
         assert_eq!(&queued[..p], &sw.to_words()[..]);
@@ -356,7 +387,7 @@ fn deferred_launches_do_not_wait_for_the_stream() {
     // SAFETY: as in the tests above.
     unsafe {
         let be = gpu.on_stream(stream.cu_stream());
-        let proj = Bistochastic::new(be.clone(), BistochasticParams::fixed(20));
+        let proj = BistochasticSolver::new(be.clone(), BistochasticParams::default().iters(20));
         let xb = be.borrow_buffer::<f32>(address(&xd, &stream), len);
         let mut rb = be.borrow_buffer::<f32>(address(&rd, &stream), len);
         let mut db = be.borrow_buffer::<f32>(address(&dd, &stream), len);
@@ -365,15 +396,13 @@ fn deferred_launches_do_not_wait_for_the_stream() {
         // Time the synchronous pair, then queue 50 deferred pairs: the host must be back
         // long before the GPU is done with them (a wait per call would take as long).
         let t = std::time::Instant::now();
-        proj.forward_buffers(n, &xb, &mut rb).unwrap();
-        proj.backward_buffers(n, &rb, &rb, &CgParams::default(), &mut db)
-            .unwrap();
+        forward_waited(&proj, n, &xb, &mut rb).unwrap();
+        backward_waited(&proj, n, &rb, &rb, &CgParams::default(), &mut db).unwrap();
         let one = t.elapsed();
         let t = std::time::Instant::now();
         for _ in 0..50 {
-            proj.forward_buffers_deferred(n, &xb, &mut rb, &mut sb)
-                .unwrap();
-            proj.backward_buffers_deferred(n, &rb, &rb, &CgParams::default(), &mut db, &mut wb)
+            proj.forward_buffers(n, &xb, &mut rb, &mut sb).unwrap();
+            proj.backward_buffers(n, &rb, &rb, &CgParams::default(), &mut db, &mut wb)
                 .unwrap();
         }
         let queued = t.elapsed();
@@ -410,12 +439,12 @@ fn mailbox_collects_deferred_statistics_in_order_without_waiting() {
     // SAFETY: as in the tests above; the words are `u64`s of the same stream.
     unsafe {
         let be = gpu.on_stream(stream.cu_stream());
-        let proj = Bistochastic::new(be.clone(), BistochasticParams::fixed(20));
+        let proj = BistochasticSolver::new(be.clone(), BistochasticParams::default().iters(20));
         let xb = be.borrow_buffer::<f32>(address(&xd, &stream), len);
         let mut rb = be.borrow_buffer::<f32>(address(&rd, &stream), len);
         let mut db = be.borrow_buffer::<f32>(address(&dd, &stream), len);
-        let stats = proj.forward_buffers(n, &xb, &mut rb).unwrap();
-        let summary = proj.backward_buffers(n, &rb, &rb, &cg, &mut db).unwrap();
+        let stats = forward_waited(&proj, n, &xb, &mut rb).unwrap();
+        let summary = backward_waited(&proj, n, &rb, &rb, &cg, &mut db).unwrap();
         let mut mail = WordsMailbox::<u32>::new(&be, 2, 8).unwrap();
         let (mut b1, mut b2, mut b3) = (
             be.borrow_words(address(&w1, &stream), nwords),
@@ -428,20 +457,17 @@ fn mailbox_collects_deferred_statistics_in_order_without_waiting() {
         ));
         // Work for the GPU ahead of the statistics: their copies cannot be done yet.
         for _ in 0..20 {
-            proj.forward_buffers_deferred(n, &xb, &mut rb, &mut b3)
-                .unwrap();
+            proj.forward_buffers(n, &xb, &mut rb, &mut b3).unwrap();
         }
-        proj.forward_buffers_deferred(n, &xb, &mut rb, &mut b1)
-            .unwrap();
+        proj.forward_buffers(n, &xb, &mut rb, &mut b1).unwrap();
         assert!(mail.post(&be, &b1, words::PROJECTION, 1).unwrap().is_none());
-        proj.backward_buffers_deferred(n, &rb, &rb, &cg, &mut db, &mut b2)
+        proj.backward_buffers(n, &rb, &rb, &cg, &mut db, &mut b2)
             .unwrap();
         assert!(mail.post(&be, &b2, words::CG_SUMMARY, 2).unwrap().is_none());
         assert!(mail.ready().unwrap().is_empty(), "ready() waited");
         assert_eq!(mail.pending(), 2);
         // Both rows are taken: the third post waits for the oldest and hands it back.
-        proj.forward_buffers_deferred(n, &xb, &mut rb, &mut b3)
-            .unwrap();
+        proj.forward_buffers(n, &xb, &mut rb, &mut b3).unwrap();
         let (tag, oldest) = mail.post(&be, &b3, words::PROJECTION, 3).unwrap().unwrap();
         assert_eq!(tag, 1);
         assert_eq!(ProjectionStats::from_words(&oldest).unwrap(), stats);
@@ -452,8 +478,7 @@ fn mailbox_collects_deferred_statistics_in_order_without_waiting() {
         assert_eq!(ProjectionStats::from_words(&rest[1].1).unwrap(), stats);
         assert_eq!(mail.pending(), 0);
         // Once the stream is past a copy, ready() returns it.
-        proj.forward_buffers_deferred(n, &xb, &mut rb, &mut b1)
-            .unwrap();
+        proj.forward_buffers(n, &xb, &mut rb, &mut b1).unwrap();
         assert!(mail.post(&be, &b1, words::PROJECTION, 4).unwrap().is_none());
         be.synchronize().unwrap();
         let ready = mail.ready().unwrap();

@@ -2,9 +2,10 @@
 //! `logot.torch.wasserstein_points` hands them over: `μ`, `ν`, `x`, `y` in slices of another
 //! owner of the device's primary context, a stream created there,
 //! [`CudaBackend::on_stream`] + [`CudaBackend::borrow_buffer`] over them, then
-//! `Solver::prepare_points_buffers` (the clouds centred, transposed and measured on the
-//! device) and `point_gradients_into` writing the caller's `f`, `g`, `∂x`, `∂y`. They must
-//! equal the host-array path (`Solver::point_gradients`, which uploads the points and runs
+//! `SinkhornSolver::prepare` of a `BufferProblem::points` (the clouds centred, transposed and
+//! measured on the device) and `solve_prepared` writing the caller's `f`, `g`, `∂x`, `∂y`.
+//! They must equal the host-array path (`SinkhornSolver::point_gradients`, which uploads the
+//! points and runs
 //! the same device steps) bit for bit — `OT_ε`, potentials, distances, reports, gradients;
 //! f32 and f64; d = 3, 17, 64; the three cross-term precisions; one pair, a shared pair and
 //! one pair per problem — leave the inputs untouched, agree with the CPU in f64 on clouds far
@@ -20,8 +21,8 @@ use common::{bin_weights, Lcg};
 use cudarc::driver::{CudaSlice, CudaStream};
 use logot::backend::cuda::{CudaBackend, CudaBuffer, CudaReal};
 use logot::{
-    Backend, CloudLayout, CpuBackend, CrossPrecision, PointCloudCost, PointCloudKernels,
-    PointMetric, Problem, Real, SinkhornParams, Solver,
+    Backend, BufferOutputs, BufferProblem, CloudLayout, CpuBackend, CrossPrecision, GradKernels,
+    PointCloudCost, PointCloudKernels, PointMetric, Problem, Real, SinkhornParams, SinkhornSolver,
 };
 use ndarray::{Array2, Array3, Axis};
 use std::sync::Arc;
@@ -131,19 +132,29 @@ unsafe fn borrowed<T: CudaReal>(
     outputs: &[CudaSlice<T>; 4],
     b: usize,
     layout: CloudLayout,
-) -> logot::Result<logot::PointBufferSolution>
+) -> logot::Result<logot::BufferResult>
 where
-    CudaBackend: PointCloudKernels<T> + Backend<T, Buffer = CudaBuffer<T>>,
+    CudaBackend: PointCloudKernels<T> + GradKernels<T> + Backend<T, Buffer = CudaBuffer<T>>,
 {
     // SAFETY: the caller's contract.
     let be = unsafe { gpu.on_stream(stream.cu_stream()) };
     let borrow = |s: &CudaSlice<T>| unsafe { be.borrow_buffer::<T>(address(s, stream), s.len()) };
-    let solver = Solver::new(be.clone(), params.clone());
+    let solver = SinkhornSolver::new(be.clone(), params.clone());
     let [mu, nu, x, y] = inputs;
-    let prepared =
-        solver.prepare_points_buffers(borrow(mu), borrow(nu), &borrow(x), &borrow(y), b, layout)?;
+    let (x, y) = (borrow(x), borrow(y));
+    let prepared = solver.prepare(BufferProblem::points(
+        borrow(mu),
+        borrow(nu),
+        &x,
+        &y,
+        b,
+        layout,
+    ))?;
     let [mut f, mut g, mut gx, mut gy] = outputs.each_ref().map(borrow);
-    solver.point_gradients_into(&prepared, &mut f, &mut g, &mut gx, &mut gy)
+    let out = BufferOutputs::new()
+        .potentials(&mut f, &mut g)
+        .point_gradients(&mut gx, &mut gy);
+    solver.solve_prepared(&prepared, out)
 }
 
 /// `∂x` within `rel` of the largest CPU entry of every CPU entry (f64, same order).
@@ -173,12 +184,12 @@ fn borrowed_matches_owned<T: CudaReal>(
     precision: CrossPrecision,
     cpu_tol: f64,
 ) where
-    CudaBackend: PointCloudKernels<T> + Backend<T, Buffer = CudaBuffer<T>>,
+    CudaBackend: PointCloudKernels<T> + GradKernels<T> + Backend<T, Buffer = CudaBuffer<T>>,
 {
     let (ctx, stream) = foreign(gpu);
     let c = clouds::<T>(b, (n, m, d), batched);
     let eps = 0.05 * (d as f64 / 6.0 + 0.01 * d as f64);
-    let params = SinkhornParams::fixed_iterations(eps, 60);
+    let params = SinkhornParams::new(eps).fixed_iterations(60);
     let inputs = upload(&stream, &c);
     // Outputs start as NaN: every entry must be written.
     let nan = |len: usize| stream.clone_htod(&vec![T::nan(); len]).unwrap();
@@ -193,10 +204,11 @@ fn borrowed_matches_owned<T: CudaReal>(
     );
     c.assert_untouched(&stream, &inputs, &what);
     // The host-array path on the backend's own stream.
-    let solver = Solver::new(gpu.clone(), params.clone());
-    let p = Problem::batch(c.mu.view(), c.nu.view(), c.cost(metric, precision)).unwrap();
+    let solver = SinkhornSolver::new(gpu.clone(), params.clone());
+    let p = Problem::new(c.mu.view(), c.nu.view(), c.cost(metric, precision)).unwrap();
     let want = solver.point_gradients(&p).unwrap();
-    let value: Vec<T> = sol.value.iter().map(|&v| T::of(v)).collect();
+    let sol_value = sol.value.clone().unwrap();
+    let value: Vec<T> = sol_value.iter().map(|&v| T::of(v)).collect();
     assert_eq!(
         bits(&value),
         bits(want.value.as_slice().unwrap()),
@@ -211,25 +223,25 @@ fn borrowed_matches_owned<T: CudaReal>(
     for ((s, w), name) in outputs.iter().zip(host).zip(["f", "g", "∂x", "∂y"]) {
         assert_eq!(bits(&read(s)), bits(w.unwrap()), "{name}, {what}");
     }
-    let dist: Vec<T> = sol.solution.distance.iter().map(|&v| T::of(v)).collect();
+    let dist: Vec<T> = sol.distance.iter().map(|&v| T::of(v)).collect();
     assert_eq!(
         bits(&dist),
         bits(want.result.distance.as_slice().unwrap()),
         "distance, {what}"
     );
     assert_eq!(
-        sol.solution.convergence.marginal_errors(),
+        sol.convergence.marginal_errors(),
         want.result.convergence.marginal_errors(),
         "{what}"
     );
     // And the CPU in f64 (no centring there): the same OT_ε and gradients up to T's
     // rounding (and the cross term's precision) over 60 iterations.
     let c64 = c.f64();
-    let p64 = Problem::batch(c64.mu.view(), c64.nu.view(), c64.cost(metric, precision)).unwrap();
-    let cpu = Solver::new(CpuBackend, params)
+    let p64 = Problem::new(c64.mu.view(), c64.nu.view(), c64.cost(metric, precision)).unwrap();
+    let cpu = SinkhornSolver::new(CpuBackend, params)
         .point_gradients(&p64)
         .unwrap();
-    for (k, (&v, &w)) in sol.value.iter().zip(&cpu.value).enumerate() {
+    for (k, (&v, &w)) in sol_value.iter().zip(&cpu.value).enumerate() {
         assert!(
             (v - w).abs() <= cpu_tol * w.abs().max(eps),
             "{what}: OT_ε {k}: {v} vs CPU {w}"
@@ -292,10 +304,10 @@ fn bad_borrowed_clouds_give_the_host_path_errors() {
     ctx.check_err().unwrap();
 }
 
-/// The Sinkhorn divergence on borrowed buffers and stream (`prepare_divergence_buffers`,
-/// `sinkhorn_divergence_into`, as `logot.torch.sinkhorn_divergence` calls them) against
-/// `Solver::sinkhorn_divergence_batch` on the backend's own stream (bit for bit) and the CPU
-/// in f64.
+/// The Sinkhorn divergence on borrowed buffers and stream (`prepare_divergence` of a
+/// `BufferProblem::points`, `sinkhorn_divergence_prepared`, as `logot.torch.sinkhorn_divergence`
+/// calls them) against `SinkhornSolver::sinkhorn_divergence` on the backend's own stream (bit
+/// for bit) and the CPU in f64.
 fn divergence_borrowed_matches_owned<T: CudaReal>(
     gpu: &CudaBackend,
     (b, n, m, d): (usize, usize, usize, usize),
@@ -304,7 +316,7 @@ fn divergence_borrowed_matches_owned<T: CudaReal>(
     params: &SinkhornParams,
     cpu_tol: f64,
 ) where
-    CudaBackend: PointCloudKernels<T> + Backend<T, Buffer = CudaBuffer<T>>,
+    CudaBackend: PointCloudKernels<T> + GradKernels<T> + Backend<T, Buffer = CudaBuffer<T>>,
 {
     let (ctx, stream) = foreign(gpu);
     let c = clouds::<T>(b, (n, m, d), batched);
@@ -318,15 +330,14 @@ fn divergence_borrowed_matches_owned<T: CudaReal>(
         let be = unsafe { gpu.on_stream(stream.cu_stream()) };
         let borrow =
             |s: &CudaSlice<T>| unsafe { be.borrow_buffer::<T>(address(s, &stream), s.len()) };
-        let solver = Solver::new(be.clone(), params.clone());
+        let solver = SinkhornSolver::new(be.clone(), params.clone());
         let [mu, nu, x, y] = &inputs;
-        let prepared = solver
-            .prepare_divergence_buffers(borrow(mu), borrow(nu), &borrow(x), &borrow(y), b, layout)
-            .unwrap();
+        let (x, y) = (borrow(x), borrow(y));
+        let input = BufferProblem::points(borrow(mu), borrow(nu), &x, &y, b, layout);
+        let prepared = solver.prepare_divergence(input).unwrap();
         let [mut gx, mut gy] = outputs.each_ref().map(borrow);
-        solver
-            .sinkhorn_divergence_into(&prepared, &mut gx, &mut gy)
-            .unwrap()
+        let out = BufferOutputs::new().point_gradients(&mut gx, &mut gy);
+        solver.sinkhorn_divergence_prepared(&prepared, out).unwrap()
     };
     let read = |s: &CudaSlice<T>| stream.clone_dtoh(s).unwrap();
     let what = format!(
@@ -335,54 +346,50 @@ fn divergence_borrowed_matches_owned<T: CudaReal>(
     );
     c.assert_untouched(&stream, &inputs, &what);
     let conv = logot::DivergenceConvention::Objective;
-    let want = Solver::new(gpu.clone(), params.clone())
-        .sinkhorn_divergence_batch(c.mu.view(), c.nu.view(), c.cost(metric, precision), conv)
+    let problem = Problem::new(c.mu.view(), c.nu.view(), c.cost(metric, precision)).unwrap();
+    let want = SinkhornSolver::new(gpu.clone(), params.clone())
+        .sinkhorn_divergence(&problem, conv)
         .unwrap();
     let of = |v: &[f64]| -> Vec<T> { v.iter().map(|&v| T::of(v)).collect() };
-    let values: Vec<T> = want.iter().map(|s| s.value).collect();
-    assert_eq!(bits(&of(&sol.value)), bits(&values), "S_ε, {what}");
-    for (k, s) in want.iter().enumerate() {
+    assert_eq!(
+        bits(&of(&sol.value)),
+        bits(want.value.as_slice().unwrap()),
+        "S_ε, {what}"
+    );
+    for (k, terms) in want.terms.rows().into_iter().enumerate() {
         assert_eq!(
             bits(&of(&sol.terms[k])),
-            bits(&s.terms),
+            bits(&terms.to_vec()),
             "terms {k}, {what}"
         );
     }
-    let stacked = |g: fn(&logot::SinkhornDivergence<T>) -> &Option<Array2<T>>| -> Vec<T> {
-        want.iter()
-            .flat_map(|s| g(s).as_ref().unwrap().iter().copied())
-            .collect()
-    };
+    let flat = |g: &Option<Array3<T>>| g.as_ref().unwrap().iter().copied().collect::<Vec<T>>();
     let (gx, gy) = (read(&outputs[0]), read(&outputs[1]));
-    assert_eq!(bits(&gx), bits(&stacked(|s| &s.grad_x)), "∂x, {what}");
-    assert_eq!(bits(&gy), bits(&stacked(|s| &s.grad_y)), "∂y, {what}");
+    assert_eq!(bits(&gx), bits(&flat(&want.grad_x)), "∂x, {what}");
+    assert_eq!(bits(&gy), bits(&flat(&want.grad_y)), "∂y, {what}");
     // The CPU in f64: the three terms to T's rounding, S_ε and ∂x to that of the terms.
     let c64 = c.f64();
-    let cpu = Solver::new(CpuBackend, params.clone())
-        .sinkhorn_divergence_batch(
-            c64.mu.view(),
-            c64.nu.view(),
-            c64.cost(metric, precision),
-            conv,
-        )
+    let p64 = Problem::new(c64.mu.view(), c64.nu.view(), c64.cost(metric, precision)).unwrap();
+    let cpu = SinkhornSolver::new(CpuBackend, params.clone())
+        .sinkhorn_divergence(&p64, conv)
         .unwrap();
-    for (k, s) in cpu.iter().enumerate() {
-        let scale = s.terms.iter().fold(params.eps, |a, v| a.max(v.abs()));
+    for (k, terms) in cpu.terms.rows().into_iter().enumerate() {
+        let scale = terms.iter().fold(params.eps, |a, v| a.max(v.abs()));
         for t in 0..3 {
-            let (v, w) = (sol.terms[k][t], s.terms[t]);
+            let (v, w) = (sol.terms[k][t], terms[t]);
             assert!(
                 (v - w).abs() <= cpu_tol * scale,
                 "{what}: term {t} of {k}: {v} vs CPU {w}"
             );
         }
-        let (v, w) = (sol.value[k], s.value);
+        let (v, w) = (sol.value[k], cpu.value[k]);
         assert!(
             (v - w).abs() <= 2.0 * cpu_tol * scale,
             "{what}: S_ε {k}: {v} vs CPU {w}"
         );
         assert!(w > 0.0, "{what}: S_ε {k} = {w}");
     }
-    let cpu_gx = cpu.iter().flat_map(|s| s.grad_x.as_ref().unwrap().iter());
+    let cpu_gx = cpu.grad_x.as_ref().unwrap().iter();
     assert_gradient_near_cpu(&gx, cpu_gx, 10.0 * cpu_tol, &what);
     drop((inputs, outputs));
     stream.synchronize().unwrap();
@@ -396,7 +403,7 @@ fn divergence_on_borrowed_buffers_and_stream_matches_the_owned_path() {
     for (b, batched) in [(1, false), (3, false), (3, true)] {
         for (d, metric) in [(3, SqEuclidean), (17, Euclidean), (64, SqEuclidean)] {
             let eps = 0.05 * (d as f64 / 6.0 + 0.01 * d as f64);
-            let fixed = SinkhornParams::fixed_iterations(eps, 60);
+            let fixed = SinkhornParams::new(eps).fixed_iterations(60);
             divergence_borrowed_matches_owned::<f64>(
                 &gpu,
                 (b, 40, 33, d),
@@ -420,7 +427,7 @@ fn divergence_on_borrowed_buffers_and_stream_matches_the_owned_path() {
     let cost = c.cost(PointMetric::SqEuclidean, CrossPrecision::default());
     for params in [
         SinkhornParams::new(0.05),
-        SinkhornParams::new(0.01).with_eps_scaling(cost.eps_scaling()),
+        SinkhornParams::new(0.01).eps_scaling(cost.eps_scaling()),
     ] {
         divergence_borrowed_matches_owned::<f64>(
             &gpu,

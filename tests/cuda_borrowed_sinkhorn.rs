@@ -1,8 +1,8 @@
 //! Dense Sinkhorn and its exact gradients on the caller's GPU memory and stream, as
 //! `logot.torch` hands them over: `μ`, `ν` and the cost in slices of another owner of the
 //! device's primary context, a stream created there, [`CudaBackend::on_stream`] +
-//! [`CudaBackend::borrow_buffer`] over them, then `Solver::prepare_buffers`,
-//! `solve_prepared_into` and `wasserstein_gradients_into` writing the caller's outputs.
+//! [`CudaBackend::borrow_buffer`] over them, then `SinkhornSolver::prepare` of a
+//! `BufferProblem` and `solve_prepared` writing the caller's outputs (`BufferOutputs`).
 //! They must equal the host-array path on the backend's own stream bit for bit (potentials,
 //! distances, reports, `∂C`, `∂μ`, `∂ν`; f32 and f64; one shared cost and a batch of
 //! costs; zero-mass bins), leave the inputs untouched, agree with the CPU in f64, and refuse
@@ -17,7 +17,10 @@ use common::{bin_weights, Lcg};
 use cudarc::driver::{CudaSlice, CudaStream};
 use logot::backend::cuda::{CudaBackend, CudaBuffer, CudaReal};
 use logot::grad::{CgParams, GradientBuffers};
-use logot::{Backend, CpuBackend, GradKernels, Prepared, Problem, Real, SinkhornParams, Solver};
+use logot::{
+    Backend, BufferOutputs, BufferProblem, CpuBackend, GradKernels, PreparedProblem, Problem, Real,
+    SinkhornParams, SinkhornSolver,
+};
 use ndarray::{Array2, Array3, Axis};
 use std::sync::Arc;
 
@@ -50,9 +53,9 @@ fn problem<'a, T: Real>(
     batched: bool,
 ) -> Problem<'a, T> {
     if batched {
-        Problem::batch(mu.view(), nu.view(), cost.view()).unwrap()
+        Problem::new(mu.view(), nu.view(), cost.view()).unwrap()
     } else {
-        Problem::batch(mu.view(), nu.view(), cost.index_axis(Axis(0), 0)).unwrap()
+        Problem::new(mu.view(), nu.view(), cost.index_axis(Axis(0), 0)).unwrap()
     }
 }
 
@@ -66,19 +69,22 @@ fn upload<T: CudaReal>(
     [mu.as_slice(), nu.as_slice(), cost.as_slice()].map(|s| stream.clone_htod(s.unwrap()).unwrap())
 }
 
-/// `Solver::prepare_buffers` over borrowed views of the caller's `[μ, ν, cost]`, and the
+/// `SinkhornSolver::prepare` of a `BufferProblem` over borrowed views of the caller's `[μ, ν, cost]`, and the
 /// borrowed cost (the gradients read it again).
 ///
 /// # Safety
 /// The solver's backend launches on `stream`, a stream of the device's primary context, and
 /// the slices outlive the returned buffers.
 unsafe fn prepare_borrowed<T: CudaReal>(
-    solver: &Solver<CudaBackend>,
+    solver: &SinkhornSolver<CudaBackend>,
     stream: &Arc<CudaStream>,
     [mu, nu, cost]: &[CudaSlice<T>; 3],
     dims: (usize, usize, usize),
     batched: bool,
-) -> (logot::Result<Prepared<T, CudaBackend>>, CudaBuffer<T>)
+) -> (
+    logot::Result<PreparedProblem<T, CudaBackend>>,
+    CudaBuffer<T>,
+)
 where
     CudaBackend: Backend<T, Buffer = CudaBuffer<T>>,
 {
@@ -86,7 +92,13 @@ where
     // SAFETY: the caller's contract.
     let borrow = |s: &CudaSlice<T>| unsafe { be.borrow_buffer::<T>(address(s, stream), s.len()) };
     let cost_b = borrow(cost);
-    let prepared = solver.prepare_buffers(borrow(mu), borrow(nu), &cost_b, dims, batched);
+    let prepared = solver.prepare(BufferProblem::dense(
+        borrow(mu),
+        borrow(nu),
+        &cost_b,
+        dims,
+        batched,
+    ));
     (prepared, cost_b)
 }
 
@@ -117,7 +129,7 @@ fn borrowed_matches_owned<T: CudaReal>(
 {
     let (ctx, stream) = foreign(gpu);
     let (mu, nu, cost) = data::<T>(b, n, m, zeros, batched);
-    let params = SinkhornParams::fixed_iterations(0.05, 60);
+    let params = SinkhornParams::new(0.05).fixed_iterations(60);
     let cg = CgParams::default();
     let inputs = upload(&stream, &mu, &nu, &cost);
     // Outputs start as NaN: every entry must be written.
@@ -135,12 +147,12 @@ fn borrowed_matches_owned<T: CudaReal>(
     let (sol, grad_sol, cg_report) = unsafe {
         let be = gpu.on_stream(stream.cu_stream());
         let borrow = |s: &CudaSlice<T>, len| be.borrow_buffer::<T>(address(s, &stream), len);
-        let solver = Solver::new(be.clone(), params.clone());
+        let solver = SinkhornSolver::new(be.clone(), params.clone());
         let (prepared, cost_b) = prepare_borrowed(&solver, &stream, &inputs, (b, n, m), batched);
         let prepared = prepared.unwrap();
         let (mut fb, mut gb) = (borrow(&fd, b * n), borrow(&gd, b * m));
         let sol = solver
-            .solve_prepared_into(&prepared, &mut fb, &mut gb)
+            .solve_prepared(&prepared, BufferOutputs::new().potentials(&mut fb, &mut gb))
             .unwrap();
         let (mut dc, mut dmu, mut dnu) = (
             borrow(&dcd, b * n * m),
@@ -152,9 +164,13 @@ fn borrowed_matches_owned<T: CudaReal>(
             mu: &mut dmu,
             nu: &mut dnu,
         };
-        let (grad_sol, report) = solver
-            .wasserstein_gradients_into(&prepared, &cost_b, &cg, out)
+        let grad_sol = solver
+            .solve_prepared(
+                &prepared,
+                BufferOutputs::new().wasserstein_gradients(&cost_b, &cg, out),
+            )
             .unwrap();
+        let report = grad_sol.cg.clone().unwrap();
         (sol, grad_sol, report)
     };
     let read = |s: &CudaSlice<T>| stream.clone_dtoh(s).unwrap();
@@ -164,7 +180,7 @@ fn borrowed_matches_owned<T: CudaReal>(
     assert_eq!(read(nud), nu.as_slice().unwrap());
     assert_eq!(read(cd), cost.as_slice().unwrap());
     // The host-array path on the backend's own stream.
-    let solver = Solver::new(gpu.clone(), params.clone());
+    let solver = SinkhornSolver::new(gpu.clone(), params.clone());
     let p = problem(&mu, &nu, &cost, batched);
     let want = solver.solve(&p).unwrap();
     let what = format!("{} B={b} n={n} m={m} batched={batched}", T::NAME);
@@ -209,7 +225,7 @@ fn borrowed_matches_owned<T: CudaReal>(
         nu.mapv(|v| v.f64()),
         cost.mapv(|v| v.f64()),
     );
-    let cpu = Solver::new(CpuBackend, params)
+    let cpu = SinkhornSolver::new(CpuBackend, params)
         .solve(&problem(&mu64, &nu64, &c64, batched))
         .unwrap();
     let tol = if T::NAME == "float64" { 1e-10 } else { 2e-4 };
@@ -245,7 +261,7 @@ fn shifted_costs_on_borrowed_buffers_match_the_cpu() {
     let (b, n, m) = (3, 20, 24);
     let (mu, nu, mut cost) = data::<f64>(b, n, m, 2, true);
     cost.mapv_inplace(|v| v + 400.0);
-    let params = SinkhornParams::fixed_iterations(0.05, 80);
+    let params = SinkhornParams::new(0.05).fixed_iterations(80);
     let (ctx, stream) = foreign(&gpu);
     let inputs = upload(&stream, &mu, &nu, &cost);
     let (fd, gd) = (
@@ -256,15 +272,15 @@ fn shifted_costs_on_borrowed_buffers_match_the_cpu() {
     let sol = unsafe {
         let be = gpu.on_stream(stream.cu_stream());
         let borrow = |s: &CudaSlice<f64>, len| be.borrow_buffer::<f64>(address(s, &stream), len);
-        let solver = Solver::new(be.clone(), params.clone());
+        let solver = SinkhornSolver::new(be.clone(), params.clone());
         let (prepared, _) = prepare_borrowed(&solver, &stream, &inputs, (b, n, m), true);
         let (mut fb, mut gb) = (borrow(&fd, b * n), borrow(&gd, b * m));
         let prepared = prepared.unwrap();
         solver
-            .solve_prepared_into(&prepared, &mut fb, &mut gb)
+            .solve_prepared(&prepared, BufferOutputs::new().potentials(&mut fb, &mut gb))
             .unwrap()
     };
-    let cpu = Solver::new(CpuBackend, params)
+    let cpu = SinkhornSolver::new(CpuBackend, params)
         .solve(&problem(&mu, &nu, &cost, true))
         .unwrap();
     for (k, (&d, &c)) in sol.distance.iter().zip(&cpu.distance).enumerate() {
@@ -311,15 +327,15 @@ fn bad_borrowed_input_gives_the_host_errors() {
         let inputs = upload(&stream, mu, nu, cost);
         // SAFETY: as in `borrowed_matches_owned`.
         let got = unsafe {
-            let solver = Solver::new(gpu.on_stream(stream.cu_stream()), params.clone());
+            let solver = SinkhornSolver::new(gpu.on_stream(stream.cu_stream()), params.clone());
             prepare_borrowed(&solver, &stream, &inputs, (b, n, m), true)
                 .0
                 .unwrap_err()
                 .to_string()
         };
-        let want = match Problem::batch(mu.view(), nu.view(), cost.view()) {
+        let want = match Problem::new(mu.view(), nu.view(), cost.view()) {
             Err(e) => e.to_string(),
-            Ok(p) => Solver::new(gpu.clone(), params.clone())
+            Ok(p) => SinkhornSolver::new(gpu.clone(), params.clone())
                 .prepare(&p)
                 .unwrap_err()
                 .to_string(),
@@ -332,7 +348,7 @@ fn bad_borrowed_input_gives_the_host_errors() {
     ctx.check_err().unwrap();
 }
 
-/// `coupling_into` and `plan_gradients_into` on borrowed buffers and a foreign stream: the
+/// `BufferOutputs::plan` and `plan_gradients_buffers` on borrowed buffers and a foreign stream: the
 /// owned path's plan and gradients bit for bit, f32 and f64.
 fn coupling_matches_owned<T: CudaReal>(
     gpu: &CudaBackend,
@@ -343,7 +359,7 @@ fn coupling_matches_owned<T: CudaReal>(
 {
     let (ctx, stream) = foreign(gpu);
     let (mu, nu, cost) = data::<T>(b, n, m, 1, batched);
-    let params = SinkhornParams::fixed_iterations(0.05, 50);
+    let params = SinkhornParams::new(0.05).fixed_iterations(50);
     let cg = CgParams::default();
     let mut r = Lcg(77);
     let up = Array3::from_shape_fn((b, n, m), |_| T::of(r.uniform(-1.0, 1.0)));
@@ -355,11 +371,13 @@ fn coupling_matches_owned<T: CudaReal>(
     let report = unsafe {
         let be = gpu.on_stream(stream.cu_stream());
         let borrow = |s: &CudaSlice<T>, len| be.borrow_buffer::<T>(address(s, &stream), len);
-        let solver = Solver::new(be.clone(), params.clone());
+        let solver = SinkhornSolver::new(be.clone(), params.clone());
         let (prepared, _) = prepare_borrowed(&solver, &stream, &inputs, (b, n, m), batched);
         let prepared = prepared.unwrap();
         let mut pb = borrow(&pd, b * n * m);
-        solver.coupling_into(&prepared, &mut pb).unwrap();
+        solver
+            .solve_prepared(&prepared, BufferOutputs::new().plan(&mut pb))
+            .unwrap();
         let (mut dc, mut dmu, mut dnu) = (
             borrow(&dcd, b * n * m),
             borrow(&dmud, b * n),
@@ -371,10 +389,12 @@ fn coupling_matches_owned<T: CudaReal>(
             nu: &mut dnu,
         };
         let g = borrow(&upd, b * n * m);
-        logot::grad::plan_gradients_into(&be, &pb, (b, n, m), params.eps, &g, &cg, out).unwrap()
+        solver
+            .plan_gradients_buffers(&pb, (b, n, m), &g, &cg, out)
+            .unwrap()
     };
     let read = |s: &CudaSlice<T>| stream.clone_dtoh(s).unwrap();
-    let want = Solver::new(gpu.clone(), params.clone())
+    let want = SinkhornSolver::new(gpu.clone(), params.clone())
         .coupling(&problem(&mu, &nu, &cost, batched))
         .unwrap();
     let what = format!("{} B={b} n={n} m={m} batched={batched}", T::NAME);
@@ -383,8 +403,9 @@ fn coupling_matches_owned<T: CudaReal>(
         bits(want.plan.as_slice().unwrap()),
         "plan, {what}"
     );
-    let wg =
-        logot::grad::plan_gradients_on(gpu, want.plan.view(), params.eps, up.view(), &cg).unwrap();
+    let wg = SinkhornSolver::new(gpu.clone(), params.clone())
+        .plan_gradients(want.plan.view(), up.view(), &cg)
+        .unwrap();
     assert_gradients_equal(
         &stream,
         [&dcd, &dmud, &dnud],

@@ -11,7 +11,8 @@ use common::gpu::{gpu, gpu_cluster};
 use common::{bin_weights, Lcg};
 use logot::backend::{Backend, Side};
 use logot::{
-    CpuBackend, CudaCluster, PointCloudCost, Problem, Real, SinkhornParams, SinkhornResult, Solver,
+    BarycenterProblem, CpuBackend, CudaCluster, PointCloudCost, Problem, Real, SinkhornParams,
+    SinkhornResult, SinkhornSolver,
 };
 use ndarray::{Array2, Array3};
 
@@ -60,9 +61,9 @@ fn solve<T: Real, B: Backend<T>>(
 ) -> SinkhornResult<T> {
     let (mu, nu, x, y) = (mu.mapv(T::of), nu.mapv(T::of), x.mapv(T::of), y.mapv(T::of));
     let cost = PointCloudCost::new(x.view(), y.view()).unwrap();
-    let problem = Problem::batch(mu.view(), nu.view(), cost).unwrap();
-    let params = SinkhornParams::fixed_iterations(0.05, iters);
-    Solver::new(be, params).solve(&problem).unwrap()
+    let problem = Problem::new(mu.view(), nu.view(), cost).unwrap();
+    let params = SinkhornParams::new(0.05).fixed_iterations(iters);
+    SinkhornSolver::new(be, params).solve(&problem).unwrap()
 }
 
 #[test]
@@ -150,16 +151,22 @@ fn cuda_cluster_dense_costs_equal_one_gpu() {
             let (mu, nu) = (mu.mapv(|v| v as f32), nu.mapv(|v| v as f32));
             let (s, c) = (shared.mapv(|v| v as f32), costs.mapv(|v| v as f32));
             let problem = if shared_cost {
-                Problem::batch(mu.view(), nu.view(), s.view()).unwrap()
+                Problem::new(mu.view(), nu.view(), s.view()).unwrap()
             } else {
-                Problem::batch(mu.view(), nu.view(), c.view()).unwrap()
+                Problem::new(mu.view(), nu.view(), c.view()).unwrap()
             };
             be(&problem)
         };
-        let single = run(&|p| Solver::new(one.clone(), params.clone()).solve(p).unwrap());
+        let single = run(&|p| {
+            SinkhornSolver::new(one.clone(), params.clone())
+                .solve(p)
+                .unwrap()
+        });
         let split = run(&|p| {
             let cluster = CudaCluster::new(many.members().to_vec()).unwrap();
-            Solver::new(cluster, params.clone()).solve(p).unwrap()
+            SinkhornSolver::new(cluster, params.clone())
+                .solve(p)
+                .unwrap()
         });
         assert_eq!(
             single.convergence.converged, split.convergence.converged,
@@ -239,9 +246,9 @@ fn cuda_cluster_point_gradients_equal_one_gpu() {
         nu.mapv(|v| v as f32),
     );
     let cost = PointCloudCost::new(x32.view(), y32.view()).unwrap();
-    let problem = Problem::batch(mu32.view(), nu32.view(), cost.clone()).unwrap();
-    let single = Solver::new(one, params.clone());
-    let split = Solver::new(
+    let problem = Problem::new(mu32.view(), nu32.view(), cost.clone()).unwrap();
+    let single = SinkhornSolver::new(one, params.clone());
+    let split = SinkhornSolver::new(
         CudaCluster::new(many.members().to_vec()).unwrap(),
         params.clone(),
     );
@@ -255,19 +262,16 @@ fn cuda_cluster_point_gradients_equal_one_gpu() {
         split.transport_point_gradients(&problem, &cg).unwrap(),
     );
     let conv = DivergenceConvention::Objective;
+    let first = Problem::new(mu32.row(0), nu32.row(0), cost.clone()).unwrap();
     let (d1, d2) = (
-        single
-            .sinkhorn_divergence(mu32.row(0), nu32.row(0), cost.clone(), conv)
-            .unwrap(),
-        split
-            .sinkhorn_divergence(mu32.row(0), nu32.row(0), cost.clone(), conv)
-            .unwrap(),
+        single.sinkhorn_divergence(&first, conv).unwrap(),
+        split.sinkhorn_divergence(&first, conv).unwrap(),
     );
     // The f64 reference on the CPU.
-    let cpu = Solver::new(CpuBackend, params.clone());
+    let cpu = SinkhornSolver::new(CpuBackend, params.clone());
     let cost64 = PointCloudCost::new(x.view(), y.view()).unwrap();
     let e64 = cpu
-        .point_gradients(&Problem::batch(mu.view(), nu.view(), cost64.clone()).unwrap())
+        .point_gradients(&Problem::new(mu.view(), nu.view(), cost64.clone()).unwrap())
         .unwrap();
     for (what, a, b, r) in [
         (
@@ -299,7 +303,7 @@ fn cuda_cluster_point_gradients_equal_one_gpu() {
         eprintln!("{what}: cluster vs one GPU {ab:.2e}");
         assert!(ab <= 1e-4, "{what}: {ab:e}");
     }
-    let dv = (d1.value - d2.value).abs() / d1.value.abs();
+    let dv = (d1.value[0] - d2.value[0]).abs() / d1.value[0].abs();
     let dg = rel_diff(
         d1.grad_x.as_ref().unwrap().as_slice().unwrap(),
         d2.grad_x.as_ref().unwrap().as_slice().unwrap(),
@@ -321,18 +325,26 @@ fn cuda_cluster_barycenters_equal_one_gpu() {
     let dense = grid.to_dense::<f32>();
     let imgs = bin_weights(3, 480, 0, 51).mapv(|v| v as f32);
     let w = ndarray::array![0.2f32, 0.5, 0.3];
-    let params = BarycenterParams::fixed_iterations(0.01, 50);
+    let params = BarycenterParams::new(0.01).fixed_iterations(50);
     for cost in [
         CostSource::Grid(grid.clone()),
         CostSource::Dense(dense.view()),
     ] {
         let a = BarycenterSolver::new(one.clone(), params.clone())
-            .solve(imgs.view(), w.view(), cost.clone())
-            .unwrap();
+            .solve(
+                &BarycenterProblem::new(imgs.view(), w.view()).unwrap(),
+                cost.clone(),
+            )
+            .unwrap()
+            .remove(0);
         let cluster = CudaCluster::new(many.members().to_vec()).unwrap();
         let b = BarycenterSolver::new(cluster, params.clone())
-            .solve(imgs.view(), w.view(), cost.clone())
-            .unwrap();
+            .solve(
+                &BarycenterProblem::new(imgs.view(), w.view()).unwrap(),
+                cost.clone(),
+            )
+            .unwrap()
+            .remove(0);
         let d = rel_diff(
             a.histogram.as_slice().unwrap(),
             b.histogram.as_slice().unwrap(),
@@ -359,10 +371,10 @@ fn cuda_cluster_batched_point_clouds_equal_one_gpu() {
         let y = Array3::from_shape_fn((b, m, d), |_| r.next());
         let (mu, nu) = (bin_weights(b, n, 0, 601), bin_weights(b, m, 4, 602));
         let cost = PointCloudCost::batched(x.view(), y.view()).unwrap();
-        let problem = Problem::batch(mu.view(), nu.view(), cost).unwrap();
-        let params = SinkhornParams::fixed_iterations(0.05 * d as f64 / 6.0, 100);
-        let single = Solver::new(one.clone(), params.clone());
-        let split = Solver::new(CudaCluster::new(many.members().to_vec()).unwrap(), params);
+        let problem = Problem::new(mu.view(), nu.view(), cost).unwrap();
+        let params = SinkhornParams::new(0.05 * d as f64 / 6.0).fixed_iterations(100);
+        let single = SinkhornSolver::new(one.clone(), params.clone());
+        let split = SinkhornSolver::new(CudaCluster::new(many.members().to_vec()).unwrap(), params);
         let what = format!("batched clouds d={d}");
         compare(
             &single.solve(&problem).unwrap(),

@@ -1,5 +1,5 @@
 //! CUDA `GradKernels` and the implicit OT gradients that run on them, against the CPU
-//! backend in f64 (the reference, checked against finite differences in tests/grad_ot.rs):
+//! backend in f64 (the reference, checked against finite differences in tests/grad/ot.rs):
 //! each kernel on random batches (mat-vecs, weighted marginals with per-problem and shared
 //! weights, assembly, dot/axpy/xpby, hadamard, reciprocals, support), then
 //! `wasserstein_gradients` (∂/∂C, ∂/∂μ, ∂/∂ν) for shared and per-problem costs, with a
@@ -13,7 +13,7 @@ mod common;
 use common::Lcg;
 use logot::backend::cuda::CudaBackend;
 use logot::grad::CgParams;
-use logot::{Backend, CpuBackend, GradKernels, Problem, Real, SinkhornParams, Solver};
+use logot::{Backend, CpuBackend, GradKernels, Problem, Real, SinkhornParams, SinkhornSolver};
 use ndarray::{Array2, Array3};
 
 /// Largest |a − b| relative to max(1e-300, max |b|).
@@ -177,29 +177,27 @@ where
     let costb = Array3::from_shape_fn((b, n, m), |(k, i, j)| {
         (xs[i] - ys[j]).powi(2) * (1.0 + 0.3 * k as f64)
     });
-    let params = SinkhornParams {
-        tol: Some(if T::NAME == "float64" { 1e-12 } else { 1e-6 }),
-        max_iters: 20_000,
-        ..SinkhornParams::new(0.05)
-    };
+    let params = SinkhornParams::new(0.05)
+        .tol(if T::NAME == "float64" { 1e-12 } else { 1e-6 })
+        .max_iters(20_000);
     let cg = CgParams::default();
-    let cpu = Solver::new(CpuBackend, params.clone());
-    let dev = Solver::new(gpu.clone(), params);
+    let cpu = SinkhornSolver::new(CpuBackend, params.clone());
+    let dev = SinkhornSolver::new(gpu.clone(), params);
     let (c, d) = if shared {
-        let pc = Problem::batch(mu.view(), nu.view(), cost1.view()).unwrap();
+        let pc = Problem::new(mu.view(), nu.view(), cost1.view()).unwrap();
         let (mu_t, nu_t, c_t) = (mu.mapv(T::of), nu.mapv(T::of), cost1.mapv(T::of));
-        let pd = Problem::batch(mu_t.view(), nu_t.view(), c_t.view()).unwrap();
+        let pd = Problem::new(mu_t.view(), nu_t.view(), c_t.view()).unwrap();
         (
-            cpu.wasserstein_gradients(&pc, &CgParams::with_tol(1e-12))
+            cpu.wasserstein_gradients(&pc, &CgParams::default().tol(1e-12))
                 .unwrap(),
             dev.wasserstein_gradients(&pd, &cg).unwrap(),
         )
     } else {
-        let pc = Problem::batch(mu.view(), nu.view(), costb.view()).unwrap();
+        let pc = Problem::new(mu.view(), nu.view(), costb.view()).unwrap();
         let (mu_t, nu_t, c_t) = (mu.mapv(T::of), nu.mapv(T::of), costb.mapv(T::of));
-        let pd = Problem::batch(mu_t.view(), nu_t.view(), c_t.view()).unwrap();
+        let pd = Problem::new(mu_t.view(), nu_t.view(), c_t.view()).unwrap();
         (
-            cpu.wasserstein_gradients(&pc, &CgParams::with_tol(1e-12))
+            cpu.wasserstein_gradients(&pc, &CgParams::default().tol(1e-12))
                 .unwrap(),
             dev.wasserstein_gradients(&pd, &cg).unwrap(),
         )

@@ -27,8 +27,7 @@ use common::gpu::gpu;
 
 use logot::backend::cuda::CudaBackend;
 use logot::linalg::{
-    newton_schulz_on, svd3_batch_on, GemmShape, LinalgKernels, NewtonSchulzParams, SyrkShape,
-    Transpose,
+    newton_schulz, svd3_batch, GemmShape, LinalgKernels, NewtonSchulzParams, SyrkShape, Transpose,
 };
 use logot::{Backend, CpuBackend, Real};
 use ndarray::{Array2, Array3, Axis};
@@ -104,8 +103,8 @@ where
     let mut rng = StdRng::seed_from_u64(seed);
     let a64 = svd3_inputs::<T>(&mut rng, batch, m);
     let at = a64.mapv(T::of);
-    let want = svd3_batch_on(&CpuBackend, a64.view()).unwrap();
-    let got = svd3_batch_on(gpu, at.view()).unwrap();
+    let want = svd3_batch(&CpuBackend, a64.view()).unwrap();
+    let got = svd3_batch(gpu, at.view()).unwrap();
     let e = eps::<T>();
     let tag = format!("{} m={m}", T::NAME);
     for b in 0..batch {
@@ -232,7 +231,7 @@ fn svd3_f64_matches_cpu() {
 fn svd3_zero_matrix_gives_identity_vectors() {
     let Some(gpu) = gpu() else { return };
     let a = Array3::<f32>::zeros((2, 4, 3));
-    let out = svd3_batch_on(&gpu, a.view()).unwrap();
+    let out = svd3_batch(&gpu, a.view()).unwrap();
     assert!(out.s.iter().all(|&v| v == 0.0));
     for b in 0..2 {
         assert_eq!(out.vt.index_axis(Axis(0), b), Array2::<f32>::eye(3));
@@ -604,8 +603,8 @@ fn newton_schulz_f32_matches_cpu_f64_and_lies_in_band() {
         let x64 = Array2::from_shape_fn((r, c), |_| in_t::<f32>(normal(&mut rng)));
         let x32 = x64.mapv(|v| v as f32);
         let params = NewtonSchulzParams::default();
-        let want = newton_schulz_on(&CpuBackend, x64.view(), &params).unwrap();
-        let got = newton_schulz_on(&gpu, x32.view(), &params)
+        let want = newton_schulz(&CpuBackend, x64.view(), &params).unwrap();
+        let got = newton_schulz(&gpu, x32.view(), &params)
             .unwrap()
             .mapv(|v| v as f64);
         let diff = (&got - &want).iter().map(|v| v * v).sum::<f64>().sqrt();

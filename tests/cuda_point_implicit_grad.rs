@@ -1,6 +1,6 @@
 //! Exact gradients of `⟨P, C⟩` with respect to the points on the CUDA backend against the
 //! CPU backend in f64 (the reference, itself checked against finite differences and the
-//! dense chain rule in tests/point_implicit_grad.rs): the kernels the adjoint solve and the
+//! dense chain rule in tests/pointcloud/implicit_grad.rs): the kernels the adjoint solve and the
 //! gradient need (`cost_marginals`, `adjoint_point_gradient`, both kernel families, both
 //! metrics, both sides, batches, a zero-mass bin), and whole solves in f64 and f32,
 //! balanced, unbalanced and semi-unbalanced. Each test skips with a printed reason when no
@@ -9,12 +9,13 @@
 
 mod common;
 use common::gpu::gpu;
+use common::relaxed::Relaxed;
 use common::Lcg;
 
 use logot::grad::CgParams;
 use logot::{
     Backend, CpuBackend, PointCloudCost, PointCloudKernels, PointMetric, Problem, Real, Relaxation,
-    Side, SinkhornParams, Solver,
+    Side, SinkhornParams, SinkhornSolver,
 };
 use ndarray::{Array2, Array3};
 
@@ -94,14 +95,14 @@ fn solve_on<T: Real, B: PointCloudKernels<T> + logot::backend::grad::GradKernels
     be: B,
     (mu, nu, x, y): (&Array2<f64>, &Array2<f64>, &Array2<f64>, &Array2<f64>),
     metric: PointMetric,
-    params: SinkhornParams,
+    (params, relax): (SinkhornParams, Option<Relaxation>),
     cg: &CgParams,
 ) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     let c = |a: &Array2<f64>| a.mapv(|v| T::of(v));
     let (mu, nu, x, y) = (c(mu), c(nu), c(x), c(y));
     let cost = PointCloudCost::with_metric(x.view(), y.view(), metric).unwrap();
-    let g = Solver::new(be, params)
-        .transport_point_gradients(&Problem::batch(mu.view(), nu.view(), cost).unwrap(), cg)
+    let g = Relaxed::or_balanced(SinkhornSolver::new(be, params), relax)
+        .transport_point_gradients(&Problem::new(mu.view(), nu.view(), cost).unwrap(), cg)
         .unwrap();
     assert!(g.result.convergence.converged, "{:?}", g.result.convergence);
     assert!(g.cg.all_converged(), "{:?}", g.cg);
@@ -138,19 +139,9 @@ fn transport_point_gradients_match_the_cpu() {
             let s = row.sum();
             row.mapv_inplace(|v| nu_mass * v / s);
         }
-        let with = |p: SinkhornParams| match relax {
-            Some(r) => p.with_relaxation(r),
-            None => p,
-        };
-        let tight = with(SinkhornParams {
-            tol: Some(1e-12),
-            max_iters: 100_000,
-            ..SinkhornParams::new(eps)
-        });
-        let tight_cg = CgParams {
-            tol: Some(1e-13),
-            max_iters: 5000,
-        };
+        let with = |p: SinkhornParams| (p, relax);
+        let tight = with(SinkhornParams::new(eps).tol(1e-12).max_iters(100_000));
+        let tight_cg = CgParams::default().max_iters(5000).tol(1e-13);
         let data = (&mu, &nu, &x, &y);
         let label = format!("{metric:?} {relax:?} batch {batch}");
         let (wv, wx, wy) = solve_on::<f64, _>(CpuBackend, data, metric, tight.clone(), &tight_cg);
@@ -169,10 +160,7 @@ fn transport_point_gradients_match_the_cpu() {
         );
         // f32 at its default tolerances (Sinkhorn 1e-5, CG 1e-5): the CPU's f32 run of the
         // same problems is within 1.6e-5 of the f64 reference, relative to its largest entry.
-        let loose = with(SinkhornParams {
-            max_iters: 20_000,
-            ..SinkhornParams::new(eps)
-        });
+        let loose = with(SinkhornParams::new(eps).max_iters(20_000));
         let (gv, gx, gy) =
             solve_on::<f32, _>(gpu.clone(), data, metric, loose, &CgParams::default());
         assert!(

@@ -1,5 +1,5 @@
 //! Point-cloud costs on the CUDA backend against the CPU backend in f64 (the reference,
-//! itself checked against the dense path and POT in tests/pointcloud.rs): half-steps for
+//! itself checked against the dense path and POT in tests/pointcloud/solve.rs): half-steps for
 //! every kernel family (d = 3, d ≤ 4, d ≤ 16, |x−y|² and |x−y|, batches, zero-mass bins,
 //! split reductions), transport costs, point gradients, P·V, plans, whole solves, and the
 //! otC shape in bounded memory. Each test skips with a printed reason when no GPU is
@@ -13,7 +13,7 @@ use common::Lcg;
 
 use logot::{
     Backend, CpuBackend, PointCloudCost, PointCloudKernels, PointMetric, Problem, Side,
-    SinkhornParams, Solver,
+    SinkhornParams, SinkhornSolver,
 };
 use ndarray::{Array1, Array2, Axis};
 
@@ -144,17 +144,19 @@ fn solver_matches_the_cpu() {
     let y = Array2::from_shape_vec((m, d), r.vec(m * d, 0.0, 1.0)).unwrap();
     let mu = Array1::from_elem(n, 1.0 / n as f64);
     let nu = Array1::from_elem(m, 1.0 / m as f64);
-    let p = Problem::batch(
+    let p = Problem::new(
         mu.view().insert_axis(Axis(0)),
         nu.view().insert_axis(Axis(0)),
         PointCloudCost::new(x.view(), y.view()).unwrap(),
     )
     .unwrap();
     let params = SinkhornParams::new(0.01);
-    let want = Solver::new(CpuBackend, params.clone())
+    let want = SinkhornSolver::new(CpuBackend, params.clone())
         .point_gradients(&p)
         .unwrap();
-    let got = Solver::new(gpu, params).point_gradients(&p).unwrap();
+    let got = SinkhornSolver::new(gpu, params)
+        .point_gradients(&p)
+        .unwrap();
     assert_eq!(
         got.result.convergence.iterations,
         want.result.convergence.iterations
@@ -173,7 +175,7 @@ fn solver_matches_the_cpu() {
 #[test]
 fn otc_half_step() {
     let Some(gpu) = gpu() else { return };
-    use logot::problems::{ot_c, OTC_D, OTC_EPS, OTC_N};
+    use logot_cli::problems::{ot_c, OTC_D, OTC_EPS, OTC_N};
     let (_, nu, x, y) = ot_c::<f32>(OTC_N, OTC_D);
     let cost = PointCloudCost::new(x.view(), y.view()).unwrap();
     let gc = gpu.prepare_cost(&cost.clone().into()).unwrap();

@@ -22,7 +22,7 @@ use common::Lcg;
 
 use logot::{
     Backend, CpuBackend, CrossPrecision, PointCloudCost, PointCloudKernels, PointMetric, Problem,
-    Side, SinkhornParams, Solver,
+    Side, SinkhornParams, SinkhornSolver,
 };
 use ndarray::{Array1, Array2};
 
@@ -203,10 +203,14 @@ fn solver_matches_the_cpu_at_d64_and_d1024() {
         let eps = 0.1 * mean_cost(d, metric);
         let params = SinkhornParams::new(eps);
         let cost = PointCloudCost::with_metric(x.view(), y.view(), metric).unwrap();
-        let p = Problem::batch(mu.view(), nu.view(), cost).unwrap();
-        let want = Solver::new(CpuBackend, params.clone()).solve(&p).unwrap();
+        let p = Problem::new(mu.view(), nu.view(), cost).unwrap();
+        let want = SinkhornSolver::new(CpuBackend, params.clone())
+            .solve(&p)
+            .unwrap();
         assert!(want.convergence.converged, "CPU d={d}");
-        let got = Solver::new(gpu.clone(), params.clone()).solve(&p).unwrap();
+        let got = SinkhornSolver::new(gpu.clone(), params.clone())
+            .solve(&p)
+            .unwrap();
         assert!(got.convergence.converged, "GPU f64 d={d}");
         assert_eq!(got.convergence.iterations, want.convergence.iterations);
         let dist = |v: &Array1<f64>| v.to_vec();
@@ -226,8 +230,10 @@ fn solver_matches_the_cpu_at_d64_and_d1024() {
         let c32 = PointCloudCost::with_metric(x32.view(), y32.view(), metric)
             .unwrap()
             .with_precision(CrossPrecision::Exact);
-        let p32 = Problem::batch(mu32.view(), nu32.view(), c32).unwrap();
-        let got = Solver::new(gpu.clone(), params).solve(&p32).unwrap();
+        let p32 = Problem::new(mu32.view(), nu32.view(), c32).unwrap();
+        let got = SinkhornSolver::new(gpu.clone(), params)
+            .solve(&p32)
+            .unwrap();
         let d32: Vec<f64> = got.distance.iter().map(|&v| v as f64).collect();
         let w = worst(&d32, &dist(&want.distance));
         eprintln!("f32 d={d}: distance {w:e} relative to the CPU's f64");

@@ -1,7 +1,7 @@
 //! Batched point clouds on the GPU ([`PointCloudCost::batched`]: problem `k` on its own pair
 //! `x[k]`, `y[k]`; every kernel moves its cloud pointers to its problem's pair): solves,
 //! plans and point gradients against the CPU backend in f64 (itself checked against separate
-//! solves and a dense brute force in tests/pointcloud_batch.rs) and against separate
+//! solves and a dense brute force in tests/pointcloud/batch.rs) and against separate
 //! single-pair GPU solves, in f64 and f32, at d = 3 (small-d kernels, both exponent forms)
 //! and d = 64 (the any-d kernels and, in f32, the tensor-core modes TF32x3 and TF32 with
 //! the distance bounds of tests/cuda_pointcloud_tc.rs: 1e-5 exact, 1e-4 TF32x3, 1e-2 TF32),
@@ -16,7 +16,8 @@ use common::Lcg;
 use logot::backend::cuda::CudaBackend;
 use logot::grad::CgParams;
 use logot::{
-    CpuBackend, CrossPrecision, PointCloudCost, PointMetric, Problem, Real, SinkhornParams, Solver,
+    CpuBackend, CrossPrecision, PointCloudCost, PointMetric, Problem, Real, SinkhornParams,
+    SinkhornSolver,
 };
 use ndarray::{s, Array2, Array3, Axis};
 
@@ -64,14 +65,14 @@ fn distances<T: Real, Bk: logot::Backend<T> + Clone>(
     let cost = PointCloudCost::batched_with_metric(xt.view(), yt.view(), metric)
         .unwrap()
         .with_precision(mode);
-    let solver = Solver::new(be.clone(), params.clone());
+    let solver = SinkhornSolver::new(be.clone(), params.clone());
     let all = solver
-        .solve(&Problem::batch(mt.view(), nt.view(), cost.clone()).unwrap())
+        .solve(&Problem::new(mt.view(), nt.view(), cost.clone()).unwrap())
         .unwrap();
     let sep = (0..x.dim().0)
         .map(|k| {
             let (mk, nk) = (mt.slice(s![k..k + 1, ..]), nt.slice(s![k..k + 1, ..]));
-            let p = Problem::batch(mk, nk, cost.problem(k)).unwrap();
+            let p = Problem::new(mk, nk, cost.problem(k)).unwrap();
             solver.solve(&p).unwrap().distance[0].f64()
         })
         .collect();
@@ -95,11 +96,9 @@ fn batched_solves_match_the_cpu_and_separate_gpu_solves() {
     for (b, n, m, d, metric) in shapes {
         let data = batch((b, n, m, d), 500 + (d * 7 + n) as u64);
         let (x, y, mu, nu) = &data;
-        let params = SinkhornParams {
-            max_iters: 60,
-            tol: Some(0.0),
-            ..SinkhornParams::new(0.01 * mean_cost(d, metric))
-        };
+        let params = SinkhornParams::new(0.01 * mean_cost(d, metric))
+            .max_iters(60)
+            .tol(0.0);
         let refs = (x, y, mu, nu);
         let (want, cpu_sep) =
             distances::<f64, _>(&CpuBackend, &params, refs, metric, CrossPrecision::Exact);
@@ -165,16 +164,14 @@ fn batched_plans_and_point_gradients_match_the_cpu() {
     ] {
         let (b, n, m) = (3, 40, 37);
         let (x, y, mu, nu) = batch((b, n, m, d), 900 + d as u64);
-        let params = SinkhornParams {
-            max_iters: 200,
-            tol: Some(0.0),
-            ..SinkhornParams::new(0.05 * mean_cost(d, metric))
-        };
+        let params = SinkhornParams::new(0.05 * mean_cost(d, metric))
+            .max_iters(200)
+            .tol(0.0);
         let cost = PointCloudCost::batched_with_metric(x.view(), y.view(), metric).unwrap();
-        let problem = Problem::batch(mu.view(), nu.view(), cost).unwrap();
+        let problem = Problem::new(mu.view(), nu.view(), cost).unwrap();
         let (cpu, gpus) = (
-            Solver::new(CpuBackend, params.clone()),
-            Solver::new(gpu.clone(), params.clone()),
+            SinkhornSolver::new(CpuBackend, params.clone()),
+            SinkhornSolver::new(gpu.clone(), params.clone()),
         );
         let what = format!("d={d} {metric:?}");
         let worst = |a: &Array3<f64>, b: &Array3<f64>| {

@@ -9,12 +9,9 @@
 //!   (the default's 1e-5);
 //! * the choice of form: clouds 1e3 from the origin (centring makes the norm form exact
 //!   enough), one cloud 1e3 from the other and ε = 1e-3 (the norm form is refused);
-//! * the polynomials 2^x (degrees 5 and 4) against f64 on a dense grid, and half-steps with
-//!   every fast-path exponential by the polynomial (`PC_POLY=32`, `PC_POLY_LOW=32`);
-//! * the split-f16 MMA half-step of the norm form at d = 3 and 4 (`pc_sinkstep_tn`, the
-//!   default there) and the FMA kernels it replaces, with partial tiles, split reductions,
-//!   the stage test's renormalisations and redos, and clouds scaled by 10 and 0.01 (the f16
-//!   operands' balance away from 1).
+//! * the split-f16 MMA half-step of the norm form at d = 3 and 4 (`pc_sinkstep_tn`), with
+//!   partial tiles, split reductions, the stage test's renormalisations and redos, and
+//!   clouds scaled by 10 and 0.01 (the f16 operands' balance away from 1).
 //!
 //! Tolerances: f32 half-steps within 2e-5 of max(1, |reference|) (the rounding of the f32
 //! potentials and costs, as tests/cuda_pointcloud.rs); converged distances within 2e-4
@@ -26,12 +23,13 @@
 #![cfg(feature = "cuda")]
 
 mod common;
-use common::gpu::{gpu, gpu_with};
+use common::gpu::gpu;
 use common::Lcg;
 
-use logot::backend::cuda::{CloudForm, CudaBackend, Tuning};
+use logot::backend::cuda::{CloudForm, CudaBackend};
 use logot::{
-    Backend, CpuBackend, PointCloudCost, PointMetric, Problem, Real, Side, SinkhornParams, Solver,
+    Backend, CpuBackend, PointCloudCost, PointMetric, Problem, Real, Side, SinkhornParams,
+    SinkhornSolver,
 };
 use ndarray::{Array1, Array2, Axis};
 
@@ -194,51 +192,44 @@ fn small_d_half_steps_match_the_cpu() {
     }
 }
 
-/// The split-f16 MMA half-step of the norm form (`pc_sinkstep_tn_d*`, d = 3 and 4), and the
-/// FMA kernels it replaces there, against the CPU in f64 within the FMA kernels' bound: sizes
-/// that leave partial tiles and stages, a batch of two with zero-mass points, a split
-/// reduction (9 outputs over 3000 points), and ε = 0.02, where the first chunk's shift is
-/// often 128 bits short of a row's largest exponent, so the stage test renormalises and
-/// redoes sums. Measured on an H100: at most 3.2e-7 (a first build without the polynomial
-/// exponentials; the landed one passes, its errors not recorded).
+/// The split-f16 MMA half-step of the norm form (`pc_sinkstep_tn_d*`, d = 3 and 4)
+/// against the CPU in f64 within the FMA kernels' bound: sizes that leave partial tiles and
+/// stages, a batch of two with zero-mass points, a split reduction (9 outputs over 3000
+/// points), and ε = 0.02, where the first chunk's shift is often 128 bits short of a row's
+/// largest exponent, so the stage test renormalises and redoes sums.
 #[test]
 fn mma_half_steps_match_the_cpu() {
-    for mma in [true, false] {
-        let Some(gpu) = gpu_with(Tuning {
-            small_d_mma: mma,
-            ..Tuning::default()
-        }) else {
-            return;
-        };
-        for d in [3, 4] {
-            for (n, m, eps) in [(300, 257, 0.05), (1000, 1031, 0.02), (9, 3000, 0.05)] {
-                let (x, y) = clouds(n, m, d, (d * 7 + n) as u64);
-                for uniform in [true, false] {
-                    let what = format!("MMA={mma} d={d} {n}×{m} ε={eps} uniform={uniform}");
-                    let (_, form) = check_steps(
-                        &gpu,
-                        &x,
-                        &y,
-                        PointMetric::SqEuclidean,
-                        eps,
-                        uniform,
-                        n as u64 + 5,
-                        &what,
-                    );
-                    assert_eq!(form, Some(CloudForm::Norm), "{what}");
-                }
-            }
-            // Clouds far from the unit cube, with ε of their cost's size: the f16 operands'
-            // balance (`2^a` of the host) away from 1 and the column terms' parts in f16's
-            // subnormal range.
-            for (scale, eps) in [(10.0, 5.0), (0.01, 0.0005)] {
-                let (x, y) = clouds(300, 257, d, d as u64 + 40);
-                let (x, y) = (x * scale, y * scale);
-                let what = format!("MMA={mma} d={d} clouds ×{scale} ε={eps}");
-                let (_, form) =
-                    check_steps(&gpu, &x, &y, PointMetric::SqEuclidean, eps, false, 9, &what);
+    let Some(gpu) = gpu() else {
+        return;
+    };
+    for d in [3, 4] {
+        for (n, m, eps) in [(300, 257, 0.05), (1000, 1031, 0.02), (9, 3000, 0.05)] {
+            let (x, y) = clouds(n, m, d, (d * 7 + n) as u64);
+            for uniform in [true, false] {
+                let what = format!("d={d} {n}×{m} ε={eps} uniform={uniform}");
+                let (_, form) = check_steps(
+                    &gpu,
+                    &x,
+                    &y,
+                    PointMetric::SqEuclidean,
+                    eps,
+                    uniform,
+                    n as u64 + 5,
+                    &what,
+                );
                 assert_eq!(form, Some(CloudForm::Norm), "{what}");
             }
+        }
+        // Clouds far from the unit cube, with ε of their cost's size: the f16 operands'
+        // balance (`2^a` of the host) away from 1 and the column terms' parts in f16's
+        // subnormal range.
+        for (scale, eps) in [(10.0, 5.0), (0.01, 0.0005)] {
+            let (x, y) = clouds(300, 257, d, d as u64 + 40);
+            let (x, y) = (x * scale, y * scale);
+            let what = format!("d={d} clouds ×{scale} ε={eps}");
+            let (_, form) =
+                check_steps(&gpu, &x, &y, PointMetric::SqEuclidean, eps, false, 9, &what);
+            assert_eq!(form, Some(CloudForm::Norm), "{what}");
         }
     }
 }
@@ -254,8 +245,10 @@ fn solve<T: Real, B: Backend<T>>(
     let (x, y, mu, nu) = (x.mapv(T::of), y.mapv(T::of), mu.mapv(T::of), nu.mapv(T::of));
     let cost = PointCloudCost::with_metric(x.view(), y.view(), metric).unwrap();
     let (mu, nu) = (mu.insert_axis(Axis(0)), nu.insert_axis(Axis(0)));
-    let p = Problem::batch(mu.view(), nu.view(), cost).unwrap();
-    let r = Solver::new(backend, params.clone()).solve(&p).unwrap();
+    let p = Problem::new(mu.view(), nu.view(), cost).unwrap();
+    let r = SinkhornSolver::new(backend, params.clone())
+        .solve(&p)
+        .unwrap();
     let c = r.convergence;
     (r.distance[0].f64(), c.converged, c.iterations)
 }
@@ -320,7 +313,7 @@ fn small_d_distances_at_equal_iterations_keep_1e5() {
                 let seed = 31_000 + 10 * d as u64 + (metric == PointMetric::Euclidean) as u64;
                 let (x, y) = clouds(n, m, d, seed);
                 let (mu, nu) = weights(n, m, seed + 5, (3, 11));
-                let params = SinkhornParams::fixed_iterations(eps, 400);
+                let params = SinkhornParams::new(eps).fixed_iterations(400);
                 let (x, y) = (x.mapv(|v| v as f32 as f64), y.mapv(|v| v as f32 as f64));
                 let clouds = (&x, &y, metric);
                 let (w, converged, _) = solve::<f64, _>(CpuBackend, &params, clouds, (&mu, &nu));
@@ -363,106 +356,4 @@ fn offsets_and_small_eps_choose_the_form_that_stays_accurate() {
     assert_eq!(form, Some(CloudForm::Direct), "small ε: {w:e}");
     let (w, form) = check_steps(&gpu, &x, &y, sq, 1e-3, false, 4, "unit cube, ε=1e-3");
     assert_eq!(form, Some(CloudForm::Direct), "small ε: {w:e}");
-}
-
-/// The polynomials 2^x against f64: relative error ≤ 4·2⁻²⁴ (degree 5, the FMA kernels) and
-/// ≤ 3.2e-6 (degree 4, `pc_sinkstep_tn`; 2.9e-6 in an f32 emulation) on [−126, 128),
-/// absolute below 2⁻¹²⁶ under it, exactly 0 for x ≤ −127 and −∞, +∞ from 128 on (as
-/// MUFU.EX2 gives: the half-step reads it as an overflow).
-#[test]
-fn polynomial_exp2_matches_f64() {
-    let Some(gpu) = gpu() else { return };
-    let mut x: Vec<f32> = (0..=4_000_000)
-        .map(|i| -130.0 + 260.0 * i as f32 / 4_000_000.0)
-        .collect();
-    // Dense near 0 and the rounding boundaries j ± 1/2, where f = x − j changes sign.
-    x.extend((-2000..=2000).map(|i| i as f32 * 1e-4));
-    for j in -126..127 {
-        let h = j as f32 + 0.5;
-        x.extend([
-            h,
-            f32::from_bits(h.to_bits() - 1),
-            f32::from_bits(h.to_bits() + 1),
-        ]);
-    }
-    let below = f32::from_bits(128f32.to_bits() - 1);
-    x.extend([
-        f32::NEG_INFINITY,
-        -1e30,
-        -127.0,
-        0.0,
-        1.0,
-        65.0,
-        below,
-        128.0,
-        1e30,
-    ]);
-    assert!(gpu.exp2_poly(&[1.0], 3).is_err());
-    for (degree, bound) in [(5, 4.0 * 2f64.powi(-24)), (4, 3.2e-6)] {
-        let y = gpu.exp2_poly(&x, degree).unwrap();
-        let (mut rel, mut abs_low) = (0.0f64, 0.0f64);
-        let mut at = 0.0f32;
-        for (&a, &v) in x.iter().zip(&y) {
-            let want = (a as f64).max(-1e4).exp2();
-            if a >= 128.0 {
-                assert_eq!(v, f32::INFINITY, "2^{a}");
-            } else if a <= -127.0 {
-                assert_eq!(v, 0.0, "2^{a}");
-            } else if a < -126.0 {
-                abs_low = abs_low.max((v as f64 - want).abs());
-            } else {
-                let e = (v as f64 / want - 1.0).abs();
-                if e > rel {
-                    rel = e;
-                    at = a;
-                }
-            }
-        }
-        let ulps = rel * 2f64.powi(24);
-        eprintln!(
-            "polynomial exp2 of degree {degree}: max relative error {rel:e} ({ulps:.2}·2^-24) \
-             at x = {at}; below 2^-126: absolute {abs_low:e}"
-        );
-        assert!(rel <= bound, "degree {degree}: {rel:e} at {at}");
-        assert!(abs_low < 2f64.powi(-126));
-        assert_eq!(y[y.len() - 6..y.len() - 3], [1.0, 2.0, 2f32.powi(65)]);
-        assert!(y[y.len() - 3] > 2f32.powi(127) && y[y.len() - 3].is_finite());
-        assert_eq!(y[y.len() - 2..], [f32::INFINITY; 2]);
-    }
-}
-
-/// Half-steps with every fast-path exponential of the f32 kernels by the polynomial
-/// (`PC_POLY=32` and, for d ≤ 2, `PC_POLY_LOW=32`: NVRTC definitions the tuning carries),
-/// against the CPU.
-#[test]
-fn polynomial_half_steps_match_the_cpu() {
-    if gpu().is_none() {
-        return;
-    }
-    let tuning = Tuning::default().with_build_vars(|k| std::env::var(k).ok());
-    let tuning = Tuning {
-        nvrtc_defines: vec!["PC_POLY=32".into(), "PC_POLY_LOW=32".into()],
-        ..tuning
-    };
-    let gpu = CudaBackend::with_tuning(0, tuning).unwrap();
-    for d in [1, 3, 16] {
-        for metric in [PointMetric::SqEuclidean, PointMetric::Euclidean] {
-            let (x, y) = clouds(1000, 1031, d, d as u64 + 40);
-            let eps = eps_for(d, metric);
-            let what = format!("polynomial d={d} {metric:?}");
-            check_steps(&gpu, &x, &y, metric, eps, false, 7, &what);
-        }
-    }
-    // Small ε (direct form, shifts raised often) with the polynomial too.
-    let (x, y) = clouds(1000, 1031, 3, 77);
-    check_steps(
-        &gpu,
-        &x,
-        &y,
-        PointMetric::SqEuclidean,
-        1e-3,
-        false,
-        8,
-        "polynomial d=3 ε=1e-3",
-    );
 }

@@ -33,7 +33,7 @@ use logot::backend::cuda::{CudaBackend, Tuning};
 
 use logot::{
     Backend, CpuBackend, CrossPrecision, PointCloudCost, PointMetric, Problem, Side,
-    SinkhornParams, Solver,
+    SinkhornParams, SinkhornSolver,
 };
 use ndarray::{Array2, Axis};
 
@@ -213,23 +213,18 @@ fn warpgroup_products_match_the_mma_sync_kernels() {
 /// shifts, over at most 16 MMA steps. Measured: on an H200, 1.4e-3 to 3.1e-3 ε and
 /// distances 2.5e-6 to 8.9e-6 apart at d = 513 and 1024; on an H100, 4.3e-4 to 6.1e-4 ε at
 /// 128, 1.2e-3 ε at 256, distances 1.3e-6 to 3.3e-6 apart. The half-step tests cannot see a
-/// bias in those sums (their potentials keep the shifts small); a build whose streamed
-/// stages started the MMAs' truncating sums at −shift/s2 moved otC1024's first potential by
-/// 2.7e-3 with F16 and 5.7e-3 with TF32, and fails here in every case: 2.3e-2 to 1.6e-1 ε,
-/// distances 4.1e-4 to 4.7e-3 apart.
+/// bias in those sums (their potentials keep the shifts small); streamed stages that start
+/// the MMAs' truncating sums at −shift/s2 move otC1024's first potential by 2.7e-3 with F16
+/// and 5.7e-3 with TF32, and fail here in every case: 2.3e-2 to 1.6e-1 ε, distances 4.1e-4
+/// to 4.7e-3 apart.
 #[test]
 fn warpgroup_solves_match_the_mma_sync_kernels_from_zero_potentials() {
-    use logot::problems::{ot_c, OTC_EPS};
+    use logot_cli::problems::{ot_c, OTC_EPS};
     let Some((wg, sync)) = warpgroup_and_sync() else {
         return;
     };
     let n = 2048;
-    let params = SinkhornParams {
-        eps: OTC_EPS,
-        max_iters: 10,
-        tol: Some(0.0),
-        ..Default::default()
-    };
+    let params = SinkhornParams::new(OTC_EPS).max_iters(10).tol(0.0);
     let mut failed = Vec::new();
     // Resident kernels (F16 up to d = 256, TF32 up to 128) and streamed ones.
     let cases = [
@@ -251,8 +246,10 @@ fn warpgroup_solves_match_the_mma_sync_kernels_from_zero_potentials() {
                 let cost = PointCloudCost::new(x.view(), y.view())
                     .unwrap()
                     .with_precision(mode);
-                let p = Problem::batch(mu.view(), nu.view(), cost).unwrap();
-                Solver::new(gpu.clone(), params.clone()).solve(&p).unwrap()
+                let p = Problem::new(mu.view(), nu.view(), cost).unwrap();
+                SinkhornSolver::new(gpu.clone(), params.clone())
+                    .solve(&p)
+                    .unwrap()
             };
             let (a, b) = (solve(&wg), solve(&sync));
             let apart = |u: &Array2<f32>, v: &Array2<f32>| {
@@ -385,18 +382,13 @@ fn distance_error(
 ) -> (f64, f64) {
     let (x, y) = clouds(n, m, d, seed);
     let eps = 0.01 * mean_cost(d, metric);
-    let params = SinkhornParams {
-        eps,
-        max_iters: 60,
-        tol: Some(0.0),
-        ..Default::default()
-    };
+    let params = SinkhornParams::new(eps).max_iters(60).tol(0.0);
     let mu = Array2::from_elem((1, n), 1.0 / n as f64);
     let nu = Array2::from_elem((1, m), 1.0 / m as f64);
     let want = want.unwrap_or_else(|| {
         let cost = PointCloudCost::with_metric(x.view(), y.view(), metric).unwrap();
-        let p = Problem::batch(mu.view(), nu.view(), cost).unwrap();
-        Solver::new(CpuBackend, params.clone())
+        let p = Problem::new(mu.view(), nu.view(), cost).unwrap();
+        SinkhornSolver::new(CpuBackend, params.clone())
             .solve(&p)
             .unwrap()
             .distance[0]
@@ -406,8 +398,10 @@ fn distance_error(
     let c32 = PointCloudCost::with_metric(x32.view(), y32.view(), metric)
         .unwrap()
         .with_precision(mode);
-    let p32 = Problem::batch(mu32.view(), nu32.view(), c32).unwrap();
-    let got = Solver::new(gpu.clone(), params).solve(&p32).unwrap();
+    let p32 = Problem::new(mu32.view(), nu32.view(), c32).unwrap();
+    let got = SinkhornSolver::new(gpu.clone(), params)
+        .solve(&p32)
+        .unwrap();
     let got = got.distance[0] as f64;
     ((got - want).abs() / want.abs(), want)
 }
@@ -417,8 +411,8 @@ fn distance_error(
 /// kernels' development: the default (F16x2), TF32x3 and the exact mode keep 1e-5 relative to
 /// the f64 CPU result (F16x2 measured on an H100: 1.8e-7 to 4.8e-6, the largest at d = 17;
 /// TF32x3 1.3e-7 to 4.6e-6, exact
-/// 4.8e-8 to 9.7e-7; since TF32x3's partial sums are flushed per 16 coordinates, at d = 64
-/// and 1024 it measured 1.7e-6 and 3e-7 where it had 1.2e-5 and 2.4e-5 before); TF32 stays within
+/// 4.8e-8 to 9.7e-7; TF32x3 flushes its partial sums per 16 coordinates, which takes it
+/// from 1.2e-5 and 2.4e-5 to 1.7e-6 and 3e-7 at d = 64 and 1024); TF32 stays within
 /// 1e-2 (its per-entry bound, `2^-9·|x||y|`, is about 1e-3 of the mean cost; printed for the
 /// notes), and so does F16.
 #[test]

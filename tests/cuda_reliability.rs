@@ -1,6 +1,7 @@
 //! Reliability of the CUDA backend: an impossible allocation is an error (and the backend
 //! keeps working after it), a machine without a GPU is refused as unavailable, a bad
-//! ordinal is a parameter error, results are bitwise equal run to run, and the f32
+//! ordinal is a parameter error, kernel modules load at their first use (from two threads at
+//! once too), results are bitwise equal run to run, and the f32
 //! stability sweep (tests/common/stability.rs) stays finite and close to f64 on the GPU.
 //! Rows L71–L73 of docs/input-checks.md. Each test skips with a printed reason when no GPU
 //! is usable, and fails instead when `LOGOT_REQUIRE_GPU=1`.
@@ -11,8 +12,8 @@ use common::gpu::gpu;
 
 use logot::backend::cuda::CudaBackend;
 use logot::{
-    Backend, BarycenterParams, BarycenterSolver, Error, GridCost, PointCloudCost, Problem,
-    SinkhornParams, Solver,
+    Backend, BarycenterParams, BarycenterProblem, BarycenterSolver, Error, GridCost,
+    PointCloudCost, Problem, SinkhornParams, SinkhornSolver,
 };
 use ndarray::{Array1, Array2, Array3, Axis};
 
@@ -56,9 +57,12 @@ fn impossible_allocations_are_errors() {
     let mu = Array1::from_elem(8, 0.125f32);
     let cost = Array2::from_shape_fn((8, 8), |(i, j)| ((i as f32) - (j as f32)).powi(2) / 64.0);
     let p = Problem::new(mu.view(), mu.view(), cost.view()).unwrap();
-    let params = SinkhornParams::fixed_iterations(0.05, 50);
-    let d_gpu = Solver::new(gpu, params.clone()).solve(&p).unwrap().distance[0];
-    let d_cpu = Solver::new(logot::CpuBackend, params)
+    let params = SinkhornParams::new(0.05).fixed_iterations(50);
+    let d_gpu = SinkhornSolver::new(gpu, params.clone())
+        .solve(&p)
+        .unwrap()
+        .distance[0];
+    let d_cpu = SinkhornSolver::new(logot::CpuBackend, params)
         .solve(&p)
         .unwrap()
         .distance[0];
@@ -133,6 +137,69 @@ fn histograms(b: usize, n: usize, seed: u64) -> Array2<f64> {
         row.mapv_inplace(|v| v / s);
     }
     h
+}
+
+/// Kernel modules are compiled and loaded at the first launch of one of their kernels: a
+/// new backend holds none, a dense solve loads the Sinkhorn module and not the point-cloud,
+/// linear-algebra, barycenter, grid or bistochastic ones, and the first point-cloud solve
+/// loads the point-cloud module. Two threads that make the first launches of the same
+/// module at once (on clones of one backend) both succeed, with bitwise-equal results.
+#[test]
+fn kernel_modules_load_on_first_use() {
+    let Some(gpu) = gpu() else { return };
+    assert!(
+        gpu.loaded_modules().is_empty(),
+        "{:?}",
+        gpu.loaded_modules()
+    );
+    let mu = Array1::from_elem(16, 1.0f32 / 16.0);
+    let cost = Array2::from_shape_fn((16, 16), |(i, j)| ((i as f32) - (j as f32)).powi(2) / 256.0);
+    let params = SinkhornParams::new(0.05).fixed_iterations(20);
+    SinkhornSolver::new(gpu.clone(), params.clone())
+        .solve(&Problem::new(mu.view(), mu.view(), cost.view()).unwrap())
+        .unwrap();
+    let loaded = gpu.loaded_modules();
+    println!("after a dense solve: {loaded:?}");
+    assert!(loaded.contains(&"sinkstep"), "{loaded:?}");
+    for other in ["pointcloud", "linalg", "barycenter", "grid", "bistochastic"] {
+        assert!(
+            !loaded.contains(&other),
+            "{other} loaded by a dense solve: {loaded:?}"
+        );
+    }
+    let x = Array2::from_shape_fn((64, 3), |(i, t)| ((i * 7 + t * 13) % 64) as f32 / 64.0);
+    let y = Array2::from_shape_fn((48, 3), |(i, t)| ((i * 5 + t * 11) % 48) as f32 / 48.0);
+    let (a, b) = (
+        Array1::from_elem(64, 1.0f32 / 64.0),
+        Array1::from_elem(48, 1.0f32 / 48.0),
+    );
+    let cloud_solve = |be: CudaBackend| {
+        let cost = PointCloudCost::new(x.view(), y.view()).unwrap();
+        SinkhornSolver::new(be, params.clone())
+            .solve(&Problem::new(a.view(), b.view(), cost).unwrap())
+            .unwrap()
+    };
+    cloud_solve(gpu.clone());
+    assert!(
+        gpu.loaded_modules().contains(&"pointcloud"),
+        "{:?}",
+        gpu.loaded_modules()
+    );
+    // First launches of the point-cloud module from two threads at once, on a new backend.
+    let Some(fresh) = common::gpu::gpu() else {
+        return;
+    };
+    let (r1, r2) = std::thread::scope(|s| {
+        let h1 = s.spawn(|| cloud_solve(fresh.clone()));
+        let h2 = s.spawn(|| cloud_solve(fresh.clone()));
+        (h1.join().unwrap(), h2.join().unwrap())
+    });
+    assert!(fresh.loaded_modules().contains(&"pointcloud"));
+    assert_eq!(bits32(r1.f.iter().copied()), bits32(r2.f.iter().copied()));
+    assert_eq!(
+        bits32(r1.distance.iter().copied()),
+        bits32(r2.distance.iter().copied())
+    );
 }
 
 /// `LOGOT_SANITIZE=1` (scripts/gpu-sanitize): smaller problems and fewer repeats, so the
@@ -214,15 +281,15 @@ fn repeated_solves_are_bitwise_equal() {
         let nu = histograms(b, m, 12);
         let shared = dense(n, m, &mut r);
         let costs = Array3::from_shape_fn((b, n, m), |(k, i, j)| shared[[i, j]] * (1.0 + k as f64));
-        let params = SinkhornParams::fixed_iterations(0.02, iters);
+        let params = SinkhornParams::new(0.02).fixed_iterations(iters);
         // f64
         let p64 = if per {
-            Problem::batch(mu.view(), nu.view(), costs.view()).unwrap()
+            Problem::new(mu.view(), nu.view(), costs.view()).unwrap()
         } else {
-            Problem::batch(mu.view(), nu.view(), shared.view()).unwrap()
+            Problem::new(mu.view(), nu.view(), shared.view()).unwrap()
         };
         assert_bitwise_repeats(&format!("{label} f64"), repeats, [&gpu, &second], |be| {
-            let s = Solver::new(be, params.clone()).solve(&p64).unwrap();
+            let s = SinkhornSolver::new(be, params.clone()).solve(&p64).unwrap();
             (
                 bits64(s.distance.iter().copied()),
                 bits64(s.f.iter().copied()),
@@ -233,12 +300,14 @@ fn repeated_solves_are_bitwise_equal() {
         let (mu32, nu32) = (mu.mapv(|v| v as f32), nu.mapv(|v| v as f32));
         let (sh32, co32) = (shared.mapv(|v| v as f32), costs.mapv(|v| v as f32));
         let p32 = if per {
-            Problem::batch(mu32.view(), nu32.view(), co32.view()).unwrap()
+            Problem::new(mu32.view(), nu32.view(), co32.view()).unwrap()
         } else {
-            Problem::batch(mu32.view(), nu32.view(), sh32.view()).unwrap()
+            Problem::new(mu32.view(), nu32.view(), sh32.view()).unwrap()
         };
         assert_bitwise_repeats(&format!("{label} f32"), repeats, [&gpu, &second], |be| {
-            let c = Solver::new(be, params.clone()).coupling(&p32).unwrap();
+            let c = SinkhornSolver::new(be, params.clone())
+                .coupling(&p32)
+                .unwrap();
             let s = c.result;
             (
                 bits32(s.distance.iter().copied()),
@@ -255,8 +324,8 @@ fn repeated_solves_are_bitwise_equal() {
     let w = histograms(1, n, 13).mapv(|v| v as f32);
     assert_bitwise_repeats("point clouds", repeats, [&gpu, &second], |be| {
         let cloud = PointCloudCost::new(x.view(), y.view()).unwrap();
-        let p = Problem::batch(w.view(), w.view(), cloud).unwrap();
-        let s = Solver::new(be, SinkhornParams::fixed_iterations(0.05, iters))
+        let p = Problem::new(w.view(), w.view(), cloud).unwrap();
+        let s = SinkhornSolver::new(be, SinkhornParams::new(0.05).fixed_iterations(iters))
             .solve(&p)
             .unwrap();
         (
@@ -280,9 +349,13 @@ fn repeated_solves_are_bitwise_equal() {
     }
     let wts = Array1::from(vec![0.3f32, 0.3, 0.4]);
     assert_bitwise_repeats("grid barycenter", repeats, [&gpu, &second], |be| {
-        let bar = BarycenterSolver::new(be, BarycenterParams::fixed_iterations(0.004, iters))
-            .solve(h.view(), wts.view(), GridCost::image(grid, grid).unwrap())
-            .unwrap();
+        let bar = BarycenterSolver::new(be, BarycenterParams::new(0.004).fixed_iterations(iters))
+            .solve(
+                &BarycenterProblem::new(h.view(), wts.view()).unwrap(),
+                GridCost::image(grid, grid).unwrap(),
+            )
+            .unwrap()
+            .remove(0);
         bits32(bar.histogram.iter().copied())
     });
     println!("grid barycenter {grid}×{grid}: {repeats} runs bitwise equal");
@@ -312,14 +385,14 @@ fn f32_stability_sweep_on_the_gpu() {
 /// Newton–Schulz, svd3): bitwise-equal outputs over repeated calls, f32.
 #[test]
 fn bistochastic_and_linalg_kernels_are_deterministic() {
-    use logot::grad::{Bistochastic, BistochasticParams, CgParams};
-    use logot::linalg::{matmul_on, newton_schulz_on, svd3_batch_on, xxt_on, NewtonSchulzParams};
+    use logot::grad::{BistochasticParams, BistochasticSolver, CgParams};
+    use logot::linalg::{matmul, newton_schulz, svd3_batch, xxt, NewtonSchulzParams};
     let Some(gpu) = gpu() else { return };
     let mut r = common::uniforms(21);
     let (b, n) = if small() { (64, 8) } else { (4096, 16) };
     let x = Array3::from_shape_fn((b, n, n), |_| (4.0 * r()) as f32);
     let g = Array3::from_shape_fn((b, n, n), |_| (2.0 * r() - 1.0) as f32);
-    let proj = Bistochastic::new(gpu.clone(), BistochasticParams::default());
+    let proj = BistochasticSolver::new(gpu.clone(), BistochasticParams::default());
     let size = if small() { 96 } else { 700 };
     let a = Array2::from_shape_fn((size, size + 13), |_| (2.0 * r() - 1.0) as f32);
     let bm = Array2::from_shape_fn((size + 13, size - 5), |_| (2.0 * r() - 1.0) as f32);
@@ -333,25 +406,21 @@ fn bistochastic_and_linalg_kernels_are_deterministic() {
         let bwd = proj
             .backward(fwd.r.view(), g.view(), &CgParams::default())
             .unwrap();
-        let svd = svd3_batch_on(&gpu, pts.view()).unwrap();
-        let grads = Solver::new(gpu.clone(), SinkhornParams::fixed_iterations(0.05, 30))
-            .wasserstein_gradients(
-                &Problem::batch(mu.view(), nu.view(), cost.view()).unwrap(),
-                &CgParams::default(),
-            )
-            .unwrap();
+        let svd = svd3_batch(&gpu, pts.view()).unwrap();
+        let grads =
+            SinkhornSolver::new(gpu.clone(), SinkhornParams::new(0.05).fixed_iterations(30))
+                .wasserstein_gradients(
+                    &Problem::new(mu.view(), nu.view(), cost.view()).unwrap(),
+                    &CgParams::default(),
+                )
+                .unwrap();
         let outs = vec![
             bits32(fwd.r.iter().copied()),
             bits32(bwd.dx.iter().copied()),
+            bits32(matmul(&gpu, a.view(), bm.view()).unwrap().iter().copied()),
+            bits32(xxt(&gpu, a.view()).unwrap().iter().copied()),
             bits32(
-                matmul_on(&gpu, a.view(), bm.view())
-                    .unwrap()
-                    .iter()
-                    .copied(),
-            ),
-            bits32(xxt_on(&gpu, a.view()).unwrap().iter().copied()),
-            bits32(
-                newton_schulz_on(&gpu, a.view(), &NewtonSchulzParams::default())
+                newton_schulz(&gpu, a.view(), &NewtonSchulzParams::default())
                     .unwrap()
                     .iter()
                     .copied(),

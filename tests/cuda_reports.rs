@@ -12,7 +12,7 @@ use common::gpu::gpu;
 use common::reports::{case, check_case};
 
 use logot::backend::cuda::CudaBackend;
-use logot::{Problem, Real, SinkhornParams, Solver};
+use logot::{Problem, Real, SinkhornParams, SinkhornSolver};
 use ndarray::{Array2, Array3, ArrayView1, ArrayView2, Axis};
 use proptest::prelude::*;
 use proptest::test_runner::{RngSeed, TestRunner};
@@ -75,13 +75,12 @@ where
     let cost = cast::<T, _>(&Array3::from_shape_fn((b, n, m), |_| {
         rng.random_range(0.0..1.0)
     }));
-    let problem = Problem::batch(mu.view(), nu.view(), cost.view()).unwrap();
+    let problem = Problem::new(mu.view(), nu.view(), cost.view()).unwrap();
     for (eps, max_iters) in [(0.1, 1000), (0.02, 7), (0.05, 40)] {
-        let params = SinkhornParams {
-            max_iters,
-            ..SinkhornParams::new(eps)
-        };
-        let r = Solver::new(be.clone(), params).solve(&problem).unwrap();
+        let params = SinkhornParams::new(eps).max_iters(max_iters);
+        let r = SinkhornSolver::new(be.clone(), params)
+            .solve(&problem)
+            .unwrap();
         let conv = &r.convergence;
         assert_eq!(conv.problems.len(), b);
         for k in 0..b {
@@ -158,7 +157,7 @@ fn shared_cost_case<T: Real>(
     let cost = cast::<T, _>(&Array2::from_shape_fn((n, m), |(i, j)| {
         (x[i] - y[j]).powi(2)
     }));
-    let problem = Problem::batch(mu.view(), nu.view(), cost.view()).unwrap();
+    let problem = Problem::new(mu.view(), nu.view(), cost.view()).unwrap();
     let (lo, hi) = cost
         .iter()
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), c| {
@@ -166,11 +165,10 @@ fn shared_cost_case<T: Real>(
         });
     let half_range = (hi - lo) / 2.0;
     for (eps, max_iters) in [(0.05, 2000), (0.01, 9)] {
-        let params = SinkhornParams {
-            max_iters,
-            ..SinkhornParams::new(eps)
-        };
-        let r = Solver::new(be.clone(), params).solve(&problem).unwrap();
+        let params = SinkhornParams::new(eps).max_iters(max_iters);
+        let r = SinkhornSolver::new(be.clone(), params)
+            .solve(&problem)
+            .unwrap();
         let conv = &r.convergence;
         assert_eq!(conv.problems.len(), b);
         for k in 0..b {
@@ -239,8 +237,8 @@ fn cuda_coupling_under_a_cost_offset_is_honest() {
     let mu = cast::<f32, _>(&histograms(&mut rng, 1, n));
     let nu = cast::<f32, _>(&histograms(&mut rng, 1, n));
     let cost = Array2::from_shape_fn((n, n), |_| rng.random_range(0.0..1.0f32) + 400.0);
-    let problem = Problem::batch(mu.view(), nu.view(), cost.view()).unwrap();
-    let c = Solver::new(be, SinkhornParams::new(0.02))
+    let problem = Problem::new(mu.view(), nu.view(), cost.view()).unwrap();
+    let c = SinkhornSolver::new(be, SinkhornParams::new(0.02))
         .coupling(&problem)
         .unwrap();
     let p = c.plan.index_axis(Axis(0), 0);

@@ -8,7 +8,7 @@ use common::gpu::{gpu, gpu_with};
 
 use logot::backend::cuda::{CudaBackend, CudaBuffer, Tuning};
 use logot::backend::{Marginals, Potentials};
-use logot::{Backend, CostSource, CpuBackend, Problem, Side, SinkhornParams, Solver};
+use logot::{Backend, CostSource, CpuBackend, Problem, Side, SinkhornParams, SinkhornSolver};
 use ndarray::{Array1, Array2, Array3, Axis};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -309,24 +309,15 @@ fn half_step_matches_cpu_on_every_kernel() {
     }
 }
 
-/// The GPU with the factored half-steps and without (`Tuning::factored`), named.
-fn factored_and_not() -> Option<[(&'static str, CudaBackend); 2]> {
-    let on = gpu()?;
-    let off = gpu_with(Tuning {
-        factored: false,
-        ..Tuning::default()
-    })?;
-    Some([("factored", on), ("one exponential per term", off)])
-}
-
-/// The factored half-steps (`Tuning::factored`, FACT in cuda/sinkstep.cu). On a smooth
-/// cost the previous result's shifts fit u_b + v_j across whole tiles, so with hints that
-/// hold those half-steps are products of shared factors; with hints far too high, far too
-/// low, NaN or stale (potentials moved) they take the exact paths. The same checks as
-/// [`half_step_matches_cpu_on_every_kernel`], with the factoring on and off.
+/// The factored half-steps (FACT in cuda/sinkstep.cu, 8 or more problems on a shared
+/// cost). On a smooth cost the previous result's shifts fit u_b + v_j across whole tiles,
+/// so with hints that hold those half-steps are products of shared factors; with hints far
+/// too high, far too low, NaN or stale (potentials moved) they take the exact paths, and
+/// warps whose outputs do not fit keep one exponential per term. The same checks as
+/// [`half_step_matches_cpu_on_every_kernel`].
 #[test]
 fn factored_half_steps_match_cpu() {
-    let Some(both) = factored_and_not() else {
+    let Some(gpu) = gpu() else {
         return;
     };
     let cases = [
@@ -359,36 +350,32 @@ fn factored_half_steps_match_cpu() {
             zero_bins: 0,
         },
     ];
-    for (_, gpu) in &both {
-        for (k, c) in cases.iter().enumerate() {
-            check_half_step_on(gpu, c, 300 + k as u64, smooth_cost);
-        }
+    for (k, c) in cases.iter().enumerate() {
+        check_half_step_on(&gpu, c, 300 + k as u64, smooth_cost);
     }
 }
 
 /// An otB-shaped batch (bump histograms, squared distances on a line, ε = 1e-2), solved
-/// in f32 with the factoring on and off, against the CPU in f64.
+/// in f32 by the factored half-steps, against the CPU in f64.
 #[test]
 fn otb_shaped_solve_matches_cpu() {
-    let Some(both) = factored_and_not() else {
+    let Some(gpu) = gpu() else {
         return;
     };
-    let (mu, nu, c) = logot::problems::ot_b::<f64>(20, 300);
-    let params = SinkhornParams::fixed_iterations(1e-2, 100);
-    let want = Solver::new(CpuBackend, params.clone())
-        .solve(&Problem::batch(mu.view(), nu.view(), c.view()).unwrap())
+    let (mu, nu, c) = logot_cli::problems::ot_b::<f64>(20, 300);
+    let params = SinkhornParams::new(1e-2).fixed_iterations(100);
+    let want = SinkhornSolver::new(CpuBackend, params.clone())
+        .solve(&Problem::new(mu.view(), nu.view(), c.view()).unwrap())
         .unwrap();
     let (muf, nuf, cf) = (
         mu.mapv(|v| v as f32),
         nu.mapv(|v| v as f32),
         c.mapv(|v| v as f32),
     );
-    for (what, gpu) in &both {
-        let got = Solver::new(gpu.clone(), params.clone())
-            .solve(&Problem::batch(muf.view(), nuf.view(), cf.view()).unwrap())
-            .unwrap();
-        assert_solve_agrees(what, &got, &want);
-    }
+    let got = SinkhornSolver::new(gpu, params)
+        .solve(&Problem::new(muf.view(), nuf.view(), cf.view()).unwrap())
+        .unwrap();
+    assert_solve_agrees("factored", &got, &want);
 }
 
 /// The end-of-solve report (column-marginal error and transport cost of the plan (f, g)),
@@ -557,13 +544,13 @@ fn check_solve(gpu: &CudaBackend, case: &HalfStepCase, seed: u64) {
     let c3 = Array3::from_shape_fn((nc, n, m), |(b, i, j)| {
         (xs[i] - ys[j]).powi(2) * (1.0 + 0.1 * b as f64)
     });
-    let params = SinkhornParams::fixed_iterations(eps, 300);
+    let params = SinkhornParams::new(eps).fixed_iterations(300);
     let want = if per_problem {
-        Solver::new(CpuBackend, params.clone())
-            .solve(&Problem::batch(mu.view(), nu.view(), c3.view()).unwrap())
+        SinkhornSolver::new(CpuBackend, params.clone())
+            .solve(&Problem::new(mu.view(), nu.view(), c3.view()).unwrap())
     } else {
-        Solver::new(CpuBackend, params.clone())
-            .solve(&Problem::batch(mu.view(), nu.view(), c3.index_axis(Axis(0), 0)).unwrap())
+        SinkhornSolver::new(CpuBackend, params.clone())
+            .solve(&Problem::new(mu.view(), nu.view(), c3.index_axis(Axis(0), 0)).unwrap())
     }
     .unwrap();
     let (muf, nuf, c3f) = (
@@ -572,11 +559,11 @@ fn check_solve(gpu: &CudaBackend, case: &HalfStepCase, seed: u64) {
         c3.mapv(|v| v as f32),
     );
     let got = if per_problem {
-        Solver::new(gpu.clone(), params.clone())
-            .solve(&Problem::batch(muf.view(), nuf.view(), c3f.view()).unwrap())
+        SinkhornSolver::new(gpu.clone(), params.clone())
+            .solve(&Problem::new(muf.view(), nuf.view(), c3f.view()).unwrap())
     } else {
-        Solver::new(gpu.clone(), params.clone())
-            .solve(&Problem::batch(muf.view(), nuf.view(), c3f.index_axis(Axis(0), 0)).unwrap())
+        SinkhornSolver::new(gpu.clone(), params.clone())
+            .solve(&Problem::new(muf.view(), nuf.view(), c3f.index_axis(Axis(0), 0)).unwrap())
     }
     .unwrap();
     let what = format!("B={batch} {n}×{m} per_problem={per_problem} eps={eps}");
@@ -695,10 +682,12 @@ fn fused_and_half_steps_agree() {
     let c = Array2::from_shape_fn((n, m), |(i, j)| {
         ((i as f32 / n as f32) - (j as f32 / m as f32)).powi(2)
     });
-    let p = Problem::batch(mu.view(), nu.view(), c.view()).unwrap();
-    let params = SinkhornParams::fixed_iterations(0.01, 150);
-    let a = Solver::new(fused, params.clone()).solve(&p).unwrap();
-    let s = Solver::new(steps, params).solve(&p).unwrap();
+    let p = Problem::new(mu.view(), nu.view(), c.view()).unwrap();
+    let params = SinkhornParams::new(0.01).fixed_iterations(150);
+    let a = SinkhornSolver::new(fused, params.clone())
+        .solve(&p)
+        .unwrap();
+    let s = SinkhornSolver::new(steps, params).solve(&p).unwrap();
     let d = max_abs_diff(
         &a.f.iter().map(|&v| v as f64).collect::<Vec<_>>(),
         &s.f.iter().map(|&v| v as f64).collect::<Vec<_>>(),
@@ -710,34 +699,13 @@ fn fused_and_half_steps_agree() {
     for k in 0..b {
         assert!(((a.distance[k] - s.distance[k]) / s.distance[k]).abs() <= 1e-5);
     }
-    // Eight outputs per lane, and a single lane per group (no shuffles).
-    for (outputs, lanes) in [(8, 0), (4, 1), (8, 32)] {
-        let Some(v) = gpu_with(Tuning {
-            fused_outputs: outputs,
-            fused_lanes: lanes,
-            ..Tuning::default()
-        }) else {
-            return;
-        };
-        let r = Solver::new(v, SinkhornParams::fixed_iterations(0.01, 150))
-            .solve(&p)
-            .unwrap();
-        let d = max_abs_diff(
-            &r.f.iter().map(|&v| v as f64).collect::<Vec<_>>(),
-            &s.f.iter().map(|&v| v as f64).collect::<Vec<_>>(),
-        );
-        assert!(
-            d <= 2e-5,
-            "fused ({outputs} outputs, {lanes} lanes) and per-half-step potentials differ by {d:e}"
-        );
-    }
 }
 
 /// The fused kernel on thread-block clusters (each CTA takes every CL-th output group and
 /// writes it into every CTA's shared memory) against the per-half-step kernels: cluster
 /// sizes 1 (off) to 16, odd shapes (more CTAs than output groups on one side, a single
-/// point), zero-mass bins, a small ε that sends groups through the exact path, 4 and 8
-/// outputs per lane and forced lane counts.
+/// point), zero-mass bins, a small ε that sends groups through the exact path, and lane
+/// groups from one lane (a reduction of 1 or 5 terms: no shuffles) to 32 (600 terms).
 #[test]
 fn fused_clusters_agree_with_half_steps() {
     let Some(steps) = gpu_with(Tuning {
@@ -752,42 +720,33 @@ fn fused_clusters_agree_with_half_steps() {
         (3, 37, 129, 0.01),
         (2, 1, 5, 0.05),
         (1, 200, 23, 2e-3),
+        (2, 600, 20, 0.01),
     ] {
         let mu = histograms(&mut rng, b, n, usize::from(n > 10)).mapv(|v| v as f32);
         let nu = histograms(&mut rng, b, m, usize::from(m > 10)).mapv(|v| v as f32);
         let xs = uniform(&mut rng, n, 0.0, 1.0);
         let ys = uniform(&mut rng, m, 0.0, 1.0);
         let c = Array2::from_shape_fn((n, m), |(i, j)| ((xs[i] - ys[j]).powi(2)) as f32);
-        let p = Problem::batch(mu.view(), nu.view(), c.view()).unwrap();
-        let params = SinkhornParams::fixed_iterations(eps, 120);
-        let s = Solver::new(steps.clone(), params.clone())
+        let p = Problem::new(mu.view(), nu.view(), c.view()).unwrap();
+        let params = SinkhornParams::new(eps).fixed_iterations(120);
+        let s = SinkhornSolver::new(steps.clone(), params.clone())
             .solve(&p)
             .unwrap();
         let sf: Vec<f64> = s.f.iter().map(|&v| v as f64).collect();
-        for (cluster, outputs, lanes) in [
-            (1, 4, 0),
-            (2, 4, 0),
-            (4, 8, 0),
-            (8, 4, 0),
-            (16, 4, 0),
-            (8, 4, 2),
-            (8, 8, 32),
-        ] {
+        for cluster in [1, 2, 4, 8, 16] {
             let Some(v) = gpu_with(Tuning {
                 fused_cluster: cluster,
-                fused_outputs: outputs,
-                fused_lanes: lanes,
                 ..Tuning::default()
             }) else {
                 return;
             };
-            let r = Solver::new(v, params.clone()).solve(&p).unwrap();
+            let r = SinkhornSolver::new(v, params.clone()).solve(&p).unwrap();
             let d = max_abs_diff(&r.f.iter().map(|&v| v as f64).collect::<Vec<_>>(), &sf);
             // Potentials are in cost units; the kernels differ only in summation order.
             let tol = 4e-6 * (1.0 + sf.iter().fold(0.0f64, |a, v| a.max(v.abs())));
             assert!(
                 d <= tol,
-                "{b}×{n}×{m} eps {eps}, cluster {cluster}, {outputs} outputs, {lanes} lanes: potentials differ by {d:e} (tolerance {tol:e})"
+                "{b}×{n}×{m} eps {eps}, cluster {cluster}: potentials differ by {d:e} (tolerance {tol:e})"
             );
             for k in 0..b {
                 let (x, y) = (r.distance[k] as f64, s.distance[k] as f64);
@@ -805,9 +764,9 @@ fn ot_a_matches_cpu_and_has_gradient() {
     // The otA benchmark problem (ε = 1e-3): distance within 1e-4 of the CPU in f64, and the
     // gradient w.r.t. μ (f − mean f) within 1e-4 of the CPU's in absolute terms.
     let Some(gpu) = gpu() else { return };
-    let (mu, nu, c) = logot::problems::ot_a::<f64>();
-    let params = SinkhornParams::fixed_iterations(1e-3, 200);
-    let want = Solver::new(CpuBackend, params.clone())
+    let (mu, nu, c) = logot_cli::problems::ot_a::<f64>();
+    let params = SinkhornParams::new(1e-3).fixed_iterations(200);
+    let want = SinkhornSolver::new(CpuBackend, params.clone())
         .solve(&Problem::new(mu.view(), nu.view(), c.view()).unwrap())
         .unwrap();
     let (muf, nuf, cf) = (
@@ -815,7 +774,7 @@ fn ot_a_matches_cpu_and_has_gradient() {
         nu.mapv(|v| v as f32),
         c.mapv(|v| v as f32),
     );
-    let got = Solver::new(gpu, params)
+    let got = SinkhornSolver::new(gpu, params)
         .solve(&Problem::new(muf.view(), nuf.view(), cf.view()).unwrap())
         .unwrap();
     let rel = ((got.distance[0] as f64 - want.distance[0]) / want.distance[0]).abs();
@@ -846,13 +805,13 @@ fn small_eps_stays_finite_and_close() {
     let nu = histograms(&mut rng, b, n, 0);
     let x: Vec<f64> = (0..n).map(|i| i as f64 / (n - 1) as f64).collect();
     let c = Array2::from_shape_fn((n, n), |(i, j)| (x[i] - x[j]).powi(2));
-    let params = SinkhornParams::fixed_iterations(1e-3, 200);
-    let want = Solver::new(CpuBackend, params.clone())
-        .solve(&Problem::batch(mu.view(), nu.view(), c.view()).unwrap())
+    let params = SinkhornParams::new(1e-3).fixed_iterations(200);
+    let want = SinkhornSolver::new(CpuBackend, params.clone())
+        .solve(&Problem::new(mu.view(), nu.view(), c.view()).unwrap())
         .unwrap();
-    let got = Solver::new(gpu, params)
+    let got = SinkhornSolver::new(gpu, params)
         .solve(
-            &Problem::batch(
+            &Problem::new(
                 mu.mapv(|v| v as f32).view(),
                 nu.mapv(|v| v as f32).view(),
                 c.mapv(|v| v as f32).view(),
@@ -876,21 +835,17 @@ fn plan_matches_cpu_and_has_the_marginals() {
     let mu = histograms(&mut rng, b, n, 2);
     let nu = histograms(&mut rng, b, m, 0);
     let c = Array2::from_shape_fn((n, m), |_| rng.random_range(0.0..1.0));
-    let params = SinkhornParams {
-        tol: Some(1e-5),
-        max_iters: 5000,
-        ..SinkhornParams::new(0.05)
-    };
-    let want = Solver::new(CpuBackend, params.clone())
-        .coupling(&Problem::batch(mu.view(), nu.view(), c.view()).unwrap())
+    let params = SinkhornParams::new(0.05).tol(1e-5).max_iters(5000);
+    let want = SinkhornSolver::new(CpuBackend, params.clone())
+        .coupling(&Problem::new(mu.view(), nu.view(), c.view()).unwrap())
         .unwrap();
     let (muf, nuf, cf) = (
         mu.mapv(|v| v as f32),
         nu.mapv(|v| v as f32),
         c.mapv(|v| v as f32),
     );
-    let got = Solver::new(gpu, params)
-        .coupling(&Problem::batch(muf.view(), nuf.view(), cf.view()).unwrap())
+    let got = SinkhornSolver::new(gpu, params)
+        .coupling(&Problem::new(muf.view(), nuf.view(), cf.view()).unwrap())
         .unwrap();
     assert!(got.result.convergence.converged);
     let d = got

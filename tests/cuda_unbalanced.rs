@@ -1,15 +1,16 @@
 //! Unbalanced Sinkhorn on the CUDA backend against the CPU backend (itself checked against
-//! POT in tests/unbalanced.rs): the `relax` kernel entry by entry, and whole solves on dense,
+//! POT in tests/unbalanced/solve.rs): the `relax` kernel entry by entry, and whole solves on dense,
 //! batched dense, grid and point-cloud costs in f64 and f32. Each test skips with a printed
 //! reason when no GPU is usable, and fails instead when `LOGOT_REQUIRE_GPU=1`.
 #![cfg(feature = "cuda")]
 
 mod common;
 use common::gpu::gpu;
+use common::relaxed::Relaxed;
 
 use logot::{
     Backend, CostSource, CpuBackend, GridCost, PointCloudCost, Problem, Real, Relaxation,
-    SinkhornParams, Solver,
+    SinkhornParams, SinkhornSolver,
 };
 use ndarray::{Array1, Array2, Array3, Axis};
 
@@ -33,11 +34,12 @@ fn data(b: usize, n: usize, m: usize) -> (Array2<f64>, Array2<f64>, Array3<f64>)
     (mu, nu, cost)
 }
 
-fn params(rho: (f64, f64)) -> SinkhornParams {
-    SinkhornParams {
-        max_iters: 20_000,
-        ..SinkhornParams::new(0.05).with_relaxation(Relaxation::kl_each(rho.0, rho.1))
-    }
+/// The solver of problems relaxed by `rho` on `backend`.
+fn solver<B>(backend: B, rho: (f64, f64)) -> Relaxed<B> {
+    Relaxed::new(
+        SinkhornSolver::new(backend, SinkhornParams::new(0.05).max_iters(20_000)),
+        rho,
+    )
 }
 
 /// `|a − b| ≤ tol·max(1, |b|)`, −∞ entries equal.
@@ -108,13 +110,9 @@ fn compare<'a, T: Real>(
 ) where
     logot::CudaBackend: Backend<T>,
 {
-    let problem = Problem::batch(mu, nu, cost).unwrap();
-    let on_gpu = Solver::new(cuda.clone(), params(rho))
-        .solve(&problem)
-        .unwrap();
-    let on_cpu = Solver::new(CpuBackend, params(rho))
-        .solve(&problem)
-        .unwrap();
+    let problem = Problem::new(mu, nu, cost).unwrap();
+    let on_gpu = solver(cuda.clone(), rho).solve(&problem).unwrap();
+    let on_cpu = solver(CpuBackend, rho).solve(&problem).unwrap();
     assert!(
         on_gpu.convergence.converged,
         "{what}: {:?}",
@@ -304,13 +302,17 @@ fn relaxed_sides_match_a_brute_force_sum() {
                     if a[k] > 0.0 {
                         let q = (p[k] - h[k]) / eps;
                         let d = p[k] - eps * a[k].ln();
-                        let want = if rho.is_infinite() {
-                            1.0
-                        } else {
-                            (-d / rho).exp()
-                        };
                         let r = a[k] * q.exp();
-                        s[0] += a[k] * (q.exp() - want).abs();
+                        // After one more relaxed half-step the marginal is the geometric
+                        // blend r^{1−φ}·w^φ of r and the one the condition asks for,
+                        // w = a·exp(−d/ρ) (a for ρ = ∞, φ = 1).
+                        let next = if rho.is_infinite() {
+                            a[k]
+                        } else {
+                            let phi = rho / (rho + eps);
+                            r.powf(1.0 - phi) * (a[k] * (-d / rho).exp()).powf(phi)
+                        };
+                        s[0] += (next - r).abs();
                         s[1] += r;
                         s[2] += r * d;
                         s[3] += r * q - r + a[k];
@@ -378,7 +380,7 @@ fn relaxed_sides_match_a_brute_force_sum() {
 
 /// The unbalanced Sinkhorn divergence of two clouds (unequal masses, d = 3) on the GPU, in
 /// f64 and f32, against the CPU in f64 (itself checked against a dense reference and
-/// GeomLoss's closed form in tests/unbalanced_divergence.rs): value, terms, point gradients.
+/// GeomLoss's closed form in tests/unbalanced/divergence.rs): value, terms, point gradients.
 #[test]
 fn unbalanced_divergence_matches_the_cpu() {
     let Some(cuda) = gpu() else { return };
@@ -389,10 +391,7 @@ fn unbalanced_divergence_matches_the_cpu() {
     });
     let a = Array1::from_shape_fn(n, |i| (0.5 + (0.3 * i as f64).sin().powi(2)) / n as f64);
     let b = Array1::from_shape_fn(m, |j| (1.0 + 0.5 * (0.2 * j as f64).cos()) / m as f64);
-    let p = SinkhornParams {
-        max_iters: 20_000,
-        ..SinkhornParams::new(0.05).with_relaxation(Relaxation::kl(0.5))
-    };
+    let p = SinkhornParams::new(0.05).max_iters(20_000);
     let div = |be_cpu: bool, f32: bool| -> (f64, [f64; 3], Vec<f64>, Vec<f64>) {
         let conv = logot::DivergenceConvention::Objective;
         let metric = logot::PointMetric::SqEuclidean;
@@ -404,18 +403,18 @@ fn unbalanced_divergence_matches_the_cpu() {
                     a.mapv(|v| v as $t),
                     b.mapv(|v| v as $t),
                 );
-                let s = Solver::new($be, p.clone())
-                    .sinkhorn_divergence(
-                        a.view(),
-                        b.view(),
-                        PointCloudCost::with_metric(x.view(), y.view(), metric).unwrap(),
-                        conv,
-                    )
+                let cost = PointCloudCost::with_metric(x.view(), y.view(), metric).unwrap();
+                let problem = Problem::new(a.view(), b.view(), cost)
+                    .unwrap()
+                    .relaxed(Relaxation::kl(0.5));
+                let s = SinkhornSolver::new($be, p.clone())
+                    .sinkhorn_divergence(&problem, conv)
                     .unwrap();
                 assert!(s.converged(), "{:?}", s.convergence);
+                let t = s.terms.row(0);
                 (
-                    s.value.f64(),
-                    [s.terms[0].f64(), s.terms[1].f64(), s.terms[2].f64()],
+                    s.value[0].f64(),
+                    [t[0].f64(), t[1].f64(), t[2].f64()],
                     s.grad_x.unwrap().iter().map(|v| v.f64()).collect(),
                     s.grad_y.unwrap().iter().map(|v| v.f64()).collect(),
                 )

@@ -10,8 +10,8 @@ use common::gpu::gpu;
 
 use logot::backend::cuda::CudaBackend;
 use logot::{
-    backend::BaryLayout, Backend, BarycenterKernels, BarycenterParams, BarycenterSolver,
-    CpuBackend, GridCost, Real, Relaxation,
+    backend::BaryLayout, Backend, BarycenterKernels, BarycenterParams, BarycenterProblem,
+    BarycenterSolver, CpuBackend, GridCost, Real, Relaxation,
 };
 use ndarray::{Array2, Array3};
 use rand::rngs::StdRng;
@@ -103,22 +103,46 @@ where
     });
     let hb = Array3::from_shape_fn((2, 3, n), |(_, k, i)| h[[k, i]]);
     let wb = Array2::from_shape_vec((2, 3), vec![0.2, 0.5, 0.3, 0.6, 0.0, 0.4]).unwrap();
-    let params = BarycenterParams::fixed_iterations(0.02, 200).with_relaxation(r);
+    let params = BarycenterParams::new(0.02).fixed_iterations(200);
     let cost = grid.to_dense::<f64>();
     let want = {
         let s = BarycenterSolver::new(CpuBackend, params.clone());
         if dense {
-            s.solve_batch(hb.view(), wb.view(), cost.view()).unwrap()
+            s.solve(
+                &BarycenterProblem::new(hb.view(), wb.view())
+                    .unwrap()
+                    .relaxed(r),
+                cost.view(),
+            )
+            .unwrap()
         } else {
-            s.solve_batch(hb.view(), wb.view(), grid.clone()).unwrap()
+            s.solve(
+                &BarycenterProblem::new(hb.view(), wb.view())
+                    .unwrap()
+                    .relaxed(r),
+                grid.clone(),
+            )
+            .unwrap()
         }
     };
     let (ht, wt, ct) = (hb.mapv(T::of), wb.mapv(T::of), cost.mapv(T::of));
     let s = BarycenterSolver::new(gpu.clone(), params);
     let got = if dense {
-        s.solve_batch(ht.view(), wt.view(), ct.view()).unwrap()
+        s.solve(
+            &BarycenterProblem::new(ht.view(), wt.view())
+                .unwrap()
+                .relaxed(r),
+            ct.view(),
+        )
+        .unwrap()
     } else {
-        s.solve_batch(ht.view(), wt.view(), grid).unwrap()
+        s.solve(
+            &BarycenterProblem::new(ht.view(), wt.view())
+                .unwrap()
+                .relaxed(r),
+            grid,
+        )
+        .unwrap()
     };
     let tol = if T::NAME == "float64" { 1e-10 } else { 1e-4 };
     for (p, (g, c)) in got.iter().zip(&want).enumerate() {

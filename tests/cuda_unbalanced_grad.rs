@@ -1,6 +1,6 @@
 //! Gradients of unbalanced (KL-relaxed) OT on the CUDA backend against the CPU backend in
 //! f64 (the reference, checked against central finite differences in
-//! tests/unbalanced_grad.rs), for `Relaxation::kl` and `Relaxation::kl_each` with either
+//! tests/unbalanced/grad.rs), for `Relaxation::kl` and `Relaxation::kl_each` with either
 //! side exact: `implicit_gradients` (∂L/∂C, ∂L/∂μ, ∂L/∂ν of `L = ⟨W, P⟩`) and
 //! `envelope_gradients` (the dual value, ∂/∂C = P, ∂/∂μ, ∂/∂ν) on batches of B = 3 with a
 //! shared cost and with per-problem costs (unequal masses, and a zero-mass bin), and
@@ -10,13 +10,14 @@
 
 mod common;
 use common::gpu::gpu;
+use common::relaxed::Relaxed;
 use common::Lcg;
 
 use logot::backend::cuda::CudaBackend;
 use logot::grad::CgParams;
 use logot::{
     CpuBackend, GradKernels, PointCloudCost, PointCloudKernels, Problem, Real, Relaxation,
-    SinkhornParams, Solver,
+    SinkhornParams, SinkhornSolver,
 };
 use ndarray::{Array2, Array3, Axis};
 
@@ -70,12 +71,10 @@ fn tolerance<T: Real>(n: usize, m: usize) -> f64 {
     10.0 * (n + m) as f64 / EPS * floor
 }
 
-fn params<T: Real>(relaxation: Relaxation) -> SinkhornParams {
-    SinkhornParams {
-        tol: Some(if T::NAME == "float64" { TOL_F64 } else { 1e-5 }),
-        max_iters: 50_000,
-        ..SinkhornParams::new(EPS).with_relaxation(relaxation)
-    }
+fn params<T: Real>() -> SinkhornParams {
+    SinkhornParams::new(EPS)
+        .tol(if T::NAME == "float64" { TOL_F64 } else { 1e-5 })
+        .max_iters(50_000)
 }
 
 /// `B` rows of positive weights, row `k` of total mass `mass(k)`.
@@ -127,9 +126,9 @@ fn problem<'a, T: Real>(
     shared: bool,
 ) -> Problem<'a, T> {
     if shared {
-        Problem::batch(mu.view(), nu.view(), costs.index_axis(Axis(0), 0)).unwrap()
+        Problem::new(mu.view(), nu.view(), costs.index_axis(Axis(0), 0)).unwrap()
     } else {
-        Problem::batch(mu.view(), nu.view(), costs.view()).unwrap()
+        Problem::new(mu.view(), nu.view(), costs.view()).unwrap()
     }
 }
 
@@ -147,8 +146,8 @@ fn dense_gradients_match<T: Real>(
     let (n, m) = (mu.ncols(), nu.ncols());
     let what = format!("{} {what}", T::NAME);
     let tol = tolerance::<T>(n, m);
-    let cpu = Solver::new(CpuBackend, params::<f64>(relaxation));
-    let dev = Solver::new(gpu.clone(), params::<T>(relaxation));
+    let cpu = Relaxed::new(SinkhornSolver::new(CpuBackend, params::<f64>()), relaxation);
+    let dev = Relaxed::new(SinkhornSolver::new(gpu.clone(), params::<T>()), relaxation);
     let pc = problem(mu, nu, costs, shared);
     let (mu_t, nu_t, c_t) = (mu.mapv(T::of), nu.mapv(T::of), costs.mapv(T::of));
     let pd = problem(&mu_t, &nu_t, &c_t, shared);
@@ -156,7 +155,7 @@ fn dense_gradients_match<T: Real>(
 
     // Implicit gradients of L = ⟨W, P⟩.
     let c = cpu
-        .implicit_gradients(&pc, |_| w.clone(), &CgParams::with_tol(1e-13))
+        .implicit_gradients(&pc, |_| w.clone(), &CgParams::default().tol(1e-13))
         .unwrap();
     let d = dev
         .implicit_gradients(&pd, |_| w_t.clone(), &CgParams::default())
@@ -244,11 +243,11 @@ where
         let mu = batch_weights(&mut g, (b, n), |k| 0.7 + 0.2 * k as f64);
         let nu = batch_weights(&mut g, (b, m), |k| 1.2 - 0.3 * k as f64);
         let what = format!("{} points {name}", T::NAME);
-        let cpu = Solver::new(CpuBackend, params::<f64>(relaxation));
-        let dev = Solver::new(gpu.clone(), params::<T>(relaxation));
+        let cpu = Relaxed::new(SinkhornSolver::new(CpuBackend, params::<f64>()), relaxation);
+        let dev = Relaxed::new(SinkhornSolver::new(gpu.clone(), params::<T>()), relaxation);
         let c = cpu
             .point_gradients(
-                &Problem::batch(
+                &Problem::new(
                     mu.view(),
                     nu.view(),
                     PointCloudCost::new(x.view(), y.view()).unwrap(),
@@ -257,7 +256,7 @@ where
             )
             .unwrap();
         let (mu_t, nu_t, x_t, y_t) = (mu.mapv(T::of), nu.mapv(T::of), x.mapv(T::of), y.mapv(T::of));
-        let p = Problem::batch(
+        let p = Problem::new(
             mu_t.view(),
             nu_t.view(),
             PointCloudCost::new(x_t.view(), y_t.view()).unwrap(),

@@ -3,24 +3,47 @@
 //! argument; a last check fails when a row of the table has no case here. Valid edge cases
 //! (zero-mass bins, one-point supports, 1×1 matrices, zero matrices) are accepted.
 
+mod common;
+
 use logot::grad::{
-    bistochastic, bistochastic_backward, check_gradient, numerical_gradient, plan_gradients,
-    BistochasticParams, CgParams, GradCheckOptions,
+    bistochastic, bistochastic_backward, check_gradient, numerical_gradient, BistochasticParams,
+    CgParams, GradCheckParams, PlanGradients,
 };
 use logot::linalg::{
-    align::rotation_angle, kabsch, matmul, matmul_backward, newton_schulz, newton_schulz_buffer,
+    align::rotation_angle, kabsch, matmul, matmul_backward, newton_schulz, newton_schulz_buffers,
     sq_euclidean_cost, svd3, svd3_batch, wasserstein_procrustes, Init, NewtonSchulzParams,
     ProcrustesMethod, RigidTransform, WassersteinProcrustesParams,
 };
 use logot::{
-    barycenter, barycenter_batch, grid_barycenter, wasserstein_points, Backend, BarycenterParams,
-    CostSource, CpuBackend, EpsScaling, GridCost, PointCloudCost, Problem, Relaxation, Result,
-    Side, SinkhornParams, Solver, WarmStart,
+    Backend, BarycenterParams, BarycenterProblem, BarycenterSolver, CostSource, CpuBackend,
+    EpsScaling, GridCost, PointCloudCost, Problem, Real, Relaxation, Result, Side, SinkhornParams,
+    SinkhornResult, SinkhornSolver, WarmStart,
 };
 use ndarray::{array, Array1, Array2, Array3, Axis};
 use std::collections::BTreeSet;
 
 type Case = (&'static str, &'static str, &'static str, Result<()>);
+
+/// The transport cost between weighted clouds: `wasserstein` with a `PointCloudCost`.
+fn wasserstein_points<T: Real>(
+    mu: ndarray::ArrayView1<'_, T>,
+    nu: ndarray::ArrayView1<'_, T>,
+    x: ndarray::ArrayView2<'_, T>,
+    y: ndarray::ArrayView2<'_, T>,
+    eps: T,
+) -> Result<SinkhornResult<T>> {
+    logot::wasserstein(mu, nu, PointCloudCost::new(x, y)?, eps)
+}
+
+/// The plan-only gradients at regularisation `eps` on the CPU.
+fn plan_gradients(
+    plan: ndarray::ArrayView3<'_, f64>,
+    eps: f64,
+    upstream: ndarray::ArrayView3<'_, f64>,
+    cg: &CgParams,
+) -> Result<PlanGradients<f64>> {
+    SinkhornSolver::new(CpuBackend, SinkhornParams::new(eps)).plan_gradients(plan, upstream, cg)
+}
 
 /// `(row id, expected variant, text the message must contain, outcome)`.
 fn case<T>(id: &'static str, variant: &'static str, needle: &'static str, r: Result<T>) -> Case {
@@ -36,7 +59,7 @@ fn cost(n: usize, m: usize) -> Array2<f64> {
 }
 
 fn solve(mu: &Array1<f64>, nu: &Array1<f64>, c: &Array2<f64>, p: SinkhornParams) -> Result<()> {
-    Solver::new(CpuBackend, p).solve(&Problem::new(mu.view(), nu.view(), c.view())?)?;
+    SinkhornSolver::new(CpuBackend, p).solve(&Problem::new(mu.view(), nu.view(), c.view())?)?;
     Ok(())
 }
 
@@ -64,7 +87,7 @@ fn sinkhorn_rows() -> Vec<Case> {
             "L01",
             "Empty",
             "mu: empty input",
-            Problem::batch(
+            Problem::new(
                 Array2::<f64>::zeros((0, 4)).view(),
                 Array2::<f64>::zeros((0, 3)).view(),
                 c.view(),
@@ -139,13 +162,13 @@ fn sinkhorn_rows() -> Vec<Case> {
             "L06",
             "Shape",
             "nu: batch of 1 problems but mu has 2",
-            Problem::batch(mu2.view(), nu.view().insert_axis(Axis(0)), c.view()),
+            Problem::new(mu2.view(), nu.view().insert_axis(Axis(0)), c.view()),
         ),
         case(
             "L07",
             "Empty",
             "cost: empty input",
-            Problem::batch(
+            Problem::new(
                 mu2.view(),
                 nu2.view(),
                 Array3::<f64>::zeros((0, 4, 3)).view(),
@@ -161,7 +184,7 @@ fn sinkhorn_rows() -> Vec<Case> {
             "L09",
             "Shape",
             "cost: holds 3 matrices but there are 2 problems",
-            Problem::batch(mu2.view(), nu2.view(), costs3.view()),
+            Problem::new(mu2.view(), nu2.view(), costs3.view()),
         ),
         case("L10", "NonFinite", "cost: non-finite value NaN", {
             let mut c = c.clone();
@@ -182,7 +205,7 @@ fn sinkhorn_rows() -> Vec<Case> {
                 c.mapv(|v| v as f32),
             );
             Problem::new(m32.view(), n32.view(), c32.view()).and_then(|problem| {
-                Solver::new(CpuBackend, SinkhornParams::new(0.1))
+                SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1))
                     .solve(&problem)
                     .map(|_| ())
             })
@@ -196,53 +219,36 @@ fn sinkhorn_rows() -> Vec<Case> {
         ((1.0, f64::NAN), "relaxation.rho_nu = NaN"),
         ((-2.0, f64::INFINITY), "relaxation.rho_mu = -2"),
     ] {
-        let params = SinkhornParams::new(0.1).with_relaxation(Relaxation::kl_each(rho.0, rho.1));
-        v.push(case("L75", "Parameter", arg, solve(&mu, &nu, &c, params)));
+        let problem = Problem::new(mu.view(), nu.view(), c.view())
+            .unwrap()
+            .relaxed(Relaxation::kl_each(rho.0, rho.1));
+        let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1));
+        v.push(case("L75", "Parameter", arg, solver.solve(&problem)));
     }
-    let relaxed = || SinkhornParams::new(0.1).with_relaxation(Relaxation::kl(1.0));
+    // The Sinkhorn divergence of μ with itself on a cloud, relaxed by `r`, in `convention`.
+    let divergence = |r: Relaxation, convention| {
+        let x = ndarray::Array2::from_shape_fn((mu.len(), 2), |(i, k)| (i + k) as f64);
+        let cost = PointCloudCost::new(x.view(), x.view()).unwrap();
+        let problem = Problem::new(mu.view(), mu.view(), cost).unwrap().relaxed(r);
+        SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1))
+            .sinkhorn_divergence(&problem, convention)
+            .map(|_| ())
+    };
     v.push(case(
         "L76",
         "Parameter",
         "relaxation = Relaxation { rho_mu: 1.0, rho_nu: inf }: the unbalanced Sinkhorn divergence needs one penalty ρ on both marginals",
-        {
-            let x = ndarray::Array2::from_shape_fn((mu.len(), 2), |(i, k)| (i + k) as f64);
-            let one_side = SinkhornParams::new(0.1)
-                .with_relaxation(Relaxation::kl_each(1.0, f64::INFINITY));
-            Solver::new(CpuBackend, one_side)
-                .sinkhorn_divergence(
-                    mu.view(),
-                    mu.view(),
-                    PointCloudCost::new(x.view(), x.view()).unwrap(),
-                    logot::DivergenceConvention::Objective,
-                )
-                .map(|_| ())
-        },
+        divergence(
+            Relaxation::kl_each(1.0, f64::INFINITY),
+            logot::DivergenceConvention::Objective,
+        ),
     ));
     v.push(case(
         "L76",
         "Parameter",
         "convention = Linear: the unbalanced Sinkhorn divergence debiases the unbalanced objective",
-        {
-            let x = ndarray::Array2::from_shape_fn((mu.len(), 2), |(i, k)| (i + k) as f64);
-            Solver::new(CpuBackend, relaxed())
-                .sinkhorn_divergence(
-                    mu.view(),
-                    mu.view(),
-                    PointCloudCost::new(x.view(), x.view()).unwrap(),
-                    logot::DivergenceConvention::Linear,
-                )
-                .map(|_| ())
-        },
+        divergence(Relaxation::kl(1.0), logot::DivergenceConvention::Linear),
     ));
-    v.push(case("L76", "Parameter", "prepared for a balanced solve", {
-        // A constant cost: the balanced solver takes it out.
-        let c5 = c.mapv(|v| v + 5.0);
-        let problem = Problem::new(mu.view(), nu.view(), c5.view()).unwrap();
-        let prepared = Solver::new(CpuBackend, p()).prepare(&problem).unwrap();
-        Solver::new(CpuBackend, relaxed())
-            .solve_prepared(&prepared)
-            .map(|_| ())
-    }));
     for eps in [0.0, -1.0, f64::NAN, f64::INFINITY] {
         v.push(case(
             "L12",
@@ -261,45 +267,24 @@ fn sinkhorn_rows() -> Vec<Case> {
         "L13",
         "Parameter",
         "max_iters = 0",
-        solve(&mu, &nu, &c, SinkhornParams::fixed_iterations(0.1, 0)),
+        solve(&mu, &nu, &c, SinkhornParams::new(0.1).fixed_iterations(0)),
     ));
     v.push(case(
         "L14",
         "Parameter",
         "check_every = 0",
-        solve(
-            &mu,
-            &nu,
-            &c,
-            SinkhornParams {
-                check_every: 0,
-                ..p()
-            },
-        ),
+        solve(&mu, &nu, &c, p().check_every(0)),
     ));
     for tol in [-1e-3, f64::NAN, f64::INFINITY] {
         v.push(case(
             "L15",
             "Parameter",
             "tol = ",
-            solve(
-                &mu,
-                &nu,
-                &c,
-                SinkhornParams {
-                    tol: Some(tol),
-                    ..p()
-                },
-            ),
+            solve(&mu, &nu, &c, p().tol(tol)),
         ));
     }
-    let scaling = |start, factor| {
-        p().with_eps_scaling(EpsScaling {
-            start,
-            factor,
-            iters_per_stage: 4,
-        })
-    };
+    let scaling =
+        |start, factor| p().eps_scaling(EpsScaling::new(start).factor(factor).iters_per_stage(4));
     v.push(case(
         "L16",
         "Parameter",
@@ -314,10 +299,7 @@ fn sinkhorn_rows() -> Vec<Case> {
             solve(&mu, &nu, &c, scaling(1.0, factor)),
         ));
     }
-    let warm = |f: Array2<f64>, g: Array2<f64>| SinkhornParams {
-        warm_start: Some(WarmStart { f, g }),
-        ..p()
-    };
+    let warm = |f: Array2<f64>, g: Array2<f64>| p().warm_start(WarmStart::new(f, g));
     v.push(case(
         "L18",
         "Shape",
@@ -351,7 +333,7 @@ fn impossible_plan_rows() -> Vec<Case> {
     let x = Array2::from_shape_fn((n, 1), |(i, _)| i as f32 / n as f32);
     let w = Array1::from_elem(n, 1.0f32 / n as f32);
     let cloud = PointCloudCost::new(x.view(), x.view()).unwrap();
-    let problem = Problem::batch(
+    let problem = Problem::new(
         w.view().insert_axis(Axis(0)),
         w.view().insert_axis(Axis(0)),
         cloud,
@@ -361,7 +343,7 @@ fn impossible_plan_rows() -> Vec<Case> {
         eprintln!("skipping L20: vm.overcommit_memory = 1 grants any allocation");
         return Vec::new();
     }
-    let solver = Solver::new(CpuBackend, SinkhornParams::fixed_iterations(0.1, 1));
+    let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1).fixed_iterations(1));
     vec![
         case(
             "L20",
@@ -383,7 +365,7 @@ fn numerical_rows() -> Vec<Case> {
     // returned as a NaN distance.
     let (mu, nu) = (uniform(3), uniform(3));
     let c = cost(3, 3).mapv(|v| v + 0.5);
-    let r = Solver::new(CpuBackend, SinkhornParams::fixed_iterations(1e308, 3))
+    let r = SinkhornSolver::new(CpuBackend, SinkhornParams::new(1e308).fixed_iterations(3))
         .solve(&Problem::new(mu.view(), nu.view(), c.view()).unwrap());
     vec![case("L21", "Numerical", "numerical failure", r)]
 }
@@ -411,14 +393,14 @@ fn resolution_rows() -> Vec<Case> {
             "L74",
             "Parameter",
             "below the resolution of float32 for costs up to 5.625e-1",
-            Solver::new(CpuBackend, SinkhornParams::new(1e-9)).solve(&p32),
+            SinkhornSolver::new(CpuBackend, SinkhornParams::new(1e-9)).solve(&p32),
         ),
         case(
             "L74",
             "Parameter",
             "below the resolution of float64 for costs up to 9.000e0",
-            Solver::new(CpuBackend, SinkhornParams::new(1e-16)).solve(
-                &Problem::batch(
+            SinkhornSolver::new(CpuBackend, SinkhornParams::new(1e-16)).solve(
+                &Problem::new(
                     uniform(4).insert_axis(Axis(0)).view(),
                     uniform(4).insert_axis(Axis(0)).view(),
                     cloud,
@@ -430,21 +412,23 @@ fn resolution_rows() -> Vec<Case> {
             "L74",
             "Parameter",
             "below the resolution of float64",
-            barycenter(
+            common::bary::barycenter(
                 h.view(),
                 array![0.5, 0.5].view(),
                 c.dot(&c.t()).view(),
                 &BarycenterParams::new(1e-300),
+                None,
             ),
         ),
         case(
             "L74",
             "Parameter",
             "below the resolution of float64 for costs up to 2.000e0",
-            grid_barycenter(
+            common::bary::grid_barycenter(
                 Array3::from_elem((2, 3, 3), 1.0 / 9.0).view(),
                 array![0.5, 0.5].view(),
                 &BarycenterParams::new(1e-300),
+                None,
             ),
         ),
     ]
@@ -528,38 +512,16 @@ fn pointcloud_rows() -> Vec<Case> {
             "L78",
             "Shape",
             "x: holds 2 pairs of point clouds but there are 1 problems",
-            Problem::batch(
+            Problem::new(
                 a.view().insert_axis(Axis(0)),
                 b.view().insert_axis(Axis(0)),
                 batched.clone(),
-            ),
-        ),
-        case(
-            "L78",
-            "Shape",
-            "x: holds 2 pairs of point clouds but there are 1 problems",
-            Solver::new(CpuBackend, p.clone()).sinkhorn_divergence_batch(
-                a.view().insert_axis(Axis(0)),
-                b.view().insert_axis(Axis(0)),
-                batched.clone(),
-                logot::DivergenceConvention::Objective,
-            ),
-        ),
-        case(
-            "L79",
-            "Shape",
-            "clouds: holds 2 pairs of point clouds",
-            Solver::new(CpuBackend, p.clone()).sinkhorn_divergence(
-                a.view(),
-                b.view(),
-                batched,
-                logot::DivergenceConvention::Objective,
             ),
         ),
         case(
             "L26",
             "Shape",
-            "mu: has 2 weights for 3 points of x",
+            "cost: is 3×2 but mu has 2",
             divergence(&p, b.view(), b.view(), x.view(), y.view()),
         ),
         case(
@@ -573,13 +535,8 @@ fn pointcloud_rows() -> Vec<Case> {
             "Parameter",
             "warm_start = set",
             divergence(
-                &SinkhornParams {
-                    warm_start: Some(WarmStart {
-                        f: Array2::zeros((1, 3)),
-                        g: Array2::zeros((1, 2)),
-                    }),
-                    ..p.clone()
-                },
+                &p.clone()
+                    .warm_start(WarmStart::new(Array2::zeros((1, 3)), Array2::zeros((1, 2)))),
                 a.view(),
                 b.view(),
                 x.view(),
@@ -597,11 +554,9 @@ fn divergence(
     x: ndarray::ArrayView2<'_, f64>,
     y: ndarray::ArrayView2<'_, f64>,
 ) -> logot::Result<()> {
-    Solver::new(CpuBackend, params.clone())
+    SinkhornSolver::new(CpuBackend, params.clone())
         .sinkhorn_divergence(
-            mu,
-            nu,
-            PointCloudCost::new(x, y)?,
+            &Problem::new(mu, nu, PointCloudCost::new(x, y)?)?,
             logot::DivergenceConvention::Objective,
         )
         .map(|_| ())
@@ -632,7 +587,7 @@ fn barycenter_rows() -> Vec<Case> {
     let c = cost(4, 4);
     let p = BarycenterParams::new(0.1);
     let bary = |h: &Array2<f64>, w: &Array1<f64>, c: &Array2<f64>, p: &BarycenterParams| {
-        barycenter(h.view(), w.view(), c.view(), p).map(|_| ())
+        common::bary::barycenter(h.view(), w.view(), c.view(), p, None).map(|_| ())
     };
     let mut hnan = h.clone();
     hnan[[1, 2]] = f64::NAN;
@@ -653,18 +608,25 @@ fn barycenter_rows() -> Vec<Case> {
             "L31",
             "Empty",
             "histograms: empty input",
-            barycenter(Array2::<f64>::zeros((0, 4)).view(), w.view(), c.view(), &p),
+            common::bary::barycenter(
+                Array2::<f64>::zeros((0, 4)).view(),
+                w.view(),
+                c.view(),
+                &p,
+                None,
+            ),
         ),
         case(
             "L31",
             "Empty",
             "histograms: empty input",
-            barycenter_batch(
+            BarycenterProblem::new(
                 Array3::<f64>::zeros((0, 2, 4)).view(),
                 Array2::<f64>::zeros((0, 2)).view(),
-                c.view(),
-                &p,
-            ),
+            )
+            .and_then(|problem| {
+                BarycenterSolver::new(CpuBackend, p.clone()).solve(&problem, c.view())
+            }),
         ),
         case(
             "L32",
@@ -724,13 +686,13 @@ fn barycenter_rows() -> Vec<Case> {
             "L39",
             "Shape",
             "cost: a barycenter needs one cost shared by its inputs",
-            barycenter(h.view(), w.view(), batch_cost.view(), &p),
+            common::bary::barycenter(h.view(), w.view(), batch_cost.view(), &p, None),
         ),
         case(
             "L39",
             "Shape",
             "cost: a barycenter needs one cost shared by its inputs",
-            barycenter(h.view(), w.view(), cloud, &p),
+            common::bary::barycenter(h.view(), w.view(), cloud, &p, None),
         ),
         case(
             "L40",
@@ -742,46 +704,36 @@ fn barycenter_rows() -> Vec<Case> {
             "L40",
             "Shape",
             "cost: the grid has 5 rows but each histogram has 4 bins",
-            barycenter(h.view(), w.view(), GridCost::new(&[5]).unwrap(), &p),
+            common::bary::barycenter(h.view(), w.view(), GridCost::new(&[5]).unwrap(), &p, None),
         ),
         case(
             "L41",
             "Parameter",
             "max_iters = 0",
-            grid_barycenter(
+            common::bary::grid_barycenter(
                 Array3::from_elem((2, 3, 3), 1.0 / 9.0).view(),
                 w.view(),
-                &BarycenterParams::fixed_iterations(0.1, 0),
+                &BarycenterParams::new(0.1).fixed_iterations(0),
+                None,
             ),
         ),
     ];
     for (params, needle) in [
         (BarycenterParams::new(-1.0), "eps = -1"),
+        (p.clone().check_every(0), "check_every = 0"),
+        (p.clone().tol(f64::NAN), "tol = NaN"),
+    ] {
+        v.push(case("L41", "Parameter", needle, bary(&h, &w, &c, &params)));
+    }
+    for (r, needle) in [
+        (Relaxation::kl(0.0), "relaxation.rho_mu = 0"),
         (
-            BarycenterParams {
-                check_every: 0,
-                ..p.clone()
-            },
-            "check_every = 0",
-        ),
-        (
-            BarycenterParams {
-                tol: f64::NAN,
-                ..p.clone()
-            },
-            "tol = NaN",
-        ),
-        (
-            p.clone().with_relaxation(logot::Relaxation::kl(0.0)),
-            "relaxation.rho_mu = 0",
-        ),
-        (
-            p.clone()
-                .with_relaxation(logot::Relaxation::kl_each(1.0, f64::NAN)),
+            Relaxation::kl_each(1.0, f64::NAN),
             "relaxation.rho_nu = NaN",
         ),
     ] {
-        v.push(case("L41", "Parameter", needle, bary(&h, &w, &c, &params)));
+        let got = common::bary::barycenter(h.view(), w.view(), c.view(), &p, Some(r));
+        v.push(case("L41", "Parameter", needle, got));
     }
     v
 }
@@ -789,14 +741,14 @@ fn barycenter_rows() -> Vec<Case> {
 fn gradient_rows() -> Vec<Case> {
     let (mu, nu, c) = (uniform(4), uniform(3), cost(4, 3));
     let problem = Problem::new(mu.view(), nu.view(), c.view()).unwrap();
-    let solver = Solver::new(CpuBackend, SinkhornParams::new(0.1));
-    let cg = |max_iters, tol| CgParams { max_iters, tol };
+    let solver = SinkhornSolver::new(CpuBackend, SinkhornParams::new(0.1));
+    let cg = |max_iters, tol| CgParams::default().max_iters(max_iters).tol(tol);
     let plan = Array3::from_elem((1, 2, 2), 0.25);
     let up = Array3::from_elem((1, 2, 2), 1.0);
     let x = array![[0.0], [1.0], [2.0], [3.0]];
     let y = array![[0.0], [1.0], [2.0]];
     let cloud = PointCloudCost::new(x.view(), y.view()).unwrap();
-    let cloud_problem = Problem::batch(
+    let cloud_problem = Problem::new(
         mu.view().insert_axis(Axis(0)),
         nu.view().insert_axis(Axis(0)),
         cloud,
@@ -907,20 +859,13 @@ fn bistochastic_rows() -> Vec<Case> {
             "L48",
             "Parameter",
             "iters = 0: at least one iteration is needed",
-            bistochastic(x.view(), &BistochasticParams::fixed(0)),
+            bistochastic(x.view(), &BistochasticParams::default().iters(0)),
         ),
         case(
             "L49",
             "Parameter",
             "tol = -1",
-            bistochastic(
-                x.view(),
-                &BistochasticParams {
-                    iters: 5,
-                    tol: -1.0,
-                    ..BistochasticParams::default()
-                },
-            ),
+            bistochastic(x.view(), &BistochasticParams::default().iters(5).tol(-1.0)),
         ),
         case(
             "L50",
@@ -1011,13 +956,13 @@ fn linalg_rows() -> Vec<Case> {
             "L57",
             "Empty",
             "a: empty input",
-            svd3_batch(Array3::<f64>::zeros((2, 0, 3)).view()),
+            svd3_batch(&CpuBackend, Array3::<f64>::zeros((2, 0, 3)).view()),
         ),
         case(
             "L57",
             "Empty",
             "a: empty input",
-            svd3_batch(Array3::<f64>::zeros((0, 4, 3)).view()),
+            svd3_batch(&CpuBackend, Array3::<f64>::zeros((0, 4, 3)).view()),
         ),
         case(
             "L58",
@@ -1029,67 +974,70 @@ fn linalg_rows() -> Vec<Case> {
             "L59",
             "Empty",
             "a: empty input",
-            matmul(Array2::<f64>::zeros((0, 3)).view(), b.view()),
+            matmul(&CpuBackend, Array2::<f64>::zeros((0, 3)).view(), b.view()),
         ),
         case(
             "L59",
             "NonFinite",
             "a: non-finite value NaN",
-            matmul(anan.view(), b.view()),
+            matmul(&CpuBackend, anan.view(), b.view()),
         ),
         case(
             "L60",
             "Shape",
             "b: has 5 rows but a (5×3) has 3 columns",
-            matmul(a.view(), a.view()),
+            matmul(&CpuBackend, a.view(), a.view()),
         ),
         case(
             "L61",
             "Shape",
             "dc: is 2×2 but C = A·B is 5×2",
-            matmul_backward(a.view(), b.view(), Array2::<f64>::zeros((2, 2)).view()),
+            matmul_backward(
+                &CpuBackend,
+                a.view(),
+                b.view(),
+                Array2::<f64>::zeros((2, 2)).view(),
+            ),
         ),
         case(
             "L62",
             "Shape",
             "y: points have 2 coordinates but those of x have 3",
-            sq_euclidean_cost(a.view(), b.view()),
+            sq_euclidean_cost(&CpuBackend, a.view(), b.view()),
         ),
         case(
             "L63",
             "Empty",
             "x: empty input (shape 0×3)",
-            newton_schulz(Array2::<f64>::zeros((0, 3)).view(), &ns),
+            newton_schulz(&CpuBackend, Array2::<f64>::zeros((0, 3)).view(), &ns),
         ),
         case(
             "L63",
             "NonFinite",
             "x: non-finite value NaN",
-            logot::linalg::xxt(anan.view()),
+            logot::linalg::xxt(&CpuBackend, anan.view()),
         ),
         case(
             "L64",
             "Parameter",
             "coefficients = NaN: must be finite",
             newton_schulz(
+                &CpuBackend,
                 a.view(),
-                &NewtonSchulzParams {
-                    coefficients: [3.0, f64::NAN, 1.0],
-                    ..ns.clone()
-                },
+                &ns.clone().coefficients([3.0, f64::NAN, 1.0]),
             ),
         ),
         case(
             "L65",
             "Shape",
             "x: buffer of length 6 does not hold a 2×2 matrix",
-            newton_schulz_buffer(&CpuBackend, &vec![1.0f64; 6], 2, 2, &ns),
+            newton_schulz_buffers(&CpuBackend, &vec![1.0f64; 6], 2, 2, &ns),
         ),
         case(
             "L65",
             "Numerical",
             "is not finite",
-            newton_schulz_buffer(&CpuBackend, &vec![f64::MAX; 4], 2, 2, &ns),
+            newton_schulz_buffers(&CpuBackend, &vec![f64::MAX; 4], 2, 2, &ns),
         ),
         case(
             "L66",
@@ -1141,26 +1089,17 @@ fn linalg_rows() -> Vec<Case> {
             "L68",
             "Parameter",
             "eps_decay = 0: must lie in (0, 1]",
-            wasserstein_procrustes(
-                x.view(),
-                x.view(),
-                &WassersteinProcrustesParams {
-                    eps_decay: 0.0,
-                    ..wp.clone()
-                },
-            ),
+            wasserstein_procrustes(&CpuBackend, x.view(), x.view(), &wp.clone().eps_decay(0.0)),
         ),
         case(
             "L68",
             "Parameter",
             "sinkhorn_tol = 0",
             wasserstein_procrustes(
+                &CpuBackend,
                 x.view(),
                 x.view(),
-                &WassersteinProcrustesParams {
-                    sinkhorn_tol: 0.0,
-                    ..wp.clone()
-                },
+                &wp.clone().sinkhorn_tol(0.0),
             ),
         ),
         case(
@@ -1168,12 +1107,10 @@ fn linalg_rows() -> Vec<Case> {
             "Shape",
             "init: a start is (2, 2), expected 3×3",
             wasserstein_procrustes(
+                &CpuBackend,
                 x.view(),
                 x.view(),
-                &WassersteinProcrustesParams {
-                    init: Init::Given(vec![Array2::eye(2)]),
-                    ..wp.clone()
-                },
+                &wp.clone().init(Init::Given(vec![Array2::eye(2)])),
             ),
         ),
         case(
@@ -1181,12 +1118,10 @@ fn linalg_rows() -> Vec<Case> {
             "Shape",
             "x: Kabsch needs 3-D points, got 2 coordinates",
             wasserstein_procrustes(
+                &CpuBackend,
                 x2.view(),
                 x2.view(),
-                &WassersteinProcrustesParams {
-                    method: ProcrustesMethod::Kabsch,
-                    ..wp.clone()
-                },
+                &wp.clone().method(ProcrustesMethod::Kabsch),
             ),
         ),
         case(
@@ -1209,7 +1144,7 @@ fn linalg_rows() -> Vec<Case> {
                 |v| v.iter().sum(),
                 &[1.0, 2.0],
                 &[1.0],
-                &GradCheckOptions::default(),
+                &GradCheckParams::default(),
             ),
         ),
         case(
@@ -1220,7 +1155,7 @@ fn linalg_rows() -> Vec<Case> {
                 |v| v.iter().sum(),
                 &[1.0],
                 &[1.0],
-                &GradCheckOptions::new(-1.0, 0.0),
+                &GradCheckParams::default().rel_tol(-1.0).abs_floor(0.0),
             ),
         ),
     ]
@@ -1396,6 +1331,7 @@ fn valid_edge_cases_are_accepted() {
     assert_eq!(r.r[[0, 0, 0]], 1.0);
     // Newton–Schulz of a zero matrix is zero; of a 1×1 matrix, close to ±1.
     let z = newton_schulz(
+        &CpuBackend,
         Array2::<f64>::zeros((3, 2)).view(),
         &NewtonSchulzParams::default(),
     )
@@ -1406,11 +1342,12 @@ fn valid_edge_cases_are_accepted() {
     assert!((s.s[0] - 5.0f64).abs() < 1e-12 && s.s[1].abs() < 1e-12f64);
     // A barycenter of one input is that input, and of inputs with zero-mass bins.
     let h = array![[0.0, 0.5, 0.5, 0.0], [0.5, 0.5, 0.0, 0.0]];
-    let b = barycenter(
+    let b = common::bary::barycenter(
         h.view(),
         array![1.0, 0.0].view(),
         cost(4, 4).view(),
         &BarycenterParams::new(0.01),
+        None,
     )
     .unwrap();
     assert!(b.histogram.iter().all(|v| v.is_finite()));

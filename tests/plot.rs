@@ -355,3 +355,71 @@ fn a_log_axis_puts_decades_at_equal_distances() {
         "rows grow downwards: 9×10ᵏ lies {near_top} px below the decade above, 2×10ᵏ {near_next} px above the one below"
     );
 }
+
+/// Figures of one kind drawn from data of different scales (the frames of a series, the
+/// plans of the unbalanced example) have one size: tick labels of `0.0`…`0.5` and of
+/// `0.000`…`0.014` take the same room.
+#[test]
+fn a_series_of_figures_shares_its_size() {
+    let x: Vec<f64> = (0..20).map(|i| i as f64 / 19.0).collect();
+    let sizes: Vec<(u32, u32)> = [0.5, 0.0123, 3e-5, 850.0]
+        .iter()
+        .enumerate()
+        .map(|(k, &scale)| {
+            let plan = Array2::from_shape_fn((20, 20), |(i, j)| {
+                scale * (-((i as f64 - j as f64) / 3.0).powi(2)).exp()
+            });
+            let (rows, cols) = (
+                plan.sum_axis(logot::ndarray::Axis(1)),
+                plan.sum_axis(logot::ndarray::Axis(0)),
+            );
+            let p = out(&format!("series_plan_{k}.png"));
+            plot::coupling(
+                &p,
+                plan.view(),
+                rows.view(),
+                cols.view(),
+                (&x, &x),
+                "ρ_μ = 1, S_ε (a subscript test)",
+            )
+            .unwrap();
+            let h = out(&format!("series_heatmap_{k}.png"));
+            plot::heatmap(&h, plan.view(), "one title", ("j", "i"), "value").unwrap();
+            let (a, b) = (is_png(&p), is_png(&h));
+            (a.0 * 10_000 + b.0, a.1 * 10_000 + b.1)
+        })
+        .collect();
+    assert!(
+        sizes.windows(2).all(|w| w[0] == w[1]),
+        "sizes differ: {sizes:?}"
+    );
+}
+
+/// The colour bar labels its bottom and top: data in [0.013, 0.987] get a bar from 0 to 1
+/// with ticks at both ends (a tick mark within a pixel of the bar's first and last rows).
+#[test]
+fn colour_bars_tick_both_ends() {
+    let img = Array2::from_shape_fn((12, 12), |(r, c)| 0.013 + 0.974 * (r + c) as f64 / 22.0);
+    let p = out("colour_bar_ends.png");
+    plot::heatmap(&p, img.view(), "a heatmap", ("column", "row"), "value").unwrap();
+    let pic = Picture::read(&p);
+    let coloured_cols: Vec<usize> = (0..pic.w)
+        .filter(|&x| (0..pic.h).filter(|&y| pic.coloured(x, y)).count() > pic.h / 3)
+        .collect();
+    let bar_right = *coloured_cols.last().unwrap() + 1;
+    let inside = bar_right - 3;
+    let bar_rows: Vec<usize> = (0..pic.h).filter(|&y| pic.coloured(inside, y)).collect();
+    let (top, bottom) = (bar_rows[0], *bar_rows.last().unwrap());
+    let run = |y: usize| {
+        (bar_right + 1..pic.w)
+            .take_while(|&x| pic.dark(x, y))
+            .count()
+    };
+    let tick = (0..pic.h).map(run).max().unwrap();
+    let ticks: Vec<usize> = (0..pic.h).filter(|&y| run(y) == tick).collect();
+    let near = |row: usize| ticks.iter().any(|&t| t.abs_diff(row) <= 1);
+    assert!(
+        near(top) && near(bottom),
+        "ticks {ticks:?}, bar rows {top}..{bottom}"
+    );
+}

@@ -20,7 +20,7 @@ fn ninety_thousand_points_in_bounded_memory() {
     let n = 90_000;
     let d = 3;
     let eps = 0.05f32;
-    let (_, nu, x, y) = logot::problems::ot_c::<f32>(n, d);
+    let (_, nu, x, y) = logot_cli::problems::ot_c::<f32>(n, d);
     let be = CpuBackend;
     let cost = be
         .prepare_cost(&PointCloudCost::new(x.view(), y.view()).unwrap().into())

@@ -1,6 +1,6 @@
 //! Bodies of the fuzz targets, shared by the cargo-fuzz targets (fuzz/fuzz_targets/, nightly)
-//! and tests/fuzz_stable.rs (stable: the same bodies over a seeded random corpus). The
-//! including crate provides `crate::npy` (src/bin/logot/npy.rs).
+//! and cli/tests/fuzz_stable.rs (stable: the same bodies over a seeded random corpus). The
+//! including crate provides `crate::npy` (cli/src/npy.rs).
 
 use ndarray::{Array1, Array2, Array3};
 use std::io::Cursor;

@@ -2,7 +2,7 @@
 //! the binary's own source file) and the `logot` binary itself.
 
 #[allow(dead_code)]
-#[path = "../../src/bin/logot/npy.rs"]
+#[path = "../../cli/src/npy.rs"]
 pub mod npy;
 
 pub mod bodies;

@@ -21,7 +21,7 @@ Prints one JSON object (times in milliseconds, medians over `repeats` after `war
   left on the device, without autograd or the Python layer): the reference for the layer's
   cost;
 * with ``--host``: ``host_total_ms``, the same forward and backward through numpy arrays and
-  the CUDA backend (two host round trips: the path logot.torch took before zero-copy);
+  the CUDA backend (two host round trips: the host-array path);
 * ``max_abs_diff_vs_host`` (with ``--host``): the largest difference between the two paths'
   R and dX (0 expected: the same kernels on the same data).
 

@@ -22,12 +22,15 @@ error is ``‖Pᵀ1 − ν‖₁``.
   :func:`newton_schulz` — the supporting kernels.
 * :mod:`logot.pot` — POT's names and signatures; :mod:`logot.torch` — autograd functions.
 
-Bad input raises ``ValueError`` naming the argument; numerical or device failures raise
-``RuntimeError``; both carry the library's message.
+Bad input raises ``ValueError`` naming the argument (``TypeError`` for an argument of the
+wrong type: a float, bool or string where an integer is required, a bool or string where a
+number is; nothing is coerced); numerical or device failures raise ``RuntimeError``; both
+carry the library's message.
 """
 
 from __future__ import annotations
 
+import numbers
 import warnings
 from typing import Optional, Sequence, Tuple, Union
 
@@ -96,8 +99,8 @@ CUBIC_COEFFICIENTS = (1.5, -0.5, 0.0)
 #: (``precision=``), most to least exact: exact float32 products; split TF32 (three
 #: tensor-core products, about 2^-21 per product); one TF32 product (about 2^-10); split f16
 #: of each cloud scaled by a power of two (the default: about 2^-22 of the cloud's largest
-#: |coordinate|); one f16 product (about 2^-11 of it, the fastest). benches/README.md has
-#: each one's measured error and speed.
+#: |coordinate|); one f16 product (about 2^-11 of it, the fastest). The Rust docs of
+#: ``CrossPrecision`` give each one's measured error, benches/README.md their times.
 PRECISIONS = ("exact", "tf32x3", "tf32", "f16x2", "f16")
 
 _F32 = np.dtype(np.float32)
@@ -211,10 +214,62 @@ def _retype_cost(arg, dtype):
 # ---------------------------------------------------------------------------------------
 
 
+# The largest count the library takes (a `usize`).
+_MAX_COUNT = 2**64 - 1
+
+
+def _count(name: str, value) -> int:
+    """An integer argument (``int`` or a numpy integer; not a ``bool``, a float or a string),
+    in ``0 … 2⁶⁴−1``: ``TypeError`` or ``ValueError`` naming ``name`` otherwise. Its value is
+    the library's to judge (e.g. ``max_iters = 0``)."""
+    # Exact types first: the ABC checks below cost microseconds per call.
+    if type(value) is not int:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer, numbers.Integral)):
+            raise TypeError(f"{name}: expected an integer, got {type(value).__name__} {value!r}")
+        value = int(value)
+    if not 0 <= value <= _MAX_COUNT:
+        raise ValueError(f"{name} = {value}: expected an integer from 0 to {_MAX_COUNT}")
+    return value
+
+
+def _real(name: str, value) -> float:
+    """A real argument (``float``, ``int``, a numpy real or a 0-d real array; not a ``bool``
+    nor a string): ``TypeError`` naming ``name`` otherwise. Its value is the library's to
+    judge (e.g. ``eps = 0``)."""
+    t = type(value)
+    if t is float or t is int:
+        return float(value)
+    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "fiu":
+        return float(value)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (np.floating, np.integer, numbers.Real)):
+        raise TypeError(f"{name}: expected a real number, got {type(value).__name__} {value!r}")
+    return float(value)
+
+
+def _optional_real(name: str, value):
+    return None if value is None else _real(name, value)
+
+
 def _params(eps, max_iters, tol, check_every, eps_scaling):
-    if eps_scaling is not None and not isinstance(eps_scaling, bool):
-        eps_scaling = tuple(eps_scaling)
-    return (float(eps), int(max_iters), None if tol is None else float(tol), int(check_every), eps_scaling)
+    """``(eps, max_iters, tol, check_every, eps_scaling)`` for the compiled module, each
+    checked by type and named (``max_iters=1.5`` or ``True`` is a ``TypeError``,
+    ``max_iters=-1`` a ``ValueError``)."""
+    if eps_scaling is not None:
+        if isinstance(eps_scaling, (bool, np.bool_)):
+            eps_scaling = bool(eps_scaling) or None
+        else:
+            try:
+                if isinstance(eps_scaling, (str, bytes)):
+                    raise TypeError
+                start, factor, per_stage = eps_scaling
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"eps_scaling: expected None, True or (start, factor, iters_per_stage), got {eps_scaling!r}"
+                ) from None
+            eps_scaling = (_real("eps_scaling[0] (start)", start), _real("eps_scaling[1] (factor)", factor),
+                           _count("eps_scaling[2] (iters_per_stage)", per_stage))
+    return (_real("eps", eps), _count("max_iters", max_iters), _optional_real("tol", tol),
+            _count("check_every", check_every), eps_scaling)
 
 
 def _problem(mu, nu, cost):
@@ -260,19 +315,37 @@ def _warm(warm_start, single):
     return f, g
 
 
+_CONVERGENCE_FIELDS = ("iterations", "marginal_error", "tol", "converged", "marginal_errors", "converged_each",
+                       "iterations_each")
+_CG_FIELDS = ("problems", "max_iterations", "max_residual", "unconverged", "first_unconverged", "tol")
+
+
+def _convergence(report) -> Convergence:
+    """The public :class:`Convergence` of a report of the compiled module."""
+    return Convergence(**{k: getattr(report, k) for k in _CONVERGENCE_FIELDS})
+
+
+def _cg_report(summary) -> CgReport:
+    """The public :class:`CgReport` of a CG summary of the compiled module."""
+    return CgReport(**{k: getattr(summary, k) for k in _CG_FIELDS})
+
+
 def _result(out, eps, single, cls=SinkhornResult, **extra) -> SinkhornResult:
-    distance, f, g, conv, objective = out
+    """The public result of a solved batch (``out``: the compiled module's
+    ``SinkhornOutput``), squeezed for one problem."""
+    distance, f, g, objective = out.distance, out.f, out.g, out.objective
     if single:
         distance, f, g = float(distance[0]), f[0], g[0]
         objective = None if objective is None else float(objective[0])
-    return cls(**extra, distance=distance, f=f, g=g, eps=float(eps), convergence=Convergence(**conv),
+    return cls(**extra, distance=distance, f=f, g=g, eps=float(eps), convergence=_convergence(out.convergence),
                objective=objective)
 
 
 def _reg_m(reg_m):
     """POT's ``reg_m`` as ``(ρ_μ, ρ_ν)``: None (balanced), a scalar for both sides, or a
     pair (an indexable of length 1 is a scalar, as in POT); ``inf`` keeps that side exact.
-    ρ ≤ 0, NaN or a non-number raises ValueError naming ``reg_m``."""
+    ρ ≤ 0 or NaN raises ValueError, a non-number (a bool, a string) TypeError, naming
+    ``reg_m``."""
     if reg_m is None:
         return None
     if np.isscalar(reg_m):
@@ -287,23 +360,24 @@ def _reg_m(reg_m):
             raise ValueError(f"reg_m = {reg_m!r}: expected a scalar or a pair (rho_mu, rho_nu)")
     out = []
     for name, v in zip(names, values):
-        try:
-            rho = float(v)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name} = {v!r}: expected a number (float('inf') keeps that marginal exact)") from None
+        if type(v) is not float and (isinstance(v, (bool, np.bool_))
+                                     or not isinstance(v, (int, np.floating, np.integer, numbers.Real))):
+            raise TypeError(f"{name}: expected a real number (float('inf') keeps that marginal exact), "
+                            f"got {type(v).__name__} {v!r}")
+        rho = float(v)
         if not rho > 0:  # NaN included
             raise ValueError(f"{name} = {rho}: the marginal penalty must be > 0 (float('inf') keeps that marginal exact)")
         out.append(rho)
     return tuple(out)
 
 
-def _warn_unconverged(conv: dict, asked_tol, what: str = "Sinkhorn"):
+def _warn_unconverged(conv, asked_tol, what: str = "Sinkhorn"):
     # tol=0 asks for all max_iters iterations: the report still judges the result against
     # the precision's default tolerance, but the caller chose not to stop on it.
-    if not conv["converged"] and asked_tol != 0:
+    if not conv.converged and asked_tol != 0:
         warnings.warn(
-            f"{what} did not converge: marginal error {conv['marginal_error']:.3g} > tol "
-            f"{conv['tol']:.3g} after {conv['iterations']} iterations (raise max_iters or eps, "
+            f"{what} did not converge: marginal error {conv.marginal_error:.3g} > tol "
+            f"{conv.tol:.3g} after {conv.iterations} iterations (raise max_iters or eps, "
             "or use eps_scaling=True)",
             ConvergenceWarning,
             stacklevel=3,
@@ -369,10 +443,10 @@ def wasserstein(mu, nu, cost, eps, *, max_iters=1000, tol=None, check_every=10, 
     mu, nu, cost, single = _problem(mu, nu, cost)
     params = _params(eps, max_iters, tol, check_every, eps_scaling)
     warm = None if warm_start is None else _warm(warm_start, single)
-    distance, converged, error, conv_tol, iterations = _logot.wasserstein(mu, nu, cost, params, warm, backend, rho)
-    if not converged:
-        _warn_unconverged(dict(converged=converged, marginal_error=error, tol=conv_tol, iterations=iterations), tol)
-    return float(distance[0]) if single else distance
+    out = _logot.wasserstein(mu, nu, cost, params, warm, backend, rho)
+    if not out.converged:
+        _warn_unconverged(out, tol)
+    return float(out.distance[0]) if single else out.distance
 
 
 def coupling(mu, nu, cost, eps, *, max_iters=1000, tol=None, check_every=10, eps_scaling=None,
@@ -382,8 +456,8 @@ def coupling(mu, nu, cost, eps, *, max_iters=1000, tol=None, check_every=10, eps
     rho = _reg_m(reg_m)
     mu, nu, cost, single = _problem(mu, nu, cost)
     params = _params(eps, max_iters, tol, check_every, eps_scaling)
-    plan, out = _logot.coupling(mu, nu, cost, params, _warm(warm_start, single), backend, rho)
-    return _result(out, eps, single, Coupling, plan=plan[0] if single else plan)
+    out = _logot.coupling(mu, nu, cost, params, _warm(warm_start, single), backend, rho)
+    return _result(out.result, eps, single, Coupling, plan=out.plan[0] if single else out.plan)
 
 
 def wasserstein_gradients(mu, nu, cost, eps, *, max_iters=1000, tol=None, check_every=10,
@@ -402,13 +476,15 @@ def wasserstein_gradients(mu, nu, cost, eps, *, max_iters=1000, tol=None, check_
     """
     mu, nu, cost, single = _problem(mu, nu, cost)
     params = _params(eps, max_iters, tol, check_every, eps_scaling)
-    d_cost, d_mu, d_nu, cg, out = _logot.wasserstein_gradients(
-        mu, nu, cost, params, _warm(warm_start, single), cg_tol, int(cg_max_iters), backend
+    out = _logot.wasserstein_gradients(
+        mu, nu, cost, params, _warm(warm_start, single), _optional_real("cg_tol", cg_tol),
+        _count("cg_max_iters", cg_max_iters), backend
     )
-    result = _result(out, eps, single)
+    result = _result(out.result, eps, single)
+    d_cost, d_mu, d_nu = out.cost, out.mu, out.nu
     if single:
         d_cost, d_mu, d_nu = d_cost[0], d_mu[0], d_nu[0]
-    return OtGradients(cost=d_cost, mu=d_mu, nu=d_nu, result=result, cg=CgReport(**cg))
+    return OtGradients(cost=d_cost, mu=d_mu, nu=d_nu, result=result, cg=_cg_report(out.cg))
 
 
 def plan_gradients(plan, eps, upstream, *, cg_tol=None, cg_max_iters=1000, backend="cpu") -> PlanGradients:
@@ -427,10 +503,12 @@ def plan_gradients(plan, eps, upstream, *, cg_tol=None, cg_max_iters=1000, backe
     upstream = _array(upstream, dtype)
     if single:
         plan, upstream = plan[None], upstream[None]
-    d_cost, d_mu, d_nu, cg = _logot.plan_gradients(plan, float(eps), upstream, cg_tol, int(cg_max_iters), backend)
+    out = _logot.plan_gradients(plan, _real("eps", eps), upstream, _optional_real("cg_tol", cg_tol),
+                                _count("cg_max_iters", cg_max_iters), backend)
+    d_cost, d_mu, d_nu = out.cost, out.mu, out.nu
     if single:
         d_cost, d_mu, d_nu = d_cost[0], d_mu[0], d_nu[0]
-    return PlanGradients(cost=d_cost, mu=d_mu, nu=d_nu, cg=CgReport(**cg))
+    return PlanGradients(cost=d_cost, mu=d_mu, nu=d_nu, cg=_cg_report(out.cg))
 
 
 def _ndim(a: np.ndarray, arg: str, dims: Tuple[int, ...], what: str) -> None:
@@ -502,12 +580,12 @@ def point_gradients(x, y, eps, a=None, b=None, *, metric="sqeuclidean", precisio
     params = _params(eps, max_iters, tol, check_every, eps_scaling)
     if single:
         mu, nu = mu[None], nu[None]
-    value, gx, gy, out = _logot.point_gradients(
+    out = _logot.point_gradients(
         mu, nu, ("points", x, y, metric, precision), params, _warm(warm_start, single), backend
     )
     if single:
-        return PointGradients(value=float(value[0]), x=gx[0], y=gy[0], result=_result(out, eps, True))
-    return PointGradients(value=value, x=gx, y=gy, result=_result(out, eps, False))
+        return PointGradients(value=float(out.value[0]), x=out.x[0], y=out.y[0], result=_result(out.result, eps, True))
+    return PointGradients(value=out.value, x=out.x, y=out.y, result=_result(out.result, eps, False))
 
 
 def sinkhorn_divergence(x, y, eps, a=None, b=None, *, metric="sqeuclidean", precision=None,
@@ -540,15 +618,14 @@ def sinkhorn_divergence(x, y, eps, a=None, b=None, *, metric="sqeuclidean", prec
     params = _params(eps, max_iters, tol, check_every, eps_scaling)
     rho = _reg_m(reg_m)
     if convention in ("objective", "linear"):
-        value, gx, gy, terms, convs = _logot.sinkhorn_divergence(
-            x, y, a, b, metric, precision, params, backend, convention, rho
-        )
+        out = _logot.sinkhorn_divergence(x, y, a, b, metric, precision, params, backend, convention, rho)
         if x.ndim == 2:
-            convergence = tuple(Convergence(**c) for c in convs)
+            convergence = tuple(_convergence(c) for c in out.convergence)
         else:
-            convergence = tuple(tuple(Convergence(**c) for c in triple) for triple in convs)
+            convergence = tuple(tuple(_convergence(c) for c in triple) for triple in out.convergence)
         return SinkhornDivergence(
-            value=value, grad_x=gx, grad_y=gy, terms=terms, convergence=convergence, convention=convention,
+            value=out.value, grad_x=out.grad_x, grad_y=out.grad_y, terms=out.terms, convergence=convergence,
+            convention=convention,
         )
     raise ValueError(f"convention = {convention!r}: expected \"objective\" or \"linear\"")
 
@@ -562,8 +639,10 @@ def _barycenter(histograms, weights, cost_arg, eps, max_iters, tol, check_every,
     single = histograms.ndim == 2
     if single:
         histograms, weights = histograms[None], weights[None]
-    params = (float(eps), None if max_iters is None else int(max_iters), float(tol), int(check_every))
-    hist, iterations, errors, converged = _logot.barycenter(histograms, weights, cost_arg, params, backend)
+    params = (_real("eps", eps), None if max_iters is None else _count("max_iters", max_iters), _real("tol", tol),
+              _count("check_every", check_every))
+    out = _logot.barycenter(histograms, weights, cost_arg, params, backend)
+    hist, iterations, errors, converged = out.histograms, out.iterations, out.errors, out.converged
     if single:
         return Barycenter(histogram=hist[0], iterations=iterations, error=errors[0], converged=converged[0])
     return Barycenter(histogram=hist, iterations=iterations, error=np.asarray(errors),
@@ -646,8 +725,8 @@ def bistochastic(x, iters=None, tol=0.0, *, backend="cpu") -> BistochasticResult
     x = _array(x, _dtype(x))
     _ndim(x, "x", (2, 3), "an n×n matrix or a B×n×n batch")
     single = x.ndim == 2
-    r, conv = _logot.bistochastic(x[None] if single else x, int(iters), float(tol), backend)
-    return BistochasticResult(r=r[0] if single else r, convergence=Convergence(**conv))
+    out = _logot.bistochastic(x[None] if single else x, _count("iters", iters), _real("tol", tol), backend)
+    return BistochasticResult(r=out.r[0] if single else out.r, convergence=_convergence(out.convergence))
 
 
 def bistochastic_backward(r, g, *, cg_tol=None, cg_max_iters=1000, backend="cpu") -> BistochasticGradient:
@@ -664,8 +743,9 @@ def bistochastic_backward(r, g, *, cg_tol=None, cg_max_iters=1000, backend="cpu"
     single = r.ndim == 2
     if single:
         r, g = r[None], g[None]
-    dx, cg = _logot.bistochastic_backward(r, g, cg_tol, int(cg_max_iters), backend)
-    return BistochasticGradient(dx=dx[0] if single else dx, cg=CgReport(**cg))
+    out = _logot.bistochastic_backward(r, g, _optional_real("cg_tol", cg_tol), _count("cg_max_iters", cg_max_iters),
+                                         backend)
+    return BistochasticGradient(dx=out.dx[0] if single else out.dx, cg=_cg_report(out.cg))
 
 
 def svd3(a, *, backend="cpu") -> Svd3:
@@ -675,7 +755,8 @@ def svd3(a, *, backend="cpu") -> Svd3:
     a = _array(a, _dtype(a))
     _ndim(a, "a", (2, 3), "an M×3 matrix or a B×M×3 batch")
     single = a.ndim == 2
-    u, s, vt = _logot.svd3(a[None] if single else a, backend)
+    out = _logot.svd3(a[None] if single else a, backend)
+    u, s, vt = out.u, out.s, out.vt
     if single:
         u, s, vt = u[0], s[0], vt[0]
     return Svd3(u=u, s=s, vt=vt)
@@ -689,7 +770,8 @@ def newton_schulz(x, steps=5, *, coefficients=MUON_COEFFICIENTS, polish_steps=0,
     x = np.asarray(x)
     x = _array(x, _dtype(x))
     _ndim(x, "x", (2,), "a matrix")
-    return _logot.newton_schulz(x, int(steps), tuple(float(c) for c in coefficients), int(polish_steps), backend)
+    coefficients = tuple(_real(f"coefficients[{k}]", c) for k, c in enumerate(coefficients))
+    return _logot.newton_schulz(x, _count("steps", steps), coefficients, _count("polish_steps", polish_steps), backend)
 
 
 # ---------------------------------------------------------------------------------------
@@ -700,13 +782,13 @@ def newton_schulz(x, steps=5, *, coefficients=MUON_COEFFICIENTS, polish_steps=0,
 def cuda_device_name(ordinal: int = 0) -> str:
     """The name of GPU ``ordinal``; ``RuntimeError`` with the reason when the CUDA backend
     cannot run (no driver, no GPU, NVRTC missing). The first call compiles the kernels."""
-    return _logot.cuda_device_name(int(ordinal))
+    return _logot.cuda_device_name(_count("ordinal", ordinal))
 
 
 def cuda_available(ordinal: int = 0) -> bool:
     """Whether ``backend="cuda"`` (GPU ``ordinal``) can run here."""
     try:
-        _logot.cuda_device_name(int(ordinal))
+        _logot.cuda_device_name(_count("ordinal", ordinal))
         return True
     except RuntimeError:
         return False

@@ -15,6 +15,20 @@ What differs (each function's docstring has the details):
 
 * Every ``method`` runs logot's log-domain solver, stable at any ``reg`` (POT's
   ``"sinkhorn"`` under- or overflows at small ``reg``); the answer is the same fixed point.
+* Speed: where POT's default ``method="sinkhorn"`` is stable (moderate ``reg``, e.g.
+  ``reg = 0.1`` on costs of order 1), it is faster on the CPU than this log-domain solver.
+  Its iteration is two matrix–vector products with the precomputed kernel
+  ``K = exp(−M/reg)``; a log-domain iteration computes a log-sum-exp over every entry of
+  ``M`` in each half-step, ``2·n·m`` exponentials, which is what keeps it stable at any
+  ``reg``. Measured by ``scripts/bench-pot-sinkhorn.py`` (n = 300 points in the unit
+  square, ``reg = 0.1``, float64, POT's defaults, process CPU time on a shared 2-core x86
+  machine): ``sinkhorn`` 16.5 ms against POT's 2.37 ms (6.95×); per iteration 380 µs
+  against 58 µs (6.6×), where the floors on the same machine are 165 µs for ``2·n·m``
+  numpy exponentials against 21 µs for two GEMVs (7.7×); 40 iterations against POT's 31,
+  the L1 stopping test being the stricter; float32 inputs halve logot's iteration (192
+  µs). Against POT's own log-domain ``method="sinkhorn_log"`` logot is 8.8× faster (145
+  ms). Prefer POT's kernel-domain solver on small, well-conditioned CPU problems; logot's
+  where ``reg`` is small, on batches, point clouds, grids, the GPU, or with gradients.
 * The stopping test of ``sinkhorn``/``sinkhorn2`` uses the L1 norm ``‖Pᵀ1 − b‖₁`` (POT's
   is the L2 norm, which is never larger): ``stopThr`` is met at least as tightly.
 * ``log["err"]`` holds the final error only (logot does not keep a history), and
@@ -82,12 +96,12 @@ def _names(**mapping):
     """Rename the library's argument names (the prefix of its messages) to POT's."""
     try:
         yield
-    except ValueError as e:
+    except (ValueError, TypeError) as e:
         msg = str(e)
         for lib, pot in mapping.items():
             for sep in (":", " ="):
                 if msg.startswith(lib + sep):
-                    raise ValueError(pot + msg[len(lib):]) from None
+                    raise type(e)(pot + msg[len(lib):]) from None
         raise
 
 

@@ -103,8 +103,20 @@ def _dtype_of(*tensors) -> torch.dtype:
     return torch.float64
 
 
-def _as_tensors(*xs, like=None):
-    """Tensors of one floating dtype on one device (numbers and arrays are converted)."""
+def _check_real(x, name: str):
+    """A ``TypeError`` naming ``name`` for a complex tensor or array (converting it to a
+    real dtype would drop its imaginary part silently), as the numpy API refuses them."""
+    dtype = x.dtype if isinstance(x, torch.Tensor) else np.asarray(x).dtype
+    if (dtype.is_complex if isinstance(dtype, torch.dtype) else dtype.kind == "c"):
+        raise TypeError(f"{name}: expected real numbers, got dtype {dtype}")
+
+
+def _as_tensors(*xs, names, like=None):
+    """Tensors of one floating dtype on one device (numbers and arrays are converted;
+    complex ones refused, naming the argument of ``names``)."""
+    for x, name in zip(xs, names):
+        if x is not None:
+            _check_real(x, name)
     ref = like if like is not None else next((x for x in xs if isinstance(x, torch.Tensor)), None)
     dtype = _dtype_of(*xs)
     device = ref.device if ref is not None else torch.device("cpu")
@@ -117,6 +129,15 @@ def _as_tensors(*xs, like=None):
         else:
             out.append(torch.as_tensor(np.asarray(x), dtype=dtype, device=device))
     return out
+
+
+def _check_options(options: dict):
+    """The solver options of a call checked by type and named before any work (the CUDA
+    paths pass them to the compiled module as they are)."""
+    _lg._params(1.0, options["max_iters"], options["tol"], options["check_every"], options["eps_scaling"])
+    _lg._optional_real("cg_tol", options.get("cg_tol"))
+    if "cg_max_iters" in options:
+        _lg._count("cg_max_iters", options["cg_max_iters"])
 
 
 def _warn(conv, what="Sinkhorn"):
@@ -194,13 +215,13 @@ def _dense_on_device(mu, nu, cost, device, options, grads):
         ptrs = tuple(t.data_ptr() for t in out)
     else:
         ptrs = None
-    distance, conv, cg = _lg._logot._wasserstein_cuda(
+    solved = _lg._logot._wasserstein_cuda(
         a.data_ptr(), b.data_ptr(), c.data_ptr(), ptrs, batch, n, m, c.dim() == 3, c.dtype == torch.float64,
         params, options["cg_tol"], int(options["cg_max_iters"]), device, stream.cuda_stream)
-    _warn(_lg.Convergence(**conv))
-    if cg is not None:
-        _warn_cg(_lg.CgReport(**cg))
-    value = torch.tensor(distance, dtype=c.dtype).to(c.device, non_blocking=True)
+    _warn(solved.convergence)
+    if solved.cg is not None:
+        _warn_cg(solved.cg)
+    value = torch.tensor(solved.distance, dtype=c.dtype).to(c.device, non_blocking=True)
     if single:
         value = value[0]
         if out is not None:
@@ -269,10 +290,11 @@ def wasserstein(mu, nu, cost, eps: float, *, max_iters=1000, tol=None, check_eve
     waits for that stream (not the device) to read back the per-problem reports, and warns
     :class:`logot.ConvergenceWarning` from them as the host path does.
     """
-    mu, nu, cost = _as_tensors(mu, nu, cost)
+    mu, nu, cost = _as_tensors(mu, nu, cost, names=("mu", "nu", "cost"))
     options = dict(max_iters=max_iters, tol=tol, check_every=check_every, eps_scaling=eps_scaling,
                    cg_tol=cg_tol, cg_max_iters=cg_max_iters, backend=backend)
-    return _Wasserstein.apply(mu, nu, cost, float(eps), options)
+    _check_options(options)
+    return _Wasserstein.apply(mu, nu, cost, _lg._real("eps", eps), options)
 
 
 def sqeuclidean(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -305,7 +327,7 @@ class _Coupling(torch.autograd.Function):
             conv = _lg._logot._coupling_cuda(a.data_ptr(), b.data_ptr(), c.data_ptr(), plan.data_ptr(), batch, n,
                                              m, c.dim() == 3, c.dtype == torch.float64, params, ctx.device,
                                              stream.cuda_stream)
-            _warn(_lg.Convergence(**conv))
+            _warn(conv)
             plan = plan[0] if single else plan
             ctx.save_for_backward(plan)
             ctx.eps, ctx.backend, ctx.cg = eps, backend, cg
@@ -335,7 +357,7 @@ class _Coupling(torch.autograd.Function):
             cg = _lg._logot._plan_gradients_cuda(p.data_ptr(), g.data_ptr(), tuple(t.data_ptr() for t in out), batch,
                                                  n, m, p.dtype == torch.float64, ctx.eps, ctx.cg[0],
                                                  int(ctx.cg[1]), ctx.device, stream.cuda_stream)
-            _warn_cg(_lg.CgReport(**cg))
+            _warn_cg(cg)
             d_cost, d_mu, d_nu = out if plan.dim() == 3 else (out[0][0], out[1][0], out[2][0])
             return (_sum_to(d_mu, mu_shape) if ctx.needs_input_grad[0] else None,
                     _sum_to(d_nu, nu_shape) if ctx.needs_input_grad[1] else None,
@@ -359,10 +381,11 @@ def coupling(mu, nu, cost, eps: float, *, max_iters=1000, tol=None, check_every=
     current CUDA stream, forward and backward: the plans and the gradients are written into
     tensors torch allocated, only per-problem numbers are read back (the forward's warning
     comes from the report of the potentials)."""
-    mu, nu, cost = _as_tensors(mu, nu, cost)
+    mu, nu, cost = _as_tensors(mu, nu, cost, names=("mu", "nu", "cost"))
     options = dict(max_iters=max_iters, tol=tol, check_every=check_every, eps_scaling=eps_scaling,
                    cg_tol=cg_tol, cg_max_iters=cg_max_iters, backend=backend)
-    return _Coupling.apply(mu, nu, cost, float(eps), options)
+    _check_options(options)
+    return _Coupling.apply(mu, nu, cost, _lg._real("eps", eps), options)
 
 
 # ---------------------------------------------------------------------------------------
@@ -391,12 +414,12 @@ def _points_on_device(x, y, a, b, device, options):
     c = _DeviceClouds(x, y, a, b)
     f, g = torch.empty_like(c.wa), torch.empty_like(c.wb)
     gx, gy = c.gradients()
-    value, _, conv = _lg._logot._point_gradients_cuda(
+    solved = _lg._logot._point_gradients_cuda(
         *c.inputs(), (f.data_ptr(), g.data_ptr(), gx.data_ptr(), gy.data_ptr()), *c.shape(),
         options["metric"], options["precision"], x.dtype == torch.float64, _device_params(options), device,
         torch.cuda.current_stream(device).cuda_stream)
-    _warn(_lg.Convergence(**conv))
-    value = c.values(value)
+    _warn(solved.convergence)
+    value = c.values(solved.value)
     if c.single:
         return value[0], (gx[0], gy[0], f[0], g[0])
     return value, (gx, gy, f, g)
@@ -443,13 +466,13 @@ def _divergence_on_device(x, y, a, b, device, options):
     ``(∂x, ∂y)``, shaped as the host path's."""
     c = _DeviceClouds(x, y, a, b)
     gx, gy = c.gradients()
-    value, _, convs = _lg._logot._sinkhorn_divergence_cuda(
+    solved = _lg._logot._sinkhorn_divergence_cuda(
         *c.inputs(), (gx.data_ptr(), gy.data_ptr()), *c.shape(), options["metric"], options["precision"],
         x.dtype == torch.float64, _device_params(options), device,
         torch.cuda.current_stream(device).cuda_stream)
-    for conv in convs:
-        _warn(_lg.Convergence(**conv))
-    value = c.values(value)
+    for conv in solved.convergence:
+        _warn(conv)
+    value = c.values(solved.value)
     if c.single:
         return value[0], (gx[0], gy[0])
     return value, (gx, gy)
@@ -519,7 +542,7 @@ def _clouds(x, y, a, b):
     """Tensors of one dtype, uniform weights where None (those of one cloud: shared by a
     batch). ``x`` and ``y`` are checked as :func:`logot.point_gradients` checks them: n×d
     and m×d, or B×n×d and B×m×d with weights B×n or n (B×m or m)."""
-    x, y, a, b = _as_tensors(x, y, a, b)
+    x, y, a, b = _as_tensors(x, y, a, b, names=("x", "y", "a", "b"))
     _lg._check_clouds(_shape(x), _shape(y))
     a, b = _uniform(a, x.shape[-2], x), _uniform(b, y.shape[-2], y)
     if x.dim() == 3:
@@ -555,7 +578,8 @@ def wasserstein_points(x, y, eps: float, a=None, b=None, *, metric="sqeuclidean"
     if convention == "objective":
         options = dict(metric=metric, precision=precision, max_iters=max_iters, tol=tol,
                        check_every=check_every, eps_scaling=eps_scaling, backend=backend)
-        return _PointOT.apply(x, y, a, b, float(eps), options)
+        _check_options(options)
+        return _PointOT.apply(x, y, a, b, _lg._real("eps", eps), options)
     if convention == "linear":
         cost = sqeuclidean(x, y)
         if metric == "euclidean":
@@ -618,7 +642,8 @@ def sinkhorn_divergence(x, y, eps: float, a=None, b=None, *, metric="sqeuclidean
     if convention == "objective":
         options = dict(metric=metric, precision=precision, max_iters=max_iters, tol=tol,
                        check_every=check_every, eps_scaling=eps_scaling, backend=backend)
-        return _Divergence.apply(x, y, a, b, float(eps), options)
+        _check_options(options)
+        return _Divergence.apply(x, y, a, b, _lg._real("eps", eps), options)
     if convention == "linear":
         kw = dict(metric=metric, convention="linear", max_iters=max_iters, tol=tol, check_every=check_every,
                   eps_scaling=eps_scaling, backend=backend)
@@ -671,7 +696,7 @@ def _report(reports, stacklevel):
                 message = (f"the bistochastic projection did not converge for {unconverged} of {batch} matrices "
                            f"(column error {marginal_error:.3g} > tol {tol:.3g} after {iterations} iterations)")
         elif kind == "backward" and stats is not None:
-            stats = _lg.CgReport(**stats)
+            stats = _lg._cg_report(stats)
             if stats.unconverged:
                 message = (f"the implicit backward's CG did not converge for {stats.unconverged} of {stats.problems} "
                            f"problem(s) (relative residual {stats.max_residual:.3g} > {stats.tol:.3g}); the "
@@ -813,10 +838,12 @@ def bistochastic(x: torch.Tensor, iters: int = 20, tol: float = 0.0, *, cg_tol=N
     replays run the same kernels on the captured tensors with no host work per call.
     Captured calls report no statistics (set ``iters`` and use ``tol = 0``, the usual
     setting); run the step eagerly to check them."""
+    _check_real(x, "x")
     if not isinstance(x, torch.Tensor):
         x = torch.as_tensor(np.asarray(x))
     if x.dtype not in (torch.float32, torch.float64):
         x = x.to(torch.float64)
     if x.dim() < 2 or x.shape[-1] != x.shape[-2]:
         raise ValueError(f"x: expected square matrices in the last two axes, got shape {tuple(x.shape)}")
-    return _Bistochastic.apply(x, int(iters), float(tol), cg_tol, int(cg_max_iters), backend)
+    return _Bistochastic.apply(x, _lg._count("iters", iters), _lg._real("tol", tol), _lg._optional_real("cg_tol", cg_tol),
+                               _lg._count("cg_max_iters", cg_max_iters), backend)

@@ -55,12 +55,19 @@ impl BaryLayout {
 /// `log_a` (`P×K×n`, `log(a + stab)`), `weights` (`P×K`), `zeros` (`P×K×m`), and the
 /// iterates `g` (εG), `f` (εf), `v` (−ε·log K(u)) and `bar` (ε·log b).
 pub struct BaryBuffers<Buf> {
+    /// `log(a + stab)` of the inputs, `P×K×n`.
     pub log_a: Buf,
+    /// The barycentric weights, `P×K`.
     pub weights: Buf,
+    /// Zeros, `P×K×m`.
     pub zeros: Buf,
+    /// The iterate `εG`.
     pub g: Buf,
+    /// The iterate `εf`.
     pub f: Buf,
+    /// The iterate `−ε·log K(u)`.
     pub v: Buf,
+    /// The iterate `ε·log b` (the log-barycenters).
     pub bar: Buf,
 }
 

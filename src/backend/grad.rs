@@ -6,10 +6,12 @@
 //! per-problem dot products. Plans are stored `B×n×m`, vectors `B×n` or `B×m`, row-major.
 
 use super::Backend;
+use crate::cg::CgSpace;
 use crate::{Real, Result};
+use std::marker::PhantomData;
 
 /// Batched plan mat-vecs and vector operations for the implicit OT gradient and the
-/// matrix-free CG solver ([`crate::grad::cg`], which runs on them through `BackendSpace`).
+/// matrix-free CG solver ([`crate::grad::cg`], which runs on them through [`BackendSpace`]).
 ///
 /// Shapes are checked: every method returns an error on a length mismatch.
 pub trait GradKernels<T: Real>: Backend<T> {
@@ -82,4 +84,59 @@ pub trait GradKernels<T: Real>: Backend<T> {
 
     /// Element-wise indicator `x > 0` (1 or 0): the support of a marginal.
     fn support(&self, x: &Self::Buffer) -> Result<Self::Buffer>;
+}
+
+/// Batched vectors resident on a backend: `batch` problems of `len` entries, `B×len`.
+pub struct BackendSpace<'a, T: Real, B: GradKernels<T>> {
+    backend: &'a B,
+    batch: usize,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+impl<'a, T: Real, B: GradKernels<T>> BackendSpace<'a, T, B> {
+    /// `batch` problems of `len` entries each, on `backend`.
+    pub fn new(backend: &'a B, batch: usize, len: usize) -> Self {
+        BackendSpace {
+            backend,
+            batch,
+            len,
+            _t: PhantomData,
+        }
+    }
+    /// The backend.
+    pub fn backend(&self) -> &'a B {
+        self.backend
+    }
+}
+
+impl<T: Real, B: GradKernels<T>> CgSpace for BackendSpace<'_, T, B> {
+    type Vector = <B as Backend<T>>::Buffer;
+    type Scalars = Vec<f64>;
+    fn batch(&self) -> usize {
+        self.batch
+    }
+    fn scalars(&self) -> Vec<f64> {
+        vec![0.0; self.batch]
+    }
+    fn zeros(&self) -> Result<Self::Vector> {
+        self.backend.filled(self.batch * self.len, T::zero())
+    }
+    fn duplicate(&self, v: &Self::Vector) -> Result<Self::Vector> {
+        let mut out = self.backend.filled(self.backend.len(v), T::zero())?;
+        let zeros = vec![0.0; self.batch];
+        self.backend.batched_xpby(v, &zeros, &mut out)?;
+        Ok(out)
+    }
+    fn dot(&self, x: &Self::Vector, y: &Self::Vector, out: &mut [f64]) -> Result<()> {
+        let d = self.backend.batched_dot(self.batch, x, y)?;
+        out.copy_from_slice(&d);
+        Ok(())
+    }
+    fn axpy(&self, alpha: &[f64], x: &Self::Vector, y: &mut Self::Vector) -> Result<()> {
+        self.backend.batched_axpy(alpha, x, y)
+    }
+    fn xpby(&self, x: &Self::Vector, beta: &[f64], y: &mut Self::Vector) -> Result<()> {
+        self.backend.batched_xpby(x, beta, y)
+    }
 }

@@ -25,10 +25,15 @@ pub enum Transpose {
 /// `B` as `k×n` (or `n×k` when `tb` is [`Transpose::Yes`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GemmShape {
+    /// Rows of `op(A)` and `C`.
     pub m: usize,
+    /// Columns of `op(B)` and `C`.
     pub n: usize,
+    /// The inner dimension.
     pub k: usize,
+    /// Whether `A` is read transposed.
     pub ta: Transpose,
+    /// Whether `B` is read transposed.
     pub tb: Transpose,
 }
 
@@ -61,8 +66,11 @@ impl GemmShape {
 /// (then the product is `AᵀA`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SyrkShape {
+    /// Rows and columns of `C`.
     pub n: usize,
+    /// The inner dimension.
     pub k: usize,
+    /// Whether `A` is read transposed (the product is then `AᵀA`).
     pub ta: Transpose,
 }
 

@@ -1,5 +1,7 @@
-//! The backend abstraction: one trait that a compute device implements, and the cost
-//! sources the kernels read.
+//! The backend abstraction: one trait that a compute device implements, and the kernel
+//! traits of the algorithms beyond Sinkhorn (barycenters, bistochastic, gradients, linear
+//! algebra, point clouds). The costs they read ([`CostSource`], [`GridCost`],
+//! [`PointCloudCost`]) are re-exported here.
 //!
 //! Algorithms ([`crate::sinkhorn`], barycenters, gradients) are written once against
 //! [`Backend`]. A backend owns its buffers ([`Backend::Buffer`], resident on the device
@@ -17,17 +19,17 @@ pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod grad;
-mod grid;
 pub mod linalg;
 pub mod pointcloud;
 mod shape;
 
-use crate::unbalanced::RelaxedSide;
+pub use crate::cost::{
+    CloudLayout, CostDims, CostSource, CrossPrecision, GridCost, PointCloudCost, PointMetric,
+};
 pub use barycenter::{
     bary_iterations_unfused, log_power_mean, BaryBuffers, BaryLayout, BarycenterKernels,
 };
-pub use grid::GridCost;
-pub use pointcloud::{CloudLayout, CrossPrecision, PointCloudCost, PointCloudKernels, PointMetric};
+pub use pointcloud::PointCloudKernels;
 
 pub(crate) use shape::batch_of;
 
@@ -43,17 +45,6 @@ pub enum Side {
     Col,
 }
 
-/// Sizes of a prepared cost: `n×m`, shared by every problem or one per problem.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CostDims {
-    /// Number of source points (rows of `C`).
-    pub n: usize,
-    /// Number of target points (columns of `C`).
-    pub m: usize,
-    /// `Some(B)` when the cost holds one matrix per problem, `None` when shared.
-    pub batch: Option<usize>,
-}
-
 impl CostDims {
     /// Length of one problem's potential on `side` (`n` for rows, `m` for columns).
     pub fn len(&self, side: Side) -> usize {
@@ -61,77 +52,6 @@ impl CostDims {
             Side::Row => self.n,
             Side::Col => self.m,
         }
-    }
-}
-
-/// Where the cost `C[i,j]` of a problem comes from.
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub enum CostSource<'a, T> {
-    /// One dense `n×m` matrix shared by every problem of the batch.
-    Dense(ArrayView2<'a, T>),
-    /// One dense `n×m` matrix per problem (`B×n×m`).
-    DenseBatch(ArrayView3<'a, T>),
-    /// Squared Euclidean distance between the points of a regular 1-, 2- or 3-D grid on
-    /// the unit cube (`linspace(0, 1, N_d)` per axis, row-major flattening), shared by
-    /// every problem. Never stored: `exp(−C/ε)` is a product of 1-D kernels, so a half-step
-    /// is one 1-D log-convolution per axis (O(n·ΣN_d) instead of O(n²)).
-    Grid(GridCost),
-    /// A cost between two point clouds (`n×d` and `m×d`), shared by every problem or one
-    /// pair per problem (`B×n×d`, `B×m×d`, [`PointCloudCost::batched`]), computed on the fly
-    /// inside the kernels and never stored (memory `O((n + m)·d)` per pair).
-    PointCloud(PointCloudCost<'a, T>),
-}
-
-impl<T> CostSource<'_, T> {
-    /// Sizes of the cost: `n×m`, and the number of matrices of a per-problem cost.
-    pub fn dims(&self) -> CostDims {
-        match self {
-            CostSource::Dense(c) => CostDims {
-                n: c.nrows(),
-                m: c.ncols(),
-                batch: None,
-            },
-            CostSource::DenseBatch(c) => {
-                let (b, n, m) = c.dim();
-                CostDims {
-                    n,
-                    m,
-                    batch: Some(b),
-                }
-            }
-            CostSource::Grid(g) => CostDims {
-                n: g.len(),
-                m: g.len(),
-                batch: None,
-            },
-            CostSource::PointCloud(p) => CostDims {
-                n: p.n(),
-                m: p.m(),
-                batch: p.batch(),
-            },
-        }
-    }
-}
-
-impl<'a, T> From<ArrayView2<'a, T>> for CostSource<'a, T> {
-    fn from(c: ArrayView2<'a, T>) -> Self {
-        CostSource::Dense(c)
-    }
-}
-impl<'a, T> From<ArrayView3<'a, T>> for CostSource<'a, T> {
-    fn from(c: ArrayView3<'a, T>) -> Self {
-        CostSource::DenseBatch(c)
-    }
-}
-impl<T> From<GridCost> for CostSource<'_, T> {
-    fn from(g: GridCost) -> Self {
-        CostSource::Grid(g)
-    }
-}
-impl<'a, T> From<PointCloudCost<'a, T>> for CostSource<'a, T> {
-    fn from(p: PointCloudCost<'a, T>) -> Self {
-        CostSource::PointCloud(p)
     }
 }
 
@@ -154,6 +74,11 @@ pub trait Backend<T: Real> {
     fn upload(&self, data: &[T]) -> Result<Self::Buffer>;
     /// Copy a device buffer to the host.
     fn download(&self, buf: &Self::Buffer) -> Result<Vec<T>>;
+    /// A buffer moved to the host: [`Backend::download`], without the copy where the buffer
+    /// already is host memory (the CPU's plan is handed back as it is, not cloned).
+    fn download_owned(&self, buf: Self::Buffer) -> Result<Vec<T>> {
+        self.download(&buf)
+    }
     /// A new buffer of `len` copies of `value`.
     fn filled(&self, len: usize, value: T) -> Result<Self::Buffer>;
     /// Length of a buffer.
@@ -162,6 +87,49 @@ pub trait Backend<T: Real> {
     /// Prepare a cost for the kernels. Entries are validated (finite) by the caller
     /// ([`crate::Problem`]); backends check only sizes.
     fn prepare_cost(&self, cost: &CostSource<'_, T>) -> Result<Self::Cost>;
+    /// [`Backend::prepare_cost`] of a dense cost with each matrix shifted, `C_b − shift[b]`
+    /// (in f64; one shift per matrix or one shared; empty or all zero: none). The default
+    /// shifts a host copy and prepares it; a backend that copies the cost anyway shifts it
+    /// as it copies (the CPU: no third copy of the matrix).
+    fn prepare_shifted_cost(&self, cost: &CostSource<'_, T>, shift: &[f64]) -> Result<Self::Cost> {
+        if shift.iter().all(|&s| s == 0.0) {
+            return self.prepare_cost(cost);
+        }
+        let of = |b: usize| if shift.len() == 1 { shift[0] } else { shift[b] };
+        match cost {
+            CostSource::Dense(c) => {
+                let s = of(0);
+                let v = crate::alloc::collected(
+                    "cost",
+                    c.len(),
+                    c.iter().map(|&v| T::of(v.f64() - s)),
+                )?;
+                let c = ArrayView2::from_shape(c.dim(), &v)
+                    .map_err(|e| crate::Error::shape("cost", e.to_string()))?;
+                self.prepare_cost(&CostSource::Dense(c))
+            }
+            CostSource::DenseBatch(c) => {
+                let v = crate::alloc::collected(
+                    "cost",
+                    c.len(),
+                    c.outer_iter()
+                        .enumerate()
+                        .flat_map(|(b, m)| m.into_iter().map(move |&v| T::of(v.f64() - of(b)))),
+                )?;
+                let c = ArrayView3::from_shape(c.dim(), &v)
+                    .map_err(|e| crate::Error::shape("cost", e.to_string()))?;
+                self.prepare_cost(&CostSource::DenseBatch(c))
+            }
+            _ => self.prepare_cost(cost),
+        }
+    }
+    /// The host bytes [`Backend::prepare_cost`] keeps for `cost` (the CPU's copies of a dense
+    /// cost; 0 where the prepared cost lives on a device or is computed on the fly): held
+    /// with a plan, they make [`SinkhornSolver::coupling`](crate::SinkhornSolver::coupling)'s peak.
+    fn host_cost_bytes(&self, cost: &CostSource<'_, T>) -> usize {
+        let _ = cost;
+        0
+    }
     /// Sizes of a prepared cost.
     fn cost_dims(&self, cost: &Self::Cost) -> CostDims;
 
@@ -262,7 +230,7 @@ pub trait Backend<T: Real> {
     /// Per problem, one side of an unbalanced plan in f64 ([`RelaxedSide`]): `a` the side's
     /// marginal, `pot` its potential and `half` the balanced half-step of its partner, `B×per`
     /// each; `ρ = ∞` on an exact side. The default downloads the three buffers and sums on
-    /// the host ([`crate::unbalanced::relaxed_sides`]); a backend may sum on the device and
+    /// the host ([`relaxed_sides`]); a backend may sum on the device and
     /// send back only the `B` results.
     fn relaxed_sides(
         &self,
@@ -274,7 +242,7 @@ pub trait Backend<T: Real> {
         rho: f64,
     ) -> Result<Vec<RelaxedSide>> {
         let per = shape::check_marginal_error(batch, self.len(a), self.len(pot), self.len(half))?;
-        Ok(crate::unbalanced::relaxed_sides(
+        Ok(relaxed_sides(
             per,
             &self.download(a)?,
             &self.download(pot)?,
@@ -534,6 +502,106 @@ pub struct Marginals<'a, Buf> {
     pub log_mu: &'a Buf,
     /// `log ν`.
     pub log_nu: &'a Buf,
+}
+
+/// One side of each problem of an unbalanced plan, in f64, from a potential `pot` and the
+/// balanced half-step `half` of its partner, so that `r_k = a_k·exp((pot_k − half_k)/ε)` is
+/// the plan's marginal on that side (sums over `a_k > 0`):
+/// [`Backend::relaxed_sides`].
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RelaxedSide {
+    /// `Σ_k |r'_k − r_k|`, the `ℓ₁` change one more relaxed half-step on this side would make
+    /// to the plan's marginal: `log(r'_k/r_k) = −φ·log(r_k/a_k) − (pot_k − ε log a_k)/(ρ + ε)`
+    /// (`φ = ρ/(ρ + ε)`), zero exactly when the side's optimality condition
+    /// `r = a ⊙ exp(−(pot − ε log a)/ρ)` holds; `‖r − a‖₁` for `ρ = ∞`.
+    pub residual: f64,
+    /// `Σ_k r_k`, the plan's mass (what [`RelaxedSide::residual`] is judged relative to).
+    pub mass: f64,
+    /// `Σ_k r_k·(pot_k − ε log a_k)`.
+    pub dual: f64,
+    /// `KL(r ‖ a) = Σ_k r_k log(r_k/a_k) − r_k + a_k`.
+    pub kl: f64,
+}
+
+impl RelaxedSide {
+    /// The side's terms of the objective: `dual + ρ·KL(r ‖ a)` (the KL term left out for
+    /// `ρ = ∞`).
+    pub(crate) fn objective(&self, rho: f64) -> f64 {
+        if rho == f64::INFINITY {
+            self.dual
+        } else {
+            self.dual + rho * self.kl
+        }
+    }
+}
+
+/// [`RelaxedSide`] of every problem (`per` entries each) on the host, problems in
+/// parallel, each summed in order.
+pub fn relaxed_sides<T: Real>(
+    per: usize,
+    a: &[T],
+    pot: &[T],
+    half: &[T],
+    eps: f64,
+    rho: f64,
+) -> Vec<RelaxedSide> {
+    use rayon::prelude::*;
+    if per == 0 {
+        return Vec::new();
+    }
+    a.par_chunks(per)
+        .zip(pot.par_chunks(per))
+        .zip(half.par_chunks(per))
+        .map(|((a, p), h)| {
+            let mut side = RelaxedSide::default();
+            for k in 0..per {
+                let ak = a[k].f64();
+                if ak > 0.0 {
+                    let (pk, hk) = (p[k].f64(), h[k].f64());
+                    // log(r_k / a_k)
+                    let log_ratio = (pk - hk) / eps;
+                    let dual = pk - eps * ak.ln();
+                    let r = ak * log_ratio.exp();
+                    side.residual += half_step_change(ak, r, log_ratio, dual, eps, rho);
+                    side.mass += r;
+                    side.dual += r * dual;
+                    side.kl += r * log_ratio - r + ak;
+                }
+            }
+            side
+        })
+        .collect()
+}
+
+/// `|r' − r|` for one bin of weight `a > 0` whose plan marginal is `r = a·exp(log_ratio)` and
+/// relative potential `dual = pot − ε log a`: the change one more relaxed half-step makes,
+/// `log(r'/r) = −φ·log_ratio − dual/(ρ + ε)` ([`RelaxedSide::residual`]). The step's
+/// exponent is formed from `dual/(ρ + ε)`, never `dual/ρ`, so the rounding of a potential
+/// near `ε log a` is not magnified when `ρ ≪ ε`.
+pub(crate) fn half_step_change(
+    a: f64,
+    r: f64,
+    log_ratio: f64,
+    dual: f64,
+    eps: f64,
+    rho: f64,
+) -> f64 {
+    let (phi, shift) = if rho == f64::INFINITY {
+        (1.0, 0.0)
+    } else {
+        (rho / (rho + eps), dual / (rho + eps))
+    };
+    if r > 0.0 && r.is_finite() {
+        r * (-phi * log_ratio - shift).exp_m1().abs()
+    } else {
+        // r underflowed (or overflowed): r' from `log(r'/a) = (1 − φ)·log(r/a) − shift`.
+        let next = if phi == 1.0 {
+            -shift
+        } else {
+            (1.0 - phi) * log_ratio - shift
+        };
+        (a * next.exp() - r).abs()
+    }
 }
 
 /// One problem's plan as [`Backend::plan_report`] measures it.

@@ -30,16 +30,7 @@ pub(crate) fn check_cost_batch(dims: &CostDims, batch: usize) -> Result<()> {
     }
 }
 
-/// A buffer of exactly `want` elements.
-pub(crate) fn check_len(what: &str, len: usize, want: usize) -> Result<()> {
-    if len != want {
-        return Err(Error::shape(
-            what,
-            format!("has length {len} but {want} is needed"),
-        ));
-    }
-    Ok(())
-}
+pub(crate) use crate::validate::check_len;
 
 /// A weight holding `batch` matrices of `per` entries or one shared: the offset between
 /// consecutive problems' matrices (`per`, or 0 when shared).

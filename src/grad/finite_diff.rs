@@ -7,11 +7,11 @@
 //! zero on both sides compare absolutely.
 //!
 //! ```
-//! use logot::grad::{check_gradient, GradCheckOptions};
+//! use logot::grad::{check_gradient, GradCheckParams};
 //! let f = |x: &[f64]| x[0] * x[0] * x[1] + x[1].sin();
 //! let x: [f64; 2] = [0.7, -1.3];
 //! let grad = [2.0 * x[0] * x[1], x[0] * x[0] + x[1].cos()];
-//! let report = check_gradient(f, &x, &grad, &GradCheckOptions::default())?;
+//! let report = check_gradient(f, &x, &grad, &GradCheckParams::default())?;
 //! assert!(report.passed, "{report}");
 //! # Ok::<(), logot::Error>(())
 //! ```
@@ -19,9 +19,12 @@
 use crate::{Error, Result};
 use std::fmt;
 
-/// Options of [`check_gradient`]. `Default`: step 1e-5, tolerance 1e-6, floor 1e-8.
+/// Parameters of [`check_gradient`], set by builder methods
+/// (`GradCheckParams::default().rel_tol(1e-5)`). `Default`: step 1e-5, tolerance 1e-6,
+/// floor 1e-8.
 #[derive(Clone, Debug, PartialEq)]
-pub struct GradCheckOptions {
+#[non_exhaustive]
+pub struct GradCheckParams {
     /// Relative step: `h_k = step·max(1, |x_k|)`.
     pub step: f64,
     /// Largest accepted error (relative, with the floor below).
@@ -30,9 +33,9 @@ pub struct GradCheckOptions {
     pub abs_floor: f64,
 }
 
-impl Default for GradCheckOptions {
+impl Default for GradCheckParams {
     fn default() -> Self {
-        GradCheckOptions {
+        GradCheckParams {
             step: 1e-5,
             rel_tol: 1e-6,
             abs_floor: 1e-8,
@@ -40,19 +43,24 @@ impl Default for GradCheckOptions {
     }
 }
 
-impl GradCheckOptions {
-    /// Default step with tolerance `rel_tol` and floor `abs_floor`.
-    pub fn new(rel_tol: f64, abs_floor: f64) -> Self {
-        GradCheckOptions {
-            rel_tol,
-            abs_floor,
-            ..Default::default()
-        }
+impl GradCheckParams {
+    /// These parameters with the relative step `step`.
+    pub fn step(self, step: f64) -> Self {
+        GradCheckParams { step, ..self }
+    }
+    /// These parameters with the largest accepted error `rel_tol`.
+    pub fn rel_tol(self, rel_tol: f64) -> Self {
+        GradCheckParams { rel_tol, ..self }
+    }
+    /// These parameters with the floor `abs_floor` of the relative error's denominator.
+    pub fn abs_floor(self, abs_floor: f64) -> Self {
+        GradCheckParams { abs_floor, ..self }
     }
 }
 
 /// Result of [`check_gradient`].
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct GradCheckReport {
     /// Central-difference gradient.
     pub numeric: Vec<f64>,
@@ -68,8 +76,8 @@ pub struct GradCheckReport {
     pub norm_error: f64,
     /// `max_error ≤ rel_tol`.
     pub passed: bool,
-    /// The options used.
-    pub options: GradCheckOptions,
+    /// The parameters used.
+    pub params: GradCheckParams,
 }
 
 impl fmt::Display for GradCheckReport {
@@ -81,7 +89,7 @@ impl fmt::Display for GradCheckReport {
              norm-wise error {:.3e} over {} entries",
             if self.passed { "passed" } else { "FAILED" },
             self.max_error,
-            self.options.rel_tol,
+            self.params.rel_tol,
             self.numeric.get(k).copied().unwrap_or(f64::NAN),
             self.analytic.get(k).copied().unwrap_or(f64::NAN),
             self.norm_error,
@@ -144,16 +152,16 @@ pub fn numerical_gradient(
 /// Compare `grad` with central differences of `f` at `x` (see the module docs).
 ///
 /// Errors (rather than a failed report): `grad` of the wrong length or non-finite, invalid
-/// options, or `f` non-finite at a probe point.
+/// parameters, or `f` non-finite at a probe point.
 ///
 /// ```
-/// use logot::grad::{check_gradient, GradCheckOptions};
+/// use logot::grad::{check_gradient, GradCheckParams};
 /// let f = |x: &[f64]| x[0].exp() * x[1];
 /// let x = [0.5, 2.0];
 /// let right = [0.5f64.exp() * 2.0, 0.5f64.exp()];
-/// assert!(check_gradient(f, &x, &right, &GradCheckOptions::default())?.passed);
+/// assert!(check_gradient(f, &x, &right, &GradCheckParams::default())?.passed);
 /// let wrong = [right[0], 1.01 * right[1]];
-/// let report = check_gradient(f, &x, &wrong, &GradCheckOptions::default())?;
+/// let report = check_gradient(f, &x, &wrong, &GradCheckParams::default())?;
 /// assert!(!report.passed && report.worst_index == 1);
 /// # Ok::<(), logot::Error>(())
 /// ```
@@ -161,7 +169,7 @@ pub fn check_gradient(
     f: impl FnMut(&[f64]) -> f64,
     x: &[f64],
     grad: &[f64],
-    opts: &GradCheckOptions,
+    opts: &GradCheckParams,
 ) -> Result<GradCheckReport> {
     if grad.len() != x.len() {
         return Err(Error::shape(
@@ -228,7 +236,7 @@ pub fn check_gradient(
         worst_index,
         norm_error,
         passed: max_error <= opts.rel_tol,
-        options: opts.clone(),
+        params: opts.clone(),
     })
 }
 
@@ -245,28 +253,27 @@ mod tests {
             x[0] * (x[0] * x[1]).exp(),
             3.0 * x[2] * x[2],
         ];
-        let rep = check_gradient(f, &x, &good, &GradCheckOptions::default()).unwrap();
+        let rep = check_gradient(f, &x, &good, &GradCheckParams::default()).unwrap();
         assert!(rep.passed, "{rep}");
         assert!(rep.max_error < 1e-8, "{rep}");
         let mut bad = good;
         bad[1] *= 1.001;
-        let rep = check_gradient(f, &x, &bad, &GradCheckOptions::default()).unwrap();
+        let rep = check_gradient(f, &x, &bad, &GradCheckParams::default()).unwrap();
         assert!(!rep.passed && rep.worst_index == 1, "{rep}");
     }
 
     #[test]
     fn zero_entries_compare_against_the_floor_and_bad_inputs_are_errors() {
         let f = |x: &[f64]| x[0] * x[0];
-        let rep =
-            check_gradient(f, &[0.0, 5.0], &[0.0, 0.0], &GradCheckOptions::default()).unwrap();
+        let rep = check_gradient(f, &[0.0, 5.0], &[0.0, 0.0], &GradCheckParams::default()).unwrap();
         assert!(rep.passed, "{rep}");
-        assert!(check_gradient(f, &[1.0], &[1.0, 2.0], &GradCheckOptions::default()).is_err());
-        assert!(check_gradient(f, &[f64::NAN], &[1.0], &GradCheckOptions::default()).is_err());
+        assert!(check_gradient(f, &[1.0], &[1.0, 2.0], &GradCheckParams::default()).is_err());
+        assert!(check_gradient(f, &[f64::NAN], &[1.0], &GradCheckParams::default()).is_err());
         assert!(check_gradient(
             |x: &[f64]| x[0].ln(),
             &[0.0],
             &[1.0],
-            &GradCheckOptions::default()
+            &GradCheckParams::default()
         )
         .is_err());
     }

@@ -10,12 +10,12 @@
 //! * orthogonal matrices (any `d`): `R = V·Uᵀ`, the polar factor of `Hᵀ`, by
 //!   [`newton_schulz()`](super::newton_schulz()) with [`NewtonSchulzParams::polar`].
 
-use super::newton_schulz::{newton_schulz_on, NewtonSchulzParams};
+use super::newton_schulz::{newton_schulz, NewtonSchulzParams};
 use super::svd3::svd3;
 use super::{check_matrix, download2, upload2};
 use crate::backend::linalg::{GemmShape, LinalgKernels, Transpose};
-use crate::linalg::gemm::sq_euclidean_cost_on;
-use crate::sinkhorn::{Problem, SinkhornParams, Solver, WarmStart};
+use crate::entropic::sinkhorn::{Problem, SinkhornParams, SinkhornSolver, WarmStart};
+use crate::linalg::gemm::sq_euclidean_cost;
 use crate::{CpuBackend, Error, Real, Result};
 use ndarray::{Array1, Array2, ArrayView2, Axis};
 
@@ -33,7 +33,7 @@ impl<T: Real> RigidTransform<T> {
     ///
     /// ```
     /// let t = logot::linalg::RigidTransform::<f64>::identity(2);
-    /// let x = ndarray::array![[1.0, 2.0], [3.0, 4.0]];
+    /// let x = logot::ndarray::array![[1.0, 2.0], [3.0, 4.0]];
     /// assert_eq!(t.apply(x.view())?, x);
     /// # Ok::<(), logot::Error>(())
     /// ```
@@ -48,7 +48,7 @@ impl<T: Real> RigidTransform<T> {
     ///
     /// ```
     /// use logot::linalg::RigidTransform;
-    /// use ndarray::array;
+    /// use logot::ndarray::array;
     /// // A quarter turn, then a shift by (1, 0).
     /// let t = RigidTransform { rotation: array![[0.0, -1.0], [1.0, 0.0]], translation: array![1.0, 0.0] };
     /// assert_eq!(t.apply(array![[1.0, 0.0], [0.0, 2.0]].view())?, array![[1.0, 1.0], [-1.0, 0.0]]);
@@ -68,7 +68,7 @@ impl<T: Real> RigidTransform<T> {
         let mut out = x.dot(&self.rotation.t());
         for mut row in out.rows_mut() {
             for (v, &t) in row.iter_mut().zip(self.translation.iter()) {
-                *v = *v + t;
+                *v += t;
             }
         }
         Ok(out)
@@ -79,7 +79,7 @@ impl<T: Real> RigidTransform<T> {
 /// rotations `a` and `b`): `acos((tr(a·bᵀ) − 1)/2)`.
 ///
 /// ```
-/// use ndarray::{array, Array2};
+/// use logot::ndarray::{array, Array2};
 /// let (c, s) = (0.5f64.cos(), 0.5f64.sin());
 /// let rot = array![[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]; // 0.5 rad about z
 /// let angle = logot::linalg::align::rotation_angle(rot.view(), Array2::eye(3).view())?;
@@ -248,7 +248,7 @@ fn det3(a: &Array2<f64>) -> f64 {
 ///
 /// ```
 /// use logot::linalg::{align::rotation_angle, kabsch};
-/// use ndarray::{array, Array2};
+/// use logot::ndarray::{array, Array2};
 /// let (c, s) = (0.5f64.cos(), 0.5f64.sin());
 /// let rot = array![[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]; // 0.5 rad about z
 /// let x = array![[1.0, 0.0, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 3.0], [1.0, 1.0, 1.0]];
@@ -274,12 +274,12 @@ pub fn kabsch<T: Real>(
 ///
 /// ```
 /// use logot::linalg::{orthogonal_procrustes, NewtonSchulzParams};
-/// use ndarray::{array, Array2};
+/// use logot::ndarray::{array, Array2};
 /// // 4-D: a reflection and a swap of two axes (det = −1, not a rotation).
 /// let q = array![[-1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]];
 /// let x = Array2::from_shape_fn((6, 4), |(i, k)| ((3 * i + 5 * k) % 7) as f64 - 3.0);
 /// let y = x.dot(&q.t());
-/// let fit = orthogonal_procrustes(x.view(), y.view(), (Array2::eye(6) / 6.0).view(), false, &NewtonSchulzParams::polar())?;
+/// let fit = orthogonal_procrustes(x.view(), y.view(), (Array2::eye(6) / 6.0).view(), false, &NewtonSchulzParams::default().polar())?;
 /// assert!((&fit.rotation - &q).iter().all(|e| e.abs() < 1e-9));
 /// # Ok::<(), logot::Error>(())
 /// ```
@@ -347,7 +347,7 @@ fn rotation_from<T: Real, B: LinalgKernels<T>>(
             if ht.iter().all(|v| *v == T::zero()) {
                 return Ok(Array2::eye(h.nrows()));
             }
-            Ok(newton_schulz_on(backend, ht.view(), params)?.mapv(|v| v.f64()))
+            Ok(newton_schulz(backend, ht.view(), params)?.mapv(|v| v.f64()))
         }
     }
 }
@@ -393,8 +393,10 @@ pub enum Init {
 
 /// Parameters of [`wasserstein_procrustes`]. Regularisations are relative to the clouds'
 /// scale `s² = mean‖x_i − x̄‖² + mean‖y_j − ȳ‖²` (the mean squared-Euclidean cost at
-/// `R = I`), so the defaults fit any units.
+/// `R = I`), so the defaults fit any units. Set by builder methods
+/// (`WassersteinProcrustesParams::default().eps(1e-4)`).
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct WassersteinProcrustesParams {
     /// Final ε, relative to `s²`.
     pub eps: f64,
@@ -435,12 +437,66 @@ impl Default for WassersteinProcrustesParams {
             center: true,
             method: ProcrustesMethod::Auto,
             init: Init::Pca,
-            newton_schulz: NewtonSchulzParams::polar(),
+            newton_schulz: NewtonSchulzParams::default().polar(),
         }
     }
 }
 
 impl WassersteinProcrustesParams {
+    /// These parameters with the final ε (relative to `s²`).
+    pub fn eps(self, eps: f64) -> Self {
+        WassersteinProcrustesParams { eps, ..self }
+    }
+    /// These parameters with the first ε (relative to `s²`).
+    pub fn eps_start(self, eps_start: f64) -> Self {
+        WassersteinProcrustesParams { eps_start, ..self }
+    }
+    /// These parameters with the factor `eps_decay` of the ε schedule.
+    pub fn eps_decay(self, eps_decay: f64) -> Self {
+        WassersteinProcrustesParams { eps_decay, ..self }
+    }
+    /// These parameters with at most `max_iters` outer iterations per start.
+    pub fn max_iters(self, max_iters: usize) -> Self {
+        WassersteinProcrustesParams { max_iters, ..self }
+    }
+    /// These parameters with the rotation tolerance `tol`.
+    pub fn tol(self, tol: f64) -> Self {
+        WassersteinProcrustesParams { tol, ..self }
+    }
+    /// These parameters with at most `sinkhorn_iters` Sinkhorn iterations per coupling.
+    pub fn sinkhorn_iters(self, sinkhorn_iters: usize) -> Self {
+        WassersteinProcrustesParams {
+            sinkhorn_iters,
+            ..self
+        }
+    }
+    /// These parameters with the marginal-error target `sinkhorn_tol` of each coupling.
+    pub fn sinkhorn_tol(self, sinkhorn_tol: f64) -> Self {
+        WassersteinProcrustesParams {
+            sinkhorn_tol,
+            ..self
+        }
+    }
+    /// These parameters with (`center` true) or without a fitted translation.
+    pub fn center(self, center: bool) -> Self {
+        WassersteinProcrustesParams { center, ..self }
+    }
+    /// These parameters with the orthogonal factor found by `method`.
+    pub fn method(self, method: ProcrustesMethod) -> Self {
+        WassersteinProcrustesParams { method, ..self }
+    }
+    /// These parameters with the starting points `init`.
+    pub fn init(self, init: Init) -> Self {
+        WassersteinProcrustesParams { init, ..self }
+    }
+    /// These parameters with the Newton–Schulz parameters `newton_schulz`.
+    pub fn newton_schulz(self, newton_schulz: NewtonSchulzParams) -> Self {
+        WassersteinProcrustesParams {
+            newton_schulz,
+            ..self
+        }
+    }
+
     fn validate(&self) -> Result<()> {
         crate::validate::check_eps("eps", self.eps)?;
         crate::validate::check_eps("eps_start", self.eps_start)?;
@@ -481,7 +537,8 @@ impl WassersteinProcrustesParams {
 
 /// Result of [`wasserstein_procrustes`].
 #[derive(Clone, Debug)]
-pub struct WassersteinProcrustes<T> {
+#[non_exhaustive]
+pub struct WassersteinProcrustesResult<T> {
     /// `y ≈ R·x + t`.
     pub transform: RigidTransform<T>,
     /// The last coupling (`n×m`, marginals `1/n` and `1/m`).
@@ -496,7 +553,7 @@ pub struct WassersteinProcrustes<T> {
     pub start: usize,
 }
 
-/// Wasserstein–Procrustes on the CPU: find `R` (orthogonal) and `t` such that the cloud
+/// Wasserstein–Procrustes on `backend`: find `R` (orthogonal) and `t` such that the cloud
 /// `{R·x_i + t}` is close to `{y_j}` in entropic Wasserstein distance (uniform weights,
 /// squared-Euclidean cost), by alternating the optimal coupling for the current `R` and
 /// the best `R` for that coupling ([`kabsch`] or the Newton–Schulz polar factor), with ε
@@ -504,46 +561,37 @@ pub struct WassersteinProcrustes<T> {
 ///
 /// ```
 /// use logot::linalg::{align::rotation_angle, wasserstein_procrustes, WassersteinProcrustesParams};
-/// use ndarray::{array, Array2};
+/// use logot::ndarray::{array, Array2};
 /// let (c, s) = (0.5f64.cos(), 0.5f64.sin());
 /// let rot = array![[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]; // 0.5 rad about z
 /// // A cloud and its rotated copy with the points in another order: no correspondence given.
 /// let x = Array2::from_shape_fn((40, 3), |(i, k)| ((i * (k + 2) * 7 + 3 * k) % 23) as f64 / 23.0 - 0.5 + 0.3 * k as f64);
 /// let y = Array2::from_shape_fn((40, 3), |(j, k)| x.row((7 * j) % 40).dot(&rot.row(k)));
-/// let fit = wasserstein_procrustes(x.view(), y.view(), &WassersteinProcrustesParams::default())?;
+/// let fit = wasserstein_procrustes(&logot::CpuBackend, x.view(), y.view(), &WassersteinProcrustesParams::default())?;
 /// assert!(rotation_angle(fit.transform.rotation.view(), rot.view())? < 1e-2);
 /// # Ok::<(), logot::Error>(())
 /// ```
-pub fn wasserstein_procrustes<T: Real>(
-    x: ArrayView2<'_, T>,
-    y: ArrayView2<'_, T>,
-    params: &WassersteinProcrustesParams,
-) -> Result<WassersteinProcrustes<T>> {
-    wasserstein_procrustes_on(&CpuBackend, x, y, params)
-}
-
-/// [`wasserstein_procrustes`] on `backend` (GEMMs, Sinkhorn and Newton–Schulz there).
 ///
 /// ```
-/// use logot::linalg::{wasserstein_procrustes_on, WassersteinProcrustesParams};
-/// use ndarray::Array2;
+/// use logot::linalg::{wasserstein_procrustes, WassersteinProcrustesParams};
+/// use logot::ndarray::Array2;
 /// use logot::linalg::align::rotation_angle;
 /// // A 3-D cloud turned by 0.3 rad about x and shifted, points in another order.
 /// let (c, s) = (0.3f64.cos(), 0.3f64.sin());
-/// let rot = ndarray::array![[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]];
+/// let rot = logot::ndarray::array![[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]];
 /// let x = Array2::from_shape_fn((30, 3), |(i, k)| ((i * (k + 3) * 5 + k) % 17) as f64 / 17.0 + k as f64);
 /// let y = Array2::from_shape_fn((30, 3), |(j, k)| x.row((11 * j) % 30).dot(&rot.row(k)) + 0.5);
-/// let fit = wasserstein_procrustes_on(&logot::CpuBackend, x.view(), y.view(), &WassersteinProcrustesParams::default())?;
+/// let fit = wasserstein_procrustes(&logot::CpuBackend, x.view(), y.view(), &WassersteinProcrustesParams::default())?;
 /// assert!(rotation_angle(fit.transform.rotation.view(), rot.view())? < 1e-2);
 /// assert!(fit.transform.translation.iter().all(|t| t.is_finite()));
 /// # Ok::<(), logot::Error>(())
 /// ```
-pub fn wasserstein_procrustes_on<T: Real, B: LinalgKernels<T> + Clone>(
+pub fn wasserstein_procrustes<T: Real, B: LinalgKernels<T> + Clone>(
     backend: &B,
     x: ArrayView2<'_, T>,
     y: ArrayView2<'_, T>,
     params: &WassersteinProcrustesParams,
-) -> Result<WassersteinProcrustes<T>> {
+) -> Result<WassersteinProcrustesResult<T>> {
     params.validate()?;
     check_clouds(&x, &y)?;
     let ((n, d), m) = (x.dim(), y.nrows());
@@ -570,7 +618,7 @@ pub fn wasserstein_procrustes_on<T: Real, B: LinalgKernels<T> + Clone>(
     if scale <= 0.0 {
         // Both clouds are single points (after centring): nothing to rotate.
         let plan = Array2::from_elem((n, m), T::of(1.0 / (n * m) as f64));
-        return Ok(WassersteinProcrustes {
+        return Ok(WassersteinProcrustesResult {
             transform: transform_from(&Array2::eye(d), &xbar, &ybar),
             plan,
             distance: 0.0,
@@ -600,7 +648,7 @@ pub fn wasserstein_procrustes_on<T: Real, B: LinalgKernels<T> + Clone>(
         let state = problem.run(backend, state, true)?;
         if best
             .as_ref()
-            .map_or(true, |(_, b)| state.distance() < b.distance())
+            .is_none_or(|(_, b)| state.distance() < b.distance())
         {
             best = Some((k, state));
         }
@@ -612,7 +660,7 @@ pub fn wasserstein_procrustes_on<T: Real, B: LinalgKernels<T> + Clone>(
     let (plan, distance, _) = state
         .last
         .ok_or_else(|| Error::Numerical("no coupling was computed".into()))?;
-    Ok(WassersteinProcrustes {
+    Ok(WassersteinProcrustesResult {
         transform: transform_from(&state.r, &xbar, &ybar),
         plan,
         distance,
@@ -725,26 +773,24 @@ impl<T: Real> Alternation<'_, T> {
             }
             st.iterations += 1;
             let rt = st.r.t().mapv(T::of);
-            let xr = super::gemm::matmul_on(backend, self.xc.view(), rt.view())?;
-            let cost = sq_euclidean_cost_on(backend, xr.view(), self.yc.view())?;
+            let xr = super::gemm::matmul(backend, self.xc.view(), rt.view())?;
+            let cost = sq_euclidean_cost(backend, xr.view(), self.yc.view())?;
             // Warm start from the previous coupling's potentials (as in ε-scaling).
-            let sp = SinkhornParams {
-                max_iters: p.sinkhorn_iters,
-                tol: Some(p.sinkhorn_tol.max(T::DEFAULT_TOL)),
-                warm_start: st.warm.take(),
-                ..SinkhornParams::new(st.eps * self.scale)
-            };
-            let coupling = Solver::new(backend.clone(), sp).coupling(&Problem::new(
+            let mut sp = SinkhornParams::new(st.eps * self.scale)
+                .max_iters(p.sinkhorn_iters)
+                .tol(p.sinkhorn_tol.max(T::DEFAULT_TOL));
+            sp.warm_start = st.warm.take();
+            let coupling = SinkhornSolver::new(backend.clone(), sp).coupling(&Problem::new(
                 mu.view(),
                 nu.view(),
                 cost.view(),
             )?)?;
             let plan = coupling.plan.index_axis_move(Axis(0), 0);
             let res = coupling.result;
-            st.warm = Some(WarmStart {
-                f: res.f.mapv(|v| v.f64()),
-                g: res.g.mapv(|v| v.f64()),
-            });
+            st.warm = Some(WarmStart::new(
+                res.f.mapv(|v| v.f64()),
+                res.g.mapv(|v| v.f64()),
+            ));
             let h = cross_covariance(backend, &self.xc.view(), &self.yc.view(), &plan.view())?;
             let r_new = if h.iter().all(|v| *v == 0.0) {
                 st.r.clone()

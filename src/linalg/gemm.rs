@@ -7,40 +7,36 @@
 
 use super::{check_matrix, download2, upload2};
 use crate::backend::linalg::{GemmShape, LinalgKernels, Transpose};
-use crate::{CpuBackend, Error, Real, Result};
+use crate::{Error, Real, Result};
 use ndarray::{Array1, Array2, ArrayView2, Axis, Zip};
 
 /// Gradients of a scalar loss through `C = A·B`.
 #[derive(Clone, Debug)]
-pub struct MatmulGrad<T> {
+#[non_exhaustive]
+pub struct MatmulGradients<T> {
     /// `∂L/∂A = dC·Bᵀ` (`m×k`).
     pub da: Array2<T>,
     /// `∂L/∂B = Aᵀ·dC` (`k×n`).
     pub db: Array2<T>,
 }
 
-/// `C = A·B` on the CPU: `a` is `m×k`, `b` is `k×n`.
+/// `C = A·B` on `backend`: `a` is `m×k`, `b` is `k×n`.
 ///
 /// ```
-/// use ndarray::array;
-/// let c = logot::linalg::matmul(array![[1.0, 2.0]].view(), array![[3.0], [4.0]].view())?;
+/// use logot::ndarray::array;
+/// let c = logot::linalg::matmul(&logot::CpuBackend, array![[1.0, 2.0]].view(), array![[3.0], [4.0]].view())?;
 /// assert_eq!(c, array![[11.0]]);
 /// # Ok::<(), logot::Error>(())
 /// ```
-pub fn matmul<T: Real>(a: ArrayView2<'_, T>, b: ArrayView2<'_, T>) -> Result<Array2<T>> {
-    matmul_on(&CpuBackend, a, b)
-}
-
-/// `C = A·B` on `backend`.
 ///
 /// ```
-/// use ndarray::array;
+/// use logot::ndarray::array;
 /// let (a, b) = (array![[1.0f32, 2.0], [3.0, 4.0]], array![[0.0, 1.0], [1.0, 0.0]]);
-/// let c = logot::linalg::matmul_on(&logot::CpuBackend, a.view(), b.view())?;
+/// let c = logot::linalg::matmul(&logot::CpuBackend, a.view(), b.view())?;
 /// assert_eq!(c, array![[2.0, 1.0], [4.0, 3.0]]); // B swaps the columns
 /// # Ok::<(), logot::Error>(())
 /// ```
-pub fn matmul_on<T: Real, B: LinalgKernels<T>>(
+pub fn matmul<T: Real, B: LinalgKernels<T>>(
     backend: &B,
     a: ArrayView2<'_, T>,
     b: ArrayView2<'_, T>,
@@ -67,44 +63,35 @@ pub fn matmul_on<T: Real, B: LinalgKernels<T>>(
     download2(backend, &c, m, n)
 }
 
-/// Backward of `C = A·B` on the CPU: given `dc = ∂L/∂C` (`m×n`), returns `dA = dC·Bᵀ` and
+/// Backward of `C = A·B` on `backend`: given `dc = ∂L/∂C` (`m×n`), returns `dA = dC·Bᵀ` and
 /// `dB = Aᵀ·dC`.
 ///
 /// ```
-/// use ndarray::array;
+/// use logot::ndarray::array;
 /// // L = Σ C = Σ_ij (A·B)_ij: dC = 1, so dA_ik = Σ_j B_kj and dB_kj = Σ_i A_ik.
 /// let (a, b) = (array![[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], array![[1.0, 0.0, 2.0], [0.0, 3.0, 1.0]]);
-/// let g = logot::linalg::matmul_backward(a.view(), b.view(), ndarray::Array2::ones((3, 3)).view())?;
+/// let g = logot::linalg::matmul_backward(&logot::CpuBackend, a.view(), b.view(), logot::ndarray::Array2::ones((3, 3)).view())?;
 /// assert_eq!(g.da, array![[3.0, 4.0], [3.0, 4.0], [3.0, 4.0]]);
 /// assert_eq!(g.db, array![[9.0, 9.0, 9.0], [12.0, 12.0, 12.0]]);
 /// # Ok::<(), logot::Error>(())
 /// ```
-pub fn matmul_backward<T: Real>(
-    a: ArrayView2<'_, T>,
-    b: ArrayView2<'_, T>,
-    dc: ArrayView2<'_, T>,
-) -> Result<MatmulGrad<T>> {
-    matmul_backward_on(&CpuBackend, a, b, dc)
-}
-
-/// Backward of `C = A·B` on `backend` (two GEMMs with a transposed operand read in place).
 ///
 /// ```
-/// use logot::linalg::{matmul, matmul_backward_on};
-/// use ndarray::array;
+/// use logot::linalg::{matmul, matmul_backward};
+/// use logot::ndarray::array;
 /// // L = ⟨G, A·B⟩ is linear in A: L(A) = ⟨dA, A⟩ with dA from the backward.
 /// let (a, b, g) = (array![[1.0, -2.0]], array![[0.5], [2.0]], array![[3.0]]);
-/// let grad = matmul_backward_on(&logot::CpuBackend, a.view(), b.view(), g.view())?;
-/// let loss = (&matmul(a.view(), b.view())? * &g).sum();
+/// let grad = matmul_backward(&logot::CpuBackend, a.view(), b.view(), g.view())?;
+/// let loss = (&matmul(&logot::CpuBackend, a.view(), b.view())? * &g).sum();
 /// assert_eq!((&grad.da * &a).sum(), loss);
 /// # Ok::<(), logot::Error>(())
 /// ```
-pub fn matmul_backward_on<T: Real, B: LinalgKernels<T>>(
+pub fn matmul_backward<T: Real, B: LinalgKernels<T>>(
     backend: &B,
     a: ArrayView2<'_, T>,
     b: ArrayView2<'_, T>,
     dc: ArrayView2<'_, T>,
-) -> Result<MatmulGrad<T>> {
+) -> Result<MatmulGradients<T>> {
     check_matrix("a", &a)?;
     check_matrix("b", &b)?;
     check_matrix("dc", &dc)?;
@@ -146,42 +133,36 @@ pub fn matmul_backward_on<T: Real, B: LinalgKernels<T>>(
         T::zero(),
         &mut db,
     )?;
-    Ok(MatmulGrad {
+    Ok(MatmulGradients {
         da: download2(backend, &da, m, k)?,
         db: download2(backend, &db, k, n)?,
     })
 }
 
 /// Squared-Euclidean cost `C_ij = ‖x_i − y_j‖²` of the point clouds `x` (`n×d`) and `y`
-/// (`m×d`), on the CPU.
+/// (`m×d`), on `backend`.
 ///
 /// Computed as `‖x_i‖² + ‖y_j‖² − 2·(X·Yᵀ)_ij` with one GEMM, after translating both clouds
 /// by their common mean (the cost does not change; the cancellation in the formula does),
 /// and clamped at 0 (rounding can make the formula slightly negative for close points).
 ///
 /// ```
-/// use ndarray::array;
+/// use logot::ndarray::array;
 /// let x = array![[0.0, 0.0], [1.0, 1.0]];
 /// let y = array![[3.0, 4.0]];
-/// let c = logot::linalg::sq_euclidean_cost(x.view(), y.view())?;
+/// let c = logot::linalg::sq_euclidean_cost(&logot::CpuBackend, x.view(), y.view())?;
 /// assert_eq!(c, array![[25.0], [13.0]]);
 /// # Ok::<(), logot::Error>(())
 /// ```
-pub fn sq_euclidean_cost<T: Real>(x: ArrayView2<'_, T>, y: ArrayView2<'_, T>) -> Result<Array2<T>> {
-    sq_euclidean_cost_on(&CpuBackend, x, y)
-}
-
-/// [`sq_euclidean_cost`] with the GEMM on `backend` (the norms and the clamp are added on
-/// the host; the result is a host array, e.g. for [`crate::CostSource::Dense`]).
 ///
 /// ```
-/// use ndarray::array;
+/// use logot::ndarray::array;
 /// let x = array![[1.0f32, 2.0, 3.0]];
-/// let c = logot::linalg::sq_euclidean_cost_on(&logot::CpuBackend, x.view(), x.view())?;
+/// let c = logot::linalg::sq_euclidean_cost(&logot::CpuBackend, x.view(), x.view())?;
 /// assert_eq!(c[[0, 0]], 0.0); // clamped: never slightly negative
 /// # Ok::<(), logot::Error>(())
 /// ```
-pub fn sq_euclidean_cost_on<T: Real, B: LinalgKernels<T>>(
+pub fn sq_euclidean_cost<T: Real, B: LinalgKernels<T>>(
     backend: &B,
     x: ArrayView2<'_, T>,
     y: ArrayView2<'_, T>,

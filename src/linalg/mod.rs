@@ -3,9 +3,12 @@
 //! `X·Xᵀ` ([`newton_schulz`](mod@newton_schulz)), and point-cloud alignment built on them
 //! ([`align`](mod@align): Kabsch, orthogonal Procrustes, Wasserstein–Procrustes).
 //!
-//! Every function comes in two forms: a CPU one (`svd3`, `matmul`, …) and a `…_on` one
-//! generic over a backend implementing [`LinalgKernels`]. Inputs are ndarray views (any
-//! layout); results are owned arrays. Invalid input (shape, emptiness, NaN/±∞) is an
+//! Every operation is one function that takes the backend first (`&CpuBackend`, or any
+//! backend implementing [`LinalgKernels`]): `matmul(&be, a, b)`, `svd3_batch(&be, a)`, …;
+//! [`svd3`](svd3()), the SVD of one matrix, and the alignments from a given coupling
+//! ([`kabsch`], [`orthogonal_procrustes`]) run on the CPU. Inputs are ndarray views (any
+//! layout); results are owned arrays; [`newton_schulz_buffers`] keeps the iterate in a
+//! backend's buffers. Invalid input (shape, emptiness, NaN/±∞) is an
 //! [`crate::Error`] naming the argument.
 
 pub mod align;
@@ -15,18 +18,14 @@ pub mod svd3;
 
 pub use crate::backend::linalg::{GemmShape, LinalgKernels, SyrkShape, Transpose};
 pub use align::{
-    kabsch, orthogonal_procrustes, wasserstein_procrustes, wasserstein_procrustes_on, Init,
-    ProcrustesMethod, RigidTransform, WassersteinProcrustes, WassersteinProcrustesParams,
+    kabsch, orthogonal_procrustes, wasserstein_procrustes, Init, ProcrustesMethod, RigidTransform,
+    WassersteinProcrustesParams, WassersteinProcrustesResult,
 };
-pub use gemm::{
-    matmul, matmul_backward, matmul_backward_on, matmul_on, sq_euclidean_cost,
-    sq_euclidean_cost_on, MatmulGrad,
-};
+pub use gemm::{matmul, matmul_backward, sq_euclidean_cost, MatmulGradients};
 pub use newton_schulz::{
-    newton_schulz, newton_schulz_buffer, newton_schulz_on, xxt, xxt_on, NewtonSchulzParams,
-    MUON_COEFFICIENTS,
+    newton_schulz, newton_schulz_buffers, xxt, NewtonSchulzParams, MUON_COEFFICIENTS,
 };
-pub use svd3::{svd3, svd3_batch, svd3_batch_on, Svd3, Svd3Batch};
+pub use svd3::{svd3, svd3_batch, Svd3, Svd3Batch};
 
 use crate::{Backend, Error, Real, Result};
 use ndarray::{Array2, ArrayView2};

@@ -24,7 +24,7 @@
 
 use super::{check_matrix, download2, upload2};
 use crate::backend::linalg::{GemmShape, LinalgKernels, SyrkShape, Transpose};
-use crate::{CpuBackend, Error, Real, Result};
+use crate::{Error, Real, Result};
 use ndarray::{Array2, ArrayView2};
 
 /// `(a, b, c)` of the quintic Newton–Schulz step used by Muon.
@@ -33,8 +33,11 @@ pub const MUON_COEFFICIENTS: [f64; 3] = [3.4445, -4.7750, 2.0315];
 /// for singular values in `(0, √3)`).
 pub const CUBIC_COEFFICIENTS: [f64; 3] = [1.5, -0.5, 0.0];
 
-/// Parameters of [`newton_schulz`]. `Default`: 5 quintic steps with [`MUON_COEFFICIENTS`].
+/// Parameters of [`newton_schulz`], set by builder methods
+/// (`NewtonSchulzParams::default().steps(3)`). `Default`: 5 quintic steps with
+/// [`MUON_COEFFICIENTS`].
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct NewtonSchulzParams {
     /// Number of steps with `coefficients`.
     pub steps: usize,
@@ -56,23 +59,30 @@ impl Default for NewtonSchulzParams {
 }
 
 impl NewtonSchulzParams {
-    /// `steps` quintic Muon steps.
-    pub fn new(steps: usize) -> Self {
+    /// These parameters with `steps` steps of the `coefficients`.
+    pub fn steps(self, steps: usize) -> Self {
+        NewtonSchulzParams { steps, ..self }
+    }
+    /// These parameters with the step `f(x) = a·x + b·x³ + c·x⁵`, `(a, b, c) = coefficients`.
+    pub fn coefficients(self, coefficients: [f64; 3]) -> Self {
         NewtonSchulzParams {
-            steps,
-            ..Default::default()
+            coefficients,
+            ..self
         }
     }
-
-    /// The orthogonal polar factor `U·Vᵀ` of `X = U·S·Vᵀ`: 5 quintic steps, then 8 cubic
-    /// ones (the error `1 − σ` goes from at most 0.32 to below 1e-20). Singular values
-    /// below about `0.0015·‖X‖_F` need more cubic steps (each multiplies them by 1.5).
-    pub fn polar() -> Self {
+    /// These parameters with `polish_steps` cubic steps after `steps`.
+    pub fn polish_steps(self, polish_steps: usize) -> Self {
         NewtonSchulzParams {
-            steps: 5,
-            coefficients: MUON_COEFFICIENTS,
-            polish_steps: 8,
+            polish_steps,
+            ..self
         }
+    }
+    /// These parameters converging to the orthogonal polar factor `U·Vᵀ` of `X = U·S·Vᵀ`:
+    /// 8 cubic steps after the quintic ones (from the default 5 Muon steps, the error
+    /// `1 − σ` goes from at most 0.32 to below 1e-20). Singular values below about
+    /// `0.0015·‖X‖_F` need more cubic steps (each multiplies them by 1.5).
+    pub fn polar(self) -> Self {
+        self.polish_steps(8)
     }
 
     /// The most steps (and cubic steps) one call takes: each step's singular-value map is
@@ -97,40 +107,31 @@ impl NewtonSchulzParams {
     }
 }
 
-/// Newton–Schulz orthogonalisation of `x` (`r×c`) on the CPU.
+/// Newton–Schulz orthogonalisation of `x` (`r×c`) on `backend`.
 ///
 /// An all-zero `x` (no direction to orthogonalise) gives an all-zero result.
 ///
 /// ```
 /// use logot::linalg::{newton_schulz, NewtonSchulzParams};
-/// use ndarray::array;
+/// use logot::ndarray::array;
 /// // Singular values 3 and 1 (scaled to 0.95 and 0.32): five Muon steps put both in the
 /// // band [0.68, 1.21]; `polar()` adds cubic steps that converge to the polar factor I.
 /// let x = array![[3.0f64, 0.0], [0.0, 1.0]];
-/// let y = newton_schulz(x.view(), &NewtonSchulzParams::default())?;
+/// let y = newton_schulz(&logot::CpuBackend, x.view(), &NewtonSchulzParams::default())?;
 /// assert!(y.diag().iter().all(|s| (0.68..1.21).contains(s)));
-/// let p = newton_schulz(x.view(), &NewtonSchulzParams::polar())?;
-/// assert!((&p - &ndarray::Array2::<f64>::eye(2)).iter().all(|e| e.abs() < 1e-12));
+/// let p = newton_schulz(&logot::CpuBackend, x.view(), &NewtonSchulzParams::default().polar())?;
+/// assert!((&p - &logot::ndarray::Array2::<f64>::eye(2)).iter().all(|e| e.abs() < 1e-12));
 /// # Ok::<(), logot::Error>(())
 /// ```
-pub fn newton_schulz<T: Real>(
-    x: ArrayView2<'_, T>,
-    params: &NewtonSchulzParams,
-) -> Result<Array2<T>> {
-    newton_schulz_on(&CpuBackend, x, params)
-}
-
-/// Newton–Schulz orthogonalisation of `x` (`r×c`) on `backend`; the iterate stays on the
-/// device (the host reads back one number, `‖X‖_F`).
 ///
 /// ```
-/// use logot::linalg::{newton_schulz_on, NewtonSchulzParams};
-/// let x = ndarray::array![[2.0f64, 0.0], [0.0, 0.5]];
-/// let y = newton_schulz_on(&logot::CpuBackend, x.view(), &NewtonSchulzParams::polar())?;
+/// use logot::linalg::{newton_schulz, NewtonSchulzParams};
+/// let x = logot::ndarray::array![[2.0f64, 0.0], [0.0, 0.5]];
+/// let y = newton_schulz(&logot::CpuBackend, x.view(), &NewtonSchulzParams::default().polar())?;
 /// assert!((y[[0, 0]] - 1.0).abs() < 1e-6 && (y[[1, 1]] - 1.0).abs() < 1e-6);
 /// # Ok::<(), logot::Error>(())
 /// ```
-pub fn newton_schulz_on<T: Real, B: LinalgKernels<T>>(
+pub fn newton_schulz<T: Real, B: LinalgKernels<T>>(
     backend: &B,
     x: ArrayView2<'_, T>,
     params: &NewtonSchulzParams,
@@ -139,7 +140,7 @@ pub fn newton_schulz_on<T: Real, B: LinalgKernels<T>>(
     check_matrix("x", &x)?;
     let (r, c) = x.dim();
     let input = upload2(backend, &x)?;
-    let xk = newton_schulz_buffer(backend, &input, r, c, params)?;
+    let xk = newton_schulz_buffers(backend, &input, r, c, params)?;
     let out = download2(backend, &xk, r, c)?;
     if out.iter().any(|v| !v.is_finite()) {
         return Err(Error::Numerical(
@@ -156,14 +157,14 @@ pub fn newton_schulz_on<T: Real, B: LinalgKernels<T>>(
 /// them): a non-finite input gives a non-finite norm, which is an error.
 ///
 /// ```
-/// use logot::{linalg::{newton_schulz_buffer, NewtonSchulzParams}, Backend, CpuBackend};
+/// use logot::{linalg::{newton_schulz_buffers, NewtonSchulzParams}, Backend, CpuBackend};
 /// let x = CpuBackend.upload(&[3.0f64, 0.0, 0.0, 0.0, 0.25, 0.0])?; // 2×3
-/// let y = newton_schulz_buffer(&CpuBackend, &x, 2, 3, &NewtonSchulzParams::polar())?;
+/// let y = newton_schulz_buffers(&CpuBackend, &x, 2, 3, &NewtonSchulzParams::default().polar())?;
 /// let y = CpuBackend.download(&y)?;
 /// assert!((y[0] - 1.0).abs() < 1e-6 && (y[4] - 1.0).abs() < 1e-6);
 /// # Ok::<(), logot::Error>(())
 /// ```
-pub fn newton_schulz_buffer<T: Real, B: LinalgKernels<T>>(
+pub fn newton_schulz_buffers<T: Real, B: LinalgKernels<T>>(
     backend: &B,
     x: &B::Buffer,
     rows: usize,
@@ -199,9 +200,8 @@ pub fn newton_schulz_buffer<T: Real, B: LinalgKernels<T>>(
         return Ok(xk);
     }
     let inv = T::one() / norm;
-    let steps = std::iter::repeat(params.coefficients)
-        .take(params.steps)
-        .chain(std::iter::repeat(CUBIC_COEFFICIENTS).take(params.polish_steps));
+    let steps = std::iter::repeat_n(params.coefficients, params.steps)
+        .chain(std::iter::repeat_n(CUBIC_COEFFICIENTS, params.polish_steps));
     // The first step reads `x` with the 1/‖x‖_F scale folded into its products, unless
     // `x·xᵀ` itself would leave the range of `T` (‖x‖_F² overflows or underflows): then
     // `x/‖x‖_F` is formed first, so the result does not depend on the scale of `x`.
@@ -288,32 +288,24 @@ fn step_polynomial<'p, T: Real, B: LinalgKernels<T>>(
     Ok(p_buf)
 }
 
-/// The symmetric product `X·Xᵀ` (`r×r`) of `x` (`r×c`) on the CPU, computed from the tiles
+/// The symmetric product `X·Xᵀ` (`r×r`) of `x` (`r×c`) on `backend`, computed from the tiles
 /// on and above the diagonal and mirrored: the result is exactly symmetric.
 ///
 /// ```
-/// use ndarray::array;
-/// let g = logot::linalg::xxt(array![[1.0, 2.0], [3.0, 4.0], [0.0, 1.0]].view())?;
+/// use logot::ndarray::array;
+/// let g = logot::linalg::xxt(&logot::CpuBackend, array![[1.0, 2.0], [3.0, 4.0], [0.0, 1.0]].view())?;
 /// assert_eq!(g, array![[5.0, 11.0, 2.0], [11.0, 25.0, 4.0], [2.0, 4.0, 1.0]]);
 /// # Ok::<(), logot::Error>(())
 /// ```
-pub fn xxt<T: Real>(x: ArrayView2<'_, T>) -> Result<Array2<T>> {
-    xxt_on(&CpuBackend, x)
-}
-
-/// [`xxt`] on `backend`.
 ///
 /// ```
-/// let x = ndarray::Array2::from_shape_fn((5, 8), |(i, j)| ((i * j) % 3) as f32 - 1.0);
-/// let g = logot::linalg::xxt_on(&logot::CpuBackend, x.view())?;
+/// let x = logot::ndarray::Array2::from_shape_fn((5, 8), |(i, j)| ((i * j) % 3) as f32 - 1.0);
+/// let g = logot::linalg::xxt(&logot::CpuBackend, x.view())?;
 /// assert_eq!(g, g.t()); // exactly symmetric
 /// assert_eq!(g, x.dot(&x.t()));
 /// # Ok::<(), logot::Error>(())
 /// ```
-pub fn xxt_on<T: Real, B: LinalgKernels<T>>(
-    backend: &B,
-    x: ArrayView2<'_, T>,
-) -> Result<Array2<T>> {
+pub fn xxt<T: Real, B: LinalgKernels<T>>(backend: &B, x: ArrayView2<'_, T>) -> Result<Array2<T>> {
     check_matrix("x", &x)?;
     let (r, c) = x.dim();
     let xb = upload2(backend, &x)?;

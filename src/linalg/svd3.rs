@@ -35,6 +35,7 @@ use ndarray::{Array1, Array2, Array3, ArrayView2, ArrayView3, Axis};
 
 /// The SVD of one `M×3` matrix: `A = U·diag(S)·Vᵀ`.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Svd3<T> {
     /// `M×3`, orthonormal columns (see the module docs for `M < 3`).
     pub u: Array2<T>,
@@ -46,6 +47,7 @@ pub struct Svd3<T> {
 
 /// The SVDs of a batch of `B` matrices `M×3`.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Svd3Batch<T> {
     /// `B×M×3`.
     pub u: Array3<T>,
@@ -58,7 +60,7 @@ pub struct Svd3Batch<T> {
 /// Thin SVD of one `M×3` matrix on the CPU.
 ///
 /// ```
-/// use ndarray::array;
+/// use logot::ndarray::array;
 /// let a = array![[3.0, 0.0, 0.0], [0.0, 0.0, -2.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]];
 /// let svd = logot::linalg::svd3(a.view())?;
 /// assert_eq!(svd.s, array![3.0, 2.0, 0.0]);
@@ -67,7 +69,7 @@ pub struct Svd3Batch<T> {
 /// # Ok::<(), logot::Error>(())
 /// ```
 pub fn svd3<T: Real>(a: ArrayView2<'_, T>) -> Result<Svd3<T>> {
-    let b = svd3_batch(a.insert_axis(Axis(0)))?;
+    let b = svd3_batch(&CpuBackend, a.insert_axis(Axis(0)))?;
     Ok(Svd3 {
         u: b.u.index_axis_move(Axis(0), 0),
         s: b.s.index_axis_move(Axis(0), 0),
@@ -75,12 +77,12 @@ pub fn svd3<T: Real>(a: ArrayView2<'_, T>) -> Result<Svd3<T>> {
     })
 }
 
-/// Thin SVD of a batch `B×M×3` on the CPU (rayon over the batch).
+/// Thin SVD of a batch `B×M×3` on `backend` (rayon over the batch).
 ///
 /// ```
-/// use ndarray::{Array2, Array3, Axis};
+/// use logot::ndarray::{Array2, Array3, Axis};
 /// let a = Array3::from_shape_fn((4, 10, 3), |(b, i, k)| ((b + 2 * i + 3 * k * k) % 7) as f64 - 3.0);
-/// let svd = logot::linalg::svd3_batch(a.view())?;
+/// let svd = logot::linalg::svd3_batch(&logot::CpuBackend, a.view())?;
 /// for b in 0..4 {
 ///     // A = U·diag(S)·Vᵀ
 ///     let u = svd.u.index_axis(Axis(0), b);
@@ -90,24 +92,19 @@ pub fn svd3<T: Real>(a: ArrayView2<'_, T>) -> Result<Svd3<T>> {
 /// }
 /// # Ok::<(), logot::Error>(())
 /// ```
-pub fn svd3_batch<T: Real>(a: ArrayView3<'_, T>) -> Result<Svd3Batch<T>> {
-    svd3_batch_on(&CpuBackend, a)
-}
-
-/// Thin SVD of a batch `B×M×3` on `backend`.
 ///
 /// ```
-/// use ndarray::Array3;
+/// use logot::ndarray::Array3;
 /// // Columns of lengths 2, 5 and 1, orthogonal: the singular values are the lengths, sorted.
 /// let mut a = Array3::<f32>::zeros((1, 4, 3));
 /// a[[0, 0, 0]] = 2.0;
 /// a[[0, 1, 1]] = 5.0;
 /// a[[0, 2, 2]] = 1.0;
-/// let svd = logot::linalg::svd3_batch_on(&logot::CpuBackend, a.view())?;
+/// let svd = logot::linalg::svd3_batch(&logot::CpuBackend, a.view())?;
 /// assert_eq!(svd.s.row(0).to_vec(), vec![5.0, 2.0, 1.0]);
 /// # Ok::<(), logot::Error>(())
 /// ```
-pub fn svd3_batch_on<T: Real, B: LinalgKernels<T>>(
+pub fn svd3_batch<T: Real, B: LinalgKernels<T>>(
     backend: &B,
     a: ArrayView3<'_, T>,
 ) -> Result<Svd3Batch<T>> {

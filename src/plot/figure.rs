@@ -203,11 +203,15 @@ pub(super) fn title_band(title: &str, width: u32) -> (Title, u32) {
 }
 
 /// Width of the widest tick label.
+/// The widest tick label, and at least the width of `−0.000`: labels share a `×10ᵏ` factor
+/// and rarely need more, so figures of one kind drawn from different data (the frames of a
+/// series) keep one size.
 fn widest_label(ticks: &Ticks) -> i32 {
     ticks
         .major
         .iter()
         .map(|t| text::width(&t.label, TICK_SIZE).ceil() as i32)
+        .chain((!ticks.major.is_empty()).then(|| text::width("−0.000", TICK_SIZE).ceil() as i32))
         .max()
         .unwrap_or(0)
 }
@@ -420,8 +424,10 @@ pub(super) struct ColourBar {
 const BAR_W: i32 = 18;
 
 impl ColourBar {
+    /// A bar for values in `[lo, hi]`, widened to the ticks that enclose them so that its
+    /// bottom and top are labelled ([`ColourBar::range`] is the range to colour with).
     pub fn new(lo: f64, hi: f64, label: &str) -> ColourBar {
-        let ticks = super::ticks::linear(lo, hi, 6, false);
+        let (ticks, lo, hi) = super::ticks::enclosing(lo, hi, 6);
         let label = ticks.label(label);
         ColourBar {
             lo,
@@ -429,6 +435,11 @@ impl ColourBar {
             ticks,
             label,
         }
+    }
+
+    /// The values the bar's bottom and top stand for: what the colours map from.
+    pub fn range(&self) -> (f64, f64) {
+        (self.lo, self.hi)
     }
 
     /// Width of the bar, its ticks, labels and axis label.

@@ -37,8 +37,40 @@ pub(super) struct Line {
     pub height: f32,
 }
 
-/// Lay out `text` at `size` px: advances, kerning between neighbours, sub-pixel pens.
-/// Control characters are skipped; characters the font lacks get its missing-glyph box.
+/// A subscript's size relative to the text, and how far its baseline drops (in text sizes).
+const SUBSCRIPT: (f32, f32) = (0.7, 0.22);
+
+/// The characters of `text` with whether each is a subscript: `_x` sets the one character
+/// `x` as a subscript and `_{…}` the group (so `ρ_μ` reads ρ with a lowered μ, and
+/// `S_{ε,1}` S with a lowered `ε,1`); `\_` is an underscore, as is a trailing `_`.
+pub(super) fn subscripts(text: &str) -> Vec<(char, bool)> {
+    let mut out = Vec::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, chars.peek().copied()) {
+            ('\\', Some('_')) => {
+                chars.next();
+                out.push(('_', false));
+            }
+            ('_', Some('{')) => {
+                chars.next();
+                for g in chars.by_ref().take_while(|&g| g != '}') {
+                    out.push((g, true));
+                }
+            }
+            ('_', Some(x)) => {
+                chars.next();
+                out.push((x, true));
+            }
+            (c, _) => out.push((c, false)),
+        }
+    }
+    out
+}
+
+/// Lay out `text` at `size` px: advances, kerning between neighbours, sub-pixel pens;
+/// subscripts (`_x`, `_{…}`: [`subscripts`]) smaller and lowered. Control characters are
+/// skipped; characters the font lacks get its missing-glyph box.
 pub(super) fn layout(text: &str, size: f32) -> Line {
     let Some(font) = font() else {
         return Line {
@@ -48,18 +80,29 @@ pub(super) fn layout(text: &str, size: f32) -> Line {
         };
     };
     let scaled = font.as_scaled(PxScale::from(size));
+    let small = font.as_scaled(PxScale::from(size * SUBSCRIPT.0));
     let ascent = scaled.ascent();
     let mut glyphs = Vec::with_capacity(text.len());
     let mut pen = 0f32;
     let mut prev = None;
-    for c in text.chars().filter(|c| !c.is_control()) {
-        let id = scaled.glyph_id(c);
-        if let Some(p) = prev {
-            pen += scaled.kern(p, id);
+    for (c, sub) in subscripts(text)
+        .into_iter()
+        .filter(|(c, _)| !c.is_control())
+    {
+        let (face, glyph_size, baseline) = if sub {
+            (&small, size * SUBSCRIPT.0, ascent + size * SUBSCRIPT.1)
+        } else {
+            (&scaled, size, ascent)
+        };
+        let id = face.glyph_id(c);
+        if let Some((p, was_sub)) = prev {
+            if was_sub == sub {
+                pen += face.kern(p, id);
+            }
         }
-        glyphs.push(id.with_scale_and_position(size, point(pen, ascent)));
-        pen += scaled.h_advance(id);
-        prev = Some(id);
+        glyphs.push(id.with_scale_and_position(glyph_size, point(pen, baseline)));
+        pen += face.h_advance(id);
+        prev = Some((id, sub));
     }
     Line {
         glyphs,
@@ -265,6 +308,42 @@ mod tests {
         (0..cov.w)
             .find(|&x| (0..cov.h).any(|y| cov.alpha[y * cov.w + x] > 0.3))
             .map(|x| cov.x0 + x as i32)
+    }
+
+    #[test]
+    fn underscores_set_subscripts() {
+        let subs = |t: &str| -> Vec<(char, bool)> { subscripts(t) };
+        assert_eq!(subs("ρ_μ"), vec![('ρ', false), ('μ', true)]);
+        assert_eq!(
+            subs("S_{ε,1}x"),
+            vec![
+                ('S', false),
+                ('ε', true),
+                (',', true),
+                ('1', true),
+                ('x', false)
+            ]
+        );
+        assert_eq!(
+            subs("a\\_b"),
+            vec![('a', false), ('_', false), ('b', false)]
+        );
+        assert_eq!(
+            subs("end_"),
+            vec![('e', false), ('n', false), ('d', false), ('_', false)]
+        );
+        // "S_ε": two glyphs (no underscore drawn), the ε smaller, lower and after the S;
+        // its ink reaches below the baseline further than a full-size ε does.
+        let size = 40.0f32;
+        let line = layout("S_ε", size);
+        assert_eq!(line.glyphs.len(), 2);
+        let (s_, e) = (&line.glyphs[0], &line.glyphs[1]);
+        assert!(
+            e.scale.y < s_.scale.y && e.position.y > s_.position.y && e.position.x > s_.position.x
+        );
+        let bottom = |cov: &Coverage| cov.y0 + cov.h as i32;
+        assert!(bottom(&rasterise(&line)) > bottom(&rasterise(&layout("Sε", size))));
+        assert!(layout("S_ε", size).width < layout("S\\_ε", size).width);
     }
 
     #[test]

@@ -99,6 +99,21 @@ pub(super) fn linear(lo: f64, hi: f64, max_ticks: usize, integer: bool) -> Ticks
     label_linear(&values, step)
 }
 
+/// Ticks whose first and last fall on the ends of the range they come with: the nice step of
+/// [`linear`] on `[lo, hi]`, the range widened to the multiples of it that enclose `[lo, hi]`
+/// (a colour bar then labels its bottom and top, `0` for plans and densities).
+pub(super) fn enclosing(lo: f64, hi: f64, max_ticks: usize) -> (Ticks, f64, f64) {
+    let (lo, hi) = (lo.min(hi), lo.max(hi));
+    let inner = linear(lo, hi, max_ticks, false);
+    let step = match inner.major.as_slice() {
+        [a, b, ..] => b.at - a.at,
+        _ => return (inner, lo, hi),
+    };
+    let (k0, k1) = ((lo / step + 1e-9).floor(), (hi / step - 1e-9).ceil());
+    let values: Vec<f64> = (k0 as i64..=k1 as i64).map(|k| k as f64 * step).collect();
+    (label_linear(&values, step), k0 * step, k1 * step)
+}
+
 /// Labels for linear ticks `values` spaced by `step`: a common `×10ᵏ` factor when the largest
 /// magnitude is below 10⁻² or at least 10⁵ (so no label needs more than a few digits), then
 /// the decimals the step needs.
@@ -206,6 +221,33 @@ pub(super) fn log(lo: f64, hi: f64) -> Ticks {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn enclosing_ticks_label_both_ends() {
+        for (lo, hi) in [
+            (0.0, 0.0123),
+            (1e-9, 7.3e-4),
+            (-0.37, 2.2),
+            (3.1, 3.9),
+            (0.0, 1.0),
+        ] {
+            let (t, a, b) = enclosing(lo, hi, 6);
+            let (first, last) = (t.major.first().unwrap(), t.major.last().unwrap());
+            assert!(a <= lo && b >= hi, "[{a}, {b}] encloses [{lo}, {hi}]");
+            assert_eq!(
+                (first.at, last.at),
+                (a, b),
+                "ticks at both ends of [{a}, {b}]"
+            );
+            // The widening is less than a step on each side.
+            let step = t.major[1].at - t.major[0].at;
+            assert!(lo - a < step && b - hi < step, "{lo} {hi} {a} {b} {step}");
+            assert!(t.major.len() <= 8, "{:?}", t.major);
+        }
+        // Non-negative data starting near 0 (a plan, a density) get a 0 tick.
+        let (t, a, _) = enclosing(1e-12, 0.0123, 6);
+        assert_eq!((a, t.major[0].label.parse::<f64>()), (0.0, Ok(0.0)));
+    }
 
     fn labels(t: &Ticks) -> Vec<&str> {
         t.major.iter().map(|t| t.label.as_str()).collect()

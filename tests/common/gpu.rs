@@ -3,13 +3,18 @@
 //! never pass for a run on the GPU machine.
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use logot::backend::cuda::{CudaBackend, Tuning};
+use std::path::PathBuf;
 use std::sync::Arc;
 
-/// The first GPU with the kernel choices of `tuning`, and the build settings of the
-/// `LOGOT_CUDA_CACHE` / `LOGOT_CUDA_DEFINES` variables (read here: the library reads none).
+/// Where the GPU tests keep the compiled kernel modules, so that each test binary after the
+/// first loads them instead of compiling them again (files named by source and options).
+pub fn kernel_cache() -> PathBuf {
+    std::env::temp_dir().join("logot-test-kernels")
+}
+
+/// The first GPU with the kernel choices of `tuning`, its modules kept in [`kernel_cache`].
 pub fn gpu_with(tuning: Tuning) -> Option<CudaBackend> {
-    let tuning = tuning.with_build_vars(|k| std::env::var(k).ok());
-    match CudaBackend::with_tuning(0, tuning) {
+    match CudaBackend::with_tuning(0, tuning, Some(kernel_cache())) {
         Ok(b) => Some(b),
         Err(e) => {
             if std::env::var("LOGOT_REQUIRE_GPU").as_deref() == Ok("1") {
@@ -31,9 +36,8 @@ pub fn gpu() -> Option<CudaBackend> {
 /// `LOGOT_REQUIRE_GPU=1`.
 pub fn gpu_cluster() -> Option<logot::CudaCluster> {
     gpu()?;
-    let tuning = Tuning::default().with_build_vars(|k| std::env::var(k).ok());
     let members: Vec<CudaBackend> = (0..16)
-        .map_while(|o| CudaBackend::with_tuning(o, tuning.clone()).ok())
+        .map_while(|o| CudaBackend::with_kernel_cache(o, kernel_cache()).ok())
         .collect();
     match logot::CudaCluster::new(members) {
         Ok(c) => Some(c),

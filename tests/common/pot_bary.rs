@@ -1,5 +1,5 @@
-//! The POT references for unbalanced barycenters, shared by tests/unbalanced_barycenter.rs
-//! (the library) and tests/cli_unbalanced.rs (`logot barycenter --reg-m`): POT 0.9.7's
+//! The POT references for unbalanced barycenters, shared by tests/unbalanced/barycenter.rs
+//! (the library) and cli/tests/cli/unbalanced.rs (`logot barycenter --reg-m`): POT 0.9.7's
 //! `barycenter_unbalanced(A, M, reg, reg_m, weights)` with M the squared distances of the
 //! grid linspace(0, 1, N) per axis, printed into tests/data/pot_unbalanced_barycenter.rs by
 //! `python3 tests/data/make_pot_unbalanced_barycenter.py`.

@@ -1,10 +1,10 @@
-//! The honest-report property test shared by tests/reports.rs (CPU) and
+//! The honest-report property test shared by tests/sinkhorn/reports.rs (CPU) and
 //! tests/cuda_reports.rs (CUDA): for a random valid problem with a cost offset, a
 //! warm-start shift and a mass scale, the reported marginal error bounds the one recomputed
 //! in f64 from what is returned (the plan, or the plan the potentials define).
 
 use super::Lcg;
-use logot::{Backend, Problem, Real, SinkhornParams, Solver, WarmStart};
+use logot::{Backend, Problem, Real, SinkhornParams, SinkhornSolver, WarmStart};
 use ndarray::{Array1, Array2, ArrayView2, Axis};
 use proptest::prelude::*;
 
@@ -101,17 +101,15 @@ pub fn check_case<T: Real, B: Backend<T> + Clone>(
     let mut rng = Lcg(c.seed | 1);
     let (mu, nu, cost) = random_problem(&mut rng, c.n, c.m, c.offset, c.mass);
     let (mu_t, nu_t, cost_t) = (mu.mapv(T::of), nu.mapv(T::of), cost.mapv(T::of));
-    let warm = WarmStart {
-        f: Array2::from_elem((1, c.n), c.shift),
-        g: Array2::from_elem((1, c.m), -c.shift),
-    };
-    let params = SinkhornParams {
-        max_iters: c.iters,
-        warm_start: Some(warm),
-        ..SinkhornParams::new(c.eps)
-    };
+    let warm = WarmStart::new(
+        Array2::from_elem((1, c.n), c.shift),
+        Array2::from_elem((1, c.m), -c.shift),
+    );
+    let params = SinkhornParams::new(c.eps)
+        .max_iters(c.iters)
+        .warm_start(warm);
     let problem = Problem::new(mu_t.view(), nu_t.view(), cost_t.view()).unwrap();
-    let solver = Solver::new(backend.clone(), params);
+    let solver = SinkhornSolver::new(backend.clone(), params);
     let (mu_h, nu_h) = (
         f64s(mu_t.as_slice().unwrap()),
         f64s(nu_t.as_slice().unwrap()),

@@ -1,9 +1,9 @@
-//! The f32 stability sweep shared by tests/stability.rs (CPU) and
+//! The f32 stability sweep shared by tests/sinkhorn/stability.rs (CPU) and
 //! tests/cuda_reliability.rs (CUDA): ε from 1 down to 1e-4 (relative to the largest cost)
 //! on four families of problems, solved in f32 on a backend and in f64 on the CPU with the
 //! same fixed number of iterations (the same map, so the difference is rounding only).
 
-use logot::{Backend, CpuBackend, Problem, SinkhornParams, Solver};
+use logot::{Backend, CpuBackend, Problem, SinkhornParams, SinkhornSolver};
 use ndarray::{Array1, Array2};
 
 /// ε values of the sweep, relative to the largest cost.
@@ -115,11 +115,11 @@ pub fn sweep_eps<B: Backend<f32> + Clone>(backend: &B, eps: &[f64]) -> Vec<Row> 
             fam.cost.mapv(|v| v as f32),
         );
         for &rel in eps {
-            let params = SinkhornParams::fixed_iterations(rel * cmax, ITERS);
-            let r64 = Solver::new(CpuBackend, params.clone())
+            let params = SinkhornParams::new(rel * cmax).fixed_iterations(ITERS);
+            let r64 = SinkhornSolver::new(CpuBackend, params.clone())
                 .solve(&Problem::new(fam.mu.view(), fam.nu.view(), fam.cost.view()).unwrap())
                 .unwrap_or_else(|e| panic!("{} ε={rel}: f64 failed: {e}", fam.name));
-            let r32 = Solver::new(backend.clone(), params)
+            let r32 = SinkhornSolver::new(backend.clone(), params)
                 .solve(&Problem::new(mu32.view(), nu32.view(), c32.view()).unwrap())
                 .unwrap_or_else(|e| panic!("{} ε={rel}: f32 failed: {e}", fam.name));
             let mut finite = r32.distance.iter().all(|d| d.is_finite());

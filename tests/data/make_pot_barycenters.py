@@ -8,7 +8,7 @@ import numpy as np, ot, warnings, json
 warnings.filterwarnings("ignore")
 
 def shapes(N):
-    # The bary64 images of /work/shared/anchors/cpu_anchors.py: square, ring 4<r²<9,
+    # The bary64 images of the benchmark problems (DESIGN.md): square, ring 4<r²<9,
     # two disks of radius 2 at (±2, ±2), on linspace(−5, 5), +1e-10 and normalised.
     xs = np.linspace(-5, 5, N)
     a = np.zeros((N, N)); a[N // 5:-N // 5, N // 5:-N // 5] = 1

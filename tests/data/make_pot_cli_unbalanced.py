@@ -1,7 +1,7 @@
-# Reference values for tests/cli_unbalanced.rs (POT 0.9.7): unbalanced OT through the
+# Reference values for cli/tests/cli/unbalanced.rs (POT 0.9.7): unbalanced OT through the
 # command line (--reg-m, --reg-m-mu, --reg-m-nu) on dense, batched and point-cloud costs.
 # The inputs are closed-form (sin/cos of the index), written as .npy by the test itself.
-# Run: /work/tools/venv/bin/python tests/data/make_pot_cli_unbalanced.py
+# Run (a Python with POT): python3 tests/data/make_pot_cli_unbalanced.py
 import numpy as np, ot
 inf = float("inf")
 nx = ot.backend.NumpyBackend()

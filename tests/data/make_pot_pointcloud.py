@@ -1,4 +1,4 @@
-# Reference values for tests/pointcloud.rs, computed with POT 0.9.7 and the explicit cost
+# Reference values for tests/pointcloud/solve.rs, computed with POT 0.9.7 and the explicit cost
 # matrix ot.dist(X, Y) (squared Euclidean) or ot.dist(X, Y, "euclidean").
 # Inputs come from the 64-bit LCG of the test (Knuth's constants), not from an RNG.
 import numpy as np, ot

@@ -1,4 +1,4 @@
-# Reference values for tests/unbalanced.rs (POT 0.9.7).
+# Reference values for tests/unbalanced/solve.rs (POT 0.9.7).
 import numpy as np, ot
 inf = float("inf")
 def problem(n, m, k=0):

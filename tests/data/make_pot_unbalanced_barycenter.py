@@ -1,4 +1,4 @@
-"""Reference unbalanced barycenters from POT 0.9.7 for tests/unbalanced_barycenter.rs.
+"""Reference unbalanced barycenters from POT 0.9.7 for tests/unbalanced/barycenter.rs.
 
 Run from the repository root:
     python3 tests/data/make_pot_unbalanced_barycenter.py > tests/data/pot_unbalanced_barycenter.rs

@@ -27,6 +27,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use crate::real::{MulAdd, Real};
+use crate::Result;
 
 /// Points per panel (one 64-byte cache line of f32 per coordinate).
 pub(crate) const W: usize = 16;
@@ -59,9 +60,9 @@ pub(crate) struct Panels<T> {
 
 impl<T: Real> Panels<T> {
     /// Pack `len` points given as structure-of-arrays (`soa[k·len + i]`, already centred).
-    pub(crate) fn new(soa: &[T], len: usize, d: usize) -> Self {
+    pub(crate) fn new(soa: &[T], len: usize, d: usize) -> Result<Self> {
         let panels = len.div_ceil(W);
-        let mut data = vec![T::zero(); panels * d * W];
+        let mut data = crate::alloc::filled("points", panels * d * W, T::zero())?;
         for (p, panel) in data.chunks_mut(d * W).enumerate() {
             for (k, row) in panel.chunks_mut(W).enumerate() {
                 for (lane, v) in row.iter_mut().enumerate() {
@@ -78,7 +79,7 @@ impl<T: Real> Panels<T> {
                 T::of(s)
             })
             .collect();
-        Panels { d, data, norms }
+        Ok(Panels { d, data, norms })
     }
 
     /// Squared norms `|x_i|²`.
@@ -233,7 +234,7 @@ pub(crate) fn finish_costs<T: Real>(
             let mut s = T::zero();
             for k in 0..out.d {
                 let t = out.at(i, k) - red.at(j, k);
-                s = s + t * t;
+                s += t * t;
             }
             *c = s;
         }
@@ -278,7 +279,10 @@ mod tests {
             let (xs, ys) = (soa(n, d, 7 + d as u64), soa(m, d, 99 + d as u64));
             let xt: Vec<T> = xs.iter().map(|&v| T::of(v)).collect();
             let yt: Vec<T> = ys.iter().map(|&v| T::of(v)).collect();
-            let (a, b) = (Panels::new(&xt, n, d), Panels::new(&yt, m, d));
+            let (a, b) = (
+                Panels::new(&xt, n, d).unwrap(),
+                Panels::new(&yt, m, d).unwrap(),
+            );
             for (i, &nv) in a.norms().iter().enumerate() {
                 let want: f64 = (0..d).map(|k| xt[k * n + i].f64().powi(2)).sum();
                 assert!((nv.f64() - want).abs() <= tol * want, "norm {i}");
@@ -324,7 +328,7 @@ mod tests {
             xs[k * 2 + 1] = xs[k * 2] + if k == 5 { 1e-3 } else { 0.0 };
         }
         let xt: Vec<f32> = xs.iter().map(|&v| v as f32).collect();
-        let a = Panels::new(&xt, 2, d);
+        let a = Panels::new(&xt, 2, d).unwrap();
         let ldo = padded_cols::<f32>(2);
         let mut out = vec![0f32; MR * ldo];
         cross_block_dispatch(&a, 0, 1, &a, 0, 2, &mut out, ldo);

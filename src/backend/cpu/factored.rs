@@ -117,8 +117,8 @@ impl<T: Real> Factors<T> {
                     .fold(T::zero(), larger)
             })
             .reduce(T::zero, larger);
-        // NaN or infinite when a cost is not finite.
-        if !(spread <= limit) {
+        // NaN or infinite when a cost is not finite: not factored then either.
+        if spread.is_nan() || spread > limit {
             return None;
         }
         let nb = len_red.div_ceil(block);

@@ -212,7 +212,7 @@ impl CpuGrid {
                 )))
             }
         }
-        let mut p = vec![T::zero(); batch * n * n];
+        let mut p = crate::alloc::filled("plan", batch * n * n, T::zero())?;
         p.par_chunks_mut(n).enumerate().for_each(|(bx, row)| {
             let (b, x) = (bx / n, bx % n);
             let fx = f[bx];

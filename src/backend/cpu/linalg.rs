@@ -106,7 +106,7 @@ impl<T: Real> LinalgKernels<T> for CpuBackend {
     fn shift_diagonal(&self, n: usize, alpha: T, c: &mut Vec<T>) -> Result<()> {
         check_square("shift_diagonal: C", c.len(), n)?;
         for i in 0..n {
-            c[i * n + i] = c[i * n + i] + alpha;
+            c[i * n + i] += alpha;
         }
         Ok(())
     }

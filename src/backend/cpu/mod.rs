@@ -130,12 +130,19 @@ fn other(side: Side) -> Side {
     }
 }
 
-fn transpose<T: Copy + Send + Sync>(c: &[T], n: usize, m: usize) -> Vec<T> {
-    let mut t = Vec::with_capacity(c.len());
-    for j in 0..m {
-        t.extend((0..n).map(|i| c[i * m + j]));
+/// `t = cᵀ` for an `n×m` row-major `c` (`t` is `m×n`).
+fn transpose_into<T: Copy>(c: &[T], n: usize, m: usize, t: &mut [T]) {
+    for (j, row) in t.chunks_exact_mut(n).enumerate().take(m) {
+        for (i, v) in row.iter_mut().enumerate() {
+            *v = c[i * m + j];
+        }
     }
-    t
+}
+
+/// Whether every `n×n` matrix of `c` (row-major, one after another) is symmetric.
+fn symmetric<T: PartialEq>(c: &[T], n: usize) -> bool {
+    c.chunks(n * n)
+        .all(|c| (0..n).all(|i| (0..i).all(|j| c[i * n + j] == c[j * n + i])))
 }
 
 /// Minimum number of exponentials a rayon task should hold so that scheduling stays cheap.
@@ -161,15 +168,19 @@ impl<T: Real> Backend<T> for CpuBackend {
     }
 
     fn upload(&self, data: &[T]) -> Result<Vec<T>> {
-        Ok(data.to_vec())
+        crate::alloc::copied("buffer", data)
     }
 
     fn download(&self, buf: &Vec<T>) -> Result<Vec<T>> {
-        Ok(buf.clone())
+        crate::alloc::copied("buffer", buf)
+    }
+
+    fn download_owned(&self, buf: Vec<T>) -> Result<Vec<T>> {
+        Ok(buf)
     }
 
     fn filled(&self, len: usize, value: T) -> Result<Vec<T>> {
-        Ok(vec![value; len])
+        crate::alloc::filled("buffer", len, value)
     }
 
     fn row_stats(&self, buf: &Vec<T>, rows: usize) -> Result<Vec<crate::backend::RowStats>> {
@@ -181,6 +192,26 @@ impl<T: Real> Backend<T> for CpuBackend {
     }
 
     fn prepare_cost(&self, cost: &CostSource<'_, T>) -> Result<CpuCost<T>> {
+        self.prepare_shifted_cost(cost, &[])
+    }
+
+    /// The matrix is copied once, shifted as it is copied, and transposed into a second
+    /// buffer (none for a symmetric cost).
+    fn prepare_shifted_cost(&self, cost: &CostSource<'_, T>, shift: &[f64]) -> Result<CpuCost<T>> {
+        let of = |b: usize| match shift.len() {
+            0 => 0.0,
+            1 => shift[0],
+            _ => shift[b],
+        };
+        let copy = |c: ndarray::ArrayView2<'_, T>, s: f64, out: &mut Vec<T>| {
+            if s != 0.0 {
+                out.extend(c.iter().map(|&v| T::of(v.f64() - s)));
+            } else if let Some(v) = c.as_slice() {
+                out.extend_from_slice(v);
+            } else {
+                out.extend(c.iter().copied());
+            }
+        };
         let (dims, c) = match cost {
             CostSource::Grid(g) => {
                 let n = g.len();
@@ -199,7 +230,7 @@ impl<T: Real> Backend<T> for CpuBackend {
                 });
             }
             CostSource::PointCloud(p) => {
-                let cloud = CpuPointCloud::new(p);
+                let cloud = CpuPointCloud::new(p)?;
                 let dims = cloud.dims();
                 return Ok(CpuCost {
                     dims,
@@ -212,10 +243,9 @@ impl<T: Real> Backend<T> for CpuBackend {
             }
             CostSource::Dense(c) => {
                 let (n, m) = c.dim();
-                (
-                    CostDims { n, m, batch: None },
-                    c.iter().copied().collect::<Vec<T>>(),
-                )
+                let mut v = crate::alloc::with_shape("cost", &[n, m])?;
+                copy(c.view(), of(0), &mut v);
+                (CostDims { n, m, batch: None }, v)
             }
             CostSource::DenseBatch(c) => {
                 let (b, n, m) = c.dim();
@@ -225,14 +255,16 @@ impl<T: Real> Backend<T> for CpuBackend {
                         detail: "a batch of 0 cost matrices".into(),
                     });
                 }
-                (
-                    CostDims {
-                        n,
-                        m,
-                        batch: Some(b),
-                    },
-                    c.iter().copied().collect::<Vec<T>>(),
-                )
+                let mut v = crate::alloc::with_shape("cost", &[b, n, m])?;
+                for (k, c) in c.outer_iter().enumerate() {
+                    copy(c, of(k), &mut v);
+                }
+                let dims = CostDims {
+                    n,
+                    m,
+                    batch: Some(b),
+                };
+                (dims, v)
             }
         };
         if dims.n == 0 || dims.m == 0 {
@@ -242,17 +274,16 @@ impl<T: Real> Backend<T> for CpuBackend {
             });
         }
         let per = dims.n * dims.m;
-        let symmetric = dims.n == dims.m
-            && c.chunks(per).all(|c| {
-                (0..dims.n).all(|i| (0..i).all(|j| c[i * dims.n + j] == c[j * dims.n + i]))
-            });
-        let ct = if symmetric {
+        let ct = if dims.n == dims.m && symmetric(&c, dims.n) {
             Vec::new()
         } else {
-            c.par_chunks(per)
+            let mut ct = crate::alloc::with_shape("cost", &[c.len() / per, dims.m, dims.n])?;
+            ct.resize(c.len(), T::zero());
+            ct.par_chunks_mut(per)
+                .zip(c.par_chunks(per))
                 .with_min_len((MIN_TASK_WORK / per.max(1)).max(1))
-                .flat_map_iter(|c| transpose(c, dims.n, dims.m))
-                .collect()
+                .for_each(|(t, c)| transpose_into(c, dims.n, dims.m, t));
+            ct
         };
         Ok(CpuCost {
             dims,
@@ -266,6 +297,22 @@ impl<T: Real> Backend<T> for CpuBackend {
 
     fn cost_dims(&self, cost: &CpuCost<T>) -> CostDims {
         cost.dims
+    }
+
+    fn host_cost_bytes(&self, cost: &CostSource<'_, T>) -> usize {
+        let sym = |c: ndarray::ArrayView2<'_, T>| {
+            let n = c.nrows();
+            n == c.ncols() && (0..n).all(|i| (0..i).all(|j| c[[i, j]] == c[[j, i]]))
+        };
+        // `C` and `Cᵀ`, or `C` alone when every matrix is symmetric.
+        let (len, symmetric) = match cost {
+            CostSource::Dense(c) => (c.len(), sym(c.view())),
+            CostSource::DenseBatch(c) => (c.len(), c.outer_iter().all(sym)),
+            _ => return 0,
+        };
+        let copies = if symmetric { 1 } else { 2 };
+        len.saturating_mul(copies)
+            .saturating_mul(std::mem::size_of::<T>())
     }
 
     fn sinkstep(
@@ -294,8 +341,7 @@ impl<T: Real> Backend<T> for CpuBackend {
             }
         }
         let serial = runs_serially(batch * len_out * len_red);
-        dense_sinkstep(cost, side, eps, other_pot, log_marginal, out, serial);
-        Ok(())
+        dense_sinkstep(cost, side, eps, other_pot, log_marginal, out, serial)
     }
 
     fn relax(&self, out: &mut Vec<T>, log_marginal: &Vec<T>, eps: T, phi: T) -> Result<()> {
@@ -364,6 +410,18 @@ impl<T: Real> Backend<T> for CpuBackend {
         marginals: &Marginals<'_, Vec<T>>,
         eps: T,
     ) -> Result<Vec<PlanReport>> {
+        let single = std::mem::size_of::<T>() == std::mem::size_of::<f32>();
+        if let (Some(cloud), true) = (&cost.cloud, single) {
+            // f32 clouds: the cost in f64, not the half-steps' rounded cross-term form
+            // (in f64 that rounding is far below any tolerance).
+            return cloud.exact_report(
+                &potentials.f,
+                &potentials.g,
+                marginals.mu,
+                marginals.nu,
+                eps,
+            );
+        }
         if cost.grid.is_some() || cost.cloud.is_some() {
             return plan_report_from_half_steps(self, cost, potentials, marginals, eps);
         }
@@ -394,7 +452,7 @@ impl<T: Real> Backend<T> for CpuBackend {
                     let mut s = T::zero();
                     for j in 0..m {
                         let p = ((fi + gb[j] - row[j]) / eps).exp();
-                        s = s + p * row[j];
+                        s += p * row[j];
                     }
                     s.f64()
                 };
@@ -422,7 +480,7 @@ impl<T: Real> Backend<T> for CpuBackend {
         let dims = cost.dims;
         let batch = check_fg(&dims, f.len(), g.len())?;
         let (n, m) = (dims.n, dims.m);
-        let mut p = vec![T::zero(); batch * n * m];
+        let mut p = crate::alloc::filled("plan", batch * n * m, T::zero())?;
         p.par_chunks_mut(m).enumerate().for_each(|(bi, prow)| {
             let (b, i) = (bi / n, bi % n);
             let fi = f[bi];
@@ -447,7 +505,7 @@ fn dense_sinkstep<T: Real>(
     log_marginal: &[T],
     out: &mut [T],
     serial: bool,
-) {
+) -> Result<()> {
     let dims = cost.dims;
     let (len_out, len_red) = (dims.len(side), dims.len(other(side)));
     let batch = out.len() / len_out.max(1);
@@ -464,7 +522,7 @@ fn dense_sinkstep<T: Real>(
     if dims.batch.is_none() && batch > 1 {
         // Shared cost: each task takes a cost row and applies it to every problem, so
         // the row is read from memory once per half-step, not once per problem.
-        let mut by_row = vec![T::zero(); out.len()];
+        let mut by_row = crate::alloc::filled("buffer", out.len(), T::zero())?;
         let row = |(r, vals): (usize, &mut [T])| {
             for (b, v) in vals.iter_mut().enumerate() {
                 *v = update(b, r);
@@ -494,6 +552,7 @@ fn dense_sinkstep<T: Real>(
             .enumerate()
             .for_each(|(idx, o)| *o = update(idx / len_out, idx % len_out));
     }
+    Ok(())
 }
 
 impl<T: Real> super::PointCloudKernels<T> for CpuBackend {
@@ -572,6 +631,7 @@ impl<T: Real> super::PointCloudKernels<T> for CpuBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ndarray::{array, Array3};
 
     /// The serial and the parallel plain half-step give the same bits, for one problem and
     /// for a batch on a shared cost, at sizes on both sides of [`SERIAL_WORK`].
@@ -596,11 +656,51 @@ mod tests {
                 lm[1] = f64::NEG_INFINITY; // a zero-mass output
                 let run = |serial: bool| {
                     let mut out = vec![0.0; batch * lo];
-                    pool.install(|| dense_sinkstep(&cost, side, 0.05, &pot, &lm, &mut out, serial));
+                    pool.install(|| {
+                        dense_sinkstep(&cost, side, 0.05, &pot, &lm, &mut out, serial).unwrap()
+                    });
                     out.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
                 };
                 assert_eq!(run(true), run(false), "{n}×{m}, batch {batch}, {side:?}");
             }
         }
+    }
+
+    /// The host bytes a coupling's peak counts beside the plan are the copies
+    /// `prepare_cost` keeps: `C` and `Cᵀ`, or `C` alone when every matrix is symmetric,
+    /// and nothing for costs computed on the fly.
+    #[test]
+    fn host_cost_bytes_count_the_prepared_copies() {
+        let be = CpuBackend;
+        let kept = |c: &CostSource<'_, f64>| {
+            let p = Backend::<f64>::prepare_cost(&be, c).unwrap();
+            (p.c.len() + p.ct.len()) * 8
+        };
+        let skew = array![
+            [0.0, 1.0, 2.0, 3.0],
+            [4.0, 5.0, 6.0, 7.0],
+            [8.0, 9.0, 1.0, 2.0]
+        ];
+        let c = CostSource::Dense(skew.view());
+        assert_eq!(be.host_cost_bytes(&c), 2 * 3 * 4 * 8);
+        assert_eq!(be.host_cost_bytes(&c), kept(&c));
+        let sym = array![[0.0, 1.0, 2.0], [1.0, 0.0, 3.0], [2.0, 3.0, 0.0]];
+        let c = CostSource::Dense(sym.view());
+        assert_eq!(be.host_cost_bytes(&c), 3 * 3 * 8);
+        assert_eq!(be.host_cost_bytes(&c), kept(&c));
+        let sym32 = sym.mapv(|v| v as f32);
+        assert_eq!(
+            be.host_cost_bytes(&CostSource::Dense(sym32.view())),
+            3 * 3 * 4
+        );
+        // A batch keeps the transposes when one matrix is not symmetric.
+        let mut batch = Array3::<f64>::zeros((2, 3, 3));
+        batch.index_axis_mut(ndarray::Axis(0), 0).assign(&sym);
+        batch[[1, 0, 1]] = 1.0;
+        let c = CostSource::DenseBatch(batch.view());
+        assert_eq!(be.host_cost_bytes(&c), 2 * 2 * 3 * 3 * 8);
+        assert_eq!(be.host_cost_bytes(&c), kept(&c));
+        let grid = crate::GridCost::new(&[4, 5]).unwrap();
+        assert_eq!(be.host_cost_bytes(&CostSource::<f64>::Grid(grid)), 0);
     }
 }

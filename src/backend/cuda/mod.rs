@@ -38,50 +38,32 @@
 //! [`CudaBackend::with_kernel_cache`]; the backend never reads the environment.
 //!
 //! # Layout
-//! * `kernels`: the registry (every module, its source and entry points), the name of an
-//!   entry point for a precision, and the numbers shared with the kernels (read from the
-//!   sources' `#define` lines at build time).
-//! * `launch`: one launch over a typed argument tuple for plain, overlapping and clustered
-//!   launches; the error context of driver calls; grid sizes; cluster probes.
-//! * `device` (context, stream, loaded kernels, buffers), `nvrtc` (compilation and module
-//!   caches), `tuning` (kernel choices, not public API).
-//! * `cost`: prepared costs (dense, grid, point clouds).
-//! * `mailbox`: statistics words copied back to page-locked rows without waiting
-//!   ([`WordsMailbox`]), collected once their events have completed.
-//! * `buffers`: the per-row input checks, `ln`, start potentials, per-row offsets and a
-//!   dense cost from a buffer, for Sinkhorn on a caller's device memory
-//!   ([`Solver::prepare_buffers`](crate::Solver::prepare_buffers)).
-//! * `ot`: the [`Backend`](crate::Backend) impl, which dispatches to `dense`, `tiled` and
-//!   `fused` (dense costs), `grid` and `pointcloud`; the other kernel traits in
-//!   `barycenter`, `bistochastic`, `grad` and `linalg`.
+//! * `runtime/`: what every operation runs on. `kernels` (the registry: every module, its
+//!   source and entry points, the name of an entry point for a precision, and the numbers
+//!   shared with the kernels, read from the sources' `#define` lines at build time),
+//!   `launch` (launch configurations, typed argument tuples, the error context of driver
+//!   calls), `device` (context, stream, loaded kernels, buffers, and one launch over a typed
+//!   argument tuple), `nvrtc` (compilation and module caches), `mailbox` (statistics words
+//!   copied back to page-locked rows without waiting, [`WordsMailbox`]), `tuning` (kernel
+//!   choices, not public API) and `cluster` (several GPUs joined by NCCL, [`CudaCluster`]).
+//! * `ops/`: the operations, each on the runtime only. `cost` (prepared costs: dense, grid,
+//!   point clouds), `tiled`, `dense` and `fused` (dense costs: the tiled half-step, reports
+//!   and plans, the fused small-problem loop), `grid` and `pointcloud` (costs computed on
+//!   the fly), `report`, `buffers` (the per-row input checks, `ln`, start potentials,
+//!   per-row offsets and a dense cost from a buffer, for Sinkhorn on a caller's device
+//!   memory, [`SinkhornSolver::prepare`](crate::SinkhornSolver::prepare)), `ot` (the
+//!   [`Backend`](crate::Backend) impl, which dispatches by cost kind), and the other kernel
+//!   traits in `barycenter`, `bistochastic`, `grad` and `linalg`.
 //!
 //! `src/backend/cuda/README.md` says how to add a kernel.
 
-mod barycenter;
-mod bistochastic;
-mod buffers;
-mod cluster;
-mod cost;
-mod dense;
-mod device;
-mod fused;
-mod grad;
-mod grid;
-mod kernels;
-mod launch;
-mod linalg;
-mod mailbox;
-mod nvrtc;
-mod ot;
-mod pointcloud;
-mod report;
-mod tiled;
-mod tuning;
+mod ops;
+mod runtime;
 
-pub use cluster::{CudaCluster, NcclGroup};
-pub use cost::CudaCost;
-pub use device::{CudaBackend, CudaBuffer};
-pub use kernels::{CudaReal, Precision};
-pub use mailbox::WordsMailbox;
+pub use ops::cost::CudaCost;
+pub use runtime::cluster::{CudaCluster, NcclGroup};
+pub use runtime::device::{CudaBackend, CudaBuffer};
+pub use runtime::kernels::{CudaReal, Precision};
+pub use runtime::mailbox::WordsMailbox;
 #[doc(hidden)]
-pub use tuning::{CloudForm, Tuning};
+pub use runtime::tuning::{CloudForm, Tuning};

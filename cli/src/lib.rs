@@ -1,0 +1,5 @@
+//! The parts of the `logot` command-line tool that other crates share: the canonical
+//! benchmark problems ([`problems`]), which `logot bench` and the library's criterion
+//! benches build alike so that both measure the same thing.
+
+pub mod problems;

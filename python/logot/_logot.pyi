@@ -1,0 +1,407 @@
+"""Type stubs of ``logot._logot``, the compiled module under the Python package (the PyO3
+bindings in ``python/src/``). The functions take arrays already checked and converted by
+the Python layer (float32 or float64, one dtype per call); the public API is ``logot``.
+Kept by hand beside ``python/src/``; ``python/tests/test_stubs.py`` checks that every
+function and class of the module is declared here with the same parameters."""
+
+from typing import Optional, Tuple, Union
+
+import numpy as np
+import numpy.typing as npt
+
+Array = npt.NDArray[np.floating]
+# (eps, max_iters, tol or None, check_every, eps_scaling: None, True or (start, factor, iters_per_stage))
+SinkhornParams = Tuple[float, int, Optional[float], int, Union[None, bool, Tuple[float, float, int]]]
+# A dense n×m or B×n×m array, ("grid", shape) or ("points", x, y, metric, precision).
+CostArg = Union[Array, Tuple[str, Tuple[int, ...]], Tuple[str, Array, Array, str, Optional[str]]]
+WarmStart = Optional[Tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]]
+
+__version__: str
+
+# --- Results ------------------------------------------------------------------------------
+
+class ConvergenceReport:
+    @property
+    def iterations(self) -> int: ...
+    @property
+    def marginal_error(self) -> float: ...
+    @property
+    def tol(self) -> float: ...
+    @property
+    def converged(self) -> bool: ...
+    @property
+    def marginal_errors(self) -> list[float]: ...
+    @property
+    def converged_each(self) -> list[bool]: ...
+    @property
+    def iterations_each(self) -> list[int]: ...
+
+class CgSummary:
+    @property
+    def problems(self) -> int: ...
+    @property
+    def max_iterations(self) -> int: ...
+    @property
+    def max_residual(self) -> float: ...
+    @property
+    def unconverged(self) -> int: ...
+    @property
+    def first_unconverged(self) -> Optional[int]: ...
+    @property
+    def tol(self) -> float: ...
+
+class SinkhornOutput:
+    @property
+    def distance(self) -> Array: ...
+    @property
+    def f(self) -> Array: ...
+    @property
+    def g(self) -> Array: ...
+    @property
+    def convergence(self) -> ConvergenceReport: ...
+    @property
+    def objective(self) -> Optional[Array]: ...
+
+class DistanceOutput:
+    @property
+    def distance(self) -> Array: ...
+    @property
+    def converged(self) -> bool: ...
+    @property
+    def marginal_error(self) -> float: ...
+    @property
+    def tol(self) -> float: ...
+    @property
+    def iterations(self) -> int: ...
+
+class CouplingOutput:
+    @property
+    def plan(self) -> Array: ...
+    @property
+    def result(self) -> SinkhornOutput: ...
+
+class OtGradientsOutput:
+    @property
+    def cost(self) -> Array: ...
+    @property
+    def mu(self) -> Array: ...
+    @property
+    def nu(self) -> Array: ...
+    @property
+    def cg(self) -> CgSummary: ...
+    @property
+    def result(self) -> SinkhornOutput: ...
+
+class PlanGradientsOutput:
+    @property
+    def cost(self) -> Array: ...
+    @property
+    def mu(self) -> Array: ...
+    @property
+    def nu(self) -> Array: ...
+    @property
+    def cg(self) -> CgSummary: ...
+
+class PointGradientsOutput:
+    @property
+    def value(self) -> Array: ...
+    @property
+    def x(self) -> Array: ...
+    @property
+    def y(self) -> Array: ...
+    @property
+    def result(self) -> SinkhornOutput: ...
+
+class DivergenceOutput:
+    @property
+    def value(self) -> Union[float, Array]: ...
+    @property
+    def grad_x(self) -> Optional[Array]: ...
+    @property
+    def grad_y(self) -> Optional[Array]: ...
+    @property
+    def terms(self) -> Union[Tuple[float, float, float], Array]: ...
+    @property
+    def convergence(
+        self,
+    ) -> Union[
+        Tuple[ConvergenceReport, ConvergenceReport, ConvergenceReport],
+        list[Tuple[ConvergenceReport, ConvergenceReport, ConvergenceReport]],
+    ]: ...
+
+class BarycenterOutput:
+    @property
+    def histograms(self) -> Array: ...
+    @property
+    def iterations(self) -> int: ...
+    @property
+    def errors(self) -> list[float]: ...
+    @property
+    def converged(self) -> list[bool]: ...
+
+class BistochasticOutput:
+    @property
+    def r(self) -> Array: ...
+    @property
+    def convergence(self) -> ConvergenceReport: ...
+
+class BistochasticGradientOutput:
+    @property
+    def dx(self) -> Array: ...
+    @property
+    def cg(self) -> CgSummary: ...
+
+class Svd3Output:
+    @property
+    def u(self) -> Array: ...
+    @property
+    def s(self) -> Array: ...
+    @property
+    def vt(self) -> Array: ...
+
+class DeviceSolveOutput:
+    @property
+    def distance(self) -> list[float]: ...
+    @property
+    def convergence(self) -> ConvergenceReport: ...
+    @property
+    def cg(self) -> Optional[CgSummary]: ...
+
+class DevicePointOutput:
+    @property
+    def value(self) -> list[float]: ...
+    @property
+    def distance(self) -> list[float]: ...
+    @property
+    def convergence(self) -> ConvergenceReport: ...
+
+class DeviceDivergenceOutput:
+    @property
+    def value(self) -> list[float]: ...
+    @property
+    def terms(self) -> list[Tuple[float, float, float]]: ...
+    @property
+    def convergence(self) -> Tuple[ConvergenceReport, ConvergenceReport, ConvergenceReport]: ...
+
+# --- Sinkhorn (core) ----------------------------------------------------------------------
+
+def solve(
+    mu: Array,
+    nu: Array,
+    cost: CostArg,
+    params: SinkhornParams,
+    warm_start: WarmStart = None,
+    backend: str = "cpu",
+    reg_m: Optional[Tuple[float, float]] = None,
+) -> SinkhornOutput: ...
+def wasserstein(
+    mu: Array,
+    nu: Array,
+    cost: CostArg,
+    params: SinkhornParams,
+    warm_start: WarmStart = None,
+    backend: str = "cpu",
+    reg_m: Optional[Tuple[float, float]] = None,
+) -> DistanceOutput: ...
+def coupling(
+    mu: Array,
+    nu: Array,
+    cost: CostArg,
+    params: SinkhornParams,
+    warm_start: WarmStart = None,
+    backend: str = "cpu",
+    reg_m: Optional[Tuple[float, float]] = None,
+) -> CouplingOutput: ...
+def wasserstein_gradients(
+    mu: Array,
+    nu: Array,
+    cost: CostArg,
+    params: SinkhornParams,
+    warm_start: WarmStart = None,
+    cg_tol: Optional[float] = None,
+    cg_max_iters: int = 1000,
+    backend: str = "cpu",
+) -> OtGradientsOutput: ...
+def plan_gradients(
+    plan: Array,
+    eps: float,
+    upstream: Array,
+    cg_tol: Optional[float] = None,
+    cg_max_iters: int = 1000,
+    backend: str = "cpu",
+) -> PlanGradientsOutput: ...
+
+# --- Point clouds -------------------------------------------------------------------------
+
+def point_gradients(
+    mu: Array,
+    nu: Array,
+    cost: CostArg,
+    params: SinkhornParams,
+    warm_start: WarmStart = None,
+    backend: str = "cpu",
+) -> PointGradientsOutput: ...
+def sinkhorn_divergence(
+    x: Array,
+    y: Array,
+    a: Array,
+    b: Array,
+    metric: str,
+    precision: Optional[str],
+    params: SinkhornParams,
+    backend: str = "cpu",
+    convention: str = "objective",
+    reg_m: Optional[Tuple[float, float]] = None,
+) -> DivergenceOutput: ...
+
+# --- Barycenters --------------------------------------------------------------------------
+
+def barycenter(
+    histograms: Array,
+    weights: Array,
+    cost: CostArg,
+    params: Tuple[float, Optional[int], float, int],
+    backend: str = "cpu",
+) -> BarycenterOutput: ...
+
+# --- Bistochastic projection, linear algebra ---------------------------------------------
+
+def bistochastic(x: Array, iters: int = 20, tol: float = 0.0, backend: str = "cpu") -> BistochasticOutput: ...
+def bistochastic_backward(
+    r: Array, g: Array, cg_tol: Optional[float] = None, cg_max_iters: int = 1000, backend: str = "cpu"
+) -> BistochasticGradientOutput: ...
+def svd3(a: Array, backend: str = "cpu") -> Svd3Output: ...
+def newton_schulz(
+    x: Array, steps: int, coefficients: Tuple[float, float, float], polish_steps: int, backend: str = "cpu"
+) -> Array: ...
+
+# --- Devices and timing -------------------------------------------------------------------
+
+def cuda_device_name(ordinal: int = 0) -> str: ...
+def _time_wasserstein(
+    mu: npt.NDArray[np.float64],
+    nu: npt.NDArray[np.float64],
+    cost: npt.NDArray[np.float64],
+    eps: float,
+    repeats: int = 1000,
+    on_pool: bool = False,
+) -> list[float]: ...
+def _last_compute_seconds() -> float: ...
+
+# --- CUDA tensors in place (private to logot.torch; device addresses as integers) ---------
+
+def _wasserstein_cuda(
+    mu: int,
+    nu: int,
+    cost: int,
+    grads: Optional[Tuple[int, int, int]],
+    batch: int,
+    n: int,
+    m: int,
+    batched_cost: bool,
+    double: bool,
+    params: SinkhornParams,
+    cg_tol: Optional[float],
+    cg_max_iters: int,
+    device: int,
+    stream: int,
+) -> DeviceSolveOutput: ...
+def _coupling_cuda(
+    mu: int,
+    nu: int,
+    cost: int,
+    plan: int,
+    batch: int,
+    n: int,
+    m: int,
+    batched_cost: bool,
+    double: bool,
+    params: SinkhornParams,
+    device: int,
+    stream: int,
+) -> ConvergenceReport: ...
+def _plan_gradients_cuda(
+    plan: int,
+    upstream: int,
+    grads: Tuple[int, int, int],
+    batch: int,
+    n: int,
+    m: int,
+    double: bool,
+    eps: float,
+    cg_tol: Optional[float],
+    cg_max_iters: int,
+    device: int,
+    stream: int,
+) -> CgSummary: ...
+def _point_gradients_cuda(
+    mu: int,
+    nu: int,
+    x: int,
+    y: int,
+    out: Tuple[int, int, int, int],
+    batch: int,
+    n: int,
+    m: int,
+    d: int,
+    batched: bool,
+    metric: str,
+    precision: Optional[str],
+    double: bool,
+    params: SinkhornParams,
+    device: int,
+    stream: int,
+) -> DevicePointOutput: ...
+def _sinkhorn_divergence_cuda(
+    mu: int,
+    nu: int,
+    x: int,
+    y: int,
+    out: Tuple[int, int],
+    batch: int,
+    n: int,
+    m: int,
+    d: int,
+    batched: bool,
+    metric: str,
+    precision: Optional[str],
+    double: bool,
+    params: SinkhornParams,
+    device: int,
+    stream: int,
+) -> DeviceDivergenceOutput: ...
+
+# (kind, statistics or None, error or None, tol, batch): "forward" statistics are
+# (iterations, marginal_error, unconverged), "backward" ones a CgSummary.
+DeferredReport = Tuple[str, Union[None, Tuple[int, float, int], CgSummary], Optional[str], Optional[float], int]
+
+def _bistochastic_cuda(
+    x: int,
+    r: int,
+    stats: int,
+    batch: int,
+    n: int,
+    double: bool,
+    iters: int,
+    tol: float,
+    device: int,
+    stream: int,
+    report: bool,
+) -> list[DeferredReport]: ...
+def _bistochastic_backward_cuda(
+    r: int,
+    g: int,
+    dx: int,
+    words: int,
+    nwords: int,
+    batch: int,
+    n: int,
+    double: bool,
+    cg_tol: Optional[float],
+    cg_max_iters: int,
+    device: int,
+    stream: int,
+    report: bool,
+) -> list[DeferredReport]: ...
+def _bistochastic_words(batch: int, device: int) -> Tuple[int, int]: ...
+def _bistochastic_reports(wait: bool) -> list[DeferredReport]: ...

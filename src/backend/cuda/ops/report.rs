@@ -1,0 +1,171 @@
+//! [`Backend::plan_report`](crate::Backend::plan_report) of a dense cost on the GPU: the
+//! row and column sums of `P_ij = exp((f_i + g_j − C_ij)/ε)`, `⟨P, C⟩` and `Σ P`, each
+//! entry evaluated from the stored `f`, `g` and `C` (`cuda/report.cu`: the exponent in
+//! `f64`, its exponential in `T`, every sum in `f64`), so that the reported errors are
+//! those of the plan the potentials define, to `T`'s rounding of each entry.
+//! Every sum runs in a fixed order: the same bits from run to run.
+
+use super::cost::DenseCost;
+use crate::backend::cuda::runtime::device::{CudaBackend, CudaBuffer};
+use crate::backend::cuda::runtime::kernels::{define, kernel_name, CudaReal, Module, Precision};
+use crate::backend::cuda::runtime::launch::{to_i32, Launch};
+use crate::backend::shape::{check_fg, check_len};
+use crate::backend::{Marginals, PlanReport, Potentials};
+use crate::{Error, Result};
+
+const SRC: &str = Module::Report.text();
+/// Threads per block of `report_tiles` (its `__launch_bounds__`).
+const TILE_THREADS: usize = define(SRC, "REPORT_THREADS");
+/// Columns a lane owns in `report_tiles`: a block covers `TILE_THREADS·K` columns.
+const TILE_K: usize = define(SRC, "REPORT_K");
+/// Most rows of one `report_tiles` block, and the step of its row count.
+const TILE_ROWS: usize = define(SRC, "REPORT_ROWS");
+const ROW_GROUP: usize = define(SRC, "REPORT_RG");
+/// Blocks per multiprocessor the row count aims at, so that small problems fill the GPU.
+const BLOCKS_PER_SM: usize = 4;
+/// Problems one `report_tiles` block evaluates together (sharing each cost entry).
+const fn problems_per_block(p: Precision) -> usize {
+    match p {
+        Precision::F32 => define(SRC, "REPORT_PB_F32"),
+        Precision::F64 => define(SRC, "REPORT_PB_F64"),
+    }
+}
+/// Threads per block of `report_slices`, and its most blocks (slices) per problem.
+const SLICE_THREADS: usize = define(SRC, "REPORT_FINISH_THREADS");
+const MAX_SLICES: usize = define(SRC, "REPORT_FINISH_BLOCKS");
+/// Partial sums per slice the slice count aims at: a small problem is one slice, written
+/// straight to the reports.
+const SUMS_PER_SLICE: usize = 4096;
+
+/// `len` blocks as a grid dimension of at most `max`.
+fn grid_dim(len: usize, max: u32, what: &str) -> Result<u32> {
+    u32::try_from(len.max(1))
+        .ok()
+        .filter(|&v| v <= max)
+        .ok_or_else(|| Error::shape(what, "too large for one report launch"))
+}
+
+impl CudaBackend {
+    /// The report of `batch` plans on a dense cost (shared or one per problem): one pass
+    /// over the cost (`report_tiles`: per column block, the rows' partial sums; per row
+    /// chunk, the columns'), then the partial sums finished per slice of each problem and
+    /// the slices summed, every sum in a fixed order.
+    pub(in crate::backend::cuda) fn dense_plan_report<T: CudaReal>(
+        &self,
+        cost: &DenseCost<T>,
+        potentials: &Potentials<CudaBuffer<T>>,
+        marginals: &Marginals<'_, CudaBuffer<T>>,
+        eps: T,
+    ) -> Result<Vec<PlanReport>> {
+        let (f, g) = (&potentials.f, &potentials.g);
+        let batch = check_fg(&cost.dims, f.len, g.len)?;
+        let (n, m) = (cost.dims.n, cost.dims.m);
+        check_len("mu", marginals.mu.len, batch * n)?;
+        check_len("nu", marginals.nu.len, batch * m)?;
+        let (bi, ni, mi) = (to_i32(batch, "batch")?, to_i32(n, "n")?, to_i32(m, "m")?);
+        let col_blocks = m.div_ceil(TILE_THREADS * TILE_K);
+        let groups = batch.div_ceil(problems_per_block(T::PRECISION));
+        // Rows per block: TILE_ROWS, or fewer (a multiple of ROW_GROUP) when the problem
+        // would otherwise give fewer than BLOCKS_PER_SM blocks per multiprocessor.
+        let target = BLOCKS_PER_SM * self.sm_count().max(1);
+        let chunk =
+            (n * groups * col_blocks / target).clamp(ROW_GROUP, TILE_ROWS) / ROW_GROUP * ROW_GROUP;
+        let row_chunks = n.div_ceil(chunk);
+        let too_big = |what: &str| Error::shape(what, "too large for the report's partial sums");
+        let rows_len = (batch * n)
+            .checked_mul(col_blocks * 2)
+            .ok_or_else(|| too_big("f"))?;
+        let cols_len = (batch * m)
+            .checked_mul(row_chunks)
+            .ok_or_else(|| too_big("g"))?;
+        let rows = self.alloc_f64(rows_len, "the report's row sums")?;
+        let cols = self.alloc_f64(cols_len, "the report's column sums")?;
+        let slices = ((n * col_blocks + m * row_chunks) / SUMS_PER_SLICE).clamp(1, MAX_SLICES);
+        // One slice writes the reports directly.
+        let part = (slices > 1)
+            .then(|| self.alloc_f64(4 * slices * batch, "the report's slices"))
+            .transpose()?;
+        let out = self.alloc_f64(4 * batch, "the reports")?;
+        let scale = std::f64::consts::LOG2_E / eps.f64();
+        let (pf, pg, pc) = (self.ptr(&f.data), self.ptr(&g.data), self.ptr(&cost.c));
+        let (prows, pcols) = (self.ptr(&rows), self.ptr(&cols));
+        let pout = self.ptr(&out);
+        let ppart = part.as_ref().map_or(pout, |p| self.ptr(p));
+        let total = row_chunks.checked_mul(groups).ok_or_else(|| too_big("f"))?;
+        let grid = (
+            grid_dim(total, i32::MAX as u32, "f")?,
+            grid_dim(col_blocks, 65_535, "m")?,
+            1,
+        );
+        // SAFETY: report_tiles(f, g, C, cost_stride, B, n, m, chunk, log2(e)/ε, rows, cols)
+        // reads
+        // the checked B×n, B×m and [B×]n×m buffers and writes B·n·CB·2 and B·RB·m sums
+        // (CB column blocks, RB row chunks: the grid above).
+        unsafe {
+            self.launch(
+                &kernel_name::<T>("report_tiles"),
+                Launch::new(grid, (TILE_THREADS as u32, 1, 1)),
+                (
+                    pf,
+                    pg,
+                    pc,
+                    cost.stride(),
+                    bi,
+                    ni,
+                    mi,
+                    chunk as i32,
+                    scale,
+                    prows,
+                    pcols,
+                ),
+            )
+        }?;
+        let (cb, rb) = (to_i32(col_blocks, "m")?, to_i32(row_chunks, "n")?);
+        // SAFETY: report_slices(rows, cols, μ, ν, n, m, CB, RB, part) reads the sums above
+        // and the checked B×n and B×m marginals; writes 4·slices·B values (to the reports
+        // themselves when there is one slice).
+        unsafe {
+            self.launch(
+                &kernel_name::<T>("report_slices"),
+                Launch::new(
+                    (grid_dim(batch, i32::MAX as u32, "batch")?, slices as u32, 1),
+                    (SLICE_THREADS as u32, 1, 1),
+                ),
+                (
+                    prows,
+                    pcols,
+                    self.ptr(&marginals.mu.data),
+                    self.ptr(&marginals.nu.data),
+                    ni,
+                    mi,
+                    cb,
+                    rb,
+                    ppart,
+                ),
+            )
+        }?;
+        if slices > 1 {
+            let finish_blocks = u32::try_from((4 * batch).div_ceil(SLICE_THREADS))
+                .map_err(|_| Error::shape("batch", "too large for one report launch"))?;
+            // SAFETY: report_finish_all(part, B, slices, out) reads 4·slices·B values and
+            // writes 4·B.
+            unsafe {
+                self.launch(
+                    "report_finish_all",
+                    Launch::linear(finish_blocks, SLICE_THREADS as u32),
+                    (ppart, bi, slices as i32, pout),
+                )
+            }?;
+        }
+        let host = self.download_slice(&out, 4 * batch, "the reports")?;
+        Ok(host
+            .chunks_exact(4)
+            .map(|r| PlanReport {
+                row_error: r[0],
+                col_error: r[1],
+                cost: r[2],
+                mass: Some(r[3]),
+            })
+            .collect())
+    }
+}
