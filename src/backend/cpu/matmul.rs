@@ -11,7 +11,16 @@
 //! reduction runs in blocks of at most 512 terms, in order, each accumulated in registers
 //! by the same micro-kernel whatever the thread count (the micro-kernel depends on the
 //! type and the shape, not on the threads), so every output's bits are independent of the
-//! number of threads (tests/determinism.rs and tests/gemm.rs compare 1, 2, 3 and 5).
+//! number of threads (tests/sinkhorn/determinism.rs and tests/linalg/ compare 1, 2, 3 and
+//! 5 threads).
+//!
+//! Views of a buffer with a row stride are read-only, made by
+//! `MatRef::from_row_major_slice_with_stride`; an output is always a whole row-major buffer
+//! (`MatMut::from_row_major_slice_mut`). faer 0.24's
+//! `MatMut::from_row_major_slice_with_stride_mut` checks the bounds of a row-major layout
+//! but builds a column-major view (row stride 1, column stride the given stride), so a
+//! product into a view with more columns than rows writes past the slice (clippy.toml
+//! disallows it).
 
 use crate::backend::linalg::Transpose;
 use crate::Real;
