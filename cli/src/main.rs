@@ -55,6 +55,7 @@ mod npy;
 mod output;
 mod progress;
 mod relax;
+mod sliced;
 mod svd3;
 mod wasserstein;
 
@@ -99,6 +100,11 @@ enum Command {
     /// certificate (duality gap, dual violation, marginal errors) as JSON; the plan (dense
     /// or its nonzero entries) and the potentials to .npy.
     Emd(emd::EmdArgs),
+    /// Sliced Wasserstein distance (POT's ot.sliced_wasserstein_distance) of two point
+    /// clouds or a batch of pairs, over given (--projections) or seeded directions, each
+    /// projected problem solved exactly on the line; prints the distances and each
+    /// direction's W_p^p as JSON, writes the gradients with respect to the points.
+    Sliced(sliced::SlicedArgs),
     /// Wasserstein barycenter of K histograms (dense --cost or --grid), written to --out;
     /// prints iterations, error and convergence as JSON.
     Barycenter(barycenter::BarycenterArgs),
@@ -214,6 +220,7 @@ fn main() -> ExitCode {
         Command::Coupling(a) => wasserstein::coupling(&a),
         Command::Divergence(a) => divergence::divergence(&a),
         Command::Emd(a) => emd::emd(&a),
+        Command::Sliced(a) => sliced::sliced(&a),
         Command::Barycenter(a) => barycenter::barycenter(&a),
         Command::Bistochastic(a) => bistochastic::bistochastic(&a),
         Command::Bench(a) => bench_command(&a),

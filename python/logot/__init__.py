@@ -20,6 +20,10 @@ error is ``‖Pᵀ1 − ν‖₁``.
 * :func:`barycenter`, :func:`grid_barycenter` — fixed-support and image barycenters.
 * :func:`bistochastic`, :func:`bistochastic_backward`, :func:`svd3`,
   :func:`newton_schulz` — the supporting kernels.
+* :func:`emd`, :func:`emd2`, :func:`emd_1d`, :func:`emd2_1d`, :func:`wasserstein_1d`,
+  :func:`sliced_wasserstein`, :func:`max_sliced_wasserstein` — exact optimal transport
+  (network simplex, assignment, the line, sliced), each exact result with its potentials
+  and a certificate (duality gap, largest dual violation, marginal errors).
 * :mod:`logot.pot` — POT's names and signatures; :mod:`logot.torch` — autograd functions.
 
 Bad input raises ``ValueError`` naming the argument (``TypeError`` for an argument of the
@@ -51,7 +55,11 @@ from ._results import (
     SinkhornDivergence,
     SinkhornResult,
     Svd3,
+    Certificate,
+    ExactResult,
+    SlicedResult,
 )
+from ._exact import emd, emd2, emd_1d, emd2_1d, wasserstein_1d, sliced_wasserstein, max_sliced_wasserstein
 
 __version__ = _logot.__version__
 
@@ -69,6 +77,13 @@ __all__ = [
     "bistochastic_backward",
     "svd3",
     "newton_schulz",
+    "emd",
+    "emd2",
+    "emd_1d",
+    "emd2_1d",
+    "wasserstein_1d",
+    "sliced_wasserstein",
+    "max_sliced_wasserstein",
     "cuda_available",
     "cuda_device_name",
     "PointCloud",
@@ -88,6 +103,9 @@ __all__ = [
     "BistochasticResult",
     "BistochasticGradient",
     "Svd3",
+    "Certificate",
+    "ExactResult",
+    "SlicedResult",
     "ConvergenceWarning",
 ]
 

@@ -183,6 +183,70 @@ class DeviceDivergenceOutput:
     @property
     def convergence(self) -> Tuple[ConvergenceReport, ConvergenceReport, ConvergenceReport]: ...
 
+class CertificateOutput:
+    @property
+    def primal(self) -> float: ...
+    @property
+    def dual(self) -> float: ...
+    @property
+    def duality_gap(self) -> float: ...
+    @property
+    def relative_gap(self) -> float: ...
+    @property
+    def max_violation(self) -> float: ...
+    @property
+    def max_slack_on_support(self) -> float: ...
+    @property
+    def marginal_error_a(self) -> float: ...
+    @property
+    def marginal_error_b(self) -> float: ...
+    @property
+    def mass(self) -> float: ...
+    @property
+    def max_abs_cost(self) -> float: ...
+
+class EmdOutput:
+    @property
+    def cost(self) -> float: ...
+    @property
+    def n(self) -> int: ...
+    @property
+    def m(self) -> int: ...
+    @property
+    def rows(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def cols(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def mass(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def f(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def g(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def certificate(self) -> CertificateOutput: ...
+    @property
+    def iterations(self) -> int: ...
+    @property
+    def converged(self) -> bool: ...
+    @property
+    def exact(self) -> bool: ...
+    @property
+    def method(self) -> str: ...
+
+class SlicedOutput:
+    @property
+    def distance(self) -> float: ...
+    @property
+    def projected(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def direction(self) -> Optional[npt.NDArray[np.float64]]: ...
+    @property
+    def steps(self) -> int: ...
+    @property
+    def grad_x_s(self) -> Optional[npt.NDArray[np.float64]]: ...
+    @property
+    def grad_x_t(self) -> Optional[npt.NDArray[np.float64]]: ...
+
 # --- Sinkhorn (core) ----------------------------------------------------------------------
 
 def solve(
@@ -230,6 +294,66 @@ def plan_gradients(
     cg_max_iters: int = 1000,
     backend: str = "cpu",
 ) -> PlanGradientsOutput: ...
+
+# --- Exact OT -----------------------------------------------------------------------------
+
+def emd(
+    mu: Array,
+    nu: Array,
+    cost: Array,
+    max_iters: Optional[int] = None,
+    max_seconds: Optional[float] = None,
+    method: str = "auto",
+    certificate_tol: float = 1e-9,
+) -> list[EmdOutput]: ...
+def emd_points(
+    mu: Optional[Array],
+    nu: Optional[Array],
+    x: Array,
+    y: Array,
+    p: Optional[float] = None,
+    max_iters: Optional[int] = None,
+    max_seconds: Optional[float] = None,
+    method: str = "auto",
+    certificate_tol: float = 1e-9,
+) -> list[EmdOutput]: ...
+def emd_1d(
+    x_a: Array, x_b: Array, a: Optional[Array] = None, b: Optional[Array] = None, p: Optional[float] = None
+) -> EmdOutput: ...
+def emd2_1d(
+    x_a: Array, x_b: Array, a: Optional[Array] = None, b: Optional[Array] = None, p: Optional[float] = None
+) -> float: ...
+def wasserstein_1d(
+    u_values: Array,
+    v_values: Array,
+    u_weights: Optional[Array] = None,
+    v_weights: Optional[Array] = None,
+    p: float = 1.0,
+) -> npt.NDArray[np.float64]: ...
+def sliced_wasserstein(
+    x_s: Array,
+    x_t: Array,
+    a: Optional[Array] = None,
+    b: Optional[Array] = None,
+    projections: Optional[npt.NDArray[np.float64]] = None,
+    n_projections: int = 50,
+    seed: int = 0,
+    p: float = 2.0,
+    gradients: bool = False,
+) -> SlicedOutput: ...
+def max_sliced_wasserstein(
+    x_s: Array,
+    x_t: Array,
+    a: Optional[Array] = None,
+    b: Optional[Array] = None,
+    projections: Optional[npt.NDArray[np.float64]] = None,
+    n_projections: int = 50,
+    seed: int = 0,
+    p: float = 2.0,
+    ascent_steps: Optional[int] = None,
+    step: float = 0.5,
+    gradients: bool = False,
+) -> SlicedOutput: ...
 
 # --- Point clouds -------------------------------------------------------------------------
 

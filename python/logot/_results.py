@@ -18,6 +18,9 @@ __all__ = [
     "BistochasticResult",
     "BistochasticGradient",
     "Svd3",
+    "Certificate",
+    "ExactResult",
+    "SlicedResult",
     "ConvergenceWarning",
 ]
 
@@ -153,3 +156,48 @@ class BistochasticGradient(Result):
 class Svd3(Result):
     """Thin SVD ``A = U·diag(s)·Vt`` (``u`` M×3, ``s`` 3 descending, ``vt`` 3×3, or
     batched)."""
+
+
+class Certificate(Result):
+    """How far an exact plan and its potentials are from proving each other optimal,
+    measured on what is returned: ``primal`` = ⟨P, C⟩, ``dual`` = ⟨a, f⟩ + ⟨b, g⟩,
+    ``duality_gap`` = |primal − dual| (``relative_gap`` over |primal|), ``max_violation`` =
+    max(0, max_ij f_i + g_j − C_ij) over every pair, ``max_slack_on_support`` = max |C_ij −
+    f_i − g_j| where P_ij > 0, the relative marginal errors ``marginal_error_a`` and
+    ``marginal_error_b``, the ``mass`` and ``max_abs_cost`` (the scales of the tolerance)."""
+
+
+class ExactResult(Result):
+    """An exact OT result: ``cost`` = ⟨P, C⟩ (POT's ``emd2``), the plan's nonzero entries
+    ``P[rows[k], cols[k]] = mass[k]`` (at most n + m − 1 for a basic plan; :attr:`plan` is
+    the dense n×m matrix, POT's ``emd``), potentials ``f`` (n) and ``g`` (m) with
+    f_i + g_j ≤ C_ij and equality on the plan (centred: ⟨a, f⟩ = ⟨b, g⟩), the
+    ``certificate``, ``iterations``, ``converged`` (False when an iteration or time limit
+    stopped the solver: the plan is then feasible, not optimal), ``exact`` (converged and
+    the certificate within its tolerance) and the ``method``."""
+
+    def _repr_fields(self):
+        return ("cost", "exact", "converged", "iterations", "method", "shape", "nonzeros")
+
+    @property
+    def shape(self):
+        return (self.n, self.m)
+
+    @property
+    def nonzeros(self) -> int:
+        return int(self.mass.size)
+
+    @property
+    def plan(self) -> np.ndarray:
+        """The dense n×m plan (float64)."""
+        p = np.zeros((self.n, self.m))
+        np.add.at(p, (self.rows, self.cols), self.mass)
+        return p
+
+
+class SlicedResult(Result):
+    """A sliced (or max-sliced) distance: ``distance``, ``projected`` = W_p^p along each
+    direction (POT's ``log["projected_emds"]``), the ``projections`` (d×L) used, for
+    max-sliced the best ``direction`` and the ascent ``steps`` kept, and the gradients
+    ``grad_x_s`` (n×d), ``grad_x_t`` (m×d) of ``distance`` with respect to the points (None
+    unless asked for)."""

@@ -3,7 +3,10 @@
 Drop-in replacements for the calls people write with `POT <https://pythonot.github.io/>`_:
 :func:`sinkhorn`, :func:`sinkhorn2`, :func:`barycenter`, :func:`convolutional_barycenter2d`,
 :func:`empirical_sinkhorn_divergence` (also under ``ot.bregman``), :func:`sinkhorn_unbalanced`
-and :func:`sinkhorn_unbalanced2` (also under ``ot.unbalanced``), with the helpers
+and :func:`sinkhorn_unbalanced2` (also under ``ot.unbalanced``), the exact solvers
+:func:`emd`, :func:`emd2`, :func:`emd_1d`, :func:`emd2_1d`, :func:`wasserstein_1d` (also
+under ``ot.lp``), :func:`sliced_wasserstein_distance` and
+:func:`max_sliced_wasserstein_distance` (also under ``ot.sliced``), with the helpers
 :func:`unif` and :func:`dist`. numpy arrays in and out, in the input's precision.
 
 What is the same: the problem solved (POT's conventions: ``P = diag(u) K diag(v)``,
@@ -62,6 +65,15 @@ __all__ = [
     "unif",
     "dist",
     "bregman",
+    "emd",
+    "emd2",
+    "emd_1d",
+    "emd2_1d",
+    "wasserstein_1d",
+    "sliced_wasserstein_distance",
+    "max_sliced_wasserstein_distance",
+    "lp",
+    "sliced",
 ]
 
 _SINKHORN_METHODS = ("sinkhorn", "sinkhorn_log", "sinkhorn_stabilized", "sinkhorn_epsilon_scaling", "greenkhorn")
@@ -476,3 +488,252 @@ unbalanced = types.SimpleNamespace(
     sinkhorn_unbalanced=sinkhorn_unbalanced,
     sinkhorn_unbalanced2=sinkhorn_unbalanced2,
 )
+
+
+# ---------------------------------------------------------------------------------------
+# Exact OT: network simplex, the line, sliced
+# ---------------------------------------------------------------------------------------
+
+_EMD_NAMES = dict(mu="a", nu="b", cost="M", max_iters="numItermax")
+
+
+@contextlib.contextmanager
+def _words(**mapping):
+    """Rename the library's argument names to POT's wherever they appear in its messages
+    (an error about ``x_t`` may also name ``x_s``; unequal masses name both weights)."""
+    import re
+
+    try:
+        yield
+    except (ValueError, TypeError) as e:
+        msg = str(e)
+        new = re.sub(r"\b(" + "|".join(map(re.escape, mapping)) + r")\b", lambda m: mapping[m.group(1)], msg)
+        if new != msg:
+            raise type(e)(new) from None
+        raise
+_EXACT_DIFFERENCES = """
+    Differences from POT: the totals of ``a`` and ``b`` must agree within 1e-6 relative
+    (POT: 6 decimals absolute) whatever ``check_marginals``; the potentials are always
+    centred (``center_dual``) and ``numThreads``, ``potentials_init`` have no effect; where
+    optima tie, the plan may differ from POT's (same cost). ``log`` also has logot's
+    ``certificate`` (duality gap, largest dual violation, marginal errors, measured on
+    what is returned) and ``exact``. Bad input raises ``ValueError`` naming ``a``, ``b``,
+    ``M`` or ``numItermax``.
+"""
+
+
+def _emd(a, b, M, numItermax, multi_ok):
+    a, b, M = np.asarray(a), np.asarray(b), np.asarray(M)
+    if M.ndim != 2:
+        raise ValueError(f"M: expected an n×m cost matrix, got shape {M.shape}")
+    a = None if a.size == 0 else a
+    b = None if b.size == 0 else b
+    multi = b is not None and b.ndim == 2
+    if multi and not multi_ok:
+        raise ValueError(f"b: expected a histogram (m), got shape {b.shape}")
+    with _words(**_EMD_NAMES):
+        r = _lg.emd(a, None if b is None else (b.T if multi else b), M, max_iters=numItermax)
+    rs = r if multi else [r]
+    for x in rs:
+        if not x.converged:
+            warnings.warn("numItermax reached before optimality. Try to increase numItermax.", UserWarning)
+    return rs, multi, M.dtype if M.dtype.kind == "f" else np.dtype(np.float64)
+
+
+def _emd_log(r, dtype):
+    return {
+        "cost": dtype.type(r.cost),
+        "u": r.f.astype(dtype),
+        "v": r.g.astype(dtype),
+        "warning": None if r.converged else "numItermax reached before optimality. Try to increase numItermax.",
+        "result_code": 1 if r.converged else 3,
+        "certificate": r.certificate,
+        "exact": r.exact,
+    }
+
+
+def emd(a, b, M, numItermax=100000, log=False, center_dual=True, numThreads=1, check_marginals=True,
+        potentials_init=None):
+    """The exact OT plan (n×m, in ``M``'s dtype), POT's ``ot.emd``: the network simplex
+    (the assignment solver for uniform square problems where it is faster). ``a``/``b``
+    empty: uniform. ``numItermax`` bounds the pivots; reaching it warns as POT does and
+    ``log["result_code"]`` is 3 (1: optimal). ``log``: ``cost``, ``u``, ``v`` (dual
+    potentials), ``warning``, ``result_code``.
+    """
+    rs, _, dtype = _emd(a, b, M, numItermax, False)
+    G = rs[0].plan.astype(dtype)
+    return (G, _emd_log(rs[0], dtype)) if log else G
+
+
+def emd2(a, b, M, processes=1, numItermax=100000, log=False, return_matrix=False, center_dual=True,
+         numThreads=1, check_marginals=True, potentials_init=None):
+    """The exact OT cost ``⟨P, M⟩``, POT's ``ot.emd2``: a scalar, or one cost per column
+    of a 2-D ``b`` (m×n_hists, solved in parallel). ``log`` as :func:`emd`, with the plan
+    ``G`` when ``return_matrix``."""
+    rs, multi, dtype = _emd(a, b, M, numItermax, True)
+    costs = np.array([r.cost for r in rs], dtype=dtype)
+    out = costs if multi else dtype.type(costs[0])
+    if not log:
+        return out
+    logs = [_emd_log(r, dtype) for r in rs]
+    for lg_, r in zip(logs, rs):
+        if return_matrix:
+            lg_["G"] = r.plan.astype(dtype)
+    return out, (logs if multi else logs[0])
+
+
+emd.__doc__ += _EXACT_DIFFERENCES
+emd2.__doc__ += _EXACT_DIFFERENCES
+
+
+def _power_1d(metric, p):
+    """``|x − y|^q`` of POT's 1-D metrics: ``sqeuclidean`` q = 2, ``minkowski`` q = p,
+    ``euclidean`` and ``cityblock`` q = 1."""
+    if metric == "sqeuclidean":
+        return 2.0
+    if metric == "minkowski":
+        return p
+    if metric in ("euclidean", "cityblock"):
+        return 1.0
+    raise ValueError("Solver for EMD in 1d only supports metrics from the following list: "
+                     "`['sqeuclidean', 'minkowski', 'cityblock', 'euclidean']`")
+
+
+def _column(x, name):
+    x = np.asarray(x)
+    if x.ndim == 2 and x.shape[1] == 1:
+        return x[:, 0]
+    if x.ndim != 1:
+        raise ValueError(f"{name}: emd_1d should only be used with monodimensional data, got shape {x.shape}")
+    return x
+
+
+def _emd_1d(x_a, x_b, a, b, metric, p):
+    x_a, x_b = _column(x_a, "x_a"), _column(x_b, "x_b")
+    a = None if a is None or np.asarray(a).size == 0 else a
+    b = None if b is None or np.asarray(b).size == 0 else b
+    with _names(p="p"):
+        return _lg.emd_1d(x_a, x_b, a, b, p=_power_1d(metric, p)), np.result_type(x_a, np.float32)
+
+
+def emd_1d(x_a, x_b, a=None, b=None, metric="sqeuclidean", p=1.0, dense=True, log=False, check_marginals=True):
+    """The exact OT plan between 1-D samples, POT's ``ot.emd_1d``: sorting and a merge.
+    ``metric`` ``"sqeuclidean"`` (default), ``"minkowski"`` (``|x − y|^p``, p ≥ 1),
+    ``"euclidean"`` or ``"cityblock"``. ``dense=False`` returns a ``scipy.sparse``
+    ``coo_matrix``. ``log``: ``cost``, and logot's ``f``, ``g`` and ``certificate`` (POT's
+    ``perms_x_a``/``perms_x_b`` are not given). The mass check is always made (1e-6
+    relative)."""
+    r, dtype = _emd_1d(x_a, x_b, a, b, metric, p)
+    if dense:
+        G = r.plan.astype(dtype)
+    else:
+        from scipy.sparse import coo_matrix
+
+        G = coo_matrix((r.mass.astype(dtype), (r.rows, r.cols)), shape=(r.n, r.m))
+    if log:
+        return G, {"cost": dtype.type(r.cost), "f": r.f, "g": r.g, "certificate": r.certificate}
+    return G
+
+
+def emd2_1d(x_a, x_b, a=None, b=None, metric="sqeuclidean", p=1.0, dense=True, log=False):
+    """The exact OT cost between 1-D samples, POT's ``ot.emd2_1d`` (metrics as
+    :func:`emd_1d`); ``log`` has the plan ``G`` (dense, or sparse when ``dense=False``)."""
+    if log:
+        G, lg_ = emd_1d(x_a, x_b, a, b, metric, p, dense=dense, log=True)
+        return lg_["cost"], {"G": G}
+    x_a, x_b = _column(x_a, "x_a"), _column(x_b, "x_b")
+    a = None if a is None or np.asarray(a).size == 0 else a
+    b = None if b is None or np.asarray(b).size == 0 else b
+    with _names(p="p"):
+        return np.result_type(x_a, np.float32).type(_lg.emd2_1d(x_a, x_b, a, b, p=_power_1d(metric, p)))
+
+
+def wasserstein_1d(u_values, v_values, u_weights=None, v_weights=None, p=1, require_sort=True,
+                   return_plans=False):
+    """``W_p^p`` between 1-D samples (the p-th power, no root), POT's
+    ``ot.wasserstein_1d``: one problem (``u_values`` n, ``v_values`` m) or one per column
+    (n×k and m×k, weights n or n×k). The values are always sorted (``require_sort`` has no
+    effect); ``return_plans=True`` is not supported (``ValueError``)."""
+    if return_plans:
+        raise ValueError("return_plans: logot.pot.wasserstein_1d returns the values only (see logot.emd_1d)")
+    u, v = np.asarray(u_values), np.asarray(v_values)
+    dtype = np.result_type(u, v, np.float32)
+    if u.ndim == 2 or v.ndim == 2:
+        if u.ndim == 1:
+            u = np.broadcast_to(u[:, None], (u.shape[0], v.shape[1]))
+        if v.ndim == 1:
+            v = np.broadcast_to(v[:, None], (v.shape[0], u.shape[1]))
+        uw = None if u_weights is None else np.asarray(u_weights)
+        vw = None if v_weights is None else np.asarray(v_weights)
+        uw = None if uw is None else (uw.T if uw.ndim == 2 else uw)
+        vw = None if vw is None else (vw.T if vw.ndim == 2 else vw)
+        return _lg.wasserstein_1d(u.T, v.T, uw, vw, p=p).astype(dtype)
+    return dtype.type(_lg.wasserstein_1d(u, v, u_weights, v_weights, p=p))
+
+
+_SLICED_NAMES = dict(x_s="X_s", x_t="X_t")
+
+
+def _sliced_projections(X_s, n_projections, projections, seed):
+    """The directions: given (d×L), or drawn from ``seed`` (an integer: logot draws POT's,
+    as ``RandomState(seed)`` does; a ``RandomState``: drawn from it here, as POT; None:
+    drawn here from NumPy's global generator, where POT uses its backend's own)."""
+    if projections is not None:
+        return projections, 0
+    if _lg._count("n_projections", n_projections) == 0:
+        raise ValueError("n_projections = 0: at least one projection is needed")
+    if seed is None or isinstance(seed, np.random.RandomState):
+        d = np.asarray(X_s).shape[-1]
+        z = (np.random if seed is None else seed).randn(d, n_projections)
+        return z / np.sqrt((z ** 2).sum(0, keepdims=True)), 0
+    return None, seed
+
+
+def sliced_wasserstein_distance(X_s, X_t, a=None, b=None, n_projections=50, p=2, projections=None, seed=None,
+                                log=False, scaler=None):
+    """The sliced Wasserstein distance ``((1/L) Σ_l W_p^p(θ_l#μ, θ_l#ν))^{1/p}``, POT's
+    ``ot.sliced_wasserstein_distance``: the same directions for the same ``seed`` (an
+    integer or a ``RandomState``; ``None`` draws from NumPy's global generator, POT from
+    its backend's own), or the given ``projections`` (d×L). ``log``:
+    ``projections`` (None for directions drawn from an integer seed) and
+    ``projected_emds``. ``scaler`` is not supported (``ValueError`` unless None)."""
+    if scaler is not None:
+        raise ValueError("scaler: not supported by logot.pot.sliced_wasserstein_distance (scale X_s, X_t first)")
+    projections, seed = _sliced_projections(X_s, n_projections, projections, seed)
+    with _words(**_SLICED_NAMES):
+        r = _lg.sliced_wasserstein(X_s, X_t, a, b, n_projections=n_projections, seed=seed,
+                                   projections=projections, p=p)
+    dtype = np.result_type(np.asarray(X_s), np.float32)
+    out = dtype.type(r.distance)
+    if log:
+        return out, {"projections": r.projections, "projected_emds": r.projected.astype(dtype)}
+    return out
+
+
+def max_sliced_wasserstein_distance(X_s, X_t, a=None, b=None, n_projections=50, p=2, projections=None,
+                                    seed=None, log=False, scaler=None):
+    """The max-sliced distance ``max_l W_p(θ_l#μ, θ_l#ν)`` over the directions, POT's
+    ``ot.max_sliced_wasserstein_distance`` (directions as
+    :func:`sliced_wasserstein_distance`). ``log``: ``projections``, ``projected_emds``
+    and logot's best ``direction``. For a search beyond the given directions, see
+    :func:`logot.max_sliced_wasserstein` (``ascent_steps``)."""
+    if scaler is not None:
+        raise ValueError("scaler: not supported by logot.pot.max_sliced_wasserstein_distance")
+    projections, seed = _sliced_projections(X_s, n_projections, projections, seed)
+    with _words(**_SLICED_NAMES):
+        r = _lg.max_sliced_wasserstein(X_s, X_t, a, b, n_projections=n_projections, seed=seed,
+                                       projections=projections, p=p)
+    dtype = np.result_type(np.asarray(X_s), np.float32)
+    out = dtype.type(r.distance)
+    if log:
+        return out, {"projections": r.projections, "projected_emds": r.projected.astype(dtype),
+                     "direction": r.direction}
+    return out
+
+
+#: ``ot.lp``'s exact solvers, for code that calls ``ot.lp.emd(...)``.
+lp = types.SimpleNamespace(emd=emd, emd2=emd2, emd_1d=emd_1d, emd2_1d=emd2_1d, wasserstein_1d=wasserstein_1d)
+
+#: ``ot.sliced``'s names.
+sliced = types.SimpleNamespace(sliced_wasserstein_distance=sliced_wasserstein_distance,
+                               max_sliced_wasserstein_distance=max_sliced_wasserstein_distance)

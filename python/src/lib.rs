@@ -10,7 +10,8 @@
 //!
 //! The modules follow the Python package's areas: `common` (errors, dtypes, backends,
 //! timing), `args` (costs and parameters from Python), `results` (the result objects),
-//! `core` (Sinkhorn: distances, plans, gradients), `points` (point clouds: gradients and
+//! `core` (Sinkhorn: distances, plans, gradients), `exact` (exact OT: network simplex,
+//! assignment, the line, sliced), `points` (point clouds: gradients and
 //! divergences), `barycenter`, `linalg` (bistochastic projection, SVD, Newton–Schulz),
 //! `torch` and `torch_bistochastic` (CUDA tensors in place, for `logot.torch`).
 
@@ -51,6 +52,7 @@ mod args;
 mod barycenter;
 mod common;
 mod core;
+mod exact;
 mod linalg;
 mod points;
 mod results;
@@ -64,6 +66,7 @@ fn _logot(m: &Bound<'_, PyModule>) -> PyResult<()> {
     common::register(m)?;
     results::register(m)?;
     core::register(m)?;
+    exact::register(m)?;
     points::register(m)?;
     barycenter::register(m)?;
     linalg::register(m)?;

@@ -16,4 +16,5 @@ mod options;
 mod outputs;
 mod pointcloud;
 mod reports;
+mod sliced;
 mod unbalanced;
