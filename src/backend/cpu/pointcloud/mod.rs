@@ -656,7 +656,7 @@ impl<T: Real> CpuPointCloud<T> {
                 let mut c = T::zero();
                 for k in 0..d {
                     let t = pair.x[k * n + i] - pair.y[k * m + j];
-                    c = c + t * t;
+                    c += t * t;
                 }
                 if root {
                     c = c.sqrt();
