@@ -76,8 +76,9 @@ impl<T: Real> Factors<T> {
     /// The factors of `rows` (`R`, `len_out × len_red`, row-major) for `eps`, in blocks of
     /// `block` reduced entries; `None` when a cost is not finite or varies within a block
     /// by more than [`max_spread`] times `ε` (sums could then underflow and fall back: the
-    /// plain kernel is faster). The choice depends on the cost and `ε` only, so a
-    /// half-step's result depends on its inputs only.
+    /// plain kernel is faster), or when the factors (a copy the size of the cost) cannot be
+    /// allocated. The choice depends on the cost, `ε` and the memory only, so a half-step's
+    /// result depends on its inputs only.
     pub(crate) fn new(
         rows: &[T],
         len_out: usize,
@@ -122,9 +123,11 @@ impl<T: Real> Factors<T> {
             return None;
         }
         let nb = len_red.div_ceil(block);
-        let mut k = vec![T::zero(); rows.len()];
-        let mut crel = vec![0.0f64; len_out * nb];
-        let mut cmin = vec![T::zero(); len_out];
+        // The factored copy of the cost is as large as the cost: where it cannot be
+        // allocated, the plain kernel (which needs none) runs instead.
+        let mut k = crate::alloc::filled("the factored cost", rows.len(), T::zero()).ok()?;
+        let mut crel = crate::alloc::filled("the factored cost", len_out * nb, 0.0f64).ok()?;
+        let mut cmin = crate::alloc::filled("the factored cost", len_out, T::zero()).ok()?;
         k.par_chunks_mut(len_red)
             .zip(crel.par_chunks_mut(nb))
             .zip(cmin.par_chunks_mut(1))
