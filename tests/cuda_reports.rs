@@ -288,9 +288,9 @@ fn cuda_reported_errors_bound_the_returned_results() {
 /// f32 point clouds on the GPU: the report is the error of the returned potentials against
 /// the points' cost, recomputed in f64 on the host (difference form), at `d` from 3 to 1024
 /// (the small-d and any-d kernels), ε from 1% to 10% of the mean cost, `tol = 1e-6` and the
-/// default, in the default cross-term precision and in the exact and TF32 ones (the report
-/// measures the points' cost whatever the half-steps computed); sizes not multiples of the
-/// report's tiles.
+/// default, in the default cross-term precision and in the exact and split-TF32 ones (the
+/// report measures the points' cost, not the half-steps' form of it); sizes not multiples of
+/// the report's tiles.
 #[test]
 fn cuda_f32_cloud_reports_are_the_recomputed_errors() {
     use common::cloud_reports::{clouds, recomputed_error, weights, FACTOR};

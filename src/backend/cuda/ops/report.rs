@@ -44,6 +44,9 @@ const SUMS_PER_SLICE: usize = 4096;
 const CLOUD_THREADS: usize = define(SRC, "RC_THREADS");
 const CLOUD_ROWS: usize = define(SRC, "RC_TR");
 const CLOUD_SPAN_MAX: usize = define(SRC, "RC_SPAN_MAX");
+/// Blocks per multiprocessor the cloud report's grid aims at (about three run at once: many
+/// waves keep the last one's idle share small).
+const CLOUD_BLOCKS_PER_SM: usize = 12;
 
 /// `len` blocks as a grid dimension of at most `max`.
 fn grid_dim(len: usize, max: u32, what: &str) -> Result<u32> {
@@ -204,12 +207,12 @@ impl CudaBackend {
 impl CudaBackend {
     /// The report of `batch` plans on f32 point clouds, each cost in f64 from the points as
     /// given (`report_cloud_tiles_f32`: the difference form, exact to f64's rounding), the
-    /// partial sums then finished as the dense report's. `None` for f64 clouds (their
-    /// half-steps' costs are exact to far below any tolerance).
+    /// partial sums then finished as the dense report's. `None` where the cloud keeps no
+    /// points as given (f64 clouds, single-product cross terms: the half-step report).
     ///
     /// The blocks tile rows × column spans: a span of up to `RC_SPAN_MAX` tiles of
     /// `RC_THREADS` columns and a row chunk (a multiple of `RC_TR` rows), sized so that the
-    /// grid holds about `BLOCKS_PER_SM` blocks per multiprocessor, the partial sums
+    /// grid holds about `CLOUD_BLOCKS_PER_SM` blocks per multiprocessor, the partial sums
     /// `B·n·CB·2 + B·RB·m` f64 values (`CB` spans, `RB` row chunks).
     pub(in crate::backend::cuda) fn cloud_plan_report<T: CudaReal>(
         &self,
@@ -232,7 +235,7 @@ impl CudaBackend {
         let row_tiles = n.div_ceil(CLOUD_ROWS);
         // Blocks per problem: about BLOCKS_PER_SM per multiprocessor over the batch, split
         // between row chunks and column spans in proportion to the tiles of each side.
-        let target = (BLOCKS_PER_SM * self.sm_count().max(1))
+        let target = (CLOUD_BLOCKS_PER_SM * self.sm_count().max(1))
             .div_ceil(batch)
             .max(1);
         let spans_wanted = ((target as f64 * tiles as f64 / row_tiles as f64)

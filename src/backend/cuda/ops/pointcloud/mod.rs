@@ -193,7 +193,9 @@ pub(in crate::backend::cuda) struct CudaCloud<T> {
     sq_radii: (f64, f64),
     /// f32 clouds: the points as given, row-major (`x[(b·n + i)·d + t]`), for the plan
     /// report's exact costs ([`CudaBackend::cloud_plan_report`]); `None` in f64, where the
-    /// half-steps' costs are exact to far below any tolerance.
+    /// half-steps' costs are exact to far below any tolerance, and with the single-product
+    /// cross terms ([`CrossPrecision::Tf32`], [`CrossPrecision::F16`]), whose potentials
+    /// are those of the cost they form.
     given: Option<Box<(CudaSlice<T>, CudaSlice<T>)>>,
 }
 
@@ -491,7 +493,12 @@ impl CudaBackend {
         } else {
             None
         };
-        let given = if T::PRECISION == Precision::F32 {
+        // Kept for the exact report unless the half-steps use a single tensor-core product
+        // (TF32, F16): their costs move by about 2^-10·|x||y|, so their potentials are those
+        // of that cost and are reported against it.
+        let single_product =
+            any_d && matches!(layout.precision, CrossPrecision::Tf32 | CrossPrecision::F16);
+        let given = if T::PRECISION == Precision::F32 && !single_product {
             let copy = |s: &CudaSlice<T>, what: &str| {
                 self.stream
                     .clone_dtod(s)
