@@ -233,7 +233,7 @@ impl CudaBackend {
         let (ni, mi) = (to_i32(n, "n")?, to_i32(m, "m")?);
         let tiles = m.div_ceil(CLOUD_THREADS);
         let row_tiles = n.div_ceil(CLOUD_ROWS);
-        // Blocks per problem: about BLOCKS_PER_SM per multiprocessor over the batch, split
+        // Blocks per problem: about CLOUD_BLOCKS_PER_SM per multiprocessor over the batch, split
         // between row chunks and column spans in proportion to the tiles of each side.
         let target = (CLOUD_BLOCKS_PER_SM * self.sm_count().max(1))
             .div_ceil(batch)
