@@ -303,7 +303,7 @@ fn cuda_f32_cloud_reports_are_the_recomputed_errors() {
         for precision in [
             CrossPrecision::default(),
             CrossPrecision::Exact,
-            CrossPrecision::Tf32,
+            CrossPrecision::Tf32x3,
         ] {
             for rel_eps in [0.1, 0.01] {
                 // ε relative to the mean cost d/6 of uniform points.

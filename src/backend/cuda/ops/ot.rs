@@ -215,7 +215,21 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
         match &cost.kind {
             CostKind::Dense(c) => self.dense_plan_report(c, potentials, marginals, eps),
             CostKind::Cloud(c) => match self.cloud_plan_report(c, potentials, marginals, eps)? {
-                Some(reports) => Ok(reports),
+                // The errors from the exact costs; the distance, the transport cost of the
+                // half-steps' plan (see `PlanReport::cost`).
+                Some(exact) => {
+                    let (_, costs) =
+                        self.column_error_and_cost(cost, potentials, marginals, eps)?;
+                    Ok(exact
+                        .into_iter()
+                        .zip(costs)
+                        .map(|(r, t)| PlanReport {
+                            cost: t.f64(),
+                            mass: None,
+                            ..r
+                        })
+                        .collect())
+                }
                 None => plan_report_from_half_steps(self, cost, potentials, marginals, eps),
             },
             _ => plan_report_from_half_steps(self, cost, potentials, marginals, eps),
