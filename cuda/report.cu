@@ -387,6 +387,141 @@ extern "C" __global__ void report_finish_all(const double *part, int B, int FB, 
   report_finish(part, B, FB, out);
 }
 
+// The plan report of f32 point clouds (Backend::plan_report): each cost in f64 in the
+// difference form Σ_k (x_k − y_k)² of the points as given (row-major, pairs×n×d and
+// pairs×m×d; `pair` = 1 when each problem has its own pair), its square root for the
+// Euclidean metric. A difference of two f32 values is exact in f64, so each cost is exact
+// to f64's rounding, where the half-steps' form |x|² + |y|² − 2x·y rounds it by about
+// 2^-24·(|x|² + |y|²), a large part of ε·tol at high d. The exponent (f + g − C)·log2(e)/ε
+// and its exp2 in f64; the partial sums have report_tiles' layout, so report_slices
+// finishes them. Grid: x = row chunks of `rows` rows (a multiple of RC_TR), y = column
+// spans of `span` tiles of RC_THREADS columns, z = problems. A thread owns one column of
+// each tile and accumulates RC_TR costs at once; the rows' sums over a tile are reduced
+// over the warp (warp_transpose_sum) and the block's warps in a fixed order.
+#define RC_THREADS 128
+#define RC_TR 32
+#define RC_KD 16
+#define RC_SPAN_MAX 16
+
+// 2^t in f64 to within a few ulps: t = k + r with k = rint(t), |r| ≤ 1/2, 2^r = exp(r·ln 2)
+// by its Taylor series to degree 12 (remainder below 2e-16), then scaled by 2^k through the
+// exponent bits. 0 below 2^-1074 (and for t = −∞); NaN stays NaN.
+__device__ __forceinline__ double report_exp2(double t) {
+  if (t < -1074.0) return 0.0;
+  const double k = rint(t);
+  const double x = (t - k) * 0.69314718055994530942;
+  double p = 1.0 / 479001600.0;  // 1/12!
+  p = fma(p, x, 1.0 / 39916800.0);
+  p = fma(p, x, 1.0 / 3628800.0);
+  p = fma(p, x, 1.0 / 362880.0);
+  p = fma(p, x, 1.0 / 40320.0);
+  p = fma(p, x, 1.0 / 5040.0);
+  p = fma(p, x, 1.0 / 720.0);
+  p = fma(p, x, 1.0 / 120.0);
+  p = fma(p, x, 1.0 / 24.0);
+  p = fma(p, x, 1.0 / 6.0);
+  p = fma(p, x, 0.5);
+  p = fma(p, x, 1.0);
+  p = fma(p, x, 1.0);
+  if (k >= -1022.0 && k <= 1023.0) return p * __longlong_as_double((long long)(k + 1023.0) << 52);
+  return ldexp(p, (int)fmax(fmin(k, 2000.0), -2000.0));
+}
+
+extern "C" __global__ void __launch_bounds__(RC_THREADS)
+    report_cloud_tiles_f32(const float *__restrict__ x, const float *__restrict__ y, int pair,
+                           int d, int root, const float *__restrict__ f,
+                           const float *__restrict__ g, int n, int m, int rows, int span,
+                           double scale, double *__restrict__ rows_part,
+                           double *__restrict__ cols_part) {
+  __shared__ double xs[RC_KD][RC_TR];
+  __shared__ float ys[RC_THREADS][RC_KD + 1];
+  __shared__ double red[RC_THREADS / 32][2 * RC_TR];
+  __shared__ double row_sum[2 * RC_TR];
+  __shared__ double col_sum[RC_SPAN_MAX][RC_THREADS];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int rb = blockIdx.x, cb = blockIdx.y, b = blockIdx.z;
+  const int RB = gridDim.x, CB = gridDim.y;
+  const long long pb = pair ? b : 0;
+  const float *xb = x + pb * (long long)n * d;
+  const float *yb = y + pb * (long long)m * d;
+  const float *fb = f + (long long)b * n;
+  const float *gb = g + (long long)b * m;
+  const int i_end = min(n, (rb + 1) * rows);
+  const int span_first = cb * span * RC_THREADS;
+  for (int t = 0; t < span; ++t) col_sum[t][tid] = 0.0;
+  for (int i0 = rb * rows; i0 < i_end; i0 += RC_TR) {
+    if (tid < 2 * RC_TR) row_sum[tid] = 0.0;
+    for (int t = 0; t < span; ++t) {
+      const int j0 = span_first + t * RC_THREADS;
+      if (j0 >= m) break;
+      const int j = j0 + tid;
+      double acc[RC_TR];
+#pragma unroll
+      for (int r = 0; r < RC_TR; ++r) acc[r] = 0.0;
+      for (int k0 = 0; k0 < d; k0 += RC_KD) {
+        __syncthreads();
+        for (int e = tid; e < RC_TR * RC_KD; e += RC_THREADS) {
+          const int r = e / RC_KD, k = e % RC_KD, i = i0 + r, kk = k0 + k;
+          xs[k][r] = (i < i_end && kk < d) ? (double)xb[(long long)i * d + kk] : 0.0;
+        }
+        for (int e = tid; e < RC_THREADS * RC_KD; e += RC_THREADS) {
+          const int c = e / RC_KD, k = e % RC_KD, jj = j0 + c, kk = k0 + k;
+          ys[c][k] = (jj < m && kk < d) ? yb[(long long)jj * d + kk] : 0.f;
+        }
+        __syncthreads();
+        const int kn = min(RC_KD, d - k0);
+        for (int k = 0; k < kn; ++k) {
+          const double yk = (double)ys[tid][k];
+#pragma unroll
+          for (int r = 0; r < RC_TR; ++r) {
+            const double dk = xs[k][r] - yk;
+            acc[r] = fma(dk, dk, acc[r]);
+          }
+        }
+      }
+      const double gj = j < m ? (double)gb[j] : 0.0;
+      double col = 0.0;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        double v[RC_TR];  // v[2q + h]: row half·16 + q, h = 0: P, 1: P·C
+#pragma unroll
+        for (int q = 0; q < RC_TR / 2; ++q) {
+          const int r = half * (RC_TR / 2) + q, i = i0 + r;
+          double p = 0.0, pc = 0.0;
+          if (i < i_end && j < m) {
+            const double c = root ? sqrt(acc[r]) : acc[r];
+            // 0 for an empty bin's potential (−∞).
+            p = report_exp2(((double)fb[i] + gj - c) * scale);
+            pc = p > 0.0 ? p * c : 0.0;
+          }
+          col += p;
+          v[2 * q] = p;
+          v[2 * q + 1] = pc;
+        }
+        warp_transpose_sum<double, RC_TR>(v);
+        red[warp][half * RC_TR + lane] = v[0];
+      }
+      if (j < m) col_sum[t][tid] += col;
+      __syncthreads();
+      if (tid < 2 * RC_TR) {
+        double s = 0.0;
+#pragma unroll
+        for (int w = 0; w < RC_THREADS / 32; ++w) s += red[w][tid];
+        row_sum[tid] += s;
+      }
+    }
+    __syncthreads();
+    if (tid < 2 * RC_TR) {
+      const int i = i0 + tid / 2;
+      if (i < i_end) rows_part[(((long long)b * n + i) * CB + cb) * 2 + (tid & 1)] = row_sum[tid];
+    }
+  }
+  for (int t = 0; t < span; ++t) {
+    const int j = span_first + t * RC_THREADS + tid;
+    if (j < m) cols_part[((long long)b * RB + rb) * m + j] = col_sum[t][tid];
+  }
+}
+
 #define REPORT_KERNELS(T, SUF)                                                                   \
   extern "C" __global__ void __launch_bounds__(REPORT_THREADS, REPORT_MIN_BLOCKS)              \
       report_tiles_##SUF(const T *f, const T *g, const T *c, long long cstride, int B, int n,    \

@@ -284,3 +284,138 @@ fn cuda_reported_errors_bound_the_returned_results() {
         })
         .unwrap();
 }
+
+/// f32 point clouds on the GPU: the report is the error of the returned potentials against
+/// the points' cost, recomputed in f64 on the host (difference form), at `d` from 3 to 1024
+/// (the small-d and any-d kernels), ε from 1% to 10% of the mean cost, `tol = 1e-6` and the
+/// default, in the default cross-term precision and in the exact and split-TF32 ones (the
+/// report measures the points' cost, not the half-steps' form of it); sizes not multiples of
+/// the report's tiles.
+#[test]
+fn cuda_f32_cloud_reports_are_the_recomputed_errors() {
+    use common::cloud_reports::{clouds, recomputed_error, weights, FACTOR};
+    use logot::{CrossPrecision, PointCloudCost};
+    let Some(be) = gpu() else { return };
+    let (n, m) = (240, 205);
+    for d in [3usize, 16, 64, 700, 1024] {
+        let [x, y] = clouds(n, m, d, 5 + d as u64);
+        let (mu, nu) = (weights(n, 11), weights(m, 12));
+        for precision in [
+            CrossPrecision::default(),
+            CrossPrecision::Exact,
+            CrossPrecision::Tf32x3,
+        ] {
+            for rel_eps in [0.1, 0.01] {
+                // ε relative to the mean cost d/6 of uniform points.
+                let eps = rel_eps * d as f64 / 6.0;
+                for tol in [Some(1e-6), None] {
+                    let cloud = PointCloudCost::new(x.view(), y.view())
+                        .unwrap()
+                        .with_precision(precision);
+                    let problem = Problem::new(mu.view(), nu.view(), cloud).unwrap();
+                    let params = SinkhornParams::new(eps).tol(tol).max_iters(3000);
+                    let r = SinkhornSolver::new(be.clone(), params)
+                        .solve(&problem)
+                        .unwrap();
+                    let (f, g) = (r.f.row(0), r.g.row(0));
+                    let (w, eps32) = ((mu.view(), nu.view()), eps as f32 as f64);
+                    let real = recomputed_error(x.view(), y.view(), (f, g), w, eps32);
+                    let c = &r.convergence;
+                    let what = format!("d {d}, {precision:?}, eps {eps}, tol {tol:?}");
+                    // The same sums in another order: equal to f64's rounding, far below 1e-6.
+                    assert!(
+                        (c.marginal_error - real).abs() <= 1e-6 * real + 1e-15,
+                        "{what}: reported {:e}, real {real:e}",
+                        c.marginal_error
+                    );
+                    if c.converged {
+                        assert!(real <= FACTOR * c.tol, "{what}: {c:?}, real {real:e}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Batched f32 clouds (one pair per problem) and the Euclidean metric, on sizes that take
+/// several row chunks and column spans: each problem's report is its recomputed error.
+#[test]
+fn cuda_f32_cloud_batch_reports_are_each_problems_error() {
+    use common::cloud_reports::{clouds, recomputed_error, weights};
+    use logot::{PointCloudCost, PointMetric};
+    let Some(be) = gpu() else { return };
+    for (n, m, d, metric) in [
+        (150, 130, 700, PointMetric::SqEuclidean),
+        (2100, 1900, 64, PointMetric::SqEuclidean),
+        (1000, 1031, 24, PointMetric::Euclidean),
+    ] {
+        let pairs: Vec<[Array2<f32>; 2]> = (0..2).map(|k| clouds(n, m, d, 40 + k)).collect();
+        let xs = Array3::from_shape_fn((2, n, d), |(k, i, c)| pairs[k][0][[i, c]]);
+        let ys = Array3::from_shape_fn((2, m, d), |(k, j, c)| pairs[k][1][[j, c]]);
+        let (mu, nu) = (weights(n, 3), weights(m, 4));
+        let mus = Array2::from_shape_fn((2, n), |(_, i)| mu[i]);
+        let nus = Array2::from_shape_fn((2, m), |(_, j)| nu[j]);
+        let mean_cost = match metric {
+            PointMetric::Euclidean => (d as f64 / 6.0).sqrt(),
+            _ => d as f64 / 6.0,
+        };
+        let eps = 0.02 * mean_cost;
+        let cloud = PointCloudCost::batched_with_metric(xs.view(), ys.view(), metric).unwrap();
+        let problem = Problem::new(mus.view(), nus.view(), cloud).unwrap();
+        let r = SinkhornSolver::new(be.clone(), SinkhornParams::new(eps).tol(1e-6))
+            .solve(&problem)
+            .unwrap();
+        for (k, report) in r.convergence.problems.iter().enumerate() {
+            let (x, y) = (pairs[k][0].view(), pairs[k][1].view());
+            let real = if metric == PointMetric::Euclidean {
+                euclidean_error(x, y, (r.f.row(k), r.g.row(k)), (mu.view(), nu.view()), eps)
+            } else {
+                recomputed_error(
+                    x,
+                    y,
+                    (r.f.row(k), r.g.row(k)),
+                    (mu.view(), nu.view()),
+                    eps as f32 as f64,
+                )
+            };
+            assert!(
+                (report.marginal_error - real).abs() <= 1e-6 * real + 1e-15,
+                "{n}×{m}, d {d}, {metric:?}, problem {k}: {report:?}, real {real:e}"
+            );
+        }
+    }
+}
+
+/// The larger marginal error of `exp((f ⊕ g − |x_i − y_j|)/ε)` in f64 (ε as float32 holds it).
+fn euclidean_error(
+    x: ArrayView2<'_, f32>,
+    y: ArrayView2<'_, f32>,
+    (f, g): (ArrayView1<'_, f32>, ArrayView1<'_, f32>),
+    (mu, nu): (ArrayView1<'_, f32>, ArrayView1<'_, f32>),
+    eps: f64,
+) -> f64 {
+    let eps = eps as f32 as f64;
+    let mut cols = vec![0.0f64; y.nrows()];
+    let mut rows = 0.0;
+    for (i, xi) in x.rows().into_iter().enumerate() {
+        let mut r = 0.0;
+        for (j, yj) in y.rows().into_iter().enumerate() {
+            let c: f64 = xi
+                .iter()
+                .zip(yj)
+                .map(|(&a, &b)| (a as f64 - b as f64).powi(2))
+                .sum::<f64>()
+                .sqrt();
+            let p = ((f[i] as f64 + g[j] as f64 - c) / eps).exp();
+            r += p;
+            cols[j] += p;
+        }
+        rows += (r - mu[i] as f64).abs();
+    }
+    let cols: f64 = cols
+        .iter()
+        .zip(nu)
+        .map(|(c, &b)| (c - b as f64).abs())
+        .sum();
+    rows.max(cols)
+}

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod bary;
+pub mod cloud_reports;
 pub mod clouds;
 #[cfg(feature = "cuda")]
 pub mod gpu;

@@ -414,13 +414,20 @@ impl<T: Real> Backend<T> for CpuBackend {
         if let (Some(cloud), true) = (&cost.cloud, single) {
             // f32 clouds: the cost in f64, not the half-steps' rounded cross-term form
             // (in f64 that rounding is far below any tolerance).
-            return cloud.exact_report(
+            let exact = cloud.exact_report(
                 &potentials.f,
                 &potentials.g,
                 marginals.mu,
                 marginals.nu,
                 eps,
-            );
+            )?;
+            // The distance: the transport cost of the half-steps' plan (`PlanReport::cost`).
+            let costs = cloud.transport_cost(&potentials.f, &potentials.g, eps)?;
+            return Ok(exact
+                .into_iter()
+                .zip(costs)
+                .map(|(r, t)| PlanReport { cost: t.f64(), ..r })
+                .collect());
         }
         if cost.grid.is_some() || cost.cloud.is_some() {
             return plan_report_from_half_steps(self, cost, potentials, marginals, eps);

@@ -202,8 +202,9 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
         }
     }
 
-    /// Dense costs: every entry of each plan in f64 (`cuda/report.cu`), with its mass;
-    /// grids and point clouds: the half-step default.
+    /// Dense costs: every entry of each plan in f64 (`cuda/report.cu`), with its mass; f32
+    /// point clouds: every entry with its cost in f64 from the points as given; grids and
+    /// f64 clouds: the half-step default.
     fn plan_report(
         &self,
         cost: &CudaCost<T>,
@@ -213,6 +214,24 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
     ) -> Result<Vec<PlanReport>> {
         match &cost.kind {
             CostKind::Dense(c) => self.dense_plan_report(c, potentials, marginals, eps),
+            CostKind::Cloud(c) => match self.cloud_plan_report(c, potentials, marginals, eps)? {
+                // The errors from the exact costs; the distance, the transport cost of the
+                // half-steps' plan (see `PlanReport::cost`).
+                Some(exact) => {
+                    let (_, costs) =
+                        self.column_error_and_cost(cost, potentials, marginals, eps)?;
+                    Ok(exact
+                        .into_iter()
+                        .zip(costs)
+                        .map(|(r, t)| PlanReport {
+                            cost: t.f64(),
+                            mass: None,
+                            ..r
+                        })
+                        .collect())
+                }
+                None => plan_report_from_half_steps(self, cost, potentials, marginals, eps),
+            },
             _ => plan_report_from_half_steps(self, cost, potentials, marginals, eps),
         }
     }

@@ -6,12 +6,14 @@
 //! Every sum runs in a fixed order: the same bits from run to run.
 
 use super::cost::DenseCost;
+use super::pointcloud::CudaCloud;
 use crate::backend::cuda::runtime::device::{CudaBackend, CudaBuffer};
 use crate::backend::cuda::runtime::kernels::{define, kernel_name, CudaReal, Module, Precision};
 use crate::backend::cuda::runtime::launch::{to_i32, Launch};
 use crate::backend::shape::{check_fg, check_len};
 use crate::backend::{Marginals, PlanReport, Potentials};
 use crate::{Error, Result};
+use cudarc::driver::CudaSlice;
 
 const SRC: &str = Module::Report.text();
 /// Threads per block of `report_tiles` (its `__launch_bounds__`).
@@ -36,6 +38,15 @@ const MAX_SLICES: usize = define(SRC, "REPORT_FINISH_BLOCKS");
 /// Partial sums per slice the slice count aims at: a small problem is one slice, written
 /// straight to the reports.
 const SUMS_PER_SLICE: usize = 4096;
+
+/// Threads (columns) per tile of `report_cloud_tiles_f32`, rows per tile, and most tiles of
+/// one block's column span.
+const CLOUD_THREADS: usize = define(SRC, "RC_THREADS");
+const CLOUD_ROWS: usize = define(SRC, "RC_TR");
+const CLOUD_SPAN_MAX: usize = define(SRC, "RC_SPAN_MAX");
+/// Blocks per multiprocessor the cloud report's grid aims at (about three run at once: many
+/// waves keep the last one's idle share small).
+const CLOUD_BLOCKS_PER_SM: usize = 12;
 
 /// `len` blocks as a grid dimension of at most `max`.
 fn grid_dim(len: usize, max: u32, what: &str) -> Result<u32> {
@@ -80,17 +91,9 @@ impl CudaBackend {
             .ok_or_else(|| too_big("g"))?;
         let rows = self.alloc_f64(rows_len, "the report's row sums")?;
         let cols = self.alloc_f64(cols_len, "the report's column sums")?;
-        let slices = ((n * col_blocks + m * row_chunks) / SUMS_PER_SLICE).clamp(1, MAX_SLICES);
-        // One slice writes the reports directly.
-        let part = (slices > 1)
-            .then(|| self.alloc_f64(4 * slices * batch, "the report's slices"))
-            .transpose()?;
-        let out = self.alloc_f64(4 * batch, "the reports")?;
         let scale = std::f64::consts::LOG2_E / eps.f64();
         let (pf, pg, pc) = (self.ptr(&f.data), self.ptr(&g.data), self.ptr(&cost.c));
         let (prows, pcols) = (self.ptr(&rows), self.ptr(&cols));
-        let pout = self.ptr(&out);
-        let ppart = part.as_ref().map_or(pout, |p| self.ptr(p));
         let total = row_chunks.checked_mul(groups).ok_or_else(|| too_big("f"))?;
         let grid = (
             grid_dim(total, i32::MAX as u32, "f")?,
@@ -120,6 +123,37 @@ impl CudaBackend {
                 ),
             )
         }?;
+        self.finish_report(
+            batch,
+            (n, m),
+            (col_blocks, row_chunks),
+            (&rows, &cols),
+            marginals,
+        )
+    }
+
+    /// The reports from `report_tiles`' partial sums (or sums of that layout: per row and
+    /// column block `CB`, `(Σ P, Σ P·C)`; per column and row chunk `RB`, `Σ P`), finished
+    /// per slice of each problem (`report_slices`) and the slices summed
+    /// (`report_finish_all`), in a fixed order.
+    fn finish_report<T: CudaReal>(
+        &self,
+        batch: usize,
+        (n, m): (usize, usize),
+        (col_blocks, row_chunks): (usize, usize),
+        (rows, cols): (&CudaSlice<f64>, &CudaSlice<f64>),
+        marginals: &Marginals<'_, CudaBuffer<T>>,
+    ) -> Result<Vec<PlanReport>> {
+        let (bi, ni, mi) = (to_i32(batch, "batch")?, to_i32(n, "n")?, to_i32(m, "m")?);
+        let slices = ((n * col_blocks + m * row_chunks) / SUMS_PER_SLICE).clamp(1, MAX_SLICES);
+        // One slice writes the reports directly.
+        let part = (slices > 1)
+            .then(|| self.alloc_f64(4 * slices * batch, "the report's slices"))
+            .transpose()?;
+        let out = self.alloc_f64(4 * batch, "the reports")?;
+        let (prows, pcols) = (self.ptr(rows), self.ptr(cols));
+        let pout = self.ptr(&out);
+        let ppart = part.as_ref().map_or(pout, |p| self.ptr(p));
         let (cb, rb) = (to_i32(col_blocks, "m")?, to_i32(row_chunks, "n")?);
         // SAFETY: report_slices(rows, cols, μ, ν, n, m, CB, RB, part) reads the sums above
         // and the checked B×n and B×m marginals; writes 4·slices·B values (to the reports
@@ -167,5 +201,101 @@ impl CudaBackend {
                 mass: Some(r[3]),
             })
             .collect())
+    }
+}
+
+impl CudaBackend {
+    /// The report of `batch` plans on f32 point clouds, each cost in f64 from the points as
+    /// given (`report_cloud_tiles_f32`: the difference form, exact to f64's rounding), the
+    /// partial sums then finished as the dense report's. `None` where the cloud keeps no
+    /// points as given (f64 clouds, single-product cross terms: the half-step report).
+    ///
+    /// The blocks tile rows × column spans: a span of up to `RC_SPAN_MAX` tiles of
+    /// `RC_THREADS` columns and a row chunk (a multiple of `RC_TR` rows), sized so that the
+    /// grid holds about `CLOUD_BLOCKS_PER_SM` blocks per multiprocessor, the partial sums
+    /// `B·n·CB·2 + B·RB·m` f64 values (`CB` spans, `RB` row chunks).
+    pub(in crate::backend::cuda) fn cloud_plan_report<T: CudaReal>(
+        &self,
+        cloud: &CudaCloud<T>,
+        potentials: &Potentials<CudaBuffer<T>>,
+        marginals: &Marginals<'_, CudaBuffer<T>>,
+        eps: T,
+    ) -> Result<Option<Vec<PlanReport>>> {
+        let Some((x, y, d, root)) = cloud.given() else {
+            return Ok(None);
+        };
+        let (f, g) = (&potentials.f, &potentials.g);
+        let dims = cloud.dims();
+        let batch = check_fg(&dims, f.len, g.len)?;
+        let (n, m) = (dims.n, dims.m);
+        check_len("mu", marginals.mu.len, batch * n)?;
+        check_len("nu", marginals.nu.len, batch * m)?;
+        let (ni, mi) = (to_i32(n, "n")?, to_i32(m, "m")?);
+        let tiles = m.div_ceil(CLOUD_THREADS);
+        let row_tiles = n.div_ceil(CLOUD_ROWS);
+        // Blocks per problem: about CLOUD_BLOCKS_PER_SM per multiprocessor over the batch, split
+        // between row chunks and column spans in proportion to the tiles of each side.
+        let target = (CLOUD_BLOCKS_PER_SM * self.sm_count().max(1))
+            .div_ceil(batch)
+            .max(1);
+        let spans_wanted = ((target as f64 * tiles as f64 / row_tiles as f64)
+            .sqrt()
+            .ceil() as usize)
+            .clamp(tiles.div_ceil(CLOUD_SPAN_MAX), tiles);
+        let span = tiles.div_ceil(spans_wanted);
+        let spans = tiles.div_ceil(span);
+        let chunks_wanted = target.div_ceil(spans).clamp(1, row_tiles);
+        let rows = row_tiles.div_ceil(chunks_wanted) * CLOUD_ROWS;
+        let chunks = n.div_ceil(rows);
+        let too_big = |what: &str| Error::shape(what, "too large for the report's partial sums");
+        let rows_len = (batch * n)
+            .checked_mul(spans * 2)
+            .ok_or_else(|| too_big("f"))?;
+        let cols_len = (batch * m)
+            .checked_mul(chunks)
+            .ok_or_else(|| too_big("g"))?;
+        let rows_part = self.alloc_f64(rows_len, "the report's row sums")?;
+        let cols_part = self.alloc_f64(cols_len, "the report's column sums")?;
+        let grid = (
+            grid_dim(chunks, i32::MAX as u32, "f")?,
+            grid_dim(spans, 65_535, "m")?,
+            grid_dim(batch, 65_535, "batch")?,
+        );
+        let scale = std::f64::consts::LOG2_E / eps.f64();
+        // SAFETY: report_cloud_tiles_f32(x, y, pair, d, root, f, g, n, m, rows, span,
+        // log2(e)/ε, rows_part, cols_part) reads the row-major pairs·n·d and pairs·m·d
+        // points and the checked B×n and B×m potentials (f32: `given` is kept for f32
+        // clouds only), and writes B·n·CB·2 and B·RB·m sums (the grid above: RB chunks of
+        // `rows` rows, CB spans of `span` tiles).
+        unsafe {
+            self.launch(
+                "report_cloud_tiles_f32",
+                Launch::new(grid, (CLOUD_THREADS as u32, 1, 1)),
+                (
+                    self.ptr(x),
+                    self.ptr(y),
+                    cloud.pair(),
+                    to_i32(d, "x")?,
+                    root as i32,
+                    self.ptr(&f.data),
+                    self.ptr(&g.data),
+                    ni,
+                    mi,
+                    to_i32(rows, "n")?,
+                    span as i32,
+                    scale,
+                    self.ptr(&rows_part),
+                    self.ptr(&cols_part),
+                ),
+            )
+        }?;
+        self.finish_report(
+            batch,
+            (n, m),
+            (spans, chunks),
+            (&rows_part, &cols_part),
+            marginals,
+        )
+        .map(Some)
     }
 }

@@ -320,6 +320,7 @@ impl Module {
                 ("report_tiles", Both),
                 ("report_slices", Both),
                 ("report_finish_all", Plain),
+                ("report_cloud_tiles", F32),
             ],
         }
     }

@@ -108,7 +108,7 @@ use crate::backend::cuda::runtime::device::{CudaBackend, CudaBuffer};
 use crate::backend::cuda::runtime::kernels::{
     define, kernel_name, tc_smem, CudaReal, Module, Precision, PC_TC_BKS, PC_TC_BL, PC_TC_DC,
 };
-use crate::backend::cuda::runtime::launch::{to_i32, Launch};
+use crate::backend::cuda::runtime::launch::{to_i32, Context, Launch};
 use crate::backend::cuda::runtime::tuning::CloudForm;
 use crate::backend::shape::{check_fg, check_sinkstep};
 use crate::backend::CrossPrecision;
@@ -191,6 +191,12 @@ pub(in crate::backend::cuda) struct CudaCloud<T> {
     /// `(max_i |x_i|², max_j |y_j|²)` of the centred clouds (as stored), which bound the
     /// rounding error of the small-d norm form ([`CloudForm`]).
     sq_radii: (f64, f64),
+    /// f32 clouds: the points as given, row-major (`x[(b·n + i)·d + t]`), for the plan
+    /// report's exact costs ([`CudaBackend::cloud_plan_report`]); `None` in f64, where the
+    /// half-steps' costs are exact to far below any tolerance, and with the single-product
+    /// cross terms ([`CrossPrecision::Tf32`], [`CrossPrecision::F16`]), whose potentials
+    /// are those of the cost they form.
+    given: Option<Box<(CudaSlice<T>, CudaSlice<T>)>>,
 }
 
 impl<T> CudaCloud<T> {
@@ -203,8 +209,19 @@ impl<T> CudaCloud<T> {
     }
 
     /// The kernels' `pair` argument: 1 when each problem has its own pair of clouds.
-    fn pair(&self) -> i32 {
+    pub(in crate::backend::cuda) fn pair(&self) -> i32 {
         self.batch.is_some() as i32
+    }
+
+    /// The points as given (row-major), the dimension and whether the metric is the
+    /// Euclidean distance: what the plan report of f32 clouds evaluates its costs from
+    /// (`None` in f64).
+    pub(in crate::backend::cuda) fn given(
+        &self,
+    ) -> Option<(&CudaSlice<T>, &CudaSlice<T>, usize, bool)> {
+        self.given
+            .as_deref()
+            .map(|(x, y)| (x, y, self.d, self.root))
     }
 
     /// `(output cloud, its length, reduced cloud, its length)` of a half-step on `side`.
@@ -476,6 +493,24 @@ impl CudaBackend {
         } else {
             None
         };
+        // Kept for the exact report unless the half-steps use a single tensor-core product
+        // (TF32, F16): their costs move by about 2^-10·|x||y|, so their potentials are those
+        // of that cost and are reported against it.
+        let single_product =
+            any_d && matches!(layout.precision, CrossPrecision::Tf32 | CrossPrecision::F16);
+        let given = if T::PRECISION == Precision::F32 && !single_product {
+            let copy = |s: &CudaSlice<T>, what: &str| {
+                self.stream
+                    .clone_dtod(s)
+                    .with_context(|| format!("copying {what} on the GPU"))
+            };
+            Some(Box::new((
+                copy(x_rows, "the points x")?,
+                copy(y_rows, "the points y")?,
+            )))
+        } else {
+            None
+        };
         let tc = match CrossKernel::of(layout.precision, T::PRECISION, d) {
             CrossKernel::Fma => None,
             kernel => {
@@ -507,6 +542,7 @@ impl CudaBackend {
             norms,
             tc,
             sq_radii,
+            given,
         })
     }
 
