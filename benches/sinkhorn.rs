@@ -1,8 +1,11 @@
-//! Criterion benches of the CPU backend: one `sinkstep` half-iteration, otA and otBcpu
-//! (the canonical problems of DESIGN.md, built by `logot_cli::problems`), and otB at full size
-//! (B = 64, n = 2048: tens of seconds per solve on a small CPU) when `LOGOT_BENCH_FULL=1`;
-//! the final plan report of a solve against the same f64 sums with std's `exp` (the
-//! baseline, written here). See benches/README.md.
+//! Criterion benches of the CPU backend: one `sinkstep` half-iteration (a batch on a shared
+//! cost by the factored products, beside the same problems one at a time by the plain
+//! kernel), otA and otBcpu (the canonical problems of DESIGN.md, built by
+//! `logot_cli::problems`), and otB at full size (B = 64, n = 2048: tens of seconds per solve on
+//! a small CPU) when `LOGOT_BENCH_FULL=1`; the final plan report of a solve against the same
+//! f64 sums with std's `exp` (the baseline, written here); the plain half-step's rows on the
+//! calling thread against the same rows over rayon (the serial crossover). See
+//! benches/README.md.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use logot::backend::{Backend, CostSource, Marginals, Potentials, Side};
@@ -33,6 +36,62 @@ fn sinkstep(c: &mut Criterion) {
                 })
             },
         );
+        if b > 1 {
+            // The baseline: the same half-step as b single problems (the plain kernel).
+            let mut one = be.filled(n, 0.0f32).unwrap();
+            let log_nu1: Vec<Vec<f32>> = (0..b)
+                .map(|k| be.upload(&log_nu[k * n..(k + 1) * n]).unwrap())
+                .collect();
+            let f1 = be.upload(&vec![0.0f32; n]).unwrap();
+            g.bench_with_input(
+                BenchmarkId::new("f32_one_at_a_time", format!("B{b}_n{n}")),
+                &(),
+                |bench, _| {
+                    bench.iter(|| {
+                        for l in &log_nu1 {
+                            be.sinkstep(&prepared, Side::Col, 0.01, black_box(&f1), l, &mut one)
+                                .unwrap()
+                        }
+                    })
+                },
+            );
+        }
+    }
+    g.finish();
+}
+
+/// The plain half-step's rows (`lse` per output, one problem) on the calling thread
+/// against the same rows split over rayon as the CPU backend splits them, by `n`: where
+/// the serial form stops being faster is the backend's `SERIAL_WORK` crossover.
+fn serial_crossover(c: &mut Criterion) {
+    use logot::backend::cpu::lse::lse;
+    use rayon::prelude::*;
+    let mut g = c.benchmark_group("serial_crossover");
+    g.measurement_time(Duration::from_secs(2))
+        .warm_up_time(Duration::from_millis(500));
+    for &n in &[64usize, 128, 181, 256, 362, 512, 724, 1024] {
+        let (mu, _, cost) = problems::ot_b::<f32>(1, n);
+        let rows = cost.as_slice().unwrap();
+        let f = vec![0.0f32; n];
+        let lm: Vec<f32> = mu.iter().map(|v| v.ln()).collect();
+        let mut out = vec![0.0f32; n];
+        let row = |r: usize| 0.01 * (lm[r] - lse(&f, &rows[r * n..(r + 1) * n], 100.0));
+        g.throughput(Throughput::Elements((n * n) as u64));
+        g.bench_function(BenchmarkId::new("serial", n), |bench| {
+            bench.iter(|| {
+                out.iter_mut()
+                    .enumerate()
+                    .for_each(|(r, o)| *o = row(black_box(r)))
+            })
+        });
+        g.bench_function(BenchmarkId::new("rayon", n), |bench| {
+            bench.iter(|| {
+                out.par_iter_mut()
+                    .with_min_len(((1 << 15) / n).max(1))
+                    .enumerate()
+                    .for_each(|(r, o)| *o = row(black_box(r)))
+            })
+        });
     }
     g.finish();
 }
@@ -142,5 +201,11 @@ fn plan_report(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, sinkstep, ot_problems, plan_report);
+criterion_group!(
+    benches,
+    sinkstep,
+    ot_problems,
+    plan_report,
+    serial_crossover
+);
 criterion_main!(benches);

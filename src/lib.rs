@@ -71,6 +71,7 @@ mod entropic;
 mod error;
 pub mod exact;
 pub mod grad;
+pub mod gromov;
 pub mod linalg;
 pub mod progress;
 mod real;

@@ -11,7 +11,9 @@ use std::fmt::{Debug, Display, LowerExp};
 pub const LANES: usize = 8;
 
 mod sealed {
-    pub trait Sealed {}
+    /// Also faer's scalar, so that the CPU kernels can hand any [`Real`](super::Real) to
+    /// its matrix products.
+    pub trait Sealed: faer::traits::RealField {}
     impl Sealed for f32 {}
     impl Sealed for f64 {}
 }

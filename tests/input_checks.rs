@@ -476,8 +476,28 @@ fn pointcloud_rows() -> Vec<Case> {
         case(
             "L25",
             "Shape",
-            "cost: is 3×2 but mu has 2",
+            "mu: has 2 weights for 3 points of x",
             wasserstein_points(b.view(), b.view(), x.view(), y.view(), 0.1),
+        ),
+        case(
+            "L25",
+            "Shape",
+            "nu: has 3 weights for 2 points of y",
+            wasserstein_points(a.view(), a.view(), x.view(), y.view(), 0.1),
+        ),
+        case(
+            "L25",
+            "Shape",
+            "nu: has 3 weights for 2 points of y",
+            Problem::new(
+                ndarray::stack(Axis(0), &[a.view(), a.view()])
+                    .unwrap()
+                    .view(),
+                ndarray::stack(Axis(0), &[a.view(), a.view()])
+                    .unwrap()
+                    .view(),
+                batched.clone(),
+            ),
         ),
         case("L75", "Parameter", "the costs overflow float32", {
             let far = array![[0.0f32, 0.0], [3e19, 0.0]];
@@ -521,7 +541,7 @@ fn pointcloud_rows() -> Vec<Case> {
         case(
             "L26",
             "Shape",
-            "cost: is 3×2 but mu has 2",
+            "mu: has 2 weights for 3 points of x",
             divergence(&p, b.view(), b.view(), x.view(), y.view()),
         ),
         case(

@@ -176,15 +176,6 @@ fn run<T: Real, B: PointCloudKernels<T> + GradKernels<T>>(
             uniform(m, &vec![1.0; problems]),
         ),
     };
-    // The weights are counted against their cloud's points (the divergence's own sides).
-    for (flag, w, k, cloud) in [("--mu", &mu, n, "--x"), ("--nu", &nu, m, "--y")] {
-        if w.ncols() != k {
-            return Err(Error::shape(
-                flag,
-                format!("has {} weights for {k} points of {cloud}", w.ncols()),
-            ));
-        }
-    }
     let clouds = pts.cost()?.with_precision(a.precision.cross());
     let mut params = SinkhornParams::new(a.eps).max_iters(a.iters);
     params.tol = a.tol;

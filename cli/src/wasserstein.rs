@@ -479,14 +479,7 @@ impl<T: Real> Inputs<T> {
         if let Some(clouds) = &self.points {
             // Errors name the CLI flags.
             let cloud = clouds.cost()?.with_precision(self.precision);
-            let (_, n, m) = clouds.dims();
-            return Problem::new(self.mu.view(), self.nu.view(), cloud).map_err(|e| match e {
-                Error::Shape { arg, detail } if arg == "cost" => Error::shape(
-                    "--x/--y",
-                    format!("{detail} (the clouds have {n} and {m} points)"),
-                ),
-                other => flag_names(other),
-            });
+            return Problem::new(self.mu.view(), self.nu.view(), cloud).map_err(flag_names);
         }
         let cost: CostSource<'_, T> = match self.cost.ndim() {
             2 => self

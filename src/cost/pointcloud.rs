@@ -217,8 +217,9 @@ impl<'a, T> PointCloudCost<'a, T> {
 pub(crate) const MAX_PLAN_ENTRIES: usize = 1 << 27;
 
 /// The entries of the `batch` plans between clouds of `n` and `m` points, or the refusal
-/// of plans above [`MAX_PLAN_ENTRIES`] (made by the backends, and by
-/// [`SinkhornSolver::coupling`](crate::SinkhornSolver::coupling) before it solves).
+/// of plans above [`MAX_PLAN_ENTRIES`]: by the solver's paths that ask for a plan, before
+/// they solve (`PreparedProblem::check_plan`), and by the backends' plan kernels, which a
+/// caller of `Backend::plan` reaches directly.
 pub(crate) fn check_plan_entries(batch: usize, n: usize, m: usize) -> Result<usize> {
     match n.checked_mul(m).and_then(|nm| nm.checked_mul(batch)) {
         Some(e) if e <= MAX_PLAN_ENTRIES => Ok(e),

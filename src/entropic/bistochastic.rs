@@ -372,8 +372,9 @@ impl<B> BistochasticSolver<B> {
     /// row-major), queued without waiting: no copy, nothing read back — the path for data
     /// already on the device (on a GPU, with `CudaBackend::borrow_buffer` and
     /// `CudaBackend::on_stream`, feature `cuda`: the caller's tensors on the caller's stream,
-    /// as a framework's operator runs). Writes `r`, the same matrices the host-array path
-    /// returns, and the batch's [`ProjectionStats`] into the first [`words::PROJECTION`]
+    /// as a framework's operator runs). Writes `r`, the matrices the host-array path
+    /// returns (bit for bit when each matrix of `x` has its largest entry 0, as the host path
+    /// makes it; else to rounding), and the batch's [`ProjectionStats`] into the first [`words::PROJECTION`]
     /// words of `stats` (on a GPU: device memory, the backend's or a caller's, written in
     /// stream order), read when the caller chooses with
     /// [`BistochasticSolver::read_stats`] (or its own copy and

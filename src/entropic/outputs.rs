@@ -193,6 +193,7 @@ impl<Bk> SinkhornSolver<Bk> {
             crate::backend::check_buffer_len("g", be.len(g), batch * m)?;
         }
         if let Some(p) = &plan {
+            prepared.check_plan()?;
             crate::backend::check_buffer_len("plan", be.len(p), batch * n * m)?;
         }
         let eps = T::of(self.params().eps);

@@ -68,7 +68,7 @@ impl<T: Real> RigidTransform<T> {
         let mut out = x.dot(&self.rotation.t());
         for mut row in out.rows_mut() {
             for (v, &t) in row.iter_mut().zip(self.translation.iter()) {
-                *v = *v + t;
+                *v += t;
             }
         }
         Ok(out)

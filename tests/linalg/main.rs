@@ -7,5 +7,6 @@ mod common;
 
 mod align;
 mod gemm;
+mod kernels;
 mod newton_schulz;
 mod svd3;

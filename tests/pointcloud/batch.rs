@@ -402,9 +402,9 @@ fn batched_clouds_are_validated_naming_the_argument() {
         Problem::new(mu.slice(s![..2, ..]), nu.slice(s![..2, ..]), cost.clone()).unwrap_err(),
         "x",
     );
-    // Weights for another number of points.
+    // Weights for another number of points: the weights are named.
     shape(
         Problem::new(mu.slice(s![.., ..4]), nu.view(), cost).unwrap_err(),
-        "cost",
+        "mu",
     );
 }

@@ -8,8 +8,8 @@ use common::Lcg;
 use logot::backend::Side;
 use logot::grad::{check_gradient, GradCheckParams};
 use logot::{
-    Backend, CostSource, CpuBackend, EpsScaling, Error, PointCloudCost, PointCloudKernels,
-    PointMetric, Problem, SinkhornParams, SinkhornSolver,
+    Backend, BufferOutputs, BufferProblem, CloudLayout, CostSource, CpuBackend, EpsScaling, Error,
+    PointCloudCost, PointCloudKernels, PointMetric, Problem, SinkhornParams, SinkhornSolver,
 };
 use ndarray::{Array1, Array2, ArrayView1, ArrayView2, Axis};
 
@@ -606,10 +606,10 @@ fn invalid_inputs_name_the_argument() {
         cost,
     )
     .unwrap_err();
-    assert_eq!(arg_of(e), "cost");
+    assert_eq!(arg_of(e), "mu");
     let params = SinkhornParams::new(0.1);
     let e = divergence(&params, b.view(), b.view(), x.view(), y.view()).unwrap_err();
-    assert_eq!(arg_of(e), "cost");
+    assert_eq!(arg_of(e), "mu");
     let e = divergence(&params, a.view(), b.view(), x.view(), y2.view()).unwrap_err();
     assert_eq!(arg_of(e), "y");
     let e = PointCloudCost::new(x.view(), nan.view())
@@ -734,4 +734,91 @@ fn coupling_refuses_a_plan_above_the_limit_before_solving() {
         other => panic!("expected a refusal, got {:?}", other.map(|c| c.plan.dim())),
     }
     assert_eq!(calls.load(Ordering::Relaxed), 0, "no iteration ran");
+}
+
+/// Every public path that materialises a plan between point clouds refuses one above the
+/// backends' limit (2²⁷ entries) before any iteration, with the same error: `coupling` and
+/// the host entry points over it (`logot::coupling`, `implicit_gradients`), and
+/// `solve_prepared` asked for the plan, from host arrays and from a `BufferProblem` (the
+/// plan buffer's length is not reached: the size is refused first). Solves without a plan
+/// run on the same clouds.
+#[test]
+fn every_plan_path_refuses_a_plan_above_the_limit_before_solving() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let params = SinkhornParams::new(0.1)
+        .max_iters(1)
+        .observer(logot::Observer::new(move |_| {
+            counted.fetch_add(1, Ordering::Relaxed);
+        }));
+    let solver = SinkhornSolver::new(CpuBackend, params);
+    // 2 problems × 8193 × 8193 = 134 250 498 > 2²⁷ = 134 217 728 entries: one shared pair
+    // with a batch of weights.
+    let n = 8193;
+    let (x, y) = (cloud(5, n, 1, 0.0, 1.0), cloud(6, n, 1, 0.0, 1.0));
+    let w = Array2::from_elem((2, n), 1.0 / n as f64);
+    let problem = Problem::new(
+        w.view(),
+        w.view(),
+        PointCloudCost::new(x.view(), y.view()).unwrap(),
+    )
+    .unwrap();
+    let refused = |path: &str, r: Result<(), Error>| match r {
+        Err(Error::Unavailable(msg)) => assert!(
+            msg.contains("2×8193×8193 entries") && msg.contains("134217728"),
+            "{path}: {msg}"
+        ),
+        other => panic!("{path}: expected a refusal, got {other:?}"),
+    };
+    refused("coupling", solver.coupling(&problem).map(|_| ()));
+    refused(
+        "implicit_gradients",
+        solver
+            .implicit_gradients(&problem, |c| c.plan.clone(), &Default::default())
+            .map(|_| ()),
+    );
+    let prepared = solver.prepare(&problem).unwrap();
+    let mut plan = vec![0.0f64; 1];
+    refused(
+        "solve_prepared (host arrays)",
+        solver
+            .solve_prepared(&prepared, BufferOutputs::new().plan(&mut plan))
+            .map(|_| ()),
+    );
+    let be = solver.backend();
+    let (xb, yb) = (
+        be.upload(x.as_slice().unwrap()).unwrap(),
+        be.upload(y.as_slice().unwrap()).unwrap(),
+    );
+    let layout = CloudLayout {
+        n,
+        m: n,
+        d: 1,
+        batch: None,
+        metric: PointMetric::SqEuclidean,
+        precision: Default::default(),
+    };
+    let buffers = BufferProblem::points(
+        be.upload(w.as_slice().unwrap()).unwrap(),
+        be.upload(w.as_slice().unwrap()).unwrap(),
+        &xb,
+        &yb,
+        2,
+        layout,
+    );
+    let prepared_buffers = solver.prepare(buffers).unwrap();
+    refused(
+        "solve_prepared (buffers)",
+        solver
+            .solve_prepared(&prepared_buffers, BufferOutputs::new().plan(&mut plan))
+            .map(|_| ()),
+    );
+    assert_eq!(calls.load(Ordering::Relaxed), 0, "no iteration ran");
+    // Without a plan the same batch is solved.
+    solver
+        .solve_prepared(&prepared, BufferOutputs::new())
+        .unwrap();
+    assert!(calls.load(Ordering::Relaxed) > 0, "the solve ran");
 }

@@ -7,6 +7,7 @@ mod common;
 
 mod buffers;
 mod determinism;
+mod factored_batch;
 mod grid;
 mod progress;
 mod properties;

@@ -4,10 +4,10 @@
 use logot::{barycenter, grid_barycenter, GridCost};
 use logot_cli::problems::bary64_images;
 use ndarray::{array, Array1, Array2, Array3, Axis};
-use ndarray_npy::{read_npy, write_npy};
+use ndarray_npy::read_npy;
 
 use crate::common;
-use common::cli::{dir, logot_json as logot, p};
+use common::cli::{dir, logot_json as logot, npy, p};
 
 fn l1(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum()
@@ -17,8 +17,8 @@ fn l1(a: &[f64], b: &[f64]) -> f64 {
 fn grid_images_give_the_library_result_in_the_image_shape() {
     let d = dir("grid");
     let imgs = bary64_images(20);
-    write_npy(p(&d, "h.npy"), &imgs).unwrap();
-    write_npy(p(&d, "w.npy"), &array![0.2, 0.3, 0.5]).unwrap();
+    npy(&d, "h.npy", &imgs);
+    npy(&d, "w.npy", &array![0.2, 0.3, 0.5]);
     let (code, json, err) = logot(&[
         "barycenter",
         "--inputs",
@@ -39,8 +39,8 @@ fn grid_images_give_the_library_result_in_the_image_shape() {
     assert_eq!(json["converged"], true);
     assert!(l1(got.as_slice().unwrap(), want.histogram.as_slice().unwrap()) < 1e-14);
     // float32 in (images and weights), float32 out.
-    write_npy(p(&d, "h32.npy"), &imgs.mapv(|v| v as f32)).unwrap();
-    write_npy(p(&d, "w32.npy"), &array![0.2f32, 0.3, 0.5]).unwrap();
+    npy(&d, "h32.npy", &imgs.mapv(|v| v as f32));
+    npy(&d, "w32.npy", &array![0.2f32, 0.3, 0.5]);
     let (code, json, err) = logot(&[
         "barycenter",
         "--inputs",
@@ -79,9 +79,9 @@ fn dense_cost_single_and_batched() {
         &h / h.sum()
     };
     let h = ndarray::stack![Axis(0), bump(0.2), bump(0.8)];
-    write_npy(p(&d, "h.npy"), &h).unwrap();
-    write_npy(p(&d, "c.npy"), &cost).unwrap();
-    write_npy(p(&d, "w.npy"), &array![0.5, 0.5]).unwrap();
+    npy(&d, "h.npy", &h);
+    npy(&d, "c.npy", &cost);
+    npy(&d, "w.npy", &array![0.5, 0.5]);
     let (code, json, err) = logot(&[
         "barycenter",
         "--inputs",
@@ -103,8 +103,8 @@ fn dense_cost_single_and_batched() {
     // Two problems: P×K×n inputs with P×K weights give P×m.
     let hb: Array3<f64> = ndarray::stack![Axis(0), h, h];
     let wb = array![[0.5, 0.5], [0.9, 0.1]];
-    write_npy(p(&d, "hb.npy"), &hb).unwrap();
-    write_npy(p(&d, "wb.npy"), &wb).unwrap();
+    npy(&d, "hb.npy", &hb);
+    npy(&d, "wb.npy", &wb);
     let (code, json, err) = logot(&[
         "barycenter",
         "--inputs",
@@ -128,11 +128,11 @@ fn dense_cost_single_and_batched() {
 fn bad_input_is_refused_with_a_message() {
     let d = dir("bad");
     let h = array![[0.5, 0.5, 0.0], [0.0, 0.5, 0.5]];
-    write_npy(p(&d, "h.npy"), &h).unwrap();
-    write_npy(p(&d, "w.npy"), &array![0.5, 0.6]).unwrap();
-    write_npy(p(&d, "w_ok.npy"), &array![0.5, 0.5]).unwrap();
-    write_npy(p(&d, "c.npy"), &Array2::<f64>::zeros((3, 3))).unwrap();
-    write_npy(p(&d, "c_bad.npy"), &Array2::<f64>::zeros((4, 3))).unwrap();
+    npy(&d, "h.npy", &h);
+    npy(&d, "w.npy", &array![0.5, 0.6]);
+    npy(&d, "w_ok.npy", &array![0.5, 0.5]);
+    npy(&d, "c.npy", &Array2::<f64>::zeros((3, 3)));
+    npy(&d, "c_bad.npy", &Array2::<f64>::zeros((4, 3)));
     let base = |w: &str, extra: &[&str]| {
         let mut a = vec![
             "barycenter".to_string(),

@@ -2,10 +2,10 @@
 //! a message on stderr, a non-zero exit code and no panic.
 
 use ndarray::{Array1, Array2, Array3, Axis};
-use ndarray_npy::{read_npy, write_npy};
+use ndarray_npy::read_npy;
 
 use crate::common;
-use common::cli::{dir, json, logot, p};
+use common::cli::{dir, json, logot, npy, ok, p};
 
 /// Two 1-D histograms on 6 and 4 points, C = (x_i − y_j)².
 fn write_problem(d: &std::path::Path) {
@@ -14,12 +14,12 @@ fn write_problem(d: &std::path::Path) {
     let mu = Array1::from_elem(6, 1.0 / 6.0);
     let nu = Array1::from_elem(4, 0.25);
     let c = Array2::from_shape_fn((6, 4), |(i, j)| (x[i] - y[j]).powi(2));
-    write_npy(p(d, "mu.npy"), &mu).unwrap();
-    write_npy(p(d, "nu.npy"), &nu).unwrap();
-    write_npy(p(d, "c.npy"), &c).unwrap();
-    write_npy(p(d, "mu32.npy"), &mu.mapv(|v| v as f32)).unwrap();
-    write_npy(p(d, "nu32.npy"), &nu.mapv(|v| v as f32)).unwrap();
-    write_npy(p(d, "c32.npy"), &c.mapv(|v| v as f32)).unwrap();
+    npy(d, "mu.npy", &mu);
+    npy(d, "nu.npy", &nu);
+    npy(d, "c.npy", &c);
+    npy(d, "mu32.npy", &mu.mapv(|v| v as f32));
+    npy(d, "nu32.npy", &nu.mapv(|v| v as f32));
+    npy(d, "c32.npy", &c.mapv(|v| v as f32));
     let mu_b = Array2::from_shape_fn((3, 6), |(b, i)| {
         (1.0 + (b * i) as f64) / (6.0 + 15.0 * b as f64)
     });
@@ -27,16 +27,16 @@ fn write_problem(d: &std::path::Path) {
     let c_b = Array3::from_shape_fn((3, 6, 4), |(b, i, j)| {
         (x[i] - y[j]).powi(2) * (1.0 + b as f64)
     });
-    write_npy(p(d, "mu_b.npy"), &mu_b).unwrap();
-    write_npy(p(d, "nu_b.npy"), &nu_b).unwrap();
-    write_npy(p(d, "c_b.npy"), &c_b).unwrap();
+    npy(d, "mu_b.npy", &mu_b);
+    npy(d, "nu_b.npy", &nu_b);
+    npy(d, "c_b.npy", &c_b);
 }
 
 #[test]
 fn wasserstein_prints_json_matching_the_library() {
     let d = dir("ok");
     write_problem(&d);
-    let (code, out, err) = logot(&[
+    let j = ok(&[
         "wasserstein",
         "--mu",
         &p(&d, "mu.npy"),
@@ -47,8 +47,6 @@ fn wasserstein_prints_json_matching_the_library() {
         "--eps",
         "0.01",
     ]);
-    assert_eq!(code, 0, "{err}");
-    let j = json(&out);
     let mu: Array1<f64> = read_npy(p(&d, "mu.npy")).unwrap();
     let nu: Array1<f64> = read_npy(p(&d, "nu.npy")).unwrap();
     let c: Array2<f64> = read_npy(p(&d, "c.npy")).unwrap();
@@ -85,7 +83,7 @@ fn wasserstein_prints_json_matching_the_library() {
 fn batch_and_coupling_outputs() {
     let d = dir("batch");
     write_problem(&d);
-    let (code, out, err) = logot(&[
+    let j = ok(&[
         "wasserstein",
         "--mu",
         &p(&d, "mu_b.npy"),
@@ -96,8 +94,6 @@ fn batch_and_coupling_outputs() {
         "--eps",
         "0.05",
     ]);
-    assert_eq!(code, 0, "{err}");
-    let j = json(&out);
     let dist: Vec<f64> = j["distance"]
         .as_array()
         .unwrap()
@@ -183,18 +179,18 @@ fn bad_inputs_are_refused_with_a_message_and_no_panic() {
     let mut truncated = std::fs::read(d.join("mu.npy")).unwrap();
     truncated.truncate(truncated.len() - 5);
     std::fs::write(d.join("truncated.npy"), truncated).unwrap();
-    write_npy(p(&d, "int.npy"), &Array1::from_elem(6, 1i64)).unwrap();
-    write_npy(p(&d, "mu3d.npy"), &Array3::from_elem((1, 1, 6), 1.0 / 6.0)).unwrap();
+    npy(&d, "int.npy", &Array1::from_elem(6, 1i64));
+    npy(&d, "mu3d.npy", &Array3::from_elem((1, 1, 6), 1.0 / 6.0));
     let mut nan = Array1::from_elem(6, 1.0 / 6.0);
     nan[2] = f64::NAN;
-    write_npy(p(&d, "nan.npy"), &nan).unwrap();
+    npy(&d, "nan.npy", &nan);
     let mut neg = Array1::from_elem(6, 1.0 / 6.0);
     neg[0] = -1.0 / 6.0;
     neg[1] = 0.5;
-    write_npy(p(&d, "neg.npy"), &neg).unwrap();
-    write_npy(p(&d, "heavy.npy"), &Array1::from_elem(6, 1.0)).unwrap();
-    write_npy(p(&d, "empty.npy"), &Array1::<f64>::zeros(0)).unwrap();
-    write_npy(p(&d, "mu5.npy"), &Array1::from_elem(5, 0.2)).unwrap();
+    npy(&d, "neg.npy", &neg);
+    npy(&d, "heavy.npy", &Array1::from_elem(6, 1.0));
+    npy(&d, "empty.npy", &Array1::<f64>::zeros(0));
+    npy(&d, "mu5.npy", &Array1::from_elem(5, 0.2));
 
     let (mu, nu, c) = (p(&d, "mu.npy"), p(&d, "nu.npy"), p(&d, "c.npy"));
     let run = |mu: &str, nu: &str, c: &str, extra: &[&str]| {

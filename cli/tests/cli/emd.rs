@@ -4,10 +4,10 @@
 //! reported, bad input refused.
 
 use ndarray::{array, Array1, Array2, Array3, Axis};
-use ndarray_npy::{read_npy, write_npy};
+use ndarray_npy::read_npy;
 
 use crate::common;
-use common::cli::{dir, json, logot, logot_json, p};
+use common::cli::{dir, logot, logot_json, npy, ok, p};
 
 /// Every permutation of `0..n` (Heap's algorithm).
 fn permutations(n: usize) -> Vec<Vec<usize>> {
@@ -35,9 +35,9 @@ fn dense_costs_match_closed_forms_and_the_written_outputs_prove_optimality() {
     // The middle source pays 1 whichever way it goes: cost 0.5 (integer costs with ties).
     let cost = array![[0.0, 2.0], [1.0, 1.0], [2.0, 0.0]];
     let (mu, nu) = (array![0.25, 0.5, 0.25], array![0.5, 0.5]);
-    write_npy(p(&d, "c.npy"), &cost).unwrap();
-    write_npy(p(&d, "mu.npy"), &mu).unwrap();
-    write_npy(p(&d, "nu.npy"), &nu).unwrap();
+    npy(&d, "c.npy", &cost);
+    npy(&d, "mu.npy", &mu);
+    npy(&d, "nu.npy", &nu);
     let args = [
         "emd",
         "--mu",
@@ -55,9 +55,7 @@ fn dense_costs_match_closed_forms_and_the_written_outputs_prove_optimality() {
         "--out-g",
         &p(&d, "g.npy"),
     ];
-    let (code, out, err) = logot(&args);
-    assert_eq!(code, 0, "{err}");
-    let js = json(&out);
+    let js = ok(&args);
     assert!(
         (js["cost"][0].as_f64().unwrap() - 0.5).abs() < 1e-15,
         "{js}"
@@ -89,8 +87,8 @@ fn dense_costs_match_closed_forms_and_the_written_outputs_prove_optimality() {
         .map(|s| (0..n).map(|i| c[[i, s[i]]]).sum::<f64>() / n as f64)
         .fold(f64::INFINITY, f64::min);
     let u = Array1::from_elem(n, 1.0 / n as f64);
-    write_npy(p(&d, "c6.npy"), &c).unwrap();
-    write_npy(p(&d, "u6.npy"), &u).unwrap();
+    npy(&d, "c6.npy", &c);
+    npy(&d, "u6.npy", &u);
     for method in ["auto", "simplex", "assignment"] {
         let (code, js, err) = logot_json(&[
             "emd",
@@ -177,8 +175,8 @@ fn batches_of_translated_clouds_cost_the_translation() {
     });
     let shift = [[0.3, -0.2], [0.0, 0.5], [-0.1, -0.1]];
     let y = Array3::from_shape_fn((b, n, dim), |(k, i, t)| x[[k, i, t]] + shift[k][t]);
-    write_npy(p(&d, "x.npy"), &x.mapv(|v| v as f32)).unwrap();
-    write_npy(p(&d, "y.npy"), &y.mapv(|v| v as f32)).unwrap();
+    npy(&d, "x.npy", &x.mapv(|v| v as f32));
+    npy(&d, "y.npy", &y.mapv(|v| v as f32));
     let (code, js, err) = logot_json(&[
         "emd",
         "--x",
@@ -237,9 +235,9 @@ fn limits_are_reported_and_bad_inputs_refused() {
     let mu = Array1::from_shape_fn(n, |i| 1.0 + (i % 3) as f64);
     let nu = Array1::from_shape_fn(n + 5, |j| 1.0 + (j % 4) as f64);
     let nu = &nu * (mu.sum() / nu.sum());
-    write_npy(p(&d, "c.npy"), &c).unwrap();
-    write_npy(p(&d, "mu.npy"), &mu).unwrap();
-    write_npy(p(&d, "nu.npy"), &nu).unwrap();
+    npy(&d, "c.npy", &c);
+    npy(&d, "mu.npy", &mu);
+    npy(&d, "nu.npy", &nu);
     let base = [
         "emd",
         "--mu",
@@ -261,9 +259,9 @@ fn limits_are_reported_and_bad_inputs_refused() {
     assert_eq!(js["iterations_each"][0], 3);
 
     // Unequal masses, negative weights, a cost of the wrong shape: exit 2, the argument named.
-    write_npy(p(&d, "half.npy"), &(&nu * 0.5)).unwrap();
-    write_npy(p(&d, "neg.npy"), &mu.mapv(|v| v - 2.5)).unwrap();
-    write_npy(p(&d, "c_bad.npy"), &Array2::<f64>::zeros((n, n))).unwrap();
+    npy(&d, "half.npy", &(&nu * 0.5));
+    npy(&d, "neg.npy", &mu.mapv(|v| v - 2.5));
+    npy(&d, "c_bad.npy", &Array2::<f64>::zeros((n, n)));
     for (mu_f, nu_f, c_f, named) in [
         ("mu.npy", "half.npy", "c.npy", "nu"),
         ("neg.npy", "nu.npy", "c.npy", "mu"),

@@ -4,10 +4,10 @@
 use logot::grad::{bistochastic, bistochastic_backward, BistochasticParams, CgParams};
 use logot::{CpuBackend, Problem, SinkhornParams, SinkhornSolver};
 use ndarray::{Array1, Array2, Array3, ArrayD, Axis};
-use ndarray_npy::{read_npy, write_npy};
+use ndarray_npy::read_npy;
 
 use crate::common;
-use common::cli::{dir, logot_json as logot, p};
+use common::cli::{dir, logot_json as logot, npy, p};
 
 #[test]
 fn bistochastic_writes_r_and_its_gradient_like_the_library() {
@@ -16,8 +16,8 @@ fn bistochastic_writes_r_and_its_gradient_like_the_library() {
         ((b * 7 + i * 3 + j * 5) % 11) as f64 * 0.35
     });
     let g = Array3::from_shape_fn((3, 4, 4), |(b, i, j)| ((b + 2 * i + j) % 5) as f64 - 2.0);
-    write_npy(p(&d, "x.npy"), &x).unwrap();
-    write_npy(p(&d, "g.npy"), &g).unwrap();
+    npy(&d, "x.npy", &x);
+    npy(&d, "g.npy", &g);
     let (code, json, err) = logot(&[
         "bistochastic",
         "--x",
@@ -43,11 +43,7 @@ fn bistochastic_writes_r_and_its_gradient_like_the_library() {
         .dx;
     assert_eq!(dx, want_dx);
     // One matrix in, one matrix out; float32 in, float32 out.
-    write_npy(
-        p(&d, "x1.npy"),
-        &x.index_axis(Axis(0), 0).mapv(|v| v as f32),
-    )
-    .unwrap();
+    npy(&d, "x1.npy", &x.index_axis(Axis(0), 0).mapv(|v| v as f32));
     let (code, json, err) = logot(&[
         "bistochastic",
         "--x",
@@ -66,9 +62,9 @@ fn bistochastic_writes_r_and_its_gradient_like_the_library() {
 #[test]
 fn bistochastic_refuses_bad_inputs() {
     let d = dir("bisto_bad");
-    write_npy(p(&d, "rect.npy"), &Array3::<f64>::zeros((2, 3, 4))).unwrap();
-    write_npy(p(&d, "x.npy"), &Array3::<f64>::zeros((2, 3, 3))).unwrap();
-    write_npy(p(&d, "g.npy"), &Array3::<f64>::zeros((2, 3, 2))).unwrap();
+    npy(&d, "rect.npy", &Array3::<f64>::zeros((2, 3, 4)));
+    npy(&d, "x.npy", &Array3::<f64>::zeros((2, 3, 3)));
+    npy(&d, "g.npy", &Array3::<f64>::zeros((2, 3, 2)));
     let (code, _, err) = logot(&[
         "bistochastic",
         "--x",
@@ -110,9 +106,9 @@ fn wasserstein_writes_exact_gradients_like_the_library() {
     let c = Array2::from_shape_fn((5, 5), |(i, j)| (x[i] - x[j]).powi(2));
     let mu = Array1::from(vec![0.1, 0.2, 0.3, 0.25, 0.15]);
     let nu = Array1::from(vec![0.3, 0.3, 0.1, 0.1, 0.2]);
-    write_npy(p(&d, "mu.npy"), &mu).unwrap();
-    write_npy(p(&d, "nu.npy"), &nu).unwrap();
-    write_npy(p(&d, "c.npy"), &c).unwrap();
+    npy(&d, "mu.npy", &mu);
+    npy(&d, "nu.npy", &nu);
+    npy(&d, "c.npy", &c);
     let (code, json, err) = logot(&[
         "wasserstein",
         "--mu",
@@ -143,12 +139,12 @@ fn wasserstein_writes_exact_gradients_like_the_library() {
     assert!((json["distance"][0].as_f64().unwrap() - want.result.distance[0]).abs() < 1e-15);
     // A batch writes B×n and B×n×m.
     let mu_b = ndarray::stack(Axis(0), &[mu.view(), nu.view()]).unwrap();
-    write_npy(p(&d, "mu_b.npy"), &mu_b).unwrap();
-    write_npy(
-        p(&d, "nu_b.npy"),
+    npy(&d, "mu_b.npy", &mu_b);
+    npy(
+        &d,
+        "nu_b.npy",
         &ndarray::stack(Axis(0), &[nu.view(), mu.view()]).unwrap(),
-    )
-    .unwrap();
+    );
     let (code, _, err) = logot(&[
         "wasserstein",
         "--mu",

@@ -5,12 +5,11 @@
 //! Fortran-order and float32 files, 1×1 matrices) are accepted.
 
 use ndarray::{Array1, Array2, Array3};
-use ndarray_npy::write_npy;
 use std::collections::BTreeSet;
 use std::path::Path;
 
 use crate::common;
-use common::cli::{dir, json, logot, p};
+use common::cli::{dir, json, logot, npy, p};
 
 /// A version-1 .npy file: magic, header dict padded to a multiple of 64 bytes, data.
 fn npy_bytes(descr: &str, fortran: bool, shape: &str, data: &[u8]) -> Vec<u8> {
@@ -101,38 +100,38 @@ fn write_corpus(d: &Path) -> Vec<(&'static str, &'static str)> {
 /// Valid inputs of every command.
 fn write_valid(d: &Path) {
     let x: Vec<f64> = (0..4).map(|i| i as f64 / 3.0).collect();
-    write_npy(p(d, "mu.npy"), &Array1::from_elem(4, 0.25)).unwrap();
-    write_npy(p(d, "nu.npy"), &Array1::from_elem(3, 1.0 / 3.0)).unwrap();
+    npy(d, "mu.npy", &Array1::from_elem(4, 0.25));
+    npy(d, "nu.npy", &Array1::from_elem(3, 1.0 / 3.0));
     let c = Array2::from_shape_fn((4, 3), |(i, j)| (x[i] - j as f64 / 2.0).powi(2));
-    write_npy(p(d, "c.npy"), &c).unwrap();
-    write_npy(
-        p(d, "c44.npy"),
+    npy(d, "c.npy", &c);
+    npy(
+        d,
+        "c44.npy",
         &Array2::from_shape_fn((4, 4), |(i, j)| (x[i] - x[j]).powi(2)),
-    )
-    .unwrap();
-    write_npy(
-        p(d, "x.npy"),
+    );
+    npy(
+        d,
+        "x.npy",
         &Array2::from_shape_fn((4, 2), |(i, k)| x[i] * (k + 1) as f64),
-    )
-    .unwrap();
-    write_npy(
-        p(d, "y.npy"),
+    );
+    npy(
+        d,
+        "y.npy",
         &Array2::from_shape_fn((3, 2), |(j, k)| j as f64 / 2.0 - k as f64),
-    )
-    .unwrap();
-    write_npy(p(d, "h.npy"), &Array2::from_elem((2, 4), 0.25)).unwrap();
-    write_npy(p(d, "w.npy"), &Array1::from(vec![0.5, 0.5])).unwrap();
-    write_npy(p(d, "img.npy"), &Array3::from_elem((2, 3, 3), 1.0 / 9.0)).unwrap();
-    write_npy(
-        p(d, "sq.npy"),
+    );
+    npy(d, "h.npy", &Array2::from_elem((2, 4), 0.25));
+    npy(d, "w.npy", &Array1::from(vec![0.5, 0.5]));
+    npy(d, "img.npy", &Array3::from_elem((2, 3, 3), 1.0 / 9.0));
+    npy(
+        d,
+        "sq.npy",
         &Array2::from_shape_fn((3, 3), |(i, j)| (i * j) as f64 * 0.2),
-    )
-    .unwrap();
-    write_npy(
-        p(d, "a.npy"),
+    );
+    npy(
+        d,
+        "a.npy",
         &Array2::from_shape_fn((5, 3), |(i, j)| ((i + 2 * j) % 4) as f64),
-    )
-    .unwrap();
+    );
 }
 
 /// Run `logot` and check the refusal: exit status 2, no panic, stderr containing `needle`.
@@ -352,53 +351,53 @@ fn every_command_line_row_is_refused_with_a_message() {
     let f = |n: &str| p(&d, n);
     // Extra inputs.
     let nan4 = Array1::from(vec![0.25, f64::NAN, 0.25, 0.25]);
-    write_npy(f("nan4.npy"), &nan4).unwrap();
-    write_npy(f("neg4.npy"), &Array1::from(vec![0.5, 0.5, 0.25, -0.25])).unwrap();
-    write_npy(f("zero4.npy"), &Array1::<f64>::zeros(4)).unwrap();
-    write_npy(f("heavy3.npy"), &Array1::from_elem(3, 1.0)).unwrap();
-    write_npy(f("empty.npy"), &Array1::<f64>::zeros(0)).unwrap();
-    write_npy(f("mu5.npy"), &Array1::from_elem(5, 0.2)).unwrap();
-    write_npy(f("mu_b.npy"), &Array2::from_elem((2, 4), 0.25)).unwrap();
-    write_npy(f("nu_b1.npy"), &Array2::from_elem((1, 3), 1.0 / 3.0)).unwrap();
-    write_npy(f("nu_b.npy"), &Array2::from_elem((2, 3), 1.0 / 3.0)).unwrap();
-    write_npy(f("c_b3.npy"), &Array3::from_elem((3, 4, 3), 0.5)).unwrap();
-    write_npy(f("scalar.npy"), &ndarray::arr0(1.0f64)).unwrap();
-    write_npy(f("cube.npy"), &Array3::from_elem((1, 1, 4), 0.25)).unwrap();
-    write_npy(f("cnan.npy"), &Array2::from_elem((4, 3), f64::INFINITY)).unwrap();
-    write_npy(f("x0.npy"), &Array2::<f64>::zeros((0, 2))).unwrap();
-    write_npy(f("x3d.npy"), &Array2::from_elem((4, 3), 0.5)).unwrap();
-    write_npy(f("xnan.npy"), &Array2::from_elem((4, 2), f64::NAN)).unwrap();
-    write_npy(
-        f("h_un.npy"),
+    npy(&d, "nan4.npy", &nan4);
+    npy(&d, "neg4.npy", &Array1::from(vec![0.5, 0.5, 0.25, -0.25]));
+    npy(&d, "zero4.npy", &Array1::<f64>::zeros(4));
+    npy(&d, "heavy3.npy", &Array1::from_elem(3, 1.0));
+    npy(&d, "empty.npy", &Array1::<f64>::zeros(0));
+    npy(&d, "mu5.npy", &Array1::from_elem(5, 0.2));
+    npy(&d, "mu_b.npy", &Array2::from_elem((2, 4), 0.25));
+    npy(&d, "nu_b1.npy", &Array2::from_elem((1, 3), 1.0 / 3.0));
+    npy(&d, "nu_b.npy", &Array2::from_elem((2, 3), 1.0 / 3.0));
+    npy(&d, "c_b3.npy", &Array3::from_elem((3, 4, 3), 0.5));
+    npy(&d, "scalar.npy", &ndarray::arr0(1.0f64));
+    npy(&d, "cube.npy", &Array3::from_elem((1, 1, 4), 0.25));
+    npy(&d, "cnan.npy", &Array2::from_elem((4, 3), f64::INFINITY));
+    npy(&d, "x0.npy", &Array2::<f64>::zeros((0, 2)));
+    npy(&d, "x3d.npy", &Array2::from_elem((4, 3), 0.5));
+    npy(&d, "xnan.npy", &Array2::from_elem((4, 2), f64::NAN));
+    npy(
+        &d,
+        "h_un.npy",
         &Array2::from_shape_vec((2, 4), vec![0.25, 0.25, 0.25, 0.25, 1.0, 1.0, 1.0, 1.0]).unwrap(),
-    )
-    .unwrap();
-    write_npy(
-        f("h_neg.npy"),
+    );
+    npy(
+        &d,
+        "h_neg.npy",
         &Array2::from_shape_vec((2, 4), vec![0.5, 0.5, 0.25, -0.25, 0.25, 0.25, 0.25, 0.25])
             .unwrap(),
-    )
-    .unwrap();
-    write_npy(f("h3.npy"), &Array3::from_elem((2, 2, 4), 0.25)).unwrap();
-    write_npy(f("w3.npy"), &Array1::from(vec![0.2, 0.3, 0.5])).unwrap();
-    write_npy(f("w_sum.npy"), &Array1::from(vec![0.5, 0.6])).unwrap();
-    write_npy(f("w_neg.npy"), &Array1::from(vec![1.5, -0.5])).unwrap();
-    write_npy(f("w_nan.npy"), &Array1::from(vec![f64::NAN, 0.5])).unwrap();
-    write_npy(f("c43.npy"), &Array2::from_elem((3, 4), 0.5)).unwrap();
-    write_npy(
-        f("img5d.npy"),
+    );
+    npy(&d, "h3.npy", &Array3::from_elem((2, 2, 4), 0.25));
+    npy(&d, "w3.npy", &Array1::from(vec![0.2, 0.3, 0.5]));
+    npy(&d, "w_sum.npy", &Array1::from(vec![0.5, 0.6]));
+    npy(&d, "w_neg.npy", &Array1::from(vec![1.5, -0.5]));
+    npy(&d, "w_nan.npy", &Array1::from(vec![f64::NAN, 0.5]));
+    npy(&d, "c43.npy", &Array2::from_elem((3, 4), 0.5));
+    npy(
+        &d,
+        "img5d.npy",
         &ndarray::ArrayD::<f64>::zeros(ndarray::IxDyn(&[1, 1, 1, 1, 1])),
-    )
-    .unwrap();
-    write_npy(f("img0.npy"), &Array3::<f64>::zeros((2, 0, 3))).unwrap();
-    write_npy(f("rect.npy"), &Array2::from_elem((5, 3), 0.1)).unwrap();
-    write_npy(f("big.npy"), &Array2::from_elem((40, 40), 0.1)).unwrap();
-    write_npy(f("sqnan.npy"), &Array2::from_elem((3, 3), f64::NAN)).unwrap();
-    write_npy(f("sq_b.npy"), &Array3::from_elem((2, 3, 3), 0.1)).unwrap();
-    write_npy(f("a4.npy"), &Array2::from_elem((5, 4), 0.1)).unwrap();
-    write_npy(f("a0.npy"), &Array3::<f64>::zeros((2, 0, 3))).unwrap();
-    write_npy(f("anan.npy"), &Array2::from_elem((5, 3), f64::NAN)).unwrap();
-    write_npy(f("e23.npy"), &Array2::<f64>::zeros((0, 3))).unwrap();
+    );
+    npy(&d, "img0.npy", &Array3::<f64>::zeros((2, 0, 3)));
+    npy(&d, "rect.npy", &Array2::from_elem((5, 3), 0.1));
+    npy(&d, "big.npy", &Array2::from_elem((40, 40), 0.1));
+    npy(&d, "sqnan.npy", &Array2::from_elem((3, 3), f64::NAN));
+    npy(&d, "sq_b.npy", &Array3::from_elem((2, 3, 3), 0.1));
+    npy(&d, "a4.npy", &Array2::from_elem((5, 4), 0.1));
+    npy(&d, "a0.npy", &Array3::<f64>::zeros((2, 0, 3)));
+    npy(&d, "anan.npy", &Array2::from_elem((5, 3), f64::NAN));
+    npy(&d, "e23.npy", &Array2::<f64>::zeros((0, 3)));
     // Outputs: a folder, a read-only file, a dangling symbolic link; .npz archives.
     std::fs::create_dir_all(f("a_folder")).unwrap();
     let _ = std::fs::remove_file(f("readonly.npy"));
@@ -738,7 +737,11 @@ fn every_command_line_row_is_refused_with_a_message() {
             pts(&f("x3d.npy"), &f("y.npy"), &[]),
             "--y: points have 2 coordinates".into(),
         ),
-        ("C18", pts(&f("y.npy"), &f("x.npy"), &[]), "--x/--y".into()),
+        (
+            "C18",
+            pts(&f("y.npy"), &f("x.npy"), &[]),
+            "--mu: has 4 weights for 3 points of x".into(),
+        ),
         (
             "C19",
             w(&mu, &nu, &c, &["--grad-x", &f("gx.npy")]),
@@ -1290,7 +1293,7 @@ fn every_command_line_row_is_refused_with_a_message() {
                 "--eps",
                 "0.1",
             ]),
-            "--mu: has 5 weights for 4 points of --x".into(),
+            "--mu: has 5 weights for 4 points of x".into(),
         ),
         (
             "C35",
@@ -1503,13 +1506,13 @@ fn valid_edge_cases_are_accepted() {
         json(&out)
     };
     // Zero-mass bins: the same distance as the problem without them.
-    write_npy(f("mu_z.npy"), &Array1::from(vec![0.0, 0.5, 0.5, 0.0])).unwrap();
-    write_npy(f("nu_z.npy"), &Array1::from(vec![0.5, 0.0, 0.5])).unwrap();
+    npy(&d, "mu_z.npy", &Array1::from(vec![0.0, 0.5, 0.5, 0.0]));
+    npy(&d, "nu_z.npy", &Array1::from(vec![0.5, 0.0, 0.5]));
     let x: Vec<f64> = (0..4).map(|i| i as f64 / 3.0).collect();
     let c = Array2::from_shape_fn((4, 3), |(i, j)| (x[i] - j as f64 / 2.0).powi(2));
     let sub = Array2::from_shape_fn((2, 2), |(i, j)| c[[i + 1, 2 * j]]);
-    write_npy(f("c_sub.npy"), &sub).unwrap();
-    write_npy(f("half.npy"), &Array1::from(vec![0.5, 0.5])).unwrap();
+    npy(&d, "c_sub.npy", &sub);
+    npy(&d, "half.npy", &Array1::from(vec![0.5, 0.5]));
     let full = ok(&[
         "wasserstein",
         "--mu",
@@ -1538,8 +1541,8 @@ fn valid_edge_cases_are_accepted() {
     );
     assert!((a - b).abs() < 1e-9, "{a} vs {b}");
     // One point against one point: the cost entry times the mass.
-    write_npy(f("one.npy"), &Array1::from(vec![1.0])).unwrap();
-    write_npy(f("c11.npy"), &Array2::from_elem((1, 1), 0.7)).unwrap();
+    npy(&d, "one.npy", &Array1::from(vec![1.0]));
+    npy(&d, "c11.npy", &Array2::from_elem((1, 1), 0.7));
     let one = ok(&[
         "wasserstein",
         "--mu",
@@ -1553,8 +1556,8 @@ fn valid_edge_cases_are_accepted() {
     ]);
     assert!((one["distance"][0].as_f64().unwrap() - 0.7).abs() < 1e-12);
     // One point cloud point against three.
-    write_npy(f("p1.npy"), &Array2::from_elem((1, 2), 0.0)).unwrap();
-    write_npy(f("w3u.npy"), &Array1::from_elem(3, 1.0 / 3.0)).unwrap();
+    npy(&d, "p1.npy", &Array2::from_elem((1, 2), 0.0));
+    npy(&d, "w3u.npy", &Array1::from_elem(3, 1.0 / 3.0));
     ok(&[
         "wasserstein",
         "--mu",
@@ -1599,9 +1602,9 @@ fn valid_edge_cases_are_accepted() {
     ]);
     assert_eq!(cf["distance"], cc["distance"]);
     // float32 inputs run in float32; a batch of one problem.
-    write_npy(f("mu32.npy"), &Array1::from_elem(4, 0.25f32)).unwrap();
-    write_npy(f("nu32.npy"), &Array1::from_elem(3, 1.0f32 / 3.0)).unwrap();
-    write_npy(f("c32.npy"), &c.mapv(|v| v as f32)).unwrap();
+    npy(&d, "mu32.npy", &Array1::from_elem(4, 0.25f32));
+    npy(&d, "nu32.npy", &Array1::from_elem(3, 1.0f32 / 3.0));
+    npy(&d, "c32.npy", &c.mapv(|v| v as f32));
     let r32 = ok(&[
         "wasserstein",
         "--mu",
@@ -1614,8 +1617,8 @@ fn valid_edge_cases_are_accepted() {
         "0.1",
     ]);
     assert_eq!(r32["dtype"], "float32");
-    write_npy(f("mu_1.npy"), &Array2::from_elem((1, 4), 0.25)).unwrap();
-    write_npy(f("nu_1.npy"), &Array2::from_elem((1, 3), 1.0 / 3.0)).unwrap();
+    npy(&d, "mu_1.npy", &Array2::from_elem((1, 4), 0.25));
+    npy(&d, "nu_1.npy", &Array2::from_elem((1, 3), 1.0 / 3.0));
     let b1 = ok(&[
         "wasserstein",
         "--mu",
@@ -1629,9 +1632,9 @@ fn valid_edge_cases_are_accepted() {
     ]);
     assert_eq!(b1["distance"], cc["distance"]);
     // A 1×1 bistochastic matrix, a zero matrix for Newton–Schulz, a 1×3 svd3 input.
-    write_npy(f("x11.npy"), &Array2::from_elem((1, 1), 3.0)).unwrap();
+    npy(&d, "x11.npy", &Array2::from_elem((1, 1), 3.0));
     ok(&["bistochastic", "--x", &f("x11.npy"), "--out", &f("r11.npy")]);
-    write_npy(f("zeros.npy"), &Array2::<f64>::zeros((3, 2))).unwrap();
+    npy(&d, "zeros.npy", &Array2::<f64>::zeros((3, 2)));
     ok(&[
         "newton-schulz",
         "--x",
@@ -1639,11 +1642,11 @@ fn valid_edge_cases_are_accepted() {
         "--out",
         &f("z.npy"),
     ]);
-    write_npy(
-        f("a13.npy"),
+    npy(
+        &d,
+        "a13.npy",
         &Array2::from_shape_vec((1, 3), vec![3.0, 0.0, 4.0]).unwrap(),
-    )
-    .unwrap();
+    );
     let s = ok(&[
         "svd3",
         "--a",
@@ -1657,7 +1660,7 @@ fn valid_edge_cases_are_accepted() {
     ]);
     assert!((s["s_max"].as_f64().unwrap() - 5.0).abs() < 1e-12);
     // A grid barycenter of one-pixel images.
-    write_npy(f("px.npy"), &Array2::from_elem((2, 1), 1.0)).unwrap();
+    npy(&d, "px.npy", &Array2::from_elem((2, 1), 1.0));
     ok(&[
         "barycenter",
         "--inputs",

@@ -4,27 +4,26 @@
 //! message naming flags (`--mu`), never the library's names or Rust items.
 
 use ndarray::{Array1, Array2};
-use ndarray_npy::write_npy;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
 use crate::common;
-use common::cli::{dir, logot, p};
+use common::cli::{dir, logot, npy, p};
 
 /// A small balanced problem in `d`: `mu.npy`, `nu.npy` (5 bins) and `c.npy` (5×5).
 fn small(d: &Path) {
     let x: Vec<f64> = (0..5).map(|i| i as f64 / 4.0).collect();
-    write_npy(p(d, "mu.npy"), &Array1::from_elem(5, 0.2)).unwrap();
-    write_npy(p(d, "nu.npy"), &Array1::from_elem(5, 0.2)).unwrap();
+    npy(d, "mu.npy", &Array1::from_elem(5, 0.2));
+    npy(d, "nu.npy", &Array1::from_elem(5, 0.2));
     let c = Array2::from_shape_fn((5, 5), |(i, j)| (x[i] - x[j]).powi(2));
-    write_npy(p(d, "c.npy"), &c).unwrap();
-    write_npy(
-        p(d, "pts.npy"),
+    npy(d, "c.npy", &c);
+    npy(
+        d,
+        "pts.npy",
         &Array2::from_shape_fn((5, 2), |(i, k)| x[i] * k as f64),
-    )
-    .unwrap();
-    write_npy(p(d, "hists.npy"), &Array2::from_elem((2, 5), 0.2)).unwrap();
-    write_npy(p(d, "w.npy"), &Array1::from_elem(2, 0.5)).unwrap();
+    );
+    npy(d, "hists.npy", &Array2::from_elem((2, 5), 0.2));
+    npy(d, "w.npy", &Array1::from_elem(2, 0.5));
 }
 
 /// The longest run of digits in `s` (a number printed in full has hundreds).
@@ -150,7 +149,7 @@ fn eps_values_that_look_like_flags_are_read_and_refused_naming_eps() {
 fn an_input_too_large_for_the_memory_left_is_an_error_naming_flag_file_and_size() {
     let d = dir("input_oom");
     let n = 20_000;
-    write_npy(p(&d, "mu.npy"), &Array1::from_elem(n, 1.0 / n as f64)).unwrap();
+    npy(&d, "mu.npy", &Array1::from_elem(n, 1.0 / n as f64));
     // A 20000×20000 float64 cost: 3.2 GB declared, a sparse file on disk.
     let big = p(&d, "big.npy");
     sparse_npy(&big, &[n, n]);
@@ -184,7 +183,7 @@ fn an_input_too_large_for_the_memory_left_is_an_error_naming_flag_file_and_size(
 fn a_plan_too_large_is_refused_before_any_input_is_read() {
     let d = dir("plan_oom");
     let n = 200_000;
-    write_npy(p(&d, "mu.npy"), &Array1::from_elem(n, 1.0 / n as f64)).unwrap();
+    npy(&d, "mu.npy", &Array1::from_elem(n, 1.0 / n as f64));
     // The cost's 320 GB are a hole: reading them would take minutes, and the plan of as
     // many bytes cannot be allocated under the limit. The refusal names --out and comes
     // before any read of --cost.
@@ -279,17 +278,17 @@ fn messages_name_flags() {
     let d = dir("names");
     small(&d);
     let f = |n: &str| p(&d, n);
-    write_npy(
-        f("neg.npy"),
+    npy(
+        &d,
+        "neg.npy",
         &Array1::from_vec(vec![0.5, -0.1, 0.2, 0.2, 0.2]),
-    )
-    .unwrap();
-    write_npy(f("c43.npy"), &Array2::<f64>::zeros((4, 3))).unwrap();
-    write_npy(
-        f("heavy.npy"),
+    );
+    npy(&d, "c43.npy", &Array2::<f64>::zeros((4, 3)));
+    npy(
+        &d,
+        "heavy.npy",
         &Array2::from_shape_fn((2, 5), |(k, _)| 0.2 * (k + 1) as f64),
-    )
-    .unwrap();
+    );
     let w = |mu: &str, cost: &str| -> Vec<String> {
         [
             "wasserstein",

@@ -4,16 +4,16 @@
 use logot::linalg::{newton_schulz, svd3, svd3_batch, NewtonSchulzParams};
 use logot::CpuBackend;
 use ndarray::{Array1, Array2, Array3};
-use ndarray_npy::{read_npy, write_npy};
+use ndarray_npy::read_npy;
 
 use crate::common;
-use common::cli::{dir, logot, p};
+use common::cli::{dir, logot, npy, p};
 
 #[test]
 fn svd3_single_and_batch_match_the_library() {
     let d = dir("svd3");
     let a = Array2::from_shape_fn((7, 3), |(i, j)| ((i * 3 + j * 5) % 11) as f64 - 4.5);
-    write_npy(p(&d, "a.npy"), &a).unwrap();
+    npy(&d, "a.npy", &a);
     let (code, out, err) = logot(&[
         "svd3",
         "--a",
@@ -38,7 +38,7 @@ fn svd3_single_and_batch_match_the_library() {
     let b = Array3::from_shape_fn((4, 6, 3), |(k, i, j)| {
         (((k + 1) * i + j * j) % 7) as f32 - 3.0
     });
-    write_npy(p(&d, "b.npy"), &b).unwrap();
+    npy(&d, "b.npy", &b);
     let (code, _, err) = logot(&[
         "svd3",
         "--a",
@@ -61,7 +61,7 @@ fn svd3_single_and_batch_match_the_library() {
 fn newton_schulz_matches_the_library() {
     let d = dir("ns");
     let x = Array2::from_shape_fn((5, 9), |(i, j)| ((i * 7 + j * 3) % 10) as f32 - 4.0);
-    write_npy(p(&d, "x.npy"), &x).unwrap();
+    npy(&d, "x.npy", &x);
     let (code, out, err) = logot(&[
         "newton-schulz",
         "--x",
@@ -90,11 +90,11 @@ fn newton_schulz_matches_the_library() {
 #[test]
 fn bad_inputs_are_refused() {
     let d = dir("bad");
-    write_npy(p(&d, "a4.npy"), &Array2::<f64>::ones((5, 4))).unwrap();
-    write_npy(p(&d, "a1.npy"), &Array1::<f64>::ones(3)).unwrap();
+    npy(&d, "a4.npy", &Array2::<f64>::ones((5, 4)));
+    npy(&d, "a1.npy", &Array1::<f64>::ones(3));
     let mut nan = Array2::<f64>::ones((4, 3));
     nan[(1, 1)] = f64::NAN;
-    write_npy(p(&d, "nan.npy"), &nan).unwrap();
+    npy(&d, "nan.npy", &nan);
     let svd = |a: &str| {
         logot(&[
             "svd3",

@@ -7,27 +7,13 @@
 
 use logot::{BarycenterParams, CpuBackend, Problem, SinkhornParams, SinkhornSolver};
 use ndarray::{Array1, Array2};
-use ndarray_npy::{read_npy, write_npy};
-use std::path::{Path, PathBuf};
+use ndarray_npy::read_npy;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::common;
-use common::cli::{dir, json, logot, npy_bytes, p, write_npz};
+use common::cli::{fresh, json, logot, npy, npy_bytes, ok, p, refused, write_npz};
 use common::Lcg;
-
-fn fresh(name: &str) -> PathBuf {
-    let d = dir(name);
-    std::fs::remove_dir_all(&d).unwrap();
-    dir(name)
-}
-
-/// Run `logot ARGS`, requiring success; the JSON.
-fn ok(args: &[&str]) -> serde_json::Value {
-    let (code, out, err) = logot(args);
-    assert_eq!(code, 0, "{args:?}: {err}");
-    assert!(!err.contains("panicked"), "{err}");
-    json(&out)
-}
 
 /// [`ok`], failing (and killing the process) when it runs longer than `limit`: a hang is
 /// a failure, not a stuck test.
@@ -52,17 +38,6 @@ fn ok_within(limit: Duration, args: &[&str]) -> serde_json::Value {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
     json(&String::from_utf8_lossy(&out.stdout))
-}
-
-/// Run `logot ARGS`, requiring a refusal (status 2) whose message contains `needle`.
-fn refused(args: &[&str], needle: &str) {
-    let (code, out, err) = logot(args);
-    assert_eq!(code, 2, "{args:?}: {out} {err}");
-    assert!(!err.contains("panicked"), "{err}");
-    assert!(
-        err.contains(needle),
-        "{args:?}: stderr lacks {needle:?}: {err}"
-    );
 }
 
 fn dist(j: &serde_json::Value) -> f64 {
@@ -93,12 +68,12 @@ fn mixed_precisions_follow_numpys_promotion() {
     let (mu, nu, c) = problem(40);
     // float32 values, stored once as float32 and once widened to float64.
     let (mu32, nu32, c32) = (f32s(&mu), f32s(&nu), f32s(&c));
-    write_npy(f("mu32.npy"), &mu32).unwrap();
-    write_npy(f("nu32.npy"), &nu32).unwrap();
-    write_npy(f("c32.npy"), &c32).unwrap();
-    write_npy(f("mu64.npy"), &f64s(&mu32)).unwrap();
-    write_npy(f("nu64.npy"), &f64s(&nu32)).unwrap();
-    write_npy(f("c64.npy"), &f64s(&c32)).unwrap();
+    npy(&d, "mu32.npy", &mu32);
+    npy(&d, "nu32.npy", &nu32);
+    npy(&d, "c32.npy", &c32);
+    npy(&d, "mu64.npy", &f64s(&mu32));
+    npy(&d, "nu64.npy", &f64s(&nu32));
+    npy(&d, "c64.npy", &f64s(&c32));
     let run = |m: &str, n: &str, c: &str, extra: &[&str]| {
         let mut a = vec!["wasserstein", "--eps", "0.01"];
         let (m, n, c) = (f(m), f(n), f(c));
@@ -133,9 +108,9 @@ fn mixed_precisions_follow_numpys_promotion() {
     let mut g = Lcg(5);
     let x = Array2::from_shape_vec((7, 2), g.vec(14, 0.0, 1.0)).unwrap();
     let y = Array2::from_shape_vec((6, 2), g.vec(12, 0.0, 1.0)).unwrap();
-    write_npy(f("x32.npy"), &f32s(&x)).unwrap();
-    write_npy(f("y64.npy"), &y).unwrap();
-    write_npy(f("y32.npy"), &f32s(&y)).unwrap();
+    npy(&d, "x32.npy", &f32s(&x));
+    npy(&d, "y64.npy", &y);
+    npy(&d, "y32.npy", &f32s(&y));
     let mixed = ok(&[
         "wasserstein",
         "--x",
@@ -158,13 +133,13 @@ fn mixed_precisions_follow_numpys_promotion() {
     assert_eq!(single["dtype"], "float32");
     // Barycenter (float32 inputs, float64 weights), bistochastic (float32 X, float64 G),
     // divergence (float32 clouds, float64 weights).
-    write_npy(f("h32.npy"), &Array2::from_elem((2, 4), 0.25f32)).unwrap();
-    write_npy(f("w64.npy"), &Array1::from(vec![0.5, 0.5])).unwrap();
-    write_npy(
-        f("c44.npy"),
+    npy(&d, "h32.npy", &Array2::from_elem((2, 4), 0.25f32));
+    npy(&d, "w64.npy", &Array1::from(vec![0.5, 0.5]));
+    npy(
+        &d,
+        "c44.npy",
         &Array2::from_shape_fn((4, 4), |(i, j)| ((i as f32 - j as f32) / 3.0).powi(2)),
-    )
-    .unwrap();
+    );
     let b = ok(&[
         "barycenter",
         "--inputs",
@@ -180,8 +155,8 @@ fn mixed_precisions_follow_numpys_promotion() {
     ]);
     assert_eq!(b["dtype"], "float64");
     let _: Array1<f64> = read_npy(f("bar.npy")).unwrap();
-    write_npy(f("sq32.npy"), &Array2::from_elem((3, 3), 0.5f32)).unwrap();
-    write_npy(f("g64.npy"), &Array2::from_elem((3, 3), 0.1)).unwrap();
+    npy(&d, "sq32.npy", &Array2::from_elem((3, 3), 0.5f32));
+    npy(&d, "g64.npy", &Array2::from_elem((3, 3), 0.1));
     let r = ok(&[
         "bistochastic",
         "--x",
@@ -194,7 +169,7 @@ fn mixed_precisions_follow_numpys_promotion() {
         &f("dx.npy"),
     ]);
     assert_eq!(r["dtype"], "float64");
-    write_npy(f("w7.npy"), &Array1::from_elem(7, 1.0 / 7.0)).unwrap();
+    npy(&d, "w7.npy", &Array1::from_elem(7, 1.0 / 7.0));
     let s = ok(&[
         "divergence",
         "--x",
@@ -216,10 +191,10 @@ fn point_clouds_without_weights_are_uniform() {
     let mut g = Lcg(11);
     let x = Array2::from_shape_vec((9, 3), g.vec(27, 0.0, 1.0)).unwrap();
     let y = Array2::from_shape_vec((6, 3), g.vec(18, 0.0, 1.0)).unwrap();
-    write_npy(f("x.npy"), &x).unwrap();
-    write_npy(f("y.npy"), &y).unwrap();
-    write_npy(f("u9.npy"), &Array1::from_elem(9, 1.0 / 9.0)).unwrap();
-    write_npy(f("u6.npy"), &Array1::from_elem(6, 1.0 / 6.0)).unwrap();
+    npy(&d, "x.npy", &x);
+    npy(&d, "y.npy", &y);
+    npy(&d, "u9.npy", &Array1::from_elem(9, 1.0 / 9.0));
+    npy(&d, "u6.npy", &Array1::from_elem(6, 1.0 / 6.0));
     let pts = ["--x", &f("x.npy"), "--y", &f("y.npy"), "--eps", "0.05"];
     let run = |extra: &[&str]| {
         let mut a = vec!["wasserstein"];
@@ -247,9 +222,9 @@ fn point_clouds_without_weights_are_uniform() {
     }
     // A batch of weights on one side: the other side is uniform with each row's mass.
     let mu_b = Array2::from_shape_fn((2, 9), |(b, i)| (1.0 + i as f64) * (b + 1) as f64 / 45.0);
-    write_npy(f("mu_b.npy"), &mu_b).unwrap();
+    npy(&d, "mu_b.npy", &mu_b);
     let nu_b = Array2::from_shape_fn((2, 6), |(b, _)| (b + 1) as f64 / 6.0);
-    write_npy(f("nu_b.npy"), &nu_b).unwrap();
+    npy(&d, "nu_b.npy", &nu_b);
     let batch = run(&["--mu", &f("mu_b.npy")]);
     let batch_explicit = run(&["--mu", &f("mu_b.npy"), "--nu", &f("nu_b.npy")]);
     assert_eq!(batch["distance"], batch_explicit["distance"]);
@@ -275,10 +250,10 @@ fn point_clouds_without_weights_are_uniform() {
         assert!((col.sum() - 1.0 / 6.0).abs() < 1e-9);
     }
     // With a dense cost the weights are required.
-    write_npy(f("c.npy"), &Array2::from_elem((9, 6), 0.5)).unwrap();
+    npy(&d, "c.npy", &Array2::from_elem((9, 6), 0.5));
     refused(
         &["wasserstein", "--cost", &f("c.npy"), "--eps", "0.1"],
-        "--mu",
+        &["--mu"],
     );
     refused(
         &[
@@ -290,7 +265,7 @@ fn point_clouds_without_weights_are_uniform() {
             "--eps",
             "0.1",
         ],
-        "--nu",
+        &["--nu"],
     );
 }
 
@@ -314,9 +289,9 @@ fn potentials_and_the_regularised_objective_describe_the_plan() {
     let f = |n: &str| p(&d, n);
     let (mu, nu, c) = problem(30);
     let eps = 0.01;
-    write_npy(f("mu.npy"), &mu).unwrap();
-    write_npy(f("nu.npy"), &nu).unwrap();
-    write_npy(f("c.npy"), &c).unwrap();
+    npy(&d, "mu.npy", &mu);
+    npy(&d, "nu.npy", &nu);
+    npy(&d, "c.npy", &c);
     let args = [
         "coupling",
         "--mu",
@@ -374,8 +349,8 @@ fn potentials_and_the_regularised_objective_describe_the_plan() {
         .fold(0.0f64, |m, v| m.max(v.abs()));
     assert!(df < 1e-12, "{df}");
     // One point against one point: P = μ = 1, OT_ε = c − ε (closed form).
-    write_npy(f("one.npy"), &Array1::from(vec![1.0])).unwrap();
-    write_npy(f("c11.npy"), &Array2::from_elem((1, 1), 0.7)).unwrap();
+    npy(&d, "one.npy", &Array1::from(vec![1.0]));
+    npy(&d, "c11.npy", &Array2::from_elem((1, 1), 0.7));
     let one = ok(&[
         "wasserstein",
         "--mu",
@@ -398,8 +373,8 @@ fn potentials_and_the_regularised_objective_describe_the_plan() {
             .sum_axis(ndarray::Axis(1))
             .insert_axis(ndarray::Axis(1));
     let nu_b = Array2::from_shape_fn((2, 30), |(_, k)| nu[k]);
-    write_npy(f("mu_b.npy"), &mu_b).unwrap();
-    write_npy(f("nu_b.npy"), &nu_b).unwrap();
+    npy(&d, "mu_b.npy", &mu_b);
+    npy(&d, "nu_b.npy", &nu_b);
     ok(&[
         "wasserstein",
         "--mu",
@@ -423,8 +398,8 @@ fn potentials_and_the_regularised_objective_describe_the_plan() {
     let mut g = Lcg(3);
     let x = Array2::from_shape_vec((8, 2), g.vec(16, 0.0, 1.0)).unwrap();
     let y = Array2::from_shape_vec((5, 2), g.vec(10, 0.0, 1.0)).unwrap();
-    write_npy(f("x.npy"), &x).unwrap();
-    write_npy(f("y.npy"), &y).unwrap();
+    npy(&d, "x.npy", &x);
+    npy(&d, "y.npy", &y);
     ok(&[
         "wasserstein",
         "--x",
@@ -468,9 +443,9 @@ fn divergence_of_a_translation_is_the_squared_shift() {
     let y = Array2::from_shape_fn((12, 2), |(i, k)| x[[i, k]] + t[k]);
     let w = Array1::from_shape_fn(12, |i| 1.0 + (i % 4) as f64);
     let w = &w / w.sum();
-    write_npy(f("x.npy"), &x).unwrap();
-    write_npy(f("y.npy"), &y).unwrap();
-    write_npy(f("w.npy"), &w).unwrap();
+    npy(&d, "x.npy", &x);
+    npy(&d, "y.npy", &y);
+    npy(&d, "w.npy", &w);
     let j = ok(&[
         "divergence",
         "--x",
@@ -509,7 +484,7 @@ fn divergence_of_a_translation_is_the_squared_shift() {
     // Uniform weights by default, against S_ε assembled from three transport problems
     // solved by the library in f64 (alternating Sinkhorn, also for the symmetric ones).
     let z = Array2::from_shape_vec((7, 2), g.vec(14, -0.5, 0.5)).unwrap();
-    write_npy(f("z.npy"), &z).unwrap();
+    npy(&d, "z.npy", &z);
     let j = ok(&[
         "divergence",
         "--x",
@@ -546,7 +521,7 @@ fn divergence_of_a_translation_is_the_squared_shift() {
     assert!((s - want).abs() < 1e-9, "{s} vs {want}");
     assert!(s > 0.01);
     // Bad weights name the flag.
-    write_npy(f("w5.npy"), &Array1::from_elem(5, 0.2)).unwrap();
+    npy(&d, "w5.npy", &Array1::from_elem(5, 0.2));
     refused(
         &[
             "divergence",
@@ -559,7 +534,7 @@ fn divergence_of_a_translation_is_the_squared_shift() {
             "--eps",
             "0.1",
         ],
-        "--mu",
+        &["--mu"],
     );
 }
 
@@ -568,9 +543,9 @@ fn npz_members_are_inputs() {
     let d = fresh("npz");
     let f = |n: &str| p(&d, n);
     let (mu, nu, c) = problem(25);
-    write_npy(f("mu.npy"), &mu).unwrap();
-    write_npy(f("nu.npy"), &nu).unwrap();
-    write_npy(f("c.npy"), &c).unwrap();
+    npy(&d, "mu.npy", &mu);
+    npy(&d, "nu.npy", &nu);
+    npy(&d, "c.npy", &c);
     let arrays = vec![
         ("mu", npy_bytes(&mu)),
         ("nu", npy_bytes(&f32s(&nu))),
@@ -591,7 +566,7 @@ fn npz_members_are_inputs() {
         "0.01",
     ]);
     // nu is float32 in the archives: promoted back to float64 it equals nu rounded.
-    write_npy(f("nu_r.npy"), &f64s(&f32s(&nu))).unwrap();
+    npy(&d, "nu_r.npy", &f64s(&f32s(&nu)));
     let rounded = ok(&[
         "wasserstein",
         "--mu",
@@ -645,7 +620,7 @@ fn npz_members_are_inputs() {
             "--eps",
             "0.01",
         ],
-        "--cost: no array \"C\" in this .npz archive (it holds cost, mu, nu)",
+        &["--cost: no array \"C\" in this .npz archive (it holds cost, mu, nu)"],
     );
     refused(
         &[
@@ -659,7 +634,7 @@ fn npz_members_are_inputs() {
             "--eps",
             "0.01",
         ],
-        "--mu: a .npz archive of several arrays needs a member name",
+        &["--mu: a .npz archive of several arrays needs a member name"],
     );
     refused(
         &[
@@ -673,7 +648,7 @@ fn npz_members_are_inputs() {
             "--eps",
             "0.01",
         ],
-        "No such file",
+        &["No such file"],
     );
     std::fs::write(f("fake.npz"), b"not a zip archive at all").unwrap();
     refused(
@@ -688,7 +663,7 @@ fn npz_members_are_inputs() {
             "--eps",
             "0.01",
         ],
-        "not a readable .npz (zip) archive",
+        &["not a readable .npz (zip) archive"],
     );
     let mut bad = npy_bytes(&mu);
     bad.truncate(bad.len() - 8);
@@ -705,7 +680,7 @@ fn npz_members_are_inputs() {
             "--eps",
             "0.01",
         ],
-        "bad.npz:mu: --mu: truncated .npy data",
+        &["bad.npz:mu: --mu: truncated .npy data"],
     );
     // Other commands read members too.
     write_npz(
@@ -728,9 +703,9 @@ fn eps_scaling_is_kept_with_gradients() {
     let d = fresh("eps_scaling");
     let f = |n: &str| p(&d, n);
     let (mu, nu, c) = problem(60);
-    write_npy(f("mu.npy"), &mu).unwrap();
-    write_npy(f("nu.npy"), &nu).unwrap();
-    write_npy(f("c.npy"), &c).unwrap();
+    npy(&d, "mu.npy", &mu);
+    npy(&d, "nu.npy", &nu);
+    npy(&d, "c.npy", &c);
     // Few iterations at a small ε: the plain loop is far from converged, the annealed one
     // is not, so the two distances differ and a gradient run that dropped the scaling
     // would show it.
@@ -776,11 +751,11 @@ fn eps_scaling_is_kept_with_gradients() {
 fn counts_are_bounded_or_refused_naming_the_flag() {
     let d = fresh("counts");
     let f = |n: &str| p(&d, n);
-    write_npy(
-        f("sq.npy"),
+    npy(
+        &d,
+        "sq.npy",
         &Array2::from_shape_fn((4, 3), |(i, j)| (i + 2 * j) as f64),
-    )
-    .unwrap();
+    );
     // newton-schulz --steps 1e11: refused at once (accepted, it would abort on a 2.4 TB allocation).
     let t = Instant::now();
     refused(
@@ -793,7 +768,7 @@ fn counts_are_bounded_or_refused_naming_the_flag() {
             "--out",
             &f("y.npy"),
         ],
-        "--steps = 100000000000",
+        &["--steps = 100000000000"],
     );
     refused(
         &[
@@ -805,7 +780,7 @@ fn counts_are_bounded_or_refused_naming_the_flag() {
             "--out",
             &f("y.npy"),
         ],
-        "--polish-steps",
+        &["--polish-steps"],
     );
     assert!(t.elapsed() < Duration::from_secs(10));
     assert!(!Path::new(&f("y.npy")).exists());
@@ -828,7 +803,7 @@ fn counts_are_bounded_or_refused_naming_the_flag() {
             "--runs",
             "18446744073709551615",
         ],
-        "--runs",
+        &["--runs"],
     );
     refused(
         &[
@@ -838,7 +813,7 @@ fn counts_are_bounded_or_refused_naming_the_flag() {
             "--warmup",
             "18446744073709551615",
         ],
-        "--warmup",
+        &["--warmup"],
     );
     // barycenter --check-every u64::MAX: no hang; the same barycenter as the library with
     // every iteration run (--tol 0).
@@ -849,9 +824,9 @@ fn counts_are_bounded_or_refused_naming_the_flag() {
     });
     let h = &h / &h.sum_axis(ndarray::Axis(1)).insert_axis(ndarray::Axis(1));
     let c = Array2::from_shape_fn((n, n), |(i, j)| (x[i] - x[j]).powi(2));
-    write_npy(f("h.npy"), &h).unwrap();
-    write_npy(f("w.npy"), &Array1::from(vec![0.4, 0.6])).unwrap();
-    write_npy(f("c.npy"), &c).unwrap();
+    npy(&d, "h.npy", &h);
+    npy(&d, "w.npy", &Array1::from(vec![0.4, 0.6]));
+    npy(&d, "c.npy", &c);
     let (hp, wp, cp, out) = (f("h.npy"), f("w.npy"), f("c.npy"), f("bar.npy"));
     let bary = |extra: &[&str]| -> (serde_json::Value, Array1<f64>) {
         let mut a = vec![
@@ -895,9 +870,9 @@ fn counts_are_bounded_or_refused_naming_the_flag() {
     assert_eq!(j["iterations"], 1000);
     // --iters is the maximum (no ε-scaling): at most that many iterations run.
     let (mu, nu, c) = problem(20);
-    write_npy(f("mu.npy"), &mu).unwrap();
-    write_npy(f("nu.npy"), &nu).unwrap();
-    write_npy(f("c2.npy"), &c).unwrap();
+    npy(&d, "mu.npy", &mu);
+    npy(&d, "nu.npy", &nu);
+    npy(&d, "c2.npy", &c);
     for iters in ["1", "7"] {
         let j = ok(&[
             "wasserstein",
@@ -947,14 +922,14 @@ fn devices_are_refused_where_they_do_not_apply() {
         Array1::from_vec(vec![0.5f64, 0.5]),
         Array2::from_elem((2, 2), 1.0f64),
     );
-    write_npy(d.join("mu.npy"), &mu).unwrap();
-    write_npy(d.join("c.npy"), &c).unwrap();
+    npy(&d, "mu.npy", &mu);
+    npy(&d, "c.npy", &c);
     let (mu, c) = (p(&d, "mu.npy"), p(&d, "c.npy"));
     let solve = ["--mu", &mu, "--nu", &mu, "--cost", &c, "--eps", "0.1"];
     fn with<'a>(solve: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
         [&["wasserstein"][..], solve, extra].concat()
     }
-    refused(&with(&solve, &["--devices", "0,1"]), "--backend cuda");
+    refused(&with(&solve, &["--devices", "0,1"]), &["--backend cuda"]);
     refused(
         &[
             &["coupling", "--out", &p(&d, "plan.npy")][..],
@@ -962,7 +937,7 @@ fn devices_are_refused_where_they_do_not_apply() {
             &["--devices", "0"],
         ]
         .concat(),
-        "--backend cuda",
+        &["--backend cuda"],
     );
     refused(
         &with(
@@ -976,11 +951,11 @@ fn devices_are_refused_where_they_do_not_apply() {
                 &p(&d, "g.npy"),
             ],
         ),
-        "run on the CPU backend",
+        &["run on the CPU backend"],
     );
     refused(
         &["bench", "--problem", "otB", "--devices", "0,1"],
-        "--backend cuda",
+        &["--backend cuda"],
     );
     refused(
         &[
@@ -992,7 +967,7 @@ fn devices_are_refused_where_they_do_not_apply() {
             "--devices",
             "0,1",
         ],
-        "solver problems",
+        &["solver problems"],
     );
     // Nothing was written by the refused runs.
     assert!(!Path::new(&p(&d, "plan.npy")).exists() && !Path::new(&p(&d, "g.npy")).exists());

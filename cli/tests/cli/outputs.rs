@@ -5,18 +5,11 @@
 //! work with a message naming both flags; every command echoes the outputs it wrote.
 
 use ndarray::{Array1, Array2, Array3};
-use ndarray_npy::{read_npy, write_npy};
+use ndarray_npy::read_npy;
 use std::path::Path;
 
 use crate::common;
-use common::cli::{dir, json, logot, logot_file_limit, npy_bytes, p, snapshot, write_npz};
-
-/// An empty scratch folder (a previous run's files removed).
-fn fresh(name: &str) -> std::path::PathBuf {
-    let d = dir(name);
-    std::fs::remove_dir_all(&d).unwrap();
-    dir(name)
-}
+use common::cli::{fresh, json, logot, logot_file_limit, npy, npy_bytes, p, snapshot, write_npz};
 
 /// Distinct old contents for the files a run may replace.
 fn old_file(d: &Path, name: &str) {
@@ -27,46 +20,46 @@ fn old_file(d: &Path, name: &str) {
 fn write_inputs(d: &Path) {
     let n = 200;
     let x: Vec<f64> = (0..n).map(|i| i as f64 / (n - 1) as f64).collect();
-    write_npy(p(d, "mu.npy"), &Array1::from_elem(n, 1.0 / n as f64)).unwrap();
-    write_npy(
-        p(d, "nu.npy"),
+    npy(d, "mu.npy", &Array1::from_elem(n, 1.0 / n as f64));
+    npy(
+        d,
+        "nu.npy",
         &Array1::from_shape_fn(n, |i| (1.0 + x[i]) / (n as f64 * 1.5)),
-    )
-    .unwrap();
-    write_npy(
-        p(d, "c.npy"),
+    );
+    npy(
+        d,
+        "c.npy",
         &Array2::from_shape_fn((n, n), |(i, j)| (x[i] - x[j]).powi(2)),
-    )
-    .unwrap();
-    write_npy(
-        p(d, "x.npy"),
+    );
+    npy(
+        d,
+        "x.npy",
         &Array2::from_shape_fn((6, 2), |(i, k)| (i * (k + 1)) as f64 * 0.1),
-    )
-    .unwrap();
-    write_npy(
-        p(d, "y.npy"),
+    );
+    npy(
+        d,
+        "y.npy",
         &Array2::from_shape_fn((5, 2), |(j, k)| 0.3 + (j + k) as f64 * 0.07),
-    )
-    .unwrap();
-    write_npy(p(d, "h.npy"), &Array2::from_elem((2, 4), 0.25)).unwrap();
-    write_npy(p(d, "w.npy"), &Array1::from(vec![0.5, 0.5])).unwrap();
-    write_npy(
-        p(d, "c44.npy"),
+    );
+    npy(d, "h.npy", &Array2::from_elem((2, 4), 0.25));
+    npy(d, "w.npy", &Array1::from(vec![0.5, 0.5]));
+    npy(
+        d,
+        "c44.npy",
         &Array2::from_shape_fn((4, 4), |(i, j)| (i as f64 - j as f64).powi(2) / 9.0),
-    )
-    .unwrap();
-    write_npy(
-        p(d, "sq.npy"),
+    );
+    npy(
+        d,
+        "sq.npy",
         &Array2::from_shape_fn((3, 3), |(i, j)| (i * j) as f64 * 0.2),
-    )
-    .unwrap();
-    write_npy(
-        p(d, "a.npy"),
+    );
+    npy(
+        d,
+        "a.npy",
         &Array3::from_shape_fn((400, 20, 3), |(b, i, j)| {
             ((b + 2 * i + 5 * j) % 7) as f64 - 3.0
         }),
-    )
-    .unwrap();
+    );
 }
 
 fn strs(v: &[String]) -> Vec<&str> {
@@ -130,7 +123,7 @@ fn a_plan_past_the_file_size_limit_is_refused_and_leaves_the_old_file() {
     // An old .npy of another shape (a previous result) survives the same way, and the run
     // without the limit replaces it with the full plan.
     let small = Array2::from_elem((3, 3), 7.0f64);
-    write_npy(f("P.npy"), &small).unwrap();
+    npy(&d, "P.npy", &small);
     let before = snapshot(&d);
     assert_failed_untouched(
         &d,
@@ -237,11 +230,11 @@ fn a_failed_computation_leaves_the_outputs_and_no_temporary() {
     let d = fresh("failed_work");
     write_inputs(&d);
     let f = |n: &str| p(&d, n);
-    write_npy(
-        f("neg.npy"),
+    npy(
+        &d,
+        "neg.npy",
         &Array1::from_shape_fn(200, |i| if i == 3 { -1.0 } else { 0.01 }),
-    )
-    .unwrap();
+    );
     for n in ["P.npy", "F.npy", "G.npy"] {
         old_file(&d, n);
     }
@@ -265,7 +258,7 @@ fn a_failed_computation_leaves_the_outputs_and_no_temporary() {
     ];
     assert_failed_untouched(&d, &before, logot(&args), &["mu: negative mass"]);
     // A barycenter whose weights do not sum to 1.
-    write_npy(f("w_bad.npy"), &Array1::from(vec![0.5, 0.6])).unwrap();
+    npy(&d, "w_bad.npy", &Array1::from(vec![0.5, 0.6]));
     old_file(&d, "B.npy");
     let before = snapshot(&d);
     let args = [
@@ -473,7 +466,7 @@ fn an_output_naming_an_input_or_another_output_is_refused_naming_both() {
     write_inputs(&d);
     let f = |n: &str| p(&d, n);
     std::fs::create_dir_all(d.join("sub")).unwrap();
-    write_npy(f("g33.npy"), &Array2::from_elem((3, 3), 0.5)).unwrap();
+    npy(&d, "g33.npy", &Array2::from_elem((3, 3), 0.5));
     write_npz(
         &f("wx.npz"),
         &[("a", npy_bytes(&Array1::from_elem(6, 1.0 / 6.0)))],
@@ -512,11 +505,11 @@ fn an_output_naming_an_input_or_another_output_is_refused_naming_both() {
     assert!(cases.len() >= 25);
     // Refused before any work: the inputs are not even read (a bad --mu would be refused
     // with its own message after reading).
-    write_npy(
-        f("neg.npy"),
+    npy(
+        &d,
+        "neg.npy",
         &Array1::from_shape_fn(200, |i| if i == 0 { -1.0 } else { 0.01 }),
-    )
-    .unwrap();
+    );
     let (code, _, err) = logot(&[
         "wasserstein",
         "--mu",
@@ -545,9 +538,9 @@ fn every_command_echoes_the_outputs_it_wrote_and_keeps_file_modes() {
     let d = fresh("echo");
     write_inputs(&d);
     let f = |n: &str| p(&d, n);
-    write_npy(f("g33.npy"), &Array2::from_elem((3, 3), 0.5)).unwrap();
-    write_npy(f("mu6.npy"), &Array1::from_elem(6, 1.0 / 6.0)).unwrap();
-    write_npy(f("nu5.npy"), &Array1::from_elem(5, 0.2)).unwrap();
+    npy(&d, "g33.npy", &Array2::from_elem((3, 3), 0.5));
+    npy(&d, "mu6.npy", &Array1::from_elem(6, 1.0 / 6.0));
+    npy(&d, "nu5.npy", &Array1::from_elem(5, 0.2));
     let cmds: Vec<(Vec<&str>, Outputs)> = vec![
         (
             vec![

@@ -3,11 +3,11 @@
 //! point gradients against the plan written by `coupling`.
 
 use ndarray::{Array1, Array2};
-use ndarray_npy::{read_npy, write_npy};
+use ndarray_npy::read_npy;
 use std::path::Path;
 
 use crate::common;
-use common::cli::{dir, json, logot, p};
+use common::cli::{dir, json, logot, npy, p};
 
 /// Clouds of 9 and 7 points in 2-D with uneven weights, and their dense cost.
 fn write_problem(d: &Path) -> (Array2<f64>, Array2<f64>, Array1<f64>, Array1<f64>) {
@@ -20,11 +20,11 @@ fn write_problem(d: &Path) -> (Array2<f64>, Array2<f64>, Array1<f64>, Array1<f64
     let c = Array2::from_shape_fn((9, 7), |(i, j)| {
         (x[[i, 0]] - y[[j, 0]]).powi(2) + (x[[i, 1]] - y[[j, 1]]).powi(2)
     });
-    write_npy(p(d, "x.npy"), &x).unwrap();
-    write_npy(p(d, "y.npy"), &y).unwrap();
-    write_npy(p(d, "mu.npy"), &mu).unwrap();
-    write_npy(p(d, "nu.npy"), &nu).unwrap();
-    write_npy(p(d, "c.npy"), &c).unwrap();
+    npy(d, "x.npy", &x);
+    npy(d, "y.npy", &y);
+    npy(d, "mu.npy", &mu);
+    npy(d, "nu.npy", &nu);
+    npy(d, "c.npy", &c);
     (x, y, mu, nu)
 }
 
@@ -163,11 +163,11 @@ fn coupling_and_point_gradients() {
 fn bad_point_clouds_are_refused_naming_the_flag() {
     let d = dir("bad");
     write_problem(&d);
-    write_npy(p(&d, "y3.npy"), &Array2::<f64>::zeros((7, 3))).unwrap();
-    write_npy(p(&d, "flat.npy"), &Array1::<f64>::zeros(7)).unwrap();
+    npy(&d, "y3.npy", &Array2::<f64>::zeros((7, 3)));
+    npy(&d, "flat.npy", &Array1::<f64>::zeros(7));
     let mut nan = Array2::<f64>::zeros((9, 2));
     nan[[4, 1]] = f64::NAN;
-    write_npy(p(&d, "nan.npy"), &nan).unwrap();
+    npy(&d, "nan.npy", &nan);
     let (mu, nu, x, y) = (
         p(&d, "mu.npy"),
         p(&d, "nu.npy"),
@@ -178,7 +178,7 @@ fn bad_point_clouds_are_refused_naming_the_flag() {
         (x.clone(), p(&d, "y3.npy"), "", "--y"),
         (x.clone(), p(&d, "flat.npy"), "", "--y"),
         (p(&d, "nan.npy"), y.clone(), "", "--x"),
-        (y.clone(), x.clone(), "", "--x/--y"),
+        (y.clone(), x.clone(), "", "--mu: has"),
         (x.clone(), y.clone(), "--grad-mu", "--grad-x"),
     ] {
         let mut args = vec![
@@ -315,23 +315,15 @@ fn three_dimensional_clouds_are_one_pair_per_problem() {
     let nu = Array2::from_shape_fn((b, m), |(k, j)| 2.0 + ((j * k) % 3) as f64);
     let nu = &nu / &nu.sum_axis(ndarray::Axis(1)).insert_axis(ndarray::Axis(1));
     let file = |name: &str| p(&d, name);
-    write_npy(file("x3.npy"), &x).unwrap();
-    write_npy(file("y3.npy"), &y).unwrap();
-    write_npy(file("mu_batch.npy"), &mu).unwrap();
-    write_npy(file("nu_batch.npy"), &nu).unwrap();
+    npy(&d, "x3.npy", &x);
+    npy(&d, "y3.npy", &y);
+    npy(&d, "mu_batch.npy", &mu);
+    npy(&d, "nu_batch.npy", &nu);
     for k in 0..b {
-        write_npy(
-            file(&format!("x{k}.npy")),
-            &x.slice(s![k, .., ..]).to_owned(),
-        )
-        .unwrap();
-        write_npy(
-            file(&format!("y{k}.npy")),
-            &y.slice(s![k, .., ..]).to_owned(),
-        )
-        .unwrap();
-        write_npy(file(&format!("mu{k}.npy")), &mu.row(k).to_owned()).unwrap();
-        write_npy(file(&format!("nu{k}.npy")), &nu.row(k).to_owned()).unwrap();
+        npy(&d, &format!("x{k}.npy"), &x.slice(s![k, .., ..]).to_owned());
+        npy(&d, &format!("y{k}.npy"), &y.slice(s![k, .., ..]).to_owned());
+        npy(&d, &format!("mu{k}.npy"), &mu.row(k).to_owned());
+        npy(&d, &format!("nu{k}.npy"), &nu.row(k).to_owned());
     }
     let run = |args: &[&str]| {
         let (code, out, err) = logot(args);
@@ -366,8 +358,8 @@ fn three_dimensional_clouds_are_one_pair_per_problem() {
     assert_eq!(gx_all.dim(), (b, n, dim));
     // Uniform weights when none are given: the same as writing them.
     let uni = run(&["wasserstein", "--x", &x3, "--y", &y3, "--eps", "0.05"]);
-    write_npy(file("mu_u.npy"), &Array2::from_elem((b, n), 1.0 / n as f64)).unwrap();
-    write_npy(file("nu_u.npy"), &Array2::from_elem((b, m), 1.0 / m as f64)).unwrap();
+    npy(&d, "mu_u.npy", &Array2::from_elem((b, n), 1.0 / n as f64));
+    npy(&d, "nu_u.npy", &Array2::from_elem((b, m), 1.0 / m as f64));
     let explicit = run(&[
         "wasserstein",
         "--x",
@@ -479,7 +471,7 @@ fn three_dimensional_clouds_are_one_pair_per_problem() {
     // A 3-D --x with a 2-D --y; weights for 1 problem against 3 pairs (1-D and 2-D).
     let x0 = file("x0.npy");
     let mu0 = file("mu0.npy");
-    write_npy(file("mu_two.npy"), &mu.slice(s![..2, ..]).to_owned()).unwrap();
+    npy(&d, "mu_two.npy", &mu.slice(s![..2, ..]).to_owned());
     let mu_two = file("mu_two.npy");
     for (args, needle) in [
         (

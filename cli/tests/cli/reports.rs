@@ -3,24 +3,11 @@
 //! Expectations are recomputed from the written arrays in f64, or are POT's numbers.
 
 use ndarray::{Array1, Array2, Array3, Axis};
-use ndarray_npy::{read_npy, write_npy};
-use std::path::PathBuf;
+use ndarray_npy::read_npy;
 
 use crate::common;
-use common::cli::{dir, json, logot, p};
+use common::cli::{fresh, logot, npy, ok, p};
 use common::Lcg;
-
-fn fresh(name: &str) -> PathBuf {
-    let d = dir(name);
-    std::fs::remove_dir_all(&d).unwrap();
-    dir(name)
-}
-
-fn ok(args: &[&str]) -> serde_json::Value {
-    let (code, out, err) = logot(args);
-    assert_eq!(code, 0, "{args:?}: {err}");
-    json(&out)
-}
 
 /// `coupling` in float32 on a cost U[0,1] + offset: the JSON's marginal error is the saved
 /// plan's, not a report of the potentials (which can say "converged, 0" for a plan off by
@@ -37,9 +24,9 @@ fn coupling_reports_the_saved_plans_error() {
         let mu = Array1::from_shape_fn(n, |_| rng.uniform(0.1, 1.0) as f32);
         let nu = Array1::from_shape_fn(m, |_| rng.uniform(0.1, 1.0) as f32);
         let (mu, nu) = (&mu / mu.sum(), &nu / nu.sum());
-        write_npy(p(&d, "mu.npy"), &mu).unwrap();
-        write_npy(p(&d, "nu.npy"), &nu).unwrap();
-        write_npy(p(&d, "C.npy"), &cost).unwrap();
+        npy(&d, "mu.npy", &mu);
+        npy(&d, "nu.npy", &nu);
+        npy(&d, "C.npy", &cost);
         let j = ok(&[
             "coupling",
             "--mu",
@@ -99,9 +86,9 @@ fn batches_report_each_problem() {
     nu[[0, 30]] = 1.0;
     mu.row_mut(1).assign(&bump(0.1, 0.002));
     nu.row_mut(1).assign(&bump(0.9, 0.002));
-    write_npy(p(&d, "mu.npy"), &mu).unwrap();
-    write_npy(p(&d, "nu.npy"), &nu).unwrap();
-    write_npy(p(&d, "C.npy"), &cost).unwrap();
+    npy(&d, "mu.npy", &mu);
+    npy(&d, "nu.npy", &nu);
+    npy(&d, "C.npy", &cost);
     let j = ok(&[
         "coupling",
         "--mu",
@@ -148,10 +135,10 @@ fn linear_divergence_is_pots() {
     let a = ndarray::array![0.1, 0.3, 0.2, 0.25, 0.15];
     let b = ndarray::array![0.4, 0.1, 0.3, 0.2];
     for (f, arr) in [("x.npy", x.view()), ("y.npy", y.view())] {
-        write_npy(p(&d, f), &arr).unwrap();
+        npy(&d, f, &arr);
     }
-    write_npy(p(&d, "a.npy"), &a).unwrap();
-    write_npy(p(&d, "b.npy"), &b).unwrap();
+    npy(&d, "a.npy", &a);
+    npy(&d, "b.npy", &b);
     let base = [
         "divergence",
         "--x",

@@ -3,10 +3,10 @@
 //! directions, bad input refused with the flag named.
 
 use ndarray::{array, Array1, Array2, Array3, Axis};
-use ndarray_npy::{read_npy, write_npy};
+use ndarray_npy::read_npy;
 
 use crate::common;
-use common::cli::{dir, logot, logot_json, p};
+use common::cli::{dir, logot, logot_json, npy, p};
 
 #[test]
 fn a_sorted_matching_by_hand_and_its_gradients() {
@@ -16,9 +16,9 @@ fn a_sorted_matching_by_hand_and_its_gradients() {
     let x = array![[0.0, 0.0], [1.0, 0.0], [3.0, 0.0]];
     let y = array![[2.0, 5.0], [0.0, 1.0], [7.0, 0.0]];
     let theta = array![[1.0], [0.0]];
-    write_npy(p(&d, "x.npy"), &x).unwrap();
-    write_npy(p(&d, "y.npy"), &y).unwrap();
-    write_npy(p(&d, "theta.npy"), &theta).unwrap();
+    npy(&d, "x.npy", &x);
+    npy(&d, "y.npy", &y);
+    npy(&d, "theta.npy", &theta);
     let (code, js, err) = logot_json(&[
         "sliced",
         "--x",
@@ -60,10 +60,10 @@ fn translations_give_closed_forms_for_one_pair_and_a_batch() {
     // Weights: any, the same on both sides (a translation moves each point by t).
     let mu = Array1::from_shape_fn(n, |i| 1.0 + (i % 4) as f64);
     let eye = Array2::<f64>::eye(3);
-    write_npy(p(&d, "x.npy"), &x).unwrap();
-    write_npy(p(&d, "y.npy"), &y).unwrap();
-    write_npy(p(&d, "mu.npy"), &mu).unwrap();
-    write_npy(p(&d, "eye.npy"), &eye).unwrap();
+    npy(&d, "x.npy", &x);
+    npy(&d, "y.npy", &y);
+    npy(&d, "mu.npy", &mu);
+    npy(&d, "eye.npy", &eye);
     // Along the axes W_p^p = M·|t_k|^p with M = Σμ = 100 the mass moved (POT's convention:
     // unnormalised weights scale the value): SW_p = (M·mean_k |t_k|^p)^{1/p}.
     assert_eq!(mu.sum(), 100.0);
@@ -102,8 +102,8 @@ fn translations_give_closed_forms_for_one_pair_and_a_batch() {
     for (k, s) in shifts.iter().enumerate() {
         yb.index_axis_mut(Axis(0), k).mapv_inplace(|v| v + s);
     }
-    write_npy(p(&d, "xb.npy"), &xb).unwrap();
-    write_npy(p(&d, "yb.npy"), &yb).unwrap();
+    npy(&d, "xb.npy", &xb);
+    npy(&d, "yb.npy", &yb);
     let (code, js, err) = logot_json(&[
         "sliced",
         "--x",
@@ -141,8 +141,8 @@ fn seeded_directions_repeat_and_float32_stays_float32() {
     let d = dir("seeded");
     let x = Array2::from_shape_fn((30, 4), |(i, k)| ((i * 3 + k * 5) % 7) as f32 * 0.3);
     let y = Array2::from_shape_fn((20, 4), |(i, k)| ((i * 5 + k) % 11) as f32 * 0.2);
-    write_npy(p(&d, "x.npy"), &x).unwrap();
-    write_npy(p(&d, "y.npy"), &y).unwrap();
+    npy(&d, "x.npy", &x);
+    npy(&d, "y.npy", &y);
     let run = |seed: &str| {
         let (code, js, err) = logot_json(&[
             "sliced",
@@ -167,11 +167,11 @@ fn seeded_directions_repeat_and_float32_stays_float32() {
 fn bad_inputs_are_refused_naming_the_flag() {
     let d = dir("bad");
     let x = Array2::from_shape_fn((5, 2), |(i, k)| (i + k) as f64);
-    write_npy(p(&d, "x.npy"), &x).unwrap();
-    write_npy(p(&d, "y3.npy"), &Array2::<f64>::zeros((4, 3))).unwrap();
-    write_npy(p(&d, "theta3.npy"), &Array2::<f64>::ones((3, 2))).unwrap();
-    write_npy(p(&d, "neg.npy"), &array![1.0, -1.0, 1.0, 1.0, 1.0]).unwrap();
-    write_npy(p(&d, "short.npy"), &array![1.0, 1.0]).unwrap();
+    npy(&d, "x.npy", &x);
+    npy(&d, "y3.npy", &Array2::<f64>::zeros((4, 3)));
+    npy(&d, "theta3.npy", &Array2::<f64>::ones((3, 2)));
+    npy(&d, "neg.npy", &array![1.0, -1.0, 1.0, 1.0, 1.0]);
+    npy(&d, "short.npy", &array![1.0, 1.0]);
     let (xf, y3) = (p(&d, "x.npy"), p(&d, "y3.npy"));
     let cases: [(&[&str], &str); 6] = [
         (&["--y", &y3], "--y"),

@@ -12,11 +12,11 @@
 //! `distance` is `sinkhorn_unbalanced2(..., returnCost="linear")` = `⟨P, M⟩`, `mass` is `Σ P`.
 
 use ndarray::{Array1, Array2, Array3};
-use ndarray_npy::{read_npy, write_npy};
+use ndarray_npy::read_npy;
 use std::path::Path;
 
 use crate::common;
-use common::cli::{dir, json, logot, p};
+use common::cli::{dir, npy, ok, p, refused};
 use common::pot_bary::pot;
 
 /// The test problem `k` of size `n×m` (see the module docs).
@@ -272,22 +272,15 @@ fn numbers(j: &serde_json::Value, key: &str) -> Vec<f64> {
         .collect()
 }
 
-/// Run `logot ARGS`, which must succeed: its JSON.
-fn ok(args: &[&str]) -> serde_json::Value {
-    let (code, out, err) = logot(args);
-    assert_eq!(code, 0, "{args:?}: {err}");
-    json(&out)
-}
-
 /// Write `problem(7, 5, 0)` as `mu.npy`, `nu.npy`, `c.npy` and their float32 copies.
 fn write_problem(d: &Path) {
     let (a, b, c) = problem(7, 5, 0);
-    write_npy(p(d, "mu.npy"), &a).unwrap();
-    write_npy(p(d, "nu.npy"), &b).unwrap();
-    write_npy(p(d, "c.npy"), &c).unwrap();
-    write_npy(p(d, "mu32.npy"), &a.mapv(|v| v as f32)).unwrap();
-    write_npy(p(d, "nu32.npy"), &b.mapv(|v| v as f32)).unwrap();
-    write_npy(p(d, "c32.npy"), &c.mapv(|v| v as f32)).unwrap();
+    npy(d, "mu.npy", &a);
+    npy(d, "nu.npy", &b);
+    npy(d, "c.npy", &c);
+    npy(d, "mu32.npy", &a.mapv(|v| v as f32));
+    npy(d, "nu32.npy", &b.mapv(|v| v as f32));
+    npy(d, "c32.npy", &c.mapv(|v| v as f32));
 }
 
 /// The four dense references ([`SCALAR`], [`PAIR`], [`MU_ONLY`], [`NU_ONLY`]) solved from
@@ -384,9 +377,9 @@ fn batch_with_per_problem_costs_matches_pot() {
     let mu = Array2::from_shape_fn((3, 6), |(k, i)| probs[k].0[i]);
     let nu = Array2::from_shape_fn((3, 4), |(k, j)| probs[k].1[j]);
     let c = Array3::from_shape_fn((3, 6, 4), |(k, i, j)| probs[k].2[[i, j]]);
-    write_npy(p(&d, "mu.npy"), &mu).unwrap();
-    write_npy(p(&d, "nu.npy"), &nu).unwrap();
-    write_npy(p(&d, "c.npy"), &c).unwrap();
+    npy(&d, "mu.npy", &mu);
+    npy(&d, "nu.npy", &nu);
+    npy(&d, "c.npy", &c);
     let args = [
         "--mu",
         &p(&d, "mu.npy"),
@@ -435,10 +428,10 @@ fn point_clouds_match_pot() {
     let d = dir("clouds");
     let (a, b, x, y) = clouds(9, 11, 3);
     for (name, v) in [("a.npy", &a), ("b.npy", &b)] {
-        write_npy(p(&d, name), v).unwrap();
+        npy(&d, name, v);
     }
-    write_npy(p(&d, "x.npy"), &x).unwrap();
-    write_npy(p(&d, "y.npy"), &y).unwrap();
+    npy(&d, "x.npy", &x);
+    npy(&d, "y.npy", &y);
     let args = [
         "--mu",
         &p(&d, "a.npy"),
@@ -470,21 +463,6 @@ fn point_clouds_match_pot() {
     }
     let plan: Array2<f64> = read_npy(p(&d, "p.npy")).unwrap();
     assert_close("clouds plan mass", &[plan.sum()], &[mass], 1e-9);
-}
-
-/// Run `logot ARGS`, which must be refused: exit status 2, no panic, `needles` in stderr,
-/// nothing on stdout.
-fn refused(args: &[&str], needles: &[&str]) {
-    let (code, out, err) = logot(args);
-    assert_eq!(
-        code, 2,
-        "{args:?} should be refused; stdout {out}, stderr {err}"
-    );
-    assert!(!err.contains("panicked"), "{err}");
-    assert!(out.trim().is_empty(), "{args:?}: {out}");
-    for n in needles {
-        assert!(err.contains(n), "{args:?}: {n:?} not in {err:?}");
-    }
 }
 
 #[test]
@@ -582,10 +560,10 @@ fn bad_flags_and_unequal_masses_are_refused_naming_the_flag() {
 
     // Point clouds for the unequal-mass refusal below.
     let (a, b, x, y) = clouds(9, 11, 3);
-    write_npy(p(&d, "a.npy"), &a).unwrap();
-    write_npy(p(&d, "b.npy"), &b).unwrap();
-    write_npy(p(&d, "x.npy"), &x).unwrap();
-    write_npy(p(&d, "y.npy"), &y).unwrap();
+    npy(&d, "a.npy", &a);
+    npy(&d, "b.npy", &b);
+    npy(&d, "x.npy", &x);
+    npy(&d, "y.npy", &y);
     // Unequal-mass clouds without a relaxation.
     refused(
         &[
@@ -609,9 +587,9 @@ fn bad_flags_and_unequal_masses_are_refused_naming_the_flag() {
 
     // Barycenters: a bad ρ is refused naming the flag, the output untouched.
     let (_, _, c55) = problem(5, 5, 0);
-    write_npy(p(&d, "c55.npy"), &c55).unwrap();
-    write_npy(p(&d, "h.npy"), &Array2::from_elem((2, 5), 0.2)).unwrap();
-    write_npy(p(&d, "wts.npy"), &Array1::from(vec![0.5, 0.5])).unwrap();
+    npy(&d, "c55.npy", &c55);
+    npy(&d, "h.npy", &Array2::from_elem((2, 5), 0.2));
+    npy(&d, "wts.npy", &Array1::from(vec![0.5, 0.5]));
     for flags in [
         vec!["--reg-m", "0"],
         vec!["--reg-m-mu", "inf", "--reg-m-nu", "nan"],
@@ -646,9 +624,9 @@ fn infinite_penalties_are_the_balanced_problem() {
     let d = dir("balanced");
     let (a, _, c) = problem(7, 5, 0);
     let b = Array1::from_elem(5, a.sum() / 5.0);
-    write_npy(p(&d, "mu.npy"), &a).unwrap();
-    write_npy(p(&d, "nu.npy"), &b).unwrap();
-    write_npy(p(&d, "c.npy"), &c).unwrap();
+    npy(&d, "mu.npy", &a);
+    npy(&d, "nu.npy", &b);
+    npy(&d, "c.npy", &c);
     let base = [
         "wasserstein",
         "--mu",
@@ -691,10 +669,10 @@ fn cuda_backend_matches_pot() {
     dense_relaxations_match_pot(&d, "32", &["--backend", "cuda"], 1e-4);
     // Point clouds on the GPU, f64.
     let (a, b, x, y) = clouds(9, 11, 3);
-    write_npy(p(&d, "a.npy"), &a).unwrap();
-    write_npy(p(&d, "b.npy"), &b).unwrap();
-    write_npy(p(&d, "x.npy"), &x).unwrap();
-    write_npy(p(&d, "y.npy"), &y).unwrap();
+    npy(&d, "a.npy", &a);
+    npy(&d, "b.npy", &b);
+    npy(&d, "x.npy", &x);
+    npy(&d, "y.npy", &y);
     let j = ok(&[
         &[
             "wasserstein",
@@ -743,12 +721,12 @@ fn barycenter_reg_m_matches_pot() {
         assert_eq!(case.shape.len(), 1, "{name}");
         let (inputs, weights) = (case.inputs::<f64>(), case.weights::<f64>());
         let cost = case.dense_cost::<f64>();
-        write_npy(p(&d, "h.npy"), &inputs).unwrap();
-        write_npy(p(&d, "h32.npy"), &inputs.mapv(|v| v as f32)).unwrap();
-        write_npy(p(&d, "w.npy"), &weights).unwrap();
-        write_npy(p(&d, "w32.npy"), &weights.mapv(|v| v as f32)).unwrap();
-        write_npy(p(&d, "c.npy"), &cost).unwrap();
-        write_npy(p(&d, "c32.npy"), &cost.mapv(|v| v as f32)).unwrap();
+        npy(&d, "h.npy", &inputs);
+        npy(&d, "h32.npy", &inputs.mapv(|v| v as f32));
+        npy(&d, "w.npy", &weights);
+        npy(&d, "w32.npy", &weights.mapv(|v| v as f32));
+        npy(&d, "c.npy", &cost);
+        npy(&d, "c32.npy", &cost.mapv(|v| v as f32));
         for (rho, want) in case.rhos.iter().zip(case.barycenters) {
             let top = want.iter().fold(0.0f64, |a, &b| a.max(b.abs()));
             for (suffix, tol) in [("", 1e-7), ("32", 1e-4)] {
@@ -820,10 +798,10 @@ fn divergence_reg_m_matches_pot() {
     let d = dir("divergence");
     let (a, b, x, y) = clouds(9, 11, 3);
     for (name, v) in [("a.npy", &a), ("b.npy", &b)] {
-        write_npy(p(&d, name), v).unwrap();
+        npy(&d, name, v);
     }
-    write_npy(p(&d, "x.npy"), &x).unwrap();
-    write_npy(p(&d, "y.npy"), &y).unwrap();
+    npy(&d, "x.npy", &x);
+    npy(&d, "y.npy", &y);
     let (ap, bp, xp, yp, gx) = (
         p(&d, "a.npy"),
         p(&d, "b.npy"),

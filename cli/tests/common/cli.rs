@@ -19,6 +19,21 @@ pub fn dir(name: &str) -> PathBuf {
     d
 }
 
+/// An empty scratch folder [`dir`] (a previous run's files removed).
+#[track_caller]
+pub fn fresh(name: &str) -> PathBuf {
+    let d = dir(name);
+    std::fs::remove_dir_all(&d).unwrap();
+    dir(name)
+}
+
+/// Write `a` to `d/f` as .npy; `d/f` as a string argument.
+pub fn npy<A: ndarray_npy::WriteNpyExt + ?Sized>(d: &Path, f: &str, a: &A) -> String {
+    let path = p(d, f);
+    ndarray_npy::write_npy(&path, a).unwrap();
+    path
+}
+
 /// `d/f` as a string argument.
 pub fn p(d: &Path, f: &str) -> String {
     d.join(f).to_string_lossy().into_owned()
@@ -42,6 +57,31 @@ pub fn logot_json(args: &[&str]) -> (i32, serde_json::Value, String) {
     let (code, out, err) = logot(args);
     let json = serde_json::from_str(out.trim()).unwrap_or(serde_json::Value::Null);
     (code, json, err)
+}
+
+/// Run `logot ARGS`, requiring success without a panic; the JSON it prints.
+#[track_caller]
+pub fn ok(args: &[&str]) -> serde_json::Value {
+    let (code, out, err) = logot(args);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    json(&out)
+}
+
+/// Run `logot ARGS`, requiring a refusal (status 2, nothing on stdout, no panic) whose
+/// message contains every one of `needles`.
+#[track_caller]
+pub fn refused(args: &[&str], needles: &[&str]) {
+    let (code, out, err) = logot(args);
+    assert_eq!(
+        code, 2,
+        "{args:?} should be refused; stdout {out}, stderr {err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(out.trim().is_empty(), "{args:?}: {out}");
+    for n in needles {
+        assert!(err.contains(n), "{args:?}: {n:?} not in {err:?}");
+    }
 }
 
 /// Parse stdout as JSON, failing the test with the text when it is not.

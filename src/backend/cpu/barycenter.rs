@@ -25,7 +25,7 @@ impl<T: Real> BarycenterKernels<T> for CpuBackend {
             b.fill(T::zero());
             for (vk, &wk) in vp.chunks_exact(m).zip(w) {
                 for (bx, &vx) in b.iter_mut().zip(vk) {
-                    *bx = *bx - wk * vx;
+                    *bx -= wk * vx;
                 }
             }
         };

@@ -50,7 +50,7 @@ fn neg_lse_cols<T: Real, M: MulAdd>(
         let p = pot[i];
         let row = &a[i * MAX_N..i * MAX_N + w];
         for ((acc, &m), &x) in s[..w].iter_mut().zip(&mx[..w]).zip(row) {
-            *acc = *acc + T::exp_nonpos::<M>(x + p - m);
+            *acc += T::exp_nonpos::<M>(x + p - m);
         }
     }
     for j in 0..n {

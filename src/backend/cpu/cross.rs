@@ -234,7 +234,7 @@ pub(crate) fn finish_costs<T: Real>(
             let mut s = T::zero();
             for k in 0..out.d {
                 let t = out.at(i, k) - red.at(j, k);
-                s = s + t * t;
+                s += t * t;
             }
             *c = s;
         }

@@ -177,7 +177,7 @@ impl<T: Real> GradKernels<T> for CpuBackend {
                 if a != 0.0 {
                     let a = T::of(a);
                     for (o, &v) in yb.iter_mut().zip(xb) {
-                        *o = *o + a * v;
+                        *o += a * v;
                     }
                 }
             });

@@ -49,7 +49,7 @@ fn lse_kernel<T: Real, M: MulAdd>(pot: &[T], cost: &[T], inv_eps: T) -> T {
         if chunk_max > run_max {
             let scale = T::exp_nonpos::<M>(run_max - chunk_max);
             for a in acc.iter_mut() {
-                *a = *a * scale;
+                *a *= scale;
             }
             run_max = chunk_max;
         }
@@ -59,7 +59,7 @@ fn lse_kernel<T: Real, M: MulAdd>(pot: &[T], cost: &[T], inv_eps: T) -> T {
         // Pass 2: exponentials relative to the running maximum.
         for g in (0..padded).step_by(LANES) {
             for l in 0..LANES {
-                acc[l] = acc[l] + T::exp_nonpos::<M>(buf[g + l] - run_max);
+                acc[l] += T::exp_nonpos::<M>(buf[g + l] - run_max);
             }
         }
     }

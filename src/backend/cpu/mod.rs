@@ -4,11 +4,13 @@
 mod barycenter;
 mod bistochastic;
 mod cross;
+mod factored;
 mod grad;
 mod grid;
 pub(crate) mod isa;
 mod linalg;
 pub mod lse;
+pub(crate) mod matmul;
 mod pointcloud;
 mod report;
 pub(crate) mod svd3;
@@ -22,7 +24,7 @@ use crate::{Error, Real, Result};
 use grid::CpuGrid;
 use pointcloud::CpuPointCloud;
 use rayon::prelude::*;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Computes on the host CPU with rayon (all cores of rayon's global pool).
 #[derive(Clone, Copy, Debug, Default)]
@@ -48,6 +50,27 @@ pub struct CpuCost<T> {
     grid: Option<Arc<CpuGrid>>,
     /// Point clouds whose cost is computed on the fly (then `c` and `ct` are empty).
     cloud: Option<Arc<CpuPointCloud<T>>>,
+    /// The factors of a shared dense cost for batched half-steps ([`factored`]), per side
+    /// and `ε`, built on first use.
+    factors: Arc<FactorCache<T>>,
+}
+
+/// The factored forms of a cost built so far: the latest `ε` per side and its factors
+/// (`None` where the cost is not factored at that `ε`), so an ε-scaling schedule builds
+/// once per stage.
+#[derive(Debug)]
+struct FactorCache<T> {
+    by_side: Mutex<[FactorSlot<T>; 2]>,
+}
+
+type FactorSlot<T> = Option<(T, Option<Arc<factored::Factors<T>>>)>;
+
+impl<T> Default for FactorCache<T> {
+    fn default() -> Self {
+        FactorCache {
+            by_side: Mutex::new([None, None]),
+        }
+    }
 }
 
 impl<T: Real> CpuCost<T> {
@@ -70,6 +93,33 @@ impl<T: Real> CpuCost<T> {
             0
         };
         &self.rows(side)[base + r * len..base + (r + 1) * len]
+    }
+
+    /// The factors of the shared dense cost on `side` for `eps`, built on first use; `None`
+    /// for costs too large to factor, or not factored at this `ε` (see
+    /// [`factored::Factors::new`]).
+    fn factors(&self, side: Side, eps: T) -> Option<Arc<factored::Factors<T>>> {
+        let dims = self.dims;
+        if dims.batch.is_some() || dims.n * dims.m > factored::MAX_ENTRIES {
+            return None;
+        }
+        // A symmetric cost (no stored transpose) has the same factors on both sides.
+        let slot = match side {
+            Side::Col if !self.ct.is_empty() => 1,
+            _ => 0,
+        };
+        let mut cache = self.factors.by_side.lock().ok()?;
+        match &cache[slot] {
+            Some((e, f)) if *e == eps => f.clone(),
+            _ => {
+                let (len_out, len_red) = (dims.len(side), dims.len(other(side)));
+                let f =
+                    factored::Factors::new(self.rows(side), len_out, len_red, eps, factored::BLOCK)
+                        .map(Arc::new);
+                cache[slot] = Some((eps, f.clone()));
+                f
+            }
+        }
     }
 }
 
@@ -97,6 +147,17 @@ fn symmetric<T: PartialEq>(c: &[T], n: usize) -> bool {
 
 /// Minimum number of exponentials a rayon task should hold so that scheduling stays cheap.
 pub(super) const MIN_TASK_WORK: usize = 1 << 15;
+
+/// Terms (exponentials) below which a dense kernel runs on the calling thread: handing a
+/// call to rayon's pool and waiting for it costs tens of microseconds, more than a small
+/// problem's whole half-step (otA, n = 100: 10⁴ terms). The crossover measured on a 2-core
+/// AMD EPYC (Zen 4) is in benches/README ("Small problems on one thread").
+pub(super) const SERIAL_WORK: usize = 1 << 17;
+
+/// Whether a kernel of `work` terms runs on the calling thread.
+pub(super) fn runs_serially(work: usize) -> bool {
+    work < SERIAL_WORK || rayon::current_num_threads() == 1
+}
 
 impl<T: Real> Backend<T> for CpuBackend {
     type Buffer = Vec<T>;
@@ -165,6 +226,7 @@ impl<T: Real> Backend<T> for CpuBackend {
                     ct: Vec::new(),
                     grid: Some(Arc::new(CpuGrid::new(g.clone()))),
                     cloud: None,
+                    factors: Arc::default(),
                 });
             }
             CostSource::PointCloud(p) => {
@@ -176,6 +238,7 @@ impl<T: Real> Backend<T> for CpuBackend {
                     ct: Vec::new(),
                     grid: None,
                     cloud: Some(Arc::new(cloud)),
+                    factors: Arc::default(),
                 });
             }
             CostSource::Dense(c) => {
@@ -228,6 +291,7 @@ impl<T: Real> Backend<T> for CpuBackend {
             ct,
             grid: None,
             cloud: None,
+            factors: Arc::default(),
         })
     }
 
@@ -270,41 +334,14 @@ impl<T: Real> Backend<T> for CpuBackend {
         let len_out = dims.len(side);
         let len_red = dims.len(other(side));
         let batch = check_sinkstep(&dims, side, other_pot.len(), log_marginal.len(), out.len())?;
-        let inv_eps = T::one() / eps;
-        let update = |b: usize, r: usize| -> T {
-            let lm = log_marginal[b * len_out + r];
-            if lm == T::neg_infinity() {
-                return lm;
+        if dims.batch.is_none() && batch >= factored::MIN_BATCH {
+            if let Some(f) = cost.factors(side, eps) {
+                factored::sinkstep(&f, cost.rows(side), batch, other_pot, log_marginal, out);
+                return Ok(());
             }
-            let pot = &other_pot[b * len_red..(b + 1) * len_red];
-            eps * (lm - lse::lse(pot, cost.row(side, b, r), inv_eps))
-        };
-        let min_len = (MIN_TASK_WORK / len_red.max(1)).max(1);
-        if dims.batch.is_none() && batch > 1 {
-            // Shared cost: each task takes a cost row and applies it to every problem, so
-            // the row is read from memory once per half-step, not once per problem.
-            let mut by_row = crate::alloc::filled("buffer", out.len(), T::zero())?;
-            by_row
-                .par_chunks_mut(batch)
-                .with_min_len(min_len.div_ceil(batch))
-                .enumerate()
-                .for_each(|(r, vals)| {
-                    for (b, v) in vals.iter_mut().enumerate() {
-                        *v = update(b, r);
-                    }
-                });
-            for (r, vals) in by_row.chunks(batch).enumerate() {
-                for (b, &v) in vals.iter().enumerate() {
-                    out[b * len_out + r] = v;
-                }
-            }
-        } else {
-            out.par_iter_mut()
-                .with_min_len(min_len)
-                .enumerate()
-                .for_each(|(idx, o)| *o = update(idx / len_out, idx % len_out));
         }
-        Ok(())
+        let serial = runs_serially(batch * len_out * len_red);
+        dense_sinkstep(cost, side, eps, other_pot, log_marginal, out, serial)
     }
 
     fn relax(&self, out: &mut Vec<T>, log_marginal: &Vec<T>, eps: T, phi: T) -> Result<()> {
@@ -318,10 +355,15 @@ impl<T: Real> Backend<T> for CpuBackend {
                 ),
             ));
         }
-        out.par_iter_mut()
-            .with_min_len(MIN_TASK_WORK)
-            .zip(log_marginal.par_iter())
-            .for_each(|(o, &l)| *o = crate::backend::relax_entry(*o, l, eps, phi));
+        let entry = |(o, &l): (&mut T, &T)| *o = crate::backend::relax_entry(*o, l, eps, phi);
+        if runs_serially(out.len()) {
+            out.iter_mut().zip(log_marginal.iter()).for_each(entry);
+        } else {
+            out.par_iter_mut()
+                .with_min_len(MIN_TASK_WORK)
+                .zip(log_marginal.par_iter())
+                .for_each(entry);
+        }
         Ok(())
     }
 
@@ -334,21 +376,30 @@ impl<T: Real> Backend<T> for CpuBackend {
         eps: T,
     ) -> Result<Vec<T>> {
         let per = check_marginal_error(batch, marginal.len(), old.len(), new.len())?;
+        let problem = |((a, o), n): ((&[T], &[T]), &[T])| {
+            let mut s = 0.0f64;
+            for k in 0..per {
+                if a[k] > T::zero() {
+                    let got = a[k] * ((o[k] - n[k]) / eps).exp();
+                    s += (a[k] - got).abs().f64();
+                }
+            }
+            T::of(s)
+        };
+        if runs_serially(marginal.len()) {
+            return Ok(marginal
+                .chunks(per)
+                .zip(old.chunks(per))
+                .zip(new.chunks(per))
+                .map(problem)
+                .collect());
+        }
         Ok(marginal
             .par_chunks(per)
             .zip(old.par_chunks(per))
             .zip(new.par_chunks(per))
             .with_min_len((MIN_TASK_WORK / per.max(1)).max(1))
-            .map(|((a, o), n)| {
-                let mut s = 0.0f64;
-                for k in 0..per {
-                    if a[k] > T::zero() {
-                        let got = a[k] * ((o[k] - n[k]) / eps).exp();
-                        s += (a[k] - got).abs().f64();
-                    }
-                }
-                T::of(s)
-            })
+            .map(problem)
             .collect())
     }
 
@@ -391,24 +442,29 @@ impl<T: Real> Backend<T> for CpuBackend {
             .map(|b| {
                 // Per-row sums in parallel, then their total in row order: the same bits
                 // whatever the number of threads.
-                let rows: Vec<f64> = (0..n)
-                    .into_par_iter()
-                    .with_min_len((MIN_TASK_WORK / m.max(1)).max(1))
-                    .map(|i| {
-                        let fi = f[b * n + i];
-                        if fi == T::neg_infinity() {
-                            return 0.0;
-                        }
-                        let row = cost.row(Side::Row, b, i);
-                        let gb = &g[b * m..(b + 1) * m];
-                        let mut s = T::zero();
-                        for j in 0..m {
-                            let p = ((fi + gb[j] - row[j]) / eps).exp();
-                            s = s + p * row[j];
-                        }
-                        s.f64()
-                    })
-                    .collect();
+                let row_sum = |i: usize| {
+                    let fi = f[b * n + i];
+                    if fi == T::neg_infinity() {
+                        return 0.0;
+                    }
+                    let row = cost.row(Side::Row, b, i);
+                    let gb = &g[b * m..(b + 1) * m];
+                    let mut s = T::zero();
+                    for j in 0..m {
+                        let p = ((fi + gb[j] - row[j]) / eps).exp();
+                        s += p * row[j];
+                    }
+                    s.f64()
+                };
+                let rows: Vec<f64> = if runs_serially(n * m) {
+                    (0..n).map(row_sum).collect()
+                } else {
+                    (0..n)
+                        .into_par_iter()
+                        .with_min_len((MIN_TASK_WORK / m.max(1)).max(1))
+                        .map(row_sum)
+                        .collect()
+                };
                 T::of(rows.iter().sum())
             })
             .collect())
@@ -436,6 +492,67 @@ impl<T: Real> Backend<T> for CpuBackend {
         });
         Ok(p)
     }
+}
+
+/// The plain dense half-step: one log-sum-exp per output ([`lse`]), on the calling thread
+/// when `serial`, else over rayon; each output is computed by the same code either way, so
+/// the bits do not depend on `serial` or on the number of threads.
+fn dense_sinkstep<T: Real>(
+    cost: &CpuCost<T>,
+    side: Side,
+    eps: T,
+    other_pot: &[T],
+    log_marginal: &[T],
+    out: &mut [T],
+    serial: bool,
+) -> Result<()> {
+    let dims = cost.dims;
+    let (len_out, len_red) = (dims.len(side), dims.len(other(side)));
+    let batch = out.len() / len_out.max(1);
+    let inv_eps = T::one() / eps;
+    let update = |b: usize, r: usize| -> T {
+        let lm = log_marginal[b * len_out + r];
+        if lm == T::neg_infinity() {
+            return lm;
+        }
+        let pot = &other_pot[b * len_red..(b + 1) * len_red];
+        eps * (lm - lse::lse(pot, cost.row(side, b, r), inv_eps))
+    };
+    let min_len = (MIN_TASK_WORK / len_red.max(1)).max(1);
+    if dims.batch.is_none() && batch > 1 {
+        // Shared cost: each task takes a cost row and applies it to every problem, so
+        // the row is read from memory once per half-step, not once per problem.
+        let mut by_row = crate::alloc::filled("buffer", out.len(), T::zero())?;
+        let row = |(r, vals): (usize, &mut [T])| {
+            for (b, v) in vals.iter_mut().enumerate() {
+                *v = update(b, r);
+            }
+        };
+        if serial {
+            by_row.chunks_mut(batch).enumerate().for_each(row);
+        } else {
+            by_row
+                .par_chunks_mut(batch)
+                .with_min_len(min_len.div_ceil(batch))
+                .enumerate()
+                .for_each(row);
+        }
+        for (r, vals) in by_row.chunks(batch).enumerate() {
+            for (b, &v) in vals.iter().enumerate() {
+                out[b * len_out + r] = v;
+            }
+        }
+    } else if serial {
+        out.iter_mut()
+            .enumerate()
+            .for_each(|(idx, o)| *o = update(idx / len_out, idx % len_out));
+    } else {
+        out.par_iter_mut()
+            .with_min_len(min_len)
+            .enumerate()
+            .for_each(|(idx, o)| *o = update(idx / len_out, idx % len_out));
+    }
+    Ok(())
 }
 
 impl<T: Real> super::PointCloudKernels<T> for CpuBackend {
@@ -515,6 +632,39 @@ impl<T: Real> super::PointCloudKernels<T> for CpuBackend {
 mod tests {
     use super::*;
     use ndarray::{array, Array3};
+
+    /// The serial and the parallel plain half-step give the same bits, for one problem and
+    /// for a batch on a shared cost, at sizes on both sides of [`SERIAL_WORK`].
+    #[test]
+    fn serial_and_parallel_half_steps_give_the_same_bits() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let mut next = crate::test_rng::uniforms(31);
+        for &(n, m, batch) in &[(100usize, 100usize, 1usize), (300, 517, 1), (64, 90, 3)] {
+            let c: Vec<f64> = (0..n * m).map(|_| next()).collect();
+            let cost = CpuBackend
+                .prepare_cost(&CostSource::Dense(
+                    ndarray::ArrayView2::from_shape((n, m), &c).unwrap(),
+                ))
+                .unwrap();
+            for side in [Side::Row, Side::Col] {
+                let (lo, lr) = (cost.dims.len(side), cost.dims.len(other(side)));
+                let pot: Vec<f64> = (0..batch * lr).map(|_| next() - 0.5).collect();
+                let mut lm: Vec<f64> = (0..batch * lo).map(|_| -(lo as f64).ln()).collect();
+                lm[1] = f64::NEG_INFINITY; // a zero-mass output
+                let run = |serial: bool| {
+                    let mut out = vec![0.0; batch * lo];
+                    pool.install(|| {
+                        dense_sinkstep(&cost, side, 0.05, &pot, &lm, &mut out, serial).unwrap()
+                    });
+                    out.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+                };
+                assert_eq!(run(true), run(false), "{n}×{m}, batch {batch}, {side:?}");
+            }
+        }
+    }
 
     /// The host bytes a coupling's peak counts beside the plan are the copies
     /// `prepare_cost` keeps: `C` and `Cᵀ`, or `C` alone when every matrix is symmetric,

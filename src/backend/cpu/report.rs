@@ -59,19 +59,26 @@ fn sums<T: Real>(
     let dims = cost.dims;
     let (len, len_other) = (dims.len(side), dims.len(other(side)));
     let mut out = vec![(0.0, 0.0); own.len()];
+    let chunk_sums = |(chunk, vals): (usize, &mut [(f64, f64)])| {
+        for (k, v) in vals.iter_mut().enumerate() {
+            let idx = chunk * ROWS_PER_TASK + k;
+            let (b, r) = (idx / len, idx % len);
+            let q = &other_pot[b * len_other..(b + 1) * len_other];
+            *v = row_sums(own[idx], q, cost.row(side, b, r), inv_eps);
+        }
+    };
     // Small problems stay on the calling thread (no hand-off to the pool).
-    let min_chunks = (super::MIN_TASK_WORK / (ROWS_PER_TASK * len_other).max(1)).max(1);
-    out.par_chunks_mut(ROWS_PER_TASK)
-        .with_min_len(min_chunks)
-        .enumerate()
-        .for_each(|(chunk, vals)| {
-            for (k, v) in vals.iter_mut().enumerate() {
-                let idx = chunk * ROWS_PER_TASK + k;
-                let (b, r) = (idx / len, idx % len);
-                let q = &other_pot[b * len_other..(b + 1) * len_other];
-                *v = row_sums(own[idx], q, cost.row(side, b, r), inv_eps);
-            }
-        });
+    if super::runs_serially(own.len() * len_other) {
+        out.chunks_mut(ROWS_PER_TASK)
+            .enumerate()
+            .for_each(chunk_sums);
+    } else {
+        let min_chunks = (super::MIN_TASK_WORK / (ROWS_PER_TASK * len_other).max(1)).max(1);
+        out.par_chunks_mut(ROWS_PER_TASK)
+            .with_min_len(min_chunks)
+            .enumerate()
+            .for_each(chunk_sums);
+    }
     out
 }
 

@@ -73,8 +73,8 @@ impl<Bk> SinkhornSolver<Bk> {
                 .map(|v| v.f64())
                 .collect();
             let shift = T::of(finite.iter().sum::<f64>() / finite.len().max(1) as f64);
-            fs.row_mut(k).iter_mut().for_each(|v| *v = *v - shift);
-            gs.row_mut(k).iter_mut().for_each(|v| *v = *v + shift);
+            fs.row_mut(k).iter_mut().for_each(|v| *v -= shift);
+            gs.row_mut(k).iter_mut().for_each(|v| *v += shift);
         }
         Ok(EnvelopeGradients {
             value,

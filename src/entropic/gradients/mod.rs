@@ -550,6 +550,7 @@ impl<Bk> SinkhornSolver<Bk> {
         Bk: GradKernels<T>,
     {
         cg.validate()?;
+        pr.check_plan()?;
         let be = self.backend();
         let relax = pr.relaxation;
         let eps_f = self.params().eps;

@@ -76,6 +76,8 @@ pub struct PreparedProblem<T: Real, B: Backend<T>> {
     pub(super) mu_masses: Vec<f64>,
     /// The relaxation when at least one marginal is relaxed (`None`: balanced).
     pub(crate) relaxation: Option<Relaxation>,
+    /// Whether the cost is computed on the fly from point clouds (its plan has a size limit).
+    pub(super) cloud: bool,
 }
 
 impl<T: Real, B: Backend<T>> PreparedProblem<T, B> {
@@ -90,6 +92,15 @@ impl<T: Real, B: Backend<T>> PreparedProblem<T, B> {
     }
     pub(crate) fn cost(&self) -> &B::Cost {
         &self.cost
+    }
+    /// The one check of a plan's size, made by every path that materialises a plan before
+    /// it solves: plans between point clouds above the backends' limit are refused
+    /// ([`check_plan_entries`](crate::cost::check_plan_entries)).
+    pub(crate) fn check_plan(&self) -> Result<()> {
+        if self.cloud {
+            crate::cost::check_plan_entries(self.batch, self.n, self.m)?;
+        }
+        Ok(())
     }
     pub(crate) fn mu(&self) -> &B::Buffer {
         &self.mu

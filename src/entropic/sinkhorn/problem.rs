@@ -220,6 +220,17 @@ impl<'a, T: Real> Problem<'a, T> {
                 detail: format!("shape {dims:?}"),
             });
         }
+        // Weights on point clouds are counted against their cloud's points.
+        if let CostSource::PointCloud(_) = &self.cost {
+            for (arg, k, points, cloud) in [("mu", n, dims.n, "x"), ("nu", m, dims.m, "y")] {
+                if k != points {
+                    return Err(Error::shape(
+                        arg,
+                        format!("has {k} weights for {points} points of {cloud}"),
+                    ));
+                }
+            }
+        }
         if (dims.n, dims.m) != (n, m) {
             return Err(Error::shape(
                 "cost",

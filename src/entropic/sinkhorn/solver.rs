@@ -114,10 +114,9 @@ impl<B> SinkhornSolver<B> {
         // Refused before solving: a plan that cannot be allocated, then a plan between point
         // clouds above the backends' limit.
         check_coupling_peak::<T>(&[b, n, m], self.backend.host_cost_bytes(&problem.cost))?;
-        if let crate::CostSource::PointCloud(_) = problem.cost() {
-            crate::cost::check_plan_entries(b, n, m)?;
-        }
-        let s = self.run(problem)?;
+        let prepared = self.prepare(problem)?;
+        prepared.check_plan()?;
+        let s = self.run_prepared(prepared)?;
         let mut result = self.finish(problem, &s)?;
         let eps = T::of(self.params.eps);
         let plan = self
@@ -219,7 +218,14 @@ impl<B> SinkhornSolver<B> {
     where
         B: Backend<T>,
     {
-        let prepared = self.prepare(problem)?;
+        self.run_prepared(self.prepare(problem)?)
+    }
+
+    /// Iterate a prepared batch and leave the potentials on the device.
+    fn run_prepared<T: Real>(&self, prepared: PreparedProblem<T, B>) -> Result<Solved<T, B>>
+    where
+        B: Backend<T>,
+    {
         let (f, g, solution) = self.iterate_prepared(&prepared)?;
         Ok(Solved {
             f,
@@ -290,7 +296,7 @@ impl<B> SinkhornSolver<B> {
         let host =
             |a: &ArrayView2<'_, T>| crate::alloc::collected("buffer", a.len(), a.iter().copied());
         let empty = |a: &ArrayView2<'_, T>| a.iter().any(|&v| v <= T::zero());
-        self.prepare_parts(
+        let mut prepared = self.prepare_parts(
             cost,
             be.upload(&host(&problem.mu)?)?,
             be.upload(&host(&problem.nu)?)?,
@@ -299,7 +305,9 @@ impl<B> SinkhornSolver<B> {
             (problem.mu_masses.clone(), problem.masses.clone()),
             (empty(&problem.mu), empty(&problem.nu)),
             relaxation,
-        )
+        )?;
+        prepared.cloud = matches!(problem.cost, crate::CostSource::PointCloud(_));
+        Ok(prepared)
     }
 
     /// The marginals' logarithms on the device, and the rest of a [`PreparedProblem`].
@@ -338,6 +346,7 @@ impl<B> SinkhornSolver<B> {
             masses,
             mu_masses,
             relaxation,
+            cloud: false,
         })
     }
 
@@ -353,6 +362,7 @@ impl<B> SinkhornSolver<B> {
         let relaxation = unbalanced(problem.relaxation)?;
         let (batch, n, m) = problem.dims();
         let BufferProblem { mu, nu, cost, .. } = problem;
+        let cloud = matches!(cost, BufferCost::Points { .. });
         let histograms = || -> Result<_> {
             let (mu_masses, empty_mu) = buffer_histograms(be, "mu", &mu, batch, n)?;
             let (masses, empty_nu) = buffer_histograms(be, "nu", &nu, batch, m)?;
@@ -419,7 +429,7 @@ impl<B> SinkhornSolver<B> {
                 (cost, offsets, masses, empty)
             }
         };
-        self.prepare_parts(
+        let mut prepared = self.prepare_parts(
             cost,
             mu,
             nu,
@@ -428,7 +438,9 @@ impl<B> SinkhornSolver<B> {
             masses,
             empty,
             relaxation,
-        )
+        )?;
+        prepared.cloud = cloud;
+        Ok(prepared)
     }
 
     /// Copy solved potentials into the caller's buffers, the offsets added to `g`.

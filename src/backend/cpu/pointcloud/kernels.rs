@@ -69,7 +69,7 @@ impl<T: Real> Running<T> {
         if m > self.max {
             let s = T::exp_nonpos::<M>(self.max - m);
             for a in self.acc.iter_mut() {
-                *a = *a * s;
+                *a *= s;
             }
             self.max = m;
         }
@@ -111,7 +111,7 @@ pub(super) fn block_lse_k<T: Real, M: MulAdd>(
             // Pass 2: exponentials relative to the running maximum (padding is −∞).
             for grp in buf.chunks_exact(L) {
                 for l in 0..L {
-                    st.acc[l] = st.acc[l] + T::exp_nonpos::<M>(grp[l] - m);
+                    st.acc[l] += T::exp_nonpos::<M>(grp[l] - m);
                 }
             }
         }
@@ -447,7 +447,7 @@ pub(super) fn block_weighted_k<T: Real, M: MulAdd>(
                 let s = T::exp_nonpos::<M>(max[r] - mx);
                 for lanes in a_row.iter_mut() {
                     for a in lanes.iter_mut() {
-                        *a = *a * s;
+                        *a *= s;
                     }
                 }
                 max[r] = mx;
@@ -462,7 +462,7 @@ pub(super) fn block_weighted_k<T: Real, M: MulAdd>(
                 for (ag, cg) in args.chunks_exact(L).zip(nc.chunks_exact(L)) {
                     for l in 0..L {
                         let e = T::exp_nonpos::<M>(ag[l] - m);
-                        mass[l] = mass[l] + e;
+                        mass[l] += e;
                         cost[l] = M::mul_add(e, cg[l], cost[l]);
                     }
                 }
@@ -558,7 +558,7 @@ pub(super) fn block_weighted_k<T: Real, M: MulAdd>(
 pub(super) fn lane_sum<T: Real>(acc: &mut [T; L], v: &[T]) {
     for grp in v.chunks_exact(L) {
         for l in 0..L {
-            acc[l] = acc[l] + grp[l];
+            acc[l] += grp[l];
         }
     }
 }

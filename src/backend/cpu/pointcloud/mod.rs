@@ -643,6 +643,8 @@ impl<T: Real> CpuPointCloud<T> {
     pub(crate) fn plan(&self, f: &[T], g: &[T], eps: T) -> Result<Vec<T>> {
         let (n, m, d) = (self.n, self.m, self.d);
         let batch = check_fg(&self.dims(), f.len(), g.len())?;
+        // The kernel's own refusal, for a caller of `Backend::plan`; the solver's paths
+        // refuse the same plans before they solve (`PreparedProblem::check_plan`).
         crate::cost::check_plan_entries(batch, n, m)?;
         let mut p = crate::alloc::filled("plan", batch * n * m, T::zero())?;
         let root = self.metric == PointMetric::Euclidean;
@@ -654,7 +656,7 @@ impl<T: Real> CpuPointCloud<T> {
                 let mut c = T::zero();
                 for k in 0..d {
                     let t = pair.x[k * n + i] - pair.y[k * m + j];
-                    c = c + t * t;
+                    c += t * t;
                 }
                 if root {
                     c = c.sqrt();

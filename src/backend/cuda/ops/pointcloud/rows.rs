@@ -266,6 +266,8 @@ impl CudaBackend {
     ) -> Result<CudaBuffer<T>> {
         let (n, m) = (cl.n, cl.m);
         let batch = check_fg(&cl.dims(), f.len, g.len)?;
+        // The kernel's own refusal, for a caller of `Backend::plan`; the solver's paths
+        // refuse the same plans before they solve (`PreparedProblem::check_plan`).
         let total = crate::cost::check_plan_entries(batch, n, m)?;
         let plan = self.alloc::<T>(total, "the plans")?;
         let blocks = self.stride_blocks(total, 256, 32);
