@@ -76,20 +76,49 @@ pub fn emd_batch<T: Real>(
     params: &EmdParams,
 ) -> Result<Vec<EmdResult>> {
     params.check()?;
-    let (a, b) = checked_weights(mu, nu)?;
+    // Shapes first: a weight vector of the wrong length is named, whatever its mass.
     let (bsz, n) = mu.dim();
-    let m = nu.ncols();
+    let (bn, m) = nu.dim();
     let (bc, cn, cm) = cost.dim();
-    if bc == 0 || cn == 0 || cm == 0 {
-        return Err(Error::Empty {
-            arg: "cost".into(),
-            detail: format!("shape {bc}×{cn}×{cm}"),
-        });
+    for (arg, empty, detail) in [
+        ("mu", bsz == 0 || n == 0, format!("shape {bsz}×{n}")),
+        ("nu", bn == 0 || m == 0, format!("shape {bn}×{m}")),
+        ("cost", bc * cn * cm == 0, format!("shape {bc}×{cn}×{cm}")),
+    ] {
+        if empty {
+            return Err(Error::Empty {
+                arg: arg.into(),
+                detail,
+            });
+        }
     }
-    if (cn, cm) != (n, m) {
+    // One length off names that weight vector; both off, the cost is the odd one out.
+    if n != cn && m != cm {
         return Err(Error::shape(
             "cost",
             format!("is {cn}×{cm} but mu has {n} and nu has {m} entries per problem"),
+        ));
+    }
+    if n != cn {
+        return Err(Error::shape(
+            "mu",
+            format!(
+                "has {n} entries per problem but cost has {cn} rows (and nu fits its {cm} columns)"
+            ),
+        ));
+    }
+    if m != cm {
+        return Err(Error::shape(
+            "nu",
+            format!(
+                "has {m} entries per problem but cost has {cm} columns (and mu fits its {cn} rows)"
+            ),
+        ));
+    }
+    if bn != bsz {
+        return Err(Error::shape(
+            "nu",
+            format!("batch of {bn} problems but mu has {bsz}"),
         ));
     }
     if bc != 1 && bc != bsz {
@@ -98,6 +127,7 @@ pub fn emd_batch<T: Real>(
             format!("holds {bc} matrices but there are {bsz} problems (give 1 to share one)"),
         ));
     }
+    let (a, b) = checked_weights(mu, nu)?;
     let max_abs = check_finite_max("cost", &cost)?;
     check_cost_range(max_abs, "cost")?;
     (0..bsz)
@@ -258,14 +288,14 @@ type Rows = Vec<Vec<f64>>;
 
 /// Each problem's weights in `f64` after the input checks, `nu` scaled to the mass of `mu`.
 fn checked_weights<T: Real>(mu: ArrayView2<'_, T>, nu: ArrayView2<'_, T>) -> Result<(Rows, Rows)> {
-    let mu_mass = check_histograms("mu", &mu)?;
-    let nu_mass = check_histograms("nu", &nu)?;
     if mu.nrows() != nu.nrows() {
         return Err(Error::shape(
             "nu",
             format!("batch of {} problems but mu has {}", nu.nrows(), mu.nrows()),
         ));
     }
+    let mu_mass = check_histograms("mu", &mu)?;
+    let nu_mass = check_histograms("nu", &nu)?;
     check_equal_mass::<T>(&mu_mass, &nu_mass)?;
     let a = mu
         .rows()

@@ -559,21 +559,46 @@ impl NetworkSimplex {
         (f, g)
     }
 
-    /// The tree arcs between a source and a target with positive flow: `(i, j, flow)`;
-    /// and the largest flow left on an artificial arc (0 at an optimum of a balanced
-    /// problem, up to rounding).
+    /// The plan of the basis as `(i, j, flow)` entries, feasible whenever the solve
+    /// stopped: the tree arcs between a source and a target with positive flow, and the
+    /// mass still routed `i → root → j` (none at an optimum) paired up source by source in
+    /// order (the north-west corner rule on the artificial flows, which balance at the
+    /// root); and the largest flow left on an artificial arc.
     pub(crate) fn flows(&self) -> (Vec<(usize, usize, f64)>, f64) {
         let n = self.n;
         let mut out = Vec::with_capacity(self.n + self.m);
         let mut artificial = 0.0f64;
+        let (mut from, mut to) = (Vec::new(), Vec::new());
         for u in 0..self.root {
             let p = self.parent[u] as usize;
             let f = self.flow[u];
             if p == self.root {
                 artificial = artificial.max(f.abs());
+                if f > 0.0 {
+                    if u < n {
+                        from.push((u, f));
+                    } else {
+                        to.push((u - n, f));
+                    }
+                }
             } else if f > 0.0 {
                 let (i, j) = if u < n { (u, p - n) } else { (p, u - n) };
                 out.push((i, j, f));
+            }
+        }
+        let (mut s, mut t) = (0, 0);
+        while s < from.len() && t < to.len() {
+            let q = from[s].1.min(to[t].1);
+            if q > 0.0 {
+                out.push((from[s].0, to[t].0, q));
+            }
+            from[s].1 -= q;
+            to[t].1 -= q;
+            // The smaller side is used up; rounding leaves the last pair's residue on one.
+            if from[s].1 <= to[t].1 {
+                s += 1;
+            } else {
+                t += 1;
             }
         }
         out.sort_unstable_by_key(|&(i, j, _)| (i, j));

@@ -93,7 +93,9 @@ pub struct EmdResult {
     /// Pivots (network simplex), augmentations (assignment) or merge steps (1-D).
     pub iterations: usize,
     /// Whether the solver reached optimality (false when an iteration or time limit
-    /// stopped it: the plan is then feasible but not optimal).
+    /// stopped it: the plan then still meets both marginals, with the mass the network
+    /// simplex had not yet placed paired up source by source, but is not optimal; the
+    /// certificate's gap and dual violation show how far).
     pub converged: bool,
     /// `converged` and the certificate within its tolerance.
     pub exact: bool,

@@ -310,7 +310,8 @@ fn limits_are_reported_not_hidden() {
         let r = emd(a.view(), b.view(), c.view(), &p).unwrap();
         assert!(!r.converged && !r.exact, "limit {limit}");
         assert_eq!(r.iterations, limit);
-        // The certificate shows it: an unmet marginal (mass left on artificial arcs) or a gap.
+        // The certificate shows it: a gap or a violated dual constraint (the plan itself
+        // meets its marginals: `a_plan_stopped_by_a_limit_meets_its_marginals`).
         assert!(
             !r.certificate.holds(1e-9),
             "limit {limit}: {:?}",
@@ -333,6 +334,61 @@ fn limits_are_reported_not_hidden() {
     assert_eq!(r.plan.len(), 60);
     assert!(r.certificate.marginal_error_a < 1e-15 && r.certificate.marginal_error_b < 1e-15);
     assert!(r.cost >= opt.cost);
+}
+
+#[test]
+fn a_plan_stopped_by_a_limit_meets_its_marginals() {
+    // The network simplex stopped by a limit hands back a feasible plan (the mass its
+    // basis still routes through the artificial root paired up), dearer than the optimum.
+    let mut rng = StdRng::seed_from_u64(18);
+    let (x, y) = (cloud(&mut rng, 60, 2), cloud(&mut rng, 50, 2));
+    let c = dense_cost(&x, &y, 2.0);
+    let (a, b) = (weights(&mut rng, 60, 7), weights(&mut rng, 50, 5));
+    let full = emd(a.view(), b.view(), c.view(), &EmdParams::default()).unwrap();
+    assert!(full.exact && full.iterations > 10);
+    let tol = 1e-14 * (60.0 + 50.0);
+    let check = |r: &EmdResult, what: &str| {
+        assert!(!r.converged && !r.exact, "{what}");
+        let p = r.plan.to_dense();
+        let row_err: f64 = (&p.sum_axis(Axis(1)) - &a).iter().map(|v| v.abs()).sum();
+        let col_err: f64 = (&p.sum_axis(Axis(0)) - &b).iter().map(|v| v.abs()).sum();
+        assert!(
+            row_err <= tol && col_err <= tol,
+            "{what}: {row_err} {col_err}"
+        );
+        assert!(r.plan.mass.iter().all(|&v| v > 0.0), "{what}");
+        assert!(r.certificate.marginal_error_a <= tol, "{what}");
+        assert!(r.certificate.marginal_error_b <= tol, "{what}");
+        let cost: f64 = r.plan.iter().map(|(i, j, v)| v * c[[i, j]]).sum();
+        assert!((cost - r.cost).abs() <= 1e-12 * cost.abs(), "{what}");
+        assert!(r.cost >= full.cost - 1e-12 * full.cost.abs(), "{what}");
+    };
+    for limit in [1, 5, full.iterations / 2] {
+        for k in [0, 4] {
+            let p = EmdParams::default().max_iters(limit).candidates_per_row(k);
+            let r = emd(a.view(), b.view(), c.view(), &p).unwrap();
+            assert_eq!(r.iterations, limit);
+            check(&r, &format!("limit {limit}, {k} candidates"));
+        }
+    }
+    let p = EmdParams::default().max_time(Duration::ZERO);
+    let r = emd(a.view(), b.view(), c.view(), &p).unwrap();
+    assert_eq!(r.iterations, 0);
+    check(&r, "no time");
+    // Point clouds take the same path, costs stored or computed when read.
+    for stored in [0, usize::MAX] {
+        let p = EmdParams::default().max_iters(5).store_costs_below(stored);
+        let r = emd_points(
+            Some(a.view()),
+            Some(b.view()),
+            x.view(),
+            y.view(),
+            Metric::SqEuclidean,
+            &p,
+        )
+        .unwrap();
+        check(&r, &format!("points, store below {stored}"));
+    }
 }
 
 /// The argument an error names.

@@ -8,3 +8,4 @@ mod emd;
 mod emd_inputs;
 mod one_d;
 mod sliced;
+mod weight_shapes;

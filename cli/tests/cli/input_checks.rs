@@ -1386,6 +1386,41 @@ fn every_command_line_row_is_refused_with_a_message() {
             ]),
             "--convention = Linear: the unbalanced Sinkhorn divergence debiases the unbalanced objective".into(),
         ),
+        (
+            "C44",
+            v(&["emd", "--mu", &mu, "--nu", &mu, "--cost", &c]),
+            "nu: has 4 entries per problem but cost has 3 columns".into(),
+        ),
+        (
+            "C44",
+            v(&["emd", "--mu", &f("mu5.npy"), "--nu", &nu, "--cost", &c]),
+            "mu: has 5 entries per problem but cost has 4 rows".into(),
+        ),
+        (
+            "C44",
+            v(&["emd", "--mu", &mu, "--nu", &f("heavy3.npy"), "--cost", &c]),
+            "unequal total masses".into(),
+        ),
+        (
+            "C44",
+            v(&["emd", "--mu", &f("neg4.npy"), "--nu", &nu, "--cost", &c]),
+            "mu: negative mass".into(),
+        ),
+        (
+            "C45",
+            v(&["sliced", "--x", &f("x.npy"), "--y", &f("y.npy"), "--nu", &mu]),
+            "--nu: has 4 weights for the 3 points of --y".into(),
+        ),
+        (
+            "C45",
+            v(&["sliced", "--x", &f("x.npy"), "--y", &f("y.npy"), "--mu", &f("neg4.npy")]),
+            "--mu: negative mass".into(),
+        ),
+        (
+            "C45",
+            v(&["sliced", "--x", &f("x.npy"), "--y", &f("x3d.npy")]),
+            "--y".into(),
+        ),
     ];
     // C04/C05: `--backend cuda` without CUDA support in this build, or without a GPU.
     let cuda_needle = if cfg!(feature = "cuda") {
