@@ -218,8 +218,7 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
                 // The errors from the exact costs; the distance, the transport cost of the
                 // half-steps' plan (see `PlanReport::cost`).
                 Some(exact) => {
-                    let (_, costs) =
-                        self.column_error_and_cost(cost, potentials, marginals, eps)?;
+                    let costs = self.cloud_transport_cost(c, &potentials.f, &potentials.g, eps)?;
                     Ok(exact
                         .into_iter()
                         .zip(costs)
