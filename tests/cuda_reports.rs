@@ -341,7 +341,7 @@ fn cuda_f32_cloud_reports_are_the_recomputed_errors() {
 /// several row chunks and column spans: each problem's report is its recomputed error.
 #[test]
 fn cuda_f32_cloud_batch_reports_are_each_problems_error() {
-    use common::cloud_reports::{clouds, recomputed_error, weights};
+    use common::cloud_reports::{clouds, recomputed_error_with, weights};
     use logot::{PointCloudCost, PointMetric};
     let Some(be) = gpu() else { return };
     for (n, m, d, metric) in [
@@ -367,55 +367,18 @@ fn cuda_f32_cloud_batch_reports_are_each_problems_error() {
             .unwrap();
         for (k, report) in r.convergence.problems.iter().enumerate() {
             let (x, y) = (pairs[k][0].view(), pairs[k][1].view());
-            let real = if metric == PointMetric::Euclidean {
-                euclidean_error(x, y, (r.f.row(k), r.g.row(k)), (mu.view(), nu.view()), eps)
-            } else {
-                recomputed_error(
-                    x,
-                    y,
-                    (r.f.row(k), r.g.row(k)),
-                    (mu.view(), nu.view()),
-                    eps as f32 as f64,
-                )
-            };
+            let real = recomputed_error_with(
+                x,
+                y,
+                (r.f.row(k), r.g.row(k)),
+                (mu.view(), nu.view()),
+                eps as f32 as f64,
+                metric,
+            );
             assert!(
                 (report.marginal_error - real).abs() <= 1e-6 * real + 1e-15,
                 "{n}×{m}, d {d}, {metric:?}, problem {k}: {report:?}, real {real:e}"
             );
         }
     }
-}
-
-/// The larger marginal error of `exp((f ⊕ g − |x_i − y_j|)/ε)` in f64 (ε as float32 holds it).
-fn euclidean_error(
-    x: ArrayView2<'_, f32>,
-    y: ArrayView2<'_, f32>,
-    (f, g): (ArrayView1<'_, f32>, ArrayView1<'_, f32>),
-    (mu, nu): (ArrayView1<'_, f32>, ArrayView1<'_, f32>),
-    eps: f64,
-) -> f64 {
-    let eps = eps as f32 as f64;
-    let mut cols = vec![0.0f64; y.nrows()];
-    let mut rows = 0.0;
-    for (i, xi) in x.rows().into_iter().enumerate() {
-        let mut r = 0.0;
-        for (j, yj) in y.rows().into_iter().enumerate() {
-            let c: f64 = xi
-                .iter()
-                .zip(yj)
-                .map(|(&a, &b)| (a as f64 - b as f64).powi(2))
-                .sum::<f64>()
-                .sqrt();
-            let p = ((f[i] as f64 + g[j] as f64 - c) / eps).exp();
-            r += p;
-            cols[j] += p;
-        }
-        rows += (r - mu[i] as f64).abs();
-    }
-    let cols: f64 = cols
-        .iter()
-        .zip(nu)
-        .map(|(c, &b)| (c - b as f64).abs())
-        .sum();
-    rows.max(cols)
 }

@@ -3,15 +3,28 @@
 //! with the seeded clouds and weights the report tests share (CPU and CUDA).
 
 use super::Lcg;
+use logot::PointMetric;
 use ndarray::{Array1, Array2, ArrayView1, ArrayView2};
 
 /// The larger marginal error of `exp((f ⊕ g − C)/ε)`, `C_ij = |x_i − y_j|²` in f64.
 pub fn recomputed_error(
     x: ArrayView2<'_, f32>,
     y: ArrayView2<'_, f32>,
+    potentials: (ArrayView1<'_, f32>, ArrayView1<'_, f32>),
+    weights: (ArrayView1<'_, f32>, ArrayView1<'_, f32>),
+    eps: f64,
+) -> f64 {
+    recomputed_error_with(x, y, potentials, weights, eps, PointMetric::SqEuclidean)
+}
+
+/// [`recomputed_error`] with the cost of `metric`: `|x_i − y_j|²` or `|x_i − y_j|`.
+pub fn recomputed_error_with(
+    x: ArrayView2<'_, f32>,
+    y: ArrayView2<'_, f32>,
     (f, g): (ArrayView1<'_, f32>, ArrayView1<'_, f32>),
     (mu, nu): (ArrayView1<'_, f32>, ArrayView1<'_, f32>),
     eps: f64,
+    metric: PointMetric,
 ) -> f64 {
     let (n, m) = (x.nrows(), y.nrows());
     let mut cols = vec![0.0f64; m];
@@ -25,6 +38,10 @@ pub fn recomputed_error(
                 .zip(y.row(j))
                 .map(|(&a, &b)| (a as f64 - b as f64).powi(2))
                 .sum();
+            let c = match metric {
+                PointMetric::Euclidean => c.sqrt(),
+                _ => c,
+            };
             let p = ((f[i] as f64 + g[j] as f64 - c) / eps).exp();
             r += p;
             cols[j] += p;
