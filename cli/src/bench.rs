@@ -76,6 +76,15 @@ pub enum BenchProblem {
     /// GEMM 4096³: forward C = A·B, then backward dA = dC·Bᵀ, dB = Aᵀ·dC.
     #[value(name = "gemm")]
     Gemm,
+    /// Dense entropic Gromov–Wasserstein, n×m = 4000×5000 (structures: squared distances
+    /// of points uniform in [0,1]² and [0,1]³, normalised), ε = 5e-3, 100 outer iterations
+    /// from the product plan (--points N: N×⌈5N/4⌉).
+    #[value(name = "gw")]
+    Gw,
+    /// Point-cloud Gromov–Wasserstein in linear memory, n = m = 10⁵, d = 3, ε = 5e-3, 20
+    /// outer iterations of at most 100 warm-started Sinkhorn iterations each.
+    #[value(name = "gwpc")]
+    Gwpc,
 }
 
 impl BenchProblem {
@@ -476,16 +485,29 @@ pub fn checked(a: &BenchArgs) -> Result<Dtype> {
             | BenchProblem::OtCBig
             | BenchProblem::OtC64
             | BenchProblem::OtC1024
+            | BenchProblem::Gwpc
     );
+    if a.points.is_some() && a.problem == BenchProblem::Gw {
+        // The dense problem holds three n×m matrices and n² + m² structure entries.
+        let n = a.points.unwrap_or(0);
+        if n == 0 || n > 1 << 16 {
+            return Err(logot::Error::parameter(
+                "--points",
+                n,
+                "must be between 1 and 65536 for gw (dense n×m matrices)",
+            ));
+        }
+    }
     for (flag, v, max) in [("--points", a.points, 1 << 24), ("--dim", a.dim, 1 << 16)] {
         match v {
+            Some(_) if flag == "--points" && a.problem == BenchProblem::Gw => {}
             Some(_) if !point_cloud => {
                 return Err(logot::Error::parameter(
                     flag,
                     v.unwrap_or(0),
                     format!(
                         "applies to the point-cloud problems (otC, otC10, otCbig, otC64, \
-                         otC1024), not {}",
+                         otC1024, gwpc; --points also to gw), not {}",
                         a.problem.name()
                     ),
                 ))
@@ -510,7 +532,7 @@ pub fn checked(a: &BenchArgs) -> Result<Dtype> {
                 "--devices",
                 a.problem.name(),
                 "applies to the solver problems (otA, otB, otBcpu, otBbatch and the point clouds); \
-                 the barycenters and kernels run on one GPU",
+                 the barycenters, Gromov–Wasserstein and kernels run on one GPU",
             ));
         }
     }

@@ -49,6 +49,7 @@ mod bistochastic;
 mod divergence;
 mod emd;
 mod flags;
+mod gw;
 mod input;
 mod newton_schulz;
 mod npy;
@@ -105,6 +106,14 @@ enum Command {
     /// projected problem solved exactly on the line; prints the distances and each
     /// direction's W_p^p as JSON, writes the gradients with respect to the points.
     Sliced(sliced::SlicedArgs),
+    /// Gromov–Wasserstein (POT's ot.gromov) between structure matrices --c1/--c2, or point
+    /// clouds --x/--y (squared-Euclidean structures, linear memory): entropic with --eps
+    /// (mirror descent), exact without (conditional gradient); the value, its linear and
+    /// quadratic parts and the report of the returned plan as JSON, the plan to --plan.
+    Gw(gw::GwArgs),
+    /// Fused Gromov–Wasserstein: gw on --c1/--c2 with a feature cost --m (n×m) and the
+    /// structure weight --alpha, F(T) = (1 − α)·⟨M, T⟩ + α·⟨L⊗T, T⟩.
+    Fgw(gw::FgwArgs),
     /// Wasserstein barycenter of K histograms (dense --cost or --grid), written to --out;
     /// prints iterations, error and convergence as JSON.
     Barycenter(barycenter::BarycenterArgs),
@@ -221,6 +230,8 @@ fn main() -> ExitCode {
         Command::Divergence(a) => divergence::divergence(&a),
         Command::Emd(a) => emd::emd(&a),
         Command::Sliced(a) => sliced::sliced(&a),
+        Command::Gw(a) => gw::gw(&a),
+        Command::Fgw(a) => gw::fgw(&a),
         Command::Barycenter(a) => barycenter::barycenter(&a),
         Command::Bistochastic(a) => bistochastic::bistochastic(&a),
         Command::Bench(a) => bench_command(&a),
@@ -243,10 +254,11 @@ fn main() -> ExitCode {
 /// `logot bench`: each problem runs in the module of its kind (the modules share
 /// `bench`'s arguments and timers, and none calls another).
 fn bench_command(a: &bench::BenchArgs) -> Json {
-    use bench::BenchProblem::{Bary64, Bary64Dense};
+    use bench::BenchProblem::{Bary64, Bary64Dense, Gw, Gwpc};
     let dtype = bench::checked(a)?;
     match a.problem {
         p @ (Bary64 | Bary64Dense) => barycenter::bench(dtype, a, p == Bary64Dense),
+        Gw | Gwpc => gw::bench(dtype, a),
         p if p.on_kernels() => bench_kernels::bench(dtype, a),
         _ => bench::bench(dtype, a),
     }

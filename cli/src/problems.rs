@@ -301,3 +301,80 @@ pub const OTC_EPS: f64 = 0.05;
 pub const OTC_N: usize = 65_536;
 /// otC's dimension.
 pub const OTC_D: usize = 3;
+
+/// `gw`'s regularisation (the structures are normalised to a largest entry of 1).
+pub const GW_EPS: f64 = 5e-3;
+/// `gw`'s outer (mirror-descent) iterations, run in full.
+pub const GW_ITERS: usize = 100;
+/// `gw`'s sizes: `n` points in the plane, `m` in space.
+pub const GW_N: usize = 4000;
+/// See [`GW_N`].
+pub const GW_M: usize = 5000;
+
+/// Squared Euclidean distances within the cloud `x`, divided by their maximum.
+fn normalised_sqdist<T: Real>(x: &Array2<f64>) -> Array2<T> {
+    let n = x.nrows();
+    let mut c = Array2::<f64>::zeros((n, n));
+    ndarray::Zip::indexed(&mut c).par_for_each(|(i, k), v| {
+        *v = x
+            .row(i)
+            .iter()
+            .zip(x.row(k))
+            .map(|(a, b)| (a - b) * (a - b))
+            .sum();
+    });
+    let max = c.iter().cloned().fold(0.0, f64::max).max(f64::MIN_POSITIVE);
+    c.mapv(|v| T::of(v / max))
+}
+
+/// `gw`: dense entropic Gromov–Wasserstein between `n` points uniform in `[0, 1]²` (seed 3)
+/// and `m` points uniform in `[0, 1]³` (seed 4), uniform weights; the structures are the
+/// squared Euclidean distances within each cloud divided by their largest entry (POT's
+/// examples' `C /= C.max()`); solved at ε = [`GW_EPS`] for [`GW_ITERS`] outer iterations
+/// from the product plan. Returns `(C1, C2, p, q)`.
+///
+/// ```
+/// let (c1, c2, p, q) = logot_cli::problems::gw::<f64>(30, 40);
+/// assert_eq!((c1.dim(), c2.dim(), p.len(), q.len()), ((30, 30), (40, 40), 30, 40));
+/// assert_eq!(c1.iter().cloned().fold(0.0, f64::max), 1.0);
+/// assert!((0..30).all(|i| c1[[i, i]] == 0.0 && c1[[0, i]] == c1[[i, 0]]));
+/// ```
+#[allow(clippy::type_complexity)]
+pub fn gw<T: Real>(n: usize, m: usize) -> (Array2<T>, Array2<T>, Array1<T>, Array1<T>) {
+    let (x, y) = (uniform_cloud::<f64>(n, 2, 3), uniform_cloud::<f64>(m, 3, 4));
+    (
+        normalised_sqdist(&x),
+        normalised_sqdist(&y),
+        Array1::from_elem(n, T::of(1.0 / n as f64)),
+        Array1::from_elem(m, T::of(1.0 / m as f64)),
+    )
+}
+
+/// `gwpc`'s regularisation.
+pub const GWPC_EPS: f64 = 5e-3;
+/// `gwpc`'s outer iterations, run in full.
+pub const GWPC_ITERS: usize = 20;
+/// The most Sinkhorn iterations of each of `gwpc`'s inner solves (warm-started).
+pub const GWPC_INNER: usize = 100;
+/// `gwpc`'s size (points per cloud).
+pub const GWPC_N: usize = 100_000;
+/// `gwpc`'s dimension.
+pub const GWPC_D: usize = 3;
+
+/// `gwpc`: point-cloud Gromov–Wasserstein between two clouds of `n` points uniform in
+/// `[0, 1/√d]^d` (seeds 5 and 6; squared distances at most 1, as `gw`'s), uniform weights;
+/// solved in linear memory at ε = [`GWPC_EPS`] for [`GWPC_ITERS`] outer iterations of at
+/// most [`GWPC_INNER`] Sinkhorn iterations each. Returns `(X, Y, p, q)`.
+///
+/// ```
+/// let (x, y, p, q) = logot_cli::problems::gw_clouds::<f32>(10, 3);
+/// assert_eq!((x.dim(), y.dim(), p.len(), q.len()), ((10, 3), (10, 3), 10, 10));
+/// assert!(x.iter().all(|&v| v > 0.0 && v < 1.0 / 3f32.sqrt()));
+/// ```
+#[allow(clippy::type_complexity)]
+pub fn gw_clouds<T: Real>(n: usize, d: usize) -> (Array2<T>, Array2<T>, Array1<T>, Array1<T>) {
+    let scale = 1.0 / (d as f64).sqrt();
+    let cloud = |seed| uniform_cloud::<f64>(n, d, seed).mapv(|v| T::of(v * scale));
+    let w = Array1::from_elem(n, T::of(1.0 / n as f64));
+    (cloud(5), cloud(6), w.clone(), w)
+}

@@ -92,6 +92,7 @@ impl LinearOtSolver for NetworkSimplex {
 
 /// How a conditional-gradient solve ended; the figures describe the plan handed back.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ConditionalGradientReport {
     /// Frank–Wolfe iterations run.
     pub iterations: usize,
@@ -110,6 +111,7 @@ pub struct ConditionalGradientReport {
 
 /// A solved exact (fused) Gromov–Wasserstein problem.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ExactGromov<T> {
     /// The plan `G` (`n×m`).
     pub plan: Array2<T>,

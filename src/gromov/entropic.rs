@@ -25,6 +25,7 @@ use ndarray::{Array1, Array2};
 /// How an entropic Gromov–Wasserstein solve ended; every figure describes the plan
 /// handed back.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct GromovReport {
     /// Outer (mirror-descent) iterations run.
     pub iterations: usize,
@@ -51,6 +52,7 @@ pub struct GromovReport {
 
 /// A solved entropic (fused) Gromov–Wasserstein problem.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct EntropicGromov<T> {
     /// The plan `T` (`n×m`).
     pub plan: Array2<T>,

@@ -29,6 +29,7 @@ use ndarray::{Array1, Array2, ArrayView1, ArrayView2, Axis};
 
 /// Envelope gradients of a Gromov–Wasserstein value (see the module docs).
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct GromovGradients {
     /// `∂/∂C1` (`n×n`).
     pub c1: Array2<f64>,

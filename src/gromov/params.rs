@@ -93,6 +93,7 @@ fn xlogx(x: f64) -> f64 {
 /// `tol = 1e-9`, the step checked every 10 iterations; inner solves of at most 1000
 /// iterations to the precision's default marginal tolerance).
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct EntropicGwParams {
     /// Regularisation ε (> 0) of every inner Sinkhorn solve, in the units of the gradient.
     pub eps: f64,
@@ -143,9 +144,55 @@ impl EntropicGwParams {
         }
     }
 
+    /// These parameters with regularisation `eps`.
+    pub fn eps(self, eps: f64) -> Self {
+        Self { eps, ..self }
+    }
+
     /// These parameters with the loss `loss`.
-    pub fn with_loss(self, loss: GwLoss) -> Self {
-        EntropicGwParams { loss, ..self }
+    pub fn loss(self, loss: GwLoss) -> Self {
+        Self { loss, ..self }
+    }
+
+    /// These parameters with the structures' symmetry given (`None`: tested).
+    pub fn symmetric(self, symmetric: impl Into<Option<bool>>) -> Self {
+        Self {
+            symmetric: symmetric.into(),
+            ..self
+        }
+    }
+
+    /// These parameters with at most `max_iters` outer iterations.
+    pub fn max_iters(self, max_iters: usize) -> Self {
+        Self { max_iters, ..self }
+    }
+
+    /// These parameters with the outer tolerance `tol`.
+    pub fn tol(self, tol: f64) -> Self {
+        Self { tol, ..self }
+    }
+
+    /// These parameters with the step checked every `check_every` outer iterations.
+    pub fn check_every(self, check_every: usize) -> Self {
+        Self { check_every, ..self }
+    }
+
+    /// These parameters with inner solves of at most `inner_max_iters` iterations.
+    pub fn inner_max_iters(self, inner_max_iters: usize) -> Self {
+        Self { inner_max_iters, ..self }
+    }
+
+    /// These parameters with the inner marginal tolerance `inner_tol` (`None`: the precision's default).
+    pub fn inner_tol(self, inner_tol: impl Into<Option<f64>>) -> Self {
+        Self {
+            inner_tol: inner_tol.into(),
+            ..self
+        }
+    }
+
+    /// These parameters with the inner marginal error checked every `inner_check_every` iterations.
+    pub fn inner_check_every(self, inner_check_every: usize) -> Self {
+        Self { inner_check_every, ..self }
     }
 
     /// Exactly `iters` outer iterations (no early stop; the step is still reported).
@@ -193,6 +240,7 @@ impl EntropicGwParams {
 /// (`armijo = False`). `Default` gives POT's defaults (`max_iter = 10⁴`,
 /// `tol_rel = tol_abs = 1e-9`).
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ConditionalGradientParams {
     /// The loss between structure entries.
     pub loss: GwLoss,
@@ -219,6 +267,33 @@ impl Default for ConditionalGradientParams {
 }
 
 impl ConditionalGradientParams {
+    /// These parameters with the loss `loss`.
+    pub fn loss(self, loss: GwLoss) -> Self {
+        Self { loss, ..self }
+    }
+
+    /// These parameters with the structures' symmetry given (`None`: tested).
+    pub fn symmetric(self, symmetric: impl Into<Option<bool>>) -> Self {
+        Self {
+            symmetric: symmetric.into(),
+            ..self
+        }
+    }
+
+    /// These parameters with at most `max_iters` Frank–Wolfe iterations.
+    pub fn max_iters(self, max_iters: usize) -> Self {
+        Self { max_iters, ..self }
+    }
+
+    /// These parameters with the relative tolerance `tol_rel`.
+    pub fn tol_rel(self, tol_rel: f64) -> Self {
+        Self { tol_rel, ..self }
+    }
+
+    /// These parameters with the absolute tolerance `tol_abs`.
+    pub fn tol_abs(self, tol_abs: f64) -> Self {
+        Self { tol_abs, ..self }
+    }
     pub(crate) fn validate(&self) -> Result<()> {
         if self.max_iters == 0 {
             return Err(Error::parameter("max_iters", 0, "must be ≥ 1"));
@@ -234,6 +309,7 @@ impl ConditionalGradientParams {
 /// available): stop when `‖Γ − Γ_prev‖_F ≤ tol·‖Γ‖_F`, `Γ = Φᵀ·T·Ψ` (see
 /// [`crate::gromov::pointcloud`]).
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct PointGwParams {
     /// Regularisation ε (> 0) of every inner solve.
     pub eps: f64,
@@ -269,6 +345,39 @@ impl PointGwParams {
             eps,
             ..Default::default()
         }
+    }
+
+    /// These parameters with regularisation `eps`.
+    pub fn eps(self, eps: f64) -> Self {
+        Self { eps, ..self }
+    }
+
+    /// These parameters with at most `max_iters` outer iterations.
+    pub fn max_iters(self, max_iters: usize) -> Self {
+        Self { max_iters, ..self }
+    }
+
+    /// These parameters with the relative moment tolerance `tol`.
+    pub fn tol(self, tol: f64) -> Self {
+        Self { tol, ..self }
+    }
+
+    /// These parameters with inner solves of at most `inner_max_iters` iterations.
+    pub fn inner_max_iters(self, inner_max_iters: usize) -> Self {
+        Self { inner_max_iters, ..self }
+    }
+
+    /// These parameters with the inner marginal tolerance `inner_tol` (`None`: the precision's default).
+    pub fn inner_tol(self, inner_tol: impl Into<Option<f64>>) -> Self {
+        Self {
+            inner_tol: inner_tol.into(),
+            ..self
+        }
+    }
+
+    /// These parameters with the inner marginal error checked every `inner_check_every` iterations.
+    pub fn inner_check_every(self, inner_check_every: usize) -> Self {
+        Self { inner_check_every, ..self }
     }
 
     /// Exactly `iters` outer iterations (no early stop).

@@ -102,6 +102,7 @@ impl<'a, T: Real> PointGromovProblem<'a, T> {
 
 /// How a point-cloud solve ended; the figures describe the returned plan.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct PointGromovReport {
     /// Outer iterations run.
     pub iterations: usize,
@@ -128,6 +129,7 @@ pub struct PointGromovReport {
 /// `T_ij = exp((f_i + g_j − |x̃_i − ỹ_j|²)/ε)` on the final transformed clouds, never stored
 /// ([`PointGromov::plan`] forms it for small problems).
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct PointGromov<T> {
     /// `⟨L⊗T, T⟩` (POT's `gw_dist` of the dense problem on the same clouds).
     pub value: f64,

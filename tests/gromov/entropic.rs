@@ -59,15 +59,12 @@ fn pot_case(case: &str, loss: GwLoss, given_init: bool) {
     if given_init {
         problem = problem.with_init(g0.view()).unwrap();
     }
-    let params = EntropicGwParams {
-        eps,
-        loss,
-        max_iters: max_iter,
-        tol,
-        inner_max_iters: 100_000,
-        inner_tol: Some(1e-13),
-        ..Default::default()
-    };
+    let params = EntropicGwParams::new(eps)
+        .loss(loss)
+        .max_iters(max_iter)
+        .tol(tol)
+        .inner_max_iters(100_000)
+        .inner_tol(1e-13);
     let r = GromovSolver::new(CpuBackend, params)
         .solve(&problem)
         .unwrap();

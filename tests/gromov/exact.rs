@@ -188,10 +188,7 @@ fn pot_case(case: &str, loss: GwLoss, linear: Linear) {
     } else {
         GromovProblem::new(c1.view(), c2.view(), p.view(), q.view()).unwrap()
     };
-    let params = ConditionalGradientParams {
-        loss,
-        ..Default::default()
-    };
+    let params = ConditionalGradientParams::default().loss(loss);
     let solver = ConditionalGradient::new(CpuBackend, params);
     let r = match linear {
         Linear::Hungarian => solver.solve(&problem, &mut assignment),

@@ -66,12 +66,10 @@ fn entropic_gw_recovers_the_permutation() {
         let (c1, c2) = normalised(sqdist(&x), sqdist(&y));
         let w = Array1::from_elem(n, 1.0 / n as f64);
         let problem = GromovProblem::new(c1.view(), c2.view(), w.view(), w.view()).unwrap();
-        let params = EntropicGwParams {
-            inner_tol: Some(1e-7),
-            inner_max_iters: 20_000,
-            max_iters: 40,
-            ..EntropicGwParams::new(5e-4)
-        };
+        let params = EntropicGwParams::new(5e-4)
+            .inner_tol(1e-7)
+            .inner_max_iters(20_000)
+            .max_iters(40);
         let r = GromovSolver::new(CpuBackend, params)
             .solve(&problem)
             .unwrap();

@@ -41,22 +41,20 @@ fn equals_the_dense_solver_on_the_same_clouds() {
         let (p, q) = (weights(&mut r, n), weights(&mut r, m));
         let pc = PointGromovSolver::new(
             CpuBackend,
-            PointGwParams {
-                inner_tol: Some(1e-13),
-                inner_max_iters: 100_000,
-                ..PointGwParams::new(eps).fixed_iterations(iters)
-            },
+            PointGwParams::new(eps)
+                .fixed_iterations(iters)
+                .inner_tol(1e-13)
+                .inner_max_iters(100_000),
         )
         .solve(&PointGromovProblem::new(x.view(), y.view(), p.view(), q.view()).unwrap())
         .unwrap();
         let (c1, c2) = (sqdist(&x), sqdist(&y));
         let dense = GromovSolver::new(
             CpuBackend,
-            EntropicGwParams {
-                inner_tol: Some(1e-13),
-                inner_max_iters: 100_000,
-                ..EntropicGwParams::new(eps).fixed_iterations(iters)
-            },
+            EntropicGwParams::new(eps)
+                .fixed_iterations(iters)
+                .inner_tol(1e-13)
+                .inner_max_iters(100_000),
         )
         .solve(&GromovProblem::new(c1.view(), c2.view(), p.view(), q.view()).unwrap())
         .unwrap();
@@ -125,24 +123,15 @@ fn errors_name_the_argument() {
     for (params, name) in [
         (PointGwParams::new(0.0), "eps"),
         (
-            PointGwParams {
-                max_iters: 0,
-                ..PointGwParams::new(0.1)
-            },
+            PointGwParams::new(0.1).max_iters(0),
             "max_iters",
         ),
         (
-            PointGwParams {
-                tol: f64::NAN,
-                ..PointGwParams::new(0.1)
-            },
+            PointGwParams::new(0.1).tol(f64::NAN),
             "tol",
         ),
         (
-            PointGwParams {
-                inner_tol: Some(-1.0),
-                ..PointGwParams::new(0.1)
-            },
+            PointGwParams::new(0.1).inner_tol(-1.0),
             "inner_tol",
         ),
     ] {

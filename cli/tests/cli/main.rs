@@ -9,6 +9,7 @@ mod basics;
 mod bench;
 mod emd;
 mod grad;
+mod gw;
 mod input_checks;
 mod limits;
 mod linalg;
