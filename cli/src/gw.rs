@@ -11,8 +11,8 @@ use logot::backend::grad::GradKernels;
 use logot::backend::linalg::LinalgKernels;
 use logot::backend::PointCloudKernels;
 use logot::gromov::{
-    ConditionalGradient, ConditionalGradientParams, EntropicGwParams, GromovProblem,
-    GromovSolver, GwLoss, PointGromovProblem, PointGromovSolver, PointGwParams,
+    ConditionalGradient, ConditionalGradientParams, EntropicGwParams, GromovProblem, GromovSolver,
+    GwLoss, PointGromovProblem, PointGromovSolver, PointGwParams,
 };
 use logot::{Error, Real, Result};
 use ndarray::{Array1, Array2, Ix1, Ix2};
@@ -227,9 +227,9 @@ fn cli_error(e: Error) -> Error {
     match e.rename_arg(|s| flag(&s)) {
         Error::Shape { arg, detail } => Error::Shape {
             arg,
-            detail: ["c1", "c2", "x", "y"]
-                .iter()
-                .fold(detail, |d, name| d.replace(&format!("{name} "), &format!("--{name} "))),
+            detail: ["c1", "c2", "x", "y"].iter().fold(detail, |d, name| {
+                d.replace(&format!("{name} "), &format!("--{name} "))
+            }),
         },
         e => e,
     }
@@ -338,7 +338,10 @@ where
     let p = weights::<T>(a.p.as_deref(), "--p", c1.nrows())?;
     let q = weights::<T>(a.q.as_deref(), "--q", c2.nrows())?;
     let m = fused.map(|(m, _)| matrix::<T>(m, "--m")).transpose()?;
-    let init = a.init_file().map(|f| matrix::<T>(f, "--init")).transpose()?;
+    let init = a
+        .init_file()
+        .map(|f| matrix::<T>(f, "--init"))
+        .transpose()?;
     let mut problem = match (&m, fused) {
         (Some(m), Some((_, alpha))) => {
             GromovProblem::fused(m.view(), c1.view(), c2.view(), p.view(), q.view(), alpha)?
@@ -411,7 +414,10 @@ where
     } else if a.eps.is_some() {
         ("entropic", run_dense::<T, B>(be, a, fused, outs)?)
     } else {
-        ("conditional_gradient", run_dense::<T, B>(be, a, fused, outs)?)
+        (
+            "conditional_gradient",
+            run_dense::<T, B>(be, a, fused, outs)?,
+        )
     };
     Ok(merge(common(a, method, T::NAME, a.backend.name()), body))
 }

@@ -123,8 +123,14 @@ fn entropic_case(case: &str, kl: bool, given_init: bool, f32: bool) {
     let plan_err = rel_diff(t.view(), mat(case, "plan").view());
     let value_err = (f(&js, "value") - value).abs() / value.abs();
     eprintln!("{case}: plan {plan_err:.2e}, value {value_err:.2e}");
-    assert!(plan_err < tol, "{case}: plan differs from POT's by {plan_err:e}");
-    assert!(value_err < tol, "{case}: value differs from POT's by {value_err:e}");
+    assert!(
+        plan_err < tol,
+        "{case}: plan differs from POT's by {plan_err:e}"
+    );
+    assert!(
+        value_err < tol,
+        "{case}: value differs from POT's by {value_err:e}"
+    );
     assert_eq!(js["method"], "entropic");
     assert_eq!(js["iterations"].as_u64().unwrap() as usize, s[2] as usize);
     // The report describes the written plan: its marginals and its objective.
@@ -182,14 +188,19 @@ fn exact_case(case: &str) {
     );
     let alpha_s = alpha.to_string();
     let mut args: Vec<&str> = vec![if alpha < 1.0 { "fgw" } else { "gw" }];
-    args.extend(["--c1", &c1, "--c2", &c2, "--p", &pp, "--q", &qq, "--plan", &plan]);
+    args.extend([
+        "--c1", &c1, "--c2", &c2, "--p", &pp, "--q", &qq, "--plan", &plan,
+    ]);
     if alpha < 1.0 {
         args.extend(["--m", &m, "--alpha", &alpha_s]);
     }
     let js = ok(&args);
     let t: Array2<f64> = read_npy(&plan).unwrap();
     let plan_err = rel_diff(t.view(), mat(case, "plan").view());
-    assert!(plan_err < 1e-10, "{case}: plan differs from POT's by {plan_err:e}");
+    assert!(
+        plan_err < 1e-10,
+        "{case}: plan differs from POT's by {plan_err:e}"
+    );
     assert!(
         (f(&js, "value") - value).abs() <= 1e-10 * value.abs(),
         "{case}: value {} vs POT {value}",
@@ -237,7 +248,16 @@ fn point_clouds_match_pot_and_the_dense_command() {
     );
     let (plan_pc, plan_dense) = (p(&d, "pc.npy"), p(&d, "dense.npy"));
     let common: Vec<&str> = [
-        "--p", &pp, "--q", &qq, "--eps", &eps, "--max-iters", &iters, "--tol", "0",
+        "--p",
+        &pp,
+        "--q",
+        &qq,
+        "--eps",
+        &eps,
+        "--max-iters",
+        &iters,
+        "--tol",
+        "0",
     ]
     .into_iter()
     .chain(TIGHT)
@@ -256,8 +276,14 @@ fn point_clouds_match_pot_and_the_dense_command() {
         let plan_err = rel_diff(t.view(), want.view());
         let value_err = (f(js, "value") - value).abs() / value;
         eprintln!("{name}: plan {plan_err:.2e}, value {value_err:.2e}");
-        assert!(plan_err < 1e-8, "{name}: plan differs from POT's by {plan_err:e}");
-        assert!(value_err < 1e-8, "{name}: value differs from POT's by {value_err:e}");
+        assert!(
+            plan_err < 1e-8,
+            "{name}: plan differs from POT's by {plan_err:e}"
+        );
+        assert!(
+            value_err < 1e-8,
+            "{name}: value differs from POT's by {value_err:e}"
+        );
         let merr = marginal_error(t, &vector(case, "p"), &vector(case, "q"));
         assert!((merr - f(js, "marginal_error")).abs() < 1e-12);
     }
@@ -271,8 +297,16 @@ fn uniform_weights_by_default() {
     // Three points on a line and a reflected copy: the plan matches each to its image.
     let x = [0.0f64, 1.0, 3.0];
     let y = [3.0f64, 2.0, 0.0];
-    let c1 = npy(&d, "c1.npy", &Array2::from_shape_fn((3, 3), |(i, k)| (x[i] - x[k]).abs()));
-    let c2 = npy(&d, "c2.npy", &Array2::from_shape_fn((3, 3), |(j, l)| (y[j] - y[l]).abs()));
+    let c1 = npy(
+        &d,
+        "c1.npy",
+        &Array2::from_shape_fn((3, 3), |(i, k)| (x[i] - x[k]).abs()),
+    );
+    let c2 = npy(
+        &d,
+        "c2.npy",
+        &Array2::from_shape_fn((3, 3), |(j, l)| (y[j] - y[l]).abs()),
+    );
     let plan = p(&d, "plan.npy");
     let js = ok(&["gw", "--c1", &c1, "--c2", &c2, "--plan", &plan]);
     let t: Array2<f64> = read_npy(&plan).unwrap();
@@ -310,7 +344,11 @@ fn bad_input_is_refused_naming_the_flag_and_outputs_are_left_alone() {
     let mut nan = mat(case, "c1");
     nan[[1, 2]] = f64::NAN;
     let nan = npy(&d, "nan.npy", &nan);
-    let short = npy(&d, "short.npy", &Array1::from_elem(n - 1, 1.0 / (n - 1) as f64));
+    let short = npy(
+        &d,
+        "short.npy",
+        &Array1::from_elem(n - 1, 1.0 / (n - 1) as f64),
+    );
     let heavy = npy(&d, "heavy.npy", &Array1::from_elem(m, 2.0 / m as f64));
     let zero_c2 = npy(&d, "zero.npy", &Array2::<f64>::zeros((m, m)));
     let g0_bad = npy(&d, "g0.npy", &Array2::from_elem((n, n), 0.01));
@@ -321,22 +359,98 @@ fn bad_input_is_refused_naming_the_flag_and_outputs_are_left_alone() {
     let plan = p(&d, "plan.npy");
     let before = snapshot(&d);
     let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
-        (vec!["gw", "--c1", &rect, "--c2", &c2], vec!["--c1", "square"]),
+        (
+            vec!["gw", "--c1", &rect, "--c2", &c2],
+            vec!["--c1", "square"],
+        ),
         (vec!["gw", "--c1", &nan, "--c2", &c2], vec!["--c1"]),
-        (vec!["gw", "--c1", &c1, "--c2", &c2, "--p", &short], vec!["--p"]),
-        (vec!["gw", "--c1", &c1, "--c2", &c2, "--p", &pp, "--q", &heavy], vec!["--q", "mass"]),
-        (vec!["gw", "--c1", &c1, "--c2", &c2, "--eps", "-1"], vec!["--eps"]),
-        (vec!["gw", "--c1", &c1, "--c2", &c2, "--eps", "0.1", "--max-iters", "0"], vec!["--max-iters"]),
-        (vec!["gw", "--c1", &c1, "--c2", &c2, "--tol", "nan"], vec!["--tol"]),
-        (vec!["gw", "--c1", &c1, "--c2", &c2, "--eps", "0.1", "--inner-tol", "-1"], vec!["--inner-tol"]),
-        (vec!["gw", "--c1", &c1, "--c2", &zero_c2, "--loss", "kl"], vec!["--c2", "KL"]),
-        (vec!["gw", "--c1", &c1, "--c2", &c2, "--init", &g0_bad], vec!["--init"]),
-        (vec!["gw", "--c1", &c1, "--c2", &c2, "--init", "missing.npy"], vec!["--init", "missing.npy"]),
-        (vec!["fgw", "--c1", &c1, "--c2", &c2, "--m", &feature_bad], vec!["--m"]),
+        (
+            vec!["gw", "--c1", &c1, "--c2", &c2, "--p", &short],
+            vec!["--p"],
+        ),
+        (
+            vec!["gw", "--c1", &c1, "--c2", &c2, "--p", &pp, "--q", &heavy],
+            vec!["--q", "mass"],
+        ),
+        (
+            vec!["gw", "--c1", &c1, "--c2", &c2, "--eps", "-1"],
+            vec!["--eps"],
+        ),
+        (
+            vec![
+                "gw",
+                "--c1",
+                &c1,
+                "--c2",
+                &c2,
+                "--eps",
+                "0.1",
+                "--max-iters",
+                "0",
+            ],
+            vec!["--max-iters"],
+        ),
+        (
+            vec!["gw", "--c1", &c1, "--c2", &c2, "--tol", "nan"],
+            vec!["--tol"],
+        ),
+        (
+            vec![
+                "gw",
+                "--c1",
+                &c1,
+                "--c2",
+                &c2,
+                "--eps",
+                "0.1",
+                "--inner-tol",
+                "-1",
+            ],
+            vec!["--inner-tol"],
+        ),
+        (
+            vec!["gw", "--c1", &c1, "--c2", &zero_c2, "--loss", "kl"],
+            vec!["--c2", "KL"],
+        ),
+        (
+            vec!["gw", "--c1", &c1, "--c2", &c2, "--init", &g0_bad],
+            vec!["--init"],
+        ),
+        (
+            vec!["gw", "--c1", &c1, "--c2", &c2, "--init", "missing.npy"],
+            vec!["--init", "missing.npy"],
+        ),
+        (
+            vec!["fgw", "--c1", &c1, "--c2", &c2, "--m", &feature_bad],
+            vec!["--m"],
+        ),
         (vec!["gw", "--x", &cloud, "--y", &cloud], vec!["--eps"]),
-        (vec!["gw", "--x", &cloud, "--y", &cloud, "--eps", "0.1", "--loss", "kl"], vec!["--loss"]),
-        (vec!["gw", "--x", &cloud, "--y", &cloud, "--eps", "0.1", "--init", &g0_bad], vec!["--init"]),
-        (vec!["fgw", "--x", &cloud, "--y", &cloud, "--m", &feature_bad, "--eps", "0.1"], vec!["--x"]),
+        (
+            vec![
+                "gw", "--x", &cloud, "--y", &cloud, "--eps", "0.1", "--loss", "kl",
+            ],
+            vec!["--loss"],
+        ),
+        (
+            vec![
+                "gw", "--x", &cloud, "--y", &cloud, "--eps", "0.1", "--init", &g0_bad,
+            ],
+            vec!["--init"],
+        ),
+        (
+            vec![
+                "fgw",
+                "--x",
+                &cloud,
+                "--y",
+                &cloud,
+                "--m",
+                &feature_bad,
+                "--eps",
+                "0.1",
+            ],
+            vec!["--x"],
+        ),
     ];
     for (mut args, needles) in cases {
         args.extend(["--plan", &plan]);
@@ -346,7 +460,10 @@ fn bad_input_is_refused_naming_the_flag_and_outputs_are_left_alone() {
     // α outside [0, 1] on inputs that are otherwise fine names --alpha.
     let m_ok = data(case, "m");
     refused(
-        &["fgw", "--c1", &c1, "--c2", &c2, "--p", &pp, "--q", &qq, "--m", &m_ok, "--alpha", "1.5", "--plan", &plan],
+        &[
+            "fgw", "--c1", &c1, "--c2", &c2, "--p", &pp, "--q", &qq, "--m", &m_ok, "--alpha",
+            "1.5", "--plan", &plan,
+        ],
         &["--alpha"],
     );
     assert_eq!(snapshot(&d), before);

@@ -1421,6 +1421,51 @@ fn every_command_line_row_is_refused_with_a_message() {
             v(&["sliced", "--x", &f("x.npy"), "--y", &f("x3d.npy")]),
             "--y".into(),
         ),
+        (
+            "C46",
+            v(&["gw", "--c1", &c, "--c2", &f("sq.npy")]),
+            "--c1: is 4×3, not square".into(),
+        ),
+        (
+            "C46",
+            v(&["gw", "--c1", &c44, "--c2", &f("sq.npy"), "--p", &nu]),
+            "--p: has 3 entries but --c1 is 4×4".into(),
+        ),
+        (
+            "C46",
+            v(&["gw", "--c1", &c44, "--c2", &f("sq.npy"), "--q", &f("heavy3.npy")]),
+            "--q = total 3: the total mass must equal that of p".into(),
+        ),
+        (
+            "C46",
+            v(&["gw", "--c1", &c44, "--c2", &f("sq.npy"), "--loss", "kl"]),
+            "--c2 = 0 at (0, 0): the KL loss needs C2 > 0".into(),
+        ),
+        (
+            "C46",
+            v(&["fgw", "--c1", &c44, "--c2", &f("sq.npy"), "--m", &c44]),
+            "--m: is 4×4 but --c1 is 4×4 and --c2 is 3×3".into(),
+        ),
+        (
+            "C46",
+            v(&["fgw", "--c1", &c44, "--c2", &f("sq.npy"), "--m", &c, "--alpha", "2"]),
+            "--alpha = 2: must lie in [0, 1]".into(),
+        ),
+        (
+            "C46",
+            v(&["gw", "--c1", &c44, "--c2", &f("sq.npy"), "--init", &c44]),
+            "--init: is 4×4 but the plan is 4×3".into(),
+        ),
+        (
+            "C46",
+            v(&["gw", "--c1", &c44, "--c2", &f("sq.npy"), "--eps", "0.1", "--max-iters", "0"]),
+            "--max-iters = 0: must be ≥ 1".into(),
+        ),
+        (
+            "C46",
+            v(&["gw", "--x", &f("x.npy"), "--y", &f("y.npy")]),
+            "--eps = absent: point clouds (--x/--y) are solved by entropic GW".into(),
+        ),
     ];
     // C04/C05: `--backend cuda` without CUDA support in this build, or without a GPU.
     let cuda_needle = if cfg!(feature = "cuda") {
