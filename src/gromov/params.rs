@@ -174,12 +174,18 @@ impl EntropicGwParams {
 
     /// These parameters with the step checked every `check_every` outer iterations.
     pub fn check_every(self, check_every: usize) -> Self {
-        Self { check_every, ..self }
+        Self {
+            check_every,
+            ..self
+        }
     }
 
     /// These parameters with inner solves of at most `inner_max_iters` iterations.
     pub fn inner_max_iters(self, inner_max_iters: usize) -> Self {
-        Self { inner_max_iters, ..self }
+        Self {
+            inner_max_iters,
+            ..self
+        }
     }
 
     /// These parameters with the inner marginal tolerance `inner_tol` (`None`: the precision's default).
@@ -192,7 +198,10 @@ impl EntropicGwParams {
 
     /// These parameters with the inner marginal error checked every `inner_check_every` iterations.
     pub fn inner_check_every(self, inner_check_every: usize) -> Self {
-        Self { inner_check_every, ..self }
+        Self {
+            inner_check_every,
+            ..self
+        }
     }
 
     /// Exactly `iters` outer iterations (no early stop; the step is still reported).
@@ -364,7 +373,10 @@ impl PointGwParams {
 
     /// These parameters with inner solves of at most `inner_max_iters` iterations.
     pub fn inner_max_iters(self, inner_max_iters: usize) -> Self {
-        Self { inner_max_iters, ..self }
+        Self {
+            inner_max_iters,
+            ..self
+        }
     }
 
     /// These parameters with the inner marginal tolerance `inner_tol` (`None`: the precision's default).
@@ -377,7 +389,10 @@ impl PointGwParams {
 
     /// These parameters with the inner marginal error checked every `inner_check_every` iterations.
     pub fn inner_check_every(self, inner_check_every: usize) -> Self {
-        Self { inner_check_every, ..self }
+        Self {
+            inner_check_every,
+            ..self
+        }
     }
 
     /// Exactly `iters` outer iterations (no early stop).

@@ -122,18 +122,9 @@ fn errors_name_the_argument() {
     let problem = PointGromovProblem::new(x.view(), y.view(), p.view(), q.view()).unwrap();
     for (params, name) in [
         (PointGwParams::new(0.0), "eps"),
-        (
-            PointGwParams::new(0.1).max_iters(0),
-            "max_iters",
-        ),
-        (
-            PointGwParams::new(0.1).tol(f64::NAN),
-            "tol",
-        ),
-        (
-            PointGwParams::new(0.1).inner_tol(-1.0),
-            "inner_tol",
-        ),
+        (PointGwParams::new(0.1).max_iters(0), "max_iters"),
+        (PointGwParams::new(0.1).tol(f64::NAN), "tol"),
+        (PointGwParams::new(0.1).inner_tol(-1.0), "inner_tol"),
     ] {
         let e = PointGromovSolver::new(CpuBackend, params)
             .solve(&problem)
