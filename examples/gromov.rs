@@ -74,13 +74,11 @@ fn face_on(y: &Array2<f64>) -> Array2<f64> {
     Array2::from_shape_fn((y.nrows(), 2), |(i, k)| c.row(i).dot(&axes[k]))
 }
 
+/// Points in pixels.
+type Pixels = Vec<(i32, i32)>;
+
 /// Both clouds in pixels: `a` in the left half of a `w×h` image, `b` in the right half.
-fn to_pixels(
-    a: &Array2<f64>,
-    b: &Array2<f64>,
-    w: i32,
-    h: i32,
-) -> (Vec<(i32, i32)>, Vec<(i32, i32)>) {
+fn to_pixels(a: &Array2<f64>, b: &Array2<f64>, w: i32, h: i32) -> (Pixels, Pixels) {
     let place = |p: &Array2<f64>, x0: i32| {
         let c = p - &p.mean_axis(Axis(0)).expect("points");
         let r = c.iter().fold(0.0f64, |m, v| m.max(v.abs()));
@@ -88,7 +86,7 @@ fn to_pixels(
         c.rows()
             .into_iter()
             .map(|q| (x0 + w / 4 + (s * q[0]) as i32, h / 2 - (s * q[1]) as i32))
-            .collect::<Vec<_>>()
+            .collect::<Pixels>()
     };
     (place(a, 0), place(b, w / 2))
 }

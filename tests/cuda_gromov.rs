@@ -136,7 +136,7 @@ where
             .loss(loss)
             .fixed_iterations(30)
             .inner_max_iters(100_000);
-        let problem64 = |c1: &Array2<f64>| {
+        let problem64 = {
             let mut pr = match &fused {
                 Some((mf, alpha)) => GromovProblem::fused(
                     mf.view(),
@@ -155,7 +155,7 @@ where
             pr
         };
         let cpu = GromovSolver::new(CpuBackend, params.clone().inner_tol(1e-13))
-            .solve(&problem64(&c1))
+            .solve(&problem64)
             .unwrap();
         let t = |a: &Array2<f64>| a.mapv(T::of);
         let (c1t, c2t, pt, qt) = (t(&c1), t(&c2), p.mapv(T::of), q.mapv(T::of));
