@@ -93,7 +93,7 @@ def _result(out, eps, loss) -> GromovResult:
     report = GromovReport(iterations=out.iterations, converged=out.converged, marginal_error=out.marginal_error,
                           step=out.step, steps=list(out.steps), stationarity=out.stationarity,
                           inner_iterations=out.inner_iterations, inner_unconverged=out.inner_unconverged,
-                          inner=inner, gap=out.gap, losses=list(out.losses))
+                          newton_steps=out.newton_steps, inner=inner, gap=out.gap, losses=list(out.losses))
     grads = None
     if out.gradients is not None:
         g = out.gradients
@@ -275,6 +275,6 @@ def point_gromov_wasserstein(x, y, eps, p=None, q=None, *, max_iters=1000, tol=1
     report = GromovReport(iterations=out.iterations, converged=out.converged, marginal_error=out.marginal_error,
                           step=out.step, steps=[], stationarity=out.stationarity,
                           inner_iterations=out.inner_iterations, inner_unconverged=out.inner_unconverged,
-                          inner=inner, gap=None, losses=[])
+                          newton_steps=0, inner=inner, gap=None, losses=[])
     return PointGromovResult(value=out.value, f=out.f, g=out.g, x_tilde=out.x_tilde, y_tilde=out.y_tilde,
                              moments=out.moments, eps=float(eps), report=report, plan=out.plan)

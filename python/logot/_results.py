@@ -213,8 +213,10 @@ class GromovReport(Result):
     Entropic solves: ``step`` = ‖T − T_prev‖_F of the last iteration, ``steps`` (those
     measured at the checks, POT's ``log["err"]``), ``stationarity`` = max |∇F(T) − G| with
     ``G`` the gradient whose Sinkhorn plan ``T`` is (0 at a fixed point, in the cost's
-    units), ``inner_iterations``, ``inner_unconverged`` and the last inner solve's
-    ``inner`` :class:`Convergence`. Exact solves: the Frank–Wolfe ``gap``
+    units), ``inner_iterations``, ``inner_unconverged`` (inner solves that missed their
+    tolerance), ``newton_steps`` (Newton steps on the dual that finished the inner solves
+    Sinkhorn did not end: it stalls on nearly deterministic plans) and the last inner
+    solve's ``inner`` :class:`Convergence`. Exact solves: the Frank–Wolfe ``gap``
     ⟨∇F(T), T − T_c⟩ (0 exactly at a stationary plan) and ``losses`` (the objective after
     each iteration, POT's ``log["loss"]``); the entropic fields are None or empty."""
 

@@ -47,7 +47,8 @@ fn gradients_output(py: Python<'_>, g: GromovGradients) -> PyResult<Py<GromovGra
 /// A solved (fused) GW problem: the `plan` (n×m, the call's dtype), `value` = linear +
 /// quadratic, the potentials `f`, `g` of the last linearised problem, whether the
 /// structures were treated as `symmetric`, the report (`iterations`, `converged`,
-/// `marginal_error`; entropic: `step`, `steps`, `stationarity`, the inner solves; exact:
+/// `marginal_error`; entropic: `step`, `steps`, `stationarity`, the inner solves and the
+/// Newton steps that finished those Sinkhorn did not end; exact:
 /// the Frank–Wolfe `gap` and `losses`) and the gradients when asked for.
 #[pyclass(frozen, get_all, module = "logot._logot")]
 pub(crate) struct GromovOutput {
@@ -66,6 +67,7 @@ pub(crate) struct GromovOutput {
     stationarity: Option<f64>,
     inner_iterations: usize,
     inner_unconverged: usize,
+    newton_steps: usize,
     inner: Option<Py<ConvergenceReport>>,
     gap: Option<f64>,
     losses: Vec<f64>,
@@ -120,6 +122,7 @@ struct Solved<T> {
     stationarity: Option<f64>,
     inner_iterations: usize,
     inner_unconverged: usize,
+    newton_steps: usize,
     inner: Option<logot::Convergence>,
     gap: Option<f64>,
     losses: Vec<f64>,
@@ -193,6 +196,7 @@ where
         stationarity: Some(rep.stationarity),
         inner_iterations: rep.inner_iterations,
         inner_unconverged: rep.inner_unconverged,
+        newton_steps: rep.newton_steps,
         inner: Some(rep.inner),
         gap: None,
         losses: Vec::new(),
@@ -234,6 +238,7 @@ where
         stationarity: None,
         inner_iterations: 0,
         inner_unconverged: 0,
+        newton_steps: 0,
         inner: None,
         gap: Some(rep.gap),
         losses: rep.losses,
@@ -262,6 +267,7 @@ fn output<T: Element + Real>(py: Python<'_>, s: Solved<T>) -> PyResult<Py<Gromov
             stationarity: s.stationarity,
             inner_iterations: s.inner_iterations,
             inner_unconverged: s.inner_unconverged,
+            newton_steps: s.newton_steps,
             inner,
             gap: s.gap,
             losses: s.losses,

@@ -238,7 +238,11 @@ def test_entropic_and_point_gw_recover_the_permutation():
     r = logot.entropic_gromov_wasserstein(c1 / s, c2 / s, 5e-4, max_iters=40, inner_tol=1e-7,
                                           inner_max_iters=20000)
     assert (r.plan.argmax(1) == perm).all()
-    assert r.report.marginal_error < 1e-5
+    # Sinkhorn stalls at this ε; the inner solves it does not end are finished by Newton
+    # steps, so every one meets its tolerance, and the plan its marginals.
+    assert r.report.converged and r.report.inner_unconverged == 0 and r.report.newton_steps > 0
+    merr = max(np.abs(r.plan.sum(1) - 1 / n).sum(), np.abs(r.plan.sum(0) - 1 / n).sum())
+    assert merr <= 1e-7 and abs(merr - r.report.marginal_error) <= 1e-15
     # The same clouds in linear memory: the same iteration (ε in the units of the
     # unnormalised structures), the same matching.
     pr = logot.point_gromov_wasserstein(x, y, 5e-4 * s * s, max_iters=40, tol=0.0, inner_tol=1e-7,
