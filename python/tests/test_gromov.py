@@ -497,3 +497,32 @@ def test_torch_values_carry_the_envelope_gradients():
     v = lt.entropic_gromov_wasserstein2(C1, C2, 0.1, P, Q)
     v.backward()
     assert C1.grad is not None
+
+
+@pytest.mark.skipif(not logot.cuda_available(), reason="no CUDA GPU")
+def test_cuda_backend_equals_the_cpu():
+    """The same solves on the CUDA backend: float64 to rounding (amplified by the outer
+    iterations), float32 to its precision."""
+    rng = np.random.default_rng(801)
+    c1, c2 = structures(rng, 30, 25)
+    p, q = weights(rng, 30), weights(rng, 25)
+    M = rng.uniform(size=(30, 25))
+    opts = dict(max_iters=20, tol=0.0, **INNER)
+    cpu = logot.entropic_fused_gromov_wasserstein(M, c1, c2, 0.02, p, q, alpha=0.5, gradients=True, **opts)
+    gpu = logot.entropic_fused_gromov_wasserstein(M, c1, c2, 0.02, p, q, alpha=0.5, gradients=True, backend="cuda",
+                                                  **opts)
+    assert np.abs(gpu.plan - cpu.plan).max() <= 1e-8 * cpu.plan.max()
+    assert abs(gpu.value - cpu.value) <= 1e-8 * abs(cpu.value)
+    np.testing.assert_allclose(gpu.gradients.c1, cpu.gradients.c1, rtol=1e-6, atol=1e-10)
+    ex_cpu = logot.gromov_wasserstein(c1, c2, p, q)
+    ex_gpu = logot.gromov_wasserstein(c1, c2, p, q, backend="cuda")
+    assert abs(ex_gpu.value - ex_cpu.value) <= 1e-8 * abs(ex_cpu.value)
+    x, y = rng.normal(size=(40, 3)), rng.normal(size=(35, 2))
+    pc = logot.point_gromov_wasserstein(x, y, 0.5, max_iters=10, tol=0.0, plan=True)
+    pg = logot.point_gromov_wasserstein(x, y, 0.5, max_iters=10, tol=0.0, plan=True, backend="cuda")
+    assert np.abs(pg.plan - pc.plan).max() <= 1e-8 * pc.plan.max()
+    # float32 on the GPU: the value to the precision's accuracy.
+    g32 = logot.entropic_gromov_wasserstein(c1.astype(np.float32), c2.astype(np.float32), 0.05,
+                                            p.astype(np.float32), q.astype(np.float32), backend="cuda")
+    c64 = logot.entropic_gromov_wasserstein(c1, c2, 0.05, p, q)
+    assert g32.plan.dtype == np.float32 and abs(g32.value - c64.value) <= 1e-4 * abs(c64.value)
