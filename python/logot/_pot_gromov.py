@@ -21,7 +21,6 @@ Bad input raises ``ValueError`` naming POT's argument (``C1``, ``C2``, ``p``, ``
 
 from __future__ import annotations
 
-import numpy as np
 
 import logot as _lg
 from ._exact import _rename
@@ -57,7 +56,7 @@ def _host(x):
     return x.detach().cpu().numpy()
 
 
-def _iters(name, v):
+def _iters(v):
     """POT's iteration counts may be floats (``max_iter=1e4``): an integral float is taken."""
     if isinstance(v, float) and v.is_integer():
         return int(v)
@@ -88,11 +87,11 @@ def _exact(M, C1, C2, p, q, loss_fun, symmetric, alpha, armijo, G0, max_iter, to
         if M is None:
             return _lg.gromov_wasserstein(
                 args[1], args[2], args[3], args[4], loss=_loss(loss_fun), symmetric=symmetric, init=args[5],
-                max_iters=_iters("max_iter", max_iter), tol_rel=tol_rel, tol_abs=tol_abs, backend=backend,
+                max_iters=_iters(max_iter), tol_rel=tol_rel, tol_abs=tol_abs, backend=backend,
                 gradients=gradients)
         return _lg.fused_gromov_wasserstein(
             args[0], args[1], args[2], args[3], args[4], alpha=_host(alpha), loss=_loss(loss_fun),
-            symmetric=symmetric, init=args[5], max_iters=_iters("max_iter", max_iter), tol_rel=tol_rel,
+            symmetric=symmetric, init=args[5], max_iters=_iters(max_iter), tol_rel=tol_rel,
             tol_abs=tol_abs, backend=backend, gradients=gradients)
 
 
@@ -103,9 +102,9 @@ def _entropic(M, C1, C2, p, q, loss_fun, epsilon, symmetric, alpha, G0, max_iter
             raise ValueError(f"solver: {fn} runs POT's solver='PGD' (mirror descent); 'PPA' is not supported")
         raise ValueError("Unknown solver '%s'. Pick one in ['PGD', 'PPA']." % solver)
     backend, inner = _options(kwargs, fn, _INNER)
-    inner = {_INNER[k]: _iters(k, v) for k, v in inner.items()}
+    inner = {_INNER[k]: _iters(v) for k, v in inner.items()}
     args = [_host(a) for a in (M, C1, C2, p, q, G0)]
-    opts = dict(loss=_loss(loss_fun), symmetric=symmetric, init=args[5], max_iters=_iters("max_iter", max_iter),
+    opts = dict(loss=_loss(loss_fun), symmetric=symmetric, init=args[5], max_iters=_iters(max_iter),
                 tol=tol, backend=backend, gradients=gradients, **inner)
     with _rename(**_NAMES):
         if M is None:
