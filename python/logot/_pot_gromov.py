@@ -21,7 +21,6 @@ Bad input raises ``ValueError`` naming POT's argument (``C1``, ``C2``, ``p``, ``
 
 from __future__ import annotations
 
-
 import logot as _lg
 from ._exact import _rename
 
