@@ -47,9 +47,7 @@ over uniform data with uniform weights, for each logot mode and for Flash TF32.
 --cpu-only runs logot on the CPU backend (modes: default only unless --modes is given) and
 skips FlashSinkhorn and torch: the check that the script runs, on a small grid.
 """
-import argparse, glob, itertools, json, math, os, shutil, subprocess, sys, tempfile, time
-
-import numpy as np
+import argparse, glob, itertools, json, math, os, shutil, statistics, subprocess, sys, tempfile, time
 
 ITERS = 10
 
@@ -63,8 +61,7 @@ def words(s):
 
 
 def median(v):
-    v = sorted(v)
-    return v[len(v) // 2] if v else float("nan")
+    return statistics.median(v) if v else float("nan")
 
 
 def logot_bench(args, cell, mode, dump=None):
@@ -87,6 +84,7 @@ class Flash:
     """FlashSinkhorn on one dumped problem, TF32 and strict fp32."""
 
     def __init__(self, dump, meta, autotune):
+        import numpy as np
         import torch
         from flash_sinkhorn import SamplesLoss
         self.torch = torch
