@@ -2,7 +2,7 @@
 //! `logot bench --problem gw`'s problem (structures from points in 2-D and 3-D, ε = 5e-3)
 //! at 200×250 for 10 outer iterations, the exact conditional gradient on it at 100×125, and
 //! `gwpc`'s point clouds at n = m = 2000 for 5 outer iterations in linear memory.
-//! `scripts/bench-gromov-vs-pot.py` times the dense problem against POT in one run.
+//! `scripts/bench-gromov-cli-vs-pot.py` times the dense problem against POT in one run.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use logot::gromov::{

@@ -1,125 +1,89 @@
 #!/usr/bin/env python3
-"""Time dense entropic Gromov-Wasserstein in one run: POT and logot on the same problem.
+"""Gromov–Wasserstein from Python: logot against POT on the CPU, in one run.
 
-    python3 scripts/bench-gromov-vs-pot.py [--n 4000] [--m 5000] [--iters 100] [--eps 5e-3]
-        [--repeat 1] [--backend cpu|cuda] [--f32]          # needs numpy and POT
+    python3 scripts/bench-gromov-vs-pot.py [--n 200] [--m 250] [--eps 0.005] [--outer 20] [--repeats 3] [--json]
 
-The problem is `logot bench --problem gw`'s: n points uniform in [0,1]^2 and m in [0,1]^3
-(NumPy's default_rng(0)), structures the squared Euclidean distances within each cloud
-divided by their largest entry, uniform weights, the square loss, epsilon = 5e-3, `--iters`
-outer iterations run in full (tol = 0) from the product plan, inner Sinkhorn solves of at
-most 1000 iterations to 1e-9 (POT's defaults; POT measures the inner error in the l2 norm
-of the column sums, logot in l1 relative to the mass). The arrays are written once to .npy
-and read by both, so both solve the same problem.
+Needs POT and the Python package (`pip install ./python POT`). The problem: structures from
+seeded points (n in 2-D, m in 3-D; squared distances, each divided by its largest entry),
+uniform weights. Compared, each pair interleaved so that both see the same machine load
+(median over `--repeats` calls, wall-clock and process CPU time):
 
-* POT (NumPy, CPU): `ot.gromov.entropic_gromov_wasserstein(..., solver="PGD")` in float64.
-* POT (torch CUDA tensors), when torch with CUDA is present: the same call on the GPU.
-* logot: `logot gw` (release build; `--backend cuda` builds with the `cuda` feature), timed
-  inside the binary around the solve (`solve_ms`: uploads, every outer iteration, the plan
-  read back; reading the .npy files apart).
+1. entropic GW at ε = `--eps` with `--outer` outer iterations and no early stop (POT
+   `tol=0`, logot `tol=0`), each inner Sinkhorn solve at its defaults (POT
+   `ot.sinkhorn(method="sinkhorn")`: 1000 iterations, `stopThr=1e-9`; logot: log-domain, 1000
+   iterations, relative L1 tolerance 1e-9), through `logot.pot.gromov` (POT's call);
+2. exact GW (conditional gradient with the network simplex) at the defaults of both.
 
-Prints one JSON object with the medians, the ratios, both values, the machine's cores and its
-load average before and after.
+The values are printed beside the times: the entropic plans of the two differ by the inner
+solves' tolerances, the exact ones are compared by value (a local method; see
+python/tests/test_gromov.py for the agreement from the same initial plan).
 """
-import argparse, json, os, subprocess, tempfile, time
+
+import argparse
+import json
+import statistics
+import time
+
 import numpy as np
 import ot
 
+import logot.pot as lpot
 
-def problem(n, m):
-    rng = np.random.default_rng(0)
-    x, y = rng.random((n, 2)), rng.random((m, 3))
+
+def problem(n, m, seed=0):
+    rng = np.random.default_rng(seed)
+    x, y = rng.normal(size=(n, 2)), rng.normal(size=(m, 3))
     c1, c2 = ot.dist(x, x), ot.dist(y, y)
-    return c1 / c1.max(), c2 / c2.max(), np.full(n, 1.0 / n), np.full(m, 1.0 / m)
+    return c1 / c1.max(), c2 / c2.max(), ot.unif(n), ot.unif(m)
 
 
-def pot_run(c1, c2, p, q, eps, iters):
-    t = time.perf_counter()
-    T, log = ot.gromov.entropic_gromov_wasserstein(
-        c1, c2, p, q, "square_loss", eps, max_iter=iters, tol=0.0, log=True)
-    value = float(log["gw_dist"])
-    try:  # torch tensors: wait for the device before stopping the clock
-        import torch
-        if torch.is_tensor(T) and T.is_cuda:
-            torch.cuda.synchronize()
-    except ImportError:
-        pass
-    return (time.perf_counter() - t) * 1e3, value
+def timed(f):
+    w, c = time.perf_counter(), time.process_time()
+    out = f()
+    return out, time.perf_counter() - w, time.process_time() - c
+
+
+def compare(name, calls, repeats):
+    times = {k: ([], []) for k in calls}
+    values = {}
+    for _ in range(repeats):
+        for k, f in calls.items():
+            values[k], w, c = timed(f)
+            times[k][0].append(w)
+            times[k][1].append(c)
+    row = {k: dict(wall_s=statistics.median(w), cpu_s=statistics.median(c), value=float(values[k]))
+           for k, (w, c) in times.items()}
+    pot, ours = row["pot"], row["logot"]
+    row["ratio_wall"] = pot["wall_s"] / ours["wall_s"]
+    row["ratio_cpu"] = pot["cpu_s"] / ours["cpu_s"]
+    print(f"{name}: POT {pot['wall_s']:.3f} s wall ({pot['cpu_s']:.3f} s CPU), value {pot['value']:.10g}; "
+          f"logot {ours['wall_s']:.3f} s wall ({ours['cpu_s']:.3f} s CPU), value {ours['value']:.10g}; "
+          f"POT/logot {row['ratio_wall']:.2f}× wall, {row['ratio_cpu']:.2f}× CPU")
+    return row
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--n", type=int, default=4000)
-    ap.add_argument("--m", type=int, default=None)
-    ap.add_argument("--iters", type=int, default=100)
-    ap.add_argument("--eps", type=float, default=5e-3)
-    ap.add_argument("--repeat", type=int, default=1)
-    ap.add_argument("--backend", choices=["cpu", "cuda"], default="cpu")
-    ap.add_argument("--f32", action="store_true", help="logot in float32 (POT stays float64)")
+    ap.add_argument("--n", type=int, default=200)
+    ap.add_argument("--m", type=int, default=250)
+    ap.add_argument("--eps", type=float, default=0.005)
+    ap.add_argument("--outer", type=int, default=20)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    n = a.n
-    m = a.m if a.m is not None else (5 * n + 3) // 4
-    load0 = os.getloadavg()
-    c1, c2, p, q = problem(n, m)
-    med = lambda v: sorted(v)[len(v) // 2]
-
-    pot = [pot_run(c1, c2, p, q, a.eps, a.iters) for _ in range(a.repeat)]
-    out = {
-        "problem": f"entropic GW n={n} m={m} eps={a.eps} outer={a.iters} square loss",
-        "cores": os.cpu_count(),
-        "pot_numpy_ms": med([t for t, _ in pot]),
-        "pot_numpy_all_ms": [t for t, _ in pot],
-        "pot_value": pot[0][1],
-    }
-    try:
-        import torch
-        if torch.cuda.is_available():
-            tc = [torch.tensor(v, device="cuda") for v in (c1, c2, p, q)]
-            pot_run(*tc, a.eps, 1)  # warm-up: CUDA context and kernels
-            runs = [pot_run(*tc, a.eps, a.iters) for _ in range(a.repeat)]
-            out["pot_torch_cuda_ms"] = med([t for t, _ in runs])
-            out["pot_torch_cuda_value"] = runs[0][1]
-    except ImportError:
-        pass
-
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    build = ["cargo", "build", "--release", "-q", "-p", "logot-cli"]
-    if a.backend == "cuda":
-        build += ["--features", "cuda"]
-    subprocess.run(build, cwd=root, check=True)
-    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(root, "target"))
-    with tempfile.TemporaryDirectory() as d:
-        files = {}
-        for name, arr in [("c1", c1), ("c2", c2), ("p", p), ("q", q)]:
-            files[name] = os.path.join(d, name + ".npy")
-            np.save(files[name], arr)
-        cmd = [os.path.join(target, "release", "logot"), "gw",
-               "--c1", files["c1"], "--c2", files["c2"], "--p", files["p"], "--q", files["q"],
-               "--eps", str(a.eps), "--max-iters", str(a.iters), "--tol", "0",
-               "--backend", a.backend] + (["--f32"] if a.f32 else [])
-        runs = []
-        for _ in range(a.repeat + (1 if a.backend == "cuda" else 0)):
-            runs.append(json.loads(subprocess.run(cmd, check=True, capture_output=True,
-                                                  text=True).stdout))
-        if a.backend == "cuda":
-            runs = runs[1:]  # the first run compiles the kernels
-    lg_ms = [r["solve_ms"] for r in runs]
-    out.update({
-        "logot_backend": a.backend,
-        "logot_dtype": runs[0]["dtype"],
-        "logot_ms": med(lg_ms),
-        "logot_all_ms": lg_ms,
-        "logot_value": runs[0]["value"],
-        "logot_inner_iterations": runs[0]["inner_iterations"],
-        "logot_inner_unconverged": runs[0]["inner_unconverged"],
-        "pot_numpy_over_logot": out["pot_numpy_ms"] / med(lg_ms),
-        "relative_value_difference": abs(runs[0]["value"] - out["pot_value"]) / abs(out["pot_value"]),
-        "load_before": load0,
-        "load_after": os.getloadavg(),
-    })
-    if "pot_torch_cuda_ms" in out:
-        out["pot_torch_cuda_over_logot"] = out["pot_torch_cuda_ms"] / med(lg_ms)
-    print(json.dumps(out, indent=1))
+    c1, c2, p, q = problem(a.n, a.m)
+    entropic = dict(epsilon=a.eps, max_iter=a.outer, tol=0.0)
+    out = {"n": a.n, "m": a.m, "eps": a.eps, "outer": a.outer}
+    out["entropic"] = compare(f"entropic GW {a.n}×{a.m}, ε = {a.eps}, {a.outer} outer iterations", {
+        "pot": lambda: ot.gromov.entropic_gromov_wasserstein2(c1, c2, p, q, **entropic),
+        "logot": lambda: lpot.gromov.entropic_gromov_wasserstein2(c1, c2, p, q, **entropic),
+    }, a.repeats)
+    out["exact"] = compare(f"exact GW {a.n}×{a.m}", {
+        "pot": lambda: ot.gromov.gromov_wasserstein2(c1, c2, p, q),
+        "logot": lambda: lpot.gromov.gromov_wasserstein2(c1, c2, p, q),
+    }, a.repeats)
+    if a.json:
+        print(json.dumps(out))
 
 
 if __name__ == "__main__":
