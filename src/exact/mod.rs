@@ -89,6 +89,10 @@ mod result;
 
 pub use certificate::Certificate;
 pub use costs::Metric;
+#[cfg(feature = "cuda")]
+pub(crate) use emd::{
+    check_cost_range, checked_batch, checked_points_batch, cost_bound, to_f64_rows,
+};
 pub use emd::{emd, emd_batch, emd_points, emd_points_batch};
 pub use params::{EmdMethod, EmdParams};
 pub use result::{EmdResult, ExactMethod, SparsePlan};
