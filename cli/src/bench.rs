@@ -76,6 +76,10 @@ pub enum BenchProblem {
     /// GEMM 4096³: forward C = A·B, then backward dA = dC·Bᵀ, dB = Aᵀ·dC.
     #[value(name = "gemm")]
     Gemm,
+    /// Exact minibatch OT: B = 64 pairs of clouds of 1024 points uniform in [0,1]¹⁶,
+    /// uniform weights, squared Euclidean cost (--batch, --points, --dim, or --x/--y).
+    #[value(name = "emdbatch")]
+    EmdBatch,
 }
 
 impl BenchProblem {
@@ -147,6 +151,15 @@ pub struct BenchArgs {
     /// Point-cloud problems: the dimension d instead of the canonical one (1 to 65536).
     #[arg(long, allow_hyphen_values = true)]
     pub dim: Option<usize>,
+    /// emdbatch: the number of problems B instead of 64 (1 to 65536).
+    #[arg(long, allow_hyphen_values = true)]
+    pub batch: Option<usize>,
+    /// emdbatch: the source clouds, B×n×d .npy (with --y), instead of generated ones.
+    #[arg(long, requires = "y", conflicts_with_all = ["points", "dim", "batch"])]
+    pub x: Option<String>,
+    /// emdbatch: the target clouds, B×n×d .npy (with --x).
+    #[arg(long, requires = "x")]
+    pub y: Option<String>,
     /// Unbalanced OT (otA, otB, otBcpu), to compare with the balanced problem in the same
     /// call: the marginal penalties, as for `wasserstein`.
     #[command(flatten)]
@@ -476,7 +489,25 @@ pub fn checked(a: &BenchArgs) -> Result<Dtype> {
             | BenchProblem::OtCBig
             | BenchProblem::OtC64
             | BenchProblem::OtC1024
+            | BenchProblem::EmdBatch
     );
+    let emdbatch = a.problem == BenchProblem::EmdBatch;
+    if !emdbatch && (a.batch.is_some() || a.x.is_some()) {
+        return Err(logot::Error::parameter(
+            if a.batch.is_some() { "--batch" } else { "--x" },
+            a.problem.name(),
+            "applies to emdbatch only",
+        ));
+    }
+    if let Some(b) = a.batch {
+        if b == 0 || b > 1 << 16 {
+            return Err(logot::Error::parameter(
+                "--batch",
+                b,
+                "must be between 1 and 65536",
+            ));
+        }
+    }
     for (flag, v, max) in [("--points", a.points, 1 << 24), ("--dim", a.dim, 1 << 16)] {
         match v {
             Some(_) if !point_cloud => {
@@ -485,7 +516,7 @@ pub fn checked(a: &BenchArgs) -> Result<Dtype> {
                     v.unwrap_or(0),
                     format!(
                         "applies to the point-cloud problems (otC, otC10, otCbig, otC64, \
-                         otC1024), not {}",
+                         otC1024, emdbatch), not {}",
                         a.problem.name()
                     ),
                 ))

@@ -44,6 +44,7 @@ macro_rules! dispatch {
 
 mod barycenter;
 mod bench;
+mod bench_exact;
 mod bench_kernels;
 mod bistochastic;
 mod divergence;
@@ -243,10 +244,11 @@ fn main() -> ExitCode {
 /// `logot bench`: each problem runs in the module of its kind (the modules share
 /// `bench`'s arguments and timers, and none calls another).
 fn bench_command(a: &bench::BenchArgs) -> Json {
-    use bench::BenchProblem::{Bary64, Bary64Dense};
+    use bench::BenchProblem::{Bary64, Bary64Dense, EmdBatch};
     let dtype = bench::checked(a)?;
     match a.problem {
         p @ (Bary64 | Bary64Dense) => barycenter::bench(dtype, a, p == Bary64Dense),
+        EmdBatch => bench_exact::bench(dtype, a),
         p if p.on_kernels() => bench_kernels::bench(dtype, a),
         _ => bench::bench(dtype, a),
     }
