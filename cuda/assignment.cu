@@ -129,6 +129,8 @@ __device__ __forceinline__ void place_bid(Top2 t, int i, double eps, const doubl
                                           u64 *bid_key, int *bid_col, double *bid_val, int n) {
   double h2 = n > 1 ? t.h2 : t.h1;
   double nv = v[t.j1] - (h2 - t.h1) - eps;
+  // A bid always lowers the price, even where ε is below the rounding of a large v.
+  if (!(nv < v[t.j1])) nv = nextafter(v[t.j1], Num<double>::neg_inf());
   bid_col[i] = t.j1;
   bid_val[i] = nv;
   atomicMin(&bid_key[t.j1], auc_key(nv));
