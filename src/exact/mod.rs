@@ -83,16 +83,14 @@ mod assignment;
 mod certificate;
 mod costs;
 mod emd;
+#[cfg(feature = "cuda")]
+mod gpu;
 mod network_simplex;
 mod params;
 mod result;
 
 pub use certificate::Certificate;
 pub use costs::Metric;
-#[cfg(feature = "cuda")]
-pub(crate) use emd::{
-    check_cost_range, checked_batch, checked_points_batch, cost_bound, to_f64_rows,
-};
 pub use emd::{emd, emd_batch, emd_points, emd_points_batch};
 pub use params::{EmdMethod, EmdParams};
 pub use result::{EmdResult, ExactMethod, SparsePlan};

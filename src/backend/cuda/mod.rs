@@ -64,6 +64,7 @@
 mod ops;
 mod runtime;
 
+pub(crate) use ops::assignment::{AuctionCost, Auctioned, AUCTION_MAX_N};
 pub use ops::cost::CudaCost;
 pub use runtime::cluster::{CudaCluster, NcclGroup};
 pub use runtime::device::{CudaBackend, CudaBuffer};
