@@ -56,7 +56,9 @@ fn check_device(r: &EmdResult, c: ArrayView2<'_, f64>) {
         }
     }
     let primal: f64 = r.plan.iter().map(|(i, j, p)| p * c[[i, j]]).sum();
-    let dual = r.f.sum() / n as f64 + r.g.sum() / n as f64;
+    // Every weight is mass/n (1/n rounded to the input's precision).
+    let w = r.certificate.mass / n as f64;
+    let dual = w * (r.f.sum() + r.g.sum());
     assert!(
         viol.max(0.0) <= 1e-9 * scale,
         "violation {viol:e} of scale {scale:e}"
