@@ -17,10 +17,10 @@ pub(crate) trait PlanMatvec<T: Real, B: GradKernels<T>> {
 }
 
 /// Plans stored `B×n×m` on the backend.
-pub(super) struct StoredPlan<'a, Buf> {
-    pub(super) plan: &'a Buf,
-    pub(super) n: usize,
-    pub(super) m: usize,
+pub(crate) struct StoredPlan<'a, Buf> {
+    pub(crate) plan: &'a Buf,
+    pub(crate) n: usize,
+    pub(crate) m: usize,
 }
 
 impl<T: Real, B: GradKernels<T>> PlanMatvec<T, B> for StoredPlan<'_, B::Buffer> {

@@ -66,7 +66,7 @@
 mod adjoint;
 mod envelope;
 
-pub(crate) use adjoint::{solve_adjoint_with, PlanMatvec};
+pub(crate) use adjoint::{solve_adjoint_with, PlanMatvec, StoredPlan};
 
 use crate::backend::{grad::GradKernels, Backend, CostSource, Side};
 use crate::cg::{CgParams, CgReport};

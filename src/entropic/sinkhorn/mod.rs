@@ -15,10 +15,12 @@
 //!   and the cost offsets its checks compute;
 //! * `solver`: [`SinkhornSolver`] and its loop; `iteration`: the steps of one stage of it;
 //! * `prepared`: a batch put on a backend once and solved many times ([`PreparedProblem`]);
+//! * `newton`: Newton's method on the dual, the finish of a solve Sinkhorn cannot end;
 //! * `report`: what a solve reports ([`SinkhornResult`], [`Convergence`]) and the plans'
 //!   measured errors.
 
 mod iteration;
+mod newton;
 mod params;
 mod prepared;
 mod problem;
@@ -35,3 +37,4 @@ pub(crate) use solver::check_coupling_peak;
 pub use solver::SinkhornSolver;
 
 pub(crate) use iteration::relax_side;
+pub(crate) use newton::newton_finish;
