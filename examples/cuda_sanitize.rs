@@ -101,7 +101,12 @@ fn main() -> logot::Result<()> {
             let c = Array3::from_shape_fn((b, n, n), |_| T::of(rnd()));
             gpu.emd_batch(w.view(), w.view(), c.view(), &params)?;
             let shared = Array3::from_shape_fn((1, n, n), |_| T::of((rnd() * 4.0).floor()));
-            gpu.emd_batch(w.view(), w.view(), shared.view(), &params.clone().max_iters(2))?;
+            gpu.emd_batch(
+                w.view(),
+                w.view(),
+                shared.view(),
+                &params.clone().max_iters(2),
+            )?;
             let x = Array3::from_shape_fn((b, n, 5), |_| T::of(rnd()));
             let y = Array3::from_shape_fn((b, n, 5), |_| T::of(rnd()));
             let sq = logot::exact::Metric::SqEuclidean;
