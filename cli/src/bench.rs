@@ -10,6 +10,7 @@ use logot::{
     Backend, BufferOutputs, CrossPrecision, GradKernels, PointCloudKernels, Problem, Real, Result,
     SinkhornParams, SinkhornSolver,
 };
+use logot_cli::clouds::{cloud_problem, mean_cost, CloudData, CloudWeights};
 use logot_cli::problems;
 use serde_json::json;
 use std::time::Instant;
@@ -160,6 +161,27 @@ pub struct BenchArgs {
     /// emdbatch: the target clouds, B×n×d .npy (with --x).
     #[arg(long, requires = "x")]
     pub y: Option<String>,
+    /// Point-cloud problems: the distribution of the points (default uniform, the
+    /// canonical clouds; logot_cli::clouds describes each); the JSON names it.
+    #[arg(long, value_enum)]
+    pub data: Option<CloudData>,
+    /// Point-cloud problems: the weights of the points (default uniform; random: a 100:1
+    /// range, normalised); the JSON names them.
+    #[arg(long, value_enum)]
+    pub weights: Option<CloudWeights>,
+    /// Point-cloud problems: ε = R × the mean cost over all pairs of the clouds drawn
+    /// (default: the problem's ε, 0.05); the JSON reports ε and the mean cost.
+    #[arg(long, allow_hyphen_values = true, value_name = "R")]
+    pub eps_rel: Option<f64>,
+    /// Point-cloud problems: the seed of the clouds and weights (default 0: the canonical
+    /// clouds).
+    #[arg(long, allow_hyphen_values = true)]
+    pub seed: Option<u64>,
+    /// Point-cloud problems: before timing, write the clouds and weights drawn to DIR as
+    /// x.npy, y.npy, a.npy, b.npy (in the precision of the run) and meta.json (n, d, ε, data,
+    /// weights, seed), so that another tool can solve the same problem.
+    #[arg(long, value_name = "DIR")]
+    pub dump: Option<std::path::PathBuf>,
     /// Unbalanced OT (otA, otB, otBcpu), to compare with the balanced problem in the same
     /// call: the marginal penalties, as for `wasserstein`.
     #[command(flatten)]
@@ -206,12 +228,106 @@ pub fn time_runs_for(
     Ok((sorted[sorted.len() / 2], sorted[0], ms))
 }
 
+/// The clouds of a point-cloud problem as the flags draw them (`--data`, `--weights`,
+/// `--seed`; the canonical uniform clouds by default) and the ε it is solved at.
+struct Clouds<T> {
+    mu: ndarray::Array1<T>,
+    nu: ndarray::Array1<T>,
+    x: ndarray::Array2<T>,
+    y: ndarray::Array2<T>,
+    /// The mean cost over all pairs of the clouds drawn (in f64 from the points as solved).
+    mean_cost: f64,
+    eps: f64,
+}
+
+impl<T: Real> Clouds<T> {
+    /// Draws `n` points a cloud in dimension `d`; ε is `--eps-rel` × the mean cost, or
+    /// `eps` without it. Writes them to `--dump` when asked, before any timing.
+    fn draw(a: &BenchArgs, problem: &str, n: usize, d: usize, eps: f64) -> Result<Self> {
+        let (data, weights, seed) = (
+            a.data.unwrap_or_default(),
+            a.weights.unwrap_or_default(),
+            a.seed.unwrap_or(0),
+        );
+        let (mu, nu, x, y) = cloud_problem::<T>(n, d, data, weights, seed);
+        let mean_cost = mean_cost(x.view(), y.view());
+        let eps = match a.eps_rel {
+            Some(r) => r * mean_cost,
+            None => eps,
+        };
+        if !(eps.is_finite() && eps > 0.0) {
+            return Err(logot::Error::parameter(
+                "--eps-rel",
+                a.eps_rel.unwrap_or(f64::NAN),
+                format!("gives ε = {eps} from the clouds' mean cost {mean_cost}: it must be finite and > 0"),
+            ));
+        }
+        let clouds = Clouds {
+            mu,
+            nu,
+            x,
+            y,
+            mean_cost,
+            eps,
+        };
+        if let Some(dir) = &a.dump {
+            clouds.dump(a, problem, dir)?;
+        }
+        Ok(clouds)
+    }
+
+    /// x.npy, y.npy, a.npy, b.npy and meta.json in `dir` (created if missing).
+    fn dump(&self, a: &BenchArgs, problem: &str, dir: &std::path::Path) -> Result<()> {
+        use crate::npy::{file_err, write_to};
+        let shown = dir.display().to_string();
+        std::fs::create_dir_all(dir)
+            .map_err(|e| file_err(&shown, format!("--dump: cannot create the folder: {e}")))?;
+        let create = |name: &str| {
+            let path = dir.join(name);
+            let shown = path.display().to_string();
+            std::fs::File::create(&path)
+                .map(|f| (shown.clone(), f))
+                .map_err(|e| file_err(&shown, format!("--dump: cannot create: {e}")))
+        };
+        let (p, f) = create("x.npy")?;
+        write_to(&p, f, self.x.view())?;
+        let (p, f) = create("y.npy")?;
+        write_to(&p, f, self.y.view())?;
+        let (p, f) = create("a.npy")?;
+        write_to(&p, f, self.mu.view())?;
+        let (p, f) = create("b.npy")?;
+        write_to(&p, f, self.nu.view())?;
+        let (p, mut f) = create("meta.json")?;
+        let mut meta = json!({ "problem": problem, "dtype": T::NAME });
+        self.describe(a, &mut meta);
+        let text = serde_json::to_string_pretty(&meta).unwrap_or_default();
+        std::io::Write::write_all(&mut f, format!("{text}\n").as_bytes())
+            .map_err(|e| file_err(&p, format!("--dump: cannot write: {e}")))
+    }
+
+    /// The problem's description in the JSON output and in meta.json: its size, the data,
+    /// the weights, the seed and ε.
+    fn describe(&self, a: &BenchArgs, out: &mut serde_json::Value) {
+        let (n, d) = self.x.dim();
+        out["n"] = n.into();
+        out["m"] = self.y.nrows().into();
+        out["d"] = d.into();
+        out["data"] = a.data.unwrap_or_default().name().into();
+        out["weights"] = a.weights.unwrap_or_default().name().into();
+        out["seed"] = a.seed.unwrap_or(0).into();
+        out["eps"] = self.eps.into();
+        out["eps_rel"] = a.eps_rel.into();
+        out["mean_cost"] = self.mean_cost.into();
+    }
+}
+
 /// otC: one half-step `g = ε log ν − ε LSE_i((f_i − |x_i − y_j|²)/ε)` from `f = 0`
 /// (cost preparation and uploads outside the timing; the result is read back each run).
 fn run_otc<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
-    use logot_cli::problems::{ot_c, OTC_D, OTC_EPS, OTC_N};
-    let (n, d, eps) = (a.points.unwrap_or(OTC_N), a.dim.unwrap_or(OTC_D), OTC_EPS);
-    let (mu, nu, x, y) = ot_c::<T>(n, d);
+    use logot_cli::problems::{OTC_D, OTC_EPS, OTC_N};
+    let (n, d) = (a.points.unwrap_or(OTC_N), a.dim.unwrap_or(OTC_D));
+    let clouds = Clouds::<T>::draw(a, "otC", n, d, OTC_EPS)?;
+    let (nu, x, y, eps) = (&clouds.nu, &clouds.x, &clouds.y, clouds.eps);
     let cost = backend.prepare_cost(&logot::PointCloudCost::new(x.view(), y.view())?.into())?;
     let f = backend.filled(n, T::zero())?;
     let log_nu = backend.upload(&nu.iter().map(|v| v.ln()).collect::<Vec<T>>())?;
@@ -222,9 +338,8 @@ fn run_otc<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
         first = backend.download(&g)?[0];
         Ok(())
     })?;
-    drop(mu);
     let pairs = (n * n) as f64;
-    Ok(json!({
+    let mut out = json!({
         "problem": "otC",
         "backend": a.backend.name(),
         "devices": a.devices,
@@ -232,20 +347,19 @@ fn run_otc<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
         "ms": median,
         "min_ms": min,
         "runs_ms": all,
-        "n": n,
-        "m": n,
-        "d": d,
-        "eps": eps,
         "g_first": first.f64(),
         "gterms_per_s": pairs / (median * 1e-3) / 1e9,
-    }))
+    });
+    clouds.describe(a, &mut out);
+    Ok(out)
 }
 
 /// otC10, otCbig, otC64, otC1024: 10 iterations (20 half-steps) of point-cloud Sinkhorn from zero
-/// potentials, uniform weights, ε = 0.05, all on the backend (`Backend::iterate`), then `f`
-/// read back (cost preparation and uploads outside the timing).
+/// potentials, uniform weights, ε = 0.05 (or the clouds, weights and ε the flags choose), all
+/// on the backend (`Backend::iterate`), then `f` read back (cost preparation and uploads
+/// outside the timing).
 fn run_otc_iters<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
-    use logot_cli::problems::{ot_c, OTC_EPS};
+    use logot_cli::problems::OTC_EPS;
     let (name, n, d) = match a.problem {
         BenchProblem::OtC10 => ("otC10", 65_536, 3),
         BenchProblem::OtCBig => ("otCbig", 1 << 20, 3),
@@ -254,14 +368,14 @@ fn run_otc_iters<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
     };
     let (n, d) = (a.points.unwrap_or(n), a.dim.unwrap_or(d));
     let iters = 10;
-    let eps = OTC_EPS;
-    let (mu, nu, x, y) = ot_c::<T>(n, d);
+    let clouds = Clouds::<T>::draw(a, name, n, d, OTC_EPS)?;
+    let (mu, nu, x, y, eps) = (&clouds.mu, &clouds.nu, &clouds.x, &clouds.y, clouds.eps);
     let precision = a.precision.unwrap_or_default();
     let cloud = logot::PointCloudCost::new(x.view(), y.view())?.with_precision(precision);
     let cost = backend.prepare_cost(&cloud.into())?;
     let logs = |v: &ndarray::Array1<T>| v.iter().map(|p| p.ln()).collect::<Vec<T>>();
     let (mu_d, nu_d) = (backend.upload(&mu.to_vec())?, backend.upload(&nu.to_vec())?);
-    let (log_mu, log_nu) = (backend.upload(&logs(&mu))?, backend.upload(&logs(&nu))?);
+    let (log_mu, log_nu) = (backend.upload(&logs(mu))?, backend.upload(&logs(nu))?);
     let marginals = logot::backend::Marginals {
         mu: &mu_d,
         nu: &nu_d,
@@ -293,7 +407,7 @@ fn run_otc_iters<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
         .map(|r| r.row_error.max(r.col_error))
         .unwrap_or(f64::NAN);
     let pairs = (2 * iters * n * n) as f64;
-    Ok(json!({
+    let mut out = json!({
         "problem": name,
         "backend": a.backend.name(),
         "devices": a.devices,
@@ -301,10 +415,6 @@ fn run_otc_iters<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
         "ms": median,
         "min_ms": min,
         "runs_ms": all,
-        "n": n,
-        "m": n,
-        "d": d,
-        "eps": eps,
         "iterations": iters,
         // What formed x·y: the choice on CUDA in f32, exact products elsewhere.
         "precision": if a.backend == BackendChoice::Cuda && T::NAME == "float32" {
@@ -316,7 +426,9 @@ fn run_otc_iters<T: Real, B: Backend<T>>(backend: B, a: &BenchArgs) -> Json {
         "gterms_per_s": pairs / (median * 1e-3) / 1e9,
         "report_ms": median_report,
         "marginal_error": marginal_error,
-    }))
+    });
+    clouds.describe(a, &mut out);
+    Ok(out)
 }
 
 /// One cost shared by the batch, or one a problem.
@@ -505,6 +617,31 @@ pub fn checked(a: &BenchArgs) -> Result<Dtype> {
                 "--batch",
                 b,
                 "must be between 1 and 65536",
+            ));
+        }
+    }
+    // The cloud flags shape the entropic point-cloud problems; emdbatch has its own.
+    let sinkhorn_cloud = point_cloud && !emdbatch;
+    let cloud_flags = [
+        ("--data", a.data.is_some()),
+        ("--weights", a.weights.is_some()),
+        ("--eps-rel", a.eps_rel.is_some()),
+        ("--seed", a.seed.is_some()),
+        ("--dump", a.dump.is_some()),
+    ];
+    if let Some((flag, _)) = cloud_flags.iter().find(|(_, set)| *set && !sinkhorn_cloud) {
+        return Err(logot::Error::parameter(
+            flag,
+            a.problem.name(),
+            "applies to the point-cloud problems (otC, otC10, otCbig, otC64, otC1024)",
+        ));
+    }
+    if let Some(r) = a.eps_rel {
+        if !(r.is_finite() && r > 0.0) {
+            return Err(logot::Error::parameter(
+                "--eps-rel",
+                r,
+                "must be finite and > 0",
             ));
         }
     }

@@ -24,6 +24,10 @@ error is ``‖Pᵀ1 − ν‖₁``.
   :func:`sliced_wasserstein`, :func:`max_sliced_wasserstein` — exact optimal transport
   (network simplex, assignment, the line, sliced), each exact result with its potentials
   and a certificate (duality gap, largest dual violation, marginal errors).
+* :func:`entropic_gromov_wasserstein`, :func:`gromov_wasserstein` and their fused forms
+  (``…2`` for the value alone), :func:`point_gromov_wasserstein` — Gromov–Wasserstein:
+  mirror descent with log-domain Sinkhorn inner solves, conditional gradient with the
+  network simplex, point clouds in linear memory; envelope gradients on request.
 * :mod:`logot.pot` — POT's names and signatures; :mod:`logot.torch` — autograd functions.
 
 Bad input raises ``ValueError`` naming the argument (``TypeError`` for an argument of the
@@ -58,8 +62,23 @@ from ._results import (
     Certificate,
     ExactResult,
     SlicedResult,
+    GromovReport,
+    GromovGradients,
+    GromovResult,
+    PointGromovResult,
 )
 from ._exact import emd, emd2, emd_1d, emd2_1d, wasserstein_1d, sliced_wasserstein, max_sliced_wasserstein
+from ._gromov import (
+    gromov_wasserstein,
+    gromov_wasserstein2,
+    fused_gromov_wasserstein,
+    fused_gromov_wasserstein2,
+    entropic_gromov_wasserstein,
+    entropic_gromov_wasserstein2,
+    entropic_fused_gromov_wasserstein,
+    entropic_fused_gromov_wasserstein2,
+    point_gromov_wasserstein,
+)
 
 __version__ = _logot.__version__
 
@@ -84,6 +103,15 @@ __all__ = [
     "wasserstein_1d",
     "sliced_wasserstein",
     "max_sliced_wasserstein",
+    "gromov_wasserstein",
+    "gromov_wasserstein2",
+    "fused_gromov_wasserstein",
+    "fused_gromov_wasserstein2",
+    "entropic_gromov_wasserstein",
+    "entropic_gromov_wasserstein2",
+    "entropic_fused_gromov_wasserstein",
+    "entropic_fused_gromov_wasserstein2",
+    "point_gromov_wasserstein",
     "cuda_available",
     "cuda_device_name",
     "PointCloud",
@@ -106,6 +134,10 @@ __all__ = [
     "Certificate",
     "ExactResult",
     "SlicedResult",
+    "GromovReport",
+    "GromovGradients",
+    "GromovResult",
+    "PointGromovResult",
     "ConvergenceWarning",
 ]
 

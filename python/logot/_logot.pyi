@@ -247,6 +247,94 @@ class SlicedOutput:
     @property
     def grad_x_t(self) -> Optional[npt.NDArray[np.float64]]: ...
 
+class GromovGradientsOutput:
+    @property
+    def c1(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def c2(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def p(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def q(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def m(self) -> Optional[npt.NDArray[np.float64]]: ...
+    @property
+    def alpha(self) -> Optional[float]: ...
+
+class GromovOutput:
+    @property
+    def plan(self) -> Array: ...
+    @property
+    def value(self) -> float: ...
+    @property
+    def linear(self) -> float: ...
+    @property
+    def quadratic(self) -> float: ...
+    @property
+    def f(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def g(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def symmetric(self) -> bool: ...
+    @property
+    def iterations(self) -> int: ...
+    @property
+    def converged(self) -> bool: ...
+    @property
+    def marginal_error(self) -> float: ...
+    @property
+    def step(self) -> Optional[float]: ...
+    @property
+    def steps(self) -> list[float]: ...
+    @property
+    def stationarity(self) -> Optional[float]: ...
+    @property
+    def inner_iterations(self) -> int: ...
+    @property
+    def inner_unconverged(self) -> int: ...
+    @property
+    def newton_steps(self) -> int: ...
+    @property
+    def inner(self) -> Optional[ConvergenceReport]: ...
+    @property
+    def gap(self) -> Optional[float]: ...
+    @property
+    def losses(self) -> list[float]: ...
+    @property
+    def gradients(self) -> Optional[GromovGradientsOutput]: ...
+
+class PointGromovOutput:
+    @property
+    def value(self) -> float: ...
+    @property
+    def f(self) -> Array: ...
+    @property
+    def g(self) -> Array: ...
+    @property
+    def x_tilde(self) -> Array: ...
+    @property
+    def y_tilde(self) -> Array: ...
+    @property
+    def moments(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def iterations(self) -> int: ...
+    @property
+    def converged(self) -> bool: ...
+    @property
+    def step(self) -> float: ...
+    @property
+    def stationarity(self) -> float: ...
+    @property
+    def marginal_error(self) -> float: ...
+    @property
+    def inner_iterations(self) -> int: ...
+    @property
+    def inner_unconverged(self) -> int: ...
+    @property
+    def inner(self) -> ConvergenceReport: ...
+    @property
+    def plan(self) -> Optional[npt.NDArray[np.float64]]: ...
+
 # --- Sinkhorn (core) ----------------------------------------------------------------------
 
 def solve(
@@ -354,6 +442,59 @@ def max_sliced_wasserstein(
     step: float = 0.5,
     gradients: bool = False,
 ) -> SlicedOutput: ...
+
+# --- Gromov–Wasserstein ------------------------------------------------------------------
+
+def entropic_gromov(
+    c1: Array,
+    c2: Array,
+    p: Array,
+    q: Array,
+    eps: float,
+    m: Optional[Array] = None,
+    alpha: float = 1.0,
+    g0: Optional[Array] = None,
+    loss: str = "square_loss",
+    symmetric: Optional[bool] = None,
+    max_iters: int = 1000,
+    tol: float = 1e-9,
+    check_every: int = 10,
+    inner_max_iters: int = 1000,
+    inner_tol: Optional[float] = None,
+    inner_check_every: int = 10,
+    backend: str = "cpu",
+    gradients: bool = False,
+) -> GromovOutput: ...
+def exact_gromov(
+    c1: Array,
+    c2: Array,
+    p: Array,
+    q: Array,
+    m: Optional[Array] = None,
+    alpha: float = 1.0,
+    g0: Optional[Array] = None,
+    loss: str = "square_loss",
+    symmetric: Optional[bool] = None,
+    max_iters: int = 10000,
+    tol_rel: float = 1e-9,
+    tol_abs: float = 1e-9,
+    backend: str = "cpu",
+    gradients: bool = False,
+) -> GromovOutput: ...
+def point_gromov(
+    x: Array,
+    y: Array,
+    p: Array,
+    q: Array,
+    eps: float,
+    max_iters: int = 1000,
+    tol: float = 1e-9,
+    inner_max_iters: int = 1000,
+    inner_tol: Optional[float] = None,
+    inner_check_every: int = 10,
+    backend: str = "cpu",
+    plan: bool = False,
+) -> PointGromovOutput: ...
 
 # --- Point clouds -------------------------------------------------------------------------
 

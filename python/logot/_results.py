@@ -21,6 +21,10 @@ __all__ = [
     "Certificate",
     "ExactResult",
     "SlicedResult",
+    "GromovReport",
+    "GromovGradients",
+    "GromovResult",
+    "PointGromovResult",
     "ConvergenceWarning",
 ]
 
@@ -201,3 +205,68 @@ class SlicedResult(Result):
     max-sliced the best ``direction`` and the ascent ``steps`` kept, and the gradients
     ``grad_x_s`` (n×d), ``grad_x_t`` (m×d) of ``distance`` with respect to the points (None
     unless asked for)."""
+
+
+class GromovReport(Result):
+    """How a Gromov–Wasserstein solve ended, measured on the plan handed back:
+    ``iterations`` (outer), ``converged``, ``marginal_error`` = max(‖T·1 − p‖₁, ‖Tᵀ·1 − q‖₁).
+    Entropic solves: ``step`` = ‖T − T_prev‖_F of the last iteration, ``steps`` (those
+    measured at the checks, POT's ``log["err"]``), ``stationarity`` = max |∇F(T) − G| with
+    ``G`` the gradient whose Sinkhorn plan ``T`` is (0 at a fixed point, in the cost's
+    units), ``inner_iterations``, ``inner_unconverged`` (inner solves that missed their
+    tolerance), ``newton_steps`` (Newton steps on the dual that finished the inner solves
+    Sinkhorn did not end: it stalls on nearly deterministic plans) and the last inner
+    solve's ``inner`` :class:`Convergence`. Exact solves: the Frank–Wolfe ``gap``
+    ⟨∇F(T), T − T_c⟩ (0 exactly at a stationary plan) and ``losses`` (the objective after
+    each iteration, POT's ``log["loss"]``); the entropic fields are None or empty."""
+
+
+class GromovGradients(Result):
+    """Envelope gradients of a Gromov–Wasserstein value at the returned plan ``T``:
+    ``c1`` = α·(f1'(C1)⊙rrᵀ − h1'(C1)⊙(T·h2(C2)·Tᵀ)) (n×n), ``c2`` likewise (m×m), ``p``
+    and ``q`` (the potentials of the last linearised problem, zero-mean), and for fused
+    problems ``m`` = (1 − α)·T and ``alpha`` = ⟨L⊗T, T⟩ − ⟨M, T⟩ (else None). Exact where
+    the plan is a stationary point that moves smoothly with the inputs (entropic: of the
+    regularised value; exact: at a vertex local minimum)."""
+
+
+class GromovResult(Result):
+    """A solved (fused) Gromov–Wasserstein problem: the ``plan`` T (n×m), ``value`` =
+    F(T) = (1 − α)·⟨M, T⟩ + α·Σ L(C1_ik, C2_jl)·T_ij·T_kl without the entropy (POT's
+    ``gw_dist`` / ``fgw_dist``) = ``linear`` + ``quadratic``, the potentials ``f`` (n),
+    ``g`` (m) of the last linearised problem (POT's ``u``, ``v`` for exact solves), ``eps``
+    (None for exact solves), ``loss``, ``symmetric`` (as treated), the ``report``
+    (:class:`GromovReport`) and the ``gradients`` (:class:`GromovGradients`, None unless
+    asked for)."""
+
+    def _repr_fields(self):
+        return ("value", "plan", "eps", "loss", "converged", "iterations")
+
+    @property
+    def converged(self) -> bool:
+        return self.report.converged
+
+    @property
+    def iterations(self) -> int:
+        return self.report.iterations
+
+
+class PointGromovResult(Result):
+    """Point-cloud Gromov–Wasserstein (squared-Euclidean structures, square loss) in linear
+    memory: ``value`` (POT's ``gw_dist`` of the dense problem on the same clouds), the last
+    inner solve's potentials ``f``, ``g`` on the transformed clouds ``x_tilde``,
+    ``y_tilde`` (T_ij = exp((f_i + g_j − |x̃_i − ỹ_j|²)/ε)), the plan's ``moments``
+    Φᵀ·T·Ψ, ``eps``, the ``report`` (:class:`GromovReport`; ``step`` is the moments'
+    relative change, ``stationarity`` an upper bound) and the ``plan`` (n×m, float64; None
+    unless asked for)."""
+
+    def _repr_fields(self):
+        return ("value", "eps", "converged", "iterations")
+
+    @property
+    def converged(self) -> bool:
+        return self.report.converged
+
+    @property
+    def iterations(self) -> int:
+        return self.report.iterations

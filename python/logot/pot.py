@@ -6,8 +6,10 @@ Drop-in replacements for the calls people write with `POT <https://pythonot.gith
 and :func:`sinkhorn_unbalanced2` (also under ``ot.unbalanced``), the exact solvers
 :func:`emd`, :func:`emd2`, :func:`emd_1d`, :func:`emd2_1d`, :func:`wasserstein_1d` (also
 under ``ot.lp``), :func:`sliced_wasserstein_distance` and
-:func:`max_sliced_wasserstein_distance` (also under ``ot.sliced``), with the helpers
-:func:`unif` and :func:`dist`. numpy arrays in and out, in the input's precision.
+:func:`max_sliced_wasserstein_distance` (also under ``ot.sliced``), Gromov–Wasserstein
+(:func:`gromov_wasserstein`, :func:`fused_gromov_wasserstein`,
+:func:`entropic_gromov_wasserstein`, :func:`entropic_fused_gromov_wasserstein` and their
+``…2`` values, also under ``ot.gromov``), with the helpers :func:`unif` and :func:`dist`. numpy arrays in and out, in the input's precision.
 
 What is the same: the problem solved (POT's conventions: ``P = diag(u) K diag(v)``,
 ``K = exp(−M/reg)``), argument names, defaults, return shapes, multiple target histograms
@@ -52,6 +54,17 @@ import warnings
 import numpy as np
 
 import logot as _lg
+from ._pot_gromov import (
+    entropic_fused_gromov_wasserstein,
+    entropic_fused_gromov_wasserstein2,
+    entropic_gromov_wasserstein,
+    entropic_gromov_wasserstein2,
+    fused_gromov_wasserstein,
+    fused_gromov_wasserstein2,
+    gromov_wasserstein,
+    gromov_wasserstein2,
+)
+
 
 __all__ = [
     "sinkhorn",
@@ -74,6 +87,15 @@ __all__ = [
     "max_sliced_wasserstein_distance",
     "lp",
     "sliced",
+    "gromov_wasserstein",
+    "gromov_wasserstein2",
+    "fused_gromov_wasserstein",
+    "fused_gromov_wasserstein2",
+    "entropic_gromov_wasserstein",
+    "entropic_gromov_wasserstein2",
+    "entropic_fused_gromov_wasserstein",
+    "entropic_fused_gromov_wasserstein2",
+    "gromov",
 ]
 
 _SINKHORN_METHODS = ("sinkhorn", "sinkhorn_log", "sinkhorn_stabilized", "sinkhorn_epsilon_scaling", "greenkhorn")
@@ -737,3 +759,16 @@ lp = types.SimpleNamespace(emd=emd, emd2=emd2, emd_1d=emd_1d, emd2_1d=emd2_1d, w
 #: ``ot.sliced``'s names.
 sliced = types.SimpleNamespace(sliced_wasserstein_distance=sliced_wasserstein_distance,
                                max_sliced_wasserstein_distance=max_sliced_wasserstein_distance)
+
+
+#: ``ot.gromov``'s names, for code that calls ``ot.gromov.gromov_wasserstein(...)``.
+gromov = types.SimpleNamespace(
+    gromov_wasserstein=gromov_wasserstein,
+    gromov_wasserstein2=gromov_wasserstein2,
+    fused_gromov_wasserstein=fused_gromov_wasserstein,
+    fused_gromov_wasserstein2=fused_gromov_wasserstein2,
+    entropic_gromov_wasserstein=entropic_gromov_wasserstein,
+    entropic_gromov_wasserstein2=entropic_gromov_wasserstein2,
+    entropic_fused_gromov_wasserstein=entropic_fused_gromov_wasserstein,
+    entropic_fused_gromov_wasserstein2=entropic_fused_gromov_wasserstein2,
+)

@@ -13,6 +13,9 @@ Import it explicitly (``import logot.torch``); ``import logot`` alone never impo
   Both point-cloud functions take batches of pairs too (x B×n×d, y B×m×d): a (B,) tensor.
 * :func:`bistochastic` — ``SinkhornKnopp(exp(X))`` over the last two axes, with the
   implicit backward (hyper-connection mixing matrices).
+* :func:`gromov_wasserstein2`, :func:`entropic_gromov_wasserstein2` — Gromov–Wasserstein
+  values with the envelope gradients with respect to the structures and the weights (and
+  :func:`gromov_value` for any solved :class:`logot.GromovResult`).
 
 Tensors: float32 and float64. CPU tensors share memory with the numpy arrays the library
 reads (no copy). CUDA tensors run on the CUDA backend of their device
@@ -46,6 +49,9 @@ __all__ = [
     "bistochastic",
     "bistochastic_stats",
     "sqeuclidean",
+    "gromov_value",
+    "gromov_wasserstein2",
+    "entropic_gromov_wasserstein2",
     "CUDA_ZERO_COPY",
 ]
 
@@ -847,3 +853,61 @@ def bistochastic(x: torch.Tensor, iters: int = 20, tol: float = 0.0, *, cg_tol=N
         raise ValueError(f"x: expected square matrices in the last two axes, got shape {tuple(x.shape)}")
     return _Bistochastic.apply(x, _lg._count("iters", iters), _lg._real("tol", tol), _lg._optional_real("cg_tol", cg_tol),
                                _lg._count("cg_max_iters", cg_max_iters), backend)
+
+
+# ---------------------------------------------------------------------------------------
+# Gromov–Wasserstein values
+# ---------------------------------------------------------------------------------------
+
+
+class _GromovValue(torch.autograd.Function):
+    """A solved value with its gradients given (the envelope theorem: the plan held fixed)."""
+
+    @staticmethod
+    def forward(ctx, value, grads, *inputs):
+        ctx.grads = grads
+        return value.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return (None, None) + tuple(grad * g for g in ctx.grads)
+
+
+def gromov_value(result, c1, c2, p=None, q=None, m=None) -> torch.Tensor:
+    """``result.value`` (a :class:`logot.GromovResult` solved with ``gradients=True``) as a
+    0-d tensor of ``c1``'s dtype and device whose gradients with respect to the tensors among
+    ``c1``, ``c2``, ``p``, ``q`` and the feature cost ``m`` are the result's envelope
+    gradients (POT's ``set_gradients`` of ``gromov_wasserstein2``): the plan is held fixed,
+    ``p``, ``q`` get the centred potentials. Exact where the plan is a stationary point that
+    moves smoothly with the inputs (see :class:`logot.GromovGradients`)."""
+    g = result.gradients
+    if g is None:
+        raise ValueError("result: solved without gradients=True, so it has no gradients to attach")
+    tensors, grads = [], []
+    for t, a in zip((c1, c2, p, q, m), (g.c1, g.c2, g.p, g.q, g.m)):
+        if isinstance(t, torch.Tensor) and a is not None:
+            tensors.append(t)
+            grads.append(torch.as_tensor(np.ascontiguousarray(a), dtype=t.dtype, device=t.device))
+    value = torch.as_tensor(result.value, dtype=c1.dtype, device=c1.device)
+    return _GromovValue.apply(value, grads, *tensors)
+
+
+def _gromov_inputs(c1, c2, p, q):
+    return [None if t is None else (_np(t) if isinstance(t, torch.Tensor) else t) for t in (c1, c2, p, q)]
+
+
+def gromov_wasserstein2(c1, c2, p=None, q=None, **options) -> torch.Tensor:
+    """The exact GW value of :func:`logot.gromov_wasserstein` (same options) for tensors,
+    differentiable with respect to ``c1``, ``c2``, ``p``, ``q`` (:func:`gromov_value`)."""
+    a = _gromov_inputs(c1, c2, p, q)
+    r = _lg.gromov_wasserstein(*a, gradients=True, **options)
+    return gromov_value(r, c1, c2, p, q)
+
+
+def entropic_gromov_wasserstein2(c1, c2, eps: float, p=None, q=None, **options) -> torch.Tensor:
+    """The entropic GW value of :func:`logot.entropic_gromov_wasserstein` (same options)
+    for tensors, differentiable with respect to ``c1``, ``c2``, ``p``, ``q`` (the envelope
+    gradients of the regularised value at the returned plan, :func:`gromov_value`)."""
+    a = _gromov_inputs(c1, c2, p, q)
+    r = _lg.entropic_gromov_wasserstein(a[0], a[1], eps, a[2], a[3], gradients=True, **options)
+    return gromov_value(r, c1, c2, p, q)

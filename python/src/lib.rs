@@ -11,7 +11,8 @@
 //! The modules follow the Python package's areas: `common` (errors, dtypes, backends,
 //! timing), `args` (costs and parameters from Python), `results` (the result objects),
 //! `core` (Sinkhorn: distances, plans, gradients), `exact` (exact OT: network simplex,
-//! assignment, the line, sliced), `points` (point clouds: gradients and
+//! assignment, the line, sliced), `gromov` (Gromov–Wasserstein: entropic, exact, fused,
+//! point clouds, envelope gradients), `points` (point clouds: gradients and
 //! divergences), `barycenter`, `linalg` (bistochastic projection, SVD, Newton–Schulz),
 //! `torch` and `torch_bistochastic` (CUDA tensors in place, for `logot.torch`).
 
@@ -53,6 +54,7 @@ mod barycenter;
 mod common;
 mod core;
 mod exact;
+mod gromov;
 mod linalg;
 mod points;
 mod results;
@@ -67,6 +69,7 @@ fn _logot(m: &Bound<'_, PyModule>) -> PyResult<()> {
     results::register(m)?;
     core::register(m)?;
     exact::register(m)?;
+    gromov::register(m)?;
     points::register(m)?;
     barycenter::register(m)?;
     linalg::register(m)?;

@@ -8,6 +8,8 @@
 //!   respect to the points (`point_gradients`) and the Sinkhorn divergence (`divergence`);
 //! * [`barycenter`]: fixed-support and grid barycenters, balanced and unbalanced;
 //! * [`gradients`]: exact gradients by implicit differentiation, and envelope gradients;
+//! * `dual_system`: the linear system of the dual's Hessian at a plan, solved by CG (the
+//!   gradients' adjoint solve and the Newton finish of Sinkhorn);
 //! * [`bistochastic`]: the bistochastic projection of batches of small matrices and its
 //!   backward;
 //! * `outputs`: the one path for batches on a backend, [`SinkhornSolver::solve_prepared`](crate::SinkhornSolver::solve_prepared)
@@ -18,6 +20,7 @@
 pub mod barycenter;
 pub mod bistochastic;
 mod divergence;
+pub(crate) mod dual_system;
 pub mod gradients;
 pub(crate) mod outputs;
 mod point_gradients;

@@ -5,7 +5,7 @@
 
 use crate::backend::{grad::GradKernels, Backend, CostSource, PointCloudKernels, Side};
 use crate::cg::{CgParams, CgReport};
-use crate::entropic::gradients::{solve_adjoint_with, PlanMatvec};
+use crate::entropic::dual_system::{solve_adjoint_with, PlanMatvec};
 use crate::entropic::sinkhorn::{
     PreparedProblem, Problem, SinkhornResult, SinkhornSolver, Solution,
 };

@@ -1421,6 +1421,39 @@ fn every_command_line_row_is_refused_with_a_message() {
             v(&["sliced", "--x", &f("x.npy"), "--y", &f("x3d.npy")]),
             "--y".into(),
         ),
+        (
+            "C46",
+            v(&["bench", "--problem", "otA", "--data", "sphere"]),
+            "--data = otA: applies to the point-cloud problems".into(),
+        ),
+        (
+            "C46",
+            v(&["bench", "--problem", "otC10", "--data", "cubes"]),
+            "clustered".into(),
+        ),
+        (
+            "C46",
+            v(&["bench", "--problem", "otC10", "--eps-rel", "0"]),
+            "--eps-rel = 0: must be finite and > 0".into(),
+        ),
+        (
+            "C46",
+            v(&["bench", "--problem", "otC10", "--seed", "-1"]),
+            "--seed".into(),
+        ),
+        (
+            "C46",
+            v(&[
+                "bench",
+                "--problem",
+                "otC10",
+                "--points",
+                "4",
+                "--dump",
+                &format!("{}/sub", f("x.npy")),
+            ]),
+            "--dump: cannot create the folder".into(),
+        ),
     ];
     // C04/C05: `--backend cuda` without CUDA support in this build, or without a GPU.
     let cuda_needle = if cfg!(feature = "cuda") {

@@ -66,7 +66,7 @@
 mod adjoint;
 mod envelope;
 
-pub(crate) use adjoint::{solve_adjoint_with, PlanMatvec, StoredPlan};
+pub(crate) use crate::entropic::dual_system::Adjoint;
 
 use crate::backend::{grad::GradKernels, Backend, CostSource, Side};
 use crate::cg::{CgParams, CgReport};
@@ -78,16 +78,6 @@ use crate::validate::{check_eps, check_finite};
 use crate::{Error, Real, Result};
 use adjoint::solve_adjoint;
 use ndarray::{Array1, Array2, Array3, ArrayView3};
-
-/// The adjoint potentials `(a, b)` of a batch of plans, on the backend.
-pub(crate) struct Adjoint<Buf> {
-    /// `B×n`; zero on empty rows; not centred.
-    pub a: Buf,
-    /// `B×m`; zero on empty columns.
-    pub b: Buf,
-    /// How CG ended for each problem.
-    pub cg: CgReport,
-}
 
 /// Gradients of a loss `L(P)` with respect to the inputs of the plan.
 #[derive(Clone, Debug)]

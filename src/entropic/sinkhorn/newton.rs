@@ -17,7 +17,7 @@
 
 use crate::backend::grad::GradKernels;
 use crate::cg::CgParams;
-use crate::entropic::gradients::{solve_adjoint_with, StoredPlan};
+use crate::entropic::dual_system::{solve_adjoint_with, StoredPlan};
 use crate::{Real, Result};
 
 /// How a Newton finish ended.
