@@ -1,6 +1,6 @@
 //! Runs every CUDA kernel once on small inputs (both precisions, every tile shape, the
 //! K-split, the fused loop and the per-half-step kernels, the exact and redo paths, the
-//! fused and the separate grid-barycenter kernels), for
+//! fused and the separate grid-barycenter kernels, the auction of exact minibatch OT), for
 //! `compute-sanitizer --tool memcheck|racecheck|initcheck|synccheck`.
 //!
 //! `cargo build --release --features cuda --example cuda_sanitize`
@@ -93,6 +93,25 @@ fn main() -> logot::Result<()> {
         solver.solve(&problem, grid.clone())?;
         let dense = grid.to_dense::<T>();
         solver.solve(&problem, dense.view())?;
+        // Exact minibatch OT: the auction on stored costs (per problem and shared) and on
+        // clouds, with the team path of the last free rows and a round limit.
+        let params = logot::exact::EmdParams::default();
+        for (b, n) in [(3usize, 37usize), (2, 1), (1, 130)] {
+            let w = Array2::from_elem((b, n), T::of(1.0 / n as f64));
+            let c = Array3::from_shape_fn((b, n, n), |_| T::of(rnd()));
+            gpu.emd_batch(w.view(), w.view(), c.view(), &params)?;
+            let shared = Array3::from_shape_fn((1, n, n), |_| T::of((rnd() * 4.0).floor()));
+            gpu.emd_batch(
+                w.view(),
+                w.view(),
+                shared.view(),
+                &params.clone().max_iters(2),
+            )?;
+            let x = Array3::from_shape_fn((b, n, 5), |_| T::of(rnd()));
+            let y = Array3::from_shape_fn((b, n, 5), |_| T::of(rnd()));
+            let sq = logot::exact::Metric::SqEuclidean;
+            gpu.emd_points_batch(None, None, x.view(), y.view(), sq, &params)?;
+        }
         gpu.synchronize()
     }
 

@@ -86,6 +86,10 @@ pub enum BenchProblem {
     /// outer iterations of at most 100 warm-started Sinkhorn iterations each.
     #[value(name = "gwpc")]
     Gwpc,
+    /// Exact minibatch OT: B = 64 pairs of clouds of 1024 points uniform in [0,1]¹⁶,
+    /// uniform weights, squared Euclidean cost (--batch, --points, --dim, or --x/--y).
+    #[value(name = "emdbatch")]
+    EmdBatch,
 }
 
 impl BenchProblem {
@@ -157,6 +161,15 @@ pub struct BenchArgs {
     /// Point-cloud problems: the dimension d instead of the canonical one (1 to 65536).
     #[arg(long, allow_hyphen_values = true)]
     pub dim: Option<usize>,
+    /// emdbatch: the number of problems B instead of 64 (1 to 65536).
+    #[arg(long, allow_hyphen_values = true)]
+    pub batch: Option<usize>,
+    /// emdbatch: the source clouds, B×n×d .npy (with --y), instead of generated ones.
+    #[arg(long, requires = "y", conflicts_with_all = ["points", "dim", "batch"])]
+    pub x: Option<String>,
+    /// emdbatch: the target clouds, B×n×d .npy (with --x).
+    #[arg(long, requires = "x")]
+    pub y: Option<String>,
     /// Point-cloud problems: the distribution of the points (default uniform, the
     /// canonical clouds; logot_cli::clouds describes each); the JSON names it.
     #[arg(long, value_enum)]
@@ -598,6 +611,7 @@ pub fn checked(a: &BenchArgs) -> Result<Dtype> {
             | BenchProblem::OtC64
             | BenchProblem::OtC1024
             | BenchProblem::Gwpc
+            | BenchProblem::EmdBatch
     );
     if a.points.is_some() && a.problem == BenchProblem::Gw {
         // The dense problem holds three n×m matrices and n² + m² structure entries.
@@ -610,6 +624,26 @@ pub fn checked(a: &BenchArgs) -> Result<Dtype> {
             ));
         }
     }
+    let emdbatch = a.problem == BenchProblem::EmdBatch;
+    if !emdbatch && (a.batch.is_some() || a.x.is_some()) {
+        return Err(logot::Error::parameter(
+            if a.batch.is_some() { "--batch" } else { "--x" },
+            a.problem.name(),
+            "applies to emdbatch only",
+        ));
+    }
+    if let Some(b) = a.batch {
+        if b == 0 || b > 1 << 16 {
+            return Err(logot::Error::parameter(
+                "--batch",
+                b,
+                "must be between 1 and 65536",
+            ));
+        }
+    }
+    // The cloud flags shape the entropic point-cloud problems; emdbatch and gwpc have their
+    // own clouds.
+    let sinkhorn_cloud = point_cloud && !emdbatch && a.problem != BenchProblem::Gwpc;
     let cloud_flags = [
         ("--data", a.data.is_some()),
         ("--weights", a.weights.is_some()),
@@ -617,10 +651,7 @@ pub fn checked(a: &BenchArgs) -> Result<Dtype> {
         ("--seed", a.seed.is_some()),
         ("--dump", a.dump.is_some()),
     ];
-    if let Some((flag, _)) = cloud_flags
-        .iter()
-        .find(|(_, set)| *set && (!point_cloud || a.problem == BenchProblem::Gwpc))
-    {
+    if let Some((flag, _)) = cloud_flags.iter().find(|(_, set)| *set && !sinkhorn_cloud) {
         return Err(logot::Error::parameter(
             flag,
             a.problem.name(),
@@ -645,7 +676,7 @@ pub fn checked(a: &BenchArgs) -> Result<Dtype> {
                     v.unwrap_or(0),
                     format!(
                         "applies to the point-cloud problems (otC, otC10, otCbig, otC64, \
-                         otC1024, gwpc; --points also to gw), not {}",
+                         otC1024, gwpc, emdbatch; --points also to gw), not {}",
                         a.problem.name()
                     ),
                 ))

@@ -262,6 +262,7 @@ fn run<T: Real>(a: &EmdArgs, outs: &mut Outputs) -> Json {
         "method_each": each(|r| match r.method {
             ExactMethod::Assignment => "assignment",
             ExactMethod::Sorting => "sorting",
+            ExactMethod::Auction => "auction",
             _ => "network_simplex",
         }
         .into()),

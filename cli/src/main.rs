@@ -44,6 +44,7 @@ macro_rules! dispatch {
 
 mod barycenter;
 mod bench;
+mod bench_exact;
 mod bench_kernels;
 mod bistochastic;
 mod divergence;
@@ -254,11 +255,12 @@ fn main() -> ExitCode {
 /// `logot bench`: each problem runs in the module of its kind (the modules share
 /// `bench`'s arguments and timers, and none calls another).
 fn bench_command(a: &bench::BenchArgs) -> Json {
-    use bench::BenchProblem::{Bary64, Bary64Dense, Gw, Gwpc};
+    use bench::BenchProblem::{Bary64, Bary64Dense, EmdBatch, Gw, Gwpc};
     let dtype = bench::checked(a)?;
     match a.problem {
         p @ (Bary64 | Bary64Dense) => barycenter::bench(dtype, a, p == Bary64Dense),
         Gw | Gwpc => gw::bench(dtype, a),
+        EmdBatch => bench_exact::bench(dtype, a),
         p if p.on_kernels() => bench_kernels::bench(dtype, a),
         _ => bench::bench(dtype, a),
     }

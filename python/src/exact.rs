@@ -76,6 +76,7 @@ fn emd_output(py: Python<'_>, r: EmdResult) -> PyResult<Py<EmdOutput>> {
     let method = match r.method {
         ExactMethod::Assignment => "assignment",
         ExactMethod::Sorting => "sorting",
+        ExactMethod::Auction => "auction",
         _ => "network_simplex",
     };
     Py::new(

@@ -75,6 +75,25 @@ pub fn emd_batch<T: Real>(
     cost: ArrayView3<'_, T>,
     params: &EmdParams,
 ) -> Result<Vec<EmdResult>> {
+    let (a, b) = checked_batch(mu, nu, cost, params)?;
+    let (bsz, bc) = (mu.nrows(), cost.dim().0);
+    (0..bsz)
+        .into_par_iter()
+        .map(|k| {
+            let c = cost.index_axis(Axis(0), if bc == 1 { 0 } else { k });
+            solve_dense(&a[k], &b[k], c, params)
+        })
+        .collect()
+}
+
+/// The checks of [`emd_batch`] (parameters, shapes, weights, costs), and each problem's
+/// weights in `f64`, `nu` scaled to the mass of `mu`.
+pub(crate) fn checked_batch<T: Real>(
+    mu: ArrayView2<'_, T>,
+    nu: ArrayView2<'_, T>,
+    cost: ArrayView3<'_, T>,
+    params: &EmdParams,
+) -> Result<(Rows, Rows)> {
     params.check()?;
     // Shapes first: a weight vector of the wrong length is named, whatever its mass.
     let (bsz, n) = mu.dim();
@@ -127,16 +146,10 @@ pub fn emd_batch<T: Real>(
             format!("holds {bc} matrices but there are {bsz} problems (give 1 to share one)"),
         ));
     }
-    let (a, b) = checked_weights(mu, nu)?;
+    let weights = checked_weights(mu, nu)?;
     let max_abs = check_finite_max("cost", &cost)?;
     check_cost_range(max_abs, "cost")?;
-    (0..bsz)
-        .into_par_iter()
-        .map(|k| {
-            let c = cost.index_axis(Axis(0), if bc == 1 { 0 } else { k });
-            solve_dense(&a[k], &b[k], c, params)
-        })
-        .collect()
+    Ok(weights)
 }
 
 /// [`emd`] between point clouds `x` (n×d) and `y` (m×d) with weights `mu`, `nu` (uniform
@@ -186,41 +199,9 @@ pub fn emd_points_batch<T: Real>(
     metric: Metric,
     params: &EmdParams,
 ) -> Result<Vec<EmdResult>> {
-    params.check()?;
-    check_metric(metric)?;
+    let (a, b) = checked_points_batch(mu, nu, x, y, metric, params)?;
     let (bx, n, d) = x.dim();
-    let (by, m, dy) = y.dim();
-    check_clouds(bx, n, d, by, m, dy)?;
-    check_finite("x", &x)?;
-    check_finite("y", &y)?;
-    let uniform =
-        |b: usize, n: usize| ndarray::Array2::from_elem((b, n), T::one() / T::of(n as f64));
-    let (mu_u, nu_u) = (uniform(bx, n), uniform(bx, m));
-    let (mu_uniform, nu_uniform) = (mu.is_none(), nu.is_none());
-    let mu = mu.unwrap_or(mu_u.view());
-    let nu = nu.unwrap_or(nu_u.view());
-    if mu.dim() != (bx, n) {
-        return Err(Error::shape(
-            "mu",
-            format!("is {:?} but x holds {bx} clouds of {n} points", mu.dim()),
-        ));
-    }
-    if nu.dim() != (bx, m) {
-        return Err(Error::shape(
-            "nu",
-            format!("is {:?} but y holds {bx} clouds of {m} points", nu.dim()),
-        ));
-    }
-    let (mut a, mut b) = checked_weights(mu, nu)?;
-    // Uniform weights are 1/n in f64 whatever `T` (1/n in f32 would change the mass).
-    if mu_uniform {
-        a.iter_mut().for_each(|w| w.fill(1.0 / n as f64));
-    }
-    if nu_uniform {
-        for (w, a) in b.iter_mut().zip(&a) {
-            w.fill(a.iter().sum::<f64>() / m as f64);
-        }
-    }
+    let m = y.dim().1;
     let assignment_first = d >= ASSIGNMENT_MIN_DIM;
     (0..bx)
         .into_par_iter()
@@ -277,6 +258,55 @@ pub fn emd_points_batch<T: Real>(
         .collect()
 }
 
+/// The checks of [`emd_points_batch`] (parameters, metric, clouds, weights; the range of
+/// each problem's costs is checked when it is solved), and each problem's weights in `f64`
+/// (uniform ones `1/n` exactly), `nu` scaled to the mass of `mu`.
+pub(crate) fn checked_points_batch<T: Real>(
+    mu: Option<ArrayView2<'_, T>>,
+    nu: Option<ArrayView2<'_, T>>,
+    x: ArrayView3<'_, T>,
+    y: ArrayView3<'_, T>,
+    metric: Metric,
+    params: &EmdParams,
+) -> Result<(Rows, Rows)> {
+    params.check()?;
+    check_metric(metric)?;
+    let (bx, n, d) = x.dim();
+    let (by, m, dy) = y.dim();
+    check_clouds(bx, n, d, by, m, dy)?;
+    check_finite("x", &x)?;
+    check_finite("y", &y)?;
+    let uniform =
+        |b: usize, n: usize| ndarray::Array2::from_elem((b, n), T::one() / T::of(n as f64));
+    let (mu_u, nu_u) = (uniform(bx, n), uniform(bx, m));
+    let (mu_uniform, nu_uniform) = (mu.is_none(), nu.is_none());
+    let mu = mu.unwrap_or(mu_u.view());
+    let nu = nu.unwrap_or(nu_u.view());
+    if mu.dim() != (bx, n) {
+        return Err(Error::shape(
+            "mu",
+            format!("is {:?} but x holds {bx} clouds of {n} points", mu.dim()),
+        ));
+    }
+    if nu.dim() != (bx, m) {
+        return Err(Error::shape(
+            "nu",
+            format!("is {:?} but y holds {bx} clouds of {m} points", nu.dim()),
+        ));
+    }
+    let (mut a, mut b) = checked_weights(mu, nu)?;
+    // Uniform weights are 1/n in f64 whatever `T` (1/n in f32 would change the mass).
+    if mu_uniform {
+        a.iter_mut().for_each(|w| w.fill(1.0 / n as f64));
+    }
+    if nu_uniform {
+        for (w, a) in b.iter_mut().zip(&a) {
+            w.fill(a.iter().sum::<f64>() / m as f64);
+        }
+    }
+    Ok((a, b))
+}
+
 /// The smallest dimension of point clouds for which [`EmdMethod::Auto`] gives uniform
 /// square problems to the assignment solver (below it the network simplex is faster:
 /// measured on n = 1024 uniform points of `[0,1]^d`, the assignment solver took 2.6× the
@@ -284,7 +314,7 @@ pub fn emd_points_batch<T: Real>(
 const ASSIGNMENT_MIN_DIM: usize = 8;
 
 /// One `f64` vector per problem.
-type Rows = Vec<Vec<f64>>;
+pub(crate) type Rows = Vec<Vec<f64>>;
 
 /// Each problem's weights in `f64` after the input checks, `nu` scaled to the mass of `mu`.
 fn checked_weights<T: Real>(mu: ArrayView2<'_, T>, nu: ArrayView2<'_, T>) -> Result<(Rows, Rows)> {
@@ -315,7 +345,7 @@ fn checked_weights<T: Real>(mu: ArrayView2<'_, T>, nu: ArrayView2<'_, T>) -> Res
 }
 
 /// The solver's artificial cost is `2·max|C|`: costs must leave room for it.
-fn check_cost_range(max_abs: f64, arg: &str) -> Result<()> {
+pub(crate) fn check_cost_range(max_abs: f64, arg: &str) -> Result<()> {
     if max_abs.is_nan() || max_abs > f64::MAX / 4.0 {
         return Err(Error::parameter(
             arg,
@@ -378,7 +408,7 @@ pub(crate) fn to_f64_rows<T: Real>(v: ArrayView2<'_, T>) -> Vec<f64> {
 
 /// An upper bound of every cost between the clouds: `(r_x + r_y + |c_x − c_y|)` through
 /// the metric, with `c` each cloud's first point and `r` its radius around it.
-fn cost_bound(x: &[f64], y: &[f64], d: usize, metric: Metric) -> f64 {
+pub(crate) fn cost_bound(x: &[f64], y: &[f64], d: usize, metric: Metric) -> f64 {
     fn radius(v: &[f64], d: usize) -> (f64, &[f64]) {
         let c = &v[..d];
         let r = v

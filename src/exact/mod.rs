@@ -83,6 +83,8 @@ mod assignment;
 mod certificate;
 mod costs;
 mod emd;
+#[cfg(feature = "cuda")]
+mod gpu;
 mod network_simplex;
 mod params;
 mod result;

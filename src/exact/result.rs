@@ -68,8 +68,13 @@ impl SparsePlan {
 pub enum ExactMethod {
     /// The network simplex (any weights).
     NetworkSimplex,
-    /// Shortest augmenting paths (square problems with all weights equal).
+    /// Shortest augmenting paths (square problems with all weights equal), on the CPU.
     Assignment,
+    /// The auction algorithm with ε-scaling on the GPU (square problems with all weights
+    /// equal: `CudaBackend::emd_batch` and `CudaBackend::emd_points_batch`); a problem
+    /// whose certificate does not hold there is solved again on the CPU and reports
+    /// [`ExactMethod::Assignment`].
+    Auction,
     /// Sorting and a merge (one dimension).
     Sorting,
 }

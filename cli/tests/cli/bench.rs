@@ -775,3 +775,53 @@ fn clustered_and_sphere_clouds_fall_into_ten_groups() {
     let share = e[..10].iter().sum::<f64>() / e.iter().sum::<f64>();
     assert!(share > 0.75, "top-10 share {share}");
 }
+
+/// emdbatch on the CPU: every problem's cost equals the network simplex's on the same
+/// clouds (drawn here as the benchmark draws them: problem k from seeds 2k + 1, 2k + 2),
+/// certified exact; its flags are refused elsewhere and out of range.
+#[test]
+fn emdbatch_costs_equal_the_network_simplex() {
+    use logot::exact::{emd_points_batch, EmdMethod, EmdParams, Metric};
+    use logot_cli::problems::uniform_cloud;
+    let (b, n, d) = (3, 40, 16);
+    let args = [
+        "--problem",
+        "emdbatch",
+        "--json",
+        "--runs",
+        "1",
+        "--batch",
+        "3",
+    ];
+    let (code, j, err) = bench(&[&args[..], &["--points", "40", "--dim", "16", "--f64"]].concat());
+    assert_eq!(code, 0, "{err}");
+    check_timing(&j, "emdbatch", 1);
+    assert_eq!(j["all_exact"], true, "{j}");
+    let mut x = ndarray::Array3::<f64>::zeros((b, n, d));
+    let mut y = ndarray::Array3::<f64>::zeros((b, n, d));
+    for k in 0..b {
+        x.index_axis_mut(ndarray::Axis(0), k)
+            .assign(&uniform_cloud::<f64>(n, d, 2 * k as u64 + 1));
+        y.index_axis_mut(ndarray::Axis(0), k)
+            .assign(&uniform_cloud::<f64>(n, d, 2 * k as u64 + 2));
+    }
+    let params = EmdParams::default().method(EmdMethod::NetworkSimplex);
+    let want =
+        emd_points_batch(None, None, x.view(), y.view(), Metric::SqEuclidean, &params).unwrap();
+    let got = j["costs"].as_array().unwrap();
+    assert_eq!(got.len(), b);
+    for (g, w) in got.iter().zip(&want) {
+        let g = g.as_f64().unwrap();
+        assert!(
+            (g - w.cost).abs() <= 1e-12 * w.cost,
+            "{g} against {}",
+            w.cost
+        );
+    }
+    let (code, _, err) = bench(&["--problem", "otA", "--batch", "2", "--json"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("--batch"), "{err}");
+    let (code, _, err) = bench(&[&args[..5], &["--batch", "0"]].concat());
+    assert_ne!(code, 0);
+    assert!(err.contains("--batch"), "{err}");
+}

@@ -27,6 +27,10 @@
 //!   (cuda/bistochastic.cu): one fused kernel per direction for batches of n×n matrices
 //!   (n ≤ 32), and [`GradKernels`](crate::backend::grad::GradKernels) (cuda/grad.cu), so the
 //!   implicit OT gradients run on the GPU.
+//! * Exact minibatch OT ([`CudaBackend::emd_batch`], [`CudaBackend::emd_points_batch`],
+//!   cuda/assignment.cu): batches of assignment problems by the auction algorithm with
+//!   ε-scaling, one block a problem, each answer certified on the device or solved again
+//!   on the CPU.
 //!
 //! Everything runs on one CUDA stream per backend, in order: the backend's own, or a
 //! caller's ([`CudaBackend::on_stream`], e.g. PyTorch's current stream), and the kernel
@@ -49,7 +53,7 @@
 //! * `ops/`: the operations, each on the runtime only. `cost` (prepared costs: dense, grid,
 //!   point clouds), `tiled`, `dense` and `fused` (dense costs: the tiled half-step, reports
 //!   and plans, the fused small-problem loop), `grid` and `pointcloud` (costs computed on
-//!   the fly), `report`, `buffers` (the per-row input checks, `ln`, start potentials,
+//!   the fly), `report`, `assignment` (exact minibatch OT), `buffers` (the per-row input checks, `ln`, start potentials,
 //!   per-row offsets and a dense cost from a buffer, for Sinkhorn on a caller's device
 //!   memory, [`SinkhornSolver::prepare`](crate::SinkhornSolver::prepare)), `ot` (the
 //!   [`Backend`](crate::Backend) impl, which dispatches by cost kind), and the other kernel
@@ -60,6 +64,7 @@
 mod ops;
 mod runtime;
 
+pub(crate) use ops::assignment::{AuctionCost, Auctioned, AUCTION_MAX_N};
 pub use ops::cost::CudaCost;
 pub use runtime::cluster::{CudaCluster, NcclGroup};
 pub use runtime::device::{CudaBackend, CudaBuffer};

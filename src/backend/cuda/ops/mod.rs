@@ -2,6 +2,7 @@
 //! prepared costs, the half-steps and reports of each cost kind, the buffer operations, the
 //! [`Backend`](crate::Backend) impl and the other kernel traits.
 
+pub(in crate::backend::cuda) mod assignment;
 pub(in crate::backend::cuda) mod barycenter;
 pub(in crate::backend::cuda) mod bistochastic;
 pub(in crate::backend::cuda) mod buffers;

@@ -464,6 +464,15 @@ impl CudaBackend {
         self.alloc_raw::<f64>(len, what, "float64")
     }
 
+    /// `len` uninitialised `i32` indices.
+    pub(in crate::backend::cuda) fn alloc_i32(
+        &self,
+        len: usize,
+        what: &str,
+    ) -> Result<CudaSlice<i32>> {
+        self.alloc_raw::<i32>(len, what, "int32")
+    }
+
     fn alloc_raw<T: cudarc::driver::DeviceRepr>(
         &self,
         len: usize,

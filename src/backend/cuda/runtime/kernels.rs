@@ -83,6 +83,8 @@ pub enum Module {
     Linalg,
     /// The plan report of a dense cost, entry by entry in f64.
     Report,
+    /// Batched assignment problems by the auction algorithm (exact minibatch OT).
+    Assignment,
 }
 
 const SINKSTEP_SRC: &str = include_str!("../../../../cuda/sinkstep.cu");
@@ -93,6 +95,7 @@ const BISTOCHASTIC_SRC: &str = include_str!("../../../../cuda/bistochastic.cu");
 const GRAD_SRC: &str = include_str!("../../../../cuda/grad.cu");
 const LINALG_SRC: &str = include_str!("../../../../cuda/linalg.cu");
 const REPORT_SRC: &str = include_str!("../../../../cuda/report.cu");
+const ASSIGNMENT_SRC: &str = include_str!("../../../../cuda/assignment.cu");
 const COMMON_SRC: &str = include_str!("../../../../cuda/common.cuh");
 
 /// The text of the file `cuda/NAME`, embedded at build time.
@@ -143,7 +146,7 @@ const POINTCLOUD_TEXT: &str = concat!(
 
 impl Module {
     /// Every module (in the order of [`Module::index`]).
-    pub const ALL: [Module; 8] = [
+    pub const ALL: [Module; 9] = [
         Module::Sinkstep,
         Module::PointCloud,
         Module::Grid,
@@ -152,6 +155,7 @@ impl Module {
         Module::Grad,
         Module::Linalg,
         Module::Report,
+        Module::Assignment,
     ];
 
     /// The module's place in [`Module::ALL`].
@@ -170,6 +174,7 @@ impl Module {
             Module::Grad => "grad",
             Module::Linalg => "linalg",
             Module::Report => "report",
+            Module::Assignment => "assignment",
         }
     }
 
@@ -194,6 +199,7 @@ impl Module {
             Module::Grad => GRAD_SRC,
             Module::Linalg => LINALG_SRC,
             Module::Report => REPORT_SRC,
+            Module::Assignment => ASSIGNMENT_SRC,
         }
     }
 
@@ -322,6 +328,7 @@ impl Module {
                 ("report_finish_all", Plain),
                 ("report_cloud_tiles", F32),
             ],
+            Module::Assignment => &[("auction_dense", Both), ("auction_points", Both)],
         }
     }
 
