@@ -25,17 +25,22 @@
 #define TILED_PASS \
   R, cost_stride, other, lm, out, part_m, part_s, B, K, L, eps, kslice, split_hints, phi
 
-// The input checks' numbers of each row (one block per row of `per` entries), in f64:
-// out[5r..] = (Σ x, min x, max x, #non-finite, #negative); NaN takes no part in min/max.
+// The input checks' numbers of each row of `per` entries, in f64, each row cut into `parts`
+// equal chunks, one block a chunk (block b: row b / parts, chunk b % parts), so that a few
+// long rows fill the GPU: out[5b..] = (Σ x, min x, max x, #non-finite, #negative) of the
+// chunk; NaN takes no part in min/max. The host combines the chunks of a row in order.
 template <typename T>
 __device__ __forceinline__ void row_stats(const T *__restrict__ x, double *__restrict__ out,
-                                          long long per) {
+                                          long long per, int parts) {
   __shared__ double scratch[32];
   __shared__ double lo_s[32], hi_s[32];
   const double inf = -(double)Num<double>::neg_inf();
-  const T *r = x + (long long)blockIdx.x * per;
+  const long long row = blockIdx.x / parts, chunk = blockIdx.x % parts;
+  const long long len = (per + parts - 1) / parts;
+  const long long first = chunk * len, last = min(per, first + len);
+  const T *r = x + row * per;
   double sum = 0.0, lo = inf, hi = -inf, bad = 0.0, neg = 0.0;
-  for (long long k = threadIdx.x; k < per; k += blockDim.x) {
+  for (long long k = first + threadIdx.x; k < last; k += blockDim.x) {
     const double v = (double)r[k];
     sum += v;
     lo = fmin(lo, v);
@@ -215,8 +220,9 @@ __device__ __forceinline__ void report_sum(const T *__restrict__ nu, const T *__
   extern "C" __global__ void transpose_##SUF(const T *in, T *out, int n, int m) {            \
     transpose<T>(in, out, n, m);                                                             \
   }                                                                                          \
-  extern "C" __global__ void row_stats_##SUF(const T *x, double *out, long long per) {       \
-    row_stats<T>(x, out, per);                                                               \
+  extern "C" __global__ void row_stats_##SUF(const T *x, double *out, long long per,         \
+                                              int parts) {                                   \
+    row_stats<T>(x, out, per, parts);                                                        \
   }                                                                                          \
   extern "C" __global__ void elem_log_##SUF(const T *x, T *y, long long len) {               \
     elem_log<T>(x, y, len);                                                                  \

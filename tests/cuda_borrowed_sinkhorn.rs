@@ -426,3 +426,59 @@ fn coupling_and_plan_gradients_on_borrowed_buffers_match_the_owned_path() {
         coupling_matches_owned::<f64>(&gpu, dims, batched);
     }
 }
+
+/// The input checks' row statistics of buffers on the device (the one pass that prepares a
+/// borrowed dense cost) against a plain f64 loop on the host, for one long row (a dense
+/// cost, cut into chunks across the GPU), a few rows and many short ones; with NaN, ±∞ and
+/// negative entries placed in different chunks.
+#[test]
+fn row_statistics_match_a_host_loop_whatever_the_row_count() {
+    let Some(be) = gpu() else { return };
+    for (rows, per) in [
+        (1usize, 3_000_001usize),
+        (3, 1 << 20),
+        (7, 100_003),
+        (5000, 3),
+    ] {
+        let mut rng = Lcg(rows as u64 * 7 + per as u64);
+        let mut v: Vec<f64> = (0..rows * per).map(|_| rng.uniform(-1.0, 3.0)).collect();
+        let last = v.len() - 1;
+        v[per / 2] = f64::NAN;
+        v[last] = f64::INFINITY;
+        v[last / 3] = f64::NEG_INFINITY;
+        let buf = <CudaBackend as Backend<f64>>::upload(&be, &v).unwrap();
+        let got = <CudaBackend as Backend<f64>>::row_stats(&be, &buf, rows).unwrap();
+        assert_eq!(got.len(), rows);
+        for (r, s) in got.iter().enumerate() {
+            let row = &v[r * per..(r + 1) * per];
+            let sum: f64 = row.iter().sum();
+            let min = row
+                .iter()
+                .filter(|x| !x.is_nan())
+                .fold(f64::INFINITY, |a, &b| a.min(b));
+            let max = row
+                .iter()
+                .filter(|x| !x.is_nan())
+                .fold(f64::NEG_INFINITY, |a, &b| a.max(b));
+            if sum.is_finite() {
+                let scale: f64 = row.iter().map(|x| x.abs()).sum();
+                assert!(
+                    (s.sum - sum).abs() <= 1e-13 * scale,
+                    "row {r}: {} against {sum}",
+                    s.sum
+                );
+            } else {
+                // NaN and ±∞ sums are the same non-finite value.
+                assert!(s.sum.is_nan() == sum.is_nan() && (sum.is_nan() || s.sum == sum));
+            }
+            assert_eq!((s.min, s.max), (min, max), "row {r} of {rows}×{per}");
+            let bad = row.iter().filter(|x| !x.is_finite()).count() as u64;
+            let neg = row.iter().filter(|&&x| x < 0.0).count() as u64;
+            assert_eq!(
+                (s.non_finite, s.negative),
+                (bad, neg),
+                "row {r} of {rows}×{per}"
+            );
+        }
+    }
+}

@@ -13,9 +13,16 @@ use crate::backend::shape::check_len;
 use crate::backend::{CostDims, RowStats};
 use crate::{Error, Result};
 
+/// Blocks [`CudaBackend::buffer_row_stats`] aims at (a few waves of the largest GPUs).
+const ROW_STATS_BLOCKS: usize = 1024;
+/// The fewest entries of a row one block of [`CudaBackend::buffer_row_stats`] takes.
+const ROW_STATS_CHUNK: usize = 1 << 14;
+
 impl CudaBackend {
-    /// [`Backend::row_stats`](crate::Backend::row_stats): one block per row, five doubles
-    /// each read back.
+    /// [`Backend::row_stats`](crate::Backend::row_stats): each row cut into chunks of at
+    /// least [`ROW_STATS_CHUNK`] entries, so that about [`ROW_STATS_BLOCKS`] blocks share
+    /// the work however few the rows (one dense cost is one row), five doubles a chunk
+    /// read back and combined per row in chunk order (the same bits on every device).
     pub(in crate::backend::cuda) fn buffer_row_stats<T: CudaReal>(
         &self,
         buf: &CudaBuffer<T>,
@@ -27,30 +34,51 @@ impl CudaBackend {
                 format!("{} entries do not split into {rows} rows", buf.len),
             ));
         }
-        let blocks = u32::try_from(rows)
+        let per = buf.len / rows;
+        let parts = ROW_STATS_BLOCKS
+            .div_ceil(rows)
+            .min(per.div_ceil(ROW_STATS_CHUNK))
+            .max(1);
+        let blocks = u32::try_from(rows * parts)
             .ok()
             .filter(|&b| b <= i32::MAX as u32)
             .ok_or_else(|| Error::shape("rows", format!("{rows} rows are too many")))?;
-        let per = (buf.len / rows) as i64;
-        let out = self.alloc_f64(5 * rows, "row statistics")?;
-        // SAFETY: row_stats(x, out, per): block r reads x[r·per .. (r+1)·per) of the
-        // buffer (rows·per = its length) and writes out[5r .. 5r + 5).
+        let out = self.alloc_f64(5 * rows * parts, "row statistics")?;
+        // SAFETY: row_stats(x, out, per, parts): block b reads a chunk of row b / parts,
+        // x[(b / parts)·per .. (b / parts + 1)·per) (rows·per = the buffer's length), and
+        // writes out[5b .. 5b + 5), b < rows·parts.
         unsafe {
             self.launch(
                 &kernel_name::<T>("row_stats"),
                 Launch::linear(blocks, 256),
-                (self.ptr(&buf.data), self.ptr(&out), per),
+                (
+                    self.ptr(&buf.data),
+                    self.ptr(&out),
+                    per as i64,
+                    parts as i32,
+                ),
             )
         }?;
-        let host = self.download_slice(&out, 5 * rows, "row statistics")?;
+        let host = self.download_slice(&out, 5 * rows * parts, "row statistics")?;
         Ok(host
-            .chunks(5)
-            .map(|s| RowStats {
-                sum: s[0],
-                min: s[1],
-                max: s[2],
-                non_finite: s[3] as u64,
-                negative: s[4] as u64,
+            .chunks(5 * parts)
+            .map(|row| {
+                row.chunks(5).fold(
+                    RowStats {
+                        sum: 0.0,
+                        min: f64::INFINITY,
+                        max: f64::NEG_INFINITY,
+                        non_finite: 0,
+                        negative: 0,
+                    },
+                    |acc, s| RowStats {
+                        sum: acc.sum + s[0],
+                        min: acc.min.min(s[1]),
+                        max: acc.max.max(s[2]),
+                        non_finite: acc.non_finite + s[3] as u64,
+                        negative: acc.negative + s[4] as u64,
+                    },
+                )
             })
             .collect())
     }
