@@ -316,26 +316,18 @@ fn entropic_gromov<'py>(
         .inner_max_iters(inner_max_iters)
         .inner_tol(inner_tol)
         .inner_check_every(inner_check_every);
-    let dev = device(py, backend)?;
-    let cpu = dev.is_cpu();
-    by_dtype!(c1, "c1", T => {
-        let c1: PyReadonlyArray2<'py, T> = c1.extract()?;
-        let c2: PyReadonlyArray2<'py, T> = c2.extract()?;
-        let p: PyReadonlyArray1<'py, T> = p.extract()?;
-        let q: PyReadonlyArray1<'py, T> = q.extract()?;
-        let m: Option<PyReadonlyArray2<'py, T>> = m.map(|a| a.extract()).transpose()?;
-        let g0: Option<PyReadonlyArray2<'py, T>> = g0.map(|a| a.extract()).transpose()?;
-        let (c1, c2, p, q) = (c1.as_array(), c2.as_array(), p.as_array(), q.as_array());
-        let (m, g0) = (m.as_ref().map(|a| a.as_array()), g0.as_ref().map(|a| a.as_array()));
-        let solved = by_backend!(&dev, be => {
-            let run = || -> logot::Result<Solved<T>> {
-                let pb = problem(c1, c2, p, q, m, alpha, g0)?;
-                solve_entropic(be, &pb, &params, gradients)
-            };
-            compute(py, cpu, run).py()?
-        });
-        output(py, solved)
-    })
+    let method = Method::Entropic(params);
+    dense_gromov(
+        py,
+        [c1, c2],
+        [p, q],
+        m,
+        alpha,
+        g0,
+        backend,
+        gradients,
+        &method,
+    )
 }
 
 /// Exact (fused) GW by conditional gradient with the network simplex as the linear step and
@@ -368,6 +360,41 @@ fn exact_gromov<'py>(
         .max_iters(max_iters)
         .tol_rel(tol_rel)
         .tol_abs(tol_abs);
+    let method = Method::Exact(params);
+    dense_gromov(
+        py,
+        [c1, c2],
+        [p, q],
+        m,
+        alpha,
+        g0,
+        backend,
+        gradients,
+        &method,
+    )
+}
+
+/// The algorithm of a dense solve and its parameters.
+enum Method {
+    Entropic(EntropicGwParams),
+    Exact(ConditionalGradientParams),
+}
+
+/// A dense (fused) GW problem read from the arrays `c1`, `c2` (structures), `p`, `q`
+/// (weights), `m` (feature cost), `g0` (initial plan) in their dtype, solved by `method` on
+/// `backend`.
+#[allow(clippy::too_many_arguments)]
+fn dense_gromov<'py>(
+    py: Python<'py>,
+    [c1, c2]: [&Bound<'py, PyAny>; 2],
+    [p, q]: [&Bound<'py, PyAny>; 2],
+    m: Option<&Bound<'py, PyAny>>,
+    alpha: f64,
+    g0: Option<&Bound<'py, PyAny>>,
+    backend: &str,
+    gradients: bool,
+    method: &Method,
+) -> PyResult<Py<GromovOutput>> {
     let dev = device(py, backend)?;
     let cpu = dev.is_cpu();
     by_dtype!(c1, "c1", T => {
@@ -382,7 +409,10 @@ fn exact_gromov<'py>(
         let solved = by_backend!(&dev, be => {
             let run = || -> logot::Result<Solved<T>> {
                 let pb = problem(c1, c2, p, q, m, alpha, g0)?;
-                solve_exact(be, &pb, &params, gradients)
+                match method {
+                    Method::Entropic(params) => solve_entropic(be, &pb, params, gradients),
+                    Method::Exact(params) => solve_exact(be, &pb, params, gradients),
+                }
             };
             compute(py, cpu, run).py()?
         });
