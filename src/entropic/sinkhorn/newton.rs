@@ -45,13 +45,12 @@ pub(crate) fn newton_finish<T: Real, B: GradKernels<T>>(
     max_steps: usize,
 ) -> Result<NewtonFinish> {
     let to64 = |v: Vec<T>| v.into_iter().map(|x| x.f64()).collect::<Vec<f64>>();
-    // The plan of (f, g), its marginals, its marginal error and its dual value.
-    let evaluate = |f: &B::Buffer, g: &B::Buffer| -> Result<_> {
+    // The plan of (f, g) (whose host copies are `fh`, `gh`), its marginals, its marginal
+    // error and its dual value.
+    let evaluate = |f: &B::Buffer, g: &B::Buffer, fh: Vec<f64>, gh: Vec<f64>| {
         let plan = be.plan(cost, f, g, T::of(eps))?;
         let (r, c) = be.weighted_marginals(&plan, n, m, None)?;
         let (rh, ch) = (to64(be.download(&r)?), to64(be.download(&c)?));
-        let err = l1_err(&rh, &ch, mu, nu);
-        let (fh, gh) = (to64(be.download(f)?), to64(be.download(g)?));
         // Zero-mass bins (potential −∞) add nothing to ⟨f, μ⟩.
         let dot = |p: &[f64], w: &[f64]| -> f64 {
             p.iter()
@@ -61,13 +60,28 @@ pub(crate) fn newton_finish<T: Real, B: GradKernels<T>>(
                 .sum()
         };
         let dual = dot(&fh, mu) + dot(&gh, nu) - eps * rh.iter().sum::<f64>();
-        Ok((plan, (r, c), (rh, ch), err, (fh, gh), dual))
+        Ok::<_, crate::Error>(Evaluation {
+            marginal_error: l1_err(&rh, &ch, mu, nu),
+            plan,
+            masses: (r, c),
+            host_masses: (rh, ch),
+            potentials: (fh, gh),
+            dual,
+        })
     };
-    let mut current = evaluate(f, g)?;
+    let (fh, gh) = (to64(be.download(f)?), to64(be.download(g)?));
+    let mut current = evaluate(f, g, fh, gh)?;
     let mut steps = 0;
     let cg = CgParams::default().tol(CgParams::tol_for::<T>() * 1e-2);
-    while steps < max_steps && current.3 > tol && current.3.is_finite() {
-        let (plan, masses, (rh, ch), _, (fh, gh), dual) = current;
+    while steps < max_steps && current.marginal_error > tol && current.marginal_error.is_finite() {
+        let Evaluation {
+            plan,
+            masses,
+            host_masses: (rh, ch),
+            potentials: (fh, gh),
+            dual,
+            marginal_error,
+        } = current;
         // Right-hand side (μ − r, ν − c).
         let sr: Vec<T> = mu.iter().zip(&rh).map(|(a, r)| T::of(a - r)).collect();
         let sc: Vec<T> = nu.iter().zip(&ch).map(|(b, c)| T::of(b - c)).collect();
@@ -79,6 +93,8 @@ pub(crate) fn newton_finish<T: Real, B: GradKernels<T>>(
         let mut t = 1.0;
         let mut accepted = None;
         for _ in 0..40 {
+            // The potentials moved by t·ε·(δf, δg), rounded to T (the host copies are the
+            // rounded values, so they describe the buffers exactly); −∞ stays.
             let shifted = |p: &[f64], d: &[f64]| -> Vec<T> {
                 p.iter()
                     .zip(d)
@@ -91,12 +107,10 @@ pub(crate) fn newton_finish<T: Real, B: GradKernels<T>>(
                     })
                     .collect()
             };
-            let (f_try, g_try) = (
-                be.upload(&shifted(&fh, &da))?,
-                be.upload(&shifted(&gh, &db))?,
-            );
-            let trial = evaluate(&f_try, &g_try)?;
-            if trial.5.is_finite() && trial.5 > dual {
+            let (f_new, g_new) = (shifted(&fh, &da), shifted(&gh, &db));
+            let (f_try, g_try) = (be.upload(&f_new)?, be.upload(&g_new)?);
+            let trial = evaluate(&f_try, &g_try, to64(f_new), to64(g_new))?;
+            if trial.dual.is_finite() && trial.dual > dual {
                 accepted = Some((trial, f_try, g_try));
                 break;
             }
@@ -114,15 +128,30 @@ pub(crate) fn newton_finish<T: Real, B: GradKernels<T>>(
                 // precision; its error is the one measured last.
                 return Ok(NewtonFinish {
                     steps,
-                    marginal_error: l1_err(&rh, &ch, mu, nu),
+                    marginal_error,
                 });
             }
         }
     }
     Ok(NewtonFinish {
         steps,
-        marginal_error: current.3,
+        marginal_error: current.marginal_error,
     })
+}
+
+/// The potentials' plan and what the Newton step needs of it.
+struct Evaluation<Buf> {
+    plan: Buf,
+    /// `(P·1, Pᵀ·1)` on the backend.
+    masses: (Buf, Buf),
+    /// The same on the host, in f64.
+    host_masses: (Vec<f64>, Vec<f64>),
+    /// `max(‖P·1 − μ‖₁, ‖Pᵀ·1 − ν‖₁)`.
+    marginal_error: f64,
+    /// The potentials on the host, in f64.
+    potentials: (Vec<f64>, Vec<f64>),
+    /// `D(f, g)`.
+    dual: f64,
 }
 
 fn l1_err(r: &[f64], c: &[f64], mu: &[f64], nu: &[f64]) -> f64 {
