@@ -27,13 +27,19 @@ fn lse_kernel<T: Real, M: MulAdd>(pot: &[T], cost: &[T], inv_eps: T) -> T {
     for (pc, cc) in pot.chunks(CHUNK).zip(cost.chunks(CHUNK)) {
         let len = pc.len().min(cc.len());
         let padded = len.div_ceil(LANES) * LANES;
-        let mut mx = [ninf; LANES];
-        // Pass 1: scaled values and the chunk maximum, lane by lane.
         let full = len / LANES * LANES;
-        for g in (0..full).step_by(LANES) {
+        let (pc, cc) = (&pc[..len], &cc[..len]);
+        let mut mx = [ninf; LANES];
+        // Pass 1: scaled values and the chunk maximum, lane by lane (whole lane groups
+        // as fixed-size slices, so that the loop compiles to vector instructions).
+        for ((bg, pg), cg) in buf[..full]
+            .chunks_exact_mut(LANES)
+            .zip(pc.chunks_exact(LANES))
+            .zip(cc.chunks_exact(LANES))
+        {
             for l in 0..LANES {
-                let v = (pc[g + l] - cc[g + l]) * inv_eps;
-                buf[g + l] = v;
+                let v = (pg[l] - cg[l]) * inv_eps;
+                bg[l] = v;
                 mx[l] = if v > mx[l] { v } else { mx[l] };
             }
         }
@@ -42,14 +48,18 @@ fn lse_kernel<T: Real, M: MulAdd>(pot: &[T], cost: &[T], inv_eps: T) -> T {
             buf[k] = v;
             mx[0] = if v > mx[0] { v } else { mx[0] };
         }
-        for slot in buf.iter_mut().take(padded).skip(len) {
+        for slot in &mut buf[len..padded] {
             *slot = ninf;
         }
         let chunk_max = mx.iter().fold(ninf, |a, &b| if b > a { b } else { a });
         if chunk_max > run_max {
-            let scale = T::exp_nonpos::<M>(run_max - chunk_max);
-            for a in acc.iter_mut() {
-                *a *= scale;
+            // The sum so far in units of the new maximum (nothing to rescale before the
+            // first finite term).
+            if run_max > ninf {
+                let scale = T::exp_nonpos::<M>(run_max - chunk_max);
+                for a in acc.iter_mut() {
+                    *a *= scale;
+                }
             }
             run_max = chunk_max;
         }
@@ -57,9 +67,9 @@ fn lse_kernel<T: Real, M: MulAdd>(pot: &[T], cost: &[T], inv_eps: T) -> T {
             continue;
         }
         // Pass 2: exponentials relative to the running maximum.
-        for g in (0..padded).step_by(LANES) {
+        for bg in buf[..padded].chunks_exact(LANES) {
             for l in 0..LANES {
-                acc[l] += T::exp_nonpos::<M>(buf[g + l] - run_max);
+                acc[l] += T::exp_nonpos::<M>(bg[l] - run_max);
             }
         }
     }
