@@ -150,6 +150,7 @@ impl CudaBackend {
     /// [`max_sliced_wasserstein_distance`] on the GPU over the given or drawn directions
     /// ([`MaxSlicedSearch::Projections`]); the gradient ascent of
     /// [`MaxSlicedSearch::Ascent`], a sequence of single projections, runs on the CPU.
+    #[allow(clippy::too_many_arguments)]
     pub fn max_sliced_wasserstein_distance<T: Real>(
         &self,
         x_s: ArrayView2<'_, T>,
@@ -177,6 +178,7 @@ impl CudaBackend {
     /// [`max_sliced_wasserstein_grad`] on the GPU over the given or drawn directions: the
     /// best direction `θ*`, then `∂/∂x_i = (1/p)·W^{1/p−1}·s_i θ*` (the ascent of
     /// [`MaxSlicedSearch::Ascent`] runs on the CPU).
+    #[allow(clippy::too_many_arguments)]
     pub fn max_sliced_wasserstein_grad<T: Real>(
         &self,
         x_s: ArrayView2<'_, T>,
