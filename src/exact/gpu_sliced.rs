@@ -23,6 +23,7 @@ use ndarray::{Array1, Array2, ArrayView1, ArrayView2, Axis};
 fn cloud_problems<'a>(c: &'a Clouds, dirs: &'a [f64], p: f64) -> LineProblems<'a> {
     LineProblems {
         u: LineSide {
+            name: "x_s",
             points: &c.x,
             stride: 0,
             count: c.n,
@@ -31,6 +32,7 @@ fn cloud_problems<'a>(c: &'a Clouds, dirs: &'a [f64], p: f64) -> LineProblems<'a
             uniform: 1.0 / c.n as f64,
         },
         v: LineSide {
+            name: "x_t",
             points: &c.y,
             stride: 0,
             count: c.m,
@@ -47,6 +49,7 @@ fn cloud_problems<'a>(c: &'a Clouds, dirs: &'a [f64], p: f64) -> LineProblems<'a
 /// Problems `rows` of one side of a batch of lines of `count` points (`B×count` points and,
 /// when `listed`, weights).
 fn line_side<'a>(
+    name: &'static str,
     points: &'a [f64],
     weights: &'a [f64],
     listed: bool,
@@ -55,6 +58,7 @@ fn line_side<'a>(
 ) -> LineSide<'a> {
     let at = rows.start * count..rows.end * count;
     LineSide {
+        name,
         points: &points[at.clone()],
         stride: count,
         count,
@@ -276,8 +280,8 @@ impl CudaBackend {
             let hi = (lo + MAX_LINES).min(bsz);
             let ones = vec![1.0; hi - lo];
             let pr = LineProblems {
-                u: line_side(&l.u, &l.wu, l.listed, lo..hi, n),
-                v: line_side(&l.v, &l.wv, l.listed, lo..hi, m),
+                u: line_side("u_values", &l.u, &l.wu, l.listed, lo..hi, n),
+                v: line_side("v_values", &l.v, &l.wv, l.listed, lo..hi, m),
                 dim: 1,
                 dirs: &ones,
                 p: l.p,

@@ -32,6 +32,8 @@ pub(crate) const MAX_POINTS: usize = 1 << 31;
 
 /// One side of the problems on the line.
 pub(crate) struct LineSide<'a> {
+    /// The argument the points came from (named by errors).
+    pub(crate) name: &'static str,
     /// `count×dim` points, row-major: shared by every problem (`stride = 0`) or one block of
     /// `stride` values per problem.
     pub(crate) points: &'a [f64],
@@ -80,7 +82,7 @@ impl CudaBackend {
             ));
         }
         let (n, m) = (pr.u.count, pr.v.count);
-        for (arg, c) in [("x_s", n), ("x_t", m)] {
+        for (arg, c) in [(pr.u.name, n), (pr.v.name, m)] {
             if c == 0 || c >= MAX_POINTS {
                 return Err(Error::shape(
                     arg,
