@@ -90,6 +90,11 @@ pub enum BenchProblem {
     /// uniform weights, squared Euclidean cost (--batch, --points, --dim, or --x/--y).
     #[value(name = "emdbatch")]
     EmdBatch,
+    /// Sliced Wasserstein SW_2: n = m = 10⁶ points uniform in [0,1]³ and [0.1,0.9]³,
+    /// uniform weights, 256 directions drawn as POT draws them from seed 0 (--points,
+    /// --dim, --projections, or --x/--y).
+    #[value(name = "sliced")]
+    Sliced,
 }
 
 impl BenchProblem {
@@ -164,12 +169,16 @@ pub struct BenchArgs {
     /// emdbatch: the number of problems B instead of 64 (1 to 65536).
     #[arg(long, allow_hyphen_values = true)]
     pub batch: Option<usize>,
-    /// emdbatch: the source clouds, B×n×d .npy (with --y), instead of generated ones.
+    /// emdbatch: the source clouds, B×n×d .npy (with --y), instead of generated ones;
+    /// sliced: the source cloud, n×d.
     #[arg(long, requires = "y", conflicts_with_all = ["points", "dim", "batch"])]
     pub x: Option<String>,
-    /// emdbatch: the target clouds, B×n×d .npy (with --x).
+    /// emdbatch: the target clouds, B×n×d .npy (with --x); sliced: the target cloud, m×d.
     #[arg(long, requires = "x")]
     pub y: Option<String>,
+    /// sliced: the number of directions instead of 256 (1 to 65535), drawn from seed 0.
+    #[arg(long, allow_hyphen_values = true)]
+    pub projections: Option<usize>,
     /// Point-cloud problems: the distribution of the points (default uniform, the
     /// canonical clouds; logot_cli::clouds describes each); the JSON names it.
     #[arg(long, value_enum)]
@@ -612,6 +621,7 @@ pub fn checked(a: &BenchArgs) -> Result<Dtype> {
             | BenchProblem::OtC1024
             | BenchProblem::Gwpc
             | BenchProblem::EmdBatch
+            | BenchProblem::Sliced
     );
     if a.points.is_some() && a.problem == BenchProblem::Gw {
         // The dense problem holds three n×m matrices and n² + m² structure entries.
@@ -625,12 +635,37 @@ pub fn checked(a: &BenchArgs) -> Result<Dtype> {
         }
     }
     let emdbatch = a.problem == BenchProblem::EmdBatch;
-    if !emdbatch && (a.batch.is_some() || a.x.is_some()) {
+    let sliced = a.problem == BenchProblem::Sliced;
+    if !emdbatch && a.batch.is_some() {
         return Err(logot::Error::parameter(
-            if a.batch.is_some() { "--batch" } else { "--x" },
+            "--batch",
             a.problem.name(),
             "applies to emdbatch only",
         ));
+    }
+    if !(emdbatch || sliced) && a.x.is_some() {
+        return Err(logot::Error::parameter(
+            "--x",
+            a.problem.name(),
+            "applies to emdbatch and sliced only",
+        ));
+    }
+    match a.projections {
+        Some(_) if !sliced => {
+            return Err(logot::Error::parameter(
+                "--projections",
+                a.problem.name(),
+                "applies to sliced only",
+            ))
+        }
+        Some(l) if l == 0 || l > 65_535 => {
+            return Err(logot::Error::parameter(
+                "--projections",
+                l,
+                "must be between 1 and 65535",
+            ))
+        }
+        _ => {}
     }
     if let Some(b) = a.batch {
         if b == 0 || b > 1 << 16 {
@@ -641,9 +676,9 @@ pub fn checked(a: &BenchArgs) -> Result<Dtype> {
             ));
         }
     }
-    // The cloud flags shape the entropic point-cloud problems; emdbatch and gwpc have their
+    // The cloud flags shape the entropic point-cloud problems; emdbatch, sliced and gwpc have their
     // own clouds.
-    let sinkhorn_cloud = point_cloud && !emdbatch && a.problem != BenchProblem::Gwpc;
+    let sinkhorn_cloud = point_cloud && !emdbatch && !sliced && a.problem != BenchProblem::Gwpc;
     let cloud_flags = [
         ("--data", a.data.is_some()),
         ("--weights", a.weights.is_some()),
@@ -676,7 +711,7 @@ pub fn checked(a: &BenchArgs) -> Result<Dtype> {
                     v.unwrap_or(0),
                     format!(
                         "applies to the point-cloud problems (otC, otC10, otCbig, otC64, \
-                         otC1024, gwpc, emdbatch; --points also to gw), not {}",
+                         otC1024, gwpc, emdbatch, sliced; --points also to gw), not {}",
                         a.problem.name()
                     ),
                 ))

@@ -46,6 +46,7 @@ mod barycenter;
 mod bench;
 mod bench_exact;
 mod bench_kernels;
+mod bench_sliced;
 mod bistochastic;
 mod divergence;
 mod emd;
@@ -255,12 +256,13 @@ fn main() -> ExitCode {
 /// `logot bench`: each problem runs in the module of its kind (the modules share
 /// `bench`'s arguments and timers, and none calls another).
 fn bench_command(a: &bench::BenchArgs) -> Json {
-    use bench::BenchProblem::{Bary64, Bary64Dense, EmdBatch, Gw, Gwpc};
+    use bench::BenchProblem::{Bary64, Bary64Dense, EmdBatch, Gw, Gwpc, Sliced};
     let dtype = bench::checked(a)?;
     match a.problem {
         p @ (Bary64 | Bary64Dense) => barycenter::bench(dtype, a, p == Bary64Dense),
         Gw | Gwpc => gw::bench(dtype, a),
         EmdBatch => bench_exact::bench(dtype, a),
+        Sliced => bench_sliced::bench(dtype, a),
         p if p.on_kernels() => bench_kernels::bench(dtype, a),
         _ => bench::bench(dtype, a),
     }

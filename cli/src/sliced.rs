@@ -5,13 +5,13 @@
 
 use crate::npy;
 use crate::output::Outputs;
-use crate::{input, Json};
+use crate::{input, BackendChoice, Json};
 use logot::exact::{
     sliced_wasserstein_batch, sliced_wasserstein_distance, sliced_wasserstein_grad,
-    sliced_wasserstein_grad_batch, Projections,
+    sliced_wasserstein_grad_batch, Projections, Sliced, SlicedGrad,
 };
 use logot::{Error, Real, Result};
-use ndarray::{Array2, Array3, ArrayD, Axis, Ix1, Ix2, Ix3};
+use ndarray::{Array2, Array3, ArrayD, ArrayView1, ArrayView2, Axis, Ix1, Ix2, Ix3};
 use serde_json::json;
 
 #[derive(clap::Args, Debug)]
@@ -58,6 +58,10 @@ pub struct SlicedArgs {
     /// input is float64, float32 when all are).
     #[arg(long)]
     pub f64: bool,
+    /// Where to compute: the CPU (rayon over directions) or the GPU (the projections,
+    /// sorts, merges and gradients on the device, in float64; a batch one pair at a time).
+    #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]
+    pub backend: BackendChoice,
 }
 
 impl SlicedArgs {
@@ -135,7 +139,88 @@ struct Run {
     directions: usize,
 }
 
+/// Where the problems are solved.
+enum On {
+    Cpu,
+    #[cfg(feature = "cuda")]
+    Cuda(logot::backend::cuda::CudaBackend),
+}
+
+impl On {
+    fn new(choice: BackendChoice) -> Result<On> {
+        match choice {
+            BackendChoice::Cpu => Ok(On::Cpu),
+            #[cfg(feature = "cuda")]
+            BackendChoice::Cuda => Ok(On::Cuda(crate::cuda_backend()?)),
+            #[cfg(not(feature = "cuda"))]
+            BackendChoice::Cuda => Err(crate::no_cuda()),
+        }
+    }
+
+    fn distance<T: Real>(
+        &self,
+        x: ArrayView2<'_, T>,
+        y: ArrayView2<'_, T>,
+        mu: Option<ArrayView1<'_, T>>,
+        nu: Option<ArrayView1<'_, T>>,
+        dirs: &Projections<'_>,
+        p: f64,
+    ) -> Result<Sliced> {
+        match self {
+            On::Cpu => sliced_wasserstein_distance(x, y, mu, nu, dirs, p),
+            #[cfg(feature = "cuda")]
+            On::Cuda(be) => be.sliced_wasserstein_distance(x, y, mu, nu, dirs, p),
+        }
+    }
+
+    fn grad<T: Real>(
+        &self,
+        x: ArrayView2<'_, T>,
+        y: ArrayView2<'_, T>,
+        mu: Option<ArrayView1<'_, T>>,
+        nu: Option<ArrayView1<'_, T>>,
+        dirs: &Projections<'_>,
+        p: f64,
+    ) -> Result<SlicedGrad> {
+        match self {
+            On::Cpu => sliced_wasserstein_grad(x, y, mu, nu, dirs, p),
+            #[cfg(feature = "cuda")]
+            On::Cuda(be) => be.sliced_wasserstein_grad(x, y, mu, nu, dirs, p),
+        }
+    }
+}
+
+/// `f` on each pair of a batch in turn (`B×n×d`, `B×m×d`, weights `B×n`, `B×m`), an
+/// error naming the problem.
+#[cfg(feature = "cuda")]
+fn each<'a, T: Real, R>(
+    x: ndarray::ArrayView3<'a, T>,
+    y: ndarray::ArrayView3<'a, T>,
+    mu: Option<ArrayView2<'a, T>>,
+    nu: Option<ArrayView2<'a, T>>,
+    f: impl Fn(
+        ArrayView2<'a, T>,
+        ArrayView2<'a, T>,
+        Option<ArrayView1<'a, T>>,
+        Option<ArrayView1<'a, T>>,
+    ) -> Result<R>,
+) -> Result<Vec<R>> {
+    (0..x.dim().0)
+        .map(|k| {
+            let row = |w: Option<ArrayView2<'a, T>>| w.map(|w| w.index_axis_move(Axis(0), k));
+            f(
+                x.index_axis_move(Axis(0), k),
+                y.index_axis_move(Axis(0), k),
+                row(mu),
+                row(nu),
+            )
+            .map_err(|e| e.rename_arg(|s| format!("{s}[{k}]")))
+        })
+        .collect()
+}
+
 fn solve<T: Real>(a: &SlicedArgs, want_grads: bool) -> Result<(Run, bool)> {
+    let on = On::new(a.backend)?;
     let (x, single) = read_batch::<T>(&a.x, "--x", 2)?;
     let x = npy::fixed::<T, Ix3>(x, "--x")?;
     let (y, y_single) = read_batch::<T>(&a.y, "--y", 2)?;
@@ -177,9 +262,9 @@ fn solve<T: Real>(a: &SlicedArgs, want_grads: bool) -> Result<(Run, bool)> {
             mu.map(|w| w.index_axis_move(Axis(0), 0)),
             nu.map(|w| w.index_axis_move(Axis(0), 0)),
         );
-        let r = sliced_wasserstein_distance(x0, y0, mu0, nu0, &dirs, a.p)?;
+        let r = on.distance(x0, y0, mu0, nu0, &dirs, a.p)?;
         let grads = if want_grads {
-            let g = sliced_wasserstein_grad(x0, y0, mu0, nu0, &dirs, a.p)?;
+            let g = on.grad(x0, y0, mu0, nu0, &dirs, a.p)?;
             Some((
                 g.grad_x_s.insert_axis(Axis(0)),
                 g.grad_x_t.insert_axis(Axis(0)),
@@ -194,7 +279,13 @@ fn solve<T: Real>(a: &SlicedArgs, want_grads: bool) -> Result<(Run, bool)> {
             directions,
         }
     } else if want_grads {
-        let gs = sliced_wasserstein_grad_batch(x.view(), y.view(), mu, nu, &dirs, a.p)?;
+        let gs = match on {
+            On::Cpu => sliced_wasserstein_grad_batch(x.view(), y.view(), mu, nu, &dirs, a.p)?,
+            #[cfg(feature = "cuda")]
+            On::Cuda(_) => each(x.view(), y.view(), mu, nu, |x, y, mu, nu| {
+                on.grad(x, y, mu, nu, &dirs, a.p)
+            })?,
+        };
         let stack = |f: fn(&logot::exact::SlicedGrad) -> &Array2<f64>| {
             let views: Vec<_> = gs.iter().map(|g| f(g).view()).collect();
             ndarray::stack(Axis(0), &views).expect("clouds of one shape")
@@ -206,9 +297,15 @@ fn solve<T: Real>(a: &SlicedArgs, want_grads: bool) -> Result<(Run, bool)> {
             directions,
         }
     } else {
-        let sw = sliced_wasserstein_batch(x.view(), y.view(), mu, nu, &dirs, a.p)?;
+        let sw = match on {
+            On::Cpu => sliced_wasserstein_batch(x.view(), y.view(), mu, nu, &dirs, a.p)?.to_vec(),
+            #[cfg(feature = "cuda")]
+            On::Cuda(_) => each(x.view(), y.view(), mu, nu, |x, y, mu, nu| {
+                on.distance(x, y, mu, nu, &dirs, a.p).map(|r| r.distance)
+            })?,
+        };
         Run {
-            distance: sw.to_vec(),
+            distance: sw,
             projected: None,
             grads: None,
             directions,
@@ -235,6 +332,7 @@ fn run<T: Real>(a: &SlicedArgs, outs: &mut Outputs) -> Json {
         "p": a.p,
         "projections": r.directions,
         "dtype": T::NAME,
+        "backend": a.backend.name(),
     });
     if let Some(v) = r.projected {
         out["projected"] = v.into();

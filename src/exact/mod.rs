@@ -85,6 +85,10 @@ mod costs;
 mod emd;
 #[cfg(feature = "cuda")]
 mod gpu;
+#[cfg(feature = "cuda")]
+mod gpu_sliced;
+#[cfg(feature = "cuda")]
+pub use gpu_sliced::Wasserstein1dGradBatch;
 mod network_simplex;
 mod params;
 mod result;

@@ -187,7 +187,7 @@ pub(crate) fn sorted_value(
 /// Validated weights of one side: `None` is uniform `1/len`; given ones are non-empty,
 /// finite, non-negative, of positive total and of length `len`. Returns the weights (or
 /// `None`) and their total.
-fn weights<T: Real>(
+pub(super) fn weights<T: Real>(
     arg: &str,
     w: Option<ArrayView1<'_, T>>,
     len: usize,
@@ -209,7 +209,7 @@ fn weights<T: Real>(
 }
 
 /// Points of one side: non-empty and finite.
-fn points<T: Real>(arg: &str, x: &ArrayView1<'_, T>) -> Result<Vec<f64>> {
+pub(super) fn points<T: Real>(arg: &str, x: &ArrayView1<'_, T>) -> Result<Vec<f64>> {
     if x.is_empty() {
         return Err(Error::Empty {
             arg: arg.into(),
@@ -222,7 +222,7 @@ fn points<T: Real>(arg: &str, x: &ArrayView1<'_, T>) -> Result<Vec<f64>> {
 
 /// Both sides' masses agree within `T::MASS_TOL` (relative); returns the factor that
 /// scales the second side's weights to the first side's mass (POT: `b · Σa / Σb`).
-fn balance<T: Real>(mass_a: f64, mass_b: f64) -> Result<f64> {
+pub(super) fn balance<T: Real>(mass_a: f64, mass_b: f64) -> Result<f64> {
     check_equal_mass::<T>(&[mass_a], &[mass_b])?;
     Ok(mass_a / mass_b)
 }

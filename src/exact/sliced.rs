@@ -182,9 +182,9 @@ pub(super) struct Clouds {
     pub(super) m: usize,
     pub(super) d: usize,
     /// Weights (`None`: uniform), the second side scaled to the first side's mass.
-    a: Option<Vec<f64>>,
-    b: Option<Vec<f64>>,
-    scale_b: f64,
+    pub(super) a: Option<Vec<f64>>,
+    pub(super) b: Option<Vec<f64>>,
+    pub(super) scale_b: f64,
 }
 
 fn cloud<T: Real>(arg: &str, x: &ArrayView2<'_, T>) -> Result<Vec<f64>> {

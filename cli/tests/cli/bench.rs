@@ -825,3 +825,61 @@ fn emdbatch_costs_equal_the_network_simplex() {
     assert_ne!(code, 0);
     assert!(err.contains("--batch"), "{err}");
 }
+
+/// sliced on the CPU: the distance equals SW_2 worked out here by sorting each direction's
+/// projections (n = m, uniform weights: W_2² is the mean squared difference of the sorted
+/// values) on the clouds the benchmark draws (seeds 1 and 2, the second in [0.1, 0.9]^d, in
+/// float32) along POT's directions for seed 0; its flags are refused elsewhere and out of
+/// range.
+#[test]
+fn sliced_distance_equals_sorting_by_hand() {
+    use logot::Real;
+    use logot_cli::problems::uniform_cloud;
+    let (n, d, l) = (3000, 3, 4);
+    let args = ["--problem", "sliced", "--json", "--runs", "1"];
+    let sizes = ["--points", "3000", "--dim", "3", "--projections", "4"];
+    let (code, j, err) = bench(&[&args[..], &sizes[..]].concat());
+    assert_eq!(code, 0, "{err}");
+    check_timing(&j, "sliced", 1);
+    assert_eq!(j["points"], n, "{j}");
+    assert_eq!(j["projections"], l, "{j}");
+    let x = uniform_cloud::<f32>(n, d, 1);
+    let y = uniform_cloud::<f32>(n, d, 2).mapv(|v| f32::of(0.1 + 0.8 * v.f64()));
+    let dirs = logot::exact::sliced::random_directions(d, l, 0);
+    let mut mean = 0.0;
+    for theta in dirs.rows() {
+        let project = |c: &ndarray::Array2<f32>| {
+            let mut v: Vec<f64> = c
+                .rows()
+                .into_iter()
+                .map(|r| (0..d).fold(0.0, |s, t| s + r[t] as f64 * theta[t]))
+                .collect();
+            v.sort_by(f64::total_cmp);
+            v
+        };
+        let (u, v) = (project(&x), project(&y));
+        mean += u
+            .iter()
+            .zip(&v)
+            .map(|(a, b)| (a - b) * (a - b))
+            .sum::<f64>()
+            / n as f64;
+    }
+    let want = (mean / l as f64).sqrt();
+    let got = j["distance"].as_f64().unwrap();
+    assert!((got - want).abs() <= 1e-12 * want, "{got} against {want}");
+    let (code, _, err) = bench(&["--problem", "otA", "--projections", "8", "--json"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("--projections"), "{err}");
+    let (code, _, err) = bench(&[&args[..], &["--projections", "0"]].concat());
+    assert_ne!(code, 0);
+    assert!(err.contains("--projections"), "{err}");
+    let (code, _, err) = bench(&[&args[..], &["--batch", "2"]].concat());
+    assert_ne!(code, 0);
+    assert!(err.contains("--batch"), "{err}");
+    if !cfg!(feature = "cuda") {
+        let (code, _, err) = bench(&[&args[..], &["--backend", "cuda"]].concat());
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("cuda"), "{err}");
+    }
+}

@@ -193,3 +193,25 @@ fn bad_inputs_are_refused_naming_the_flag() {
         assert!(!err.contains("x_s") && !err.contains("x_t"), "{err}");
     }
 }
+
+/// `--backend cuda` in a build without CUDA is refused naming it; `--backend` takes cpu and
+/// cuda only.
+#[test]
+fn the_backend_flag_is_checked() {
+    let d = dir("backend");
+    let x = array![[0.0, 0.0], [1.0, 0.0]];
+    npy(&d, "x.npy", &x);
+    let base = ["sliced", "--x", &p(&d, "x.npy"), "--y", &p(&d, "x.npy")];
+    let (code, js, err) = logot_json(&[&base[..], &["--backend", "cpu"]].concat());
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(js["backend"], "cpu");
+    assert_eq!(js["distance"][0].as_f64().unwrap(), 0.0);
+    let (code, _, err) = logot_json(&[&base[..], &["--backend", "tpu"]].concat());
+    assert_ne!(code, 0);
+    assert!(err.contains("tpu"), "{err}");
+    if !cfg!(feature = "cuda") {
+        let (code, _, err) = logot_json(&[&base[..], &["--backend", "cuda"]].concat());
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("--backend cuda"), "{err}");
+    }
+}

@@ -31,6 +31,10 @@
 //!   cuda/assignment.cu): batches of assignment problems by the auction algorithm with
 //!   ε-scaling, one block a problem, each answer certified on the device or solved again
 //!   on the CPU.
+//! * 1-D and sliced Wasserstein ([`CudaBackend::sliced_wasserstein_distance`],
+//!   [`CudaBackend::wasserstein_1d_batch`], cuda/sliced.cu): projections, a segmented
+//!   bitonic sort of each projection with its point indices, the merge of the two sorted
+//!   weighted lines, and the gradients with respect to the points, in `f64`.
 //!
 //! Everything runs on one CUDA stream per backend, in order: the backend's own, or a
 //! caller's ([`CudaBackend::on_stream`], e.g. PyTorch's current stream), and the kernel
@@ -53,7 +57,8 @@
 //! * `ops/`: the operations, each on the runtime only. `cost` (prepared costs: dense, grid,
 //!   point clouds), `tiled`, `dense` and `fused` (dense costs: the tiled half-step, reports
 //!   and plans, the fused small-problem loop), `grid` and `pointcloud` (costs computed on
-//!   the fly), `report`, `assignment` (exact minibatch OT), `buffers` (the per-row input checks, `ln`, start potentials,
+//!   the fly), `report`, `assignment` (exact minibatch OT), `sliced` (1-D and sliced
+//!   Wasserstein), `buffers` (the per-row input checks, `ln`, start potentials,
 //!   per-row offsets and a dense cost from a buffer, for Sinkhorn on a caller's device
 //!   memory, [`SinkhornSolver::prepare`](crate::SinkhornSolver::prepare)), `ot` (the
 //!   [`Backend`](crate::Backend) impl, which dispatches by cost kind), and the other kernel
@@ -66,6 +71,7 @@ mod runtime;
 
 pub(crate) use ops::assignment::{AuctionCost, Auctioned, AUCTION_MAX_N};
 pub use ops::cost::CudaCost;
+pub(crate) use ops::sliced::{LineProblems, LineSide, MAX_LINES};
 pub use runtime::cluster::{CudaCluster, NcclGroup};
 pub use runtime::device::{CudaBackend, CudaBuffer};
 pub use runtime::kernels::{CudaReal, Precision};

@@ -15,4 +15,5 @@ pub(in crate::backend::cuda) mod linalg;
 pub(in crate::backend::cuda) mod ot;
 pub(in crate::backend::cuda) mod pointcloud;
 pub(in crate::backend::cuda) mod report;
+pub(in crate::backend::cuda) mod sliced;
 pub(in crate::backend::cuda) mod tiled;

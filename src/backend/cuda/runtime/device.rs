@@ -473,6 +473,24 @@ impl CudaBackend {
         self.alloc_raw::<i32>(len, what, "int32")
     }
 
+    /// `len` uninitialised `u64` sort keys.
+    pub(in crate::backend::cuda) fn alloc_u64(
+        &self,
+        len: usize,
+        what: &str,
+    ) -> Result<CudaSlice<u64>> {
+        self.alloc_raw::<u64>(len, what, "uint64")
+    }
+
+    /// `len` uninitialised `u32` indices.
+    pub(in crate::backend::cuda) fn alloc_u32(
+        &self,
+        len: usize,
+        what: &str,
+    ) -> Result<CudaSlice<u32>> {
+        self.alloc_raw::<u32>(len, what, "uint32")
+    }
+
     fn alloc_raw<T: cudarc::driver::DeviceRepr>(
         &self,
         len: usize,

@@ -85,6 +85,8 @@ pub enum Module {
     Report,
     /// Batched assignment problems by the auction algorithm (exact minibatch OT).
     Assignment,
+    /// 1-D and sliced Wasserstein: projections, segmented sorts, the merge on the line.
+    Sliced,
 }
 
 const SINKSTEP_SRC: &str = include_str!("../../../../cuda/sinkstep.cu");
@@ -96,6 +98,7 @@ const GRAD_SRC: &str = include_str!("../../../../cuda/grad.cu");
 const LINALG_SRC: &str = include_str!("../../../../cuda/linalg.cu");
 const REPORT_SRC: &str = include_str!("../../../../cuda/report.cu");
 const ASSIGNMENT_SRC: &str = include_str!("../../../../cuda/assignment.cu");
+const SLICED_SRC: &str = include_str!("../../../../cuda/sliced.cu");
 const COMMON_SRC: &str = include_str!("../../../../cuda/common.cuh");
 
 /// The text of the file `cuda/NAME`, embedded at build time.
@@ -146,7 +149,7 @@ const POINTCLOUD_TEXT: &str = concat!(
 
 impl Module {
     /// Every module (in the order of [`Module::index`]).
-    pub const ALL: [Module; 9] = [
+    pub const ALL: [Module; 10] = [
         Module::Sinkstep,
         Module::PointCloud,
         Module::Grid,
@@ -156,6 +159,7 @@ impl Module {
         Module::Linalg,
         Module::Report,
         Module::Assignment,
+        Module::Sliced,
     ];
 
     /// The module's place in [`Module::ALL`].
@@ -175,6 +179,7 @@ impl Module {
             Module::Linalg => "linalg",
             Module::Report => "report",
             Module::Assignment => "assignment",
+            Module::Sliced => "sliced",
         }
     }
 
@@ -200,6 +205,7 @@ impl Module {
             Module::Linalg => LINALG_SRC,
             Module::Report => REPORT_SRC,
             Module::Assignment => ASSIGNMENT_SRC,
+            Module::Sliced => SLICED_SRC,
         }
     }
 
@@ -329,6 +335,16 @@ impl Module {
                 ("report_cloud_tiles", F32),
             ],
             Module::Assignment => &[("auction_dense", Both), ("auction_points", Both)],
+            Module::Sliced => &[
+                ("sw_project", Plain),
+                ("sw_sort_tiles", Plain),
+                ("sw_merge_tiles", Plain),
+                ("sw_merge_step", Plain),
+                ("sw_cumulate", Plain),
+                ("sw_line", Plain),
+                ("sw_sum_rows", Plain),
+                ("sw_grad_points", Plain),
+            ],
         }
     }
 
