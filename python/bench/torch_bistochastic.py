@@ -138,10 +138,10 @@ def main():
     bw = torch.empty(bwd_words, dtype=torch.int64, device=dev)
 
     def fwd_kernel():
-        _logot._bistochastic_cuda(cap(xd), cap(rd), cap(sw), args.iters, 0.0, stream(), False)
+        _logot._bistochastic_cuda(cap(xd), (cap(rd), cap(sw)), args.iters, 0.0, stream(), False)
 
     def bwd_kernel():
-        _logot._bistochastic_backward_cuda(cap(rd), cap(g), cap(dxd), cap(bw), (None, 1000), stream(), False)
+        _logot._bistochastic_backward_cuda(cap(rd), cap(g), (cap(dxd), cap(bw)), (None, 1000), stream(), False)
 
     fwd_k, _ = timed(fwd_kernel, args.repeats, args.warmup)
     bwd_k, _ = timed(bwd_kernel, args.repeats, args.warmup)

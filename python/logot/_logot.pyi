@@ -602,8 +602,7 @@ DeferredReport = Tuple[str, Union[None, Tuple[int, float, int], CgSummary], Opti
 
 def _bistochastic_cuda(
     x: Tensor,
-    r: Tensor,
-    stats: Tensor,
+    out: Tuple[Tensor, Tensor],
     iters: int,
     tol: float,
     stream: int,
@@ -612,8 +611,7 @@ def _bistochastic_cuda(
 def _bistochastic_backward_cuda(
     r: Tensor,
     g: Tensor,
-    dx: Tensor,
-    words: Tensor,
+    out: Tuple[Tensor, Tensor],
     cg: CgOptions,
     stream: int,
     report: bool,

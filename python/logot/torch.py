@@ -780,7 +780,8 @@ class _Bistochastic(torch.autograd.Function):
             out = torch.empty_like(xc)
             if xc.numel():
                 stream, capturing, stats = _launch(xc, n, device, 0)
-                reports = _lg._logot._bistochastic_cuda(*_dlpack(xc, out, stats), iters, tol, stream, not capturing)
+                reports = _lg._logot._bistochastic_cuda(_to_dlpack(xc), _dlpack(out, stats), iters, tol, stream,
+                                                        not capturing)
                 if reports:
                     _report(reports, stacklevel=5)
         else:
@@ -800,7 +801,7 @@ class _Bistochastic(torch.autograd.Function):
             dx = torch.empty_like(r)
             if r.numel():
                 stream, capturing, words = _launch(r, n, device, 1)
-                reports = _lg._logot._bistochastic_backward_cuda(*_dlpack(r, g, dx, words), (cg_tol, int(cg_max_iters)),
+                reports = _lg._logot._bistochastic_backward_cuda(*_dlpack(r, g), _dlpack(dx, words), (cg_tol, int(cg_max_iters)),
                                                                  stream, not capturing)
                 if reports:
                     _report(reports, stacklevel=3)

@@ -154,9 +154,9 @@ fn check_words(call: &CudaCall, k: usize, need: usize) -> PyResult<()> {
 }
 
 /// `bistochastic` (the host form, in `crate::linalg`) on CUDA memory, without a copy and
-/// without waiting: reads the logits `x` (`…×n×n`), writes `R` into `r` (`x`'s shape) and
-/// the three statistics words ([`logot::backend::bistochastic::words`]) into `stats`
-/// (int64), all on the caller's stream, and returns with the kernel queued. With `report`,
+/// without waiting: reads the logits `x` (`…×n×n`), writes into `out = (r, stats)` `R`
+/// (`x`'s shape) and the three statistics words ([`logot::backend::bistochastic::words`],
+/// int64), all on the caller's stream, and returns with the kernel queued. With `report`,
 /// the words' copy to the host is queued into the GPU's mailbox ([`WordsMailbox`]), and the
 /// call returns the reports (decoded as [`_bistochastic_reports`] gives them) of the
 /// earlier calls whose copy has completed; without (a call captured into a CUDA graph),
@@ -167,8 +167,7 @@ fn check_words(call: &CudaCall, k: usize, need: usize) -> PyResult<()> {
 fn _bistochastic_cuda<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,
-    r: &Bound<'py, PyAny>,
-    stats: &Bound<'py, PyAny>,
+    out: (Bound<'py, PyAny>, Bound<'py, PyAny>),
     iters: usize,
     tol: f64,
     stream: usize,
@@ -177,8 +176,8 @@ fn _bistochastic_cuda<'py>(
     let mut call = CudaCall::new(stream);
     let ks = [
         call.input(x, "x")?,
-        call.output(r, "r")?,
-        call.words(stats, "stats")?,
+        call.output(&out.0, "r")?,
+        call.words(&out.1, "stats")?,
     ];
     let (batch, n) = matrices(call.get(ks[0]))?;
     expect_shape(call.get(ks[1]), &call.get(ks[0]).shape)?;
@@ -232,8 +231,8 @@ fn _bistochastic_cuda<'py>(
 
 /// `bistochastic_backward` (the host form, in `crate::linalg`) on CUDA memory, without a
 /// copy and without waiting: reads `R` (`r`, `…×n×n`) and `g = ∂L/∂R` (`r`'s shape),
-/// writes `∂L/∂X` into `dx` (`r`'s shape) and the CG summary into the first words of the
-/// int64 `words` (as many as [`_bistochastic_words`] says: the summary, then scratch), on
+/// writes into `out = (dx, words)` `∂L/∂X` (`r`'s shape) and the CG summary in the first
+/// int64 words (as many as [`_bistochastic_words`] says: the summary, then scratch), on
 /// the caller's stream; `cg` the CG options. `report` as [`_bistochastic_cuda`]'s.
 ///
 /// Private to `logot.torch`, under the contract of [`crate::torch`] (`stream`).
@@ -242,8 +241,7 @@ fn _bistochastic_backward_cuda<'py>(
     py: Python<'py>,
     r: &Bound<'py, PyAny>,
     g: &Bound<'py, PyAny>,
-    dx: &Bound<'py, PyAny>,
-    words: &Bound<'py, PyAny>,
+    out: (Bound<'py, PyAny>, Bound<'py, PyAny>),
     cg: CgArg,
     stream: usize,
     report: bool,
@@ -252,8 +250,8 @@ fn _bistochastic_backward_cuda<'py>(
     let ks = [
         call.input(r, "r")?,
         call.input(g, "g")?,
-        call.output(dx, "dx")?,
-        call.words(words, "words")?,
+        call.output(&out.0, "dx")?,
+        call.words(&out.1, "words")?,
     ];
     let (batch, n) = matrices(call.get(ks[0]))?;
     let shape = call.get(ks[0]).shape.clone();

@@ -102,7 +102,7 @@ def test_reads_device_dtype_and_shape_as_the_producer_has_them(dtype):
     a = np.arange(24, dtype=dtype).reshape(2, 3, 4)
     assert _logot._dlpack_read(a) == ("cpu", np.dtype(dtype).name, [2, 3, 4])
     assert _logot._dlpack_read(a[1:]) == ("cpu", np.dtype(dtype).name, [1, 3, 4])
-    assert _logot._dlpack_read(np.float64(2.0).reshape(())) == ("cpu", "float64", [])
+    assert _logot._dlpack_read(np.array(2.0)) == ("cpu", "float64", [])
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.float16, np.complex64, np.bool_, np.uint8])
@@ -168,7 +168,7 @@ def test_another_capsule_or_object_is_a_type_error(producer):
         _logot._dlpack_read(cap)
     assert producer.deleted == []  # not taken: the producer's to release
     with pytest.raises(TypeError, match=r"x: expected a tensor with __dlpack__ or a DLPack capsule, got list"):
-        _logot._bistochastic_cuda([1.0], None, None, 20, 0.0, 0, False)
+        _logot._bistochastic_cuda([1.0], (None, None), 20, 0.0, 0, False)
 
 
 # --- The CUDA functions' checks --------------------------------------------------------------
@@ -179,7 +179,7 @@ def test_a_cpu_tensor_is_refused_where_a_cuda_one_is_required():
     # The tensor itself (its device is asked before its capsule) and its capsule.
     for arg in (x, x.__dlpack__()):
         with pytest.raises(ValueError, match="x: expected a CUDA tensor, got one on cpu"):
-            _logot._bistochastic_cuda(arg, r, words, 20, 0.0, 0, False)
+            _logot._bistochastic_cuda(arg, (r, words), 20, 0.0, 0, False)
 
 
 def test_a_cpu_torch_capsule_is_refused_where_a_cuda_one_is_required():
@@ -195,7 +195,7 @@ def test_tensors_on_two_gpus_are_refused(producer):
     r, _ = producer.capsule((2, 3, 3), device=(CUDA, 1))
     w, _ = producer.capsule((3,), INT64)
     with pytest.raises(ValueError, match="r: on cuda:1, expected cuda:0 like x"):
-        _logot._bistochastic_cuda(x, r, w, 20, 0.0, 0, False)
+        _logot._bistochastic_cuda(x, (r, w), 20, 0.0, 0, False)
     # The capsules taken before the refusal are released; the one after it is untouched.
     assert len(producer.deleted) == 2
 
@@ -205,15 +205,15 @@ def test_mixed_dtypes_and_float_words_are_refused(producer):
     r, _ = producer.capsule((2, 3, 3), FLOAT64)
     w, _ = producer.capsule((3,), INT64)
     with pytest.raises(TypeError, match="r: dtype float64, expected float32 like x"):
-        _logot._bistochastic_cuda(x, r, w, 20, 0.0, 0, False)
+        _logot._bistochastic_cuda(x, (r, w), 20, 0.0, 0, False)
     x, _ = producer.capsule((2, 3, 3), FLOAT32)
     r, _ = producer.capsule((2, 3, 3), FLOAT32)
     w, _ = producer.capsule((3,), FLOAT32)
     with pytest.raises(TypeError, match="stats: dtype float32, expected int64"):
-        _logot._bistochastic_cuda(x, r, w, 20, 0.0, 0, False)
+        _logot._bistochastic_cuda(x, (r, w), 20, 0.0, 0, False)
     x, _ = producer.capsule((2, 3, 3), INT64)
     with pytest.raises(TypeError, match="x: dtype int64 is neither float32 nor float64"):
-        _logot._bistochastic_cuda(x, r, w, 20, 0.0, 0, False)
+        _logot._bistochastic_cuda(x, (r, w), 20, 0.0, 0, False)
 
 
 def test_a_non_contiguous_cuda_tensor_is_refused_by_name(producer):
@@ -247,12 +247,16 @@ def test_shapes_are_checked_against_each_other(producer):
     r, _ = producer.capsule((2, 3, 4))
     w, _ = producer.capsule((3,), INT64)
     with pytest.raises(ValueError, match=r"x: expected square matrices …×n×n, got shape \[2, 3, 4\]"):
-        _logot._bistochastic_cuda(x, r, w, 20, 0.0, 0, False)
+        _logot._bistochastic_cuda(x, (r, w), 20, 0.0, 0, False)
     x, _ = producer.capsule((2, 3, 3))
     r, _ = producer.capsule((2, 3, 3))
     w, _ = producer.capsule((2,), INT64)
     with pytest.raises(ValueError, match=r"stats: expected 3 int64 words or more, got shape \[2\]"):
-        _logot._bistochastic_cuda(x, r, w, 20, 0.0, 0, False)
+        _logot._bistochastic_cuda(x, (r, w), 20, 0.0, 0, False)
+    r, g, dx = (producer.capsule(s)[0] for s in ((2, 3, 3), (2, 4, 4), (2, 3, 3)))
+    w, _ = producer.capsule((64,), INT64)
+    with pytest.raises(ValueError, match=r"g: expected shape \[2, 3, 3\], got shape \[2, 4, 4\]"):
+        _logot._bistochastic_backward_cuda(r, g, (dx, w), (None, 100), 0, False)
 
 
 def test_an_output_overlapping_an_input_is_refused(producer):
@@ -293,7 +297,7 @@ def test_cuda_tensors_themselves_are_taken_on_the_call_stream():
         torch.cuda._sleep(200_000_000)
         x.copy_(base)
         # The call launches on the default stream (0: DLPack's 1), not the current one.
-        _logot._bistochastic_cuda(x, r, stats, 20, 0.0, 0, False)
+        _logot._bistochastic_cuda(x, (r, stats), 20, 0.0, 0, False)
     torch.cuda.synchronize()
     want = logot.bistochastic(base.cpu().numpy(), 20, backend="cuda").r
     np.testing.assert_array_equal(r.cpu().numpy(), want)
@@ -305,7 +309,8 @@ def test_a_non_contiguous_cuda_tensor_is_refused():
     stats = torch.zeros(3, dtype=torch.int64, device="cuda")
     cap = torch.utils.dlpack.to_dlpack
     with pytest.raises(ValueError, match=r"x: expected a contiguous \(row-major\) tensor"):
-        _logot._bistochastic_cuda(cap(x.transpose(-1, -2)), cap(torch.empty_like(x)), cap(stats), 20, 0.0, 0, False)
+        _logot._bistochastic_cuda(cap(x.transpose(-1, -2)), (cap(torch.empty_like(x)), cap(stats)), 20, 0.0, 0,
+                                  False)
 
 
 def test_cuda_tensors_of_two_gpus_are_refused():
@@ -317,4 +322,4 @@ def test_cuda_tensors_of_two_gpus_are_refused():
     r = torch.empty(4, 5, 5, device="cuda:1")
     stats = torch.zeros(3, dtype=torch.int64, device="cuda:0")
     with pytest.raises(ValueError, match="r: on cuda:1, expected cuda:0 like x"):
-        _logot._bistochastic_cuda(cap(x), cap(r), cap(stats), 20, 0.0, 0, False)
+        _logot._bistochastic_cuda(cap(x), (cap(r), cap(stats)), 20, 0.0, 0, False)
