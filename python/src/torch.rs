@@ -7,7 +7,7 @@
 //! left to the caller is `stream`: torch's current stream of the tensors' GPU (Python
 //! cannot mark a function unsafe: another integer is undefined behaviour).
 
-use crate::args::{cg_params, cross_precision, point_metric, DeviceParams, ParamsArg};
+use crate::args::{cross_precision, point_metric, CgArg, DeviceParams, ParamsArg};
 use crate::common::{cuda_backend, OrPyErr};
 use crate::dlpack::{CudaCall, DlTensor};
 use crate::results::{cg_summary, convergence, CgSummary as CgReport, ConvergenceReport};
@@ -58,20 +58,6 @@ fn addresses<const N: usize>(call: &CudaCall, ks: [usize; N]) -> [u64; N] {
 /// The GPU of a call's tensors, and whether they are float64.
 fn device_and_dtype(call: &CudaCall) -> (usize, bool) {
     (call.device().unwrap_or_default(), call.double())
-}
-
-/// The implicit backward's CG options as `logot.torch` passes them: `(cg_tol, cg_max_iters)`.
-#[derive(FromPyObject)]
-pub(crate) struct CgArg(Option<f64>, usize);
-
-impl CgArg {
-    pub(crate) fn params(&self) -> CgParams {
-        cg_params(self.0, self.1)
-    }
-
-    pub(crate) fn tol(&self) -> Option<f64> {
-        self.0
-    }
 }
 
 /// A dense problem's tensors as `logot.torch` passes them, `(mu, nu, cost)`: `μ` `B×n`,

@@ -4,12 +4,11 @@
 //!
 //! Every function here is private to `logot.torch`, under the contract of [`crate::torch`].
 
-use crate::args::cg_params;
+use crate::args::{cg_params, CgArg};
 use crate::common::{cuda_backend, OrPyErr};
 use crate::dlpack::{CudaCall, DlTensor};
 use crate::results::cg_summary;
-use crate::torch::cuda_on_stream;
-use crate::torch::{expect_shape, CgArg};
+use crate::torch::{cuda_on_stream, expect_shape};
 use logot::backend::bistochastic::{cg_summary_from_words, words, ProjectionStats};
 use logot::backend::cuda::{CudaBuffer, CudaReal, WordsMailbox};
 use logot::grad::{BistochasticParams, BistochasticSolver, CgParams};
