@@ -134,10 +134,6 @@ pub(crate) struct DlTensor {
     pub(crate) address: u64,
 }
 
-// SAFETY: the managed tensor is owned by this value alone (its capsule renamed
-// "used_dltensor"); its deleter is the producer's, callable from any thread (DLPack).
-unsafe impl Send for DlTensor {}
-
 impl Drop for DlTensor {
     fn drop(&mut self) {
         // SAFETY: the capsule was renamed "used_dltensor" when taken, so this value is the
@@ -461,8 +457,8 @@ fn not_cuda(name: &str, device_type: i32, id: i32) -> PyErr {
 }
 
 /// What [`DlTensor::from_capsule`] reads of a capsule or a tensor with `__dlpack__` (any
-/// device): `(device, dtype, shape)`, the capsule consumed and its tensor released. The
-/// reference of the Python tests of the reader's checks, which run without a GPU.
+/// device): `(device, dtype, shape)`, the capsule consumed and its tensor released. Private:
+/// the Python tests of the reader's checks call it, without a GPU.
 #[pyfunction]
 fn _dlpack_read(tensor: &Bound<'_, PyAny>) -> PyResult<(String, String, Vec<usize>)> {
     let capsule = if tensor.is_instance_of::<PyCapsule>() {
