@@ -128,7 +128,7 @@ def main():
     # The in-place entry points alone, on preallocated tensors.
     xd, rd, dxd = x.detach().contiguous(), torch.empty_like(x), torch.empty_like(x)
     device = x.device.index or 0
-    double = dtype == torch.float64
+    cap = torch.utils.dlpack.to_dlpack
 
     def stream():
         return torch.cuda.current_stream(device).cuda_stream
@@ -138,12 +138,10 @@ def main():
     bw = torch.empty(bwd_words, dtype=torch.int64, device=dev)
 
     def fwd_kernel():
-        _logot._bistochastic_cuda(xd.data_ptr(), rd.data_ptr(), sw.data_ptr(), b, n, double, args.iters, 0.0, device,
-                                  stream(), False)
+        _logot._bistochastic_cuda(cap(xd), (cap(rd), cap(sw)), args.iters, 0.0, stream(), False)
 
     def bwd_kernel():
-        _logot._bistochastic_backward_cuda(rd.data_ptr(), g.data_ptr(), dxd.data_ptr(), bw.data_ptr(), bwd_words, b,
-                                           n, double, None, 1000, device, stream(), False)
+        _logot._bistochastic_backward_cuda(cap(rd), cap(g), (cap(dxd), cap(bw)), (None, 1000), stream(), False)
 
     fwd_k, _ = timed(fwd_kernel, args.repeats, args.warmup)
     bwd_k, _ = timed(bwd_kernel, args.repeats, args.warmup)

@@ -553,86 +553,46 @@ def _time_wasserstein(
 ) -> list[float]: ...
 def _last_compute_seconds() -> float: ...
 
-# --- CUDA tensors in place (private to logot.torch; device addresses as integers) ---------
+# --- CUDA tensors in place (private to logot.torch; tensors through DLPack) ----------------
 
+# A DLPack capsule ("dltensor": torch.utils.dlpack.to_dlpack(t)) or a tensor with __dlpack__
+# (whose capsule the module takes on the call's stream): device, dtype, shape and address are
+# read from it; one GPU and one float dtype per call; row-major contiguous.
+Tensor = object
+# (mu B×n, nu B×m, cost n×m or B×n×m)
+DenseTensors = Tuple[Tensor, Tensor, Tensor]
+# (x n×d or B×n×d, y m×d or B×m×d, a B×n, b B×m, metric, precision)
+CloudTensors = Tuple[Tensor, Tensor, Tensor, Tensor, str, Optional[str]]
+# (cg_tol, cg_max_iters)
+CgOptions = Tuple[Optional[float], int]
+
+def _dlpack_read(tensor: Tensor) -> Tuple[str, str, list[int]]: ...
 def _wasserstein_cuda(
-    mu: int,
-    nu: int,
-    cost: int,
-    grads: Optional[Tuple[int, int, int]],
-    batch: int,
-    n: int,
-    m: int,
-    batched_cost: bool,
-    double: bool,
+    problem: DenseTensors,
+    grads: Optional[Tuple[Tensor, Tensor, Tensor]],
     params: SinkhornParams,
-    cg_tol: Optional[float],
-    cg_max_iters: int,
-    device: int,
+    cg: CgOptions,
     stream: int,
 ) -> DeviceSolveOutput: ...
-def _coupling_cuda(
-    mu: int,
-    nu: int,
-    cost: int,
-    plan: int,
-    batch: int,
-    n: int,
-    m: int,
-    batched_cost: bool,
-    double: bool,
-    params: SinkhornParams,
-    device: int,
-    stream: int,
-) -> ConvergenceReport: ...
+def _coupling_cuda(problem: DenseTensors, plan: Tensor, params: SinkhornParams, stream: int) -> ConvergenceReport: ...
 def _plan_gradients_cuda(
-    plan: int,
-    upstream: int,
-    grads: Tuple[int, int, int],
-    batch: int,
-    n: int,
-    m: int,
-    double: bool,
+    plan: Tensor,
+    upstream: Tensor,
+    grads: Tuple[Tensor, Tensor, Tensor],
     eps: float,
-    cg_tol: Optional[float],
-    cg_max_iters: int,
-    device: int,
+    cg: CgOptions,
     stream: int,
 ) -> CgSummary: ...
 def _point_gradients_cuda(
-    mu: int,
-    nu: int,
-    x: int,
-    y: int,
-    out: Tuple[int, int, int, int],
-    batch: int,
-    n: int,
-    m: int,
-    d: int,
-    batched: bool,
-    metric: str,
-    precision: Optional[str],
-    double: bool,
+    clouds: CloudTensors,
+    out: Tuple[Tensor, Tensor, Tensor, Tensor],
     params: SinkhornParams,
-    device: int,
     stream: int,
 ) -> DevicePointOutput: ...
 def _sinkhorn_divergence_cuda(
-    mu: int,
-    nu: int,
-    x: int,
-    y: int,
-    out: Tuple[int, int],
-    batch: int,
-    n: int,
-    m: int,
-    d: int,
-    batched: bool,
-    metric: str,
-    precision: Optional[str],
-    double: bool,
+    clouds: CloudTensors,
+    out: Tuple[Tensor, Tensor],
     params: SinkhornParams,
-    device: int,
     stream: int,
 ) -> DeviceDivergenceOutput: ...
 
@@ -641,30 +601,18 @@ def _sinkhorn_divergence_cuda(
 DeferredReport = Tuple[str, Union[None, Tuple[int, float, int], CgSummary], Optional[str], Optional[float], int]
 
 def _bistochastic_cuda(
-    x: int,
-    r: int,
-    stats: int,
-    batch: int,
-    n: int,
-    double: bool,
+    x: Tensor,
+    out: Tuple[Tensor, Tensor],
     iters: int,
     tol: float,
-    device: int,
     stream: int,
     report: bool,
 ) -> list[DeferredReport]: ...
 def _bistochastic_backward_cuda(
-    r: int,
-    g: int,
-    dx: int,
-    words: int,
-    nwords: int,
-    batch: int,
-    n: int,
-    double: bool,
-    cg_tol: Optional[float],
-    cg_max_iters: int,
-    device: int,
+    r: Tensor,
+    g: Tensor,
+    out: Tuple[Tensor, Tensor],
+    cg: CgOptions,
     stream: int,
     report: bool,
 ) -> list[DeferredReport]: ...

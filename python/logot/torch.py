@@ -179,6 +179,18 @@ def _sum_to(g: torch.Tensor, shape) -> torch.Tensor:
 # ---------------------------------------------------------------------------------------
 
 
+_to_dlpack = torch.utils.dlpack.to_dlpack
+
+
+def _dlpack(*tensors):
+    """DLPack capsules of CUDA tensors for the compiled module, which reads their device,
+    dtype, shape and address from them and uses their memory in place. It launches on the
+    current stream of their device, the stream torch produced them on, so their producers'
+    work is ordered before its reads without a cross-stream wait (what ``__dlpack__(stream=)``
+    would add, and only between different streams)."""
+    return tuple(_to_dlpack(t) for t in tensors)
+
+
 def _dense_fits(mu, nu, cost) -> bool:
     """Whether a dense problem takes the in-place path: tensors on one device with matching
     shapes (anything else takes the host path, whose checks name the argument at fault)."""
@@ -212,18 +224,12 @@ def _dense_on_device(mu, nu, cost, device, options, grads):
     reports: the call waits for that stream, never for the whole device). Returns the
     distances as a tensor and the three gradients (None when not asked for)."""
     a, b, c, (batch, n, m), single = _dense_inputs(mu, nu, cost)
-    stream = torch.cuda.current_stream(device)
-    params = _lg._params(options["eps"], options["max_iters"], options["tol"], options["check_every"],
-                         options["eps_scaling"])
     out = None
     if grads:
         out = (torch.empty(batch, n, m, dtype=c.dtype, device=c.device), torch.empty_like(a), torch.empty_like(b))
-        ptrs = tuple(t.data_ptr() for t in out)
-    else:
-        ptrs = None
     solved = _lg._logot._wasserstein_cuda(
-        a.data_ptr(), b.data_ptr(), c.data_ptr(), ptrs, batch, n, m, c.dim() == 3, c.dtype == torch.float64,
-        params, options["cg_tol"], int(options["cg_max_iters"]), device, stream.cuda_stream)
+        _dlpack(a, b, c), None if out is None else _dlpack(*out), _device_params(options),
+        (options["cg_tol"], int(options["cg_max_iters"])), _raw_stream(device))
     _warn(solved.convergence)
     if solved.cg is not None:
         _warn_cg(solved.cg)
@@ -327,12 +333,8 @@ class _Coupling(torch.autograd.Function):
             # stream; the report of the potentials read back for the warning.
             a, b, c, (batch, n, m), single = _dense_inputs(mu, nu, cost)
             plan = torch.empty(batch, n, m, dtype=c.dtype, device=c.device)
-            params = _lg._params(eps, options["max_iters"], options["tol"], options["check_every"],
-                                 options["eps_scaling"])
-            stream = torch.cuda.current_stream(ctx.device)
-            conv = _lg._logot._coupling_cuda(a.data_ptr(), b.data_ptr(), c.data_ptr(), plan.data_ptr(), batch, n,
-                                             m, c.dim() == 3, c.dtype == torch.float64, params, ctx.device,
-                                             stream.cuda_stream)
+            conv = _lg._logot._coupling_cuda(_dlpack(a, b, c), _to_dlpack(plan), _device_params(dict(options, eps=eps)),
+                                             _raw_stream(ctx.device))
             _warn(conv)
             plan = plan[0] if single else plan
             ctx.save_for_backward(plan)
@@ -359,10 +361,8 @@ class _Coupling(torch.autograd.Function):
             batch, n, m = p.shape
             out = (torch.empty_like(p), torch.empty(batch, n, dtype=p.dtype, device=p.device),
                    torch.empty(batch, m, dtype=p.dtype, device=p.device))
-            stream = torch.cuda.current_stream(ctx.device)
-            cg = _lg._logot._plan_gradients_cuda(p.data_ptr(), g.data_ptr(), tuple(t.data_ptr() for t in out), batch,
-                                                 n, m, p.dtype == torch.float64, ctx.eps, ctx.cg[0],
-                                                 int(ctx.cg[1]), ctx.device, stream.cuda_stream)
+            cg = _lg._logot._plan_gradients_cuda(*_dlpack(p, g), _dlpack(*out), ctx.eps, (ctx.cg[0], int(ctx.cg[1])),
+                                                 _raw_stream(ctx.device))
             _warn_cg(cg)
             d_cost, d_mu, d_nu = out if plan.dim() == 3 else (out[0][0], out[1][0], out[2][0])
             return (_sum_to(d_mu, mu_shape) if ctx.needs_input_grad[0] else None,
@@ -420,10 +420,8 @@ def _points_on_device(x, y, a, b, device, options):
     c = _DeviceClouds(x, y, a, b)
     f, g = torch.empty_like(c.wa), torch.empty_like(c.wb)
     gx, gy = c.gradients()
-    solved = _lg._logot._point_gradients_cuda(
-        *c.inputs(), (f.data_ptr(), g.data_ptr(), gx.data_ptr(), gy.data_ptr()), *c.shape(),
-        options["metric"], options["precision"], x.dtype == torch.float64, _device_params(options), device,
-        torch.cuda.current_stream(device).cuda_stream)
+    solved = _lg._logot._point_gradients_cuda(c.dlpack(options), _dlpack(f, g, gx, gy), _device_params(options),
+                                              _raw_stream(device))
     _warn(solved.convergence)
     value = c.values(solved.value)
     if c.single:
@@ -444,11 +442,10 @@ class _DeviceClouds:
         self.wa = a.detach().expand(self.batch, self.n).contiguous()
         self.wb = b.detach().expand(self.batch, self.m).contiguous()
 
-    def inputs(self):
-        return self.wa.data_ptr(), self.wb.data_ptr(), self.x.data_ptr(), self.y.data_ptr()
-
-    def shape(self):
-        return self.batch, self.n, self.m, self.d, not self.single
+    def dlpack(self, options):
+        """``(x, y, a, b, metric, precision)`` as the compiled module reads them (the tensors
+        as DLPack capsules)."""
+        return _dlpack(self.x, self.y, self.wa, self.wb) + (options["metric"], options["precision"])
 
     def gradients(self):
         """Fresh B×n×d and B×m×d tensors for the points' gradients."""
@@ -472,10 +469,8 @@ def _divergence_on_device(x, y, a, b, device, options):
     ``(∂x, ∂y)``, shaped as the host path's."""
     c = _DeviceClouds(x, y, a, b)
     gx, gy = c.gradients()
-    solved = _lg._logot._sinkhorn_divergence_cuda(
-        *c.inputs(), (gx.data_ptr(), gy.data_ptr()), *c.shape(), options["metric"], options["precision"],
-        x.dtype == torch.float64, _device_params(options), device,
-        torch.cuda.current_stream(device).cuda_stream)
+    solved = _lg._logot._sinkhorn_divergence_cuda(c.dlpack(options), _dlpack(gx, gy), _device_params(options),
+                                                  _raw_stream(device))
     for conv in solved.convergence:
         _warn(conv)
     value = c.values(solved.value)
@@ -759,14 +754,13 @@ def _scratch(nwords: int, device: int, stream: int, like: torch.Tensor, capturin
 
 
 def _launch(t: torch.Tensor, n: int, device: int, which: int):
-    """``(batch, stream, capturing, words, nwords)`` of an in-place call on the n×n matrices
-    of ``t``: the current raw stream, whether it is capturing a CUDA graph, and the statistics
-    words of the forward (``which = 0``) or the backward (1) with their length."""
-    batch = t.numel() // (n * n)
+    """``(stream, capturing, words)`` of an in-place call on the n×n matrices of ``t``: the
+    current raw stream, whether it is capturing a CUDA graph, and the statistics words of the
+    forward (``which = 0``) or the backward (1)."""
     stream = _raw_stream(device)
     capturing = torch.cuda.is_current_stream_capturing()
-    nwords = _words(batch, device)[which]
-    return batch, stream, capturing, _scratch(nwords, device, stream, t, capturing), nwords
+    nwords = _words(t.numel() // (n * n), device)[which]
+    return stream, capturing, _scratch(nwords, device, stream, t, capturing)
 
 
 class _Bistochastic(torch.autograd.Function):
@@ -785,9 +779,8 @@ class _Bistochastic(torch.autograd.Function):
             xc = x if x.is_contiguous() else x.contiguous()
             out = torch.empty_like(xc)
             if xc.numel():
-                batch, stream, capturing, stats, _ = _launch(xc, n, device, 0)
-                reports = _lg._logot._bistochastic_cuda(xc.data_ptr(), out.data_ptr(), stats.data_ptr(), batch, n,
-                                                        xc.dtype == torch.float64, iters, tol, device, stream,
+                stream, capturing, stats = _launch(xc, n, device, 0)
+                reports = _lg._logot._bistochastic_cuda(_to_dlpack(xc), _dlpack(out, stats), iters, tol, stream,
                                                         not capturing)
                 if reports:
                     _report(reports, stacklevel=5)
@@ -807,10 +800,9 @@ class _Bistochastic(torch.autograd.Function):
             g = g if g.is_contiguous() else g.contiguous()
             dx = torch.empty_like(r)
             if r.numel():
-                batch, stream, capturing, words, nwords = _launch(r, n, device, 1)
-                reports = _lg._logot._bistochastic_backward_cuda(
-                    r.data_ptr(), g.data_ptr(), dx.data_ptr(), words.data_ptr(), nwords, batch, n,
-                    r.dtype == torch.float64, cg_tol, int(cg_max_iters), device, stream, not capturing)
+                stream, capturing, words = _launch(r, n, device, 1)
+                reports = _lg._logot._bistochastic_backward_cuda(*_dlpack(r, g), _dlpack(dx, words), (cg_tol, int(cg_max_iters)),
+                                                                 stream, not capturing)
                 if reports:
                     _report(reports, stacklevel=3)
             return dx, None, None, None, None, None

@@ -302,3 +302,17 @@ pub(crate) fn relaxation(reg_m: Option<(f64, f64)>) -> Option<Relaxation> {
 pub(crate) fn cg_params(tol: Option<f64>, max_iters: usize) -> CgParams {
     CgParams::default().max_iters(max_iters).tol(tol)
 }
+
+/// The implicit backward's CG options as `logot.torch` passes them: `(cg_tol, cg_max_iters)`.
+#[derive(FromPyObject)]
+pub(crate) struct CgArg(Option<f64>, usize);
+
+impl CgArg {
+    pub(crate) fn params(&self) -> CgParams {
+        cg_params(self.0, self.1)
+    }
+
+    pub(crate) fn tol(&self) -> Option<f64> {
+        self.0
+    }
+}

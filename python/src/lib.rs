@@ -14,7 +14,8 @@
 //! assignment, the line, sliced), `gromov` (Gromov–Wasserstein: entropic, exact, fused,
 //! point clouds, envelope gradients), `points` (point clouds: gradients and
 //! divergences), `barycenter`, `linalg` (bistochastic projection, SVD, Newton–Schulz),
-//! `torch` and `torch_bistochastic` (CUDA tensors in place, for `logot.torch`).
+//! `dlpack` (tensors of other libraries through DLPack), `torch` and
+//! `torch_bistochastic` (CUDA tensors in place, for `logot.torch`).
 
 /// Run `$body` with the type alias `$T` set to the dtype of `$array`.
 macro_rules! by_dtype {
@@ -53,6 +54,7 @@ mod args;
 mod barycenter;
 mod common;
 mod core;
+mod dlpack;
 mod exact;
 mod gromov;
 mod linalg;
@@ -73,6 +75,7 @@ fn _logot(m: &Bound<'_, PyModule>) -> PyResult<()> {
     points::register(m)?;
     barycenter::register(m)?;
     linalg::register(m)?;
+    dlpack::register(m)?;
     torch::register(m)?;
     torch_bistochastic::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -4,15 +4,15 @@
 //!
 //! Every function here is private to `logot.torch`, under the contract of [`crate::torch`].
 
-use crate::args::cg_params;
+use crate::args::{cg_params, CgArg};
 use crate::common::{cuda_backend, OrPyErr};
+use crate::dlpack::{CudaCall, DlTensor};
 use crate::results::cg_summary;
-use crate::torch::cuda_on_stream;
+use crate::torch::{cuda_on_stream, expect_shape};
 use logot::backend::bistochastic::{cg_summary_from_words, words, ProjectionStats};
 use logot::backend::cuda::{CudaBuffer, CudaReal, WordsMailbox};
 use logot::grad::{BistochasticParams, BistochasticSolver, CgParams};
 use logot::{BistochasticKernels, CudaBackend};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use std::collections::hash_map::Entry;
@@ -133,45 +133,58 @@ fn decoded_reports<'py>(
     Ok(out)
 }
 
-/// `len = batch·n·n` elements, or a `ValueError` when it overflows.
-fn matrices_len(batch: usize, n: usize) -> PyResult<usize> {
-    batch
-        .checked_mul(n)
-        .and_then(|v| v.checked_mul(n))
-        .ok_or_else(|| PyValueError::new_err(format!("x: {batch} matrices {n}×{n} overflow")))
+/// The `B` matrices `n×n` of the logits or plans `t` (`…×n×n`): `(B, n)`.
+fn matrices(t: &DlTensor) -> PyResult<(usize, usize)> {
+    match t.shape[..] {
+        [.., n, n2] if n == n2 => Ok((if n == 0 { 0 } else { t.len() / (n * n) }, n)),
+        _ => Err(t.shape_error("square matrices …×n×n")),
+    }
+}
+
+/// Checks that the words tensor `k` of `call` holds at least `need` words: a
+/// `ValueError` naming it otherwise.
+fn check_words(call: &CudaCall, k: usize, need: usize) -> PyResult<()> {
+    let w = call.get(k);
+    if w.shape.len() == 1 && w.len() >= need {
+        Ok(())
+    } else {
+        Err(w.shape_error(&format!("{need} int64 words or more")))
+    }
 }
 
 /// `bistochastic` (the host form, in `crate::linalg`) on CUDA memory, without a copy and
-/// without waiting: reads the `batch×n×n` logits at device address `x`, writes `R` at `r` and the three statistics
-/// words ([`logot::backend::bistochastic::words`]) at `stats`, all on the caller's stream,
-/// and returns with the kernel queued. With `report`, the words' copy to the host is queued
-/// into GPU `device`'s mailbox ([`WordsMailbox`]), and the call returns the reports
-/// (decoded as [`_bistochastic_reports`] gives them) of the earlier calls whose copy has
-/// completed; without (a call captured into a CUDA graph), nothing comes back.
-/// `double`: float64 data, else float32.
+/// without waiting: reads the logits `x` (`…×n×n`), writes into `out = (r, stats)` `R`
+/// (`x`'s shape) and the three statistics words ([`logot::backend::bistochastic::words`],
+/// int64), all on the caller's stream, and returns with the kernel queued. With `report`,
+/// the words' copy to the host is queued into the GPU's mailbox ([`WordsMailbox`]), and the
+/// call returns the reports (decoded as [`_bistochastic_reports`] gives them) of the
+/// earlier calls whose copy has completed; without (a call captured into a CUDA graph),
+/// nothing comes back.
 ///
-/// Private to `logot.torch`, which passes the `data_ptr()` of live, contiguous CUDA tensors
-/// of GPU `device` of that dtype and size (`r` freshly allocated, aliasing nothing; `stats`
-/// three int64), and `torch.cuda.current_stream(device).cuda_stream`; other arguments are
-/// undefined behaviour (Python cannot mark a function unsafe: this one is).
+/// Private to `logot.torch`, under the contract of [`crate::torch`] (`stream`).
 #[pyfunction]
-#[pyo3(signature = (x, r, stats, batch, n, double, iters, tol, device, stream, report))]
-#[allow(clippy::too_many_arguments)]
 fn _bistochastic_cuda<'py>(
     py: Python<'py>,
-    x: u64,
-    r: u64,
-    stats: u64,
-    batch: usize,
-    n: usize,
-    double: bool,
+    x: &Bound<'py, PyAny>,
+    out: (Bound<'py, PyAny>, Bound<'py, PyAny>),
     iters: usize,
     tol: f64,
-    device: usize,
     stream: usize,
     report: bool,
 ) -> PyResult<Vec<Bound<'py, PyTuple>>> {
-    let len = matrices_len(batch, n)?;
+    let mut call = CudaCall::new(stream);
+    let ks = [
+        call.input(x, "x")?,
+        call.output(&out.0, "r")?,
+        call.words(&out.1, "stats")?,
+    ];
+    let (batch, n) = matrices(call.get(ks[0]))?;
+    expect_shape(call.get(ks[1]), &call.get(ks[0]).shape)?;
+    check_words(&call, ks[2], words::PROJECTION)?;
+    call.check_outputs()?;
+    let len = call.get(ks[0]).len();
+    let addresses = ks.map(|k| call.get(k).address);
+    let (device, double) = (call.device().unwrap_or_default(), call.double());
     let params = BistochasticParams::default().iters(iters).tol(tol);
     fn run<T: CudaReal>(
         be: CudaBackend,
@@ -181,9 +194,10 @@ fn _bistochastic_cuda<'py>(
         len: usize,
         report: Option<(usize, Deferred)>,
     ) -> logot::Result<Vec<(Deferred, Vec<u64>)>> {
-        // SAFETY: the caller's contract (above): `x` and `r` address `len` values of T of
-        // this GPU and `stats` three words, live until the stream is past this work (torch's
-        // stream-ordered allocator keeps them so); `r` and `stats` alias nothing.
+        // SAFETY: DLPack tensors of this GPU (checked): `x` and `r` hold `len` values of T
+        // and `stats` three words or more, live until the stream is past this work (the
+        // call holds them; torch's stream-ordered allocator keeps their memory after); `r`
+        // and `stats` overlap nothing (checked).
         let (xb, mut rb, mut sb) = unsafe {
             (
                 be.borrow_buffer::<T>(x, len),
@@ -204,52 +218,71 @@ fn _bistochastic_cuda<'py>(
             // SAFETY: the caller's contract: a stream of this GPU, live for the call.
             let be = unsafe { cuda_on_stream(device, stream)? };
             if double {
-                run::<f64>(be, params, n, [x, r, stats], len, report)
+                run::<f64>(be, params, n, addresses, len, report)
             } else {
-                run::<f32>(be, params, n, [x, r, stats], len, report)
+                run::<f32>(be, params, n, addresses, len, report)
             }
         })
         .py()?;
+    drop(call);
     decoded_reports(py, entries)
 }
 
 /// `bistochastic_backward` (the host form, in `crate::linalg`) on CUDA memory, without a
-/// copy and without waiting: reads `R` at `r` and `g = ∂L/∂R` at `g` (`batch×n×n`), writes
-/// `∂L/∂X` at `dx` and the CG summary in the first words of the `words` int64 (as many as
-/// [`_bistochastic_words`] says: the summary, then scratch), on the caller's stream. Contract and `report` as
-/// [`_bistochastic_cuda`] (`dx` and `words` fresh).
+/// copy and without waiting: reads `R` (`r`, `…×n×n`) and `g = ∂L/∂R` (`r`'s shape),
+/// writes into `out = (dx, words)` `∂L/∂X` (`r`'s shape) and the CG summary in the first
+/// int64 words (as many as [`_bistochastic_words`] says: the summary, then scratch), on
+/// the caller's stream; `cg` the CG options. `report` as [`_bistochastic_cuda`]'s.
+///
+/// Private to `logot.torch`, under the contract of [`crate::torch`] (`stream`).
 #[pyfunction]
-#[pyo3(signature = (r, g, dx, words, nwords, batch, n, double, cg_tol, cg_max_iters, device, stream, report))]
-#[allow(clippy::too_many_arguments)]
 fn _bistochastic_backward_cuda<'py>(
     py: Python<'py>,
-    r: u64,
-    g: u64,
-    dx: u64,
-    words: u64,
-    nwords: usize,
-    batch: usize,
-    n: usize,
-    double: bool,
-    cg_tol: Option<f64>,
-    cg_max_iters: usize,
-    device: usize,
+    r: &Bound<'py, PyAny>,
+    g: &Bound<'py, PyAny>,
+    out: (Bound<'py, PyAny>, Bound<'py, PyAny>),
+    cg: CgArg,
     stream: usize,
     report: bool,
 ) -> PyResult<Vec<Bound<'py, PyTuple>>> {
-    let len = matrices_len(batch, n)?;
-    let cg = cg_params(cg_tol, cg_max_iters);
+    let mut call = CudaCall::new(stream);
+    let ks = [
+        call.input(r, "r")?,
+        call.input(g, "g")?,
+        call.output(&out.0, "dx")?,
+        call.words(&out.1, "words")?,
+    ];
+    let (batch, n) = matrices(call.get(ks[0]))?;
+    let shape = call.get(ks[0]).shape.clone();
+    expect_shape(call.get(ks[1]), &shape)?;
+    expect_shape(call.get(ks[2]), &shape)?;
+    let (device, double) = (call.device().unwrap_or_default(), call.double());
+    check_words(&call, ks[3], words::CG_SUMMARY)?;
+    call.check_outputs()?;
+    let nwords = call.get(ks[3]).len();
+    let len = call.get(ks[0]).len();
+    let addresses = ks.map(|k| call.get(k).address);
+    let cg_tol = cg.tol();
+    let cg = cg.params();
     fn run<T: CudaReal>(
         be: CudaBackend,
         cg: &CgParams,
         n: usize,
         [r, g, dx, words]: [u64; 4],
-        (len, nwords): (usize, usize),
+        (len, nwords, batch): (usize, usize, usize),
         report: Option<(usize, Deferred)>,
     ) -> logot::Result<Vec<(Deferred, Vec<u64>)>> {
-        // SAFETY: the caller's contract: three addresses of `len` values of T of this GPU and
-        // `nwords` words, live until the stream is past this work; `dx` and `words` alias
-        // nothing.
+        let need = BistochasticKernels::<T>::bistochastic_backward_words(&be, batch);
+        if nwords < need {
+            return Err(logot::Error::parameter(
+                "words",
+                format!("{nwords} words"),
+                format!("the backward of these matrices needs {need}"),
+            ));
+        }
+        // SAFETY: DLPack tensors of this GPU (checked): three of `len` values of T and
+        // `nwords` words, live until the stream is past this work; `dx` and `words` overlap
+        // nothing (checked).
         let (rb, gb, mut db, mut wb) = unsafe {
             (
                 be.borrow_buffer::<T>(r, len),
@@ -275,14 +308,14 @@ fn _bistochastic_backward_cuda<'py>(
         .detach(|| {
             // SAFETY: the caller's contract: a stream of this GPU, live for the call.
             let be = unsafe { cuda_on_stream(device, stream)? };
-            let addresses = [r, g, dx, words];
             if double {
-                run::<f64>(be, &cg, n, addresses, (len, nwords), report)
+                run::<f64>(be, &cg, n, addresses, (len, nwords, batch), report)
             } else {
-                run::<f32>(be, &cg, n, addresses, (len, nwords), report)
+                run::<f32>(be, &cg, n, addresses, (len, nwords, batch), report)
             }
         })
         .py()?;
+    drop(call);
     decoded_reports(py, entries)
 }
 
