@@ -44,10 +44,14 @@ pub fn auction_refusal<T: Real>(
     const WHY: &str = "the GPU auction solves assignment problems (square, uniform weights); \
                        use the CPU backend";
     if !matches!(params.method, EmdMethod::Auto | EmdMethod::Assignment) {
+        let name = match params.method {
+            EmdMethod::NetworkSimplex => "network_simplex",
+            _ => "another method",
+        };
         return Some(Error::parameter(
             "method",
-            format!("{:?}", params.method),
-            format!("the GPU runs the auction only (auto or assignment): {WHY}"),
+            name,
+            "the GPU runs the auction only (method auto or assignment); use the CPU backend",
         ));
     }
     if n != m {
@@ -66,9 +70,13 @@ pub fn auction_refusal<T: Real>(
         let squared = matches!(metric, Metric::SqEuclidean)
             || matches!(metric, Metric::EuclideanPow(p) if p == 2.0);
         if !squared {
+            let name = match metric {
+                Metric::EuclideanPow(p) => format!("|x − y|^{p}"),
+                _ => "another cost".into(),
+            };
             return Some(Error::parameter(
                 "metric",
-                format!("{metric:?}"),
+                name,
                 "the GPU auction forms the squared Euclidean cost only; use the CPU backend",
             ));
         }
