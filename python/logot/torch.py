@@ -932,7 +932,9 @@ class _ExactLoss(torch.autograd.Function):
     @staticmethod
     def forward(ctx, solve, x, y):
         value, gx, gy = solve(_np(x), _np(y))
-        as_t = lambda a, like: torch.as_tensor(np.ascontiguousarray(a), dtype=like.dtype, device=like.device)
+        def as_t(a, like):
+            return torch.as_tensor(np.array(a, dtype=np.float64, order="C"), dtype=like.dtype, device=like.device)
+
         ctx.save_for_backward(as_t(gx, x), as_t(gy, y))
         return as_t(value, x)
 
