@@ -93,7 +93,7 @@ def emd(mu, nu, cost, *, max_iters=None, max_seconds=None, method="auto",
 
     ``backend``: ``"cpu"``, or ``"cuda"`` / ``"cuda:N"`` for assignment problems (minibatch
     OT): square, uniform weights (None, or all entries of each histogram equal), n ≤ 4096
-    (``AUCTION_MAX_N``), a dense cost or a ``"sqeuclidean"`` point cloud, ``method``
+   , a dense cost or a ``"sqeuclidean"`` point cloud, ``method``
     ``"auto"`` or ``"assignment"``. The whole batch is solved on the GPU by the auction
     algorithm with ε-scaling (one launch), each result certified in float64 on what is
     handed back; its ``method`` is ``"auction"``, or ``"assignment"`` where the device's
