@@ -328,24 +328,47 @@ fn backend_cuda_takes_assignment_batches_and_refuses_the_rest_naming_the_flag() 
     assert_eq!(js["resolved_on_cpu"], 0);
     for k in 0..b {
         let got = js["cost"][k].as_f64().unwrap();
-        assert!((got - best[k]).abs() <= 1e-14 * best[k].max(1.0), "{got} vs {}", best[k]);
+        assert!(
+            (got - best[k]).abs() <= 1e-14 * best[k].max(1.0),
+            "{got} vs {}",
+            best[k]
+        );
     }
 
     // Refusals, each naming the flag at fault and why.
     let u4 = p(&d, "u4.npy");
     let cases: Vec<(Vec<String>, [&str; 2])> = vec![
-        (dense(&sk, &sk, &c_, &["--backend", "cuda"]), ["--mu", "uniform"]),
-        (dense(&u_, &sk, &c_, &["--backend", "cuda"]), ["--nu", "uniform"]),
-        (dense(&u_, &u4, &p(&d, "c54.npy"), &["--backend", "cuda"]), ["--cost", "not square"]),
+        (
+            dense(&sk, &sk, &c_, &["--backend", "cuda"]),
+            ["--mu", "uniform"],
+        ),
+        (
+            dense(&u_, &sk, &c_, &["--backend", "cuda"]),
+            ["--nu", "uniform"],
+        ),
+        (
+            dense(&u_, &u4, &p(&d, "c54.npy"), &["--backend", "cuda"]),
+            ["--cost", "not square"],
+        ),
         (
             dense(&u_, &u_, &c_, &["--backend", "cuda", "--method", "simplex"]),
             ["--method", "auction only"],
         ),
         (
-            ["emd", "--x", &p(&d, "x.npy"), "--y", &p(&d, "x.npy"), "--metric", "euclidean", "--backend", "cuda"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
+            [
+                "emd",
+                "--x",
+                &p(&d, "x.npy"),
+                "--y",
+                &p(&d, "x.npy"),
+                "--metric",
+                "euclidean",
+                "--backend",
+                "cuda",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
             ["--metric", "squared Euclidean"],
         ),
     ];
@@ -377,6 +400,10 @@ fn backend_cuda_takes_assignment_batches_and_refuses_the_rest_naming_the_flag() 
     assert_eq!(js["resolved_on_cpu"], resolved, "{js}");
     for k in 0..b {
         let got = js["cost"][k].as_f64().unwrap();
-        assert!((got - best[k]).abs() <= 1e-12 * best[k].max(1.0), "{got} vs {}", best[k]);
+        assert!(
+            (got - best[k]).abs() <= 1e-12 * best[k].max(1.0),
+            "{got} vs {}",
+            best[k]
+        );
     }
 }
