@@ -310,6 +310,14 @@ def test_bad_input_names_the_argument():
 needs_gpu = pytest.mark.skipif(not logot.cuda_available(), reason="no CUDA GPU")
 
 
+def test_a_gpu_is_usable_where_one_is_required():
+    """Under LOGOT_REQUIRE_GPU=1 (the GPU machine's runs) the GPU tests cannot pass by skipping."""
+    import os
+
+    if os.environ.get("LOGOT_REQUIRE_GPU") == "1":
+        assert logot.cuda_available(), "LOGOT_REQUIRE_GPU=1 but the CUDA backend is unavailable"
+
+
 def test_cuda_backend_refuses_what_the_auction_does_not_take_naming_the_argument():
     rng = np.random.default_rng(40)
     c = rng.uniform(size=(6, 6))

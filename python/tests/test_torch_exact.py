@@ -22,6 +22,14 @@ needs_pot = pytest.mark.skipif(ot is None, reason="POT is not installed")
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available() or not logot.cuda_available(), reason="no CUDA GPU")
 
 
+def test_a_gpu_is_usable_where_one_is_required():
+    """Under LOGOT_REQUIRE_GPU=1 (the GPU machine's runs) the GPU tests cannot pass by skipping."""
+    import os
+
+    if os.environ.get("LOGOT_REQUIRE_GPU") == "1":
+        assert torch.cuda.is_available() and logot.cuda_available(), "LOGOT_REQUIRE_GPU=1 but no usable CUDA GPU"
+
+
 def directions(d, count, seed):
     """Unit directions as columns (d×count), drawn here."""
     p = np.random.default_rng(seed).normal(size=(d, count))
