@@ -1,15 +1,18 @@
 //! `logot emd`: exact optimal transport (POT's `ot.emd` / `ot.emd2`) of one problem or a
 //! batch, from a dense cost or two point clouds; the plan, dense or as a list of its
 //! nonzero entries, and the potentials written as .npy; costs and certificates as JSON.
+//! `--backend cuda` solves batches of assignment problems (square, uniform weights) on the
+//! GPU by the auction and refuses other input, naming the flag at fault.
 
 use crate::npy;
 use crate::output::Outputs;
-use crate::{input, Json};
+use crate::{input, BackendChoice, Json};
 use logot::exact::{
-    emd_batch, emd_points_batch, EmdMethod, EmdParams, EmdResult, ExactMethod, Metric,
+    auction_refusal, emd_batch, emd_points_batch, EmdMethod, EmdParams, EmdResult, ExactMethod,
+    Metric,
 };
 use logot::{Error, Real, Result};
-use ndarray::{Array1, Array2, Array3, ArrayD, Axis, Ix2, Ix3};
+use ndarray::{Array1, Array2, Array3, ArrayD, ArrayView2, ArrayView3, Axis, Ix2, Ix3};
 use serde_json::json;
 use std::time::Duration;
 
@@ -53,6 +56,13 @@ pub struct EmdArgs {
     /// Relative tolerance of the certificate for "exact" (gap, dual violation, marginals).
     #[arg(long, default_value_t = 1e-9)]
     pub certificate_tol: f64,
+    /// Where to solve. cuda: assignment problems (square, uniform weights, n ≤ 4096, a
+    /// dense cost or sqeuclidean clouds; --method auto or assignment), the whole batch on
+    /// the GPU by the auction, each problem whose device certificate fails solved again
+    /// on the CPU ("method_each" says "auction" or "assignment"); other input is an error
+    /// naming the flag at fault.
+    #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]
+    pub backend: BackendChoice,
     /// Output .npy for the dense plan: n×m for one problem, B×n×m for a batch.
     #[arg(long)]
     pub out: Option<String>,
@@ -162,7 +172,7 @@ fn weights<T: Real>(spec: Option<&str>, arg: &str) -> Result<Option<Array2<T>>> 
         .transpose()
 }
 
-fn solve<T: Real>(a: &EmdArgs) -> Result<(Vec<EmdResult>, bool)> {
+fn solve<T: Precision>(a: &EmdArgs) -> Result<(Vec<EmdResult>, bool)> {
     let params = a.params()?;
     match (&a.cost, &a.x, &a.y) {
         (Some(cost), _, _) => {
@@ -171,10 +181,16 @@ fn solve<T: Real>(a: &EmdArgs) -> Result<(Vec<EmdResult>, bool)> {
             let mu = npy::fixed::<T, Ix2>(mu, "--mu")?;
             let nu = weights::<T>(a.nu.as_deref(), "--nu")?.unwrap_or_default();
             let cost = npy::fixed::<T, Ix3>(read_batch(cost, "--cost", 2)?.0, "--cost")?;
-            Ok((
-                emd_batch(mu.view(), nu.view(), cost.view(), &params)?,
-                single,
-            ))
+            let (mu, nu, cost) = (mu.view(), nu.view(), cost.view());
+            let (_, n, m) = cost.dim();
+            let rs = match a.backend {
+                BackendChoice::Cpu => emd_batch(mu, nu, cost, &params)?,
+                BackendChoice::Cuda => {
+                    on_gpu(Some(mu), Some(nu), n, m, None, &params, "--cost")?;
+                    gpu_batch(mu, nu, cost, &params)?
+                }
+            };
+            Ok((rs, single))
         }
         (None, Some(x), Some(y)) => {
             let metric = a.metric()?;
@@ -183,14 +199,16 @@ fn solve<T: Real>(a: &EmdArgs) -> Result<(Vec<EmdResult>, bool)> {
             let ys = npy::fixed::<T, Ix3>(read_batch(y, "--y", 2)?.0, "--y")?;
             let mu = weights::<T>(a.mu.as_deref(), "--mu")?;
             let nu = weights::<T>(a.nu.as_deref(), "--nu")?;
-            let r = emd_points_batch(
-                mu.as_ref().map(|w| w.view()),
-                nu.as_ref().map(|w| w.view()),
-                xs.view(),
-                ys.view(),
-                metric,
-                &params,
-            )?;
+            let (mu, nu) = (mu.as_ref().map(|w| w.view()), nu.as_ref().map(|w| w.view()));
+            let (xs, ys) = (xs.view(), ys.view());
+            let r = match a.backend {
+                BackendChoice::Cpu => emd_points_batch(mu, nu, xs, ys, metric, &params)?,
+                BackendChoice::Cuda => {
+                    let (n, m) = (xs.dim().1, ys.dim().1);
+                    on_gpu(mu, nu, n, m, Some(metric), &params, "--x")?;
+                    gpu_points_batch(mu, nu, xs, ys, metric, &params)?
+                }
+            };
             Ok((r, single))
         }
         _ => Err(Error::parameter(
@@ -198,6 +216,89 @@ fn solve<T: Real>(a: &EmdArgs) -> Result<(Vec<EmdResult>, bool)> {
             "absent",
             "give --cost, or --x and --y",
         )),
+    }
+}
+
+/// The precisions of `logot emd`: f32 and f64, which the CUDA backend takes too where the
+/// CLI is built with it.
+#[cfg(feature = "cuda")]
+trait Precision: logot::backend::cuda::CudaReal {}
+#[cfg(feature = "cuda")]
+impl<T: logot::backend::cuda::CudaReal> Precision for T {}
+#[cfg(not(feature = "cuda"))]
+trait Precision: Real {}
+#[cfg(not(feature = "cuda"))]
+impl<T: Real> Precision for T {}
+
+/// A batch of dense problems on GPU 0 (the auction).
+#[cfg(feature = "cuda")]
+fn gpu_batch<T: Precision>(
+    mu: ArrayView2<'_, T>,
+    nu: ArrayView2<'_, T>,
+    cost: ArrayView3<'_, T>,
+    params: &EmdParams,
+) -> Result<Vec<EmdResult>> {
+    crate::cuda_backend()?.emd_batch(mu, nu, cost, params)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn gpu_batch<T: Precision>(
+    _: ArrayView2<'_, T>,
+    _: ArrayView2<'_, T>,
+    _: ArrayView3<'_, T>,
+    _: &EmdParams,
+) -> Result<Vec<EmdResult>> {
+    Err(crate::no_cuda())
+}
+
+/// A batch of point-cloud problems on GPU 0 (the auction).
+#[cfg(feature = "cuda")]
+fn gpu_points_batch<T: Precision>(
+    mu: Option<ArrayView2<'_, T>>,
+    nu: Option<ArrayView2<'_, T>>,
+    x: ArrayView3<'_, T>,
+    y: ArrayView3<'_, T>,
+    metric: Metric,
+    params: &EmdParams,
+) -> Result<Vec<EmdResult>> {
+    crate::cuda_backend()?.emd_points_batch(mu, nu, x, y, metric, params)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn gpu_points_batch<T: Precision>(
+    _: Option<ArrayView2<'_, T>>,
+    _: Option<ArrayView2<'_, T>>,
+    _: ArrayView3<'_, T>,
+    _: ArrayView3<'_, T>,
+    _: Metric,
+    _: &EmdParams,
+) -> Result<Vec<EmdResult>> {
+    Err(crate::no_cuda())
+}
+
+/// `--backend cuda`'s check: the error naming the flag at fault where the GPU auction does
+/// not take the batch (`cost_flag` names the problem's size: `--cost` or `--x`).
+fn on_gpu<T: Real>(
+    mu: Option<ArrayView2<'_, T>>,
+    nu: Option<ArrayView2<'_, T>>,
+    n: usize,
+    m: usize,
+    metric: Option<Metric>,
+    params: &EmdParams,
+    cost_flag: &'static str,
+) -> Result<()> {
+    match auction_refusal(mu, nu, n, m, metric, params) {
+        None => Ok(()),
+        Some(e) => Err(e.rename_arg(|arg| {
+            match arg.as_str() {
+                "cost" => cost_flag,
+                "metric" => "--metric",
+                "method" => "--method",
+                "mu" => "--mu",
+                _ => "--nu",
+            }
+            .into()
+        })),
     }
 }
 
@@ -246,7 +347,7 @@ fn write<T: Real>(a: &EmdArgs, rs: &[EmdResult], single: bool, outs: &mut Output
     Ok(())
 }
 
-fn run<T: Real>(a: &EmdArgs, outs: &mut Outputs) -> Json {
+fn run<T: Precision>(a: &EmdArgs, outs: &mut Outputs) -> Json {
     let (rs, single) = solve::<T>(a)?;
     write::<T>(a, &rs, single, outs)?;
     let each = |f: fn(&EmdResult) -> serde_json::Value| rs.iter().map(f).collect::<Vec<_>>();
@@ -276,6 +377,12 @@ fn run<T: Real>(a: &EmdArgs, outs: &mut Outputs) -> Json {
         }),
         "dual": each(|r| r.certificate.dual.into()),
         "dtype": T::NAME,
+        "backend": a.backend.name(),
+        // On the GPU, the problems whose device certificate failed, solved again on the CPU.
+        "resolved_on_cpu": match a.backend {
+            BackendChoice::Cpu => 0,
+            BackendChoice::Cuda => rs.iter().filter(|r| r.method != ExactMethod::Auction).count(),
+        },
     }))
 }
 

@@ -1,6 +1,7 @@
 """Exact optimal transport: the network simplex and the assignment solver (dense costs or
-point clouds), the line (sorting), sliced and max-sliced Wasserstein distances. Every
-exact result carries its potentials and a certificate measured on what is returned."""
+point clouds) on the CPU, the auction on a GPU for batches of assignment problems, the line
+(sorting), sliced and max-sliced Wasserstein distances. Every exact result carries its
+potentials and a certificate measured on what is returned."""
 
 from __future__ import annotations
 
@@ -73,7 +74,7 @@ def _params(max_iters, max_seconds, method, certificate_tol):
 
 
 def emd(mu, nu, cost, *, max_iters=None, max_seconds=None, method="auto",
-        certificate_tol=1e-9) -> Union[ExactResult, List[ExactResult]]:
+        certificate_tol=1e-9, backend="cpu") -> Union[ExactResult, List[ExactResult]]:
     """Exact optimal transport ``min ⟨P, C⟩ s.t. P·1 = μ, Pᵀ·1 = ν, P ≥ 0`` (POT's
     ``ot.emd`` / ``ot.emd2``), with the plan, the dual potentials and a certificate.
 
@@ -89,6 +90,17 @@ def emd(mu, nu, cost, *, max_iters=None, max_seconds=None, method="auto",
     or ``"assignment"``. ``max_iters`` (pivots or augmentations) and ``max_seconds`` limit
     one problem: reaching them is reported (``converged`` False), not an error.
     ``certificate_tol``: the relative tolerance of ``exact``.
+
+    ``backend``: ``"cpu"``, or ``"cuda"`` / ``"cuda:N"`` for assignment problems (minibatch
+    OT): square, uniform weights (None, or all entries of each histogram equal), n ≤ 4096
+   , a dense cost or a ``"sqeuclidean"`` point cloud, ``method``
+    ``"auto"`` or ``"assignment"``. The whole batch is solved on the GPU by the auction
+    algorithm with ε-scaling (one launch), each result certified in float64 on what is
+    handed back; its ``method`` is ``"auction"``, or ``"assignment"`` where the device's
+    certificate did not hold within ``certificate_tol`` (or a round limit stopped it) and
+    the problem was solved again on the CPU. Other input with a ``"cuda"`` backend raises
+    ``ValueError`` naming the argument and why (it never runs on the CPU unannounced);
+    ``max_seconds`` bounds the CPU's work only.
 
     One problem gives an :class:`ExactResult`, a batch a list of them (solved in parallel).
     """
@@ -116,7 +128,7 @@ def emd(mu, nu, cost, *, max_iters=None, max_seconds=None, method="auto",
             x = np.broadcast_to(x, (batch,) + x.shape[1:])
             y = np.broadcast_to(y, (batch,) + y.shape[1:])
         ws = [w if w is None or w.ndim == 2 else np.broadcast_to(w, (batch, w.size)) for w in ws]
-        outs = _logot.emd_points(ws[0], ws[1], x, y, p, **params)
+        outs = _logot.emd_points(ws[0], ws[1], x, y, p, **params, backend=backend)
     else:
         cost = np.asarray(cost)
         _ndim(cost, "cost", (2, 3), "an n×m cost or a batch of them (B×n×m)")
@@ -137,7 +149,7 @@ def emd(mu, nu, cost, *, max_iters=None, max_seconds=None, method="auto",
             mu = np.broadcast_to(mu, (batch, mu.size))
         if nu.ndim == 1:
             nu = np.broadcast_to(nu, (batch, nu.size))
-        outs = _logot.emd(mu, nu, cost[None] if cost.ndim == 2 else cost, **params)
+        outs = _logot.emd(mu, nu, cost[None] if cost.ndim == 2 else cost, **params, backend=backend)
     results = [_exact_result(o) for o in outs]
     return results[0] if single else results
 

@@ -393,7 +393,17 @@ def emd(
     max_seconds: Optional[float] = None,
     method: str = "auto",
     certificate_tol: float = 1e-9,
+    backend: str = "cpu",
 ) -> list[EmdOutput]: ...
+def emd_gpu_refusal(
+    mu: Optional[npt.NDArray[np.float64]],
+    nu: Optional[npt.NDArray[np.float64]],
+    n: int,
+    m: int,
+    points: bool = False,
+    p: Optional[float] = None,
+    method: str = "auto",
+) -> Optional[str]: ...
 def emd_points(
     mu: Optional[Array],
     nu: Optional[Array],
@@ -404,6 +414,7 @@ def emd_points(
     max_seconds: Optional[float] = None,
     method: str = "auto",
     certificate_tol: float = 1e-9,
+    backend: str = "cpu",
 ) -> list[EmdOutput]: ...
 def emd_1d(
     x_a: Array, x_b: Array, a: Optional[Array] = None, b: Optional[Array] = None, p: Optional[float] = None
@@ -418,6 +429,23 @@ def wasserstein_1d(
     v_weights: Optional[Array] = None,
     p: float = 1.0,
 ) -> npt.NDArray[np.float64]: ...
+def wasserstein_1d_grad(
+    u_values: Array,
+    v_values: Array,
+    u_weights: Optional[Array] = None,
+    v_weights: Optional[Array] = None,
+    p: float = 1.0,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
+def sliced_wasserstein_grad_batched(
+    x_s: Array,
+    x_t: Array,
+    a: Optional[Array] = None,
+    b: Optional[Array] = None,
+    projections: Optional[npt.NDArray[np.float64]] = None,
+    n_projections: int = 50,
+    seed: int = 0,
+    p: float = 2.0,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
 def sliced_wasserstein(
     x_s: Array,
     x_t: Array,

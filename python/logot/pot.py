@@ -54,6 +54,7 @@ import warnings
 import numpy as np
 
 import logot as _lg
+from . import _logot
 from ._pot_gromov import (
     entropic_fused_gromov_wasserstein,
     entropic_fused_gromov_wasserstein2,
@@ -544,8 +545,35 @@ _EXACT_DIFFERENCES = """
 """
 
 
-def _emd(a, b, M, numItermax, multi_ok):
-    a, b, M = np.asarray(a), np.asarray(b), np.asarray(M)
+def _is_tensor(x) -> bool:
+    return type(x).__module__.split(".")[0] == "torch" and hasattr(x, "detach")
+
+
+def _host(x):
+    """A torch tensor's data as numpy (CUDA tensors: one copy to the host); anything else
+    as it is."""
+    return x.detach().cpu().numpy() if _is_tensor(x) else x
+
+
+def _emd_backend(backend, a, b, M, like):
+    """The backend of an exact problem: ``backend`` when given; else the GPU of a CUDA
+    tensor ``like`` where the auction takes the problem (square, uniform weights), the CPU
+    otherwise."""
+    if backend is not None:
+        return backend
+    if like is None or not like.is_cuda:
+        return "cpu"
+    ws = []
+    for w, multi in ((a, False), (b, b is not None and b.ndim == 2)):
+        ws.append(None if w is None else np.asarray(w, dtype=np.float64).T if multi
+                  else np.asarray(w, dtype=np.float64)[None])
+    refused = _logot.emd_gpu_refusal(ws[0], ws[1], M.shape[0], M.shape[1])
+    return "cpu" if refused else f"cuda:{like.device.index or 0}"
+
+
+def _emd(a, b, M, numItermax, multi_ok, backend):
+    like = M if _is_tensor(M) else None
+    a, b, M = (np.asarray(_host(v)) for v in (a, b, M))
     if M.ndim != 2:
         raise ValueError(f"M: expected an n×m cost matrix, got shape {M.shape}")
     a = None if a.size == 0 else a
@@ -554,53 +582,73 @@ def _emd(a, b, M, numItermax, multi_ok):
     if multi and not multi_ok:
         raise ValueError(f"b: expected a histogram (m), got shape {b.shape}")
     with _words(**_EMD_NAMES):
-        r = _lg.emd(a, None if b is None else (b.T if multi else b), M, max_iters=numItermax)
+        backend = _emd_backend(backend, a, b, M, like)
+        r = _lg.emd(a, None if b is None else (b.T if multi else b), M, max_iters=numItermax, backend=backend)
     rs = r if multi else [r]
     for x in rs:
         if not x.converged:
             warnings.warn("numItermax reached before optimality. Try to increase numItermax.", UserWarning)
-    return rs, multi, M.dtype if M.dtype.kind == "f" else np.dtype(np.float64)
+    return rs, multi, M.dtype if M.dtype.kind == "f" else np.dtype(np.float64), like
 
 
-def _emd_log(r, dtype):
+def _like(x, like):
+    """``x`` (numpy) as a tensor on the device of ``like`` where the cost was a tensor."""
+    if like is None:
+        return x
+    import torch
+
+    return torch.as_tensor(np.asarray(x), device=like.device)
+
+
+def _emd_log(r, dtype, like=None):
     return {
-        "cost": dtype.type(r.cost),
-        "u": r.f.astype(dtype),
-        "v": r.g.astype(dtype),
+        "cost": _like(dtype.type(r.cost), like),
+        "u": _like(r.f.astype(dtype), like),
+        "v": _like(r.g.astype(dtype), like),
         "warning": None if r.converged else "numItermax reached before optimality. Try to increase numItermax.",
         "result_code": 1 if r.converged else 3,
         "certificate": r.certificate,
         "exact": r.exact,
+        "method": r.method,
     }
 
 
 def emd(a, b, M, numItermax=100000, log=False, center_dual=True, numThreads=1, check_marginals=True,
-        potentials_init=None):
+        potentials_init=None, *, backend=None):
     """The exact OT plan (n×m, in ``M``'s dtype), POT's ``ot.emd``: the network simplex
     (the assignment solver for uniform square problems where it is faster). ``a``/``b``
     empty: uniform. ``numItermax`` bounds the pivots; reaching it warns as POT does and
     ``log["result_code"]`` is 3 (1: optimal). ``log``: ``cost``, ``u``, ``v`` (dual
-    potentials), ``warning``, ``result_code``.
+    potentials), ``warning``, ``result_code``, and logot's ``method``.
+
+    Torch tensors are taken too (the plan and the log's arrays come back as tensors on
+    ``M``'s device; no autograd: use :mod:`logot.torch` for gradients). ``backend``: None
+    (default) solves a CUDA ``M`` on its GPU by the auction when the problem is an
+    assignment problem (square, ``a`` and ``b`` uniform or empty, n ≤ 4096) and on the CPU
+    otherwise, after one copy to the host each way (``log["method"]`` says which:
+    ``"auction"`` on the GPU); ``"cpu"``, ``"cuda"``, ``"cuda:N"`` as :func:`logot.emd`
+    (a ``"cuda"`` backend refuses other input with ``ValueError``).
     """
-    rs, _, dtype = _emd(a, b, M, numItermax, False)
-    G = rs[0].plan.astype(dtype)
-    return (G, _emd_log(rs[0], dtype)) if log else G
+    rs, _, dtype, like = _emd(a, b, M, numItermax, False, backend)
+    G = _like(rs[0].plan.astype(dtype), like)
+    return (G, _emd_log(rs[0], dtype, like)) if log else G
 
 
 def emd2(a, b, M, processes=1, numItermax=100000, log=False, return_matrix=False, center_dual=True,
-         numThreads=1, check_marginals=True, potentials_init=None):
+         numThreads=1, check_marginals=True, potentials_init=None, *, backend=None):
     """The exact OT cost ``⟨P, M⟩``, POT's ``ot.emd2``: a scalar, or one cost per column
     of a 2-D ``b`` (m×n_hists, solved in parallel). ``log`` as :func:`emd`, with the plan
-    ``G`` when ``return_matrix``."""
-    rs, multi, dtype = _emd(a, b, M, numItermax, True)
+    ``G`` when ``return_matrix``. Torch tensors and ``backend`` as :func:`emd` (the costs
+    a tensor, without gradient)."""
+    rs, multi, dtype, like = _emd(a, b, M, numItermax, True, backend)
     costs = np.array([r.cost for r in rs], dtype=dtype)
-    out = costs if multi else dtype.type(costs[0])
+    out = _like(costs if multi else dtype.type(costs[0]), like)
     if not log:
         return out
-    logs = [_emd_log(r, dtype) for r in rs]
+    logs = [_emd_log(r, dtype, like) for r in rs]
     for lg_, r in zip(logs, rs):
         if return_matrix:
-            lg_["G"] = r.plan.astype(dtype)
+            lg_["G"] = _like(r.plan.astype(dtype), like)
     return out, (logs if multi else logs[0])
 
 

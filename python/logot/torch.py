@@ -16,6 +16,9 @@ Import it explicitly (``import logot.torch``); ``import logot`` alone never impo
 * :func:`gromov_wasserstein2`, :func:`entropic_gromov_wasserstein2` — Gromov–Wasserstein
   values with the envelope gradients with respect to the structures and the weights (and
   :func:`gromov_value` for any solved :class:`logot.GromovResult`).
+* :func:`sliced_wasserstein`, :func:`max_sliced_wasserstein`, :func:`wasserstein_1d` —
+  exact OT losses (sorting on the line) with the library's gradients with respect to the
+  points; CUDA tensors go through the host (one copy each way).
 
 Tensors: float32 and float64. CPU tensors share memory with the numpy arrays the library
 reads (no copy). CUDA tensors run on the CUDA backend of their device
@@ -52,6 +55,9 @@ __all__ = [
     "gromov_value",
     "gromov_wasserstein2",
     "entropic_gromov_wasserstein2",
+    "sliced_wasserstein",
+    "max_sliced_wasserstein",
+    "wasserstein_1d",
     "CUDA_ZERO_COPY",
 ]
 
@@ -903,3 +909,164 @@ def entropic_gromov_wasserstein2(c1, c2, eps: float, p=None, q=None, **options) 
     a = _gromov_inputs(c1, c2, p, q)
     r = _lg.entropic_gromov_wasserstein(a[0], a[1], eps, a[2], a[3], gradients=True, **options)
     return gromov_value(r, c1, c2, p, q)
+
+
+# ---------------------------------------------------------------------------------------
+# Exact OT losses: sliced, max-sliced and 1-D Wasserstein
+# ---------------------------------------------------------------------------------------
+
+
+class _ExactLoss(torch.autograd.Function):
+    """A loss whose value and gradients with respect to two point sets ``solve`` computes on
+    the host (numpy in; ``(value, grad_x, grad_y)`` out, float64, a value per problem of a
+    batch); the backward scales those gradients by the incoming one."""
+
+    @staticmethod
+    def forward(ctx, solve, x, y):
+        value, gx, gy = solve(_np(x), _np(y))
+        def as_t(a, like):
+            return torch.as_tensor(np.array(a, dtype=np.float64, order="C"), dtype=like.dtype, device=like.device)
+
+        ctx.save_for_backward(as_t(gx, x), as_t(gy, y))
+        return as_t(value, x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        gx, gy = ctx.saved_tensors
+
+        def scaled(g):
+            return grad.reshape(grad.shape + (1,) * (g.dim() - grad.dim())) * g
+
+        return None, scaled(gx) if ctx.needs_input_grad[1] else None, scaled(gy) if ctx.needs_input_grad[2] else None
+
+
+def _fixed_weights(weights, names, dtype):
+    """Weights as numpy arrays of ``dtype`` (None: uniform). Their gradients are not
+    computed: a weight tensor that requires one is refused, naming it."""
+    out = []
+    for w, name in zip(weights, names):
+        if isinstance(w, torch.Tensor):
+            if w.requires_grad:
+                raise ValueError(f"{name}: gradients with respect to the weights are not computed here; "
+                                 "pass a tensor that does not require grad (w.detach())")
+            w = _np(w)
+        if w is not None:
+            _check_real(w, name)
+        out.append(None if w is None else np.asarray(w, dtype=dtype))
+    return out
+
+
+def _batch_of(w, batch: int):
+    """Weights of a batch: B×n as they are, n shared by the B problems (broadcast)."""
+    if w is None or w.ndim != 1:
+        return w
+    return np.ascontiguousarray(np.broadcast_to(w, (batch, w.size)))
+
+
+def _host_projections(projections):
+    return None if projections is None else np.asarray(_np(projections) if isinstance(projections, torch.Tensor)
+                                                       else projections, dtype=np.float64)
+
+
+def sliced_wasserstein(x, y, a=None, b=None, *, n_projections=50, seed=0, projections=None, p=2) -> torch.Tensor:
+    """The sliced Wasserstein distance ``SW_p = ((1/L) Σ_l W_p^p(θ_l#μ, θ_l#ν))^{1/p}`` of
+    :func:`logot.sliced_wasserstein` (POT's ``sliced_wasserstein_distance``: the same
+    directions for the same ``seed``, or ``projections`` d×L) as a differentiable loss:
+    ``x`` (n×d) against ``y`` (m×d), weights ``a``, ``b`` (None: uniform; no gradient),
+    a 0-d tensor; or a batch, ``x`` B×n×d against ``y`` B×m×d (weights B×n, B×m or shared
+    n, m), a (B,) tensor, every pair along the same directions.
+
+    The backward is the library's gradient with respect to the points (each projection's
+    sorted plan held fixed: exact where the projected values of each side are distinct;
+    zero where ``SW_p = 0``). The dtype of ``x`` is kept (float32 or float64; computed in
+    float64). CUDA tensors go through the host: one copy of the points to it, one of the
+    value and gradients back."""
+    x, y = _as_tensors(x, y, names=("x", "y"))
+    np_dtype = np.float32 if x.dtype == torch.float32 else np.float64
+    a, b = _fixed_weights((a, b), ("a", "b"), np_dtype)
+    projections = _host_projections(projections)
+    with _lg._exact._rename(x_s="x", x_t="y"):
+        if x.dim() == 3:
+            projections, n_projections, seed = _lg._exact._projections(None, projections, n_projections, seed)
+            if y.dim() != 3:
+                raise ValueError(f"y: expected B×m×d point clouds as x is a batch, got shape {tuple(y.shape)}")
+            p = _lg._real("p", p)
+            a, b = _batch_of(a, x.shape[0]), _batch_of(b, x.shape[0])
+
+            def solve(xs, ys):
+                return _lg._logot.sliced_wasserstein_grad_batched(xs, ys, a, b, projections, n_projections, seed, p)
+        else:
+
+            def solve(xs, ys):
+                r = _lg.sliced_wasserstein(xs, ys, a, b, n_projections=n_projections, seed=seed,
+                                           projections=projections, p=p, gradients=True)
+                return r.distance, r.grad_x_s, r.grad_x_t
+
+        return _ExactLoss.apply(solve, x, y)
+
+
+def max_sliced_wasserstein(x, y, a=None, b=None, *, n_projections=50, seed=0, projections=None, p=2,
+                           ascent_steps=None, step=0.5) -> torch.Tensor:
+    """The max-sliced distance ``max_θ W_p(θ#μ, θ#ν)`` of :func:`logot.max_sliced_wasserstein`
+    (POT's ``max_sliced_wasserstein_distance`` over the same directions; with
+    ``ascent_steps``, refined by projected gradient ascent on the sphere) as a
+    differentiable loss, arguments and batches as :func:`sliced_wasserstein` (a batch is
+    solved problem by problem). The backward is the library's gradient with respect to the
+    points at the best direction found (the envelope theorem: the direction and its sorted
+    plan held fixed)."""
+    x, y = _as_tensors(x, y, names=("x", "y"))
+    np_dtype = np.float32 if x.dtype == torch.float32 else np.float64
+    a, b = _fixed_weights((a, b), ("a", "b"), np_dtype)
+    projections = _host_projections(projections)
+
+    def one(xs, ys, a, b):
+        r = _lg.max_sliced_wasserstein(xs, ys, a, b, n_projections=n_projections, seed=seed, projections=projections,
+                                       p=p, ascent_steps=ascent_steps, step=step, gradients=True)
+        return r.distance, r.grad_x_s, r.grad_x_t
+
+    with _lg._exact._rename(x_s="x", x_t="y"):
+        if x.dim() == 3:
+            if y.dim() != 3 or y.shape[0] != x.shape[0]:
+                raise ValueError(f"y: expected {x.shape[0]}×m×d point clouds as x, got shape {tuple(y.shape)}")
+            a, b = _batch_of(a, x.shape[0]), _batch_of(b, x.shape[0])
+
+            def solve(xs, ys):
+                each = [one(xs[k], ys[k], None if a is None else a[k], None if b is None else b[k])
+                        for k in range(xs.shape[0])]
+                return tuple(np.stack([e[i] for e in each]) for i in range(3))
+        else:
+
+            def solve(xs, ys):
+                return one(xs, ys, a, b)
+
+        return _ExactLoss.apply(solve, x, y)
+
+
+def wasserstein_1d(u_values, v_values, u_weights=None, v_weights=None, p=1) -> torch.Tensor:
+    """``W_p^p = ∫₀¹ |F⁻¹(q) − G⁻¹(q)|^p dq`` on the line (the p-th power, as POT's
+    ``wasserstein_1d`` and :func:`logot.wasserstein_1d`), ``p ≥ 1``, as a differentiable
+    loss: ``u_values`` (n) against ``v_values`` (m), a 0-d tensor; or a batch, row k of
+    ``u_values`` (B×n) against row k of ``v_values`` (B×m), a (B,) tensor (POT's batches
+    are columns: ``ot.wasserstein_1d(u.T, v.T)``). Weights n and m (or B×n, B×m; None:
+    uniform) get no gradient. The backward is the library's gradient with respect to the
+    values, ``Σ_j P_ij h'(u_i − v_j)`` with the monotone plan held fixed (exact where the
+    values of each side are distinct). The dtype is kept; CUDA tensors go through the host
+    (one copy each way)."""
+    u, v = _as_tensors(u_values, v_values, names=("u_values", "v_values"))
+    np_dtype = np.float32 if u.dtype == torch.float32 else np.float64
+    uw, vw = _fixed_weights((u_weights, v_weights), ("u_weights", "v_weights"), np_dtype)
+    if u.dim() not in (1, 2):
+        raise ValueError(f"u_values: expected values (n) or a batch of them (B×n), got shape {tuple(u.shape)}")
+    if v.dim() != u.dim():
+        raise ValueError(f"v_values: expected {u.dim()} dimension(s) as u_values, got shape {tuple(v.shape)}")
+    single = u.dim() == 1
+    batch = 1 if single else u.shape[0]
+    uw, vw = _batch_of(uw, batch), _batch_of(vw, batch)
+    p = _lg._real("p", p)
+
+    def solve(us, vs):
+        values, gu, gv = _lg._logot.wasserstein_1d_grad(us[None] if single else us, vs[None] if single else vs,
+                                                        uw, vw, p)
+        return (values[0], gu[0], gv[0]) if single else (values, gu, gv)
+
+    return _ExactLoss.apply(solve, u, v)

@@ -1,19 +1,23 @@
 //! Exact optimal transport on host arrays: the network simplex and the assignment solver
-//! (dense costs or point clouds), the line (sorting), sliced and max-sliced distances.
-//! Every exact result carries its plan (sparse), potentials and certificate.
+//! (dense costs or point clouds) on the CPU, the auction on a GPU for batches of
+//! assignment problems (`backend="cuda"`), the line (sorting), sliced and max-sliced
+//! distances with their gradients. Every exact result carries its plan (sparse),
+//! potentials and certificate.
 
-use crate::common::{compute, OrPyErr};
+use crate::common::{compute, device, Device, OrPyErr};
 use crate::results::array;
 use logot::exact::{
-    emd2_1d as lib_emd2_1d, emd_1d as lib_emd_1d, emd_batch, emd_points_batch,
+    auction_refusal, emd2_1d as lib_emd2_1d, emd_1d as lib_emd_1d, emd_batch, emd_points_batch,
     max_sliced_wasserstein_distance, max_sliced_wasserstein_grad, sliced_wasserstein_distance,
-    sliced_wasserstein_grad, wasserstein_1d_batch, Certificate, EmdMethod, EmdParams, EmdResult,
+    sliced_wasserstein_grad, sliced_wasserstein_grad_batch, wasserstein_1d_batch,
+    wasserstein_1d_grad as lib_wasserstein_1d_grad, Certificate, EmdMethod, EmdParams, EmdResult,
     ExactMethod, MaxSlicedSearch, Metric, Projections,
 };
-use logot::Error;
-use ndarray::Array1;
+use logot::{Error, Real};
+use ndarray::{Array1, Array2, Array3, ArrayView2, Axis};
 use numpy::{PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3};
 use pyo3::prelude::*;
+use rayon::prelude::*;
 use std::time::Duration;
 
 /// The certificate of an exact result ([`logot::exact::Certificate`]), measured on the
@@ -35,7 +39,8 @@ pub(crate) struct CertificateOutput {
 /// One exact problem: its cost `⟨P, C⟩`, the plan's nonzero entries `P[rows[k], cols[k]] =
 /// mass[k]` of an `n×m` plan, the potentials `f` (n), `g` (m), the certificate, the
 /// iterations, whether the solver converged and whether the result is exact (converged
-/// and certified), and the algorithm (`"network_simplex"`, `"assignment"`, `"sorting"`).
+/// and certified), and the algorithm (`"network_simplex"`, `"assignment"`, `"auction"` on
+/// the GPU, `"sorting"`).
 #[pyclass(frozen, get_all, module = "logot._logot")]
 pub(crate) struct EmdOutput {
     cost: f64,
@@ -145,7 +150,7 @@ fn outputs(py: Python<'_>, rs: Vec<EmdResult>) -> PyResult<Vec<Py<EmdOutput>>> {
 /// Exact OT of a batch: `mu` (B×n), `nu` (B×m), `cost` (B×n×m, or 1×n×m shared); one
 /// [`EmdOutput`] per problem.
 #[pyfunction]
-#[pyo3(signature = (mu, nu, cost, max_iters=None, max_seconds=None, method="auto", certificate_tol=1e-9))]
+#[pyo3(signature = (mu, nu, cost, max_iters=None, max_seconds=None, method="auto", certificate_tol=1e-9, backend="cpu"))]
 #[allow(clippy::too_many_arguments)]
 fn emd<'py>(
     py: Python<'py>,
@@ -156,6 +161,7 @@ fn emd<'py>(
     max_seconds: Option<f64>,
     method: &str,
     certificate_tol: f64,
+    backend: &str,
 ) -> PyResult<Vec<Py<EmdOutput>>> {
     let params = emd_params(max_iters, max_seconds, method, certificate_tol).py()?;
     let rs = by_dtype!(mu, "mu", T => {
@@ -163,15 +169,64 @@ fn emd<'py>(
         let nu: PyReadonlyArray2<'py, T> = nu.extract()?;
         let cost: PyReadonlyArray3<'py, T> = cost.extract()?;
         let (mu, nu, cost) = (mu.as_array(), nu.as_array(), cost.as_array());
-        compute(py, true, || emd_batch(mu, nu, cost, &params)).py()?
+        let (_, n, m) = cost.dim();
+        match gpu(py, backend, Some(mu), Some(nu), n, m, None, &params)? {
+            Device::Cpu => compute(py, true, || emd_batch(mu, nu, cost, &params)).py()?,
+            Device::Cuda(be) => compute(py, false, || be.emd_batch(mu, nu, cost, &params)).py()?,
+        }
     });
     outputs(py, rs)
+}
+
+/// The device `backend` names for an exact batch: the CPU, or a GPU whose auction takes
+/// the batch (checked before the device is started; other input is a `ValueError` naming
+/// the argument and why, never a silent CPU solve).
+#[allow(clippy::too_many_arguments)]
+fn gpu<T: Real>(
+    py: Python<'_>,
+    backend: &str,
+    mu: Option<ArrayView2<'_, T>>,
+    nu: Option<ArrayView2<'_, T>>,
+    n: usize,
+    m: usize,
+    metric: Option<Metric>,
+    params: &EmdParams,
+) -> PyResult<Device> {
+    if backend.starts_with("cuda") {
+        if let Some(e) = auction_refusal(mu, nu, n, m, metric, params) {
+            return Err(e).py();
+        }
+    }
+    device(py, backend)
+}
+
+/// Why the GPU auction does not take a batch (`mu` B×n, `nu` B×m, None: uniform; `p`
+/// the point clouds' power, `points` whether they are clouds), or None when it does.
+#[pyfunction]
+#[pyo3(signature = (mu, nu, n, m, points=false, p=None, method="auto"))]
+#[allow(clippy::too_many_arguments)]
+fn emd_gpu_refusal<'py>(
+    mu: Option<PyReadonlyArray2<'py, f64>>,
+    nu: Option<PyReadonlyArray2<'py, f64>>,
+    n: usize,
+    m: usize,
+    points: bool,
+    p: Option<f64>,
+    method: &str,
+) -> PyResult<Option<String>> {
+    let params = emd_params(None, None, method, 1e-9).py()?;
+    let (mu, nu) = (
+        mu.as_ref().map(|w| w.as_array()),
+        nu.as_ref().map(|w| w.as_array()),
+    );
+    let metric = points.then(|| metric(p));
+    Ok(auction_refusal(mu, nu, n, m, metric, &params).map(|e| e.to_string()))
 }
 
 /// Exact OT between point clouds `x` (B×n×d) and `y` (B×m×d) with weights `mu` (B×n), `nu`
 /// (B×m) or uniform ones (None), for the cost `|x − y|²` (`p` None) or `|x − y|^p`.
 #[pyfunction]
-#[pyo3(signature = (mu, nu, x, y, p=None, max_iters=None, max_seconds=None, method="auto", certificate_tol=1e-9))]
+#[pyo3(signature = (mu, nu, x, y, p=None, max_iters=None, max_seconds=None, method="auto", certificate_tol=1e-9, backend="cpu"))]
 #[allow(clippy::too_many_arguments)]
 fn emd_points<'py>(
     py: Python<'py>,
@@ -184,6 +239,7 @@ fn emd_points<'py>(
     max_seconds: Option<f64>,
     method: &str,
     certificate_tol: f64,
+    backend: &str,
 ) -> PyResult<Vec<Py<EmdOutput>>> {
     let params = emd_params(max_iters, max_seconds, method, certificate_tol).py()?;
     let rs = by_dtype!(x, "x", T => {
@@ -193,7 +249,13 @@ fn emd_points<'py>(
         let nu: Option<PyReadonlyArray2<'py, T>> = nu.map(|w| w.extract()).transpose()?;
         let (mu, nu) = (mu.as_ref().map(|w| w.as_array()), nu.as_ref().map(|w| w.as_array()));
         let (x, y) = (x.as_array(), y.as_array());
-        compute(py, true, || emd_points_batch(mu, nu, x, y, metric(p), &params)).py()?
+        let (n, m) = (x.dim().1, y.dim().1);
+        match gpu(py, backend, mu, nu, n, m, Some(metric(p)), &params)? {
+            Device::Cpu => compute(py, true, || emd_points_batch(mu, nu, x, y, metric(p), &params)).py()?,
+            Device::Cuda(be) => {
+                compute(py, false, || be.emd_points_batch(mu, nu, x, y, metric(p), &params)).py()?
+            }
+        }
     });
     outputs(py, rs)
 }
@@ -266,6 +328,94 @@ fn wasserstein_1d<'py>(
         compute(py, true, || wasserstein_1d_batch(u, v, uw, vw, p)).py()?
     });
     Ok(array(py, w))
+}
+
+/// `W_p^p` on the line and its gradients with respect to the values, for a batch as
+/// [`wasserstein_1d`]: `(values (B), grad_u (B×n), grad_v (B×m))`, problems in parallel.
+#[pyfunction]
+#[pyo3(signature = (u_values, v_values, u_weights=None, v_weights=None, p=1.0))]
+fn wasserstein_1d_grad<'py>(
+    py: Python<'py>,
+    u_values: &Bound<'py, PyAny>,
+    v_values: &Bound<'py, PyAny>,
+    u_weights: Option<&Bound<'py, PyAny>>,
+    v_weights: Option<&Bound<'py, PyAny>>,
+    p: f64,
+) -> PyResult<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
+    let (w, gu, gv) = by_dtype!(u_values, "u_values", T => {
+        let u: PyReadonlyArray2<'py, T> = u_values.extract()?;
+        let v: PyReadonlyArray2<'py, T> = v_values.extract()?;
+        let uw: Option<PyReadonlyArray2<'py, T>> = u_weights.map(|w| w.extract()).transpose()?;
+        let vw: Option<PyReadonlyArray2<'py, T>> = v_weights.map(|w| w.extract()).transpose()?;
+        let (uw, vw) = (uw.as_ref().map(|w| w.as_array()), vw.as_ref().map(|w| w.as_array()));
+        let (u, v) = (u.as_array(), v.as_array());
+        let bsz = u.nrows();
+        for (arg, rows) in [("v_values", v.nrows()), ("u_weights", uw.map_or(bsz, |w| w.nrows())),
+                            ("v_weights", vw.map_or(bsz, |w| w.nrows()))] {
+            if rows != bsz {
+                return Err(Error::shape(arg, format!("holds {rows} problems but u_values holds {bsz}"))).py();
+            }
+        }
+        compute(py, true, || -> logot::Result<_> {
+            let each: Vec<_> = (0..bsz)
+                .into_par_iter()
+                .map(|k| {
+                    let (uw, vw) = (uw.map(|w| row(w, k)), vw.map(|w| row(w, k)));
+                    lib_wasserstein_1d_grad(row(u, k), row(v, k), uw, vw, p)
+                        .map_err(|e| if bsz == 1 { e } else { e.rename_arg(|a| format!("{a}[{k}]")) })
+                })
+                .collect::<logot::Result<_>>()?;
+            let (n, m) = (u.ncols(), v.ncols());
+            let values = Array1::from_iter(each.iter().map(|r| r.value));
+            let gu = Array2::from_shape_fn((bsz, n), |(k, i)| each[k].grad_u_values[i]);
+            let gv = Array2::from_shape_fn((bsz, m), |(k, j)| each[k].grad_v_values[j]);
+            Ok((values, gu, gv))
+        })
+        .py()?
+    });
+    Ok((array(py, w), array(py, gu), array(py, gv)))
+}
+
+/// Row `k` of `a`.
+fn row<'a, T>(a: ArrayView2<'a, T>, k: usize) -> ndarray::ArrayView1<'a, T> {
+    a.index_axis_move(Axis(0), k)
+}
+
+/// The sliced distance of a batch of pairs, `x_s` (B×n×d) against `x_t` (B×m×d), weights
+/// B×n and B×m (None: uniform), every problem along the same directions (as
+/// [`sliced_wasserstein`]), with the gradients: `(distances (B), grad_x_s (B×n×d),
+/// grad_x_t (B×m×d))`.
+#[pyfunction]
+#[pyo3(signature = (x_s, x_t, a=None, b=None, projections=None, n_projections=50, seed=0, p=2.0))]
+#[allow(clippy::too_many_arguments)]
+fn sliced_wasserstein_grad_batched<'py>(
+    py: Python<'py>,
+    x_s: &Bound<'py, PyAny>,
+    x_t: &Bound<'py, PyAny>,
+    a: Option<&Bound<'py, PyAny>>,
+    b: Option<&Bound<'py, PyAny>>,
+    projections: Option<PyReadonlyArray2<'py, f64>>,
+    n_projections: usize,
+    seed: u32,
+    p: f64,
+) -> PyResult<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
+    let dirs = self::projections(projections.as_ref(), n_projections, seed);
+    let gs = by_dtype!(x_s, "x_s", T => {
+        let x_s: PyReadonlyArray3<'py, T> = x_s.extract()?;
+        let x_t: PyReadonlyArray3<'py, T> = x_t.extract()?;
+        let a: Option<PyReadonlyArray2<'py, T>> = a.map(|w| w.extract()).transpose()?;
+        let b: Option<PyReadonlyArray2<'py, T>> = b.map(|w| w.extract()).transpose()?;
+        let (a, b) = (a.as_ref().map(|w| w.as_array()), b.as_ref().map(|w| w.as_array()));
+        let (x_s, x_t) = (x_s.as_array(), x_t.as_array());
+        compute(py, true, || sliced_wasserstein_grad_batch(x_s, x_t, a, b, &dirs, p)).py()?
+    });
+    let distances = Array1::from_iter(gs.iter().map(|g| g.distance));
+    let stack = |side: fn(&logot::exact::SlicedGrad) -> &Array2<f64>| {
+        let (rows, d) = side(&gs[0]).dim();
+        Array3::from_shape_fn((gs.len(), rows, d), |(k, i, t)| side(&gs[k])[[i, t]])
+    };
+    let (gx, gy) = (stack(|g| &g.grad_x_s), stack(|g| &g.grad_x_t));
+    Ok((array(py, distances), array(py, gx), array(py, gy)))
 }
 
 /// A sliced or max-sliced distance: `distance`, `W_p^p` along each direction
@@ -419,6 +569,9 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(emd_1d, m)?)?;
     m.add_function(wrap_pyfunction!(emd2_1d, m)?)?;
     m.add_function(wrap_pyfunction!(wasserstein_1d, m)?)?;
+    m.add_function(wrap_pyfunction!(wasserstein_1d_grad, m)?)?;
+    m.add_function(wrap_pyfunction!(sliced_wasserstein_grad_batched, m)?)?;
+    m.add_function(wrap_pyfunction!(emd_gpu_refusal, m)?)?;
     m.add_function(wrap_pyfunction!(sliced_wasserstein, m)?)?;
     m.add_function(wrap_pyfunction!(max_sliced_wasserstein, m)?)?;
     Ok(())

@@ -301,3 +301,63 @@ def test_bad_input_names_the_argument():
     _raises("X_s", pot.sliced_wasserstein_distance, np.zeros((0, 2)), y2)
     with pytest.raises(TypeError, match="n_projections"):
         logot.sliced_wasserstein(y2, y2, n_projections=2.5)
+
+
+# ---------------------------------------------------------------------------------------
+# The GPU auction (backend="cuda"): refusals anywhere, results on a GPU
+# ---------------------------------------------------------------------------------------
+
+needs_gpu = pytest.mark.skipif(not logot.cuda_available(), reason="no CUDA GPU")
+
+
+def test_a_gpu_is_usable_where_one_is_required():
+    """Under LOGOT_REQUIRE_GPU=1 (the GPU machine's runs) the GPU tests cannot pass by skipping."""
+    import os
+
+    if os.environ.get("LOGOT_REQUIRE_GPU") == "1":
+        assert logot.cuda_available(), "LOGOT_REQUIRE_GPU=1 but the CUDA backend is unavailable"
+
+
+def test_cuda_backend_refuses_what_the_auction_does_not_take_naming_the_argument():
+    rng = np.random.default_rng(40)
+    c = rng.uniform(size=(6, 6))
+    a = rng.uniform(0.5, 1.0, 6)
+    a /= a.sum()
+    cases = [
+        ((a, None, c), {}, "^mu"),
+        ((None, a, c), {}, "^nu"),
+        ((None, None, c[:, :5]), {}, "^cost"),
+        ((None, None, c), dict(method="network_simplex"), "^method"),
+        ((None, None, logot.PointCloud(c[:, :2], c[:, 2:4], metric="euclidean")), {}, "^metric"),
+        ((None, None, np.zeros((4097, 4097), dtype=np.float32)), {}, "^cost"),
+    ]
+    for args, kw, match in cases:
+        with pytest.raises(ValueError, match=match):
+            logot.emd(*args, backend="cuda", **kw)
+    assert logot._logot.emd_gpu_refusal(None, None, 6, 6) is None
+    assert logot._logot.emd_gpu_refusal(a[None], None, 6, 6).startswith("mu")
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_cuda_auction_batches_reach_pots_costs(dtype):
+    rng = np.random.default_rng(41)
+    b, n, d = 6, 40, 3
+    x, y = rng.normal(size=(b, n, d)), rng.normal(size=(b, n, d)) + 0.5
+    c = ((x[:, :, None] - y[:, None]) ** 2).sum(-1)
+    want = [ot.emd2([], [], c[k]) for k in range(b)]
+    rtol = 1e-12 if dtype == np.float64 else 1e-5
+    dense = logot.emd(None, None, c.astype(dtype), backend="cuda")
+    clouds = logot.emd(None, None, logot.PointCloud(x.astype(dtype), y.astype(dtype)), backend="cuda")
+    for rs in (dense, clouds):
+        assert len(rs) == b
+        for r, w, ck in zip(rs, want, c):
+            assert r.method in ("auction", "assignment") and r.exact
+            np.testing.assert_allclose(r.plan.sum(0), np.full(n, 1.0 / n), rtol=1e-12)
+            np.testing.assert_allclose(r.plan.sum(1), np.full(n, 1.0 / n), rtol=1e-12)
+            # The plan's cost on the float64 cost is POT's optimum.
+            assert (r.plan * ck).sum() == pytest.approx(w, rel=rtol)
+    # Integer costs with ties everywhere: the certificate still holds.
+    ties = rng.integers(0, 3, size=(4, 32, 32)).astype(dtype)
+    for r, ck in zip(logot.emd(None, None, ties, backend="cuda"), ties):
+        assert r.exact and r.cost == pytest.approx(ot.emd2([], [], ck.astype(np.float64)), abs=1e-12)

@@ -22,6 +22,9 @@ use super::{
     SparsePlan,
 };
 use crate::backend::cuda::{AuctionCost, Auctioned, CudaBackend, CudaReal, AUCTION_MAX_N};
+
+// The public bound is the kernel's.
+const _: () = assert!(super::AUCTION_MAX_N == AUCTION_MAX_N);
 use crate::Result;
 use ndarray::{s, Array1, ArrayView2, ArrayView3, Axis};
 

@@ -82,6 +82,7 @@
 mod assignment;
 mod certificate;
 mod costs;
+mod device;
 mod emd;
 #[cfg(feature = "cuda")]
 mod gpu;
@@ -95,6 +96,7 @@ mod result;
 
 pub use certificate::Certificate;
 pub use costs::Metric;
+pub use device::{auction_refusal, AUCTION_MAX_N};
 pub use emd::{emd, emd_batch, emd_points, emd_points_batch};
 pub use params::{EmdMethod, EmdParams};
 pub use result::{EmdResult, ExactMethod, SparsePlan};

@@ -280,3 +280,130 @@ fn limits_are_reported_and_bad_inputs_refused() {
         assert!(err.contains(named), "{named} not named in: {err}");
     }
 }
+
+/// `--backend`: the CPU says so in the JSON; `--backend cuda` refuses input the GPU auction
+/// does not take before any device is started, naming the flag (any build); a uniform
+/// square batch goes to the GPU in a CUDA build with a GPU (the brute-force optimum over
+/// every permutation, each problem solved by the auction or re-solved on the CPU and
+/// counted), and is refused naming the missing CUDA support in a build without it.
+#[test]
+fn backend_cuda_takes_assignment_batches_and_refuses_the_rest_naming_the_flag() {
+    let d = dir("emd_backend");
+    let (b, n) = (3, 5);
+    let c = Array3::from_shape_fn((b, n, n), |(k, i, j)| {
+        ((i * 3 + j * 7 + k * 5) % 6) as f64 * 0.5 + (i as f64 - j as f64).powi(2) * 0.1
+    });
+    let best: Vec<f64> = (0..b)
+        .map(|k| {
+            permutations(n)
+                .iter()
+                .map(|s| (0..n).map(|i| c[[k, i, s[i]]]).sum::<f64>() / n as f64)
+                .fold(f64::INFINITY, f64::min)
+        })
+        .collect();
+    let u = Array2::from_elem((b, n), 1.0 / n as f64);
+    let skewed = Array2::from_shape_fn((b, n), |(_, i)| (i + 1) as f64 / 15.0);
+    let x = Array3::from_shape_fn((b, n, 2), |(k, i, t)| ((k + i * 3 + t * 5) % 7) as f64);
+    npy(&d, "c.npy", &c);
+    npy(&d, "u.npy", &u);
+    npy(&d, "skewed.npy", &skewed);
+    npy(&d, "c54.npy", &c.slice(ndarray::s![.., .., ..4]).to_owned());
+    npy(&d, "u4.npy", &Array2::from_elem((b, 4), 0.25));
+    npy(&d, "x.npy", &x);
+    let (c_, u_, sk) = (p(&d, "c.npy"), p(&d, "u.npy"), p(&d, "skewed.npy"));
+    let dense = |mu: &str, nu: &str, cost: &str, more: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = ["emd", "--mu", mu, "--nu", nu, "--cost", cost]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        v.extend(more.iter().map(|s| s.to_string()));
+        v
+    };
+    let run = |args: Vec<String>| logot_json(&args.iter().map(|s| s.as_str()).collect::<Vec<_>>());
+
+    // The CPU: the optimum, reported as the CPU's.
+    let (code, js, err) = run(dense(&u_, &u_, &c_, &["--backend", "cpu"]));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(js["backend"], "cpu");
+    assert_eq!(js["resolved_on_cpu"], 0);
+    for k in 0..b {
+        let got = js["cost"][k].as_f64().unwrap();
+        assert!(
+            (got - best[k]).abs() <= 1e-14 * best[k].max(1.0),
+            "{got} vs {}",
+            best[k]
+        );
+    }
+
+    // Refusals, each naming the flag at fault and why.
+    let u4 = p(&d, "u4.npy");
+    let cases: Vec<(Vec<String>, [&str; 2])> = vec![
+        (
+            dense(&sk, &sk, &c_, &["--backend", "cuda"]),
+            ["--mu", "uniform"],
+        ),
+        (
+            dense(&u_, &sk, &c_, &["--backend", "cuda"]),
+            ["--nu", "uniform"],
+        ),
+        (
+            dense(&u_, &u4, &p(&d, "c54.npy"), &["--backend", "cuda"]),
+            ["--cost", "not square"],
+        ),
+        (
+            dense(&u_, &u_, &c_, &["--backend", "cuda", "--method", "simplex"]),
+            ["--method", "auction only"],
+        ),
+        (
+            [
+                "emd",
+                "--x",
+                &p(&d, "x.npy"),
+                "--y",
+                &p(&d, "x.npy"),
+                "--metric",
+                "euclidean",
+                "--backend",
+                "cuda",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+            ["--metric", "squared Euclidean"],
+        ),
+    ];
+    for (args, needles) in cases {
+        let (code, out, err) = logot(&args.iter().map(|s| s.as_str()).collect::<Vec<_>>());
+        assert_eq!(code, 2, "{args:?}: {out} {err}");
+        assert!(!err.contains("panicked"), "{err}");
+        for needle in needles {
+            assert!(err.contains(needle), "{args:?}: {needle:?} not in {err}");
+        }
+    }
+
+    // A uniform square batch on the GPU.
+    let (code, js, err) = run(dense(&u_, &u_, &c_, &["--backend", "cuda"]));
+    if !cfg!(feature = "cuda") {
+        assert_eq!(code, 2);
+        assert!(err.contains("built without CUDA support"), "{err}");
+        return;
+    }
+    #[cfg(feature = "cuda")]
+    if common::gpu::gpu().is_none() {
+        return;
+    }
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(js["backend"], "cuda");
+    assert_eq!(js["exact"], true, "{js}");
+    let methods = js["method_each"].as_array().unwrap();
+    let resolved = methods.iter().filter(|m| *m != "auction").count();
+    assert_eq!(js["resolved_on_cpu"], resolved, "{js}");
+    for k in 0..b {
+        let got = js["cost"][k].as_f64().unwrap();
+        assert!(
+            (got - best[k]).abs() <= 1e-12 * best[k].max(1.0),
+            "{got} vs {}",
+            best[k]
+        );
+    }
+}

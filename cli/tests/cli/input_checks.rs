@@ -1388,6 +1388,11 @@ fn every_command_line_row_is_refused_with_a_message() {
         ),
         (
             "C44",
+            v(&["emd", "--mu", &mu, "--nu", &nu, "--cost", &c, "--backend", "cuda"]),
+            "--cost: 4×3 is not square: the GPU auction solves assignment problems".into(),
+        ),
+        (
+            "C44",
             v(&["emd", "--mu", &mu, "--nu", &mu, "--cost", &c]),
             "nu: has 4 entries per problem but cost has 3 columns".into(),
         ),
