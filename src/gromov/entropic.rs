@@ -141,6 +141,7 @@ impl<B> GromovSolver<B> {
         let symmetric = p.symmetric.unwrap_or_else(|| problem.looks_symmetric());
         let alpha = problem.alpha;
         let mut st = Structure::new(be, problem, p.loss, symmetric)?;
+        st.precision = p.cross_precision;
         // (1 − α)·M, the linear part of every gradient.
         let feature = match problem.feature {
             Some(mf) => {

@@ -12,7 +12,7 @@
 use super::params::GwLoss;
 use super::problem::GromovProblem;
 use crate::backend::grad::GradKernels;
-use crate::backend::linalg::{GemmShape, LinalgKernels, Transpose};
+use crate::backend::linalg::{GemmPrecision, GemmShape, LinalgKernels, Transpose};
 use crate::backend::Backend;
 use crate::{CpuBackend, Real, Result};
 use ndarray::ArrayView2;
@@ -37,6 +37,8 @@ pub(crate) struct Structure<T: Real, B: LinalgKernels<T>> {
     pub grad_rows: Vec<f64>,
     pub grad_cols: Vec<f64>,
     pub symmetric: bool,
+    /// How the GEMMs of the cross term form their products.
+    pub precision: GemmPrecision,
     /// `n×m` scratch for `h1·T`.
     scratch: B::Buffer,
 }
@@ -98,6 +100,7 @@ impl<T: Real, B: LinalgKernels<T>> Structure<T, B> {
             grad_rows,
             grad_cols,
             symmetric,
+            precision: GemmPrecision::Exact,
             scratch: be.filled(n * m, T::zero())?,
         })
     }
@@ -138,7 +141,9 @@ impl<T: Real, B: LinalgKernels<T>> Structure<T, B> {
             (Transpose::No, Transpose::Yes)
         };
         be.gemm(
-            GemmShape::new(n, m, n).with_transposes(first, Transpose::No),
+            GemmShape::new(n, m, n)
+                .with_transposes(first, Transpose::No)
+                .with_precision(self.precision),
             T::one(),
             &self.h1,
             t,
@@ -146,7 +151,9 @@ impl<T: Real, B: LinalgKernels<T>> Structure<T, B> {
             &mut self.scratch,
         )?;
         be.gemm(
-            GemmShape::new(n, m, m).with_transposes(Transpose::No, second),
+            GemmShape::new(n, m, m)
+                .with_transposes(Transpose::No, second)
+                .with_precision(self.precision),
             alpha,
             &self.scratch,
             &self.h2,
