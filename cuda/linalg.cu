@@ -430,7 +430,8 @@ LOGOT_SYRK(syrk_t_f64, double, 8, false, true, GEMM_F64_THREADS, 1)
 // accumulated in f32. SPLIT: each operand split a = a_big + a_small (a_big = tf32(a),
 // a_small = tf32(a − a_big)) and a_small·b_big + a_big·b_small + a_big·b_big accumulated
 // (TF32x3: about 2^-21 per product, near f32's own rounding, at 3× the MMA work); else one
-// TF32 product (about 2^-10 per product). Block tile 128×128, k-steps of 16, 256 threads;
+// TF32 product (about 2^-10 per product). Each k-step's products are summed from zero on
+// the tensor cores and added to the total in f32. Block tile 128×128, k-steps of 16, 256 threads;
 // warp w computes rows (w % 2)·64 and columns (w / 2)·32 (4 × 4 tiles of 16×8). Both
 // operands are staged "k-contiguous" in shared memory (As[row][k], Bs[col][k], rows padded
 // to 20 words, so the fragment reads of a warp, rows g and words t, hit 32 distinct banks);
@@ -528,18 +529,29 @@ __device__ __forceinline__ void gemm_tc_tile(int bm, int bn, int m, int n, int k
       gemm_tc_load<KA>(A, lda, m, k, m0, k0 + GEMM_TC_BK, ra);
       gemm_tc_load<KB>(B, ldb, n, k, n0, k0 + GEMM_TC_BK, rb);
     }
+    // The B fragments of both k8-steps of the stage.
+    u32 bb[GEMM_TC_BK / 8][4][2], bs[GEMM_TC_BK / 8][4][2];
 #pragma unroll
-    for (int ks = 0; ks < GEMM_TC_BK; ks += 8) {
-      u32 bb[4][2], bs[4][2];
+    for (int ks = 0; ks < GEMM_TC_BK / 8; ++ks)
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const float *row = Bs[wn + j * 8 + g] + ks;
-        gemm_tc_split<SPLIT>(row[t], bb[j][0], bs[j][0]);
-        gemm_tc_split<SPLIT>(row[t + 4], bb[j][1], bs[j][1]);
+        const float *row = Bs[wn + j * 8 + g] + 8 * ks;
+        gemm_tc_split<SPLIT>(row[t], bb[ks][j][0], bs[ks][j][0]);
+        gemm_tc_split<SPLIT>(row[t + 4], bb[ks][j][1], bs[ks][j][1]);
       }
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float *r0 = As[wm + i * 16 + g] + ks, *r8 = As[wm + i * 16 + g + 8] + ks;
+    for (int i = 0; i < 4; ++i) {
+      // The stage's products of row tile i summed from zero, then added to the total by
+      // f32 adds (rounded to nearest): the tensor cores' own accumulation truncates, which
+      // over thousands of same-signed products biases the sum by about 2^-23 per addition.
+      float part[4][4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) part[j][c] = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < GEMM_TC_BK / 8; ++ks) {
+        const float *r0 = As[wm + i * 16 + g] + 8 * ks, *r8 = As[wm + i * 16 + g + 8] + 8 * ks;
         u32 ab[4], as[4];
         gemm_tc_split<SPLIT>(r0[t], ab[0], as[0]);
         gemm_tc_split<SPLIT>(r8[t], ab[1], as[1]);
@@ -548,12 +560,16 @@ __device__ __forceinline__ void gemm_tc_tile(int bm, int bn, int m, int n, int k
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           if (SPLIT) {
-            gemm_mma_tf32(acc[i][j], as, bb[j]);
-            gemm_mma_tf32(acc[i][j], ab, bs[j]);
+            gemm_mma_tf32(part[j], as, bb[ks][j]);
+            gemm_mma_tf32(part[j], ab, bs[ks][j]);
           }
-          gemm_mma_tf32(acc[i][j], ab, bb[j]);
+          gemm_mma_tf32(part[j], ab, bb[ks][j]);
         }
       }
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) acc[i][j][c] += part[j][c];
     }
   }
 #pragma unroll

@@ -369,6 +369,67 @@ fn gemm_all_transposes_odd_sizes_f32() {
     check_gemm::<f32>(&gpu, 9, 7, 0, 2.0, -0.5);
 }
 
+/// `C = A·B` of positive entries (uniform in [0.5, 1), `m×k` by `k×n`, long sums of
+/// same-signed products, as the Gromov–Wasserstein cross term): the largest and the mean
+/// signed error relative to the f64 product.
+fn positive_sums(
+    gpu: &CudaBackend,
+    (m, n, k): (usize, usize, usize),
+    p: GemmPrecision,
+) -> (f64, f64) {
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut uniform = |len: usize| -> Vec<f64> {
+        (0..len)
+            .map(|_| in_t::<f32>(rng.random_range(0.5..1.0)))
+            .collect()
+    };
+    let (a, b) = (uniform(m * k), uniform(k * n));
+    let cast = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+    let (ga, gb) = (
+        gpu.upload(&cast(&a)).unwrap(),
+        gpu.upload(&cast(&b)).unwrap(),
+    );
+    let mut gc = gpu.upload(&vec![0.0f32; m * n]).unwrap();
+    let shape = GemmShape::new(m, n, k).with_precision(p);
+    gpu.gemm(shape, 1.0, &ga, &gb, 0.0, &mut gc).unwrap();
+    let got = gpu.download(&gc).unwrap();
+    let (mut worst, mut sum) = (0.0f64, 0.0);
+    for i in 0..m {
+        for j in 0..n {
+            let want: f64 = (0..k).map(|q| a[i * k + q] * b[q * n + j]).sum();
+            let rel = (got[i * n + j] as f64 - want) / want;
+            worst = worst.max(rel.abs());
+            sum += rel;
+        }
+    }
+    (worst, sum / (m * n) as f64)
+}
+
+#[test]
+fn gemm_tensor_cores_keep_long_positive_sums_unbiased() {
+    let Some(gpu) = gpu() else { return };
+    let shape = (70, 90, 4000);
+    let (exact, exact_mean) = positive_sums(&gpu, shape, GemmPrecision::Exact);
+    let (split, split_mean) = positive_sums(&gpu, shape, GemmPrecision::Tf32x3);
+    let (one, one_mean) = positive_sums(&gpu, shape, GemmPrecision::Tf32);
+    println!(
+        "sums of 4000 positive products, largest (mean signed) relative error: exact {exact:.2e} \
+         ({exact_mean:.1e}), TF32x3 {split:.2e} ({split_mean:.1e}), TF32 {one:.2e} ({one_mean:.1e})"
+    );
+    // f32 rounding to nearest over 4000 additions: about √4000·2^-24 ≈ 4e-6 at most in
+    // practice, unbiased; the split products stay within that, and so does their mean.
+    assert!(
+        exact < 1e-5 && split < 1e-5,
+        "exact {exact:e}, TF32x3 {split:e}"
+    );
+    assert!(
+        split_mean.abs() < 1e-6,
+        "TF32x3 is biased by {split_mean:e}"
+    );
+    // One TF32 product rounds each operand to 2^-11: a sum of 4000 keeps about 2^-11/√4000.
+    assert!(one < 1e-4, "TF32 {one:e}");
+}
+
 #[test]
 fn gemm_tensor_cores_all_transposes_odd_sizes_f32() {
     let Some(gpu) = gpu() else { return };
