@@ -19,7 +19,7 @@ use super::loss::Structure;
 use super::params::EntropicGwParams;
 use super::problem::GromovProblem;
 use crate::backend::grad::GradKernels;
-use crate::backend::linalg::LinalgKernels;
+use crate::backend::linalg::{GemmShape, LinalgKernels};
 use crate::sinkhorn::{newton_finish, BufferProblem, Convergence, DeviceStart};
 use crate::SinkhornSolver;
 use crate::{Real, Result};
@@ -155,7 +155,23 @@ impl<B> GromovSolver<B> {
         let to64 = |v: &[T]| v.iter().map(|x| x.f64()).collect::<Vec<f64>>();
         let (p64, q64) = (to64(&p_host), to64(&q_host));
         let mut newton_steps = 0;
-        let mut t = be.upload(&problem.initial_plan().iter().copied().collect::<Vec<T>>())?;
+        // The initial plan: the one given, or the product p·qᵀ formed on the device (a GEMM
+        // of inner dimension 1: each entry the one rounding of p_i·q_j, as on the host).
+        let mut t = match problem.init {
+            Some(g0) => be.upload(&g0.iter().copied().collect::<Vec<T>>())?,
+            None => {
+                let mut t = be.filled(n * m, T::zero())?;
+                be.gemm(
+                    GemmShape::new(n, m, 1),
+                    T::one(),
+                    &be.upload(&p_host)?,
+                    &be.upload(&q_host)?,
+                    T::zero(),
+                    &mut t,
+                )?;
+                t
+            }
+        };
         let mut x = be.filled(n * m, T::zero())?;
         let mut x_prev = be.filled(n * m, T::zero())?;
         let mut cost = be.filled(n * m, T::zero())?;
