@@ -778,3 +778,75 @@ impl<B> SinkhornSolver<B> {
 pub(crate) fn check_coupling_peak<T>(dims: &[usize], cost_bytes: usize) -> Result<()> {
     crate::alloc::probe::<T>("plan", dims, cost_bytes)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CpuBackend, WarmStart};
+
+    /// A prepared problem given a new cost (`refill_dense`) and started from potentials on
+    /// the backend is the problem prepared afresh from that cost and warm-started from the
+    /// same potentials on the host: the same offsets, and the same iterates.
+    #[test]
+    fn a_refilled_cost_and_a_device_start_equal_a_fresh_warm_start() {
+        let be = CpuBackend;
+        let (n, m) = (3, 4);
+        let (mu, nu) = ([0.2f64, 0.5, 0.3], [0.1f64, 0.4, 0.3, 0.2]);
+        let cost_a: Vec<f64> = (0..n * m).map(|k| ((k * 7) % 5) as f64 * 0.3).collect();
+        let cost_b: Vec<f64> = (0..n * m)
+            .map(|k| 2.0 + ((k * 3) % 7) as f64 * 0.2)
+            .collect();
+        let fixed = |iters| SinkhornParams::new(0.1).max_iters(iters).tol(0.0);
+        let solver = SinkhornSolver::new(be, fixed(7));
+        fn dense<'c>(
+            be: CpuBackend,
+            c: &'c Vec<f64>,
+            mu: &[f64],
+            nu: &[f64],
+            n: usize,
+            m: usize,
+        ) -> BufferProblem<'c, Vec<f64>> {
+            BufferProblem::dense(
+                be.upload(mu).unwrap(),
+                be.upload(nu).unwrap(),
+                c,
+                (1, n, m),
+                false,
+            )
+        }
+        let mut pr = solver.prepare(dense(be, &cost_a, &mu, &nu, n, m)).unwrap();
+        let (f, g, _) = solver.iterate_prepared(&pr).unwrap();
+        let shift_a = pr.shifts().to_vec();
+
+        let solver = SinkhornSolver::new(be, fixed(5));
+        solver.refill_dense(&mut pr, &cost_b).unwrap();
+        let fresh = solver.prepare(dense(be, &cost_b, &mu, &nu, n, m)).unwrap();
+        assert_eq!(pr.shifts(), fresh.shifts());
+        assert_eq!(pr.max_abs_cost, fresh.max_abs_cost);
+        assert_ne!(
+            pr.shifts(),
+            &shift_a[..],
+            "the two costs need different offsets"
+        );
+        let warm = WarmStart::new(
+            Array2::from_shape_vec((1, n), f.clone()).unwrap(),
+            Array2::from_shape_vec((1, m), g.iter().map(|v| v + shift_a[0]).collect()).unwrap(),
+        );
+        let start = DeviceStart {
+            f,
+            g,
+            g_shift: shift_a,
+        };
+        let (f1, g1, s1) = solver.iterate_prepared_from(&pr, Some(start)).unwrap();
+        let host = SinkhornSolver::new(be, fixed(5).warm_start(warm));
+        let (f2, g2, s2) = host.iterate_prepared(&fresh).unwrap();
+        let close = |a: &[f64], b: &[f64]| {
+            a.iter()
+                .zip(b)
+                .all(|(x, y)| (x - y).abs() <= 1e-13 * (1.0 + y.abs()))
+        };
+        assert!(close(&f1, &f2), "{f1:?} vs {f2:?}");
+        assert!(close(&g1, &g2), "{g1:?} vs {g2:?}");
+        assert!(close(&s1.distance, &s2.distance));
+    }
+}
