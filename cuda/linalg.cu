@@ -425,6 +425,8 @@ LOGOT_SYRK(syrk_t_f32, float, GEMM_F32_BK, true, true, GEMM_F32_THREADS, 2)
 LOGOT_SYRK(syrk_n_f64, double, 8, false, false, GEMM_F64_THREADS, 1)
 LOGOT_SYRK(syrk_t_f64, double, 8, false, true, GEMM_F64_THREADS, 1)
 
+#include "linalg_mma.cuh"
+
 // ---------------------------------------------------------------------------------------
 // Batched M×3 SVD, one warp per matrix (grid-stride over the batch), everything in f64
 // (f32 entries convert exactly). Lane l holds rows 4(l + 32c) .. +3 of chunk c (12

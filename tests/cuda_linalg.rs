@@ -8,7 +8,9 @@
 //!   and for f64), M not a multiple of 4, M < 3, all-zero matrices;
 //! * gemm: a naive f64 triple loop, all four transpose combinations, sizes that are not
 //!   multiples of the 128 tile (nor of 4), β = 0 with NaN in C (not read) and β ≠ 0, k = 0;
-//!   the error bound is the classical `(k + 2)·ε·(|α|·Σ|a||b| + |β||c|)` per entry;
+//!   the error bound is the classical `(k + 2)·ε·(|α|·Σ|a||b| + |β||c|)` per entry; the
+//!   tensor-core products (f32 at TF32 and TF32x3) add their rounding per product, 2^-10
+//!   and 2^-20 of `|α|·Σ|a||b|`, and f64 asked for TF32 keeps exact products;
 //! * syrk: the same loop; the result is bitwise symmetric, and with β ≠ 0 only the upper
 //!   triangle of C is read (the lower one holds NaN);
 //! * products of 2^30 multiply-adds or more (which go through transposed copies of
@@ -27,7 +29,8 @@ use common::gpu::gpu;
 
 use logot::backend::cuda::CudaBackend;
 use logot::linalg::{
-    newton_schulz, svd3_batch, GemmShape, LinalgKernels, NewtonSchulzParams, SyrkShape, Transpose,
+    newton_schulz, svd3_batch, GemmPrecision, GemmShape, LinalgKernels, NewtonSchulzParams,
+    SyrkShape, Transpose,
 };
 use logot::{Backend, CpuBackend, Real};
 use ndarray::{Array2, Array3, Axis};
@@ -263,6 +266,33 @@ fn check_gemm<T: Real>(gpu: &CudaBackend, m: usize, n: usize, k: usize, alpha: f
 where
     CudaBackend: LinalgKernels<T>,
 {
+    check_gemm_at::<T>(gpu, (m, n, k), alpha, beta, GemmPrecision::Exact);
+}
+
+/// The relative rounding of one product at `precision` beyond `T`'s own: 0 for exact
+/// products and for f64 (always exact), 2^-10 for TF32 (each operand rounded to 10 explicit
+/// bits), 2^-20 for TF32x3 (the dropped small·small term and the small parts' rounding).
+fn product_rounding<T: Real>(precision: GemmPrecision) -> f64 {
+    match precision {
+        _ if T::NAME == "float64" => 0.0,
+        GemmPrecision::Exact => 0.0,
+        GemmPrecision::Tf32x3 => 2f64.powi(-20),
+        GemmPrecision::Tf32 => 2f64.powi(-10),
+    }
+}
+
+/// The largest error of `C` relative to `|α|·Σ|a||b| + |β||c|` over the four transposes.
+fn check_gemm_at<T: Real>(
+    gpu: &CudaBackend,
+    (m, n, k): (usize, usize, usize),
+    alpha: f64,
+    beta: f64,
+    precision: GemmPrecision,
+) -> f64
+where
+    CudaBackend: LinalgKernels<T>,
+{
+    let mut worst: f64 = 0.0;
     let mut rng = StdRng::seed_from_u64((m * 1_000_003 + n * 1009 + k) as u64);
     let a = gaussian::<T>(&mut rng, m * k);
     let b = gaussian::<T>(&mut rng, k * n);
@@ -277,9 +307,12 @@ where
         gpu.upload(&cast(&b)).unwrap(),
     );
     let e = eps::<T>();
+    let rounding = product_rounding::<T>(precision);
     for ta in [Transpose::No, Transpose::Yes] {
         for tb in [Transpose::No, Transpose::Yes] {
-            let shape = GemmShape::new(m, n, k).with_transposes(ta, tb);
+            let shape = GemmShape::new(m, n, k)
+                .with_transposes(ta, tb)
+                .with_precision(precision);
             let mut gc = gpu.upload(&cast(&c0)).unwrap();
             gpu.gemm(shape, T::of(alpha), &ga, &gb, T::of(beta), &mut gc)
                 .unwrap();
@@ -298,17 +331,23 @@ where
                     } else {
                         (alpha * s + beta * c, (beta * c).abs())
                     };
-                    let bound = (k as f64 + 2.0) * e * (alpha.abs() * mag + cmag) + 1e-300;
+                    let scale = alpha.abs() * mag + cmag;
+                    let bound =
+                        (k as f64 + 2.0) * e * scale + rounding * alpha.abs() * mag + 1e-300;
                     let g = got[i * n + j].f64();
                     assert!(
                         (g - want).abs() <= bound,
-                        "{} gemm {m}×{n}×{k} {ta:?}{tb:?} α={alpha} β={beta}: C[{i},{j}] = {g} vs {want} (bound {bound:e})",
+                        "{} gemm {precision:?} {m}×{n}×{k} {ta:?}{tb:?} α={alpha} β={beta}: C[{i},{j}] = {g} vs {want} (bound {bound:e})",
                         T::NAME
                     );
+                    if scale > 0.0 {
+                        worst = worst.max((g - want).abs() / scale);
+                    }
                 }
             }
         }
     }
+    worst
 }
 
 #[test]
@@ -328,6 +367,106 @@ fn gemm_all_transposes_odd_sizes_f32() {
     }
     // k = 0: C ← β·C.
     check_gemm::<f32>(&gpu, 9, 7, 0, 2.0, -0.5);
+}
+
+/// `C = A·B` of positive entries (uniform in [0.5, 1), `m×k` by `k×n`, long sums of
+/// same-signed products, as the Gromov–Wasserstein cross term): the largest and the mean
+/// signed error relative to the f64 product.
+fn positive_sums(
+    gpu: &CudaBackend,
+    (m, n, k): (usize, usize, usize),
+    p: GemmPrecision,
+) -> (f64, f64) {
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut uniform = |len: usize| -> Vec<f64> {
+        (0..len)
+            .map(|_| in_t::<f32>(rng.random_range(0.5..1.0)))
+            .collect()
+    };
+    let (a, b) = (uniform(m * k), uniform(k * n));
+    let cast = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+    let (ga, gb) = (
+        gpu.upload(&cast(&a)).unwrap(),
+        gpu.upload(&cast(&b)).unwrap(),
+    );
+    let mut gc = gpu.upload(&vec![0.0f32; m * n]).unwrap();
+    let shape = GemmShape::new(m, n, k).with_precision(p);
+    gpu.gemm(shape, 1.0, &ga, &gb, 0.0, &mut gc).unwrap();
+    let got = gpu.download(&gc).unwrap();
+    let (mut worst, mut sum) = (0.0f64, 0.0);
+    for i in 0..m {
+        for j in 0..n {
+            let want: f64 = (0..k).map(|q| a[i * k + q] * b[q * n + j]).sum();
+            let rel = (got[i * n + j] as f64 - want) / want;
+            worst = worst.max(rel.abs());
+            sum += rel;
+        }
+    }
+    (worst, sum / (m * n) as f64)
+}
+
+#[test]
+fn gemm_tensor_cores_keep_long_positive_sums_unbiased() {
+    let Some(gpu) = gpu() else { return };
+    let shape = (70, 90, 4000);
+    let (exact, exact_mean) = positive_sums(&gpu, shape, GemmPrecision::Exact);
+    let (split, split_mean) = positive_sums(&gpu, shape, GemmPrecision::Tf32x3);
+    let (one, one_mean) = positive_sums(&gpu, shape, GemmPrecision::Tf32);
+    println!(
+        "sums of 4000 positive products, largest (mean signed) relative error: exact {exact:.2e} \
+         ({exact_mean:.1e}), TF32x3 {split:.2e} ({split_mean:.1e}), TF32 {one:.2e} ({one_mean:.1e})"
+    );
+    // f32 rounding to nearest over 4000 additions: about √4000·2^-24 ≈ 4e-6 at most in
+    // practice, unbiased; the split products stay within that, and so does their mean.
+    assert!(
+        exact < 1e-5 && split < 1e-5,
+        "exact {exact:e}, TF32x3 {split:e}"
+    );
+    assert!(
+        split_mean.abs() < 1e-6,
+        "TF32x3 is biased by {split_mean:e}"
+    );
+    // One TF32 product rounds each operand to 2^-11: a sum of 4000 keeps about 2^-11/√4000.
+    assert!(one < 1e-4, "TF32 {one:e}");
+}
+
+#[test]
+fn gemm_tensor_cores_all_transposes_odd_sizes_f32() {
+    let Some(gpu) = gpu() else { return };
+    for &(m, n, k) in &[
+        (1, 1, 1),
+        (37, 53, 29),
+        (130, 257, 67),
+        (128, 128, 128),
+        (200, 5, 301),
+        (3, 140, 9),
+        (261, 190, 1001),
+    ] {
+        let mut worst = [0.0f64; 2];
+        for (w, p) in worst
+            .iter_mut()
+            .zip([GemmPrecision::Tf32x3, GemmPrecision::Tf32])
+        {
+            *w = check_gemm_at::<f32>(&gpu, (m, n, k), 1.0, 0.0, p);
+            check_gemm_at::<f32>(&gpu, (m, n, k), -1.5, 0.75, p);
+        }
+        println!(
+            "{m}×{n}×{k}: largest relative error TF32x3 {:.2e}, TF32 {:.2e}",
+            worst[0], worst[1]
+        );
+        // The split products are f32-accurate: far inside TF32's rounding.
+        if k >= 29 {
+            assert!(
+                worst[0] < 1e-5 && worst[0] * 16.0 < worst[1],
+                "{m}×{n}×{k}: TF32x3 {:e}, TF32 {:e}",
+                worst[0],
+                worst[1]
+            );
+        }
+    }
+    check_gemm_at::<f32>(&gpu, (9, 7, 0), 2.0, -0.5, GemmPrecision::Tf32);
+    // f64 keeps exact products whatever is asked.
+    check_gemm_at::<f64>(&gpu, (37, 53, 29), 0.5, -2.0, GemmPrecision::Tf32);
 }
 
 #[test]

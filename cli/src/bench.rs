@@ -6,6 +6,7 @@ use crate::npy::Dtype;
 use crate::relax::RelaxArgs;
 use crate::wasserstein::precision_parser;
 use crate::{BackendChoice, Json};
+use logot::linalg::GemmPrecision;
 use logot::{
     Backend, BufferOutputs, CrossPrecision, GradKernels, PointCloudKernels, Problem, Real, Result,
     SinkhornParams, SinkhornSolver,
@@ -159,6 +160,10 @@ pub struct BenchArgs {
     /// f16; default f16x2); the JSON names it.
     #[arg(long, value_parser = precision_parser())]
     pub precision: Option<CrossPrecision>,
+    /// gw on CUDA in float32: how the cross term's GEMMs form their products (exact,
+    /// tf32x3, tf32; default: the solver's); the JSON names it.
+    #[arg(long, value_parser = gemm_precision_parser())]
+    pub gemm_precision: Option<GemmPrecision>,
     /// Point-cloud problems (otC, otC10, otCbig, otC64, otC1024): N = M points instead of
     /// the canonical size (1 to 2²⁴), e.g. a size that suits a small CPU.
     #[arg(long, allow_hyphen_values = true)]
@@ -582,6 +587,16 @@ fn run<T: Real, B: PointCloudKernels<T> + GradKernels<T>>(backend: B, a: &BenchA
 /// The most timed or warm-up runs (the timings are kept in memory).
 const MAX_RUNS: usize = 1_000_000;
 
+/// The values of `--gemm-precision` ([`GemmPrecision::name`]).
+fn gemm_precision_parser() -> impl clap::builder::TypedValueParser<Value = GemmPrecision> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(GemmPrecision::ALL.map(GemmPrecision::name)).try_map(
+        |name| {
+            GemmPrecision::from_name(&name).ok_or_else(|| format!("no precision is named {name}"))
+        },
+    )
+}
+
 /// Checks the arguments of every bench problem; the precision to run in.
 pub fn checked(a: &BenchArgs) -> Result<Dtype> {
     let dtype = if a.f64 { Dtype::F64 } else { Dtype::F32 };
@@ -610,6 +625,13 @@ pub fn checked(a: &BenchArgs) -> Result<Dtype> {
             "--precision",
             a.problem.name(),
             "applies to the point-cloud problems otC64 and otC1024 only",
+        ));
+    }
+    if a.gemm_precision.is_some() && a.problem != BenchProblem::Gw {
+        return Err(logot::Error::parameter(
+            "--gemm-precision",
+            a.problem.name(),
+            "applies to the dense Gromov–Wasserstein problem gw only",
         ));
     }
     let point_cloud = matches!(

@@ -471,10 +471,13 @@ where
         };
         let (c1, c2, p, q) = problems::gw::<T>(n, m);
         let problem = GromovProblem::new(c1.view(), c2.view(), p.view(), q.view())?;
-        let solver = GromovSolver::new(
-            be,
-            EntropicGwParams::new(problems::GW_EPS).fixed_iterations(problems::GW_ITERS),
-        );
+        let mut params =
+            EntropicGwParams::new(problems::GW_EPS).fixed_iterations(problems::GW_ITERS);
+        if let Some(gp) = a.gemm_precision {
+            params = params.cross_precision(gp);
+        }
+        let cross_precision = params.cross_precision;
+        let solver = GromovSolver::new(be, params);
         let mut last = None;
         let (median, min, all) = time_runs_for(a, || {
             last = Some(solver.solve(&problem)?);
@@ -485,6 +488,7 @@ where
         json!({
             "problem": "gw", "ms": median, "min_ms": min, "runs_ms": all,
             "n": n, "m": m, "eps": problems::GW_EPS,
+            "gemm_precision": cross_precision.name(),
             "iterations": rep.iterations,
             "inner_iterations": rep.inner_iterations,
             "inner_unconverged": rep.inner_unconverged,

@@ -19,6 +19,53 @@ pub enum Transpose {
     Yes,
 }
 
+/// How a GEMM forms its products where the backend offers a choice: the CUDA backend's
+/// f32 GEMM on tensor cores. The CPU backend and f64 compute exact products whatever the
+/// choice.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum GemmPrecision {
+    /// Products on the FP32 units (rounding about 2^-24 per product).
+    #[default]
+    Exact,
+    /// Split TF32 on tensor cores: each operand `a = a_big + a_small` in TF32 and
+    /// `a_small·b_big + a_big·b_small + a_big·b_big` accumulated in f32 (about 2^-21 per
+    /// product, near f32's own rounding, at three times the tensor-core work of TF32).
+    Tf32x3,
+    /// One TF32 tensor-core product (10-bit mantissas): about 2^-10 per product.
+    Tf32,
+}
+
+impl GemmPrecision {
+    /// Every precision, from the most to the least exact.
+    pub const ALL: [GemmPrecision; 3] = [
+        GemmPrecision::Exact,
+        GemmPrecision::Tf32x3,
+        GemmPrecision::Tf32,
+    ];
+
+    /// Its name on the command line (`exact`, `tf32x3`, `tf32`).
+    pub fn name(self) -> &'static str {
+        match self {
+            GemmPrecision::Exact => "exact",
+            GemmPrecision::Tf32x3 => "tf32x3",
+            GemmPrecision::Tf32 => "tf32",
+        }
+    }
+
+    /// The precision of this [name](GemmPrecision::name), if any.
+    ///
+    /// ```
+    /// use logot::linalg::GemmPrecision;
+    /// for p in GemmPrecision::ALL {
+    ///     assert_eq!(GemmPrecision::from_name(p.name()), Some(p));
+    /// }
+    /// assert_eq!(GemmPrecision::from_name("f16"), None);
+    /// ```
+    pub fn from_name(name: &str) -> Option<GemmPrecision> {
+        GemmPrecision::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
+
 /// Shape of `C ← α·op(A)·op(B) + β·C`: `op(A)` is `m×k`, `op(B)` is `k×n`, `C` is `m×n`.
 ///
 /// All three are stored row-major: `A` as `m×k` (or `k×m` when `ta` is [`Transpose::Yes`]),
@@ -35,6 +82,8 @@ pub struct GemmShape {
     pub ta: Transpose,
     /// Whether `B` is read transposed.
     pub tb: Transpose,
+    /// How the products are formed ([`GemmPrecision::Exact`] unless asked).
+    pub precision: GemmPrecision,
 }
 
 impl GemmShape {
@@ -46,11 +95,16 @@ impl GemmShape {
             k,
             ta: Transpose::No,
             tb: Transpose::No,
+            precision: GemmPrecision::Exact,
         }
     }
     /// The same product with the given operand flags.
     pub fn with_transposes(self, ta: Transpose, tb: Transpose) -> Self {
         GemmShape { ta, tb, ..self }
+    }
+    /// The same product with its products formed at `precision`.
+    pub fn with_precision(self, precision: GemmPrecision) -> Self {
+        GemmShape { precision, ..self }
     }
     /// Check buffer lengths against the shape.
     pub fn check(&self, a: usize, b: usize, c: usize) -> Result<()> {

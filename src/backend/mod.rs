@@ -408,6 +408,20 @@ pub trait Backend<T: Real> {
             }
         }
     }
+
+    /// [`Backend::prepare_dense_buffer`] of `cost` (of `prepared`'s dimensions) into
+    /// `prepared`, a dense cost prepared before from a buffer: a solver whose cost changes
+    /// between solves (Gromov–Wasserstein's outer loop) keeps the memory of its prepared
+    /// cost. The default prepares a new one.
+    fn refill_dense_buffer(
+        &self,
+        prepared: &mut Self::Cost,
+        cost: &Self::Buffer,
+        shift: &[f64],
+    ) -> Result<()> {
+        *prepared = self.prepare_dense_buffer(cost, self.cost_dims(prepared), shift)?;
+        Ok(())
+    }
 }
 
 /// Per-row numbers of a buffer for the input checks ([`Backend::row_stats`]).

@@ -19,8 +19,8 @@ use super::loss::Structure;
 use super::params::EntropicGwParams;
 use super::problem::GromovProblem;
 use crate::backend::grad::GradKernels;
-use crate::backend::linalg::LinalgKernels;
-use crate::sinkhorn::{newton_finish, BufferProblem, Convergence, WarmStart};
+use crate::backend::linalg::{GemmShape, LinalgKernels};
+use crate::sinkhorn::{newton_finish, BufferProblem, Convergence, DeviceStart};
 use crate::SinkhornSolver;
 use crate::{Real, Result};
 use ndarray::{Array1, Array2};
@@ -141,6 +141,7 @@ impl<B> GromovSolver<B> {
         let symmetric = p.symmetric.unwrap_or_else(|| problem.looks_symmetric());
         let alpha = problem.alpha;
         let mut st = Structure::new(be, problem, p.loss, symmetric)?;
+        st.precision = p.cross_precision;
         // (1 − α)·M, the linear part of every gradient.
         let feature = match problem.feature {
             Some(mf) => {
@@ -154,17 +155,37 @@ impl<B> GromovSolver<B> {
         let to64 = |v: &[T]| v.iter().map(|x| x.f64()).collect::<Vec<f64>>();
         let (p64, q64) = (to64(&p_host), to64(&q_host));
         let mut newton_steps = 0;
-        let mut t = be.upload(&problem.initial_plan().iter().copied().collect::<Vec<T>>())?;
+        // The initial plan: the one given, or the product p·qᵀ formed on the device (a GEMM
+        // of inner dimension 1: each entry the one rounding of p_i·q_j, as on the host).
+        let mut t = match problem.init {
+            Some(g0) => be.upload(&g0.iter().copied().collect::<Vec<T>>())?,
+            None => {
+                let mut t = be.filled(n * m, T::zero())?;
+                be.gemm(
+                    GemmShape::new(n, m, 1),
+                    T::one(),
+                    &be.upload(&p_host)?,
+                    &be.upload(&q_host)?,
+                    T::zero(),
+                    &mut t,
+                )?;
+                t
+            }
+        };
         let mut x = be.filled(n * m, T::zero())?;
         let mut x_prev = be.filled(n * m, T::zero())?;
         let mut cost = be.filled(n * m, T::zero())?;
         st.cross(be, &t, T::one(), T::zero(), &mut x)?;
 
-        let inner_params = p.inner();
         let eps = T::of(p.eps);
         let two_alpha = T::of(2.0 * alpha);
-        let mut warm: Option<WarmStart> = None;
-        let (mut f_host, mut g_host) = (Vec::new(), Vec::new());
+        // One inner solver and one prepared problem for every outer iteration: the
+        // marginals are uploaded and checked once, each new cost is written into the
+        // prepared one, and each solve starts from the last one's potentials on the device.
+        let solver = SinkhornSolver::new(be.clone(), p.inner());
+        let mut prepared = None;
+        let mut start: Option<DeviceStart<B::Buffer>> = None;
+        let mass: f64 = p_host.iter().map(|v| v.f64()).sum();
         let mut steps = Vec::new();
         let (mut step, mut inner_iterations, mut inner_unconverged) = (f64::INFINITY, 0, 0);
         let mut inner_last = None;
@@ -179,25 +200,23 @@ impl<B> GromovSolver<B> {
                 }
                 None => be.scaled_copy(-two_alpha, &x, &mut cost)?,
             }
-            let solver = SinkhornSolver::new(
-                be.clone(),
-                crate::SinkhornParams {
-                    warm_start: warm.take(),
-                    ..inner_params.clone()
-                },
-            );
-            let prepared = solver.prepare(BufferProblem::dense(
-                be.upload(&p_host)?,
-                be.upload(&q_host)?,
-                &cost,
-                (1, n, m),
-                false,
-            ))?;
-            let (mut f, mut g, solution) = solver.iterate_prepared(&prepared)?;
+            let prepared = match prepared.as_mut() {
+                Some(pr) => {
+                    solver.refill_dense(pr, &cost)?;
+                    pr
+                }
+                None => prepared.insert(solver.prepare(BufferProblem::dense(
+                    be.upload(&p_host)?,
+                    be.upload(&q_host)?,
+                    &cost,
+                    (1, n, m),
+                    false,
+                ))?),
+            };
+            let (mut f, mut g, solution) = solver.iterate_prepared_from(prepared, start.take())?;
             let mut conv = solution.convergence;
             if !conv.converged {
                 // Sinkhorn stalls on nearly deterministic plans: finish by Newton steps.
-                let mass: f64 = p_host.iter().map(|v| v.f64()).sum();
                 let finish = newton_finish(
                     be,
                     prepared.cost(),
@@ -218,16 +237,13 @@ impl<B> GromovSolver<B> {
             }
             inner_iterations += conv.iterations;
             inner_unconverged += usize::from(!conv.converged);
-            let shift = prepared.shifts()[0];
-            f_host = be.download(&f)?.iter().map(|v| v.f64()).collect();
-            g_host = be.download(&g)?.iter().map(|v| v.f64() + shift).collect();
-            warm = Some(WarmStart {
-                f: Array2::from_shape_vec((1, n), f_host.clone()).expect("1×n"),
-                g: Array2::from_shape_vec((1, m), g_host.clone()).expect("1×m"),
-            });
             inner_last = Some(conv);
             let t_next = be.plan(prepared.cost(), &f, &g, eps)?;
-            drop(prepared);
+            start = Some(DeviceStart {
+                f,
+                g,
+                g_shift: prepared.shifts().to_vec(),
+            });
             // ‖T_{k+1} − T_k‖_F, with T_k overwritten by the difference.
             be.batched_axpy(&[-1.0], &t_next, &mut t)?;
             step = be.frobenius_norm(&t)?.f64();
@@ -240,6 +256,14 @@ impl<B> GromovSolver<B> {
             st.cross(be, &t, T::one(), T::zero(), &mut x)?;
             it += 1;
         }
+        // The last inner solve's potentials, `g` with its cost's offset added back.
+        let last = start.expect("max_iters ≥ 1 runs one inner solve");
+        let f_host: Vec<f64> = be.download(&last.f)?.iter().map(|v| v.f64()).collect();
+        let g_host: Vec<f64> = be
+            .download(&last.g)?
+            .iter()
+            .map(|v| v.f64() + last.g_shift[0])
+            .collect();
         let inner = inner_last.expect("max_iters ≥ 1 runs one inner solve");
 
         // ∇F(T) − G = −2α·(X(T) − X(T_prev)): its largest entry (x_prev becomes the

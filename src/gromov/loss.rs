@@ -12,10 +12,11 @@
 use super::params::GwLoss;
 use super::problem::GromovProblem;
 use crate::backend::grad::GradKernels;
-use crate::backend::linalg::{GemmShape, LinalgKernels, Transpose};
+use crate::backend::linalg::{GemmPrecision, GemmShape, LinalgKernels, Transpose};
 use crate::backend::Backend;
 use crate::{CpuBackend, Real, Result};
-use ndarray::ArrayView2;
+use ndarray::{ArrayView2, Axis};
+use rayon::prelude::*;
 
 /// `h1(C1)`, `h2(C2)` on a backend and the row and column terms of `L⊗T`, for the
 /// gradient of `F(T) = Σ L(C1_ik, C2_jl)·T_ij·T_kl`:
@@ -37,6 +38,8 @@ pub(crate) struct Structure<T: Real, B: LinalgKernels<T>> {
     pub grad_rows: Vec<f64>,
     pub grad_cols: Vec<f64>,
     pub symmetric: bool,
+    /// How the GEMMs of the cross term form their products.
+    pub precision: GemmPrecision,
     /// `n×m` scratch for `h1·T`.
     scratch: B::Buffer,
 }
@@ -54,25 +57,36 @@ impl<T: Real, B: LinalgKernels<T>> Structure<T, B> {
         let (c1, c2) = (problem.c1, problem.c2);
         let p: Vec<f64> = problem.p.iter().map(|v| v.f64()).collect();
         let q: Vec<f64> = problem.q.iter().map(|v| v.f64()).collect();
-        let map = |c: &ArrayView2<'_, T>, f: &dyn Fn(f64) -> f64| -> Vec<T> {
-            c.iter().map(|v| T::of(f(v.f64()))).collect()
+        let map = |c: &ArrayView2<'_, T>, f: &(dyn Fn(f64) -> f64 + Sync)| -> Vec<T> {
+            let mut out = vec![T::zero(); c.len()];
+            let k = c.ncols().max(1);
+            out.par_chunks_mut(k)
+                .zip(c.axis_iter(Axis(0)).into_par_iter())
+                .for_each(|(o, row)| {
+                    o.iter_mut()
+                        .zip(row.iter())
+                        .for_each(|(o, v)| *o = T::of(f(v.f64())))
+                });
+            out
         };
         let h1 = be.upload(&map(&c1, &|v| loss.h1(v)))?;
         let h2 = be.upload(&map(&c2, &|v| loss.h2(v)))?;
-        // Row sums of f(C)·w and of f(C)ᵀ·w, in f64.
-        let weighted = |c: &ArrayView2<'_, T>, f: &dyn Fn(f64) -> f64, w: &[f64], t: bool| {
-            let k = c.nrows();
-            (0..k)
-                .map(|i| {
-                    (0..k)
-                        .map(|j| {
-                            let v = if t { c[[j, i]] } else { c[[i, j]] };
-                            f(v.f64()) * w[j]
-                        })
-                        .sum::<f64>()
-                })
-                .collect::<Vec<f64>>()
-        };
+        // Row sums of f(C)·w and of f(C)ᵀ·w, in f64 (rows in parallel).
+        let weighted =
+            |c: &ArrayView2<'_, T>, f: &(dyn Fn(f64) -> f64 + Sync), w: &[f64], t: bool| {
+                let k = c.nrows();
+                (0..k)
+                    .into_par_iter()
+                    .map(|i| {
+                        (0..k)
+                            .map(|j| {
+                                let v = if t { c[[j, i]] } else { c[[i, j]] };
+                                f(v.f64()) * w[j]
+                            })
+                            .sum::<f64>()
+                    })
+                    .collect::<Vec<f64>>()
+            };
         let a = weighted(&c1, &|v| loss.f1(v), &p, false);
         let b = weighted(&c2, &|v| loss.f2(v), &q, false);
         let (grad_rows, grad_cols) = if symmetric {
@@ -98,6 +112,7 @@ impl<T: Real, B: LinalgKernels<T>> Structure<T, B> {
             grad_rows,
             grad_cols,
             symmetric,
+            precision: GemmPrecision::Exact,
             scratch: be.filled(n * m, T::zero())?,
         })
     }
@@ -138,7 +153,9 @@ impl<T: Real, B: LinalgKernels<T>> Structure<T, B> {
             (Transpose::No, Transpose::Yes)
         };
         be.gemm(
-            GemmShape::new(n, m, n).with_transposes(first, Transpose::No),
+            GemmShape::new(n, m, n)
+                .with_transposes(first, Transpose::No)
+                .with_precision(self.precision),
             T::one(),
             &self.h1,
             t,
@@ -146,7 +163,9 @@ impl<T: Real, B: LinalgKernels<T>> Structure<T, B> {
             &mut self.scratch,
         )?;
         be.gemm(
-            GemmShape::new(n, m, m).with_transposes(Transpose::No, second),
+            GemmShape::new(n, m, m)
+                .with_transposes(Transpose::No, second)
+                .with_precision(self.precision),
             alpha,
             &self.scratch,
             &self.h2,

@@ -2,6 +2,7 @@
 //! entropic (mirror-descent) outer loop and its Sinkhorn inner solves, and the conditional
 //! gradient. Defaults are POT's (`ot.gromov`).
 
+use crate::backend::linalg::GemmPrecision;
 use crate::validate::check_eps;
 use crate::{Error, Result};
 
@@ -117,6 +118,9 @@ pub struct EntropicGwParams {
     pub inner_tol: Option<f64>,
     /// Check the inner marginal error every this many Sinkhorn iterations.
     pub inner_check_every: usize,
+    /// How the cross term `h1(C1)·T·h2(C2)ᵀ` forms its products on a backend that offers a
+    /// choice (the CUDA backend in f32; [`GemmPrecision`]).
+    pub cross_precision: GemmPrecision,
 }
 
 impl Default for EntropicGwParams {
@@ -131,6 +135,7 @@ impl Default for EntropicGwParams {
             inner_max_iters: 1000,
             inner_tol: None,
             inner_check_every: 10,
+            cross_precision: GemmPrecision::Exact,
         }
     }
 }
@@ -200,6 +205,14 @@ impl EntropicGwParams {
     pub fn inner_check_every(self, inner_check_every: usize) -> Self {
         Self {
             inner_check_every,
+            ..self
+        }
+    }
+
+    /// These parameters with the cross term's products at `cross_precision`.
+    pub fn cross_precision(self, cross_precision: GemmPrecision) -> Self {
+        Self {
+            cross_precision,
             ..self
         }
     }

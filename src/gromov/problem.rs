@@ -6,6 +6,7 @@ use super::params::GwLoss;
 use crate::validate::{check_finite, check_histograms};
 use crate::{Error, Real, Result};
 use ndarray::{Array2, ArrayView1, ArrayView2, Axis};
+use rayon::prelude::*;
 
 /// The inputs of a (fused) Gromov–Wasserstein problem, checked.
 ///
@@ -189,11 +190,13 @@ impl<'a, T: Real> GromovProblem<'a, T> {
     /// `|C − Cᵀ| ≤ 1e-10 + 1e-5·|Cᵀ|` entrywise, for both (NumPy's `allclose(C, C.T,
     /// atol=1e-10)`).
     pub fn looks_symmetric(&self) -> bool {
+        // Rows in parallel, each against the column it mirrors.
         let close = |c: &ArrayView2<'_, T>| {
             let n = c.nrows();
-            (0..n).all(|i| {
-                (0..n).all(|k| {
-                    let (a, b) = (c[[i, k]].f64(), c[[k, i]].f64());
+            (0..n).into_par_iter().all(|i| {
+                let (row, col) = (c.row(i), c.column(i));
+                row.iter().zip(col.iter()).all(|(a, b)| {
+                    let (a, b) = (a.f64(), b.f64());
                     (a - b).abs() <= 1e-10 + 1e-5 * b.abs()
                 })
             })

@@ -16,7 +16,7 @@ pub mod gemm;
 pub mod newton_schulz;
 pub mod svd3;
 
-pub use crate::backend::linalg::{GemmShape, LinalgKernels, SyrkShape, Transpose};
+pub use crate::backend::linalg::{GemmPrecision, GemmShape, LinalgKernels, SyrkShape, Transpose};
 pub use align::{
     kabsch, orthogonal_procrustes, wasserstein_procrustes, Init, ProcrustesMethod, RigidTransform,
     WassersteinProcrustesParams, WassersteinProcrustesResult,

@@ -275,7 +275,7 @@ fn point_cloud_problems_take_a_size_override() {
 /// The point-cloud options are checked before any work and refused naming the flag:
 /// `--points`/`--dim` of 0 or on a problem without points, `--precision` with a bad value
 /// (the message lists the values) or on a problem other than otC64/otC1024 (the message
-/// names them), the cloud flags (`--data`, `--weights`, `--seed`, `--dump`) on a problem
+/// names them), `--gemm-precision` likewise (gw only), the cloud flags (`--data`, `--weights`, `--seed`, `--dump`) on a problem
 /// without points, an unknown `--data` (the message lists the kinds), `--eps-rel` ≤ 0 or
 /// NaN, a negative `--seed`.
 #[test]
@@ -298,6 +298,14 @@ fn point_cloud_options_are_refused_by_name() {
         (
             vec!["--problem", "otA", "--precision", "tf32"],
             vec!["--precision", "otC64"],
+        ),
+        (
+            vec!["--problem", "otA", "--gemm-precision", "tf32"],
+            vec!["--gemm-precision", "gw"],
+        ),
+        (
+            vec!["--problem", "gw", "--gemm-precision", "half"],
+            vec!["--gemm-precision", "tf32x3"],
         ),
         (vec!["--problem", "otA", "--data", "sphere"], vec!["--data"]),
         (vec!["--problem", "mhc4", "--seed", "3"], vec!["--seed"]),
@@ -882,4 +890,32 @@ fn sliced_distance_equals_sorting_by_hand() {
         assert_eq!(code, 2, "{err}");
         assert!(err.contains("cuda"), "{err}");
     }
+}
+
+/// `--gemm-precision` reaches the gw solve and the JSON names it; the CPU computes exact
+/// products whatever is asked, so the value is the exact run's to the last bit.
+#[test]
+fn gw_names_its_gemm_precision_and_the_cpu_ignores_it() {
+    let run = |p: &str| {
+        let (code, j, err) = bench(&[
+            "--problem",
+            "gw",
+            "--points",
+            "24",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "--json",
+            "--gemm-precision",
+            p,
+        ]);
+        assert_eq!(code, 0, "{err}");
+        check_timing(&j, "gw", 1);
+        assert_eq!(j["gemm_precision"], p, "{j}");
+        j["value"].as_f64().unwrap()
+    };
+    let exact = run("exact");
+    assert!(exact.is_finite() && exact > 0.0);
+    assert_eq!(run("tf32"), exact);
 }

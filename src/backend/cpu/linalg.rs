@@ -32,7 +32,9 @@ impl<T: Real> LinalgKernels<T> for CpuBackend {
         c: &mut Vec<T>,
     ) -> Result<()> {
         shape.check(a.len(), b.len(), c.len())?;
-        let GemmShape { m, n, k, ta, tb } = shape;
+        let GemmShape {
+            m, n, k, ta, tb, ..
+        } = shape;
         if m == 0 || n == 0 {
             return Ok(());
         }

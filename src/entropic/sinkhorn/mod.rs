@@ -29,7 +29,7 @@ mod solver;
 
 pub use params::{EpsScaling, SinkhornParams, WarmStart};
 pub use prepared::PreparedProblem;
-pub(crate) use prepared::Solution;
+pub(crate) use prepared::{DeviceStart, Solution};
 pub(crate) use problem::{unbalanced, BufferCost};
 pub use problem::{BufferProblem, Problem, ProblemInput};
 pub use report::{Convergence, CouplingResult, ProblemReport, SinkhornResult};

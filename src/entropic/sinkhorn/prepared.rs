@@ -49,6 +49,15 @@ pub(super) fn buffer_histograms<T: Real, B: Backend<T>>(
     Ok((masses, stats.iter().any(|s| s.min <= 0.0)))
 }
 
+/// Start potentials already on the backend for a solve of a prepared batch: `f` (`B×n`)
+/// and `g` (`B×m`) with `g + g_shift[b]` in the units of problem `b`'s cost as given (the
+/// potentials a solve hands back, with its [`PreparedProblem::shifts`]).
+pub(crate) struct DeviceStart<Buf> {
+    pub f: Buf,
+    pub g: Buf,
+    pub g_shift: Vec<f64>,
+}
+
 /// A batch put on a backend by [`SinkhornSolver::prepare`](crate::SinkhornSolver::prepare):
 /// the prepared cost, `μ`, `ν`, `log μ` and `log ν`, resident on the device, and the
 /// problem's relaxation; solved by [`SinkhornSolver::solve_prepared`](crate::SinkhornSolver::solve_prepared).

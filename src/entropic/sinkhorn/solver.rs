@@ -3,7 +3,7 @@
 
 use super::iteration::{iterate, relax_side, relaxed_report, warm_potentials};
 use super::params::SinkhornParams;
-use super::prepared::{buffer_histograms, PreparedProblem, Solution};
+use super::prepared::{buffer_histograms, DeviceStart, PreparedProblem, Solution};
 use super::problem::{unbalanced, BufferCost, BufferProblem, CostOffsets, Problem, ProblemInput};
 use super::report::{
     measure_plans, measure_relaxed_plans, Convergence, CouplingResult, ProblemReport,
@@ -375,33 +375,8 @@ impl<B> SinkhornSolver<B> {
         let (cost, offsets, masses, empty) = match cost {
             BufferCost::Dense { cost, batched, .. } => {
                 let (masses, empty) = histograms()?;
-                let matrices = if batched { batch } else { 1 };
-                let cost_len = be.len(cost);
-                if cost_len != matrices * n * m {
-                    let shape = if batched {
-                        format!("{batch}×{n}×{m}")
-                    } else {
-                        format!("{n}×{m}")
-                    };
-                    return Err(Error::shape(
-                        "cost",
-                        format!("has {cost_len} entries but {shape} are needed"),
-                    ));
-                }
-                let stats = be.row_stats(cost, matrices)?;
-                if stats.iter().any(|s| s.non_finite > 0) {
-                    let host = be.download(cost)?;
-                    let view = ndarray::ArrayView3::from_shape((matrices, n, m), &host)
-                        .map_err(|e| Error::shape("cost", e.to_string()))?;
-                    if batched {
-                        crate::validate::check_finite("cost", &view)?;
-                    } else {
-                        crate::validate::check_finite("cost", &view.index_axis(Axis(0), 0))?;
-                    }
-                }
                 let offsets =
-                    CostOffsets::of_ranges(stats.iter().map(|s| (s.min, s.max)).collect())
-                        .applied(relaxation.is_some());
+                    self.dense_buffer_offsets(cost, (batch, n, m), batched, relaxation.is_some())?;
                 balanced(&masses)?;
                 let dims = crate::backend::CostDims {
                     n,
@@ -441,6 +416,118 @@ impl<B> SinkhornSolver<B> {
         )?;
         prepared.cloud = cloud;
         Ok(prepared)
+    }
+
+    /// The offsets of a dense cost on the backend (`batch` matrices `n×m` when `batched`,
+    /// else one shared), with the checks of a host cost: its length, and finite entries
+    /// (naming the first offending one from the buffer, downloaded only then); one reduction
+    /// per matrix crosses to the host.
+    fn dense_buffer_offsets<T: Real>(
+        &self,
+        cost: &B::Buffer,
+        (batch, n, m): (usize, usize, usize),
+        batched: bool,
+        relaxed: bool,
+    ) -> Result<CostOffsets>
+    where
+        B: Backend<T>,
+    {
+        let be = &self.backend;
+        let matrices = if batched { batch } else { 1 };
+        let cost_len = be.len(cost);
+        if cost_len != matrices * n * m {
+            let shape = if batched {
+                format!("{batch}×{n}×{m}")
+            } else {
+                format!("{n}×{m}")
+            };
+            return Err(Error::shape(
+                "cost",
+                format!("has {cost_len} entries but {shape} are needed"),
+            ));
+        }
+        let stats = be.row_stats(cost, matrices)?;
+        if stats.iter().any(|s| s.non_finite > 0) {
+            let host = be.download(cost)?;
+            let view = ndarray::ArrayView3::from_shape((matrices, n, m), &host)
+                .map_err(|e| Error::shape("cost", e.to_string()))?;
+            if batched {
+                crate::validate::check_finite("cost", &view)?;
+            } else {
+                crate::validate::check_finite("cost", &view.index_axis(Axis(0), 0))?;
+            }
+        }
+        Ok(CostOffsets::of_ranges(stats.iter().map(|s| (s.min, s.max)).collect()).applied(relaxed))
+    }
+
+    /// Replace the dense cost of a batch prepared from buffers ([`BufferProblem::dense`]) by
+    /// `cost` of the same shape, keeping the marginals and the prepared cost's memory
+    /// ([`Backend::refill_dense_buffer`]): the checks and offsets of
+    /// [`SinkhornSolver::prepare`] for the new cost, from one reduction per matrix.
+    pub(crate) fn refill_dense<T: Real>(
+        &self,
+        pr: &mut PreparedProblem<T, B>,
+        cost: &B::Buffer,
+    ) -> Result<()>
+    where
+        B: Backend<T>,
+    {
+        let be = &self.backend;
+        let batched = be.cost_dims(&pr.cost).batch.is_some();
+        let offsets = self.dense_buffer_offsets(
+            cost,
+            (pr.batch, pr.n, pr.m),
+            batched,
+            pr.relaxation.is_some(),
+        )?;
+        be.refill_dense_buffer(&mut pr.cost, cost, &offsets.shift)?;
+        pr.max_abs_cost = offsets.max_abs;
+        pr.max_abs_raw = offsets.max_abs_raw;
+        pr.shift = (0..pr.batch).map(|b| offsets.of_problem(b)).collect();
+        Ok(())
+    }
+
+    /// Start potentials in the solver's units from potentials on the backend (`f`, and
+    /// `g + g_shift` in the units of the cost as given): each problem's pair re-centred as
+    /// a host warm start is (`f − k`, `g + k`, `k` the centre of `f`'s range when that range
+    /// is finite; one reduction per problem crosses to the host) and `g` moved to this cost's
+    /// offsets.
+    fn device_start<T: Real>(
+        &self,
+        pr: &PreparedProblem<T, B>,
+        start: DeviceStart<B::Buffer>,
+    ) -> Result<(B::Buffer, B::Buffer)>
+    where
+        B: Backend<T>,
+    {
+        let be = &self.backend;
+        let (batch, n, m) = (pr.batch, pr.n, pr.m);
+        crate::backend::check_buffer_len("start.f", be.len(&start.f), batch * n)?;
+        crate::backend::check_buffer_len("start.g", be.len(&start.g), batch * m)?;
+        crate::backend::check_buffer_len("start.g_shift", start.g_shift.len(), batch)?;
+        let k: Vec<f64> = if pr.relaxation.is_none() {
+            be.row_stats(&start.f, batch)?
+                .iter()
+                .map(|s| match s.min.is_finite() && s.max.is_finite() {
+                    true => 0.5 * s.min + 0.5 * s.max,
+                    false => 0.0,
+                })
+                .collect()
+        } else {
+            // Unbalanced problems: `(f − k, g + k)` is another plan's pair, kept as given.
+            vec![0.0; batch]
+        };
+        let df: Vec<f64> = k.iter().map(|k| -k).collect();
+        let dg: Vec<f64> = (0..batch)
+            .map(|b| k[b] + start.g_shift[b] - pr.shift[b])
+            .collect();
+        let (mut f, mut g) = (
+            be.filled(batch * n, T::zero())?,
+            be.filled(batch * m, T::zero())?,
+        );
+        be.offset_rows(&start.f, &df, &mut f)?;
+        be.offset_rows(&start.g, &dg, &mut g)?;
+        Ok((f, g))
     }
 
     /// Copy solved potentials into the caller's buffers, the offsets added to `g`.
@@ -486,6 +573,19 @@ impl<B> SinkhornSolver<B> {
     where
         B: Backend<T>,
     {
+        self.iterate_prepared_from(pr, None)
+    }
+
+    /// [`SinkhornSolver::iterate_prepared`] started from potentials on the backend when
+    /// `start` is given (in place of the parameters' warm start).
+    pub(crate) fn iterate_prepared_from<T: Real>(
+        &self,
+        pr: &PreparedProblem<T, B>,
+        start: Option<DeviceStart<B::Buffer>>,
+    ) -> Result<(B::Buffer, B::Buffer, Solution)>
+    where
+        B: Backend<T>,
+    {
         let p = &self.params;
         let relax = pr.relaxation;
         p.validate()?;
@@ -499,10 +599,11 @@ impl<B> SinkhornSolver<B> {
             log_mu,
             log_nu,
         };
-        let (f, g) = match &p.warm_start {
+        let (f, g) = match (start, &p.warm_start) {
+            (Some(start), _) => self.device_start(pr, start)?,
             // Zero potentials, −∞ on zero-mass bins (so they take no part from the first
             // half-step on: the problem is exactly the one without those bins).
-            None => {
+            (None, None) => {
                 let start = |a: &B::Buffer, empty: bool, len: usize| match empty {
                     true => be.start_potential(a),
                     false => be.filled(len, T::zero()),
@@ -512,7 +613,7 @@ impl<B> SinkhornSolver<B> {
                     start(nu, pr.empty_nu, batch * m)?,
                 )
             }
-            Some(w) => {
+            (None, Some(w)) => {
                 let (f0, g0) = warm_potentials::<T>(w, batch, n, m, &pr.shift, relax.is_none())?;
                 (be.upload(&f0)?, be.upload(&g0)?)
             }
@@ -676,4 +777,76 @@ impl<B> SinkhornSolver<B> {
 /// ([`crate::alloc::probe`]). Else [`Error::OutOfMemory`] naming the plan and the bytes.
 pub(crate) fn check_coupling_peak<T>(dims: &[usize], cost_bytes: usize) -> Result<()> {
     crate::alloc::probe::<T>("plan", dims, cost_bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CpuBackend, WarmStart};
+
+    /// A prepared problem given a new cost (`refill_dense`) and started from potentials on
+    /// the backend is the problem prepared afresh from that cost and warm-started from the
+    /// same potentials on the host: the same offsets, and the same iterates.
+    #[test]
+    fn a_refilled_cost_and_a_device_start_equal_a_fresh_warm_start() {
+        let be = CpuBackend;
+        let (n, m) = (3, 4);
+        let (mu, nu) = ([0.2f64, 0.5, 0.3], [0.1f64, 0.4, 0.3, 0.2]);
+        let cost_a: Vec<f64> = (0..n * m).map(|k| ((k * 7) % 5) as f64 * 0.3).collect();
+        let cost_b: Vec<f64> = (0..n * m)
+            .map(|k| 2.0 + ((k * 3) % 7) as f64 * 0.2)
+            .collect();
+        let fixed = |iters| SinkhornParams::new(0.1).max_iters(iters).tol(0.0);
+        let solver = SinkhornSolver::new(be, fixed(7));
+        fn dense<'c>(
+            be: CpuBackend,
+            c: &'c Vec<f64>,
+            mu: &[f64],
+            nu: &[f64],
+            n: usize,
+            m: usize,
+        ) -> BufferProblem<'c, Vec<f64>> {
+            BufferProblem::dense(
+                be.upload(mu).unwrap(),
+                be.upload(nu).unwrap(),
+                c,
+                (1, n, m),
+                false,
+            )
+        }
+        let mut pr = solver.prepare(dense(be, &cost_a, &mu, &nu, n, m)).unwrap();
+        let (f, g, _) = solver.iterate_prepared(&pr).unwrap();
+        let shift_a = pr.shifts().to_vec();
+
+        let solver = SinkhornSolver::new(be, fixed(5));
+        solver.refill_dense(&mut pr, &cost_b).unwrap();
+        let fresh = solver.prepare(dense(be, &cost_b, &mu, &nu, n, m)).unwrap();
+        assert_eq!(pr.shifts(), fresh.shifts());
+        assert_eq!(pr.max_abs_cost, fresh.max_abs_cost);
+        assert_ne!(
+            pr.shifts(),
+            &shift_a[..],
+            "the two costs need different offsets"
+        );
+        let warm = WarmStart::new(
+            Array2::from_shape_vec((1, n), f.clone()).unwrap(),
+            Array2::from_shape_vec((1, m), g.iter().map(|v| v + shift_a[0]).collect()).unwrap(),
+        );
+        let start = DeviceStart {
+            f,
+            g,
+            g_shift: shift_a,
+        };
+        let (f1, g1, s1) = solver.iterate_prepared_from(&pr, Some(start)).unwrap();
+        let host = SinkhornSolver::new(be, fixed(5).warm_start(warm));
+        let (f2, g2, s2) = host.iterate_prepared(&fresh).unwrap();
+        let close = |a: &[f64], b: &[f64]| {
+            a.iter()
+                .zip(b)
+                .all(|(x, y)| (x - y).abs() <= 1e-13 * (1.0 + y.abs()))
+        };
+        assert!(close(&f1, &f2), "{f1:?} vs {f2:?}");
+        assert!(close(&g1, &g2), "{g1:?} vs {g2:?}");
+        assert!(close(&s1.distance, &s2.distance));
+    }
 }

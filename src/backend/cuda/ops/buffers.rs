@@ -230,4 +230,25 @@ impl CudaBackend {
             }),
         })
     }
+
+    /// [`Self::buffer_dense_cost`] into the matrices of `prepared`, a dense cost of the same
+    /// dimensions, with no allocation; a cost of another kind is prepared anew.
+    pub(in crate::backend::cuda) fn refill_buffer_dense_cost<T: CudaReal>(
+        &self,
+        prepared: &mut CudaCost<T>,
+        cost: &CudaBuffer<T>,
+        shift: &[f64],
+    ) -> Result<()> {
+        if let CostKind::Dense(d) = &mut prepared.kind {
+            let dims = d.dims;
+            let len = dims.batch.unwrap_or(1) * dims.n * dims.m;
+            check_len("cost", cost.len, len)?;
+            let neg: Vec<f64> = shift.iter().map(|s| -s).collect();
+            self.offset_slices(&cost.data, &mut d.c, len, &neg)?;
+            return self.transpose_batch(&d.c, &d.ct, dims);
+        }
+        let dims = crate::backend::Backend::<T>::cost_dims(self, prepared);
+        *prepared = self.buffer_dense_cost(cost, dims, shift)?;
+        Ok(())
+    }
 }

@@ -9,6 +9,9 @@
 //!   are read in place; for products of 2^30 multiply-adds or more, an operand whose rows
 //!   run along k (`A` as stored, `B` transposed) is first copied transposed, so that every
 //!   tile load is row-contiguous (about 10 % faster at 4096³, for one extra pass).
+//!   f32 products asked for at [`GemmPrecision::Tf32`] or [`GemmPrecision::Tf32x3`] run on
+//!   tensor cores instead (`mma.sync` m16n8k8 TF32, 128×128 tiles of 256 threads, k-steps of
+//!   16, both operands read in place; [`GemmKernel`] is the choice).
 //! * `syrk`: the same tiles, only those on and above the diagonal, each written with its
 //!   mirror (exactly symmetric); a large `X·Xᵀ` goes through `Xᵀ` likewise.
 //! * `frobenius_norm`: a scaled sum of squares per block, merged on the device; one `f64`
@@ -18,7 +21,9 @@ use crate::backend::cpu::svd3::RANK_TOL_PER_SQRT_M;
 use crate::backend::cuda::runtime::device::{CudaBackend, CudaBuffer};
 use crate::backend::cuda::runtime::kernels::{define, kernel_name, CudaReal, Module, Precision};
 use crate::backend::cuda::runtime::launch::{to_i32, Launch};
-use crate::backend::linalg::{check_square, GemmShape, LinalgKernels, SyrkShape, Transpose};
+use crate::backend::linalg::{
+    check_square, GemmPrecision, GemmShape, LinalgKernels, SyrkShape, Transpose,
+};
 use crate::{Error, Result};
 use cudarc::driver::CudaSlice;
 
@@ -32,6 +37,11 @@ const F32_BK: usize = define(SOURCE, "GEMM_F32_BK");
 const F32_THREADS: usize = define(SOURCE, "GEMM_F32_THREADS");
 /// Threads per block of the f64 GEMM and syrk (static shared memory).
 const F64_THREADS: usize = define(SOURCE, "GEMM_F64_THREADS");
+/// Edge of the tensor-core GEMM's tile and its threads per block.
+const TC_TILE: usize = define(SOURCE, "GEMM_TC_BM");
+const TC_THREADS: usize = define(SOURCE, "GEMM_TC_THREADS");
+// `tiles` counts the blocks of both GEMM families.
+const _: () = assert!(TC_TILE == TILE);
 /// Warps (matrices at a time) per svd3 block.
 const SVD_WARPS: usize = define(SOURCE, "SVD_WARPS");
 /// Rows per register chunk of the svd3 kernel (32 lanes × 4 rows).
@@ -46,6 +56,35 @@ fn gemm_launch<T: CudaReal>(blocks: u32) -> Launch {
         Precision::F32 => Launch::linear(blocks, F32_THREADS as u32)
             .shared(2 * 2 * F32_BK * (TILE + TILE_PAD) * std::mem::size_of::<f32>()),
         Precision::F64 => Launch::linear(blocks, F64_THREADS as u32),
+    }
+}
+
+/// The kernel family of a GEMM: FP32 FFMA tiles (f64: FP64 FMA), or f32 on tensor cores
+/// with one or three TF32 products.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum GemmKernel {
+    Fma,
+    Tf32,
+    Tf32x3,
+}
+
+impl GemmKernel {
+    /// The kernel of a product at `asked` in precision `p`: tensor cores for f32 only.
+    fn choose(p: Precision, asked: GemmPrecision) -> GemmKernel {
+        match (p, asked) {
+            (Precision::F32, GemmPrecision::Tf32) => GemmKernel::Tf32,
+            (Precision::F32, GemmPrecision::Tf32x3) => GemmKernel::Tf32x3,
+            _ => GemmKernel::Fma,
+        }
+    }
+    /// The entry point of the tensor-core kernels for the operand flags.
+    fn tensor_entry(self, ta: Transpose, tb: Transpose) -> Option<String> {
+        let base = match self {
+            GemmKernel::Fma => return None,
+            GemmKernel::Tf32 => "gemm_tf32",
+            GemmKernel::Tf32x3 => "gemm_tf32x3",
+        };
+        Some(format!("{base}_{}{}", flag(ta), flag(tb)))
     }
 }
 
@@ -178,7 +217,14 @@ impl<T: CudaReal> LinalgKernels<T> for CudaBackend {
         c: &mut CudaBuffer<T>,
     ) -> Result<()> {
         shape.check(a.len, b.len, c.len)?;
-        let GemmShape { m, n, k, ta, tb } = shape;
+        let GemmShape {
+            m,
+            n,
+            k,
+            ta,
+            tb,
+            precision,
+        } = shape;
         if m == 0 || n == 0 {
             return Ok(());
         }
@@ -188,6 +234,26 @@ impl<T: CudaReal> LinalgKernels<T> for CudaBackend {
             to_i32(n, "gemm: n")?,
             to_i32(k, "gemm: k")?,
         );
+        if let Some(name) = GemmKernel::choose(T::PRECISION, precision).tensor_entry(ta, tb) {
+            // SAFETY: gemm_tf32*_(A, B, C, m, n, k, alpha, beta) (f32 only: `choose` gives
+            // tensor kernels for f32 alone) on the checked shapes, operands as stored.
+            return unsafe {
+                self.launch(
+                    &name,
+                    Launch::linear(blocks, TC_THREADS as u32),
+                    (
+                        self.ptr(&a.data),
+                        self.ptr(&b.data),
+                        self.ptr(&c.data),
+                        mi,
+                        ni,
+                        ki,
+                        alpha,
+                        beta,
+                    ),
+                )
+            };
+        }
         // Large products read an operand whose rows run along k (A as stored, or B
         // transposed) from a transposed copy: the tile loads are then row-contiguous.
         let big = m.saturating_mul(n).saturating_mul(k) >= TRANSPOSED_COPY_MIN_WORK;

@@ -108,6 +108,15 @@ impl<T: CudaReal> Backend<T> for CudaBackend {
         self.buffer_dense_cost(cost, dims, shift)
     }
 
+    fn refill_dense_buffer(
+        &self,
+        prepared: &mut CudaCost<T>,
+        cost: &CudaBuffer<T>,
+        shift: &[f64],
+    ) -> Result<()> {
+        self.refill_buffer_dense_cost(prepared, cost, shift)
+    }
+
     fn sinkstep(
         &self,
         cost: &CudaCost<T>,

@@ -111,7 +111,7 @@ macro_rules! cuda_file {
 /// The headers a kernel source may include, by name: `common.cuh`, and the parts of the
 /// modules kept in several files (by kernel family). NVRTC has no include path here, so the
 /// host hands it their text.
-pub const HEADERS: [(&str, &str); 10] = [
+pub const HEADERS: [(&str, &str); 11] = [
     ("common.cuh", COMMON_SRC),
     ("sinkstep_tiled.cuh", cuda_file!("sinkstep_tiled.cuh")),
     ("sinkstep_fused.cuh", cuda_file!("sinkstep_fused.cuh")),
@@ -125,6 +125,7 @@ pub const HEADERS: [(&str, &str); 10] = [
     ("pointcloud_mma.cuh", cuda_file!("pointcloud_mma.cuh")),
     ("pointcloud_tc.cuh", cuda_file!("pointcloud_tc.cuh")),
     ("pointcloud_wg.cuh", cuda_file!("pointcloud_wg.cuh")),
+    ("linalg_mma.cuh", cuda_file!("linalg_mma.cuh")),
 ];
 
 /// The Sinkhorn module's source and the parts it includes: the text its numbers are read
@@ -146,6 +147,9 @@ const POINTCLOUD_TEXT: &str = concat!(
     cuda_file!("pointcloud_tc.cuh"),
     cuda_file!("pointcloud_wg.cuh"),
 );
+
+/// The linear-algebra module's source and its tensor-core part ([`Module::text`]).
+const LINALG_TEXT: &str = concat!(cuda_file!("linalg.cu"), cuda_file!("linalg_mma.cuh"));
 
 impl Module {
     /// Every module (in the order of [`Module::index`]).
@@ -183,12 +187,13 @@ impl Module {
         }
     }
 
-    /// The module's whole text: its source and the parts it includes (the Sinkhorn and
-    /// point-cloud modules), in order. [`define`] reads the numbers shared with the host here.
+    /// The module's whole text: its source and the parts it includes (the Sinkhorn,
+    /// point-cloud and linear-algebra modules), in order. [`define`] reads the numbers shared with the host here.
     pub const fn text(self) -> &'static str {
         match self {
             Module::Sinkstep => SINKSTEP_TEXT,
             Module::PointCloud => POINTCLOUD_TEXT,
+            Module::Linalg => LINALG_TEXT,
             _ => self.source(),
         }
     }
@@ -316,6 +321,14 @@ impl Module {
                 ("gemm_nt", Both),
                 ("gemm_tn", Both),
                 ("gemm_tt", Both),
+                ("gemm_tf32_nn", Plain),
+                ("gemm_tf32_nt", Plain),
+                ("gemm_tf32_tn", Plain),
+                ("gemm_tf32_tt", Plain),
+                ("gemm_tf32x3_nn", Plain),
+                ("gemm_tf32x3_nt", Plain),
+                ("gemm_tf32x3_tn", Plain),
+                ("gemm_tf32x3_tt", Plain),
                 ("syrk_n", Both),
                 ("syrk_t", Both),
                 ("svd3_c0", Both),
