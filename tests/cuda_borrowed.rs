@@ -8,7 +8,7 @@
 //! error recorded); the legacy default stream (null) works too. Each test skips with a
 //! printed reason when no GPU is usable, and fails instead when `LOGOT_REQUIRE_GPU=1`.
 #![cfg(feature = "cuda")]
-use common::gpu::{address, foreign, gpu};
+use common::gpu::{address, foreign, gpu, spin, spinner};
 
 mod common;
 
@@ -393,24 +393,34 @@ fn deferred_launches_do_not_wait_for_the_stream() {
         let mut db = be.borrow_buffer::<f32>(address(&dd, &stream), len);
         let mut sb = be.borrow_words(address(&sw, &stream), words::PROJECTION);
         let mut wb = be.borrow_words(address(&bw, &stream), nwords);
-        // Time the synchronous pair, then queue 50 deferred pairs: the host must be back
-        // long before the GPU is done with them (a wait per call would take as long).
-        let t = std::time::Instant::now();
+        // The synchronous pair once (its modules loaded), then 50 deferred pairs queued
+        // behind 300 ms of spinning on the stream: a call that waited for the stream would
+        // keep the host there until the spin ends.
         forward_waited(&proj, n, &xb, &mut rb).unwrap();
         backward_waited(&proj, n, &rb, &rb, &CgParams::default(), &mut db).unwrap();
-        let one = t.elapsed();
+        let spinning = spinner(&ctx);
+        let wait = std::time::Duration::from_millis(300);
         let t = std::time::Instant::now();
+        spin(&stream, &spinning, 300);
+        let mut calls = Vec::new();
         for _ in 0..50 {
+            let c = std::time::Instant::now();
             proj.forward_buffers(n, &xb, &mut rb, &mut sb).unwrap();
+            let forward = c.elapsed();
             proj.backward_buffers(n, &rb, &rb, &CgParams::default(), &mut db, &mut wb)
                 .unwrap();
+            calls.push((forward, c.elapsed() - forward));
         }
         let queued = t.elapsed();
         be.synchronize().unwrap();
         let all = t.elapsed();
+        drop(spinning);
+        assert!(all >= wait, "the spin ended after {all:?}");
         assert!(
-            queued < all / 2,
-            "queueing 50 deferred pairs took {queued:?} of {all:?} (one synchronous pair: {one:?})"
+            queued < wait / 2,
+            "queueing 50 deferred pairs behind a {wait:?} spin took {queued:?} (all done after \
+             {all:?}); (forward, backward) of the first three: {:?}",
+            &calls[..3]
         );
     }
     drop((xd, rd, dd, sw, bw));

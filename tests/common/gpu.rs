@@ -65,3 +65,36 @@ pub fn foreign(be: &CudaBackend) -> (Arc<CudaContext>, Arc<CudaStream>) {
 pub fn address<T>(s: &CudaSlice<T>, stream: &Arc<CudaStream>) -> u64 {
     s.device_ptr(stream).0
 }
+
+/// A kernel `spin(ns)` for [`spin`], compiled and loaded in `ctx` (keep it until the work
+/// queued behind it is done: unloading its module waits for the spin).
+pub fn spinner(ctx: &Arc<CudaContext>) -> cudarc::driver::CudaFunction {
+    const SPIN: &str = r#"
+extern "C" __global__ void spin(unsigned long long ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}
+"#;
+    let ptx = cudarc::nvrtc::compile_ptx(SPIN).unwrap();
+    ctx.load_module(ptx).unwrap().load_function("spin").unwrap()
+}
+
+/// Queues on `stream`, without waiting, one thread of `spinner` spinning for `ms`
+/// milliseconds on the GPU's global timer: work queued behind it cannot start before it
+/// ends, so a call that waits for the stream takes at least that long.
+pub fn spin(stream: &Arc<CudaStream>, spinner: &cudarc::driver::CudaFunction, ms: u64) {
+    use cudarc::driver::{LaunchConfig, PushKernelArg};
+    let ns = ms * 1_000_000;
+    let mut launch = stream.launch_builder(spinner);
+    launch.arg(&ns);
+    let cfg = LaunchConfig {
+        grid_dim: (1, 1, 1),
+        block_dim: (1, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: `spin(unsigned long long)` takes the one argument pushed.
+    unsafe { launch.launch(cfg) }.unwrap();
+}
