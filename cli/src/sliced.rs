@@ -3,8 +3,8 @@
 //! distances and each direction's `W_p^p` as JSON, the gradients with respect to the points
 //! written as .npy.
 
-use crate::npy;
 use crate::output::Outputs;
+use crate::{flags, npy};
 use crate::{input, BackendChoice, Json};
 use logot::exact::{
     sliced_wasserstein_batch, sliced_wasserstein_distance, sliced_wasserstein_grad,
@@ -76,34 +76,21 @@ impl SlicedArgs {
     }
 }
 
-/// The library's names of the sliced arguments as this command's flags.
-fn flag(arg: &str) -> String {
-    let end = arg
-        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .unwrap_or(arg.len());
-    let flag = match &arg[..end] {
-        "x_s" => "--x",
-        "x_t" => "--y",
-        "a" => "--mu",
-        "b" => "--nu",
-        "p" => "--p",
-        "n_projections" => "--n-projections",
-        "projections" => "--projections",
-        _ => return arg.to_string(),
-    };
-    format!("{flag}{}", &arg[end..])
-}
+/// The library's names of the sliced arguments and this command's flags.
+const FLAGS: &[(&str, &str)] = &[
+    ("x_s", "--x"),
+    ("x_t", "--y"),
+    ("a", "--mu"),
+    ("b", "--nu"),
+    ("p", "--p"),
+    ("n_projections", "--n-projections"),
+    ("projections", "--projections"),
+];
 
 /// A library error in this command's names: the argument, and the other cloud a shape
 /// error compares it with.
 fn cli_error(e: Error) -> Error {
-    match e.rename_arg(|s| flag(&s)) {
-        Error::Shape { arg, detail } => Error::Shape {
-            arg,
-            detail: detail.replace("x_s", "--x").replace("x_t", "--y"),
-        },
-        e => e,
-    }
+    flags::command_error(e, FLAGS, &[("x_s", "--x"), ("x_t", "--y")])
 }
 
 /// An input of one problem (`ndim` axes) or a batch (`ndim + 1`), with the batch axis
