@@ -285,14 +285,8 @@ struct Sorted {
 }
 
 impl Sorted {
-    #[allow(clippy::too_many_arguments)]
-    fn new<T: Real>(
-        xa: ArrayView1<'_, T>,
-        xb: ArrayView1<'_, T>,
-        a: Option<ArrayView1<'_, T>>,
-        b: Option<ArrayView1<'_, T>>,
-        names: [&str; 4],
-    ) -> Result<Self> {
+    /// `line` sorted.
+    fn new(line: Line) -> Self {
         let Line {
             u: u0,
             v: v0,
@@ -300,7 +294,7 @@ impl Sorted {
             b,
             mass: mass_a,
             scale_b,
-        } = Line::new(xa, xb, a, b, names)?;
+        } = line;
         let (mut k, mut t, mut tp) = (Vec::new(), Vec::new(), Vec::new());
         let (mut u, mut pu, mut v, mut pv) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         sort::argsort(&u0, &mut u, &mut pu, &mut k, &mut t, &mut tp);
@@ -311,7 +305,7 @@ impl Sorted {
         };
         let wa = gather(&a, &pu);
         let wb = gather(&b, &pv);
-        Ok(Sorted {
+        Sorted {
             u,
             v,
             pu,
@@ -322,7 +316,7 @@ impl Sorted {
             wb,
             mass: mass_a,
             scale_b,
-        })
+        }
     }
 
     fn weights(&self) -> (SortedWeights<'_>, SortedWeights<'_>) {
@@ -494,7 +488,7 @@ pub fn emd_1d<T: Real>(
     metric: Metric,
 ) -> Result<EmdResult> {
     let h = LineCost::new(metric, "metric")?;
-    let s = Sorted::new(x_a, x_b, a, b, ["x_a", "x_b", "a", "b"])?;
+    let s = Sorted::new(Line::new(x_a, x_b, a, b, ["x_a", "x_b", "a", "b"])?);
     let st = staircase(&s, h);
     let (n, m) = (s.u.len(), s.v.len());
     let (wa, wb) = (s.input_weights(true), s.input_weights(false));
@@ -578,7 +572,7 @@ pub fn emd2_1d<T: Real>(
     metric: Metric,
 ) -> Result<f64> {
     let h = LineCost::new(metric, "metric")?;
-    let s = Sorted::new(x_a, x_b, a, b, ["x_a", "x_b", "a", "b"])?;
+    let s = Sorted::new(Line::new(x_a, x_b, a, b, ["x_a", "x_b", "a", "b"])?);
     let (wa, wb) = s.weights();
     Ok(walk(&s.u, &s.v, wa, wb, h, |_, _, _, _| {}))
 }
@@ -607,13 +601,13 @@ pub fn wasserstein_1d<T: Real>(
     p: f64,
 ) -> Result<f64> {
     let h = LineCost::power(p, "p")?;
-    let s = Sorted::new(
+    let s = Sorted::new(Line::new(
         u_values,
         v_values,
         u_weights,
         v_weights,
         ["u_values", "v_values", "u_weights", "v_weights"],
-    )?;
+    )?);
     let (wa, wb) = s.weights();
     Ok(sorted_value(&s.u, &s.v, wa, wb, h))
 }
@@ -643,13 +637,15 @@ pub fn wasserstein_1d_batch<T: Real>(
         .into_par_iter()
         .map(|k| {
             let s = Sorted::new(
-                u_values.index_axis_move(Axis(0), k),
-                v_values.index_axis_move(Axis(0), k),
-                u_weights.map(|w| w.index_axis_move(Axis(0), k)),
-                v_weights.map(|w| w.index_axis_move(Axis(0), k)),
-                ["u_values", "v_values", "u_weights", "v_weights"],
-            )
-            .map_err(|e| in_problem(e, k, bsz))?;
+                Line::new(
+                    u_values.index_axis_move(Axis(0), k),
+                    v_values.index_axis_move(Axis(0), k),
+                    u_weights.map(|w| w.index_axis_move(Axis(0), k)),
+                    v_weights.map(|w| w.index_axis_move(Axis(0), k)),
+                    ["u_values", "v_values", "u_weights", "v_weights"],
+                )
+                .map_err(|e| in_problem(e, k, bsz))?,
+            );
             let (wa, wb) = s.weights();
             Ok(sorted_value(&s.u, &s.v, wa, wb, h))
         })
@@ -765,13 +761,13 @@ pub fn wasserstein_1d_grad<T: Real>(
     p: f64,
 ) -> Result<Wasserstein1dGrad> {
     let h = LineCost::power(p, "p")?;
-    let s = Sorted::new(
+    let s = Sorted::new(Line::new(
         u_values,
         v_values,
         u_weights,
         v_weights,
         ["u_values", "v_values", "u_weights", "v_weights"],
-    )?;
+    )?);
     let (n, m) = (s.u.len(), s.v.len());
     let st = staircase(&s, h);
     let mut du = vec![0.0; n];
