@@ -11,7 +11,7 @@ use logot::exact::{
     max_sliced_wasserstein_distance, max_sliced_wasserstein_grad, sliced_wasserstein_distance,
     sliced_wasserstein_grad, sliced_wasserstein_grad_batch, wasserstein_1d_batch,
     wasserstein_1d_grad as lib_wasserstein_1d_grad, Certificate, EmdMethod, EmdParams, EmdResult,
-    ExactMethod, MaxSlicedSearch, Metric, Projections,
+    ExactMethod, MaxSlicedSearch, Metric, Projections, SlicedGrad,
 };
 use logot::{Error, Real};
 use ndarray::{Array1, Array2, Array3, ArrayView, ArrayView2, Axis, Dimension, Ix1, Ix2, Ix3};
@@ -429,7 +429,7 @@ fn sliced_wasserstein_grad_batched<'py>(
         compute(py, true, || sliced_wasserstein_grad_batch(x_s, x_t, a, b, &dirs, p)).py()?
     });
     let distances = Array1::from_iter(gs.iter().map(|g| g.distance));
-    let stack = |side: fn(&logot::exact::SlicedGrad) -> &Array2<f64>| {
+    let stack = |side: fn(&SlicedGrad) -> &Array2<f64>| {
         let (rows, d) = side(&gs[0]).dim();
         Array3::from_shape_fn((gs.len(), rows, d), |(k, i, t)| side(&gs[k])[[i, t]])
     };
@@ -448,6 +448,33 @@ pub(crate) struct SlicedOutput {
     steps: usize,
     grad_x_s: Option<Py<PyAny>>,
     grad_x_t: Option<Py<PyAny>>,
+}
+
+/// A [`SlicedOutput`] of a distance, its directions' `W_p^p`, for max-sliced the best
+/// direction and the ascent steps kept, and the gradients when computed.
+fn sliced_output(
+    py: Python<'_>,
+    distance: f64,
+    projected: Array1<f64>,
+    direction: Option<Array1<f64>>,
+    steps: usize,
+    grads: Option<SlicedGrad>,
+) -> PyResult<Py<SlicedOutput>> {
+    let (grad_x_s, grad_x_t) = match grads {
+        Some(g) => (Some(array(py, g.grad_x_s)), Some(array(py, g.grad_x_t))),
+        None => (None, None),
+    };
+    Py::new(
+        py,
+        SlicedOutput {
+            distance,
+            projected: array(py, projected),
+            direction: direction.map(|d| array(py, d)),
+            steps,
+            grad_x_s,
+            grad_x_t,
+        },
+    )
 }
 
 /// The directions: given (`d×L`, float64) or `n_projections` drawn from `seed`.
@@ -499,21 +526,7 @@ fn sliced_wasserstein<'py>(
         .py()?
     });
     let (r, g) = out;
-    let (gx, gy) = match g {
-        Some(g) => (Some(array(py, g.grad_x_s)), Some(array(py, g.grad_x_t))),
-        None => (None, None),
-    };
-    Py::new(
-        py,
-        SlicedOutput {
-            distance: r.distance,
-            projected: array(py, r.projected),
-            direction: None,
-            steps: 0,
-            grad_x_s: gx,
-            grad_x_t: gy,
-        },
-    )
+    sliced_output(py, r.distance, r.projected, None, 0, g)
 }
 
 /// The max-sliced distance `max_θ W_p(θ#μ, θ#ν)` over the directions (given, d×L, or drawn
@@ -554,21 +567,7 @@ fn max_sliced_wasserstein<'py>(
         })
         .py()?
     });
-    let (gx, gy) = match g {
-        Some(g) => (Some(array(py, g.grad_x_s)), Some(array(py, g.grad_x_t))),
-        None => (None, None),
-    };
-    Py::new(
-        py,
-        SlicedOutput {
-            distance: r.distance,
-            projected: array(py, r.projected),
-            direction: Some(array(py, r.direction)),
-            steps: r.steps,
-            grad_x_s: gx,
-            grad_x_t: gy,
-        },
-    )
+    sliced_output(py, r.distance, r.projected, Some(r.direction), r.steps, g)
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
