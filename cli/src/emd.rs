@@ -4,8 +4,8 @@
 //! `--backend cuda` solves batches of assignment problems (square, uniform weights) on the
 //! GPU by the auction and refuses other input, naming the flag at fault.
 
-use crate::npy;
 use crate::output::Outputs;
+use crate::{flags, npy};
 use crate::{input, BackendChoice, Json};
 use logot::exact::{
     auction_refusal, emd_batch, emd_points_batch, EmdMethod, EmdParams, EmdResult, ExactMethod,
@@ -290,14 +290,14 @@ fn on_gpu<T: Real>(
     match auction_refusal(mu, nu, n, m, metric, params) {
         None => Ok(()),
         Some(e) => Err(e.rename_arg(|arg| {
-            match arg.as_str() {
-                "cost" => cost_flag,
-                "metric" => "--metric",
-                "method" => "--method",
-                "mu" => "--mu",
-                _ => "--nu",
-            }
-            .into()
+            let names = [
+                ("cost", cost_flag),
+                ("metric", "--metric"),
+                ("method", "--method"),
+                ("mu", "--mu"),
+                ("nu", "--nu"),
+            ];
+            flags::flag_in(&arg, &names)
         })),
     }
 }

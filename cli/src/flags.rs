@@ -72,6 +72,33 @@ fn flag_of(name: &str) -> String {
     }
 }
 
+/// `arg` with its leading name (letters, digits, `_`) written as the flag a command's
+/// `names` (library name, flag) give it, what follows kept (`x_s[2]` → `--x[2]`); a name
+/// not in `names` is kept.
+pub fn flag_in(arg: &str, names: &[(&str, &str)]) -> String {
+    let end = arg
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(arg.len());
+    match names.iter().find(|(lib, _)| *lib == &arg[..end]) {
+        Some((_, flag)) => format!("{flag}{}", &arg[end..]),
+        None => arg.to_string(),
+    }
+}
+
+/// A library error in a command's names: the argument through [`flag_in`] with `names`, and
+/// in a shape error's detail, each text of `compared` (library text, command text) replaced.
+pub fn command_error(e: Error, names: &[(&str, &str)], compared: &[(&str, &str)]) -> Error {
+    match e.rename_arg(|s| flag_in(&s, names)) {
+        Error::Shape { arg, detail } => Error::Shape {
+            arg,
+            detail: compared
+                .iter()
+                .fold(detail, |d, (lib, cli)| d.replace(lib, cli)),
+        },
+        e => e,
+    }
+}
+
 /// A number as `{}` prints it when that is short, else in scientific notation (`1e308`,
 /// not 309 digits).
 pub fn number(x: f64) -> String {
@@ -140,6 +167,27 @@ mod tests {
             cli_names(hint).to_string(),
             "--inputs = input 1 has mass 2: relax the marginals with --reg-m RHO for inputs \
              of different masses"
+        );
+    }
+
+    #[test]
+    fn a_command_names_its_own_flags() {
+        let names = [("x_s", "--x"), ("x_t", "--y")];
+        assert_eq!(flag_in("x_s", &names), "--x");
+        assert_eq!(flag_in("x_t[3]", &names), "--y[3]");
+        assert_eq!(flag_in("x", &names), "x");
+        let e = Error::shape("x_t", "points have 2 coordinates but those of x_s have 3");
+        match command_error(e, &names, &[("x_s", "--x")]) {
+            Error::Shape { arg, detail } => {
+                assert_eq!(arg, "--y");
+                assert_eq!(detail, "points have 2 coordinates but those of --x have 3");
+            }
+            e => panic!("{e:?}"),
+        }
+        let e = Error::parameter("x_s", 1.0, "why x_s");
+        assert_eq!(
+            command_error(e, &names, &[("x_s", "--x")]).to_string(),
+            "--x = 1: why x_s"
         );
     }
 

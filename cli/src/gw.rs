@@ -6,7 +6,7 @@
 
 use crate::npy::{self, Dtype};
 use crate::output::Outputs;
-use crate::{input, BackendChoice, Json};
+use crate::{flags, input, BackendChoice, Json};
 use logot::backend::grad::GradKernels;
 use logot::backend::linalg::LinalgKernels;
 use logot::backend::PointCloudKernels;
@@ -196,43 +196,39 @@ impl GwArgs {
     }
 }
 
-/// The library's names of the GW arguments as this command's flags.
-fn flag(arg: &str) -> String {
-    let end = arg
-        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .unwrap_or(arg.len());
-    let flag = match &arg[..end] {
-        "c1" => "--c1",
-        "c2" => "--c2",
-        "x" => "--x",
-        "y" => "--y",
-        "p" => "--p",
-        "q" => "--q",
-        "m" => "--m",
-        "alpha" => "--alpha",
-        "g0" => "--init",
-        "eps" => "--eps",
-        "max_iters" => "--max-iters",
-        "tol" | "tol_rel" | "tol_abs" => "--tol",
-        "inner_max_iters" => "--inner-iters",
-        "inner_tol" => "--inner-tol",
-        _ => return arg.to_string(),
-    };
-    format!("{flag}{}", &arg[end..])
-}
+/// The library's names of the GW arguments and this command's flags.
+const FLAGS: &[(&str, &str)] = &[
+    ("c1", "--c1"),
+    ("c2", "--c2"),
+    ("x", "--x"),
+    ("y", "--y"),
+    ("p", "--p"),
+    ("q", "--q"),
+    ("m", "--m"),
+    ("alpha", "--alpha"),
+    ("g0", "--init"),
+    ("eps", "--eps"),
+    ("max_iters", "--max-iters"),
+    ("tol", "--tol"),
+    ("tol_rel", "--tol"),
+    ("tol_abs", "--tol"),
+    ("inner_max_iters", "--inner-iters"),
+    ("inner_tol", "--inner-tol"),
+];
 
 /// A library error in this command's names: the argument, and the matrix or cloud a shape
 /// error compares it with.
 fn cli_error(e: Error) -> Error {
-    match e.rename_arg(|s| flag(&s)) {
-        Error::Shape { arg, detail } => Error::Shape {
-            arg,
-            detail: ["c1", "c2", "x", "y"].iter().fold(detail, |d, name| {
-                d.replace(&format!("{name} "), &format!("--{name} "))
-            }),
-        },
-        e => e,
-    }
+    flags::command_error(
+        e,
+        FLAGS,
+        &[
+            ("c1 ", "--c1 "),
+            ("c2 ", "--c2 "),
+            ("x ", "--x "),
+            ("y ", "--y "),
+        ],
+    )
 }
 
 /// A 2-D input.
@@ -328,6 +324,24 @@ where
     }))
 }
 
+/// The JSON fields of a dense GW result `$r` that both methods (entropic, conditional
+/// gradient) report.
+macro_rules! dense_fields {
+    ($r:expr, $alpha:expr, $solve_ms:expr) => {
+        json!({
+            "value": $r.value,
+            "linear": $r.linear,
+            "quadratic": $r.quadratic,
+            "converged": $r.report.converged,
+            "iterations": $r.report.iterations,
+            "marginal_error": $r.report.marginal_error,
+            "alpha": $alpha,
+            "symmetric": $r.symmetric,
+            "solve_ms": $solve_ms,
+        })
+    };
+}
+
 /// Dense (fused) GW on `--c1`/`--c2`: entropic with `--eps`, exact without.
 fn run_dense<T: Real, B>(be: B, a: &GwArgs, fused: Fused<'_>, outs: &mut Outputs) -> Json
 where
@@ -365,43 +379,23 @@ where
             let solve_ms = start.elapsed().as_secs_f64() * 1e3;
             outs.write("--plan", r.plan.view())?;
             let rep = &r.report;
-            Ok(json!({
-                "value": r.value,
-                "linear": r.linear,
-                "quadratic": r.quadratic,
-                "converged": rep.converged,
-                "iterations": rep.iterations,
+            let fields = json!({
                 "step": rep.step,
                 "stationarity": rep.stationarity,
-                "marginal_error": rep.marginal_error,
                 "inner_iterations": rep.inner_iterations,
                 "inner_unconverged": rep.inner_unconverged,
                 "newton_steps": rep.newton_steps,
                 "eps": eps,
-                "alpha": alpha,
-                "symmetric": r.symmetric,
-                "solve_ms": solve_ms,
-            }))
+            });
+            Ok(merge(dense_fields!(r, alpha, solve_ms), fields))
         }
         None => {
             let start = Instant::now();
             let r = ConditionalGradient::new(be, a.exact()).solve_network_simplex(&problem)?;
             let solve_ms = start.elapsed().as_secs_f64() * 1e3;
             outs.write("--plan", r.plan.view())?;
-            let rep = &r.report;
-            Ok(json!({
-                "value": r.value,
-                "linear": r.linear,
-                "quadratic": r.quadratic,
-                "converged": rep.converged,
-                "iterations": rep.iterations,
-                "stationarity": rep.gap,
-                "gap": rep.gap,
-                "marginal_error": rep.marginal_error,
-                "alpha": alpha,
-                "symmetric": r.symmetric,
-                "solve_ms": solve_ms,
-            }))
+            let fields = json!({ "stationarity": r.report.gap, "gap": r.report.gap });
+            Ok(merge(dense_fields!(r, alpha, solve_ms), fields))
         }
     }
 }

@@ -3,15 +3,14 @@
 //! distances and each direction's `W_p^p` as JSON, the gradients with respect to the points
 //! written as .npy.
 
-use crate::npy;
 use crate::output::Outputs;
-use crate::{input, BackendChoice, Json};
+use crate::{flags, input, npy, BackendChoice, Json};
 use logot::exact::{
     sliced_wasserstein_batch, sliced_wasserstein_distance, sliced_wasserstein_grad,
-    sliced_wasserstein_grad_batch, Projections, Sliced, SlicedGrad,
+    sliced_wasserstein_grad_batch, Projections, SlicedGrad,
 };
 use logot::{Error, Real, Result};
-use ndarray::{Array2, Array3, ArrayD, ArrayView1, ArrayView2, Axis, Ix1, Ix2, Ix3};
+use ndarray::{Array2, Array3, ArrayD, Axis, Ix1, Ix2, Ix3};
 use serde_json::json;
 
 #[derive(clap::Args, Debug)]
@@ -76,34 +75,21 @@ impl SlicedArgs {
     }
 }
 
-/// The library's names of the sliced arguments as this command's flags.
-fn flag(arg: &str) -> String {
-    let end = arg
-        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .unwrap_or(arg.len());
-    let flag = match &arg[..end] {
-        "x_s" => "--x",
-        "x_t" => "--y",
-        "a" => "--mu",
-        "b" => "--nu",
-        "p" => "--p",
-        "n_projections" => "--n-projections",
-        "projections" => "--projections",
-        _ => return arg.to_string(),
-    };
-    format!("{flag}{}", &arg[end..])
-}
+/// The library's names of the sliced arguments and this command's flags.
+const FLAGS: &[(&str, &str)] = &[
+    ("x_s", "--x"),
+    ("x_t", "--y"),
+    ("a", "--mu"),
+    ("b", "--nu"),
+    ("p", "--p"),
+    ("n_projections", "--n-projections"),
+    ("projections", "--projections"),
+];
 
 /// A library error in this command's names: the argument, and the other cloud a shape
 /// error compares it with.
 fn cli_error(e: Error) -> Error {
-    match e.rename_arg(|s| flag(&s)) {
-        Error::Shape { arg, detail } => Error::Shape {
-            arg,
-            detail: detail.replace("x_s", "--x").replace("x_t", "--y"),
-        },
-        e => e,
-    }
+    flags::command_error(e, FLAGS, &[("x_s", "--x"), ("x_t", "--y")])
 }
 
 /// An input of one problem (`ndim` axes) or a batch (`ndim + 1`), with the batch axis
@@ -156,38 +142,18 @@ impl On {
             BackendChoice::Cuda => Err(crate::no_cuda()),
         }
     }
+}
 
-    fn distance<T: Real>(
-        &self,
-        x: ArrayView2<'_, T>,
-        y: ArrayView2<'_, T>,
-        mu: Option<ArrayView1<'_, T>>,
-        nu: Option<ArrayView1<'_, T>>,
-        dirs: &Projections<'_>,
-        p: f64,
-    ) -> Result<Sliced> {
-        match self {
-            On::Cpu => sliced_wasserstein_distance(x, y, mu, nu, dirs, p),
+/// The library's function `$f` on the CPU, or the GPU's method of the same name and
+/// arguments.
+macro_rules! on {
+    ($on:expr, $f:ident($($arg:expr),* $(,)?)) => {
+        match $on {
+            On::Cpu => $f($($arg),*),
             #[cfg(feature = "cuda")]
-            On::Cuda(be) => be.sliced_wasserstein_distance(x, y, mu, nu, dirs, p),
+            On::Cuda(be) => be.$f($($arg),*),
         }
-    }
-
-    fn grad<T: Real>(
-        &self,
-        x: ArrayView2<'_, T>,
-        y: ArrayView2<'_, T>,
-        mu: Option<ArrayView1<'_, T>>,
-        nu: Option<ArrayView1<'_, T>>,
-        dirs: &Projections<'_>,
-        p: f64,
-    ) -> Result<SlicedGrad> {
-        match self {
-            On::Cpu => sliced_wasserstein_grad(x, y, mu, nu, dirs, p),
-            #[cfg(feature = "cuda")]
-            On::Cuda(be) => be.sliced_wasserstein_grad(x, y, mu, nu, dirs, p),
-        }
-    }
+    };
 }
 
 /// `f` on each pair of a batch in turn (`B×n×d`, `B×m×d`, weights `B×n`, `B×m`), an
@@ -196,18 +162,19 @@ impl On {
 fn each<'a, T: Real, R>(
     x: ndarray::ArrayView3<'a, T>,
     y: ndarray::ArrayView3<'a, T>,
-    mu: Option<ArrayView2<'a, T>>,
-    nu: Option<ArrayView2<'a, T>>,
+    mu: Option<ndarray::ArrayView2<'a, T>>,
+    nu: Option<ndarray::ArrayView2<'a, T>>,
     f: impl Fn(
-        ArrayView2<'a, T>,
-        ArrayView2<'a, T>,
-        Option<ArrayView1<'a, T>>,
-        Option<ArrayView1<'a, T>>,
+        ndarray::ArrayView2<'a, T>,
+        ndarray::ArrayView2<'a, T>,
+        Option<ndarray::ArrayView1<'a, T>>,
+        Option<ndarray::ArrayView1<'a, T>>,
     ) -> Result<R>,
 ) -> Result<Vec<R>> {
     (0..x.dim().0)
         .map(|k| {
-            let row = |w: Option<ArrayView2<'a, T>>| w.map(|w| w.index_axis_move(Axis(0), k));
+            let row =
+                |w: Option<ndarray::ArrayView2<'a, T>>| w.map(|w| w.index_axis_move(Axis(0), k));
             f(
                 x.index_axis_move(Axis(0), k),
                 y.index_axis_move(Axis(0), k),
@@ -262,9 +229,12 @@ fn solve<T: Real>(a: &SlicedArgs, want_grads: bool) -> Result<(Run, bool)> {
             mu.map(|w| w.index_axis_move(Axis(0), 0)),
             nu.map(|w| w.index_axis_move(Axis(0), 0)),
         );
-        let r = on.distance(x0, y0, mu0, nu0, &dirs, a.p)?;
+        let r = on!(
+            &on,
+            sliced_wasserstein_distance(x0, y0, mu0, nu0, &dirs, a.p)
+        )?;
         let grads = if want_grads {
-            let g = on.grad(x0, y0, mu0, nu0, &dirs, a.p)?;
+            let g = on!(&on, sliced_wasserstein_grad(x0, y0, mu0, nu0, &dirs, a.p))?;
             Some((
                 g.grad_x_s.insert_axis(Axis(0)),
                 g.grad_x_t.insert_axis(Axis(0)),
@@ -283,10 +253,10 @@ fn solve<T: Real>(a: &SlicedArgs, want_grads: bool) -> Result<(Run, bool)> {
             On::Cpu => sliced_wasserstein_grad_batch(x.view(), y.view(), mu, nu, &dirs, a.p)?,
             #[cfg(feature = "cuda")]
             On::Cuda(_) => each(x.view(), y.view(), mu, nu, |x, y, mu, nu| {
-                on.grad(x, y, mu, nu, &dirs, a.p)
+                on!(&on, sliced_wasserstein_grad(x, y, mu, nu, &dirs, a.p))
             })?,
         };
-        let stack = |f: fn(&logot::exact::SlicedGrad) -> &Array2<f64>| {
+        let stack = |f: fn(&SlicedGrad) -> &Array2<f64>| {
             let views: Vec<_> = gs.iter().map(|g| f(g).view()).collect();
             ndarray::stack(Axis(0), &views).expect("clouds of one shape")
         };
@@ -301,7 +271,7 @@ fn solve<T: Real>(a: &SlicedArgs, want_grads: bool) -> Result<(Run, bool)> {
             On::Cpu => sliced_wasserstein_batch(x.view(), y.view(), mu, nu, &dirs, a.p)?.to_vec(),
             #[cfg(feature = "cuda")]
             On::Cuda(_) => each(x.view(), y.view(), mu, nu, |x, y, mu, nu| {
-                on.distance(x, y, mu, nu, &dirs, a.p).map(|r| r.distance)
+                on!(&on, sliced_wasserstein_distance(x, y, mu, nu, &dirs, a.p)).map(|r| r.distance)
             })?,
         };
         Run {

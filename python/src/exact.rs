@@ -11,14 +11,57 @@ use logot::exact::{
     max_sliced_wasserstein_distance, max_sliced_wasserstein_grad, sliced_wasserstein_distance,
     sliced_wasserstein_grad, sliced_wasserstein_grad_batch, wasserstein_1d_batch,
     wasserstein_1d_grad as lib_wasserstein_1d_grad, Certificate, EmdMethod, EmdParams, EmdResult,
-    ExactMethod, MaxSlicedSearch, Metric, Projections,
+    ExactMethod, MaxSlicedSearch, Metric, Projections, SlicedGrad,
 };
 use logot::{Error, Real};
-use ndarray::{Array1, Array2, Array3, ArrayView2, Axis};
-use numpy::{PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3};
+use ndarray::{Array1, Array2, Array3, ArrayView, ArrayView2, Axis, Dimension, Ix1, Ix2, Ix3};
+use numpy::{Element, PyReadonlyArray, PyReadonlyArray2, PyReadonlyArray3};
 use pyo3::prelude::*;
 use rayon::prelude::*;
 use std::time::Duration;
+
+/// Two arrays of points (`D` axes) and their optional weights (`W` axes) extracted from
+/// Python in one dtype, in argument order (points, then weights).
+struct Weighted<'py, T: Element, D: Dimension, W: Dimension> {
+    x: PyReadonlyArray<'py, T, D>,
+    y: PyReadonlyArray<'py, T, D>,
+    a: Option<PyReadonlyArray<'py, T, W>>,
+    b: Option<PyReadonlyArray<'py, T, W>>,
+}
+
+impl<'py, T: Element, D: Dimension, W: Dimension> Weighted<'py, T, D, W> {
+    fn extract(
+        x: &Bound<'py, PyAny>,
+        y: &Bound<'py, PyAny>,
+        a: Option<&Bound<'py, PyAny>>,
+        b: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Self> {
+        Ok(Weighted {
+            x: x.extract()?,
+            y: y.extract()?,
+            a: a.map(|w| w.extract()).transpose()?,
+            b: b.map(|w| w.extract()).transpose()?,
+        })
+    }
+
+    /// The points and weights as views.
+    #[allow(clippy::type_complexity)]
+    fn views(
+        &self,
+    ) -> (
+        ArrayView<'_, T, D>,
+        ArrayView<'_, T, D>,
+        Option<ArrayView<'_, T, W>>,
+        Option<ArrayView<'_, T, W>>,
+    ) {
+        (
+            self.x.as_array(),
+            self.y.as_array(),
+            self.a.as_ref().map(|w| w.as_array()),
+            self.b.as_ref().map(|w| w.as_array()),
+        )
+    }
+}
 
 /// The certificate of an exact result ([`logot::exact::Certificate`]), measured on the
 /// plan and potentials handed back.
@@ -243,12 +286,8 @@ fn emd_points<'py>(
 ) -> PyResult<Vec<Py<EmdOutput>>> {
     let params = emd_params(max_iters, max_seconds, method, certificate_tol).py()?;
     let rs = by_dtype!(x, "x", T => {
-        let x: PyReadonlyArray3<'py, T> = x.extract()?;
-        let y: PyReadonlyArray3<'py, T> = y.extract()?;
-        let mu: Option<PyReadonlyArray2<'py, T>> = mu.map(|w| w.extract()).transpose()?;
-        let nu: Option<PyReadonlyArray2<'py, T>> = nu.map(|w| w.extract()).transpose()?;
-        let (mu, nu) = (mu.as_ref().map(|w| w.as_array()), nu.as_ref().map(|w| w.as_array()));
-        let (x, y) = (x.as_array(), y.as_array());
+        let given = Weighted::<T, Ix3, Ix2>::extract(x, y, mu, nu)?;
+        let (x, y, mu, nu) = given.views();
         let (n, m) = (x.dim().1, y.dim().1);
         match gpu(py, backend, mu, nu, n, m, Some(metric(p)), &params)? {
             Device::Cpu => compute(py, true, || emd_points_batch(mu, nu, x, y, metric(p), &params)).py()?,
@@ -273,12 +312,8 @@ fn emd_1d<'py>(
     p: Option<f64>,
 ) -> PyResult<Py<EmdOutput>> {
     let r = by_dtype!(x_a, "x_a", T => {
-        let x_a: PyReadonlyArray1<'py, T> = x_a.extract()?;
-        let x_b: PyReadonlyArray1<'py, T> = x_b.extract()?;
-        let a: Option<PyReadonlyArray1<'py, T>> = a.map(|w| w.extract()).transpose()?;
-        let b: Option<PyReadonlyArray1<'py, T>> = b.map(|w| w.extract()).transpose()?;
-        let (a, b) = (a.as_ref().map(|w| w.as_array()), b.as_ref().map(|w| w.as_array()));
-        let (x_a, x_b) = (x_a.as_array(), x_b.as_array());
+        let given = Weighted::<T, Ix1, Ix1>::extract(x_a, x_b, a, b)?;
+        let (x_a, x_b, a, b) = given.views();
         compute(py, true, || lib_emd_1d(x_a, x_b, a, b, metric(p))).py()?
     });
     emd_output(py, r)
@@ -296,12 +331,8 @@ fn emd2_1d<'py>(
     p: Option<f64>,
 ) -> PyResult<f64> {
     by_dtype!(x_a, "x_a", T => {
-        let x_a: PyReadonlyArray1<'py, T> = x_a.extract()?;
-        let x_b: PyReadonlyArray1<'py, T> = x_b.extract()?;
-        let a: Option<PyReadonlyArray1<'py, T>> = a.map(|w| w.extract()).transpose()?;
-        let b: Option<PyReadonlyArray1<'py, T>> = b.map(|w| w.extract()).transpose()?;
-        let (a, b) = (a.as_ref().map(|w| w.as_array()), b.as_ref().map(|w| w.as_array()));
-        let (x_a, x_b) = (x_a.as_array(), x_b.as_array());
+        let given = Weighted::<T, Ix1, Ix1>::extract(x_a, x_b, a, b)?;
+        let (x_a, x_b, a, b) = given.views();
         compute(py, true, || lib_emd2_1d(x_a, x_b, a, b, metric(p))).py()
     })
 }
@@ -319,12 +350,8 @@ fn wasserstein_1d<'py>(
     p: f64,
 ) -> PyResult<Py<PyAny>> {
     let w = by_dtype!(u_values, "u_values", T => {
-        let u: PyReadonlyArray2<'py, T> = u_values.extract()?;
-        let v: PyReadonlyArray2<'py, T> = v_values.extract()?;
-        let uw: Option<PyReadonlyArray2<'py, T>> = u_weights.map(|w| w.extract()).transpose()?;
-        let vw: Option<PyReadonlyArray2<'py, T>> = v_weights.map(|w| w.extract()).transpose()?;
-        let (uw, vw) = (uw.as_ref().map(|w| w.as_array()), vw.as_ref().map(|w| w.as_array()));
-        let (u, v) = (u.as_array(), v.as_array());
+        let given = Weighted::<T, Ix2, Ix2>::extract(u_values, v_values, u_weights, v_weights)?;
+        let (u, v, uw, vw) = given.views();
         compute(py, true, || wasserstein_1d_batch(u, v, uw, vw, p)).py()?
     });
     Ok(array(py, w))
@@ -343,12 +370,8 @@ fn wasserstein_1d_grad<'py>(
     p: f64,
 ) -> PyResult<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
     let (w, gu, gv) = by_dtype!(u_values, "u_values", T => {
-        let u: PyReadonlyArray2<'py, T> = u_values.extract()?;
-        let v: PyReadonlyArray2<'py, T> = v_values.extract()?;
-        let uw: Option<PyReadonlyArray2<'py, T>> = u_weights.map(|w| w.extract()).transpose()?;
-        let vw: Option<PyReadonlyArray2<'py, T>> = v_weights.map(|w| w.extract()).transpose()?;
-        let (uw, vw) = (uw.as_ref().map(|w| w.as_array()), vw.as_ref().map(|w| w.as_array()));
-        let (u, v) = (u.as_array(), v.as_array());
+        let given = Weighted::<T, Ix2, Ix2>::extract(u_values, v_values, u_weights, v_weights)?;
+        let (u, v, uw, vw) = given.views();
         let bsz = u.nrows();
         for (arg, rows) in [("v_values", v.nrows()), ("u_weights", uw.map_or(bsz, |w| w.nrows())),
                             ("v_weights", vw.map_or(bsz, |w| w.nrows()))] {
@@ -401,16 +424,12 @@ fn sliced_wasserstein_grad_batched<'py>(
 ) -> PyResult<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
     let dirs = self::projections(projections.as_ref(), n_projections, seed);
     let gs = by_dtype!(x_s, "x_s", T => {
-        let x_s: PyReadonlyArray3<'py, T> = x_s.extract()?;
-        let x_t: PyReadonlyArray3<'py, T> = x_t.extract()?;
-        let a: Option<PyReadonlyArray2<'py, T>> = a.map(|w| w.extract()).transpose()?;
-        let b: Option<PyReadonlyArray2<'py, T>> = b.map(|w| w.extract()).transpose()?;
-        let (a, b) = (a.as_ref().map(|w| w.as_array()), b.as_ref().map(|w| w.as_array()));
-        let (x_s, x_t) = (x_s.as_array(), x_t.as_array());
+        let given = Weighted::<T, Ix3, Ix2>::extract(x_s, x_t, a, b)?;
+        let (x_s, x_t, a, b) = given.views();
         compute(py, true, || sliced_wasserstein_grad_batch(x_s, x_t, a, b, &dirs, p)).py()?
     });
     let distances = Array1::from_iter(gs.iter().map(|g| g.distance));
-    let stack = |side: fn(&logot::exact::SlicedGrad) -> &Array2<f64>| {
+    let stack = |side: fn(&SlicedGrad) -> &Array2<f64>| {
         let (rows, d) = side(&gs[0]).dim();
         Array3::from_shape_fn((gs.len(), rows, d), |(k, i, t)| side(&gs[k])[[i, t]])
     };
@@ -429,6 +448,33 @@ pub(crate) struct SlicedOutput {
     steps: usize,
     grad_x_s: Option<Py<PyAny>>,
     grad_x_t: Option<Py<PyAny>>,
+}
+
+/// A [`SlicedOutput`] of a distance, its directions' `W_p^p`, for max-sliced the best
+/// direction and the ascent steps kept, and the gradients when computed.
+fn sliced_output(
+    py: Python<'_>,
+    distance: f64,
+    projected: Array1<f64>,
+    direction: Option<Array1<f64>>,
+    steps: usize,
+    grads: Option<SlicedGrad>,
+) -> PyResult<Py<SlicedOutput>> {
+    let (grad_x_s, grad_x_t) = match grads {
+        Some(g) => (Some(array(py, g.grad_x_s)), Some(array(py, g.grad_x_t))),
+        None => (None, None),
+    };
+    Py::new(
+        py,
+        SlicedOutput {
+            distance,
+            projected: array(py, projected),
+            direction: direction.map(|d| array(py, d)),
+            steps,
+            grad_x_s,
+            grad_x_t,
+        },
+    )
 }
 
 /// The directions: given (`d×L`, float64) or `n_projections` drawn from `seed`.
@@ -466,12 +512,8 @@ fn sliced_wasserstein<'py>(
 ) -> PyResult<Py<SlicedOutput>> {
     let dirs = self::projections(projections.as_ref(), n_projections, seed);
     let out = by_dtype!(x_s, "x_s", T => {
-        let x_s: PyReadonlyArray2<'py, T> = x_s.extract()?;
-        let x_t: PyReadonlyArray2<'py, T> = x_t.extract()?;
-        let a: Option<PyReadonlyArray1<'py, T>> = a.map(|w| w.extract()).transpose()?;
-        let b: Option<PyReadonlyArray1<'py, T>> = b.map(|w| w.extract()).transpose()?;
-        let (a, b) = (a.as_ref().map(|w| w.as_array()), b.as_ref().map(|w| w.as_array()));
-        let (x_s, x_t) = (x_s.as_array(), x_t.as_array());
+        let given = Weighted::<T, Ix2, Ix1>::extract(x_s, x_t, a, b)?;
+        let (x_s, x_t, a, b) = given.views();
         compute(py, true, || -> logot::Result<_> {
             let r = sliced_wasserstein_distance(x_s, x_t, a, b, &dirs, p)?;
             let g = if gradients {
@@ -484,21 +526,7 @@ fn sliced_wasserstein<'py>(
         .py()?
     });
     let (r, g) = out;
-    let (gx, gy) = match g {
-        Some(g) => (Some(array(py, g.grad_x_s)), Some(array(py, g.grad_x_t))),
-        None => (None, None),
-    };
-    Py::new(
-        py,
-        SlicedOutput {
-            distance: r.distance,
-            projected: array(py, r.projected),
-            direction: None,
-            steps: 0,
-            grad_x_s: gx,
-            grad_x_t: gy,
-        },
-    )
+    sliced_output(py, r.distance, r.projected, None, 0, g)
 }
 
 /// The max-sliced distance `max_θ W_p(θ#μ, θ#ν)` over the directions (given, d×L, or drawn
@@ -527,12 +555,8 @@ fn max_sliced_wasserstein<'py>(
         None => MaxSlicedSearch::Projections,
     };
     let (r, g) = by_dtype!(x_s, "x_s", T => {
-        let x_s: PyReadonlyArray2<'py, T> = x_s.extract()?;
-        let x_t: PyReadonlyArray2<'py, T> = x_t.extract()?;
-        let a: Option<PyReadonlyArray1<'py, T>> = a.map(|w| w.extract()).transpose()?;
-        let b: Option<PyReadonlyArray1<'py, T>> = b.map(|w| w.extract()).transpose()?;
-        let (a, b) = (a.as_ref().map(|w| w.as_array()), b.as_ref().map(|w| w.as_array()));
-        let (x_s, x_t) = (x_s.as_array(), x_t.as_array());
+        let given = Weighted::<T, Ix2, Ix1>::extract(x_s, x_t, a, b)?;
+        let (x_s, x_t, a, b) = given.views();
         compute(py, true, || -> logot::Result<_> {
             Ok(if gradients {
                 let (r, g) = max_sliced_wasserstein_grad(x_s, x_t, a, b, &dirs, p, how)?;
@@ -543,21 +567,7 @@ fn max_sliced_wasserstein<'py>(
         })
         .py()?
     });
-    let (gx, gy) = match g {
-        Some(g) => (Some(array(py, g.grad_x_s)), Some(array(py, g.grad_x_t))),
-        None => (None, None),
-    };
-    Py::new(
-        py,
-        SlicedOutput {
-            distance: r.distance,
-            projected: array(py, r.projected),
-            direction: Some(array(py, r.direction)),
-            steps: r.steps,
-            grad_x_s: gx,
-            grad_x_t: gy,
-        },
-    )
+    sliced_output(py, r.distance, r.projected, Some(r.direction), r.steps, g)
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

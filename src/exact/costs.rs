@@ -22,6 +22,11 @@ pub enum Metric {
 }
 
 impl Metric {
+    /// Whether the cost is `|x − y|²` ([`Metric::SqEuclidean`] or `EuclideanPow(2)`).
+    pub(crate) fn is_squared(self) -> bool {
+        matches!(self, Metric::SqEuclidean) || matches!(self, Metric::EuclideanPow(p) if p == 2.0)
+    }
+
     /// The cost of a pair at squared distance `d2`.
     #[inline(always)]
     pub(crate) fn of_sq(self, d2: f64) -> f64 {

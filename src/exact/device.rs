@@ -67,9 +67,7 @@ pub fn auction_refusal<T: Real>(
         ));
     }
     if let Some(metric) = metric {
-        let squared = matches!(metric, Metric::SqEuclidean)
-            || matches!(metric, Metric::EuclideanPow(p) if p == 2.0);
-        if !squared {
+        if !metric.is_squared() {
             let name = match metric {
                 Metric::EuclideanPow(p) => format!("|x − y|^{p}"),
                 _ => "another cost".into(),

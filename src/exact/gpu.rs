@@ -99,9 +99,7 @@ impl CudaBackend {
         params: &EmdParams,
     ) -> Result<Vec<EmdResult>> {
         let (a, b) = checked_points_batch(mu, nu, x, y, metric, params)?;
-        let squared = matches!(metric, Metric::SqEuclidean)
-            || matches!(metric, Metric::EuclideanPow(p) if p == 2.0);
-        if !(squared && on_device(params, &a, &b)) {
+        if !(metric.is_squared() && on_device(params, &a, &b)) {
             return emd_points_batch(mu, nu, x, y, metric, params);
         }
         let (batch, n, d) = x.dim();

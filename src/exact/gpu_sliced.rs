@@ -11,12 +11,14 @@
 //! summed in a fixed order, so results do not change from run to run; they equal the CPU's
 //! up to the rounding of the sums' order.
 
-use super::max_sliced::{max_sliced_wasserstein_distance, max_sliced_wasserstein_grad};
-use super::one_d::{balance, in_problem, points, weights, LineCost};
-use super::sliced::{Clouds, Projections, Sliced, SlicedGrad};
+use super::max_sliced::{
+    best_direction, max_sliced_wasserstein_distance, max_sliced_wasserstein_grad,
+};
+use super::one_d::{in_problem, line_batch_size, Line, LineCost};
+use super::sliced::{prepare, root_and_scale, Clouds, Projections, Sliced, SlicedGrad};
 use super::{MaxSliced, MaxSlicedSearch};
 use crate::backend::cuda::{CudaBackend, LineProblems, LineSide, MAX_LINES};
-use crate::{Error, Real, Result};
+use crate::{Real, Result};
 use ndarray::{Array1, Array2, ArrayView1, ArrayView2, Axis};
 
 /// The sides of the clouds' problems: shared points and weights (uniform ones as a scalar).
@@ -68,17 +70,6 @@ fn line_side<'a>(
     }
 }
 
-/// The first direction of largest `W_p^p` (the CPU's choice).
-fn best(values: &[f64]) -> usize {
-    let mut b = 0;
-    for (k, &v) in values.iter().enumerate() {
-        if v > values[b] {
-            b = k;
-        }
-    }
-    b
-}
-
 impl CudaBackend {
     /// [`sliced_wasserstein_distance`](super::sliced_wasserstein_distance) on the GPU: the
     /// same arguments, errors and result (`SW_p` and each direction's `W_p^p`).
@@ -104,18 +95,12 @@ impl CudaBackend {
         projections: &Projections<'_>,
         p: f64,
     ) -> Result<Sliced> {
-        LineCost::power(p, "p")?;
-        let c = Clouds::new(x_s, x_t, a, b)?;
-        let dirs = projections.directions(c.d)?;
+        let (_, c, dirs) = prepare(x_s, x_t, a, b, projections, p)?;
         let dirs = dirs.as_slice().expect("standard layout");
         let values = self
             .solve_lines(&cloud_problems(&c, dirs, p), false)?
             .values;
-        let mean = values.iter().sum::<f64>() / values.len() as f64;
-        Ok(Sliced {
-            distance: mean.powf(1.0 / p),
-            projected: values.into(),
-        })
+        Ok(Sliced::new(values, p))
     }
 
     /// [`sliced_wasserstein_grad`](super::sliced_wasserstein_grad) on the GPU: `SW_p` and
@@ -130,25 +115,12 @@ impl CudaBackend {
         projections: &Projections<'_>,
         p: f64,
     ) -> Result<SlicedGrad> {
-        LineCost::power(p, "p")?;
-        let c = Clouds::new(x_s, x_t, a, b)?;
-        let dirs = projections.directions(c.d)?;
+        let (_, c, dirs) = prepare(x_s, x_t, a, b, projections, p)?;
         let dirs = dirs.as_slice().expect("standard layout");
         let solved = self.solve_lines(&cloud_problems(&c, dirs, p), true)?;
-        let l = solved.values.len() as f64;
-        let mean = solved.values.iter().sum::<f64>() / l;
-        let distance = mean.powf(1.0 / p);
-        let scale = if mean > 0.0 {
-            distance / (p * mean * l)
-        } else {
-            0.0
-        };
+        let (distance, scale) = root_and_scale(&solved.values, p);
         let (gx, gy) = self.point_grads(&solved, scale)?;
-        Ok(SlicedGrad {
-            distance,
-            grad_x_s: Array2::from_shape_vec((c.n, c.d), gx).expect("n×d"),
-            grad_x_t: Array2::from_shape_vec((c.m, c.d), gy).expect("m×d"),
-        })
+        Ok(SlicedGrad::new(&c, distance, gx, gy))
     }
 
     /// [`max_sliced_wasserstein_distance`] on the GPU over the given or drawn directions
@@ -169,7 +141,7 @@ impl CudaBackend {
             return max_sliced_wasserstein_distance(x_s, x_t, a, b, projections, p, how);
         }
         let s = self.sliced_wasserstein_distance(x_s, x_t, a, b, projections, p)?;
-        let k = best(s.projected.as_slice().expect("contiguous"));
+        let k = best_direction(s.projected.as_slice().expect("contiguous"));
         let direction = projections.directions(x_s.ncols())?.row(k).to_owned();
         Ok(MaxSliced {
             distance: s.projected[k].powf(1.0 / p),
@@ -196,17 +168,13 @@ impl CudaBackend {
         if how != MaxSlicedSearch::Projections {
             return max_sliced_wasserstein_grad(x_s, x_t, a, b, projections, p, how);
         }
-        LineCost::power(p, "p")?;
-        let c = Clouds::new(x_s, x_t, a, b)?;
-        let dirs = projections.directions(c.d)?;
+        let (_, c, dirs) = prepare(x_s, x_t, a, b, projections, p)?;
         let all = dirs.as_slice().expect("standard layout");
         let values = self.solve_lines(&cloud_problems(&c, all, p), false)?.values;
-        let k = best(&values);
+        let k = best_direction(&values);
         let theta = &all[k * c.d..(k + 1) * c.d];
         let solved = self.solve_lines(&cloud_problems(&c, theta, p), true)?;
-        let w = solved.values[0];
-        let distance = w.powf(1.0 / p);
-        let scale = if w > 0.0 { distance / (p * w) } else { 0.0 };
+        let (distance, scale) = root_and_scale(&solved.values, p);
         let (gx, gy) = self.point_grads(&solved, scale)?;
         Ok((
             MaxSliced {
@@ -215,11 +183,7 @@ impl CudaBackend {
                 projected: values.into(),
                 steps: 0,
             },
-            SlicedGrad {
-                distance,
-                grad_x_s: Array2::from_shape_vec((c.n, c.d), gx).expect("n×d"),
-                grad_x_t: Array2::from_shape_vec((c.m, c.d), gy).expect("m×d"),
-            },
+            SlicedGrad::new(&c, distance, gx, gy),
         ))
     }
 
@@ -335,47 +299,30 @@ impl Lines {
         p: f64,
     ) -> Result<Lines> {
         LineCost::power(p, "p")?;
-        let bsz = u_values.nrows();
-        if bsz == 0 {
-            return Err(Error::Empty {
-                arg: "u_values".into(),
-                detail: "a batch of 0 problems".into(),
-            });
-        }
-        for (arg, rows) in [
-            ("v_values", v_values.nrows()),
-            ("u_weights", u_weights.map_or(bsz, |w| w.nrows())),
-            ("v_weights", v_weights.map_or(bsz, |w| w.nrows())),
-        ] {
-            if rows != bsz {
-                return Err(Error::shape(
-                    arg,
-                    format!("holds {rows} problems but u_values holds {bsz}"),
-                ));
-            }
-        }
+        let bsz = line_batch_size(&u_values, &v_values, u_weights.as_ref(), v_weights.as_ref())?;
         let (n, m) = (u_values.ncols(), v_values.ncols());
         let listed = u_weights.is_some() || v_weights.is_some();
         let (mut u, mut v) = (Vec::with_capacity(bsz * n), Vec::with_capacity(bsz * m));
         let (mut wu, mut wv) = (Vec::new(), Vec::new());
         for k in 0..bsz {
             let row = |x: ArrayView2<'a, T>| x.index_axis_move(Axis(0), k);
-            let mut problem = || -> Result<()> {
-                u.extend(points("u_values", &row(u_values))?);
-                v.extend(points("v_values", &row(v_values))?);
-                let (a, mass_a) = weights("u_weights", u_weights.map(row), n, "u_values")?;
-                let (b, mass_b) = weights("v_weights", v_weights.map(row), m, "v_values")?;
-                let scale_b = balance::<T>(mass_a, mass_b)?;
-                if listed {
-                    wu.extend(a.unwrap_or_else(|| vec![1.0 / n as f64; n]));
-                    match b {
-                        Some(b) => wv.extend(b.iter().map(|w| w * scale_b)),
-                        None => wv.extend(std::iter::repeat_n(scale_b / m as f64, m)),
-                    }
+            let line = Line::new(
+                row(u_values),
+                row(v_values),
+                u_weights.map(row),
+                v_weights.map(row),
+                ["u_values", "v_values", "u_weights", "v_weights"],
+            )
+            .map_err(|e| in_problem(e, k, bsz))?;
+            u.extend(line.u);
+            v.extend(line.v);
+            if listed {
+                wu.extend(line.a.unwrap_or_else(|| vec![1.0 / n as f64; n]));
+                match line.b {
+                    Some(b) => wv.extend(b),
+                    None => wv.extend(std::iter::repeat_n(line.scale_b / m as f64, m)),
                 }
-                Ok(())
-            };
-            problem().map_err(|e| in_problem(e, k, bsz))?;
+            }
         }
         Ok(Lines {
             u,

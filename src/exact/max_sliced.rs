@@ -6,7 +6,8 @@
 
 use super::one_d::LineCost;
 use super::sliced::{
-    grads, one_projection, projected_values, Clouds, Projections, Scratch, SlicedGrad,
+    grads, one_projection, prepare, projected_values, root_and_scale, Clouds, Projections, Scratch,
+    SlicedGrad,
 };
 use crate::{Error, Real, Result};
 use ndarray::{Array1, Array2, ArrayView1, ArrayView2};
@@ -56,6 +57,17 @@ fn direction_gradient(c: &Clouds, theta: &[f64], h: LineCost, s: &mut Scratch) -
     (w, g)
 }
 
+/// The first direction of largest `W_p^p`.
+pub(super) fn best_direction(values: &[f64]) -> usize {
+    let mut best = 0;
+    for (k, &v) in values.iter().enumerate() {
+        if v > values[best] {
+            best = k;
+        }
+    }
+    best
+}
+
 fn search(
     c: &Clouds,
     dirs: &Array2<f64>,
@@ -63,12 +75,7 @@ fn search(
     how: MaxSlicedSearch,
 ) -> Result<(f64, Vec<f64>, Vec<f64>, usize)> {
     let values = projected_values(c, dirs, h);
-    let mut best = 0;
-    for (k, &v) in values.iter().enumerate() {
-        if v > values[best] {
-            best = k;
-        }
-    }
+    let best = best_direction(&values);
     let mut theta = dirs.row(best).to_vec();
     let mut w = values[best];
     let mut kept = 0;
@@ -143,9 +150,7 @@ pub fn max_sliced_wasserstein_distance<T: Real>(
     p: f64,
     how: MaxSlicedSearch,
 ) -> Result<MaxSliced> {
-    let h = LineCost::power(p, "p")?;
-    let c = Clouds::new(x_s, x_t, a, b)?;
-    let dirs = projections.directions(c.d)?;
+    let (h, c, dirs) = prepare(x_s, x_t, a, b, projections, p)?;
     let (w, theta, values, steps) = search(&c, &dirs, h, how)?;
     Ok(MaxSliced {
         distance: w.powf(1.0 / p),
@@ -166,9 +171,7 @@ pub fn max_sliced_wasserstein_grad<T: Real>(
     p: f64,
     how: MaxSlicedSearch,
 ) -> Result<(MaxSliced, SlicedGrad)> {
-    let h = LineCost::power(p, "p")?;
-    let c = Clouds::new(x_s, x_t, a, b)?;
-    let dirs = projections.directions(c.d)?;
+    let (h, c, dirs) = prepare(x_s, x_t, a, b, projections, p)?;
     let (_, theta, values, steps) = search(&c, &dirs, h, how)?;
     let mut s = Scratch::default();
     let w = one_projection(&c, &theta, h, true, &mut s);
@@ -184,8 +187,7 @@ pub fn max_sliced_wasserstein_grad<T: Real>(
             acc[(c.n + j) * d + t] = sj * theta[t];
         }
     }
-    let distance = w.powf(1.0 / p);
-    let scale = if w > 0.0 { distance / (p * w) } else { 0.0 };
+    let (distance, scale) = root_and_scale(&[w], p);
     let g = grads(&c, acc, scale, distance);
     Ok((
         MaxSliced {

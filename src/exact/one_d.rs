@@ -227,6 +227,46 @@ pub(super) fn balance<T: Real>(mass_a: f64, mass_b: f64) -> Result<f64> {
     Ok(mass_a / mass_b)
 }
 
+/// One checked problem on the line in input order: the points, the weights (`None`:
+/// uniform), the second side scaled to the first side's mass by `scale_b`.
+pub(super) struct Line {
+    pub(super) u: Vec<f64>,
+    pub(super) v: Vec<f64>,
+    pub(super) a: Option<Vec<f64>>,
+    pub(super) b: Option<Vec<f64>>,
+    pub(super) mass: f64,
+    pub(super) scale_b: f64,
+}
+
+impl Line {
+    /// The checks of every function on the line, errors naming `names` (points of each
+    /// side, then weights of each side).
+    pub(super) fn new<T: Real>(
+        xa: ArrayView1<'_, T>,
+        xb: ArrayView1<'_, T>,
+        a: Option<ArrayView1<'_, T>>,
+        b: Option<ArrayView1<'_, T>>,
+        names: [&str; 4],
+    ) -> Result<Self> {
+        let u = points(names[0], &xa)?;
+        let v = points(names[1], &xb)?;
+        let (a, mass) = weights(names[2], a, u.len(), names[0])?;
+        let (mut b, mass_b) = weights(names[3], b, v.len(), names[1])?;
+        let scale_b = balance::<T>(mass, mass_b)?;
+        if let Some(b) = b.as_mut() {
+            b.iter_mut().for_each(|w| *w *= scale_b);
+        }
+        Ok(Line {
+            u,
+            v,
+            a,
+            b,
+            mass,
+            scale_b,
+        })
+    }
+}
+
 /// One validated problem on the line, sorted: positions, weights in sorted order and the
 /// permutations back to the input order.
 struct Sorted {
@@ -245,22 +285,16 @@ struct Sorted {
 }
 
 impl Sorted {
-    #[allow(clippy::too_many_arguments)]
-    fn new<T: Real>(
-        xa: ArrayView1<'_, T>,
-        xb: ArrayView1<'_, T>,
-        a: Option<ArrayView1<'_, T>>,
-        b: Option<ArrayView1<'_, T>>,
-        names: [&str; 4],
-    ) -> Result<Self> {
-        let u0 = points(names[0], &xa)?;
-        let v0 = points(names[1], &xb)?;
-        let (a, mass_a) = weights(names[2], a, u0.len(), names[0])?;
-        let (mut b, mass_b) = weights(names[3], b, v0.len(), names[1])?;
-        let scale_b = balance::<T>(mass_a, mass_b)?;
-        if let Some(b) = b.as_mut() {
-            b.iter_mut().for_each(|w| *w *= scale_b);
-        }
+    /// `line` sorted.
+    fn new(line: Line) -> Self {
+        let Line {
+            u: u0,
+            v: v0,
+            a,
+            b,
+            mass: mass_a,
+            scale_b,
+        } = line;
         let (mut k, mut t, mut tp) = (Vec::new(), Vec::new(), Vec::new());
         let (mut u, mut pu, mut v, mut pv) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         sort::argsort(&u0, &mut u, &mut pu, &mut k, &mut t, &mut tp);
@@ -271,7 +305,7 @@ impl Sorted {
         };
         let wa = gather(&a, &pu);
         let wb = gather(&b, &pv);
-        Ok(Sorted {
+        Sorted {
             u,
             v,
             pu,
@@ -282,7 +316,7 @@ impl Sorted {
             wb,
             mass: mass_a,
             scale_b,
-        })
+        }
     }
 
     fn weights(&self) -> (SortedWeights<'_>, SortedWeights<'_>) {
@@ -454,7 +488,7 @@ pub fn emd_1d<T: Real>(
     metric: Metric,
 ) -> Result<EmdResult> {
     let h = LineCost::new(metric, "metric")?;
-    let s = Sorted::new(x_a, x_b, a, b, ["x_a", "x_b", "a", "b"])?;
+    let s = Sorted::new(Line::new(x_a, x_b, a, b, ["x_a", "x_b", "a", "b"])?);
     let st = staircase(&s, h);
     let (n, m) = (s.u.len(), s.v.len());
     let (wa, wb) = (s.input_weights(true), s.input_weights(false));
@@ -538,7 +572,7 @@ pub fn emd2_1d<T: Real>(
     metric: Metric,
 ) -> Result<f64> {
     let h = LineCost::new(metric, "metric")?;
-    let s = Sorted::new(x_a, x_b, a, b, ["x_a", "x_b", "a", "b"])?;
+    let s = Sorted::new(Line::new(x_a, x_b, a, b, ["x_a", "x_b", "a", "b"])?);
     let (wa, wb) = s.weights();
     Ok(walk(&s.u, &s.v, wa, wb, h, |_, _, _, _| {}))
 }
@@ -567,13 +601,13 @@ pub fn wasserstein_1d<T: Real>(
     p: f64,
 ) -> Result<f64> {
     let h = LineCost::power(p, "p")?;
-    let s = Sorted::new(
+    let s = Sorted::new(Line::new(
         u_values,
         v_values,
         u_weights,
         v_weights,
         ["u_values", "v_values", "u_weights", "v_weights"],
-    )?;
+    )?);
     let (wa, wb) = s.weights();
     Ok(sorted_value(&s.u, &s.v, wa, wb, h))
 }
@@ -598,36 +632,20 @@ pub fn wasserstein_1d_batch<T: Real>(
     p: f64,
 ) -> Result<Array1<f64>> {
     let h = LineCost::power(p, "p")?;
-    let bsz = u_values.nrows();
-    if bsz == 0 {
-        return Err(Error::Empty {
-            arg: "u_values".into(),
-            detail: "a batch of 0 problems".into(),
-        });
-    }
-    for (arg, rows) in [
-        ("v_values", v_values.nrows()),
-        ("u_weights", u_weights.map_or(bsz, |w| w.nrows())),
-        ("v_weights", v_weights.map_or(bsz, |w| w.nrows())),
-    ] {
-        if rows != bsz {
-            return Err(Error::shape(
-                arg,
-                format!("holds {rows} problems but u_values holds {bsz}"),
-            ));
-        }
-    }
+    let bsz = line_batch_size(&u_values, &v_values, u_weights.as_ref(), v_weights.as_ref())?;
     let out: Vec<Result<f64>> = (0..bsz)
         .into_par_iter()
         .map(|k| {
             let s = Sorted::new(
-                u_values.index_axis_move(Axis(0), k),
-                v_values.index_axis_move(Axis(0), k),
-                u_weights.map(|w| w.index_axis_move(Axis(0), k)),
-                v_weights.map(|w| w.index_axis_move(Axis(0), k)),
-                ["u_values", "v_values", "u_weights", "v_weights"],
-            )
-            .map_err(|e| in_problem(e, k, bsz))?;
+                Line::new(
+                    u_values.index_axis_move(Axis(0), k),
+                    v_values.index_axis_move(Axis(0), k),
+                    u_weights.map(|w| w.index_axis_move(Axis(0), k)),
+                    v_weights.map(|w| w.index_axis_move(Axis(0), k)),
+                    ["u_values", "v_values", "u_weights", "v_weights"],
+                )
+                .map_err(|e| in_problem(e, k, bsz))?,
+            );
             let (wa, wb) = s.weights();
             Ok(sorted_value(&s.u, &s.v, wa, wb, h))
         })
@@ -635,6 +653,51 @@ pub fn wasserstein_1d_batch<T: Real>(
     out.into_iter()
         .collect::<Result<Vec<f64>>>()
         .map(Array1::from)
+}
+
+/// The number of problems of a batch on the line: the rows of `u_values`, at least one, as
+/// many in `v_values` and in the weights given.
+pub(super) fn line_batch_size<T>(
+    u_values: &ArrayView2<'_, T>,
+    v_values: &ArrayView2<'_, T>,
+    u_weights: Option<&ArrayView2<'_, T>>,
+    v_weights: Option<&ArrayView2<'_, T>>,
+) -> Result<usize> {
+    batch_size(
+        ("u_values", u_values.nrows()),
+        "problems",
+        [
+            ("v_values", Some(v_values.nrows())),
+            ("u_weights", u_weights.map(|w| w.nrows())),
+            ("v_weights", v_weights.map(|w| w.nrows())),
+        ],
+    )
+}
+
+/// The number of problems of a batch: the `first` argument's count, at least one (an empty
+/// batch is `a batch of 0 {what}`), and as many in each of the `others` given.
+pub(super) fn batch_size(
+    first: (&str, usize),
+    what: &str,
+    others: [(&str, Option<usize>); 3],
+) -> Result<usize> {
+    let (name, bsz) = first;
+    if bsz == 0 {
+        return Err(Error::Empty {
+            arg: name.into(),
+            detail: format!("a batch of 0 {what}"),
+        });
+    }
+    for (arg, rows) in others {
+        let rows = rows.unwrap_or(bsz);
+        if rows != bsz {
+            return Err(Error::shape(
+                arg,
+                format!("holds {rows} problems but {name} holds {bsz}"),
+            ));
+        }
+    }
+    Ok(bsz)
 }
 
 /// An error of problem `k` of a batch of `bsz`, saying which.
@@ -698,13 +761,13 @@ pub fn wasserstein_1d_grad<T: Real>(
     p: f64,
 ) -> Result<Wasserstein1dGrad> {
     let h = LineCost::power(p, "p")?;
-    let s = Sorted::new(
+    let s = Sorted::new(Line::new(
         u_values,
         v_values,
         u_weights,
         v_weights,
         ["u_values", "v_values", "u_weights", "v_weights"],
-    )?;
+    )?);
     let (n, m) = (s.u.len(), s.v.len());
     let st = staircase(&s, h);
     let mut du = vec![0.0; n];

@@ -23,9 +23,9 @@
 //! opposite sign for `y`), so `∂SW_p/∂x_i = (1/p)·SW_p^{1−p}·(1/L) Σ_l s^l_i θ_l`; zero
 //! where `SW_p = 0`. Exact where every projection has distinct values on each side.
 
-use super::one_d::{walk, LineCost, SortedWeights};
+use super::one_d::{balance, batch_size, in_problem, walk, weights, LineCost, SortedWeights};
 use super::sort;
-use crate::validate::{check_equal_mass, check_finite, check_histograms};
+use crate::validate::check_finite;
 use crate::{Error, Real, Result};
 use ndarray::{Array1, Array2, ArrayView1, ArrayView2, ArrayView3, Axis};
 use rayon::prelude::*;
@@ -199,27 +199,6 @@ fn cloud<T: Real>(arg: &str, x: &ArrayView2<'_, T>) -> Result<Vec<f64>> {
     Ok(x.iter().map(|v| v.f64()).collect())
 }
 
-fn cloud_weights<T: Real>(
-    arg: &str,
-    w: Option<ArrayView1<'_, T>>,
-    len: usize,
-    of: &str,
-) -> Result<(Option<Vec<f64>>, f64)> {
-    match w {
-        None => Ok((None, 1.0)),
-        Some(w) => {
-            if w.len() != len {
-                return Err(Error::shape(
-                    arg,
-                    format!("has {} weights for the {len} points of {of}", w.len()),
-                ));
-            }
-            let mass = check_histograms(arg, &w.insert_axis(Axis(0)))?[0];
-            Ok((Some(w.iter().map(|v| v.f64()).collect()), mass))
-        }
-    }
-}
-
 impl Clouds {
     pub(super) fn new<T: Real>(
         x_s: ArrayView2<'_, T>,
@@ -240,10 +219,9 @@ impl Clouds {
                 ),
             ));
         }
-        let (a, mass_a) = cloud_weights("a", a, n, "x_s")?;
-        let (mut b, mass_b) = cloud_weights("b", b, m, "x_t")?;
-        check_equal_mass::<T>(&[mass_a], &[mass_b])?;
-        let scale_b = mass_a / mass_b;
+        let (a, mass_a) = weights("a", a, n, "x_s")?;
+        let (mut b, mass_b) = weights("b", b, m, "x_t")?;
+        let scale_b = balance::<T>(mass_a, mass_b)?;
         if let Some(b) = b.as_mut() {
             b.iter_mut().for_each(|w| *w *= scale_b);
         }
@@ -517,15 +495,8 @@ pub fn sliced_wasserstein_distance<T: Real>(
     projections: &Projections<'_>,
     p: f64,
 ) -> Result<Sliced> {
-    let h = LineCost::power(p, "p")?;
-    let c = Clouds::new(x_s, x_t, a, b)?;
-    let dirs = projections.directions(c.d)?;
-    let values = projected_values(&c, &dirs, h);
-    let mean = values.iter().sum::<f64>() / values.len() as f64;
-    Ok(Sliced {
-        distance: mean.powf(1.0 / p),
-        projected: values.into(),
-    })
+    let (h, c, dirs) = prepare(x_s, x_t, a, b, projections, p)?;
+    Ok(Sliced::new(projected_values(&c, &dirs, h), p))
 }
 
 /// [`sliced_wasserstein_distance`] with its gradients with respect to both clouds (see the
@@ -551,29 +522,69 @@ pub fn sliced_wasserstein_grad<T: Real>(
     projections: &Projections<'_>,
     p: f64,
 ) -> Result<SlicedGrad> {
+    let (h, c, dirs) = prepare(x_s, x_t, a, b, projections, p)?;
+    let (acc, values) = projected_gradients(&c, &dirs, h);
+    let (distance, scale) = root_and_scale(&values, p);
+    Ok(grads(&c, acc, scale, distance))
+}
+
+/// The checks and preparation of every sliced function, on every backend: the cost
+/// `|t|^p` (`p ≥ 1`), the checked clouds and the directions (`L×d`).
+pub(super) fn prepare<T: Real>(
+    x_s: ArrayView2<'_, T>,
+    x_t: ArrayView2<'_, T>,
+    a: Option<ArrayView1<'_, T>>,
+    b: Option<ArrayView1<'_, T>>,
+    projections: &Projections<'_>,
+    p: f64,
+) -> Result<(LineCost, Clouds, Array2<f64>)> {
     let h = LineCost::power(p, "p")?;
     let c = Clouds::new(x_s, x_t, a, b)?;
     let dirs = projections.directions(c.d)?;
-    let l = dirs.nrows() as f64;
-    let (acc, values) = projected_gradients(&c, &dirs, h);
+    Ok((h, c, dirs))
+}
+
+/// `(W, s)` of the `L` values `W_p^p(θ_l)`: `W = ((1/L) Σ_l W_p^p(θ_l))^{1/p}` and the factor
+/// `s = W/(p·mean·L)` of `dW = (1/p)·mean^{1/p − 1}·d(mean)` on the summed gradients
+/// (`s = 0` where the mean is 0).
+pub(super) fn root_and_scale(values: &[f64], p: f64) -> (f64, f64) {
+    let l = values.len() as f64;
     let mean = values.iter().sum::<f64>() / l;
     let distance = mean.powf(1.0 / p);
-    // d(mean^{1/p}) = (1/p)·mean^{1/p − 1}·d(mean), with d(mean) = acc / L.
     let scale = if mean > 0.0 {
         distance / (p * mean * l)
     } else {
         0.0
     };
-    Ok(grads(&c, acc, scale, distance))
+    (distance, scale)
 }
 
+/// The gradients `scale·acc` (`x_s`'s `n×d` rows, then `x_t`'s `m×d`).
 pub(super) fn grads(c: &Clouds, mut acc: Vec<f64>, scale: f64, distance: f64) -> SlicedGrad {
     acc.iter_mut().for_each(|v| *v *= scale);
     let gy = acc.split_off(c.n * c.d);
-    SlicedGrad {
-        distance,
-        grad_x_s: Array2::from_shape_vec((c.n, c.d), acc).expect("n×d"),
-        grad_x_t: Array2::from_shape_vec((c.m, c.d), gy).expect("m×d"),
+    SlicedGrad::new(c, distance, acc, gy)
+}
+
+impl Sliced {
+    /// `SW_p` of each direction's `W_p^p`.
+    pub(super) fn new(values: Vec<f64>, p: f64) -> Self {
+        let mean = values.iter().sum::<f64>() / values.len() as f64;
+        Sliced {
+            distance: mean.powf(1.0 / p),
+            projected: values.into(),
+        }
+    }
+}
+
+impl SlicedGrad {
+    /// The gradients `gx` (`n×d`) and `gy` (`m×d`) of the clouds `c`, row-major.
+    pub(super) fn new(c: &Clouds, distance: f64, gx: Vec<f64>, gy: Vec<f64>) -> Self {
+        SlicedGrad {
+            distance,
+            grad_x_s: Array2::from_shape_vec((c.n, c.d), gx).expect("n×d"),
+            grad_x_t: Array2::from_shape_vec((c.m, c.d), gy).expect("m×d"),
+        }
     }
 }
 
@@ -609,7 +620,7 @@ pub fn sliced_wasserstein_batch<T: Real>(
             projections,
             p,
         )
-        .map_err(|e| super::one_d::in_problem(e, k, bsz))?;
+        .map_err(|e| in_problem(e, k, bsz))?;
         out.push(r.distance);
     }
     Ok(out.into())
@@ -635,7 +646,7 @@ pub fn sliced_wasserstein_grad_batch<T: Real>(
                 projections,
                 p,
             )
-            .map_err(|e| super::one_d::in_problem(e, k, bsz))
+            .map_err(|e| in_problem(e, k, bsz))
         })
         .collect()
 }
@@ -646,26 +657,15 @@ fn check_batch<T>(
     a: Option<&ArrayView2<'_, T>>,
     b: Option<&ArrayView2<'_, T>>,
 ) -> Result<usize> {
-    let bsz = x_s.dim().0;
-    if bsz == 0 {
-        return Err(Error::Empty {
-            arg: "x_s".into(),
-            detail: "a batch of 0 point clouds".into(),
-        });
-    }
-    for (arg, rows) in [
-        ("x_t", x_t.dim().0),
-        ("a", a.map_or(bsz, |w| w.nrows())),
-        ("b", b.map_or(bsz, |w| w.nrows())),
-    ] {
-        if rows != bsz {
-            return Err(Error::shape(
-                arg,
-                format!("holds {rows} problems but x_s holds {bsz}"),
-            ));
-        }
-    }
-    Ok(bsz)
+    batch_size(
+        ("x_s", x_s.dim().0),
+        "point clouds",
+        [
+            ("x_t", Some(x_t.dim().0)),
+            ("a", a.map(|w| w.nrows())),
+            ("b", b.map(|w| w.nrows())),
+        ],
+    )
 }
 
 #[cfg(test)]
