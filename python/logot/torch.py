@@ -940,9 +940,11 @@ class _ExactLoss(torch.autograd.Function):
         return None, scaled(gx) if ctx.needs_input_grad[1] else None, scaled(gy) if ctx.needs_input_grad[2] else None
 
 
-def _fixed_weights(weights, names, dtype):
-    """Weights as numpy arrays of ``dtype`` (None: uniform). Their gradients are not
-    computed: a weight tensor that requires one is refused, naming it."""
+def _fixed_weights(weights, names, like: torch.Tensor):
+    """Weights as numpy arrays of the dtype of ``like`` (float32, else float64; None:
+    uniform). Their gradients are not computed: a weight tensor that requires one is
+    refused, naming it."""
+    dtype = np.float32 if like.dtype == torch.float32 else np.float64
     out = []
     for w, name in zip(weights, names):
         if isinstance(w, torch.Tensor):
@@ -982,8 +984,7 @@ def sliced_wasserstein(x, y, a=None, b=None, *, n_projections=50, seed=0, projec
     float64). CUDA tensors go through the host: one copy of the points to it, one of the
     value and gradients back."""
     x, y = _as_tensors(x, y, names=("x", "y"))
-    np_dtype = np.float32 if x.dtype == torch.float32 else np.float64
-    a, b = _fixed_weights((a, b), ("a", "b"), np_dtype)
+    a, b = _fixed_weights((a, b), ("a", "b"), x)
     projections = _host_projections(projections)
     with _lg._exact._rename(x_s="x", x_t="y"):
         if x.dim() == 3:
@@ -1015,8 +1016,7 @@ def max_sliced_wasserstein(x, y, a=None, b=None, *, n_projections=50, seed=0, pr
     points at the best direction found (the envelope theorem: the direction and its sorted
     plan held fixed)."""
     x, y = _as_tensors(x, y, names=("x", "y"))
-    np_dtype = np.float32 if x.dtype == torch.float32 else np.float64
-    a, b = _fixed_weights((a, b), ("a", "b"), np_dtype)
+    a, b = _fixed_weights((a, b), ("a", "b"), x)
     projections = _host_projections(projections)
 
     def one(xs, ys, a, b):
@@ -1053,8 +1053,7 @@ def wasserstein_1d(u_values, v_values, u_weights=None, v_weights=None, p=1) -> t
     values of each side are distinct). The dtype is kept; CUDA tensors go through the host
     (one copy each way)."""
     u, v = _as_tensors(u_values, v_values, names=("u_values", "v_values"))
-    np_dtype = np.float32 if u.dtype == torch.float32 else np.float64
-    uw, vw = _fixed_weights((u_weights, v_weights), ("u_weights", "v_weights"), np_dtype)
+    uw, vw = _fixed_weights((u_weights, v_weights), ("u_weights", "v_weights"), u)
     if u.dim() not in (1, 2):
         raise ValueError(f"u_values: expected values (n) or a batch of them (B×n), got shape {tuple(u.shape)}")
     if v.dim() != u.dim():
